@@ -1,0 +1,67 @@
+/* A window onto a rendered byte stream. Renderers emit their whole output in order;
+ * the sink keeps the bytes that fall in [off, off + len) and counts everything, so one
+ * renderer serves both sizing (buf NULL, len UINT64_MAX) and any read slice. */
+#ifndef GGUFS_SINK_H
+#define GGUFS_SINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+struct sink {
+	char *buf;      /* receives bytes [off, off + len) of the stream; NULL to count */
+	uint64_t off;
+	uint64_t len;
+	uint64_t pos;   /* bytes emitted so far */
+};
+
+static inline struct sink sink_counter(void)
+{
+	return (struct sink){ .buf = NULL, .off = 0, .len = UINT64_MAX, .pos = 0 };
+}
+
+static inline struct sink sink_window(char *buf, uint64_t off, uint64_t len)
+{
+	return (struct sink){ .buf = buf, .off = off, .len = len, .pos = 0 };
+}
+
+/* True once nothing more that is emitted can land in the window: renderers may stop. */
+static inline bool sink_done(const struct sink *s)
+{
+	return s->buf && s->pos >= s->off + s->len;
+}
+
+/* Bytes of the window filled so far. */
+static inline uint64_t sink_filled(const struct sink *s)
+{
+	if (s->pos <= s->off)
+		return 0;
+	uint64_t n = s->pos - s->off;
+	return n < s->len ? n : s->len;
+}
+
+static inline void sink_put(struct sink *s, const void *p, uint64_t n)
+{
+	uint64_t start = s->pos, end = s->pos + n;
+	s->pos = end;
+	if (!s->buf)
+		return;
+	uint64_t wlo = s->off, whi = s->off + s->len;
+	if (end <= wlo || start >= whi)
+		return;
+	uint64_t lo = start > wlo ? start : wlo;
+	uint64_t hi = end < whi ? end : whi;
+	memcpy(s->buf + (lo - wlo), (const char *)p + (lo - start), hi - lo);
+}
+
+static inline void sink_puts(struct sink *s, const char *str)
+{
+	sink_put(s, str, strlen(str));
+}
+
+static inline void sink_putc(struct sink *s, char c)
+{
+	sink_put(s, &c, 1);
+}
+
+#endif
