@@ -1,0 +1,78 @@
+/* Every type's dequantizer against ggml's reference output (shared/vectors): one cmocka
+ * test per tensor of the manifest, quant.* and bytes.* alike. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "types.h"
+#include "vectors.h"
+
+static const struct ggml_type *type_by_name(const char *name)
+{
+	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++) {
+		const struct ggml_type *t = ggml_type_get(id);
+		if (t && t->name && strcmp(t->name, name) == 0)
+			return t;
+	}
+	return NULL;
+}
+
+static void test_vector(void **state)
+{
+	const struct vector_row *row = *state;
+	const struct ggml_type *t = type_by_name(row->type);
+	assert_non_null(t);
+	assert_non_null(t->to_float);
+	assert_true(t->block_elems > 0 && t->block_bytes > 0);
+
+	size_t raw_size, count;
+	uint8_t *raw = vectors_raw(row->tensor, &raw_size);
+	float *want = vectors_f32(row->tensor, &count);
+	assert_int_equal(count, row->ne0 * row->ne1);
+	assert_int_equal(count % t->block_elems, 0);
+	uint64_t nblocks = count / t->block_elems;
+	assert_int_equal(raw_size, nblocks * t->block_bytes);
+
+	/* whole tensor in one call */
+	float *got = malloc(count * sizeof *got);
+	t->to_float(raw, got, nblocks);
+	size_t bad = vectors_compare(got, want, count);
+	if (bad)
+		print_error("%s: element %zu is %.9g, want %.9g\n", row->tensor, bad - 1,
+		            got[bad - 1], want[bad - 1]);
+	assert_int_equal(bad, 0);
+
+	/* block by block from an unaligned source: the same values */
+	uint8_t *shifted = malloc(t->block_bytes + 1);
+	for (uint64_t b = 0; b < nblocks; b++) {
+		memcpy(shifted + 1, raw + b * t->block_bytes, t->block_bytes);
+		t->to_float(shifted + 1, got + b * t->block_elems, 1);
+	}
+	assert_int_equal(vectors_compare(got, want, count), 0);
+
+	free(shifted);
+	free(got);
+	free(want);
+	free(raw);
+}
+
+int main(void)
+{
+	struct vector_row *rows;
+	size_t n = vectors_manifest(&rows);
+	struct CMUnitTest *tests = calloc(n, sizeof *tests);
+	for (size_t i = 0; i < n; i++) {
+		tests[i].name = rows[i].tensor;
+		tests[i].test_func = test_vector;
+		tests[i].initial_state = &rows[i];
+	}
+	int failed = _cmocka_run_group_tests("dequant", tests, n, NULL, NULL);
+	free(tests);
+	free(rows);
+	return failed;
+}
