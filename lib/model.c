@@ -16,7 +16,7 @@ static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	verrf(err, fmt, ap);
+	vsnprintf(err, GGUF_ERR_MAX, fmt, ap);
 	va_end(ap);
 }
 
