@@ -633,7 +633,9 @@ int main(int argc, char *argv[])
 		fuse_loop_cfg_set_max_threads(loop, fo.max_threads);
 		ret = fuse_session_loop_mt(se, loop);
 	}
-	ret = ret != 0;
+	/* the loop returns -errno on failure, or the signal that ended it: a clean
+	 * unmount on SIGTERM/SIGINT/SIGHUP is a success */
+	ret = ret < 0;
 
 out_unmount:
 	fuse_session_unmount(se);
