@@ -629,7 +629,9 @@ int main(int argc, char *argv[])
 		if (!loop)
 			goto out_unmount;
 		fuse_loop_cfg_set_clone_fd(loop, (unsigned)fo.clone_fd);
-		fuse_loop_cfg_set_idle_threads(loop, fo.max_idle_threads);
+		/* UINT_MAX is libfuse's "not given", which its own setter rejects noisily */
+		if (fo.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(loop, fo.max_idle_threads);
 		fuse_loop_cfg_set_max_threads(loop, fo.max_threads);
 		ret = fuse_session_loop_mt(se, loop);
 	}
