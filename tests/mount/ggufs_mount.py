@@ -197,19 +197,34 @@ def escape_name(name, tensor):
 
 
 def shortest_float(v, bits):
-    """The shortest %.Ng (N from 1) that reads back as the same float32/float64."""
+    """The shortest %.Ng (N from 1) that reads back as the same float32/float64, bit
+    for bit; where that form has an exponent, the plain form with N = exponent + 1
+    wins when it is no longer (SPEC: 10000 is "10000", 500000 is "5e+05")."""
     import math
-    import numpy
+    import struct
     if math.isnan(v):
         return "nan"
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
-    conv = numpy.float32 if bits == 32 else numpy.float64
-    for n in range(1, 10 if bits == 32 else 18):
-        s = "%.*g" % (n, v)
-        if conv(float(s)) == conv(v):
-            return s
-    raise AssertionError("no shortest form for %r" % v)
+    fmt = "<f" if bits == 32 else "<d"
+    max_prec = 9 if bits == 32 else 17
+
+    def reads_back(s):
+        return struct.pack(fmt, float(s)) == struct.pack(fmt, v)
+
+    for prec in range(1, max_prec + 1):
+        s = "%.*g" % (prec, v)
+        if reads_back(s):
+            break
+    else:
+        raise AssertionError("no shortest form for %r" % v)
+    if "e+" in s:
+        exp10 = int(s[s.index("e+") + 2:])
+        if prec < exp10 + 1 <= max_prec:
+            plain = "%.*g" % (exp10 + 1, v)
+            if len(plain) <= len(s) and "e" not in plain and reads_back(plain):
+                s = plain
+    return s
 
 
 def escape_array_string(s):
@@ -244,3 +259,67 @@ def render_scalar(vtype, value, in_array=False):
     if vtype == "float64":
         return shortest_float(value, 64).encode()
     return str(int(value)).encode()
+
+
+# ---- hand-written GGUF files ----
+
+GGUF_UINT32, GGUF_STRING = 4, 8
+GGML_F32 = 0
+
+
+def gguf_string(b):
+    import struct
+    if isinstance(b, str):
+        b = b.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def write_gguf(path, kvs, tensors, alignment=32):
+    """A GGUF v3 file. kvs: [(key, value)] with str or int (uint32) values; tensors:
+    [(name, dims, ggml_type, data bytes)], each placed at the next aligned offset."""
+    import struct
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, value in kvs:
+        out += gguf_string(key)
+        if isinstance(value, int):
+            out += struct.pack("<II", GGUF_UINT32, value)
+        else:
+            out += struct.pack("<I", GGUF_STRING) + gguf_string(value)
+    offsets, off = [], 0
+    for name, dims, gtype, data in tensors:
+        offsets.append(off)
+        off += len(data)
+        off += -off % alignment
+    for (name, dims, gtype, data), toff in zip(tensors, offsets):
+        out += gguf_string(name) + struct.pack("<I", len(dims))
+        out += b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", gtype, toff)
+    out += b"\0" * (-len(out) % alignment)
+    data_start = len(out)
+    for (name, dims, gtype, data), toff in zip(tensors, offsets):
+        out += b"\0" * (data_start + toff - len(out)) + data
+    with open(path, "wb") as f:
+        f.write(out)
+    return [data_start + o for o in offsets]
+
+
+def xattr_size(path, name=None):
+    """getxattr/listxattr with size 0, the size query, through libc: returns the size
+    or -errno."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    p = os.fsencode(path)
+    if name is None:
+        r = libc.listxattr(p, None, ctypes.c_size_t(0))
+    else:
+        r = libc.getxattr(p, name.encode(), None, ctypes.c_size_t(0))
+    return r if r >= 0 else -ctypes.get_errno()
+
+
+def xattr_small(path, name, size):
+    """getxattr into a buffer of size bytes: the length, or -errno (ERANGE if short)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(max(size, 1))
+    r = libc.getxattr(os.fsencode(path), name.encode(), buf, ctypes.c_size_t(size))
+    return r if r >= 0 else -ctypes.get_errno()

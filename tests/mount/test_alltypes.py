@@ -54,6 +54,26 @@ class AllTypes(gm.MountedTestCase):
     def test_manifest_is_complete(self):
         self.assertGreaterEqual(len(MANIFEST), 40)
 
+    def test_quiet(self):
+        """Every type is known: no raw-only warning at mount."""
+        self.assertEqual(self.mount.stderr(), "")
+
+    def test_type_xattr(self):
+        for row in MANIFEST:
+            raw, f32 = self.files(row)
+            for path in (raw, f32, f32[:-4] + ".npy"):
+                self.assertEqual(os.getxattr(path, "user.gguf.type").decode(), row["type"])
+                self.assertEqual(os.getxattr(path, "user.gguf.dims").decode(),
+                                 "%s,%s" % (row["ne0"], row["ne1"]))
+
+    def test_npy(self):
+        for row in MANIFEST:
+            with self.subTest(tensor=row["tensor"]):
+                _, f32 = self.files(row)
+                a = numpy.load(f32[:-4] + ".npy")
+                self.assertEqual(a.shape, (int(row["ne1"]), int(row["ne0"])))
+                self.assertEqual(a.tobytes(), gm.read_file(f32))
+
     def test_raw(self):
         for row in MANIFEST:
             with self.subTest(tensor=row["tensor"], type=row["type"]):

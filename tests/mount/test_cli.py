@@ -243,5 +243,68 @@ class Shrunk(unittest.TestCase):
             shutil.rmtree(tmp)
 
 
+class Handwritten(unittest.TestCase):
+    """Small GGUF files written here: escaped names, and a tensor of a type ggufs does
+    not know (raw file only, sized to the next tensor, one warning line at mount)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ggufs-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_unknown_type(self):
+        import struct
+        model = os.path.join(self.tmp, "odd.gguf")
+        f32 = struct.pack("<4f", 1.0, -2.5, 3.25, 0.0)
+        offs = gm.write_gguf(model, [("general.architecture", "test")], [
+            ("mystery", [4], 99, b"\xab" * 10),
+            ("known", [4], gm.GGML_F32, f32),
+            ("last.mystery", [8], 1000, b"\xcd" * 7),
+        ])
+        with gm.Mount(model) as m:
+            names = sorted(os.listdir(m.p("tensors")))
+            self.assertEqual(names, ["known", "known.f32", "known.npy", "last.mystery", "mystery"])
+            # sized from its offset to the next tensor's data, or to the end of the file
+            self.assertEqual(os.path.getsize(m.p("tensors", "mystery")), offs[1] - offs[0])
+            self.assertEqual(gm.read_file(m.p("tensors", "mystery"))[:10], b"\xab" * 10)
+            self.assertEqual(gm.read_file(m.p("tensors", "last.mystery")),
+                             gm.read_file(model)[offs[2]:])
+            self.assertEqual(gm.read_file(m.p("tensors", "known.f32")), f32)
+            self.assertEqual(os.getxattr(m.p("tensors", "mystery"), "user.gguf.name"), b"mystery")
+            err = m.stderr().splitlines()
+        self.assertEqual(len(err), 2, err)
+        for line, (name, t) in zip(err, [("mystery", 99), ("last.mystery", 1000)]):
+            self.assertTrue(line.startswith("ggufs: " + model + ": warning: "), line)
+            self.assertIn("'%s'" % name, line)
+            self.assertIn(str(t), line)
+
+    def test_names(self):
+        import struct
+        f32 = struct.pack("<2f", 1.0, 2.0)
+        tensors = [b"a/b", b"x.f32", b"y.npy", b".", b"..", b"100%", b"caf\xc3\xa9"]
+        keys = [b"k/ey", b".", b"%", b"tokenizer.ggml.pre"]
+        model = os.path.join(self.tmp, "names.gguf")
+        gm.write_gguf(model, [(k, "v") for k in keys],
+                      [(n, [2], gm.GGML_F32, f32) for n in tensors])
+        with gm.Mount(model) as m:
+            want = set()
+            for n in tensors:
+                e = gm.escape_name(n, tensor=True)
+                want |= {e, e + ".f32", e + ".npy"}
+            self.assertEqual(set(os.listdir(m.p("tensors"))), want)
+            self.assertEqual(set(os.listdir(m.p("metadata"))),
+                             {gm.escape_name(k, tensor=False) for k in keys})
+            self.assertIn("a%2Fb", want)
+            self.assertIn("x%2Ef32.f32", want)
+            self.assertIn("%2E%2E.npy", want)
+            for n in tensors:
+                path = m.p("tensors", gm.escape_name(n, tensor=True))
+                self.assertEqual(os.getxattr(path, "user.gguf.name"), n)
+                self.assertEqual(gm.read_file(path + ".f32"), f32)
+            self.assertEqual(gm.read_file(m.p("metadata", "k%2Fey")), b"v\n")
+            self.assertEqual(m.stderr(), "")
+
+
 if __name__ == "__main__":
     gm.main()

@@ -92,6 +92,10 @@ class Tree(gm.MountedTestCase):
                 os.stat(self.p(p))
             self.assertIn(cm.exception.errno, (errno.ENOENT, errno.ENOTDIR), p)
 
+    def test_quiet(self):
+        """A model without oddities mounts without a word on stderr."""
+        self.assertEqual(self.mount.stderr(), "")
+
     def test_statfs(self):
         sv = os.statvfs(self.p())
         self.assertTrue(sv.f_flag & os.ST_RDONLY)
@@ -272,6 +276,147 @@ class Tensors(gm.MountedTestCase):
         out = subprocess.run(["dd", "if=" + big, "bs=4M", "status=none"], check=True,
                              stdout=subprocess.PIPE).stdout
         self.assertEqual(out, gm.read_file(big))
+
+
+class Npy(gm.MountedTestCase):
+    MODEL = gm.TINY
+
+    def test_load(self):
+        for t in EXPECTED["tensors"]:
+            with self.subTest(tensor=t["name"]):
+                _, f32, npy = (self.p("tensors", n) for n in tensor_files(t))
+                a = numpy.load(npy)
+                self.assertEqual(a.dtype, numpy.dtype("<f4"))
+                self.assertEqual(list(a.shape), t["numpy_shape"])
+                self.assertTrue(a.flags["C_CONTIGUOUS"])
+                raw = numpy.fromfile(f32, dtype=numpy.float32).reshape(t["numpy_shape"])
+                self.assertTrue(numpy.array_equal(a, raw, equal_nan=True))
+                data = gm.read_file(npy)
+                self.assertEqual(len(data), os.stat(npy).st_size)
+                self.assertEqual(data[:8], b"\x93NUMPY\x01\x00")
+                self.assertEqual(data[-os.stat(f32).st_size:], gm.read_file(f32))
+
+    def test_load_mmap(self):
+        t = EXPECTED["tensors"][0]
+        npy = self.p("tensors", tensor_files(t)[2])
+        m = numpy.load(npy, mmap_mode="r")
+        self.assertEqual(list(m.shape), t["numpy_shape"])
+        self.assertEqual(m.ravel()[-4:].astype(numpy.float64).tolist(), t["f32_last4"])
+
+    def test_random_preads(self):
+        rng = random.Random(5)
+        for t in EXPECTED["tensors"][:4]:
+            npy = self.p("tensors", tensor_files(t)[2])
+            whole = gm.read_file(npy)
+            for _ in range(20):
+                off = rng.randrange(0, min(len(whole), 300))  # across the header's end
+                n = rng.choice([1, 50, 129, 4097])
+                self.assertEqual(gm.pread_direct(npy, n, off), whole[off:off + n])
+
+
+class Json(gm.MountedTestCase):
+    MODEL = gm.TINY
+
+    def test_document(self):
+        text = gm.read_file(self.p("gguf.json"))
+        self.assertEqual(len(text), os.stat(self.p("gguf.json")).st_size)
+
+        def no_constants(c):
+            raise ValueError("not JSON: " + c)
+        doc = json.loads(text.decode("utf-8"), parse_constant=no_constants)
+        self.assertEqual(doc["file"], os.path.basename(gm.TINY))
+        self.assertEqual(doc["version"], 3)
+        self.assertEqual(list(doc["metadata"]), list(EXPECTED["metadata"]))
+        for key, want in EXPECTED["metadata"].items():
+            with self.subTest(key=key):
+                got = doc["metadata"][key]
+                self.assertEqual(got["type"], want["type"])
+                if want["type"].startswith("array["):
+                    self.assertEqual(len(got["value"]), want["count"])
+                    if want["type"] == "array[float32]":
+                        f = lambda v: numpy.float32(v)
+                        self.assertEqual([f(v) for v in got["value"][:8]], [f(v) for v in want["first"]])
+                        self.assertEqual(f(got["value"][-1]), f(want["last"]))
+                    else:
+                        self.assertEqual(got["value"][:8], want["first"])
+                        self.assertEqual(got["value"][-1], want["last"])
+                elif want["type"] == "float32":
+                    self.assertEqual(numpy.float32(got["value"]), numpy.float32(want["value"]))
+                else:
+                    self.assertEqual(got["value"], want["value"])
+        self.assertEqual(len(doc["tensors"]), len(EXPECTED["tensors"]))
+        for got, want in zip(doc["tensors"], EXPECTED["tensors"]):
+            self.assertEqual(got["name"], want["name"])
+            self.assertEqual(got["type"].lower(), want["type"].lower())
+            self.assertEqual(got["dims"], want["dims"])
+            self.assertEqual(got["offset"], want["file_offset"])
+            self.assertEqual(got["size"], want["nbytes"])
+
+    def test_jq(self):
+        import shutil
+        if not shutil.which("jq"):
+            self.skipTest("jq is not installed")
+        out = subprocess.run(["jq", "-r", ".metadata[\"general.name\"].value", self.p("gguf.json")],
+                             check=True, stdout=subprocess.PIPE, text=True).stdout
+        self.assertEqual(out, "tinyllama-test\n")
+
+
+class Summary(gm.MountedTestCase):
+    MODEL = gm.TINY
+
+    def test_summary(self):
+        text = gm.read_file(self.p("summary.txt")).decode()
+        self.assertEqual(len(text.encode()), os.stat(self.p("summary.txt")).st_size)
+        self.assertTrue(text.endswith("\n"))
+        self.assertIn("llama", text)
+        self.assertIn("tinyllama-test", text)
+        counts = {}
+        for t in EXPECTED["tensors"]:
+            counts[t["type"].lower()] = counts.get(t["type"].lower(), 0) + 1
+        lines = [l.split() for l in text.splitlines()]
+        for gtype, n in counts.items():
+            rows = [l for l in lines if l and l[0].lower() == gtype]
+            self.assertEqual(len(rows), 1, gtype)
+            self.assertIn(str(n), rows[0], gtype)
+
+
+class Xattrs(gm.MountedTestCase):
+    MODEL = gm.TINY
+
+    def test_metadata(self):
+        for key, want in EXPECTED["metadata"].items():
+            with self.subTest(key=key):
+                path = self.p("metadata", gm.escape_name(key.encode(), tensor=False))
+                self.assertEqual(os.getxattr(path, "user.gguf.type").decode(), want["type"])
+                names = set(os.listxattr(path))
+                if want["type"].startswith("array["):
+                    self.assertEqual(names, {"user.gguf.type", "user.gguf.count"})
+                    self.assertEqual(os.getxattr(path, "user.gguf.count"), str(want["count"]).encode())
+                else:
+                    self.assertEqual(names, {"user.gguf.type"})
+
+    def test_tensors(self):
+        for t in EXPECTED["tensors"]:
+            for name in tensor_files(t):
+                with self.subTest(file=name):
+                    path = self.p("tensors", name)
+                    self.assertEqual(os.getxattr(path, "user.gguf.name"), t["name"].encode())
+                    self.assertEqual(os.getxattr(path, "user.gguf.type").decode().lower(),
+                                     t["type"].lower())
+                    self.assertEqual(os.getxattr(path, "user.gguf.dims").decode(),
+                                     ",".join(map(str, t["dims"])))
+                    self.assertEqual(int(os.getxattr(path, "user.gguf.offset")), t["file_offset"])
+
+    def test_size_queries_and_errors(self):
+        path = self.p("tensors", tensor_files(EXPECTED["tensors"][0])[0])
+        names = b"".join(n.encode() + b"\0" for n in os.listxattr(path))
+        self.assertEqual(gm.xattr_size(path), len(names))
+        value = os.getxattr(path, "user.gguf.name")
+        self.assertEqual(gm.xattr_size(path, "user.gguf.name"), len(value))
+        self.assertEqual(gm.xattr_small(path, "user.gguf.name", len(value)), len(value))
+        self.assertEqual(gm.xattr_small(path, "user.gguf.name", 3), -errno.ERANGE)
+        self.assertEqual(gm.xattr_size(path, "user.nope"), -errno.ENODATA)
+        self.assertEqual(gm.xattr_size(self.p("gguf.json"), "user.gguf.type"), -errno.ENODATA)
 
 
 class ReadOnly(gm.MountedTestCase):
