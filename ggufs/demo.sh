@@ -30,6 +30,7 @@ show 'cat metadata/general.architecture'
 show 'cat metadata/llama.attention.layer_norm_rms_epsilon'
 show 'head -5 metadata/tokenizer.ggml.tokens'
 show 'ls -l tensors | head -7'
+show 'head -9 summary.txt'
 show "/usr/bin/python3 -c 'import numpy
 a = numpy.fromfile(\"tensors/output.weight.f32\", dtype=numpy.float32).reshape(8000, 256)
 print(a.shape, a.dtype, a[0, :4])'"
