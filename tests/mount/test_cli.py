@@ -305,6 +305,50 @@ class Handwritten(unittest.TestCase):
             self.assertEqual(gm.read_file(m.p("metadata", "k%2Fey")), b"v\n")
             self.assertEqual(m.stderr(), "")
 
+    def write_split(self, count=3):
+        """A model split like gguf-split does it: metadata in the first shard, split.*
+        keys in every shard, two f32 tensors per shard. Returns {tensor: bytes}."""
+        import struct
+        want = {}
+        for i in range(count):
+            tensors = []
+            for j in range(2):
+                name = "blk.%d.w%d" % (i, j)
+                data = struct.pack("<3f", i, j, i * 10 + j + 0.5)
+                want[name] = data
+                tensors.append((name, [3], gm.GGML_F32, data))
+            kvs = [("general.architecture", "test")] if i == 0 else []
+            kvs += [("split.no", i), ("split.count", count), ("split.tensors.count", 2 * count)]
+            gm.write_gguf(os.path.join(self.tmp, "m-%05d-of-%05d.gguf" % (i + 1, count)),
+                          kvs, tensors)
+        return want
+
+    def test_split_model(self):
+        want = self.write_split()
+        for shard in (1, 3):
+            with self.subTest(given=shard):
+                with gm.Mount(os.path.join(self.tmp, "m-%05d-of-00003.gguf" % shard)) as m:
+                    files = set(os.listdir(m.p("tensors")))
+                    self.assertEqual(files, {n + e for n in want for e in ("", ".f32", ".npy")})
+                    for name, data in want.items():
+                        self.assertEqual(gm.read_file(m.p("tensors", name)), data)
+                        self.assertEqual(gm.read_file(m.p("tensors", name + ".f32")), data)
+                    self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")),
+                                     b"test\n")
+
+    def test_split_model_missing_shard(self):
+        self.write_split()
+        missing = os.path.join(self.tmp, "m-00002-of-00003.gguf")
+        os.unlink(missing)
+        mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(mnt)
+        r = gm.run_ggufs([os.path.join(self.tmp, "m-00001-of-00003.gguf"), mnt])
+        self.assertEqual(r.returncode, 1)
+        lines = r.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertTrue(lines[0].startswith("ggufs: " + missing), lines[0])
+        self.assertFalse(gm.is_mounted(mnt))
+
 
 if __name__ == "__main__":
     gm.main()
