@@ -31,6 +31,7 @@ struct ggufs {
 	struct tree *tree;
 };
 
+/* The mounted model and its tree, as given to fuse_session_new. */
 static struct ggufs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
@@ -65,8 +66,10 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
 	st->st_ctim = gs->st_ctim;
 }
 
-/* Asks for the largest reads and readahead the kernel offers; the kernel proposes
- * its maximum and we only keep it. */
+/* Reads as large as the kernel allows: max_readahead arrives as the kernel's maximum
+ * (128 KiB by default) and is kept, and libfuse already asks for the largest requests
+ * (max_pages: 1 MiB). Asynchronous reads keep several in flight; no writeback cache,
+ * since nothing is ever written. */
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
@@ -101,6 +104,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_entry(req, &e);
 }
 
+/* Attributes never change: cached as long as names. */
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -112,6 +116,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 }
 
+/* Listings never change, so the kernel may cache them (cache_readdir) and keep the
+ * cache across opens. */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	const struct tree_node *n = node_or_reply(req, ino);
@@ -173,6 +179,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/* Nothing is allocated per open directory or file: release is a no-op. */
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -298,6 +305,7 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
+/* user.gguf.* values from the tree, through a buffer of the size asked for. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	const struct tree_node *n = node_or_reply(req, ino);
@@ -312,6 +320,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	free(buf);
 }
 
+/* The NUL-separated names of a node's attributes, from the tree. */
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	const struct tree_node *n = node_or_reply(req, ino);
@@ -478,6 +487,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	}
 }
 
+/* --help on stdout: ours, then the mount options libfuse knows. */
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
@@ -498,8 +508,8 @@ static void usage(const char *prog)
 	fuse_lowlevel_help();
 }
 
-/* Inserts "-o NAME=VALUE" at position pos, with commas and backslashes in VALUE escaped, which
- * fuse_opt_parse undoes, so any model path can be the fsname. */
+/* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE
+ * escaped (fuse_opt_parse undoes that), so that any model path can be the fsname. */
 static int insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
                               const char *value)
 {
@@ -549,6 +559,9 @@ static void warn_raw_only(const struct ggufs_model *m)
 	}
 }
 
+/* Parses arguments, opens and checks the model and builds its tree, and only then
+ * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
+ * nothing could be mounted (one line on stderr), 2 for wrong arguments. */
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -558,6 +571,7 @@ int main(int argc, char *argv[])
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	char err[GGUF_ERR_MAX];
+	char *mountpoint = NULL;
 	struct stat st;
 	int ret = 1;
 
@@ -589,6 +603,13 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "ggufs: %s: not a directory\n", o.mountpoint);
 		goto out_cmdline;
 	}
+	/* absolute, as fuse_parse_cmdline would make it: the daemon runs in "/" and
+	 * unmounts by this name on SIGTERM */
+	mountpoint = realpath(o.mountpoint, NULL);
+	if (!mountpoint) {
+		fprintf(stderr, "ggufs: %s: %s\n", o.mountpoint, strerror(errno));
+		goto out_cmdline;
+	}
 
 	fs.model = model_open(o.model, err);
 	if (!fs.model) {
@@ -616,7 +637,7 @@ int main(int argc, char *argv[])
 		goto out_tree;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
-	if (fuse_session_mount(se, o.mountpoint) != 0)
+	if (fuse_session_mount(se, mountpoint) != 0)
 		goto out_signals;
 	/* the mount is ready: only now may the parent return to the shell */
 	if (fuse_daemonize(fo.foreground) != 0)
@@ -651,6 +672,7 @@ out_tree:
 out_model:
 	model_close(fs.model);
 out_cmdline:
+	free(mountpoint);
 	free(fo.mountpoint);
 out_args:
 	fuse_opt_free_args(&args);

@@ -186,6 +186,32 @@ class Daemon(unittest.TestCase):
         reports = "".join(open(os.path.join(self.tmp, f)).read() for f in logs)
         self.assertEqual(reports, "")
 
+    def test_relative_paths_and_sigterm_to_the_daemon(self):
+        """The daemon runs in "/": relative model and mount point still work, and
+        SIGTERM unmounts the right directory."""
+        odd = os.path.join(self.tmp, "a,b\\c")
+        os.mkdir(odd)
+        shutil.copyfile(gm.TINY, os.path.join(odd, "m.gguf"))
+        rel = "mnt-%d-%d" % (os.getpid(), time.monotonic_ns())  # unique: found by name below
+        mnt = os.path.join(odd, rel)
+        os.mkdir(mnt)
+        r = subprocess.run([gm.GGUFS, "m.gguf", rel], cwd=odd, stdin=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=gm.MOUNT_TIMEOUT)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            self.assertTrue(gm.is_mounted(mnt))
+            self.assertEqual(gm.read_file(os.path.join(mnt, "metadata", "general.name")),
+                             b"tinyllama-test\n")
+            pids = ggufs_processes(rel)
+            self.assertEqual(len(pids), 1)
+            os.kill(pids[0], signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            while gm.is_mounted(mnt) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertFalse(gm.is_mounted(mnt))
+        finally:
+            gm.unmount(mnt)
+
     def test_sigterm_unmounts(self):
         p = subprocess.Popen([gm.GGUFS, "-f", gm.TINY, self.mnt], stdin=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
