@@ -8,11 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The shortest %.Ng text of a finite value. Scanning N upwards gives the fewest digits
- * that read back, but %g then switches to an exponent whenever N is at most the
- * decimal exponent: 10000 comes out "1e+04" and -7740 "-7.74e+03". The plain form
- * with N = exponent + 1 is then the other candidate, and wins when it is no longer
- * (SPEC: 10000 renders "10000"; 500000 stays "5e+05", shorter than "500000"). */
+/* The shortest %.Ng text of a finite value: scanning N upwards gives the fewest digits
+ * that read back; then, since %g switches to an exponent whenever N is at most the
+ * decimal exponent, values below 1e16 are written out in full (see below). */
 static size_t shortest_g(double x, int max_prec, bool (*reads_back)(const char *, double),
                          char buf[RENDER_SCALAR_MAX])
 {
@@ -22,19 +20,28 @@ static size_t shortest_g(double x, int max_prec, bool (*reads_back)(const char *
 		if (reads_back(buf, x))
 			break;
 	}
+	/* Large values as a person writes them, as Python's repr does: 10000 and 500000,
+	 * not 1e+04 and 5e+05; from 1e16 on, the exponent again. The shortest digits
+	 * are kept and padded with zeros, which reads back as the same value. */
 	const char *e = strchr(buf, 'e');
 	if (!e || e[1] != '+')
 		return (size_t)n;
 	int exp10 = atoi(e + 2);
-	if (exp10 + 1 > max_prec || exp10 + 1 <= prec)
+	if (exp10 >= 16)
 		return (size_t)n;
 	char plain[RENDER_SCALAR_MAX];
-	int m = snprintf(plain, sizeof plain, "%.*g", exp10 + 1, x);
-	if (m <= n && !strchr(plain, 'e') && reads_back(plain, x)) {
-		memcpy(buf, plain, (size_t)m + 1);
-		n = m;
+	int m = 0, digits = 0;
+	for (const char *p = buf; p < e; p++) {
+		if (*p == '.')
+			continue;
+		plain[m++] = *p;
+		digits += *p >= '0' && *p <= '9';
 	}
-	return (size_t)n;
+	while (digits++ <= exp10)
+		plain[m++] = '0';
+	plain[m] = 0;
+	memcpy(buf, plain, (size_t)m + 1);
+	return (size_t)m;
 }
 
 /* Bitwise comparisons, so that -0 and 0 are told apart. */

@@ -5,6 +5,7 @@ and tensors; each metadata/KEY file reads back as the stored value; npy headers 
 
 usage: check_render.py RENDER_DUMP MODEL EXPECTED_JSON"""
 import ast
+import decimal
 import json
 import math
 import os
@@ -139,23 +140,22 @@ def enc_val(t, v):
 
 
 def spec_float(x, bits):
-    """SPEC: shortest %.Ng text that reads back (N up to 9 or 17); plain on a tie."""
+    """The shortest %.Ng text that reads back (N up to 9 or 17); below 1e16 written
+    out without an exponent, as Python's repr does."""
     if bits == 32:
         x = f32(x)   # what the file holds
     if math.isnan(x):
         return 'nan'
     if math.isinf(x):
         return 'inf' if x > 0 else '-inf'
-    best = None
     for n in range(1, 10 if bits == 32 else 18):
         t = '%.*g' % (n, x)
         back = f32(float(t)) if bits == 32 else float(t)
         if struct.pack('<d', back) != struct.pack('<d', x):
             continue
-        if best is None or len(t) < len(best) or (len(t) == len(best) and 'e' in best
-                                                   and 'e' not in t):
-            best = t
-    return best
+        if 'e+' in t and int(t.split('e+')[1]) < 16:
+            t = format(decimal.Decimal(t), 'f')
+        return t
 
 
 def spec_escape(b):
