@@ -198,8 +198,8 @@ def escape_name(name, tensor):
 
 def shortest_float(v, bits):
     """The shortest %.Ng (N from 1) that reads back as the same float32/float64, bit
-    for bit; where that form has an exponent, the plain form with N = exponent + 1
-    wins when it is no longer (SPEC: 10000 is "10000", 500000 is "5e+05")."""
+    for bit; an exponent form below 1e16 is written out in full instead, its digits
+    padded with zeros (10000 and 500000, not 1e+04 and 5e+05), as Python's repr does."""
     import math
     import struct
     if math.isnan(v):
@@ -207,23 +207,23 @@ def shortest_float(v, bits):
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     fmt = "<f" if bits == 32 else "<d"
-    max_prec = 9 if bits == 32 else 17
 
     def reads_back(s):
         return struct.pack(fmt, float(s)) == struct.pack(fmt, v)
 
-    for prec in range(1, max_prec + 1):
+    for prec in range(1, (9 if bits == 32 else 17) + 1):
         s = "%.*g" % (prec, v)
         if reads_back(s):
             break
     else:
         raise AssertionError("no shortest form for %r" % v)
     if "e+" in s:
-        exp10 = int(s[s.index("e+") + 2:])
-        if prec < exp10 + 1 <= max_prec:
-            plain = "%.*g" % (exp10 + 1, v)
-            if len(plain) <= len(s) and "e" not in plain and reads_back(plain):
-                s = plain
+        mantissa, exp10 = s.split("e+")
+        if int(exp10) < 16:
+            sign = "-" if mantissa.startswith("-") else ""
+            digits = mantissa.lstrip("-").replace(".", "")
+            s = sign + digits + "0" * (int(exp10) + 1 - len(digits))
+            assert reads_back(s), s
     return s
 
 
