@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <dirent.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,11 +451,14 @@ struct options {
 	int extra;           /* non-option arguments beyond the two */
 	int help;
 	int version;
+	int nonempty;        /* -o nonempty: mount over a non-empty directory */
 };
 
 enum { KEY_HELP, KEY_VERSION };
 
 static const struct fuse_opt ggufs_opts[] = {
+	/* ours, not libfuse's (which dropped it in 3.0): taken out of the -o list */
+	{ "nonempty", offsetof(struct options, nonempty), 1 },
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -501,11 +506,79 @@ static void usage(const char *prog)
 	       "    -f                     stay in the foreground\n"
 	       "    -d   -o debug          FUSE debug output (implies -f)\n"
 	       "    -s                     single-threaded\n"
+	       "    -o nonempty            mount even over a non-empty directory\n"
 	       "    -o opt[,opt...]        mount options, below\n"
 	       "\n",
 	       prog);
 	fflush(stdout);
 	fuse_lowlevel_help();
+}
+
+/* 1 when directory path has no entries but . and .., 0 when it has, -1 when it cannot
+ * be read (then libfuse decides). */
+static int dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int empty = 1;
+	struct dirent *e;
+	while (empty && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			empty = 0;
+	closedir(d);
+	return empty;
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape_mountinfo(char *s)
+{
+	char *o = s;
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* True when a file system is mounted at path (absolute, symlinks resolved); what gets
+ * the topmost one as "TYPE SOURCE" for the message. Reads /proc/self/mountinfo:
+ * "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - TYPE SOURCE SUPEROPTIONS". */
+static bool mounted_at(const char *path, char *what, size_t size)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	bool found = false;
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, f) > 0) {
+		char *save, *field[5], *type = NULL, *source = NULL, *tok;
+		int i = 0;
+		for (tok = strtok_r(line, " \n", &save); tok && i < 5;
+		     tok = strtok_r(NULL, " \n", &save))
+			field[i++] = tok;
+		if (i < 5)
+			continue;
+		while (tok && strcmp(tok, "-") != 0)
+			tok = strtok_r(NULL, " \n", &save);
+		if (tok && (type = strtok_r(NULL, " \n", &save)))
+			source = strtok_r(NULL, " \n", &save);
+		unescape_mountinfo(field[4]);
+		if (strcmp(field[4], path) != 0 || !source)
+			continue;
+		unescape_mountinfo(source);
+		snprintf(what, size, "%s %s", type, source);
+		found = true;
+	}
+	free(line);
+	fclose(f);
+	return found;
 }
 
 /* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE
@@ -596,7 +669,8 @@ int main(int argc, char *argv[])
 		goto out_cmdline;
 	}
 	if (stat(o.mountpoint, &st) != 0) {
-		fprintf(stderr, "ggufs: %s: %s\n", o.mountpoint, strerror(errno));
+		fprintf(stderr, "ggufs: %s: %s%s\n", o.mountpoint, strerror(errno),
+		        errno == ENOTCONN ? " (a FUSE mount whose daemon is gone: unmount it)" : "");
 		goto out_cmdline;
 	}
 	if (!S_ISDIR(st.st_mode)) {
@@ -608,6 +682,19 @@ int main(int argc, char *argv[])
 	mountpoint = realpath(o.mountpoint, NULL);
 	if (!mountpoint) {
 		fprintf(stderr, "ggufs: %s: %s\n", o.mountpoint, strerror(errno));
+		goto out_cmdline;
+	}
+	/* Mounting over files hides them, and a second mount on a live one stacks a
+	 * tree nobody can reach: both are refused unless asked for. An empty directory
+	 * that is itself a mount point (a volume, a bind mount) is fine. */
+	if (!o.nonempty && dir_is_empty(mountpoint) == 0) {
+		char what[PATH_MAX + 64];
+		if (mounted_at(mountpoint, what, sizeof what))
+			fprintf(stderr, "ggufs: %s: already mounted (%s): unmount it first\n",
+			        o.mountpoint, what);
+		else
+			fprintf(stderr, "ggufs: %s: not empty (-o nonempty mounts over it)\n",
+			        o.mountpoint);
 		goto out_cmdline;
 	}
 
@@ -623,10 +710,13 @@ int main(int argc, char *argv[])
 	}
 	warn_raw_only(fs.model);
 
-	/* ours first, so that the user's -o fsname=/subtype= given later win */
+	/* fsname and subtype first, so that the user's given later win; ro and
+	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"
+	 * unless told otherwise, and is answered with a read-only mount, as for a CD */
 	char *abs = realpath(o.model, NULL);
-	int bad = fuse_opt_insert_arg(&args, 1, "-oro,default_permissions,subtype=ggufs") ||
-	          insert_escaped_opt(&args, 2, "fsname", abs ? abs : o.model);
+	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||
+	          insert_escaped_opt(&args, 2, "fsname", abs ? abs : o.model) ||
+	          fuse_opt_add_arg(&args, "-oro,default_permissions");
 	free(abs);
 	if (bad) {
 		fprintf(stderr, "ggufs: out of memory\n");
