@@ -514,13 +514,13 @@ static void usage(const char *prog)
 	fuse_lowlevel_help();
 }
 
-/* 1 when directory path has no entries but . and .., 0 when it has, -1 when it cannot
- * be read (then libfuse decides). */
+/* 1 when directory path has no entries but . and .., 0 when it has, -errno when it
+ * cannot be read. */
 static int dir_is_empty(const char *path)
 {
 	DIR *d = opendir(path);
 	if (!d)
-		return -1;
+		return -errno;
 	int empty = 1;
 	struct dirent *e;
 	while (empty && (e = readdir(d)))
@@ -632,6 +632,9 @@ static void warn_raw_only(const struct ggufs_model *m)
 	}
 }
 
+/* The hint after "Transport endpoint is not connected". */
+#define DEAD_MOUNT " (a FUSE mount whose daemon is gone: unmount it)"
+
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
  * nothing could be mounted (one line on stderr), 2 for wrong arguments. */
@@ -670,7 +673,7 @@ int main(int argc, char *argv[])
 	}
 	if (stat(o.mountpoint, &st) != 0) {
 		fprintf(stderr, "ggufs: %s: %s%s\n", o.mountpoint, strerror(errno),
-		        errno == ENOTCONN ? " (a FUSE mount whose daemon is gone: unmount it)" : "");
+		        errno == ENOTCONN ? DEAD_MOUNT : "");
 		goto out_cmdline;
 	}
 	if (!S_ISDIR(st.st_mode)) {
@@ -686,8 +689,15 @@ int main(int argc, char *argv[])
 	}
 	/* Mounting over files hides them, and a second mount on a live one stacks a
 	 * tree nobody can reach: both are refused unless asked for. An empty directory
-	 * that is itself a mount point (a volume, a bind mount) is fine. */
-	if (!o.nonempty && dir_is_empty(mountpoint) == 0) {
+	 * that is itself a mount point (a volume, a bind mount) is fine. A directory we
+	 * cannot list is left to the mount to judge, but a dead FUSE mount (its
+	 * attributes still cached, so stat passed) is named. */
+	int empty = dir_is_empty(mountpoint);
+	if (empty == -ENOTCONN) {
+		fprintf(stderr, "ggufs: %s: %s%s\n", o.mountpoint, strerror(ENOTCONN), DEAD_MOUNT);
+		goto out_cmdline;
+	}
+	if (!o.nonempty && empty == 0) {
 		char what[PATH_MAX + 64];
 		if (mounted_at(mountpoint, what, sizeof what))
 			fprintf(stderr, "ggufs: %s: already mounted (%s): unmount it first\n",
