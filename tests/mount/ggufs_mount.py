@@ -73,12 +73,16 @@ class Mount:
     ggufs -f in the background, waits until it is mounted, and on exit unmounts it,
     waits for the daemon and checks that it exited 0 without a sanitizer report."""
 
-    def __init__(self, model, opts=()):
+    def __init__(self, model, opts=(), mountpoint=None):
         self.model = model
         self.opts = list(opts)
-        self.dir = tempfile.mkdtemp(prefix="ggufs-test-")
-        self.path = os.path.join(self.dir, "mnt")
-        os.mkdir(self.path)
+        if mountpoint:  # the caller's, left in place
+            self.dir = None
+            self.path = mountpoint
+        else:
+            self.dir = public_tmpdir()  # so that other users reach the mount point
+            self.path = os.path.join(self.dir, "mnt")
+            os.mkdir(self.path)
         self.proc = None
         self.errfile = None
 
@@ -120,7 +124,7 @@ class Mount:
                     raise AssertionError("ggufs exited %d: %s" % (rc, err.decode(errors="replace")))
         finally:
             self.errfile.close()
-            if not is_mounted(self.path):
+            if self.dir and not is_mounted(self.path):
                 os.rmdir(self.path)
                 os.rmdir(self.dir)
         return False
@@ -145,6 +149,44 @@ class MountedTestCase(unittest.TestCase):
 
     def p(self, *parts):
         return self.mount.p(*parts)
+
+
+NOBODY = 65534  # uid and gid of nobody / nogroup on Debian
+
+
+def drop_to_nobody():
+    """In a child (forked, or a subprocess's preexec_fn): become uid and gid 65534,
+    with no supplementary groups."""
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def errno_as_nobody(fn, *args):
+    """Runs fn(*args) in a forked child as nobody: 0 when it returns, the errno of
+    the OSError it raised, or 255 for anything else."""
+    pid = os.fork()
+    if pid == 0:
+        code = 255
+        try:
+            drop_to_nobody()
+            fn(*args)
+            code = 0
+        except OSError as e:
+            code = e.errno if e.errno and e.errno < 255 else 255
+        except BaseException:
+            pass
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def public_tmpdir():
+    """A temporary directory that other users may enter (mkdtemp's are 0700)."""
+    d = tempfile.mkdtemp(prefix="ggufs-test-")
+    os.chmod(d, 0o755)
+    return d
 
 
 def read_file(path):

@@ -3,6 +3,8 @@
 mounted), --help and --version, daemon mode, signals, and a model that shrinks under
 the mount."""
 import errno
+import hashlib
+import json
 import os
 import shutil
 import signal
@@ -98,11 +100,22 @@ class Refused(unittest.TestCase):
         self.refused([self.tmp, self.mnt], contains=self.tmp)
 
     def test_unreadable_model(self):
-        if os.geteuid() == 0:
-            self.skipTest("root reads everything")
+        """Mode 000, run as nobody (root reads everything): refused before the mount,
+        which nobody could not do anyway."""
+        os.chmod(self.tmp, 0o755)
+        os.chown(self.mnt, gm.NOBODY, gm.NOBODY)
         path = self.model_copy()
         os.chmod(path, 0)
-        self.refused([path, self.mnt], contains=path)
+        exe = os.path.join(self.tmp, "ggufs")  # the build directory may be private
+        shutil.copy(gm.GGUFS, exe)
+        os.chmod(exe, 0o755)
+        r = subprocess.run([exe, path, self.mnt], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=gm.MOUNT_TIMEOUT,
+                           preexec_fn=gm.drop_to_nobody)
+        err = r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 1, err)
+        self.assertEqual(err, "ggufs: %s: %s\n" % (path, os.strerror(errno.EACCES)))
+        self.assertFalse(gm.is_mounted(self.mnt))
 
     def test_missing_mountpoint(self):
         mnt = os.path.join(self.tmp, "nowhere")
@@ -116,6 +129,58 @@ class Refused(unittest.TestCase):
     def test_bad_model_and_bad_mountpoint(self):
         # one line, whichever is reported
         self.refused([os.path.join(self.tmp, "missing.gguf"), os.path.join(self.tmp, "nowhere")])
+
+    def test_mountpoint_not_empty(self):
+        """Mounting would hide what is there: refused unless -o nonempty, which
+        mounts over it; the files are back after unmounting."""
+        with open(os.path.join(self.mnt, "keep"), "w") as f:
+            f.write("mine\n")
+        r = gm.run_ggufs([gm.TINY, self.mnt])
+        lines = r.stderr.decode().splitlines()
+        self.assertEqual(r.returncode, 1, lines)
+        self.assertEqual(lines, ["ggufs: %s: not empty (-o nonempty mounts over it)" % self.mnt])
+        self.assertFalse(gm.is_mounted(self.mnt))
+        with gm.Mount(gm.TINY, ["-o", "nonempty"], mountpoint=self.mnt):
+            self.assertEqual(sorted(os.listdir(self.mnt)),
+                             ["gguf.json", "metadata", "summary.txt", "tensors"])
+        self.assertEqual(os.listdir(self.mnt), ["keep"])
+        os.unlink(os.path.join(self.mnt, "keep"))
+
+    def test_already_mounted(self):
+        """A second ggufs on a live mount is refused, naming what is mounted there;
+        nothing is stacked."""
+        with gm.Mount(gm.TINY, mountpoint=self.mnt):
+            r = gm.run_ggufs([gm.TINY, self.mnt])
+            lines = r.stderr.decode().splitlines()
+            self.assertEqual(r.returncode, 1, lines)
+            self.assertEqual(lines, ["ggufs: %s: already mounted (fuse.ggufs %s): unmount it first"
+                                     % (self.mnt, os.path.realpath(gm.TINY))])
+            with open("/proc/self/mountinfo") as f:
+                here = [l for l in f if l.split()[4] == self.mnt]
+            self.assertEqual(len(here), 1, here)
+
+    def test_dead_mount(self):
+        """A mount whose daemon was killed: one line that says so."""
+        p = subprocess.Popen([gm.GGUFS, "-f", gm.TINY, self.mnt], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + gm.MOUNT_TIMEOUT
+            while not gm.is_mounted(self.mnt):
+                self.assertIsNone(p.poll())
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.02)
+            p.kill()
+            p.wait()
+            r = gm.run_ggufs([gm.TINY, self.mnt])
+            lines = r.stderr.decode().splitlines()
+            self.assertEqual(r.returncode, 1, lines)
+            self.assertEqual(lines, ["ggufs: %s: %s (a FUSE mount whose daemon is gone: unmount it)"
+                                     % (self.mnt, os.strerror(errno.ENOTCONN))])
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            gm.unmount(self.mnt)
 
     def test_usage(self):
         self.refused([], status=2, contains="usage")
@@ -241,32 +306,112 @@ class Daemon(unittest.TestCase):
 
 
 class Shrunk(unittest.TestCase):
-    """The model file is truncated under the mount: reads of the bytes that are gone
-    fail with EIO, everything else is still served, the daemon survives."""
+    """The model file is truncated or replaced under the mount: reads of the bytes that
+    are gone fail with EIO, everything else is still served, the daemon survives; a
+    file renamed over the model's path changes nothing."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ggufs-test-")
+        self.model = os.path.join(self.tmp, "model.gguf")
+        shutil.copyfile(gm.TINY, self.model)
+        self.orig = gm.read_file(gm.TINY)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def tensors(self, m):
+        """{raw file name: (absolute offset, size)}, read before anything is cut."""
+        out = {}
+        for name in os.listdir(m.p("tensors")):
+            if not name.endswith((".f32", ".npy")):
+                p = m.p("tensors", name)
+                out[name] = (int(os.getxattr(p, "user.gguf.offset")), os.path.getsize(p))
+        return out
+
+    def assertEIO(self, fn, *args):
+        with self.assertRaises(OSError) as cm:
+            fn(*args)
+        self.assertEqual(cm.exception.errno, errno.EIO, args)
 
     def test_truncated_while_mounted(self):
-        tmp = tempfile.mkdtemp(prefix="ggufs-test-")
-        try:
-            model = os.path.join(tmp, "model.gguf")
-            shutil.copyfile(gm.TINY, model)
-            size = os.path.getsize(model)
-            with gm.Mount(model) as m:
-                names = sorted(os.listdir(m.p("tensors")))
-                os.truncate(model, size // 2)
-                gone = ok = 0
-                for name in names:
-                    try:
-                        gm.read_file(m.p("tensors", name))
-                        ok += 1
-                    except OSError as e:
-                        self.assertEqual(e.errno, errno.EIO, name)
-                        gone += 1
-                self.assertGreater(gone, 0)
-                self.assertGreater(ok, 0)
-                self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"tinyllama-test\n")
-                os.listdir(m.p("tensors"))
-        finally:
-            shutil.rmtree(tmp)
+        with gm.Mount(self.model) as m:
+            tensors = self.tensors(m)
+            # nothing read yet: every read below reaches the daemon
+            cut = len(self.orig) // 2
+            os.truncate(self.model, cut)
+            gone = ok = 0
+            for name, (off, size) in tensors.items():
+                raw = m.p("tensors", name)
+                if off + size <= cut:
+                    self.assertEqual(gm.read_file(raw), self.orig[off:off + size], name)
+                    self.assertEqual(len(gm.read_file(raw + ".f32")), os.path.getsize(raw + ".f32"))
+                    self.assertEqual(len(gm.read_file(raw + ".npy")), os.path.getsize(raw + ".npy"))
+                    ok += 1
+                    continue
+                gone += 1
+                self.assertEIO(gm.read_file, raw)
+                self.assertEIO(gm.read_file, raw + ".f32")
+                self.assertEIO(gm.read_file, raw + ".npy")
+                # the .npy header is not in the file: still there
+                self.assertEqual(gm.pread_direct(raw + ".npy", 6, 0), b"\x93NUMPY")
+                if off < cut:
+                    # cut through: what is left reads, what is gone does not
+                    have = cut - off
+                    self.assertEqual(gm.pread_direct(raw, have, 0), self.orig[off:cut], name)
+                    self.assertEIO(gm.pread_direct, raw, 1, have)
+                    self.assertEqual(len(gm.pread_direct(raw + ".f32", 4, 0)), 4)
+            self.assertGreater(gone, 0)
+            self.assertGreater(ok, 0)
+            self.assertTrue(any(off < cut < off + size for off, size in tensors.values()))
+            for key in os.listdir(m.p("metadata")):  # the header is all there
+                gm.read_file(m.p("metadata", key))
+            self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"tinyllama-test\n")
+            self.assertEqual(json.loads(gm.read_file(m.p("gguf.json")))["file"], "model.gguf")
+            self.assertIn(b"tinyllama-test", gm.read_file(m.p("summary.txt")))
+            os.listdir(m.p("tensors"))
+            self.assertIsNone(m.proc.poll(), "the daemon died")
+
+            # cut inside the header: rendered files fail too, the daemon lives on
+            os.truncate(self.model, 100)
+            self.assertEIO(gm.pread_direct, m.p("metadata", "tokenizer.ggml.tokens"), 100, 0)
+            self.assertEIO(gm.pread_direct, m.p("gguf.json"), 100, 0)
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["gguf.json", "metadata", "summary.txt", "tensors"])
+            self.assertIsNone(m.proc.poll(), "the daemon died")
+
+            # the bytes come back (same file, rewritten): served again
+            with open(self.model, "r+b") as f:
+                f.write(self.orig)
+            for name, (off, size) in tensors.items():
+                self.assertEqual(gm.pread_direct(m.p("tensors", name), size, 0),
+                                 self.orig[off:off + size], name)
+            self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"tinyllama-test\n")
+
+    def test_renamed_over_while_mounted(self):
+        """Another GGUF renamed over the model's path: the daemon holds the file it
+        opened and keeps serving it."""
+        other = os.path.join(self.tmp, "other.gguf")
+        shutil.copyfile(os.path.join(gm.VECTORS, "alltypes.gguf"), other)
+        with gm.Mount(self.model) as m:
+            tensors = self.tensors(m)
+            names = sorted(os.listdir(m.p("tensors")))
+            os.rename(other, self.model)
+            self.assertNotEqual(gm.read_file(self.model)[:200], self.orig[:200])
+            # read for the first time after the rename, and again bypassing the cache
+            for name, (off, size) in tensors.items():
+                want = hashlib.sha256(self.orig[off:off + size]).hexdigest()
+                self.assertEqual(hashlib.sha256(gm.read_file(m.p("tensors", name))).hexdigest(),
+                                 want, name)
+                self.assertEqual(hashlib.sha256(gm.pread_direct(m.p("tensors", name), size, 0))
+                                 .hexdigest(), want, name)
+            f32 = gm.read_file(m.p("tensors", "output_norm.weight.f32"))
+            off, size = tensors["output_norm.weight"]
+            self.assertEqual(f32, self.orig[off:off + size])  # an f32 tensor: the same bytes
+            self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"tinyllama-test\n")
+            self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"llama\n")
+            doc = json.loads(gm.read_file(m.p("gguf.json")))
+            self.assertEqual(len(doc["tensors"]), len(tensors))
+            self.assertEqual(sorted(os.listdir(m.p("tensors"))), names)
 
 
 class Handwritten(unittest.TestCase):
