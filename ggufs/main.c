@@ -31,6 +31,7 @@
 struct ggufs {
 	struct ggufs_model *model;
 	struct tree *tree;
+	unsigned max_read;   /* -o max_read=N, 0 if not given */
 };
 
 /* The mounted model and its tree, as given to fuse_session_new. */
@@ -74,7 +75,9 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
  * since nothing is ever written. */
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	const struct ggufs *fs = userdata;
+	/* libfuse refuses the connection unless init repeats -o max_read=N */
+	conn->max_read = fs->max_read;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
@@ -452,13 +455,15 @@ struct options {
 	int help;
 	int version;
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
+	unsigned max_read;   /* -o max_read=N, read here and passed on */
 };
 
-enum { KEY_HELP, KEY_VERSION };
+enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ };
 
 static const struct fuse_opt ggufs_opts[] = {
 	/* ours, not libfuse's (which dropped it in 3.0): taken out of the -o list */
 	{ "nonempty", offsetof(struct options, nonempty), 1 },
+	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -479,6 +484,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_VERSION:
 		o->version = 1;
 		return 0;
+	case KEY_MAX_READ:
+		/* kept for libfuse, which checks the number */
+		if (sscanf(arg, "max_read=%u", &o->max_read) != 1)
+			o->max_read = 0;
+		return 1;
 	case FUSE_OPT_KEY_NONOPT:
 		if (!o->model)
 			o->model = arg;
@@ -713,6 +723,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "ggufs: %s\n", err);
 		goto out_cmdline;
 	}
+	fs.max_read = o.max_read;
 	fs.tree = tree_build(fs.model, err);
 	if (!fs.tree) {
 		fprintf(stderr, "ggufs: %s\n", err);
