@@ -6,6 +6,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -303,6 +304,34 @@ class Daemon(unittest.TestCase):
             self.assertIn("fuse.ggufs", line)
             self.assertIn(os.path.realpath(gm.TINY), line)
             self.assertIn(" ro,", line.split(" - ")[0] + ",")
+
+
+class Options(unittest.TestCase):
+
+    def largest_read(self, opts):
+        """Mounts with -d and opts, reads a large file in 1 MiB O_DIRECT slices and
+        returns the largest read the daemon answered (from the debug output), after
+        checking the bytes against a read from a mount without options."""
+        name = "output.weight.f32"
+        with gm.Mount(gm.TINY) as m:
+            want = gm.read_file(m.p("tensors", name))
+        with gm.Mount(gm.TINY, ["-d"] + opts) as m:
+            got = b"".join(gm.pread_direct(m.p("tensors", name), 1 << 20, off)
+                           for off in range(0, len(want), 1 << 20))
+            self.assertEqual(got, want)
+            log = m.stderr()
+        reads = set(re.findall(r"unique: (\d+), opcode: READ ", log))
+        sizes = [int(size) - 16 for u, size in  # minus the 16-byte reply header
+                 re.findall(r"unique: (\d+), success, outsize: (\d+)", log) if u in reads]
+        self.assertTrue(sizes, log[-2000:])
+        return max(sizes)
+
+    def test_max_read(self):
+        """-o max_read=N limits every read to N bytes, and the mount works (libfuse
+        drops the connection unless init repeats the number)."""
+        self.assertGreater(self.largest_read([]), 65536)
+        self.assertLessEqual(self.largest_read(["-o", "max_read=65536"]), 65536)
+        self.assertLessEqual(self.largest_read(["-o", "ro,max_read=8192,allow_other"]), 8192)
 
 
 class Shrunk(unittest.TestCase):
