@@ -69,13 +69,6 @@ class Refused(unittest.TestCase):
             f.write(data if nbytes is None else data[:nbytes])
         return path
 
-    def test_truncated_models(self):
-        size = os.path.getsize(gm.TINY)
-        for n in [3, 4, 8, 23, 24, 100, 5000, 170000, size // 2, size - 1]:
-            with self.subTest(bytes=n):
-                path = self.model_copy(n)
-                line = self.refused([path, self.mnt], contains=path + ": ")
-
     def test_truncated_names_the_tensor(self):
         size = os.path.getsize(gm.TINY)
         path = self.model_copy(size - 1)
