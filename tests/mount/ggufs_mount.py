@@ -154,22 +154,22 @@ class MountedTestCase(unittest.TestCase):
 NOBODY = 65534  # uid and gid of nobody / nogroup on Debian
 
 
-def drop_to_nobody():
-    """In a child (forked, or a subprocess's preexec_fn): become uid and gid 65534,
-    with no supplementary groups."""
+def drop_to_nobody(uid=NOBODY):
+    """In a child (forked, or a subprocess's preexec_fn): become uid and gid 65534
+    (or uid), with no supplementary groups."""
     os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
+    os.setgid(uid)
+    os.setuid(uid)
 
 
-def errno_as_nobody(fn, *args):
-    """Runs fn(*args) in a forked child as nobody: 0 when it returns, the errno of
-    the OSError it raised, or 255 for anything else."""
+def errno_as_nobody(fn, *args, uid=NOBODY):
+    """Runs fn(*args) in a forked child as nobody (or uid): 0 when it returns, the
+    errno of the OSError it raised, or 255 for anything else."""
     pid = os.fork()
     if pid == 0:
         code = 255
         try:
-            drop_to_nobody()
+            drop_to_nobody(uid)
             fn(*args)
             code = 0
         except OSError as e:
