@@ -201,7 +201,7 @@ class Info(unittest.TestCase):
             self.assertEqual(r.returncode, 0)
             out = r.stdout.decode()
             self.assertIn("MODEL.gguf MOUNTPOINT", out)
-            for word in ["-f", "-d", "-o", "allow_other"]:
+            for word in ["-f", "-d", "-o", "allow_other", "nonempty"]:
                 self.assertIn(word, out)
 
 
