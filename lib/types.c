@@ -2,6 +2,9 @@
 #include "dequant.h"
 
 #include <pthread.h>
+#ifdef GGUFS_X86_SIMD
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +57,12 @@ static void add_impls(const struct dequant_impl *list, enum dequant_level level)
 enum dequant_level dequant_best(void)
 {
 #ifdef GGUFS_X86_SIMD
-	/* __builtin_cpu_supports also checks that the OS saves the ymm/zmm state. */
+	/* __builtin_cpu_supports also checks that the OS saves the ymm/zmm state. clang 14
+	 * has no "f16c" for it, so that bit comes from cpuid leaf 1 itself. */
+	unsigned eax, ebx, ecx = 0, edx;
 	__builtin_cpu_init();
-	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c"))
+	if (!__builtin_cpu_supports("avx2") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx) ||
+	    !(ecx & bit_F16C))
 		return DEQUANT_SCALAR;
 	if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
 	    !__builtin_cpu_supports("avx512vl"))
