@@ -156,6 +156,13 @@ INLINE void scale8(float out[8], float d, __m128i s)
 	_mm256_storeu_ps(out, _mm256_mul_ps(_mm256_set1_ps(d), v));
 }
 
+/* scale8 for 16 signed bytes. */
+INLINE void scale16(float out[16], float d, __m128i s)
+{
+	scale8(out, d, s);
+	scale8(out + 8, d, _mm_unpackhi_epi64(s, s));
+}
+
 /* The eight 6-bit scales (bytes 0-7) and mins (bytes 8-15) packed into the 12 scale
  * bytes of q4_K and q5_K (see dequant_k.c), unpacked four at a time as 32-bit words. */
 INLINE __m128i k4_scales_mins(const uint8_t *s)
@@ -229,6 +236,65 @@ static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
+/* q2_K: 84 bytes, scale/min nibbles at 0, 2-bit planes at 16, d at 80, dmin at 82;
+ * (d * sc) * q - (dmin * m) per sub-block of 16. */
+static void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 84, dst += QK_K) {
+		prefetch_ahead(p, 84);
+		float ds[16], ms[16];
+		__m128i sm = load16(p);
+		scale16(ds, half_at(p + 80), _mm_and_si128(sm, _mm_set1_epi8(0x0f)));
+		scale16(ms, half_at(p + 82), _mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0f)));
+		for (int h = 0; h < 2; h++) {
+			__m256i x = load32(p + 16 + 32 * h);
+			for (int plane = 0; plane < 4; plane++) {
+				__m256i q = _mm256_and_si256(_mm256_srli_epi16(x, 2 * plane), bytes(3));
+				int s = 8 * h + 2 * plane;
+				float *y = dst + 128 * h + 32 * plane;
+				put16(y, _mm256_castsi256_si128(q), ds[s], ms[s], true);
+				put16(y + 16, _mm256_extracti128_si256(q, 1), ds[s + 1], ms[s + 1], true);
+			}
+		}
+	}
+}
+
+/* q3_K: 110 bytes, high bits at 0, 2-bit planes at 32, 6-bit scales at 96, d at 108;
+ * (d * (sc - 32)) * (q - 4) per sub-block of 16. */
+static void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 110, dst += QK_K) {
+		prefetch_ahead(p, 110);
+		const uint8_t *s = p + 96;
+		int8_t sc[16];
+		for (int j = 0; j < 16; j++) {
+			int low = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+			int high = s[8 + j % 4] >> (2 * (j / 4)) & 3;
+			sc[j] = (int8_t)((low | high << 4) - 32);
+		}
+		float ds[16];
+		scale16(ds, half_at(p + 108), _mm_loadu_si128((const __m128i *)sc));
+
+		__m256i hm = load32(p);
+		for (int h = 0; h < 2; h++) {
+			__m256i x = load32(p + 32 + 32 * h);
+			for (int plane = 0; plane < 4; plane++) {
+				/* hmask byte l bit b is bit 2 of value 32b + l */
+				__m256i q = _mm256_or_si256(
+					_mm256_and_si256(_mm256_srli_epi16(x, 2 * plane), bytes(3)),
+					_mm256_and_si256(has_bit(hm, (int8_t)(1 << (4 * h + plane))), bytes(4)));
+				q = _mm256_sub_epi8(q, bytes(4));
+				int b = 8 * h + 2 * plane;
+				float *y = dst + 128 * h + 32 * plane;
+				put16(y, _mm256_castsi256_si128(q), ds[b], 0, false);
+				put16(y + 16, _mm256_extracti128_si256(q, 1), ds[b + 1], 0, false);
+			}
+		}
+	}
+}
+
 /* q4_K (144 bytes: d, dmin, scales at 4, nibbles at 16) and q5_K (176 bytes: the same,
  * with the fifth bits at 16 and the nibbles at 48): (d * sc) * q - (dmin * m) per
  * sub-block of 32. */
@@ -278,10 +344,7 @@ static void dequant_q6_K(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += 210, dst += QK_K) {
 		prefetch_ahead(p, 210);
 		float ds[16];
-		float d = half_at(p + 208);
-		__m128i sc = load16(p + 192);
-		scale8(ds, d, sc);
-		scale8(ds + 8, d, _mm_unpackhi_epi64(sc, sc));
+		scale16(ds, half_at(p + 208), load16(p + 192));
 
 		for (int h = 0; h < 2; h++) {
 			__m256i ql0 = load32(p + 64 * h), ql1 = load32(p + 64 * h + 32);
@@ -412,6 +475,8 @@ const struct dequant_impl IMPLS[] = {
 	{ GGML_TYPE_Q5_0, 32, 22, dequant_q5_0 },
 	{ GGML_TYPE_Q5_1, 32, 24, dequant_q5_1 },
 	{ GGML_TYPE_Q8_0, 32, 34, dequant_q8_0 },
+	{ GGML_TYPE_Q2_K, QK_K, 84, dequant_q2_K },
+	{ GGML_TYPE_Q3_K, QK_K, 110, dequant_q3_K },
 	{ GGML_TYPE_Q4_K, QK_K, 144, dequant_q4_K },
 	{ GGML_TYPE_Q5_K, QK_K, 176, dequant_q5_K },
 	{ GGML_TYPE_Q6_K, QK_K, 210, dequant_q6_K },
