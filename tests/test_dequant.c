@@ -77,6 +77,23 @@ static bool force_level(const char *arg)
 	exit(2);
 }
 
+/* Without a level argument: GGUFS_DEQUANT, when it names a level, must be active, or
+ * the best this CPU runs when it asks for more; unset, the best must be. */
+static bool env_level_ok(void)
+{
+	const char *want = getenv("GGUFS_DEQUANT");
+	enum dequant_level expect = dequant_best();
+	for (int l = 0; want && l < DEQUANT_LEVELS; l++)
+		if (strcmp(want, dequant_level_name((enum dequant_level)l)) == 0 && l < (int)expect)
+			expect = (enum dequant_level)l;
+	if (dequant_active() != expect) {
+		fprintf(stderr, "GGUFS_DEQUANT=%s: active %s, want %s\n", want ? want : "(unset)",
+		        dequant_level_name(dequant_active()), dequant_level_name(expect));
+		return false;
+	}
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !force_level(argv[1])) {
@@ -84,6 +101,8 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	printf("dequantizers: %s\n", dequant_level_name(dequant_active()));
+	if (argc == 1 && !env_level_ok())
+		return 1;
 
 	struct vector_row *rows;
 	size_t n = vectors_manifest(&rows);

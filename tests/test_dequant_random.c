@@ -120,6 +120,22 @@ static void test_type(void **state)
 	free(src);
 }
 
+/* dequant_select lowers a level this CPU lacks (or no level at all) to the best it has,
+ * and makes to_float the reference at the scalar level. */
+static void test_select(void **state)
+{
+	(void)state;
+	enum dequant_level best = dequant_best();
+	for (int l = 0; l < DEQUANT_LEVELS + 2; l++) {
+		enum dequant_level want = l < (int)best ? (enum dequant_level)l : best;
+		assert_int_equal(dequant_select((enum dequant_level)l), want);
+		assert_int_equal(dequant_active(), want);
+	}
+	dequant_select(DEQUANT_SCALAR);
+	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++)
+		assert_ptr_equal(ggml_type_get(id)->to_float, ggml_type_get(id)->to_float_ref);
+}
+
 int main(void)
 {
 	enum dequant_level best = dequant_best();
@@ -127,8 +143,9 @@ int main(void)
 		printf("skipped: this CPU runs no SIMD dequantizers\n");
 		return 77;
 	}
-	struct CMUnitTest tests[GGML_TYPE_COUNT];
+	struct CMUnitTest tests[GGML_TYPE_COUNT + 1];
 	size_t n = 0;
+	tests[n++] = (struct CMUnitTest){ .name = "select", .test_func = test_select };
 	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++) {
 		const struct ggml_type *t = ggml_type_get(id);
 		/* only types with a SIMD function at some level */
