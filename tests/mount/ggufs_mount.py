@@ -1,0 +1,325 @@
+"""Mounting ggufs for real in the end-to-end tests.
+
+Every test script is run by meson as `python3 SCRIPT GGUFS_BINARY`, with GGUFS_TEST_DATA
+pointing at tests/data. A script exits 77 (meson's "skipped") only when /dev/fuse is
+absent; anything else that goes wrong is a failure.
+
+The daemon runs with -f as a child of the test, so that its exit status and stderr can
+be checked after unmounting: a sanitizer report or a non-zero exit fails the test even
+when every read was right. Daemon mode itself (no -f) is tested in test_cli.py.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+GGUFS = None
+DATA = os.environ.get("GGUFS_TEST_DATA", os.path.join(os.path.dirname(__file__), "..", "data"))
+TINY = os.path.join(DATA, "tinyllama-q4km.gguf")
+TINY_EXPECTED = os.path.join(DATA, "tinyllama-q4km.expected.json")
+VECTORS = os.path.join(DATA, "vectors")
+
+MOUNT_TIMEOUT = 20.0
+SANITIZER_MARKS = (b"Sanitizer", b"runtime error:", b"LeakSanitizer")
+
+
+def setup():
+    """Reads the binary path from argv and skips the whole script without /dev/fuse."""
+    global GGUFS
+    if len(sys.argv) < 2:
+        sys.exit("usage: %s PATH_TO_GGUFS [unittest args]" % sys.argv[0])
+    GGUFS = os.path.abspath(sys.argv.pop(1))
+    if not os.path.exists("/dev/fuse"):
+        print("/dev/fuse is absent: skipping", file=sys.stderr)
+        sys.exit(77)
+
+
+def main():
+    setup()
+    unittest.main(verbosity=2)
+
+
+def is_mounted(path):
+    """True when a ggufs mount sits exactly at path (by /proc/self/mountinfo)."""
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            mnt = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+            if mnt == path:
+                return True
+    return False
+
+
+def unmount(path):
+    subprocess.run(["fusermount3", "-u", path], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if is_mounted(path):
+        subprocess.run(["fusermount3", "-u", "-z", path], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run_ggufs(args, timeout=MOUNT_TIMEOUT, env=None):
+    """Runs ggufs to completion (for refused models and daemon mode)."""
+    return subprocess.run([GGUFS] + list(args), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=timeout, env=env)
+
+
+class Mount:
+    """`with Mount(model) as m:` mounts model on a fresh temporary directory m.path with
+    ggufs -f in the background, waits until it is mounted, and on exit unmounts it,
+    waits for the daemon and checks that it exited 0 without a sanitizer report."""
+
+    def __init__(self, model, opts=()):
+        self.model = model
+        self.opts = list(opts)
+        self.dir = tempfile.mkdtemp(prefix="ggufs-test-")
+        self.path = os.path.join(self.dir, "mnt")
+        os.mkdir(self.path)
+        self.proc = None
+        self.errfile = None
+
+    def __enter__(self):
+        self.errfile = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([GGUFS, "-f"] + self.opts + [self.model, self.path],
+                                     stdin=subprocess.DEVNULL, stdout=self.errfile,
+                                     stderr=self.errfile)
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not is_mounted(self.path):
+            if self.proc.poll() is not None:
+                raise AssertionError("ggufs exited %d before mounting: %s"
+                                     % (self.proc.returncode, self.stderr()))
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise AssertionError("ggufs did not mount within %g s" % MOUNT_TIMEOUT)
+            time.sleep(0.02)
+        return self
+
+    def stderr(self):
+        self.errfile.seek(0)
+        return self.errfile.read().decode(errors="replace")
+
+    def __exit__(self, *exc):
+        try:
+            unmount(self.path)
+            try:
+                rc = self.proc.wait(timeout=MOUNT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("ggufs did not exit after unmount")
+            self.errfile.seek(0)
+            err = self.errfile.read()
+            if exc[0] is None:
+                if any(mark in err for mark in SANITIZER_MARKS):
+                    raise AssertionError("sanitizer report from ggufs:\n" + err.decode(errors="replace"))
+                if rc != 0:
+                    raise AssertionError("ggufs exited %d: %s" % (rc, err.decode(errors="replace")))
+        finally:
+            self.errfile.close()
+            if not is_mounted(self.path):
+                os.rmdir(self.path)
+                os.rmdir(self.dir)
+        return False
+
+    def p(self, *parts):
+        return os.path.join(self.path, *parts)
+
+
+class MountedTestCase(unittest.TestCase):
+    """One mount of MODEL shared by every test of the class."""
+    MODEL = None
+    OPTS = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mount = Mount(cls.MODEL, cls.OPTS)
+        cls.mount.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.mount.__exit__(None, None, None)
+
+    def p(self, *parts):
+        return self.mount.p(*parts)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def pread_direct(path, length, offset):
+    """pread with O_DIRECT: the kernel passes the exact (offset, length) to the daemon
+    instead of whole cached pages, so unaligned ranges reach the tree as asked."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        out = b""
+        while len(out) < length:
+            b = os.pread(fd, length - len(out), offset + len(out))
+            if not b:
+                break
+            out += b
+        return out
+    finally:
+        os.close(fd)
+
+
+# ---- the SPEC's renderings, written independently of lib/ ----
+
+def escape_name(name, tensor):
+    """File name of a metadata key or tensor name (bytes), SPEC "Names" rules 1-3
+    (no test name is long enough for rule 4)."""
+    out = bytearray()
+    for b in name:
+        if b == 0x2F:
+            out += b"%2F"
+        elif b == 0x25:
+            out += b"%25"
+        elif b == 0:
+            out += b"%00"
+        else:
+            out.append(b)
+    out = bytes(out)
+    if tensor and (out.endswith(b".f32") or out.endswith(b".npy")):
+        out = out[:-4] + b"%2E" + out[-3:]
+    if out == b".":
+        out = b"%2E"
+    elif out == b"..":
+        out = b"%2E%2E"
+    elif out == b"":
+        out = b"%"
+    assert len(out) <= 200, "rule 4 is not modelled here"
+    return out.decode("utf-8", "surrogateescape")
+
+
+def shortest_float(v, bits):
+    """The shortest %.Ng (N from 1) that reads back as the same float32/float64, bit
+    for bit; an exponent form below 1e16 is written out in full instead, its digits
+    padded with zeros (10000 and 500000, not 1e+04 and 5e+05), as Python's repr does."""
+    import math
+    import struct
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    fmt = "<f" if bits == 32 else "<d"
+
+    def reads_back(s):
+        return struct.pack(fmt, float(s)) == struct.pack(fmt, v)
+
+    for prec in range(1, (9 if bits == 32 else 17) + 1):
+        s = "%.*g" % (prec, v)
+        if reads_back(s):
+            break
+    else:
+        raise AssertionError("no shortest form for %r" % v)
+    if "e+" in s:
+        mantissa, exp10 = s.split("e+")
+        if int(exp10) < 16:
+            sign = "-" if mantissa.startswith("-") else ""
+            digits = mantissa.lstrip("-").replace(".", "")
+            s = sign + digits + "0" * (int(exp10) + 1 - len(digits))
+            assert reads_back(s), s
+    return s
+
+
+def escape_array_string(s):
+    """A string element inside an array, on one line (SPEC metadata table)."""
+    out = bytearray()
+    for b in s:
+        if b == 0x5C:
+            out += b"\\\\"
+        elif b == 0x0A:
+            out += b"\\n"
+        elif b == 0x0D:
+            out += b"\\r"
+        elif b == 0x09:
+            out += b"\\t"
+        elif b < 0x20 or b == 0x7F:
+            out += b"\\x%02x" % b
+        else:
+            out.append(b)
+    return bytes(out)
+
+
+def render_scalar(vtype, value, in_array=False):
+    """One value of GGUF type vtype ("uint32", "float32", "string", ...) as its line,
+    without the newline."""
+    if vtype == "string":
+        b = value.encode("utf-8", "surrogateescape")
+        return escape_array_string(b) if in_array else b
+    if vtype == "bool":
+        return b"true" if value else b"false"
+    if vtype == "float32":
+        return shortest_float(value, 32).encode()
+    if vtype == "float64":
+        return shortest_float(value, 64).encode()
+    return str(int(value)).encode()
+
+
+# ---- hand-written GGUF files ----
+
+GGUF_UINT32, GGUF_STRING = 4, 8
+GGML_F32 = 0
+
+
+def gguf_string(b):
+    import struct
+    if isinstance(b, str):
+        b = b.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def write_gguf(path, kvs, tensors, alignment=32):
+    """A GGUF v3 file. kvs: [(key, value)] with str or int (uint32) values; tensors:
+    [(name, dims, ggml_type, data bytes)], each placed at the next aligned offset."""
+    import struct
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, value in kvs:
+        out += gguf_string(key)
+        if isinstance(value, int):
+            out += struct.pack("<II", GGUF_UINT32, value)
+        else:
+            out += struct.pack("<I", GGUF_STRING) + gguf_string(value)
+    offsets, off = [], 0
+    for name, dims, gtype, data in tensors:
+        offsets.append(off)
+        off += len(data)
+        off += -off % alignment
+    for (name, dims, gtype, data), toff in zip(tensors, offsets):
+        out += gguf_string(name) + struct.pack("<I", len(dims))
+        out += b"".join(struct.pack("<Q", d) for d in dims)
+        out += struct.pack("<IQ", gtype, toff)
+    out += b"\0" * (-len(out) % alignment)
+    data_start = len(out)
+    for (name, dims, gtype, data), toff in zip(tensors, offsets):
+        out += b"\0" * (data_start + toff - len(out)) + data
+    with open(path, "wb") as f:
+        f.write(out)
+    return [data_start + o for o in offsets]
+
+
+def xattr_size(path, name=None):
+    """getxattr/listxattr with size 0, the size query, through libc: returns the size
+    or -errno."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    p = os.fsencode(path)
+    if name is None:
+        r = libc.listxattr(p, None, ctypes.c_size_t(0))
+    else:
+        r = libc.getxattr(p, name.encode(), None, ctypes.c_size_t(0))
+    return r if r >= 0 else -ctypes.get_errno()
+
+
+def xattr_small(path, name, size):
+    """getxattr into a buffer of size bytes: the length, or -errno (ERANGE if short)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(max(size, 1))
+    r = libc.getxattr(os.fsencode(path), name.encode(), buf, ctypes.c_size_t(size))
+    return r if r >= 0 else -ctypes.get_errno()
