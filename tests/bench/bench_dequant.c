@@ -3,8 +3,11 @@
  * random block bytes 1 MiB of output at a time into one reused buffer (as the FUSE
  * daemon fills its replies), next to a 256 MiB memcpy measured in the same run.
  *
- * Usage: bench_dequant [--all] [TYPE...]   (default: the types real models use most;
- * --all: every type with a dequantizer). GGUFS_DEQUANT picks the SIMD column's level. */
+ * With --ggufs PATH it then runs the mount half (bench_mount.c) with that binary.
+ *
+ * Usage: bench_dequant [--ggufs PATH] [--all | TYPE...]   (default: the types real
+ * models use most; --all: every type with a dequantizer, in process). GGUFS_DEQUANT
+ * picks the SIMD column's level. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,18 +15,24 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "types.h"
 
-#define NE0 2048
-#define NE1 32000
-#define CHUNK_BYTES (1u << 20)
+#define NE0 BENCH_NE0
+#define NE1 BENCH_NE1
+#define CHUNK_BYTES BENCH_CHUNK
 #define MEMCPY_BYTES (256u << 20)
 #define REPEATS 5
 
-/* The types issue 4 names, targets first. */
+/* The types issue 4 names, targets first, then the rest with a SIMD path. */
 static const char *const default_types[] = {
 	"q4_K", "q6_K", "q8_0", "q4_0", "bf16", "q5_K", "iq4_xs", "iq4_nl", "mxfp4", "f16",
 	"q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "f32",
+};
+
+/* Through the mount: issue 4's types (the first two are the two readers). */
+static const char *const mount_types[] = {
+	"q4_K", "q8_0", "q6_K", "q5_K", "q4_0", "iq4_xs", "iq4_nl", "mxfp4", "bf16", "f16",
 };
 
 /* Types whose SIMD path must beat the scalar one 3 times over (issue 4). */
@@ -36,17 +45,16 @@ static bool has_target(const char *name)
 	return false;
 }
 
-static double now(void)
+double bench_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Random bytes from xorshift64*, 8 at a time: fast enough for hundreds of MB. */
-static void fill_random(uint8_t *p, size_t n)
+void bench_fill_random(uint8_t *p, size_t n, uint64_t seed)
 {
-	uint64_t s = 0x243f6a8885a308d3u;
+	uint64_t s = seed | 1;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		s ^= s >> 12;
@@ -64,12 +72,12 @@ static double pass(dequant_fn fn, const struct ggml_type *t, const uint8_t *src,
                    uint64_t nblocks, float *buf)
 {
 	uint64_t chunk = CHUNK_BYTES / sizeof(float) / t->block_elems;
-	double t0 = now();
+	double t0 = bench_now();
 	for (uint64_t b = 0; b < nblocks; b += chunk) {
 		uint64_t n = nblocks - b < chunk ? nblocks - b : chunk;
 		fn(src + b * t->block_bytes, buf, n);
 	}
-	return now() - t0;
+	return bench_now() - t0;
 }
 
 /* GB/s of output of the scalar reference and the active dequantizer, the best of
@@ -104,9 +112,9 @@ static double memcpy_rate(void)
 	memset(b, 2, MEMCPY_BYTES);
 	double best = 1e30;
 	for (int r = 0; r < REPEATS; r++) {
-		double t0 = now();
+		double t0 = bench_now();
 		memcpy(b, a, MEMCPY_BYTES);
-		double dt = now() - t0;
+		double dt = bench_now() - t0;
 		if (dt < best)
 			best = dt;
 	}
@@ -132,7 +140,7 @@ static const struct ggml_type *type_by_name(const char *name)
 static bool bench_type(const struct ggml_type *t, double mem, uint8_t *src, float *buf)
 {
 	uint64_t nblocks = (uint64_t)NE0 * NE1 / t->block_elems;
-	fill_random(src, nblocks * t->block_bytes);
+	bench_fill_random(src, nblocks * t->block_bytes, 0x243f6a8885a308d3u);
 	double scalar, fast;
 	run(t, src, nblocks, buf, &scalar, &fast);
 	bool simd = t->to_float != t->to_float_ref;
@@ -146,8 +154,16 @@ static bool bench_type(const struct ggml_type *t, double mem, uint8_t *src, floa
 
 int main(int argc, char **argv)
 {
+	const char *ggufs = NULL;
+	if (argc > 2 && strcmp(argv[1], "--ggufs") == 0) {
+		ggufs = argv[2];
+		argc -= 2;
+		argv += 2;
+	}
 	const char *const *names = default_types;
 	size_t count = sizeof default_types / sizeof default_types[0];
+	const char *const *mnames = mount_types;
+	size_t mcount = sizeof mount_types / sizeof mount_types[0];
 	const char *all[GGML_TYPE_COUNT];
 	if (argc > 1 && strcmp(argv[1], "--all") == 0) {
 		count = 0;
@@ -156,8 +172,8 @@ int main(int argc, char **argv)
 				all[count++] = ggml_type_get(id)->name;
 		names = all;
 	} else if (argc > 1) {
-		names = (const char *const *)argv + 1;
-		count = (size_t)argc - 1;
+		names = mnames = (const char *const *)argv + 1;
+		count = mcount = (size_t)argc - 1;
 	}
 
 	/* the largest source any type needs: 8 bytes a value (f64, i64) */
@@ -188,6 +204,8 @@ int main(int argc, char **argv)
 	}
 	free(buf);
 	free(src);
+	if (ggufs)
+		ok &= bench_mount(ggufs, mem, mnames, mcount);
 	printf("\n%s\n", ok ? "targets met" : "targets MISSED");
 	return 0;
 }
