@@ -595,11 +595,13 @@ static void warn_raw_only(const struct ggufs_model *m)
 
 /* Raises the mount's read-ahead to MOUNT_READAHEAD_KB once the mount answers. The
  * kernel caps FUSE read-ahead at its default 128 KiB, so a sequential reader gets
- * 128 KiB requests; only root may raise it, through the mount's own bdi. It must be
+ * 128 KiB requests; only root may raise it, through the mount's own bdi. 4 MiB keeps
+ * several 1 MiB requests in flight, so worker threads dequantize while the kernel
+ * copies the previous reply (measured: cold .f32 3.0 -> 3.9 GB/s over 1 MiB). It must be
  * written after the kernel has taken our INIT reply (which would lower it again), so a
  * thread stats the mount point, which the kernel answers only after INIT, and then
  * writes /sys/class/bdi/MAJOR:MINOR/read_ahead_kb. Failure (not root) changes nothing. */
-#define MOUNT_READAHEAD_KB 1024
+#define MOUNT_READAHEAD_KB 4096
 
 static void *raise_readahead(void *mountpoint)
 {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +26,8 @@
 #define META_TENSORS 300
 #define META_TOKENS 150000
 #define MOUNT_TRIES 5
+#define READ_TRIES 3    /* every read figure is the best of this many: a shared
+                         * 2-core machine is noisy */
 
 /* ---- writing GGUF files ---- */
 
@@ -78,8 +81,9 @@ struct wtensor {
 	uint64_t size, offset;
 };
 
-/* Writes the tensor infos and then, aligned, the data of each tensor (random bytes). */
-static void put_tensors(FILE *f, struct wtensor *t, size_t n)
+/* Writes the tensor infos and then, aligned, the data of each tensor (random bytes);
+ * returns the file offset of the data section. */
+static uint64_t put_tensors(FILE *f, struct wtensor *t, size_t n)
 {
 	uint64_t off = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -94,17 +98,19 @@ static void put_tensors(FILE *f, struct wtensor *t, size_t n)
 		put_u64(f, t[i].offset);
 	}
 	put_zeros(f, pad((uint64_t)ftell(f)));
+	uint64_t data = (uint64_t)ftell(f);
 	for (size_t i = 0; i < n; i++) {
-		uint8_t *data = malloc(t[i].size);
-		if (!data) {
+		uint8_t *bytes = malloc(t[i].size);
+		if (!bytes) {
 			fprintf(stderr, "bench_mount: out of memory\n");
 			exit(1);
 		}
-		bench_fill_random(data, t[i].size, 0x9e3779b97f4a7c15u + i);
-		put(f, data, t[i].size);
+		bench_fill_random(bytes, t[i].size, 0x9e3779b97f4a7c15u + i);
+		put(f, bytes, t[i].size);
 		put_zeros(f, pad(t[i].size));
-		free(data);
+		free(bytes);
 	}
+	return data;
 }
 
 static FILE *open_gguf(const char *path, uint64_t n_tensors, uint64_t n_kv)
@@ -121,19 +127,38 @@ static FILE *open_gguf(const char *path, uint64_t n_tensors, uint64_t n_kv)
 	return f;
 }
 
-/* One 2048 x 32000 tensor per type, named after it. */
-static void write_big_model(const char *path, const struct ggml_type *const *types, size_t n)
+/* One 2048 x 32000 tensor per type, named after it; t gets where each one lies (its
+ * offset made absolute). */
+static void write_big_model(const char *path, const struct ggml_type *const *types, size_t n,
+                            struct wtensor *t)
 {
-	struct wtensor *t = calloc(n, sizeof *t);
 	for (size_t i = 0; i < n; i++) {
 		t[i] = (struct wtensor){ .type = types[i], .ne0 = BENCH_NE0, .ne1 = BENCH_NE1 };
 		snprintf(t[i].name, sizeof t[i].name, "%s", types[i]->name);
 	}
 	FILE *f = open_gguf(path, n, 1);
 	put_kv_str(f, "general.architecture", "bench");
-	put_tensors(f, t, n);
+	uint64_t data = put_tensors(f, t, n);
 	fclose(f);
-	free(t);
+	for (size_t i = 0; i < n; i++)
+		t[i].offset += data;
+}
+
+/* Reads tensor t's bytes from the .gguf itself, so that a cold read through the mount
+ * finds them in the page cache as the issue asks: this machine's proactive reclaim
+ * (kdamond) drops page cache untouched for a few seconds, and reads of a model written
+ * earlier then went to disk (0.5 GB/s, whatever ggufs did). */
+static void cache_source(const char *model, const struct wtensor *t)
+{
+	int fd = open(model, O_RDONLY);
+	if (fd < 0)
+		return;
+	char *buf = malloc(BENCH_CHUNK);
+	for (uint64_t off = 0; buf && off < t->size; off += BENCH_CHUNK)
+		if (pread(fd, buf, BENCH_CHUNK, (off_t)(t->offset + off)) <= 0)
+			break;
+	free(buf);
+	close(fd);
 }
 
 /* 300 small tensors and a llama-style vocabulary of 150,000 tokens, scores and types:
@@ -330,20 +355,27 @@ static const char *verdict(bool ok)
 }
 
 /* One row per type: cold and warm .f32 and raw reads; false when a target is missed. */
-static bool bench_types(const char *mnt, const struct ggml_type *const *types, size_t n,
-                        double mem)
+static bool bench_types(const char *mnt, const char *model, const struct wtensor *wt,
+                        const struct ggml_type *const *types, size_t n, double mem)
 {
 	bool ok = true;
-	printf("\nthrough the mount, 1 MiB reads, GB/s (x memcpy); cold = DONTNEED on the mounted"
-	       " file, .gguf cached\n");
+	printf("\nthrough the mount, 1 MiB reads, GB/s (x memcpy), best of %d; cold = DONTNEED on"
+	       " the mounted file, .gguf cached\n", READ_TRIES);
 	printf("%-8s %15s %15s %15s %15s %9s  %s\n", "type", ".f32 cold", ".f32 warm", "raw cold",
 	       "raw warm", "f32/raw", "targets");
 	for (size_t i = 0; i < n; i++) {
 		char f32[4200], raw[4200];
 		snprintf(raw, sizeof raw, "%s/tensors/%s", mnt, types[i]->name);
 		snprintf(f32, sizeof f32, "%s/tensors/%s.f32", mnt, types[i]->name);
-		double fc = read_rate(f32, true), fw = read_rate(f32, false);
-		double rc = read_rate(raw, true), rw = read_rate(raw, false);
+		double fc = 0, fw = 0, rc = 0, rw = 0;
+		for (int k = 0; k < READ_TRIES; k++) {
+			cache_source(model, &wt[i]);
+			fc = fmax(fc, read_rate(f32, true));
+			fw = fmax(fw, read_rate(f32, false));
+			cache_source(model, &wt[i]);
+			rc = fmax(rc, read_rate(raw, true));
+			rw = fmax(rw, read_rate(raw, false));
+		}
 		char note[128] = "";
 		int len = 0;
 		double rt = raw_target(types[i]->name), mt = mem_target(types[i]->name);
@@ -389,10 +421,9 @@ bool bench_mount(const char *ggufs, double mem, const char *const *names, size_t
 	snprintf(meta, sizeof meta, "%s/meta.gguf", dir);
 	snprintf(mnt, sizeof mnt, "%s/mnt", dir);
 	mkdir(mnt, 0755);
-	write_big_model(big, types, n);
+	struct wtensor *wt = calloc(n, sizeof *wt);
+	write_big_model(big, types, n, wt);
 	write_meta_model(meta);
-	/* the .gguf in the page cache: what is measured is ggufs, not the disk */
-	read_rate(big, false);
 
 	bool ok = true;
 	struct mount m;
@@ -400,15 +431,21 @@ bool bench_mount(const char *ggufs, double mem, const char *const *names, size_t
 		ok = false;
 		goto out;
 	}
-	ok &= bench_types(mnt, types, n, mem);
+	ok &= bench_types(mnt, big, wt, types, n, mem);
 
 	/* two readers: two tensors (the first two types) at once against the first alone */
 	if (n >= 2) {
 		char a[4200], b[4200];
 		snprintf(a, sizeof a, "%s/tensors/%s.f32", mnt, types[0]->name);
 		snprintf(b, sizeof b, "%s/tensors/%s.f32", mnt, types[1]->name);
-		double one = read_rate(a, true);
-		double both = two_readers(a, b, (uint64_t)BENCH_NE0 * BENCH_NE1 * sizeof(float));
+		double one = 0, both = 0;
+		for (int k = 0; k < READ_TRIES; k++) {
+			cache_source(big, &wt[0]);
+			one = fmax(one, read_rate(a, true));
+			cache_source(big, &wt[0]);
+			cache_source(big, &wt[1]);
+			both = fmax(both, two_readers(a, b, (uint64_t)BENCH_NE0 * BENCH_NE1 * sizeof(float)));
+		}
 		ok &= both >= 1.5 * one;
 		printf("\ntwo readers (%s.f32 + %s.f32, cold): %.2f GB/s, one: %.2f GB/s, "
 		       "ratio %.2fx  (>=1.5x %s)\n", types[0]->name, types[1]->name, both, one,
@@ -440,6 +477,7 @@ out:
 	unlink(meta);
 	rmdir(mnt);
 	rmdir(dir);
+	free(wt);
 	free(types);
 	return ok;
 }
