@@ -303,9 +303,12 @@ static bool size_tensor(struct cursor *c, const struct gguf_file *f, struct gguf
 	if (t->offset % f->alignment)
 		return fail(c, "tensor '%s' has offset %" PRIu64 ", not a multiple of the alignment %"
 		            PRIu64, quote(&t->name, q), t->offset, f->alignment);
-	if (__builtin_add_overflow(t->offset, f->data_offset, &t->offset))
+	/* into a temporary: on overflow the message must show the offset as stored */
+	uint64_t abs;
+	if (__builtin_add_overflow(t->offset, f->data_offset, &abs))
 		return fail(c, "tensor '%s' has offset %" PRIu64 ", past the end of the file (%"
 		            PRIu64 " bytes)", quote(&t->name, q), t->offset, c->size);
+	t->offset = abs;
 	if (!ti || !ti->block_elems)
 		return true;
 	if (t->ne[0] % ti->block_elems)
