@@ -1,4 +1,5 @@
 #include "gguf.h"
+#include "nameset.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -57,8 +58,7 @@ static bool fail(struct cursor *c, const char *fmt, ...)
 	return false;
 }
 
-/* Quotes up to 64 bytes of a name for an error message, printable ASCII only. */
-static const char *quote(const struct gguf_str *s, char buf[80])
+const char *gguf_quote(const struct gguf_str *s, char buf[80])
 {
 	size_t n = 0;
 	for (uint64_t i = 0; i < s->len && n < 64; i++) {
@@ -181,49 +181,11 @@ static bool parse_value(struct cursor *c, uint32_t type, struct gguf_value *v, c
 	return true;
 }
 
-/* Open-addressing set of names, to reject duplicates in O(n). */
-struct name_set {
-	const struct gguf_str **slots;
-	uint64_t mask;
-};
-
-static uint64_t fnv1a(const char *p, uint64_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (uint64_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
-	return h;
-}
-
-static bool name_set_init(struct name_set *s, uint64_t n)
-{
-	uint64_t cap = 16;
-	while (cap < 2 * n)
-		cap <<= 1;
-	s->slots = calloc(cap, sizeof *s->slots);
-	s->mask = cap - 1;
-	return s->slots != NULL;
-}
-
-/* Adds name; false if it was already there. */
-static bool name_set_add(struct name_set *s, const struct gguf_str *name)
-{
-	for (uint64_t i = fnv1a(name->ptr, name->len) & s->mask;; i = (i + 1) & s->mask) {
-		const struct gguf_str *o = s->slots[i];
-		if (!o) {
-			s->slots[i] = name;
-			return true;
-		}
-		if (o->len == name->len && memcmp(o->ptr, name->ptr, name->len) == 0)
-			return false;
-	}
-}
-
 static bool parse_kvs(struct cursor *c, struct gguf_file *f)
 {
-	struct name_set seen;
+	struct nameset seen;
 	char q[80], what[128];
-	if (!name_set_init(&seen, f->n_kv))
+	if (!nameset_init(&seen, f->n_kv))
 		return fail(c, "out of memory for %" PRIu64 " metadata keys", f->n_kv);
 	for (uint64_t i = 0; i < f->n_kv && !c->failed; i++) {
 		struct gguf_kv *kv = &f->kv[i];
@@ -231,15 +193,15 @@ static bool parse_kvs(struct cursor *c, struct gguf_file *f)
 		snprintf(what, sizeof what, "the key of metadata entry %" PRIu64, i);
 		if (!take_str(c, what, &kv->key))
 			break;
-		snprintf(what, sizeof what, "metadata key '%s'", quote(&kv->key, q));
-		if (!name_set_add(&seen, &kv->key)) {
+		snprintf(what, sizeof what, "metadata key '%s'", gguf_quote(&kv->key, q));
+		if (!nameset_add(&seen, &kv->key)) {
 			fail(c, "duplicate %s", what);
 			break;
 		}
 		if (take_u32(c, what, &type))
 			parse_value(c, type, &kv->value, what);
 	}
-	free(seen.slots);
+	nameset_free(&seen);
 	return !c->failed;
 }
 
@@ -265,7 +227,7 @@ static bool parse_tensor_info(struct cursor *c, struct gguf_tensor *t, uint64_t 
 	snprintf(what, sizeof what, "the name of tensor %" PRIu64, i);
 	if (!take_str(c, what, &t->name))
 		return false;
-	snprintf(what, sizeof what, "tensor '%s'", quote(&t->name, q));
+	snprintf(what, sizeof what, "tensor '%s'", gguf_quote(&t->name, q));
 	if (!take_u32(c, what, &t->n_dims))
 		return false;
 	if (t->n_dims > GGUF_MAX_DIMS)
@@ -302,26 +264,26 @@ static bool size_tensor(struct cursor *c, const struct gguf_file *f, struct gguf
 	t->has_f32 = ti && ti->to_float && ti->block_elems;
 	if (t->offset % f->alignment)
 		return fail(c, "tensor '%s' has offset %" PRIu64 ", not a multiple of the alignment %"
-		            PRIu64, quote(&t->name, q), t->offset, f->alignment);
+		            PRIu64, gguf_quote(&t->name, q), t->offset, f->alignment);
 	/* into a temporary: on overflow the message must show the offset as stored */
 	uint64_t abs;
 	if (__builtin_add_overflow(t->offset, f->data_offset, &abs))
 		return fail(c, "tensor '%s' has offset %" PRIu64 ", past the end of the file (%"
-		            PRIu64 " bytes)", quote(&t->name, q), t->offset, c->size);
+		            PRIu64 " bytes)", gguf_quote(&t->name, q), t->offset, c->size);
 	t->offset = abs;
 	if (!ti || !ti->block_elems)
 		return true;
 	if (t->ne[0] % ti->block_elems)
 		return fail(c, "tensor '%s' has %" PRIu64 " columns, not a multiple of the %s block"
-		            " size %" PRIu32, quote(&t->name, q), t->ne[0], ti->name, ti->block_elems);
+		            " size %" PRIu32, gguf_quote(&t->name, q), t->ne[0], ti->name, ti->block_elems);
 	/* n_elements <= 2^63 and block_bytes is small, but a lying file can still overflow */
 	if (__builtin_mul_overflow(t->n_elements / ti->block_elems, (uint64_t)ti->block_bytes,
 	                           &t->size))
 		return fail(c, "tensor '%s' of %" PRIu64 " elements of type %s would take more than"
-		            " 2^64 bytes", quote(&t->name, q), t->n_elements, ti->name);
+		            " 2^64 bytes", gguf_quote(&t->name, q), t->n_elements, ti->name);
 	if (t->offset > c->size || t->size > c->size - t->offset)
 		return fail(c, "tensor '%s' ends at byte %" PRIu64 "%s, past the end of the file (%"
-		            PRIu64 " bytes)", quote(&t->name, q),
+		            PRIu64 " bytes)", gguf_quote(&t->name, q),
 		            t->offset + (t->size > UINT64_MAX - t->offset ? 0 : t->size),
 		            t->size > UINT64_MAX - t->offset ? " (overflowing)" : "", c->size);
 	return true;
@@ -356,7 +318,7 @@ static bool place_tensors(struct cursor *c, struct gguf_file *f)
 		uint64_t next = k + 1 < f->n_tensors ? f->tensors[order[k + 1]].offset : c->size;
 		if (t->offset > c->size) {
 			fail(c, "tensor '%s' starts at byte %" PRIu64 ", past the end of the file (%"
-			     PRIu64 " bytes)", quote(&t->name, q1), t->offset, c->size);
+			     PRIu64 " bytes)", gguf_quote(&t->name, q1), t->offset, c->size);
 			break;
 		}
 		if (!t->ti || !t->ti->block_elems) {
@@ -365,8 +327,8 @@ static bool place_tensors(struct cursor *c, struct gguf_file *f)
 		} else if (k + 1 < f->n_tensors && t->size > next - t->offset) {
 			const struct gguf_tensor *u = &f->tensors[order[k + 1]];
 			fail(c, "tensors '%s' (bytes %" PRIu64 "..%" PRIu64 ") and '%s' (from byte %"
-			     PRIu64 ") overlap", quote(&t->name, q1), t->offset, t->offset + t->size,
-			     quote(&u->name, q2), u->offset);
+			     PRIu64 ") overlap", gguf_quote(&t->name, q1), t->offset, t->offset + t->size,
+			     gguf_quote(&u->name, q2), u->offset);
 		}
 	}
 	free(order);
@@ -426,17 +388,17 @@ int gguf_parse(const uint8_t *data, uint64_t size, struct gguf_file *f, char err
 	if (!parse_kvs(&c, f) || !parse_alignment(&c, f))
 		goto fail;
 
-	struct name_set seen;
-	if (!name_set_init(&seen, f->n_tensors)) {
+	struct nameset seen;
+	if (!nameset_init(&seen, f->n_tensors)) {
 		fail(&c, "out of memory for %" PRIu64 " tensors", f->n_tensors);
 		goto fail;
 	}
 	for (uint64_t i = 0; i < f->n_tensors && !c.failed; i++) {
 		if (parse_tensor_info(&c, &f->tensors[i], i) &&
-		    !name_set_add(&seen, &f->tensors[i].name))
-			fail(&c, "duplicate tensor name '%s'", quote(&f->tensors[i].name, q));
+		    !nameset_add(&seen, &f->tensors[i].name))
+			fail(&c, "duplicate tensor name '%s'", gguf_quote(&f->tensors[i].name, q));
 	}
-	free(seen.slots);
+	nameset_free(&seen);
 	if (c.failed)
 		goto fail;
 

@@ -92,6 +92,10 @@ int gguf_parse(const uint8_t *data, uint64_t size, struct gguf_file *out,
 /* Releases what gguf_parse allocated (not the image). */
 void gguf_file_free(struct gguf_file *f);
 
+/* Up to 64 bytes of a name for an error message: printable ASCII, others as '?',
+ * "..." when cut. Returns buf. */
+const char *gguf_quote(const struct gguf_str *s, char buf[80]);
+
 /* The kv with this key, or NULL. */
 const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
 

@@ -1,0 +1,41 @@
+#include "nameset.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t fnv1a(const char *p, uint64_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (uint64_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+bool nameset_init(struct nameset *s, uint64_t n)
+{
+	uint64_t cap = 16;
+	while (cap < 2 * n)
+		cap <<= 1;
+	s->slots = calloc(cap, sizeof *s->slots);
+	s->mask = cap - 1;
+	return s->slots != NULL;
+}
+
+void nameset_free(struct nameset *s)
+{
+	free(s->slots);
+	s->slots = NULL;
+}
+
+bool nameset_add(struct nameset *s, const struct gguf_str *name)
+{
+	for (uint64_t i = fnv1a(name->ptr, name->len) & s->mask;; i = (i + 1) & s->mask) {
+		const struct gguf_str *o = s->slots[i];
+		if (!o) {
+			s->slots[i] = name;
+			return true;
+		}
+		if (o->len == name->len && memcmp(o->ptr, name->ptr, name->len) == 0)
+			return false;
+	}
+}

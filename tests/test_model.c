@@ -1,0 +1,173 @@
+/* Opening models: a single file, and split models found from any one shard. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gguf_split.h"
+#include "model.h"
+#include "vectors.h"
+
+static char dir[64];
+
+static int make_dir(void **state)
+{
+	(void)state;
+	strcpy(dir, "/tmp/ggufs-split-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+	(void)state;
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	return system(cmd);
+}
+
+static void shard_path(char *out, size_t n, const char *prefix, unsigned no, unsigned count)
+{
+	snprintf(out, n, "%s/%s-%05u-of-%05u.gguf", dir, prefix, no, count);
+}
+
+static void test_single(void **state)
+{
+	(void)state;
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
+	assert_non_null(m);
+	assert_int_equal(m->n_shards, 1);
+	assert_int_equal(m->n_tensors, 21);
+	assert_string_equal(m->file_name, "tinyllama-q4km.gguf");
+	model_close(m);
+
+	m = model_open(TEST_DATA "/no-such-model.gguf", err);
+	assert_null(m);
+	assert_non_null(strstr(err, "no-such-model.gguf: No such file or directory"));
+	m = model_open(TEST_DATA, err);
+	assert_null(m);
+	assert_non_null(strstr(err, "is a directory"));
+}
+
+/* Every shard of a 3-way split opens the same model: same metadata, every tensor's
+ * bytes identical to the original's. */
+static void test_split(void **state)
+{
+	(void)state;
+	char prefix[128], path[256], err[GGUF_ERR_MAX];
+	snprintf(prefix, sizeof prefix, "%s/llama", dir);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	struct ggufs_model *orig = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
+	assert_non_null(orig);
+	for (unsigned no = 1; no <= 3; no++) {
+		shard_path(path, sizeof path, "llama", no, 3);
+		struct ggufs_model *m = model_open(path, err);
+		if (!m)
+			print_error("%s\n", err);
+		assert_non_null(m);
+		assert_int_equal(m->n_shards, 3);
+		assert_string_equal(m->file_name, "llama-00001-of-00003.gguf");
+		assert_int_equal(m->meta->n_kv, orig->meta->n_kv + 3);
+		assert_int_equal(m->n_tensors, orig->n_tensors);
+		for (uint64_t i = 0; i < m->n_tensors; i++) {
+			const struct gguf_tensor *a = m->tensors[i].t, *b = orig->tensors[i].t;
+			assert_int_equal(a->name.len, b->name.len);
+			assert_memory_equal(a->name.ptr, b->name.ptr, a->name.len);
+			assert_int_equal(a->size, b->size);
+			assert_memory_equal(model_tensor_data(m, i), model_tensor_data(orig, i), a->size);
+		}
+		assert_int_equal(m->tensors[0].shard, 0);
+		assert_int_equal(m->tensors[m->n_tensors - 1].shard, 2);
+		model_close(m);
+	}
+	model_close(orig);
+}
+
+static void test_split_missing(void **state)
+{
+	(void)state;
+	char prefix[128], path[256], err[GGUF_ERR_MAX];
+	snprintf(prefix, sizeof prefix, "%s/gap", dir);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	shard_path(path, sizeof path, "gap", 2, 3);
+	unlink(path);
+	shard_path(path, sizeof path, "gap", 3, 3);
+	assert_null(model_open(path, err));
+	assert_non_null(strstr(err, "gap-00002-of-00003.gguf: shard 2 of 3 is missing"));
+}
+
+static unsigned tweak_shard;
+static void wrong_count(unsigned s, struct split_keys *k)
+{
+	if (s == tweak_shard)
+		k->count = 4;
+}
+static void wrong_total(unsigned s, struct split_keys *k)
+{
+	if (s == tweak_shard)
+		k->tensors_count += 1;
+}
+static void wrong_no(unsigned s, struct split_keys *k)
+{
+	if (s == tweak_shard)
+		k->no = 0;
+}
+
+/* A shard of another model or another split is refused, naming that shard's file. */
+static void test_split_foreign(void **state)
+{
+	(void)state;
+	void (*tweaks[])(unsigned, struct split_keys *) = { wrong_count, wrong_total, wrong_no };
+	const char *words[] = { "split.count 4", "split.tensors.count", "split.no is 0" };
+	for (int k = 0; k < 3; k++) {
+		char prefix[128], path[256], bad[256], err[GGUF_ERR_MAX];
+		snprintf(prefix, sizeof prefix, "%s/foreign%d", dir, k);
+		tweak_shard = 1;
+		assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, tweaks[k]), 0);
+		snprintf(bad, sizeof bad, "foreign%d-00002-of-00003.gguf:", k);
+		shard_path(path, sizeof path, prefix + strlen(dir) + 1, 1, 3);
+		assert_null(model_open(path, err));
+		if (!strstr(err, bad) || !strstr(err, words[k]))
+			print_error("%s\n", err);
+		assert_non_null(strstr(err, bad));
+		assert_non_null(strstr(err, words[k]));
+	}
+}
+
+/* Shard 2 starts one tensor early, so the last tensor of shard 1 is in both (the
+ * counts made to agree): refused, naming the later shard. */
+static void overlap(unsigned s, struct split_keys *k)
+{
+	k->tensors_count += 1;
+	if (s == 1)
+		k->first -= 1;
+}
+
+static void test_split_duplicate(void **state)
+{
+	(void)state;
+	char prefix[128], path[256], err[GGUF_ERR_MAX];
+	snprintf(prefix, sizeof prefix, "%s/dup", dir);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 2, overlap), 0);
+	shard_path(path, sizeof path, "dup", 1, 2);
+	assert_null(model_open(path, err));
+	assert_non_null(strstr(err, "dup-00002-of-00002.gguf: tensor '"));
+	assert_non_null(strstr(err, "' is also in an earlier shard"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_single),
+		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_split_missing),
+		cmocka_unit_test(test_split_foreign),
+		cmocka_unit_test(test_split_duplicate),
+	};
+	return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}
