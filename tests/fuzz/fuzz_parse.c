@@ -1,0 +1,127 @@
+/* libFuzzer target: one input, one GGUF image. A failed parse must leave one non-empty
+ * line; a successful one must describe only bytes inside the image: every metadata value
+ * is walked, the first and last byte of every tensor touched, and the first and last
+ * block of every tensor with a dequantizer decoded. Any broken promise aborts. Also built
+ * without libFuzzer into the regression runner (replay.c). */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "types.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void broken(const char *why)
+{
+	fprintf(stderr, "fuzz_parse: %s\n", why);
+	abort();
+}
+
+/* The walk reads every byte the callbacks are shown; a volatile sink keeps the reads. */
+static volatile uint8_t sink;
+
+static bool on_scalar(void *ctx, uint32_t type, const uint8_t *b)
+{
+	(void)ctx;
+	size_t n = gguf_vtype_size(type);
+	if (!n)
+		broken("walk: a scalar of a non-scalar type");
+	sink ^= b[0] ^ b[n - 1];
+	return true;
+}
+
+static bool on_string(void *ctx, const char *s, uint64_t len)
+{
+	(void)ctx;
+	if (len)
+		sink ^= (uint8_t)(s[0] ^ s[len - 1]);
+	return true;
+}
+
+static bool on_begin(void *ctx, uint32_t elem_type, uint64_t count)
+{
+	int *depth = ctx;
+	if (!gguf_vtype_name(elem_type) || ++*depth > GGUF_MAX_ARRAY_DEPTH)
+		broken("walk: a bad nested array");
+	(void)count;
+	return true;
+}
+
+static bool on_end(void *ctx)
+{
+	int *depth = ctx;
+	if (--*depth < 1)
+		broken("walk: unbalanced array end");
+	return true;
+}
+
+/* Decodes one block of t at p, which must lie inside the image. */
+static void decode_block(const struct gguf_tensor *t, const uint8_t *p)
+{
+	float *out = malloc(t->ti->block_elems * sizeof *out);
+	if (!out)
+		return;
+	t->ti->to_float(p, out, 1);
+	uint32_t bits;
+	memcpy(&bits, &out[t->ti->block_elems - 1], 4);
+	sink ^= (uint8_t)bits;
+	free(out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct gguf_file f;
+	char err[GGUF_ERR_MAX];
+	memset(err, 'x', sizeof err);
+	if (gguf_parse(data, size, &f, err) != 0) {
+		size_t n = strnlen(err, sizeof err);
+		if (n == 0 || n == sizeof err || memchr(err, '\n', n))
+			broken("a failed parse without a one-line message");
+		if (f.kv || f.tensors)
+			broken("a failed parse left memory behind");
+		return 0;
+	}
+	if (f.data_offset > size || !f.alignment || (f.alignment & (f.alignment - 1)))
+		broken("bad data offset or alignment");
+	for (uint64_t i = 0; i < f.n_kv; i++) {
+		const struct gguf_value *v = &f.kv[i].value;
+		if (v->data < data || v->size > size || v->data + v->size > data + size)
+			broken("a value outside the image");
+		int depth = 1;
+		struct gguf_walk w = { on_scalar, on_string, on_begin, on_end, &depth };
+		if (!gguf_value_walk(v, &w) || depth != 1)
+			broken("walk failed");
+	}
+	uint64_t unknown = 0;
+	for (uint64_t i = 0; i < f.n_tensors; i++) {
+		const struct gguf_tensor *t = &f.tensors[i];
+		if (t->offset < f.data_offset || t->offset > size || t->size > size - t->offset)
+			broken("a tensor outside the image");
+		if ((t->offset - f.data_offset) % f.alignment)
+			broken("a misaligned tensor");
+		if (t->n_dims > GGUF_MAX_DIMS)
+			broken("too many dims");
+		if (t->size) {
+			sink ^= data[t->offset];
+			sink ^= data[t->offset + t->size - 1];
+		}
+		if (t->has_f32) {
+			uint64_t bb = t->ti->block_bytes;
+			if (!t->ti->block_elems || !bb || t->size != t->n_elements / t->ti->block_elems * bb)
+				broken("a dequantizable tensor of the wrong size");
+			if (t->size >= bb) {
+				decode_block(t, data + t->offset);
+				decode_block(t, data + t->offset + t->size - bb);
+			}
+		} else {
+			unknown++;
+		}
+	}
+	if (f.n_unknown > unknown)
+		broken("n_unknown counts more tensors than lack a dequantizer");
+	gguf_file_free(&f);
+	return 0;
+}
