@@ -299,6 +299,10 @@ static int by_offset(const void *a, const void *b, void *tensors)
 	bool xs = x->ti && x->ti->block_elems, ys = y->ti && y->ti->block_elems;
 	if (xs != ys)
 		return xs ? -1 : 1;
+	/* and the empty ones before the others, so that file order cannot make an empty
+	 * tensor sharing another's offset look like an overlap */
+	if (xs && x->size != y->size)
+		return x->size < y->size ? -1 : 1;
 	return *(const uint64_t *)a < *(const uint64_t *)b ? -1 : 1;
 }
 
