@@ -1050,6 +1050,46 @@ static void test_overlap(void **state)
 	gw_free(&w);
 }
 
+/* Whether two tensors overlap cannot depend on the order of their infos in the file. */
+static void test_overlap_order(void **state)
+{
+	(void)state;
+	uint64_t ne16[1] = { 16 }, ne0[1] = { 0 };
+	static const struct { uint64_t empty_at; bool ok; } cases[] = {
+		{ 0, true },    /* an empty tensor where another starts: nothing shared */
+		{ 64, true },   /* ... or where it ends */
+		{ 32, false },  /* inside it: ggml never writes that */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		for (int swap = 0; swap <= 1; swap++) {
+			struct gw w;
+			struct parsed p;
+			gw_init(&w);
+			gw_header(&w, 3, 2, 0);
+			if (swap)
+				gw_tensor(&w, "z", 1, ne0, GGML_TYPE_F32, cases[i].empty_at);
+			gw_tensor(&w, "a", 1, ne16, GGML_TYPE_F32, 0);
+			if (!swap)
+				gw_tensor(&w, "z", 1, ne0, GGML_TYPE_F32, cases[i].empty_at);
+			gw_align(&w, 32);
+			gw_fill(&w, 0, 64);
+			parse_n(&w, w.len, &p);
+			if (cases[i].ok && p.rc != 0)
+				fail_msg("empty tensor at %llu, swap %d: %s",
+				         (unsigned long long)cases[i].empty_at, swap, p.err);
+			if (!cases[i].ok) {
+				assert_int_equal(p.rc, -1);
+				assert_contains(p.err, "tensors 'a' (bytes");
+				assert_contains(p.err, "and 'z' (from byte");
+			} else {
+				assert_int_equal(p.f.tensors[swap ? 0 : 1].size, 0);
+			}
+			parsed_free(&p);
+			gw_free(&w);
+		}
+	}
+}
+
 static void test_duplicates(void **state)
 {
 	(void)state;
@@ -1176,6 +1216,7 @@ int main(void)
 		cmocka_unit_test(test_offset_past_end),
 		cmocka_unit_test(test_data_past_end),
 		cmocka_unit_test(test_overlap),
+		cmocka_unit_test(test_overlap_order),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_name_lengths),
 	};
