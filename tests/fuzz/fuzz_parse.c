@@ -1,8 +1,9 @@
 /* libFuzzer target: one input, one GGUF image. A failed parse must leave one non-empty
  * line; a successful one must describe only bytes inside the image: every metadata value
  * is walked, the first and last byte of every tensor touched, and the first and last
- * block of every tensor with a dequantizer decoded. Any broken promise aborts. Also built
- * without libFuzzer into the regression runner (replay.c). */
+ * block of every tensor with a dequantizer decoded, and no two tensors may share a byte.
+ * Any broken promise aborts. Also built without libFuzzer into the regression runner
+ * (replay.c). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,6 +72,30 @@ static void decode_block(const struct gguf_tensor *t, const uint8_t *p)
 	free(out);
 }
 
+static int by_start(const void *a, const void *b)
+{
+	const struct gguf_tensor *x = *(const struct gguf_tensor *const *)a;
+	const struct gguf_tensor *y = *(const struct gguf_tensor *const *)b;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* No byte belongs to two tensors (empty ones own no bytes). */
+static void check_disjoint(const struct gguf_file *f)
+{
+	const struct gguf_tensor **v = malloc((f->n_tensors + 1) * sizeof *v);
+	uint64_t n = 0;
+	if (!v)
+		return;
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		if (f->tensors[i].size)
+			v[n++] = &f->tensors[i];
+	qsort(v, n, sizeof *v, by_start);
+	for (uint64_t i = 1; i < n; i++)
+		if (v[i - 1]->offset + v[i - 1]->size > v[i]->offset)
+			broken("two tensors overlap");
+	free(v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gguf_file f;
@@ -120,6 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			unknown++;
 		}
 	}
+	check_disjoint(&f);
 	if (f.n_unknown > unknown)
 		broken("n_unknown counts more tensors than lack a dequantizer");
 	gguf_file_free(&f);

@@ -30,7 +30,7 @@ if [ "$jobs" -gt 1 ]; then
 		-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$work/artifacts/" -jobs="$jobs" -workers="$jobs" \
 		"$work/corpus") || status=$?
-	cat "$work"/fuzz-*.log 2>/dev/null | grep -E '^(stat::|Done|==[0-9]+==ERROR|SUMMARY)' || true
+	grep -HE '^(stat::|Done|==[0-9]+==ERROR|SUMMARY)' "$work"/fuzz-*.log || true
 else
 	"$build/tests/fuzz/fuzz_parse" -max_total_time="$secs" -max_len=65536 \
 		-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
