@@ -1,0 +1,175 @@
+#include "render_json.h"
+#include "render_value.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Length of the well-formed UTF-8 sequence at p[0..n) (1..4), or, when it is
+ * ill-formed, minus the length of its maximal ill-formed subpart: the bytes that a
+ * single U+FFFD replaces. p[0] >= 0x80 and n >= 1. */
+static int utf8_seq(const unsigned char *p, uint64_t n)
+{
+	unsigned char c = p[0];
+	int need;
+	unsigned char lo = 0x80, hi = 0xbf;   /* the second byte's range */
+	if (c >= 0xc2 && c <= 0xdf) {
+		need = 2;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		need = 3;
+		if (c == 0xe0)
+			lo = 0xa0;        /* below is overlong */
+		else if (c == 0xed)
+			hi = 0x9f;        /* above is a surrogate */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		need = 4;
+		if (c == 0xf0)
+			lo = 0x90;        /* below is overlong */
+		else if (c == 0xf4)
+			hi = 0x8f;        /* above is past U+10FFFF */
+	} else {
+		return -1;                /* continuation byte, C0, C1, F5..FF */
+	}
+	int got = 1;
+	for (; got < need; got++) {
+		if ((uint64_t)got >= n)
+			break;
+		unsigned char b = p[got];
+		unsigned char l = got == 1 ? lo : 0x80, h = got == 1 ? hi : 0xbf;
+		if (b < l || b > h)
+			break;
+	}
+	return got == need ? need : -got;
+}
+
+void render_json_string(struct sink *s, const char *str, uint64_t len)
+{
+	const unsigned char *p = (const unsigned char *)str;
+	sink_putc(s, '"');
+	uint64_t run = 0;   /* start of the pending run of bytes that go out unchanged */
+	uint64_t i = 0;
+	while (i < len) {
+		unsigned char c = p[i];
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+			i++;
+			continue;
+		}
+		if (c >= 0x80) {
+			int k = utf8_seq(p + i, len - i);
+			if (k > 0) {
+				i += (uint64_t)k;
+				continue;
+			}
+			sink_put(s, p + run, i - run);
+			sink_put(s, "\xef\xbf\xbd", 3);   /* U+FFFD */
+			i += (uint64_t)-k;
+			run = i;
+		} else {
+			sink_put(s, p + run, i - run);
+			char esc[8];
+			switch (c) {
+			case '"': sink_put(s, "\\\"", 2); break;
+			case '\\': sink_put(s, "\\\\", 2); break;
+			case '\b': sink_put(s, "\\b", 2); break;
+			case '\f': sink_put(s, "\\f", 2); break;
+			case '\n': sink_put(s, "\\n", 2); break;
+			case '\r': sink_put(s, "\\r", 2); break;
+			case '\t': sink_put(s, "\\t", 2); break;
+			default:
+				snprintf(esc, sizeof esc, "\\u%04x", c);
+				sink_put(s, esc, 6);
+				break;
+			}
+			i++;
+			run = i;
+		}
+		if (sink_done(s))
+			return;
+	}
+	sink_put(s, p + run, len - run);
+	sink_putc(s, '"');
+}
+
+static void put_u64(struct sink *s, uint64_t v)
+{
+	char buf[24];
+	int n = snprintf(buf, sizeof buf, "%" PRIu64, v);
+	sink_put(s, buf, (uint64_t)n);
+}
+
+static void put_cstr_json(struct sink *s, const char *str)
+{
+	render_json_string(s, str, strlen(str));
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+static void render_kv(struct sink *s, const struct gguf_kv *kv)
+{
+	char type[RENDER_TYPE_MAX];
+	size_t tn = render_value_type(&kv->value, type);
+	render_json_string(s, kv->key.ptr, kv->key.len);
+	sink_puts(s, ": {\"type\": \"");
+	sink_put(s, type, tn);   /* letters, digits and brackets only */
+	sink_puts(s, "\", \"value\": ");
+	render_value_json(s, &kv->value);
+	sink_putc(s, '}');
+}
+
+static void render_tensor(struct sink *s, const struct ggufs_model *m, uint64_t i)
+{
+	const struct gguf_tensor *t = m->tensors[i].t;
+	char tbuf[16];
+	sink_puts(s, "{\"name\": ");
+	render_json_string(s, t->name.ptr, t->name.len);
+	sink_puts(s, ", \"type\": ");
+	put_cstr_json(s, ggml_type_name(t->type, tbuf));
+	sink_puts(s, ", \"dims\": [");
+	for (uint32_t d = 0; d < t->n_dims && d < GGUF_MAX_DIMS; d++) {
+		if (d)
+			sink_puts(s, ", ");
+		put_u64(s, t->ne[d]);
+	}
+	sink_puts(s, "], \"offset\": ");
+	put_u64(s, t->offset);
+	sink_puts(s, ", \"size\": ");
+	put_u64(s, t->size);
+	if (m->n_shards > 1) {
+		sink_puts(s, ", \"shard\": ");
+		put_cstr_json(s, base_name(m->shards[m->tensors[i].shard].path));
+	}
+	sink_putc(s, '}');
+}
+
+void render_json(struct sink *s, const struct ggufs_model *m)
+{
+	const struct gguf_file *f = m->meta;
+	sink_puts(s, "{\"file\": ");
+	put_cstr_json(s, m->file_name);
+	sink_puts(s, ", \"version\": ");
+	put_u64(s, f->version);
+	sink_puts(s, ", \"alignment\": ");
+	put_u64(s, f->alignment);
+	sink_puts(s, ", \"data_offset\": ");
+	put_u64(s, f->data_offset);
+	sink_puts(s, ",\n \"metadata\": {");
+	for (uint64_t i = 0; i < f->n_kv; i++) {
+		if (sink_done(s))
+			return;
+		sink_puts(s, i ? ",\n  " : "\n  ");
+		render_kv(s, &f->kv[i]);
+	}
+	sink_puts(s, f->n_kv ? "\n },\n \"tensors\": [" : "},\n \"tensors\": [");
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		if (sink_done(s))
+			return;
+		sink_puts(s, i ? ",\n  " : "\n  ");
+		render_tensor(s, m, i);
+	}
+	sink_puts(s, m->n_tensors ? "\n ]}\n" : "]}\n");
+}

@@ -1,0 +1,25 @@
+/* summary.txt: a short human summary of the model, in the spirit of llama.cpp's load
+ * log (architecture, name, file type, parameters, sizes, hyperparameters, and a table of
+ * tensor types with their counts and bytes). */
+#ifndef GGUFS_RENDER_SUMMARY_H
+#define GGUFS_RENDER_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "sink.h"
+
+/* llama.cpp's name for a general.file_type value (enum llama_ftype): "all F32", "F16",
+ * "Q4_K - Medium", ...; NULL for a value llama.cpp does not define. */
+const char *summary_ftype_name(uint64_t ftype);
+
+/* A count the way llama.cpp prints parameters: two decimals and K, M, B or T
+ * ("1.10 B", "6.74 M", "0.12 K"). Returns the length. */
+size_t summary_count_text(uint64_t n, char buf[32]);
+
+/* The whole summary.txt of m. Its cost is one pass over the tensors and a few metadata
+ * lookups; nothing is allocated. */
+void render_summary(struct sink *s, const struct ggufs_model *m);
+
+#endif

@@ -1,0 +1,496 @@
+#include "tree.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+#include "names.h"
+#include "render_json.h"
+#include "render_npy.h"
+#include "render_summary.h"
+#include "render_value.h"
+#include "sink.h"
+
+struct tree {
+	const struct ggufs_model *m;
+	uint64_t n_nodes;            /* inode numbers 0 .. n_nodes - 1; 0 and gaps unused */
+	struct tree_node *nodes;
+	char *names;                 /* every escaped name, NUL-terminated, back to back */
+	uint64_t *tensor_children;   /* inos of tensors/, in file order */
+	uint64_t n_tensor_children;
+	uint64_t *slots;             /* lookup hash: ino, 0 = empty */
+	uint64_t slot_mask;
+	uint32_t *npy_header_len;    /* per tensor, 0 without .npy */
+};
+
+static const char *const fixed_names[] = {
+	[TREE_ROOT_INO] = "", [2] = "metadata", [3] = "tensors", [4] = "gguf.json",
+	[5] = "summary.txt",
+};
+static const enum tree_kind fixed_kinds[] = {
+	[TREE_ROOT_INO] = TREE_ROOT, [2] = TREE_DIR_METADATA, [3] = TREE_DIR_TENSORS,
+	[4] = TREE_JSON, [5] = TREE_SUMMARY,
+};
+
+static uint64_t hash_entry(uint64_t dir, const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ dir;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h;
+}
+
+static void slot_add(struct tree *t, const struct tree_node *n)
+{
+	uint64_t i = hash_entry(n->parent, n->name) & t->slot_mask;
+	while (t->slots[i])
+		i = (i + 1) & t->slot_mask;
+	t->slots[i] = n->ino;
+}
+
+/* Runs a renderer into a counting sink: the exact size of the file it renders. */
+static uint64_t rendered_size(const struct tree *t, const struct tree_node *n);
+
+static void render(const struct tree *t, const struct tree_node *n, struct sink *s)
+{
+	const struct ggufs_model *m = t->m;
+	switch (n->kind) {
+	case TREE_META:
+		render_value(s, &m->meta->kv[n->index].value);
+		break;
+	case TREE_JSON:
+		render_json(s, m);
+		break;
+	case TREE_SUMMARY:
+		render_summary(s, m);
+		break;
+	default:
+		break;
+	}
+}
+
+static uint64_t rendered_size(const struct tree *t, const struct tree_node *n)
+{
+	struct sink s = sink_counter();
+	render(t, n, &s);
+	return s.pos;
+}
+
+/* Bytes of the .f32 rendering of tensor i; the parser bounded n_elements by 2^63, and a
+ * known layout bounds it by 8 x the file size, so x4 cannot overflow. */
+static uint64_t f32_size(const struct gguf_tensor *g)
+{
+	return g->n_elements * sizeof(float);
+}
+
+/* Bytes that every file name takes, NULs included: names are escaped twice at mount
+ * rather than reserving the worst case for each, so memory follows the header. */
+static uint64_t names_bytes(const struct ggufs_model *m)
+{
+	char buf[NAMES_BUF];
+	uint64_t total = 1;
+	for (uint64_t k = 0; k < m->meta->n_kv; k++)
+		total += names_encode(m->meta->kv[k].key.ptr, m->meta->kv[k].key.len, false, buf) + 1;
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct gguf_tensor *g = m->tensors[i].t;
+		uint64_t len = names_encode(g->name.ptr, g->name.len, true, buf);
+		total += len + 1 + (g->has_f32 ? 2 * (len + 5) : 0);
+	}
+	return total;
+}
+
+struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
+{
+	struct tree *t = calloc(1, sizeof *t);
+	uint64_t n_kv = m->meta->n_kv, n_t = m->n_tensors;
+	char *w;
+
+	guard_install();
+	if (!t)
+		goto oom;
+	t->m = m;
+	t->n_nodes = TREE_FIRST_META + n_kv + 3 * n_t;
+	t->nodes = calloc(t->n_nodes, sizeof *t->nodes);
+	t->names = malloc(names_bytes(m));
+	t->tensor_children = calloc(3 * n_t + 1, sizeof *t->tensor_children);
+	t->npy_header_len = calloc(n_t + 1, sizeof *t->npy_header_len);
+	uint64_t cap = 16;
+	while (cap < 2 * t->n_nodes)
+		cap <<= 1;
+	t->slots = calloc(cap, sizeof *t->slots);
+	t->slot_mask = cap - 1;
+	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots)
+		goto oom;
+
+	for (uint64_t ino = TREE_ROOT_INO; ino <= 5; ino++) {
+		struct tree_node *n = &t->nodes[ino];
+		*n = (struct tree_node){ .ino = ino, .parent = TREE_ROOT_INO,
+		                         .kind = fixed_kinds[ino], .name = fixed_names[ino] };
+		if (ino != TREE_ROOT_INO)
+			slot_add(t, n);
+	}
+
+	w = t->names;
+	for (uint64_t k = 0; k < n_kv; k++) {
+		struct tree_node *n = &t->nodes[TREE_FIRST_META + k];
+		const struct gguf_str *key = &m->meta->kv[k].key;
+		*n = (struct tree_node){ .ino = TREE_FIRST_META + k, .parent = 2,
+		                         .kind = TREE_META, .index = k, .name = w };
+		w += names_encode(key->ptr, key->len, false, w) + 1;
+		slot_add(t, n);
+	}
+	for (uint64_t i = 0; i < n_t; i++) {
+		const struct gguf_tensor *g = m->tensors[i].t;
+		uint64_t base = TREE_FIRST_META + n_kv + 3 * i;
+		const char *base_name = w;
+		size_t len = names_encode(g->name.ptr, g->name.len, true, w);
+		for (uint64_t j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
+			static const char *const suffix[] = { "", ".f32", ".npy" };
+			static const enum tree_kind kinds[] = { TREE_RAW, TREE_F32, TREE_NPY };
+			struct tree_node *n = &t->nodes[base + j];
+			if (j)
+				memmove(w, base_name, len);
+			strcpy(w + len, suffix[j]);
+			*n = (struct tree_node){ .ino = base + j, .parent = 3, .kind = kinds[j],
+			                         .index = i, .name = w };
+			w += len + strlen(suffix[j]) + 1;
+			t->tensor_children[t->n_tensor_children++] = n->ino;
+			slot_add(t, n);
+		}
+		if (!g->has_f32) {
+			t->nodes[base].size = g->size;
+			continue;
+		}
+		char hdr[NPY_HEADER_MAX];
+		t->npy_header_len[i] = (uint32_t)npy_header(g, hdr);
+		t->nodes[base].size = g->size;
+		t->nodes[base + 1].size = f32_size(g);
+		t->nodes[base + 2].size = t->npy_header_len[i] + f32_size(g);
+	}
+
+	/* sized last: the renderers see a complete tree */
+	for (uint64_t ino = 4; ino < TREE_FIRST_META + n_kv; ino++)
+		if (t->nodes[ino].ino)
+			t->nodes[ino].size = rendered_size(t, &t->nodes[ino]);
+	return t;
+oom:
+	snprintf(err, GGUF_ERR_MAX, "%s: out of memory for the tree of %" PRIu64 " keys and %"
+	         PRIu64 " tensors", m->path, n_kv, n_t);
+	tree_free(t);
+	return NULL;
+}
+
+void tree_free(struct tree *t)
+{
+	if (!t)
+		return;
+	free(t->nodes);
+	free(t->names);
+	free(t->tensor_children);
+	free(t->npy_header_len);
+	free(t->slots);
+	free(t);
+}
+
+const struct tree_node *tree_node(const struct tree *t, uint64_t ino)
+{
+	if (ino == 0 || ino >= t->n_nodes || t->nodes[ino].ino != ino)
+		return NULL;
+	return &t->nodes[ino];
+}
+
+const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const char *name)
+{
+	for (uint64_t i = hash_entry(dir, name) & t->slot_mask; t->slots[i];
+	     i = (i + 1) & t->slot_mask) {
+		const struct tree_node *n = &t->nodes[t->slots[i]];
+		if (n->parent == dir && strcmp(n->name, name) == 0)
+			return n;
+	}
+	return NULL;
+}
+
+uint64_t tree_dir_count(const struct tree *t, uint64_t dir)
+{
+	switch (dir) {
+	case TREE_ROOT_INO:
+		return 4;
+	case 2:
+		return t->m->meta->n_kv;
+	case 3:
+		return t->n_tensor_children;
+	default:
+		return 0;
+	}
+}
+
+const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i)
+{
+	if (i >= tree_dir_count(t, dir))
+		return NULL;
+	switch (dir) {
+	case TREE_ROOT_INO:
+		return &t->nodes[2 + i];
+	case 2:
+		return &t->nodes[TREE_FIRST_META + i];
+	default:
+		return &t->nodes[t->tensor_children[i]];
+	}
+}
+
+bool tree_is_dir(const struct tree_node *n)
+{
+	return n->kind == TREE_ROOT || n->kind == TREE_DIR_METADATA || n->kind == TREE_DIR_TENSORS;
+}
+
+mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
+{
+	mode_t r = gguf_mode & 0444;
+	if (tree_is_dir(n))
+		return S_IFDIR | r | (r >> 2);
+	return S_IFREG | r;
+}
+
+/* True when the model file still holds bytes [start, end) of shard s: the file may have
+ * shrunk since it was mapped, and a read of what is gone must fail, not return zeros
+ * from the tail of the last page. */
+static bool still_there(const struct tree *t, uint32_t s, uint64_t end)
+{
+	struct stat st;
+	if (fstat(t->m->shards[s].fd, &st) < 0)
+		return false;
+	return (uint64_t)st.st_size >= end;
+}
+
+/* Dequantizes bytes [off, off + len) of the .f32 rendering of tensor i into buf: only
+ * the blocks that the range touches, whole blocks straight into buf when it is
+ * float-aligned, the ragged ends through a small bounce buffer. */
+static void read_f32(const struct tree *t, uint64_t i, char *buf, uint64_t len, uint64_t off)
+{
+	const struct gguf_tensor *g = t->m->tensors[i].t;
+	const struct ggml_type *ty = g->ti;
+	const uint8_t *data = model_tensor_data(t->m, i);
+	const uint64_t block_out = (uint64_t)ty->block_elems * sizeof(float);
+	enum { BOUNCE_FLOATS = 4096 };
+	float bounce[BOUNCE_FLOATS];
+	uint64_t pos = off, end = off + len;
+
+	while (pos < end) {
+		uint64_t b = pos / block_out;
+		uint64_t bstart = b * block_out;
+		char *dst = buf + (pos - off);
+		if (pos == bstart && ((uintptr_t)dst % sizeof(float)) == 0) {
+			uint64_t nb = (end - pos) / block_out;
+			if (nb) {
+				ty->to_float(data + b * ty->block_bytes, (float *)(void *)dst, nb);
+				pos += nb * block_out;
+				continue;
+			}
+		}
+		uint64_t nb = (end - bstart + block_out - 1) / block_out;
+		uint64_t room = BOUNCE_FLOATS / ty->block_elems;
+		if (nb > room)
+			nb = room;
+		ty->to_float(data + b * ty->block_bytes, bounce, nb);
+		uint64_t stop = bstart + nb * block_out < end ? bstart + nb * block_out : end;
+		memcpy(dst, (const char *)bounce + (pos - bstart), stop - pos);
+		pos = stop;
+	}
+}
+
+/* The mapped bytes that reading [off, off + len) of tensor file n will touch, as an end
+ * offset in its shard: everything up to the last block the range needs. */
+static uint64_t tensor_bytes_end(const struct tree *t, const struct tree_node *n,
+                                 uint64_t off, uint64_t len)
+{
+	const struct gguf_tensor *g = t->m->tensors[n->index].t;
+	if (n->kind == TREE_RAW)
+		return g->offset + off + len;
+	if (n->kind == TREE_NPY) {
+		uint64_t h = t->npy_header_len[n->index];
+		if (off + len <= h)
+			return 0;
+		uint64_t data_off = off > h ? off - h : 0;
+		len = off + len - h - data_off;
+		off = data_off;
+	}
+	uint64_t block_out = (uint64_t)g->ti->block_elems * sizeof(float);
+	uint64_t last_block = (off + len + block_out - 1) / block_out;
+	return g->offset + last_block * g->ti->block_bytes;
+}
+
+static void read_tensor(const struct tree *t, const struct tree_node *n, char *buf,
+                        uint64_t len, uint64_t off)
+{
+	uint64_t i = n->index;
+	if (n->kind == TREE_RAW) {
+		memcpy(buf, model_tensor_data(t->m, i) + off, len);
+		return;
+	}
+	if (n->kind == TREE_NPY) {
+		char hdr[NPY_HEADER_MAX];
+		uint64_t h = npy_header(t->m->tensors[i].t, hdr);
+		if (off < h) {
+			uint64_t k = h - off < len ? h - off : len;
+			memcpy(buf, hdr + off, k);
+			buf += k;
+			off += k;
+			len -= k;
+		}
+		off -= h;
+	}
+	if (len)
+		read_f32(t, i, buf, len, off);
+}
+
+/* Copies or renders [off, off + len) of n, all of it inside the file, with the SIGBUS
+ * guard armed: a page of the mapping that has gone makes it -EIO. */
+static int64_t guarded_read(const struct tree *t, const struct tree_node *n, char *buf,
+                            const uint64_t len, const uint64_t off)
+{
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 0)) {
+		guard_disarm();
+		return -EIO;
+	}
+	guard_arm(&jb);
+	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
+		read_tensor(t, n, buf, len, off);
+	} else {
+		struct sink s = sink_window(buf, off, len);
+		render(t, n, &s);
+	}
+	guard_disarm();
+	return (int64_t)len;
+}
+
+int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
+                  uint64_t off)
+{
+	if (tree_is_dir(n))
+		return -EISDIR;
+	if (off >= n->size)
+		return 0;
+	if (len > n->size - off)
+		len = n->size - off;
+	if (len == 0)
+		return 0;
+
+	bool tensor = n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY;
+	if (tensor) {
+		uint32_t s = t->m->tensors[n->index].shard;
+		if (!still_there(t, s, tensor_bytes_end(t, n, off, len)))
+			return -EIO;
+	} else {
+		for (uint32_t s = 0; s < t->m->n_shards; s++)
+			if (!still_there(t, s, t->m->shards[s].gf.data_offset))
+				return -EIO;
+	}
+
+	return guarded_read(t, n, buf, len, off);
+}
+
+bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   int *fd, uint64_t *file_off, uint64_t *count)
+{
+	if (n->kind != TREE_RAW)
+		return false;
+	const struct model_tensor *mt = &t->m->tensors[n->index];
+	*fd = t->m->shards[mt->shard].fd;
+	*file_off = mt->t->offset + off;
+	*count = off >= n->size ? 0 : (len < n->size - off ? len : n->size - off);
+	return true;
+}
+
+/* The names and values of a node's extended attributes, in listing order. */
+struct xattr {
+	const char *name;
+	char buf[RENDER_TYPE_MAX + 64];
+	const char *value;   /* buf, or a string in the image for the tensor name */
+	uint64_t len;
+};
+
+static int node_xattrs(const struct tree *t, const struct tree_node *n, struct xattr x[4])
+{
+	if (n->kind == TREE_META) {
+		const struct gguf_value *v = &t->m->meta->kv[n->index].value;
+		x[0].name = "user.gguf.type";
+		x[0].len = render_value_type(v, x[0].buf);
+		x[0].value = x[0].buf;
+		if (v->type != GGUF_TYPE_ARRAY)
+			return 1;
+		x[1].name = "user.gguf.count";
+		x[1].len = (uint64_t)snprintf(x[1].buf, sizeof x[1].buf, "%" PRIu64, v->count);
+		x[1].value = x[1].buf;
+		return 2;
+	}
+	if (n->kind != TREE_RAW && n->kind != TREE_F32 && n->kind != TREE_NPY)
+		return 0;
+	const struct gguf_tensor *g = t->m->tensors[n->index].t;
+	char tmp[16];
+	x[0].name = "user.gguf.name";
+	x[0].value = g->name.ptr;
+	x[0].len = g->name.len;
+	x[1].name = "user.gguf.type";
+	x[1].len = (uint64_t)snprintf(x[1].buf, sizeof x[1].buf, "%s", ggml_type_name(g->type, tmp));
+	x[1].value = x[1].buf;
+	x[2].name = "user.gguf.dims";
+	int k = 0;
+	for (uint32_t d = 0; d < g->n_dims; d++)
+		k += snprintf(x[2].buf + k, sizeof x[2].buf - (size_t)k, "%s%" PRIu64, d ? "," : "",
+		              g->ne[d]);
+	x[2].len = (uint64_t)k;
+	x[2].value = x[2].buf;
+	x[3].name = "user.gguf.offset";
+	x[3].len = (uint64_t)snprintf(x[3].buf, sizeof x[3].buf, "%" PRIu64, g->offset);
+	x[3].value = x[3].buf;
+	return 4;
+}
+
+int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size)
+{
+	struct xattr x[4];
+	int count = node_xattrs(t, n, x);
+	uint64_t need = 0;
+	for (int i = 0; i < count; i++)
+		need += strlen(x[i].name) + 1;
+	if (size == 0)
+		return (int64_t)need;
+	if (size < need)
+		return -ERANGE;
+	for (int i = 0; i < count; i++) {
+		size_t l = strlen(x[i].name) + 1;
+		memcpy(buf, x[i].name, l);
+		buf += l;
+	}
+	return (int64_t)need;
+}
+
+int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
+                      char *buf, uint64_t size)
+{
+	struct xattr x[4];
+	int count = node_xattrs(t, n, x);
+	for (int i = 0; i < count; i++) {
+		if (strcmp(x[i].name, name) != 0)
+			continue;
+		if (size == 0)
+			return (int64_t)x[i].len;
+		if (size < x[i].len)
+			return -ERANGE;
+		/* the tensor name lies in the mapping, which may have shrunk */
+		sigjmp_buf jb;
+		if (sigsetjmp(jb, 0)) {
+			guard_disarm();
+			return -EIO;
+		}
+		guard_arm(&jb);
+		memcpy(buf, x[i].value, x[i].len);
+		guard_disarm();
+		return (int64_t)x[i].len;
+	}
+	return -ENODATA;
+}
