@@ -2,15 +2,21 @@
  * line; a successful one must describe only bytes inside the image: every metadata value
  * is walked, the first and last byte of every tensor touched, and the first and last
  * block of every tensor with a dequantizer decoded, and no two tensors may share a byte.
- * Any broken promise aborts. Also built without libFuzzer into the regression runner
- * (replay.c). */
+ * Then the image is mounted in memory (tree_build) and every file of the tree is looked
+ * up by its name, read at its start, middle and end, and its xattrs listed. Any broken
+ * promise aborts. Also built without libFuzzer into the regression runner (replay.c). */
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "gguf.h"
+#include "model.h"
+#include "tree.h"
 #include "types.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -96,6 +102,102 @@ static void check_disjoint(const struct gguf_file *f)
 	free(v);
 }
 
+/* Reads [off, off + len) of n and checks it got exactly what st_size promises. */
+static void read_at(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len)
+{
+	static char buf[4096];
+	if (len > sizeof buf)
+		len = sizeof buf;
+	uint64_t want = off >= n->size ? 0 : n->size - off < len ? n->size - off : len;
+	int64_t got = tree_read(t, n, buf, len, off);
+	if (got < 0 || (uint64_t)got != want)
+		broken("tree_read returned other than st_size promises");
+	if (got)
+		sink ^= (uint8_t)(buf[0] ^ buf[got - 1]);
+}
+
+static void check_file(const struct tree *t, const struct tree_node *n)
+{
+	char buf[512];
+	read_at(t, n, 0, 4096);
+	read_at(t, n, n->size / 2, 4096);
+	read_at(t, n, n->size > 4096 ? n->size - 4096 : 0, 4096);
+	read_at(t, n, n->size ? n->size - 1 : 0, 4096);
+	read_at(t, n, n->size, 1);
+	int64_t len = tree_listxattr(t, n, NULL, 0);
+	if (len < 0 || (uint64_t)len > sizeof buf)
+		return;
+	if (tree_listxattr(t, n, buf, sizeof buf) != len)
+		broken("listxattr changed its mind");
+	for (const char *name = buf; name < buf + len; name += strlen(name) + 1) {
+		int64_t vlen = tree_getxattr(t, n, name, NULL, 0);
+		if (vlen < 0)
+			broken("a listed xattr is missing");
+	}
+}
+
+/* The fd behind the in-memory shard: tree_read asks it whether the file still holds
+ * the bytes (it is sparse and never shrinks, so it always does). */
+static int shard_fd(void)
+{
+	static int fd = -1;
+	if (fd < 0) {
+		fd = memfd_create("fuzz.gguf", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, 1ll << 40) < 0)
+			broken("no memfd");
+	}
+	return fd;
+}
+
+/* Mounts the parsed image f in memory (as model_open would, without a file) and walks
+ * every directory and file of its tree. */
+static void check_tree(const uint8_t *data, size_t size, const struct gguf_file *f)
+{
+	static char path[] = "fuzz.gguf";
+	struct model_shard shard = { .path = path, .fd = shard_fd(), .map = data, .size = size,
+	                             .gf = *f };
+	struct ggufs_model m = { .path = path, .file_name = path, .n_shards = 1,
+	                         .shards = &shard, .meta = &shard.gf, .n_tensors = f->n_tensors };
+	m.st.st_mode = S_IFREG | 0644;
+	m.tensors = calloc(f->n_tensors + 1, sizeof *m.tensors);
+	if (!m.tensors)
+		return;
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		m.tensors[i] = (struct model_tensor){ .t = &shard.gf.tensors[i], .shard = 0 };
+	char err[GGUF_ERR_MAX];
+	struct tree *t = tree_build(&m, err);
+	if (!t)
+		broken("tree_build failed on a valid file");
+	static const uint64_t dirs[] = { TREE_ROOT_INO, 2, 3 };
+	uint64_t files = 0;
+	for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+		const struct tree_node *dir = tree_node(t, dirs[d]);
+		if (!dir || !tree_is_dir(dir) || tree_read(t, dir, err, 1, 0) != -EISDIR)
+			broken("a directory is missing or readable");
+		uint64_t count = tree_dir_count(t, dirs[d]);
+		for (uint64_t i = 0; i < count; i++) {
+			const struct tree_node *n = tree_dir_child(t, dirs[d], i);
+			if (!n || tree_node(t, n->ino) != n || n->parent != dirs[d])
+				broken("a child without its inode");
+			/* names map to one file each: a collision would hide a file */
+			if (tree_lookup(t, dirs[d], n->name) != n)
+				broken("two files of one directory share a name");
+			if (!n->name[0] || strchr(n->name, '/') || !strcmp(n->name, ".") ||
+			    !strcmp(n->name, "..") || strlen(n->name) > 255)
+				broken("a file name the kernel cannot show");
+			if (!tree_is_dir(n)) {
+				check_file(t, n);
+				files++;
+			}
+		}
+	}
+	if (getenv("FUZZ_VERBOSE"))
+		fprintf(stderr, "fuzz_parse: %zu bytes parsed, %llu files in the tree\n", size,
+		        (unsigned long long)files);
+	tree_free(t);
+	free(m.tensors);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gguf_file f;
@@ -148,6 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_disjoint(&f);
 	if (f.n_unknown > unknown)
 		broken("n_unknown counts more tensors than lack a dequantizer");
+	check_tree(data, size, &f);
 	gguf_file_free(&f);
 	return 0;
 }
