@@ -12,6 +12,8 @@ secs=${1:?usage: $0 SECONDS}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
 jobs=${FUZZ_JOBS:-1}
+# the parallel run changes directory: keep the build directory absolute
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 
 if [ ! -f "$build/build.ninja" ]; then
 	CC=clang meson setup "$build" "$src" -Dfuzz=true -Dbuildtype=debugoptimized
