@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "guard.h"
+#include "hash.h"
 #include "names.h"
 #include "render_json.h"
 #include "render_npy.h"
@@ -37,10 +38,7 @@ static const enum tree_kind fixed_kinds[] = {
 
 static uint64_t hash_entry(uint64_t dir, const char *name)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ dir;
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
-	return h;
+	return hash_bytes(name, strlen(name), dir);
 }
 
 static void slot_add(struct tree *t, const struct tree_node *n)
