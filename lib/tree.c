@@ -397,9 +397,15 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 	if (n->kind != TREE_RAW)
 		return false;
 	const struct model_tensor *mt = &t->m->tensors[n->index];
+	struct stat st;
 	*fd = t->m->shards[mt->shard].fd;
 	*file_off = mt->t->offset + off;
 	*count = off >= n->size ? 0 : (len < n->size - off ? len : n->size - off);
+	/* what the file holds now: it may have shrunk since it was mapped */
+	if (fstat(*fd, &st) < 0 || (uint64_t)st.st_size <= *file_off)
+		*count = 0;
+	else if (*count > (uint64_t)st.st_size - *file_off)
+		*count = (uint64_t)st.st_size - *file_off;
 	return true;
 }
 
