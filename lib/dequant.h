@@ -21,6 +21,14 @@ extern const struct dequant_impl dequant_k_impls[];      /* q2_K .. q6_K */
 extern const struct dequant_impl dequant_iq_impls[];     /* iq1_s .. iq4_xs */
 extern const struct dequant_impl dequant_misc_impls[];   /* tq1_0 tq2_0 mxfp4 nvfp4 q1_0 q2_0 */
 
+/* The SIMD dequantizers, one list per level (dequant_x86.c, built once per level with
+ * that level's compiler flags). Each covers some of the types above, with the same
+ * geometry, and gives the scalar functions' output bit for bit (NaN payloads aside). */
+#ifdef GGUFS_X86_SIMD
+extern const struct dequant_impl dequant_avx2_impls[];
+extern const struct dequant_impl dequant_avx512_impls[];
+#endif
+
 /* IEEE half and bfloat16 to float, exact for every bit pattern (NaN and inf kept). */
 float fp16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t h);

@@ -265,9 +265,12 @@ static bool size_tensor(struct cursor *c, const struct gguf_file *f, struct gguf
 	if (t->offset % f->alignment)
 		return fail(c, "tensor '%s' has offset %" PRIu64 ", not a multiple of the alignment %"
 		            PRIu64, gguf_quote(&t->name, q), t->offset, f->alignment);
-	if (__builtin_add_overflow(t->offset, f->data_offset, &t->offset))
+	/* into a temporary: on overflow the message must show the offset as stored */
+	uint64_t abs;
+	if (__builtin_add_overflow(t->offset, f->data_offset, &abs))
 		return fail(c, "tensor '%s' has offset %" PRIu64 ", past the end of the file (%"
 		            PRIu64 " bytes)", gguf_quote(&t->name, q), t->offset, c->size);
+	t->offset = abs;
 	if (!ti || !ti->block_elems)
 		return true;
 	if (t->ne[0] % ti->block_elems)
@@ -296,6 +299,10 @@ static int by_offset(const void *a, const void *b, void *tensors)
 	bool xs = x->ti && x->ti->block_elems, ys = y->ti && y->ti->block_elems;
 	if (xs != ys)
 		return xs ? -1 : 1;
+	/* and the empty ones before the others, so that file order cannot make an empty
+	 * tensor sharing another's offset look like an overlap */
+	if (xs && x->size != y->size)
+		return x->size < y->size ? -1 : 1;
 	return *(const uint64_t *)a < *(const uint64_t *)b ? -1 : 1;
 }
 

@@ -1,15 +1,8 @@
 #include "nameset.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t fnv1a(const char *p, uint64_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (uint64_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
-	return h;
-}
 
 bool nameset_init(struct nameset *s, uint64_t n)
 {
@@ -29,7 +22,7 @@ void nameset_free(struct nameset *s)
 
 bool nameset_add(struct nameset *s, const struct gguf_str *name)
 {
-	for (uint64_t i = fnv1a(name->ptr, name->len) & s->mask;; i = (i + 1) & s->mask) {
+	for (uint64_t i = hash_bytes(name->ptr, name->len, 0) & s->mask;; i = (i + 1) & s->mask) {
 		const struct gguf_str *o = s->slots[i];
 		if (!o) {
 			s->slots[i] = name;

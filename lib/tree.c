@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "guard.h"
+#include "hash.h"
 #include "names.h"
 #include "render_json.h"
 #include "render_npy.h"
@@ -37,10 +38,7 @@ static const enum tree_kind fixed_kinds[] = {
 
 static uint64_t hash_entry(uint64_t dir, const char *name)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ dir;
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
-	return h;
+	return hash_bytes(name, strlen(name), dir);
 }
 
 static void slot_add(struct tree *t, const struct tree_node *n)
@@ -399,9 +397,15 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 	if (n->kind != TREE_RAW)
 		return false;
 	const struct model_tensor *mt = &t->m->tensors[n->index];
+	struct stat st;
 	*fd = t->m->shards[mt->shard].fd;
 	*file_off = mt->t->offset + off;
 	*count = off >= n->size ? 0 : (len < n->size - off ? len : n->size - off);
+	/* what the file holds now: it may have shrunk since it was mapped */
+	if (fstat(*fd, &st) < 0 || (uint64_t)st.st_size <= *file_off)
+		*count = 0;
+	else if (*count > (uint64_t)st.st_size - *file_off)
+		*count = (uint64_t)st.st_size - *file_off;
 	return true;
 }
 

@@ -67,8 +67,8 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
                   uint64_t off);
 
 /* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
- * the fd and absolute offset of byte off of n, and how many of the len asked for exist.
- * False for any node that is not TREE_RAW. */
+ * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
+ * in the file as it is now (fewer when it shrank). False for any node not TREE_RAW. */
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count);
 

@@ -56,12 +56,41 @@ struct ggml_type {
 	const char *name;       /* ggml's name: "q4_K", "iq2_xxs", "bf16" */
 	uint32_t block_elems;   /* values per block; 0 when the layout is not known */
 	uint32_t block_bytes;   /* bytes per block; 0 when the layout is not known */
-	dequant_fn to_float;    /* NULL: raw file only */
+	dequant_fn to_float;    /* the active (fastest selected) dequantizer; NULL: raw only */
+	dequant_fn to_float_ref;/* the portable scalar reference, exact to ggml; NULL iff
+	                         * to_float is */
+};
+
+/* Dequantizer implementations, from the portable reference up. A level is only ever
+ * active on a CPU (and OS) that runs it. */
+enum dequant_level {
+	DEQUANT_SCALAR = 0,     /* portable C, the reference */
+	DEQUANT_AVX2 = 1,       /* x86-64 AVX2 + F16C */
+	DEQUANT_AVX512 = 2,     /* x86-64 AVX-512 F/BW/VL + the above */
+	DEQUANT_LEVELS
 };
 
 /* The entry of a known type id, or NULL for an id ggufs has never heard of. An entry
  * whose to_float is NULL (a removed id, q8_1, q8_K) gets a raw file only. */
 const struct ggml_type *ggml_type_get(uint32_t id);
+
+/* The dequantizer level is chosen once, at the first ggml_type_get: the best this CPU
+ * runs, or the one the environment variable GGUFS_DEQUANT names (scalar, avx2, avx512),
+ * lowered to the best the CPU runs when it lacks that one. An unknown value is ignored. */
+
+/* The best level this CPU runs, whatever GGUFS_DEQUANT says. */
+enum dequant_level dequant_best(void);
+
+/* Makes to_float of every type the fastest implementation at or below level, lowered
+ * to dequant_best(); returns the level now active. For tests and benchmarks: it rewrites
+ * the table, so no other thread may be dequantizing while it runs. */
+enum dequant_level dequant_select(enum dequant_level level);
+
+/* The level now active. */
+enum dequant_level dequant_active(void);
+
+/* "scalar", "avx2", "avx512"; NULL for a value out of range. */
+const char *dequant_level_name(enum dequant_level level);
 
 /* A printable name for any id: ggml's name, or "type<N>" for an unknown one. buf must
  * hold 16 bytes; the result is buf or a static string. */

@@ -1,6 +1,11 @@
 /* Every type's dequantizer against ggml's reference output (shared/vectors): one cmocka
- * test per tensor of the manifest, quant.* and bytes.* alike. */
+ * test per tensor of the manifest, quant.* and bytes.* alike.
+ *
+ * Usage: test_dequant [LEVEL]. With a level (scalar, avx2, avx512) the active
+ * dequantizers are forced to it, and the run is skipped (exit 77) on a CPU without it;
+ * without one, whatever GGUFS_DEQUANT or the CPU chose is tested. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,8 +66,44 @@ static void test_vector(void **state)
 	free(raw);
 }
 
-int main(void)
+/* Forces the level named by arg; false when this CPU cannot run it. */
+static bool force_level(const char *arg)
 {
+	for (int l = 0; l < DEQUANT_LEVELS; l++) {
+		if (strcmp(arg, dequant_level_name((enum dequant_level)l)) == 0)
+			return dequant_select((enum dequant_level)l) == (enum dequant_level)l;
+	}
+	fprintf(stderr, "test_dequant: unknown level '%s'\n", arg);
+	exit(2);
+}
+
+/* Without a level argument: GGUFS_DEQUANT, when it names a level, must be active, or
+ * the best this CPU runs when it asks for more; unset, the best must be. */
+static bool env_level_ok(void)
+{
+	const char *want = getenv("GGUFS_DEQUANT");
+	enum dequant_level expect = dequant_best();
+	for (int l = 0; want && l < DEQUANT_LEVELS; l++)
+		if (strcmp(want, dequant_level_name((enum dequant_level)l)) == 0 && l < (int)expect)
+			expect = (enum dequant_level)l;
+	if (dequant_active() != expect) {
+		fprintf(stderr, "GGUFS_DEQUANT=%s: active %s, want %s\n", want ? want : "(unset)",
+		        dequant_level_name(dequant_active()), dequant_level_name(expect));
+		return false;
+	}
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !force_level(argv[1])) {
+		printf("skipped: this CPU does not run the %s dequantizers\n", argv[1]);
+		return 77;
+	}
+	printf("dequantizers: %s\n", dequant_level_name(dequant_active()));
+	if (argc == 1 && !env_level_ok())
+		return 1;
+
 	struct vector_row *rows;
 	size_t n = vectors_manifest(&rows);
 	struct CMUnitTest *tests = calloc(n, sizeof *tests);

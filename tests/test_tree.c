@@ -269,6 +269,15 @@ static void test_shrink(void **state)
 	assert_int_equal(ftruncate(fd, 1856832 + 300000), 0);
 	assert_int_equal(tree_read(t, last, buf, 4096, 8000000), -EIO);
 	assert_int_equal(tree_read(t, last_raw, buf, 4096, 1100000), -EIO);
+	/* the zero-copy span says how much is left: none past the cut, a part across it */
+	int span_fd;
+	uint64_t span_off, span_count;
+	assert_true(tree_raw_span(t, last_raw, 1100000, 4096, &span_fd, &span_off, &span_count));
+	assert_int_equal(span_count, 0);
+	assert_true(tree_raw_span(t, last_raw, 299000, 4096, &span_fd, &span_off, &span_count));
+	assert_int_equal(span_off, 1856832 + 299000);
+	assert_int_equal(span_count, 1000);
+	assert_false(tree_raw_span(t, last, 0, 4096, &span_fd, &span_off, &span_count));
 	assert_int_equal(tree_read(t, last, buf, 4096, 0), 4096);
 	assert_int_equal(tree_read(t, first, buf, 1 << 20, 0), 1 << 20);
 	const struct tree_node *arch = tree_lookup(t, 2, "general.architecture");

@@ -1,0 +1,487 @@
+/* SIMD dequantizers for x86-64. meson compiles this file twice: with AVX2 and F16C
+ * (DQ_AVX512 = 0, giving dequant_avx2_impls) and with AVX-512 F/BW/VL on top
+ * (DQ_AVX512 = 1, giving dequant_avx512_impls). Nothing here may run unless types.c's
+ * dispatch has seen the CPU support that build's instructions; the rest of the library
+ * stays baseline x86-64.
+ *
+ * Exactness: each function gives the output of its scalar reference (dequant_*.c) bit
+ * for bit. Every output value is the same IEEE operations on the same operands in the
+ * same order as there: block and sub-block scales are multiplied out first, exactly as
+ * the reference does, and each value is then one multiply (and one subtract), never an
+ * FMA: the file is built with -ffp-contract=off, which also covers the compiler fusing
+ * intrinsics. x * y is y * x in IEEE arithmetic, and x + m is x - (-m), so operand order
+ * within one operation is free. The one difference: F16C quiets a signalling NaN where
+ * fp16_to_f32 keeps it signalling, so an f16 sNaN value (or a NaN scale) may come out
+ * as a NaN with another payload; it is still a NaN, which is all SPEC.md asks.
+ *
+ * Structure: a block is decoded in two steps. Unpacking its quants into small signed
+ * integers, one byte each, is 128/256-bit AVX2 code shared by both builds (AVX-512 CPUs
+ * run it too); turning 16 such bytes into 16 floats, put16, is the only step that
+ * differs between the builds. Multi-byte fields are read at their byte offsets (block
+ * diagrams in dequant_legacy.c, dequant_k.c, dequant_iq.c, dequant_misc.c): blocks sit
+ * at any alignment and x86 is little-endian, so unaligned loads read them as stored. */
+#include "dequant.h"
+#include "ggml_tables.h"
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
+
+#if DQ_AVX512
+#define IMPLS dequant_avx512_impls
+#else
+#define IMPLS dequant_avx2_impls
+#endif
+
+#define QK_K 256
+#define INLINE static inline __attribute__((always_inline))
+
+/* The fp16 at p (little-endian, any alignment) as a float. */
+INLINE float half_at(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, sizeof h);
+	return _cvtsh_ss(h);
+}
+
+#ifndef PREFETCH_AHEAD
+#define PREFETCH_AHEAD 4096
+#endif
+#ifndef PREFETCH_HINT
+#define PREFETCH_HINT _MM_HINT_NTA
+#endif
+
+/* Asks for the bytes PREFETCH_AHEAD past a block of size bytes at p, one prefetch per
+ * cache line. A tensor is read once, straight through, and the hardware prefetcher
+ * alone leaves the loop waiting on memory (measured: q8_0 output from 30 to 60 GB/s);
+ * the non-temporal hint keeps the stream from evicting the output buffer from L2. A
+ * prefetch never faults, so running past the end of src is harmless. */
+INLINE void prefetch_ahead(const uint8_t *p, size_t size)
+{
+	for (size_t off = 0; off < size; off += 64)
+		_mm_prefetch((const char *)p + PREFETCH_AHEAD + off, PREFETCH_HINT);
+}
+
+INLINE __m128i load16(const uint8_t *p)
+{
+	return _mm_loadu_si128((const __m128i *)p);
+}
+
+INLINE __m256i load32(const uint8_t *p)
+{
+	return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* dst[0..16) = (float)q[j] * d - m for the 16 signed bytes of q; without affine (a
+ * constant once inlined), just (float)q[j] * d. */
+INLINE void put16(float *dst, __m128i q, float d, float m, bool affine)
+{
+#if DQ_AVX512
+	__m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(d));
+	if (affine)
+		v = _mm512_sub_ps(v, _mm512_set1_ps(m));
+	_mm512_storeu_ps(dst, v);
+#else
+	for (int h = 0; h < 2; h++, q = _mm_unpackhi_epi64(q, q)) {
+		__m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
+		                         _mm256_set1_ps(d));
+		if (affine)
+			v = _mm256_sub_ps(v, _mm256_set1_ps(m));
+		_mm256_storeu_ps(dst + 8 * h, v);
+	}
+#endif
+}
+
+/* put16 for the 32 signed bytes of q, all with the same d and m. */
+INLINE void put32(float *dst, __m256i q, float d, float m, bool affine)
+{
+	put16(dst, _mm256_castsi256_si128(q), d, m, affine);
+	put16(dst + 16, _mm256_extracti128_si256(q, 1), d, m, affine);
+}
+
+INLINE __m256i bytes(int8_t b)
+{
+	return _mm256_set1_epi8(b);
+}
+
+/* Bits 0-3 and 4-7 of each byte of x, as bytes. */
+INLINE __m256i low_nibbles(__m256i x)
+{
+	return _mm256_and_si256(x, bytes(0x0f));
+}
+
+INLINE __m256i high_nibbles(__m256i x)
+{
+	return _mm256_and_si256(_mm256_srli_epi16(x, 4), bytes(0x0f));
+}
+
+/* The 32 nibbles of the 16 bytes at p in the legacy order: the low nibbles (values
+ * 0..15), then the high ones (values 16..31). */
+INLINE __m256i nibbles16(const uint8_t *p)
+{
+	__m128i x = load16(p);
+	return low_nibbles(_mm256_set_m128i(_mm_srli_epi16(x, 4), x));
+}
+
+/* Byte j is 0xff where bit j of bits is set, else 0. */
+INLINE __m256i bits_to_bytes(uint32_t bits)
+{
+	/* byte j takes byte j / 8 of bits, then tests bit j % 8 of it */
+	const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+	                                      2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), pick);
+	return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+/* Byte j is 0xff where byte j of x has any bit of mask set, else 0. */
+INLINE __m256i has_bit(__m256i x, int8_t mask)
+{
+	return _mm256_cmpeq_epi8(_mm256_and_si256(x, bytes(mask)), bytes(mask));
+}
+
+/* The 16 int8 levels of a non-linear 4-bit type, looked up by nibble in each byte of
+ * idx (both 128-bit lanes). */
+INLINE __m256i lookup16(const int8_t table[16], __m256i idx)
+{
+	__m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)table));
+	return _mm256_shuffle_epi8(t, idx);
+}
+
+/* out[j] = d * (float)s[j] for 8 signed bytes s: the sub-block scales of a k-quant,
+ * rounded exactly as the reference's scalar d * (float)sc. */
+INLINE void scale8(float out[8], float d, __m128i s)
+{
+	__m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s));
+	_mm256_storeu_ps(out, _mm256_mul_ps(_mm256_set1_ps(d), v));
+}
+
+/* scale8 for 16 signed bytes. */
+INLINE void scale16(float out[16], float d, __m128i s)
+{
+	scale8(out, d, s);
+	scale8(out + 8, d, _mm_unpackhi_epi64(s, s));
+}
+
+/* The eight 6-bit scales (bytes 0-7) and mins (bytes 8-15) packed into the 12 scale
+ * bytes of q4_K and q5_K (see dequant_k.c), unpacked four at a time as 32-bit words. */
+INLINE __m128i k4_scales_mins(const uint8_t *s)
+{
+	uint32_t w[3], out[4];
+	memcpy(w, s, sizeof w);
+	out[0] = w[0] & 0x3f3f3f3f;                                        /* sc 0-3 */
+	out[1] = (w[2] & 0x0f0f0f0f) | (w[0] >> 6 & 0x03030303) << 4;     /* sc 4-7 */
+	out[2] = w[1] & 0x3f3f3f3f;                                        /* m 0-3 */
+	out[3] = (w[2] >> 4 & 0x0f0f0f0f) | (w[1] >> 6 & 0x03030303) << 4; /* m 4-7 */
+	return _mm_loadu_si128((const __m128i *)out);
+}
+
+/* q8_0: 34 bytes, d at 0, 32 int8 at 2; (float)q * d. */
+static void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 34, dst += 32) {
+		prefetch_ahead(p, 34);
+		float d = half_at(p);
+		put16(dst, load16(p + 2), d, 0, false);
+		put16(dst + 16, load16(p + 18), d, 0, false);
+	}
+}
+
+/* q4_0: 18 bytes, d at 0, nibbles at 2; (float)(q - 8) * d. */
+static void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 18, dst += 32) {
+		prefetch_ahead(p, 18);
+		put32(dst, _mm256_sub_epi8(nibbles16(p + 2), bytes(8)), half_at(p), 0, false);
+	}
+}
+
+/* q4_1: 20 bytes, d at 0, m at 2, nibbles at 4; (float)q * d + m. */
+static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 20, dst += 32) {
+		prefetch_ahead(p, 20);
+		put32(dst, nibbles16(p + 4), half_at(p), -half_at(p + 2), true);
+	}
+}
+
+/* The 5-bit quants of q5_0 and q5_1: nibbles at qs, fifth bits at qh. */
+INLINE __m256i quants5(const uint8_t *qh, const uint8_t *qs)
+{
+	uint32_t h;
+	memcpy(&h, qh, sizeof h);
+	return _mm256_or_si256(nibbles16(qs), _mm256_and_si256(bits_to_bytes(h), bytes(0x10)));
+}
+
+/* q5_0: 22 bytes, d at 0, fifth bits at 2, nibbles at 6; (float)(q - 16) * d. */
+static void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 22, dst += 32) {
+		prefetch_ahead(p, 22);
+		put32(dst, _mm256_sub_epi8(quants5(p + 2, p + 6), bytes(16)), half_at(p), 0, false);
+	}
+}
+
+/* q5_1: 24 bytes, d at 0, m at 2, fifth bits at 4, nibbles at 8; (float)q * d + m. */
+static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 24, dst += 32) {
+		prefetch_ahead(p, 24);
+		put32(dst, quants5(p + 4, p + 8), half_at(p), -half_at(p + 2), true);
+	}
+}
+
+/* q2_K: 84 bytes, scale/min nibbles at 0, 2-bit planes at 16, d at 80, dmin at 82;
+ * (d * sc) * q - (dmin * m) per sub-block of 16. */
+static void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 84, dst += QK_K) {
+		prefetch_ahead(p, 84);
+		float ds[16], ms[16];
+		__m128i sm = load16(p);
+		scale16(ds, half_at(p + 80), _mm_and_si128(sm, _mm_set1_epi8(0x0f)));
+		scale16(ms, half_at(p + 82), _mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0f)));
+		for (int h = 0; h < 2; h++) {
+			__m256i x = load32(p + 16 + 32 * h);
+			for (int plane = 0; plane < 4; plane++) {
+				__m256i q = _mm256_and_si256(_mm256_srli_epi16(x, 2 * plane), bytes(3));
+				int s = 8 * h + 2 * plane;
+				float *y = dst + 128 * h + 32 * plane;
+				put16(y, _mm256_castsi256_si128(q), ds[s], ms[s], true);
+				put16(y + 16, _mm256_extracti128_si256(q, 1), ds[s + 1], ms[s + 1], true);
+			}
+		}
+	}
+}
+
+/* q3_K: 110 bytes, high bits at 0, 2-bit planes at 32, 6-bit scales at 96, d at 108;
+ * (d * (sc - 32)) * (q - 4) per sub-block of 16. */
+static void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 110, dst += QK_K) {
+		prefetch_ahead(p, 110);
+		const uint8_t *s = p + 96;
+		int8_t sc[16];
+		for (int j = 0; j < 16; j++) {
+			int low = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+			int high = s[8 + j % 4] >> (2 * (j / 4)) & 3;
+			sc[j] = (int8_t)((low | high << 4) - 32);
+		}
+		float ds[16];
+		scale16(ds, half_at(p + 108), _mm_loadu_si128((const __m128i *)sc));
+
+		__m256i hm = load32(p);
+		for (int h = 0; h < 2; h++) {
+			__m256i x = load32(p + 32 + 32 * h);
+			for (int plane = 0; plane < 4; plane++) {
+				/* hmask byte l bit b is bit 2 of value 32b + l */
+				__m256i q = _mm256_or_si256(
+					_mm256_and_si256(_mm256_srli_epi16(x, 2 * plane), bytes(3)),
+					_mm256_and_si256(has_bit(hm, (int8_t)(1 << (4 * h + plane))), bytes(4)));
+				q = _mm256_sub_epi8(q, bytes(4));
+				int b = 8 * h + 2 * plane;
+				float *y = dst + 128 * h + 32 * plane;
+				put16(y, _mm256_castsi256_si128(q), ds[b], 0, false);
+				put16(y + 16, _mm256_extracti128_si256(q, 1), ds[b + 1], 0, false);
+			}
+		}
+	}
+}
+
+/* q4_K (144 bytes: d, dmin, scales at 4, nibbles at 16) and q5_K (176 bytes: the same,
+ * with the fifth bits at 16 and the nibbles at 48): (d * sc) * q - (dmin * m) per
+ * sub-block of 32. */
+INLINE void dequant_k4(const uint8_t *p, float *dst, uint64_t nblocks, bool five)
+{
+	const size_t size = five ? 176 : 144;
+	for (uint64_t i = 0; i < nblocks; i++, p += size, dst += QK_K) {
+		prefetch_ahead(p, size);
+		const uint8_t *qs = p + (five ? 48 : 16);
+		__m256i qh = five ? load32(p + 16) : _mm256_setzero_si256();
+		float ds[8], ms[8];
+		__m128i sm = k4_scales_mins(p + 4);
+		scale8(ds, half_at(p), sm);
+		scale8(ms, half_at(p + 2), _mm_unpackhi_epi64(sm, sm));
+
+		for (int c = 0; c < 4; c++) {
+			__m256i x = load32(qs + 32 * c);
+			__m256i lo = low_nibbles(x), hi = high_nibbles(x);
+			if (five) {
+				/* qh byte l bit s is bit 4 of value l of sub-block s */
+				lo = _mm256_or_si256(lo, _mm256_and_si256(
+					has_bit(qh, (int8_t)(1 << 2 * c)), bytes(0x10)));
+				hi = _mm256_or_si256(hi, _mm256_and_si256(
+					has_bit(qh, (int8_t)(2 << 2 * c)), bytes(0x10)));
+			}
+			put32(dst + 64 * c, lo, ds[2 * c], ms[2 * c], true);
+			put32(dst + 64 * c + 32, hi, ds[2 * c + 1], ms[2 * c + 1], true);
+		}
+	}
+}
+
+static void dequant_q4_K(const void *src, float *dst, uint64_t nblocks)
+{
+	dequant_k4(src, dst, nblocks, false);
+}
+
+static void dequant_q5_K(const void *src, float *dst, uint64_t nblocks)
+{
+	dequant_k4(src, dst, nblocks, true);
+}
+
+/* q6_K: 210 bytes, low nibbles at 0, 2-bit highs at 128, int8 scales at 192, d at 208;
+ * (d * sc) * (q - 32) per sub-block of 16. */
+static void dequant_q6_K(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 210, dst += QK_K) {
+		prefetch_ahead(p, 210);
+		float ds[16];
+		scale16(ds, half_at(p + 208), load16(p + 192));
+
+		for (int h = 0; h < 2; h++) {
+			__m256i ql0 = load32(p + 64 * h), ql1 = load32(p + 64 * h + 32);
+			__m256i qh = load32(p + 128 + 32 * h);
+			/* run k of 32 values: nibble from ql0/ql1 low/high, bits 2k..2k+1 of qh
+			 * moved to bits 4-5 */
+			__m256i q[4] = {
+				_mm256_or_si256(low_nibbles(ql0),
+				                _mm256_and_si256(_mm256_slli_epi16(qh, 4), bytes(0x30))),
+				_mm256_or_si256(low_nibbles(ql1),
+				                _mm256_and_si256(_mm256_slli_epi16(qh, 2), bytes(0x30))),
+				_mm256_or_si256(high_nibbles(ql0), _mm256_and_si256(qh, bytes(0x30))),
+				_mm256_or_si256(high_nibbles(ql1),
+				                _mm256_and_si256(_mm256_srli_epi16(qh, 2), bytes(0x30))),
+			};
+			for (int k = 0; k < 4; k++) {
+				__m256i v = _mm256_sub_epi8(q[k], bytes(32));
+				int s = 8 * h + 2 * k;
+				float *y = dst + 128 * h + 32 * k;
+				put16(y, _mm256_castsi256_si128(v), ds[s], 0, false);
+				put16(y + 16, _mm256_extracti128_si256(v, 1), ds[s + 1], 0, false);
+			}
+		}
+	}
+}
+
+/* iq4_nl: 18 bytes, d at 0, nibbles at 2 indexing kvalues_iq4nl; d * kv. */
+static void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 18, dst += 32) {
+		prefetch_ahead(p, 18);
+		put32(dst, lookup16(kvalues_iq4nl, nibbles16(p + 2)), half_at(p), 0, false);
+	}
+}
+
+/* iq4_xs: 136 bytes, d at 0, scale high bits at 2, low bits at 4, nibbles at 8;
+ * (d * (ls - 32)) * kv per sub-block of 32. */
+static void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 136) {
+		prefetch_ahead(p, 136);
+		const float d = half_at(p);
+		const unsigned scales_h = (unsigned)(p[2] | p[3] << 8);
+		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+			const int ls = ((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) |
+			               ((scales_h >> 2 * ib) & 3) << 4;
+			put32(dst, lookup16(kvalues_iq4nl, nibbles16(p + 8 + 16 * ib)),
+			      d * (float)(ls - 32), 0, false);
+		}
+	}
+}
+
+/* mxfp4: 17 bytes, E8M0 exponent e at 0, E2M1 nibbles at 1; kv * 2^(e - 128), the
+ * power of two built from its bits (ldexpf in the reference; both exact). */
+static void dequant_mxfp4(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += 17, dst += 32) {
+		prefetch_ahead(p, 17);
+		/* e >= 2: a normal float with biased exponent e - 1; e = 1, 0: subnormals */
+		uint32_t bits = p[0] >= 2 ? (uint32_t)(p[0] - 1) << 23 : 0x00200000u << p[0];
+		float d;
+		memcpy(&d, &bits, sizeof d);
+		put32(dst, lookup16(kvalues_fp4, nibbles16(p + 1)), d, 0, false);
+	}
+}
+
+/* The plain 16-bit float types, one vector of floats per step, the tail one by one. */
+#if DQ_AVX512
+#define HALVES 16
+INLINE void put_bf16(float *dst, const uint8_t *p)
+{
+	__m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+	_mm512_storeu_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+}
+
+INLINE void put_f16(float *dst, const uint8_t *p)
+{
+	_mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
+}
+#else
+#define HALVES 8
+INLINE void put_bf16(float *dst, const uint8_t *p)
+{
+	__m256i v = _mm256_cvtepu16_epi32(load16(p));
+	_mm256_storeu_ps(dst, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+}
+
+INLINE void put_f16(float *dst, const uint8_t *p)
+{
+	_mm256_storeu_ps(dst, _mm256_cvtph_ps(load16(p)));
+}
+#endif
+
+/* bf16: the top half of a binary32, so a shift, exact for every pattern. */
+static void dequant_bf16(const void *src, float *dst, uint64_t n)
+{
+	const uint8_t *p = src;
+	uint64_t i = 0;
+	for (; i + HALVES <= n; i += HALVES) {
+		prefetch_ahead(p + 2 * i, 2 * HALVES);
+		put_bf16(dst + i, p + 2 * i);
+	}
+	for (; i < n; i++)
+		dst[i] = bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+}
+
+/* f16 through F16C, exact for every pattern but a signalling NaN's quiet bit. */
+static void dequant_f16(const void *src, float *dst, uint64_t n)
+{
+	const uint8_t *p = src;
+	uint64_t i = 0;
+	for (; i + HALVES <= n; i += HALVES) {
+		prefetch_ahead(p + 2 * i, 2 * HALVES);
+		put_f16(dst + i, p + 2 * i);
+	}
+	for (; i < n; i++)
+		dst[i] = half_at(p + 2 * i);
+}
+
+const struct dequant_impl IMPLS[] = {
+	{ GGML_TYPE_F16, 1, 2, dequant_f16 },
+	{ GGML_TYPE_BF16, 1, 2, dequant_bf16 },
+	{ GGML_TYPE_Q4_0, 32, 18, dequant_q4_0 },
+	{ GGML_TYPE_Q4_1, 32, 20, dequant_q4_1 },
+	{ GGML_TYPE_Q5_0, 32, 22, dequant_q5_0 },
+	{ GGML_TYPE_Q5_1, 32, 24, dequant_q5_1 },
+	{ GGML_TYPE_Q8_0, 32, 34, dequant_q8_0 },
+	{ GGML_TYPE_Q2_K, QK_K, 84, dequant_q2_K },
+	{ GGML_TYPE_Q3_K, QK_K, 110, dequant_q3_K },
+	{ GGML_TYPE_Q4_K, QK_K, 144, dequant_q4_K },
+	{ GGML_TYPE_Q5_K, QK_K, 176, dequant_q5_K },
+	{ GGML_TYPE_Q6_K, QK_K, 210, dequant_q6_K },
+	{ GGML_TYPE_IQ4_NL, 32, 18, dequant_iq4_nl },
+	{ GGML_TYPE_IQ4_XS, QK_K, 136, dequant_iq4_xs },
+	{ GGML_TYPE_MXFP4, 32, 17, dequant_mxfp4 },
+	{ 0, 0, 0, NULL },
+};

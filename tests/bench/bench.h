@@ -1,0 +1,26 @@
+/* Helpers shared by the benchmark's two halves (bench_dequant.c in process,
+ * bench_mount.c through a real mount). */
+#ifndef GGUFS_BENCH_H
+#define GGUFS_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BENCH_NE0 2048
+#define BENCH_NE1 32000
+#define BENCH_CHUNK (1u << 20)   /* output buffer and read size */
+
+/* Monotonic seconds. */
+double bench_now(void);
+
+/* n random bytes (xorshift64*, fixed seed): fast enough for hundreds of MB. */
+void bench_fill_random(uint8_t *p, size_t n, uint64_t seed);
+
+/* The mount half: writes models into a temporary folder, mounts them with the ggufs
+ * binary at ggufs, and prints per type the cold and warm GB/s of .f32 and raw reads,
+ * two readers at once, the daemon's RssAnon and mount times. mem is the memcpy GB/s
+ * every figure is compared to. Returns false when a target of issue 4 is missed. */
+bool bench_mount(const char *ggufs, double mem, const char *const *types, size_t count);
+
+#endif

@@ -1,0 +1,256 @@
+/* libFuzzer target: one input, one GGUF image. A failed parse must leave one non-empty
+ * line; a successful one must describe only bytes inside the image: every metadata value
+ * is walked, the first and last byte of every tensor touched, and the first and last
+ * block of every tensor with a dequantizer decoded, and no two tensors may share a byte.
+ * Then the image is mounted in memory (tree_build) and every file of the tree is looked
+ * up by its name, read at its start, middle and end, and its xattrs listed. Any broken
+ * promise aborts. Also built without libFuzzer into the regression runner (replay.c). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "model.h"
+#include "tree.h"
+#include "types.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void broken(const char *why)
+{
+	fprintf(stderr, "fuzz_parse: %s\n", why);
+	abort();
+}
+
+/* The walk reads every byte the callbacks are shown; a volatile sink keeps the reads. */
+static volatile uint8_t sink;
+
+static bool on_scalar(void *ctx, uint32_t type, const uint8_t *b)
+{
+	(void)ctx;
+	size_t n = gguf_vtype_size(type);
+	if (!n)
+		broken("walk: a scalar of a non-scalar type");
+	sink ^= b[0] ^ b[n - 1];
+	return true;
+}
+
+static bool on_string(void *ctx, const char *s, uint64_t len)
+{
+	(void)ctx;
+	if (len)
+		sink ^= (uint8_t)(s[0] ^ s[len - 1]);
+	return true;
+}
+
+static bool on_begin(void *ctx, uint32_t elem_type, uint64_t count)
+{
+	int *depth = ctx;
+	if (!gguf_vtype_name(elem_type) || ++*depth > GGUF_MAX_ARRAY_DEPTH)
+		broken("walk: a bad nested array");
+	(void)count;
+	return true;
+}
+
+static bool on_end(void *ctx)
+{
+	int *depth = ctx;
+	if (--*depth < 1)
+		broken("walk: unbalanced array end");
+	return true;
+}
+
+/* Decodes one block of t at p, which must lie inside the image. */
+static void decode_block(const struct gguf_tensor *t, const uint8_t *p)
+{
+	float *out = malloc(t->ti->block_elems * sizeof *out);
+	if (!out)
+		return;
+	t->ti->to_float(p, out, 1);
+	uint32_t bits;
+	memcpy(&bits, &out[t->ti->block_elems - 1], 4);
+	sink ^= (uint8_t)bits;
+	free(out);
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct gguf_tensor *x = *(const struct gguf_tensor *const *)a;
+	const struct gguf_tensor *y = *(const struct gguf_tensor *const *)b;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* No byte belongs to two tensors (empty ones own no bytes). */
+static void check_disjoint(const struct gguf_file *f)
+{
+	const struct gguf_tensor **v = malloc((f->n_tensors + 1) * sizeof *v);
+	uint64_t n = 0;
+	if (!v)
+		return;
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		if (f->tensors[i].size)
+			v[n++] = &f->tensors[i];
+	qsort(v, n, sizeof *v, by_start);
+	for (uint64_t i = 1; i < n; i++)
+		if (v[i - 1]->offset + v[i - 1]->size > v[i]->offset)
+			broken("two tensors overlap");
+	free(v);
+}
+
+/* Reads [off, off + len) of n and checks it got exactly what st_size promises. */
+static void read_at(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len)
+{
+	static char buf[4096];
+	if (len > sizeof buf)
+		len = sizeof buf;
+	uint64_t want = off >= n->size ? 0 : n->size - off < len ? n->size - off : len;
+	int64_t got = tree_read(t, n, buf, len, off);
+	if (got < 0 || (uint64_t)got != want)
+		broken("tree_read returned other than st_size promises");
+	if (got)
+		sink ^= (uint8_t)(buf[0] ^ buf[got - 1]);
+}
+
+static void check_file(const struct tree *t, const struct tree_node *n)
+{
+	char buf[512];
+	read_at(t, n, 0, 4096);
+	read_at(t, n, n->size / 2, 4096);
+	read_at(t, n, n->size > 4096 ? n->size - 4096 : 0, 4096);
+	read_at(t, n, n->size ? n->size - 1 : 0, 4096);
+	read_at(t, n, n->size, 1);
+	int64_t len = tree_listxattr(t, n, NULL, 0);
+	if (len < 0 || (uint64_t)len > sizeof buf)
+		return;
+	if (tree_listxattr(t, n, buf, sizeof buf) != len)
+		broken("listxattr changed its mind");
+	for (const char *name = buf; name < buf + len; name += strlen(name) + 1) {
+		int64_t vlen = tree_getxattr(t, n, name, NULL, 0);
+		if (vlen < 0)
+			broken("a listed xattr is missing");
+	}
+}
+
+/* The fd behind the in-memory shard: tree_read asks it whether the file still holds
+ * the bytes (it is sparse and never shrinks, so it always does). */
+static int shard_fd(void)
+{
+	static int fd = -1;
+	if (fd < 0) {
+		fd = memfd_create("fuzz.gguf", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, 1ll << 40) < 0)
+			broken("no memfd");
+	}
+	return fd;
+}
+
+/* Mounts the parsed image f in memory (as model_open would, without a file) and walks
+ * every directory and file of its tree. */
+static void check_tree(const uint8_t *data, size_t size, const struct gguf_file *f)
+{
+	static char path[] = "fuzz.gguf";
+	struct model_shard shard = { .path = path, .fd = shard_fd(), .map = data, .size = size,
+	                             .gf = *f };
+	struct ggufs_model m = { .path = path, .file_name = path, .n_shards = 1,
+	                         .shards = &shard, .meta = &shard.gf, .n_tensors = f->n_tensors };
+	m.st.st_mode = S_IFREG | 0644;
+	m.tensors = calloc(f->n_tensors + 1, sizeof *m.tensors);
+	if (!m.tensors)
+		return;
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		m.tensors[i] = (struct model_tensor){ .t = &shard.gf.tensors[i], .shard = 0 };
+	char err[GGUF_ERR_MAX];
+	struct tree *t = tree_build(&m, err);
+	if (!t)
+		broken("tree_build failed on a valid file");
+	static const uint64_t dirs[] = { TREE_ROOT_INO, 2, 3 };
+	uint64_t files = 0;
+	for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+		const struct tree_node *dir = tree_node(t, dirs[d]);
+		if (!dir || !tree_is_dir(dir) || tree_read(t, dir, err, 1, 0) != -EISDIR)
+			broken("a directory is missing or readable");
+		uint64_t count = tree_dir_count(t, dirs[d]);
+		for (uint64_t i = 0; i < count; i++) {
+			const struct tree_node *n = tree_dir_child(t, dirs[d], i);
+			if (!n || tree_node(t, n->ino) != n || n->parent != dirs[d])
+				broken("a child without its inode");
+			/* names map to one file each: a collision would hide a file */
+			if (tree_lookup(t, dirs[d], n->name) != n)
+				broken("two files of one directory share a name");
+			if (!n->name[0] || strchr(n->name, '/') || !strcmp(n->name, ".") ||
+			    !strcmp(n->name, "..") || strlen(n->name) > 255)
+				broken("a file name the kernel cannot show");
+			if (!tree_is_dir(n)) {
+				check_file(t, n);
+				files++;
+			}
+		}
+	}
+	if (getenv("FUZZ_VERBOSE"))
+		fprintf(stderr, "fuzz_parse: %zu bytes parsed, %llu files in the tree\n", size,
+		        (unsigned long long)files);
+	tree_free(t);
+	free(m.tensors);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct gguf_file f;
+	char err[GGUF_ERR_MAX];
+	memset(err, 'x', sizeof err);
+	if (gguf_parse(data, size, &f, err) != 0) {
+		size_t n = strnlen(err, sizeof err);
+		if (n == 0 || n == sizeof err || memchr(err, '\n', n))
+			broken("a failed parse without a one-line message");
+		if (f.kv || f.tensors)
+			broken("a failed parse left memory behind");
+		return 0;
+	}
+	if (f.data_offset > size || !f.alignment || (f.alignment & (f.alignment - 1)))
+		broken("bad data offset or alignment");
+	for (uint64_t i = 0; i < f.n_kv; i++) {
+		const struct gguf_value *v = &f.kv[i].value;
+		if (v->data < data || v->size > size || v->data + v->size > data + size)
+			broken("a value outside the image");
+		int depth = 1;
+		struct gguf_walk w = { on_scalar, on_string, on_begin, on_end, &depth };
+		if (!gguf_value_walk(v, &w) || depth != 1)
+			broken("walk failed");
+	}
+	uint64_t unknown = 0;
+	for (uint64_t i = 0; i < f.n_tensors; i++) {
+		const struct gguf_tensor *t = &f.tensors[i];
+		if (t->offset < f.data_offset || t->offset > size || t->size > size - t->offset)
+			broken("a tensor outside the image");
+		if ((t->offset - f.data_offset) % f.alignment)
+			broken("a misaligned tensor");
+		if (t->n_dims > GGUF_MAX_DIMS)
+			broken("too many dims");
+		if (t->size) {
+			sink ^= data[t->offset];
+			sink ^= data[t->offset + t->size - 1];
+		}
+		if (t->has_f32) {
+			uint64_t bb = t->ti->block_bytes;
+			if (!t->ti->block_elems || !bb || t->size != t->n_elements / t->ti->block_elems * bb)
+				broken("a dequantizable tensor of the wrong size");
+			if (t->size >= bb) {
+				decode_block(t, data + t->offset);
+				decode_block(t, data + t->offset + t->size - bb);
+			}
+		} else {
+			unknown++;
+		}
+	}
+	check_disjoint(&f);
+	if (f.n_unknown > unknown)
+		broken("n_unknown counts more tensors than lack a dequantizer");
+	check_tree(data, size, &f);
+	gguf_file_free(&f);
+	return 0;
+}
