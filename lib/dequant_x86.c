@@ -18,9 +18,10 @@
  * integers, one byte each, is 128/256-bit AVX2 code shared by both builds (AVX-512 CPUs
  * run it too); turning 16 such bytes into 16 floats, put16, is the only step that
  * differs between the builds. Multi-byte fields are read at their byte offsets (block
- * diagrams in dequant_legacy.c, dequant_k.c, dequant_iq.c, dequant_misc.c): blocks sit
- * at any alignment and x86 is little-endian, so unaligned loads read them as stored. */
+ * diagrams in blocks.h): blocks sit at any alignment and x86 is little-endian, so
+ * unaligned loads read them as stored. */
 #include "dequant.h"
+#include "blocks.h"
 #include "ggml_tables.h"
 
 #include <immintrin.h>
@@ -33,7 +34,6 @@
 #define IMPLS dequant_avx2_impls
 #endif
 
-#define QK_K 256
 #define INLINE static inline __attribute__((always_inline))
 
 /* The fp16 at p (little-endian, any alignment) as a float. */
@@ -164,7 +164,7 @@ INLINE void scale16(float out[16], float d, __m128i s)
 }
 
 /* The eight 6-bit scales (bytes 0-7) and mins (bytes 8-15) packed into the 12 scale
- * bytes of q4_K and q5_K (see dequant_k.c), unpacked four at a time as 32-bit words. */
+ * bytes of q4_K and q5_K (see blocks.h), unpacked four at a time as 32-bit words. */
 INLINE __m128i k4_scales_mins(const uint8_t *s)
 {
 	uint32_t w[3], out[4];
