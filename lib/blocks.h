@@ -5,12 +5,15 @@
  *
  * The structs describe bytes, not memory to point into: multi-byte fields are
  * little-endian and blocks sit at any alignment in a mapped file, so code reads a field
- * at its offsetof or from a memcpy'd copy, never through a struct pointer. */
+ * at its offsetof (FIELD) or from a memcpy'd copy, never through a struct pointer. */
 #ifndef GGUFS_BLOCKS_H
 #define GGUFS_BLOCKS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "dequant.h"
+#include "gguf.h"
 
 /* Values per block. ggml names them QK4_0 .. QK8_0 (all 32), QK_K and so on. */
 #define QK 32           /* the legacy types q4_0 q4_1 q5_0 q5_1 q8_0 */
@@ -477,5 +480,26 @@ struct block_q2_0 {
 	uint8_t qs[16];
 };
 _Static_assert(sizeof(struct block_q2_0) == 18, "q2_0 block size");
+
+/* The bytes of a field of the block at blk. */
+#define FIELD(blk, type, field) ((blk) + offsetof(struct type, field))
+
+/* The little-endian 16 or 32 bits at p, a field of any type at any alignment, whatever
+ * the host's byte order. */
+static inline uint16_t rd16(const void *p)
+{
+	return gguf_le16(p);
+}
+
+static inline uint32_t rd32(const void *p)
+{
+	return gguf_le32(p);
+}
+
+/* The fp16 at p (little-endian, any alignment) as a float, exact for every pattern. */
+static inline float half_at(const void *p)
+{
+	return fp16_to_f32(gguf_le16(p));
+}
 
 #endif

@@ -14,19 +14,6 @@
 
 #include <string.h>
 
-/* The little-endian 16 or 32 bits at p, whatever the host's byte order. */
-static inline uint16_t rd16(const void *p)
-{
-	const uint8_t *b = p;
-	return (uint16_t)(b[0] | b[1] << 8);
-}
-
-static inline uint32_t rd32(const void *p)
-{
-	const uint8_t *b = p;
-	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
 /* Byte j of a grid row is its j-th magnitude (the grids are stored little-endian). */
 static inline uint8_t grid_u8(uint64_t row, int j)
 {
@@ -62,7 +49,7 @@ static void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_xxs)) {
 		struct block_iq2_xxs b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const uint8_t *q = b.qs + 8 * ib;
 			const uint32_t aux = rd32(q + 4);
@@ -81,7 +68,7 @@ static void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_xs)) {
 		struct block_iq2_xs b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const float db[2] = {
 				d * (0.5f + (b.scales[ib] & 0xf)) * 0.25f,
@@ -102,7 +89,7 @@ static void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_s)) {
 		struct block_iq2_s b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		const uint8_t *signs = b.qs + QK_K / 8;
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const float db[2] = {
@@ -124,7 +111,7 @@ static void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq3_xxs)) {
 		struct block_iq3_xxs b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const uint8_t *q = b.qs + 8 * ib;
 			const uint32_t aux = rd32(b.qs + QK_K / 4 + 4 * ib);
@@ -144,7 +131,7 @@ static void dequant_iq3_s(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq3_s)) {
 		struct block_iq3_s b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const int nibble = (b.scales[ib / 2] >> 4 * (ib % 2)) & 0xf;
 			const float db = d * (1 + 2 * nibble);
@@ -166,7 +153,7 @@ static void dequant_iq1_s(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq1_s)) {
 		struct block_iq1_s b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const uint16_t qh = rd16(&b.qh[ib]);
 			const float dl = d * (2 * ((qh >> 12) & 7) + 1);
@@ -224,7 +211,7 @@ static void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_nl), dst += 32) {
 		struct block_iq4_nl b;
 		memcpy(&b, p, sizeof b);
-		put_iq4_nibbles(dst, fp16_to_f32(rd16(&b.d)), b.qs);
+		put_iq4_nibbles(dst, half_at(&b.d), b.qs);
 	}
 }
 
@@ -235,7 +222,7 @@ static void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_xs)) {
 		struct block_iq4_xs b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		const uint16_t scales_h = rd16(&b.scales_h);
 		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
 			const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) |

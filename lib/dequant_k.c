@@ -10,15 +10,6 @@
 
 #include "gguf.h"
 
-/* The bytes of a field of the block at blk. */
-#define FIELD(blk, type, field) ((blk) + offsetof(struct type, field))
-
-/* The fp16 at p, which is little-endian and may be unaligned. */
-static float half_at(const uint8_t *p)
-{
-	return fp16_to_f32(gguf_le16(p));
-}
-
 /* The 256 2-bit planes of q2_K and q3_K, in weight order. */
 static void unpack_2bit(const uint8_t *qs, int q[QK_K])
 {

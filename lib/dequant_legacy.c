@@ -8,15 +8,6 @@
 
 #include "gguf.h"
 
-/* The bytes of a field of the block at blk. */
-#define FIELD(blk, type, field) ((blk) + offsetof(struct type, field))
-
-/* The fp16 at p, which is little-endian and may be unaligned. */
-static float half_at(const uint8_t *p)
-{
-	return fp16_to_f32(gguf_le16(p));
-}
-
 /* Unpacks the 32 unsigned quants of a 4- or 5-bit block; qh is NULL for 4 bits. */
 static void unpack_nibbles(const uint8_t *qs, const uint8_t *qh, int q[QK])
 {

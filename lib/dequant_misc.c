@@ -11,13 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The little-endian 16 bits at p, whatever the host's byte order. */
-static inline uint16_t rd16(const void *p)
-{
-	const uint8_t *b = p;
-	return (uint16_t)(b[0] | b[1] << 8);
-}
-
 /* count * ntrits values: trit n of every byte of q, for n = 0, 1, ... */
 static float *put_trits(float *y, const uint8_t *q, int count, int ntrits, float d)
 {
@@ -39,7 +32,7 @@ static void dequant_tq1_0(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_tq1_0)) {
 		struct block_tq1_0 b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		dst = put_trits(dst, b.qs, 32, 5, d);
 		dst = put_trits(dst, b.qs + 32, 16, 5, d);
 		dst = put_trits(dst, b.qh, 4, 4, d);
@@ -53,7 +46,7 @@ static void dequant_tq2_0(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_tq2_0)) {
 		struct block_tq2_0 b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int run = 0; run < 64; run += 32)
 			for (int shift = 0; shift < 8; shift += 2)
 				for (int m = 0; m < 32; m++)
@@ -121,7 +114,7 @@ static void dequant_q1_0(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q1_0), dst += 128) {
 		struct block_q1_0 b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int j = 0; j < 128; j++)
 			dst[j] = (b.qs[j / 8] >> (j % 8)) & 1 ? d : -d;
 	}
@@ -134,7 +127,7 @@ static void dequant_q2_0(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q2_0), dst += 64) {
 		struct block_q2_0 b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int j = 0; j < 64; j++)
 			dst[j] = (float)(((b.qs[j / 4] >> 2 * (j % 4)) & 3) - 1) * d;
 	}

@@ -36,8 +36,8 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-/* The fp16 at p (little-endian, any alignment) as a float. */
-INLINE float half_at(const uint8_t *p)
+/* blocks.h's half_at in one F16C instruction, which quiets a signalling NaN (see above). */
+INLINE float half_f16c(const uint8_t *p)
 {
 	uint16_t h;
 	memcpy(&h, p, sizeof h);
@@ -182,7 +182,7 @@ static void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += 34, dst += 32) {
 		prefetch_ahead(p, 34);
-		float d = half_at(p);
+		float d = half_f16c(p);
 		put16(dst, load16(p + 2), d, 0, false);
 		put16(dst + 16, load16(p + 18), d, 0, false);
 	}
@@ -194,7 +194,7 @@ static void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += 18, dst += 32) {
 		prefetch_ahead(p, 18);
-		put32(dst, _mm256_sub_epi8(nibbles16(p + 2), bytes(8)), half_at(p), 0, false);
+		put32(dst, _mm256_sub_epi8(nibbles16(p + 2), bytes(8)), half_f16c(p), 0, false);
 	}
 }
 
@@ -204,7 +204,7 @@ static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += 20, dst += 32) {
 		prefetch_ahead(p, 20);
-		put32(dst, nibbles16(p + 4), half_at(p), -half_at(p + 2), true);
+		put32(dst, nibbles16(p + 4), half_f16c(p), -half_f16c(p + 2), true);
 	}
 }
 
@@ -222,7 +222,7 @@ static void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += 22, dst += 32) {
 		prefetch_ahead(p, 22);
-		put32(dst, _mm256_sub_epi8(quants5(p + 2, p + 6), bytes(16)), half_at(p), 0, false);
+		put32(dst, _mm256_sub_epi8(quants5(p + 2, p + 6), bytes(16)), half_f16c(p), 0, false);
 	}
 }
 
@@ -232,7 +232,7 @@ static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += 24, dst += 32) {
 		prefetch_ahead(p, 24);
-		put32(dst, quants5(p + 4, p + 8), half_at(p), -half_at(p + 2), true);
+		put32(dst, quants5(p + 4, p + 8), half_f16c(p), -half_f16c(p + 2), true);
 	}
 }
 
@@ -245,8 +245,8 @@ static void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
 		prefetch_ahead(p, 84);
 		float ds[16], ms[16];
 		__m128i sm = load16(p);
-		scale16(ds, half_at(p + 80), _mm_and_si128(sm, _mm_set1_epi8(0x0f)));
-		scale16(ms, half_at(p + 82), _mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0f)));
+		scale16(ds, half_f16c(p + 80), _mm_and_si128(sm, _mm_set1_epi8(0x0f)));
+		scale16(ms, half_f16c(p + 82), _mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0f)));
 		for (int h = 0; h < 2; h++) {
 			__m256i x = load32(p + 16 + 32 * h);
 			for (int plane = 0; plane < 4; plane++) {
@@ -275,7 +275,7 @@ static void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
 			sc[j] = (int8_t)((low | high << 4) - 32);
 		}
 		float ds[16];
-		scale16(ds, half_at(p + 108), _mm_loadu_si128((const __m128i *)sc));
+		scale16(ds, half_f16c(p + 108), _mm_loadu_si128((const __m128i *)sc));
 
 		__m256i hm = load32(p);
 		for (int h = 0; h < 2; h++) {
@@ -307,8 +307,8 @@ INLINE void dequant_k4(const uint8_t *p, float *dst, uint64_t nblocks, bool five
 		__m256i qh = five ? load32(p + 16) : _mm256_setzero_si256();
 		float ds[8], ms[8];
 		__m128i sm = k4_scales_mins(p + 4);
-		scale8(ds, half_at(p), sm);
-		scale8(ms, half_at(p + 2), _mm_unpackhi_epi64(sm, sm));
+		scale8(ds, half_f16c(p), sm);
+		scale8(ms, half_f16c(p + 2), _mm_unpackhi_epi64(sm, sm));
 
 		for (int c = 0; c < 4; c++) {
 			__m256i x = load32(qs + 32 * c);
@@ -344,7 +344,7 @@ static void dequant_q6_K(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += 210, dst += QK_K) {
 		prefetch_ahead(p, 210);
 		float ds[16];
-		scale16(ds, half_at(p + 208), load16(p + 192));
+		scale16(ds, half_f16c(p + 208), load16(p + 192));
 
 		for (int h = 0; h < 2; h++) {
 			__m256i ql0 = load32(p + 64 * h), ql1 = load32(p + 64 * h + 32);
@@ -377,7 +377,7 @@ static void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += 18, dst += 32) {
 		prefetch_ahead(p, 18);
-		put32(dst, lookup16(kvalues_iq4nl, nibbles16(p + 2)), half_at(p), 0, false);
+		put32(dst, lookup16(kvalues_iq4nl, nibbles16(p + 2)), half_f16c(p), 0, false);
 	}
 }
 
@@ -388,7 +388,7 @@ static void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += 136) {
 		prefetch_ahead(p, 136);
-		const float d = half_at(p);
+		const float d = half_f16c(p);
 		const unsigned scales_h = (unsigned)(p[2] | p[3] << 8);
 		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
 			const int ls = ((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) |
@@ -464,7 +464,7 @@ static void dequant_f16(const void *src, float *dst, uint64_t n)
 		put_f16(dst + i, p + 2 * i);
 	}
 	for (; i < n; i++)
-		dst[i] = half_at(p + 2 * i);
+		dst[i] = half_f16c(p + 2 * i);
 }
 
 const struct dequant_impl IMPLS[] = {
