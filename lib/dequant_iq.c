@@ -9,6 +9,7 @@
  * Blocks are copied out of src with memcpy (src may be unaligned) and their multi-byte
  * fields read as little-endian bytes, so the host's byte order does not matter. */
 #include "dequant.h"
+#include "dequant_scalar.h"
 #include "blocks.h"
 #include "ggml_tables.h"
 
@@ -43,7 +44,7 @@ static void put_iq1_row(float *y, float dl, uint16_t index, float delta)
 }
 
 /* Decodes nblocks iq2_xxs blocks into 256 floats each. */
-static void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_xxs)) {
@@ -62,7 +63,7 @@ static void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks iq2_xs blocks into 256 floats each. */
-static void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_xs)) {
@@ -83,7 +84,7 @@ static void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks iq2_s blocks into 256 floats each. */
-static void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_s)) {
@@ -105,7 +106,7 @@ static void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks iq3_xxs blocks into 256 floats each. */
-static void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq3_xxs)) {
@@ -125,7 +126,7 @@ static void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks iq3_s blocks into 256 floats each. */
-static void dequant_iq3_s(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq3_s(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq3_s)) {
@@ -147,7 +148,7 @@ static void dequant_iq3_s(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks iq1_s blocks into 256 floats each. */
-static void dequant_iq1_s(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq1_s(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq1_s)) {
@@ -167,7 +168,7 @@ static void dequant_iq1_s(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks iq1_m blocks into 256 floats each. */
-static void dequant_iq1_m(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq1_m(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq1_m)) {
@@ -205,10 +206,10 @@ static void put_iq4_nibbles(float *y, float d, const uint8_t qs[16])
 }
 
 /* Decodes nblocks iq4_nl blocks into 32 floats each. */
-static void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_nl), dst += 32) {
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_nl), dst += QK4_NL) {
 		struct block_iq4_nl b;
 		memcpy(&b, p, sizeof b);
 		put_iq4_nibbles(dst, half_at(&b.d), b.qs);
@@ -216,7 +217,7 @@ static void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks iq4_xs blocks into 256 floats each. */
-static void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_xs)) {
@@ -231,16 +232,3 @@ static void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
 		}
 	}
 }
-
-const struct dequant_impl dequant_iq_impls[] = {
-	{ GGML_TYPE_IQ2_XXS, QK_K, sizeof(struct block_iq2_xxs), dequant_iq2_xxs },
-	{ GGML_TYPE_IQ2_XS, QK_K, sizeof(struct block_iq2_xs), dequant_iq2_xs },
-	{ GGML_TYPE_IQ3_XXS, QK_K, sizeof(struct block_iq3_xxs), dequant_iq3_xxs },
-	{ GGML_TYPE_IQ1_S, QK_K, sizeof(struct block_iq1_s), dequant_iq1_s },
-	{ GGML_TYPE_IQ4_NL, 32, sizeof(struct block_iq4_nl), dequant_iq4_nl },
-	{ GGML_TYPE_IQ3_S, QK_K, sizeof(struct block_iq3_s), dequant_iq3_s },
-	{ GGML_TYPE_IQ2_S, QK_K, sizeof(struct block_iq2_s), dequant_iq2_s },
-	{ GGML_TYPE_IQ4_XS, QK_K, sizeof(struct block_iq4_xs), dequant_iq4_xs },
-	{ GGML_TYPE_IQ1_M, QK_K, sizeof(struct block_iq1_m), dequant_iq1_m },
-	{ 0, 0, 0, NULL },
-};

@@ -6,6 +6,7 @@
  * times sub-block scale first, then times the quant), so that NaN, inf and subnormal
  * super-block scales come out as ggml's dequantize_row_* makes them. */
 #include "dequant.h"
+#include "dequant_scalar.h"
 #include "blocks.h"
 
 #include "gguf.h"
@@ -66,7 +67,7 @@ static void scale_k4(const uint8_t *scales, float d, float dmin, const int q[QK_
 }
 
 /* q2_K super-blocks to floats: (d * scale) * q - (dmin * min) per sub-block of 16. */
-static void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
+void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK_K];
@@ -87,7 +88,7 @@ static void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q3_K super-blocks to floats: (d * (scale - 32)) * (q - 4) per sub-block of 16. */
-static void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
+void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK_K], sc[16];
@@ -109,7 +110,7 @@ static void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q4_K super-blocks to floats: (d * scale) * q - (dmin * min) per sub-block of 32. */
-static void dequant_q4_K(const void *src, float *dst, uint64_t nblocks)
+void dequant_q4_K(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK_K];
@@ -122,7 +123,7 @@ static void dequant_q4_K(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q5_K super-blocks to floats: (d * scale) * q - (dmin * min) per sub-block of 32. */
-static void dequant_q5_K(const void *src, float *dst, uint64_t nblocks)
+void dequant_q5_K(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK_K];
@@ -135,7 +136,7 @@ static void dequant_q5_K(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q6_K super-blocks to floats: (d * scale) * (q - 32) per sub-block of 16. */
-static void dequant_q6_K(const void *src, float *dst, uint64_t nblocks)
+void dequant_q6_K(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 
@@ -156,12 +157,3 @@ static void dequant_q6_K(const void *src, float *dst, uint64_t nblocks)
 				}
 	}
 }
-
-const struct dequant_impl dequant_k_impls[] = {
-	{ GGML_TYPE_Q2_K, QK_K, sizeof(struct block_q2_K), dequant_q2_K },
-	{ GGML_TYPE_Q3_K, QK_K, sizeof(struct block_q3_K), dequant_q3_K },
-	{ GGML_TYPE_Q4_K, QK_K, sizeof(struct block_q4_K), dequant_q4_K },
-	{ GGML_TYPE_Q5_K, QK_K, sizeof(struct block_q5_K), dequant_q5_K },
-	{ GGML_TYPE_Q6_K, QK_K, sizeof(struct block_q6_K), dequant_q6_K },
-	{ 0, 0, 0, NULL },
-};

@@ -4,6 +4,7 @@
  * through a struct pointer. The float operations are ggml's, in ggml's order, so that
  * NaN, inf and subnormal scales come out as ggml's dequantize_row_* makes them. */
 #include "dequant.h"
+#include "dequant_scalar.h"
 #include "blocks.h"
 
 #include "gguf.h"
@@ -20,7 +21,7 @@ static void unpack_nibbles(const uint8_t *qs, const uint8_t *qh, int q[QK])
 }
 
 /* q4_0 blocks to floats: (q - 8) * d. */
-static void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK];
@@ -34,7 +35,7 @@ static void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q4_1 blocks to floats: q * d + m. */
-static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
+void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK];
@@ -49,7 +50,7 @@ static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q5_0 blocks to floats: (q - 16) * d. */
-static void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK];
@@ -63,7 +64,7 @@ static void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q5_1 blocks to floats: q * d + m. */
-static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
+void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK];
@@ -78,7 +79,7 @@ static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q8_0 blocks to floats: q * d. */
-static void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 
@@ -89,12 +90,3 @@ static void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
 			dst[j] = (float)qs[j] * d;
 	}
 }
-
-const struct dequant_impl dequant_legacy_impls[] = {
-	{ GGML_TYPE_Q4_0, QK, sizeof(struct block_q4_0), dequant_q4_0 },
-	{ GGML_TYPE_Q4_1, QK, sizeof(struct block_q4_1), dequant_q4_1 },
-	{ GGML_TYPE_Q5_0, QK, sizeof(struct block_q5_0), dequant_q5_0 },
-	{ GGML_TYPE_Q5_1, QK, sizeof(struct block_q5_1), dequant_q5_1 },
-	{ GGML_TYPE_Q8_0, QK, sizeof(struct block_q8_0), dequant_q8_0 },
-	{ 0, 0, 0, NULL },
-};

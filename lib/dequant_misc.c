@@ -5,6 +5,7 @@
  * output is the same bit for bit, NaN and infinite scales included. Blocks are copied out
  * of src with memcpy (src may be unaligned) and fp16 fields read as little-endian bytes. */
 #include "dequant.h"
+#include "dequant_scalar.h"
 #include "blocks.h"
 #include "ggml_tables.h"
 
@@ -26,7 +27,7 @@ static float *put_trits(float *y, const uint8_t *q, int count, int ntrits, float
 }
 
 /* Decodes nblocks tq1_0 blocks into 256 floats each. */
-static void dequant_tq1_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_tq1_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_tq1_0)) {
@@ -40,7 +41,7 @@ static void dequant_tq1_0(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks tq2_0 blocks into 256 floats each. */
-static void dequant_tq2_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_tq2_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_tq2_0)) {
@@ -72,10 +73,10 @@ static float e8m0_half(uint8_t e)
 }
 
 /* Decodes nblocks mxfp4 blocks into 32 floats each. */
-static void dequant_mxfp4(const void *src, float *dst, uint64_t nblocks)
+void dequant_mxfp4(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_mxfp4), dst += 32) {
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_mxfp4), dst += QK_MXFP4) {
 		struct block_mxfp4 b;
 		memcpy(&b, p, sizeof b);
 		put_fp4(dst, e8m0_half(b.e), b.qs, 16);
@@ -96,7 +97,7 @@ static float ue4m3_half(uint8_t x)
 }
 
 /* Decodes nblocks nvfp4 blocks into 64 floats each. */
-static void dequant_nvfp4(const void *src, float *dst, uint64_t nblocks)
+void dequant_nvfp4(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_nvfp4)) {
@@ -108,37 +109,27 @@ static void dequant_nvfp4(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* Decodes nblocks q1_0 blocks into 128 floats each. */
-static void dequant_q1_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_q1_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q1_0), dst += 128) {
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q1_0), dst += QK1_0) {
 		struct block_q1_0 b;
 		memcpy(&b, p, sizeof b);
 		const float d = half_at(&b.d);
-		for (int j = 0; j < 128; j++)
+		for (int j = 0; j < QK1_0; j++)
 			dst[j] = (b.qs[j / 8] >> (j % 8)) & 1 ? d : -d;
 	}
 }
 
 /* Decodes nblocks q2_0 blocks into 64 floats each. */
-static void dequant_q2_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_q2_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q2_0), dst += 64) {
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q2_0), dst += QK2_0) {
 		struct block_q2_0 b;
 		memcpy(&b, p, sizeof b);
 		const float d = half_at(&b.d);
-		for (int j = 0; j < 64; j++)
+		for (int j = 0; j < QK2_0; j++)
 			dst[j] = (float)(((b.qs[j / 4] >> 2 * (j % 4)) & 3) - 1) * d;
 	}
 }
-
-const struct dequant_impl dequant_misc_impls[] = {
-	{ GGML_TYPE_TQ1_0, QK_K, sizeof(struct block_tq1_0), dequant_tq1_0 },
-	{ GGML_TYPE_TQ2_0, QK_K, sizeof(struct block_tq2_0), dequant_tq2_0 },
-	{ GGML_TYPE_MXFP4, 32, sizeof(struct block_mxfp4), dequant_mxfp4 },
-	{ GGML_TYPE_NVFP4, 64, sizeof(struct block_nvfp4), dequant_nvfp4 },
-	{ GGML_TYPE_Q1_0, 128, sizeof(struct block_q1_0), dequant_q1_0 },
-	{ GGML_TYPE_Q2_0, 64, sizeof(struct block_q2_0), dequant_q2_0 },
-	{ 0, 0, 0, NULL },
-};
