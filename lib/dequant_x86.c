@@ -460,30 +460,32 @@ INLINE void put_f16(float *dst, const uint8_t *p)
 }
 #endif
 
-/* bf16: the top half of a binary32, so a shift, exact for every pattern. */
-static void dequant_bf16(const void *src, float *dst, uint64_t n)
+/* n 16-bit floats at p to floats, HALVES a step and the tail one by one: bf16 (bf, a
+ * constant once inlined) is the top half of a binary32, so a shift, exact for every
+ * pattern; f16 goes through F16C, exact for every pattern but a signalling NaN's quiet
+ * bit. */
+INLINE void dequant_halves(const uint8_t *p, float *dst, uint64_t n, bool bf)
 {
-	const uint8_t *p = src;
 	uint64_t i = 0;
 	for (; i + HALVES <= n; i += HALVES) {
 		prefetch_ahead(p + 2 * i, 2 * HALVES);
-		put_bf16(dst + i, p + 2 * i);
+		if (bf)
+			put_bf16(dst + i, p + 2 * i);
+		else
+			put_f16(dst + i, p + 2 * i);
 	}
 	for (; i < n; i++)
-		dst[i] = bf16_to_f32(rd16(p + 2 * i));
+		dst[i] = bf ? bf16_to_f32(rd16(p + 2 * i)) : half_f16c(p + 2 * i);
 }
 
-/* f16 through F16C, exact for every pattern but a signalling NaN's quiet bit. */
+static void dequant_bf16(const void *src, float *dst, uint64_t n)
+{
+	dequant_halves(src, dst, n, true);
+}
+
 static void dequant_f16(const void *src, float *dst, uint64_t n)
 {
-	const uint8_t *p = src;
-	uint64_t i = 0;
-	for (; i + HALVES <= n; i += HALVES) {
-		prefetch_ahead(p + 2 * i, 2 * HALVES);
-		put_f16(dst + i, p + 2 * i);
-	}
-	for (; i < n; i++)
-		dst[i] = half_f16c(p + 2 * i);
+	dequant_halves(src, dst, n, false);
 }
 
 const struct dequant_impl IMPLS[] = {
