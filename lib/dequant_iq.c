@@ -9,24 +9,11 @@
  * Blocks are copied out of src with memcpy (src may be unaligned) and their multi-byte
  * fields read as little-endian bytes, so the host's byte order does not matter. */
 #include "dequant.h"
+#include "dequant_scalar.h"
+#include "blocks.h"
 #include "ggml_tables.h"
 
 #include <string.h>
-
-#define QK_K 256
-
-/* The little-endian 16 or 32 bits at p, whatever the host's byte order. */
-static inline uint16_t rd16(const void *p)
-{
-	const uint8_t *b = p;
-	return (uint16_t)(b[0] | b[1] << 8);
-}
-
-static inline uint32_t rd32(const void *p)
-{
-	const uint8_t *b = p;
-	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
 
 /* Byte j of a grid row is its j-th magnitude (the grids are stored little-endian). */
 static inline uint8_t grid_u8(uint64_t row, int j)
@@ -56,31 +43,14 @@ static void put_iq1_row(float *y, float dl, uint16_t index, float delta)
 		y[j] = dl * ((int8_t)grid_u8(row, j) + delta);
 }
 
-/* iq2_xxs: 66 bytes, 256 values, 2.06 bits a value.
- *
- *   d       fp16 super-block scale
- *   qs[64]  8 groups of 8 bytes, one group per 32 values:
- *             bytes 0..3  four 8-bit indices into iq2xxs_grid (256 rows of 8)
- *             bytes 4..7  a little-endian u32:
- *                           31..28   27..21  20..14  13..7   6..0
- *                           scale s  sign3   sign2   sign1   sign0
- *
- *   signK is a 7-bit index into ksigns_iq2xs, which adds an 8th bit for even parity;
- *   value = d * (0.5 + s) * 0.25 * grid[index][j] * (sign bit j ? -1 : 1) */
-struct block_iq2_xxs {
-	uint16_t d;
-	uint8_t qs[QK_K / 4];
-};
-_Static_assert(sizeof(struct block_iq2_xxs) == 66, "iq2_xxs block size");
-
 /* Decodes nblocks iq2_xxs blocks into 256 floats each. */
-static void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_xxs)) {
 		struct block_iq2_xxs b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const uint8_t *q = b.qs + 8 * ib;
 			const uint32_t aux = rd32(q + 4);
@@ -92,30 +62,14 @@ static void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* iq2_xs: 74 bytes, 256 values, 2.31 bits a value.
- *
- *   d           fp16 super-block scale
- *   qs[32]      little-endian u16, one per 8 values:
- *                 15..9        8..0
- *                 sign index   index into iq2xs_grid (512 rows of 8)
- *   scales[8]   one byte per 32 values: low nibble for its first 16, high for the rest
- *
- *   value = d * (0.5 + nibble) * 0.25 * grid[index][j] * (ksigns_iq2xs[sign] bit j ? -1 : 1) */
-struct block_iq2_xs {
-	uint16_t d;
-	uint16_t qs[QK_K / 8];
-	uint8_t scales[QK_K / 32];
-};
-_Static_assert(sizeof(struct block_iq2_xs) == 74, "iq2_xs block size");
-
 /* Decodes nblocks iq2_xs blocks into 256 floats each. */
-static void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_xs)) {
 		struct block_iq2_xs b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const float db[2] = {
 				d * (0.5f + (b.scales[ib] & 0xf)) * 0.25f,
@@ -129,33 +83,14 @@ static void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* iq2_s: 82 bytes, 256 values, 2.56 bits a value.
- *
- *   d           fp16 super-block scale
- *   qs[0..31]   low 8 bits of a 10-bit index into iq2s_grid (1024 rows of 8), one per 8 values
- *   qs[32..63]  sign bytes, one per 8 values: bit j set = value j negative (no parity trick)
- *   qh[8]       one byte per 32 values, 2 bits per row:  7..6  5..4  3..2  1..0
- *                                                        row3  row2  row1  row0
- *               giving index bits 9..8
- *   scales[8]   as iq2_xs: low nibble for the first 16 of 32 values, high for the rest
- *
- *   value = d * (0.5 + nibble) * 0.25 * grid[index][j] * (sign bit j ? -1 : 1) */
-struct block_iq2_s {
-	uint16_t d;
-	uint8_t qs[QK_K / 4];
-	uint8_t qh[QK_K / 32];
-	uint8_t scales[QK_K / 32];
-};
-_Static_assert(sizeof(struct block_iq2_s) == 82, "iq2_s block size");
-
 /* Decodes nblocks iq2_s blocks into 256 floats each. */
-static void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_s)) {
 		struct block_iq2_s b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		const uint8_t *signs = b.qs + QK_K / 8;
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const float db[2] = {
@@ -170,29 +105,14 @@ static void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* iq3_xxs: 98 bytes, 256 values, 3.06 bits a value.
- *
- *   d           fp16 super-block scale
- *   qs[0..63]   8-bit indices into iq3xxs_grid (256 rows of 4), two per 8 values
- *   qs[64..95]  8 little-endian u32, one per 32 values, laid out as in iq2_xxs:
- *                 31..28   27..21  20..14  13..7   6..0
- *                 scale s  sign3   sign2   sign1   sign0     (ksigns_iq2xs indices)
- *
- *   value = d * (0.5 + s) * 0.5 * grid[index][j] * (sign bit j ? -1 : 1) */
-struct block_iq3_xxs {
-	uint16_t d;
-	uint8_t qs[3 * QK_K / 8];
-};
-_Static_assert(sizeof(struct block_iq3_xxs) == 98, "iq3_xxs block size");
-
 /* Decodes nblocks iq3_xxs blocks into 256 floats each. */
-static void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq3_xxs)) {
 		struct block_iq3_xxs b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const uint8_t *q = b.qs + 8 * ib;
 			const uint32_t aux = rd32(b.qs + QK_K / 4 + 4 * ib);
@@ -205,32 +125,14 @@ static void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* iq3_s: 110 bytes, 256 values, 3.44 bits a value.
- *
- *   d           fp16 super-block scale
- *   qs[64]      low 8 bits of 9-bit indices into iq3s_grid (512 rows of 4), 8 per 32 values
- *   qh[8]       one byte per 32 values: bit k is bit 8 of that group's k-th index
- *   signs[32]   one byte per 8 values: bit j set = value j negative
- *   scales[4]   one byte per 64 values: low nibble for the first 32, high for the rest
- *
- *   value = d * (1 + 2 * nibble) * grid[index][j] * (sign bit j ? -1 : 1) */
-struct block_iq3_s {
-	uint16_t d;
-	uint8_t qs[QK_K / 4];
-	uint8_t qh[QK_K / 32];
-	uint8_t signs[QK_K / 8];
-	uint8_t scales[QK_K / 64];
-};
-_Static_assert(sizeof(struct block_iq3_s) == 110, "iq3_s block size");
-
 /* Decodes nblocks iq3_s blocks into 256 floats each. */
-static void dequant_iq3_s(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq3_s(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq3_s)) {
 		struct block_iq3_s b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const int nibble = (b.scales[ib / 2] >> 4 * (ib % 2)) & 0xf;
 			const float db = d * (1 + 2 * nibble);
@@ -245,31 +147,14 @@ static void dequant_iq3_s(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* iq1_s: 50 bytes, 256 values, 1.56 bits a value.
- *
- *   d        fp16 super-block scale
- *   qs[32]   low 8 bits of 11-bit indices into iq1s_grid (2048 rows of 8 values in
- *            {-1, 0, 1}), one per 8 values
- *   qh[8]    little-endian u16, one per 32 values:
- *              15      14..12   11..9  8..6   5..3   2..0
- *              dsign   scale s  hi3    hi2    hi1    hi0     (index bits 10..8 of row k)
- *
- *   value = d * (2 * s + 1) * (grid[index][j] + (dsign ? -IQ1S_DELTA : IQ1S_DELTA)) */
-struct block_iq1_s {
-	uint16_t d;
-	uint8_t qs[QK_K / 8];
-	uint16_t qh[QK_K / 32];
-};
-_Static_assert(sizeof(struct block_iq1_s) == 50, "iq1_s block size");
-
 /* Decodes nblocks iq1_s blocks into 256 floats each. */
-static void dequant_iq1_s(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq1_s(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq1_s)) {
 		struct block_iq1_s b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const uint16_t qh = rd16(&b.qh[ib]);
 			const float dl = d * (2 * ((qh >> 12) & 7) + 1);
@@ -282,28 +167,8 @@ static void dequant_iq1_s(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* iq1_m: 56 bytes, 256 values, 1.75 bits a value. No fp16 field: the super-block scale
- * is spread over the top nibbles of the scales.
- *
- *   qs[32]     low 8 bits of 11-bit indices into iq1s_grid, one per 8 values
- *   qh[16]     one byte per 16 values (two rows):
- *                7       6..4             3       2..0
- *                dsign1  index1 bits 10..8  dsign0  index0 bits 10..8
- *   scales[8]  four little-endian u16 sc[0..3], sc[k] covering 64 values:
- *                15..12      11..9  8..6   5..3   2..0
- *                d nibble k  s3     s2     s1     s0      (one 3-bit scale per 16 values)
- *              d = fp16 whose bits are  sc[3]>>12 : sc[2]>>12 : sc[1]>>12 : sc[0]>>12
- *
- *   value = d * (2 * s + 1) * (grid[index][j] + (dsign ? -IQ1M_DELTA : IQ1M_DELTA)) */
-struct block_iq1_m {
-	uint8_t qs[QK_K / 8];
-	uint8_t qh[QK_K / 16];
-	uint8_t scales[QK_K / 32];
-};
-_Static_assert(sizeof(struct block_iq1_m) == 56, "iq1_m block size");
-
 /* Decodes nblocks iq1_m blocks into 256 floats each. */
-static void dequant_iq1_m(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq1_m(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq1_m)) {
@@ -331,19 +196,6 @@ static void dequant_iq1_m(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* iq4_nl: 18 bytes, 32 values, 4.5 bits a value; a non-linear q4_0.
- *
- *   d       fp16 block scale
- *   qs[16]  byte j: low nibble = value j, high nibble = value j + 16,
- *           each an index into kvalues_iq4nl (16 int8 levels from -127 to 113)
- *
- *   value = d * kvalues_iq4nl[nibble] */
-struct block_iq4_nl {
-	uint16_t d;
-	uint8_t qs[16];
-};
-_Static_assert(sizeof(struct block_iq4_nl) == 18, "iq4_nl block size");
-
 /* 32 values from 16 bytes of iq4_nl nibbles, low nibbles first; shared with iq4_xs. */
 static void put_iq4_nibbles(float *y, float d, const uint8_t qs[16])
 {
@@ -354,40 +206,24 @@ static void put_iq4_nibbles(float *y, float d, const uint8_t qs[16])
 }
 
 /* Decodes nblocks iq4_nl blocks into 32 floats each. */
-static void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_nl), dst += 32) {
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_nl), dst += QK4_NL) {
 		struct block_iq4_nl b;
 		memcpy(&b, p, sizeof b);
-		put_iq4_nibbles(dst, fp16_to_f32(rd16(&b.d)), b.qs);
+		put_iq4_nibbles(dst, half_at(&b.d), b.qs);
 	}
 }
 
-/* iq4_xs: 136 bytes, 256 values, 4.25 bits a value; iq4_nl with 6-bit sub-block scales.
- *
- *   d            fp16 super-block scale
- *   scales_h     little-endian u16: bits 2k+1..2k are the high 2 bits of scale k
- *   scales_l[4]  byte k/2: low nibble = low 4 bits of scale k (k even), high nibble (k odd)
- *   qs[128]      8 runs of 16 bytes, one per 32 values, nibbles as in iq4_nl
- *
- *   value = d * (scale_k - 32) * kvalues_iq4nl[nibble] */
-struct block_iq4_xs {
-	uint16_t d;
-	uint16_t scales_h;
-	uint8_t scales_l[QK_K / 64];
-	uint8_t qs[QK_K / 2];
-};
-_Static_assert(sizeof(struct block_iq4_xs) == 136, "iq4_xs block size");
-
 /* Decodes nblocks iq4_xs blocks into 256 floats each. */
-static void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
+void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_xs)) {
 		struct block_iq4_xs b;
 		memcpy(&b, p, sizeof b);
-		const float d = fp16_to_f32(rd16(&b.d));
+		const float d = half_at(&b.d);
 		const uint16_t scales_h = rd16(&b.scales_h);
 		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
 			const int ls = ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) |
@@ -396,16 +232,3 @@ static void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
 		}
 	}
 }
-
-const struct dequant_impl dequant_iq_impls[] = {
-	{ GGML_TYPE_IQ2_XXS, QK_K, sizeof(struct block_iq2_xxs), dequant_iq2_xxs },
-	{ GGML_TYPE_IQ2_XS, QK_K, sizeof(struct block_iq2_xs), dequant_iq2_xs },
-	{ GGML_TYPE_IQ3_XXS, QK_K, sizeof(struct block_iq3_xxs), dequant_iq3_xxs },
-	{ GGML_TYPE_IQ1_S, QK_K, sizeof(struct block_iq1_s), dequant_iq1_s },
-	{ GGML_TYPE_IQ4_NL, 32, sizeof(struct block_iq4_nl), dequant_iq4_nl },
-	{ GGML_TYPE_IQ3_S, QK_K, sizeof(struct block_iq3_s), dequant_iq3_s },
-	{ GGML_TYPE_IQ2_S, QK_K, sizeof(struct block_iq2_s), dequant_iq2_s },
-	{ GGML_TYPE_IQ4_XS, QK_K, sizeof(struct block_iq4_xs), dequant_iq4_xs },
-	{ GGML_TYPE_IQ1_M, QK_K, sizeof(struct block_iq1_m), dequant_iq1_m },
-	{ 0, 0, 0, NULL },
-};

@@ -4,106 +4,10 @@
  * through a struct pointer. The float operations are ggml's, in ggml's order, so that
  * NaN, inf and subnormal scales come out as ggml's dequantize_row_* makes them. */
 #include "dequant.h"
+#include "dequant_scalar.h"
+#include "blocks.h"
 
 #include "gguf.h"
-
-#define QK 32
-
-/* q4_0: 32 weights in 18 bytes.
- *
- *   byte 0      2                                      18
- *        +------+--------------------------------------+
- *        |  d   |               qs[16]                 |
- *        +------+--------------------------------------+
- *         fp16   qs[j] = hhhh llll
- *                        |    +--- weight j       (j = 0..15)
- *                        +-------- weight j + 16
- *
- *   w = (q - 8) * d         q = 0..15, so w ranges over -8d .. 7d
- */
-struct block_q4_0 {
-	uint16_t d;
-	uint8_t qs[QK / 2];
-};
-_Static_assert(sizeof(struct block_q4_0) == 18, "q4_0 block is 18 bytes");
-
-/* q4_1: 32 weights in 20 bytes; like q4_0 but unsigned with an offset.
- *
- *   byte 0      2      4                                      20
- *        +------+------+--------------------------------------+
- *        |  d   |  m   |               qs[16]                 |
- *        +------+------+--------------------------------------+
- *         fp16   fp16   qs[j] = hhhh llll: weights j+16 and j
- *
- *   w = q * d + m           q = 0..15
- */
-struct block_q4_1 {
-	uint16_t d;
-	uint16_t m;
-	uint8_t qs[QK / 2];
-};
-_Static_assert(sizeof(struct block_q4_1) == 20, "q4_1 block is 20 bytes");
-
-/* q5_0: 32 weights in 22 bytes; the nibbles of q4_0 plus a fifth bit each.
- *
- *   byte 0      2              6                                      22
- *        +------+--------------+--------------------------------------+
- *        |  d   |    qh[4]     |               qs[16]                 |
- *        +------+--------------+--------------------------------------+
- *         fp16   32 bits, LE:   qs[j] = hhhh llll: low 4 bits of
- *                bit i = bit 4          weights j+16 and j
- *                of weight i
- *
- *   q = (qh bit i) << 4 | nibble       w = (q - 16) * d,  q = 0..31
- */
-struct block_q5_0 {
-	uint16_t d;
-	uint8_t qh[4];
-	uint8_t qs[QK / 2];
-};
-_Static_assert(sizeof(struct block_q5_0) == 22, "q5_0 block is 22 bytes");
-
-/* q5_1: 32 weights in 24 bytes; q5_0's quants, unsigned with an offset.
- *
- *   byte 0      2      4              8                                      24
- *        +------+------+--------------+--------------------------------------+
- *        |  d   |  m   |    qh[4]     |               qs[16]                 |
- *        +------+------+--------------+--------------------------------------+
- *         fp16   fp16   bit 4 of each  low nibbles, as in q5_0
- *
- *   w = q * d + m           q = 0..31
- */
-struct block_q5_1 {
-	uint16_t d;
-	uint16_t m;
-	uint8_t qh[4];
-	uint8_t qs[QK / 2];
-};
-_Static_assert(sizeof(struct block_q5_1) == 24, "q5_1 block is 24 bytes");
-
-/* q8_0: 32 weights in 34 bytes, one signed byte each.
- *
- *   byte 0      2                                                      34
- *        +------+------------------------------------------------------+
- *        |  d   |          qs[32]: int8, weight i in qs[i]             |
- *        +------+------------------------------------------------------+
- *
- *   w = q * d               q = -128..127
- */
-struct block_q8_0 {
-	uint16_t d;
-	int8_t qs[QK];
-};
-_Static_assert(sizeof(struct block_q8_0) == 34, "q8_0 block is 34 bytes");
-
-/* The bytes of a field of the block at blk. */
-#define FIELD(blk, type, field) ((blk) + offsetof(struct type, field))
-
-/* The fp16 at p, which is little-endian and may be unaligned. */
-static float half_at(const uint8_t *p)
-{
-	return fp16_to_f32(gguf_le16(p));
-}
 
 /* Unpacks the 32 unsigned quants of a 4- or 5-bit block; qh is NULL for 4 bits. */
 static void unpack_nibbles(const uint8_t *qs, const uint8_t *qh, int q[QK])
@@ -117,7 +21,7 @@ static void unpack_nibbles(const uint8_t *qs, const uint8_t *qh, int q[QK])
 }
 
 /* q4_0 blocks to floats: (q - 8) * d. */
-static void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK];
@@ -131,7 +35,7 @@ static void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q4_1 blocks to floats: q * d + m. */
-static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
+void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK];
@@ -146,7 +50,7 @@ static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q5_0 blocks to floats: (q - 16) * d. */
-static void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK];
@@ -160,7 +64,7 @@ static void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q5_1 blocks to floats: q * d + m. */
-static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
+void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 	int q[QK];
@@ -175,7 +79,7 @@ static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 }
 
 /* q8_0 blocks to floats: q * d. */
-static void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
+void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *blk = src;
 
@@ -186,12 +90,3 @@ static void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
 			dst[j] = (float)qs[j] * d;
 	}
 }
-
-const struct dequant_impl dequant_legacy_impls[] = {
-	{ GGML_TYPE_Q4_0, QK, sizeof(struct block_q4_0), dequant_q4_0 },
-	{ GGML_TYPE_Q4_1, QK, sizeof(struct block_q4_1), dequant_q4_1 },
-	{ GGML_TYPE_Q5_0, QK, sizeof(struct block_q5_0), dequant_q5_0 },
-	{ GGML_TYPE_Q5_1, QK, sizeof(struct block_q5_1), dequant_q5_1 },
-	{ GGML_TYPE_Q8_0, QK, sizeof(struct block_q8_0), dequant_q8_0 },
-	{ 0, 0, 0, NULL },
-};

@@ -18,9 +18,10 @@
  * integers, one byte each, is 128/256-bit AVX2 code shared by both builds (AVX-512 CPUs
  * run it too); turning 16 such bytes into 16 floats, put16, is the only step that
  * differs between the builds. Multi-byte fields are read at their byte offsets (block
- * diagrams in dequant_legacy.c, dequant_k.c, dequant_iq.c, dequant_misc.c): blocks sit
- * at any alignment and x86 is little-endian, so unaligned loads read them as stored. */
+ * diagrams in blocks.h): blocks sit at any alignment and x86 is little-endian, so
+ * unaligned loads read them as stored. */
 #include "dequant.h"
+#include "blocks.h"
 #include "ggml_tables.h"
 
 #include <immintrin.h>
@@ -33,11 +34,10 @@
 #define IMPLS dequant_avx2_impls
 #endif
 
-#define QK_K 256
 #define INLINE static inline __attribute__((always_inline))
 
-/* The fp16 at p (little-endian, any alignment) as a float. */
-INLINE float half_at(const uint8_t *p)
+/* blocks.h's half_at in one F16C instruction, which quiets a signalling NaN (see above). */
+INLINE float half_f16c(const uint8_t *p)
 {
 	uint16_t h;
 	memcpy(&h, p, sizeof h);
@@ -164,7 +164,7 @@ INLINE void scale16(float out[16], float d, __m128i s)
 }
 
 /* The eight 6-bit scales (bytes 0-7) and mins (bytes 8-15) packed into the 12 scale
- * bytes of q4_K and q5_K (see dequant_k.c), unpacked four at a time as 32-bit words. */
+ * bytes of q4_K and q5_K (see blocks.h), unpacked four at a time as 32-bit words. */
 INLINE __m128i k4_scales_mins(const uint8_t *s)
 {
 	uint32_t w[3], out[4];
@@ -176,35 +176,38 @@ INLINE __m128i k4_scales_mins(const uint8_t *s)
 	return _mm_loadu_si128((const __m128i *)out);
 }
 
-/* q8_0: 34 bytes, d at 0, 32 int8 at 2; (float)q * d. */
+/* q8_0 blocks to floats: (float)q * d. */
 static void dequant_q8_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 34, dst += 32) {
-		prefetch_ahead(p, 34);
-		float d = half_at(p);
-		put16(dst, load16(p + 2), d, 0, false);
-		put16(dst + 16, load16(p + 18), d, 0, false);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q8_0), dst += QK) {
+		prefetch_ahead(p, sizeof(struct block_q8_0));
+		float d = half_f16c(FIELD(p, block_q8_0, d));
+		const uint8_t *qs = FIELD(p, block_q8_0, qs);
+		put16(dst, load16(qs), d, 0, false);
+		put16(dst + 16, load16(qs + 16), d, 0, false);
 	}
 }
 
-/* q4_0: 18 bytes, d at 0, nibbles at 2; (float)(q - 8) * d. */
+/* q4_0 blocks to floats: (float)(q - 8) * d. */
 static void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 18, dst += 32) {
-		prefetch_ahead(p, 18);
-		put32(dst, _mm256_sub_epi8(nibbles16(p + 2), bytes(8)), half_at(p), 0, false);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q4_0), dst += QK) {
+		prefetch_ahead(p, sizeof(struct block_q4_0));
+		put32(dst, _mm256_sub_epi8(nibbles16(FIELD(p, block_q4_0, qs)), bytes(8)),
+		      half_f16c(FIELD(p, block_q4_0, d)), 0, false);
 	}
 }
 
-/* q4_1: 20 bytes, d at 0, m at 2, nibbles at 4; (float)q * d + m. */
+/* q4_1 blocks to floats: (float)q * d + m. */
 static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 20, dst += 32) {
-		prefetch_ahead(p, 20);
-		put32(dst, nibbles16(p + 4), half_at(p), -half_at(p + 2), true);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q4_1), dst += QK) {
+		prefetch_ahead(p, sizeof(struct block_q4_1));
+		put32(dst, nibbles16(FIELD(p, block_q4_1, qs)), half_f16c(FIELD(p, block_q4_1, d)),
+		      -half_f16c(FIELD(p, block_q4_1, m)), true);
 	}
 }
 
@@ -216,39 +219,44 @@ INLINE __m256i quants5(const uint8_t *qh, const uint8_t *qs)
 	return _mm256_or_si256(nibbles16(qs), _mm256_and_si256(bits_to_bytes(h), bytes(0x10)));
 }
 
-/* q5_0: 22 bytes, d at 0, fifth bits at 2, nibbles at 6; (float)(q - 16) * d. */
+/* q5_0 blocks to floats: (float)(q - 16) * d. */
 static void dequant_q5_0(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 22, dst += 32) {
-		prefetch_ahead(p, 22);
-		put32(dst, _mm256_sub_epi8(quants5(p + 2, p + 6), bytes(16)), half_at(p), 0, false);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q5_0), dst += QK) {
+		prefetch_ahead(p, sizeof(struct block_q5_0));
+		const uint8_t *qh = FIELD(p, block_q5_0, qh), *qs = FIELD(p, block_q5_0, qs);
+		put32(dst, _mm256_sub_epi8(quants5(qh, qs), bytes(16)),
+		      half_f16c(FIELD(p, block_q5_0, d)), 0, false);
 	}
 }
 
-/* q5_1: 24 bytes, d at 0, m at 2, fifth bits at 4, nibbles at 8; (float)q * d + m. */
+/* q5_1 blocks to floats: (float)q * d + m. */
 static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 24, dst += 32) {
-		prefetch_ahead(p, 24);
-		put32(dst, quants5(p + 4, p + 8), half_at(p), -half_at(p + 2), true);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q5_1), dst += QK) {
+		prefetch_ahead(p, sizeof(struct block_q5_1));
+		const uint8_t *qh = FIELD(p, block_q5_1, qh), *qs = FIELD(p, block_q5_1, qs);
+		put32(dst, quants5(qh, qs), half_f16c(FIELD(p, block_q5_1, d)),
+		      -half_f16c(FIELD(p, block_q5_1, m)), true);
 	}
 }
 
-/* q2_K: 84 bytes, scale/min nibbles at 0, 2-bit planes at 16, d at 80, dmin at 82;
- * (d * sc) * q - (dmin * m) per sub-block of 16. */
+/* q2_K super-blocks to floats: (d * sc) * q - (dmin * m) per sub-block of 16. */
 static void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 84, dst += QK_K) {
-		prefetch_ahead(p, 84);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q2_K), dst += QK_K) {
+		prefetch_ahead(p, sizeof(struct block_q2_K));
 		float ds[16], ms[16];
-		__m128i sm = load16(p);
-		scale16(ds, half_at(p + 80), _mm_and_si128(sm, _mm_set1_epi8(0x0f)));
-		scale16(ms, half_at(p + 82), _mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0f)));
+		__m128i sm = load16(FIELD(p, block_q2_K, scales));
+		scale16(ds, half_f16c(FIELD(p, block_q2_K, d)),
+		        _mm_and_si128(sm, _mm_set1_epi8(0x0f)));
+		scale16(ms, half_f16c(FIELD(p, block_q2_K, dmin)),
+		        _mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0f)));
 		for (int h = 0; h < 2; h++) {
-			__m256i x = load32(p + 16 + 32 * h);
+			__m256i x = load32(FIELD(p, block_q2_K, qs) + 32 * h);
 			for (int plane = 0; plane < 4; plane++) {
 				__m256i q = _mm256_and_si256(_mm256_srli_epi16(x, 2 * plane), bytes(3));
 				int s = 8 * h + 2 * plane;
@@ -260,14 +268,13 @@ static void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* q3_K: 110 bytes, high bits at 0, 2-bit planes at 32, 6-bit scales at 96, d at 108;
- * (d * (sc - 32)) * (q - 4) per sub-block of 16. */
+/* q3_K super-blocks to floats: (d * (sc - 32)) * (q - 4) per sub-block of 16. */
 static void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 110, dst += QK_K) {
-		prefetch_ahead(p, 110);
-		const uint8_t *s = p + 96;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q3_K), dst += QK_K) {
+		prefetch_ahead(p, sizeof(struct block_q3_K));
+		const uint8_t *s = FIELD(p, block_q3_K, scales);
 		int8_t sc[16];
 		for (int j = 0; j < 16; j++) {
 			int low = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
@@ -275,11 +282,12 @@ static void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
 			sc[j] = (int8_t)((low | high << 4) - 32);
 		}
 		float ds[16];
-		scale16(ds, half_at(p + 108), _mm_loadu_si128((const __m128i *)sc));
+		scale16(ds, half_f16c(FIELD(p, block_q3_K, d)),
+		        _mm_loadu_si128((const __m128i *)sc));
 
-		__m256i hm = load32(p);
+		__m256i hm = load32(FIELD(p, block_q3_K, hmask));
 		for (int h = 0; h < 2; h++) {
-			__m256i x = load32(p + 32 + 32 * h);
+			__m256i x = load32(FIELD(p, block_q3_K, qs) + 32 * h);
 			for (int plane = 0; plane < 4; plane++) {
 				/* hmask byte l bit b is bit 2 of value 32b + l */
 				__m256i q = _mm256_or_si256(
@@ -295,20 +303,23 @@ static void dequant_q3_K(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* q4_K (144 bytes: d, dmin, scales at 4, nibbles at 16) and q5_K (176 bytes: the same,
- * with the fifth bits at 16 and the nibbles at 48): (d * sc) * q - (dmin * m) per
- * sub-block of 32. */
+/* q4_K and q5_K super-blocks to floats (q5_K's fifth bits in qh): (d * sc) * q -
+ * (dmin * m) per sub-block of 32. */
 INLINE void dequant_k4(const uint8_t *p, float *dst, uint64_t nblocks, bool five)
 {
-	const size_t size = five ? 176 : 144;
+	/* the offset of a field both blocks have, in the one being decoded (a constant once
+	 * inlined) */
+#define K4(field) \
+	(five ? offsetof(struct block_q5_K, field) : offsetof(struct block_q4_K, field))
+	const size_t size = five ? sizeof(struct block_q5_K) : sizeof(struct block_q4_K);
 	for (uint64_t i = 0; i < nblocks; i++, p += size, dst += QK_K) {
 		prefetch_ahead(p, size);
-		const uint8_t *qs = p + (five ? 48 : 16);
-		__m256i qh = five ? load32(p + 16) : _mm256_setzero_si256();
+		const uint8_t *qs = p + K4(qs);
+		__m256i qh = five ? load32(FIELD(p, block_q5_K, qh)) : _mm256_setzero_si256();
 		float ds[8], ms[8];
-		__m128i sm = k4_scales_mins(p + 4);
-		scale8(ds, half_at(p), sm);
-		scale8(ms, half_at(p + 2), _mm_unpackhi_epi64(sm, sm));
+		__m128i sm = k4_scales_mins(p + K4(scales));
+		scale8(ds, half_f16c(p + K4(d)), sm);
+		scale8(ms, half_f16c(p + K4(dmin)), _mm_unpackhi_epi64(sm, sm));
 
 		for (int c = 0; c < 4; c++) {
 			__m256i x = load32(qs + 32 * c);
@@ -324,6 +335,7 @@ INLINE void dequant_k4(const uint8_t *p, float *dst, uint64_t nblocks, bool five
 			put32(dst + 64 * c + 32, hi, ds[2 * c + 1], ms[2 * c + 1], true);
 		}
 	}
+#undef K4
 }
 
 static void dequant_q4_K(const void *src, float *dst, uint64_t nblocks)
@@ -336,19 +348,20 @@ static void dequant_q5_K(const void *src, float *dst, uint64_t nblocks)
 	dequant_k4(src, dst, nblocks, true);
 }
 
-/* q6_K: 210 bytes, low nibbles at 0, 2-bit highs at 128, int8 scales at 192, d at 208;
- * (d * sc) * (q - 32) per sub-block of 16. */
+/* q6_K super-blocks to floats: (d * sc) * (q - 32) per sub-block of 16. */
 static void dequant_q6_K(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 210, dst += QK_K) {
-		prefetch_ahead(p, 210);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q6_K), dst += QK_K) {
+		prefetch_ahead(p, sizeof(struct block_q6_K));
 		float ds[16];
-		scale16(ds, half_at(p + 208), load16(p + 192));
+		scale16(ds, half_f16c(FIELD(p, block_q6_K, d)),
+		        load16(FIELD(p, block_q6_K, scales)));
 
 		for (int h = 0; h < 2; h++) {
-			__m256i ql0 = load32(p + 64 * h), ql1 = load32(p + 64 * h + 32);
-			__m256i qh = load32(p + 128 + 32 * h);
+			const uint8_t *ql = FIELD(p, block_q6_K, ql) + 64 * h;
+			__m256i ql0 = load32(ql), ql1 = load32(ql + 32);
+			__m256i qh = load32(FIELD(p, block_q6_K, qh) + 32 * h);
 			/* run k of 32 values: nibble from ql0/ql1 low/high, bits 2k..2k+1 of qh
 			 * moved to bits 4-5 */
 			__m256i q[4] = {
@@ -371,46 +384,52 @@ static void dequant_q6_K(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* iq4_nl: 18 bytes, d at 0, nibbles at 2 indexing kvalues_iq4nl; d * kv. */
+/* iq4_nl blocks to floats: d * kv, the nibbles indexing kvalues_iq4nl. */
 static void dequant_iq4_nl(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 18, dst += 32) {
-		prefetch_ahead(p, 18);
-		put32(dst, lookup16(kvalues_iq4nl, nibbles16(p + 2)), half_at(p), 0, false);
+	const size_t size = sizeof(struct block_iq4_nl);
+	for (uint64_t i = 0; i < nblocks; i++, p += size, dst += QK4_NL) {
+		prefetch_ahead(p, size);
+		put32(dst, lookup16(kvalues_iq4nl, nibbles16(FIELD(p, block_iq4_nl, qs))),
+		      half_f16c(FIELD(p, block_iq4_nl, d)), 0, false);
 	}
 }
 
-/* iq4_xs: 136 bytes, d at 0, scale high bits at 2, low bits at 4, nibbles at 8;
- * (d * (ls - 32)) * kv per sub-block of 32. */
+/* iq4_xs super-blocks to floats: (d * (ls - 32)) * kv per sub-block of 32. */
 static void dequant_iq4_xs(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 136) {
-		prefetch_ahead(p, 136);
-		const float d = half_at(p);
-		const unsigned scales_h = (unsigned)(p[2] | p[3] << 8);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq4_xs)) {
+		prefetch_ahead(p, sizeof(struct block_iq4_xs));
+		const float d = half_f16c(FIELD(p, block_iq4_xs, d));
+		const unsigned scales_h = rd16(FIELD(p, block_iq4_xs, scales_h));
+		const uint8_t *scales_l = FIELD(p, block_iq4_xs, scales_l);
+		const uint8_t *qs = FIELD(p, block_iq4_xs, qs);
 		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
-			const int ls = ((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) |
+			const int ls = ((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) |
 			               ((scales_h >> 2 * ib) & 3) << 4;
-			put32(dst, lookup16(kvalues_iq4nl, nibbles16(p + 8 + 16 * ib)),
+			put32(dst, lookup16(kvalues_iq4nl, nibbles16(qs + 16 * ib)),
 			      d * (float)(ls - 32), 0, false);
 		}
 	}
 }
 
-/* mxfp4: 17 bytes, E8M0 exponent e at 0, E2M1 nibbles at 1; kv * 2^(e - 128), the
- * power of two built from its bits (ldexpf in the reference; both exact). */
+/* mxfp4 blocks to floats: kv * 2^(e - 128), the power of two built from its bits
+ * (ldexpf in the reference; both exact). */
 static void dequant_mxfp4(const void *src, float *dst, uint64_t nblocks)
 {
 	const uint8_t *p = src;
-	for (uint64_t i = 0; i < nblocks; i++, p += 17, dst += 32) {
-		prefetch_ahead(p, 17);
+	const size_t size = sizeof(struct block_mxfp4);
+	for (uint64_t i = 0; i < nblocks; i++, p += size, dst += QK_MXFP4) {
+		prefetch_ahead(p, size);
 		/* e >= 2: a normal float with biased exponent e - 1; e = 1, 0: subnormals */
-		uint32_t bits = p[0] >= 2 ? (uint32_t)(p[0] - 1) << 23 : 0x00200000u << p[0];
+		const uint8_t e = *FIELD(p, block_mxfp4, e);
+		uint32_t bits = e >= 2 ? (uint32_t)(e - 1) << 23 : 0x00200000u << e;
 		float d;
 		memcpy(&d, &bits, sizeof d);
-		put32(dst, lookup16(kvalues_fp4, nibbles16(p + 1)), d, 0, false);
+		__m256i q = lookup16(kvalues_fp4, nibbles16(FIELD(p, block_mxfp4, qs)));
+		put32(dst, q, d, 0, false);
 	}
 }
 
@@ -441,47 +460,49 @@ INLINE void put_f16(float *dst, const uint8_t *p)
 }
 #endif
 
-/* bf16: the top half of a binary32, so a shift, exact for every pattern. */
-static void dequant_bf16(const void *src, float *dst, uint64_t n)
+/* n 16-bit floats at p to floats, HALVES a step and the tail one by one: bf16 (bf, a
+ * constant once inlined) is the top half of a binary32, so a shift, exact for every
+ * pattern; f16 goes through F16C, exact for every pattern but a signalling NaN's quiet
+ * bit. */
+INLINE void dequant_halves(const uint8_t *p, float *dst, uint64_t n, bool bf)
 {
-	const uint8_t *p = src;
 	uint64_t i = 0;
 	for (; i + HALVES <= n; i += HALVES) {
 		prefetch_ahead(p + 2 * i, 2 * HALVES);
-		put_bf16(dst + i, p + 2 * i);
+		if (bf)
+			put_bf16(dst + i, p + 2 * i);
+		else
+			put_f16(dst + i, p + 2 * i);
 	}
 	for (; i < n; i++)
-		dst[i] = bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+		dst[i] = bf ? bf16_to_f32(rd16(p + 2 * i)) : half_f16c(p + 2 * i);
 }
 
-/* f16 through F16C, exact for every pattern but a signalling NaN's quiet bit. */
+static void dequant_bf16(const void *src, float *dst, uint64_t n)
+{
+	dequant_halves(src, dst, n, true);
+}
+
 static void dequant_f16(const void *src, float *dst, uint64_t n)
 {
-	const uint8_t *p = src;
-	uint64_t i = 0;
-	for (; i + HALVES <= n; i += HALVES) {
-		prefetch_ahead(p + 2 * i, 2 * HALVES);
-		put_f16(dst + i, p + 2 * i);
-	}
-	for (; i < n; i++)
-		dst[i] = half_at(p + 2 * i);
+	dequant_halves(src, dst, n, false);
 }
 
 const struct dequant_impl IMPLS[] = {
-	{ GGML_TYPE_F16, 1, 2, dequant_f16 },
-	{ GGML_TYPE_BF16, 1, 2, dequant_bf16 },
-	{ GGML_TYPE_Q4_0, 32, 18, dequant_q4_0 },
-	{ GGML_TYPE_Q4_1, 32, 20, dequant_q4_1 },
-	{ GGML_TYPE_Q5_0, 32, 22, dequant_q5_0 },
-	{ GGML_TYPE_Q5_1, 32, 24, dequant_q5_1 },
-	{ GGML_TYPE_Q8_0, 32, 34, dequant_q8_0 },
-	{ GGML_TYPE_Q2_K, QK_K, 84, dequant_q2_K },
-	{ GGML_TYPE_Q3_K, QK_K, 110, dequant_q3_K },
-	{ GGML_TYPE_Q4_K, QK_K, 144, dequant_q4_K },
-	{ GGML_TYPE_Q5_K, QK_K, 176, dequant_q5_K },
-	{ GGML_TYPE_Q6_K, QK_K, 210, dequant_q6_K },
-	{ GGML_TYPE_IQ4_NL, 32, 18, dequant_iq4_nl },
-	{ GGML_TYPE_IQ4_XS, QK_K, 136, dequant_iq4_xs },
-	{ GGML_TYPE_MXFP4, 32, 17, dequant_mxfp4 },
-	{ 0, 0, 0, NULL },
+	{ GGML_TYPE_F16, dequant_f16 },
+	{ GGML_TYPE_BF16, dequant_bf16 },
+	{ GGML_TYPE_Q4_0, dequant_q4_0 },
+	{ GGML_TYPE_Q4_1, dequant_q4_1 },
+	{ GGML_TYPE_Q5_0, dequant_q5_0 },
+	{ GGML_TYPE_Q5_1, dequant_q5_1 },
+	{ GGML_TYPE_Q8_0, dequant_q8_0 },
+	{ GGML_TYPE_Q2_K, dequant_q2_K },
+	{ GGML_TYPE_Q3_K, dequant_q3_K },
+	{ GGML_TYPE_Q4_K, dequant_q4_K },
+	{ GGML_TYPE_Q5_K, dequant_q5_K },
+	{ GGML_TYPE_Q6_K, dequant_q6_K },
+	{ GGML_TYPE_IQ4_NL, dequant_iq4_nl },
+	{ GGML_TYPE_IQ4_XS, dequant_iq4_xs },
+	{ GGML_TYPE_MXFP4, dequant_mxfp4 },
+	{ 0, NULL },
 };

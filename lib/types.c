@@ -1,5 +1,7 @@
 #include "types.h"
+#include "blocks.h"
 #include "dequant.h"
+#include "dequant_scalar.h"
 
 #include <pthread.h>
 #ifdef GGUFS_X86_SIMD
@@ -9,20 +11,63 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Names of every id ggml has assigned, removed ones included, so that xattrs and
- * gguf.json can name a raw-only tensor. */
-static const char *const type_names[GGML_TYPE_COUNT] = {
-	[0] = "f32", [1] = "f16", [2] = "q4_0", [3] = "q4_1", [4] = "q4_2", [5] = "q4_3",
-	[6] = "q5_0", [7] = "q5_1", [8] = "q8_0", [9] = "q8_1", [10] = "q2_K", [11] = "q3_K",
-	[12] = "q4_K", [13] = "q5_K", [14] = "q6_K", [15] = "q8_K", [16] = "iq2_xxs",
-	[17] = "iq2_xs", [18] = "iq3_xxs", [19] = "iq1_s", [20] = "iq4_nl", [21] = "iq3_s",
-	[22] = "iq2_s", [23] = "iq4_xs", [24] = "i8", [25] = "i16", [26] = "i32", [27] = "i64",
-	[28] = "f64", [29] = "iq1_m", [30] = "bf16", [31] = "q4_0_4_4", [32] = "q4_0_4_8",
-	[33] = "q4_0_8_8", [34] = "tq1_0", [35] = "tq2_0", [36] = "iq4_nl_4_4",
-	[37] = "iq4_nl_4_8", [38] = "iq4_nl_8_8", [39] = "mxfp4", [40] = "nvfp4",
-	[41] = "q1_0", [42] = "q2_0",
+/* One row per ggml type id, removed ones included (so that xattrs and gguf.json can
+ * name a raw-only tensor): the single place that knows each type's name, block geometry
+ * and scalar dequantizer. A row with a name only (a removed id, q8_1, q8_K: types ggufs
+ * has no dequantizer for) has no geometry either, and its tensors get a raw file only. */
+static const struct type_row {
+	const char *name;       /* ggml's name */
+	uint32_t block_elems;   /* values per block */
+	uint32_t block_bytes;   /* bytes per block: sizeof the struct in blocks.h */
+	dequant_fn scalar;      /* the portable reference, dequant_scalar.h */
+} rows[GGML_TYPE_COUNT] = {
+	[GGML_TYPE_F32]     = { "f32", 1, sizeof(float), dequant_f32 },
+	[GGML_TYPE_F16]     = { "f16", 1, sizeof(uint16_t), dequant_f16 },
+	[GGML_TYPE_Q4_0]    = { "q4_0", QK, sizeof(struct block_q4_0), dequant_q4_0 },
+	[GGML_TYPE_Q4_1]    = { "q4_1", QK, sizeof(struct block_q4_1), dequant_q4_1 },
+	[4]                 = { .name = "q4_2" },
+	[5]                 = { .name = "q4_3" },
+	[GGML_TYPE_Q5_0]    = { "q5_0", QK, sizeof(struct block_q5_0), dequant_q5_0 },
+	[GGML_TYPE_Q5_1]    = { "q5_1", QK, sizeof(struct block_q5_1), dequant_q5_1 },
+	[GGML_TYPE_Q8_0]    = { "q8_0", QK, sizeof(struct block_q8_0), dequant_q8_0 },
+	[GGML_TYPE_Q8_1]    = { .name = "q8_1" },
+	[GGML_TYPE_Q2_K]    = { "q2_K", QK_K, sizeof(struct block_q2_K), dequant_q2_K },
+	[GGML_TYPE_Q3_K]    = { "q3_K", QK_K, sizeof(struct block_q3_K), dequant_q3_K },
+	[GGML_TYPE_Q4_K]    = { "q4_K", QK_K, sizeof(struct block_q4_K), dequant_q4_K },
+	[GGML_TYPE_Q5_K]    = { "q5_K", QK_K, sizeof(struct block_q5_K), dequant_q5_K },
+	[GGML_TYPE_Q6_K]    = { "q6_K", QK_K, sizeof(struct block_q6_K), dequant_q6_K },
+	[GGML_TYPE_Q8_K]    = { .name = "q8_K" },
+	[GGML_TYPE_IQ2_XXS] = { "iq2_xxs", QK_K, sizeof(struct block_iq2_xxs), dequant_iq2_xxs },
+	[GGML_TYPE_IQ2_XS]  = { "iq2_xs", QK_K, sizeof(struct block_iq2_xs), dequant_iq2_xs },
+	[GGML_TYPE_IQ3_XXS] = { "iq3_xxs", QK_K, sizeof(struct block_iq3_xxs), dequant_iq3_xxs },
+	[GGML_TYPE_IQ1_S]   = { "iq1_s", QK_K, sizeof(struct block_iq1_s), dequant_iq1_s },
+	[GGML_TYPE_IQ4_NL]  = { "iq4_nl", QK4_NL, sizeof(struct block_iq4_nl), dequant_iq4_nl },
+	[GGML_TYPE_IQ3_S]   = { "iq3_s", QK_K, sizeof(struct block_iq3_s), dequant_iq3_s },
+	[GGML_TYPE_IQ2_S]   = { "iq2_s", QK_K, sizeof(struct block_iq2_s), dequant_iq2_s },
+	[GGML_TYPE_IQ4_XS]  = { "iq4_xs", QK_K, sizeof(struct block_iq4_xs), dequant_iq4_xs },
+	[GGML_TYPE_I8]      = { "i8", 1, sizeof(int8_t), dequant_i8 },
+	[GGML_TYPE_I16]     = { "i16", 1, sizeof(int16_t), dequant_i16 },
+	[GGML_TYPE_I32]     = { "i32", 1, sizeof(int32_t), dequant_i32 },
+	[GGML_TYPE_I64]     = { "i64", 1, sizeof(int64_t), dequant_i64 },
+	[GGML_TYPE_F64]     = { "f64", 1, sizeof(double), dequant_f64 },
+	[GGML_TYPE_IQ1_M]   = { "iq1_m", QK_K, sizeof(struct block_iq1_m), dequant_iq1_m },
+	[GGML_TYPE_BF16]    = { "bf16", 1, sizeof(uint16_t), dequant_bf16 },
+	[31]                = { .name = "q4_0_4_4" },
+	[32]                = { .name = "q4_0_4_8" },
+	[33]                = { .name = "q4_0_8_8" },
+	[GGML_TYPE_TQ1_0]   = { "tq1_0", QK_K, sizeof(struct block_tq1_0), dequant_tq1_0 },
+	[GGML_TYPE_TQ2_0]   = { "tq2_0", QK_K, sizeof(struct block_tq2_0), dequant_tq2_0 },
+	[36]                = { .name = "iq4_nl_4_4" },
+	[37]                = { .name = "iq4_nl_4_8" },
+	[38]                = { .name = "iq4_nl_8_8" },
+	[GGML_TYPE_MXFP4]   = { "mxfp4", QK_MXFP4, sizeof(struct block_mxfp4), dequant_mxfp4 },
+	[GGML_TYPE_NVFP4]   = { "nvfp4", QK_NVFP4, sizeof(struct block_nvfp4), dequant_nvfp4 },
+	[GGML_TYPE_Q1_0]    = { "q1_0", QK1_0, sizeof(struct block_q1_0), dequant_q1_0 },
+	[GGML_TYPE_Q2_0]    = { "q2_0", QK2_0, sizeof(struct block_q2_0), dequant_q2_0 },
 };
 
+/* What ggml_type_get hands out: a row with its id and the to_float of the active level,
+ * the one column that changes (dequant_select rewrites it). Filled once from rows. */
 static struct ggml_type table[GGML_TYPE_COUNT];
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
@@ -35,24 +80,22 @@ static const char *const level_names[DEQUANT_LEVELS] = {
 	[DEQUANT_SCALAR] = "scalar", [DEQUANT_AVX2] = "avx2", [DEQUANT_AVX512] = "avx512",
 };
 
-/* Copies an impl list's functions into one level's column; the scalar level sets the
- * geometry, which every other level must repeat exactly (a mismatch is a bug here, not
- * in the input, so it stops the program rather than decode garbage). */
-static void add_impls(const struct dequant_impl *list, enum dequant_level level)
+#ifdef GGUFS_X86_SIMD
+/* Copies a SIMD level's functions into its column. A SIMD function for a type without a
+ * scalar one would have no block geometry to be called with: a bug here, not in the
+ * input, so it stops the program rather than decode garbage. */
+static void add_level(const struct dequant_impl *list, enum dequant_level level)
 {
 	for (const struct dequant_impl *d = list; d->fn; d++) {
-		struct ggml_type *t = &table[d->type];
-		if (level == DEQUANT_SCALAR) {
-			t->block_elems = d->block_elems;
-			t->block_bytes = d->block_bytes;
-		} else if (d->block_elems != t->block_elems || d->block_bytes != t->block_bytes) {
-			fprintf(stderr, "ggufs: %s dequantizer for %s has the wrong block geometry\n",
-			        level_names[level], t->name);
+		if (!rows[d->type].scalar) {
+			fprintf(stderr, "ggufs: %s dequantizer for %s, which has no scalar one\n",
+			        level_names[level], rows[d->type].name);
 			abort();
 		}
 		level_fns[d->type][level] = d->fn;
 	}
 }
+#endif
 
 enum dequant_level dequant_best(void)
 {
@@ -102,20 +145,18 @@ static enum dequant_level select_level(enum dequant_level level)
 
 static void table_init(void)
 {
-	static const struct dequant_impl *const families[] = {
-		dequant_float_impls, dequant_legacy_impls, dequant_k_impls,
-		dequant_iq_impls, dequant_misc_impls,
-	};
-	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++)
-		table[id] = (struct ggml_type){ .id = id, .name = type_names[id] };
-	for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
-		add_impls(families[f], DEQUANT_SCALAR);
+	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++) {
+		const struct type_row *r = &rows[id];
+		table[id] = (struct ggml_type){
+			.id = id, .name = r->name, .block_elems = r->block_elems,
+			.block_bytes = r->block_bytes, .to_float_ref = r->scalar,
+		};
+		level_fns[id][DEQUANT_SCALAR] = r->scalar;
+	}
 #ifdef GGUFS_X86_SIMD
-	add_impls(dequant_avx2_impls, DEQUANT_AVX2);
-	add_impls(dequant_avx512_impls, DEQUANT_AVX512);
+	add_level(dequant_avx2_impls, DEQUANT_AVX2);
+	add_level(dequant_avx512_impls, DEQUANT_AVX512);
 #endif
-	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++)
-		table[id].to_float_ref = level_fns[id][DEQUANT_SCALAR];
 	select_level(env_level());
 }
 
@@ -147,7 +188,7 @@ const struct ggml_type *ggml_type_get(uint32_t id)
 const char *ggml_type_name(uint32_t id, char buf[16])
 {
 	if (id < GGML_TYPE_COUNT)
-		return type_names[id];
+		return rows[id].name;
 	snprintf(buf, 16, "type%u", (unsigned)id);
 	return buf;
 }
