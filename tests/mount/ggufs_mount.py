@@ -365,3 +365,19 @@ def xattr_small(path, name, size):
     buf = ctypes.create_string_buffer(max(size, 1))
     r = libc.getxattr(os.fsencode(path), name.encode(), buf, ctypes.c_size_t(size))
     return r if r >= 0 else -ctypes.get_errno()
+
+
+def ggufs_processes(mountpoint):
+    """PIDs of ggufs daemons whose command line names mountpoint."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"ggufs") and mountpoint.encode() in argv:
+            pids.append(int(pid))
+    return pids

@@ -17,22 +17,6 @@ import unittest
 import ggufs_mount as gm
 
 
-def ggufs_processes(mountpoint):
-    """PIDs of ggufs daemons whose command line names mountpoint."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"ggufs") and mountpoint.encode() in argv:
-            pids.append(int(pid))
-    return pids
-
-
 class Refused(unittest.TestCase):
     """Whatever is wrong, ggufs says so in one line and mounts nothing."""
 
@@ -218,7 +202,7 @@ class Daemon(unittest.TestCase):
 
     def wait_gone(self, timeout=20):
         deadline = time.monotonic() + timeout
-        while ggufs_processes(self.mnt):
+        while gm.ggufs_processes(self.mnt):
             if time.monotonic() > deadline:
                 self.fail("the daemon is still running after unmount")
             time.sleep(0.05)
@@ -237,7 +221,7 @@ class Daemon(unittest.TestCase):
         self.assertTrue(gm.is_mounted(self.mnt), "mounted when ggufs returns")
         self.assertEqual(gm.read_file(os.path.join(self.mnt, "metadata", "general.name")),
                          b"tinyllama-test\n")
-        self.assertTrue(ggufs_processes(self.mnt))
+        self.assertTrue(gm.ggufs_processes(self.mnt))
         gm.unmount(self.mnt)
         self.assertFalse(gm.is_mounted(self.mnt))
         self.wait_gone()
@@ -261,7 +245,7 @@ class Daemon(unittest.TestCase):
             self.assertTrue(gm.is_mounted(mnt))
             self.assertEqual(gm.read_file(os.path.join(mnt, "metadata", "general.name")),
                              b"tinyllama-test\n")
-            pids = ggufs_processes(rel)
+            pids = gm.ggufs_processes(rel)
             self.assertEqual(len(pids), 1)
             os.kill(pids[0], signal.SIGTERM)
             deadline = time.monotonic() + 20

@@ -22,18 +22,8 @@ BIG = ["output.weight.f32", "token_embd.weight.f32", "output.weight.npy", "token
 
 
 def daemon_pid(mountpoint):
-    """The pid of the ggufs process with mountpoint on its command line."""
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv[0].endswith(b"ggufs") and mountpoint.encode() in argv:
-            pids.append(int(pid))
+    """The pid of the one ggufs process with mountpoint on its command line."""
+    pids = gm.ggufs_processes(mountpoint)
     assert len(pids) == 1, pids
     return pids[0]
 
