@@ -36,11 +36,13 @@ static const enum tree_kind fixed_kinds[] = {
 	[4] = TREE_JSON, [5] = TREE_SUMMARY,
 };
 
+/* The lookup hash of name in directory dir. */
 static uint64_t hash_entry(uint64_t dir, const char *name)
 {
 	return hash_bytes(name, strlen(name), dir);
 }
 
+/* Enters n in the lookup table (linear probing; the table is at most half full). */
 static void slot_add(struct tree *t, const struct tree_node *n)
 {
 	uint64_t i = hash_entry(n->parent, n->name) & t->slot_mask;
@@ -49,9 +51,8 @@ static void slot_add(struct tree *t, const struct tree_node *n)
 	t->slots[i] = n->ino;
 }
 
-/* Runs a renderer into a counting sink: the exact size of the file it renders. */
-static uint64_t rendered_size(const struct tree *t, const struct tree_node *n);
-
+/* Emits the whole content of a rendered file (metadata/KEY, gguf.json, summary.txt)
+ * into s, which keeps the window it was asked for. */
 static void render(const struct tree *t, const struct tree_node *n, struct sink *s)
 {
 	const struct ggufs_model *m = t->m;
@@ -70,6 +71,7 @@ static void render(const struct tree *t, const struct tree_node *n, struct sink 
 	}
 }
 
+/* Runs a renderer into a counting sink: the exact size of the file it renders. */
 static uint64_t rendered_size(const struct tree *t, const struct tree_node *n)
 {
 	struct sink s = sink_counter();
