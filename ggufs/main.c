@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ggufs_config.h"
@@ -34,6 +35,11 @@ struct ggufs {
 	struct ggufs_model *model;
 	struct tree *tree;
 	unsigned max_read;   /* -o max_read=N, 0 if not given */
+	/* op_init tells the read-ahead thread that the kernel is about to get INIT's reply */
+	pthread_mutex_t init_lock;
+	pthread_cond_t init_cond;
+	bool init_seen;
+	char bdi[64];        /* "MAJ:MIN" of the mount, from mountinfo; "" if unknown */
 };
 
 /* The mounted model and its tree, as given to fuse_session_new. */
@@ -77,13 +83,17 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
  * since nothing is ever written. */
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	const struct ggufs *fs = userdata;
+	struct ggufs *fs = userdata;
 	/* libfuse refuses the connection unless init repeats -o max_read=N */
 	conn->max_read = fs->max_read;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 
+	pthread_mutex_lock(&fs->init_lock);
+	fs->init_seen = true;
+	pthread_cond_signal(&fs->init_cond);
+	pthread_mutex_unlock(&fs->init_lock);
 }
 
 /* A name in a directory: an entry with long timeouts, or a negative entry (ino 0),
@@ -591,9 +601,10 @@ static void unescape_mountinfo(char *s)
 }
 
 /* True when a file system is mounted at path (absolute, symlinks resolved); what gets
- * the topmost one as "TYPE SOURCE" for the message. Reads /proc/self/mountinfo:
+ * the topmost one as "TYPE SOURCE" for the message, dev (64 bytes, may be NULL) its
+ * "MAJ:MIN". Reads /proc/self/mountinfo, which touches no mounted file system:
  * "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - TYPE SOURCE SUPEROPTIONS". */
-static bool mounted_at(const char *path, char *what, size_t size)
+static bool mounted_at(const char *path, char *what, size_t size, char *dev)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
@@ -618,6 +629,8 @@ static bool mounted_at(const char *path, char *what, size_t size)
 			continue;
 		unescape_mountinfo(source);
 		snprintf(what, size, "%s %s", type, source);
+		if (dev)
+			snprintf(dev, 64, "%s", field[2]);
 		found = true;
 	}
 	free(line);
@@ -679,32 +692,45 @@ static void warn_raw_only(const struct ggufs_model *m)
 /* The hint after "Transport endpoint is not connected". */
 #define DEAD_MOUNT " (a FUSE mount whose daemon is gone: unmount it)"
 
-/* Raises the mount's read-ahead to MOUNT_READAHEAD_KB once the mount answers. The
+/* Raises the mount's read-ahead to MOUNT_READAHEAD_KB once INIT is answered. The
  * kernel caps FUSE read-ahead at its default 128 KiB, so a sequential reader gets
  * 128 KiB requests; only root may raise it, through the mount's own bdi. 4 MiB keeps
  * several 1 MiB requests in flight, so worker threads dequantize while the kernel
- * copies the previous reply (measured: cold .f32 3.0 -> 3.9 GB/s over 1 MiB). It must be
- * written after the kernel has taken our INIT reply (which would lower it again), so a
- * thread stats the mount point, which the kernel answers only after INIT, and then
- * writes /sys/class/bdi/MAJOR:MINOR/read_ahead_kb. Failure (not root) changes nothing. */
+ * copies the previous reply (measured: cold .f32 3.0 -> 3.9 GB/s over 1 MiB).
+ *
+ * It must be written after the kernel has taken INIT's reply, which would lower it
+ * again. The thread never touches the mount itself (a stat of it, in flight, would make
+ * an unmount right after mounting fail with EBUSY): the bdi comes from mountinfo, and
+ * the write follows op_init by a moment, then once more in case it was early. Failure
+ * (not root) changes nothing. */
 #define MOUNT_READAHEAD_KB 4096
 
-static void *raise_readahead(void *mountpoint)
+static void write_readahead(const char *bdi)
 {
-	struct stat st;
-	if (stat(mountpoint, &st) == 0) {
-		char path[64];
-		snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb",
-		         major(st.st_dev), minor(st.st_dev));
-		int fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			char kb[16];
-			int n = snprintf(kb, sizeof kb, "%d\n", MOUNT_READAHEAD_KB);
-			if (write(fd, kb, (size_t)n) != n) {
-				/* not ours to fix: the default read-ahead still works */
-			}
-			close(fd);
-		}
+	char path[96], kb[16];
+	snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", bdi);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	int n = snprintf(kb, sizeof kb, "%d\n", MOUNT_READAHEAD_KB);
+	if (write(fd, kb, (size_t)n) != n) {
+		/* not ours to fix: the default read-ahead still works */
+	}
+	close(fd);
+}
+
+static void *raise_readahead(void *arg)
+{
+	struct ggufs *fs = arg;
+	pthread_mutex_lock(&fs->init_lock);
+	while (!fs->init_seen)
+		pthread_cond_wait(&fs->init_cond, &fs->init_lock);
+	pthread_mutex_unlock(&fs->init_lock);
+	static const long delays_ms[] = { 20, 250 };
+	for (size_t i = 0; i < sizeof delays_ms / sizeof delays_ms[0]; i++) {
+		struct timespec ts = { 0, delays_ms[i] * 1000000L };
+		nanosleep(&ts, NULL);
+		write_readahead(fs->bdi);
 	}
 	return NULL;
 }
@@ -717,7 +743,8 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct options o = { 0 };
 	struct fuse_cmdline_opts fo = { 0 };
-	struct ggufs fs = { 0 };
+	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
+	                    .init_cond = PTHREAD_COND_INITIALIZER };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	char err[GGUF_ERR_MAX];
@@ -773,7 +800,7 @@ int main(int argc, char *argv[])
 	}
 	if (!o.nonempty && empty == 0) {
 		char what[PATH_MAX + 64];
-		if (mounted_at(mountpoint, what, sizeof what))
+		if (mounted_at(mountpoint, what, sizeof what, NULL))
 			fprintf(stderr, "ggufs: %s: already mounted (%s): unmount it first\n",
 			        o.mountpoint, what);
 		else
@@ -814,12 +841,15 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, mountpoint) != 0)
 		goto out_signals;
+	char what[PATH_MAX + 64];
+	if (!mounted_at(mountpoint, what, sizeof what, fs.bdi))
+		fs.bdi[0] = 0;
 	/* the mount is ready: only now may the parent return to the shell */
 	if (fuse_daemonize(fo.foreground) != 0)
 		goto out_unmount;
 
 	pthread_t ra_thread;
-	if (pthread_create(&ra_thread, NULL, raise_readahead, mountpoint) == 0)
+	if (fs.bdi[0] && pthread_create(&ra_thread, NULL, raise_readahead, &fs) == 0)
 		pthread_detach(ra_thread);
 
 	if (fo.singlethread) {
