@@ -58,6 +58,17 @@ static const struct tree_node *node_or_reply(fuse_req_t req, fuse_ino_t ino)
 	return n;
 }
 
+/* The directory of ino, or NULL after replying ENOENT or ENOTDIR. */
+static const struct tree_node *dir_or_reply(fuse_req_t req, fuse_ino_t ino)
+{
+	const struct tree_node *n = node_or_reply(req, ino);
+	if (n && !tree_is_dir(n)) {
+		fuse_reply_err(req, ENOTDIR);
+		return NULL;
+	}
+	return n;
+}
+
 /* Fills st for node n: sizes from the tree, owner and times from the model file. */
 static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct stat *st)
 {
@@ -101,13 +112,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ggufs *fs = fs_of(req);
-	const struct tree_node *dir = node_or_reply(req, parent);
+	const struct tree_node *dir = dir_or_reply(req, parent);
 	if (!dir)
 		return;
-	if (!tree_is_dir(dir)) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
-	}
 
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
@@ -138,13 +145,9 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * cache across opens. */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	const struct tree_node *n = node_or_reply(req, ino);
+	const struct tree_node *n = dir_or_reply(req, ino);
 	if (!n)
 		return;
-	if (!tree_is_dir(n)) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
-	}
 	fi->cache_readdir = 1;
 	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
@@ -157,13 +160,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	(void)fi;
 	struct ggufs *fs = fs_of(req);
-	const struct tree_node *dir = node_or_reply(req, ino);
+	const struct tree_node *dir = dir_or_reply(req, ino);
 	if (!dir)
 		return;
-	if (!tree_is_dir(dir)) {
-		fuse_reply_err(req, ENOTDIR);
-		return;
-	}
 
 	char *buf = malloc(size);
 	if (!buf) {
