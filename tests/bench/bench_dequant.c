@@ -22,7 +22,7 @@
 #define NE1 BENCH_NE1
 #define CHUNK_BYTES BENCH_CHUNK
 #define MEMCPY_BYTES (256u << 20)
-#define REPEATS 5
+#define REPEATS 9
 
 /* The types issue 4 names, targets first, then the rest with a SIMD path. */
 static const char *const default_types[] = {

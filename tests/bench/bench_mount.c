@@ -26,7 +26,7 @@
 #define META_TENSORS 300
 #define META_TOKENS 150000
 #define MOUNT_TRIES 5
-#define READ_TRIES 3    /* every read figure is the best of this many: a shared
+#define READ_TRIES 5    /* every read figure is the best of this many: a shared
                          * 2-core machine is noisy */
 
 /* ---- writing GGUF files ---- */
