@@ -10,9 +10,11 @@
  * the reference does, and each value is then one multiply (and one subtract), never an
  * FMA: the file is built with -ffp-contract=off, which also covers the compiler fusing
  * intrinsics. x * y is y * x in IEEE arithmetic, and x + m is x - (-m), so operand order
- * within one operation is free. The one difference: F16C quiets a signalling NaN where
- * fp16_to_f32 keeps it signalling, so an f16 sNaN value (or a NaN scale) may come out
- * as a NaN with another payload; it is still a NaN, which is all SPEC.md asks.
+ * within one operation is free. Two differences, both in NaNs only: F16C quiets a
+ * signalling NaN where fp16_to_f32 keeps it signalling, so an f16 sNaN value (or a NaN
+ * scale) may come out as a NaN with another payload; and the lattice i-quants negate
+ * the integer where the reference multiplies by -1, which gives the same value but for
+ * the sign of a NaN. It is still a NaN, which is all SPEC.md asks.
  *
  * Structure: a block is decoded in two steps. Unpacking its quants into small signed
  * integers, one byte each, is 128/256-bit AVX2 code shared by both builds (AVX-512 CPUs
@@ -433,6 +435,248 @@ static void dequant_mxfp4(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
+/* ---- the lattice i-quants: grid rows, sign patterns, sub-block scales ----
+ *
+ * Every 8 values are one row of a fixed grid (8 magnitudes, or two rows of 4 for iq3)
+ * and, for the iq2 and iq3 types, a byte of signs. The reference computes
+ * db * g * (sign ? -1 : 1); here the sign is put on the integer g before it becomes a
+ * float, and (-g) * db is exactly -(g * db) (rounding is symmetric), so only a NaN's sign
+ * can differ. Four rows, 32 values, are gathered into one vector by plain loads. */
+
+/* The 32 magnitudes of four 8-value grid rows, row 0 first. */
+INLINE __m256i rows4(uint64_t r0, uint64_t r1, uint64_t r2, uint64_t r3)
+{
+	return _mm256_set_epi64x((long long)r3, (long long)r2, (long long)r1, (long long)r0);
+}
+
+/* The 32 magnitudes of eight 4-value iq3 grid rows, two per 8 values. */
+INLINE __m256i rows8_iq3(const uint32_t *grid, const int idx[8])
+{
+	return _mm256_setr_epi32((int)grid[idx[0]], (int)grid[idx[1]], (int)grid[idx[2]],
+	                         (int)grid[idx[3]], (int)grid[idx[4]], (int)grid[idx[5]],
+	                         (int)grid[idx[6]], (int)grid[idx[7]]);
+}
+
+/* g with byte j negated where bit j of signs is set (signs byte l covers values 8l..8l+7). */
+INLINE __m256i apply_signs(__m256i g, uint32_t signs)
+{
+	return _mm256_sign_epi8(g, _mm256_or_si256(bits_to_bytes(signs), bytes(1)));
+}
+
+/* The four sign bytes of a 32-value sub-block, value j's sign at bit j. */
+INLINE uint32_t signs4(uint8_t s0, uint8_t s1, uint8_t s2, uint8_t s3)
+{
+	return (uint32_t)s0 | (uint32_t)s1 << 8 | (uint32_t)s2 << 16 | (uint32_t)s3 << 24;
+}
+
+/* iq2_xxs blocks to floats: d * (0.5 + s) * 0.25 * g * sign. */
+static void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_xxs)) {
+		prefetch_ahead(p, sizeof(struct block_iq2_xxs));
+		const float d = half_f16c(FIELD(p, block_iq2_xxs, d));
+		const uint8_t *qs = FIELD(p, block_iq2_xxs, qs);
+		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+			const uint8_t *q = qs + 8 * ib;
+			const uint32_t aux = rd32(q + 4);
+			const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
+			__m256i g = rows4(iq2xxs_grid[q[0]], iq2xxs_grid[q[1]], iq2xxs_grid[q[2]],
+			                  iq2xxs_grid[q[3]]);
+			uint32_t sg = signs4(ksigns_iq2xs[aux & 127], ksigns_iq2xs[(aux >> 7) & 127],
+			                     ksigns_iq2xs[(aux >> 14) & 127],
+			                     ksigns_iq2xs[(aux >> 21) & 127]);
+			put32(dst, apply_signs(g, sg), db, 0, false);
+		}
+	}
+}
+
+/* iq2_xs blocks to floats: as iq2_xxs, a 4-bit scale per 16 values. */
+static void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_xs)) {
+		prefetch_ahead(p, sizeof(struct block_iq2_xs));
+		const float d = half_f16c(FIELD(p, block_iq2_xs, d));
+		const uint8_t *qs = FIELD(p, block_iq2_xs, qs);
+		const uint8_t *scales = FIELD(p, block_iq2_xs, scales);
+		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+			uint16_t q[4];
+			for (int l = 0; l < 4; l++)
+				q[l] = rd16(qs + 2 * (4 * ib + l));
+			__m256i g = rows4(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511],
+			                  iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511]);
+			uint32_t sg = signs4(ksigns_iq2xs[q[0] >> 9], ksigns_iq2xs[q[1] >> 9],
+			                     ksigns_iq2xs[q[2] >> 9], ksigns_iq2xs[q[3] >> 9]);
+			g = apply_signs(g, sg);
+			put16(dst, _mm256_castsi256_si128(g),
+			      d * (0.5f + (float)(scales[ib] & 0xf)) * 0.25f, 0, false);
+			put16(dst + 16, _mm256_extracti128_si256(g, 1),
+			      d * (0.5f + (float)(scales[ib] >> 4)) * 0.25f, 0, false);
+		}
+	}
+}
+
+/* iq2_s blocks to floats: 10-bit grid indices, sign bytes stored as they are. */
+static void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq2_s)) {
+		prefetch_ahead(p, sizeof(struct block_iq2_s));
+		const float d = half_f16c(FIELD(p, block_iq2_s, d));
+		const uint8_t *qs = FIELD(p, block_iq2_s, qs);
+		const uint8_t *signs = qs + QK_K / 8;
+		const uint8_t *qh = FIELD(p, block_iq2_s, qh);
+		const uint8_t *scales = FIELD(p, block_iq2_s, scales);
+		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+			int idx[4];
+			for (int l = 0; l < 4; l++)
+				idx[l] = qs[4 * ib + l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
+			__m256i g = rows4(iq2s_grid[idx[0]], iq2s_grid[idx[1]], iq2s_grid[idx[2]],
+			                  iq2s_grid[idx[3]]);
+			g = apply_signs(g, rd32(signs + 4 * ib));
+			put16(dst, _mm256_castsi256_si128(g),
+			      d * (0.5f + (float)(scales[ib] & 0xf)) * 0.25f, 0, false);
+			put16(dst + 16, _mm256_extracti128_si256(g, 1),
+			      d * (0.5f + (float)(scales[ib] >> 4)) * 0.25f, 0, false);
+		}
+	}
+}
+
+/* iq3_xxs blocks to floats: d * (0.5 + s) * 0.5 * g * sign, 4-value grid rows. */
+static void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq3_xxs)) {
+		prefetch_ahead(p, sizeof(struct block_iq3_xxs));
+		const float d = half_f16c(FIELD(p, block_iq3_xxs, d));
+		const uint8_t *qs = FIELD(p, block_iq3_xxs, qs);
+		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+			const uint8_t *q = qs + 8 * ib;
+			const uint32_t aux = rd32(qs + QK_K / 4 + 4 * ib);
+			const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+			const int idx[8] = { q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7] };
+			uint32_t sg = signs4(ksigns_iq2xs[aux & 127], ksigns_iq2xs[(aux >> 7) & 127],
+			                     ksigns_iq2xs[(aux >> 14) & 127],
+			                     ksigns_iq2xs[(aux >> 21) & 127]);
+			put32(dst, apply_signs(rows8_iq3(iq3xxs_grid, idx), sg), db, 0, false);
+		}
+	}
+}
+
+/* iq3_s blocks to floats: d * (1 + 2 s) * g * sign, 9-bit indices into 4-value rows. */
+static void dequant_iq3_s(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq3_s)) {
+		prefetch_ahead(p, sizeof(struct block_iq3_s));
+		const float d = half_f16c(FIELD(p, block_iq3_s, d));
+		const uint8_t *qs = FIELD(p, block_iq3_s, qs);
+		const uint8_t *qh = FIELD(p, block_iq3_s, qh);
+		const uint8_t *signs = FIELD(p, block_iq3_s, signs);
+		const uint8_t *scales = FIELD(p, block_iq3_s, scales);
+		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+			const int nibble = (scales[ib / 2] >> 4 * (ib % 2)) & 0xf;
+			const float db = d * (float)(1 + 2 * nibble);
+			const uint8_t *q = qs + 8 * ib;
+			int idx[8];
+			for (int l = 0; l < 4; l++) {
+				idx[2 * l] = q[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256);
+				idx[2 * l + 1] = q[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256);
+			}
+			put32(dst, apply_signs(rows8_iq3(iq3s_grid, idx), rd32(signs + 4 * ib)), db, 0,
+			      false);
+		}
+	}
+}
+
+/* dst[0..16) = ((float)q[j] + delta) * dl for the 16 signed bytes of q, delta lo for
+ * the first 8 values and hi for the next 8: the iq1 order of operations. */
+INLINE void put16_iq1(float *dst, __m128i q, float dl, float lo, float hi)
+{
+#if DQ_AVX512
+	__m512 delta = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+	__m512 v = _mm512_add_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), delta);
+	_mm512_storeu_ps(dst, _mm512_mul_ps(v, _mm512_set1_ps(dl)));
+#else
+	const float delta[2] = { lo, hi };
+	for (int h = 0; h < 2; h++, q = _mm_unpackhi_epi64(q, q)) {
+		__m256 v = _mm256_add_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
+		                         _mm256_set1_ps(delta[h]));
+		_mm256_storeu_ps(dst + 8 * h, _mm256_mul_ps(v, _mm256_set1_ps(dl)));
+	}
+#endif
+}
+
+/* delta, negated when neg is non-zero, without a branch: the sign bits are random data,
+ * and a mispredicted branch per 8 values cost iq1_m two thirds of its speed. */
+INLINE float iq1_delta(float delta, unsigned neg)
+{
+	uint32_t bits;
+	memcpy(&bits, &delta, sizeof bits);
+	bits ^= (uint32_t)(neg != 0) << 31;
+	memcpy(&delta, &bits, sizeof delta);
+	return delta;
+}
+
+/* iq1_s blocks to floats: d * (2 s + 1) * (g + delta), g in {-1, 0, 1}. */
+static void dequant_iq1_s(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq1_s)) {
+		prefetch_ahead(p, sizeof(struct block_iq1_s));
+		const float d = half_f16c(FIELD(p, block_iq1_s, d));
+		const uint8_t *qs = FIELD(p, block_iq1_s, qs);
+		const uint8_t *qhp = FIELD(p, block_iq1_s, qh);
+		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+			const unsigned qh = rd16(qhp + 2 * ib);
+			const float dl = d * (float)(2 * ((qh >> 12) & 7) + 1);
+			const float delta = iq1_delta(IQ1S_DELTA, qh & 0x8000);
+			const uint8_t *q = qs + 4 * ib;
+			__m256i g = rows4(iq1s_grid[q[0] | (qh & 7) << 8],
+			                  iq1s_grid[q[1] | ((qh >> 3) & 7) << 8],
+			                  iq1s_grid[q[2] | ((qh >> 6) & 7) << 8],
+			                  iq1s_grid[q[3] | ((qh >> 9) & 7) << 8]);
+			put16_iq1(dst, _mm256_castsi256_si128(g), dl, delta, delta);
+			put16_iq1(dst + 16, _mm256_extracti128_si256(g, 1), dl, delta, delta);
+		}
+	}
+}
+
+/* iq1_m blocks to floats: as iq1_s with a scale per 16 values and a delta sign per 8;
+ * the fp16 super-block scale is spread over the top nibbles of the four scale words. */
+static void dequant_iq1_m(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_iq1_m)) {
+		prefetch_ahead(p, sizeof(struct block_iq1_m));
+		const uint8_t *qs = FIELD(p, block_iq1_m, qs);
+		const uint8_t *qh = FIELD(p, block_iq1_m, qh);
+		const uint8_t *scales = FIELD(p, block_iq1_m, scales);
+		unsigned sc[4];
+		for (int k = 0; k < 4; k++)
+			sc[k] = rd16(scales + 2 * k);
+		const unsigned short dbits = (unsigned short)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+		                                              ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+		const float d = _cvtsh_ss(dbits);
+		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
+			const int shift = 6 * (ib % 2);
+			const float dl0 = d * (float)(2 * ((sc[ib / 2] >> shift) & 7) + 1);
+			const float dl1 = d * (float)(2 * ((sc[ib / 2] >> (shift + 3)) & 7) + 1);
+			const uint8_t *q = qs + 4 * ib;
+			const unsigned h0 = qh[2 * ib], h1 = qh[2 * ib + 1];
+			__m256i g = rows4(iq1s_grid[q[0] | (h0 & 7) << 8],
+			                  iq1s_grid[q[1] | ((h0 >> 4) & 7) << 8],
+			                  iq1s_grid[q[2] | (h1 & 7) << 8],
+			                  iq1s_grid[q[3] | ((h1 >> 4) & 7) << 8]);
+			put16_iq1(dst, _mm256_castsi256_si128(g), dl0, iq1_delta(IQ1M_DELTA, h0 & 0x08),
+			          iq1_delta(IQ1M_DELTA, h0 & 0x80));
+			put16_iq1(dst + 16, _mm256_extracti128_si256(g, 1), dl1,
+			          iq1_delta(IQ1M_DELTA, h1 & 0x08), iq1_delta(IQ1M_DELTA, h1 & 0x80));
+		}
+	}
+}
+
 /* The plain 16-bit float types, one vector of floats per step, the tail one by one. */
 #if DQ_AVX512
 #define HALVES 16
@@ -501,6 +745,13 @@ const struct dequant_impl IMPLS[] = {
 	{ GGML_TYPE_Q4_K, dequant_q4_K },
 	{ GGML_TYPE_Q5_K, dequant_q5_K },
 	{ GGML_TYPE_Q6_K, dequant_q6_K },
+	{ GGML_TYPE_IQ2_XXS, dequant_iq2_xxs },
+	{ GGML_TYPE_IQ2_XS, dequant_iq2_xs },
+	{ GGML_TYPE_IQ2_S, dequant_iq2_s },
+	{ GGML_TYPE_IQ3_XXS, dequant_iq3_xxs },
+	{ GGML_TYPE_IQ3_S, dequant_iq3_s },
+	{ GGML_TYPE_IQ1_S, dequant_iq1_s },
+	{ GGML_TYPE_IQ1_M, dequant_iq1_m },
 	{ GGML_TYPE_IQ4_NL, dequant_iq4_nl },
 	{ GGML_TYPE_IQ4_XS, dequant_iq4_xs },
 	{ GGML_TYPE_MXFP4, dequant_mxfp4 },
