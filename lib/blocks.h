@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dequant.h"
 #include "gguf.h"
@@ -454,6 +455,23 @@ struct block_nvfp4 {
 	uint8_t qs[32];
 };
 _Static_assert(sizeof(struct block_nvfp4) == 36, "nvfp4 block size");
+
+/* Half a UE4M3 scale of nvfp4. 0x7f, the format's NaN, reads as 0 as in ggml (and 0xff,
+ * bit 7 being ignored, as the largest value); exp = 0 is subnormal, man * 2^-9. Built
+ * from bits: (8 + man) * 2^(exp - 11) is a normal float with biased exponent
+ * exp + 119 for every exp of 1..15, so every result is exact. */
+static inline float ue4m3_half(uint8_t x)
+{
+	if (x == 0 || x == 0x7f)
+		return 0.0f;
+	const uint32_t exp = (x >> 3) & 0xf, man = x & 7;
+	if (exp == 0)
+		return (float)man * 0x1p-10f;
+	const uint32_t bits = (exp + 119) << 23 | man << 20;
+	float f;
+	memcpy(&f, &bits, sizeof f);
+	return f;
+}
 
 /* q1_0: 18 bytes, 128 values, 1.125 bits a value.
  *
