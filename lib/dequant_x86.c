@@ -435,6 +435,77 @@ static void dequant_mxfp4(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
+/* nvfp4 blocks to floats: per 16 values, kv * ue4m3(d[s]) / 2 (blocks.h's ue4m3_half,
+ * exact); 8 bytes give values 0-7 in their low nibbles and 8-15 in their high ones. */
+static void dequant_nvfp4(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	const __m128i table = _mm_loadu_si128((const __m128i *)kvalues_fp4);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_nvfp4)) {
+		prefetch_ahead(p, sizeof(struct block_nvfp4));
+		const uint8_t *d = FIELD(p, block_nvfp4, d);
+		const uint8_t *qs = FIELD(p, block_nvfp4, qs);
+		for (int s = 0; s < 4; s++, dst += 16) {
+			__m128i x = _mm_loadl_epi64((const __m128i *)(qs + 8 * s));
+			__m128i idx = _mm_and_si128(_mm_unpacklo_epi64(x, _mm_srli_epi16(x, 4)),
+			                            _mm_set1_epi8(0x0f));
+			put16(dst, _mm_shuffle_epi8(table, idx), ue4m3_half(d[s]), 0, false);
+		}
+	}
+}
+
+/* dst[0..16) = bit j of bits ? d : -d: a choice, no arithmetic, as in the reference. */
+INLINE void put16_pm(float *dst, unsigned bits, float d)
+{
+#if DQ_AVX512
+	_mm512_storeu_ps(dst, _mm512_mask_blend_ps((__mmask16)bits, _mm512_set1_ps(-d),
+	                                           _mm512_set1_ps(d)));
+#else
+	const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+	for (int h = 0; h < 2; h++, bits >>= 8) {
+		__m256i set = _mm256_and_si256(_mm256_set1_epi32((int)(bits & 0xff)), lane_bit);
+		__m256 mask = _mm256_castsi256_ps(_mm256_cmpeq_epi32(set, lane_bit));
+		_mm256_storeu_ps(dst + 8 * h, _mm256_blendv_ps(_mm256_set1_ps(-d), _mm256_set1_ps(d),
+		                                               mask));
+	}
+#endif
+}
+
+/* q1_0 blocks to floats: one bit a value, d or -d. */
+static void dequant_q1_0(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q1_0)) {
+		prefetch_ahead(p, sizeof(struct block_q1_0));
+		const float d = half_f16c(FIELD(p, block_q1_0, d));
+		const uint8_t *qs = FIELD(p, block_q1_0, qs);
+		for (int j = 0; j < QK1_0 / 16; j++, dst += 16)
+			put16_pm(dst, rd16(qs + 2 * j), d);
+	}
+}
+
+/* q2_0 blocks to floats: (float)(q - 1) * d, four 2-bit q a byte, low bits first. Each
+ * byte is copied to four 32-bit lanes, which shift it by 0, 2, 4, 6. */
+static void dequant_q2_0(const void *src, float *dst, uint64_t nblocks)
+{
+	const uint8_t *p = src;
+	const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+	const __m256i three = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1);
+	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q2_0)) {
+		prefetch_ahead(p, sizeof(struct block_q2_0));
+		const __m256 d = _mm256_set1_ps(half_f16c(FIELD(p, block_q2_0, d)));
+		const uint8_t *qs = FIELD(p, block_q2_0, qs);
+		for (int k = 0; k < QK2_0 / 8; k++, dst += 8) {
+			__m256i b = _mm256_setr_epi32(qs[2 * k], qs[2 * k], qs[2 * k], qs[2 * k],
+			                              qs[2 * k + 1], qs[2 * k + 1], qs[2 * k + 1],
+			                              qs[2 * k + 1]);
+			__m256i q = _mm256_sub_epi32(_mm256_and_si256(_mm256_srlv_epi32(b, shifts), three),
+			                             one);
+			_mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+		}
+	}
+}
+
 /* ---- the lattice i-quants: grid rows, sign patterns, sub-block scales ----
  *
  * Every 8 values are one row of a fixed grid (8 magnitudes, or two rows of 4 for iq3)
@@ -755,5 +826,8 @@ const struct dequant_impl IMPLS[] = {
 	{ GGML_TYPE_IQ4_NL, dequant_iq4_nl },
 	{ GGML_TYPE_IQ4_XS, dequant_iq4_xs },
 	{ GGML_TYPE_MXFP4, dequant_mxfp4 },
+	{ GGML_TYPE_NVFP4, dequant_nvfp4 },
+	{ GGML_TYPE_Q1_0, dequant_q1_0 },
+	{ GGML_TYPE_Q2_0, dequant_q2_0 },
 	{ 0, NULL },
 };
