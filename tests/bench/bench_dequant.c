@@ -27,7 +27,8 @@
 /* The types issue 4 names, targets first, then the rest with a SIMD path. */
 static const char *const default_types[] = {
 	"q4_K", "q6_K", "q8_0", "q4_0", "bf16", "q5_K", "iq4_xs", "iq4_nl", "mxfp4", "f16",
-	"q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "f32",
+	"q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+	"iq1_s", "iq1_m", "nvfp4", "q1_0", "q2_0", "f32",
 };
 
 /* Through the mount: issue 4's types (the first two are the two readers). */
