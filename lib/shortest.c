@@ -177,12 +177,22 @@ static bool shortest_f32_fast(float f, char buf[SHORTEST_MAX], size_t *len)
 		return false;
 	double x = a;
 	/* the decimals that read back as a lie strictly between the halfway points to its
-	 * neighbours; one exactly on an end is a tie for strtof: left to the reference */
-	double lo = (x + (double)nextafterf(a, 0.0f)) / 2;
-	double hi = (x + (double)nextafterf(a, INFINITY)) / 2;
+	 * neighbours; one exactly on an end is a tie for strtof: left to the reference. a is
+	 * a normal float here, so its neighbours are the next bit patterns down and up. */
+	uint32_t bits;
+	memcpy(&bits, &a, sizeof bits);
+	const uint32_t nb[2] = { bits - 1, bits + 1 };
+	float below, above;
+	memcpy(&below, &nb[0], sizeof below);
+	memcpy(&above, &nb[1], sizeof above);
+	double lo = (x + (double)below) / 2;
+	double hi = (x + (double)above) / 2;
 
-	/* the decimal exponent, settled exactly: log10 may be one off next to a power */
-	int exp10 = (int)floor(log10(x));
+	/* the decimal exponent from the binary one (no log10: this runs for every score of
+	 * a vocabulary at mount): a = 1.f * 2^e2 puts it at floor(e2 log10 2) or one more,
+	 * settled below, exactly */
+	const int e2 = (int)(bits >> 23) - 127;
+	int exp10 = (int)floor(e2 * 0.30102999566398120);
 	double m = scale10(x, -exp10);
 	if (m < 1 - EPS)
 		exp10--;

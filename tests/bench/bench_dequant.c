@@ -31,9 +31,11 @@ static const char *const default_types[] = {
 	"iq1_s", "iq1_m", "nvfp4", "q1_0", "q2_0", "f32",
 };
 
-/* Through the mount: issue 4's types (the first two are the two readers). */
+/* Through the mount: issue 4's types (the first two are the two readers), then two of
+ * the lattice i-quants that the largest models are shipped in. */
 static const char *const mount_types[] = {
 	"q4_K", "q8_0", "q6_K", "q5_K", "q4_0", "iq4_xs", "iq4_nl", "mxfp4", "bf16", "f16",
+	"iq2_xxs", "iq1_s",
 };
 
 /* Types whose SIMD path must beat the scalar one 3 times over (issue 4). */
