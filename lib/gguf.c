@@ -448,13 +448,17 @@ const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key)
 	return NULL;
 }
 
-/* Walks count elements of elem_type at *p; the value was validated, so the only bound
- * needed is the recursion depth that validation already capped. */
-static bool walk_elems(const uint8_t **p, uint32_t elem_type, uint64_t count,
-                       const struct gguf_walk *w)
+/* Walks elements first .. count - 1 of elem_type at *p (*p at element first); the
+ * value was validated, so the only bound needed is the recursion depth that validation
+ * already capped. top: these are the elements of the value itself, announced to
+ * w->element. */
+static bool walk_elems(const uint8_t **p, uint32_t elem_type, uint64_t first, uint64_t count,
+                       bool top, const struct gguf_walk *w)
 {
 	size_t esize = vtype_sizes[elem_type];
-	for (uint64_t i = 0; i < count; i++) {
+	for (uint64_t i = first; i < count; i++) {
+		if (top && w->element && !w->element(w->ctx, i, *p))
+			return false;
 		if (esize) {
 			if (w->scalar && !w->scalar(w->ctx, elem_type, *p))
 				return false;
@@ -470,7 +474,7 @@ static bool walk_elems(const uint8_t **p, uint32_t elem_type, uint64_t count,
 			*p += 12;
 			if (w->array_begin && !w->array_begin(w->ctx, inner, n))
 				return false;
-			if (!walk_elems(p, inner, n, w))
+			if (!walk_elems(p, inner, 0, n, false, w))
 				return false;
 			if (w->array_end && !w->array_end(w->ctx))
 				return false;
@@ -483,6 +487,15 @@ bool gguf_value_walk(const struct gguf_value *v, const struct gguf_walk *w)
 {
 	const uint8_t *p = v->data;
 	if (v->type == GGUF_TYPE_ARRAY)
-		return walk_elems(&p, v->elem_type, v->count, w);
-	return walk_elems(&p, v->type, 1, w);
+		return walk_elems(&p, v->elem_type, 0, v->count, true, w);
+	return walk_elems(&p, v->type, 0, 1, false, w);
+}
+
+bool gguf_value_walk_from(const struct gguf_value *v, const struct gguf_walk *w,
+                          uint64_t elem, uint64_t byte)
+{
+	if (v->type != GGUF_TYPE_ARRAY || elem > v->count || byte > v->size)
+		return false;
+	const uint8_t *p = v->data + byte;
+	return walk_elems(&p, v->elem_type, elem, v->count, true, w);
 }

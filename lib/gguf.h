@@ -100,16 +100,25 @@ const char *gguf_quote(const struct gguf_str *s, char buf[80]);
 const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
 
 /* Walking a validated value. The callbacks see each scalar or string in order; arrays
- * nested in arrays are announced by begin/end. Any callback may be NULL. Returns early,
- * with false, as soon as a callback returns false. */
+ * nested in arrays are announced by begin/end, and each element of an array value
+ * itself (not of the arrays nested in it) by element first, with its index and where
+ * its bytes start. Any callback may be NULL. Returns early, with false, as soon as a
+ * callback returns false. */
 struct gguf_walk {
 	bool (*scalar)(void *ctx, uint32_t type, const uint8_t *bytes);
 	bool (*string)(void *ctx, const char *s, uint64_t len);
 	bool (*array_begin)(void *ctx, uint32_t elem_type, uint64_t count);
 	bool (*array_end)(void *ctx);
+	bool (*element)(void *ctx, uint64_t index, const uint8_t *at);
 	void *ctx;
 };
 bool gguf_value_walk(const struct gguf_value *v, const struct gguf_walk *w);
+
+/* The walk of an array value from its element elem on, that element starting at
+ * v->data + byte (as element reported them). False, walking nothing, when elem is past
+ * the end or v is not an array. */
+bool gguf_value_walk_from(const struct gguf_value *v, const struct gguf_walk *w,
+                          uint64_t elem, uint64_t byte);
 
 /* Reads little-endian scalars from an unaligned pointer into the image. */
 static inline uint64_t gguf_le64(const uint8_t *p)

@@ -122,7 +122,7 @@ static int parse_and_check(const uint8_t *img, uint64_t size, const char *what)
 		return -1;
 	}
 	uint64_t sum = 0;
-	struct gguf_walk w = { touch_scalar, touch_string, NULL, NULL, &sum };
+	struct gguf_walk w = { .scalar = touch_scalar, .string = touch_string, .ctx = &sum };
 	for (uint64_t i = 0; i < f.n_kv; i++)
 		assert_true(gguf_value_walk(&f.kv[i].value, &w));
 	assert_true(f.data_offset <= size);

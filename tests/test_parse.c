@@ -173,7 +173,8 @@ static const char *walk_text(const struct gguf_file *f, const char *key, struct 
 		fail_msg("no key '%s'", key);
 	int stop = r->stop_after;
 	*r = (struct rec){ .stop_after = stop };
-	struct gguf_walk w = { rec_scalar, rec_string, rec_begin, rec_end, r };
+	struct gguf_walk w = { .scalar = rec_scalar, .string = rec_string, .array_begin = rec_begin,
+	                       .array_end = rec_end, .ctx = r };
 	bool done = gguf_value_walk(&kv->value, &w);
 	assert_int_equal(done, stop == 0 || r->events < stop);
 	return r->buf;

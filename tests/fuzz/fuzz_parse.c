@@ -218,7 +218,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (v->data < data || v->size > size || v->data + v->size > data + size)
 			broken("a value outside the image");
 		int depth = 1;
-		struct gguf_walk w = { on_scalar, on_string, on_begin, on_end, &depth };
+		struct gguf_walk w = { .scalar = on_scalar, .string = on_string, .array_begin = on_begin,
+		                       .array_end = on_end, .ctx = &depth };
 		if (!gguf_value_walk(v, &w) || depth != 1)
 			broken("walk failed");
 	}
