@@ -1,4 +1,5 @@
 #include "render_json.h"
+#include "render_mark.h"
 #include "render_value.h"
 
 #include <inttypes.h>
@@ -109,15 +110,19 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-static void render_kv(struct sink *s, const struct gguf_kv *kv)
+/* kv number i, from its start, or from a mark inside its value. */
+static void render_kv(struct sink *s, const struct gguf_kv *kv, uint64_t i,
+                      const struct render_mark *from)
 {
-	char type[RENDER_TYPE_MAX];
-	size_t tn = render_value_type(&kv->value, type);
-	render_json_string(s, kv->key.ptr, kv->key.len);
-	sink_puts(s, ": {\"type\": \"");
-	sink_put(s, type, tn);   /* letters, digits and brackets only */
-	sink_puts(s, "\", \"value\": ");
-	render_value_json(s, &kv->value);
+	if (!from) {
+		char type[RENDER_TYPE_MAX];
+		size_t tn = render_value_type(&kv->value, type);
+		render_json_string(s, kv->key.ptr, kv->key.len);
+		sink_puts(s, ": {\"type\": \"");
+		sink_put(s, type, tn);   /* letters, digits and brackets only */
+		sink_puts(s, "\", \"value\": ");
+	}
+	render_value_json_from(s, &kv->value, i, from);
 	sink_putc(s, '}');
 }
 
@@ -148,28 +153,56 @@ static void render_tensor(struct sink *s, const struct ggufs_model *m, uint64_t 
 
 void render_json(struct sink *s, const struct ggufs_model *m)
 {
+	render_json_from(s, m, NULL);
+}
+
+/* A mark between two kvs or tensors, when one is due. */
+static void mark_boundary(struct sink *s, uint64_t kv, uint64_t tensor)
+{
+	if (render_mark_due(s))
+		render_mark_add(s, (struct render_mark){ .kv = kv, .tensor = tensor,
+		                                         .elem = RENDER_MARK_NO_ELEM });
+}
+
+void render_json_from(struct sink *s, const struct ggufs_model *m,
+                      const struct render_mark *from)
+{
 	const struct gguf_file *f = m->meta;
-	sink_puts(s, "{\"file\": ");
-	put_cstr_json(s, m->file_name);
-	sink_puts(s, ", \"version\": ");
-	put_u64(s, f->version);
-	sink_puts(s, ", \"alignment\": ");
-	put_u64(s, f->alignment);
-	sink_puts(s, ", \"data_offset\": ");
-	put_u64(s, f->data_offset);
-	sink_puts(s, ",\n \"metadata\": {");
-	for (uint64_t i = 0; i < f->n_kv; i++) {
-		if (sink_done(s))
-			return;
-		sink_puts(s, i ? ",\n  " : "\n  ");
-		render_kv(s, &f->kv[i]);
+	uint64_t i = 0, j = 0;
+	if (!from) {
+		sink_puts(s, "{\"file\": ");
+		put_cstr_json(s, m->file_name);
+		sink_puts(s, ", \"version\": ");
+		put_u64(s, f->version);
+		sink_puts(s, ", \"alignment\": ");
+		put_u64(s, f->alignment);
+		sink_puts(s, ", \"data_offset\": ");
+		put_u64(s, f->data_offset);
+		sink_puts(s, ",\n \"metadata\": {");
+	} else if (from->kv < f->n_kv) {
+		i = from->kv;
+		if (from->elem != RENDER_MARK_NO_ELEM)   /* inside kv i's value */
+			render_kv(s, &f->kv[i++], from->kv, from);
+	} else {
+		i = f->n_kv;
+		j = from->tensor;
 	}
-	sink_puts(s, f->n_kv ? "\n },\n \"tensors\": [" : "},\n \"tensors\": [");
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
+	if (!from || from->kv < f->n_kv) {
+		for (; i < f->n_kv; i++) {
+			if (sink_done(s))
+				return;
+			mark_boundary(s, i, 0);
+			sink_puts(s, i ? ",\n  " : "\n  ");
+			render_kv(s, &f->kv[i], i, NULL);
+		}
+		sink_puts(s, f->n_kv ? "\n },\n \"tensors\": [" : "},\n \"tensors\": [");
+	}
+	for (; j < m->n_tensors; j++) {
 		if (sink_done(s))
 			return;
-		sink_puts(s, i ? ",\n  " : "\n  ");
-		render_tensor(s, m, i);
+		mark_boundary(s, f->n_kv, j);
+		sink_puts(s, j ? ",\n  " : "\n  ");
+		render_tensor(s, m, j);
 	}
 	sink_puts(s, m->n_tensors ? "\n ]}\n" : "]}\n");
 }

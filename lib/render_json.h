@@ -20,4 +20,10 @@ void render_json_string(struct sink *s, const char *p, uint64_t len);
  * so a read near the start costs little whatever the model's size. */
 void render_json(struct sink *s, const struct ggufs_model *m);
 
+/* render_json from a mark that a sizing pass of the same model recorded (the sink's pos
+ * already set to the mark's): the rest of the document after it. NULL: all of it. */
+struct render_mark;
+void render_json_from(struct sink *s, const struct ggufs_model *m,
+                      const struct render_mark *from);
+
 #endif

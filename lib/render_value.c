@@ -1,4 +1,5 @@
 #include "render_value.h"
+#include "render_mark.h"
 #include "render_json.h"
 #include "shortest.h"
 
@@ -113,6 +114,8 @@ struct vwalk {
 	bool top_array;    /* v itself is an array */
 	uint32_t depth;
 	bool first[GGUF_MAX_ARRAY_DEPTH + 2];   /* no element yet at this depth */
+	const uint8_t *data;   /* v's data, which marks count their bytes from */
+	uint64_t kv;           /* the kv that marks name */
 };
 
 /* Separator before a JSON array element at the current depth. */
@@ -199,31 +202,60 @@ static bool vw_array_end(void *ctx)
 	return !sink_done(w->s);
 }
 
-static void walk_value(struct sink *s, const struct gguf_value *v, bool lines)
+/* Before each top-level element: a mark, when the sink records them and one is due. */
+static bool vw_element(void *ctx, uint64_t index, const uint8_t *at)
 {
-	struct vwalk w = { .s = s, .lines = lines, .top_array = v->type == GGUF_TYPE_ARRAY };
-	w.first[0] = true;
+	struct vwalk *w = ctx;
+	if (render_mark_due(w->s))
+		render_mark_add(w->s, (struct render_mark){ .kv = w->kv, .elem = index,
+		                                            .byte = (uint64_t)(at - w->data) });
+	return true;
+}
+
+/* Walks v into s, from the start or from the element that from names. */
+static void walk_value(struct sink *s, const struct gguf_value *v, bool lines, uint64_t kv,
+                       const struct render_mark *from)
+{
+	struct vwalk w = { .s = s, .lines = lines, .top_array = v->type == GGUF_TYPE_ARRAY,
+	                   .data = v->data, .kv = kv };
+	w.first[0] = !from || from->elem == 0;
 	struct gguf_walk cb = {
 		.scalar = vw_scalar,
 		.string = vw_string,
 		.array_begin = vw_array_begin,
 		.array_end = vw_array_end,
+		.element = s->marks ? vw_element : NULL,
 		.ctx = &w,
 	};
-	gguf_value_walk(v, &cb);
+	if (from)
+		gguf_value_walk_from(v, &cb, from->elem, from->byte);
+	else
+		gguf_value_walk(v, &cb);
 }
 
 void render_value(struct sink *s, const struct gguf_value *v)
 {
-	walk_value(s, v, true);
+	walk_value(s, v, true, 0, NULL);
+}
+
+void render_value_from(struct sink *s, const struct gguf_value *v,
+                       const struct render_mark *from)
+{
+	walk_value(s, v, true, 0, from);
 }
 
 void render_value_json(struct sink *s, const struct gguf_value *v)
 {
+	render_value_json_from(s, v, 0, NULL);
+}
+
+void render_value_json_from(struct sink *s, const struct gguf_value *v, uint64_t kv,
+                            const struct render_mark *from)
+{
 	bool arr = v->type == GGUF_TYPE_ARRAY;
-	if (arr)
+	if (arr && !from)
 		sink_putc(s, '[');
-	walk_value(s, v, false);
+	walk_value(s, v, false, kv, from);
 	if (arr)
 		sink_putc(s, ']');
 }

@@ -40,10 +40,21 @@ void render_escaped(struct sink *s, const char *p, uint64_t len);
  * early once the sink's window is full. */
 void render_value(struct sink *s, const struct gguf_value *v);
 
+/* render_value from a mark that a sizing pass of the same value recorded (the sink's
+ * pos already set to the mark's): the rest of the content after it. */
+struct render_mark;
+void render_value_from(struct sink *s, const struct gguf_value *v,
+                       const struct render_mark *from);
+
 /* v as a JSON value: numbers, true/false, strings (invalid UTF-8 as U+FFFD), arrays
  * complete. Non-finite floats become the strings "nan", "inf", "-inf", since JSON has
  * no such numbers. Stops early once the sink's window is full. */
 void render_value_json(struct sink *s, const struct gguf_value *v);
+
+/* render_value_json for the value of kv number kv of gguf.json, from the start (from
+ * NULL) or from a mark inside it; marks it records name kv. */
+void render_value_json_from(struct sink *s, const struct gguf_value *v, uint64_t kv,
+                            const struct render_mark *from);
 
 /* The user.gguf.type string: "uint32", "string", "array[string]", and for arrays of
  * arrays the element type of the first inner array, nested: "array[array[uint8]]".

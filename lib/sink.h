@@ -8,11 +8,16 @@
 #include <stdint.h>
 #include <string.h>
 
+struct render_marks;
+
 struct sink {
 	char *buf;      /* receives bytes [off, off + len) of the stream; NULL to count */
 	uint64_t off;
 	uint64_t len;
-	uint64_t pos;   /* bytes emitted so far */
+	uint64_t pos;   /* bytes emitted so far (or, started at a mark, as if emitted) */
+	struct render_marks *marks;   /* where renderers record restart points, or NULL
+	                               * (render_mark.h) */
+	uint64_t next_mark;           /* the pos from which the next one is due */
 };
 
 static inline struct sink sink_counter(void)

@@ -10,6 +10,7 @@
 #include "hash.h"
 #include "names.h"
 #include "render_json.h"
+#include "render_mark.h"
 #include "render_npy.h"
 #include "render_summary.h"
 #include "render_value.h"
@@ -25,6 +26,8 @@ struct tree {
 	uint64_t *slots;             /* lookup hash: ino, 0 = empty */
 	uint64_t slot_mask;
 	uint32_t *npy_header_len;    /* per tensor, 0 without .npy */
+	struct render_marks *marks;  /* per ino below TREE_FIRST_META + n_kv: restart points
+	                              * of gguf.json and metadata/KEY (render_mark.h) */
 };
 
 static const char *const fixed_names[] = {
@@ -51,17 +54,22 @@ static void slot_add(struct tree *t, const struct tree_node *n)
 	t->slots[i] = n->ino;
 }
 
-/* Emits the whole content of a rendered file (metadata/KEY, gguf.json, summary.txt)
- * into s, which keeps the window it was asked for. */
-static void render(const struct tree *t, const struct tree_node *n, struct sink *s)
+/* Emits the content of a rendered file (metadata/KEY, gguf.json, summary.txt) into s,
+ * which keeps the window it was asked for: all of it, or what follows the mark from
+ * (s->pos set to the mark's). */
+static void render(const struct tree *t, const struct tree_node *n, struct sink *s,
+                   const struct render_mark *from)
 {
 	const struct ggufs_model *m = t->m;
 	switch (n->kind) {
 	case TREE_META:
-		render_value(s, &m->meta->kv[n->index].value);
+		if (from)
+			render_value_from(s, &m->meta->kv[n->index].value, from);
+		else
+			render_value(s, &m->meta->kv[n->index].value);
 		break;
 	case TREE_JSON:
-		render_json(s, m);
+		render_json_from(s, m, from);
 		break;
 	case TREE_SUMMARY:
 		render_summary(s, m);
@@ -71,11 +79,28 @@ static void render(const struct tree *t, const struct tree_node *n, struct sink 
 	}
 }
 
-/* Runs a renderer into a counting sink: the exact size of the file it renders. */
+/* The marks of n, when its renderer can start again from one (gguf.json and
+ * metadata/KEY; summary.txt is small and cannot), else NULL. */
+static struct render_marks *marks_of(const struct tree *t, const struct tree_node *n)
+{
+	return n->kind == TREE_JSON || n->kind == TREE_META ? &t->marks[n->ino] : NULL;
+}
+
+uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n)
+{
+	const struct render_marks *ms = marks_of(t, n);
+	return ms ? ms->n : 0;
+}
+
+/* Runs a renderer into a counting sink: the exact size of the file it renders. Its
+ * marks are kept for the reads. */
 static uint64_t rendered_size(const struct tree *t, const struct tree_node *n)
 {
 	struct sink s = sink_counter();
-	render(t, n, &s);
+	struct render_marks *ms = marks_of(t, n);
+	if (ms)
+		render_marks_record(&s, ms);
+	render(t, n, &s, NULL);
 	return s.pos;
 }
 
@@ -122,7 +147,9 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 		cap <<= 1;
 	t->slots = calloc(cap, sizeof *t->slots);
 	t->slot_mask = cap - 1;
-	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots)
+	t->marks = calloc(TREE_FIRST_META + n_kv, sizeof *t->marks);
+	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots ||
+	    !t->marks)
 		goto oom;
 
 	for (uint64_t ino = TREE_ROOT_INO; ino <= 5; ino++) {
@@ -192,6 +219,10 @@ void tree_free(struct tree *t)
 	free(t->tensor_children);
 	free(t->npy_header_len);
 	free(t->slots);
+	if (t->marks)
+		for (uint64_t ino = 0; ino < TREE_FIRST_META + t->m->meta->n_kv; ino++)
+			render_marks_free(&t->marks[ino]);
+	free(t->marks);
 	free(t);
 }
 
@@ -360,8 +391,12 @@ static int64_t guarded_read(const struct tree *t, const struct tree_node *n, cha
 	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
 		read_tensor(t, n, buf, len, off);
 	} else {
+		/* start at the last mark before off */
+		const struct render_mark *from = render_mark_find(marks_of(t, n), off);
 		struct sink s = sink_window(buf, off, len);
-		render(t, n, &s);
+		if (from)
+			s.pos = from->pos;
+		render(t, n, &s, from);
 	}
 	guard_disarm();
 	return (int64_t)len;

@@ -66,6 +66,10 @@ mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off);
 
+/* How many marks reads of n can start from (render_mark.h): 0 for small and
+ * non-rendered files. For tests. */
+uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
+
 /* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
  * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
  * in the file as it is now (fewer when it shrank). False for any node not TREE_RAW. */

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "gguf_writer.h"
 #include "guard.h"
 #include "names.h"
 #include "tree.h"
@@ -242,6 +244,127 @@ static void test_slices(void **state)
 	free(rows);
 }
 
+/* A model whose gguf.json and metadata files are megabytes long: strings that need
+ * escaping (quotes, control bytes, invalid UTF-8), floats of every kind, an array of
+ * arrays, and 3000 tensors. Written to path. */
+static void write_big_metadata_model(const char *path)
+{
+	enum { TOKENS = 60000, NESTED = 60000, TENSORS = 3000 };
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, TENSORS, 4);
+	gw_kv_str(&w, "general.name", "resume \"test\"");
+	gw_key(&w, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY);
+	gw_array(&w, GGUF_TYPE_STRING, TOKENS);
+	for (int i = 0; i < TOKENS; i++) {
+		char tok[64];
+		int n = snprintf(tok, sizeof tok, "tok%d", i);
+		if (i % 7 == 0)
+			n += snprintf(tok + n, sizeof tok - (size_t)n, "\"q\\b\n");
+		if (i % 11 == 0) {
+			tok[n++] = (char)0xff;   /* invalid UTF-8 */
+			tok[n++] = (char)0xe2;
+		}
+		if (i % 13 == 0)
+			tok[n++] = 0x01;
+		gw_strn(&w, tok, (uint64_t)n);
+	}
+	gw_key(&w, "tokenizer.ggml.scores", GGUF_TYPE_ARRAY);
+	gw_array(&w, GGUF_TYPE_FLOAT32, TOKENS);
+	static const float odd[] = { 0.0f, -0.0f, 1e-45f, 3.4e38f, 1e30f, 0.1f };
+	for (int i = 0; i < TOKENS; i++) {
+		float v = -(float)i / 7.0f;
+		if (i % 1000 == 1)
+			v = i % 3 ? INFINITY : -INFINITY;
+		else if (i % 1000 == 2)
+			v = NAN;
+		else if (i % 97 == 3)
+			v = odd[(i / 97) % 6];
+		gw_f32(&w, v);
+	}
+	gw_key(&w, "nested", GGUF_TYPE_ARRAY);
+	gw_array(&w, GGUF_TYPE_ARRAY, NESTED);
+	for (int i = 0; i < NESTED; i++) {
+		gw_array(&w, GGUF_TYPE_UINT32, (uint64_t)(i % 4));
+		for (int k = 0; k < i % 4; k++)
+			gw_u32(&w, (uint32_t)(i * 4 + k));
+	}
+	for (int i = 0; i < TENSORS; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "blk.%d.attn_q.weight", i);
+		uint64_t ne[1] = { 4 };
+		gw_tensor(&w, name, 1, ne, 0 /* f32 */, (uint64_t)i * 32);
+	}
+	gw_align(&w, 32);
+	gw_fill(&w, 0, (size_t)TENSORS * 32);
+	size_t len;
+	uint8_t *img = gw_take(&w, &len);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(img, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+	free(img);
+}
+
+/* Reads of gguf.json and metadata/KEY that start at the marks the sizing pass left:
+ * every window, and the whole file read through in chunks of several sizes, is the
+ * same bytes as the file rendered from its first byte. */
+static void test_resume(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ggufs-resume-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_big_metadata_model(path);
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = model_open(path, err);
+	if (!m)
+		print_error("%s\n", err);
+	assert_non_null(m);
+	struct tree *t = tree_build(m, err);
+	assert_non_null(t);
+
+	const struct tree_node *files[] = {
+		tree_lookup(t, TREE_ROOT_INO, "gguf.json"),
+		tree_lookup(t, 2, "tokenizer.ggml.tokens"),
+		tree_lookup(t, 2, "tokenizer.ggml.scores"),
+		tree_lookup(t, 2, "nested"),
+	};
+	srand(777);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		const struct tree_node *n = files[i];
+		assert_non_null(n);
+		/* from byte 0 nothing is skipped: no mark sits at 0 */
+		char *full = read_all(t, n);
+		assert_true(n->size > 2 * 256 * 1024);
+		assert_true(tree_render_marks(t, n) >= n->size / (256 * 1024) - 1);
+
+		char *buf = malloc(n->size + 1);
+		static const uint64_t chunks[] = { 1 << 20, 131072 + 1, 4096, 262144 };
+		for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+			memset(buf, 0x55, n->size);
+			for (uint64_t off = 0; off < n->size; off += chunks[c]) {
+				uint64_t want = n->size - off < chunks[c] ? n->size - off : chunks[c];
+				assert_int_equal(tree_read(t, n, buf + off, chunks[c], off), want);
+			}
+			assert_memory_equal(buf, full, n->size);
+		}
+		for (int k = 0; k < 300; k++) {
+			uint64_t off = (uint64_t)rand() % n->size;
+			uint64_t len = 1 + (uint64_t)rand() % (k % 2 ? 300 : 3 << 20);
+			uint64_t want = n->size - off < len ? n->size - off : len;
+			assert_int_equal(tree_read(t, n, buf, len, off), want);
+			assert_memory_equal(buf, full + off, want);
+		}
+		free(buf);
+		free(full);
+	}
+	tree_free(t);
+	model_close(m);
+	unlink(path);
+}
+
 /* A model file that shrinks under the tree: reads of bytes that are gone fail with
  * EIO, everything else still reads. */
 static void test_shrink(void **state)
@@ -348,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_slices),
 	};
 	const struct CMUnitTest shrink[] = {
+		cmocka_unit_test(test_resume),
 		cmocka_unit_test(test_shrink),
 		cmocka_unit_test(test_guard),
 	};
