@@ -116,6 +116,26 @@ static void read_at(const struct tree *t, const struct tree_node *n, uint64_t of
 		sink ^= (uint8_t)(buf[0] ^ buf[got - 1]);
 }
 
+/* A rendered file up to WHOLE_MAX bytes is also read whole from byte 0, where no mark
+ * applies, and every window of it read at the marks (this build records one every
+ * RENDER_MARK_STRIDE = 512 bytes, see meson.build) must be the same bytes. */
+#define WHOLE_MAX (256u << 10)
+
+static void check_windows(const struct tree *t, const struct tree_node *n)
+{
+	static char whole[WHOLE_MAX], part[1500];
+	if (n->size > WHOLE_MAX || n->kind == TREE_RAW || n->kind == TREE_F32 ||
+	    n->kind == TREE_NPY)
+		return;
+	if (tree_read(t, n, whole, n->size, 0) != (int64_t)n->size)
+		broken("a rendered file read whole is short");
+	for (uint64_t off = 0; off < n->size; off += 997) {
+		uint64_t len = n->size - off < sizeof part ? n->size - off : sizeof part;
+		if (tree_read(t, n, part, len, off) != (int64_t)len || memcmp(part, whole + off, len))
+			broken("a window of a rendered file differs from the whole");
+	}
+}
+
 static void check_file(const struct tree *t, const struct tree_node *n)
 {
 	char buf[512];
@@ -124,6 +144,7 @@ static void check_file(const struct tree *t, const struct tree_node *n)
 	read_at(t, n, n->size > 4096 ? n->size - 4096 : 0, 4096);
 	read_at(t, n, n->size ? n->size - 1 : 0, 4096);
 	read_at(t, n, n->size, 1);
+	check_windows(t, n);
 	int64_t len = tree_listxattr(t, n, NULL, 0);
 	if (len < 0 || (uint64_t)len > sizeof buf)
 		return;
