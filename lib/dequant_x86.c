@@ -540,6 +540,24 @@ INLINE uint32_t signs4(uint8_t s0, uint8_t s1, uint8_t s2, uint8_t s3)
 	return (uint32_t)s0 | (uint32_t)s1 << 8 | (uint32_t)s2 << 16 | (uint32_t)s3 << 24;
 }
 
+/* The signs of a 32-value sub-block given as four 7-bit ksigns_iq2xs indices in the
+ * low 28 bits of aux (iq2_xxs, iq3_xxs). */
+INLINE uint32_t ksigns4(uint32_t aux)
+{
+	return signs4(ksigns_iq2xs[aux & 127], ksigns_iq2xs[(aux >> 7) & 127],
+	              ksigns_iq2xs[(aux >> 14) & 127], ksigns_iq2xs[(aux >> 21) & 127]);
+}
+
+/* put32 of g with a 4-bit scale per 16 values, as iq2_xs and iq2_s store them in one
+ * byte: d * (0.5 + nibble) * 0.25, low nibble first. */
+INLINE void put32_iq2_scales(float *dst, __m256i g, float d, uint8_t scales)
+{
+	put16(dst, _mm256_castsi256_si128(g), d * (0.5f + (float)(scales & 0xf)) * 0.25f, 0,
+	      false);
+	put16(dst + 16, _mm256_extracti128_si256(g, 1), d * (0.5f + (float)(scales >> 4)) * 0.25f,
+	      0, false);
+}
+
 /* iq2_xxs blocks to floats: d * (0.5 + s) * 0.25 * g * sign. */
 static void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
 {
@@ -554,10 +572,7 @@ static void dequant_iq2_xxs(const void *src, float *dst, uint64_t nblocks)
 			const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
 			__m256i g = rows4(iq2xxs_grid[q[0]], iq2xxs_grid[q[1]], iq2xxs_grid[q[2]],
 			                  iq2xxs_grid[q[3]]);
-			uint32_t sg = signs4(ksigns_iq2xs[aux & 127], ksigns_iq2xs[(aux >> 7) & 127],
-			                     ksigns_iq2xs[(aux >> 14) & 127],
-			                     ksigns_iq2xs[(aux >> 21) & 127]);
-			put32(dst, apply_signs(g, sg), db, 0, false);
+			put32(dst, apply_signs(g, ksigns4(aux)), db, 0, false);
 		}
 	}
 }
@@ -579,11 +594,7 @@ static void dequant_iq2_xs(const void *src, float *dst, uint64_t nblocks)
 			                  iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511]);
 			uint32_t sg = signs4(ksigns_iq2xs[q[0] >> 9], ksigns_iq2xs[q[1] >> 9],
 			                     ksigns_iq2xs[q[2] >> 9], ksigns_iq2xs[q[3] >> 9]);
-			g = apply_signs(g, sg);
-			put16(dst, _mm256_castsi256_si128(g),
-			      d * (0.5f + (float)(scales[ib] & 0xf)) * 0.25f, 0, false);
-			put16(dst + 16, _mm256_extracti128_si256(g, 1),
-			      d * (0.5f + (float)(scales[ib] >> 4)) * 0.25f, 0, false);
+			put32_iq2_scales(dst, apply_signs(g, sg), d, scales[ib]);
 		}
 	}
 }
@@ -605,11 +616,7 @@ static void dequant_iq2_s(const void *src, float *dst, uint64_t nblocks)
 				idx[l] = qs[4 * ib + l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
 			__m256i g = rows4(iq2s_grid[idx[0]], iq2s_grid[idx[1]], iq2s_grid[idx[2]],
 			                  iq2s_grid[idx[3]]);
-			g = apply_signs(g, rd32(signs + 4 * ib));
-			put16(dst, _mm256_castsi256_si128(g),
-			      d * (0.5f + (float)(scales[ib] & 0xf)) * 0.25f, 0, false);
-			put16(dst + 16, _mm256_extracti128_si256(g, 1),
-			      d * (0.5f + (float)(scales[ib] >> 4)) * 0.25f, 0, false);
+			put32_iq2_scales(dst, apply_signs(g, rd32(signs + 4 * ib)), d, scales[ib]);
 		}
 	}
 }
@@ -627,10 +634,7 @@ static void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
 			const uint32_t aux = rd32(qs + QK_K / 4 + 4 * ib);
 			const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
 			const int idx[8] = { q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7] };
-			uint32_t sg = signs4(ksigns_iq2xs[aux & 127], ksigns_iq2xs[(aux >> 7) & 127],
-			                     ksigns_iq2xs[(aux >> 14) & 127],
-			                     ksigns_iq2xs[(aux >> 21) & 127]);
-			put32(dst, apply_signs(rows8_iq3(iq3xxs_grid, idx), sg), db, 0, false);
+			put32(dst, apply_signs(rows8_iq3(iq3xxs_grid, idx), ksigns4(aux)), db, 0, false);
 		}
 	}
 }
