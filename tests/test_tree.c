@@ -317,13 +317,9 @@ static void test_resume(void **state)
 	assert_true(fd >= 0);
 	close(fd);
 	write_big_metadata_model(path);
-	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = model_open(path, err);
-	if (!m)
-		print_error("%s\n", err);
-	assert_non_null(m);
-	struct tree *t = tree_build(m, err);
-	assert_non_null(t);
+	void *fx = NULL;
+	assert_int_equal(open_model(&fx, path), 0);
+	const struct tree *t = ((struct fixture *)fx)->t;
 
 	const struct tree_node *files[] = {
 		tree_lookup(t, TREE_ROOT_INO, "gguf.json"),
@@ -360,8 +356,7 @@ static void test_resume(void **state)
 		free(buf);
 		free(full);
 	}
-	tree_free(t);
-	model_close(m);
+	teardown(&fx);
 	unlink(path);
 }
 

@@ -280,6 +280,23 @@ static double rss_anon_mb(pid_t pid)
 
 /* ---- reading ---- */
 
+/* Reads fd to its end, BENCH_CHUNK bytes at a time, into buf: the bytes read, or 0
+ * after a read error. */
+static uint64_t read_through(int fd, void *buf)
+{
+	uint64_t total = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf, BENCH_CHUNK);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return 0;
+		if (r == 0)
+			return total;
+		total += (uint64_t)r;
+	}
+}
+
 /* GB/s of reading the whole file at path 1 MiB at a time; cold drops the mounted file's
  * page cache first. -1 on an error. */
 static double read_rate(const char *path, bool cold)
@@ -292,24 +309,15 @@ static double read_rate(const char *path, bool cold)
 	if (cold)
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	void *buf;
-	if (posix_memalign(&buf, 4096, BENCH_CHUNK) != 0)
+	if (posix_memalign(&buf, 4096, BENCH_CHUNK) != 0) {
+		close(fd);
 		return -1;
-	uint64_t total = 0;
-	double t0 = bench_now();
-	for (;;) {
-		ssize_t r = read(fd, buf, BENCH_CHUNK);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			perror(path);
-			total = 0;
-			break;
-		}
-		if (r == 0)
-			break;
-		total += (uint64_t)r;
 	}
+	double t0 = bench_now();
+	uint64_t total = read_through(fd, buf);
 	double dt = bench_now() - t0;
+	if (!total)
+		perror(path);
 	free(buf);
 	close(fd);
 	return total ? total / dt / 1e9 : -1;
@@ -347,10 +355,7 @@ static void *reader_thread(void *arg)
 	if (posix_memalign(&buf, 4096, BENCH_CHUNK) != 0)
 		buf = NULL;
 	pthread_barrier_wait(r->start);
-	ssize_t got;
-	while (buf && ((got = read(r->fd, buf, BENCH_CHUNK)) > 0 || (got < 0 && errno == EINTR)))
-		if (got > 0)
-			r->bytes += (uint64_t)got;
+	r->bytes = buf ? read_through(r->fd, buf) : 0;
 	free(buf);
 	return NULL;
 }
@@ -385,9 +390,11 @@ static double cold_readers(const char *const *paths, int n, double *cores)
 	pthread_barrier_wait(&start);
 	double t0 = bench_now();
 	uint64_t bytes = 0;
+	bool all_read = true;
 	for (int i = 0; i < n; i++) {
 		pthread_join(th[i], NULL);
 		bytes += r[i].bytes;
+		all_read &= r[i].bytes > 0;
 		close(r[i].fd);
 	}
 	double dt = bench_now() - t0;
@@ -395,7 +402,7 @@ static double cold_readers(const char *const *paths, int n, double *cores)
 	have_cpu = have_cpu && cpu_jiffies(&b1, &t1j) && t1j > t0j;
 	*cores = have_cpu ? (double)(b1 - b0) / (double)(t1j - t0j) * (double)sysconf(_SC_NPROCESSORS_ONLN)
 	                  : -1;
-	return bytes ? bytes / dt / 1e9 : -1;
+	return all_read ? bytes / dt / 1e9 : -1;
 }
 
 /* Cold .f32 over cold raw that each type must reach (issue 4), or 0 for none. */
