@@ -1,0 +1,65 @@
+/* The daemon's front end: the state shared by its FUSE operations, command line,
+ * mount-point checks and read-ahead tuning. Nothing in lib/ sees any of this. */
+#ifndef GGUFS_GGUFS_H
+#define GGUFS_GGUFS_H
+
+#define FUSE_USE_VERSION 314
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model.h"
+#include "tree.h"
+
+struct ggufs {
+	struct ggufs_model *model;
+	struct tree *tree;
+	unsigned max_read;   /* -o max_read=N, 0 if not given */
+	/* op_init tells the read-ahead thread that the kernel is about to get INIT's reply */
+	pthread_mutex_t init_lock;
+	pthread_cond_t init_cond;
+	bool init_seen;
+	char bdi[64];        /* "MAJ:MIN" of the mount, from mountinfo; "" if unknown */
+};
+
+/* ops.c: every low-level operation, answered from the tree (userdata: struct ggufs). */
+extern const struct fuse_lowlevel_ops ggufs_ops;
+
+/* cli.c: the command line. */
+struct options {
+	const char *model;
+	const char *mountpoint;
+	int extra;           /* non-option arguments beyond the two */
+	int help;
+	int version;
+	int nonempty;        /* -o nonempty: mount over a non-empty directory */
+	unsigned max_read;   /* -o max_read=N, read here and passed on */
+};
+
+/* Takes MODEL, MOUNTPOINT and ggufs's own options out of args into o, leaving the rest
+ * (-f -d -s -o ...) for fuse_parse_cmdline and fuse_session_new. 0, or -1 after
+ * libfuse printed why. */
+int cli_parse(struct fuse_args *args, struct options *o);
+/* --help on stdout. */
+void cli_usage(const char *prog);
+/* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE
+ * escaped (fuse_opt_parse undoes that), so that any model path can be the fsname. */
+int insert_escaped_opt(struct fuse_args *args, int pos, const char *name, const char *value);
+
+/* mountpoint.c: is the mount point fit to mount on? */
+
+/* The absolute path of mount point given (malloc'ed), after checking that it is a
+ * directory, not a dead FUSE mount, and empty unless nonempty; NULL after one line on
+ * stderr saying why not. */
+char *mountpoint_check(const char *given, bool nonempty);
+/* True when a file system is mounted at path (absolute, symlinks resolved); what gets
+ * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
+bool mounted_at(const char *path, char *what, size_t size, char *dev);
+
+/* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
+ * once INIT has been answered. */
+void *raise_readahead(void *arg);
+
+#endif

@@ -1,0 +1,126 @@
+/* Mount-point checks: refuse a path that is not a directory, is not empty, already
+ * has a mount on it, or is a dead FUSE mount, before anything is opened. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ggufs.h"
+
+/* 1 when directory path has no entries but . and .., 0 when it has, -errno when it
+ * cannot be read. */
+static int dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	int empty = 1;
+	struct dirent *e;
+	while (empty && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			empty = 0;
+	closedir(d);
+	return empty;
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape_mountinfo(char *s)
+{
+	char *o = s;
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* Reads /proc/self/mountinfo, which touches no mounted file system:
+ * "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - TYPE SOURCE SUPEROPTIONS". */
+bool mounted_at(const char *path, char *what, size_t size, char *dev)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	bool found = false;
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, f) > 0) {
+		char *save, *field[5], *type = NULL, *source = NULL, *tok;
+		int i = 0;
+		for (tok = strtok_r(line, " \n", &save); tok && i < 5;
+		     tok = strtok_r(NULL, " \n", &save))
+			field[i++] = tok;
+		if (i < 5)
+			continue;
+		while (tok && strcmp(tok, "-") != 0)
+			tok = strtok_r(NULL, " \n", &save);
+		if (tok && (type = strtok_r(NULL, " \n", &save)))
+			source = strtok_r(NULL, " \n", &save);
+		unescape_mountinfo(field[4]);
+		if (strcmp(field[4], path) != 0 || !source)
+			continue;
+		unescape_mountinfo(source);
+		snprintf(what, size, "%s %s", type, source);
+		if (dev)
+			snprintf(dev, 64, "%s", field[2]);
+		found = true;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* The hint after "Transport endpoint is not connected". */
+#define DEAD_MOUNT " (a FUSE mount whose daemon is gone: unmount it)"
+
+char *mountpoint_check(const char *given, bool nonempty)
+{
+	struct stat st;
+	if (stat(given, &st) != 0) {
+		fprintf(stderr, "ggufs: %s: %s%s\n", given, strerror(errno),
+		        errno == ENOTCONN ? DEAD_MOUNT : "");
+		return NULL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "ggufs: %s: not a directory\n", given);
+		return NULL;
+	}
+	/* absolute, as fuse_parse_cmdline would make it: the daemon runs in "/" and
+	 * unmounts by this name on SIGTERM */
+	char *mountpoint = realpath(given, NULL);
+	if (!mountpoint) {
+		fprintf(stderr, "ggufs: %s: %s\n", given, strerror(errno));
+		return NULL;
+	}
+	/* Mounting over files hides them, and a second mount on a live one stacks a
+	 * tree nobody can reach: both are refused unless asked for. An empty directory
+	 * that is itself a mount point (a volume, a bind mount) is fine. A directory we
+	 * cannot list is left to the mount to judge, but a dead FUSE mount (its
+	 * attributes still cached, so stat passed) is named. */
+	int empty = dir_is_empty(mountpoint);
+	if (empty == -ENOTCONN) {
+		fprintf(stderr, "ggufs: %s: %s%s\n", given, strerror(ENOTCONN), DEAD_MOUNT);
+		free(mountpoint);
+		return NULL;
+	}
+	if (!nonempty && empty == 0) {
+		char what[PATH_MAX + 64];
+		if (mounted_at(mountpoint, what, sizeof what, NULL))
+			fprintf(stderr, "ggufs: %s: already mounted (%s): unmount it first\n",
+			        given, what);
+		else
+			fprintf(stderr, "ggufs: %s: not empty (-o nonempty mounts over it)\n",
+			        given);
+		free(mountpoint);
+		return NULL;
+	}
+	return mountpoint;
+}
