@@ -332,6 +332,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             fs.wait_unstalled()
             self.close_connection = True
             return
+        if fs.hang_up:  # a server that dies: the connection closes, nothing answered
+            self.close_connection = True
+            return
         status = fs.take_failure()
         if status:
             self.simple(record, status, [("Retry-After", "0")] if status in (429, 503) else ())
@@ -428,7 +431,8 @@ class FaultServer:
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
     - s.swap(path, content): new content and a new ETag;
     - s.fail_next(n, status=503): the next n requests get status (with Retry-After: 0
-      for 429 and 503);
+      for 429 and 503); s.clear_failures() cancels those not yet given;
+    - s.hang_up = True: every request is read, then its connection closed unanswered;
     - s.stall = True: requests are read and held unanswered until stall is cleared (or
       the server stops); the connection is then closed;
     - s.latency = SECONDS before each answer; s.rate = bytes per second per response;
@@ -449,6 +453,7 @@ class FaultServer:
         self.token = None
         self.redirect_to = None
         self.ignore_range = False
+        self.hang_up = False
         self.latency = 0.0
         self.rate = None
         self.reset_after = None
@@ -484,6 +489,10 @@ class FaultServer:
     def fail_next(self, n, status=503):
         with self.lock:
             self._failures.extend([status] * n)
+
+    def clear_failures(self):
+        with self.lock:
+            self._failures = []
 
     def take_failure(self):
         with self.lock:

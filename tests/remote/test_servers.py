@@ -162,6 +162,16 @@ class FaultServerTest(unittest.TestCase):
         got = [request(self.url, headers={"Range": "bytes=0-0"})[0] for _ in range(3)]
         self.assertEqual(got, [503, 503, 206])
 
+    def test_clear_failures_and_hang_up(self):
+        self.srv.fail_next(5, 429)
+        self.assertEqual(request(self.url)[0], 429)
+        self.srv.clear_failures()
+        self.srv.hang_up = True
+        with self.assertRaises((http.client.RemoteDisconnected, ConnectionResetError)):
+            request(self.url)
+        self.srv.hang_up = False
+        self.assertEqual(request(self.url)[0], 200)
+
     def test_keep_alive(self):
         u = urllib.request.urlparse(self.srv.url)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
@@ -243,9 +253,10 @@ class NginxTest(unittest.TestCase):
             self.assertEqual(c.status, 404)
             n.clear_log()
             self.assertEqual(n.records(), [])
-            pid = n.proc.pid
-        self.assertFalse(os.path.exists("/proc/%d" % pid) and
-                         open("/proc/%d/stat" % pid).read().split()[2] != "Z")
+            port = n.port
+        self.assertIsNone(n.proc, "the master was waited for")
+        with self.assertRaises(ConnectionRefusedError):  # and nothing listens any more
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
     def test_https_with_cafile(self):
         with Nginx(self.root, https=True) as n:
