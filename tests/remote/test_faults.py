@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Faults during reads, on the fault server:
+- the file changes under the mount (same size, other bytes; or another size): a read
+  of bytes not yet fetched gives EIO, one line goes to stderr, the daemon lives on, and
+  what was already served is never mixed with the new version;
+- the server stalls, answers 503 to everything, or hangs up: with -o timeout=2 a read
+  gives EIO within EIO_TIMEOUT, the daemon lives on (the header's files still read),
+  and once the server recovers the same read succeeds with the right bytes.
+Every read runs in a child process with a deadline, so a hang fails instead of hanging."""
+import errno
+import unittest
+
+from remote_common import (EIO_TIMEOUT, TINY, EnvMount, FaultServer, gm, read_bounded,
+                           tensor_extents)
+
+PATH = "/models/tinyllama-q4km.gguf"
+
+
+class Faults(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.data = gm.read_file(TINY)
+        cls.extents = tensor_extents(TINY)
+        by_offset = sorted(cls.extents, key=lambda n: cls.extents[n][0])
+        # the first tensor in the file is read before a fault, the last ones after it:
+        # they are megabytes apart, so no fetch block holds both
+        cls.early, cls.late, cls.later = by_offset[0], by_offset[-1], by_offset[-2]
+        assert cls.extents[cls.later][0] - cls.extents[cls.early][1] > (1 << 20)
+
+    def raw(self, name):
+        a, b = self.extents[name]
+        return self.data[a:b]
+
+    def read_tensor(self, m, name, timeout=EIO_TIMEOUT):
+        """(errno, bytes, seconds) of reading the raw tensor file whole, with O_DIRECT."""
+        import os
+        path = m.p("tensors", name)
+        return read_bounded(path, 0, os.path.getsize(path), timeout)
+
+    def assert_alive(self, m):
+        """The daemon runs and still serves what needs no fetch."""
+        self.assertIsNone(m.proc.poll(), "the daemon is alive")
+        err, got, _ = read_bounded(m.p("metadata", "general.name"), 0, 4096, 10, direct=False)
+        self.assertEqual((err, got), (0, b"tinyllama-test\n"))
+
+    def assert_served(self, m, name):
+        err, got, _ = self.read_tensor(m, name)
+        self.assertEqual(err, 0, "reading %s: %s" % (name, errno.errorcode.get(err)))
+        self.assertEqual(got, self.raw(name)[:len(got)], name)
+        self.assertGreater(len(got), 0)
+
+    # ---- a file that changes ----
+
+    def changed(self, same_size):
+        """The model with every tensor byte inverted (or one block longer)."""
+        start = min(a for a, _ in self.extents.values())
+        new = self.data[:start] + bytes(b ^ 0xFF for b in self.data[start:])
+        return new if same_size else new + b"\0" * 4096
+
+    def check_change(self, same_size):
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH) as m:
+                self.assert_served(m, self.early)
+                s.swap(PATH, self.changed(same_size))
+                err, got, _ = self.read_tensor(m, self.late)
+                self.assertEqual(err, errno.EIO, "a read of new bytes gave %d bytes" % len(got))
+                err, _, _ = read_bounded(m.p("tensors", self.later + ".f32"), 0, 4096, EIO_TIMEOUT)
+                self.assertEqual(err, errno.EIO)
+                self.assert_alive(m)
+                # what was served before may be served again from memory, or refused,
+                # but never as bytes of the new version
+                err, got, _ = self.read_tensor(m, self.early)
+                if err == 0:
+                    self.assertEqual(got, self.raw(self.early)[:len(got)])
+                else:
+                    self.assertEqual(err, errno.EIO)
+                lines = [l for l in m.stderr().splitlines() if l.startswith("ggufs: ")]
+                self.assertEqual(len(lines), 1, "one line says the file changed: %r" % m.stderr())
+
+    def test_requests_after_the_first_are_pinned(self):
+        with FaultServer({PATH: self.data}) as s:
+            etag = s.file(PATH).etag
+            with EnvMount(s.url + PATH) as m:
+                self.assert_served(m, self.early)
+                self.assert_served(m, self.late)
+            log = s.log_settled(3)
+        self.assertGreaterEqual(len(log), 3)
+        for r in log[1:]:
+            self.assertEqual(r.headers.get("if-match"), etag, r)
+            self.assertEqual(r.status, 206, r)
+
+    def test_changed_same_size(self):
+        self.check_change(same_size=True)
+
+    def test_changed_size(self):
+        self.check_change(same_size=False)
+
+    # ---- a server that fails, then recovers ----
+
+    def check_fault(self, break_server, mend_server):
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "timeout=2"]) as m:
+                self.assert_served(m, self.early)
+                break_server(s)
+                err, got, elapsed = self.read_tensor(m, self.late)
+                self.assertEqual(err, errno.EIO, "got %d bytes" % len(got))
+                self.assertLess(elapsed, EIO_TIMEOUT)
+                self.assert_alive(m)
+                mend_server(s)
+                self.assert_served(m, self.late)
+                self.assert_served(m, self.early)
+                print("EIO after %.1f s" % elapsed)
+
+    def test_stall(self):
+        def stall(s):
+            s.stall = True
+
+        def resume(s):
+            s.stall = False
+        self.check_fault(stall, resume)
+
+    def test_503(self):
+        def fail(s):
+            s.fail_next(1000000, 503)
+        self.check_fault(fail, FaultServer.clear_failures)
+
+    def test_hang_up(self):
+        def hang_up(s):
+            s.hang_up = True
+
+        def answer(s):
+            s.hang_up = False
+        self.check_fault(hang_up, answer)
+
+
+if __name__ == "__main__":
+    gm.main()
