@@ -35,6 +35,8 @@ struct remote {
 	struct ahead_job queue[AHEAD_QUEUE];
 	unsigned q_head, q_len;
 	bool stopping;
+	bool ahead_wanted;          /* the cache has room for read-ahead */
+	bool ahead_started;         /* the threads were started (on the first read-ahead) */
 	pthread_t threads[REMOTE_READAHEAD_THREADS];
 	unsigned n_threads;
 
@@ -418,9 +420,21 @@ static void *ahead_main(void *arg)
 static void read_ahead(struct remote_file *f, uint64_t from, uint64_t to)
 {
 	struct remote *r = f->r;
-	if (!r->n_threads)
+	if (!r->ahead_wanted)
 		return;
 	pthread_mutex_lock(&r->ahead_lock);
+	/* started here, not at mount: the daemon forks after mounting, and a fork keeps
+	 * only the thread that calls it */
+	if (!r->ahead_started) {
+		r->ahead_started = true;
+		for (; r->n_threads < REMOTE_READAHEAD_THREADS; r->n_threads++)
+			if (pthread_create(&r->threads[r->n_threads], NULL, ahead_main, r) != 0)
+				break;
+	}
+	if (!r->n_threads) {
+		pthread_mutex_unlock(&r->ahead_lock);
+		return;
+	}
 	for (uint64_t k = from; k < to && r->q_len < AHEAD_QUEUE && !r->stopping; k++) {
 		if (k * REMOTE_BLOCK_SIZE >= f->size)
 			break;
@@ -508,10 +522,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		return NULL;
 	}
 	/* read-ahead only where the cache holds more than the blocks it would fetch */
-	if (r->o.cache_size >= 4 * (uint64_t)REMOTE_READAHEAD_BLOCKS * REMOTE_BLOCK_SIZE)
-		for (; r->n_threads < REMOTE_READAHEAD_THREADS; r->n_threads++)
-			if (pthread_create(&r->threads[r->n_threads], NULL, ahead_main, r) != 0)
-				break;
+	r->ahead_wanted = r->o.cache_size >= 4 * (uint64_t)REMOTE_READAHEAD_BLOCKS * REMOTE_BLOCK_SIZE;
 	return r;
 }
 
