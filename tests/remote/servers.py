@@ -290,6 +290,15 @@ def parse_range(header, size):
     return (start, end)
 
 
+def signature_valid(query):
+    """Whether a query string carries an X-Expires=UNIXTIME that has not passed."""
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name == "X-Expires" and value.isdigit():
+            return time.time() < int(value)
+    return False
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "ggufs-fault/1"
@@ -345,7 +354,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                         b"token required\n")
             return
         if fs.redirect_to is not None:
-            self.simple(record, 302, [("Location", fs.redirect_to + self.path)])
+            location = fs.redirect_to + self.path
+            if fs.sign_redirects is not None:
+                location += ("&" if query else "?") + "X-Expires=%d" % (time.time() + fs.sign_redirects)
+            self.simple(record, 302, [("Location", location)])
+            return
+        if fs.require_signature and not signature_valid(query):
+            self.simple(record, 403, (), b"signature expired\n")
             return
         f = fs.file(path)
         if f is None:
@@ -428,6 +443,9 @@ class FaultServer:
 
     - s.token = 'T': 401 unless `Authorization: Bearer T`;
     - s.redirect_to = URL: 302 to URL + the request's path and query;
+      s.sign_redirects = SECONDS adds X-Expires=NOW+SECONDS to that URL's query, and a
+      server with s.require_signature = True answers 403 unless X-Expires is still
+      ahead (an expiring signed URL, as a CDN hands out);
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
     - s.swap(path, content): new content and a new ETag;
     - s.fail_next(n, status=503): the next n requests get status (with Retry-After: 0
@@ -454,6 +472,8 @@ class FaultServer:
         self.redirect_to = None
         self.ignore_range = False
         self.hang_up = False
+        self.sign_redirects = None
+        self.require_signature = False
         self.latency = 0.0
         self.rate = None
         self.reset_after = None
