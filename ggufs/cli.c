@@ -5,13 +5,20 @@
 #include <string.h>
 
 #include "ggufs.h"
+#include "size_arg.h"
 
-enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ };
+enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ, KEY_CACHE_SIZE };
 
 static const struct fuse_opt ggufs_opts[] = {
 	/* ours, not libfuse's (which dropped it in 3.0): taken out of the -o list */
 	{ "nonempty", offsetof(struct options, nonempty), 1 },
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
+	/* remote models: ours too, never passed on (a token file's path is no secret, but
+	 * nothing about credentials belongs in the kernel's mount options) */
+	{ "token_file=%s", offsetof(struct options, token_file), 0 },
+	{ "cafile=%s", offsetof(struct options, cafile), 0 },
+	{ "timeout=%u", offsetof(struct options, timeout), 0 },
+	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -37,6 +44,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		if (sscanf(arg, "max_read=%u", &o->max_read) != 1)
 			o->max_read = 0;
 		return 1;
+	case KEY_CACHE_SIZE:
+		if (!size_arg_parse(arg + strlen("cache_size="), &o->cache_size) || !o->cache_size)
+			o->bad_size = 1;
+		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (!o->model)
 			o->model = arg;
@@ -54,6 +65,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 void cli_usage(const char *prog)
 {
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
+	       "       %s [options] {http,https}://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
+	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
 	       "gguf.json and summary.txt. See ggufs(1).\n"
@@ -65,9 +78,13 @@ void cli_usage(const char *prog)
 	       "    -d   -o debug          FUSE debug output (implies -f)\n"
 	       "    -s                     single-threaded\n"
 	       "    -o nonempty            mount even over a non-empty directory\n"
+	       "    -o token_file=PATH     remote: bearer token from PATH (else $HF_TOKEN)\n"
+	       "    -o cafile=PATH         remote: trust these CA certificates too\n"
+	       "    -o cache_size=SIZE     remote: memory cache, K/M/G suffixes (256M)\n"
+	       "    -o timeout=SECONDS     remote: give up a stalled request after (30)\n"
 	       "    -o opt[,opt...]        mount options, below\n"
 	       "\n",
-	       prog);
+	       prog, prog, prog);
 	fflush(stdout);
 	fuse_lowlevel_help();
 }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model.h"
 #include "tree.h"
@@ -36,6 +37,12 @@ struct options {
 	int version;
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
 	unsigned max_read;   /* -o max_read=N, read here and passed on */
+	/* remote models (http://, https://, hf://) */
+	const char *token_file;  /* -o token_file=PATH: the bearer token (else HF_TOKEN) */
+	const char *cafile;      /* -o cafile=PATH: CA certificates besides the system's */
+	uint64_t cache_size;     /* -o cache_size=SIZE, 0 if not given */
+	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
+	int bad_size;            /* -o cache_size= was not a size */
 };
 
 /* Takes MODEL, MOUNTPOINT and ggufs's own options out of args into o, leaving the rest

@@ -3,14 +3,18 @@
  * The front end only translates between FUSE and lib/: the model is opened and its
  * tree built before anything is mounted, and every operation is a lookup in that tree.
  * This file is the order of things: arguments, mount point, model, mount, serve. */
+#include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "url.h"
 
 /* A tensor name for a one-line message: control bytes become '?' so a hostile name
  * cannot break the line. */
@@ -42,6 +46,75 @@ static void warn_raw_only(const struct ggufs_model *m)
 	}
 }
 
+/* The bearer token in file path, without its trailing newline: malloc'ed, or NULL after
+ * one line on stderr. Never echoed. */
+static char *read_token(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "ggufs: %s: cannot read the token file: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n = getline(&line, &cap, f);
+	fclose(f);
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = 0;
+	if (n <= 0) {
+		fprintf(stderr, "ggufs: %s: the token file is empty\n", path);
+		free(line);
+		return NULL;
+	}
+	return line;
+}
+
+/* Opens the remote model named by o->model: hf:// expanded with $HF_ENDPOINT, the token
+ * from -o token_file or $HF_TOKEN. *shown gets the URL as it may be shown (malloc'ed).
+ * NULL after one line on stderr. */
+static struct ggufs_model *open_remote(const struct options *o, char **shown)
+{
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = NULL;
+	char *token = NULL;
+	char *url = url_expand(o->model, getenv("HF_ENDPOINT"), err, sizeof err);
+	bool hf = strncasecmp(o->model, "hf://", 5) == 0;
+	*shown = hf ? strdup(o->model) : url_display(o->model);
+	if (!url || !*shown) {
+		fprintf(stderr, "ggufs: %s: %s\n", *shown ? *shown : "the URL given",
+		        url ? "out of memory" : err);
+		goto out;
+	}
+	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
+	                          .cache_size = o->cache_size };
+	if (o->token_file) {
+		token = read_token(o->token_file);
+		if (!token)
+			goto out;
+	} else if (getenv("HF_TOKEN") && *getenv("HF_TOKEN")) {
+		token = strdup(getenv("HF_TOKEN"));
+		ro.token_from_env = true;
+	}
+	ro.token = token;
+	m = model_open_remote(url, *shown, &ro, err);
+	if (!m)
+		fprintf(stderr, "ggufs: %s\n", err);
+out:
+	if (token) {
+		explicit_bzero(token, strlen(token));
+		free(token);
+	}
+	free(url);
+	return m;
+}
+
+/* For the remote fetcher: true once the session is ending, so that a stalled transfer
+ * does not hold up the unmount. */
+static bool session_ending(void *se)
+{
+	return fuse_session_exited(se);
+}
+
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
  * nothing could be mounted (one line on stderr), 2 for wrong arguments. */
@@ -56,8 +129,14 @@ int main(int argc, char *argv[])
 	struct fuse_loop_config *loop = NULL;
 	char err[GGUF_ERR_MAX];
 	char *mountpoint = NULL;
+	char *shown = NULL;
 	int ret = 1;
 
+	/* before any thread: libcurl's global state is not thread-safe to set up */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "ggufs: libcurl cannot start\n");
+		return 1;
+	}
 	if (cli_parse(&args, &o) != 0)
 		goto out_args;
 	if (o.help) {
@@ -78,14 +157,25 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_cmdline;
 	}
+	if (o.bad_size) {
+		fprintf(stderr, "ggufs: -o cache_size: not a size (bytes, or a number with K, M or G)\n");
+		ret = 2;
+		goto out_cmdline;
+	}
 	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
 	if (!mountpoint)
 		goto out_cmdline;
 
-	fs.model = model_open(o.model, err);
-	if (!fs.model) {
-		fprintf(stderr, "ggufs: %s\n", err);
-		goto out_cmdline;
+	if (url_is_remote(o.model)) {
+		fs.model = open_remote(&o, &shown);
+		if (!fs.model)
+			goto out_cmdline;
+	} else {
+		fs.model = model_open(o.model, err);
+		if (!fs.model) {
+			fprintf(stderr, "ggufs: %s\n", err);
+			goto out_cmdline;
+		}
 	}
 	fs.max_read = o.max_read;
 	fs.tree = tree_build(fs.model, err);
@@ -98,9 +188,9 @@ int main(int argc, char *argv[])
 	/* fsname and subtype first, so that the user's given later win; ro and
 	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"
 	 * unless told otherwise, and is answered with a read-only mount, as for a CD */
-	char *abs = realpath(o.model, NULL);
+	char *abs = shown ? NULL : realpath(o.model, NULL);
 	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||
-	          insert_escaped_opt(&args, 2, "fsname", abs ? abs : o.model) ||
+	          insert_escaped_opt(&args, 2, "fsname", shown ? shown : abs ? abs : o.model) ||
 	          fuse_opt_add_arg(&args, "-oro,default_permissions");
 	free(abs);
 	if (bad) {
@@ -110,6 +200,8 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &ggufs_ops, sizeof ggufs_ops, &fs);
 	if (!se)
 		goto out_tree;
+	if (fs.model->remote)
+		remote_set_cancel(fs.model->remote, session_ending, se);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mountpoint) != 0)
@@ -156,7 +248,9 @@ out_model:
 out_cmdline:
 	free(mountpoint);
 	free(fo.mountpoint);
+	free(shown);
 out_args:
 	fuse_opt_free_args(&args);
+	curl_global_cleanup();
 	return ret;
 }
