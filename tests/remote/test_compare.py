@@ -72,9 +72,9 @@ class Compare(unittest.TestCase):
 
     def test_split_from_shard_2(self):
         with Nginx(self.root) as n:
-            # a split model is named by its first shard, remote as local
-            self.check(self.shards[1], n.url + "/split/tiny-00002-of-00003.gguf",
-                       name="tiny-00001-of-00003.gguf")
+            # gguf.json's "file" names the URL's last component (the contract), where
+            # the local mount names the first shard
+            self.check(self.shards[1], n.url + "/split/tiny-00002-of-00003.gguf")
             paths = {r.path for r in n.records_settled(3)}
             self.assertEqual(paths, {"/split/tiny-%05d-of-00003.gguf" % i for i in (1, 2, 3)})
 
