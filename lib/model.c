@@ -116,6 +116,10 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 		                have * REMOTE_GROWTH;
 		if (grow < need)
 			grow = need;
+		/* a rest of the file smaller than this request comes with it: one round trip
+		 * saved, at most as many bytes again */
+		if (grow < s->size && s->size - grow < grow - have)
+			grow = s->size;
 		if (remote_grow_prefix(f, grow, why) < 0) {
 			errf(err, "%s: %s", shown, why);
 			return -1;
@@ -379,6 +383,9 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 	}
 	if (open_shards(m, shown, url, err) < 0 || model_finish(m, err) < 0)
 		goto fail;
+	/* "file" names the URL given (the shard given, for a split model) */
+	const char *slash = strrchr(m->path, '/');
+	m->file_name = slash ? slash + 1 : m->path;
 	/* what the file's own stat gives a local model: read-only, the mounting user's,
 	 * times from Last-Modified where the server sent it */
 	const struct model_shard *given = &m->shards[0];
