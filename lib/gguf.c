@@ -130,7 +130,8 @@ static bool take_str(struct cursor *c, const char *what, struct gguf_str *s)
 		return fail(c, "%s claims %" PRIu64 " bytes at byte %" PRIu64
 		            ", past the end of the file (%" PRIu64 " bytes)", what, s->len,
 		            c->pos, c->size);
-	take(c, s->len, what, &p);
+	if (!take(c, s->len, what, &p))   /* only for want of bytes in a prefix */
+		return false;
 	s->ptr = (const char *)p;
 	return true;
 }
