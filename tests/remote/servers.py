@@ -369,7 +369,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         size = len(f.content)
         common = [("ETag", f.etag), ("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True)),
                   ("Accept-Ranges", "bytes")] + list(fs.extra_headers)
-        match = headers.get("if-match")
+        match = None if fs.ignore_if_match else headers.get("if-match")
         if match is not None and match.strip() != "*" and \
                 f.etag not in [m.strip() for m in match.split(",")]:
             self.simple(record, 412, common)
@@ -382,6 +382,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             status, start, end = 200, 0, size
         else:
             status, (start, end) = 206, rng
+            if fs.shift_ranges:  # another range than asked, truthfully labelled
+                start = min(start + fs.shift_ranges, size - 1)
+                end = min(end + fs.shift_ranges, size)
         record["status"] = status
         self.send_response(status)
         for k, v in common:
@@ -447,6 +450,9 @@ class FaultServer:
       server with s.require_signature = True answers 403 unless X-Expires is still
       ahead (an expiring signed URL, as a CDN hands out);
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
+    - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
+    - s.shift_ranges = N: a range request gets the range N bytes further on, with a
+      Content-Range saying so (a server that answers another range than asked);
     - s.swap(path, content): new content and a new ETag;
     - s.fail_next(n, status=503): the next n requests get status (with Retry-After: 0
       for 429 and 503); s.clear_failures() cancels those not yet given;
@@ -472,6 +478,8 @@ class FaultServer:
         self.redirect_to = None
         self.ignore_range = False
         self.hang_up = False
+        self.ignore_if_match = False
+        self.shift_ranges = 0
         self.sign_redirects = None
         self.require_signature = False
         self.latency = 0.0

@@ -2,8 +2,10 @@
 """Faults during reads, on the fault server:
 - the file changes under the mount (same size, other bytes; or another size): a read
   of bytes not yet fetched gives EIO, one line goes to stderr, the daemon lives on, and
-  what was already served is never mixed with the new version;
-- the server stalls, answers 503 to everything, or hangs up: with -o timeout=2 a read
+  what was already served is never mixed with the new version (also when the server
+  ignores If-Match and only the response's ETag tells);
+- the server stalls, answers 503 to everything, hangs up, cuts every body short, or
+  answers another range than asked: with -o timeout=2 a read
   gives EIO within EIO_TIMEOUT, the daemon lives on (the header's files still read),
   and once the server recovers the same read succeeds with the right bytes.
 Every read runs in a child process with a deadline, so a hang fails instead of hanging."""
@@ -57,8 +59,9 @@ class Faults(unittest.TestCase):
         new = self.data[:start] + bytes(b ^ 0xFF for b in self.data[start:])
         return new if same_size else new + b"\0" * 4096
 
-    def check_change(self, same_size):
+    def check_change(self, same_size, if_match=True):
         with FaultServer({PATH: self.data}) as s:
+            s.ignore_if_match = not if_match
             with EnvMount(s.url + PATH) as m:
                 self.assert_served(m, self.early)
                 s.swap(PATH, self.changed(same_size))
@@ -95,6 +98,10 @@ class Faults(unittest.TestCase):
     def test_changed_size(self):
         self.check_change(same_size=False)
 
+    def test_changed_server_ignores_if_match(self):
+        """Pinning must not rest on If-Match alone: the new ETag in a 206 is refused."""
+        self.check_change(same_size=True, if_match=False)
+
     # ---- a server that fails, then recovers ----
 
     def check_fault(self, break_server, mend_server):
@@ -123,6 +130,22 @@ class Faults(unittest.TestCase):
         def fail(s):
             s.fail_next(1000000, 503)
         self.check_fault(fail, FaultServer.clear_failures)
+
+    def test_truncated_bodies(self):
+        def cut(s):
+            s.reset_after = 1000
+
+        def whole(s):
+            s.reset_after = None
+        self.check_fault(cut, whole)
+
+    def test_another_range_than_asked(self):
+        def shift(s):
+            s.shift_ranges = 4096
+
+        def honest(s):
+            s.shift_ranges = 0
+        self.check_fault(shift, honest)
 
     def test_hang_up(self):
         def hang_up(s):

@@ -91,6 +91,15 @@ class FaultServerTest(unittest.TestCase):
         self.assertEqual(status, 416)
         self.assertEqual(h["content-range"], "bytes */%d" % len(DATA))
 
+    def test_ignore_if_match_and_shift_ranges(self):
+        self.srv.ignore_if_match = True
+        status, _, body = request(self.url, headers={"Range": "bytes=0-3", "If-Match": '"old"'})
+        self.assertEqual((status, body), (206, DATA[:4]))
+        self.srv.shift_ranges = 100
+        status, h, body = request(self.url, headers={"Range": "bytes=0-3"})
+        self.assertEqual((status, body, h["content-range"]),
+                         (206, DATA[100:104], "bytes 100-103/%d" % len(DATA)))
+
     def test_head(self):
         status, h, body = request(self.url, "HEAD")
         self.assertEqual((status, body, int(h["content-length"])), (200, b"", len(DATA)))
