@@ -303,7 +303,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "ggufs-fault/1"
     sys_version = ""
-    CHUNK = 64 * 1024
 
     def log_message(self, *args):  # the request log is ours; nothing on stderr
         pass
@@ -403,7 +402,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         began = time.monotonic()
         try:
             while pos < end:
-                n = min(self.CHUNK, end - pos)
+                n = min(fs.chunk, end - pos)
                 reset_at = fs.reset_after
                 if reset_at is not None and record["bytes_sent"] + n >= reset_at:
                     n = reset_at - record["bytes_sent"]
@@ -459,7 +458,8 @@ class FaultServer:
     - s.hang_up = True: every request is read, then its connection closed unanswered;
     - s.stall = True: requests are read and held unanswered until stall is cleared (or
       the server stops); the connection is then closed;
-    - s.latency = SECONDS before each answer; s.rate = bytes per second per response;
+    - s.latency = SECONDS before each answer; s.rate = bytes per second per response,
+      written in pieces of s.chunk bytes (64 KiB);
     - s.reset_after = N: a body is cut after N bytes with a TCP reset;
     - s.extra_headers = [(name, value)] added to file responses (X-Repo-Commit...).
 
@@ -484,6 +484,7 @@ class FaultServer:
         self.require_signature = False
         self.latency = 0.0
         self.rate = None
+        self.chunk = 64 * 1024
         self.reset_after = None
         self.extra_headers = []
         self._failures = []

@@ -152,6 +152,13 @@ class Refused(unittest.TestCase):
             sent = sum(r.bytes_sent for r in s.log_settled(1))
             self.assertLess(sent, 64 << 20)
 
+    def test_stalled_at_mount(self):
+        """A server that accepts the connection and never answers: with -o timeout=2
+        the mount gives up within the bound."""
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.stall = True
+            self.refused(s.url + "/m.gguf", opts=["-o", "timeout=2"])
+
     def test_redirect_loop(self):
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
             s.redirect_to = s.url + "/again"
