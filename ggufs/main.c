@@ -251,6 +251,9 @@ out_cmdline:
 	free(shown);
 out_args:
 	fuse_opt_free_args(&args);
+	/* fuse_opt_parse strdup'ed the "%s" option values */
+	free((char *)o.token_file);
+	free((char *)o.cafile);
 	curl_global_cleanup();
 	return ret;
 }

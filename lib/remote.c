@@ -450,7 +450,7 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 		return -EIO;
 	uint64_t k0 = off / REMOTE_BLOCK_SIZE, k1 = (off + len - 1) / REMOTE_BLOCK_SIZE;
 	uint64_t expected = atomic_exchange(&f->next_block, k1 + 1);
-	bool sequential = k0 == expected || (expected && k0 + 1 == expected);
+	bool sequential = k0 == expected || k0 + 1 == expected;
 	if (k1 > k0 || sequential)
 		read_ahead(f, k0 + 1, k1 + 1 + (sequential ? REMOTE_READAHEAD_BLOCKS : 0));
 	for (uint64_t k = k0; k <= k1; k++) {
@@ -558,6 +558,7 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 	f->src.ops = &remote_ops;
 	f->r = r;
 	f->mtime = -1;
+	atomic_init(&f->next_block, UINT64_MAX);   /* no read yet: the first is not sequential */
 	pthread_mutex_init(&f->lock, NULL);
 	f->url = strdup(url);
 	f->display = url_display(url);
