@@ -91,9 +91,11 @@ def compare_mounts(tc, local_root, remote_root, remote_name, source_words):
     """Asserts that the remote mount equals the local one: the same names, types,
     modes, sizes, bytes and xattrs everywhere, except that gguf.json's "file" must be
     remote_name, and summary.txt may differ in its file line and must have one more
-    line naming where the model came from (containing one of source_words)."""
+    line naming where the model came from (containing one of source_words). Returns
+    the number of files compared."""
     local, remote = tree_files(local_root), tree_files(remote_root)
     tc.assertEqual(sorted(remote), sorted(local), "the same names")
+    tc.assertGreater(len(local), 20, "a whole tree to compare")
     for rel, ls in local.items():
         rs = remote[rel]
         tc.assertEqual(rs.st_mode, ls.st_mode, rel)
@@ -118,6 +120,7 @@ def compare_mounts(tc, local_root, remote_root, remote_name, source_words):
                          min(len(lb), len(rb)))
                 tc.fail("%s differs from byte %d (%d bytes remote, %d local)"
                         % (rel, i, len(rb), len(lb)))
+    return len(local)
 
 
 def compare_summary(tc, local, remote, remote_name, source_words):

@@ -290,11 +290,19 @@ def parse_range(header, size):
     return (start, end)
 
 
+def signature_valid(query):
+    """Whether a query string carries an X-Expires=UNIXTIME that has not passed."""
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name == "X-Expires" and value.isdigit():
+            return time.time() < int(value)
+    return False
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "ggufs-fault/1"
     sys_version = ""
-    CHUNK = 64 * 1024
 
     def log_message(self, *args):  # the request log is ours; nothing on stderr
         pass
@@ -345,7 +353,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                         b"token required\n")
             return
         if fs.redirect_to is not None:
-            self.simple(record, 302, [("Location", fs.redirect_to + self.path)])
+            location = fs.redirect_to + self.path
+            if fs.sign_redirects is not None:
+                location += ("&" if query else "?") + "X-Expires=%d" % (time.time() + fs.sign_redirects)
+            self.simple(record, 302, [("Location", location)])
+            return
+        if fs.require_signature and not signature_valid(query):
+            self.simple(record, 403, (), b"signature expired\n")
             return
         f = fs.file(path)
         if f is None:
@@ -354,7 +368,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         size = len(f.content)
         common = [("ETag", f.etag), ("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True)),
                   ("Accept-Ranges", "bytes")] + list(fs.extra_headers)
-        match = headers.get("if-match")
+        match = None if fs.ignore_if_match else headers.get("if-match")
         if match is not None and match.strip() != "*" and \
                 f.etag not in [m.strip() for m in match.split(",")]:
             self.simple(record, 412, common)
@@ -367,6 +381,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             status, start, end = 200, 0, size
         else:
             status, (start, end) = 206, rng
+            if fs.shift_ranges:  # another range than asked, truthfully labelled
+                start = min(start + fs.shift_ranges, size - 1)
+                end = min(end + fs.shift_ranges, size)
         record["status"] = status
         self.send_response(status)
         for k, v in common:
@@ -385,7 +402,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         began = time.monotonic()
         try:
             while pos < end:
-                n = min(self.CHUNK, end - pos)
+                n = min(fs.chunk, end - pos)
                 reset_at = fs.reset_after
                 if reset_at is not None and record["bytes_sent"] + n >= reset_at:
                     n = reset_at - record["bytes_sent"]
@@ -428,14 +445,21 @@ class FaultServer:
 
     - s.token = 'T': 401 unless `Authorization: Bearer T`;
     - s.redirect_to = URL: 302 to URL + the request's path and query;
+      s.sign_redirects = SECONDS adds X-Expires=NOW+SECONDS to that URL's query, and a
+      server with s.require_signature = True answers 403 unless X-Expires is still
+      ahead (an expiring signed URL, as a CDN hands out);
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
+    - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
+    - s.shift_ranges = N: a range request gets the range N bytes further on, with a
+      Content-Range saying so (a server that answers another range than asked);
     - s.swap(path, content): new content and a new ETag;
     - s.fail_next(n, status=503): the next n requests get status (with Retry-After: 0
       for 429 and 503); s.clear_failures() cancels those not yet given;
     - s.hang_up = True: every request is read, then its connection closed unanswered;
     - s.stall = True: requests are read and held unanswered until stall is cleared (or
       the server stops); the connection is then closed;
-    - s.latency = SECONDS before each answer; s.rate = bytes per second per response;
+    - s.latency = SECONDS before each answer; s.rate = bytes per second per response,
+      written in pieces of s.chunk bytes (64 KiB);
     - s.reset_after = N: a body is cut after N bytes with a TCP reset;
     - s.extra_headers = [(name, value)] added to file responses (X-Repo-Commit...).
 
@@ -454,8 +478,13 @@ class FaultServer:
         self.redirect_to = None
         self.ignore_range = False
         self.hang_up = False
+        self.ignore_if_match = False
+        self.shift_ranges = 0
+        self.sign_redirects = None
+        self.require_signature = False
         self.latency = 0.0
         self.rate = None
+        self.chunk = 64 * 1024
         self.reset_after = None
         self.extra_headers = []
         self._failures = []

@@ -27,10 +27,11 @@ class Compare(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.root)
 
-    def check(self, local_path, url, opts=(), env=None, source_words=None):
+    def check(self, local_path, url, opts=(), env=None, source_words=None, name=None):
         """Mounts local_path and url side by side and compares them; the remote root's
-        mtime is Last-Modified, which nginx takes from the file (whole seconds)."""
-        name = url.rsplit("/", 1)[1]
+        mtime is Last-Modified, which nginx takes from the file (whole seconds).
+        name: gguf.json's "file", by default the URL's last path component."""
+        name = name or url.rsplit("/", 1)[1]
         with gm.Mount(local_path) as local, EnvMount(url, opts, env) as remote:
             compare_mounts(self, local.path, remote.path, name, source_words or [url])
             self.assertEqual(int(os.stat(remote.path).st_mtime), int(os.stat(local_path).st_mtime))
@@ -71,6 +72,8 @@ class Compare(unittest.TestCase):
 
     def test_split_from_shard_2(self):
         with Nginx(self.root) as n:
+            # gguf.json's "file" names the URL's last component (the contract), where
+            # the local mount names the first shard
             self.check(self.shards[1], n.url + "/split/tiny-00002-of-00003.gguf")
             paths = {r.path for r in n.records_settled(3)}
             self.assertEqual(paths, {"/split/tiny-%05d-of-00003.gguf" % i for i in (1, 2, 3)})

@@ -3,7 +3,8 @@
 naming the URL (never its credentials), nothing mounted, within a bounded time. For a
 refused connection, 404, 401 and 403 (the line says to set HF_TOKEN), a server that
 answers 200 to a Range request (refused after reading little of a 256 MiB body), a file
-that is not GGUF (the same words as for a local file), and a missing shard."""
+that is not GGUF or is cut short (the same words as for a local file), a header that
+claims a terabyte, a redirect loop, and a missing shard."""
 import os
 import shutil
 import time
@@ -117,6 +118,51 @@ class Refused(unittest.TestCase):
             url = n.url + "/noise.gguf"
             line = self.refused(url)
             self.assertTrue(line.endswith(": " + words), "%r ends like %r" % (line, words))
+
+    def same_words_as_local(self, data, name):
+        """Serves data as name and asserts the refusal says what a local file's does."""
+        path = os.path.join(self.root, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        local = gm.run_ggufs([path, self.mnt])
+        local_line = local.stderr.decode().strip()
+        self.assertEqual(local.returncode, 1, local_line)
+        prefix = "ggufs: %s: " % path
+        self.assertTrue(local_line.startswith(prefix), local_line)
+        with Nginx(self.root) as n:
+            line = self.refused(n.url + "/" + name)
+        self.assertTrue(line.endswith(": " + local_line[len(prefix):]),
+                        "%r ends like %r" % (line, local_line))
+        return line
+
+    def test_truncated_header_same_words(self):
+        self.same_words_as_local(gm.read_file(TINY)[:100000], "cut-header.gguf")
+
+    def test_truncated_data_same_words(self):
+        data = gm.read_file(TINY)
+        self.same_words_as_local(data[:len(data) - 1], "cut-data.gguf")
+
+    def test_huge_claim_fetches_little(self):
+        """A header that claims a 1 TiB key in a 4 TiB file: refused at once, not
+        fetched (nor allocated)."""
+        import struct
+        header = b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 1 << 40) + b"k" * 64
+        with FaultServer({"/h.gguf": Body(header, 1 << 42)}) as s:
+            self.refused(s.url + "/h.gguf")
+            sent = sum(r.bytes_sent for r in s.log_settled(1))
+            self.assertLess(sent, 64 << 20)
+
+    def test_stalled_at_mount(self):
+        """A server that accepts the connection and never answers: with -o timeout=2
+        the mount gives up within the bound."""
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.stall = True
+            self.refused(s.url + "/m.gguf", opts=["-o", "timeout=2"])
+
+    def test_redirect_loop(self):
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.redirect_to = s.url + "/again"
+            self.refused(s.url + "/m.gguf")
 
     def test_missing_shard(self):
         with Nginx(self.root) as n:

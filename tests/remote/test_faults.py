@@ -2,8 +2,10 @@
 """Faults during reads, on the fault server:
 - the file changes under the mount (same size, other bytes; or another size): a read
   of bytes not yet fetched gives EIO, one line goes to stderr, the daemon lives on, and
-  what was already served is never mixed with the new version;
-- the server stalls, answers 503 to everything, or hangs up: with -o timeout=2 a read
+  what was already served is never mixed with the new version (also when the server
+  ignores If-Match and only the response's ETag tells);
+- the server stalls, answers 503 to everything, hangs up, cuts every body short, or
+  answers another range than asked: with -o timeout=2 a read
   gives EIO within EIO_TIMEOUT, the daemon lives on (the header's files still read),
   and once the server recovers the same read succeeds with the right bytes.
 Every read runs in a child process with a deadline, so a hang fails instead of hanging."""
@@ -57,8 +59,9 @@ class Faults(unittest.TestCase):
         new = self.data[:start] + bytes(b ^ 0xFF for b in self.data[start:])
         return new if same_size else new + b"\0" * 4096
 
-    def check_change(self, same_size):
+    def check_change(self, same_size, if_match=True):
         with FaultServer({PATH: self.data}) as s:
+            s.ignore_if_match = not if_match
             with EnvMount(s.url + PATH) as m:
                 self.assert_served(m, self.early)
                 s.swap(PATH, self.changed(same_size))
@@ -95,6 +98,10 @@ class Faults(unittest.TestCase):
     def test_changed_size(self):
         self.check_change(same_size=False)
 
+    def test_changed_server_ignores_if_match(self):
+        """Pinning must not rest on If-Match alone: the new ETag in a 206 is refused."""
+        self.check_change(same_size=True, if_match=False)
+
     # ---- a server that fails, then recovers ----
 
     def check_fault(self, break_server, mend_server):
@@ -123,6 +130,87 @@ class Faults(unittest.TestCase):
         def fail(s):
             s.fail_next(1000000, 503)
         self.check_fault(fail, FaultServer.clear_failures)
+
+    def test_truncated_bodies(self):
+        def cut(s):
+            s.reset_after = 1000
+
+        def whole(s):
+            s.reset_after = None
+        self.check_fault(cut, whole)
+
+    def test_another_range_than_asked(self):
+        def shift(s):
+            s.shift_ranges = 4096
+
+        def honest(s):
+            s.shift_ranges = 0
+        self.check_fault(shift, honest)
+
+    def test_slow_but_progressing(self):
+        """-o timeout bounds a stall, not a transfer: a block that trickles in over
+        longer than the timeout, with bytes every second or so, is not abandoned."""
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "timeout=2"]) as m:
+                s.chunk, s.rate = 8192, 40 * 1024  # 8 KiB every 0.2 s
+                big = max((t for t in self.extents if t not in (self.early, self.late)),
+                          key=lambda t: self.extents[t][1] - self.extents[t][0])
+                n = 160 * 1024  # 4 s at least, twice the timeout
+                self.assertGreater(len(self.raw(big)), n)
+                err, got, elapsed = read_bounded(m.p("tensors", big), 0, n, EIO_TIMEOUT)
+                s.rate = None
+                self.assertEqual(err, 0, "a slow read failed after %.1f s" % elapsed)
+                self.assertEqual(got, self.raw(big)[:n])
+                self.assertGreater(elapsed, 2)
+                print("%d bytes at 40 KiB/s read in %.1f s" % (len(got), elapsed))
+
+    def test_sigterm_during_stalled_read(self):
+        """A daemon with a read stuck on a stalled server still ends on SIGTERM
+        within seconds, and the reader gets an error instead of hanging."""
+        import os
+        import signal
+        import subprocess
+        import sys
+        import time
+        with FaultServer({PATH: self.data}) as s:
+            m = EnvMount(s.url + PATH, ["-o", "timeout=30"]).__enter__()
+            try:
+                self.assert_served(m, self.early)
+                s.stall = True
+                path = m.p("tensors", self.late)
+                reader = subprocess.Popen(
+                    [sys.executable, "-c", "import os,sys\ntry:\n os.pread(os.open(sys.argv[1],"
+                     " os.O_RDONLY|os.O_DIRECT), 4096, 0)\nexcept OSError as e:\n sys.exit(e.errno)",
+                     path], stdin=subprocess.DEVNULL)
+                deadline = time.monotonic() + 10
+                while not any(r.method == "GET" for r in s.log()[1:]) and time.monotonic() < deadline:
+                    time.sleep(0.02)  # until the read's request hangs at the server
+                start = time.monotonic()
+                m.proc.send_signal(signal.SIGTERM)
+                try:
+                    m.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    m.proc.kill()
+                    self.fail("the daemon did not end within 10 s of SIGTERM")
+                print("daemon ended %.1f s after SIGTERM" % (time.monotonic() - start))
+                try:
+                    rc = reader.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    reader.kill()
+                    self.fail("the reader still hangs after the daemon ended")
+                self.assertNotEqual(rc, 0, "the stalled read cannot have succeeded")
+            finally:
+                s.stall = False
+                gm.unmount(m.path)
+                if m.proc.poll() is None:
+                    m.proc.kill()
+                m.proc.wait()
+                err = m.stderr()
+                m.errfile.close()
+                if not gm.is_mounted(m.path):
+                    os.rmdir(m.path)
+                    os.rmdir(m.dir)
+            self.assertFalse(any(mark.decode() in err for mark in gm.SANITIZER_MARKS), err)
 
     def test_hang_up(self):
         def hang_up(s):

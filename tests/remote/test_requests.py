@@ -3,7 +3,8 @@
 model is one range GET and nothing else (walking and stat-ing the tree adds nothing);
 a 4 KiB read of a .f32 at a random offset fetches at most 256 KiB; a header larger than
 the first request (a 150k-vocabulary model, about 6 MB) takes at most 3 requests,
-which grow, and fetch not much more than the header."""
+which grow (all but the last, which may ask only for what is missing), and fetch not
+much more than the header."""
 import os
 import random
 import shutil
@@ -90,7 +91,8 @@ class Requests(unittest.TestCase):
         self.assertLessEqual(len(recs), 3, "a %d-byte header in %r" % (self.big_header, recs))
         if self.big_header > first:
             self.assertGreaterEqual(len(recs), 2)
-            self.assertTrue(all(b > a for a, b in zip(lengths, lengths[1:])),
+            # they grow, but the last may ask only for what is still missing
+            self.assertTrue(all(b > a for a, b in zip(lengths[:-2], lengths[1:-1])),
                             "requests grow: %r" % lengths)
         covered = 0
         for r in recs:  # together the ranges cover the header, without re-fetching much

@@ -91,6 +91,15 @@ class FaultServerTest(unittest.TestCase):
         self.assertEqual(status, 416)
         self.assertEqual(h["content-range"], "bytes */%d" % len(DATA))
 
+    def test_ignore_if_match_and_shift_ranges(self):
+        self.srv.ignore_if_match = True
+        status, _, body = request(self.url, headers={"Range": "bytes=0-3", "If-Match": '"old"'})
+        self.assertEqual((status, body), (206, DATA[:4]))
+        self.srv.shift_ranges = 100
+        status, h, body = request(self.url, headers={"Range": "bytes=0-3"})
+        self.assertEqual((status, body, h["content-range"]),
+                         (206, DATA[100:104], "bytes 100-103/%d" % len(DATA)))
+
     def test_head(self):
         status, h, body = request(self.url, "HEAD")
         self.assertEqual((status, body, int(h["content-length"])), (200, b"", len(DATA)))
@@ -131,6 +140,20 @@ class FaultServerTest(unittest.TestCase):
             self.assertEqual((status, body), (206, DATA[10:20]))
             self.assertEqual(other.log_settled(1)[0].path, "/d/m.gguf?sig=1")
             self.assertTrue(other.url.startswith("http://127.0.0.2:"))
+
+    def test_expiring_signature(self):
+        with FaultServer({"/d/m.gguf": DATA}, host="127.0.0.2") as cdn:
+            cdn.require_signature = True
+            self.srv.redirect_to = cdn.url
+            self.srv.sign_redirects = 3600
+            _, h, _ = request(self.url)
+            self.assertRegex(h["location"], r"/d/m.gguf\?X-Expires=\d+$")
+            self.assertEqual(request(h["location"], headers={"Range": "bytes=0-1"})[0], 206)
+            self.assertEqual(request(cdn.url + "/d/m.gguf")[0], 403)
+            self.srv.sign_redirects = -1  # handed out already expired
+            _, h, _ = request(self.url + "?a=b")
+            self.assertIn("?a=b&X-Expires=", h["location"])
+            self.assertEqual(request(h["location"])[0], 403)
 
     def test_ignore_range(self):
         self.srv.ignore_range = True

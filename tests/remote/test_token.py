@@ -102,6 +102,8 @@ class Token(unittest.TestCase):
         with FaultServer({PATH: self.data}) as s:
             with EnvMount(s.url + PATH) as m:
                 self.read_some_tensors(m)
+                # ls -l times come from Last-Modified
+                self.assertEqual(os.stat(m.p("tensors", "output.weight")).st_mtime, s.mtime)
             for r in s.log_settled(2):
                 self.assertNotIn("authorization", r.headers, r)
 
