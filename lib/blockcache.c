@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 enum bc_state { BC_LOADING, BC_READY, BC_FAILED };
 
@@ -64,9 +65,20 @@ struct blockcache *bc_new(uint64_t bound, size_t block_size)
 	return bc;
 }
 
+/* Block bytes are mapped, not malloc'ed: unmapped when evicted, they leave the process
+ * at once, where malloc arenas (one per thread, and blocks are freed by whichever
+ * thread evicts them) would keep them, and the memory bound would not hold. */
+static uint8_t *data_alloc(size_t len)
+{
+	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	               -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 static void block_free(struct bc_block *b)
 {
-	free(b->data);
+	if (b->data)
+		munmap(b->data, b->len ? b->len : 1);
 	free(b);
 }
 
@@ -156,7 +168,7 @@ static struct bc_block *insert(struct blockcache *bc, const void *owner, uint64_
 	struct bc_block *b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
-	b->data = malloc(len ? len : 1);
+	b->data = data_alloc(len);
 	if (!b->data) {
 		free(b);
 		return NULL;
