@@ -39,8 +39,6 @@ struct remote {
 	bool ahead_started;         /* the threads were started (on the first read-ahead) */
 	pthread_t threads[REMOTE_READAHEAD_THREADS];
 	unsigned n_threads;
-
-	_Atomic uint64_t requests, bytes;
 };
 
 struct remote_file {
@@ -139,10 +137,11 @@ enum outcome {
 	FAILED,       /* for good: err says why */
 };
 
-/* Checks a 206 against the pins (pinned) or takes them (first request). */
+/* Checks a 206 against the pins (pinned) or takes them (first request; commit is the
+ * X-Repo-Commit a redirect on the way named, which the hub sends with its redirect). */
 static enum outcome check_206(struct remote_file *f, const struct http_response *resp,
                               const char *url, uint64_t first, uint64_t last, bool pinned,
-                              char err[GGUF_ERR_MAX])
+                              const char *commit, char err[GGUF_ERR_MAX])
 {
 	if (!resp->has_range || resp->range_first != first ||
 	    (resp->range_last != last && !(!pinned && resp->range_last + 1 == resp->total &&
@@ -160,7 +159,8 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		f->size = resp->total;
 		snprintf(f->etag, sizeof f->etag, "%s", resp->etag);
 		snprintf(f->last_modified, sizeof f->last_modified, "%s", resp->last_modified);
-		snprintf(f->repo_commit, sizeof f->repo_commit, "%s", resp->repo_commit);
+		snprintf(f->repo_commit, sizeof f->repo_commit, "%s",
+		         resp->repo_commit[0] ? resp->repo_commit : commit);
 		f->etag_origin = strdup(url);
 		if (!f->etag_origin) {
 			errf(err, "out of memory");
@@ -260,6 +260,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 		url = strdup(f->url);
 	struct http_response *resp = malloc(sizeof *resp);
 	enum outcome out = FAILED;
+	char commit[HTTP_COMMIT_MAX] = "";
 	if (!url || !resp) {
 		errf(err, "out of memory");
 		goto done;
@@ -274,10 +275,10 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg, .buf = buf,
 		};
 		http_get_range(h, &req, resp);
-		atomic_fetch_add(&r->requests, 1);
-		atomic_fetch_add(&r->bytes, resp->got);
 		*status = resp->status;
 		long st = resp->status;
+		if (resp->repo_commit[0] && !commit[0])
+			memcpy(commit, resp->repo_commit, sizeof commit);
 		if (st >= 300 && st < 400 && st != 304 && resp->location[0]) {
 			if (hops + 1 >= REMOTE_MAX_REDIRECTS) {
 				errf(err, "more than %d redirects", REMOTE_MAX_REDIRECTS);
@@ -294,7 +295,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			continue;
 		}
 		if (st == 206 && resp->code == CURLE_OK) {
-			out = check_206(f, resp, url, first, last, pinned, err);
+			out = check_206(f, resp, url, first, last, pinned, commit, err);
 			if (out == GOT && strcmp(url, f->url) != 0) {
 				pthread_mutex_lock(&f->lock);
 				if (!f->target || strcmp(f->target, url) != 0) {
@@ -624,6 +625,11 @@ time_t remote_mtime(const struct remote_file *f)
 	return f->mtime;
 }
 
+const char *remote_repo_commit(const struct remote_file *f)
+{
+	return f->repo_commit;
+}
+
 const char *remote_display(const struct remote_file *f)
 {
 	return f->display;
@@ -632,6 +638,11 @@ const char *remote_display(const struct remote_file *f)
 struct source *remote_source(struct remote_file *f)
 {
 	return &f->src;
+}
+
+const struct remote_file *remote_of_source(const struct source *src)
+{
+	return (const struct remote_file *)src;
 }
 
 void remote_close(struct remote_file *f)
@@ -661,10 +672,4 @@ void remote_close(struct remote_file *f)
 	free(f->etag_origin);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
-}
-
-void remote_stats(struct remote *r, uint64_t *requests, uint64_t *bytes)
-{
-	*requests = atomic_load(&r->requests);
-	*bytes = atomic_load(&r->bytes);
 }
