@@ -156,6 +156,10 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		return RETRY;
 	}
 	if (!pinned) {
+		if (resp->total > INT64_MAX) {   /* no file is that large: st_size could not say it */
+			errf(err, "the server claims a file of %" PRIu64 " bytes", resp->total);
+			return FAILED;
+		}
 		f->size = resp->total;
 		snprintf(f->etag, sizeof f->etag, "%s", resp->etag);
 		snprintf(f->last_modified, sizeof f->last_modified, "%s", resp->last_modified);
