@@ -75,6 +75,7 @@ static uint8_t *data_alloc(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* A block and its bytes (taken out of the table and held by nobody). */
 static void block_free(struct bc_block *b)
 {
 	if (b->data)
@@ -98,6 +99,7 @@ void bc_free(struct blockcache *bc)
 	free(bc);
 }
 
+/* The block of (owner, index) in the table, or NULL. Called locked. */
 static struct bc_block *find(struct blockcache *bc, const void *owner, uint64_t index)
 {
 	for (struct bc_block *b = bc->buckets[bucket(bc, owner, index)]; b; b = b->next)
@@ -106,6 +108,7 @@ static struct bc_block *find(struct blockcache *bc, const void *owner, uint64_t 
 	return NULL;
 }
 
+/* Takes b out of the recency list. Called locked. */
 static void list_unlink(struct blockcache *bc, struct bc_block *b)
 {
 	if (b->newer)
@@ -119,6 +122,7 @@ static void list_unlink(struct blockcache *bc, struct bc_block *b)
 	b->newer = b->older = NULL;
 }
 
+/* Puts b first in the recency list, as the most recently used. Called locked. */
 static void list_push(struct blockcache *bc, struct bc_block *b)
 {
 	b->older = bc->newest;

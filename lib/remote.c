@@ -108,6 +108,7 @@ static void handle_put(struct remote *r, CURL *h)
 		curl_easy_cleanup(h);
 }
 
+/* True once the mount is ending: no transfer or pause should go on. */
 static bool cancelled(const struct remote *r)
 {
 	return r->o.cancelled && r->o.cancelled(r->o.cancel_arg);
@@ -493,6 +494,7 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 	return atomic_load(&f->changed) ? -EIO : 0;
 }
 
+/* Source close: the file and its header prefix go. */
 static void remote_source_close(struct source *src)
 {
 	remote_close((struct remote_file *)src);
