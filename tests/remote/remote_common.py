@@ -2,7 +2,6 @@
 comparing a remote mount with a local one file by file, GGUF files written here (split
 shards, a 150k-vocabulary header), the requests in a server log, and reads run in a
 child process so that a read that hangs fails the test instead of hanging it."""
-import errno
 import os
 import re
 import struct
@@ -51,11 +50,6 @@ class EnvMount(gm.Mount):
             os.environ.clear()
             os.environ.update(saved)
 
-
-def strip_credentials(url):
-    """url without a user:password@ part and without its query string."""
-    url = re.sub(r"^([a-z]+://)[^/@]*@", r"\1", url)
-    return url.split("?", 1)[0]
 
 
 def proc_mounts_line(path):
@@ -334,9 +328,6 @@ def read_bounded(path, offset, length, timeout, direct=True):
     raise AssertionError("reader failed: %d %r" % (r.returncode, r.stderr))
 
 
-def align_down(n, a):
-    return n - n % a
-
 
 def public_root():
     """A temporary directory for a server's files, removed by the caller."""
@@ -353,5 +344,3 @@ def install(src, root, rel):
     shutil.copy2(src, dst)
     return dst
 
-
-__all__ = ["gm", "errno"]

@@ -195,6 +195,19 @@ class FaultServerTest(unittest.TestCase):
         self.srv.hang_up = False
         self.assertEqual(request(self.url)[0], 200)
 
+    def test_max_in_flight(self):
+        import threading
+        self.srv.latency = 1.0
+        threads = [threading.Thread(target=request, args=(self.url,)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        self.assertEqual(self.srv.max_in_flight, 3)
+        self.srv.clear_log()
+        request(self.url)
+        self.assertEqual(self.srv.max_in_flight, 1)
+
     def test_keep_alive(self):
         u = urllib.request.urlparse(self.srv.url)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
