@@ -58,8 +58,10 @@ int main(int argc, char *argv[])
 	char *mountpoint = NULL;
 	int ret = 1;
 
-	if (cli_parse(&args, &o) != 0)
+	ret = cli_parse(&args, &o);
+	if (ret != 0)
 		goto out_args;
+	ret = 1;
 	if (o.help) {
 		cli_usage(argv[0]);
 		ret = 0;
@@ -72,12 +74,6 @@ int main(int argc, char *argv[])
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
-	if (!o.model || !o.mountpoint || o.extra) {
-		fprintf(stderr, "ggufs: usage: %s [options] MODEL.gguf MOUNTPOINT (--help for more)\n",
-		        argv[0]);
-		ret = 2;
-		goto out_cmdline;
-	}
 	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
 	if (!mountpoint)
 		goto out_cmdline;
@@ -97,11 +93,12 @@ int main(int argc, char *argv[])
 
 	/* fsname and subtype first, so that the user's given later win; ro and
 	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"
-	 * unless told otherwise, and is answered with a read-only mount, as for a CD */
+	 * unless told otherwise, and is answered with a read-only mount, as for a CD;
+	 * nosuid and nodev too, which mount(8) turns off with its "suid,dev" */
 	char *abs = realpath(o.model, NULL);
 	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||
 	          insert_escaped_opt(&args, 2, "fsname", abs ? abs : o.model) ||
-	          fuse_opt_add_arg(&args, "-oro,default_permissions");
+	          fuse_opt_add_arg(&args, "-oro,nosuid,nodev,default_permissions");
 	free(abs);
 	if (bad) {
 		fprintf(stderr, "ggufs: out of memory\n");

@@ -160,16 +160,51 @@ class Refused(unittest.TestCase):
                 p.wait()
             gm.unmount(self.mnt)
 
-    def test_usage(self):
-        self.refused([], status=2, contains="usage")
-        self.refused([gm.TINY], status=2, contains="usage")
-        self.refused([gm.TINY, self.mnt, self.mnt], status=2, contains="usage")
+    def test_argument_errors(self):
+        """Every wrong argument: exit 2, one `ggufs:` line that names it and points to
+        --help, checked before the model or the mount point is touched (both missing
+        here, or the model the wrong file: the argument is still what is named)."""
+        missing_model = os.path.join(self.tmp, "missing.gguf")
+        missing_mnt = os.path.join(self.tmp, "nowhere")
+        cases = [
+            (["--bogus", gm.TINY, self.mnt], "'--bogus'"),
+            (["--bogus", missing_model, missing_mnt], "'--bogus'"),
+            (["-x", gm.TINY, self.mnt], "'-x'"),
+            (["-fd", gm.TINY, self.mnt], "'-fd'"),
+            (["-", gm.TINY, self.mnt], "'-'"),
+            (["-o", "bogusopt", gm.TINY, self.mnt], "'-o bogusopt'"),
+            (["-obogusopt", missing_model, missing_mnt], "'-o bogusopt'"),
+            (["-o", "ro,allow_other,bogusopt,nonempty", gm.TINY, self.mnt], "'-o bogusopt'"),
+            (["-o", "relatime", gm.TINY, self.mnt], "'-o relatime'"),  # libfuse's refusal
+            (["-o", "allow_other=1", gm.TINY, self.mnt], "'-o allow_other=1'"),
+            (["-o", "max_read", gm.TINY, self.mnt], "'-o max_read'"),
+            (["-o", "max_read=lots", gm.TINY, self.mnt], "'-o max_read=lots'"),
+            (["-o", "max_threads=99999999999", gm.TINY, self.mnt], "'-o max_threads=99999999999'"),
+            (["-o", "ro,,allow_other", gm.TINY, self.mnt], "'-o ro,,allow_other'"),
+            ([gm.TINY, self.mnt, "-o"], "'-o'"),
+            (["-o"], "'-o'"),
+            ([], "MODEL.gguf and MOUNTPOINT"),
+            ([gm.TINY], "missing MOUNTPOINT"),
+            ([missing_model], "missing MOUNTPOINT"),
+            ([gm.TINY, self.mnt, "extra"], "'extra'"),
+            ([gm.TINY, self.mnt, self.mnt], "'%s'" % self.mnt),
+            (["", self.mnt], "empty MODEL.gguf"),
+            ([gm.TINY, ""], "empty MOUNTPOINT"),
+            (["--bogus", "--help"], "'--bogus'"),
+        ]
+        for args, named in cases:
+            with self.subTest(args=args):
+                line = self.refused(args, status=2, contains=named)
+                self.assertIn("ggufs --help", line)
+                self.assertNotIn("fuse:", line)
+        self.assertFalse(os.path.exists(missing_mnt))
 
-    def test_unknown_option(self):
-        r = gm.run_ggufs(["-o", "no_such_option", gm.TINY, self.mnt])
-        self.assertEqual(r.returncode, 1)
-        self.assertEqual(len(r.stderr.decode().splitlines()), 1, r.stderr)
-        self.assertFalse(gm.is_mounted(self.mnt))
+    def test_end_of_options(self):
+        """After --, everything is an operand; --help and --version need none."""
+        with gm.Mount(gm.TINY, ["--"]) as m:
+            self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"tinyllama-test\n")
+        for args in (["--help", "extra", "args", "x"], ["-V"]):
+            self.assertEqual(gm.run_ggufs(args).returncode, 0)
 
 
 class Info(unittest.TestCase):
@@ -183,10 +218,39 @@ class Info(unittest.TestCase):
         for opt in ["-h", "--help"]:
             r = gm.run_ggufs([opt])
             self.assertEqual(r.returncode, 0)
+            self.assertEqual(r.stderr, b"")
             out = r.stdout.decode()
             self.assertIn("MODEL.gguf MOUNTPOINT", out)
-            for word in ["-f", "-d", "-o", "allow_other", "nonempty"]:
+            self.assertIn("man ggufs", out)
+            self.assertIn("man -l man/ggufs.1", out)
+            for word in ["-f", "-d", "-s", "-o", "allow_other", "nonempty"]:
                 self.assertIn(word, out)
+            self.assertTrue(all(len(l) <= 80 for l in out.splitlines()), out)
+
+    def test_help_lists_every_documented_option(self):
+        """Each option the man page's OPTIONS section documents has its own line in
+        --help, and each -o option listed there is accepted (a mount with it works)."""
+        man = open(os.path.join(gm.DATA, "..", "..", "man", "ggufs.1")).read()
+        section = man[man.index("\n.SH OPTIONS\n"):man.index("\n.SH THE TREE\n")]
+        # every .TP item: "-f", "--help", "allow_other", "max_read=" ...
+        items = re.findall(r"^\.TP\n\.B[IR]? ([^\n]+)$", section, re.M)
+        names = set()
+        for item in items:
+            words = [w.rstrip(",") for w in item.replace("\\-", "-").replace('"', " ").split()]
+            names |= {w for w in words if re.match(r"^--?[a-zA-Z]+$", w)}
+            if re.match(r"^[a-z_]+=?$", words[0]):  # an -o option: nonempty, max_read=
+                names.add(words[0])
+        for must in ("-f", "--help", "nonempty", "allow_other", "max_read=", "max_threads=",
+                     "clone_fd", "auto_unmount", "allow_root"):
+            self.assertIn(must, names)
+        help_lines = gm.run_ggufs(["--help"]).stdout.decode().splitlines()
+        for name in sorted(names):
+            with self.subTest(option=name):
+                if name.startswith("-"):
+                    pat = r"^    (-\w, )?%s[\s,]" % re.escape(name)
+                else:
+                    pat = r"^    -o %s%s\s" % (re.escape(name), r"[A-Z]+" if name.endswith("=") else "")
+                self.assertTrue(any(re.match(pat, l) for l in help_lines), name)
 
 
 class Daemon(unittest.TestCase):
