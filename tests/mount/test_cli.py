@@ -546,6 +546,52 @@ class Handwritten(unittest.TestCase):
             self.assertEqual(gm.read_file(m.p("metadata", "k%2Fey")), b"v\n")
             self.assertEqual(m.stderr(), "")
 
+    def test_json_paths(self):
+        """gguf.json names the files of every key and tensor, edge names included: each
+        path exists and is that key's or tensor's file, and together they are every
+        file of metadata/ and tensors/."""
+        import struct
+        f32 = struct.pack("<2f", 1.5, -2.0)
+        tensors = [b"a/b", b"100%", b"x\x00y", b"w.f32", b"v.npy", b".", b"..", b"",
+                   b"caf\xc3\xa9", b"L" * 250, b"L" * 250 + b".f32"]
+        keys = [b"k/ey", b"p%", b"n\x00ul", b"x.f32", b".", b"..", b"", b"k" * 300]
+        model = os.path.join(self.tmp, "paths.gguf")
+        gm.write_gguf(model, [(k, "value %d" % i) for i, k in enumerate(keys)],
+                      [(n, [2], gm.GGML_F32, f32) for n in tensors] +
+                      [(b"mystery", [4], 99, b"\xab" * 16)])
+        with gm.Mount(model) as m:
+            doc = json.loads(gm.read_file(m.p("gguf.json")))
+            named = set()
+            for i, (key, entry) in enumerate(doc["metadata"].items()):
+                self.assertEqual(key.encode(), keys[i])
+                self.assertTrue(entry["file"].startswith("metadata/"), entry)
+                self.assertEqual(gm.read_file(m.p(entry["file"])), b"value %d\n" % i, key)
+                named.add(entry["file"])
+            self.assertEqual(len(doc["tensors"]), len(tensors) + 1)
+            for t in doc["tensors"]:
+                name = t["name"].encode()
+                with self.subTest(name=name):
+                    raw = m.p(t["file"])
+                    self.assertEqual(os.getxattr(raw, "user.gguf.name"), name)
+                    named.add(t["file"])
+                    if name == b"mystery":
+                        self.assertIsNone(t["f32"])
+                        self.assertIsNone(t["npy"])
+                        self.assertEqual(gm.read_file(raw)[:16], b"\xab" * 16)
+                        continue
+                    self.assertEqual(gm.read_file(raw), f32)
+                    self.assertEqual((t["f32"], t["npy"]), (t["file"] + ".f32", t["file"] + ".npy"))
+                    self.assertEqual(gm.read_file(m.p(t["f32"])), f32)
+                    self.assertEqual(os.getxattr(m.p(t["npy"]), "user.gguf.name"), name)
+                    self.assertEqual(gm.read_file(m.p(t["npy"]))[-8:], f32)
+                    named |= {t["f32"], t["npy"]}
+            tree = {"metadata/" + f for f in os.listdir(m.p("metadata"))}
+            tree |= {"tensors/" + f for f in os.listdir(m.p("tensors"))}
+            self.assertEqual(named, tree)
+            self.assertIn("tensors/x%00y.f32", named)
+            self.assertIn("tensors/w%2Ef32.npy", named)
+            self.assertIn("metadata/%", named)
+
     def write_split(self, count=3):
         """A model split like gguf-split does it: metadata in the first shard, split.*
         keys in every shard, two f32 tensors per shard. Returns {tensor: bytes}."""
