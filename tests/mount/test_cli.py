@@ -622,6 +622,21 @@ class Handwritten(unittest.TestCase):
                         self.assertEqual(gm.read_file(m.p("tensors", name + ".f32")), data)
                     self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")),
                                      b"test\n")
+                    # which shard holds each tensor: xattr and gguf.json agree
+                    doc = json.loads(gm.read_file(m.p("gguf.json")))
+                    for t in doc["tensors"]:
+                        shard = "m-%05d-of-00003.gguf" % (int(t["name"].split(".")[1]) + 1)
+                        self.assertEqual(t["shard"], shard)
+                        for f in (t["file"], t["f32"], t["npy"]):
+                            self.assertEqual(os.getxattr(m.p(f), "user.gguf.shard"),
+                                             shard.encode())
+                    # summary.txt lists every shard with its size
+                    summary = gm.read_file(m.p("summary.txt")).decode()
+                    self.assertIn("\nshards:           3\n", summary)
+                    for no in (1, 2, 3):
+                        name = "m-%05d-of-00003.gguf" % no
+                        size = os.path.getsize(os.path.join(self.tmp, name))
+                        self.assertIn("\n  %s (%d bytes)\n" % (name, size), summary)
 
     def test_split_model_missing_shard(self):
         self.write_split()
