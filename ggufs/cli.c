@@ -19,7 +19,9 @@ struct cli_option {
 	const char *templ;
 	const char *alias;     /* a second spelling of a switch ("-h" for "--help"), or NULL */
 	enum opt_use use;
-	size_t offset;         /* where ggufs keeps it in struct options (USE_GGUFS/BOTH) */
+	size_t offset;         /* where ggufs keeps it in struct options (USE_GGUFS/BOTH):
+	                        * an int for a flag, unsigned for %u, char * for %s (which
+	                        * fuse_opt_parse allocates) */
 	const char *arg;       /* the value's name in --help: "N", "NAME", ... */
 	const char *help;      /* its line in --help; NULL: listed on the "also accepted"
 	                        * lines (options that mount(8) passes, which change nothing
@@ -312,7 +314,7 @@ int cli_parse(struct fuse_args *args, struct options *o)
 		return r;
 	/* fuse_opt templates of ggufs's options: stored, and taken out unless libfuse
 	 * reads them too */
-	struct fuse_opt templ[2 * N_OPTIONS + 1];
+	struct fuse_opt templ[3 * N_OPTIONS + 1];   /* an option, its alias, its keep */
 	size_t n = 0;
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct cli_option *c = &cli_options[i];
