@@ -195,6 +195,10 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 			errf(err, "the mount is ending");
 			return FAILED;
 		}
+		if (resp->aborted) {   /* on_body stopped a 206 longer than the range asked */
+			errf(err, "the server sent more than the range asked for");
+			return FAILED;
+		}
 		errf(err, "%s", curl_easy_strerror(resp->code));
 		switch (resp->code) {
 		case CURLE_UNSUPPORTED_PROTOCOL:
@@ -331,9 +335,10 @@ static void mark_changed(struct remote_file *f, const char *why)
 
 /* Fetches bytes [first, last] into buf, with REMOTE_ATTEMPTS attempts for transient
  * failures (backing off 250 ms, then 1 s) and one fresh start from the URL as given
- * when a redirect target refuses. 0, or -1 with err. */
+ * when a redirect target refuses. 0, or -1 with err. At mount (at_mount) a changed
+ * file is only err: the mount's one line says it. */
 static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *buf, bool pinned,
-                 char err[GGUF_ERR_MAX], long *status)
+                 bool at_mount, char err[GGUF_ERR_MAX], long *status)
 {
 	static const unsigned waits_ms[] = { 250, 1000 };
 	struct remote *r = f->r;
@@ -356,7 +361,10 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 			break;
 		}
 		if (o == CHANGED) {
-			mark_changed(f, err);
+			if (at_mount)
+				atomic_store(&f->changed, true);
+			else
+				mark_changed(f, err);
 			break;
 		}
 		if (o == FAILED || n + 1 == REMOTE_ATTEMPTS || cancelled(r))
@@ -384,7 +392,7 @@ static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 	char err[GGUF_ERR_MAX];
 	long status;
 	uint64_t first = index * REMOTE_BLOCK_SIZE;
-	return fetch(f, first, first + len - 1, buf, true, err, &status) == 0 ? 0 : -EIO;
+	return fetch(f, first, first + len - 1, buf, true, false, err, &status) == 0 ? 0 : -EIO;
 }
 
 /* Bytes of block index: the whole block, or what is left of the file. */
@@ -585,7 +593,7 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 		errf(err, "out of memory");
 		goto fail;
 	}
-	if (fetch(f, 0, first - 1, f->prefix, false, err, status) < 0)
+	if (fetch(f, 0, first - 1, f->prefix, false, true, err, status) < 0)
 		goto fail;
 	f->prefix_len = f->size < first ? f->size : first;
 	if (f->last_modified[0])
@@ -620,7 +628,7 @@ int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MA
 		return -1;
 	}
 	f->prefix = p;
-	if (fetch(f, f->prefix_len, len - 1, p + f->prefix_len, true, err, &status) < 0)
+	if (fetch(f, f->prefix_len, len - 1, p + f->prefix_len, true, true, err, &status) < 0)
 		return -1;
 	f->prefix_len = len;
 	return 0;

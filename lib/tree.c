@@ -348,6 +348,7 @@ static void read_f32(const struct tree *t, uint64_t i, char *buf, uint64_t len, 
 static pthread_key_t slice_key;
 static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
 
+/* The key of the threads' slice buffers, freed with their threads. */
 static void slice_key_init(void)
 {
 	if (pthread_key_create(&slice_key, free) != 0)
