@@ -77,7 +77,8 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = NULL;
 	char *token = NULL;
-	char *url = url_expand(o->model, getenv("HF_ENDPOINT"), err, sizeof err);
+	struct url_rev rev;
+	char *url = url_expand(o->model, getenv("HF_ENDPOINT"), &rev, err, sizeof err);
 	bool hf = strncasecmp(o->model, "hf://", 5) == 0;
 	*shown = hf ? strdup(o->model) : url_display(o->model);
 	if (!url || !*shown) {
@@ -86,7 +87,7 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		goto out;
 	}
 	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
-	                          .cache_size = o->cache_size };
+	                          .cache_size = o->cache_size, .hub_rev = rev };
 	if (o->token_file) {
 		token = read_token(o->token_file);
 		if (!token)

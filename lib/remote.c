@@ -452,7 +452,8 @@ static void read_ahead(struct remote_file *f, uint64_t from, uint64_t to)
 	for (uint64_t k = from; k < to && r->q_len < AHEAD_QUEUE && !r->stopping; k++) {
 		if (k * REMOTE_BLOCK_SIZE >= f->size)
 			break;
-		if (bc_contains(r->cache, f, k))
+		/* in the header prefix already, or cached */
+		if (k * REMOTE_BLOCK_SIZE + block_len(f, k) <= f->prefix_len || bc_contains(r->cache, f, k))
 			continue;
 		r->queue[(r->q_head + r->q_len) % AHEAD_QUEUE] = (struct ahead_job){ f, k };
 		r->q_len++;
@@ -572,6 +573,31 @@ void remote_free(struct remote *r)
 	free(r);
 }
 
+/* A commit id as the hub sends it: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits. */
+static bool is_commit(const char *s)
+{
+	size_t n = strspn(s, "0123456789abcdef");
+	return (n == 40 || n == 64) && !s[n];
+}
+
+/* For an hf:// model whose first answer named the commit served (X-Repo-Commit): the
+ * URL as given asks for that commit from now on, not the branch or tag, so that a fresh
+ * redirect (a signed URL that expired) leads to the same version of the file even when
+ * the branch has moved on. The origin stays the same, and so do the token's rules. */
+static void pin_commit(struct remote_file *f)
+{
+	struct url_rev rev = f->r->o.hub_rev;
+	if (!rev.len || !is_commit(f->repo_commit))
+		return;
+	if (rev.len == strlen(f->repo_commit) && strncmp(f->url + rev.at, f->repo_commit, rev.len) == 0)
+		return;
+	char *pinned = url_with_revision(f->url, rev, f->repo_commit);
+	if (pinned) {   /* else the branch, checked by the ETag all the same */
+		free(f->url);
+		f->url = pinned;
+	}
+}
+
 struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
                                 char err[GGUF_ERR_MAX], long *status)
 {
@@ -596,6 +622,7 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 	if (fetch(f, 0, first - 1, f->prefix, false, true, err, status) < 0)
 		goto fail;
 	f->prefix_len = f->size < first ? f->size : first;
+	pin_commit(f);
 	if (f->last_modified[0])
 		f->mtime = curl_getdate(f->last_modified, NULL);
 	return f;

@@ -18,6 +18,7 @@
 
 #include "gguf.h"
 #include "source.h"
+#include "url.h"
 
 #define REMOTE_BLOCK_SIZE (128u << 10)      /* fetch and cache unit, aligned in the file */
 #define REMOTE_FIRST_BYTES (1u << 20)       /* the first request at mount */
@@ -38,6 +39,9 @@ struct remote_opts {
 	uint64_t cache_size;        /* bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
+	struct url_rev hub_rev;     /* an hf:// model: where the revision is in each URL (the
+	                             * shards' differ only after it); once the hub names the
+	                             * commit it served, later requests ask for that commit */
 };
 
 struct remote;

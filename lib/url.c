@@ -42,7 +42,8 @@ static char *whole(CURLU *h)
 
 /* hf://OWNER/REPO[@REVISION]/PATH: every part non-empty, no "." or ".." part that could
  * lead out of the repository's resolve/ path. */
-static char *expand_hf(const char *rest, const char *endpoint, char *err, size_t size)
+static char *expand_hf(const char *rest, const char *endpoint, struct url_rev *where,
+                       char *err, size_t size)
 {
 	const char *slash1 = strchr(rest, '/');
 	const char *slash2 = slash1 ? strchr(slash1 + 1, '/') : NULL;
@@ -84,8 +85,10 @@ static char *expand_hf(const char *rest, const char *endpoint, char *err, size_t
 		snprintf(err, size, "out of memory");
 		return NULL;
 	}
-	snprintf(url, n, "%.*s/%.*s/resolve/%.*s%s", (int)ep, endpoint,
-	         (int)(repo_end - rest), rest, (int)rev_len, rev, slash2);
+	int rev_at = snprintf(url, n, "%.*s/%.*s/resolve/", (int)ep, endpoint,
+	                      (int)(repo_end - rest), rest);
+	snprintf(url + rev_at, n - (size_t)rev_at, "%.*s%s", (int)rev_len, rev, slash2);
+	*where = (struct url_rev){ (size_t)rev_at, rev_len };
 	CURLU *h = parse(url);
 	if (!h) {
 		snprintf(err, size, "HF_ENDPOINT '%.*s' is not an http(s) URL", (int)ep, endpoint);
@@ -96,10 +99,15 @@ static char *expand_hf(const char *rest, const char *endpoint, char *err, size_t
 	return url;
 }
 
-char *url_expand(const char *given, const char *endpoint, char *err, size_t size)
+char *url_expand(const char *given, const char *endpoint, struct url_rev *rev, char *err,
+                 size_t size)
 {
+	struct url_rev none;
+	if (!rev)
+		rev = &none;
+	*rev = (struct url_rev){ 0, 0 };
 	if (strncasecmp(given, "hf://", 5) == 0)
-		return expand_hf(given + 5, endpoint, err, size);
+		return expand_hf(given + 5, endpoint, rev, err, size);
 	CURLU *h = parse(given);
 	if (!h) {
 		snprintf(err, size, "not a valid http(s) URL");
@@ -169,4 +177,19 @@ bool url_same_origin(const char *a, const char *b)
 	curl_free(sa), curl_free(ha), curl_free(pa);
 	curl_free(sb), curl_free(hb), curl_free(pb);
 	return same;
+}
+
+char *url_with_revision(const char *url, struct url_rev rev, const char *revision)
+{
+	size_t n = strlen(url);
+	if (rev.at > n || rev.len > n - rev.at)
+		return NULL;
+	size_t r = strlen(revision);
+	char *out = malloc(n - rev.len + r + 1);
+	if (!out)
+		return NULL;
+	memcpy(out, url, rev.at);
+	memcpy(out + rev.at, revision, r);
+	memcpy(out + rev.at + r, url + rev.at + rev.len, n - rev.at - rev.len + 1);
+	return out;
 }

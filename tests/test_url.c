@@ -27,16 +27,33 @@ static void test_is_remote(void **state)
 static void expect_expand(const char *given, const char *endpoint, const char *want)
 {
 	char err[256];
-	char *u = url_expand(given, endpoint, err, sizeof err);
+	struct url_rev rev = { 99, 99 };
+	char *u = url_expand(given, endpoint, &rev, err, sizeof err);
 	assert_non_null(u);
 	assert_string_equal(u, want);
+	if (strncmp(given, "hf://", 5) == 0) {
+		/* the revision is where it says, and pinning replaces just it */
+		const char *at = strchr(given, '@');
+		const char *r = at ? at + 1 : "main";
+		size_t len = at ? strcspn(r, "/") : 4;
+		assert_int_equal(rev.len, len);
+		assert_memory_equal(u + rev.at, r, len);
+		char *pinned = url_with_revision(u, rev, "0123456789abcdef0123456789abcdef01234567");
+		assert_non_null(pinned);
+		assert_int_equal(strlen(pinned), strlen(u) - len + 40);
+		assert_memory_equal(pinned, u, rev.at);
+		assert_string_equal(pinned + rev.at + 40, u + rev.at + len);
+		free(pinned);
+	} else {
+		assert_int_equal(rev.len, 0);
+	}
 	free(u);
 }
 
 static void expect_refused(const char *given)
 {
 	char err[256] = "";
-	char *u = url_expand(given, NULL, err, sizeof err);
+	char *u = url_expand(given, NULL, NULL, err, sizeof err);
 	assert_null(u);
 	assert_true(err[0] != 0);
 }
@@ -64,7 +81,9 @@ static void test_hf_forms(void **state)
 	expect_refused("hf://o/r/f.gguf?token=x");
 	expect_refused("http://");
 	char err[256];
-	assert_null(url_expand("hf://o/r/f.gguf", "ftp://x", err, sizeof err));
+	assert_null(url_expand("hf://o/r/f.gguf", "ftp://x", NULL, err, sizeof err));
+	struct url_rev outside = { 10, 50 };
+	assert_null(url_with_revision("http://h/x", outside, "abc"));
 	assert_non_null(strstr(err, "HF_ENDPOINT"));
 }
 
