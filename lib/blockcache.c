@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 enum bc_state { BC_LOADING, BC_READY, BC_FAILED };
 
@@ -64,9 +65,21 @@ struct blockcache *bc_new(uint64_t bound, size_t block_size)
 	return bc;
 }
 
+/* Block bytes are mapped, not malloc'ed: unmapped when evicted, they leave the process
+ * at once, where malloc arenas (one per thread, and blocks are freed by whichever
+ * thread evicts them) would keep them, and the memory bound would not hold. */
+static uint8_t *data_alloc(size_t len)
+{
+	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	               -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* A block and its bytes (taken out of the table and held by nobody). */
 static void block_free(struct bc_block *b)
 {
-	free(b->data);
+	if (b->data)
+		munmap(b->data, b->len ? b->len : 1);
 	free(b);
 }
 
@@ -86,6 +99,7 @@ void bc_free(struct blockcache *bc)
 	free(bc);
 }
 
+/* The block of (owner, index) in the table, or NULL. Called locked. */
 static struct bc_block *find(struct blockcache *bc, const void *owner, uint64_t index)
 {
 	for (struct bc_block *b = bc->buckets[bucket(bc, owner, index)]; b; b = b->next)
@@ -94,6 +108,7 @@ static struct bc_block *find(struct blockcache *bc, const void *owner, uint64_t 
 	return NULL;
 }
 
+/* Takes b out of the recency list. Called locked. */
 static void list_unlink(struct blockcache *bc, struct bc_block *b)
 {
 	if (b->newer)
@@ -107,6 +122,7 @@ static void list_unlink(struct blockcache *bc, struct bc_block *b)
 	b->newer = b->older = NULL;
 }
 
+/* Puts b first in the recency list, as the most recently used. Called locked. */
 static void list_push(struct blockcache *bc, struct bc_block *b)
 {
 	b->older = bc->newest;
@@ -156,7 +172,7 @@ static struct bc_block *insert(struct blockcache *bc, const void *owner, uint64_
 	struct bc_block *b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
-	b->data = malloc(len ? len : 1);
+	b->data = data_alloc(len);
 	if (!b->data) {
 		free(b);
 		return NULL;

@@ -103,6 +103,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
+/* Polled by libcurl about once a second and on every chunk: aborts the transfer once
+ * the caller says so (the mount is ending). */
 static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
 {

@@ -392,7 +392,20 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 	for (uint32_t s = 0; s < m->n_shards; s++)
 		if (strcmp(m->shards[s].path, shown) == 0)
 			given = &m->shards[s];
-	time_t mtime = remote_mtime((const struct remote_file *)given->src);
+	const struct remote_file *gf = remote_of_source(given->src);
+	time_t mtime = remote_mtime(gf);
+	/* the hub names the commit it served: summary.txt's source line says which */
+	const char *commit = remote_repo_commit(gf);
+	if (*commit) {
+		size_t n = strlen(shown) + strlen(commit) + 16;
+		m->source_buf = malloc(n);
+		if (!m->source_buf) {
+			errf(err, "%s: out of memory", shown);
+			goto fail;
+		}
+		snprintf(m->source_buf, n, "%s (commit %s)", shown, commit);
+		m->source = m->source_buf;
+	}
 	m->st.st_mode = S_IFREG | 0444;
 	m->st.st_nlink = 1;
 	m->st.st_uid = getuid();
@@ -426,6 +439,7 @@ void model_close(struct ggufs_model *m)
 	free(m->shards);
 	free(m->tensors);
 	remote_free(m->remote);
+	free(m->source_buf);
 	free(m->path);
 	free(m);
 }

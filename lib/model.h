@@ -38,7 +38,9 @@ struct ggufs_model {
 	uint64_t n_tensors;
 	struct model_tensor *tensors;  /* shard order, then file order */
 	struct remote *remote;  /* what the shards of a remote model share; NULL if local */
-	const char *source;     /* a remote model: the URL given, as shown; NULL if local */
+	const char *source;     /* a remote model: the URL given, as shown, and the hub's
+	                         * commit when it names one; NULL if local */
+	char *source_buf;       /* what source points to when it is not path */
 };
 
 /* Opens, maps and validates the model at path (all shards of a split model). On failure

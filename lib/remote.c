@@ -35,10 +35,10 @@ struct remote {
 	struct ahead_job queue[AHEAD_QUEUE];
 	unsigned q_head, q_len;
 	bool stopping;
+	bool ahead_wanted;          /* the cache has room for read-ahead */
+	bool ahead_started;         /* the threads were started (on the first read-ahead) */
 	pthread_t threads[REMOTE_READAHEAD_THREADS];
 	unsigned n_threads;
-
-	_Atomic uint64_t requests, bytes;
 };
 
 struct remote_file {
@@ -108,6 +108,7 @@ static void handle_put(struct remote *r, CURL *h)
 		curl_easy_cleanup(h);
 }
 
+/* True once the mount is ending: no transfer or pause should go on. */
 static bool cancelled(const struct remote *r)
 {
 	return r->o.cancelled && r->o.cancelled(r->o.cancel_arg);
@@ -137,10 +138,11 @@ enum outcome {
 	FAILED,       /* for good: err says why */
 };
 
-/* Checks a 206 against the pins (pinned) or takes them (first request). */
+/* Checks a 206 against the pins (pinned) or takes them (first request; commit is the
+ * X-Repo-Commit a redirect on the way named, which the hub sends with its redirect). */
 static enum outcome check_206(struct remote_file *f, const struct http_response *resp,
                               const char *url, uint64_t first, uint64_t last, bool pinned,
-                              char err[GGUF_ERR_MAX])
+                              const char *commit, char err[GGUF_ERR_MAX])
 {
 	if (!resp->has_range || resp->range_first != first ||
 	    (resp->range_last != last && !(!pinned && resp->range_last + 1 == resp->total &&
@@ -155,10 +157,15 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		return RETRY;
 	}
 	if (!pinned) {
+		if (resp->total > INT64_MAX) {   /* no file is that large: st_size could not say it */
+			errf(err, "the server claims a file of %" PRIu64 " bytes", resp->total);
+			return FAILED;
+		}
 		f->size = resp->total;
 		snprintf(f->etag, sizeof f->etag, "%s", resp->etag);
 		snprintf(f->last_modified, sizeof f->last_modified, "%s", resp->last_modified);
-		snprintf(f->repo_commit, sizeof f->repo_commit, "%s", resp->repo_commit);
+		snprintf(f->repo_commit, sizeof f->repo_commit, "%s",
+		         resp->repo_commit[0] ? resp->repo_commit : commit);
 		f->etag_origin = strdup(url);
 		if (!f->etag_origin) {
 			errf(err, "out of memory");
@@ -258,6 +265,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 		url = strdup(f->url);
 	struct http_response *resp = malloc(sizeof *resp);
 	enum outcome out = FAILED;
+	char commit[HTTP_COMMIT_MAX] = "";
 	if (!url || !resp) {
 		errf(err, "out of memory");
 		goto done;
@@ -272,10 +280,10 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg, .buf = buf,
 		};
 		http_get_range(h, &req, resp);
-		atomic_fetch_add(&r->requests, 1);
-		atomic_fetch_add(&r->bytes, resp->got);
 		*status = resp->status;
 		long st = resp->status;
+		if (resp->repo_commit[0] && !commit[0])
+			memcpy(commit, resp->repo_commit, sizeof commit);
 		if (st >= 300 && st < 400 && st != 304 && resp->location[0]) {
 			if (hops + 1 >= REMOTE_MAX_REDIRECTS) {
 				errf(err, "more than %d redirects", REMOTE_MAX_REDIRECTS);
@@ -292,7 +300,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			continue;
 		}
 		if (st == 206 && resp->code == CURLE_OK) {
-			out = check_206(f, resp, url, first, last, pinned, err);
+			out = check_206(f, resp, url, first, last, pinned, commit, err);
 			if (out == GOT && strcmp(url, f->url) != 0) {
 				pthread_mutex_lock(&f->lock);
 				if (!f->target || strcmp(f->target, url) != 0) {
@@ -418,9 +426,21 @@ static void *ahead_main(void *arg)
 static void read_ahead(struct remote_file *f, uint64_t from, uint64_t to)
 {
 	struct remote *r = f->r;
-	if (!r->n_threads)
+	if (!r->ahead_wanted)
 		return;
 	pthread_mutex_lock(&r->ahead_lock);
+	/* started here, not at mount: the daemon forks after mounting, and a fork keeps
+	 * only the thread that calls it */
+	if (!r->ahead_started) {
+		r->ahead_started = true;
+		for (; r->n_threads < REMOTE_READAHEAD_THREADS; r->n_threads++)
+			if (pthread_create(&r->threads[r->n_threads], NULL, ahead_main, r) != 0)
+				break;
+	}
+	if (!r->n_threads) {
+		pthread_mutex_unlock(&r->ahead_lock);
+		return;
+	}
 	for (uint64_t k = from; k < to && r->q_len < AHEAD_QUEUE && !r->stopping; k++) {
 		if (k * REMOTE_BLOCK_SIZE >= f->size)
 			break;
@@ -474,6 +494,7 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 	return atomic_load(&f->changed) ? -EIO : 0;
 }
 
+/* Source close: the file and its header prefix go. */
 static void remote_source_close(struct source *src)
 {
 	remote_close((struct remote_file *)src);
@@ -508,10 +529,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		return NULL;
 	}
 	/* read-ahead only where the cache holds more than the blocks it would fetch */
-	if (r->o.cache_size >= 4 * (uint64_t)REMOTE_READAHEAD_BLOCKS * REMOTE_BLOCK_SIZE)
-		for (; r->n_threads < REMOTE_READAHEAD_THREADS; r->n_threads++)
-			if (pthread_create(&r->threads[r->n_threads], NULL, ahead_main, r) != 0)
-				break;
+	r->ahead_wanted = r->o.cache_size >= 4 * (uint64_t)REMOTE_READAHEAD_BLOCKS * REMOTE_BLOCK_SIZE;
 	return r;
 }
 
@@ -613,6 +631,11 @@ time_t remote_mtime(const struct remote_file *f)
 	return f->mtime;
 }
 
+const char *remote_repo_commit(const struct remote_file *f)
+{
+	return f->repo_commit;
+}
+
 const char *remote_display(const struct remote_file *f)
 {
 	return f->display;
@@ -621,6 +644,11 @@ const char *remote_display(const struct remote_file *f)
 struct source *remote_source(struct remote_file *f)
 {
 	return &f->src;
+}
+
+const struct remote_file *remote_of_source(const struct source *src)
+{
+	return (const struct remote_file *)src;
 }
 
 void remote_close(struct remote_file *f)
@@ -650,10 +678,4 @@ void remote_close(struct remote_file *f)
 	free(f->etag_origin);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
-}
-
-void remote_stats(struct remote *r, uint64_t *requests, uint64_t *bytes)
-{
-	*requests = atomic_load(&r->requests);
-	*bytes = atomic_load(&r->bytes);
 }

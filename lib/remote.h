@@ -67,14 +67,15 @@ int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MA
 
 /* Last-Modified as a time, or -1 when the server sent none. */
 time_t remote_mtime(const struct remote_file *f);
+/* The hub's X-Repo-Commit from the first answer: the commit mounted; "" if none. */
+const char *remote_repo_commit(const struct remote_file *f);
 /* The URL as it may be shown: no credentials, no query. */
 const char *remote_display(const struct remote_file *f);
 
 /* The file as a byte source; closing the source closes the file. */
 struct source *remote_source(struct remote_file *f);
+/* The remote file that src (from remote_source) is. */
+const struct remote_file *remote_of_source(const struct source *src);
 void remote_close(struct remote_file *f);
-
-/* Requests and body bytes this mount has made so far (for tests and the report). */
-void remote_stats(struct remote *r, uint64_t *requests, uint64_t *bytes);
 
 #endif

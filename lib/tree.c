@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,6 +345,35 @@ static void read_f32(const struct tree *t, uint64_t i, char *buf, uint64_t len, 
  * tensor's size. */
 #define REMOTE_SLICE_BYTES (128u << 10)
 
+static pthread_key_t slice_key;
+static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
+
+static void slice_key_init(void)
+{
+	if (pthread_key_create(&slice_key, free) != 0)
+		abort();
+}
+
+/* A buffer of size bytes: the thread's own REMOTE_SLICE_BYTES one, kept for its life
+ * (a buffer per read would come and go through malloc arenas that keep it), or for a
+ * larger size a malloc'ed one that the caller frees (*owned). NULL when out of memory. */
+static uint8_t *slice_buffer(uint64_t size, bool *owned)
+{
+	*owned = size > REMOTE_SLICE_BYTES;
+	if (*owned)
+		return malloc(size);
+	pthread_once(&slice_once, slice_key_init);
+	uint8_t *buf = pthread_getspecific(slice_key);
+	if (!buf) {
+		buf = malloc(REMOTE_SLICE_BYTES);
+		if (buf && pthread_setspecific(slice_key, buf) != 0) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	return buf;
+}
+
 /* The .f32 bytes [off, off + len) of tensor i whose bytes come from a source: its
  * stored blocks fetched slice by slice and dequantized from there. 0 or -EIO. */
 static int read_f32_source(const struct tree *t, uint64_t i, char *buf, uint64_t len,
@@ -357,7 +388,8 @@ static int read_f32_source(const struct tree *t, uint64_t i, char *buf, uint64_t
 	uint64_t first = off / block_out;
 	if (last - first < slice_blocks)
 		slice_blocks = last - first;
-	uint8_t *slice = malloc(slice_blocks * ty->block_bytes);
+	bool owned;
+	uint8_t *slice = slice_buffer(slice_blocks * ty->block_bytes, &owned);
 	if (!slice)
 		return -EIO;
 	for (uint64_t pos = off; pos < end;) {
@@ -366,13 +398,15 @@ static int read_f32_source(const struct tree *t, uint64_t i, char *buf, uint64_t
 		uint64_t stop = b1 * block_out < end ? b1 * block_out : end;
 		if (model_tensor_read(t->m, i, b0 * ty->block_bytes, (b1 - b0) * ty->block_bytes,
 		                      slice) < 0) {
-			free(slice);
+			if (owned)
+				free(slice);
 			return -EIO;
 		}
 		dequant_range(ty, slice, b0, buf + (pos - off), stop - pos, pos);
 		pos = stop;
 	}
-	free(slice);
+	if (owned)
+		free(slice);
 	return 0;
 }
 

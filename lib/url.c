@@ -170,16 +170,3 @@ bool url_same_origin(const char *a, const char *b)
 	curl_free(sb), curl_free(hb), curl_free(pb);
 	return same;
 }
-
-char *url_last_component(const char *url)
-{
-	CURLU *h = parse(url);
-	char *path = NULL, *last = NULL;
-	if (h && curl_url_get(h, CURLUPART_PATH, &path, 0) == CURLUE_OK) {
-		const char *slash = strrchr(path, '/');
-		last = strdup(slash ? slash + 1 : path);
-	}
-	curl_free(path);
-	curl_url_cleanup(h);
-	return last;
-}

@@ -30,7 +30,4 @@ char *url_resolve(const char *base, const char *loc);
  * scheme's default when none is given). */
 bool url_same_origin(const char *a, const char *b);
 
-/* The last component of url's path ("" when it ends in '/'), without query. */
-char *url_last_component(const char *url);
-
 #endif

@@ -125,17 +125,6 @@ static void test_same_origin(void **state)
 	assert_false(url_same_origin("http://h/a", "not a url"));
 }
 
-static void test_last_component(void **state)
-{
-	(void)state;
-	char *c = url_last_component("https://u:p@h/a/b/model-00002-of-00003.gguf?x=/y");
-	assert_string_equal(c, "model-00002-of-00003.gguf");
-	free(c);
-	c = url_last_component("https://h/a/");
-	assert_string_equal(c, "");
-	free(c);
-}
-
 static void expect_size(const char *s, uint64_t want)
 {
 	uint64_t v = 0;
@@ -171,7 +160,6 @@ int main(void)
 		cmocka_unit_test(test_display_strips_credentials_and_query),
 		cmocka_unit_test(test_redirects_resolve),
 		cmocka_unit_test(test_same_origin),
-		cmocka_unit_test(test_last_component),
 		cmocka_unit_test(test_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
