@@ -7,6 +7,8 @@ Authorization header, while the data still comes through right), and never appea
 shown in /proc/mounts either."""
 import os
 import shutil
+import subprocess
+import time
 import unittest
 
 from remote_common import (TINY, EnvMount, FaultServer, compare_mounts, env_without_token,
@@ -97,6 +99,41 @@ class Token(unittest.TestCase):
                                     for r in s.log_settled(2)))
         finally:
             shutil.rmtree(tmp)
+
+    def test_token_cannot_inject_headers(self):
+        """A token with CR LF in it (a pasted token, a file with two lines) is refused
+        or sent as one header; it never adds headers of its own to a request."""
+        bad = TOKEN + "\r\nX-Injected: yes"
+        with FaultServer({PATH: self.data}) as s:
+            tmp = gm.public_tmpdir()
+            mnt = os.path.join(tmp, "mnt")
+            os.mkdir(mnt)
+            proc = subprocess.Popen([gm.GGUFS, "-f", s.url + PATH, mnt], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=env_without_token(HF_TOKEN=bad))
+            try:
+                deadline = time.monotonic() + gm.MOUNT_TIMEOUT
+                while not gm.is_mounted(mnt) and proc.poll() is None:
+                    self.assertLess(time.monotonic(), deadline, "neither mounted nor refused")
+                    time.sleep(0.02)
+                if gm.is_mounted(mnt):  # taken as one header value: then it must stay one
+                    gm.read_file(os.path.join(mnt, "tensors", "output.weight"))
+                    gm.unmount(mnt)
+                _, err = proc.communicate(timeout=gm.MOUNT_TIMEOUT)
+                if proc.returncode != 0:  # refused: one line, without the token
+                    self.assertEqual(proc.returncode, 1)
+                    lines = err.decode().splitlines()
+                    self.assertEqual(len(lines), 1, lines)
+                    self.assertNotIn(TOKEN, lines[0])
+            finally:
+                if gm.is_mounted(mnt):
+                    gm.unmount(mnt)
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+                shutil.rmtree(tmp)
+            for rec in s.log_settled(1):
+                self.assertNotIn("x-injected", rec.headers, "the token added a header")
 
     def test_no_token_no_header(self):
         with FaultServer({PATH: self.data}) as s:
