@@ -82,6 +82,19 @@ class Token(unittest.TestCase):
                 self.assertNotIn("authorization", r.headers, r)
                 self.assertIn(r.status, (200, 206))
 
+    def test_redirect_gets_no_url_credentials(self):
+        """The user:password of a URL is not sent to the host a redirect leads to."""
+        with FaultServer({}) as first, FaultServer({PATH: self.data}, host="127.0.0.2") as cdn:
+            first.redirect_to = cdn.url
+            url = first.url.replace("http://", "http://alice:pa55-w0rd@") + PATH
+            with EnvMount(url) as m:
+                self.read_some_tensors(m)
+                self.assert_not_shown(m, "pa55-w0rd", first.url + PATH)
+            cdn_log = cdn.log_settled(1)
+            self.assertTrue(cdn_log)
+            for r in cdn_log:
+                self.assertNotIn("authorization", r.headers, r)
+
     def test_token_file(self):
         tmp = gm.public_tmpdir()
         try:
