@@ -290,12 +290,13 @@ def parse_range(header, size):
     return (start, end)
 
 
-def signature_valid(query):
-    """Whether a query string carries an X-Expires=UNIXTIME that has not passed."""
+def signature_valid(query, revoked_before=0):
+    """Whether a query string carries an X-Expires=UNIXTIME that has not passed and is
+    not before revoked_before."""
     for part in query.split("&"):
         name, _, value = part.partition("=")
         if name == "X-Expires" and value.isdigit():
-            return time.time() < int(value)
+            return max(time.time(), revoked_before) < int(value)
     return False
 
 
@@ -359,7 +360,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 location += ("&" if query else "?") + "X-Expires=%d" % (time.time() + fs.sign_redirects)
             self.simple(record, 302, [("Location", location)])
             return
-        if fs.require_signature and not signature_valid(query):
+        if fs.require_signature and not signature_valid(query, fs.revoked_before):
             self.simple(record, 403, (), b"signature expired\n")
             return
         f = fs.file(path)
@@ -455,7 +456,8 @@ class FaultServer:
     - s.redirect_to = URL: 302 to URL + the request's path and query;
       s.sign_redirects = SECONDS adds X-Expires=NOW+SECONDS to that URL's query, and a
       server with s.require_signature = True answers 403 unless X-Expires is still
-      ahead (an expiring signed URL, as a CDN hands out);
+      ahead (an expiring signed URL, as a CDN hands out); s.revoked_before = T also
+      refuses those expiring before T (their expiry, without waiting for it);
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
     - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
     - s.shift_ranges = N: a range request gets the range N bytes further on, with a
@@ -491,6 +493,7 @@ class FaultServer:
         self.shift_ranges = 0
         self.sign_redirects = None
         self.require_signature = False
+        self.revoked_before = 0
         self.latency = 0.0
         self.rate = None
         self.chunk = 64 * 1024

@@ -95,6 +95,28 @@ class Token(unittest.TestCase):
             for r in cdn_log:
                 self.assertNotIn("authorization", r.headers, r)
 
+    def test_expired_signed_redirect(self):
+        """The hub's redirect carries a signed URL that expires: once the CDN refuses
+        it, reads still come through (ggufs asks the URL as given again), right."""
+        with FaultServer({}) as first, FaultServer({PATH: self.data}, host="127.0.0.2") as cdn:
+            first.token = TOKEN
+            first.redirect_to = cdn.url
+            first.sign_redirects = 600
+            cdn.require_signature = True
+            url = first.url + PATH
+            with EnvMount(url, (), env_without_token(HF_TOKEN=TOKEN)) as m:
+                a, _ = self.extents["output.weight"]
+                got = gm.read_file(m.p("tensors", "output.weight"))
+                self.assertEqual(got, self.data[a:a + len(got)])
+                cdn.revoked_before = time.time() + 1200  # every URL handed out expired
+                first.sign_redirects = 3600
+                a, _ = self.extents["blk.1.ffn_down.weight"]
+                got = gm.read_file(m.p("tensors", "blk.1.ffn_down.weight"))
+                self.assertEqual(got, self.data[a:a + len(got)])
+            self.assertFalse(any("authorization" in r.headers for r in cdn.log()))
+            print("redirects %d, CDN answers %r" % (len(first.log()),
+                                                     sorted(r.status for r in cdn.log())))
+
     def test_token_file(self):
         tmp = gm.public_tmpdir()
         try:
