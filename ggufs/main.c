@@ -137,8 +137,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "ggufs: libcurl cannot start\n");
 		return 1;
 	}
-	if (cli_parse(&args, &o) != 0)
+	ret = cli_parse(&args, &o);
+	if (ret != 0)
 		goto out_args;
+	ret = 1;
 	if (o.help) {
 		cli_usage(argv[0]);
 		ret = 0;
@@ -151,17 +153,6 @@ int main(int argc, char *argv[])
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
-	if (!o.model || !o.mountpoint || o.extra) {
-		fprintf(stderr, "ggufs: usage: %s [options] MODEL.gguf MOUNTPOINT (--help for more)\n",
-		        argv[0]);
-		ret = 2;
-		goto out_cmdline;
-	}
-	if (o.bad_size) {
-		fprintf(stderr, "ggufs: -o cache_size: not a size (bytes, or a number with K, M or G)\n");
-		ret = 2;
-		goto out_cmdline;
-	}
 	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
 	if (!mountpoint)
 		goto out_cmdline;
@@ -187,11 +178,12 @@ int main(int argc, char *argv[])
 
 	/* fsname and subtype first, so that the user's given later win; ro and
 	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"
-	 * unless told otherwise, and is answered with a read-only mount, as for a CD */
+	 * unless told otherwise, and is answered with a read-only mount, as for a CD;
+	 * nosuid and nodev too, which mount(8) turns off with its "suid,dev" */
 	char *abs = shown ? NULL : realpath(o.model, NULL);
 	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||
 	          insert_escaped_opt(&args, 2, "fsname", shown ? shown : abs ? abs : o.model) ||
-	          fuse_opt_add_arg(&args, "-oro,default_permissions");
+	          fuse_opt_add_arg(&args, "-oro,nosuid,nodev,default_permissions");
 	free(abs);
 	if (bad) {
 		fprintf(stderr, "ggufs: out of memory\n");
@@ -254,6 +246,7 @@ out_args:
 	/* fuse_opt_parse strdup'ed the "%s" option values */
 	free((char *)o.token_file);
 	free((char *)o.cafile);
+	free((char *)o.cache_size_arg);
 	curl_global_cleanup();
 	return ret;
 }
