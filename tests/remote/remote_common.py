@@ -78,6 +78,7 @@ def tree_files(root):
 
 
 def xattrs(path):
+    """{name: value} of every extended attribute of path."""
     return {n: os.getxattr(path, n) for n in sorted(os.listxattr(path))}
 
 
@@ -141,21 +142,26 @@ T_UINT16, T_INT32, T_UINT32, T_STRING, T_ARRAY = 2, 5, 4, 8, 9
 
 
 class Reader:
+    """Little-endian GGUF fields read one after another from bytes."""
+
     def __init__(self, data):
         self.data, self.pos = data, 0
 
     def take(self, fmt):
+        """The next struct fmt (one value, or a tuple)."""
         v = struct.unpack_from(fmt, self.data, self.pos)
         self.pos += struct.calcsize(fmt)
         return v[0] if len(v) == 1 else v
 
     def string(self):
+        """The next GGUF string (u64 length, bytes)."""
         n = self.take("<Q")
         s = self.data[self.pos:self.pos + n]
         self.pos += n
         return s
 
     def skip_value(self, vtype):
+        """Steps over one value of GGUF type vtype (arrays included)."""
         if vtype == T_STRING:
             self.string()
         elif vtype == T_ARRAY:
@@ -197,6 +203,7 @@ def parse_gguf(data):
 
 
 def gguf_str(b):
+    """A GGUF string's encoding."""
     if isinstance(b, str):
         b = b.encode()
     return struct.pack("<Q", len(b)) + b

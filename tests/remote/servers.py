@@ -149,18 +149,22 @@ class Nginx:
         return self
 
     def conf_path(self):
+        """The temporary nginx.conf this server runs with."""
         return os.path.join(self.dir, "nginx.conf")
 
     @property
     def access_log(self):
+        """The access log's path (one line per request, format ggufs above)."""
         return os.path.join(self.dir, "access.log")
 
     def proc_stderr(self):
+        """What nginx wrote to stderr, once it has exited (for a failed start)."""
         if self.proc and self.proc.poll() is not None and self.proc.stderr:
             return self.proc.stderr.read().decode(errors="replace")
         return ""
 
     def error_log(self):
+        """nginx's error log, or "" before there is one."""
         try:
             with open(os.path.join(self.dir, "error.log")) as f:
                 return f.read()
@@ -211,6 +215,7 @@ class Nginx:
         self.proc = None
 
     def __exit__(self, *exc):
+        """Stops nginx and removes its temporary directory."""
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
         return False
@@ -230,11 +235,12 @@ class Body:
         return self.size
 
     def slice(self, start, end):
-        """Bytes [start, end)."""
+        """Bytes [start, end) of the body."""
         out = self.prefix[start:end] if start < len(self.prefix) else b""
         return out + b"\0" * (end - start - len(out))
 
     def fingerprint(self):
+        """A hex digest that changes when prefix or size do (for the ETag)."""
         return hashlib.sha1(self.prefix + struct.pack("<Q", self.size)).hexdigest()
 
 
@@ -249,6 +255,7 @@ class ServedFile:
         self.etag = '"%s-%d"' % (fp[:16], version)
 
     def slice(self, start, end):
+        """Bytes [start, end) of the content."""
         if isinstance(self.content, Body):
             return self.content.slice(start, end)
         return self.content[start:end]
@@ -290,12 +297,13 @@ def parse_range(header, size):
     return (start, end)
 
 
-def signature_valid(query):
-    """Whether a query string carries an X-Expires=UNIXTIME that has not passed."""
+def signature_valid(query, revoked_before=0):
+    """Whether a query string carries an X-Expires=UNIXTIME that has not passed and is
+    not before revoked_before."""
     for part in query.split("&"):
         name, _, value = part.partition("=")
         if name == "X-Expires" and value.isdigit():
-            return time.time() < int(value)
+            return max(time.time(), revoked_before) < int(value)
     return False
 
 
@@ -308,12 +316,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
+        """A GET: headers and body."""
         self.serve(True)
 
     def do_HEAD(self):
+        """A HEAD: the GET's headers, no body."""
         self.serve(False)
 
     def serve(self, with_body):
+        """Answers one request and logs it, however the answer ends."""
         fs = self.server.fault
         headers = {k.lower(): v for k, v in self.headers.items()}
         record = {"method": self.command, "path": self.path, "headers": headers,
@@ -325,6 +336,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             fs.add_record(FaultRecord(**record))
 
     def simple(self, record, status, extra=(), body=b""):
+        """A short answer (an error, a redirect) with its whole body."""
         record["status"] = status
         self.send_response(status)
         for k, v in extra:
@@ -336,6 +348,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             record["bytes_sent"] = len(body)
 
     def answer(self, fs, headers, record, with_body):
+        """The switches in the order a real stack meets them (a dead or stalled server,
+        injected failures, authentication, redirect, the file, If-Match, Range), then
+        the file's bytes."""
         fs.before_answer()
         if fs.stalled():  # a stalled server: the request is held, never answered
             fs.wait_unstalled()
@@ -359,7 +374,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 location += ("&" if query else "?") + "X-Expires=%d" % (time.time() + fs.sign_redirects)
             self.simple(record, 302, [("Location", location)])
             return
-        if fs.require_signature and not signature_valid(query):
+        if fs.require_signature and not signature_valid(query, fs.revoked_before):
             self.simple(record, 403, (), b"signature expired\n")
             return
         f = fs.file(path)
@@ -455,7 +470,8 @@ class FaultServer:
     - s.redirect_to = URL: 302 to URL + the request's path and query;
       s.sign_redirects = SECONDS adds X-Expires=NOW+SECONDS to that URL's query, and a
       server with s.require_signature = True answers 403 unless X-Expires is still
-      ahead (an expiring signed URL, as a CDN hands out);
+      ahead (an expiring signed URL, as a CDN hands out); s.revoked_before = T also
+      refuses those expiring before T (their expiry, without waiting for it);
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
     - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
     - s.shift_ranges = N: a range request gets the range N bytes further on, with a
@@ -491,6 +507,7 @@ class FaultServer:
         self.shift_ranges = 0
         self.sign_redirects = None
         self.require_signature = False
+        self.revoked_before = 0
         self.latency = 0.0
         self.rate = None
         self.chunk = 64 * 1024
@@ -519,31 +536,38 @@ class FaultServer:
             self.files[path] = ServedFile(content, self.mtime, version)
 
     def remove(self, path):
+        """Takes the file at path away (404 from now on)."""
         with self.lock:
             self.files.pop(path, None)
 
     def file(self, path):
+        """The ServedFile at path now, or None."""
         with self.lock:
             return self.files.get(path)
 
     def fail_next(self, n, status=503):
+        """The next n requests are answered status, whatever they ask."""
         with self.lock:
             self._failures.extend([status] * n)
 
     def clear_failures(self):
+        """Cancels the injected failures not given yet."""
         with self.lock:
             self._failures = []
 
     def take_failure(self):
+        """The status injected for this request, or None."""
         with self.lock:
             return self._failures.pop(0) if self._failures else None
 
     @property
     def stall(self):
+        """Whether requests are held unanswered."""
         return self._stall.is_set()
 
     @stall.setter
     def stall(self, on):
+        """Holds requests from now on (True), or lets the held ones go (False)."""
         if on:
             self._unstall.clear()
             self._stall.set()
@@ -552,20 +576,24 @@ class FaultServer:
             self._unstall.set()
 
     def stalled(self):
+        """Whether a request arriving now is held."""
         return self._stall.is_set()
 
     def wait_unstalled(self):
+        """Blocks until the stall ends or the server stops."""
         while not self._unstall.wait(0.1):
             if self.closing.is_set():
                 return
 
     def before_answer(self):
+        """The configured latency, before anything is answered."""
         if self.latency:
             time.sleep(self.latency)
 
     # -- the log --
 
     def begin_request(self):
+        """Counts a request that is being answered (for max_in_flight)."""
         with self.lock:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
@@ -577,6 +605,7 @@ class FaultServer:
             self._log.append(record)
 
     def log(self):
+        """Every request that has ended so far, oldest first."""
         with self.lock:
             return list(self._log)
 
@@ -599,6 +628,7 @@ class FaultServer:
     # -- life --
 
     def __enter__(self):
+        """Starts serving on a port the kernel picks."""
         self.httpd = _ThreadingServer((self.host, 0), _Handler)
         self.httpd.fault = self
         self.port = self.httpd.server_address[1]
@@ -609,6 +639,8 @@ class FaultServer:
         return self
 
     def __exit__(self, *exc):
+        """Stops serving; held (stalled) requests are let go and their connections
+        closed."""
         self.closing.set()
         self.stall = False
         self.httpd.shutdown()

@@ -150,6 +150,11 @@ class FaultServerTest(unittest.TestCase):
             self.assertRegex(h["location"], r"/d/m.gguf\?X-Expires=\d+$")
             self.assertEqual(request(h["location"], headers={"Range": "bytes=0-1"})[0], 206)
             self.assertEqual(request(cdn.url + "/d/m.gguf")[0], 403)
+            cdn.revoked_before = time.time() + 7200  # what was handed out has expired
+            self.assertEqual(request(h["location"], headers={"Range": "bytes=0-1"})[0], 403)
+            self.srv.sign_redirects = 3 * 3600
+            _, h, _ = request(self.url)
+            self.assertEqual(request(h["location"], headers={"Range": "bytes=0-1"})[0], 206)
             self.srv.sign_redirects = -1  # handed out already expired
             _, h, _ = request(self.url + "?a=b")
             self.assertIn("?a=b&X-Expires=", h["location"])

@@ -7,6 +7,8 @@ Authorization header, while the data still comes through right), and never appea
 shown in /proc/mounts either."""
 import os
 import shutil
+import subprocess
+import time
 import unittest
 
 from remote_common import (TINY, EnvMount, FaultServer, compare_mounts, env_without_token,
@@ -80,6 +82,41 @@ class Token(unittest.TestCase):
                 self.assertNotIn("authorization", r.headers, r)
                 self.assertIn(r.status, (200, 206))
 
+    def test_redirect_gets_no_url_credentials(self):
+        """The user:password of a URL is not sent to the host a redirect leads to."""
+        with FaultServer({}) as first, FaultServer({PATH: self.data}, host="127.0.0.2") as cdn:
+            first.redirect_to = cdn.url
+            url = first.url.replace("http://", "http://alice:pa55-w0rd@") + PATH
+            with EnvMount(url) as m:
+                self.read_some_tensors(m)
+                self.assert_not_shown(m, "pa55-w0rd", first.url + PATH)
+            cdn_log = cdn.log_settled(1)
+            self.assertTrue(cdn_log)
+            for r in cdn_log:
+                self.assertNotIn("authorization", r.headers, r)
+
+    def test_expired_signed_redirect(self):
+        """The hub's redirect carries a signed URL that expires: once the CDN refuses
+        it, reads still come through (ggufs asks the URL as given again), right."""
+        with FaultServer({}) as first, FaultServer({PATH: self.data}, host="127.0.0.2") as cdn:
+            first.token = TOKEN
+            first.redirect_to = cdn.url
+            first.sign_redirects = 600
+            cdn.require_signature = True
+            url = first.url + PATH
+            with EnvMount(url, (), env_without_token(HF_TOKEN=TOKEN)) as m:
+                a, _ = self.extents["output.weight"]
+                got = gm.read_file(m.p("tensors", "output.weight"))
+                self.assertEqual(got, self.data[a:a + len(got)])
+                cdn.revoked_before = time.time() + 1200  # every URL handed out expired
+                first.sign_redirects = 3600
+                a, _ = self.extents["blk.1.ffn_down.weight"]
+                got = gm.read_file(m.p("tensors", "blk.1.ffn_down.weight"))
+                self.assertEqual(got, self.data[a:a + len(got)])
+            self.assertFalse(any("authorization" in r.headers for r in cdn.log()))
+            print("redirects %d, CDN answers %r" % (len(first.log()),
+                                                     sorted(r.status for r in cdn.log())))
+
     def test_token_file(self):
         tmp = gm.public_tmpdir()
         try:
@@ -97,6 +134,41 @@ class Token(unittest.TestCase):
                                     for r in s.log_settled(2)))
         finally:
             shutil.rmtree(tmp)
+
+    def test_token_cannot_inject_headers(self):
+        """A token with CR LF in it (a pasted token, a file with two lines) is refused
+        or sent as one header; it never adds headers of its own to a request."""
+        bad = TOKEN + "\r\nX-Injected: yes"
+        with FaultServer({PATH: self.data}) as s:
+            tmp = gm.public_tmpdir()
+            mnt = os.path.join(tmp, "mnt")
+            os.mkdir(mnt)
+            proc = subprocess.Popen([gm.GGUFS, "-f", s.url + PATH, mnt], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=env_without_token(HF_TOKEN=bad))
+            try:
+                deadline = time.monotonic() + gm.MOUNT_TIMEOUT
+                while not gm.is_mounted(mnt) and proc.poll() is None:
+                    self.assertLess(time.monotonic(), deadline, "neither mounted nor refused")
+                    time.sleep(0.02)
+                if gm.is_mounted(mnt):  # taken as one header value: then it must stay one
+                    gm.read_file(os.path.join(mnt, "tensors", "output.weight"))
+                    gm.unmount(mnt)
+                _, err = proc.communicate(timeout=gm.MOUNT_TIMEOUT)
+                if proc.returncode != 0:  # refused: one line, without the token
+                    self.assertEqual(proc.returncode, 1)
+                    lines = err.decode().splitlines()
+                    self.assertEqual(len(lines), 1, lines)
+                    self.assertNotIn(TOKEN, lines[0])
+            finally:
+                if gm.is_mounted(mnt):
+                    gm.unmount(mnt)
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+                shutil.rmtree(tmp)
+            for rec in s.log_settled(1):
+                self.assertNotIn("x-injected", rec.headers, "the token added a header")
 
     def test_no_token_no_header(self):
         with FaultServer({PATH: self.data}) as s:
