@@ -147,6 +147,8 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+	/* header values never carry a line break (remote_new checks tokens; ETags come
+	 * from header lines, which have none) */
 	if (req->if_match) {
 		snprintf(line, sizeof line, "If-Match: %s", req->if_match);
 		headers = curl_slist_append(headers, line);

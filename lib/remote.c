@@ -514,8 +514,23 @@ static const struct source_ops remote_ops = {
 	.close = remote_source_close,
 };
 
+/* True when token can be a bearer token: visible ASCII only (RFC 6750's characters are
+ * fewer). Anything else, a CR LF above all, would make a header of its own. */
+static bool token_ok(const char *token)
+{
+	for (const unsigned char *p = (const unsigned char *)token; *p; p++)
+		if (*p < 0x21 || *p > 0x7e)
+			return false;
+	return *token != 0;
+}
+
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 {
+	if (o->token && !token_ok(o->token)) {
+		errf(err, "the token (%s) holds a space, a line break or another byte that no "
+		     "bearer token has", o->token_from_env ? "HF_TOKEN" : "token_file");
+		return NULL;
+	}
 	struct remote *r = calloc(1, sizeof *r);
 	if (!r) {
 		errf(err, "out of memory");

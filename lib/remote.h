@@ -47,7 +47,9 @@ struct remote_opts {
 struct remote;
 struct remote_file;
 
-/* The shared state of one mount; NULL with err on failure. Copies what o points to. */
+/* The shared state of one mount; NULL with err on failure (a token with anything but
+ * visible ASCII in it, which could smuggle a header in, is refused). Copies what o
+ * points to. */
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
 /* Stops the read-ahead threads and frees everything; the files must be closed first. */
 void remote_free(struct remote *r);
