@@ -622,9 +622,16 @@ static void read_ahead(struct remote_file *f, uint64_t k0, uint64_t k1)
 			f->ra_end = k0 + 1;
 		unsigned window = f->ra_window < r->window_max ? f->ra_window : r->window_max;
 		unsigned request = f->ra_request < window / 2 ? f->ra_request : window / 2;
+		if (!request)
+			request = 1;
+		/* whole requests only (a run cut short costs a request's latency for little),
+		 * except at the end of the file */
+		uint64_t n_blocks = (f->size + REMOTE_BLOCK_SIZE - 1) / REMOTE_BLOCK_SIZE;
 		uint64_t target = f->ra_next + window;
+		if (f->ra_end < target && target < n_blocks)
+			target -= (target - f->ra_end) % request;
 		if (f->ra_end < target) {
-			f->ra_end = queue_blocks(f, f->ra_end, target, request ? request : 1);
+			f->ra_end = queue_blocks(f, f->ra_end, target, request);
 			if (f->ra_request < REMOTE_REQUEST_MAX_BLOCKS)
 				f->ra_request *= 2;
 			if (f->ra_window < r->window_max)

@@ -49,7 +49,7 @@
  * threads (each its own connection) at once. A read elsewhere starts again from the
  * least. A request is at most half the window, so that two are in flight at least. */
 #define REMOTE_REQUEST_MIN_BLOCKS 2         /* 256 KiB */
-#define REMOTE_REQUEST_MAX_BLOCKS 64        /* 8 MiB */
+#define REMOTE_REQUEST_MAX_BLOCKS 32        /* 4 MiB */
 #define REMOTE_WINDOW_MIN_BLOCKS 8          /* 1 MiB */
 #define REMOTE_WINDOW_MAX_BLOCKS 512        /* 64 MiB */
 #define REMOTE_READAHEAD_THREADS 8
