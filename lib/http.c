@@ -129,6 +129,11 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 			memcpy(q->segs[r->got / q->seg_len] + at, data + done, piece);
 			done += piece;
 			r->got += piece;
+			if ((r->got % q->seg_len == 0 || r->got == t->want) && q->seg_ready &&
+			    !q->seg_ready(q->seg_arg, r, (size_t)((r->got - 1) / q->seg_len))) {
+				r->rejected = true;
+				return 0;
+			}
 		}
 		return len;
 	}

@@ -16,6 +16,8 @@
 #define HTTP_COMMIT_MAX 64
 #define HTTP_LOCATION_MAX 8192
 
+struct http_response;
+
 struct http_request {
 	const char *url;
 	uint64_t first, last;       /* inclusive */
@@ -29,11 +31,16 @@ struct http_request {
 	uint8_t *const *segs;       /* else: the body in pieces of seg_len bytes (the last may
 	                             * be shorter), one buffer each: cache blocks filled in place */
 	size_t seg_len;
+	/* with segs, NULL or called as each piece i is complete, in order, with the response
+	 * so far (its headers all in): false stops the transfer (resp->rejected) */
+	bool (*seg_ready)(void *arg, const struct http_response *resp, size_t i);
+	void *seg_arg;
 };
 
 struct http_response {
 	CURLcode code;              /* CURLE_OK, or why the transfer failed */
 	bool aborted;               /* by cancelled(), or a body other than the range asked */
+	bool rejected;              /* by seg_ready */
 	long status;                /* 0 when no response arrived */
 	uint64_t got;               /* body bytes written to buf (206 only) */
 	bool has_range;             /* a valid Content-Range: bytes A-B/TOTAL, or bytes *\/TOTAL */

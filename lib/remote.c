@@ -189,6 +189,16 @@ enum outcome {
 	FAILED,       /* for good: err says why */
 };
 
+/* Whether a response is of the version pinned: its size, and its ETag (or without
+ * one, its Last-Modified) where both sides have one. */
+static bool same_version(const struct remote_file *f, const struct http_response *resp)
+{
+	return resp->total == f->size &&
+	       !(f->etag[0] && resp->etag[0] && strcmp(resp->etag, f->etag) != 0) &&
+	       !(!f->etag[0] && f->last_modified[0] && resp->last_modified[0] &&
+	         strcmp(resp->last_modified, f->last_modified) != 0);
+}
+
 /* Checks a 206 against the pins (pinned) or takes them (first request; commit is the
  * X-Repo-Commit a redirect on the way named, which the hub sends with its redirect). */
 static enum outcome check_206(struct remote_file *f, const struct http_response *resp,
@@ -201,6 +211,12 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		errf(err, "the server's reply has no Content-Range for bytes %" PRIu64 "-%" PRIu64,
 		     first, last);
 		return FAILED;
+	}
+	if (pinned && !same_version(f, resp)) {   /* a changed file, cut short or not */
+		errf(err, "changed on the server (size %" PRIu64 ", ETag %s; mounted: %" PRIu64
+		     ", ETag %s)", resp->total, resp->etag[0] ? resp->etag : "none", f->size,
+		     f->etag[0] ? f->etag : "none");
+		return CHANGED;
 	}
 	if (resp->got != resp->range_last - first + 1) {
 		errf(err, "the server's reply was cut short (%" PRIu64 " of %" PRIu64 " bytes)",
@@ -224,16 +240,39 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		}
 		return GOT;
 	}
-	if (resp->total != f->size ||
-	    (f->etag[0] && resp->etag[0] && strcmp(resp->etag, f->etag) != 0) ||
-	    (!f->etag[0] && f->last_modified[0] && resp->last_modified[0] &&
-	     strcmp(resp->last_modified, f->last_modified) != 0)) {
-		errf(err, "changed on the server (size %" PRIu64 ", ETag %s; mounted: %" PRIu64
-		     ", ETag %s)", resp->total, resp->etag[0] ? resp->etag : "none", f->size,
-		     f->etag[0] ? f->etag : "none");
-		return CHANGED;
-	}
 	return GOT;
+}
+
+/* A read-ahead job's blocks, filled by one request (and by its retries, each asking
+ * from the first block not yet whole): each block is handed to the cache as soon as it
+ * is whole, so that a reader waits for its block, not for the whole request. */
+struct blocks_sink {
+	struct remote_file *f;
+	struct bc_block **blocks;
+	unsigned n, done;           /* blocks; those handed over whole */
+	unsigned base;              /* the block where this attempt's body starts */
+	uint64_t first, last;       /* this attempt's range */
+	bool checked;               /* this attempt's response is the range and version asked */
+	uint8_t *segs[REMOTE_REQUEST_MAX_BLOCKS];
+};
+
+/* http_request.seg_ready: block base + i is whole. Nothing is handed over before the
+ * response's headers are checked (range, size, ETag); false stops a response that
+ * fails them, and check_206 then says why. */
+static bool block_ready(void *arg, const struct http_response *resp, size_t i)
+{
+	struct blocks_sink *sink = arg;
+	if (sink->base + i != sink->done || sink->done >= sink->n)
+		return false;   /* never: pieces complete in order */
+	if (!sink->checked) {
+		if (resp->status != 206 || !resp->has_range || resp->range_first != sink->first ||
+		    resp->range_last != sink->last || !same_version(sink->f, resp))
+			return false;
+		sink->checked = true;
+	}
+	bc_fill_done(sink->f->r->cache, sink->blocks[sink->done], 0);
+	sink->done++;
+	return true;
 }
 
 /* What a reply other than a 206 or a redirect means. */
@@ -302,8 +341,9 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 /* One attempt at bytes [first, last] into buf, following redirects from the remembered
  * target or the URL as given. The token goes only to the origin of the URL as given. */
 static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint64_t last,
-                            uint8_t *buf, uint8_t *const *segs, bool pinned, bool from_given,
-                            long *status, long *retry_after, char err[GGUF_ERR_MAX])
+                            uint8_t *buf, struct blocks_sink *sink, bool pinned,
+                            bool from_given, long *status, long *retry_after,
+                            char err[GGUF_ERR_MAX])
 {
 	struct remote *r = f->r;
 	char *url = NULL;
@@ -333,8 +373,15 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
 			.cafile = r->o.cafile, .timeout = r->o.timeout,
 			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg, .buf = buf,
-			.segs = segs, .seg_len = REMOTE_BLOCK_SIZE,
+			.segs = sink ? sink->segs + sink->done : NULL, .seg_len = REMOTE_BLOCK_SIZE,
+			.seg_ready = sink ? block_ready : NULL, .seg_arg = sink,
 		};
+		if (sink) {
+			sink->base = sink->done;
+			sink->first = first;
+			sink->last = last;
+			sink->checked = false;
+		}
 		http_get_range(h, &req, resp);
 		*status = resp->status;
 		*retry_after = resp->retry_after;
@@ -356,7 +403,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			at_target = true;
 			continue;
 		}
-		if (st == 206 && resp->code == CURLE_OK) {
+		if (st == 206 && (resp->code == CURLE_OK || resp->rejected)) {
 			out = check_206(f, resp, url, first, last, pinned, commit, err);
 			if (out == GOT && strcmp(url, f->url) != 0) {
 				pthread_mutex_lock(&f->lock);
@@ -392,7 +439,7 @@ static void mark_changed(struct remote_file *f, const char *why)
  * with err. At mount (at_mount) a changed file is only err: the mount's one line says
  * it. */
 static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *buf,
-                 uint8_t *const *segs, bool pinned, bool at_mount, char err[GGUF_ERR_MAX],
+                 struct blocks_sink *sink, bool pinned, bool at_mount, char err[GGUF_ERR_MAX],
                  long *status)
 {
 	struct remote *r = f->r;
@@ -412,7 +459,9 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 			break;
 		}
 		long retry_after = -1;
-		enum outcome o = attempt(f, h, first, last, buf, segs, pinned, from_given, status,
+		/* blocks that came whole are the readers' already: ask only for the rest */
+		uint64_t from = sink ? first + (uint64_t)sink->done * REMOTE_BLOCK_SIZE : first;
+		enum outcome o = attempt(f, h, from, last, buf, sink, pinned, from_given, status,
 		                         &retry_after, err);
 		if (o == GOT) {
 			ret = 0;
@@ -469,19 +518,21 @@ static int run_job(struct ahead_job *job)
 {
 	struct remote_file *f = job->f;
 	struct remote *r = f->r;
-	uint8_t *segs[REMOTE_REQUEST_MAX_BLOCKS];
+	struct blocks_sink sink = { .f = f, .blocks = job->blocks, .n = job->n };
 	int error = -EIO;
 	if (!atomic_load(&f->changed)) {
 		char err[GGUF_ERR_MAX];
 		long status;
 		for (unsigned i = 0; i < job->n; i++)
-			segs[i] = bc_block_data(job->blocks[i]);
+			sink.segs[i] = bc_block_data(job->blocks[i]);
 		uint64_t first = job->first * REMOTE_BLOCK_SIZE;
 		uint64_t last = (job->first + job->n - 1) * REMOTE_BLOCK_SIZE +
 		                block_len(f, job->first + job->n - 1) - 1;
-		error = fetch(f, first, last, NULL, segs, true, false, err, &status) == 0 ? 0 : -EIO;
+		error = fetch(f, first, last, NULL, &sink, true, false, err, &status) == 0 ? 0 : -EIO;
 	}
-	for (unsigned i = 0; i < job->n; i++)
+	if (!error && sink.done < job->n)   /* never: a whole body hands every block over */
+		error = -EIO;
+	for (unsigned i = sink.done; i < job->n; i++)   /* those not handed over whole */
 		bc_fill_done(r->cache, job->blocks[i], error);
 	free(job);
 	return error;
