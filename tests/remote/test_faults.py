@@ -260,6 +260,18 @@ class Faults(unittest.TestCase):
         self.assertGreaterEqual(elapsed, 1.9, "the retry waited as Retry-After said")
         self.assertLess(elapsed, 9)
 
+    def test_429_retry_after_date(self):
+        """Retry-After as an HTTP date, 3 s ahead (whole seconds: 2 to 3 s from now)."""
+        import email.utils
+        import time
+
+        def limit(s):
+            s.retry_after = email.utils.formatdate(time.time() + 3, usegmt=True)
+            s.fail_next(1, 429)
+        log, elapsed = self.check_recovers(limit)
+        self.assertGreaterEqual(elapsed, 1.5, "the retry waited until the date")
+        self.assertLess(elapsed, 12)
+
     def test_resets_retried(self):
         log, elapsed = self.check_recovers(lambda s: s.reset_next(2, after=1000))
         cut = [r for r in log if r.status == 206 and r.bytes_sent == 1000]
