@@ -136,6 +136,40 @@ static void test_claim(void **state)
 	bc_free(bc);
 }
 
+/* Claims block index for read-ahead and fills it as fetch() would. */
+static void claim_fill(struct blockcache *bc, const void *owner, uint64_t index)
+{
+	struct bc_block *b = bc_claim(bc, owner, index, BS);
+	assert_non_null(b);
+	memset(bc_block_data(b), (int)(index & 0xff), BS);
+	bc_fill_done(bc, b, 0);
+}
+
+/* A streaming reader: read-ahead blocks read once keep their place, so the next claim
+ * pushes out the oldest block read, never one still ahead of the reader; a block read
+ * again counts as used again. */
+static void test_read_ahead_blocks_leave_in_order(void **state)
+{
+	(void)state;
+	int owner;
+	struct blockcache *bc = bc_new(4 * BS, BS);
+	for (uint64_t k = 0; k < 4; k++)
+		claim_fill(bc, &owner, k);
+	atomic_store(&fetches, 0);
+	get_check(bc, &owner, 0);
+	get_check(bc, &owner, 1);
+	claim_fill(bc, &owner, 4);   /* pushes out 0, read; not 2 or 3, ahead */
+	assert_false(bc_contains(bc, &owner, 0));
+	assert_true(bc_contains(bc, &owner, 2));
+	assert_true(bc_contains(bc, &owner, 3));
+	get_check(bc, &owner, 1);    /* a second read: 1 is the newest now */
+	claim_fill(bc, &owner, 5);   /* pushes out 2, the oldest */
+	assert_true(bc_contains(bc, &owner, 1));
+	assert_false(bc_contains(bc, &owner, 2));
+	assert_int_equal(atomic_load(&fetches), 0);
+	bc_free(bc);
+}
+
 struct reader {
 	struct blockcache *bc;
 	const void *owner;
@@ -183,6 +217,7 @@ int main(void)
 		cmocka_unit_test(test_held_blocks_survive),
 		cmocka_unit_test(test_failure_not_kept),
 		cmocka_unit_test(test_claim),
+		cmocka_unit_test(test_read_ahead_blocks_leave_in_order),
 		cmocka_unit_test(test_one_fetch_for_concurrent_readers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
