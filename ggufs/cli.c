@@ -11,6 +11,8 @@ enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ };
 static const struct fuse_opt ggufs_opts[] = {
 	/* ours, not libfuse's (which dropped it in 3.0): taken out of the -o list */
 	{ "nonempty", offsetof(struct options, nonempty), 1 },
+	{ "--check", offsetof(struct options, check), 1 },
+	{ "--json", offsetof(struct options, json), 1 },
 	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -65,6 +67,9 @@ void cli_usage(const char *prog)
 	       "    -d   -o debug          FUSE debug output (implies -f)\n"
 	       "    -s                     single-threaded\n"
 	       "    -o nonempty            mount even over a non-empty directory\n"
+	       "         --check MODEL     scan every tensor for NaN, inf and bad block\n"
+	       "                           scales; mount nothing (exit 0 healthy, 1 not)\n"
+	       "         --json            with --check: the report as JSON\n"
 	       "    -o opt[,opt...]        mount options, below\n"
 	       "\n",
 	       prog);

@@ -36,6 +36,8 @@ struct options {
 	int version;
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
 	unsigned max_read;   /* -o max_read=N, read here and passed on */
+	int check;           /* --check: scan MODEL, mount nothing */
+	int json;            /* --json: the --check report as JSON */
 };
 
 /* Takes MODEL, MOUNTPOINT and ggufs's own options out of args into o, leaving the rest
@@ -57,6 +59,11 @@ char *mountpoint_check(const char *given, bool nonempty);
 /* True when a file system is mounted at path (absolute, symlinks resolved); what gets
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
 bool mounted_at(const char *path, char *what, size_t size, char *dev);
+
+/* check.c: ggufs --check MODEL [--json]. Scans every tensor of the model and reports
+ * the unhealthy ones on stdout; returns the exit status: 0 healthy, 1 unhealthy, 3 when
+ * the model cannot be opened or read (one line on stderr, as a mount would say). */
+int check_model(const char *path, bool json);
 
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */

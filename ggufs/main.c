@@ -44,7 +44,8 @@ static void warn_raw_only(const struct ggufs_model *m)
 
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
- * nothing could be mounted (one line on stderr), 2 for wrong arguments. */
+ * nothing could be mounted (one line on stderr), 2 for wrong arguments. --check runs
+ * check.c instead and exits with its status. */
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -68,6 +69,17 @@ int main(int argc, char *argv[])
 	if (o.version) {
 		printf("ggufs %s (libfuse %s)\n", GGUFS_VERSION, fuse_pkgversion());
 		ret = 0;
+		goto out_args;
+	}
+	if (o.check || o.json) {
+		/* ggufs --check MODEL [--json]: nothing else, nothing mounted */
+		if (!o.check || !o.model || o.mountpoint || args.argc > 1) {
+			fprintf(stderr, "ggufs: usage: %s --check [--json] MODEL.gguf (--help for more)\n",
+			        argv[0]);
+			ret = 2;
+		} else {
+			ret = check_model(o.model, o.json);
+		}
 		goto out_args;
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)

@@ -41,6 +41,16 @@ static void lane_add(struct stats_lanes *l, int j, float v, double shift)
  * selects instead of branches: sel(m, a, b) is a where m is all ones, else b. */
 #define sel(m, a, b) (((a) & (m)) | ((b) & ~(m)))
 
+/* The low and high halves of vector v of W floats, as two vectors of W / 2: by shuffle,
+ * which the compiler maps onto the one register each half lives in. */
+#define HALVES4(h, v) (h[0] = __builtin_shufflevector(v, v, 0, 1), \
+                       h[1] = __builtin_shufflevector(v, v, 2, 3))
+#define HALVES8(h, v) (h[0] = __builtin_shufflevector(v, v, 0, 1, 2, 3), \
+                       h[1] = __builtin_shufflevector(v, v, 4, 5, 6, 7))
+#define HALVES16(h, v) (h[0] = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), \
+                        h[1] = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15))
+#define HALVES(h, v, W) HALVES##W(h, v)
+
 #define DEFINE_KERNEL(NAME, TARGET, W)                                                      \
 	typedef float NAME##_vf __attribute__((vector_size(4 * (W))));                        \
 	typedef uint32_t NAME##_vu __attribute__((vector_size(4 * (W))));                     \
@@ -81,7 +91,7 @@ static void lane_add(struct stats_lanes *l, int j, float v, double shift)
 				                       (NAME##_vu)hi[g]);                      \
 				const NAME##_vf v = (NAME##_vf)(u & fin);                      \
 				NAME##_vh h[2];                                                \
-				memcpy(h, &v, sizeof h);                                       \
+				HALVES(h, v, W);                                               \
 				for (int k = 0; k < 2; k++) {                                  \
 					const NAME##_vd d =                                    \
 						__builtin_convertvector(h[k], NAME##_vd) - shift; \
