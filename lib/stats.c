@@ -132,6 +132,12 @@ void stats_acc_finish(struct stats_acc *a, struct tensor_stats *out)
 		out->mean = out->std = NAN;
 		return;
 	}
+	/* -0.0 and +0.0 compare equal, and which one a lane kept depends on where each
+	 * lies: a zero min or max is written 0, whatever the sign of its zeros */
+	if (out->min == 0.0f)
+		out->min = 0.0f;
+	if (out->max == 0.0f)
+		out->max = 0.0f;
 	out->absmax = fabsf(out->min) > fabsf(out->max) ? fabsf(out->min) : fabsf(out->max);
 	out->std = sqrt(a->m2 / (double)out->finite);
 }

@@ -15,7 +15,8 @@ struct tree;
 struct tensor_stats {
 	uint64_t elements;
 	uint64_t finite;       /* elements - nan - pos_inf - neg_inf */
-	float min, max;        /* over the finite values; NaN when there are none */
+	float min, max;        /* over the finite values; NaN when there are none; a zero
+	                        * min or max is +0.0 whatever the sign of the zeros */
 	float absmax;          /* largest |x| over the finite values; NaN when none */
 	double mean, std;      /* float64, population std (ddof 0), over the finite values */
 	uint64_t nan, pos_inf, neg_inf;
