@@ -56,9 +56,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 void cli_usage(const char *prog)
 {
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
+	       "       %s --check [--json] MODEL.gguf\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
-	       "gguf.json and summary.txt. See ggufs(1).\n"
+	       "stats/NAME, stats.tsv, gguf.json and summary.txt. See ggufs(1).\n"
 	       "\n"
 	       "options:\n"
 	       "    -h   --help            print this help and exit\n"
@@ -72,7 +73,7 @@ void cli_usage(const char *prog)
 	       "         --json            with --check: the report as JSON\n"
 	       "    -o opt[,opt...]        mount options, below\n"
 	       "\n",
-	       prog);
+	       prog, prog);
 	fflush(stdout);
 	fuse_lowlevel_help();
 }
