@@ -1,9 +1,9 @@
 /* The inner loop of the statistics (stats.c): one pass over a block of float32 values
  * into 16 independent lanes, value i going to lane i % 16. Branch-free per value, with
- * one accumulator array per figure and classification by bit tests, so that the
- * compiler turns the lane loop into vector instructions of whatever width the target
- * has, while each lane adds its values in the same order on every target: the results
- * are the same bit for bit at every SIMD level. */
+ * one accumulator per figure and lane and classification by bit tests: a portable body
+ * in the compiler's vector extensions, and AVX2 and AVX-512 bodies in intrinsics (mask
+ * registers, blends, minps), all doing lane_add's operations in lane_add's order, so
+ * that the results are the same bit for bit at every SIMD level (test_stats checks). */
 #ifndef GGUFS_STATS_KERNEL_H
 #define GGUFS_STATS_KERNEL_H
 
