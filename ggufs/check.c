@@ -1,7 +1,9 @@
 /* ggufs --check MODEL: the statistics of every tensor (lib/stats.h), computed by the
  * same code and through the same tree reads as stats/NAME, without mounting anything;
- * one line per unhealthy tensor, or one JSON report. Worker threads take tensors
- * largest first, so that both cores stay busy to the end; the model is read once. */
+ * one line per unhealthy tensor, or one JSON report. Worker threads take the tensors'
+ * segments in file order, so that both cores stay busy to the end and the file is read
+ * once, in order (two threads on far apart tensors made two streams that the kernel's
+ * read-ahead served worse than one, from a cold page cache). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -25,47 +27,40 @@ struct result {
 	int err;                 /* 0, or -errno of the read */
 };
 
+/* One piece of work: a segment of a tensor. */
+struct item {
+	uint64_t tensor, seg;
+};
+
 struct scan {
 	const struct tree *t;
-	uint64_t *order;         /* tensors with a .f32 file, largest first */
-	uint64_t n_order;
-	atomic_uint_fast64_t next;   /* index into order of the next tensor to take */
+	struct item *items;      /* every segment of every tensor with a .f32 file, in order */
+	uint64_t n_items;
+	atomic_uint_fast64_t next;   /* the next item to take */
 	_Atomic uint64_t bytes_done;
-	struct result *res;      /* per tensor */
+	struct stats_part *parts;    /* per item */
+	int *errs;                   /* per item: 0, or -errno of the read */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned running;        /* workers not yet finished */
 };
 
-/* Takes tensors until none is left, then says so. */
+/* Takes items until none is left, then says so. */
 static void *worker(void *arg)
 {
 	struct scan *sc = arg;
 	for (;;) {
 		uint64_t k = atomic_fetch_add(&sc->next, 1);
-		if (k >= sc->n_order)
+		if (k >= sc->n_items)
 			break;
-		uint64_t i = sc->order[k];
-		sc->res[i].err = stats_tensor(sc->t, i, &sc->res[i].s, &sc->bytes_done);
+		sc->errs[k] = stats_segment(sc->t, sc->items[k].tensor, sc->items[k].seg,
+		                            &sc->parts[k], &sc->bytes_done);
 	}
 	pthread_mutex_lock(&sc->lock);
 	sc->running--;
 	pthread_cond_signal(&sc->cond);
 	pthread_mutex_unlock(&sc->lock);
 	return NULL;
-}
-
-struct by_size {
-	uint64_t size, index;
-};
-
-/* Larger first; equal sizes in file order. */
-static int cmp_by_size(const void *a, const void *b)
-{
-	const struct by_size *x = a, *y = b;
-	if (x->size != y->size)
-		return x->size < y->size ? 1 : -1;
-	return x->index < y->index ? -1 : x->index > y->index;
 }
 
 static double now(void)
@@ -85,14 +80,14 @@ static void show_progress(uint64_t done, uint64_t total, double elapsed)
 	fflush(stderr);
 }
 
-/* Runs the workers over every tensor with a .f32 file and waits for them, showing
- * progress every 200 ms when progress is set. */
+/* Runs the workers over every item and waits for them, showing progress every 200 ms
+ * when progress is set. */
 static void scan_all(struct scan *sc, uint64_t total, bool progress)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = cpus < 1 ? 1 : cpus > MAX_WORKERS ? MAX_WORKERS : (unsigned)cpus;
-	if (n > sc->n_order)
-		n = sc->n_order ? (unsigned)sc->n_order : 1;
+	if (n > sc->n_items)
+		n = sc->n_items ? (unsigned)sc->n_items : 1;
 	pthread_t th[MAX_WORKERS];
 	unsigned started = 0;
 	double t0 = now();
@@ -293,6 +288,26 @@ static void report_json(const struct tree *t, const struct result *res, uint64_t
 	       *n_bad, *n_warn, *n_unchecked, *n_bad ? "false" : "true");
 }
 
+/* Each tensor's figures from its items' parts, merged in order into res; 0, or the
+ * index + 1 of an item whose read failed. */
+static uint64_t merge_items(const struct scan *sc, struct result *res)
+{
+	for (uint64_t k = 0; k < sc->n_items; k++) {
+		if (sc->errs[k]) {
+			res[sc->items[k].tensor].err = sc->errs[k];
+			return k + 1;
+		}
+	}
+	for (uint64_t k = 0, end; k < sc->n_items; k = end) {
+		const uint64_t i = sc->items[k].tensor;
+		struct stats_part all = sc->parts[k];
+		for (end = k + 1; end < sc->n_items && sc->items[end].tensor == i; end++)
+			stats_merge(&all, &sc->parts[end]);
+		stats_finish(&all, &res[i].s);
+	}
+	return 0;
+}
+
 int check_model(const char *path, bool json)
 {
 	char err[GGUF_ERR_MAX];
@@ -310,42 +325,46 @@ int check_model(const char *path, bool json)
 	}
 	struct scan sc = { .t = t, .lock = PTHREAD_MUTEX_INITIALIZER,
 	                   .cond = PTHREAD_COND_INITIALIZER };
-	struct by_size *bs = calloc(m->n_tensors + 1, sizeof *bs);
-	sc.order = calloc(m->n_tensors + 1, sizeof *sc.order);
-	sc.res = calloc(m->n_tensors + 1, sizeof *sc.res);
-	if (!bs || !sc.order || !sc.res) {
-		fprintf(stderr, "ggufs: %s: out of memory\n", path);
-		goto out;
-	}
-	uint64_t total = 0;
+	struct result *res = calloc(m->n_tensors + 1, sizeof *res);
+	uint64_t total = 0, n_checked = 0;
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct gguf_tensor *g = m->tensors[i].t;
 		if (!g->has_f32)
 			continue;
-		bs[sc.n_order++] = (struct by_size){ g->size, i };
+		sc.n_items += stats_segments(g);
 		total += g->size;
+		n_checked++;
 	}
-	qsort(bs, sc.n_order, sizeof *bs, cmp_by_size);
-	for (uint64_t k = 0; k < sc.n_order; k++)
-		sc.order[k] = bs[k].index;
+	sc.items = calloc(sc.n_items + 1, sizeof *sc.items);
+	sc.parts = calloc(sc.n_items + 1, sizeof *sc.parts);
+	sc.errs = calloc(sc.n_items + 1, sizeof *sc.errs);
+	if (!res || !sc.items || !sc.parts || !sc.errs) {
+		fprintf(stderr, "ggufs: %s: out of memory\n", path);
+		goto out;
+	}
+	for (uint64_t i = 0, k = 0; i < m->n_tensors; i++) {
+		const struct gguf_tensor *g = m->tensors[i].t;
+		for (uint64_t seg = 0; g->has_f32 && seg < stats_segments(g); seg++)
+			sc.items[k++] = (struct item){ i, seg };
+	}
 
 	scan_all(&sc, total, isatty(STDERR_FILENO));
 
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		if (!sc.res[i].err)
-			continue;
+	uint64_t failed = merge_items(&sc, res);
+	if (failed) {
 		char q[80];
+		uint64_t i = sc.items[failed - 1].tensor;
 		fprintf(stderr, "ggufs: %s: tensor '%s': cannot read: %s\n", path,
-		        gguf_quote(&m->tensors[i].t->name, q), strerror(-sc.res[i].err));
+		        gguf_quote(&m->tensors[i].t->name, q), strerror(-res[i].err));
 		goto out;
 	}
 	uint64_t n_bad = 0, n_warn = 0, n_unchecked = 0;
 	if (json) {
-		report_json(t, sc.res, total, &n_bad, &n_warn, &n_unchecked);
+		report_json(t, res, total, &n_bad, &n_warn, &n_unchecked);
 	} else {
-		report_text(m, sc.res, &n_bad, &n_warn, &n_unchecked);
+		report_text(m, res, &n_bad, &n_warn, &n_unchecked);
 		printf("%s: %" PRIu64 " tensors checked (%.2f GB): %" PRIu64 " unhealthy, %" PRIu64
-		       " with warnings", path, sc.n_order, (double)total / 1e9, n_bad, n_warn);
+		       " with warnings", path, n_checked, (double)total / 1e9, n_bad, n_warn);
 		if (n_unchecked)
 			printf(", %" PRIu64 " not checked", n_unchecked);
 		printf("\n");
@@ -353,9 +372,10 @@ int check_model(const char *path, bool json)
 	fflush(stdout);
 	ret = n_bad ? 1 : 0;
 out:
-	free(bs);
-	free(sc.order);
-	free(sc.res);
+	free(res);
+	free(sc.items);
+	free(sc.parts);
+	free(sc.errs);
 	tree_free(t);
 	model_close(m);
 	return ret;

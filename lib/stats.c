@@ -10,12 +10,57 @@
 #include "stats_kernel.h"
 #include "tree.h"
 
+/* The part of no values. */
+static void part_init(struct stats_part *p)
+{
+	memset(p, 0, sizeof *p);
+	p->s.min = INFINITY;
+	p->s.max = -INFINITY;
+}
+
+void stats_merge(struct stats_part *into, const struct stats_part *next)
+{
+	struct tensor_stats *a = &into->s;
+	const struct tensor_stats *b = &next->s;
+	a->elements += b->elements;
+	a->nan += b->nan;
+	a->pos_inf += b->pos_inf;
+	a->neg_inf += b->neg_inf;
+	a->zeros += b->zeros;
+	a->subnormals += b->subnormals;
+	a->bad_blocks += b->bad_blocks;
+	a->min = b->min < a->min ? b->min : a->min;
+	a->max = b->max > a->max ? b->max : a->max;
+	if (b->finite == 0)
+		return;
+	const uint64_t na = a->finite, nb = b->finite, nt = na + nb;
+	const double delta = b->mean - a->mean;
+	a->mean += delta * ((double)nb / (double)nt);
+	into->m2 += next->m2 + delta * delta * ((double)na * (double)nb / (double)nt);
+	a->finite = nt;
+}
+
+void stats_finish(const struct stats_part *p, struct tensor_stats *out)
+{
+	*out = p->s;
+	if (out->finite == 0) {
+		out->min = out->max = out->absmax = NAN;
+		out->mean = out->std = NAN;
+		return;
+	}
+	/* -0.0 and +0.0 compare equal, and which one a lane kept depends on where each
+	 * lies: a zero min or max is written 0, whatever the sign of its zeros */
+	if (out->min == 0.0f)
+		out->min = 0.0f;
+	if (out->max == 0.0f)
+		out->max = 0.0f;
+	out->absmax = fabsf(out->min) > fabsf(out->max) ? fabsf(out->min) : fabsf(out->max);
+	out->std = sqrt(p->m2 / (double)out->finite);
+}
+
 void stats_acc_init(struct stats_acc *a)
 {
-	memset(&a->s, 0, sizeof a->s);
-	a->s.min = INFINITY;
-	a->s.max = -INFINITY;
-	a->m2 = 0.0;
+	part_init(&a->p);
 	a->n_pending = 0;
 }
 
@@ -60,44 +105,42 @@ static double lanes_sum(const double *v)
  * count, mean and squared deviations are merged into the running ones. */
 static void add_block(struct stats_acc *a, const float *x, uint64_t n)
 {
-	struct tensor_stats *s = &a->s;
+	struct tensor_stats *s = &a->p.s;
 	struct stats_lanes l;
 	double shift = s->finite ? s->mean : first_finite(x, n);
 
 	stats_lanes_init(&l);
 	stats_kernel()(&l, x, n, shift);
 
+	struct stats_part b;
+	part_init(&b);
 	uint64_t nonfinite = 0;
 	for (int j = 0; j < STATS_LANES; j++) {
 		nonfinite += l.nonfinite[j];
-		s->zeros += l.zero[j];
-		s->subnormals += l.sub[j];
-		s->min = l.lo[j] < s->min ? l.lo[j] : s->min;
-		s->max = l.hi[j] > s->max ? l.hi[j] : s->max;
+		b.s.zeros += l.zero[j];
+		b.s.subnormals += l.sub[j];
+		b.s.min = l.lo[j] < b.s.min ? l.lo[j] : b.s.min;
+		b.s.max = l.hi[j] > b.s.max ? l.hi[j] : b.s.max;
 	}
-	s->elements += n;
+	b.s.elements = n;
 	if (nonfinite) {
 		for (uint64_t i = 0; i < n; i++) {
-			s->nan += isnan(x[i]) != 0;
-			s->pos_inf += isinf(x[i]) && x[i] > 0;
-			s->neg_inf += isinf(x[i]) && x[i] < 0;
+			b.s.nan += isnan(x[i]) != 0;
+			b.s.pos_inf += isinf(x[i]) && x[i] > 0;
+			b.s.neg_inf += isinf(x[i]) && x[i] < 0;
 		}
 		exact_sums(&l, x, n, shift);
 	}
-
-	const uint64_t nb = n - nonfinite;
-	if (nb == 0)
-		return;
-	const double s1 = lanes_sum(l.s1), s2 = lanes_sum(l.s2);
-	const double mean_b = shift + s1 / (double)nb;
-	double m2_b = s2 - s1 * (s1 / (double)nb);
-	if (m2_b < 0.0)
-		m2_b = 0.0;
-	const uint64_t na = s->finite, nt = na + nb;
-	const double delta = mean_b - s->mean;
-	s->mean += delta * ((double)nb / (double)nt);
-	a->m2 += m2_b + delta * delta * ((double)na * (double)nb / (double)nt);
-	s->finite = nt;
+	b.s.finite = n - nonfinite;
+	if (b.s.finite) {
+		const double nb = (double)b.s.finite;
+		const double s1 = lanes_sum(l.s1), s2 = lanes_sum(l.s2);
+		b.s.mean = shift + s1 / nb;
+		b.m2 = s2 - s1 * (s1 / nb);
+		if (b.m2 < 0.0)
+			b.m2 = 0.0;
+	}
+	stats_merge(&a->p, &b);
 }
 
 void stats_acc_add(struct stats_acc *a, const float *x, uint64_t n)
@@ -121,25 +164,19 @@ void stats_acc_add(struct stats_acc *a, const float *x, uint64_t n)
 	a->n_pending = (uint32_t)n;
 }
 
-void stats_acc_finish(struct stats_acc *a, struct tensor_stats *out)
+void stats_acc_part(struct stats_acc *a, struct stats_part *out)
 {
 	if (a->n_pending)
 		add_block(a, a->pending, a->n_pending);
 	a->n_pending = 0;
-	*out = a->s;
-	if (out->finite == 0) {
-		out->min = out->max = out->absmax = NAN;
-		out->mean = out->std = NAN;
-		return;
-	}
-	/* -0.0 and +0.0 compare equal, and which one a lane kept depends on where each
-	 * lies: a zero min or max is written 0, whatever the sign of its zeros */
-	if (out->min == 0.0f)
-		out->min = 0.0f;
-	if (out->max == 0.0f)
-		out->max = 0.0f;
-	out->absmax = fabsf(out->min) > fabsf(out->max) ? fabsf(out->min) : fabsf(out->max);
-	out->std = sqrt(a->m2 / (double)out->finite);
+	*out = a->p;
+}
+
+void stats_acc_finish(struct stats_acc *a, struct tensor_stats *out)
+{
+	struct stats_part p;
+	stats_acc_part(a, &p);
+	stats_finish(&p, out);
 }
 
 /* What ggml_validate_row_data checks in a block of each type with a dequantizer: up to
@@ -231,13 +268,20 @@ bool stats_unhealthy(const struct tensor_stats *s)
 	return s->nan || s->pos_inf || s->neg_inf || s->bad_blocks;
 }
 
-/* Blocks of the tensor per chunk: whole STATS_BLOCKs of values (so that chunks never
- * change the sums), about 256 KiB of float32, small enough to stay in cache between
- * the dequantizer writing it and the kernel reading it. */
+/* Values per chunk: whole STATS_BLOCKs (so that chunks never change the sums), about
+ * 256 KiB of float32, small enough to stay in cache between the dequantizer writing it
+ * and the kernel reading it; a segment is a whole number of chunks. */
 enum { CHUNK_VALUES = 16 * STATS_BLOCK };
+_Static_assert(STATS_SEGMENT % CHUNK_VALUES == 0, "segments are whole chunks");
 
-int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out,
-                 _Atomic uint64_t *progress)
+uint64_t stats_segments(const struct gguf_tensor *g)
+{
+	uint64_t n = (g->n_elements + STATS_SEGMENT - 1) / STATS_SEGMENT;
+	return n ? n : 1;
+}
+
+int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_part *out,
+                  _Atomic uint64_t *progress)
 {
 	const struct tree_node *raw = tree_tensor_file(t, i, TREE_RAW);
 	const struct tree_node *f32 = tree_tensor_file(t, i, TREE_F32);
@@ -245,10 +289,12 @@ int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out,
 		return -ENOENT;
 	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
 	const struct ggml_type *ty = g->ti;
-	const uint64_t values = g->n_elements;
 	const bool scales = stats_type_has_scales(g->type);
 	/* CHUNK_VALUES is a multiple of every block size (at most 256 values) */
 	const uint64_t chunk_blocks = CHUNK_VALUES / ty->block_elems;
+	const uint64_t first = seg * STATS_SEGMENT;
+	const uint64_t end = g->n_elements - first < STATS_SEGMENT ? g->n_elements
+	                                                           : first + STATS_SEGMENT;
 	float *buf = malloc(CHUNK_VALUES * sizeof *buf);
 	uint8_t *rawbuf = scales ? malloc(chunk_blocks * ty->block_bytes) : NULL;
 	struct stats_acc *a = malloc(sizeof *a);
@@ -260,8 +306,8 @@ int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out,
 		goto out;
 	}
 	stats_acc_init(a);
-	for (uint64_t done = 0; done < values; done += CHUNK_VALUES) {
-		const uint64_t n = values - done < CHUNK_VALUES ? values - done : CHUNK_VALUES;
+	for (uint64_t done = first; done < end; done += CHUNK_VALUES) {
+		const uint64_t n = end - done < CHUNK_VALUES ? end - done : CHUNK_VALUES;
 		const uint64_t blocks = n / ty->block_elems;
 		int64_t r = tree_read(t, f32, (char *)buf, n * sizeof *buf, done * sizeof *buf);
 		if (r >= 0 && (uint64_t)r != n * sizeof *buf)
@@ -282,12 +328,27 @@ int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out,
 		if (progress)
 			atomic_fetch_add(progress, blocks * ty->block_bytes);
 	}
-	stats_acc_finish(a, out);
-	out->has_scales = scales;
-	out->bad_blocks = bad;
+	stats_acc_part(a, out);
+	out->s.has_scales = scales;
+	out->s.bad_blocks = bad;
 out:
 	free(buf);
 	free(rawbuf);
 	free(a);
 	return ret;
+}
+
+int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out)
+{
+	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
+	struct stats_part all, part;
+	for (uint64_t seg = 0; seg < stats_segments(g); seg++) {
+		int r = stats_segment(t, i, seg, seg ? &part : &all, NULL);
+		if (r < 0)
+			return r;
+		if (seg)
+			stats_merge(&all, &part);
+	}
+	stats_finish(&all, out);
+	return 0;
 }

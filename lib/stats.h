@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gguf.h"
 #include "types.h"
 
 struct tree;
@@ -26,23 +27,37 @@ struct tensor_stats {
 	uint64_t bad_blocks;   /* blocks with a NaN or infinite scale field (has_scales) */
 };
 
-/* A running accumulation over values in tensor order. Blocks of STATS_BLOCK values are
- * summed on their own and merged (Chan et al.), so the float64 results depend only on
- * the values and their order, never on how a caller cuts them into calls, nor on the
- * SIMD level. */
+/* What is known of a run of values before it is turned into figures: counts, min, max,
+ * and the count, mean and sum of squared deviations (m2) of the finite values. Two
+ * parts of consecutive runs merge into the part of both (Chan et al.). */
+struct stats_part {
+	struct tensor_stats s;   /* std and absmax unset; mean of the finite values */
+	double m2;
+};
+
+/* The figures of a part: std, absmax, and NaN for what needs a finite value when there
+ * is none. */
+void stats_finish(const struct stats_part *p, struct tensor_stats *out);
+/* Merges next, the part of the values right after into's, into into. */
+void stats_merge(struct stats_part *into, const struct stats_part *next);
+
+/* A running accumulation over values in order. Blocks of STATS_BLOCK values are summed
+ * on their own (about a shift near the running mean, so that squares keep their
+ * digits) and merged, so that the float64 results depend only on the values and their
+ * order, never on how a caller cuts them into calls, nor on the SIMD level. */
 enum { STATS_BLOCK = 4096 };
 struct stats_acc {
-	struct tensor_stats s;
-	double m2;             /* sum of squared deviations from the mean, merged */
+	struct stats_part p;
 	float pending[STATS_BLOCK];  /* a block's values not yet complete */
 	uint32_t n_pending;
 };
 
 void stats_acc_init(struct stats_acc *a);
-/* Adds n values, the next ones of the tensor in order. */
+/* Adds n values, the next ones in order. */
 void stats_acc_add(struct stats_acc *a, const float *x, uint64_t n);
-/* Folds in what is pending and writes the results (elements, min ... subnormals);
- * has_scales and bad_blocks are left as stats_acc_init set them (false, 0). */
+/* Folds in what is pending: the part of every value added. */
+void stats_acc_part(struct stats_acc *a, struct stats_part *out);
+/* stats_acc_part, then stats_finish. */
 void stats_acc_finish(struct stats_acc *a, struct tensor_stats *out);
 
 /* Whether blocks of this type have scale fields to validate. */
@@ -52,12 +67,25 @@ bool stats_type_has_scales(uint32_t type);
  * spread over iq1_m's scales), as ggml_validate_row_data checks. */
 uint64_t stats_bad_blocks(uint32_t type, const uint8_t *p, uint64_t n);
 
-/* The statistics of tensor i of the model of tree t (which must have a .f32 file),
- * read through tree_read of its raw and .f32 files in bounded chunks. progress, when
- * not NULL, is advanced by the raw bytes of each chunk done. 0, or -errno from the
- * read (-EIO when the model's bytes are gone), with *out unset. */
-int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out,
-                 _Atomic uint64_t *progress);
+/* A tensor is summed in segments of STATS_SEGMENT values, each on its own, and its
+ * figures are those of the segments' parts merged in order: so the same whether one
+ * thread computes them (stats/NAME) or several take a segment each (ggufs --check),
+ * and a scan of a large tensor by several threads still reads the file in order. */
+#define STATS_SEGMENT (UINT64_C(1) << 22)
+
+/* How many segments tensor g has (at least 1). */
+uint64_t stats_segments(const struct gguf_tensor *g);
+
+/* The part of segment seg of tensor i of the model of tree t (which must have a .f32
+ * file), its bad_blocks included, read through tree_read of the tensor's raw and .f32
+ * files in bounded chunks. progress, when not NULL, is advanced by the raw bytes of
+ * each chunk done. 0, or -errno from the read (-EIO when the model's bytes are gone). */
+int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_part *out,
+                  _Atomic uint64_t *progress);
+
+/* The statistics of tensor i: its segments in order, merged and finished. 0 or -errno,
+ * with *out unset on failure. */
+int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out);
 
 /* True when the tensor is unhealthy: NaN or infinite values, or bad block scales. */
 bool stats_unhealthy(const struct tensor_stats *s);

@@ -501,7 +501,7 @@ static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_sta
 	if (!atomic_load_explicit(&slot->done, memory_order_acquire)) {
 		pthread_mutex_lock(&slot->lock);
 		if (!atomic_load_explicit(&slot->done, memory_order_relaxed)) {
-			r = stats_tensor(t, i, &slot->s, NULL);
+			r = stats_tensor(t, i, &slot->s);
 			if (r == 0) {
 				atomic_fetch_add(&((struct tree *)t)->stats_computed, 1);
 				atomic_store_explicit(&slot->done, true, memory_order_release);

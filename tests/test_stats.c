@@ -159,6 +159,50 @@ static void test_same_bits(void **state)
 	free(x);
 }
 
+/* Parts of consecutive runs merge into the figures of the whole (Chan et al.): counts,
+ * min and max exactly, mean and std to float64 rounding; a part without finite values
+ * changes neither. */
+static void test_merge(void **state)
+{
+	(void)state;
+	uint64_t n;
+	float *x = planted_values(&n);
+	struct tensor_stats whole, merged, r;
+	stats_of(x, n, n, &whole);
+	reference(x, n, &r);
+	static struct stats_acc a;
+	struct stats_part parts[3];
+	const uint64_t cut[4] = { 0, 12288, 12288 + 20, n };
+	for (int k = 0; k < 3; k++) {
+		stats_acc_init(&a);
+		stats_acc_add(&a, x + cut[k], cut[k + 1] - cut[k]);
+		stats_acc_part(&a, &parts[k]);
+	}
+	for (int k = 1; k < 3; k++)
+		stats_merge(&parts[0], &parts[k]);
+	stats_finish(&parts[0], &merged);
+	assert_int_equal(merged.elements, n);
+	assert_int_equal(merged.finite, whole.finite);
+	assert_int_equal(merged.nan, whole.nan);
+	assert_int_equal(merged.neg_inf, whole.neg_inf);
+	assert_int_equal(merged.zeros, whole.zeros);
+	assert_int_equal(merged.subnormals, whole.subnormals);
+	assert_true(merged.min == whole.min && merged.max == whole.max);
+	assert_true(fabs(merged.mean - r.mean) <= 1e-14 * fabs(r.mean));
+	assert_true(fabs(merged.std - r.std) <= 1e-12 * r.std);
+
+	float nan_only[3] = { NAN, NAN, INFINITY };
+	struct stats_part p = parts[0];
+	stats_acc_init(&a);
+	stats_acc_add(&a, nan_only, 3);
+	stats_acc_part(&a, &parts[1]);
+	stats_merge(&p, &parts[1]);
+	assert_int_equal(p.s.finite, parts[0].s.finite);
+	assert_true(p.s.mean == parts[0].s.mean && p.m2 == parts[0].m2);
+	assert_int_equal(p.s.nan, parts[0].s.nan + 2);
+	free(x);
+}
+
 /* No finite value: the figures over finite values are NaN, the counts still right. */
 static void test_no_finite(void **state)
 {
@@ -492,7 +536,7 @@ static void check_model(bool faults)
 		assert_int_equal(p.subnormals, faults ? want->subnormals : 0);
 		/* the file and --check's verdict agree */
 		struct tensor_stats s;
-		assert_int_equal(stats_tensor(f->t, n->index, &s, NULL), 0);
+		assert_int_equal(stats_tensor(f->t, n->index, &s), 0);
 		assert_int_equal(stats_unhealthy(&s), faults && want->unhealthy);
 		assert_int_equal(s.elements, p.elements);
 		free(text);
@@ -638,6 +682,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exact),
 		cmocka_unit_test(test_same_bits),
+		cmocka_unit_test(test_merge),
 		cmocka_unit_test(test_no_finite),
 		cmocka_unit_test(test_bad_blocks),
 		cmocka_unit_test(test_widths),

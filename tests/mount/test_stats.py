@@ -52,10 +52,12 @@ def bad_blocks(gtype, raw):
             bad += (h & 0x7C00) == 0x7C00
         return bad
     size, offsets = F16_SCALES[gtype]
-    bad = 0
-    for k in range(0, len(raw), size):
-        bad += any((struct.unpack_from("<H", raw, k + o)[0] & 0x7C00) == 0x7C00 for o in offsets)
-    return bad
+    blocks = np.frombuffer(raw, dtype=np.uint8).reshape(-1, size)
+    bad = np.zeros(len(blocks), dtype=bool)
+    for o in offsets:
+        h = blocks[:, o].astype(np.uint16) | (blocks[:, o + 1].astype(np.uint16) << 8)
+        bad |= (h & 0x7C00) == 0x7C00
+    return int(bad.sum())
 
 
 def parse_stats(text):
@@ -367,6 +369,43 @@ class Planted(StatsCase):
             self.assertEqual({l.split(" ")[1] for l in out if l.startswith("unhealthy: ")},
                              UNHEALTHY)
             self.assertIn("8 tensors checked", out[-1])
+
+
+class Segments(StatsCase):
+    """A tensor of several segments (lib/stats.h: 2^22 values each), whose segments
+    --check computes on two threads at once and stats/ one after the other: the same
+    figures, bit for bit, and numpy's."""
+
+    def test_large_tensor(self):
+        tmp = tempfile.mkdtemp(prefix="ggufs-test-")
+        try:
+            path = os.path.join(tmp, "big.gguf")
+            ne0, ne1 = 4096, 3100   # 12.7 M values: four segments, the last one short
+            rng = np.random.default_rng(7)
+            b = rng.integers(0, 256, size=(ne0 * ne1 // 32, 34), dtype=np.uint8)
+            b[:, 0:2] = (0x00, 0x1C)          # d = 2^-8
+            b[-5, 0:2] = (0x00, 0x7C)         # +inf scale in the last segment
+            small = (rng.standard_normal(4096) + 3).astype("<f4")
+            gm.write_gguf(path, [("general.architecture", "test")],
+                          [("small", [4096], GGML["f32"], small.tobytes()),
+                           ("big", [ne0, ne1], GGML["q8_0"], b.tobytes())])
+            r = gm.run_ggufs(["--check", "--json", path])
+            self.assertEqual(r.returncode, 1, r.stderr)
+            report = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
+            big = report["big"]
+            self.assertEqual(big["status"], "unhealthy")
+            self.assertEqual(big["bad_blocks"], 1)
+            self.assertEqual(big["blocks"], ne0 * ne1 // 32)
+            with gm.Mount(path) as m:
+                for name, t in report.items():
+                    got = self.check_file(m.path, name)
+                    for key in KEYS:
+                        if t[key] is None:
+                            self.assertIn(got[key], ("-", "nan"))
+                        else:
+                            self.assertEqual(t[key], json.loads(got[key]), (name, key))
+        finally:
+            shutil.rmtree(tmp)
 
 
 class BadInput(unittest.TestCase):
