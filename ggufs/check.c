@@ -2,8 +2,8 @@
  * same code and through the same tree reads as stats/NAME, without mounting anything;
  * one line per unhealthy tensor, or one JSON report. Worker threads take the tensors'
  * segments in file order, so that both cores stay busy to the end and the file is read
- * once, in order (two threads on far apart tensors made two streams that the kernel's
- * read-ahead served worse than one, from a cold page cache). */
+ * once, front to back, as one stream for the kernel's read-ahead rather than one per
+ * thread. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
