@@ -1,86 +1,373 @@
-/* The command line: ggufs's own options and operands, taken out before libfuse sees
- * the rest, and --help. */
+/* The command line: every option ggufs accepts is one entry of cli_options, which
+ * checks the arguments before anything is touched, takes ggufs's own options out before
+ * libfuse sees the rest, and writes --help. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ggufs_config.h"
 #include "ggufs.h"
 
-enum { KEY_HELP, KEY_VERSION, KEY_MAX_READ };
+/* Who reads an option: ggufs alone (taken out of the arguments), libfuse alone (left in
+ * them), or both (read by ggufs and left in). */
+enum opt_use { USE_GGUFS, USE_FUSE, USE_BOTH };
 
-static const struct fuse_opt ggufs_opts[] = {
-	/* ours, not libfuse's (which dropped it in 3.0): taken out of the -o list */
-	{ "nonempty", offsetof(struct options, nonempty), 1 },
-	{ "--check", offsetof(struct options, check), 1 },
-	{ "--json", offsetof(struct options, json), 1 },
-	FUSE_OPT_KEY("max_read=", KEY_MAX_READ),
-	FUSE_OPT_KEY("-h", KEY_HELP),
-	FUSE_OPT_KEY("--help", KEY_HELP),
-	FUSE_OPT_KEY("-V", KEY_VERSION),
-	FUSE_OPT_KEY("--version", KEY_VERSION),
-	FUSE_OPT_END,
+struct cli_option {
+	/* "-f", "--help": a command-line switch; anything else is an -o option, in
+	 * fuse_opt's template form: "nonempty" (a flag), "max_read=%u" (a number),
+	 * "fsname=%s" or "context=" (any text) */
+	const char *templ;
+	const char *alias;     /* a second spelling of a switch ("-h" for "--help"), or NULL */
+	enum opt_use use;
+	size_t offset;         /* where ggufs keeps it in struct options (USE_GGUFS/BOTH):
+	                        * an int for a flag, unsigned for %u, char * for %s (which
+	                        * fuse_opt_parse allocates) */
+	const char *arg;       /* the value's name in --help: "N", "NAME", ... */
+	const char *help;      /* its line in --help; NULL: listed on the "also accepted"
+	                        * lines (options that mount(8) passes, which change nothing
+	                        * that ggufs cares about or that ggufs overrides) */
+	bool alone;            /* asks for nothing else: no operands needed (--help) */
 };
 
-/* Takes MODEL and MOUNTPOINT (and our -h/-V) out of the arguments and leaves the rest,
- * -f -d -s -o ..., for fuse_parse_cmdline and fuse_session_new. */
+#define OURS(field) .use = USE_GGUFS, .offset = offsetof(struct options, field)
+#define FUSE .use = USE_FUSE
+
+/* Everything that is accepted, in --help order. An -o option that libfuse does not know
+ * must be USE_GGUFS, or fuse_session_new refuses it. */
+static const struct cli_option cli_options[] = {
+	{ "--help", "-h", OURS(help), .help = "print this help and exit", .alone = true },
+	{ "--version", "-V", OURS(version), .alone = true,
+	  .help = "print the versions of ggufs and libfuse and exit" },
+	{ "-f", FUSE, .help = "stay in the foreground" },
+	{ "-d", FUSE, .help = "FUSE debug output, every request (implies -f)" },
+	{ "-s", FUSE, .help = "serve requests in a single thread" },
+	/* ggufs --check [--json] MODEL.gguf: no mount point, no other option */
+	{ "--check", OURS(check), .help = "scan MODEL.gguf for broken tensors; mount nothing" },
+	{ "--json", OURS(json), .help = "with --check: the report as JSON" },
+	/* -o options of ggufs */
+	{ "nonempty", OURS(nonempty),
+	  .help = "mount over a non-empty directory or a mount" },
+	/* -o options of libfuse that matter here */
+	{ "allow_other", FUSE, .help = "let every user read the mount" },
+	{ "allow_root", FUSE, .help = "let root read it too" },
+	{ "auto_unmount", FUSE, .help = "unmount when ggufs exits, even if killed" },
+	{ "max_read=%u", .use = USE_BOTH, .offset = offsetof(struct options, max_read),
+	  .arg = "N", .help = "at most N bytes per read request" },
+	{ "max_threads=%u", FUSE, .arg = "N", .help = "at most N threads serving requests (default 10)" },
+	{ "max_idle_threads=%u", FUSE, .arg = "N",
+	  .help = "at most N idle threads kept (default: no limit)" },
+	{ "clone_fd", FUSE, .help = "one /dev/fuse descriptor per thread" },
+	{ "debug", FUSE, .help = "the same as -d" },
+	{ "fsname=%s", FUSE, .arg = "NAME",
+	  .help = "the source mount and df show (default: model path)" },
+	{ "subtype=%s", FUSE, .arg = "TYPE", .help = "the type becomes fuse.TYPE (default: ggufs)" },
+	{ "default_permissions", FUSE, .help = "the kernel checks the modes (always on)" },
+	/* what mount(8) and mount.fuse3 pass; ro,nosuid,nodev are always added last */
+	{ "ro", FUSE }, { "rw", FUSE }, { "suid", FUSE }, { "nosuid", FUSE },
+	{ "dev", FUSE }, { "nodev", FUSE }, { "exec", FUSE }, { "noexec", FUSE },
+	{ "async", FUSE }, { "sync", FUSE }, { "dirsync", FUSE }, { "atime", FUSE },
+	{ "noatime", FUSE }, { "user=%s", FUSE, .arg = "NAME" },
+	{ "context=%s", FUSE, .arg = "CONTEXT" }, { "fscontext=%s", FUSE, .arg = "CONTEXT" },
+	{ "defcontext=%s", FUSE, .arg = "CONTEXT" }, { "rootcontext=%s", FUSE, .arg = "CONTEXT" },
+};
+#define N_OPTIONS (sizeof cli_options / sizeof cli_options[0])
+
+/* The tail of every argument error: where to look. */
+#define SEE_HELP "(ggufs --help lists them)"
+#define USAGE "(usage: ggufs [options] MODEL.gguf MOUNTPOINT; ggufs --help for more)"
+#define USAGE_CHECK "(usage: ggufs --check [--json] MODEL.gguf; ggufs --help for more)"
+
+static bool is_switch(const struct cli_option *c)
+{
+	return c->templ[0] == '-';
+}
+
+/* Length of the option's name: "max_read" of "max_read=%u". */
+static size_t name_len(const char *templ)
+{
+	return strcspn(templ, "=");
+}
+
+/* True when the -o option c takes a value (its template has "="). */
+static bool takes_value(const struct cli_option *c)
+{
+	return c->templ[name_len(c->templ)] == '=';
+}
+
+/* The -o option that the item (name or name=value) names, or NULL. */
+static const struct cli_option *find_opt(const char *item, size_t len)
+{
+	size_t n = 0;
+	while (n < len && item[n] != '=')
+		n++;
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct cli_option *c = &cli_options[i];
+		if (!is_switch(c) && name_len(c->templ) == n && strncmp(c->templ, item, n) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+/* The switch spelled arg ("-f", "--help", "-h"), or NULL. */
+static const struct cli_option *find_switch(const char *arg)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct cli_option *c = &cli_options[i];
+		if (is_switch(c) && (strcmp(c->templ, arg) == 0 || (c->alias && strcmp(c->alias, arg) == 0)))
+			return c;
+	}
+	return NULL;
+}
+
+/* Checks one item of an -o list, item[0..len) (escapes left in: option names have
+ * none). 0, or 2 after one line on stderr naming it. */
+static int check_item(const char *item, size_t len)
+{
+	const struct cli_option *c = find_opt(item, len);
+	const char *eq = memchr(item, '=', len);
+	int n = (int)len;
+	if (!c) {
+		fprintf(stderr, "ggufs: unknown option '-o %.*s' " SEE_HELP "\n", n, item);
+		return 2;
+	}
+	if (!takes_value(c) && eq) {
+		fprintf(stderr, "ggufs: option '-o %.*s' takes no value " SEE_HELP "\n", n, item);
+		return 2;
+	}
+	if (takes_value(c) && !eq) {
+		fprintf(stderr, "ggufs: option '-o %.*s' needs a value: %.*s=%s " SEE_HELP "\n", n,
+		        item, n, item, c->arg);
+		return 2;
+	}
+	if (eq && strstr(c->templ, "%u")) {
+		const char *v = eq + 1, *end = item + len;
+		bool digits = v < end && end - v <= 9;   /* fits an unsigned */
+		for (const char *p = v; p < end; p++)
+			digits = digits && *p >= '0' && *p <= '9';
+		if (!digits) {
+			fprintf(stderr, "ggufs: option '-o %.*s' needs a number below 10^9 " SEE_HELP
+			        "\n", n, item);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+/* Checks an -o list as fuse_opt_parse will split it: at commas, "\," and "\\" being
+ * escaped characters. An empty item (",,"), which libfuse refuses, is named too. */
+static int check_opt_list(const char *list)
+{
+	const char *start = list, *p = list;
+	for (;;) {
+		if (*p == '\\' && p[1]) {
+			p += 2;
+			continue;
+		}
+		if (*p == ',' || !*p) {
+			if (p == start) {
+				fprintf(stderr, "ggufs: empty option in '-o %s' " SEE_HELP "\n", list);
+				return 2;
+			}
+			int r = check_item(start, (size_t)(p - start));
+			if (r)
+				return r;
+			if (!*p)
+				return 0;
+			start = p + 1;
+		}
+		p++;
+	}
+}
+
+/* The arguments of --check: exactly one operand, MODEL.gguf, and no option that only a
+ * mount takes. 0, or 2 after one line on stderr naming the bad argument. */
+static int check_operands(const char *const operand[3], int n_operands, const char *mount_opt)
+{
+	if (mount_opt) {
+		fprintf(stderr, "ggufs: option '%s' does not go with --check " USAGE_CHECK "\n",
+		        mount_opt);
+		return 2;
+	}
+	if (n_operands > 1) {
+		fprintf(stderr, "ggufs: unexpected argument '%s' after MODEL.gguf " USAGE_CHECK "\n",
+		        operand[1]);
+		return 2;
+	}
+	if (n_operands == 0 || !*operand[0]) {
+		fprintf(stderr, "ggufs: %s MODEL.gguf " USAGE_CHECK "\n",
+		        n_operands ? "empty" : "missing");
+		return 2;
+	}
+	return 0;
+}
+
+/* Checks every argument before anything is opened: unknown switches and -o options,
+ * missing values, and (unless --help or --version asked for nothing else) the two
+ * operands. 0, or 2 after one line on stderr naming the bad argument. */
+static int check_args(int argc, char **argv)
+{
+	const char *operand[3] = { NULL, NULL, NULL };   /* the third: the first extra one */
+	int n_operands = 0;
+	bool info = false, options_done = false, check = false, json = false;
+	const char *mount_opt = NULL;   /* the first option that only a mount takes */
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (options_done || a[0] != '-') {
+			if (n_operands < 3)
+				operand[n_operands++] = a;
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
+			options_done = true;
+		} else if (strncmp(a, "-o", 2) == 0) {
+			const char *list = a[2] ? a + 2 : argv[++i];
+			if (!list || !*list) {
+				fprintf(stderr, "ggufs: option '-o' needs a list of options " SEE_HELP "\n");
+				return 2;
+			}
+			int r = check_opt_list(list);
+			if (r)
+				return r;
+			mount_opt = mount_opt ? mount_opt : "-o";
+		} else {
+			const struct cli_option *c = find_switch(a);
+			if (!c) {
+				fprintf(stderr, "ggufs: unknown option '%s' " SEE_HELP "\n", a);
+				return 2;
+			}
+			info = info || c->alone;
+			check = check || c->offset == offsetof(struct options, check);
+			json = json || c->offset == offsetof(struct options, json);
+			if (c->use == USE_FUSE && !mount_opt)
+				mount_opt = c->templ;
+		}
+	}
+	if (info)
+		return 0;
+	if (json && !check) {
+		fprintf(stderr, "ggufs: option '--json' goes with --check " USAGE_CHECK "\n");
+		return 2;
+	}
+	if (check)
+		return check_operands(operand, n_operands, mount_opt);
+	if (n_operands > 2) {
+		fprintf(stderr, "ggufs: unexpected argument '%s' after MODEL.gguf and MOUNTPOINT "
+		        USAGE "\n", operand[2]);
+		return 2;
+	}
+	for (int k = 0; k < n_operands; k++) {
+		if (!*operand[k]) {
+			fprintf(stderr, "ggufs: empty %s argument '' " USAGE "\n",
+			        k ? "MOUNTPOINT" : "MODEL.gguf");
+			return 2;
+		}
+	}
+	if (n_operands < 2) {
+		fprintf(stderr, "ggufs: missing %s " USAGE "\n",
+		        n_operands ? "MOUNTPOINT" : "MODEL.gguf and MOUNTPOINT");
+		return 2;
+	}
+	return 0;
+}
+
+/* Takes MODEL and MOUNTPOINT out of the arguments (ggufs's own options go by their
+ * templates) and leaves the rest, -f -d -s -o ..., for fuse_parse_cmdline and
+ * fuse_session_new. */
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	(void)outargs;
 	struct options *o = data;
-	switch (key) {
-	case KEY_HELP:
-		o->help = 1;
-		return 0;
-	case KEY_VERSION:
-		o->version = 1;
-		return 0;
-	case KEY_MAX_READ:
-		/* kept for libfuse, which checks the number */
-		if (sscanf(arg, "max_read=%u", &o->max_read) != 1)
-			o->max_read = 0;
+	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
-	case FUSE_OPT_KEY_NONOPT:
-		if (!o->model)
-			o->model = arg;
-		else if (!o->mountpoint)
-			o->mountpoint = arg;
-		else
-			o->extra++;
-		return 0;
-	default:
-		return 1;
-	}
+	if (!o->model)
+		o->model = arg;
+	else
+		o->mountpoint = arg;
+	return 0;
 }
 
-/* Ours, then the mount options libfuse knows. */
+/* One line of --help: the option, padded, then what it does. */
+static void usage_line(const struct cli_option *c)
+{
+	char left[64];
+	int n = (int)name_len(c->templ);
+	if (c->alias)
+		snprintf(left, sizeof left, "%s, %.*s", c->alias, n, c->templ);
+	else if (is_switch(c))
+		snprintf(left, sizeof left, "%.*s", n, c->templ);
+	else
+		snprintf(left, sizeof left, "-o %.*s%s%s", n, c->templ, takes_value(c) ? "=" : "",
+		         takes_value(c) ? c->arg : "");
+	printf("    %-24s %s\n", left, c->help);
+}
+
+/* The options without a line of their own, several to a line. */
+static void usage_also_accepted(void)
+{
+	printf("    also accepted, as mount(8) passes them (ggufs adds ro,nosuid,nodev):\n"
+	       "     ");
+	int col = 5;
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct cli_option *c = &cli_options[i];
+		if (is_switch(c) || c->help)
+			continue;
+		int n = (int)name_len(c->templ);
+		int w = 1 + n + (takes_value(c) ? 1 + (int)strlen(c->arg) : 0);
+		if (col + w > 79) {
+			printf("\n     ");
+			col = 5;
+		}
+		printf(" %.*s%s%s", n, c->templ, takes_value(c) ? "=" : "", takes_value(c) ? c->arg : "");
+		col += w;
+	}
+	printf("\n");
+}
+
 void cli_usage(const char *prog)
 {
+	const char *slash = strrchr(prog, '/');
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
 	       "       %s --check [--json] MODEL.gguf\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
-	       "stats/NAME, stats.tsv, gguf.json and summary.txt. See ggufs(1).\n"
+	       "stats/NAME, stats.tsv, gguf.json and summary.txt; fusermount3 -u MOUNTPOINT\n"
+	       "unmounts it. --check scans the model for NaN, inf and bad block scales instead.\n"
+	       "The manual: man ggufs (installed as " GGUFS_MAN_PATH "),\n"
+	       "or man -l man/ggufs.1 in the source tree.\n"
 	       "\n"
-	       "options:\n"
-	       "    -h   --help            print this help and exit\n"
-	       "    -V   --version         print the version and exit\n"
-	       "    -f                     stay in the foreground\n"
-	       "    -d   -o debug          FUSE debug output (implies -f)\n"
-	       "    -s                     single-threaded\n"
-	       "    -o nonempty            mount even over a non-empty directory\n"
-	       "         --check MODEL     scan every tensor for NaN, inf and bad block\n"
-	       "                           scales; mount nothing (exit 0 healthy, 1 not)\n"
-	       "         --json            with --check: the report as JSON\n"
-	       "    -o opt[,opt...]        mount options, below\n"
-	       "\n",
-	       prog, prog);
-	fflush(stdout);
-	fuse_lowlevel_help();
+	       "options:\n",
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog);
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		if (is_switch(&cli_options[i]))
+			usage_line(&cli_options[i]);
+	printf("    %-24s %s\n", "-o OPT[,OPT...]", "mount options, any of:");
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		if (!is_switch(&cli_options[i]) && cli_options[i].help)
+			usage_line(&cli_options[i]);
+	usage_also_accepted();
 }
 
 int cli_parse(struct fuse_args *args, struct options *o)
 {
-	return fuse_opt_parse(args, o, ggufs_opts, opt_proc);
+	int r = check_args(args->argc, args->argv);
+	if (r)
+		return r;
+	/* fuse_opt templates of ggufs's options: stored, and taken out unless libfuse
+	 * reads them too */
+	struct fuse_opt templ[3 * N_OPTIONS + 1];   /* an option, its alias, its keep */
+	size_t n = 0;
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct cli_option *c = &cli_options[i];
+		if (c->use == USE_FUSE)
+			continue;
+		templ[n++] = (struct fuse_opt){ c->templ, (unsigned long)c->offset, 1 };
+		if (c->alias)
+			templ[n++] = (struct fuse_opt){ c->alias, (unsigned long)c->offset, 1 };
+		if (c->use == USE_BOTH)
+			templ[n++] = (struct fuse_opt)FUSE_OPT_KEY(c->templ, FUSE_OPT_KEY_KEEP);
+	}
+	templ[n] = (struct fuse_opt)FUSE_OPT_END;
+	return fuse_opt_parse(args, o, templ, opt_proc) == 0 ? 0 : 1;
 }
 
 int insert_escaped_opt(struct fuse_args *args, int pos, const char *name,

@@ -35,3 +35,9 @@ show "/usr/bin/python3 -c 'import numpy
 a = numpy.fromfile(\"tensors/output.weight.f32\", dtype=numpy.float32).reshape(8000, 256)
 print(a.shape, a.dtype, a[0, :4])'"
 printf '\n$ fusermount3 -u %s\n' "$mnt"
+# where the command is, for what comes next
+if installed=$(command -v ggufs); then
+	printf '\nggufs is installed as %s (man ggufs; ggufs --help).\n' "$installed"
+else
+	printf '\nThe binary is %s; meson install -C build installs it and its man page.\n' "$ggufs"
+fi

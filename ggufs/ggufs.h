@@ -31,7 +31,6 @@ extern const struct fuse_lowlevel_ops ggufs_ops;
 struct options {
 	const char *model;
 	const char *mountpoint;
-	int extra;           /* non-option arguments beyond the two */
 	int help;
 	int version;
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
@@ -40,9 +39,12 @@ struct options {
 	int json;            /* --json: the --check report as JSON */
 };
 
-/* Takes MODEL, MOUNTPOINT and ggufs's own options out of args into o, leaving the rest
- * (-f -d -s -o ...) for fuse_parse_cmdline and fuse_session_new. 0, or -1 after
- * libfuse printed why. */
+/* Checks every argument first (unknown options, -o options that neither ggufs nor
+ * libfuse accepts, bad values, missing or extra operands), then takes MODEL, MOUNTPOINT
+ * and ggufs's own options out of args into o, leaving the rest (-f -d -s -o ...) for
+ * fuse_parse_cmdline and fuse_session_new. Returns the exit status after one line on
+ * stderr: 2 for a wrong argument (named), 1 when libfuse failed; 0 when all is well
+ * (then o->model and o->mountpoint are set unless o->help or o->version). */
 int cli_parse(struct fuse_args *args, struct options *o);
 /* --help on stdout. */
 void cli_usage(const char *prog);

@@ -59,8 +59,10 @@ int main(int argc, char *argv[])
 	char *mountpoint = NULL;
 	int ret = 1;
 
-	if (cli_parse(&args, &o) != 0)
+	ret = cli_parse(&args, &o);
+	if (ret != 0)
 		goto out_args;
+	ret = 1;
 	if (o.help) {
 		cli_usage(argv[0]);
 		ret = 0;
@@ -71,25 +73,13 @@ int main(int argc, char *argv[])
 		ret = 0;
 		goto out_args;
 	}
-	if (o.check || o.json) {
-		/* ggufs --check MODEL [--json]: nothing else, nothing mounted */
-		if (!o.check || !o.model || o.mountpoint || args.argc > 1) {
-			fprintf(stderr, "ggufs: usage: %s --check [--json] MODEL.gguf (--help for more)\n",
-			        argv[0]);
-			ret = 2;
-		} else {
-			ret = check_model(o.model, o.json);
-		}
+	if (o.check) {
+		/* ggufs --check [--json] MODEL.gguf (cli_parse saw to the rest): nothing mounted */
+		ret = check_model(o.model, o.json);
 		goto out_args;
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
-	if (!o.model || !o.mountpoint || o.extra) {
-		fprintf(stderr, "ggufs: usage: %s [options] MODEL.gguf MOUNTPOINT (--help for more)\n",
-		        argv[0]);
-		ret = 2;
-		goto out_cmdline;
-	}
 	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
 	if (!mountpoint)
 		goto out_cmdline;
@@ -109,11 +99,12 @@ int main(int argc, char *argv[])
 
 	/* fsname and subtype first, so that the user's given later win; ro and
 	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"
-	 * unless told otherwise, and is answered with a read-only mount, as for a CD */
+	 * unless told otherwise, and is answered with a read-only mount, as for a CD;
+	 * nosuid and nodev too, which mount(8) turns off with its "suid,dev" */
 	char *abs = realpath(o.model, NULL);
 	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||
 	          insert_escaped_opt(&args, 2, "fsname", abs ? abs : o.model) ||
-	          fuse_opt_add_arg(&args, "-oro,default_permissions");
+	          fuse_opt_add_arg(&args, "-oro,nosuid,nodev,default_permissions");
 	free(abs);
 	if (bad) {
 		fprintf(stderr, "ggufs: out of memory\n");

@@ -1,4 +1,5 @@
 #include "render_json.h"
+#include "names.h"
 #include "render_mark.h"
 #include "render_value.h"
 
@@ -110,6 +111,21 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
+/* The path of a file in the tree, relative to the mount root, as a JSON string: dir,
+ * the file name of name (escaped by the same rules as the tree's, names.h), suffix.
+ * Bytes of the name that are not UTF-8 come out as U+FFFD, as in "name". */
+static void put_path(struct sink *s, const char *dir, const struct gguf_str *name, bool tensor,
+                     const char *suffix)
+{
+	char path[sizeof "metadata/" + NAMES_BUF + sizeof ".npy"];
+	size_t n = strlen(dir);
+	memcpy(path, dir, n);
+	n += names_encode(name->ptr, name->len, tensor, path + n);
+	size_t k = strlen(suffix);
+	memcpy(path + n, suffix, k);
+	render_json_string(s, path, n + k);
+}
+
 /* kv number i, from its start, or from a mark inside its value. */
 static void render_kv(struct sink *s, const struct gguf_kv *kv, uint64_t i,
                       const struct render_mark *from)
@@ -123,6 +139,8 @@ static void render_kv(struct sink *s, const struct gguf_kv *kv, uint64_t i,
 		sink_puts(s, "\", \"value\": ");
 	}
 	render_value_json_from(s, &kv->value, i, from);
+	sink_puts(s, ", \"file\": ");
+	put_path(s, "metadata/", &kv->key, false, "");
 	sink_putc(s, '}');
 }
 
@@ -144,6 +162,16 @@ static void render_tensor(struct sink *s, const struct ggufs_model *m, uint64_t 
 	put_u64(s, t->offset);
 	sink_puts(s, ", \"size\": ");
 	put_u64(s, t->size);
+	sink_puts(s, ", \"file\": ");
+	put_path(s, "tensors/", &t->name, true, "");
+	if (t->has_f32) {
+		sink_puts(s, ", \"f32\": ");
+		put_path(s, "tensors/", &t->name, true, ".f32");
+		sink_puts(s, ", \"npy\": ");
+		put_path(s, "tensors/", &t->name, true, ".npy");
+	} else {
+		sink_puts(s, ", \"f32\": null, \"npy\": null");
+	}
 	if (m->n_shards > 1) {
 		sink_puts(s, ", \"shard\": ");
 		put_cstr_json(s, base_name(m->shards[m->tensors[i].shard].path));

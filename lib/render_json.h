@@ -16,7 +16,9 @@ void render_json_string(struct sink *s, const char *p, uint64_t len);
 
 /* The whole gguf.json of m, ending in a newline. Metadata comes from m->meta, tensors
  * from m->tensors in order, each with its absolute offset; with more than one shard
- * each tensor also names its shard file. Stops early once the sink's window is full,
+ * each tensor also names its shard file. Every key names its file ("file":
+ * "metadata/KEY"), every tensor its three ("file", "f32", "npy": "tensors/NAME...", the
+ * last two null without a dequantizer), escaped as the tree's names. Stops early once the sink's window is full,
  * so a read near the start costs little whatever the model's size. */
 void render_json(struct sink *s, const struct ggufs_model *m);
 

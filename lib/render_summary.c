@@ -217,8 +217,17 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 	render_escaped(s, m->file_name, strlen(m->file_name));
 	sink_putc(s, '\n');
 	if (m->n_shards > 1) {
+		/* every shard, in order, whichever one the mount was given */
 		label(s, "shards:");
 		putf(s, "%" PRIu32 "\n", m->n_shards);
+		for (uint32_t i = 0; i < m->n_shards; i++) {
+			const char *path = m->shards[i].path;
+			const char *slash = strrchr(path, '/');
+			const char *name = slash ? slash + 1 : path;
+			putf(s, "  ");
+			render_escaped(s, name, strlen(name));
+			putf(s, " (%" PRIu64 " bytes)\n", m->shards[i].size);
+		}
 	}
 	label(s, "GGUF version:");
 	putf(s, "%" PRIu32 "\n", f->version);

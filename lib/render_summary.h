@@ -1,6 +1,7 @@
 /* summary.txt: a short human summary of the model, in the spirit of llama.cpp's load
  * log (architecture, name, file type, parameters, sizes, hyperparameters, and a table of
- * tensor types with their counts and bytes). */
+ * tensor types with their counts and bytes); for a split model, every shard file with
+ * its size. */
 #ifndef GGUFS_RENDER_SUMMARY_H
 #define GGUFS_RENDER_SUMMARY_H
 

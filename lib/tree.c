@@ -601,11 +601,11 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 struct xattr {
 	const char *name;
 	char buf[RENDER_TYPE_MAX + 64];
-	const char *value;   /* buf, or a string in the image for the tensor name */
+	const char *value;   /* buf, the tensor name (in the mapping) or the shard file name */
 	uint64_t len;
 };
 
-static int node_xattrs(const struct tree *t, const struct tree_node *n, struct xattr x[4])
+static int node_xattrs(const struct tree *t, const struct tree_node *n, struct xattr x[5])
 {
 	if (n->kind == TREE_META) {
 		const struct gguf_value *v = &t->m->meta->kv[n->index].value;
@@ -639,12 +639,20 @@ static int node_xattrs(const struct tree *t, const struct tree_node *n, struct x
 	x[3].name = "user.gguf.offset";
 	x[3].len = (uint64_t)snprintf(x[3].buf, sizeof x[3].buf, "%" PRIu64, g->offset);
 	x[3].value = x[3].buf;
-	return 4;
+	if (t->m->n_shards == 1)
+		return 4;
+	/* the file that offset is in */
+	const char *path = t->m->shards[t->m->tensors[n->index].shard].path;
+	const char *slash = strrchr(path, '/');
+	x[4].name = "user.gguf.shard";
+	x[4].value = slash ? slash + 1 : path;
+	x[4].len = strlen(x[4].value);
+	return 5;
 }
 
 int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size)
 {
-	struct xattr x[4];
+	struct xattr x[5];
 	int count = node_xattrs(t, n, x);
 	uint64_t need = 0;
 	for (int i = 0; i < count; i++)
@@ -664,7 +672,7 @@ int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *bu
 int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
                       char *buf, uint64_t size)
 {
-	struct xattr x[4];
+	struct xattr x[5];
 	int count = node_xattrs(t, n, x);
 	for (int i = 0; i < count; i++) {
 		if (strcmp(x[i].name, name) != 0)

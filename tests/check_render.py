@@ -287,7 +287,9 @@ with tempfile.TemporaryDirectory() as tmp:
         check(run('meta', k.decode()) == spec_file(t, v),
               f'{k}: metadata file {run("meta", k.decode())!r} != {spec_file(t, v)!r}')
         check(run('type', k.decode()).decode() == spec_type(t, v), f'{k}: type xattr')
-    check(b'"f32.negzero": {"type": "float32", "value": -0}' in doc_text, 'json -0')
+    check(b'"f32.negzero": {"type": "float32", "value": -0, "file": "metadata/f32.negzero"}'
+          in doc_text, 'json -0')
+    check(doc['tensors'][0]['f32'] == 'tensors/weird%2Fname%2Ef32.f32', 'json f32 path')
     names = [t['name'] for t in doc['tensors']]
     check(names == [n.decode('utf-8', 'replace') for n, _ in tensors], 'awkward tensor names')
     check(run('name', 'weird/name.f32') == b'weird%2Fname%2Ef32', 'tensor file name')

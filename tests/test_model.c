@@ -1,16 +1,21 @@
 /* Opening models: a single file, and split models found from any one shard. */
 #include <setjmp.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "gguf_split.h"
 #include "model.h"
+#include "render_summary.h"
+#include "render_util.h"
+#include "tree.h"
 #include "vectors.h"
 
 static char dir[64];
@@ -86,6 +91,74 @@ static void test_split(void **state)
 		model_close(m);
 	}
 	model_close(orig);
+}
+
+static void summary_fn(struct sink *s, const void *arg)
+{
+	render_summary(s, arg);
+}
+
+/* Which shard holds what, whichever shard was given: each tensor's user.gguf.shard
+ * names its file, and summary.txt lists every shard with its size. A single file has
+ * no user.gguf.shard. */
+static void test_split_shards_named(void **state)
+{
+	(void)state;
+	char prefix[128], path[256], err[GGUF_ERR_MAX], val[64];
+	snprintf(prefix, sizeof prefix, "%s/named", dir);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	for (unsigned given = 1; given <= 3; given += 2) {
+		shard_path(path, sizeof path, "named", given, 3);
+		struct ggufs_model *m = model_open(path, err);
+		assert_non_null(m);
+		struct tree *t = tree_build(m, err);
+		assert_non_null(t);
+		for (uint64_t i = 0; i < m->n_tensors; i++) {
+			char want[64];
+			snprintf(want, sizeof want, "named-%05u-of-00003.gguf", m->tensors[i].shard + 1);
+			for (uint64_t j = 0; j < 3; j++) {
+				const struct tree_node *n =
+					tree_node(t, TREE_FIRST_META + m->meta->n_kv + 3 * i + j);
+				assert_non_null(n);
+				int64_t r = tree_getxattr(t, n, "user.gguf.shard", val, sizeof val);
+				assert_int_equal(r, (int64_t)strlen(want));
+				assert_memory_equal(val, want, (size_t)r);
+				char list[256];
+				int64_t l = tree_listxattr(t, n, list, sizeof list);
+				assert_true(l > 16);
+				assert_string_equal(list + l - 16, "user.gguf.shard");
+			}
+		}
+		size_t len;
+		char *txt = render_all(summary_fn, m, &len);
+		assert_non_null(strstr(txt, "\nshards:           3\n"));
+		for (unsigned no = 1; no <= 3; no++) {
+			struct stat st;
+			char line[128];
+			shard_path(path, sizeof path, "named", no, 3);
+			assert_int_equal(stat(path, &st), 0);
+			snprintf(line, sizeof line, "\n  named-%05u-of-00003.gguf (%lld bytes)\n", no,
+			         (long long)st.st_size);
+			if (!strstr(txt, line))
+				print_error("no %s in the summary\n", line);
+			assert_non_null(strstr(txt, line));
+		}
+		free(txt);
+		tree_free(t);
+		model_close(m);
+	}
+	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
+	assert_non_null(m);
+	struct tree *t = tree_build(m, err);
+	assert_non_null(t);
+	const struct tree_node *n = tree_node(t, TREE_FIRST_META + m->meta->n_kv);
+	assert_int_equal(tree_getxattr(t, n, "user.gguf.shard", val, sizeof val), -ENODATA);
+	size_t len;
+	char *txt = render_all(summary_fn, m, &len);
+	assert_null(strstr(txt, "shards:"));
+	free(txt);
+	tree_free(t);
+	model_close(m);
 }
 
 static void test_split_missing(void **state)
@@ -165,6 +238,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_single),
 		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_split_shards_named),
 		cmocka_unit_test(test_split_missing),
 		cmocka_unit_test(test_split_foreign),
 		cmocka_unit_test(test_split_duplicate),

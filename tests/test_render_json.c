@@ -184,7 +184,7 @@ static void fixture_init(struct fixture *fx, uint32_t n_shards)
 	fx->kv[2] = (struct gguf_kv){ { "odd\nkey\xff", 8 }, val(GGUF_TYPE_FLOAT32, &fx->eps) };
 	fx->t[0] = (struct gguf_tensor){ .name = { "output.weight", 13 }, .n_dims = 2,
 		.ne = { 256, 8000, 1, 1 }, .type = 14, .n_elements = 2048000, .offset = 175808,
-		.size = 1680000 };
+		.size = 1680000, .has_f32 = true };
 	fx->t[1] = (struct gguf_tensor){ .name = { "new.type\tx", 10 }, .n_dims = 1,
 		.ne = { 64, 1, 1, 1 }, .type = 99, .n_elements = 64, .offset = 1855808,
 		.size = 96 };
@@ -216,16 +216,20 @@ static void test_document(void **state)
 		"{\"file\": \"m-00001-of-00002.gguf\", \"version\": 3, \"alignment\": 32, "
 		"\"data_offset\": 175808,\n"
 		" \"metadata\": {\n"
-		"  \"general.architecture\": {\"type\": \"string\", \"value\": \"llama\"},\n"
+		"  \"general.architecture\": {\"type\": \"string\", \"value\": \"llama\", "
+		"\"file\": \"metadata/general.architecture\"},\n"
 		"  \"tokenizer.ggml.tokens\": {\"type\": \"array[string]\", \"value\": "
-		"[\"<s>\", \"a\\\"b\"]},\n"
-		"  \"odd\\nkey" FFFD "\": {\"type\": \"float32\", \"value\": 1e-05}\n"
+		"[\"<s>\", \"a\\\"b\"], \"file\": \"metadata/tokenizer.ggml.tokens\"},\n"
+		"  \"odd\\nkey" FFFD "\": {\"type\": \"float32\", \"value\": 1e-05, "
+		"\"file\": \"metadata/odd\\nkey" FFFD "\"}\n"
 		" },\n"
 		" \"tensors\": [\n"
 		"  {\"name\": \"output.weight\", \"type\": \"q6_K\", \"dims\": [256, 8000], "
-		"\"offset\": 175808, \"size\": 1680000},\n"
+		"\"offset\": 175808, \"size\": 1680000, \"file\": \"tensors/output.weight\", "
+		"\"f32\": \"tensors/output.weight.f32\", \"npy\": \"tensors/output.weight.npy\"},\n"
 		"  {\"name\": \"new.type\\tx\", \"type\": \"type99\", \"dims\": [64], "
-		"\"offset\": 1855808, \"size\": 96}\n"
+		"\"offset\": 1855808, \"size\": 96, \"file\": \"tensors/new.type\\tx\", "
+		"\"f32\": null, \"npy\": null}\n"
 		" ]}\n";
 	if (strcmp(got, want) != 0)
 		print_error("got:\n%s\nwant:\n%s\n", got, want);
@@ -242,8 +246,94 @@ static void test_document_shards(void **state)
 	fixture_init(&fx, 2);
 	size_t len;
 	char *got = render_all(json_doc_fn, &fx.m, &len);
-	assert_non_null(strstr(got, "\"size\": 1680000, \"shard\": \"m-00001-of-00002.gguf\"}"));
-	assert_non_null(strstr(got, "\"size\": 96, \"shard\": \"m-00002-of-00002.gguf\"}"));
+	assert_non_null(strstr(got, "\"npy\": \"tensors/output.weight.npy\", "
+	                            "\"shard\": \"m-00001-of-00002.gguf\"}"));
+	assert_non_null(strstr(got, "\"npy\": null, \"shard\": \"m-00002-of-00002.gguf\"}"));
+	free(got);
+}
+
+/* Names that must be escaped: each kv and tensor names the file that the tree has for
+ * it (the expected paths written out here, by SPEC's rules, not by names.c). */
+static void test_document_paths(void **state)
+{
+	(void)state;
+	static char long_t[250], long_k[300];
+	memset(long_t, 'L', sizeof long_t);
+	memset(long_k, 'k', sizeof long_k);
+	static const struct { const char *name; size_t len; const char *path; } tensors[] = {
+		{ "a/b", 3, "tensors/a%2Fb" },
+		{ "100%", 4, "tensors/100%25" },
+		{ "x\0y", 3, "tensors/x%00y" },
+		{ "w.f32", 5, "tensors/w%2Ef32" },
+		{ "v.npy", 5, "tensors/v%2Enpy" },
+		{ "x.f32.npy", 9, "tensors/x.f32%2Enpy" },
+		{ ".", 1, "tensors/%2E" },
+		{ "..", 2, "tensors/%2E%2E" },
+		{ "...", 3, "tensors/..." },
+		{ "", 0, "tensors/%" },
+		{ "caf\xc3\xa9", 5, "tensors/caf\xc3\xa9" },
+	};
+	static const struct { const char *name; size_t len; const char *path; } keys[] = {
+		{ "k/ey", 4, "metadata/k%2Fey" },
+		{ "p%", 2, "metadata/p%25" },
+		{ "n\0ul", 4, "metadata/n%00ul" },
+		{ "x.f32", 5, "metadata/x.f32" },   /* rule 2 is for tensors only */
+		{ ".", 1, "metadata/%2E" },
+		{ "..", 2, "metadata/%2E%2E" },
+		{ "", 0, "metadata/%" },
+	};
+	enum { NT = sizeof tensors / sizeof tensors[0], NK = sizeof keys / sizeof keys[0] };
+	static struct bytes v;
+	static struct gguf_kv kv[NK + 1];
+	static struct gguf_tensor t[NT + 1];
+	static struct model_tensor mt[NT + 1];
+	v.n = 0;
+	put_le(&v, 7, 4);
+	for (size_t i = 0; i <= NK; i++)
+		kv[i] = (struct gguf_kv){ i < NK ? (struct gguf_str){ keys[i].name, keys[i].len }
+		                                 : (struct gguf_str){ long_k, sizeof long_k },
+		                          val(GGUF_TYPE_UINT32, &v) };
+	for (size_t i = 0; i <= NT; i++) {
+		t[i] = (struct gguf_tensor){ .name = i < NT ? (struct gguf_str){ tensors[i].name,
+		                                                                tensors[i].len }
+		                                            : (struct gguf_str){ long_t, sizeof long_t },
+		                             .n_dims = 1, .ne = { 2, 1, 1, 1 }, .type = 0,
+		                             .n_elements = 2, .size = 8, .has_f32 = i != 1 };
+		mt[i] = (struct model_tensor){ &t[i], 0 };
+	}
+	struct model_shard sh = { .path = "n.gguf",
+		.gf = { .version = 3, .alignment = 32, .n_kv = NK + 1, .kv = kv,
+		        .n_tensors = NT + 1, .tensors = t } };
+	struct ggufs_model m = { .file_name = "n.gguf", .n_shards = 1, .shards = &sh,
+	                         .meta = &sh.gf, .n_tensors = NT + 1, .tensors = mt };
+	size_t len;
+	char *got = render_all(json_doc_fn, &m, &len);
+	char want[1024];
+	for (size_t i = 0; i < NK; i++) {
+		snprintf(want, sizeof want, "\"value\": 7, \"file\": \"%s\"}", keys[i].path);
+		if (!strstr(got, want))
+			print_error("no %s in gguf.json\n", want);
+		assert_non_null(strstr(got, want));
+	}
+	for (size_t i = 0; i < NT; i++) {
+		if (i == 1)   /* no dequantizer */
+			snprintf(want, sizeof want, "\"file\": \"%s\", \"f32\": null, \"npy\": null}",
+			         tensors[i].path);
+		else
+			snprintf(want, sizeof want, "\"file\": \"%s\", \"f32\": \"%s.f32\", "
+			         "\"npy\": \"%s.npy\"}", tensors[i].path, tensors[i].path, tensors[i].path);
+		if (!strstr(got, want))
+			print_error("no %s in gguf.json\n", want);
+		assert_non_null(strstr(got, want));
+	}
+	/* rule 4: 200 bytes, '~', FNV-1a of the whole name (computed apart from ggufs) */
+	snprintf(want, sizeof want, "\"file\": \"metadata/%.200s~1f2d4d02dcfcfcf1\"}", long_k);
+	assert_non_null(strstr(got, want));
+	snprintf(want, sizeof want, "\"file\": \"tensors/%.200s~0f91a5d6f33c56c5\", "
+	         "\"f32\": \"tensors/%.200s~0f91a5d6f33c56c5.f32\"", long_t, long_t);
+	assert_non_null(strstr(got, want));
+	for (unsigned seed = 1; seed <= 5; seed++)
+		assert_true(render_windows_agree(json_doc_fn, &m, got, len, seed));
 	free(got);
 }
 
@@ -300,6 +390,7 @@ int main(void)
 		cmocka_unit_test(test_values),
 		cmocka_unit_test(test_document),
 		cmocka_unit_test(test_document_shards),
+		cmocka_unit_test(test_document_paths),
 		cmocka_unit_test(test_empty_model),
 		cmocka_unit_test(test_window_stops_early),
 	};

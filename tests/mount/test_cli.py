@@ -161,16 +161,51 @@ class Refused(unittest.TestCase):
                 p.wait()
             gm.unmount(self.mnt)
 
-    def test_usage(self):
-        self.refused([], status=2, contains="usage")
-        self.refused([gm.TINY], status=2, contains="usage")
-        self.refused([gm.TINY, self.mnt, self.mnt], status=2, contains="usage")
+    def test_argument_errors(self):
+        """Every wrong argument: exit 2, one `ggufs:` line that names it and points to
+        --help, checked before the model or the mount point is touched (both missing
+        here, or the model the wrong file: the argument is still what is named)."""
+        missing_model = os.path.join(self.tmp, "missing.gguf")
+        missing_mnt = os.path.join(self.tmp, "nowhere")
+        cases = [
+            (["--bogus", gm.TINY, self.mnt], "'--bogus'"),
+            (["--bogus", missing_model, missing_mnt], "'--bogus'"),
+            (["-x", gm.TINY, self.mnt], "'-x'"),
+            (["-fd", gm.TINY, self.mnt], "'-fd'"),
+            (["-", gm.TINY, self.mnt], "'-'"),
+            (["-o", "bogusopt", gm.TINY, self.mnt], "'-o bogusopt'"),
+            (["-obogusopt", missing_model, missing_mnt], "'-o bogusopt'"),
+            (["-o", "ro,allow_other,bogusopt,nonempty", gm.TINY, self.mnt], "'-o bogusopt'"),
+            (["-o", "relatime", gm.TINY, self.mnt], "'-o relatime'"),  # libfuse's refusal
+            (["-o", "allow_other=1", gm.TINY, self.mnt], "'-o allow_other=1'"),
+            (["-o", "max_read", gm.TINY, self.mnt], "'-o max_read'"),
+            (["-o", "max_read=lots", gm.TINY, self.mnt], "'-o max_read=lots'"),
+            (["-o", "max_threads=99999999999", gm.TINY, self.mnt], "'-o max_threads=99999999999'"),
+            (["-o", "ro,,allow_other", gm.TINY, self.mnt], "'-o ro,,allow_other'"),
+            ([gm.TINY, self.mnt, "-o"], "'-o'"),
+            (["-o"], "'-o'"),
+            ([], "MODEL.gguf and MOUNTPOINT"),
+            ([gm.TINY], "missing MOUNTPOINT"),
+            ([missing_model], "missing MOUNTPOINT"),
+            ([gm.TINY, self.mnt, "extra"], "'extra'"),
+            ([gm.TINY, self.mnt, self.mnt], "'%s'" % self.mnt),
+            (["", self.mnt], "empty MODEL.gguf"),
+            ([gm.TINY, ""], "empty MOUNTPOINT"),
+            (["--bogus", "--help"], "'--bogus'"),
+        ]
+        for args, named in cases:
+            with self.subTest(args=args):
+                line = self.refused(args, status=2, contains=named)
+                self.assertIn("ggufs --help", line)
+                self.assertNotIn("fuse:", line)
+        self.assertFalse(os.path.exists(missing_mnt))
 
-    def test_unknown_option(self):
-        r = gm.run_ggufs(["-o", "no_such_option", gm.TINY, self.mnt])
-        self.assertEqual(r.returncode, 1)
-        self.assertEqual(len(r.stderr.decode().splitlines()), 1, r.stderr)
-        self.assertFalse(gm.is_mounted(self.mnt))
+    def test_end_of_options(self):
+        """After --, everything is an operand; --help and --version need none."""
+        with gm.Mount(gm.TINY, ["--"]) as m:
+            self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"tinyllama-test\n")
+        for args in (["--help", "extra", "args", "x"], ["-V"]):
+            self.assertEqual(gm.run_ggufs(args).returncode, 0)
 
 
 class Info(unittest.TestCase):
@@ -184,10 +219,39 @@ class Info(unittest.TestCase):
         for opt in ["-h", "--help"]:
             r = gm.run_ggufs([opt])
             self.assertEqual(r.returncode, 0)
+            self.assertEqual(r.stderr, b"")
             out = r.stdout.decode()
             self.assertIn("MODEL.gguf MOUNTPOINT", out)
-            for word in ["-f", "-d", "-o", "allow_other", "nonempty"]:
+            self.assertIn("man ggufs", out)
+            self.assertIn("man -l man/ggufs.1", out)
+            for word in ["-f", "-d", "-s", "-o", "allow_other", "nonempty"]:
                 self.assertIn(word, out)
+            self.assertTrue(all(len(l) <= 80 for l in out.splitlines()), out)
+
+    def test_help_lists_every_documented_option(self):
+        """Each option the man page's OPTIONS section documents has its own line in
+        --help, and each -o option listed there is accepted (a mount with it works)."""
+        man = open(os.path.join(gm.DATA, "..", "..", "man", "ggufs.1")).read()
+        section = man[man.index("\n.SH OPTIONS\n"):man.index("\n.SH THE TREE\n")]
+        # every .TP item: "-f", "--help", "allow_other", "max_read=" ...
+        items = re.findall(r"^\.TP\n\.B[IR]? ([^\n]+)$", section, re.M)
+        names = set()
+        for item in items:
+            words = [w.rstrip(",") for w in item.replace("\\-", "-").replace('"', " ").split()]
+            names |= {w for w in words if re.match(r"^--?[a-zA-Z]+$", w)}
+            if re.match(r"^[a-z_]+=?$", words[0]):  # an -o option: nonempty, max_read=
+                names.add(words[0])
+        for must in ("-f", "--help", "nonempty", "allow_other", "max_read=", "max_threads=",
+                     "clone_fd", "auto_unmount", "allow_root"):
+            self.assertIn(must, names)
+        help_lines = gm.run_ggufs(["--help"]).stdout.decode().splitlines()
+        for name in sorted(names):
+            with self.subTest(option=name):
+                if name.startswith("-"):
+                    pat = r"^    (-\w, )?%s[\s,]" % re.escape(name)
+                else:
+                    pat = r"^    -o %s%s\s" % (re.escape(name), r"[A-Z]+" if name.endswith("=") else "")
+                self.assertTrue(any(re.match(pat, l) for l in help_lines), name)
 
 
 class Daemon(unittest.TestCase):
@@ -484,6 +548,52 @@ class Handwritten(unittest.TestCase):
             self.assertEqual(gm.read_file(m.p("metadata", "k%2Fey")), b"v\n")
             self.assertEqual(m.stderr(), "")
 
+    def test_json_paths(self):
+        """gguf.json names the files of every key and tensor, edge names included: each
+        path exists and is that key's or tensor's file, and together they are every
+        file of metadata/ and tensors/."""
+        import struct
+        f32 = struct.pack("<2f", 1.5, -2.0)
+        tensors = [b"a/b", b"100%", b"x\x00y", b"w.f32", b"v.npy", b".", b"..", b"",
+                   b"caf\xc3\xa9", b"L" * 250, b"L" * 250 + b".f32"]
+        keys = [b"k/ey", b"p%", b"n\x00ul", b"x.f32", b".", b"..", b"", b"k" * 300]
+        model = os.path.join(self.tmp, "paths.gguf")
+        gm.write_gguf(model, [(k, "value %d" % i) for i, k in enumerate(keys)],
+                      [(n, [2], gm.GGML_F32, f32) for n in tensors] +
+                      [(b"mystery", [4], 99, b"\xab" * 16)])
+        with gm.Mount(model) as m:
+            doc = json.loads(gm.read_file(m.p("gguf.json")))
+            named = set()
+            for i, (key, entry) in enumerate(doc["metadata"].items()):
+                self.assertEqual(key.encode(), keys[i])
+                self.assertTrue(entry["file"].startswith("metadata/"), entry)
+                self.assertEqual(gm.read_file(m.p(entry["file"])), b"value %d\n" % i, key)
+                named.add(entry["file"])
+            self.assertEqual(len(doc["tensors"]), len(tensors) + 1)
+            for t in doc["tensors"]:
+                name = t["name"].encode()
+                with self.subTest(name=name):
+                    raw = m.p(t["file"])
+                    self.assertEqual(os.getxattr(raw, "user.gguf.name"), name)
+                    named.add(t["file"])
+                    if name == b"mystery":
+                        self.assertIsNone(t["f32"])
+                        self.assertIsNone(t["npy"])
+                        self.assertEqual(gm.read_file(raw)[:16], b"\xab" * 16)
+                        continue
+                    self.assertEqual(gm.read_file(raw), f32)
+                    self.assertEqual((t["f32"], t["npy"]), (t["file"] + ".f32", t["file"] + ".npy"))
+                    self.assertEqual(gm.read_file(m.p(t["f32"])), f32)
+                    self.assertEqual(os.getxattr(m.p(t["npy"]), "user.gguf.name"), name)
+                    self.assertEqual(gm.read_file(m.p(t["npy"]))[-8:], f32)
+                    named |= {t["f32"], t["npy"]}
+            tree = {"metadata/" + f for f in os.listdir(m.p("metadata"))}
+            tree |= {"tensors/" + f for f in os.listdir(m.p("tensors"))}
+            self.assertEqual(named, tree)
+            self.assertIn("tensors/x%00y.f32", named)
+            self.assertIn("tensors/w%2Ef32.npy", named)
+            self.assertIn("metadata/%", named)
+
     def write_split(self, count=3):
         """A model split like gguf-split does it: metadata in the first shard, split.*
         keys in every shard, two f32 tensors per shard. Returns {tensor: bytes}."""
@@ -514,6 +624,21 @@ class Handwritten(unittest.TestCase):
                         self.assertEqual(gm.read_file(m.p("tensors", name + ".f32")), data)
                     self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")),
                                      b"test\n")
+                    # which shard holds each tensor: xattr and gguf.json agree
+                    doc = json.loads(gm.read_file(m.p("gguf.json")))
+                    for t in doc["tensors"]:
+                        shard = "m-%05d-of-00003.gguf" % (int(t["name"].split(".")[1]) + 1)
+                        self.assertEqual(t["shard"], shard)
+                        for f in (t["file"], t["f32"], t["npy"]):
+                            self.assertEqual(os.getxattr(m.p(f), "user.gguf.shard"),
+                                             shard.encode())
+                    # summary.txt lists every shard with its size
+                    summary = gm.read_file(m.p("summary.txt")).decode()
+                    self.assertIn("\nshards:           3\n", summary)
+                    for no in (1, 2, 3):
+                        name = "m-%05d-of-00003.gguf" % no
+                        size = os.path.getsize(os.path.join(self.tmp, name))
+                        self.assertIn("\n  %s (%d bytes)\n" % (name, size), summary)
 
     def test_split_model_missing_shard(self):
         self.write_split()

@@ -37,6 +37,17 @@ class Install(unittest.TestCase):
         finally:
             shutil.rmtree(dest)
 
+    @unittest.skipUnless(shutil.which("manpath"), "man-db is not installed")
+    def test_man_finds_the_page(self):
+        """`man ggufs` works once installed: man-db searches the man directory of the
+        prefix whose bin directory is on PATH (the install is not done here)."""
+        mandir = os.path.dirname(os.path.dirname(MAN))   # PREFIX/share/man
+        env = dict(os.environ, PATH=os.path.dirname(BIN) + ":/usr/bin:/bin")
+        env.pop("MANPATH", None)
+        r = subprocess.run(["manpath", "-q"], env=env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(mandir, r.stdout.strip().split(":"))
+
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1] + sys.argv[5:], verbosity=2)

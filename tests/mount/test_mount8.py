@@ -112,6 +112,12 @@ class MountCommand(unittest.TestCase):
         self.assertEqual(fstype, "fuse.ggufs")
         self.assertEqual(source, self.model)
         self.assertIn("ro", opts)   # whatever mount(8) passed
+        # and nosuid,nodev, although mount(8) passes "suid,dev" (as /proc/mounts shows)
+        self.assertIn("nosuid", opts)
+        self.assertIn("nodev", opts)
+        with open("/proc/mounts") as f:
+            line = [l.split() for l in f if l.split()[1] == self.mnt][-1]
+        self.assertTrue({"ro", "nosuid", "nodev"} <= set(line[3].split(",")), line)
         self.assertIn("default_permissions", superopts)
         self.assertEqual("allow_other" in superopts, allow_other, superopts)
         self.assertEqual(gm.read_file(os.path.join(self.mnt, "metadata", "general.name")),
@@ -139,14 +145,15 @@ class MountCommand(unittest.TestCase):
         self.assertEqual(logs, [])
 
     def test_mount_t(self):
-        """mount -t fuse.ggufs, which passes `-o rw,dev,suid`: mounted read-only."""
+        """mount -t fuse.ggufs, which passes `-o rw,dev,suid`: mounted read-only, nosuid,
+        nodev."""
         r = self.run_cmd(["mount", "-t", "fuse.ggufs", self.model, self.mnt])
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.check_mounted()
         self.umount_and_wait()
 
     def test_mount_t_options(self):
-        r = self.run_cmd(["mount", "-t", "fuse.ggufs", "-o", "rw,allow_other,max_read=65536",
+        r = self.run_cmd(["mount", "-t", "fuse.ggufs", "-o", "rw,suid,dev,exec,allow_other,max_read=65536",
                           self.model, self.mnt])
         self.assertEqual((r.returncode, r.stderr), (0, ""))
         self.check_mounted(allow_other=True)
