@@ -53,6 +53,24 @@ INLINE float half_f16c(const uint8_t *p)
 	return _cvtsh_ss(h);
 }
 
+/* blocks.h's half_at, exact for every pattern as it is: F16C for the numbers, and for
+ * an all-ones exponent (inf, NaN) the float built from the bits, sign-extended h
+ * shifted left by 13 putting the sign at bit 31 and the payload at bits 22-13. A
+ * select, not a branch: the bits are data. */
+INLINE float half_exact(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, sizeof h);
+	const uint32_t special = (uint32_t)(int32_t)(int16_t)h << 13 | 0x7f800000u;
+	const float number = _cvtsh_ss(h);
+	uint32_t bits;
+	memcpy(&bits, &number, sizeof bits);
+	bits = (h & 0x7c00) == 0x7c00 ? special : bits;
+	float f;
+	memcpy(&f, &bits, sizeof f);
+	return f;
+}
+
 #ifndef PREFETCH_AHEAD
 #define PREFETCH_AHEAD 4096
 #endif
@@ -82,7 +100,12 @@ INLINE __m256i load32(const uint8_t *p)
 }
 
 /* What put16 does with m after the multiply: the reference's own operation, so that a
- * NaN m comes out with its own sign (q * d - (-m) would flip it). */
+ * NaN m comes out with its own sign (q * d - (-m) would flip it). PLUS_OFFSET is the _1
+ * types', and also takes their reference's d = 0 where m is a NaN (dequant_legacy.c),
+ * so that the add never sees two NaNs and the compiler's operand order cannot pick
+ * the payload; done on the broadcast d, the mask is one compare (AVX-512: the
+ * broadcast zeroes by it for free), where a select on the float d cost q4_1 a tenth of
+ * its speed. */
 enum offset { NO_OFFSET, MINUS_OFFSET, PLUS_OFFSET };
 
 /* dst[0..16) = (float)q[j] * d, then - m or + m as op says (a constant once inlined),
@@ -90,20 +113,27 @@ enum offset { NO_OFFSET, MINUS_OFFSET, PLUS_OFFSET };
 INLINE void put16(float *dst, __m128i q, float d, float m, enum offset op)
 {
 #if DQ_AVX512
-	__m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(d));
+	const __m512 mv = _mm512_set1_ps(m);
+	__m512 dv = _mm512_set1_ps(d);
+	if (op == PLUS_OFFSET)
+		dv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(mv, mv, _CMP_ORD_Q), dv);
+	__m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), dv);
 	if (op == MINUS_OFFSET)
-		v = _mm512_sub_ps(v, _mm512_set1_ps(m));
+		v = _mm512_sub_ps(v, mv);
 	else if (op == PLUS_OFFSET)
-		v = _mm512_add_ps(v, _mm512_set1_ps(m));
+		v = _mm512_add_ps(v, mv);
 	_mm512_storeu_ps(dst, v);
 #else
+	const __m256 mv = _mm256_set1_ps(m);
+	__m256 dv = _mm256_set1_ps(d);
+	if (op == PLUS_OFFSET)
+		dv = _mm256_and_ps(_mm256_cmp_ps(mv, mv, _CMP_ORD_Q), dv);
 	for (int h = 0; h < 2; h++, q = _mm_unpackhi_epi64(q, q)) {
-		__m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
-		                         _mm256_set1_ps(d));
+		__m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), dv);
 		if (op == MINUS_OFFSET)
-			v = _mm256_sub_ps(v, _mm256_set1_ps(m));
+			v = _mm256_sub_ps(v, mv);
 		else if (op == PLUS_OFFSET)
-			v = _mm256_add_ps(v, _mm256_set1_ps(m));
+			v = _mm256_add_ps(v, mv);
 		_mm256_storeu_ps(dst + 8 * h, v);
 	}
 #endif
@@ -217,14 +247,6 @@ static void dequant_q4_0(const void *src, float *dst, uint64_t nblocks)
 	}
 }
 
-/* The d a _1 block is decoded with, as in the reference (dequant_legacy.c): 0 where m
- * is a NaN, so that the add never sees two NaNs and the compiler's operand order
- * cannot pick the payload. */
-INLINE float affine_scale(float d, float m)
-{
-	return isnan(m) ? 0.0f : d;
-}
-
 /* q4_1 blocks to floats: (float)q * d + m. */
 static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 {
@@ -232,7 +254,7 @@ static void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q4_1), dst += QK) {
 		prefetch_ahead(p, sizeof(struct block_q4_1));
 		const float m = half_f16c(FIELD(p, block_q4_1, m));
-		const float d = affine_scale(half_f16c(FIELD(p, block_q4_1, d)), m);
+		const float d = half_f16c(FIELD(p, block_q4_1, d));
 		put32(dst, nibbles16(FIELD(p, block_q4_1, qs)), d, m, PLUS_OFFSET);
 	}
 }
@@ -265,7 +287,7 @@ static void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 		prefetch_ahead(p, sizeof(struct block_q5_1));
 		const uint8_t *qh = FIELD(p, block_q5_1, qh), *qs = FIELD(p, block_q5_1, qs);
 		const float m = half_f16c(FIELD(p, block_q5_1, m));
-		const float d = affine_scale(half_f16c(FIELD(p, block_q5_1, d)), m);
+		const float d = half_f16c(FIELD(p, block_q5_1, d));
 		put32(dst, quants5(qh, qs), d, m, PLUS_OFFSET);
 	}
 }
@@ -502,9 +524,9 @@ static void dequant_q1_0(const void *src, float *dst, uint64_t nblocks)
 	const uint8_t *p = src;
 	for (uint64_t i = 0; i < nblocks; i++, p += sizeof(struct block_q1_0)) {
 		prefetch_ahead(p, sizeof(struct block_q1_0));
-		/* d reaches the output untouched (no multiply to quiet a signalling NaN as
-		 * F16C would), so it is converted as the reference converts it */
-		const float d = half_at(FIELD(p, block_q1_0, d));
+		/* d reaches the output untouched, without a multiply to quiet a signalling
+		 * NaN as F16C would */
+		const float d = half_exact(FIELD(p, block_q1_0, d));
 		const uint8_t *qs = FIELD(p, block_q1_0, qs);
 		for (int j = 0; j < QK1_0 / 16; j++, dst += 16)
 			put16_pm(dst, rd16(qs + 2 * j), d);
@@ -827,21 +849,30 @@ INLINE void put_f16(float *dst, const uint8_t *p)
 }
 #endif
 
-/* n 16-bit floats at p to floats, HALVES a step and the tail one by one: bf16 (bf, a
- * constant once inlined) is the top half of a binary32, so a shift; f16 is put_f16's,
- * and the tail fp16_to_f32's. Both exact for every pattern, signalling NaNs included. */
+/* n 16-bit floats at p to floats, a cache line of 32 a step (one prefetch each), then
+ * HALVES a step, and the tail one by one: bf16 (bf, a constant once inlined) is the top
+ * half of a binary32, so a shift; f16 is put_f16's, and the tail half_exact's. Both
+ * exact for every pattern, signalling NaNs included. */
 INLINE void dequant_halves(const uint8_t *p, float *dst, uint64_t n, bool bf)
 {
 	uint64_t i = 0;
+	for (; i + 32 <= n; i += 32) {
+		prefetch_ahead(p + 2 * i, 64);
+		for (int k = 0; k < 32; k += HALVES) {
+			if (bf)
+				put_bf16(dst + i + k, p + 2 * (i + k));
+			else
+				put_f16(dst + i + k, p + 2 * (i + k));
+		}
+	}
 	for (; i + HALVES <= n; i += HALVES) {
-		prefetch_ahead(p + 2 * i, 2 * HALVES);
 		if (bf)
 			put_bf16(dst + i, p + 2 * i);
 		else
 			put_f16(dst + i, p + 2 * i);
 	}
 	for (; i < n; i++)
-		dst[i] = bf ? bf16_to_f32(rd16(p + 2 * i)) : half_at(p + 2 * i);
+		dst[i] = bf ? bf16_to_f32(rd16(p + 2 * i)) : half_exact(p + 2 * i);
 }
 
 static void dequant_bf16(const void *src, float *dst, uint64_t n)
