@@ -13,12 +13,13 @@
  * intrinsics. Operand order within one multiply or add is free only because none here
  * sees two NaNs (x86 returns the first operand's NaN, and compilers commute adds and
  * multiplies at will): a value's only NaN input is a block scale, and the _1 types' d
- * is zeroed where m is a NaN, as in the reference. A subtract can see two (the k-quants'
- * d and dmin), and keeps its order, first operand d's NaN, in both. What a NaN becomes is the same on both sides: an operation on one NaN
- * returns it with its quiet bit set, sign and payload kept, and inf * 0 or inf - inf
- * give the same default NaN. Where a fp16 reaches the output without an operation (f16
- * itself, q1_0's d and -d), it is converted bit by bit, as the reference does, never by
- * F16C, which would set a signalling NaN's quiet bit.
+ * is zeroed where m is a NaN, as in the reference. A subtract can see two (the
+ * k-quants' d and dmin) and keeps its order, giving the first one's NaN in both. What a
+ * NaN becomes is the same on both sides: an operation on one NaN returns it with its
+ * quiet bit set, sign and payload kept, and inf * 0 or inf - inf give the same default
+ * NaN. Where a fp16 reaches the output without an operation (f16 itself, q1_0's d and
+ * -d), its inf and NaN lanes are built from their bits, as the reference builds them:
+ * F16C alone would set a signalling NaN's quiet bit.
  *
  * Structure: a block is decoded in two steps. Unpacking its quants into small signed
  * integers, one byte each, is 128/256-bit AVX2 code shared by both builds (AVX-512 CPUs
@@ -31,7 +32,6 @@
 #include "ggml_tables.h"
 
 #include <immintrin.h>
-#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -55,8 +55,7 @@ INLINE float half_f16c(const uint8_t *p)
 
 /* blocks.h's half_at, exact for every pattern as it is: F16C for the numbers, and for
  * an all-ones exponent (inf, NaN) the float built from the bits, sign-extended h
- * shifted left by 13 putting the sign at bit 31 and the payload at bits 22-13. A
- * select, not a branch: the bits are data. */
+ * shifted left by 13 putting the sign at bit 31 and the payload at bits 22-13. */
 INLINE float half_exact(const uint8_t *p)
 {
 	uint16_t h;
@@ -103,9 +102,9 @@ INLINE __m256i load32(const uint8_t *p)
  * NaN m comes out with its own sign (q * d - (-m) would flip it). PLUS_OFFSET is the _1
  * types', and also takes their reference's d = 0 where m is a NaN (dequant_legacy.c),
  * so that the add never sees two NaNs and the compiler's operand order cannot pick
- * the payload; done on the broadcast d, the mask is one compare (AVX-512: the
- * broadcast zeroes by it for free), where a select on the float d cost q4_1 a tenth of
- * its speed. */
+ * the payload. That is one compare on the broadcast m (AVX-512: the broadcast of d
+ * zeroes by its mask for free); a select on the float d went through an integer
+ * register and cost q4_1 about a tenth of its speed. */
 enum offset { NO_OFFSET, MINUS_OFFSET, PLUS_OFFSET };
 
 /* dst[0..16) = (float)q[j] * d, then - m or + m as op says (a constant once inlined),
@@ -311,7 +310,8 @@ static void dequant_q2_K(const void *src, float *dst, uint64_t nblocks)
 				int s = 8 * h + 2 * plane;
 				float *y = dst + 128 * h + 32 * plane;
 				put16(y, _mm256_castsi256_si128(q), ds[s], ms[s], MINUS_OFFSET);
-				put16(y + 16, _mm256_extracti128_si256(q, 1), ds[s + 1], ms[s + 1], MINUS_OFFSET);
+				put16(y + 16, _mm256_extracti128_si256(q, 1), ds[s + 1], ms[s + 1],
+				      MINUS_OFFSET);
 			}
 		}
 	}
@@ -561,7 +561,7 @@ static void dequant_q2_0(const void *src, float *dst, uint64_t nblocks)
  * and, for the iq2 and iq3 types, a byte of signs. The reference computes
  * db * g * (sign ? -1 : 1); here the sign is put on the integer g before it becomes a
  * float. (-g) * db is exactly -(g * db) (rounding is symmetric); where db is a NaN both
- * are db's NaN, its sign kept (a multiply by -1 returns a NaN operand as it is), and
+ * are db's NaN, its sign kept (a multiply by -1 returns its NaN operand), and
  * inf * 0 is the same default NaN either way: the same bits in every case. Four rows,
  * 32 values, are gathered into one vector by plain loads. */
 
@@ -685,7 +685,8 @@ static void dequant_iq3_xxs(const void *src, float *dst, uint64_t nblocks)
 			const uint32_t aux = rd32(qs + QK_K / 4 + 4 * ib);
 			const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
 			const int idx[8] = { q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7] };
-			put32(dst, apply_signs(rows8_iq3(iq3xxs_grid, idx), ksigns4(aux)), db, 0, NO_OFFSET);
+			put32(dst, apply_signs(rows8_iq3(iq3xxs_grid, idx), ksigns4(aux)), db, 0,
+			      NO_OFFSET);
 		}
 	}
 }
