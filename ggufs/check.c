@@ -308,15 +308,16 @@ static uint64_t merge_items(const struct scan *sc, struct result *res)
 	return 0;
 }
 
-int check_model(const char *path, bool json)
+int check_model(const struct options *o)
 {
 	char err[GGUF_ERR_MAX];
 	int ret = 3;
-	struct ggufs_model *m = model_open(path, err);
-	if (!m) {
-		fprintf(stderr, "ggufs: %s\n", err);
+	const bool json = o->json;
+	char *shown;
+	struct ggufs_model *m = open_model(o, &shown);
+	free(shown);
+	if (!m)
 		return 3;
-	}
 	struct tree *t = tree_build(m, err);
 	if (!t) {
 		fprintf(stderr, "ggufs: %s\n", err);
@@ -339,7 +340,7 @@ int check_model(const char *path, bool json)
 	sc.parts = calloc(sc.n_items + 1, sizeof *sc.parts);
 	sc.errs = calloc(sc.n_items + 1, sizeof *sc.errs);
 	if (!res || !sc.items || !sc.parts || !sc.errs) {
-		fprintf(stderr, "ggufs: %s: out of memory\n", path);
+		fprintf(stderr, "ggufs: %s: out of memory\n", m->path);
 		goto out;
 	}
 	for (uint64_t i = 0, k = 0; i < m->n_tensors; i++) {
@@ -354,7 +355,7 @@ int check_model(const char *path, bool json)
 	if (failed) {
 		char q[80];
 		uint64_t i = sc.items[failed - 1].tensor;
-		fprintf(stderr, "ggufs: %s: tensor '%s': cannot read: %s\n", path,
+		fprintf(stderr, "ggufs: %s: tensor '%s': cannot read: %s\n", m->path,
 		        gguf_quote(&m->tensors[i].t->name, q), strerror(-res[i].err));
 		goto out;
 	}
@@ -364,7 +365,7 @@ int check_model(const char *path, bool json)
 	} else {
 		report_text(m, res, &n_bad, &n_warn, &n_unchecked);
 		printf("%s: %" PRIu64 " tensors checked (%.2f GB): %" PRIu64 " unhealthy, %" PRIu64
-		       " with warnings", path, n_checked, (double)total / 1e9, n_bad, n_warn);
+		       " with warnings", m->path, n_checked, (double)total / 1e9, n_bad, n_warn);
 		if (n_unchecked)
 			printf(", %" PRIu64 " not checked", n_unchecked);
 		printf("\n");

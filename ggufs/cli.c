@@ -7,6 +7,7 @@
 
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "size_arg.h"
 
 /* Who reads an option: ggufs alone (taken out of the arguments), libfuse alone (left in
  * them), or both (read by ggufs and left in). */
@@ -27,6 +28,7 @@ struct cli_option {
 	                        * lines (options that mount(8) passes, which change nothing
 	                        * that ggufs cares about or that ggufs overrides) */
 	bool alone;            /* asks for nothing else: no operands needed (--help) */
+	bool with_check;       /* an -o option that --check takes too (how to fetch) */
 };
 
 #define OURS(field) .use = USE_GGUFS, .offset = offsetof(struct options, field)
@@ -47,6 +49,15 @@ static const struct cli_option cli_options[] = {
 	/* -o options of ggufs */
 	{ "nonempty", OURS(nonempty),
 	  .help = "mount over a non-empty directory or a mount" },
+	/* -o options of ggufs for remote models (ignored for a local file) */
+	{ "token_file=%s", .with_check = true, OURS(token_file), .arg = "PATH",
+	  .help = "remote: bearer token from PATH (else $HF_TOKEN)" },
+	{ "cafile=%s", .with_check = true, OURS(cafile), .arg = "PATH",
+	  .help = "remote: trust the CA certificates in PATH too" },
+	{ "cache_size=%s", .with_check = true, OURS(cache_size_arg), .arg = "SIZE",
+	  .help = "remote: memory cache, bytes or K/M/G (default 256M)" },
+	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
+	  .help = "remote: abandon a request idle this long (30)" },
 	/* -o options of libfuse that matter here */
 	{ "allow_other", FUSE, .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },
@@ -75,7 +86,7 @@ static const struct cli_option cli_options[] = {
 /* The tail of every argument error: where to look. */
 #define SEE_HELP "(ggufs --help lists them)"
 #define USAGE "(usage: ggufs [options] MODEL.gguf MOUNTPOINT; ggufs --help for more)"
-#define USAGE_CHECK "(usage: ggufs --check [--json] MODEL.gguf; ggufs --help for more)"
+#define USAGE_CHECK "(usage: ggufs --check [--json] MODEL.gguf|URL; ggufs --help for more)"
 
 static bool is_switch(const struct cli_option *c)
 {
@@ -120,10 +131,11 @@ static const struct cli_option *find_switch(const char *arg)
 }
 
 /* Checks one item of an -o list, item[0..len) (escapes left in: option names have
- * none). 0, or 2 after one line on stderr naming it. */
-static int check_item(const char *item, size_t len)
+ * none). 0, or 2 after one line on stderr naming it. *found gets its option. */
+static int check_item(const char *item, size_t len, const struct cli_option **found)
 {
 	const struct cli_option *c = find_opt(item, len);
+	*found = c;
 	const char *eq = memchr(item, '=', len);
 	int n = (int)len;
 	if (!c) {
@@ -138,6 +150,22 @@ static int check_item(const char *item, size_t len)
 		fprintf(stderr, "ggufs: option '-o %.*s' needs a value: %.*s=%s " SEE_HELP "\n", n,
 		        item, n, item, c->arg);
 		return 2;
+	}
+	if (eq && c->arg && strcmp(c->arg, "SIZE") == 0) {
+		char value[32];
+		size_t vlen = (size_t)(item + len - eq - 1);
+		uint64_t size = 0;
+		bool ok = vlen < sizeof value;
+		if (ok) {
+			memcpy(value, eq + 1, vlen);
+			value[vlen] = 0;
+			ok = size_arg_parse(value, &size) && size;
+		}
+		if (!ok) {
+			fprintf(stderr, "ggufs: option '-o %.*s' needs a size: bytes, or a number with K,"
+			        " M, G or T " SEE_HELP "\n", n, item);
+			return 2;
+		}
 	}
 	if (eq && strstr(c->templ, "%u")) {
 		const char *v = eq + 1, *end = item + len;
@@ -154,9 +182,12 @@ static int check_item(const char *item, size_t len)
 }
 
 /* Checks an -o list as fuse_opt_parse will split it: at commas, "\," and "\\" being
- * escaped characters. An empty item (",,"), which libfuse refuses, is named too. */
-static int check_opt_list(const char *list)
+ * escaped characters. An empty item (",,"), which libfuse refuses, is named too.
+ * *mount_only gets the first item that only a mount takes (a static copy), if none
+ * came before. */
+static int check_opt_list(const char *list, const char **mount_only)
 {
+	static char first[64];
 	const char *start = list, *p = list;
 	for (;;) {
 		if (*p == '\\' && p[1]) {
@@ -168,9 +199,14 @@ static int check_opt_list(const char *list)
 				fprintf(stderr, "ggufs: empty option in '-o %s' " SEE_HELP "\n", list);
 				return 2;
 			}
-			int r = check_item(start, (size_t)(p - start));
+			const struct cli_option *c;
+			int r = check_item(start, (size_t)(p - start), &c);
 			if (r)
 				return r;
+			if (!c->with_check && !*mount_only) {
+				snprintf(first, sizeof first, "-o %.*s", (int)name_len(c->templ), c->templ);
+				*mount_only = first;
+			}
 			if (!*p)
 				return 0;
 			start = p + 1;
@@ -179,8 +215,8 @@ static int check_opt_list(const char *list)
 	}
 }
 
-/* The arguments of --check: exactly one operand, MODEL.gguf, and no option that only a
- * mount takes. 0, or 2 after one line on stderr naming the bad argument. */
+/* The arguments of --check: exactly one operand, MODEL.gguf or a URL, and no option
+ * that only a mount takes (the remote ones, which say how to fetch, are welcome). 0, or 2 after one line on stderr naming the bad argument. */
 static int check_operands(const char *const operand[3], int n_operands, const char *mount_opt)
 {
 	if (mount_opt) {
@@ -225,10 +261,9 @@ static int check_args(int argc, char **argv)
 				fprintf(stderr, "ggufs: option '-o' needs a list of options " SEE_HELP "\n");
 				return 2;
 			}
-			int r = check_opt_list(list);
+			int r = check_opt_list(list, &mount_opt);
 			if (r)
 				return r;
-			mount_opt = mount_opt ? mount_opt : "-o";
 		} else {
 			const struct cli_option *c = find_switch(a);
 			if (!c) {
@@ -327,7 +362,9 @@ void cli_usage(const char *prog)
 {
 	const char *slash = strrchr(prog, '/');
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
-	       "       %s --check [--json] MODEL.gguf\n"
+	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
+	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
+	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
 	       "stats/NAME, stats.tsv, gguf.json and summary.txt; fusermount3 -u MOUNTPOINT\n"
@@ -336,7 +373,8 @@ void cli_usage(const char *prog)
 	       "or man -l man/ggufs.1 in the source tree.\n"
 	       "\n"
 	       "options:\n",
-	       slash ? slash + 1 : prog, slash ? slash + 1 : prog);
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
+	       slash ? slash + 1 : prog);
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (is_switch(&cli_options[i]))
 			usage_line(&cli_options[i]);
@@ -367,7 +405,12 @@ int cli_parse(struct fuse_args *args, struct options *o)
 			templ[n++] = (struct fuse_opt)FUSE_OPT_KEY(c->templ, FUSE_OPT_KEY_KEEP);
 	}
 	templ[n] = (struct fuse_opt)FUSE_OPT_END;
-	return fuse_opt_parse(args, o, templ, opt_proc) == 0 ? 0 : 1;
+	if (fuse_opt_parse(args, o, templ, opt_proc) != 0)
+		return 1;
+	/* checked by check_args, so it parses */
+	if (o->cache_size_arg && !size_arg_parse(o->cache_size_arg, &o->cache_size))
+		return 2;
+	return 0;
 }
 
 int insert_escaped_opt(struct fuse_args *args, int pos, const char *name,

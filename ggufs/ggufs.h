@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model.h"
 #include "tree.h"
@@ -37,6 +38,12 @@ struct options {
 	unsigned max_read;   /* -o max_read=N, read here and passed on */
 	int check;           /* --check: scan MODEL, mount nothing */
 	int json;            /* --json: the --check report as JSON */
+	/* remote models (http://, https://, hf://) */
+	const char *token_file;  /* -o token_file=PATH: the bearer token (else HF_TOKEN) */
+	const char *cafile;      /* -o cafile=PATH: CA certificates besides the system's */
+	const char *cache_size_arg;  /* -o cache_size=SIZE as given (checked by cli_parse) */
+	uint64_t cache_size;     /* and in bytes; 0 if not given */
+	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
 };
 
 /* Checks every argument first (unknown options, -o options that neither ggufs nor
@@ -62,10 +69,15 @@ char *mountpoint_check(const char *given, bool nonempty);
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
 bool mounted_at(const char *path, char *what, size_t size, char *dev);
 
-/* check.c: ggufs --check MODEL [--json]. Scans every tensor of the model and reports
+/* open.c: the model o->model names, local or remote (o's remote options); *shown gets
+ * a remote URL as it may be shown (malloc'ed; NULL for a local file). NULL after one
+ * line on stderr naming the file or URL and the problem. */
+struct ggufs_model *open_model(const struct options *o, char **shown);
+
+/* check.c: ggufs --check [--json] MODEL|URL. Scans every tensor of the model and reports
  * the unhealthy ones on stdout; returns the exit status: 0 healthy, 1 unhealthy, 3 when
  * the model cannot be opened or read (one line on stderr, as a mount would say). */
-int check_model(const char *path, bool json);
+int check_model(const struct options *o);
 
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */

@@ -3,6 +3,8 @@
  * The front end only translates between FUSE and lib/: the model is opened and its
  * tree built before anything is mounted, and every operation is a lookup in that tree.
  * This file is the order of things: arguments, mount point, model, mount, serve. */
+#include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "url.h"
 
 /* A tensor name for a one-line message: control bytes become '?' so a hostile name
  * cannot break the line. */
@@ -42,6 +45,13 @@ static void warn_raw_only(const struct ggufs_model *m)
 	}
 }
 
+/* For the remote fetcher: true once the session is ending, so that a stalled transfer
+ * does not hold up the unmount. */
+static bool session_ending(void *se)
+{
+	return fuse_session_exited(se);
+}
+
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
  * nothing could be mounted (one line on stderr), 2 for wrong arguments. --check runs
@@ -57,8 +67,14 @@ int main(int argc, char *argv[])
 	struct fuse_loop_config *loop = NULL;
 	char err[GGUF_ERR_MAX];
 	char *mountpoint = NULL;
+	char *shown = NULL;
 	int ret = 1;
 
+	/* before any thread: libcurl's global state is not thread-safe to set up */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "ggufs: libcurl cannot start\n");
+		return 1;
+	}
 	ret = cli_parse(&args, &o);
 	if (ret != 0)
 		goto out_args;
@@ -75,7 +91,7 @@ int main(int argc, char *argv[])
 	}
 	if (o.check) {
 		/* ggufs --check [--json] MODEL.gguf (cli_parse saw to the rest): nothing mounted */
-		ret = check_model(o.model, o.json);
+		ret = check_model(&o);
 		goto out_args;
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
@@ -84,11 +100,9 @@ int main(int argc, char *argv[])
 	if (!mountpoint)
 		goto out_cmdline;
 
-	fs.model = model_open(o.model, err);
-	if (!fs.model) {
-		fprintf(stderr, "ggufs: %s\n", err);
+	fs.model = open_model(&o, &shown);
+	if (!fs.model)
 		goto out_cmdline;
-	}
 	fs.max_read = o.max_read;
 	fs.tree = tree_build(fs.model, err);
 	if (!fs.tree) {
@@ -101,9 +115,9 @@ int main(int argc, char *argv[])
 	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"
 	 * unless told otherwise, and is answered with a read-only mount, as for a CD;
 	 * nosuid and nodev too, which mount(8) turns off with its "suid,dev" */
-	char *abs = realpath(o.model, NULL);
+	char *abs = shown ? NULL : realpath(o.model, NULL);
 	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||
-	          insert_escaped_opt(&args, 2, "fsname", abs ? abs : o.model) ||
+	          insert_escaped_opt(&args, 2, "fsname", shown ? shown : abs ? abs : o.model) ||
 	          fuse_opt_add_arg(&args, "-oro,nosuid,nodev,default_permissions");
 	free(abs);
 	if (bad) {
@@ -113,6 +127,8 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &ggufs_ops, sizeof ggufs_ops, &fs);
 	if (!se)
 		goto out_tree;
+	if (fs.model->remote)
+		remote_set_cancel(fs.model->remote, session_ending, se);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mountpoint) != 0)
@@ -159,7 +175,13 @@ out_model:
 out_cmdline:
 	free(mountpoint);
 	free(fo.mountpoint);
+	free(shown);
 out_args:
 	fuse_opt_free_args(&args);
+	/* fuse_opt_parse strdup'ed the "%s" option values */
+	free((char *)o.token_file);
+	free((char *)o.cafile);
+	free((char *)o.cache_size_arg);
+	curl_global_cleanup();
 	return ret;
 }

@@ -275,7 +275,8 @@ static void release_buffer(char *buf, size_t size)
 }
 
 /* Serves [off, off + size) of any file into a buffer of the request's size: the tree
- * renders or dequantizes only what the range touches. */
+ * renders or dequantizes only what the range touches (and, for a remote model, fetches
+ * only the blocks it needs; the raw bytes of a local tensor go zero-copy). */
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -294,7 +295,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	uint64_t left = n->size - (uint64_t)off;
 	size_t want = left < size ? (size_t)left : size;
-	if (n->kind == TREE_RAW) {
+	if (n->kind == TREE_RAW && !model_tensor_remote(fs->model, n->index)) {
 		read_raw(req, n, want, (uint64_t)off);
 		return;
 	}

@@ -39,10 +39,12 @@ const char *gguf_vtype_name(uint32_t t)
  * failure records one message; later failures keep the first. */
 struct cursor {
 	const uint8_t *base;
-	uint64_t size;
+	uint64_t size;     /* of the file: every check against the file uses this */
+	uint64_t avail;    /* bytes of it at base (== size for a whole image) */
 	uint64_t pos;
 	char *err;
 	bool failed;
+	uint64_t need;     /* nonzero: failed only for want of the bytes below this offset */
 };
 
 static bool fail(struct cursor *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -73,6 +75,20 @@ const char *gguf_quote(const struct gguf_str *s, char buf[80])
 	return buf;
 }
 
+/* Called once the file is known to hold n bytes at the cursor: false, as a failure
+ * that asks for the file's first pos + n bytes, when the prefix at hand holds fewer. */
+static bool have(struct cursor *c, uint64_t n)
+{
+	if (n <= c->avail - c->pos)
+		return true;
+	if (!c->failed) {
+		c->failed = true;
+		c->need = c->pos + n;
+		snprintf(c->err, GGUF_ERR_MAX, "the header continues past byte %" PRIu64, c->avail);
+	}
+	return false;
+}
+
 static bool take(struct cursor *c, uint64_t n, const char *what, const uint8_t **out)
 {
 	if (c->failed)
@@ -80,6 +96,8 @@ static bool take(struct cursor *c, uint64_t n, const char *what, const uint8_t *
 	if (n > c->size - c->pos)
 		return fail(c, "truncated: %s needs %" PRIu64 " bytes at byte %" PRIu64
 		            ", but the file is %" PRIu64 " bytes", what, n, c->pos, c->size);
+	if (!have(c, n))
+		return false;
 	*out = c->base + c->pos;
 	c->pos += n;
 	return true;
@@ -112,7 +130,8 @@ static bool take_str(struct cursor *c, const char *what, struct gguf_str *s)
 		return fail(c, "%s claims %" PRIu64 " bytes at byte %" PRIu64
 		            ", past the end of the file (%" PRIu64 " bytes)", what, s->len,
 		            c->pos, c->size);
-	take(c, s->len, what, &p);
+	if (!take(c, s->len, what, &p))   /* only for want of bytes in a prefix */
+		return false;
 	s->ptr = (const char *)p;
 	return true;
 }
@@ -130,6 +149,8 @@ static bool skip_array(struct cursor *c, uint32_t elem_type, uint64_t count, int
 			return fail(c, "%s claims %" PRIu64 " elements of %zu bytes at byte %" PRIu64
 			            ", past the end of the file (%" PRIu64 " bytes)", what, count,
 			            esize, c->pos, c->size);
+		if (!have(c, count * esize))
+			return false;
 		c->pos += count * esize;
 		return true;
 	}
@@ -139,6 +160,8 @@ static bool skip_array(struct cursor *c, uint32_t elem_type, uint64_t count, int
 		return fail(c, "%s claims %" PRIu64 " elements at byte %" PRIu64
 		            ", more than the file (%" PRIu64 " bytes) can hold", what, count,
 		            c->pos, c->size);
+	if (!have(c, count * min))   /* asks for them all at once, not string by string */
+		return false;
 	if (elem_type == GGUF_TYPE_ARRAY && depth >= GGUF_MAX_ARRAY_DEPTH)
 		return fail(c, "%s nests arrays deeper than %d levels", what, GGUF_MAX_ARRAY_DEPTH);
 	for (uint64_t i = 0; i < count && !c->failed; i++) {
@@ -341,13 +364,27 @@ static bool place_tensors(struct cursor *c, struct gguf_file *f)
 
 int gguf_parse(const uint8_t *data, uint64_t size, struct gguf_file *f, char err[GGUF_ERR_MAX])
 {
-	struct cursor c = { .base = data, .size = size, .err = err };
+	uint64_t need;
+	/* a whole image never needs more: 1 cannot happen */
+	return gguf_parse_prefix(data, size, size, f, err, &need) == 0 ? 0 : -1;
+}
+
+int gguf_parse_prefix(const uint8_t *data, uint64_t avail, uint64_t size, struct gguf_file *f,
+                      char err[GGUF_ERR_MAX], uint64_t *need)
+{
+	struct cursor c = { .base = data, .size = size, .avail = avail < size ? avail : size,
+	                    .err = err };
 	const uint8_t *magic;
 	uint64_t header_end;
 	char q[80];
 
 	memset(f, 0, sizeof *f);
 	err[0] = 0;
+	*need = 0;
+	if (c.avail < 4 && size >= 4) {
+		*need = 4;
+		return 1;
+	}
 	if (size < 4 || memcmp(data, GGUF_MAGIC, 4) != 0) {
 		if (size < 4)
 			fail(&c, "not a GGUF file: only %" PRIu64 " bytes", size);
@@ -383,6 +420,13 @@ int gguf_parse(const uint8_t *data, uint64_t size, struct gguf_file *f, char err
 		     " bytes) can hold", f->n_tensors, size);
 		goto fail;
 	}
+	/* what the claimed counts take at the least, in hand before anything is allocated
+	 * for them: memory follows the bytes fetched, not a claim (no product overflows:
+	 * both counts were bounded by the size above; a sum past the file is left to the
+	 * parse below, which reports it exactly as for a whole image) */
+	uint64_t least = f->n_kv * KV_MIN_BYTES + f->n_tensors * TENSOR_INFO_MIN_BYTES;
+	if (least <= size - c.pos && !have(&c, least))
+		goto fail;
 	f->kv = calloc(f->n_kv ? f->n_kv : 1, sizeof *f->kv);
 	f->tensors = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *f->tensors);
 	if (!f->kv || !f->tensors) {
@@ -427,6 +471,10 @@ int gguf_parse(const uint8_t *data, uint64_t size, struct gguf_file *f, char err
 	return 0;
 fail:
 	gguf_file_free(f);
+	if (c.need) {
+		*need = c.need;
+		return 1;
+	}
 	return -1;
 }
 

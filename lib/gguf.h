@@ -89,6 +89,15 @@ struct gguf_file {
 int gguf_parse(const uint8_t *data, uint64_t size, struct gguf_file *out,
                char err[GGUF_ERR_MAX]);
 
+/* The same parse of a file of size bytes of which only the first avail are at data
+ * (a remote file's header, fetched so far). Every check is made against size, exactly
+ * as gguf_parse makes it, so a prefix gives the same result as the whole image or asks
+ * for more: 0 parsed, -1 invalid (err says why), 1 when the first *need bytes (more
+ * than avail) must be at hand to go on. Nothing is allocated beyond what the bytes at
+ * hand can justify. With avail >= size this is gguf_parse and never returns 1. */
+int gguf_parse_prefix(const uint8_t *data, uint64_t avail, uint64_t size, struct gguf_file *out,
+                      char err[GGUF_ERR_MAX], uint64_t *need);
+
 /* Releases what gguf_parse allocated (not the image). */
 void gguf_file_free(struct gguf_file *f);
 

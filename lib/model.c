@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /* One error line into err; a long path may cut it short, never overflow it. */
@@ -66,10 +67,72 @@ static int shard_open(struct model_shard *s, const char *path, struct stat *st,
 	return 0;
 }
 
+/* Opens one remote shard: its header, fetched with as few requests as the parser
+ * needs, growing the prefix geometrically. On failure err holds "SHOWN: problem". */
+static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const char *url,
+                             const char *shown, bool missing_if_404, const char *missing,
+                             char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	long status;
+
+	s->fd = -1;
+	s->map = NULL;
+	s->path = strdup(shown);
+	if (!s->path) {
+		errf(err, "%s: out of memory", shown);
+		return -1;
+	}
+	struct remote_file *f = remote_open(m->remote, url, REMOTE_FIRST_BYTES, why, &status);
+	if (!f) {
+		if (missing_if_404 && (status == 404 || status == 410))
+			errf(err, "%s: %s", shown, missing);
+		else
+			errf(err, "%s: %s", shown, why);
+		return -1;
+	}
+	s->src = remote_source(f);
+	s->size = remote_size(f);
+	if (s->size == 0) {
+		errf(err, "%s: empty file, not GGUF", shown);
+		return -1;
+	}
+	for (;;) {
+		uint64_t have, need;
+		s->map = remote_prefix(f, &have);
+		int r = gguf_parse_prefix(s->map, have, s->size, &s->gf, why, &need);
+		if (r == 0)
+			return 0;
+		if (r < 0) {
+			errf(err, "%s: %s", shown, why);
+			return -1;
+		}
+		if (need > REMOTE_HEADER_MAX) {
+			errf(err, "%s: the header is larger than %llu MiB, the most ggufs fetches", shown,
+			     REMOTE_HEADER_MAX >> 20);
+			return -1;
+		}
+		uint64_t grow = have > REMOTE_HEADER_MAX / REMOTE_GROWTH ? REMOTE_HEADER_MAX :
+		                have * REMOTE_GROWTH;
+		if (grow < need)
+			grow = need;
+		/* a rest of the file smaller than this request comes with it: one round trip
+		 * saved, at most as many bytes again */
+		if (grow < s->size && s->size - grow < grow - have)
+			grow = s->size;
+		if (remote_grow_prefix(f, grow, why) < 0) {
+			errf(err, "%s: %s", shown, why);
+			return -1;
+		}
+	}
+}
+
 static void shard_close(struct model_shard *s)
 {
 	gguf_file_free(&s->gf);
-	if (s->map && s->map != MAP_FAILED)
+	if (s->src)
+		source_close(s->src);   /* the header prefix (map) is the source's */
+	else if (s->map && s->map != MAP_FAILED)
 		munmap((void *)s->map, s->size);
 	if (s->fd >= 0)
 		close(s->fd);
@@ -141,21 +204,57 @@ static int split_check(struct ggufs_model *m, uint32_t i, uint64_t tensors_total
 	return 0;
 }
 
-/* Opens every shard of the split set that path belongs to, or path alone. */
-static int open_shards(struct ggufs_model *m, const char *path, char err[GGUF_ERR_MAX])
+/* Opens shard s at path (local), or at url shown as path (remote); missing is the
+ * message for a remote 404 when the shard is one of a split set the user did not name. */
+static int open_one(struct ggufs_model *m, struct model_shard *s, const char *path,
+                    const char *url, struct stat *st, const char *missing, char err[GGUF_ERR_MAX])
 {
-	size_t prefix;
-	unsigned no, count;
-	struct stat st;
+	if (!m->remote)
+		return shard_open(s, path, st, err);
+	return shard_open_remote(m, s, url, path, missing != NULL, missing, err);
+}
 
-	if (!split_name(path, &prefix, &no, &count) || count == 1) {
+/* The -0000K-of-0000N.gguf name of shard no of count, at prefix bytes of name, with
+ * what followed the name (a remote URL's query) kept after it: malloc'ed. */
+static char *shard_name(const char *name, size_t prefix, const char *after, unsigned no,
+                        unsigned count)
+{
+	size_t n = prefix + 32 + strlen(after);
+	char *s = malloc(n);
+	if (s)
+		snprintf(s, n, "%.*s-%05u-of-%05u.gguf%s", (int)prefix, name, no, count, after);
+	return s;
+}
+
+/* Opens every shard of the split set that path belongs to, or path alone. For a remote
+ * model path is the URL as shown and url the one fetched (whose query, if any, each
+ * shard's URL keeps). */
+static int open_shards(struct ggufs_model *m, const char *path, const char *url,
+                       char err[GGUF_ERR_MAX])
+{
+	size_t prefix, url_prefix = 0;
+	unsigned no, count, url_no, url_count;
+	struct stat st;
+	const char *query = url ? strchr(url, '?') : NULL;
+	char *url_path = url ? strndup(url, query ? (size_t)(query - url) : strlen(url)) : NULL;
+	if (url && !url_path) {
+		errf(err, "%s: out of memory", path);
+		return -1;
+	}
+	bool split = split_name(path, &prefix, &no, &count) && count > 1;
+	if (split && url)   /* both names end the same way: shown is url without credentials */
+		split = split_name(url_path, &url_prefix, &url_no, &url_count) && url_no == no &&
+		        url_count == count;
+
+	if (!split) {
+		free(url_path);
 		m->shards = calloc(1, sizeof *m->shards);
 		if (!m->shards) {
 			errf(err, "%s: out of memory", path);
 			return -1;
 		}
 		m->n_shards = 1;
-		if (shard_open(&m->shards[0], path, &m->st, err) < 0)
+		if (open_one(m, &m->shards[0], path, url, &m->st, NULL, err) < 0)
 			return -1;
 		uint64_t c;
 		if (kv_uint(&m->shards[0].gf, "split.count", &c) && c > 1) {
@@ -166,27 +265,41 @@ static int open_shards(struct ggufs_model *m, const char *path, char err[GGUF_ER
 		return 0;
 	}
 	m->shards = calloc(count, sizeof *m->shards);
-	char *name = malloc(prefix + 32);
-	if (!m->shards || !name) {
-		free(name);
+	if (!m->shards) {
+		free(url_path);
 		errf(err, "%s: out of memory", path);
 		return -1;
 	}
-	memcpy(name, path, prefix);
 	for (unsigned i = 0; i < count; i++) {
-		snprintf(name + prefix, 32, "-%05u-of-%05u.gguf", i + 1, count);
-		if (access(name, F_OK) < 0 && errno == ENOENT) {
-			errf(err, "%s: shard %u of %u is missing", name, i + 1, count);
+		char missing[64];
+		char *name = shard_name(path, prefix, "", i + 1, count);
+		char *name_url = url ? shard_name(url_path, url_prefix, query ? query : "", i + 1,
+		                                  count) : NULL;
+		if (!name || (url && !name_url)) {
 			free(name);
+			free(name_url);
+			free(url_path);
+			errf(err, "%s: out of memory", path);
+			return -1;
+		}
+		snprintf(missing, sizeof missing, "shard %u of %u is missing", i + 1, count);
+		if (!url && access(name, F_OK) < 0 && errno == ENOENT) {
+			errf(err, "%s: %s", name, missing);
+			free(name);
+			free(url_path);
 			return -1;
 		}
 		m->n_shards = i + 1;
-		if (shard_open(&m->shards[i], name, i + 1 == no ? &m->st : &st, err) < 0) {
-			free(name);
+		int r = open_one(m, &m->shards[i], name, name_url, i + 1 == no ? &m->st : &st,
+		                 i + 1 == no ? NULL : missing, err);
+		free(name);
+		free(name_url);
+		if (r < 0) {
+			free(url_path);
 			return -1;
 		}
 	}
-	free(name);
+	free(url_path);
 	uint64_t total = 0;
 	for (unsigned i = 0; i < count; i++)
 		total += m->shards[i].gf.n_tensors;
@@ -203,16 +316,10 @@ static int open_shards(struct ggufs_model *m, const char *path, char err[GGUF_ER
 	return 0;
 }
 
-struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
+/* What both kinds of model share once the shards are open: the metadata, the one list
+ * of tensors, and the check that no name is in two shards. */
+static int model_finish(struct ggufs_model *m, char err[GGUF_ERR_MAX])
 {
-	struct ggufs_model *m = calloc(1, sizeof *m);
-	if (!m || !(m->path = strdup(path))) {
-		errf(err, "%s: out of memory", path);
-		free(m);
-		return NULL;
-	}
-	if (open_shards(m, path, err) < 0)
-		goto fail;
 	m->meta = &m->shards[0].gf;
 	const char *slash = strrchr(m->shards[0].path, '/');
 	m->file_name = slash ? slash + 1 : m->shards[0].path;
@@ -222,8 +329,8 @@ struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
 	m->tensors = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->tensors);
 	struct nameset seen;
 	if (!m->tensors || !nameset_init(&seen, m->n_tensors)) {
-		errf(err, "%s: out of memory", path);
-		goto fail;
+		errf(err, "%s: out of memory", m->path);
+		return -1;
 	}
 	uint64_t k = 0;
 	for (uint32_t s = 0; s < m->n_shards; s++) {
@@ -235,15 +342,92 @@ struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
 				errf(err, "%s: tensor '%s' is also in an earlier shard", m->shards[s].path,
 				     gguf_quote(&t->name, q));
 				nameset_free(&seen);
-				goto fail;
+				return -1;
 			}
 		}
 	}
 	nameset_free(&seen);
+	return 0;
+}
+
+struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
+{
+	struct ggufs_model *m = calloc(1, sizeof *m);
+	if (!m || !(m->path = strdup(path))) {
+		errf(err, "%s: out of memory", path);
+		free(m);
+		return NULL;
+	}
+	if (open_shards(m, path, NULL, err) < 0 || model_finish(m, err) < 0) {
+		model_close(m);
+		return NULL;
+	}
+	return m;
+}
+
+struct ggufs_model *model_open_remote(const char *url, const char *shown,
+                                      const struct remote_opts *o, char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	struct ggufs_model *m = calloc(1, sizeof *m);
+	if (!m || !(m->path = strdup(shown))) {
+		errf(err, "%s: out of memory", shown);
+		free(m);
+		return NULL;
+	}
+	m->source = m->path;
+	m->remote = remote_new(o, why);
+	if (!m->remote) {
+		errf(err, "%s: %s", shown, why);
+		goto fail;
+	}
+	if (open_shards(m, shown, url, err) < 0 || model_finish(m, err) < 0)
+		goto fail;
+	/* "file" names the URL given (the shard given, for a split model) */
+	const char *slash = strrchr(m->path, '/');
+	m->file_name = slash ? slash + 1 : m->path;
+	/* what the file's own stat gives a local model: read-only, the mounting user's,
+	 * times from Last-Modified where the server sent it */
+	const struct model_shard *given = &m->shards[0];
+	for (uint32_t s = 0; s < m->n_shards; s++)
+		if (strcmp(m->shards[s].path, shown) == 0)
+			given = &m->shards[s];
+	const struct remote_file *gf = remote_of_source(given->src);
+	time_t mtime = remote_mtime(gf);
+	/* the hub names the commit it served: summary.txt's source line says which */
+	const char *commit = remote_repo_commit(gf);
+	if (*commit) {
+		size_t n = strlen(shown) + strlen(commit) + 16;
+		m->source_buf = malloc(n);
+		if (!m->source_buf) {
+			errf(err, "%s: out of memory", shown);
+			goto fail;
+		}
+		snprintf(m->source_buf, n, "%s (commit %s)", shown, commit);
+		m->source = m->source_buf;
+	}
+	m->st.st_mode = S_IFREG | 0444;
+	m->st.st_nlink = 1;
+	m->st.st_uid = getuid();
+	m->st.st_gid = getgid();
+	m->st.st_size = (off_t)given->size;
+	m->st.st_mtim.tv_sec = mtime >= 0 ? mtime : time(NULL);
+	m->st.st_atim = m->st.st_ctim = m->st.st_mtim;
 	return m;
 fail:
 	model_close(m);
 	return NULL;
+}
+
+int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
+                      void *buf)
+{
+	const struct model_shard *s = &m->shards[m->tensors[i].shard];
+	uint64_t at = m->tensors[i].t->offset + off;
+	if (s->src)
+		return source_read(s->src, at, len, buf);
+	memcpy(buf, s->map + at, len);
+	return 0;
 }
 
 void model_close(struct ggufs_model *m)
@@ -254,6 +438,8 @@ void model_close(struct ggufs_model *m)
 		shard_close(&m->shards[i]);
 	free(m->shards);
 	free(m->tensors);
+	remote_free(m->remote);
+	free(m->source_buf);
 	free(m->path);
 	free(m);
 }

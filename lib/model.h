@@ -1,19 +1,25 @@
 /* A mounted model: one GGUF file, or every shard of a split model, each mmapped
- * read-only and validated, seen as one list of metadata and one list of tensors. */
+ * read-only (or, for a remote model, read by URL through a byte source) and validated,
+ * seen as one list of metadata and one list of tensors. */
 #ifndef GGUFS_MODEL_H
 #define GGUFS_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 #include "gguf.h"
+#include "remote.h"
+#include "source.h"
 
 struct model_shard {
-	char *path;
-	int fd;
-	const uint8_t *map;     /* the whole file, PROT_READ, MAP_SHARED */
+	char *path;             /* a remote shard: its URL as shown (no credentials, no query) */
+	int fd;                 /* -1 for a remote shard */
+	const uint8_t *map;     /* the whole file, PROT_READ, MAP_SHARED; remote: the header */
 	uint64_t size;          /* file size at open */
 	struct gguf_file gf;
+	struct source *src;     /* NULL: local, map is the whole file; else the file's bytes
+	                         * past the header come from here */
 };
 
 struct model_tensor {
@@ -23,13 +29,18 @@ struct model_tensor {
 
 struct ggufs_model {
 	char *path;             /* as the user gave it */
-	const char *file_name;  /* basename of the first shard (gguf.json "file") */
+	const char *file_name;  /* basename of the first shard (gguf.json "file"); remote:
+	                         * the last component of the URL given */
 	struct stat st;         /* of the given file: modes, owner, times */
 	uint32_t n_shards;
 	struct model_shard *shards;
 	const struct gguf_file *meta;  /* &shards[0].gf: metadata comes from the first shard */
 	uint64_t n_tensors;
 	struct model_tensor *tensors;  /* shard order, then file order */
+	struct remote *remote;  /* what the shards of a remote model share; NULL if local */
+	const char *source;     /* a remote model: the URL given, as shown, and the hub's
+	                         * commit when it names one; NULL if local */
+	char *source_buf;       /* what source points to when it is not path */
 };
 
 /* Opens, maps and validates the model at path (all shards of a split model). On failure
@@ -38,7 +49,26 @@ struct ggufs_model {
 struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX]);
 void model_close(struct ggufs_model *m);
 
-/* The stored bytes of tensor i: a pointer into its shard's mapping. */
+/* Opens the remote model at url (http or https; hf:// already expanded), all shards of
+ * a split one, with one shared struct remote made from o: only each shard's header is
+ * fetched (REMOTE_FIRST_BYTES first, then x REMOTE_GROWTH until it parses). shown is the
+ * URL as messages, fsname and summary.txt name it (no credentials, no query; it keeps
+ * the -0000K-of-0000N.gguf ending of url). On failure NULL with "SHOWN: problem" in err. */
+struct ggufs_model *model_open_remote(const char *url, const char *shown,
+                                      const struct remote_opts *o, char err[GGUF_ERR_MAX]);
+
+/* Copies [off, off + len) of the stored bytes of tensor i (inside them) into buf: 0 or
+ * -EIO. For a local shard this is a copy out of the mapping. */
+int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
+                      void *buf);
+
+/* True when tensor i's bytes are read through a source, not mapped. */
+static inline bool model_tensor_remote(const struct ggufs_model *m, uint64_t i)
+{
+	return m->shards[m->tensors[i].shard].src != NULL;
+}
+
+/* The stored bytes of tensor i of a local model: a pointer into its shard's mapping. */
 static inline const uint8_t *model_tensor_data(const struct ggufs_model *m, uint64_t i)
 {
 	return m->shards[m->tensors[i].shard].map + m->tensors[i].t->offset;

@@ -216,6 +216,11 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 	label(s, "file:");
 	render_escaped(s, m->file_name, strlen(m->file_name));
 	sink_putc(s, '\n');
+	if (m->source) {
+		label(s, "source:");
+		render_escaped(s, m->source, strlen(m->source));
+		sink_putc(s, '\n');
+	}
 	if (m->n_shards > 1) {
 		/* every shard, in order, whichever one the mount was given */
 		label(s, "shards:");

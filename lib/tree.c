@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,19 +381,20 @@ mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
 static bool still_there(const struct tree *t, uint32_t s, uint64_t end)
 {
 	struct stat st;
+	if (t->m->shards[s].src)   /* remote: never shrinks; a changed file fails its reads */
+		return true;
 	if (fstat(t->m->shards[s].fd, &st) < 0)
 		return false;
 	return (uint64_t)st.st_size >= end;
 }
 
-/* Dequantizes bytes [off, off + len) of the .f32 rendering of tensor i into buf: only
- * the blocks that the range touches, whole blocks straight into buf when it is
- * float-aligned, the ragged ends through a small bounce buffer. */
-static void read_f32(const struct tree *t, uint64_t i, char *buf, uint64_t len, uint64_t off)
+/* Dequantizes bytes [off, off + len) of the .f32 rendering of a tensor of type ty into
+ * buf: only the blocks that the range touches, whole blocks straight into buf when it is
+ * float-aligned, the ragged ends through a small bounce buffer. data holds the tensor's
+ * stored blocks from block b0 on, as far as the range needs. */
+static void dequant_range(const struct ggml_type *ty, const uint8_t *data, uint64_t b0,
+                          char *buf, uint64_t len, uint64_t off)
 {
-	const struct gguf_tensor *g = t->m->tensors[i].t;
-	const struct ggml_type *ty = g->ti;
-	const uint8_t *data = model_tensor_data(t->m, i);
 	const uint64_t block_out = (uint64_t)ty->block_elems * sizeof(float);
 	enum { BOUNCE_FLOATS = 4096 };
 	float bounce[BOUNCE_FLOATS];
@@ -405,7 +407,7 @@ static void read_f32(const struct tree *t, uint64_t i, char *buf, uint64_t len, 
 		if (pos == bstart && ((uintptr_t)dst % sizeof(float)) == 0) {
 			uint64_t nb = (end - pos) / block_out;
 			if (nb) {
-				ty->to_float(data + b * ty->block_bytes, (float *)(void *)dst, nb);
+				ty->to_float(data + (b - b0) * ty->block_bytes, (float *)(void *)dst, nb);
 				pos += nb * block_out;
 				continue;
 			}
@@ -414,11 +416,87 @@ static void read_f32(const struct tree *t, uint64_t i, char *buf, uint64_t len, 
 		uint64_t room = BOUNCE_FLOATS / ty->block_elems;
 		if (nb > room)
 			nb = room;
-		ty->to_float(data + b * ty->block_bytes, bounce, nb);
+		ty->to_float(data + (b - b0) * ty->block_bytes, bounce, nb);
 		uint64_t stop = bstart + nb * block_out < end ? bstart + nb * block_out : end;
 		memcpy(dst, (const char *)bounce + (pos - bstart), stop - pos);
 		pos = stop;
 	}
+}
+
+/* The .f32 bytes [off, off + len) of tensor i of a local model, from its mapping. */
+static void read_f32(const struct tree *t, uint64_t i, char *buf, uint64_t len, uint64_t off)
+{
+	dequant_range(t->m->tensors[i].t->ti, model_tensor_data(t->m, i), 0, buf, len, off);
+}
+
+/* Stored bytes fetched per slice of a remote .f32 read: the read's memory, whatever the
+ * tensor's size. */
+#define REMOTE_SLICE_BYTES (128u << 10)
+
+static pthread_key_t slice_key;
+static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
+
+/* The key of the threads' slice buffers, freed with their threads. */
+static void slice_key_init(void)
+{
+	if (pthread_key_create(&slice_key, free) != 0)
+		abort();
+}
+
+/* A buffer of size bytes: the thread's own REMOTE_SLICE_BYTES one, kept for its life
+ * (a buffer per read would come and go through malloc arenas that keep it), or for a
+ * larger size a malloc'ed one that the caller frees (*owned). NULL when out of memory. */
+static uint8_t *slice_buffer(uint64_t size, bool *owned)
+{
+	*owned = size > REMOTE_SLICE_BYTES;
+	if (*owned)
+		return malloc(size);
+	pthread_once(&slice_once, slice_key_init);
+	uint8_t *buf = pthread_getspecific(slice_key);
+	if (!buf) {
+		buf = malloc(REMOTE_SLICE_BYTES);
+		if (buf && pthread_setspecific(slice_key, buf) != 0) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	return buf;
+}
+
+/* The .f32 bytes [off, off + len) of tensor i whose bytes come from a source: its
+ * stored blocks fetched slice by slice and dequantized from there. 0 or -EIO. */
+static int read_f32_source(const struct tree *t, uint64_t i, char *buf, uint64_t len,
+                           uint64_t off)
+{
+	const struct ggml_type *ty = t->m->tensors[i].t->ti;
+	const uint64_t block_out = (uint64_t)ty->block_elems * sizeof(float);
+	uint64_t slice_blocks = REMOTE_SLICE_BYTES / ty->block_bytes;
+	if (slice_blocks == 0)
+		slice_blocks = 1;
+	uint64_t end = off + len, last = (end + block_out - 1) / block_out;
+	uint64_t first = off / block_out;
+	if (last - first < slice_blocks)
+		slice_blocks = last - first;
+	bool owned;
+	uint8_t *slice = slice_buffer(slice_blocks * ty->block_bytes, &owned);
+	if (!slice)
+		return -EIO;
+	for (uint64_t pos = off; pos < end;) {
+		uint64_t b0 = pos / block_out;
+		uint64_t b1 = b0 + slice_blocks < last ? b0 + slice_blocks : last;
+		uint64_t stop = b1 * block_out < end ? b1 * block_out : end;
+		if (model_tensor_read(t->m, i, b0 * ty->block_bytes, (b1 - b0) * ty->block_bytes,
+		                      slice) < 0) {
+			if (owned)
+				free(slice);
+			return -EIO;
+		}
+		dequant_range(ty, slice, b0, buf + (pos - off), stop - pos, pos);
+		pos = stop;
+	}
+	if (owned)
+		free(slice);
+	return 0;
 }
 
 /* The mapped bytes that reading [off, off + len) of tensor file n will touch, as an end
@@ -442,14 +520,15 @@ static uint64_t tensor_bytes_end(const struct tree *t, const struct tree_node *n
 	return g->offset + last_block * g->ti->block_bytes;
 }
 
-static void read_tensor(const struct tree *t, const struct tree_node *n, char *buf,
-                        uint64_t len, uint64_t off)
+/* Reads [off, off + len) of tensor file n: from the mapping (under the caller's
+ * SIGBUS guard) or, for a remote tensor, through its source. 0 or -EIO. */
+static int read_tensor(const struct tree *t, const struct tree_node *n, char *buf,
+                       uint64_t len, uint64_t off)
 {
 	uint64_t i = n->index;
-	if (n->kind == TREE_RAW) {
-		memcpy(buf, model_tensor_data(t->m, i) + off, len);
-		return;
-	}
+	bool remote = model_tensor_remote(t->m, i);
+	if (n->kind == TREE_RAW)
+		return model_tensor_read(t->m, i, off, len, buf);
 	if (n->kind == TREE_NPY) {
 		char hdr[NPY_HEADER_MAX];
 		uint64_t h = npy_header(t->m->tensors[i].t, hdr);
@@ -462,8 +541,11 @@ static void read_tensor(const struct tree *t, const struct tree_node *n, char *b
 		}
 		off -= h;
 	}
+	if (len && remote)
+		return read_f32_source(t, i, buf, len, off);
 	if (len)
 		read_f32(t, i, buf, len, off);
+	return 0;
 }
 
 /* Copies or renders [off, off + len) of n, all of it inside the file, with the SIGBUS
@@ -478,7 +560,10 @@ static int64_t guarded_read(const struct tree *t, const struct tree_node *n, cha
 	}
 	guard_arm(&jb);
 	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
-		read_tensor(t, n, buf, len, off);
+		if (read_tensor(t, n, buf, len, off) < 0) {
+			guard_disarm();
+			return -EIO;
+		}
 	} else {
 		/* start at the last mark before off */
 		const struct render_mark *from = render_mark_find(marks_of(t, n), off);
@@ -566,6 +651,11 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 		return read_stats(t, n, buf, len, off);
 
 	bool tensor = n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY;
+	/* remote bytes are fetched, not mapped: no guard, which a slow fetch must not hold */
+	if (tensor && model_tensor_remote(t->m, n->index)) {
+		int r = read_tensor(t, n, buf, len, off);
+		return r < 0 ? r : (int64_t)len;
+	}
 	if (tensor) {
 		uint32_t s = t->m->tensors[n->index].shard;
 		if (!still_there(t, s, tensor_bytes_end(t, n, off, len)))
@@ -582,7 +672,7 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count)
 {
-	if (n->kind != TREE_RAW)
+	if (n->kind != TREE_RAW || model_tensor_remote(t->m, n->index))
 		return false;
 	const struct model_tensor *mt = &t->m->tensors[n->index];
 	struct stat st;

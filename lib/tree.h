@@ -72,8 +72,9 @@ mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
 
 /* Reads up to len bytes of node n at off into buf. Returns the number of bytes (short
  * only at the end of the file), or -errno: -EISDIR for a directory, -EIO when the bytes
- * have gone from the model file (it shrank under the mount). Thread-safe; allocates
- * nothing proportional to the tensor. */
+ * have gone from the model file (it shrank under the mount) or, for a remote model,
+ * could not be fetched or belong to a changed file. Thread-safe; allocates nothing
+ * proportional to the tensor. */
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off);
 
@@ -92,7 +93,8 @@ uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
 
 /* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
  * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
- * in the file as it is now (fewer when it shrank). False for any node not TREE_RAW. */
+ * in the file as it is now (fewer when it shrank). False for any node not TREE_RAW, and
+ * for a remote tensor (read it with tree_read). */
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count);
 

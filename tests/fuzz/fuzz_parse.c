@@ -219,12 +219,39 @@ static void check_tree(const uint8_t *data, size_t size, const struct gguf_file 
 	free(m.tensors);
 }
 
+/* The image's first half parsed as a remote header is (a copy of exactly those bytes,
+ * so a read past them is caught): it asks for more bytes, past the half and inside the
+ * image, or ends exactly as the whole image did (rc, and the message when it failed). */
+static void check_prefix(const uint8_t *data, size_t size, int whole_rc, const char *whole_err)
+{
+	size_t avail = size / 2;
+	uint8_t *copy = malloc(avail ? avail : 1);
+	if (!copy)
+		return;
+	memcpy(copy, data, avail);
+	struct gguf_file p;
+	char err[GGUF_ERR_MAX];
+	uint64_t need = 0;
+	int rc = gguf_parse_prefix(copy, avail, size, &p, err, &need);
+	if (rc == 1) {
+		if (need <= avail || need > size)
+			broken("a prefix asked for bytes it had, or past the file");
+	} else if (rc != whole_rc || (rc != 0 && strcmp(err, whole_err) != 0)) {
+		broken("a prefix ended otherwise than the whole image");
+	}
+	if (rc == 0)
+		gguf_file_free(&p);
+	free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gguf_file f;
 	char err[GGUF_ERR_MAX];
 	memset(err, 'x', sizeof err);
-	if (gguf_parse(data, size, &f, err) != 0) {
+	int rc = gguf_parse(data, size, &f, err);
+	check_prefix(data, size, rc, err);
+	if (rc != 0) {
 		size_t n = strnlen(err, sizeof err);
 		if (n == 0 || n == sizeof err || memchr(err, '\n', n))
 			broken("a failed parse without a one-line message");

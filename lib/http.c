@@ -1,0 +1,177 @@
+#include "http.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ggufs_config.h"
+
+/* What the callbacks share during one transfer. */
+struct transfer {
+	const struct http_request *req;
+	struct http_response *resp;
+	uint64_t want;
+};
+
+/* Copies a header value (trimmed) into dst, or leaves dst "" when it does not fit. */
+static void keep_value(char *dst, size_t size, const char *v, size_t n)
+{
+	while (n && (*v == ' ' || *v == '\t'))
+		v++, n--;
+	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	if (n >= size) {
+		dst[0] = 0;
+		return;
+	}
+	memcpy(dst, v, n);
+	dst[n] = 0;
+}
+
+/* Parses "bytes A-B/TOTAL" or "bytes *\/TOTAL" into resp. */
+static void parse_content_range(struct http_response *resp, const char *v)
+{
+	uint64_t a, b, total;
+	int used = 0;
+	while (*v == ' ')
+		v++;
+	resp->has_range = false;
+	if (sscanf(v, "bytes %" SCNu64 "-%" SCNu64 "/%" SCNu64 "%n", &a, &b, &total, &used) == 3 &&
+	    used > 0 && a <= b && b < total) {
+		resp->range_first = a, resp->range_last = b, resp->total = total;
+		resp->has_range = true;
+	} else if (sscanf(v, "bytes */%" SCNu64 "%n", &total, &used) == 1 && used > 0) {
+		resp->range_first = 1, resp->range_last = 0, resp->total = total;
+		resp->has_range = true;
+	}
+}
+
+/* One header line: a status line starts a new response (a 100 Continue, say), so what
+ * was noted is forgotten. */
+static size_t on_header(char *line, size_t size, size_t n, void *arg)
+{
+	struct transfer *t = arg;
+	struct http_response *r = t->resp;
+	size_t len = size * n;
+	char tmp[HTTP_LOCATION_MAX];
+	(void)size;
+	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+		const char *sp = memchr(line, ' ', len);
+		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		r->has_range = false;
+		r->etag[0] = r->last_modified[0] = r->repo_commit[0] = r->location[0] = 0;
+		return len;
+	}
+	const char *colon = memchr(line, ':', len);
+	if (!colon)
+		return len;
+	size_t name = (size_t)(colon - line);
+	const char *v = colon + 1;
+	size_t vn = len - name - 1;
+#define IS(h) (name == sizeof h - 1 && strncasecmp(line, h, name) == 0)
+	if (IS("ETag")) {
+		keep_value(r->etag, sizeof r->etag, v, vn);
+	} else if (IS("Last-Modified")) {
+		keep_value(r->last_modified, sizeof r->last_modified, v, vn);
+	} else if (IS("X-Repo-Commit")) {
+		keep_value(r->repo_commit, sizeof r->repo_commit, v, vn);
+	} else if (IS("Location")) {
+		keep_value(r->location, sizeof r->location, v, vn);
+	} else if (IS("Content-Range")) {
+		keep_value(tmp, sizeof tmp, v, vn);
+		parse_content_range(r, tmp);
+	}
+#undef IS
+	return len;
+}
+
+/* The body: only a 206 for exactly the range asked is kept; anything else (a 200 with
+ * the whole file, an error page, a longer body) ends the transfer at its first bytes. */
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+	struct transfer *t = arg;
+	struct http_response *r = t->resp;
+	size_t len = size * n;
+	if (r->status != 206 || len > t->want - r->got) {
+		r->aborted = r->status == 206;
+		return 0;
+	}
+	memcpy(t->req->buf + r->got, data, len);
+	r->got += len;
+	return len;
+}
+
+/* Polled by libcurl about once a second and on every chunk: aborts the transfer once
+ * the caller says so (the mount is ending). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	struct transfer *t = arg;
+	if (t->req->cancelled && t->req->cancelled(t->req->cancel_arg)) {
+		t->resp->aborted = true;
+		return 1;
+	}
+	return 0;
+}
+
+void http_get_range(CURL *h, const struct http_request *req, struct http_response *resp)
+{
+	struct transfer t = { .req = req, .resp = resp, .want = req->last - req->first + 1 };
+	struct curl_slist *headers = NULL;
+	char range[64], line[HTTP_ETAG_MAX + 64];
+
+	memset(resp, 0, sizeof *resp);
+	curl_easy_reset(h);
+	snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, req->first, req->last);
+	curl_easy_setopt(h, CURLOPT_URL, req->url);
+	curl_easy_setopt(h, CURLOPT_RANGE, range);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "ggufs/" GGUFS_VERSION);
+	unsigned connect = req->timeout < 10 ? req->timeout : 10;
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)(connect ? connect : 1));
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(req->timeout ? req->timeout : 1));
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (req->cafile)
+		curl_easy_setopt(h, CURLOPT_CAINFO, req->cafile);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+	/* header values never carry a line break (remote_new checks tokens; ETags come
+	 * from header lines, which have none) */
+	if (req->if_match) {
+		snprintf(line, sizeof line, "If-Match: %s", req->if_match);
+		headers = curl_slist_append(headers, line);
+	}
+	char *auth = NULL;
+	if (req->token) {
+		size_t n = strlen(req->token) + 32;
+		auth = malloc(n);
+		if (auth) {
+			snprintf(auth, n, "Authorization: Bearer %s", req->token);
+			struct curl_slist *more = curl_slist_append(headers, auth);
+			if (more)
+				headers = more;
+		}
+	}
+	if (headers)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	resp->code = (req->token && !auth) ? CURLE_OUT_OF_MEMORY : curl_easy_perform(h);
+	/* nothing of the token stays behind in our memory or the handle */
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(headers);
+	if (auth) {
+		explicit_bzero(auth, strlen(auth));
+		free(auth);
+	}
+}

@@ -1,0 +1,48 @@
+/* One HTTP range request with libcurl: GET bytes [first, last] of a URL into a buffer,
+ * with the headers that matter to a pinned remote file noted. Redirects are not
+ * followed here (the caller decides where the token may go); the transfer stops at the
+ * first body byte of anything but a 206, so a server that ignores Range costs nothing. */
+#ifndef GGUFS_HTTP_H
+#define GGUFS_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#define HTTP_ETAG_MAX 256
+#define HTTP_DATE_MAX 64
+#define HTTP_COMMIT_MAX 64
+#define HTTP_LOCATION_MAX 8192
+
+struct http_request {
+	const char *url;
+	uint64_t first, last;       /* inclusive */
+	const char *token;          /* Authorization: Bearer; NULL for none */
+	const char *if_match;       /* If-Match; NULL for none */
+	const char *cafile;         /* CA file used besides the system's; NULL for none */
+	unsigned timeout;           /* s without progress before giving up; connect: <= 10 s */
+	bool (*cancelled)(void *arg);  /* polled during the transfer: true aborts it */
+	void *cancel_arg;
+	uint8_t *buf;               /* room for last - first + 1 bytes */
+};
+
+struct http_response {
+	CURLcode code;              /* CURLE_OK, or why the transfer failed */
+	bool aborted;               /* by cancelled(), or a body other than the range asked */
+	long status;                /* 0 when no response arrived */
+	uint64_t got;               /* body bytes written to buf (206 only) */
+	bool has_range;             /* a valid Content-Range: bytes A-B/TOTAL, or bytes *\/TOTAL */
+	uint64_t range_first, range_last, total;
+	char etag[HTTP_ETAG_MAX];           /* "" when absent (or too long to trust) */
+	char last_modified[HTTP_DATE_MAX];
+	char repo_commit[HTTP_COMMIT_MAX];  /* X-Repo-Commit */
+	char location[HTTP_LOCATION_MAX];   /* "" when absent or too long */
+};
+
+/* Performs req on handle h (reset first; its connections stay for reuse) and fills
+ * resp. Never follows a redirect, never sends anything but the headers above. */
+void http_get_range(CURL *h, const struct http_request *req, struct http_response *resp);
+
+#endif

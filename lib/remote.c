@@ -1,0 +1,734 @@
+#include "remote.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "blockcache.h"
+#include "http.h"
+#include "url.h"
+
+/* A job for the read-ahead threads: fetch one block of a file into the cache. */
+struct ahead_job {
+	struct remote_file *f;
+	uint64_t index;
+};
+#define AHEAD_QUEUE 32
+
+struct remote {
+	struct remote_opts o;       /* token and cafile: copies owned here */
+	struct blockcache *cache;
+
+	pthread_mutex_t pool_lock;  /* idle easy handles, each used by one thread at a time */
+	CURL **pool;
+	size_t n_pool, pool_cap;
+
+	pthread_mutex_t ahead_lock;
+	pthread_cond_t ahead_cond;
+	struct ahead_job queue[AHEAD_QUEUE];
+	unsigned q_head, q_len;
+	bool stopping;
+	bool ahead_wanted;          /* the cache has room for read-ahead */
+	bool ahead_started;         /* the threads were started (on the first read-ahead) */
+	pthread_t threads[REMOTE_READAHEAD_THREADS];
+	unsigned n_threads;
+};
+
+struct remote_file {
+	struct source src;          /* first: the source is the file */
+	struct remote *r;
+	char *url;                  /* as given (may hold credentials: never shown) */
+	char *display;              /* as shown */
+
+	/* pins, from the first response */
+	uint64_t size;
+	char etag[HTTP_ETAG_MAX];
+	char last_modified[HTTP_DATE_MAX];
+	char repo_commit[HTTP_COMMIT_MAX];
+	char *etag_origin;          /* the URL whose origin gave the ETag: If-Match goes there */
+	time_t mtime;
+
+	uint8_t *prefix;            /* the first prefix_len bytes, fixed once mounted */
+	uint64_t prefix_len;
+
+	pthread_mutex_t lock;       /* target */
+	char *target;               /* where the last redirect led (used first), or NULL */
+
+	atomic_bool changed;        /* the remote file is not the one pinned: reads fail */
+	_Atomic uint64_t next_block;   /* the block after the last one read: sequential? */
+	_Atomic unsigned ahead_pending; /* jobs queued or running for this file */
+};
+
+/* One phrase into err. */
+static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, GGUF_ERR_MAX, fmt, ap);
+	va_end(ap);
+}
+
+/* An idle easy handle, or a new one; NULL when out of memory. */
+static CURL *handle_get(struct remote *r)
+{
+	CURL *h = NULL;
+	pthread_mutex_lock(&r->pool_lock);
+	if (r->n_pool)
+		h = r->pool[--r->n_pool];
+	pthread_mutex_unlock(&r->pool_lock);
+	return h ? h : curl_easy_init();
+}
+
+/* Back to the pool, its connections kept for the next request. */
+static void handle_put(struct remote *r, CURL *h)
+{
+	pthread_mutex_lock(&r->pool_lock);
+	if (r->n_pool == r->pool_cap) {
+		size_t cap = r->pool_cap ? 2 * r->pool_cap : 8;
+		CURL **p = realloc(r->pool, cap * sizeof *p);
+		if (p) {
+			r->pool = p;
+			r->pool_cap = cap;
+		}
+	}
+	if (r->n_pool < r->pool_cap) {
+		r->pool[r->n_pool++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&r->pool_lock);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+/* True once the mount is ending: no transfer or pause should go on. */
+static bool cancelled(const struct remote *r)
+{
+	return r->o.cancelled && r->o.cancelled(r->o.cancel_arg);
+}
+
+/* Sleeps ms milliseconds in short steps, ending early when the mount is ending. */
+static void backoff(const struct remote *r, unsigned ms)
+{
+	for (unsigned slept = 0; slept < ms && !cancelled(r); slept += 50) {
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* An ETag that If-Match can carry: a strong one (If-Match compares strongly). */
+static bool strong_etag(const char *etag)
+{
+	return etag[0] == '"';
+}
+
+/* What one attempt came to. */
+enum outcome {
+	GOT,          /* the bytes, checked */
+	RETRY,        /* a transient failure: 5xx, 429, reset, timeout */
+	REFETCH,      /* a redirect target refused: start again from the URL as given */
+	CHANGED,      /* not the file pinned */
+	FAILED,       /* for good: err says why */
+};
+
+/* Checks a 206 against the pins (pinned) or takes them (first request; commit is the
+ * X-Repo-Commit a redirect on the way named, which the hub sends with its redirect). */
+static enum outcome check_206(struct remote_file *f, const struct http_response *resp,
+                              const char *url, uint64_t first, uint64_t last, bool pinned,
+                              const char *commit, char err[GGUF_ERR_MAX])
+{
+	if (!resp->has_range || resp->range_first != first ||
+	    (resp->range_last != last && !(!pinned && resp->range_last + 1 == resp->total &&
+	                                   resp->range_last < last))) {
+		errf(err, "the server's reply has no Content-Range for bytes %" PRIu64 "-%" PRIu64,
+		     first, last);
+		return FAILED;
+	}
+	if (resp->got != resp->range_last - first + 1) {
+		errf(err, "the server's reply was cut short (%" PRIu64 " of %" PRIu64 " bytes)",
+		     resp->got, resp->range_last - first + 1);
+		return RETRY;
+	}
+	if (!pinned) {
+		if (resp->total > INT64_MAX) {   /* no file is that large: st_size could not say it */
+			errf(err, "the server claims a file of %" PRIu64 " bytes", resp->total);
+			return FAILED;
+		}
+		f->size = resp->total;
+		snprintf(f->etag, sizeof f->etag, "%s", resp->etag);
+		snprintf(f->last_modified, sizeof f->last_modified, "%s", resp->last_modified);
+		snprintf(f->repo_commit, sizeof f->repo_commit, "%s",
+		         resp->repo_commit[0] ? resp->repo_commit : commit);
+		f->etag_origin = strdup(url);
+		if (!f->etag_origin) {
+			errf(err, "out of memory");
+			return FAILED;
+		}
+		return GOT;
+	}
+	if (resp->total != f->size ||
+	    (f->etag[0] && resp->etag[0] && strcmp(resp->etag, f->etag) != 0) ||
+	    (!f->etag[0] && f->last_modified[0] && resp->last_modified[0] &&
+	     strcmp(resp->last_modified, f->last_modified) != 0)) {
+		errf(err, "changed on the server (size %" PRIu64 ", ETag %s; mounted: %" PRIu64
+		     ", ETag %s)", resp->total, resp->etag[0] ? resp->etag : "none", f->size,
+		     f->etag[0] ? f->etag : "none");
+		return CHANGED;
+	}
+	return GOT;
+}
+
+/* What a reply other than a 206 or a redirect means. */
+static enum outcome classify(const struct remote_file *f, const struct http_response *resp,
+                             bool at_target, bool pinned, char err[GGUF_ERR_MAX])
+{
+	long st = resp->status;
+	if (resp->code != CURLE_OK && st != 200 && !(st >= 300)) {
+		if (resp->aborted && cancelled(f->r)) {
+			errf(err, "the mount is ending");
+			return FAILED;
+		}
+		if (resp->aborted) {   /* on_body stopped a 206 longer than the range asked */
+			errf(err, "the server sent more than the range asked for");
+			return FAILED;
+		}
+		errf(err, "%s", curl_easy_strerror(resp->code));
+		switch (resp->code) {
+		case CURLE_UNSUPPORTED_PROTOCOL:
+		case CURLE_URL_MALFORMAT:
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_COULDNT_RESOLVE_PROXY:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_OUT_OF_MEMORY:
+			return FAILED;
+		default:
+			return RETRY;
+		}
+	}
+	if (st == 200) {
+		errf(err, "the server ignores Range requests (HTTP 200 instead of 206)");
+		return FAILED;
+	}
+	if (pinned && (st == 412 || st == 416)) {
+		errf(err, "changed on the server (HTTP %ld to a request for the version mounted)", st);
+		return CHANGED;
+	}
+	if (at_target && (st == 401 || st == 403 || st == 404 || st == 410)) {
+		errf(err, "HTTP %ld from the redirect target", st);
+		return REFETCH;
+	}
+	if (st == 429 || st >= 500) {
+		errf(err, "HTTP %ld", st);
+		return RETRY;
+	}
+	if (st == 404 || st == 410) {
+		errf(err, "not found (HTTP %ld)", st);
+	} else if (st == 401 || st == 403) {
+		if (!f->r->o.token && f->r->o.token_withheld)
+			errf(err, "access denied (HTTP %ld): HF_TOKEN goes only to the hub "
+			     "(HF_ENDPOINT); -o token_file=PATH gives this server one", st);
+		else if (!f->r->o.token)
+			errf(err, "access denied (HTTP %ld): set HF_TOKEN or -o token_file=PATH", st);
+		else
+			errf(err, "access denied (HTTP %ld) with the token given (%s)", st,
+			     f->r->o.token_from_env ? "HF_TOKEN" : "token_file");
+	} else if (st == 416 && resp->has_range && resp->total == 0) {
+		errf(err, "empty file, not GGUF");
+	} else if (st >= 300 && st < 400) {
+		errf(err, "HTTP %ld redirect without a usable Location", st);
+	} else {
+		errf(err, "HTTP %ld", st);
+	}
+	return FAILED;
+}
+
+/* One attempt at bytes [first, last] into buf, following redirects from the remembered
+ * target or the URL as given. The token goes only to the origin of the URL as given. */
+static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint64_t last,
+                            uint8_t *buf, bool pinned, bool from_given, long *status,
+                            char err[GGUF_ERR_MAX])
+{
+	struct remote *r = f->r;
+	char *url = NULL;
+	bool at_target = false;
+	if (!from_given) {
+		pthread_mutex_lock(&f->lock);
+		if (f->target) {
+			url = strdup(f->target);
+			at_target = true;
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	if (!url)
+		url = strdup(f->url);
+	struct http_response *resp = malloc(sizeof *resp);
+	enum outcome out = FAILED;
+	char commit[HTTP_COMMIT_MAX] = "";
+	if (!url || !resp) {
+		errf(err, "out of memory");
+		goto done;
+	}
+	for (int hops = 0;; hops++) {
+		struct http_request req = {
+			.url = url, .first = first, .last = last,
+			.token = url_same_origin(url, f->url) ? r->o.token : NULL,
+			.if_match = pinned && strong_etag(f->etag) &&
+			            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
+			.cafile = r->o.cafile, .timeout = r->o.timeout,
+			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg, .buf = buf,
+		};
+		http_get_range(h, &req, resp);
+		*status = resp->status;
+		long st = resp->status;
+		if (resp->repo_commit[0] && !commit[0])
+			memcpy(commit, resp->repo_commit, sizeof commit);
+		if (st >= 300 && st < 400 && st != 304 && resp->location[0]) {
+			if (hops + 1 >= REMOTE_MAX_REDIRECTS) {
+				errf(err, "more than %d redirects", REMOTE_MAX_REDIRECTS);
+				goto done;
+			}
+			char *next = url_resolve(url, resp->location);
+			if (!next) {
+				errf(err, "a redirect to a location that is not an http(s) URL");
+				goto done;
+			}
+			free(url);
+			url = next;
+			at_target = true;
+			continue;
+		}
+		if (st == 206 && resp->code == CURLE_OK) {
+			out = check_206(f, resp, url, first, last, pinned, commit, err);
+			if (out == GOT && strcmp(url, f->url) != 0) {
+				pthread_mutex_lock(&f->lock);
+				if (!f->target || strcmp(f->target, url) != 0) {
+					free(f->target);
+					f->target = url;
+					url = NULL;
+				}
+				pthread_mutex_unlock(&f->lock);
+			}
+			goto done;
+		}
+		out = classify(f, resp, at_target, pinned, err);
+		goto done;
+	}
+done:
+	free(url);
+	free(resp);
+	return out;
+}
+
+/* Says once, on stderr, that the remote file changed under the mount. */
+static void mark_changed(struct remote_file *f, const char *why)
+{
+	if (!atomic_exchange(&f->changed, true))
+		fprintf(stderr, "ggufs: %s: %s: data reads fail with EIO from now on\n", f->display,
+		        why);
+}
+
+/* Fetches bytes [first, last] into buf, with REMOTE_ATTEMPTS attempts for transient
+ * failures (backing off 250 ms, then 1 s) and one fresh start from the URL as given
+ * when a redirect target refuses. 0, or -1 with err. At mount (at_mount) a changed
+ * file is only err: the mount's one line says it. */
+static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *buf, bool pinned,
+                 bool at_mount, char err[GGUF_ERR_MAX], long *status)
+{
+	static const unsigned waits_ms[] = { 250, 1000 };
+	struct remote *r = f->r;
+	CURL *h = handle_get(r);
+	bool from_given = false;
+	int ret = -1;
+	*status = 0;
+	if (!h) {
+		errf(err, "out of memory");
+		return -1;
+	}
+	for (unsigned n = 0; n < REMOTE_ATTEMPTS; n++) {
+		if (pinned && atomic_load(&f->changed)) {
+			errf(err, "changed on the server");
+			break;
+		}
+		enum outcome o = attempt(f, h, first, last, buf, pinned, from_given, status, err);
+		if (o == GOT) {
+			ret = 0;
+			break;
+		}
+		if (o == CHANGED) {
+			if (at_mount)
+				atomic_store(&f->changed, true);
+			else
+				mark_changed(f, err);
+			break;
+		}
+		if (o == FAILED || n + 1 == REMOTE_ATTEMPTS || cancelled(r))
+			break;
+		if (o == REFETCH) {
+			pthread_mutex_lock(&f->lock);
+			free(f->target);
+			f->target = NULL;
+			pthread_mutex_unlock(&f->lock);
+			if (from_given)
+				break;
+			from_given = true;
+			continue;
+		}
+		backoff(r, waits_ms[n < 2 ? n : 1]);
+	}
+	handle_put(r, h);
+	return ret;
+}
+
+/* The bytes of block index, for the cache. */
+static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
+{
+	struct remote_file *f = arg;
+	char err[GGUF_ERR_MAX];
+	long status;
+	uint64_t first = index * REMOTE_BLOCK_SIZE;
+	return fetch(f, first, first + len - 1, buf, true, false, err, &status) == 0 ? 0 : -EIO;
+}
+
+/* Bytes of block index: the whole block, or what is left of the file. */
+static size_t block_len(const struct remote_file *f, uint64_t index)
+{
+	uint64_t first = index * REMOTE_BLOCK_SIZE;
+	return f->size - first < REMOTE_BLOCK_SIZE ? (size_t)(f->size - first) : REMOTE_BLOCK_SIZE;
+}
+
+/* Read-ahead thread: takes jobs until the remote is freed. */
+static void *ahead_main(void *arg)
+{
+	struct remote *r = arg;
+	pthread_mutex_lock(&r->ahead_lock);
+	for (;;) {
+		while (!r->q_len && !r->stopping)
+			pthread_cond_wait(&r->ahead_cond, &r->ahead_lock);
+		if (r->stopping)
+			break;
+		struct ahead_job job = r->queue[r->q_head];
+		r->q_head = (r->q_head + 1) % AHEAD_QUEUE;
+		r->q_len--;
+		pthread_mutex_unlock(&r->ahead_lock);
+		struct bc_block *b = atomic_load(&job.f->changed) ? NULL :
+			bc_claim(r->cache, job.f, job.index, block_len(job.f, job.index));
+		if (b)
+			bc_fill_done(r->cache, b, fetch_block(job.f, job.index, bc_block_data(b),
+			                                      block_len(job.f, job.index)));
+		pthread_mutex_lock(&r->ahead_lock);
+		atomic_fetch_sub(&job.f->ahead_pending, 1);
+		pthread_cond_broadcast(&r->ahead_cond);
+	}
+	pthread_mutex_unlock(&r->ahead_lock);
+	return NULL;
+}
+
+/* Queues blocks [from, to) of f that are not cached yet for the read-ahead threads;
+ * what does not fit in the queue is left to the reader. */
+static void read_ahead(struct remote_file *f, uint64_t from, uint64_t to)
+{
+	struct remote *r = f->r;
+	if (!r->ahead_wanted)
+		return;
+	pthread_mutex_lock(&r->ahead_lock);
+	/* started here, not at mount: the daemon forks after mounting, and a fork keeps
+	 * only the thread that calls it */
+	if (!r->ahead_started) {
+		r->ahead_started = true;
+		for (; r->n_threads < REMOTE_READAHEAD_THREADS; r->n_threads++)
+			if (pthread_create(&r->threads[r->n_threads], NULL, ahead_main, r) != 0)
+				break;
+	}
+	if (!r->n_threads) {
+		pthread_mutex_unlock(&r->ahead_lock);
+		return;
+	}
+	for (uint64_t k = from; k < to && r->q_len < AHEAD_QUEUE && !r->stopping; k++) {
+		if (k * REMOTE_BLOCK_SIZE >= f->size)
+			break;
+		/* in the header prefix already, or cached */
+		if (k * REMOTE_BLOCK_SIZE + block_len(f, k) <= f->prefix_len || bc_contains(r->cache, f, k))
+			continue;
+		r->queue[(r->q_head + r->q_len) % AHEAD_QUEUE] = (struct ahead_job){ f, k };
+		r->q_len++;
+		atomic_fetch_add(&f->ahead_pending, 1);
+	}
+	pthread_cond_broadcast(&r->ahead_cond);
+	pthread_mutex_unlock(&r->ahead_lock);
+}
+
+/* Source read: from the header prefix where it holds the bytes, else block by block
+ * through the cache. A reader that goes on from where the last read ended gets the next
+ * REMOTE_READAHEAD_BLOCKS fetched ahead, and the blocks of a read that spans several
+ * are fetched side by side. */
+static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out)
+{
+	struct remote_file *f = (struct remote_file *)src;
+	uint8_t *dst = out;
+	if (atomic_load(&f->changed))
+		return -EIO;
+	if (len == 0)
+		return 0;
+	if (off > f->size || len > f->size - off)
+		return -EIO;
+	uint64_t k0 = off / REMOTE_BLOCK_SIZE, k1 = (off + len - 1) / REMOTE_BLOCK_SIZE;
+	uint64_t expected = atomic_exchange(&f->next_block, k1 + 1);
+	bool sequential = k0 == expected || k0 + 1 == expected;
+	if (k1 > k0 || sequential)
+		read_ahead(f, k0 + 1, k1 + 1 + (sequential ? REMOTE_READAHEAD_BLOCKS : 0));
+	for (uint64_t k = k0; k <= k1; k++) {
+		uint64_t bstart = k * REMOTE_BLOCK_SIZE;
+		uint64_t from = off > bstart ? off - bstart : 0;
+		uint64_t to = off + len - bstart < REMOTE_BLOCK_SIZE ? off + len - bstart : REMOTE_BLOCK_SIZE;
+		size_t blen = block_len(f, k);
+		if (bstart + blen <= f->prefix_len) {
+			memcpy(dst, f->prefix + bstart + from, to - from);
+		} else {
+			struct bc_block *held;
+			int error;
+			const uint8_t *data = bc_get(f->r->cache, f, k, blen, fetch_block, f, &error, &held);
+			if (!data)
+				return -EIO;
+			memcpy(dst, data + from, to - from);
+			bc_release(f->r->cache, held);
+		}
+		dst += to - from;
+	}
+	return atomic_load(&f->changed) ? -EIO : 0;
+}
+
+/* Source close: the file and its header prefix go. */
+static void remote_source_close(struct source *src)
+{
+	remote_close((struct remote_file *)src);
+}
+
+static const struct source_ops remote_ops = {
+	.read = remote_read,
+	.close = remote_source_close,
+};
+
+/* True when token can be a bearer token: visible ASCII only (RFC 6750's characters are
+ * fewer). Anything else, a CR LF above all, would make a header of its own. */
+static bool token_ok(const char *token)
+{
+	for (const unsigned char *p = (const unsigned char *)token; *p; p++)
+		if (*p < 0x21 || *p > 0x7e)
+			return false;
+	return *token != 0;
+}
+
+struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
+{
+	if (o->token && !token_ok(o->token)) {
+		errf(err, "the token (%s) holds a space, a line break or another byte that no "
+		     "bearer token has", o->token_from_env ? "HF_TOKEN" : "token_file");
+		return NULL;
+	}
+	struct remote *r = calloc(1, sizeof *r);
+	if (!r) {
+		errf(err, "out of memory");
+		return NULL;
+	}
+	r->o = *o;
+	r->o.token = o->token ? strdup(o->token) : NULL;
+	r->o.cafile = o->cafile ? strdup(o->cafile) : NULL;
+	if (!r->o.timeout)
+		r->o.timeout = REMOTE_TIMEOUT_DEFAULT;
+	if (!r->o.cache_size)
+		r->o.cache_size = REMOTE_CACHE_DEFAULT;
+	r->cache = bc_new(r->o.cache_size, REMOTE_BLOCK_SIZE);
+	pthread_mutex_init(&r->pool_lock, NULL);
+	pthread_mutex_init(&r->ahead_lock, NULL);
+	pthread_cond_init(&r->ahead_cond, NULL);
+	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
+		errf(err, "out of memory");
+		remote_free(r);
+		return NULL;
+	}
+	/* read-ahead only where the cache holds more than the blocks it would fetch */
+	r->ahead_wanted = r->o.cache_size >= 4 * (uint64_t)REMOTE_READAHEAD_BLOCKS * REMOTE_BLOCK_SIZE;
+	return r;
+}
+
+void remote_set_cancel(struct remote *r, bool (*is_cancelled)(void *arg), void *arg)
+{
+	r->o.cancelled = is_cancelled;
+	r->o.cancel_arg = arg;
+}
+
+void remote_free(struct remote *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->ahead_lock);
+	r->stopping = true;
+	pthread_cond_broadcast(&r->ahead_cond);
+	pthread_mutex_unlock(&r->ahead_lock);
+	for (unsigned i = 0; i < r->n_threads; i++)
+		pthread_join(r->threads[i], NULL);
+	for (size_t i = 0; i < r->n_pool; i++)
+		curl_easy_cleanup(r->pool[i]);
+	free(r->pool);
+	bc_free(r->cache);
+	if (r->o.token) {
+		explicit_bzero((char *)r->o.token, strlen(r->o.token));
+		free((char *)r->o.token);
+	}
+	free((char *)r->o.cafile);
+	pthread_mutex_destroy(&r->pool_lock);
+	pthread_mutex_destroy(&r->ahead_lock);
+	pthread_cond_destroy(&r->ahead_cond);
+	free(r);
+}
+
+/* A commit id as the hub sends it: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits. */
+static bool is_commit(const char *s)
+{
+	size_t n = strspn(s, "0123456789abcdef");
+	return (n == 40 || n == 64) && !s[n];
+}
+
+/* For an hf:// model whose first answer named the commit served (X-Repo-Commit): the
+ * URL as given asks for that commit from now on, not the branch or tag, so that a fresh
+ * redirect (a signed URL that expired) leads to the same version of the file even when
+ * the branch has moved on. The origin stays the same, and so do the token's rules. */
+static void pin_commit(struct remote_file *f)
+{
+	struct url_rev rev = f->r->o.hub_rev;
+	if (!rev.len || !is_commit(f->repo_commit))
+		return;
+	if (rev.len == strlen(f->repo_commit) && strncmp(f->url + rev.at, f->repo_commit, rev.len) == 0)
+		return;
+	char *pinned = url_with_revision(f->url, rev, f->repo_commit);
+	if (pinned) {   /* else the branch, checked by the ETag all the same */
+		free(f->url);
+		f->url = pinned;
+	}
+}
+
+struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
+                                char err[GGUF_ERR_MAX], long *status)
+{
+	struct remote_file *f = calloc(1, sizeof *f);
+	*status = 0;
+	if (!f) {
+		errf(err, "out of memory");
+		return NULL;
+	}
+	f->src.ops = &remote_ops;
+	f->r = r;
+	f->mtime = -1;
+	atomic_init(&f->next_block, UINT64_MAX);   /* no read yet: the first is not sequential */
+	pthread_mutex_init(&f->lock, NULL);
+	f->url = strdup(url);
+	f->display = url_display(url);
+	f->prefix = malloc(first ? first : 1);
+	if (!f->url || !f->display || !f->prefix) {
+		errf(err, "out of memory");
+		goto fail;
+	}
+	if (fetch(f, 0, first - 1, f->prefix, false, true, err, status) < 0)
+		goto fail;
+	f->prefix_len = f->size < first ? f->size : first;
+	pin_commit(f);
+	if (f->last_modified[0])
+		f->mtime = curl_getdate(f->last_modified, NULL);
+	return f;
+fail:
+	remote_close(f);
+	return NULL;
+}
+
+const uint8_t *remote_prefix(const struct remote_file *f, uint64_t *len)
+{
+	*len = f->prefix_len;
+	return f->prefix;
+}
+
+uint64_t remote_size(const struct remote_file *f)
+{
+	return f->size;
+}
+
+int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MAX])
+{
+	long status;
+	if (len > f->size)
+		len = f->size;
+	if (len <= f->prefix_len)
+		return 0;
+	uint8_t *p = realloc(f->prefix, len);
+	if (!p) {
+		errf(err, "out of memory for a header of %" PRIu64 " bytes", len);
+		return -1;
+	}
+	f->prefix = p;
+	if (fetch(f, f->prefix_len, len - 1, p + f->prefix_len, true, true, err, &status) < 0)
+		return -1;
+	f->prefix_len = len;
+	return 0;
+}
+
+time_t remote_mtime(const struct remote_file *f)
+{
+	return f->mtime;
+}
+
+const char *remote_repo_commit(const struct remote_file *f)
+{
+	return f->repo_commit;
+}
+
+const char *remote_display(const struct remote_file *f)
+{
+	return f->display;
+}
+
+struct source *remote_source(struct remote_file *f)
+{
+	return &f->src;
+}
+
+const struct remote_file *remote_of_source(const struct source *src)
+{
+	return (const struct remote_file *)src;
+}
+
+void remote_close(struct remote_file *f)
+{
+	if (!f)
+		return;
+	/* read-ahead jobs and cached blocks name f: none may outlive it */
+	struct remote *r = f->r;
+	pthread_mutex_lock(&r->ahead_lock);
+	unsigned kept = 0;
+	for (unsigned i = 0; i < r->q_len; i++) {
+		struct ahead_job j = r->queue[(r->q_head + i) % AHEAD_QUEUE];
+		if (j.f == f)
+			atomic_fetch_sub(&f->ahead_pending, 1);
+		else
+			r->queue[(r->q_head + kept++) % AHEAD_QUEUE] = j;
+	}
+	r->q_len = kept;
+	while (atomic_load(&f->ahead_pending))
+		pthread_cond_wait(&r->ahead_cond, &r->ahead_lock);
+	pthread_mutex_unlock(&r->ahead_lock);
+	bc_drop_owner(r->cache, f);
+	free(f->url);
+	free(f->display);
+	free(f->prefix);
+	free(f->target);
+	free(f->etag_origin);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}

@@ -1,0 +1,88 @@
+/* Remote models: a GGUF file read over HTTP(S) by range requests, pinned to the version
+ * seen at mount, through a bounded memory cache of fixed-size blocks.
+ *
+ * A struct remote is what the files of one mount share: options, a pool of libcurl easy
+ * handles (each used by one thread at a time; their connections are kept between
+ * requests), the block cache and the read-ahead threads. A struct remote_file is one
+ * URL: its header prefix (fetched at mount, kept for the mount's life: the parsed header
+ * points into it) and its pins (size, ETag, Last-Modified, X-Repo-Commit). It is a
+ * struct source (source.h) for the model's tensor bytes.
+ *
+ * The caller must have called curl_global_init before any thread exists. */
+#ifndef GGUFS_REMOTE_H
+#define GGUFS_REMOTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "gguf.h"
+#include "source.h"
+#include "url.h"
+
+#define REMOTE_BLOCK_SIZE (128u << 10)      /* fetch and cache unit, aligned in the file */
+#define REMOTE_FIRST_BYTES (1u << 20)       /* the first request at mount */
+#define REMOTE_GROWTH 4                     /* each further header request: x4 the prefix */
+#define REMOTE_HEADER_MAX (1ull << 30)      /* a header larger than this is refused */
+#define REMOTE_CACHE_DEFAULT (256ull << 20)
+#define REMOTE_TIMEOUT_DEFAULT 30
+#define REMOTE_ATTEMPTS 3                   /* per fetch, for 5xx, 429, resets, timeouts */
+#define REMOTE_MAX_REDIRECTS 10
+#define REMOTE_READAHEAD_BLOCKS 4           /* ahead of a sequential reader */
+#define REMOTE_READAHEAD_THREADS 2          /* read-ahead requests in flight at most */
+
+struct remote_opts {
+	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
+	bool token_from_env;        /* for the hint in a 401/403 message */
+	bool token_withheld;        /* HF_TOKEN is set, but not for this URL's server */
+	const char *cafile;         /* extra CA file, or NULL */
+	unsigned timeout;           /* seconds without progress; 0: the default */
+	uint64_t cache_size;        /* bytes; 0: the default */
+	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
+	void *cancel_arg;
+	struct url_rev hub_rev;     /* an hf:// model: where the revision is in each URL (the
+	                             * shards' differ only after it); once the hub names the
+	                             * commit it served, later requests ask for that commit */
+};
+
+struct remote;
+struct remote_file;
+
+/* The shared state of one mount; NULL with err on failure (a token with anything but
+ * visible ASCII in it, which could smuggle a header in, is refused). Copies what o
+ * points to. */
+struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
+/* Stops the read-ahead threads and frees everything; the files must be closed first. */
+void remote_free(struct remote *r);
+
+/* Sets what ends transfers (from the moment the daemon serves; may be called once,
+ * before any read). */
+void remote_set_cancel(struct remote *r, bool (*cancelled)(void *arg), void *arg);
+
+/* Opens the http(s) url: one range request for its first `first` bytes, which notes
+ * the size and the pins. NULL on failure with one phrase in err (no URL prefix), e.g.
+ * "not found (HTTP 404)"; *status is the HTTP status that caused it (0 if none). */
+struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
+                                char err[GGUF_ERR_MAX], long *status);
+
+/* The header prefix fetched so far, its length, and the file's size. */
+const uint8_t *remote_prefix(const struct remote_file *f, uint64_t *len);
+uint64_t remote_size(const struct remote_file *f);
+/* Grows the prefix to len bytes (<= size) with one request, pinned. 0, or -1 with err.
+ * The prefix may move: pointers into it from before are stale. */
+int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MAX]);
+
+/* Last-Modified as a time, or -1 when the server sent none. */
+time_t remote_mtime(const struct remote_file *f);
+/* The hub's X-Repo-Commit from the first answer: the commit mounted; "" if none. */
+const char *remote_repo_commit(const struct remote_file *f);
+/* The URL as it may be shown: no credentials, no query. */
+const char *remote_display(const struct remote_file *f);
+
+/* The file as a byte source; closing the source closes the file. */
+struct source *remote_source(struct remote_file *f);
+/* The remote file that src (from remote_source) is. */
+const struct remote_file *remote_of_source(const struct source *src);
+void remote_close(struct remote_file *f);
+
+#endif

@@ -1,0 +1,649 @@
+"""Real HTTP servers on loopback for the remote-mount tests: nginx, and a fault server.
+
+Both listen on 127.0.0.0/8 only, on a port the kernel chose free, and are context
+managers that stop their server (nginx by its PID) on exit.
+
+- Nginx(root_dir, https=False): nginx-light with its own temporary configuration,
+  serving root_dir, over http or over https with a self-signed certificate made with
+  openssl at start. Its access log records, per request: method, uri, Range header,
+  status, bytes sent and whether an Authorization header came (never the header).
+- FaultServer(files, host='127.0.0.1'): a threaded HTTP/1.1 server written here, with
+  its own Range handling and switches that a test flips while a mount is live: require
+  a token, redirect, ignore Range, swap a file, fail the next N requests, stall, add
+  latency, limit the rate per connection, reset a connection after N bytes.
+"""
+import collections
+import email.utils
+import hashlib
+import http.server
+import os
+import shutil
+import signal
+import socket
+import socketserver
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 10.0
+
+
+def free_port(host="127.0.0.1"):
+    """A TCP port that was free on host a moment ago (for servers that must be told
+    their port, like nginx)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(host, port, proc, timeout=START_TIMEOUT):
+    """Polls until host:port accepts a connection; raises if proc exits first or the
+    deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError("server exited %d before listening" % proc.returncode)
+        try:
+            socket.create_connection((host, port), timeout=1.0).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("nothing listens on %s:%d after %g s" % (host, port, timeout))
+            time.sleep(0.02)
+
+
+def make_cert(directory, host="127.0.0.1"):
+    """A self-signed certificate for IP host, made with openssl: returns (cert, key)
+    paths. The certificate is its own CA, so it is also the cafile clients verify with."""
+    cert = os.path.join(directory, "cert.pem")
+    key = os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec",
+                    "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "2",
+                    "-subj", "/CN=%s" % host, "-addext", "subjectAltName=IP:%s" % host],
+                   check=True, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+    return cert, key
+
+
+# One request as the server saw it. range: the Range header or None; auth: whether an
+# Authorization header came; bytes_sent: what the server wrote for it, headers included
+# for nginx ($bytes_sent), body only for the fault server.
+NginxRecord = collections.namedtuple("NginxRecord", "method path range status bytes_sent auth")
+
+NGINX_CONF = """\
+worker_processes 1;
+user root root;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    client_body_temp_path {dir}/tmp/body;
+    proxy_temp_path {dir}/tmp/proxy;
+    fastcgi_temp_path {dir}/tmp/fastcgi;
+    uwsgi_temp_path {dir}/tmp/uwsgi;
+    scgi_temp_path {dir}/tmp/scgi;
+    types {{ }}
+    default_type application/octet-stream;
+    map $http_authorization $ggufs_auth {{ "" "-"; default "auth"; }}
+    log_format ggufs '$request_method\\t$request_uri\\t$http_range\\t$status\\t$bytes_sent\\t$ggufs_auth';
+    access_log {dir}/access.log ggufs;
+    keepalive_requests 100000;
+    server {{
+        listen 127.0.0.1:{port}{ssl};
+        server_name 127.0.0.1;
+        root {root};
+        {tls}
+        location / {{ }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    """`with Nginx(root_dir, https=False) as n:` serves root_dir at n.url with nginx-light;
+    n.cafile is the certificate to trust for https (None for http); n.records() parses
+    the access log."""
+
+    def __init__(self, root_dir, https=False):
+        self.root = os.path.abspath(root_dir)
+        self.https = https
+        self.dir = None
+        self.proc = None
+        self.port = None
+        self.cafile = None
+        self.url = None
+
+    def __enter__(self):
+        self.dir = tempfile.mkdtemp(prefix="ggufs-nginx-")
+        os.mkdir(os.path.join(self.dir, "tmp"))
+        tls = ""
+        if self.https:
+            cert, key = make_cert(self.dir)
+            self.cafile = cert
+            tls = "ssl_certificate %s; ssl_certificate_key %s;" % (cert, key)
+        last = None
+        for _ in range(5):  # another process may take the free port before nginx does
+            self.port = free_port()
+            with open(self.conf_path(), "w") as f:
+                f.write(NGINX_CONF.format(dir=self.dir, port=self.port, root=self.root,
+                                          ssl=" ssl" if self.https else "", tls=tls))
+            self.proc = subprocess.Popen(
+                ["nginx", "-p", self.dir, "-c", self.conf_path(),
+                 "-e", os.path.join(self.dir, "error.log"), "-g", "daemon off;"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE)
+            try:
+                wait_listening("127.0.0.1", self.port, self.proc)
+                break
+            except RuntimeError as e:
+                last = "%s: %s %s" % (e, self.proc_stderr(), self.error_log())
+                self.stop()
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise RuntimeError("nginx did not start: " + last)
+        self.url = "%s://127.0.0.1:%d" % ("https" if self.https else "http", self.port)
+        return self
+
+    def conf_path(self):
+        """The temporary nginx.conf this server runs with."""
+        return os.path.join(self.dir, "nginx.conf")
+
+    @property
+    def access_log(self):
+        """The access log's path (one line per request, format ggufs above)."""
+        return os.path.join(self.dir, "access.log")
+
+    def proc_stderr(self):
+        """What nginx wrote to stderr, once it has exited (for a failed start)."""
+        if self.proc and self.proc.poll() is not None and self.proc.stderr:
+            return self.proc.stderr.read().decode(errors="replace")
+        return ""
+
+    def error_log(self):
+        """nginx's error log, or "" before there is one."""
+        try:
+            with open(os.path.join(self.dir, "error.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def records(self):
+        """Every request logged so far, oldest first."""
+        out = []
+        try:
+            with open(self.access_log) as f:
+                for line in f:
+                    method, path, rng, status, sent, auth = line.rstrip("\n").split("\t")
+                    out.append(NginxRecord(method, path, None if rng == "-" else rng,
+                                           int(status), int(sent), auth == "auth"))
+        except FileNotFoundError:
+            pass
+        return out
+
+    def records_settled(self, at_least=0, timeout=5.0):
+        """records() once at least at_least requests are logged (nginx writes the line
+        after the response has gone, so a client may be a moment ahead of the log)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self.records()
+            if len(r) >= at_least or time.monotonic() > deadline:
+                return r
+            time.sleep(0.02)
+
+    def clear_log(self):
+        """Empties the access log (nginx keeps appending to the same open file)."""
+        with open(self.access_log, "w"):
+            pass
+
+    def stop(self):
+        """Stops the master (and so its worker) by PID, waiting for it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def __exit__(self, *exc):
+        """Stops nginx and removes its temporary directory."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+
+# ---- the fault server ----
+
+class Body:
+    """A large body that is not held in memory: prefix, then zeros up to size. For a
+    server that sends far more than the client should read."""
+
+    def __init__(self, prefix, size):
+        self.prefix = bytes(prefix)
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+    def slice(self, start, end):
+        """Bytes [start, end) of the body."""
+        out = self.prefix[start:end] if start < len(self.prefix) else b""
+        return out + b"\0" * (end - start - len(out))
+
+    def fingerprint(self):
+        """A hex digest that changes when prefix or size do (for the ETag)."""
+        return hashlib.sha1(self.prefix + struct.pack("<Q", self.size)).hexdigest()
+
+
+class ServedFile:
+    """One file of a FaultServer: its content (bytes or Body), ETag and Last-Modified."""
+
+    def __init__(self, content, mtime, version):
+        self.content = content
+        self.mtime = mtime
+        fp = (content.fingerprint() if isinstance(content, Body)
+              else hashlib.sha1(content).hexdigest())
+        self.etag = '"%s-%d"' % (fp[:16], version)
+
+    def slice(self, start, end):
+        """Bytes [start, end) of the content."""
+        if isinstance(self.content, Body):
+            return self.content.slice(start, end)
+        return self.content[start:end]
+
+
+# One request at the fault server. headers: {lower-case name: value}; range: the Range
+# header or None; bytes_sent: body bytes written before the response ended or broke.
+FaultRecord = collections.namedtuple("FaultRecord", "method path headers range status bytes_sent")
+
+
+def parse_range(header, size):
+    """A single-range Range header against a file of size bytes: (start, end) with end
+    exclusive, 'unsatisfiable', or None when the header is absent or not one byte range
+    we handle (the whole file is then sent, as RFC 9110 allows)."""
+    if header is None:
+        return None
+    unit, _, spec = header.strip().partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, dash, last = spec.strip().partition("-")
+    if not dash:
+        return None
+    first, last = first.strip(), last.strip()
+    if not (first.isdigit() or first == "") or not (last.isdigit() or last == ""):
+        return None
+    if first == "":
+        if last == "":
+            return None
+        n = int(last)
+        if n == 0:
+            return "unsatisfiable"
+        return (max(0, size - n), size)
+    start = int(first)
+    end = size if last == "" else min(int(last) + 1, size)
+    if last != "" and int(last) < start:
+        return None
+    if start >= size:
+        return "unsatisfiable"
+    return (start, end)
+
+
+def signature_valid(query, revoked_before=0):
+    """Whether a query string carries an X-Expires=UNIXTIME that has not passed and is
+    not before revoked_before."""
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name == "X-Expires" and value.isdigit():
+            return max(time.time(), revoked_before) < int(value)
+    return False
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "ggufs-fault/1"
+    sys_version = ""
+
+    def log_message(self, *args):  # the request log is ours; nothing on stderr
+        pass
+
+    def do_GET(self):
+        """A GET: headers and body."""
+        self.serve(True)
+
+    def do_HEAD(self):
+        """A HEAD: the GET's headers, no body."""
+        self.serve(False)
+
+    def serve(self, with_body):
+        """Answers one request and logs it, however the answer ends."""
+        fs = self.server.fault
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        record = {"method": self.command, "path": self.path, "headers": headers,
+                  "range": headers.get("range"), "status": 0, "bytes_sent": 0}
+        fs.begin_request()
+        try:
+            self.answer(fs, headers, record, with_body)
+        finally:
+            fs.add_record(FaultRecord(**record))
+
+    def simple(self, record, status, extra=(), body=b""):
+        """A short answer (an error, a redirect) with its whole body."""
+        record["status"] = status
+        self.send_response(status)
+        for k, v in extra:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if body and self.command != "HEAD":
+            self.wfile.write(body)
+            record["bytes_sent"] = len(body)
+
+    def answer(self, fs, headers, record, with_body):
+        """The switches in the order a real stack meets them (a dead or stalled server,
+        injected failures, authentication, redirect, the file, If-Match, Range), then
+        the file's bytes."""
+        fs.before_answer()
+        if fs.stalled():  # a stalled server: the request is held, never answered
+            fs.wait_unstalled()
+            self.close_connection = True
+            return
+        if fs.hang_up:  # a server that dies: the connection closes, nothing answered
+            self.close_connection = True
+            return
+        status = fs.take_failure()
+        if status:
+            self.simple(record, status, [("Retry-After", "0")] if status in (429, 503) else ())
+            return
+        path, _, query = self.path.partition("?")
+        if fs.token is not None and headers.get("authorization") != "Bearer " + fs.token:
+            self.simple(record, 401, [("WWW-Authenticate", 'Bearer realm="ggufs-test"')],
+                        b"token required\n")
+            return
+        if fs.redirect_to is not None:
+            location = fs.redirect_to + self.path
+            if fs.sign_redirects is not None:
+                location += ("&" if query else "?") + "X-Expires=%d" % (time.time() + fs.sign_redirects)
+            self.simple(record, 302, [("Location", location)])
+            return
+        if fs.require_signature and not signature_valid(query, fs.revoked_before):
+            self.simple(record, 403, (), b"signature expired\n")
+            return
+        f = fs.file(path)
+        if f is None:
+            self.simple(record, 404, (), b"not found\n")
+            return
+        size = len(f.content)
+        common = [("ETag", f.etag), ("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True)),
+                  ("Accept-Ranges", "bytes")] + list(fs.extra_headers)
+        match = None if fs.ignore_if_match else headers.get("if-match")
+        if match is not None and match.strip() != "*" and \
+                f.etag not in [m.strip() for m in match.split(",")]:
+            self.simple(record, 412, common)
+            return
+        rng = None if fs.ignore_range else parse_range(headers.get("range"), size)
+        if rng == "unsatisfiable":
+            self.simple(record, 416, common + [("Content-Range", "bytes */%d" % size)])
+            return
+        if rng is None:
+            status, start, end = 200, 0, size
+        else:
+            status, (start, end) = 206, rng
+            if fs.shift_ranges:  # another range than asked, truthfully labelled
+                start = min(start + fs.shift_ranges, size - 1)
+                end = min(end + fs.shift_ranges, size)
+        record["status"] = status
+        self.send_response(status)
+        for k, v in common:
+            self.send_header(k, v)
+        if status == 206:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end - 1, size))
+        self.send_header("Content-Length", str(end - start))
+        self.end_headers()
+        if with_body:
+            self.send_body(fs, f, start, end, record)
+
+    def send_body(self, fs, f, start, end, record):
+        """Writes [start, end) of f in chunks, at the configured rate, resetting the
+        connection after fs.reset_after bytes when that is set."""
+        pos = start
+        began = time.monotonic()
+        try:
+            while pos < end:
+                n = min(fs.chunk, end - pos)
+                reset_at = fs.reset_after
+                if reset_at is not None and record["bytes_sent"] + n >= reset_at:
+                    n = reset_at - record["bytes_sent"]
+                    if n > 0:
+                        self.wfile.write(f.slice(pos, pos + n))
+                        record["bytes_sent"] += n
+                    self.reset_connection()
+                    return
+                self.wfile.write(f.slice(pos, pos + n))
+                pos += n
+                record["bytes_sent"] += n
+                rate = fs.rate
+                if rate:
+                    ahead = record["bytes_sent"] / rate - (time.monotonic() - began)
+                    if ahead > 0:
+                        time.sleep(ahead)
+                if fs.closing.is_set():
+                    self.close_connection = True
+                    return
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def reset_connection(self):
+        """Closes the connection with a TCP RST (SO_LINGER 0), as a failing peer does."""
+        self.close_connection = True
+        self.wfile.flush()
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+
+
+class _ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def handle_error(self, request, client_address):
+        """A client that goes away mid-request is what several tests make happen; the
+        fault server says nothing about it. Anything else is printed."""
+        import sys
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
+class FaultServer:
+    """`with FaultServer({'/m.gguf': data}, host='127.0.0.1') as s:` serves files
+    (path -> bytes or Body) at s.url. Switches, safe to flip while clients are live:
+
+    - s.token = 'T': 401 unless `Authorization: Bearer T`;
+    - s.redirect_to = URL: 302 to URL + the request's path and query;
+      s.sign_redirects = SECONDS adds X-Expires=NOW+SECONDS to that URL's query, and a
+      server with s.require_signature = True answers 403 unless X-Expires is still
+      ahead (an expiring signed URL, as a CDN hands out); s.revoked_before = T also
+      refuses those expiring before T (their expiry, without waiting for it);
+    - s.ignore_range = True: 200 with the whole body, whatever Range says;
+    - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
+    - s.shift_ranges = N: a range request gets the range N bytes further on, with a
+      Content-Range saying so (a server that answers another range than asked);
+    - s.swap(path, content): new content and a new ETag;
+    - s.fail_next(n, status=503): the next n requests get status (with Retry-After: 0
+      for 429 and 503); s.clear_failures() cancels those not yet given;
+    - s.hang_up = True: every request is read, then its connection closed unanswered;
+    - s.stall = True: requests are read and held unanswered until stall is cleared (or
+      the server stops); the connection is then closed;
+    - s.latency = SECONDS before each answer; s.rate = bytes per second per response,
+      written in pieces of s.chunk bytes (64 KiB);
+    - s.reset_after = N: a body is cut after N bytes with a TCP reset;
+    - s.extra_headers = [(name, value)] added to file responses (X-Repo-Commit...).
+
+    s.log() gives every request so far (FaultRecord), s.log_settled(n) once n are
+    logged; s.clear_log() empties it. s.max_in_flight: the most requests that were
+    being answered at once (since the last clear_log)."""
+
+    def __init__(self, files, host="127.0.0.1"):
+        self.host = host
+        self.lock = threading.Lock()
+        self.files = {}
+        self.versions = {}
+        self.mtime = 1700000000  # a fixed Last-Modified, so tests can check it
+        for path, content in files.items():
+            self.swap(path, content)
+        self.token = None
+        self.redirect_to = None
+        self.ignore_range = False
+        self.hang_up = False
+        self.ignore_if_match = False
+        self.shift_ranges = 0
+        self.sign_redirects = None
+        self.require_signature = False
+        self.revoked_before = 0
+        self.latency = 0.0
+        self.rate = None
+        self.chunk = 64 * 1024
+        self.reset_after = None
+        self.extra_headers = []
+        self._failures = []
+        self._stall = threading.Event()
+        self._unstall = threading.Event()
+        self._unstall.set()
+        self.closing = threading.Event()
+        self._log = []
+        self._in_flight = 0
+        self.max_in_flight = 0
+        self.httpd = None
+        self.thread = None
+        self.url = None
+        self.port = None
+
+    # -- switches --
+
+    def swap(self, path, content):
+        """Replaces (or adds) the file at path; the new version has a new ETag."""
+        with self.lock:
+            version = self.versions.get(path, 0) + 1
+            self.versions[path] = version
+            self.files[path] = ServedFile(content, self.mtime, version)
+
+    def remove(self, path):
+        """Takes the file at path away (404 from now on)."""
+        with self.lock:
+            self.files.pop(path, None)
+
+    def file(self, path):
+        """The ServedFile at path now, or None."""
+        with self.lock:
+            return self.files.get(path)
+
+    def fail_next(self, n, status=503):
+        """The next n requests are answered status, whatever they ask."""
+        with self.lock:
+            self._failures.extend([status] * n)
+
+    def clear_failures(self):
+        """Cancels the injected failures not given yet."""
+        with self.lock:
+            self._failures = []
+
+    def take_failure(self):
+        """The status injected for this request, or None."""
+        with self.lock:
+            return self._failures.pop(0) if self._failures else None
+
+    @property
+    def stall(self):
+        """Whether requests are held unanswered."""
+        return self._stall.is_set()
+
+    @stall.setter
+    def stall(self, on):
+        """Holds requests from now on (True), or lets the held ones go (False)."""
+        if on:
+            self._unstall.clear()
+            self._stall.set()
+        else:
+            self._stall.clear()
+            self._unstall.set()
+
+    def stalled(self):
+        """Whether a request arriving now is held."""
+        return self._stall.is_set()
+
+    def wait_unstalled(self):
+        """Blocks until the stall ends or the server stops."""
+        while not self._unstall.wait(0.1):
+            if self.closing.is_set():
+                return
+
+    def before_answer(self):
+        """The configured latency, before anything is answered."""
+        if self.latency:
+            time.sleep(self.latency)
+
+    # -- the log --
+
+    def begin_request(self):
+        """Counts a request that is being answered (for max_in_flight)."""
+        with self.lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def add_record(self, record):
+        """Logs a request that has ended."""
+        with self.lock:
+            self._in_flight -= 1
+            self._log.append(record)
+
+    def log(self):
+        """Every request that has ended so far, oldest first."""
+        with self.lock:
+            return list(self._log)
+
+    def log_settled(self, at_least=0, timeout=5.0):
+        """log() once at least at_least requests are logged (a request is logged when
+        its answer has been written, so a client may be a moment ahead of the log)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self.log()
+            if len(r) >= at_least or time.monotonic() > deadline:
+                return r
+            time.sleep(0.02)
+
+    def clear_log(self):
+        """Empties the log and restarts max_in_flight from the requests running now."""
+        with self.lock:
+            self._log = []
+            self.max_in_flight = self._in_flight
+
+    # -- life --
+
+    def __enter__(self):
+        """Starts serving on a port the kernel picks."""
+        self.httpd = _ThreadingServer((self.host, 0), _Handler)
+        self.httpd.fault = self
+        self.port = self.httpd.server_address[1]
+        self.url = "http://%s:%d" % (self.host, self.port)
+        self.thread = threading.Thread(target=self.httpd.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        """Stops serving; held (stalled) requests are let go and their connections
+        closed."""
+        self.closing.set()
+        self.stall = False
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(STOP_TIMEOUT)
+        return False

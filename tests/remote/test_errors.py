@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Remote models refused at mount: exit status 1, exactly one `ggufs: ` line on stderr
+naming the URL (never its credentials), nothing mounted, within a bounded time. For a
+refused connection, 404, 401 and 403 (the line says to set HF_TOKEN), a server that
+answers 200 to a Range request (refused after reading little of a 256 MiB body), a file
+that is not GGUF or is cut short (the same words as for a local file), a header that
+claims a terabyte, a redirect loop, and a missing shard."""
+import os
+import shutil
+import time
+import unittest
+
+from remote_common import (REFUSE_TIMEOUT, TINY, Body, FaultServer, Nginx, env_without_token,
+                           gm, install, public_root, split_gguf)
+from servers import free_port
+
+BIG_BODY = 256 << 20
+
+
+class Refused(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.root = public_root()
+        install(TINY, cls.root, "tinyllama-q4km.gguf")
+        cls.noise = os.path.join(cls.root, "noise.gguf")
+        with open(cls.noise, "wb") as f:
+            f.write(bytes((i * 7 + 3) & 0xFF for i in range(300000)))
+        shard_dir = os.path.join(cls.root, "split")
+        os.mkdir(shard_dir)
+        shards = split_gguf(TINY, shard_dir, "tiny", 3)
+        os.unlink(shards[1])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root)
+
+    def setUp(self):
+        self.tmp = gm.public_tmpdir()
+        self.mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(self.mnt)
+
+    def tearDown(self):
+        if gm.is_mounted(self.mnt):
+            gm.unmount(self.mnt)
+            self.fail("something was mounted")
+        shutil.rmtree(self.tmp)
+
+    def refused(self, url, shown=None, opts=(), env=None):
+        """Runs ggufs on url; asserts the refusal and returns its one line, which must
+        name shown (url by default)."""
+        start = time.monotonic()
+        r = gm.run_ggufs(list(opts) + [url, self.mnt], timeout=REFUSE_TIMEOUT + 10,
+                         env=env if env is not None else env_without_token())
+        elapsed = time.monotonic() - start
+        err = r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 1, err)
+        self.assertEqual(r.stdout, b"")
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, "exactly one line on stderr: %r" % err)
+        self.assertTrue(lines[0].startswith("ggufs: "), lines[0])
+        self.assertIn(shown or url, lines[0])
+        self.assertLess(elapsed, REFUSE_TIMEOUT)
+        self.assertFalse(gm.is_mounted(self.mnt))
+        self.assertEqual(os.listdir(self.mnt), [])
+        return lines[0]
+
+    def test_connection_refused(self):
+        url = "http://127.0.0.1:%d/m.gguf" % free_port()
+        line = self.refused(url).lower()
+        self.assertTrue("connect" in line or "refused" in line, line)
+
+    def test_404(self):
+        with Nginx(self.root) as n:
+            line = self.refused(n.url + "/missing.gguf")
+            self.assertTrue("404" in line or "not found" in line.lower(), line)
+
+    def test_401_says_hf_token(self):
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.token = "t0ken"
+            line = self.refused(s.url + "/m.gguf")
+            self.assertIn("HF_TOKEN", line)
+            self.assertTrue(all(r.status == 401 for r in s.log_settled(1)))
+
+    def test_403_says_hf_token(self):
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.fail_next(1000, 403)
+            line = self.refused(s.url + "/m.gguf")
+            self.assertIn("HF_TOKEN", line)
+
+    def test_401_with_a_wrong_token(self):
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.token = "right"
+            line = self.refused(s.url + "/m.gguf", env=env_without_token(HF_TOKEN="wrong-t0ken",
+                                                                  HF_ENDPOINT=s.url))
+            self.assertTrue("401" in line or "token" in line.lower(), line)
+            self.assertNotIn("wrong-t0ken", line)
+
+    def test_200_instead_of_206(self):
+        body = Body(gm.read_file(TINY)[:1 << 20], BIG_BODY)
+        with FaultServer({"/m.gguf": body}) as s:
+            s.ignore_range = True
+            line = self.refused(s.url + "/m.gguf")
+            self.assertIn("range", line.lower())
+            recs = s.log_settled(1, timeout=30)
+            self.assertTrue(recs and all(r.status == 200 for r in recs), recs)
+            sent = sum(r.bytes_sent for r in recs)
+            # socket buffers on loopback hold a few MB; a client that read the body
+            # would have taken all 256 MiB
+            self.assertLess(sent, 32 << 20, "the server sent %d bytes" % sent)
+            print("200 to a Range request: %d request(s), %d of %d bytes sent"
+                  % (len(recs), sent, BIG_BODY))
+
+    def test_not_gguf(self):
+        local = gm.run_ggufs([self.noise, self.mnt])
+        local_line = local.stderr.decode().strip()
+        self.assertTrue(local_line.startswith("ggufs: %s: " % self.noise), local_line)
+        words = local_line[len("ggufs: %s: " % self.noise):]
+        with Nginx(self.root) as n:
+            url = n.url + "/noise.gguf"
+            line = self.refused(url)
+            self.assertTrue(line.endswith(": " + words), "%r ends like %r" % (line, words))
+
+    def same_words_as_local(self, data, name):
+        """Serves data as name and asserts the refusal says what a local file's does."""
+        path = os.path.join(self.root, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        local = gm.run_ggufs([path, self.mnt])
+        local_line = local.stderr.decode().strip()
+        self.assertEqual(local.returncode, 1, local_line)
+        prefix = "ggufs: %s: " % path
+        self.assertTrue(local_line.startswith(prefix), local_line)
+        with Nginx(self.root) as n:
+            line = self.refused(n.url + "/" + name)
+        self.assertTrue(line.endswith(": " + local_line[len(prefix):]),
+                        "%r ends like %r" % (line, local_line))
+        return line
+
+    def test_truncated_header_same_words(self):
+        self.same_words_as_local(gm.read_file(TINY)[:100000], "cut-header.gguf")
+
+    def test_truncated_data_same_words(self):
+        data = gm.read_file(TINY)
+        self.same_words_as_local(data[:len(data) - 1], "cut-data.gguf")
+
+    def test_huge_claim_fetches_little(self):
+        """A header that claims a 1 TiB key in a 4 TiB file: refused at once, not
+        fetched (nor allocated)."""
+        import struct
+        header = b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 1 << 40) + b"k" * 64
+        with FaultServer({"/h.gguf": Body(header, 1 << 42)}) as s:
+            self.refused(s.url + "/h.gguf")
+            sent = sum(r.bytes_sent for r in s.log_settled(1))
+            self.assertLess(sent, 64 << 20)
+
+    def test_stalled_at_mount(self):
+        """A server that accepts the connection and never answers: with -o timeout=2
+        the mount gives up within the bound."""
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.stall = True
+            self.refused(s.url + "/m.gguf", opts=["-o", "timeout=2"])
+
+    def test_redirect_loop(self):
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.redirect_to = s.url + "/again"
+            self.refused(s.url + "/m.gguf")
+
+    def test_missing_shard(self):
+        with Nginx(self.root) as n:
+            url = n.url + "/split/tiny-00001-of-00003.gguf"
+            line = self.refused(url, shown=n.url + "/split/")
+            self.assertIn("tiny-00002-of-00003.gguf", line)
+
+    def test_credentials_never_shown(self):
+        with Nginx(self.root) as n:
+            url = n.url.replace("http://", "http://alice:s3cret-pw@") + "/missing.gguf?sig=zz"
+            line = self.refused(url, shown=n.url + "/missing.gguf")
+            self.assertNotIn("s3cret-pw", line)
+            self.assertNotIn("alice:", line)
+
+    def test_tls_unverified(self):
+        with Nginx(self.root, https=True) as n:
+            line = self.refused(n.url + "/tinyllama-q4km.gguf").lower()
+            self.assertTrue(any(w in line for w in ("certificate", "ssl", "tls", "verif")), line)
+
+
+if __name__ == "__main__":
+    gm.main()

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Faults during reads, on the fault server:
+- the file changes under the mount (same size, other bytes; or another size): a read
+  of bytes not yet fetched gives EIO, one line goes to stderr, the daemon lives on, and
+  what was already served is never mixed with the new version (also when the server
+  ignores If-Match and only the response's ETag tells);
+- the server stalls, answers 503 to everything, hangs up, cuts every body short, or
+  answers another range than asked: with -o timeout=2 a read
+  gives EIO within EIO_TIMEOUT, the daemon lives on (the header's files still read),
+  and once the server recovers the same read succeeds with the right bytes.
+Every read runs in a child process with a deadline, so a hang fails instead of hanging."""
+import errno
+import unittest
+
+from remote_common import (EIO_TIMEOUT, TINY, EnvMount, FaultServer, gm, read_bounded,
+                           tensor_extents)
+
+PATH = "/models/tinyllama-q4km.gguf"
+
+
+class Faults(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.data = gm.read_file(TINY)
+        cls.extents = tensor_extents(TINY)
+        by_offset = sorted(cls.extents, key=lambda n: cls.extents[n][0])
+        # the first tensor in the file is read before a fault, the last ones after it:
+        # they are megabytes apart, so no fetch block holds both
+        cls.early, cls.late, cls.later = by_offset[0], by_offset[-1], by_offset[-2]
+        assert cls.extents[cls.later][0] - cls.extents[cls.early][1] > (1 << 20)
+
+    def raw(self, name):
+        a, b = self.extents[name]
+        return self.data[a:b]
+
+    def read_tensor(self, m, name, timeout=EIO_TIMEOUT):
+        """(errno, bytes, seconds) of reading the raw tensor file whole, with O_DIRECT."""
+        import os
+        path = m.p("tensors", name)
+        return read_bounded(path, 0, os.path.getsize(path), timeout)
+
+    def assert_alive(self, m):
+        """The daemon runs and still serves what needs no fetch."""
+        self.assertIsNone(m.proc.poll(), "the daemon is alive")
+        err, got, _ = read_bounded(m.p("metadata", "general.name"), 0, 4096, 10, direct=False)
+        self.assertEqual((err, got), (0, b"tinyllama-test\n"))
+
+    def assert_served(self, m, name):
+        err, got, _ = self.read_tensor(m, name)
+        self.assertEqual(err, 0, "reading %s: %s" % (name, errno.errorcode.get(err)))
+        self.assertEqual(got, self.raw(name)[:len(got)], name)
+        self.assertGreater(len(got), 0)
+
+    # ---- a file that changes ----
+
+    def changed(self, same_size):
+        """The model with every tensor byte inverted (or one block longer)."""
+        start = min(a for a, _ in self.extents.values())
+        new = self.data[:start] + bytes(b ^ 0xFF for b in self.data[start:])
+        return new if same_size else new + b"\0" * 4096
+
+    def check_change(self, same_size, if_match=True):
+        with FaultServer({PATH: self.data}) as s:
+            s.ignore_if_match = not if_match
+            with EnvMount(s.url + PATH) as m:
+                self.assert_served(m, self.early)
+                s.swap(PATH, self.changed(same_size))
+                err, got, _ = self.read_tensor(m, self.late)
+                self.assertEqual(err, errno.EIO, "a read of new bytes gave %d bytes" % len(got))
+                err, _, _ = read_bounded(m.p("tensors", self.later + ".f32"), 0, 4096, EIO_TIMEOUT)
+                self.assertEqual(err, errno.EIO)
+                self.assert_alive(m)
+                # what was served before may be served again from memory, or refused,
+                # but never as bytes of the new version
+                err, got, _ = self.read_tensor(m, self.early)
+                if err == 0:
+                    self.assertEqual(got, self.raw(self.early)[:len(got)])
+                else:
+                    self.assertEqual(err, errno.EIO)
+                lines = [l for l in m.stderr().splitlines() if l.startswith("ggufs: ")]
+                self.assertEqual(len(lines), 1, "one line says the file changed: %r" % m.stderr())
+
+    def test_requests_after_the_first_are_pinned(self):
+        with FaultServer({PATH: self.data}) as s:
+            etag = s.file(PATH).etag
+            with EnvMount(s.url + PATH) as m:
+                self.assert_served(m, self.early)
+                self.assert_served(m, self.late)
+            log = s.log_settled(3)
+        self.assertGreaterEqual(len(log), 3)
+        for r in log[1:]:
+            self.assertEqual(r.headers.get("if-match"), etag, r)
+            self.assertEqual(r.status, 206, r)
+
+    def test_changed_same_size(self):
+        self.check_change(same_size=True)
+
+    def test_changed_size(self):
+        self.check_change(same_size=False)
+
+    def test_changed_server_ignores_if_match(self):
+        """Pinning must not rest on If-Match alone: the new ETag in a 206 is refused."""
+        self.check_change(same_size=True, if_match=False)
+
+    # ---- a server that fails, then recovers ----
+
+    def check_fault(self, break_server, mend_server):
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "timeout=2"]) as m:
+                self.assert_served(m, self.early)
+                break_server(s)
+                err, got, elapsed = self.read_tensor(m, self.late)
+                self.assertEqual(err, errno.EIO, "got %d bytes" % len(got))
+                self.assertLess(elapsed, EIO_TIMEOUT)
+                self.assert_alive(m)
+                mend_server(s)
+                self.assert_served(m, self.late)
+                self.assert_served(m, self.early)
+                print("EIO after %.1f s" % elapsed)
+
+    def test_stall(self):
+        def stall(s):
+            s.stall = True
+
+        def resume(s):
+            s.stall = False
+        self.check_fault(stall, resume)
+
+    def test_503(self):
+        def fail(s):
+            s.fail_next(1000000, 503)
+        self.check_fault(fail, FaultServer.clear_failures)
+
+    def test_truncated_bodies(self):
+        def cut(s):
+            s.reset_after = 1000
+
+        def whole(s):
+            s.reset_after = None
+        self.check_fault(cut, whole)
+
+    def test_another_range_than_asked(self):
+        def shift(s):
+            s.shift_ranges = 4096
+
+        def honest(s):
+            s.shift_ranges = 0
+        self.check_fault(shift, honest)
+
+    def test_slow_but_progressing(self):
+        """-o timeout bounds a stall, not a transfer: a block that trickles in over
+        longer than the timeout, with bytes every second or so, is not abandoned."""
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "timeout=2"]) as m:
+                s.chunk, s.rate = 8192, 40 * 1024  # 8 KiB every 0.2 s
+                big = max((t for t in self.extents if t not in (self.early, self.late)),
+                          key=lambda t: self.extents[t][1] - self.extents[t][0])
+                n = 160 * 1024  # 4 s at least, twice the timeout
+                self.assertGreater(len(self.raw(big)), n)
+                err, got, elapsed = read_bounded(m.p("tensors", big), 0, n, EIO_TIMEOUT)
+                s.rate = None
+                self.assertEqual(err, 0, "a slow read failed after %.1f s" % elapsed)
+                self.assertEqual(got, self.raw(big)[:n])
+                self.assertGreater(elapsed, 2)
+                print("%d bytes at 40 KiB/s read in %.1f s" % (len(got), elapsed))
+
+    def test_sigterm_during_stalled_read(self):
+        """A daemon with a read stuck on a stalled server still ends on SIGTERM
+        within seconds, and the reader gets an error instead of hanging."""
+        import os
+        import signal
+        import subprocess
+        import sys
+        import time
+        with FaultServer({PATH: self.data}) as s:
+            m = EnvMount(s.url + PATH, ["-o", "timeout=30"]).__enter__()
+            try:
+                self.assert_served(m, self.early)
+                s.stall = True
+                path = m.p("tensors", self.late)
+                reader = subprocess.Popen(
+                    [sys.executable, "-c", "import os,sys\ntry:\n os.pread(os.open(sys.argv[1],"
+                     " os.O_RDONLY|os.O_DIRECT), 4096, 0)\nexcept OSError as e:\n sys.exit(e.errno)",
+                     path], stdin=subprocess.DEVNULL)
+                deadline = time.monotonic() + 10
+                while not any(r.method == "GET" for r in s.log()[1:]) and time.monotonic() < deadline:
+                    time.sleep(0.02)  # until the read's request hangs at the server
+                start = time.monotonic()
+                m.proc.send_signal(signal.SIGTERM)
+                try:
+                    m.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    m.proc.kill()
+                    self.fail("the daemon did not end within 10 s of SIGTERM")
+                print("daemon ended %.1f s after SIGTERM" % (time.monotonic() - start))
+                try:
+                    rc = reader.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    reader.kill()
+                    self.fail("the reader still hangs after the daemon ended")
+                self.assertNotEqual(rc, 0, "the stalled read cannot have succeeded")
+            finally:
+                s.stall = False
+                gm.unmount(m.path)
+                if m.proc.poll() is None:
+                    m.proc.kill()
+                m.proc.wait()
+                err = m.stderr()
+                m.errfile.close()
+                if not gm.is_mounted(m.path):
+                    os.rmdir(m.path)
+                    os.rmdir(m.dir)
+            self.assertFalse(any(mark.decode() in err for mark in gm.SANITIZER_MARKS), err)
+
+    def test_hang_up(self):
+        def hang_up(s):
+            s.hang_up = True
+
+        def answer(s):
+            s.hang_up = False
+        self.check_fault(hang_up, answer)
+
+
+if __name__ == "__main__":
+    gm.main()
