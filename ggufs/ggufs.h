@@ -41,6 +41,9 @@ struct options {
 	const char *cafile;      /* -o cafile=PATH: CA certificates besides the system's */
 	const char *cache_size_arg;  /* -o cache_size=SIZE as given (checked by cli_parse) */
 	uint64_t cache_size;     /* and in bytes; 0 if not given */
+	const char *cache_dir;   /* -o cache_dir=DIR: the disk cache, or NULL */
+	const char *cache_max_arg;  /* -o cache_max=SIZE as given (checked by cli_parse) */
+	uint64_t cache_max;      /* and in bytes; 0 if not given */
 	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
 };
 

@@ -87,7 +87,8 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		goto out;
 	}
 	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
-	                          .cache_size = o->cache_size, .hub_rev = rev };
+	                          .cache_size = o->cache_size, .cache_dir = o->cache_dir,
+	                          .cache_max = o->cache_max, .hub_rev = rev };
 	if (o->token_file) {
 		token = read_token(o->token_file);
 		if (!token)
@@ -248,6 +249,8 @@ out_args:
 	free((char *)o.token_file);
 	free((char *)o.cafile);
 	free((char *)o.cache_size_arg);
+	free((char *)o.cache_dir);
+	free((char *)o.cache_max_arg);
 	curl_global_cleanup();
 	return ret;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "blockcache.h"
+#include "diskcache.h"
 #include "http.h"
 #include "url.h"
 
@@ -25,6 +26,7 @@ struct ahead_job {
 struct remote {
 	struct remote_opts o;       /* token and cafile: copies owned here */
 	struct blockcache *cache;
+	struct diskcache *disk;     /* -o cache_dir, or NULL */
 
 	pthread_mutex_t pool_lock;  /* idle easy handles, each used by one thread at a time */
 	CURL **pool;
@@ -54,6 +56,7 @@ struct remote_file {
 	char repo_commit[HTTP_COMMIT_MAX];
 	char *etag_origin;          /* the URL whose origin gave the ETag: If-Match goes there */
 	time_t mtime;
+	struct dc_entry *entry;     /* this version's blocks on disk, or NULL */
 
 	uint8_t *prefix;            /* the first prefix_len bytes, fixed once mounted */
 	uint64_t prefix_len;
@@ -385,14 +388,21 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	return ret;
 }
 
-/* The bytes of block index, for the cache. */
+/* The bytes of block index, for the memory cache: from the disk cache when it holds
+ * them, else fetched (and then kept on disk). */
 static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 {
 	struct remote_file *f = arg;
 	char err[GGUF_ERR_MAX];
 	long status;
 	uint64_t first = index * REMOTE_BLOCK_SIZE;
-	return fetch(f, first, first + len - 1, buf, true, false, err, &status) == 0 ? 0 : -EIO;
+	if (f->entry && dc_load(f->entry, index, buf, len))
+		return 0;
+	if (fetch(f, first, first + len - 1, buf, true, false, err, &status) != 0)
+		return -EIO;
+	if (f->entry)
+		dc_store(f->entry, index, buf, len);   /* or not kept: no room, a full disk */
+	return 0;
 }
 
 /* Bytes of block index: the whole block, or what is left of the file. */
@@ -543,8 +553,16 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		r->o.timeout = REMOTE_TIMEOUT_DEFAULT;
 	if (!r->o.cache_size)
 		r->o.cache_size = REMOTE_CACHE_DEFAULT;
+	r->o.cache_dir = NULL;   /* only the open cache is kept */
 	r->cache = bc_new(r->o.cache_size, REMOTE_BLOCK_SIZE);
 	pthread_mutex_init(&r->pool_lock, NULL);
+	if (o->cache_dir) {
+		r->disk = dc_open(o->cache_dir, o->cache_max, REMOTE_BLOCK_SIZE, err, GGUF_ERR_MAX);
+		if (!r->disk) {
+			remote_free(r);
+			return NULL;
+		}
+	}
 	pthread_mutex_init(&r->ahead_lock, NULL);
 	pthread_cond_init(&r->ahead_cond, NULL);
 	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
@@ -577,6 +595,7 @@ void remote_free(struct remote *r)
 		curl_easy_cleanup(r->pool[i]);
 	free(r->pool);
 	bc_free(r->cache);
+	dc_close(r->disk);
 	if (r->o.token) {
 		explicit_bzero((char *)r->o.token, strlen(r->o.token));
 		free((char *)r->o.token);
@@ -613,6 +632,25 @@ static void pin_commit(struct remote_file *f)
 	}
 }
 
+/* Opens f's entry in the disk cache, keyed by the URL as shown, the size and the ETag
+ * (or Last-Modified); without either, or when another mount holds the entry, f is read
+ * without the disk cache (said on stderr in the second case). */
+static void open_disk_entry(struct remote_file *f)
+{
+	char version[HTTP_ETAG_MAX + 32];
+	if (f->etag[0])
+		snprintf(version, sizeof version, "ETag %s", f->etag);
+	else if (f->last_modified[0])
+		snprintf(version, sizeof version, "Last-Modified %s", f->last_modified);
+	else
+		version[0] = 0;
+	bool busy;
+	f->entry = dc_entry_open(f->r->disk, f->display, f->size, version, &busy);
+	if (busy)
+		fprintf(stderr, "ggufs: %s: another mount uses its disk cache entry: this mount "
+		        "reads without the disk cache\n", f->display);
+}
+
 struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
                                 char err[GGUF_ERR_MAX], long *status)
 {
@@ -640,6 +678,8 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 	pin_commit(f);
 	if (f->last_modified[0])
 		f->mtime = curl_getdate(f->last_modified, NULL);
+	if (r->disk)
+		open_disk_entry(f);
 	return f;
 fail:
 	remote_close(f);
@@ -721,6 +761,7 @@ void remote_close(struct remote_file *f)
 		pthread_cond_wait(&r->ahead_cond, &r->ahead_lock);
 	pthread_mutex_unlock(&r->ahead_lock);
 	bc_drop_owner(r->cache, f);
+	dc_entry_close(f->entry);
 	free(f->url);
 	free(f->display);
 	free(f->prefix);
