@@ -5,9 +5,10 @@
  * that key (never the token: the key holds no credentials and no query), mode 0700,
  * holding `data` (sparse, the file's size, block k at k * block size) and `map` (a
  * header naming the key, then one record per block: checksum of its bytes, last use),
- * both mode 0600. A block's record is written only after its bytes are on disk
- * (fdatasync), and a block is served only when its bytes match the record's checksum:
- * a daemon killed mid-write, or a torn record, never serves a torn block.
+ * both mode 0600. A block's record is written after its bytes, and a block is served
+ * only when its record checks out (a check over its fields and index) and its bytes
+ * match the record's checksum: a daemon killed mid-write, a crash that kept a record
+ * but not all the bytes, or a torn record never serves a torn block.
  *
  * Bound: the disk usage (st_blocks) of the whole directory stays at most max; a store
  * that would pass it first removes whole entries no mount uses, least recently used

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -334,6 +335,56 @@ static void test_new_version_new_entry(void **state)
 	dc_close(dc);
 }
 
+struct worker {
+	struct dc_entry *e;
+	unsigned seed;
+	int wrong;      /* loads that gave other bytes than the block's */
+	int loaded;
+};
+
+/* Stores and loads random blocks of a cache too small for them all, so that evictions
+ * punch blocks that other threads are loading. */
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t want[BS], got[BS];
+	for (int i = 0; i < 400; i++) {
+		uint64_t k = (uint64_t)(rand_r(&w->seed) % 48);
+		fill(want, BS, k, 1);
+		if (rand_r(&w->seed) % 2) {
+			dc_store(w->e, k, want, BS);
+		} else if (dc_load(w->e, k, got, BS)) {
+			w->loaded++;
+			w->wrong += memcmp(got, want, BS) != 0;
+		}
+	}
+	return NULL;
+}
+
+static void test_threads_never_load_wrong_bytes(void **state)
+{
+	(void)state;
+	uint64_t max = 16 * BS;
+	struct diskcache *dc = open_cache(max);
+	struct dc_entry *e = open_entry(dc, URL, 48 * BS, ETAG);
+	pthread_t t[4];
+	struct worker w[4];
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .e = e, .seed = (unsigned)i + 1 };
+		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
+	}
+	int loaded = 0;
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(w[i].wrong, 0);
+		loaded += w[i].loaded;
+	}
+	assert_true(loaded > 0);
+	assert_true(dc_usage(dc) <= max);
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
 static void test_default_bound(void **state)
 {
 	(void)state;
@@ -357,6 +408,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unused_entries_evicted_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entry_in_use_not_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_version_new_entry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads_never_load_wrong_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
