@@ -505,6 +505,16 @@ bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
 	return ok;
 }
 
+bool dc_holds(struct dc_entry *e, uint64_t index)
+{
+	if (index >= e->nblocks)
+		return false;
+	pthread_mutex_lock(&e->dc->lock);
+	bool yes = e->ticks[index] != 0;
+	pthread_mutex_unlock(&e->dc->lock);
+	return yes;
+}
+
 /* Removes the least recently used entry directory that no mount holds (by its map's
  * modification time, which every store and load moves on). True when one went.
  * Called with the flock held. */

@@ -62,6 +62,8 @@ const char *dc_entry_name(const struct dc_entry *e);
  * when the entry holds it whole and checked; false otherwise (a block that fails its
  * check is forgotten). */
 bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len);
+/* Whether block index is recorded as held (unchecked: dc_load checks). */
+bool dc_holds(struct dc_entry *e, uint64_t index);
 /* Writes block index to disk, making room within the bound; false when it could not
  * (no room that may be freed, an I/O error): the block is then just not cached. */
 bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len);
