@@ -18,6 +18,9 @@
 #define MAP_HEADER 4096u     /* the map's header; the records follow */
 #define NEW_PREFIX ".new-"   /* an entry being made; left over only by a crash */
 
+static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t index,
+                      uint64_t need);
+
 /* One block's record in the map, in the machine's byte order. check covers the other
  * fields and the block's index, so that a record torn or written at the wrong place is
  * not believed. */
@@ -421,7 +424,13 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 			close_files(e);
 			remove_entry(dc->dirfd, e->name);
 			memset(e->ticks, 0, e->nblocks * sizeof *e->ticks);
-			if (create_entry(dc, e->name, key, size, e->nblocks) == 0)
+			/* a new entry takes a directory and the map's header: within the bound too */
+			struct stat st;
+			uint64_t fsblock = fstat(dc->dirfd, &st) == 0 && st.st_blksize > 0 ?
+				(uint64_t)st.st_blksize : 4096;
+			uint64_t need = 2 * (MAP_HEADER > fsblock ? MAP_HEADER : fsblock);
+			if (make_room(dc, e, UINT64_MAX, need) &&
+			    create_entry(dc, e->name, key, size, e->nblocks) == 0)
 				r = open_entry(e, key);
 		}
 		flock_retry(dc->lockfd, LOCK_UN);

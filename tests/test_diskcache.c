@@ -289,6 +289,29 @@ static void test_unused_entries_evicted_first(void **state)
 	dc_close(dc);
 }
 
+static void test_new_entry_within_bound(void **state)
+{
+	(void)state;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *old = open_entry(dc, "http://127.0.0.1:8080/old.gguf", 4 * BS, ETAG);
+	for (uint64_t k = 0; k < 4; k++)
+		store(old, k, BS, 1);
+	char old_dir[PATH_MAX + 64];
+	snprintf(old_dir, sizeof old_dir, "%s/%s", dir, dc_entry_name(old));
+	dc_entry_close(old);
+	/* a mount whose bound the cache nearly fills already: its new entry (a directory
+	 * and a map header) does not fit beside the old one */
+	uint64_t max = dc_usage(dc) + 1024;
+	struct diskcache *tight = open_cache(max);
+	struct dc_entry *e = open_entry(tight, URL, 4 * BS, ETAG);
+	assert_true(dc_usage(tight) <= max);
+	struct stat st;
+	assert_int_equal(stat(old_dir, &st), -1);
+	dc_entry_close(e);
+	dc_close(tight);
+	dc_close(dc);
+}
+
 static void test_entry_in_use_not_shared(void **state)
 {
 	(void)state;
@@ -406,6 +429,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_map_record_not_trusted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound_and_lru, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unused_entries_evicted_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_new_entry_within_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entry_in_use_not_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_version_new_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_never_load_wrong_bytes, setup, teardown),
