@@ -13,7 +13,9 @@
 - the file swapped on the server (same size, new ETag): a new entry beside the old one,
   and the new mount serves the new bytes, never the stale ones;
 - two mounts of the same version at once: the second says it runs without the disk
-  cache, and both serve the right bytes.
+  cache, and both serve the right bytes;
+- a cache_dir that cannot be made or is not a directory: exit 1, one line naming it,
+  nothing mounted; a cache_max that is not a size: exit 2.
 Reads run in child processes with deadlines where a hang could happen."""
 import os
 import signal
@@ -137,17 +139,22 @@ class Cache(unittest.TestCase):
             try:
                 (entry,) = entries(self.cache)
                 edir = os.path.join(self.cache, entry)
-                s.rate = 512 * 1024   # a block takes a quarter of a second: fetches in flight
-                last = max(self.extents, key=lambda n: self.extents[n][1] - self.extents[n][0])
+                s.rate = 256 * 1024   # a block takes half a second: fetches in flight
+                names = sorted(self.extents, key=lambda n: self.extents[n][0])
                 reader = subprocess.Popen(
-                    [sys.executable, "-c", "import sys\nopen(sys.argv[1], 'rb').read()",
-                     m.p("tensors", last)], stdin=subprocess.DEVNULL,
+                    [sys.executable, "-c", "import sys\nfor p in sys.argv[1:]: open(p, 'rb').read()"]
+                    + [m.p("tensors", n) for n in names], stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 deadline = time.monotonic() + WAIT
                 while stored_blocks(edir) < 2 and time.monotonic() < deadline:
-                    time.sleep(0.02)   # until blocks are on disk and more are coming
+                    time.sleep(0.02)   # until blocks are on disk
                 before = stored_blocks(edir)
                 self.assertGreaterEqual(before, 2, "blocks stored before the kill")
+                in_flight = 0
+                while not in_flight and time.monotonic() < deadline:
+                    s.clear_log()   # max_in_flight restarts from the requests running now
+                    in_flight = s.max_in_flight
+                self.assertGreater(in_flight, 0, "a fetch is in flight at the kill")
                 m.proc.send_signal(signal.SIGKILL)
                 m.proc.wait(timeout=WAIT)
             finally:
@@ -171,8 +178,9 @@ class Cache(unittest.TestCase):
                 self.read_all(m)
             fetched = sum(range_length(r.range) for r in data_requests(s.log_settled(1)))
         past_header = len(self.data) - HEADER_REQUEST_BYTES
-        print("%d blocks on disk at the kill; the next mount fetched %d bytes of the %d past "
-              "the header" % (before, fetched, past_header))
+        print("%d blocks on disk and %d requests in flight at the kill; the next mount "
+              "fetched %d bytes of the %d past the header"
+              % (before, in_flight, fetched, past_header))
         self.assertLessEqual(fetched, past_header - 2 * BLOCK,
                              "blocks stored before the kill are not fetched again")
 
@@ -235,6 +243,27 @@ class Cache(unittest.TestCase):
                 err, _, _ = read_bounded(b.p("tensors", name), 0, 4096, WAIT)
                 self.assertEqual(err, 0)
         self.assertEqual(len(entries(self.cache)), 1)
+
+    def test_refused_arguments(self):
+        mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(mnt)
+        afile = os.path.join(self.tmp, "afile")
+        open(afile, "w").close()
+        with FaultServer({PATH: self.data}) as s:
+            for bad, why in ((os.path.join(self.tmp, "no", "such"), "No such file"),
+                             (afile, "Not a directory")):
+                r = gm.run_ggufs(["-o", "cache_dir=" + bad, s.url + PATH, mnt])
+                self.assertEqual(r.returncode, 1, r.stderr)
+                lines = r.stderr.decode().splitlines()
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn("cache_dir " + bad, lines[0])
+                self.assertIn(why, lines[0])
+                self.assertFalse(gm.is_mounted(mnt))
+            r = gm.run_ggufs(["-o", "cache_max=12Q", s.url + PATH, mnt])
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("cache_max=12Q", r.stderr.decode())
+            self.assertEqual(s.log(), [], "refused before any request")
+        os.rmdir(mnt)
 
 
 if __name__ == "__main__":
