@@ -409,6 +409,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         if status == 206:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end - 1, size))
+            if end - start > 1 and fs.take_truncation():
+                end = start + (end - start) // 2  # the length agrees with the cut body
         self.send_header("Content-Length", str(end - start))
         self.end_headers()
         if with_body:
@@ -496,6 +498,9 @@ class FaultServer:
       the server stops); the connection is then closed;
     - s.latency = SECONDS before each answer; s.rate = bytes per second per
       connection (a token bucket), written in pieces of s.chunk bytes (64 KiB);
+    - s.truncate_next(n): the next n 206 answers carry the first half of the range
+      asked, with a Content-Length that says so but the full Content-Range (a body
+      cut short that only counting against Content-Range detects);
     - s.reset_after = N: a body is cut after N bytes with a TCP reset;
       s.reset_next(n, after=N): only the next n bodies are;
     - s.extra_headers = [(name, value)] added to file responses (X-Repo-Commit...).
@@ -529,6 +534,7 @@ class FaultServer:
         self.extra_headers = []
         self._failures = []
         self._resets = []
+        self._truncations = 0
         self._stall = threading.Event()
         self._unstall = threading.Event()
         self._unstall.set()
@@ -570,11 +576,25 @@ class FaultServer:
         with self.lock:
             self._failures = []
             self._resets = []
+            self._truncations = 0
 
     def reset_next(self, n, after=0):
         """The next n bodies are cut with a TCP reset after `after` bytes."""
         with self.lock:
             self._resets.extend([after] * n)
+
+    def truncate_next(self, n):
+        """The next n 206 answers are cut to half their range (truncate_next above)."""
+        with self.lock:
+            self._truncations += n
+
+    def take_truncation(self):
+        """Whether the 206 answer about to be sent is cut short."""
+        with self.lock:
+            if self._truncations:
+                self._truncations -= 1
+                return True
+            return False
 
     def take_reset(self):
         """Where reset_next cuts the body about to be sent, or None."""
