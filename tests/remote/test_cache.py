@@ -14,6 +14,7 @@
   and the new mount serves the new bytes, never the stale ones;
 - two mounts of the same version at once: the second says it runs without the disk
   cache, and both serve the right bytes;
+- a split model: an entry per shard, and a second mount fetches only the shards' headers;
 - a cache_dir that cannot be made or is not a directory: exit 1, one line naming it,
   nothing mounted; a cache_max that is not a size: exit 2.
 Reads run in child processes with deadlines where a hang could happen."""
@@ -27,7 +28,7 @@ import time
 import unittest
 
 from remote_common import (TINY, EnvMount, FaultServer, env_without_token, gm, range_length,
-                           read_bounded, tensor_extents)
+                           read_bounded, split_gguf, tensor_extents)
 
 PATH = "/models/tinyllama-q4km.gguf"
 HEADER_REQUEST_BYTES = 1 << 20   # the mount's first request: bytes=0-1048575
@@ -243,6 +244,22 @@ class Cache(unittest.TestCase):
                 err, _, _ = read_bounded(b.p("tensors", name), 0, 4096, WAIT)
                 self.assertEqual(err, 0)
         self.assertEqual(len(entries(self.cache)), 1)
+
+    def test_split_model_every_shard_cached(self):
+        shards = split_gguf(TINY, self.tmp, "tiny", 3)
+        files = {"/s/" + os.path.basename(p): gm.read_file(p) for p in shards}
+        first = "/s/" + os.path.basename(shards[0])
+        with FaultServer(files) as s:
+            with EnvMount(s.url + first, self.opts()) as m:
+                self.read_all(m)
+            self.assertEqual(len(entries(self.cache)), 3, "an entry per shard")
+            self.assertGreater(len(data_requests(s.log_settled(4))), 0, "data was fetched")
+            s.clear_log()
+            with EnvMount(s.url + first, self.opts()) as m:
+                self.read_all(m)
+            log = s.log_settled(3)
+        self.assertEqual(len(log), 3, [(r.path, r.range) for r in log])
+        self.assertEqual(data_requests(log), [], "the second mount fetched data")
 
     def test_refused_arguments(self):
         mnt = os.path.join(self.tmp, "mnt")
