@@ -70,6 +70,19 @@ def stored_blocks(entry_dir):
     return sum(1 for i in range(0, len(recs) - 31, 32) if any(recs[i:i + 32]))
 
 
+def clear_when_quiet(s):
+    """Empties the fault server's log once no request is being answered, so that the
+    last answer to a mount that has ended is not logged as the next mount's."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        s.clear_log()   # max_in_flight restarts from the requests running now
+        if s.max_in_flight == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("the server is still answering a mount that has ended")
+        time.sleep(0.02)
+
+
 def data_requests(log):
     """The requests of a log that are not the mount's header request."""
     return [r for r in log if r.range != "bytes=0-%d" % (HEADER_REQUEST_BYTES - 1)]
@@ -110,7 +123,7 @@ class Cache(unittest.TestCase):
                 self.read_all(m)
             first = s.log_settled(2)
             self.assertGreater(len(data_requests(first)), 0, "the first mount fetched data")
-            s.clear_log()
+            clear_when_quiet(s)
             with EnvMount(s.url + PATH, self.opts(), env) as m:
                 self.read_all(m)
             second = s.log_settled(1)
@@ -174,7 +187,7 @@ class Cache(unittest.TestCase):
                     os.rmdir(m.path)
                     os.rmdir(m.dir)
             s.rate = None
-            s.clear_log()
+            clear_when_quiet(s)
             with EnvMount(s.url + PATH, self.opts()) as m:
                 self.read_all(m)
             fetched = sum(range_length(r.range) for r in data_requests(s.log_settled(1)))
@@ -223,7 +236,7 @@ class Cache(unittest.TestCase):
                 self.read_all(m)
             (old_entry,) = entries(self.cache)
             s.swap(PATH, new)
-            s.clear_log()
+            clear_when_quiet(s)
             with EnvMount(s.url + PATH, self.opts()) as m:
                 self.read_all(m, new)
             self.assertGreater(len(data_requests(s.log_settled(2))), 0,
@@ -254,7 +267,7 @@ class Cache(unittest.TestCase):
                 self.read_all(m)
             self.assertEqual(len(entries(self.cache)), 3, "an entry per shard")
             self.assertGreater(len(data_requests(s.log_settled(4))), 0, "data was fetched")
-            s.clear_log()
+            clear_when_quiet(s)
             with EnvMount(s.url + first, self.opts()) as m:
                 self.read_all(m)
             log = s.log_settled(3)
