@@ -613,10 +613,10 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 	struct stat st;
 	if (fstat(e->datafd, &st) != 0)
 		return false;
-	/* what the write may allocate: the block in whole file system blocks, and the page
-	 * of the map its record lands in */
+	/* what the write may allocate: the block in whole file system blocks, the page of
+	 * the map its record lands in, and a block of the data file's extent tree */
 	uint64_t fsblock = st.st_blksize > 0 ? (uint64_t)st.st_blksize : 4096;
-	uint64_t need = (len + fsblock - 1) / fsblock * fsblock + fsblock;
+	uint64_t need = (len + fsblock - 1) / fsblock * fsblock + 2 * fsblock;
 	bool ok = false;
 	pthread_mutex_lock(&dc->store_lock);
 	pthread_mutex_lock(&dc->lock);
@@ -639,6 +639,9 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 				ok = true;
 			}
 			pthread_mutex_unlock(&dc->lock);
+			/* a file system that allocated more than foreseen: back under at once */
+			while (dc_usage(dc) > dc->max && (evict_entry(dc) || evict_block(dc, e, index)))
+				;
 		}
 		flock_retry(dc->lockfd, LOCK_UN);
 	}
