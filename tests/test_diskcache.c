@@ -408,6 +408,53 @@ static void test_threads_never_load_wrong_bytes(void **state)
 	dc_close(dc);
 }
 
+struct sharer {
+	struct dc_entry *e;
+	struct diskcache *dc;
+	uint64_t max;
+	int over;       /* stores after which the directory was above the bound */
+	int stored;
+};
+
+/* Stores every block of its entry in turn, twice, checking the bound after each. */
+static void *share(void *arg)
+{
+	struct sharer *w = arg;
+	uint8_t b[BS];
+	for (int round = 0; round < 2; round++) {
+		for (uint64_t k = 0; k < 24; k++) {
+			fill(b, BS, k, 1);
+			w->stored += dc_store(w->e, k, b, BS);
+			w->over += dc_usage(w->dc) > w->max;
+		}
+	}
+	return NULL;
+}
+
+static void test_two_mounts_share_the_bound(void **state)
+{
+	(void)state;
+	uint64_t max = 20 * BS;
+	/* two handles on one directory, as two daemons have: each its own lock file
+	 * description, so they take turns as processes would */
+	struct sharer w[2];
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct sharer){ .dc = open_cache(max), .max = max };
+		w[i].e = open_entry(w[i].dc, i ? "http://127.0.0.1:8080/b.gguf" : URL, 24 * BS, ETAG);
+	}
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, share, &w[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(w[i].over, 0);
+		assert_true(w[i].stored > 0);
+		dc_entry_close(w[i].e);
+		dc_close(w[i].dc);
+	}
+}
+
 static void test_default_bound(void **state)
 {
 	(void)state;
@@ -433,6 +480,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_entry_in_use_not_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_version_new_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_never_load_wrong_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_mounts_share_the_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
