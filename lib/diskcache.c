@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAP_MAGIC "GGUFSDC1"
@@ -26,7 +27,7 @@ static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t i
  * not believed. */
 struct dc_record {
 	uint64_t sum;        /* dc_checksum of the block's bytes */
-	uint64_t tick;       /* last use (the process's counter; larger is more recent) */
+	uint64_t tick;       /* last use: microseconds since the epoch (next_tick) */
 	uint32_t len;
 	uint32_t zero;
 	uint64_t check;
@@ -39,7 +40,7 @@ struct diskcache {
 	int lockfd;                  /* flock'ed by whoever stores, makes or removes entries */
 	uint64_t max;
 	uint32_t block_size;
-	uint64_t tick;
+	uint64_t tick;               /* the last use given out (next_tick) */
 	struct dc_entry *entries;    /* open in this process */
 };
 
@@ -52,6 +53,17 @@ struct dc_entry {
 	uint64_t size, nblocks;
 	uint64_t *ticks;             /* per block: last use, 0 when not on disk */
 };
+
+/* A new last use: the time in microseconds, so that mounts can compare theirs, and
+ * larger than any this process gave out before. Called with dc->lock held. */
+static uint64_t next_tick(struct diskcache *dc)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+	dc->tick = now > dc->tick ? now : dc->tick + 1;
+	return dc->tick;
+}
 
 /* 64-bit FNV-1a of n bytes from basis. */
 static uint64_t fnv1a(const void *p, size_t n, uint64_t basis)
@@ -347,27 +359,32 @@ static int open_entry(struct dc_entry *e, const char *key)
 		return -1;
 	if (flock_retry(e->mapfd, LOCK_EX | LOCK_NB) != 0)
 		return errno == EWOULDBLOCK ? -2 : -1;
+	enum { CHUNK = 2048 };   /* records read at a time: a large model's map is megabytes */
 	uint8_t *want = malloc(MAP_HEADER), *have = malloc(MAP_HEADER);
+	struct dc_record *recs = malloc(CHUNK * sizeof *recs);
 	struct stat mst, dst;
-	size_t n = e->nblocks * sizeof(struct dc_record);
-	struct dc_record *recs = malloc(n ? n : 1);
 	int r = -1;
 	if (!want || !have || !recs)
 		goto out;
 	make_header(want, dc, key, e->size, e->nblocks);
 	if (pread_full(e->mapfd, have, MAP_HEADER, 0) != 0 || memcmp(want, have, MAP_HEADER) != 0 ||
 	    fstat(e->mapfd, &mst) != 0 || fstat(e->datafd, &dst) != 0 ||
-	    (uint64_t)dst.st_size != e->size || (uint64_t)mst.st_size < record_offset(e->nblocks) ||
-	    (n && pread_full(e->mapfd, recs, n, MAP_HEADER) != 0))
+	    (uint64_t)dst.st_size != e->size || (uint64_t)mst.st_size < record_offset(e->nblocks))
 		goto out;
 	uint64_t newest = 0;
-	for (uint64_t i = 0; i < e->nblocks; i++) {
-		const struct dc_record *rec = &recs[i];
-		bool ok = rec->len == block_len(e, i) && rec->len && rec->tick &&
-		          rec->check == record_check(rec, i);
-		e->ticks[i] = ok ? rec->tick : 0;
-		if (ok && rec->tick > newest)
-			newest = rec->tick;
+	for (uint64_t at = 0; at < e->nblocks; at += CHUNK) {
+		size_t n = e->nblocks - at < CHUNK ? (size_t)(e->nblocks - at) : CHUNK;
+		if (pread_full(e->mapfd, recs, n * sizeof *recs, record_offset(at)) != 0)
+			goto out;
+		for (size_t j = 0; j < n; j++) {
+			const struct dc_record *rec = &recs[j];
+			uint64_t i = at + j;
+			bool ok = rec->len == block_len(e, i) && rec->len && rec->tick &&
+			          rec->check == record_check(rec, i);
+			e->ticks[i] = ok ? rec->tick : 0;
+			if (ok && rec->tick > newest)
+				newest = rec->tick;
+		}
 	}
 	pthread_mutex_lock(&dc->lock);
 	if (dc->tick < newest)
@@ -505,7 +522,7 @@ bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
 		forget_locked(e, index, tick);
 	} else if (e->ticks[index] == tick) {
 		/* the use is recorded for the next mount's eviction order too */
-		rec.tick = ++dc->tick;
+		rec.tick = next_tick(dc);
 		rec.check = record_check(&rec, index);
 		if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0)
 			e->ticks[index] = rec.tick;
@@ -565,10 +582,101 @@ static bool evict_entry(struct diskcache *dc)
 	return oldest[0] && remove_entry(dc->dirfd, oldest) == 0;
 }
 
-/* Punches out the least recently used block of this process's entries, other than
- * block index of keep. True when one went. Called with the flock held. */
+/* A block of an entry that another mount uses. */
+struct foreign_block {
+	char name[33];       /* the entry's directory */
+	uint64_t index, tick;
+	uint32_t len;
+};
+
+/* Whether the entry directory name is one of this process's. */
+static bool ours(struct diskcache *dc, const char *name)
+{
+	bool yes = false;
+	pthread_mutex_lock(&dc->lock);
+	for (struct dc_entry *e = dc->entries; e && !yes; e = e->next)
+		yes = strcmp(e->name, name) == 0;
+	pthread_mutex_unlock(&dc->lock);
+	return yes;
+}
+
+/* The least recently used block, by its map on disk, of the entries that other mounts
+ * use (what is left once the unused ones went) into *v; false if they hold none.
+ * Called with the flock held, so that no record is being stored meanwhile. */
+static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
+{
+	enum { CHUNK = 2048 };
+	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dc_record *recs = malloc(CHUNK * sizeof *recs);
+	bool found = false;
+	v->tick = UINT64_MAX;
+	for (struct dirent *de; d && recs && (de = readdir(d));) {
+		if (!is_entry_name(de->d_name) || ours(dc, de->d_name))
+			continue;
+		char path[64];
+		snprintf(path, sizeof path, "%s/map", de->d_name);
+		int mfd = openat(dc->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (mfd < 0)
+			continue;
+		for (uint64_t at = 0;; at += CHUNK) {
+			ssize_t got = pread(mfd, recs, CHUNK * sizeof *recs, (off_t)record_offset(at));
+			if (got <= 0)
+				break;
+			for (size_t j = 0; j < (size_t)got / sizeof *recs; j++) {
+				const struct dc_record *rec = &recs[j];
+				if (rec->tick && rec->tick < v->tick && rec->len &&
+				    rec->len <= dc->block_size && rec->check == record_check(rec, at + j)) {
+					memcpy(v->name, de->d_name, sizeof v->name);
+					v->index = at + j;
+					v->tick = rec->tick;
+					v->len = rec->len;
+					found = true;
+				}
+			}
+		}
+		close(mfd);
+	}
+	free(recs);
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	return found;
+}
+
+/* Punches out block v of another mount's entry, its record first. Its mount finds the
+ * record gone (or, if it wrote the record back meanwhile, the bytes not matching it)
+ * at its next load of the block, and fetches it again. True when it went. */
+static bool evict_foreign(struct diskcache *dc, const struct foreign_block *v)
+{
+	char path[64];
+	snprintf(path, sizeof path, "%s/map", v->name);
+	int mfd = openat(dc->dirfd, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	snprintf(path, sizeof path, "%s/data", v->name);
+	int dfd = openat(dc->dirfd, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	static const struct dc_record zero;
+	struct dc_record rec;
+	bool ok = mfd >= 0 && dfd >= 0 &&
+	          pread_full(mfd, &rec, sizeof rec, record_offset(v->index)) == 0 &&
+	          rec.tick == v->tick &&
+	          pwrite_full(mfd, &zero, sizeof zero, record_offset(v->index)) == 0 &&
+	          fallocate(dfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	                    (off_t)(v->index * dc->block_size), (off_t)v->len) == 0;
+	if (mfd >= 0)
+		close(mfd);
+	if (dfd >= 0)
+		close(dfd);
+	return ok;
+}
+
+/* Punches out the least recently used block of the entries in use, this process's
+ * (other than block index of keep) and other mounts'. True when one went. Called with
+ * the flock held. */
 static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint64_t keep_index)
 {
+	struct foreign_block other;
+	bool have_other = oldest_foreign(dc, &other);
 	pthread_mutex_lock(&dc->lock);
 	struct dc_entry *victim = NULL;
 	uint64_t vi = 0, vt = UINT64_MAX;
@@ -582,17 +690,20 @@ static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint6
 			}
 		}
 	}
+	if (!victim || (have_other && other.tick < vt)) {
+		pthread_mutex_unlock(&dc->lock);
+		return have_other && evict_foreign(dc, &other);
+	}
 	/* the record goes first: a crash between the two leaves a hole nobody trusts */
-	if (victim)
-		forget_locked(victim, vi, vt);
+	forget_locked(victim, vi, vt);
 	pthread_mutex_unlock(&dc->lock);
-	return victim && fallocate(victim->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-	                           (off_t)(vi * dc->block_size),
-	                           (off_t)block_len(victim, vi)) == 0;
+	return fallocate(victim->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	                 (off_t)(vi * dc->block_size), (off_t)block_len(victim, vi)) == 0;
 }
 
 /* Frees disk space until need more bytes fit under the bound: whole unused entries
- * first, then blocks of this process's. Called with the flock held. */
+ * first, then the least recently used blocks of those in use. Called with the flock
+ * held. */
 static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t index, uint64_t need)
 {
 	if (need > dc->max)
@@ -632,7 +743,7 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 		    pwrite_full(e->datafd, buf, len, index * dc->block_size) == 0) {
 			struct dc_record rec = { .sum = dc_checksum(buf, len), .len = (uint32_t)len };
 			pthread_mutex_lock(&dc->lock);
-			rec.tick = ++dc->tick;
+			rec.tick = next_tick(dc);
 			rec.check = record_check(&rec, index);
 			if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0) {
 				e->ticks[index] = rec.tick;

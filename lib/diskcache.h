@@ -12,9 +12,12 @@
  *
  * Bound: the disk usage (st_blocks) of the whole directory stays at most max; a store
  * that would pass it first removes whole entries no mount uses, least recently used
- * first, then punches out this process's least recently used blocks; if that is not
- * enough the block is not stored. Stores of every process serialize on the directory's
- * `lock` file (flock), so the bound holds with several mounts sharing the directory.
+ * first, then punches out the least recently used blocks of the entries in use (this
+ * mount's or another's: each block's last use is a time, comparable between mounts);
+ * if that is not enough the block is not stored. Stores of every process serialize on
+ * the directory's `lock` file (flock), so the bound holds with several mounts sharing
+ * the directory. A mount whose block another evicted finds its record gone (or its
+ * bytes not matching) at its next load, and fetches the block again.
  *
  * An entry is used by one mount at a time (flock on its map); a second mount of the
  * same version gets no entry and runs from memory and the network only.

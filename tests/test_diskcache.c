@@ -1,6 +1,7 @@
 /* The disk cache: blocks stored and loaded back, also after reopening; a torn block or a
- * bad map record never loaded; the bound held by evicting least recently used blocks and
- * unused entries; modes 0700/0600; one mount per entry; a new version a new entry. */
+ * bad map record never loaded; the bound held by evicting unused entries, then the least
+ * recently used blocks, also those of another mount's entry; modes 0700/0600; one mount
+ * per entry; a new version a new entry. */
 #define _XOPEN_SOURCE 700
 #include <fcntl.h>
 #include <ftw.h>
@@ -455,6 +456,37 @@ static void test_two_mounts_share_the_bound(void **state)
 	}
 }
 
+static void test_lru_across_mounts(void **state)
+{
+	(void)state;
+	uint64_t max = 20 * BS;
+	struct diskcache *a = open_cache(max), *b = open_cache(max);
+	struct dc_entry *ea = open_entry(a, URL, 24 * BS, ETAG);
+	struct dc_entry *eb = open_entry(b, "http://127.0.0.1:8080/b.gguf", 4 * BS, ETAG);
+	for (uint64_t k = 0; k < 24; k++)
+		store(ea, k, BS, 1);   /* fills the cache: a's oldest blocks went */
+	int before = 0;
+	for (uint64_t k = 0; k < 24; k++)
+		before += loads(ea, k, BS, 1);
+	/* another mount's blocks push out a's least recently used ones, not its own (it
+	 * has none to give) */
+	for (uint64_t k = 0; k < 4; k++) {
+		store(eb, k, BS, 1);
+		assert_true(dc_usage(b) <= max);
+	}
+	for (uint64_t k = 0; k < 4; k++)
+		assert_true(loads(eb, k, BS, 1));
+	assert_true(loads(ea, 23, BS, 1));   /* a's most recently used stays */
+	int after = 0;
+	for (uint64_t k = 0; k < 24; k++)
+		after += loads(ea, k, BS, 1);
+	assert_true(after < before);
+	dc_entry_close(ea);
+	dc_entry_close(eb);
+	dc_close(a);
+	dc_close(b);
+}
+
 static void test_default_bound(void **state)
 {
 	(void)state;
@@ -481,6 +513,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_new_version_new_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_never_load_wrong_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_mounts_share_the_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lru_across_mounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
