@@ -9,7 +9,7 @@
   with the same cache_dir: every byte equals the local file's, and blocks stored before
   the kill are not fetched again;
 - -o cache_max: the cache directory's disk usage (st_blocks) never goes above it, also
-  while reads are storing blocks;
+  while reads are storing blocks, and with two mounts of two models sharing it;
 - the file swapped on the server (same size, new ETag): a new entry beside the old one,
   and the new mount serves the new bytes, never the stale ones;
 - two mounts of the same version at once: the second says it runs without the disk
@@ -227,6 +227,46 @@ class Cache(unittest.TestCase):
         self.assertLessEqual(peak[0], limit)
         self.assertGreater(kept, 0, "something was cached")
         print("cache_max=1M: peak usage %d bytes, %d blocks kept" % (peak[0], kept))
+
+    def test_two_models_share_cache_max(self):
+        start = min(a for a, _ in self.extents.values())
+        other = self.data[:start] + bytes(b ^ 0x33 for b in self.data[start:])
+        limit = 1 << 20
+        peak = [0]
+        stop = threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                peak[0] = max(peak[0], disk_usage(self.cache))
+                time.sleep(0.005)   # sampling, not an assertion
+        errors = []
+
+        def read_all(m, data):
+            try:
+                self.read_all(m, data)
+            except AssertionError as e:
+                errors.append(e)
+        with FaultServer({PATH: self.data, "/models/other.gguf": other}) as s:
+            opts = self.opts("-o", "cache_max=1M")
+            with EnvMount(s.url + PATH, opts) as a, \
+                    EnvMount(s.url + "/models/other.gguf", opts) as b:
+                t = threading.Thread(target=watch)
+                t.start()
+                try:
+                    readers = [threading.Thread(target=read_all, args=(a, self.data)),
+                               threading.Thread(target=read_all, args=(b, other))]
+                    for r in readers:
+                        r.start()
+                    for r in readers:
+                        r.join()
+                finally:
+                    stop.set()
+                    t.join()
+                kept = [stored_blocks(os.path.join(self.cache, e)) for e in entries(self.cache)]
+        self.assertEqual(errors, [])
+        self.assertLessEqual(peak[0], limit)
+        self.assertEqual(len(kept), 2)
+        print("two mounts, cache_max=1M: peak usage %d bytes, blocks kept %r" % (peak[0], kept))
 
     def test_swapped_file_new_entry_never_stale(self):
         start = min(a for a, _ in self.extents.values())
