@@ -56,6 +56,10 @@ static const struct cli_option cli_options[] = {
 	  .help = "remote: trust the CA certificates in PATH too" },
 	{ "cache_size=%s", .with_check = true, OURS(cache_size_arg), .arg = "SIZE",
 	  .help = "remote: memory cache, bytes or K/M/G (default 256M)" },
+	{ "cache_dir=%s", .with_check = true, OURS(cache_dir), .arg = "DIR",
+	  .help = "remote: keep fetched bytes on disk in DIR too" },
+	{ "cache_max=%s", .with_check = true, OURS(cache_max_arg), .arg = "SIZE",
+	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
 	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
 	  .help = "remote: abandon a request idle this long (30)" },
 	/* -o options of libfuse that matter here */
@@ -409,6 +413,8 @@ int cli_parse(struct fuse_args *args, struct options *o)
 		return 1;
 	/* checked by check_args, so it parses */
 	if (o->cache_size_arg && !size_arg_parse(o->cache_size_arg, &o->cache_size))
+		return 2;
+	if (o->cache_max_arg && !size_arg_parse(o->cache_max_arg, &o->cache_max))
 		return 2;
 	return 0;
 }

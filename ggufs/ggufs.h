@@ -7,6 +7,7 @@
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +24,25 @@ struct ggufs {
 	pthread_cond_t init_cond;
 	bool init_seen;
 	char bdi[64];        /* "MAJ:MIN" of the mount, from mountinfo; "" if unknown */
+	/* a remote model's watcher (watch.c) */
+	struct fuse_session *se;
+	const char *mountpoint;  /* absolute */
+	atomic_bool ending;      /* the mount is ending: transfers stop */
+	pthread_t watch_thread;
+	pthread_mutex_t watch_lock;
+	pthread_cond_t watch_cond;
+	bool watch_stop, watching;
 };
+
+/* watch.c: for a remote model, starts the thread that sets fs->ending once the session
+ * has exited or the mount has left the mount table (a lazy unmount); false if it could
+ * not. fs->se and fs->mountpoint must be set, and fs->bdi ("" when unknown: then only
+ * the session is watched). */
+bool watch_start(struct ggufs *fs);
+/* Sets fs->ending for good and stops the watcher (before the session is destroyed). */
+void watch_stop(struct ggufs *fs);
+/* The remote fetcher's cancel callback (arg: struct ggufs). */
+bool ggufs_ending(void *fs);
 
 /* ops.c: every low-level operation, answered from the tree (userdata: struct ggufs). */
 extern const struct fuse_lowlevel_ops ggufs_ops;
@@ -43,6 +62,9 @@ struct options {
 	const char *cafile;      /* -o cafile=PATH: CA certificates besides the system's */
 	const char *cache_size_arg;  /* -o cache_size=SIZE as given (checked by cli_parse) */
 	uint64_t cache_size;     /* and in bytes; 0 if not given */
+	const char *cache_dir;   /* -o cache_dir=DIR: the disk cache, or NULL */
+	const char *cache_max_arg;  /* -o cache_max=SIZE as given (checked by cli_parse) */
+	uint64_t cache_max;      /* and in bytes; 0 if not given */
 	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
 };
 

@@ -45,13 +45,6 @@ static void warn_raw_only(const struct ggufs_model *m)
 	}
 }
 
-/* For the remote fetcher: true once the session is ending, so that a stalled transfer
- * does not hold up the unmount. */
-static bool session_ending(void *se)
-{
-	return fuse_session_exited(se);
-}
-
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
  * nothing could be mounted (one line on stderr), 2 for wrong arguments. --check runs
@@ -127,8 +120,10 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &ggufs_ops, sizeof ggufs_ops, &fs);
 	if (!se)
 		goto out_tree;
+	fs.se = se;
+	fs.mountpoint = mountpoint;
 	if (fs.model->remote)
-		remote_set_cancel(fs.model->remote, session_ending, se);
+		remote_set_cancel(fs.model->remote, ggufs_ending, &fs);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mountpoint) != 0)
@@ -143,6 +138,9 @@ int main(int argc, char *argv[])
 	pthread_t ra_thread;
 	if (fs.bdi[0] && pthread_create(&ra_thread, NULL, raise_readahead, &fs) == 0)
 		pthread_detach(ra_thread);
+	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
+	if (fs.model->remote)
+		watch_start(&fs);
 
 	if (fo.singlethread) {
 		ret = fuse_session_loop(se);
@@ -162,6 +160,7 @@ int main(int argc, char *argv[])
 	ret = ret < 0;
 
 out_unmount:
+	watch_stop(&fs);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -182,6 +181,8 @@ out_args:
 	free((char *)o.token_file);
 	free((char *)o.cafile);
 	free((char *)o.cache_size_arg);
+	free((char *)o.cache_dir);
+	free((char *)o.cache_max_arg);
 	curl_global_cleanup();
 	return ret;
 }

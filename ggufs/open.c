@@ -85,7 +85,8 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		goto out;
 	}
 	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
-	                          .cache_size = o->cache_size, .hub_rev = rev };
+	                          .cache_size = o->cache_size, .cache_dir = o->cache_dir,
+	                          .cache_max = o->cache_max, .hub_rev = rev };
 	bool failed;
 	token = token_for(o, url, hf, endpoint, &ro, &failed);
 	if (failed)

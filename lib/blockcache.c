@@ -16,6 +16,7 @@ struct bc_block {
 	int error;               /* BC_FAILED */
 	unsigned refs;           /* readers holding it, and its filler while loading */
 	bool in_table;
+	bool ahead;              /* claimed by read-ahead and not read yet */
 	struct bc_block *next;   /* hash chain */
 	struct bc_block *newer, *older;  /* recency list: table members only */
 	uint8_t *data;
@@ -195,6 +196,8 @@ struct bc_block *bc_claim(struct blockcache *bc, const void *owner, uint64_t ind
 {
 	pthread_mutex_lock(&bc->lock);
 	struct bc_block *b = find(bc, owner, index) ? NULL : insert(bc, owner, index, len, false);
+	if (b)
+		b->ahead = true;
 	pthread_mutex_unlock(&bc->lock);
 	return b;
 }
@@ -223,8 +226,15 @@ const uint8_t *bc_get(struct blockcache *bc, const void *owner, uint64_t index, 
 	struct bc_block *b = find(bc, owner, index);
 	if (b) {
 		b->refs++;
-		list_unlink(bc, b);
-		list_push(bc, b);
+		/* a read-ahead block keeps its place at its first read: a streaming reader
+		 * reads each block once, and promoting them would put the blocks it has read
+		 * after those still ahead of it, which would then be pushed out first */
+		if (b->ahead) {
+			b->ahead = false;
+		} else {
+			list_unlink(bc, b);
+			list_push(bc, b);
+		}
 		while (b->state == BC_LOADING)
 			pthread_cond_wait(&bc->filled, &bc->lock);
 		pthread_mutex_unlock(&bc->lock);

@@ -28,7 +28,9 @@ void bc_release(struct blockcache *bc, struct bc_block *b);
 
 /* For read-ahead: a new empty block for (owner, index) that the caller fills and ends
  * with bc_fill_done, or NULL when the block is cached or being fetched already, or the
- * cache has no room without pushing out a block that a reader holds. */
+ * cache has no room without pushing out a block that a reader holds. It counts as used
+ * when claimed, and its first read does not count again (so a streaming reader's blocks
+ * leave in the order they were claimed, after the ones it read, before the ones ahead). */
 struct bc_block *bc_claim(struct blockcache *bc, const void *owner, uint64_t index, size_t len);
 uint8_t *bc_block_data(struct bc_block *b);
 /* Ends a claim: error 0 makes the bytes available, else they are dropped and the

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "ggufs_config.h"
 
@@ -48,6 +49,24 @@ static void parse_content_range(struct http_response *resp, const char *v)
 	}
 }
 
+/* Retry-After's seconds from now: delay-seconds, or an HTTP date (0 when past); -1 for
+ * anything else. Capping is the caller's. */
+static long parse_retry_after(const char *v)
+{
+	if (*v >= '0' && *v <= '9') {
+		char *end;
+		unsigned long long n = strtoull(v, &end, 10);
+		if (*end)
+			return -1;
+		return n > 86400 ? 86400 : (long)n;
+	}
+	time_t when = curl_getdate(v, NULL);
+	if (when == -1)
+		return -1;
+	time_t now = time(NULL);
+	return when <= now ? 0 : when - now > 86400 ? 86400 : (long)(when - now);
+}
+
 /* One header line: a status line starts a new response (a 100 Continue, say), so what
  * was noted is forgotten. */
 static size_t on_header(char *line, size_t size, size_t n, void *arg)
@@ -62,6 +81,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
 		r->has_range = false;
 		r->etag[0] = r->last_modified[0] = r->repo_commit[0] = r->location[0] = 0;
+		r->retry_after = -1;
 		return len;
 	}
 	const char *colon = memchr(line, ':', len);
@@ -79,6 +99,9 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 		keep_value(r->repo_commit, sizeof r->repo_commit, v, vn);
 	} else if (IS("Location")) {
 		keep_value(r->location, sizeof r->location, v, vn);
+	} else if (IS("Retry-After")) {
+		keep_value(tmp, sizeof tmp, v, vn);
+		r->retry_after = parse_retry_after(tmp);
 	} else if (IS("Content-Range")) {
 		keep_value(tmp, sizeof tmp, v, vn);
 		parse_content_range(r, tmp);
@@ -97,6 +120,17 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	if (r->status != 206 || len > t->want - r->got) {
 		r->aborted = r->status == 206;
 		return 0;
+	}
+	if (t->req->segs) {   /* across as many pieces as the data spans */
+		const struct http_request *q = t->req;
+		for (size_t done = 0; done < len;) {
+			size_t at = (size_t)(r->got % q->seg_len);
+			size_t piece = q->seg_len - at < len - done ? q->seg_len - at : len - done;
+			memcpy(q->segs[r->got / q->seg_len] + at, data + done, piece);
+			done += piece;
+			r->got += piece;
+		}
+		return len;
 	}
 	memcpy(t->req->buf + r->got, data, len);
 	r->got += len;
@@ -124,6 +158,7 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	char range[64], line[HTTP_ETAG_MAX + 64];
 
 	memset(resp, 0, sizeof *resp);
+	resp->retry_after = -1;
 	curl_easy_reset(h);
 	snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, req->first, req->last);
 	curl_easy_setopt(h, CURLOPT_URL, req->url);

@@ -25,7 +25,10 @@ struct http_request {
 	unsigned timeout;           /* s without progress before giving up; connect: <= 10 s */
 	bool (*cancelled)(void *arg);  /* polled during the transfer: true aborts it */
 	void *cancel_arg;
-	uint8_t *buf;               /* room for last - first + 1 bytes */
+	uint8_t *buf;               /* room for last - first + 1 bytes, or NULL with segs */
+	uint8_t *const *segs;       /* else: the body in pieces of seg_len bytes (the last may
+	                             * be shorter), one buffer each: cache blocks filled in place */
+	size_t seg_len;
 };
 
 struct http_response {
@@ -39,6 +42,8 @@ struct http_response {
 	char last_modified[HTTP_DATE_MAX];
 	char repo_commit[HTTP_COMMIT_MAX];  /* X-Repo-Commit */
 	char location[HTTP_LOCATION_MAX];   /* "" when absent or too long */
+	long retry_after;           /* Retry-After in seconds from now (a delay or a date), or
+	                             * -1 when absent or unreadable */
 };
 
 /* Performs req on handle h (reset first; its connections stay for reuse) and fills

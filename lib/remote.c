@@ -12,30 +12,35 @@
 #include <time.h>
 
 #include "blockcache.h"
+#include "diskcache.h"
 #include "http.h"
 #include "url.h"
 
-/* A job for the read-ahead threads: fetch one block of a file into the cache. */
+/* A job for the read-ahead threads: blocks [first, first + n) of a file, each claimed
+ * in the cache (loading: readers of them wait), fetched with one range request. */
 struct ahead_job {
+	struct ahead_job *next;
 	struct remote_file *f;
-	uint64_t index;
+	uint64_t first;
+	unsigned n;
+	struct bc_block *blocks[];
 };
-#define AHEAD_QUEUE 32
 
 struct remote {
 	struct remote_opts o;       /* token and cafile: copies owned here */
 	struct blockcache *cache;
+	struct diskcache *disk;     /* -o cache_dir, or NULL */
 
 	pthread_mutex_t pool_lock;  /* idle easy handles, each used by one thread at a time */
 	CURL **pool;
 	size_t n_pool, pool_cap;
 
-	pthread_mutex_t ahead_lock;
+	pthread_mutex_t ahead_lock; /* the queue, and each file's read-ahead state */
 	pthread_cond_t ahead_cond;
-	struct ahead_job queue[AHEAD_QUEUE];
-	unsigned q_head, q_len;
+	struct ahead_job *q_head, *q_tail;
 	bool stopping;
 	bool ahead_wanted;          /* the cache has room for read-ahead */
+	unsigned window_max;        /* blocks: REMOTE_WINDOW_MAX_BLOCKS or half the cache */
 	bool ahead_started;         /* the threads were started (on the first read-ahead) */
 	pthread_t threads[REMOTE_READAHEAD_THREADS];
 	unsigned n_threads;
@@ -54,6 +59,7 @@ struct remote_file {
 	char repo_commit[HTTP_COMMIT_MAX];
 	char *etag_origin;          /* the URL whose origin gave the ETag: If-Match goes there */
 	time_t mtime;
+	struct dc_entry *entry;     /* this version's blocks on disk, or NULL */
 
 	uint8_t *prefix;            /* the first prefix_len bytes, fixed once mounted */
 	uint64_t prefix_len;
@@ -62,8 +68,13 @@ struct remote_file {
 	char *target;               /* where the last redirect led (used first), or NULL */
 
 	atomic_bool changed;        /* the remote file is not the one pinned: reads fail */
-	_Atomic uint64_t next_block;   /* the block after the last one read: sequential? */
-	_Atomic unsigned ahead_pending; /* jobs queued or running for this file */
+
+	/* read-ahead, under r->ahead_lock */
+	uint64_t ra_next;           /* the block after the furthest read; UINT64_MAX: none */
+	uint64_t ra_end;            /* blocks before this one are fetched or being fetched */
+	unsigned ra_request;        /* blocks per request now */
+	unsigned ra_window;         /* blocks kept ahead of the reader now */
+	unsigned ahead_pending;     /* jobs queued or running for this file */
 };
 
 /* One phrase into err. */
@@ -121,6 +132,49 @@ static void backoff(const struct remote *r, unsigned ms)
 		struct timespec ts = { 0, 50 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+/* Seconds on the monotonic clock. */
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A pseudo-random number for jitter (xorshift, one state per thread: no lock, and no
+ * two threads in step). */
+static uint64_t jitter_random(void)
+{
+	static _Thread_local uint64_t state;
+	if (!state) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		state = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)&state ^ (uint64_t)ts.tv_sec;
+		state |= 1;
+	}
+	state ^= state << 13;
+	state ^= state >> 7;
+	state ^= state << 17;
+	return state;
+}
+
+/* The pause before retry number `retry` (0 for the first): exponential, jittered to
+ * 50-100 %, or the server's Retry-After (seconds, -1 for none, capped) if longer. */
+static unsigned pause_ms(unsigned retry, long retry_after)
+{
+	unsigned ms = REMOTE_BACKOFF_MS;
+	for (unsigned i = 0; i < retry && ms < REMOTE_BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	if (ms > REMOTE_BACKOFF_MAX_MS)
+		ms = REMOTE_BACKOFF_MAX_MS;
+	ms = ms / 2 + (unsigned)(jitter_random() % (ms / 2 + 1));
+	if (retry_after >= 0) {
+		long cap = retry_after < REMOTE_RETRY_AFTER_MAX ? retry_after : REMOTE_RETRY_AFTER_MAX;
+		if ((unsigned long)cap * 1000 > ms)
+			ms = (unsigned)cap * 1000;
+	}
+	return ms;
 }
 
 /* An ETag that If-Match can carry: a strong one (If-Match compares strongly). */
@@ -254,8 +308,8 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 /* One attempt at bytes [first, last] into buf, following redirects from the remembered
  * target or the URL as given. The token goes only to the origin of the URL as given. */
 static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint64_t last,
-                            uint8_t *buf, bool pinned, bool from_given, long *status,
-                            char err[GGUF_ERR_MAX])
+                            uint8_t *buf, uint8_t *const *segs, bool pinned, bool from_given,
+                            long *status, long *retry_after, char err[GGUF_ERR_MAX])
 {
 	struct remote *r = f->r;
 	char *url = NULL;
@@ -285,9 +339,11 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
 			.cafile = r->o.cafile, .timeout = r->o.timeout,
 			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg, .buf = buf,
+			.segs = segs, .seg_len = REMOTE_BLOCK_SIZE,
 		};
 		http_get_range(h, &req, resp);
 		*status = resp->status;
+		*retry_after = resp->retry_after;
 		long st = resp->status;
 		if (resp->repo_commit[0] && !commit[0])
 			memcpy(commit, resp->repo_commit, sizeof commit);
@@ -336,18 +392,21 @@ static void mark_changed(struct remote_file *f, const char *why)
 		        why);
 }
 
-/* Fetches bytes [first, last] into buf, with REMOTE_ATTEMPTS attempts for transient
- * failures (backing off 250 ms, then 1 s) and one fresh start from the URL as given
- * when a redirect target refuses. 0, or -1 with err. At mount (at_mount) a changed
- * file is only err: the mount's one line says it. */
-static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *buf, bool pinned,
-                 bool at_mount, char err[GGUF_ERR_MAX], long *status)
+/* Fetches bytes [first, last] into buf (or, with segs, into the blocks segs points to,
+ * REMOTE_BLOCK_SIZE bytes each), retrying transient failures as remote.h says, and
+ * starting once afresh from the URL as given when a redirect target refuses. 0, or -1
+ * with err. At mount (at_mount) a changed file is only err: the mount's one line says
+ * it. */
+static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *buf,
+                 uint8_t *const *segs, bool pinned, bool at_mount, char err[GGUF_ERR_MAX],
+                 long *status)
 {
-	static const unsigned waits_ms[] = { 250, 1000 };
 	struct remote *r = f->r;
 	CURL *h = handle_get(r);
 	bool from_given = false;
 	int ret = -1;
+	double give_up = now_s() + (double)REMOTE_RETRY_SPAN * r->o.timeout;
+	unsigned retries = 0;
 	*status = 0;
 	if (!h) {
 		errf(err, "out of memory");
@@ -358,7 +417,9 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 			errf(err, "changed on the server");
 			break;
 		}
-		enum outcome o = attempt(f, h, first, last, buf, pinned, from_given, status, err);
+		long retry_after = -1;
+		enum outcome o = attempt(f, h, first, last, buf, segs, pinned, from_given, status,
+		                         &retry_after, err);
 		if (o == GOT) {
 			ret = 0;
 			break;
@@ -382,20 +443,30 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 			from_given = true;
 			continue;
 		}
-		backoff(r, waits_ms[n < 2 ? n : 1]);
+		unsigned ms = pause_ms(retries++, retry_after);
+		if (now_s() + ms / 1e3 >= give_up)
+			break;
+		backoff(r, ms);
 	}
 	handle_put(r, h);
 	return ret;
 }
 
-/* The bytes of block index, for the cache. */
+/* The bytes of block index, for the memory cache: from the disk cache when it holds
+ * them, else fetched (and then kept on disk). */
 static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 {
 	struct remote_file *f = arg;
 	char err[GGUF_ERR_MAX];
 	long status;
 	uint64_t first = index * REMOTE_BLOCK_SIZE;
-	return fetch(f, first, first + len - 1, buf, true, false, err, &status) == 0 ? 0 : -EIO;
+	if (f->entry && dc_load(f->entry, index, buf, len))
+		return 0;
+	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0)
+		return -EIO;
+	if (f->entry)
+		dc_store(f->entry, index, buf, len);   /* or not kept: no room, a full disk */
+	return 0;
 }
 
 /* Bytes of block index: the whole block, or what is left of the file. */
@@ -405,71 +476,242 @@ static size_t block_len(const struct remote_file *f, uint64_t index)
 	return f->size - first < REMOTE_BLOCK_SIZE ? (size_t)(f->size - first) : REMOTE_BLOCK_SIZE;
 }
 
-/* Read-ahead thread: takes jobs until the remote is freed. */
+/* Fetches blocks [i, j) of job with one request (none once the file has changed), keeps
+ * them on disk too, and ends their claims: 0, or -EIO for every one of them. */
+static int fetch_run(struct ahead_job *job, unsigned i, unsigned j)
+{
+	struct remote_file *f = job->f;
+	struct remote *r = f->r;
+	uint8_t *segs[REMOTE_REQUEST_MAX_BLOCKS];
+	int error = -EIO;
+	if (!atomic_load(&f->changed)) {
+		char err[GGUF_ERR_MAX];
+		long status;
+		for (unsigned n = i; n < j; n++)
+			segs[n - i] = bc_block_data(job->blocks[n]);
+		uint64_t first = (job->first + i) * REMOTE_BLOCK_SIZE;
+		uint64_t last = (job->first + j - 1) * REMOTE_BLOCK_SIZE +
+		                block_len(f, job->first + j - 1) - 1;
+		error = fetch(f, first, last, NULL, segs, true, false, err, &status) == 0 ? 0 : -EIO;
+	}
+	for (unsigned n = i; n < j; n++) {
+		/* stored before the claim ends: after it the bytes may be evicted and gone */
+		if (!error && f->entry)
+			dc_store(f->entry, job->first + n, bc_block_data(job->blocks[n]),
+			         block_len(f, job->first + n));
+		bc_fill_done(r->cache, job->blocks[n], error);
+	}
+	return error;
+}
+
+/* Ends the claims of job's blocks: those the disk cache holds from there, the others
+ * fetched, each run of them with one request. 0, or -EIO when a run failed (its blocks
+ * get it). Frees the job; called without locks. */
+static int run_job(struct ahead_job *job)
+{
+	struct remote_file *f = job->f;
+	int error = 0;
+	for (unsigned i = 0; i < job->n;) {
+		uint64_t k = job->first + i;
+		if (f->entry && dc_load(f->entry, k, bc_block_data(job->blocks[i]), block_len(f, k))) {
+			bc_fill_done(f->r->cache, job->blocks[i++], 0);
+			continue;
+		}
+		unsigned j = i + 1;
+		while (j < job->n && !(f->entry && dc_holds(f->entry, job->first + j)))
+			j++;
+		if (fetch_run(job, i, j))
+			error = -EIO;
+		i = j;
+	}
+	free(job);
+	return error;
+}
+
+/* A job's end: one fewer pending for its file (remote_close waits for none). Called
+ * with ahead_lock held. */
+static void job_ended(struct remote *r, struct remote_file *f)
+{
+	f->ahead_pending--;
+	pthread_cond_broadcast(&r->ahead_cond);
+}
+
+/* Read-ahead thread: takes jobs, oldest first, until the remote is freed. */
 static void *ahead_main(void *arg)
 {
 	struct remote *r = arg;
 	pthread_mutex_lock(&r->ahead_lock);
 	for (;;) {
-		while (!r->q_len && !r->stopping)
+		while (!r->q_head && !r->stopping)
 			pthread_cond_wait(&r->ahead_cond, &r->ahead_lock);
 		if (r->stopping)
 			break;
-		struct ahead_job job = r->queue[r->q_head];
-		r->q_head = (r->q_head + 1) % AHEAD_QUEUE;
-		r->q_len--;
+		struct ahead_job *job = r->q_head;
+		r->q_head = job->next;
+		if (!r->q_head)
+			r->q_tail = NULL;
+		struct remote_file *f = job->f;
 		pthread_mutex_unlock(&r->ahead_lock);
-		struct bc_block *b = atomic_load(&job.f->changed) ? NULL :
-			bc_claim(r->cache, job.f, job.index, block_len(job.f, job.index));
-		if (b)
-			bc_fill_done(r->cache, b, fetch_block(job.f, job.index, bc_block_data(b),
-			                                      block_len(job.f, job.index)));
+		run_job(job);
 		pthread_mutex_lock(&r->ahead_lock);
-		atomic_fetch_sub(&job.f->ahead_pending, 1);
-		pthread_cond_broadcast(&r->ahead_cond);
+		job_ended(r, f);
 	}
 	pthread_mutex_unlock(&r->ahead_lock);
 	return NULL;
 }
 
-/* Queues blocks [from, to) of f that are not cached yet for the read-ahead threads;
- * what does not fit in the queue is left to the reader. */
-static void read_ahead(struct remote_file *f, uint64_t from, uint64_t to)
+/* Starts the read-ahead threads if they are not yet: here, at the first read-ahead, not
+ * at mount, because the daemon forks after mounting and a fork keeps only the thread
+ * that calls it. False when there are none. Called with ahead_lock held. */
+static bool threads_running(struct remote *r)
 {
-	struct remote *r = f->r;
-	if (!r->ahead_wanted)
-		return;
-	pthread_mutex_lock(&r->ahead_lock);
-	/* started here, not at mount: the daemon forks after mounting, and a fork keeps
-	 * only the thread that calls it */
 	if (!r->ahead_started) {
 		r->ahead_started = true;
 		for (; r->n_threads < REMOTE_READAHEAD_THREADS; r->n_threads++)
 			if (pthread_create(&r->threads[r->n_threads], NULL, ahead_main, r) != 0)
 				break;
 	}
-	if (!r->n_threads) {
+	return r->n_threads > 0;
+}
+
+/* Queues blocks [from, to) of f that are neither in the header prefix nor cached nor
+ * being fetched, in runs of at most `request` blocks, each run claimed in the cache and
+ * fetched with one request. Returns the block where it stopped: to, or earlier when the
+ * cache has no room (or no memory). Called with ahead_lock held. */
+static uint64_t queue_blocks(struct remote_file *f, uint64_t from, uint64_t to, unsigned request)
+{
+	struct remote *r = f->r;
+	uint64_t n_blocks = (f->size + REMOTE_BLOCK_SIZE - 1) / REMOTE_BLOCK_SIZE;
+	if (to > n_blocks)
+		to = n_blocks;
+	struct ahead_job *job = NULL;
+	uint64_t k = from;
+	for (; k < to && !r->stopping; k++) {
+		struct bc_block *b = NULL;
+		bool skip = k * REMOTE_BLOCK_SIZE + block_len(f, k) <= f->prefix_len;
+		if (!skip) {
+			b = bc_claim(r->cache, f, k, block_len(f, k));
+			skip = !b && bc_contains(r->cache, f, k);
+		}
+		if (job && (!b || job->n == request)) {   /* the run ends: off it goes */
+			job->next = NULL;
+			if (r->q_tail)
+				r->q_tail->next = job;
+			else
+				r->q_head = job;
+			r->q_tail = job;
+			f->ahead_pending++;
+			job = NULL;
+		}
+		if (!b) {
+			if (skip)
+				continue;
+			break;   /* no room */
+		}
+		if (!job) {
+			job = malloc(sizeof *job + request * sizeof job->blocks[0]);
+			if (!job) {
+				bc_fill_done(r->cache, b, -ENOMEM);
+				break;
+			}
+			job->f = f;
+			job->first = k;
+			job->n = 0;
+		}
+		job->blocks[job->n++] = b;
+	}
+	if (job) {
+		job->next = NULL;
+		if (r->q_tail)
+			r->q_tail->next = job;
+		else
+			r->q_head = job;
+		r->q_tail = job;
+		f->ahead_pending++;
+	}
+	pthread_cond_broadcast(&r->ahead_cond);
+	return k;
+}
+
+/* Read-ahead for a read of blocks [k0, k1]: its own blocks after the first are fetched
+ * beside it, and a sequential reader (one that reads on from near where its furthest
+ * read ended) gets the window past it kept fetched when it goes further, the window and
+ * the request size growing at each read that issues requests. Any other read starts
+ * them afresh. */
+static void read_ahead(struct remote_file *f, uint64_t k0, uint64_t k1)
+{
+	struct remote *r = f->r;
+	if (!r->ahead_wanted)
+		return;
+	pthread_mutex_lock(&r->ahead_lock);
+	if (!threads_running(r)) {
 		pthread_mutex_unlock(&r->ahead_lock);
 		return;
 	}
-	for (uint64_t k = from; k < to && r->q_len < AHEAD_QUEUE && !r->stopping; k++) {
-		if (k * REMOTE_BLOCK_SIZE >= f->size)
-			break;
-		/* in the header prefix already, or cached */
-		if (k * REMOTE_BLOCK_SIZE + block_len(f, k) <= f->prefix_len || bc_contains(r->cache, f, k))
-			continue;
-		r->queue[(r->q_head + r->q_len) % AHEAD_QUEUE] = (struct ahead_job){ f, k };
-		r->q_len++;
-		atomic_fetch_add(&f->ahead_pending, 1);
+	bool sequential = f->ra_next != UINT64_MAX && k0 + REMOTE_SEQUENTIAL_SLACK >= f->ra_next &&
+	                  k0 <= f->ra_next + f->ra_window;
+	if (!sequential) {
+		f->ra_request = REMOTE_REQUEST_MIN_BLOCKS;
+		f->ra_window = REMOTE_WINDOW_MIN_BLOCKS;
+		f->ra_next = k1 + 1;
+		f->ra_end = k0 + 1;
+		if (k1 > k0)
+			f->ra_end = queue_blocks(f, k0 + 1, k1 + 1, REMOTE_REQUEST_MAX_BLOCKS);
+	} else if (k1 + 1 > f->ra_next) {   /* a read behind the furthest issues nothing */
+		f->ra_next = k1 + 1;
+		if (f->ra_end < k0 + 1)
+			f->ra_end = k0 + 1;
+		unsigned window = f->ra_window < r->window_max ? f->ra_window : r->window_max;
+		unsigned request = f->ra_request < window / 2 ? f->ra_request : window / 2;
+		if (!request)
+			request = 1;
+		/* whole requests only (a run cut short costs a request's latency for little),
+		 * except at the end of the file */
+		uint64_t n_blocks = (f->size + REMOTE_BLOCK_SIZE - 1) / REMOTE_BLOCK_SIZE;
+		uint64_t target = f->ra_next + window;
+		if (f->ra_end < target && target < n_blocks)
+			target -= (target - f->ra_end) % request;
+		if (f->ra_end < target) {
+			f->ra_end = queue_blocks(f, f->ra_end, target, request);
+			if (f->ra_request < REMOTE_REQUEST_MAX_BLOCKS)
+				f->ra_request *= 2;
+			if (f->ra_window < r->window_max)
+				f->ra_window *= 2;
+		}
 	}
-	pthread_cond_broadcast(&r->ahead_cond);
 	pthread_mutex_unlock(&r->ahead_lock);
 }
 
+/* When block k of f waits in the read-ahead queue, not started: takes its job out and
+ * runs it here, so that a reader never waits behind other requests (nor longer than one
+ * fetch's bound). 1 when it ran and failed, else 0 (ran, or nothing to take). */
+static int run_queued(struct remote_file *f, uint64_t k)
+{
+	struct remote *r = f->r;
+	pthread_mutex_lock(&r->ahead_lock);
+	struct ahead_job **p = &r->q_head, *prev = NULL;
+	while (*p && !((*p)->f == f && k >= (*p)->first && k < (*p)->first + (*p)->n)) {
+		prev = *p;
+		p = &(*p)->next;
+	}
+	struct ahead_job *job = *p;
+	if (job) {
+		*p = job->next;
+		if (r->q_tail == job)
+			r->q_tail = prev;
+	}
+	pthread_mutex_unlock(&r->ahead_lock);
+	if (!job)
+		return 0;
+	int error = run_job(job);
+	pthread_mutex_lock(&r->ahead_lock);
+	job_ended(r, f);
+	pthread_mutex_unlock(&r->ahead_lock);
+	return error ? 1 : 0;
+}
+
 /* Source read: from the header prefix where it holds the bytes, else block by block
- * through the cache. A reader that goes on from where the last read ended gets the next
- * REMOTE_READAHEAD_BLOCKS fetched ahead, and the blocks of a read that spans several
- * are fetched side by side. */
+ * through the cache, with read-ahead (read_ahead above). */
 static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out)
 {
 	struct remote_file *f = (struct remote_file *)src;
@@ -481,10 +723,7 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 	if (off > f->size || len > f->size - off)
 		return -EIO;
 	uint64_t k0 = off / REMOTE_BLOCK_SIZE, k1 = (off + len - 1) / REMOTE_BLOCK_SIZE;
-	uint64_t expected = atomic_exchange(&f->next_block, k1 + 1);
-	bool sequential = k0 == expected || k0 + 1 == expected;
-	if (k1 > k0 || sequential)
-		read_ahead(f, k0 + 1, k1 + 1 + (sequential ? REMOTE_READAHEAD_BLOCKS : 0));
+	read_ahead(f, k0, k1);
 	for (uint64_t k = k0; k <= k1; k++) {
 		uint64_t bstart = k * REMOTE_BLOCK_SIZE;
 		uint64_t from = off > bstart ? off - bstart : 0;
@@ -495,6 +734,8 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 		} else {
 			struct bc_block *held;
 			int error;
+			if (run_queued(f, k))
+				return -EIO;
 			const uint8_t *data = bc_get(f->r->cache, f, k, blen, fetch_block, f, &error, &held);
 			if (!data)
 				return -EIO;
@@ -546,8 +787,16 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		r->o.timeout = REMOTE_TIMEOUT_DEFAULT;
 	if (!r->o.cache_size)
 		r->o.cache_size = REMOTE_CACHE_DEFAULT;
+	r->o.cache_dir = NULL;   /* only the open cache is kept */
 	r->cache = bc_new(r->o.cache_size, REMOTE_BLOCK_SIZE);
 	pthread_mutex_init(&r->pool_lock, NULL);
+	if (o->cache_dir) {
+		r->disk = dc_open(o->cache_dir, o->cache_max, REMOTE_BLOCK_SIZE, err, GGUF_ERR_MAX);
+		if (!r->disk) {
+			remote_free(r);
+			return NULL;
+		}
+	}
 	pthread_mutex_init(&r->ahead_lock, NULL);
 	pthread_cond_init(&r->ahead_cond, NULL);
 	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
@@ -555,8 +804,11 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		remote_free(r);
 		return NULL;
 	}
-	/* read-ahead only where the cache holds more than the blocks it would fetch */
-	r->ahead_wanted = r->o.cache_size >= 4 * (uint64_t)REMOTE_READAHEAD_BLOCKS * REMOTE_BLOCK_SIZE;
+	/* read-ahead only where the cache holds twice its least window; it never uses more
+	 * than half the cache, so that it cannot push out what the reader is reading */
+	uint64_t half = r->o.cache_size / REMOTE_BLOCK_SIZE / 2;
+	r->ahead_wanted = half >= REMOTE_WINDOW_MIN_BLOCKS;
+	r->window_max = half < REMOTE_WINDOW_MAX_BLOCKS ? (unsigned)half : REMOTE_WINDOW_MAX_BLOCKS;
 	return r;
 }
 
@@ -576,10 +828,17 @@ void remote_free(struct remote *r)
 	pthread_mutex_unlock(&r->ahead_lock);
 	for (unsigned i = 0; i < r->n_threads; i++)
 		pthread_join(r->threads[i], NULL);
+	for (struct ahead_job *job = r->q_head, *next; job; job = next) {   /* none: files closed */
+		next = job->next;
+		for (unsigned i = 0; i < job->n; i++)
+			bc_fill_done(r->cache, job->blocks[i], -EIO);
+		free(job);
+	}
 	for (size_t i = 0; i < r->n_pool; i++)
 		curl_easy_cleanup(r->pool[i]);
 	free(r->pool);
 	bc_free(r->cache);
+	dc_close(r->disk);
 	if (r->o.token) {
 		explicit_bzero((char *)r->o.token, strlen(r->o.token));
 		free((char *)r->o.token);
@@ -616,6 +875,25 @@ static void pin_commit(struct remote_file *f)
 	}
 }
 
+/* Opens f's entry in the disk cache, keyed by the URL as shown, the size and the ETag
+ * (or Last-Modified); without either, or when another mount holds the entry, f is read
+ * without the disk cache (said on stderr in the second case). */
+static void open_disk_entry(struct remote_file *f)
+{
+	char version[HTTP_ETAG_MAX + 32];
+	if (f->etag[0])
+		snprintf(version, sizeof version, "ETag %s", f->etag);
+	else if (f->last_modified[0])
+		snprintf(version, sizeof version, "Last-Modified %s", f->last_modified);
+	else
+		version[0] = 0;
+	bool busy;
+	f->entry = dc_entry_open(f->r->disk, f->display, f->size, version, &busy);
+	if (busy)
+		fprintf(stderr, "ggufs: %s: another mount uses its disk cache entry: this mount "
+		        "reads without the disk cache\n", f->display);
+}
+
 struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
                                 char err[GGUF_ERR_MAX], long *status)
 {
@@ -628,7 +906,7 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 	f->src.ops = &remote_ops;
 	f->r = r;
 	f->mtime = -1;
-	atomic_init(&f->next_block, UINT64_MAX);   /* no read yet: the first is not sequential */
+	f->ra_next = UINT64_MAX;   /* no read yet: the first is not sequential */
 	pthread_mutex_init(&f->lock, NULL);
 	f->url = strdup(url);
 	f->display = url_display(url);
@@ -637,12 +915,14 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 		errf(err, "out of memory");
 		goto fail;
 	}
-	if (fetch(f, 0, first - 1, f->prefix, false, true, err, status) < 0)
+	if (fetch(f, 0, first - 1, f->prefix, NULL, false, true, err, status) < 0)
 		goto fail;
 	f->prefix_len = f->size < first ? f->size : first;
 	pin_commit(f);
 	if (f->last_modified[0])
 		f->mtime = curl_getdate(f->last_modified, NULL);
+	if (r->disk)
+		open_disk_entry(f);
 	return f;
 fail:
 	remote_close(f);
@@ -673,7 +953,7 @@ int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MA
 		return -1;
 	}
 	f->prefix = p;
-	if (fetch(f, f->prefix_len, len - 1, p + f->prefix_len, true, true, err, &status) < 0)
+	if (fetch(f, f->prefix_len, len - 1, p + f->prefix_len, NULL, true, true, err, &status) < 0)
 		return -1;
 	f->prefix_len = len;
 	return 0;
@@ -711,19 +991,26 @@ void remote_close(struct remote_file *f)
 	/* read-ahead jobs and cached blocks name f: none may outlive it */
 	struct remote *r = f->r;
 	pthread_mutex_lock(&r->ahead_lock);
-	unsigned kept = 0;
-	for (unsigned i = 0; i < r->q_len; i++) {
-		struct ahead_job j = r->queue[(r->q_head + i) % AHEAD_QUEUE];
-		if (j.f == f)
-			atomic_fetch_sub(&f->ahead_pending, 1);
-		else
-			r->queue[(r->q_head + kept++) % AHEAD_QUEUE] = j;
+	for (struct ahead_job **p = &r->q_head, *prev = NULL; *p;) {
+		struct ahead_job *job = *p;
+		if (job->f != f) {
+			prev = job;
+			p = &job->next;
+			continue;
+		}
+		*p = job->next;
+		if (r->q_tail == job)
+			r->q_tail = prev;
+		for (unsigned i = 0; i < job->n; i++)
+			bc_fill_done(r->cache, job->blocks[i], -EIO);
+		free(job);
+		f->ahead_pending--;
 	}
-	r->q_len = kept;
-	while (atomic_load(&f->ahead_pending))
+	while (f->ahead_pending)
 		pthread_cond_wait(&r->ahead_cond, &r->ahead_lock);
 	pthread_mutex_unlock(&r->ahead_lock);
 	bc_drop_owner(r->cache, f);
+	dc_entry_close(f->entry);
 	free(f->url);
 	free(f->display);
 	free(f->prefix);

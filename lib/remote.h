@@ -26,10 +26,37 @@
 #define REMOTE_HEADER_MAX (1ull << 30)      /* a header larger than this is refused */
 #define REMOTE_CACHE_DEFAULT (256ull << 20)
 #define REMOTE_TIMEOUT_DEFAULT 30
-#define REMOTE_ATTEMPTS 3                   /* per fetch, for 5xx, 429, resets, timeouts */
 #define REMOTE_MAX_REDIRECTS 10
-#define REMOTE_READAHEAD_BLOCKS 4           /* ahead of a sequential reader */
-#define REMOTE_READAHEAD_THREADS 2          /* read-ahead requests in flight at most */
+
+/* Retries: a fetch that meets a 5xx, a 429, a reset or refused connection, a body cut
+ * short or nothing for timeout seconds tries again, at most REMOTE_ATTEMPTS times in
+ * all, pausing REMOTE_BACKOFF_MS doubled at each retry (up to REMOTE_BACKOFF_MAX_MS),
+ * each pause a random 50-100 % of that (so that readers that failed together do not
+ * retry together), or as long as Retry-After says if longer, up to
+ * REMOTE_RETRY_AFTER_MAX. No attempt starts once REMOTE_RETRY_SPAN x timeout have
+ * passed since the first: a stalled server costs a read at most (REMOTE_RETRY_SPAN + 1)
+ * x timeout, 120 s with the default timeout. */
+#define REMOTE_ATTEMPTS 5
+#define REMOTE_BACKOFF_MS 250
+#define REMOTE_BACKOFF_MAX_MS 4000
+#define REMOTE_RETRY_AFTER_MAX 10           /* seconds */
+#define REMOTE_RETRY_SPAN 3
+
+/* Read-ahead for a sequential reader: requests of REMOTE_REQUEST_MIN_BLOCKS blocks at
+ * first, doubling at each read that issues some up to REMOTE_REQUEST_MAX_BLOCKS, keeping
+ * a window of REMOTE_WINDOW_MIN_BLOCKS past the reader, doubling likewise up to
+ * REMOTE_WINDOW_MAX_BLOCKS and half the cache, fetched by REMOTE_READAHEAD_THREADS
+ * threads (each its own connection) at once. A read elsewhere starts again from the
+ * least. A request is at most half the window, so that two are in flight at least. */
+#define REMOTE_REQUEST_MIN_BLOCKS 2         /* 256 KiB */
+#define REMOTE_REQUEST_MAX_BLOCKS 32        /* 4 MiB */
+#define REMOTE_WINDOW_MIN_BLOCKS 8          /* 1 MiB */
+#define REMOTE_WINDOW_MAX_BLOCKS 512        /* 64 MiB */
+#define REMOTE_READAHEAD_THREADS 8
+/* A read this many blocks behind the furthest one read is still the same sequential
+ * reader (the kernel sends the pieces of its own read-ahead to several threads, which
+ * reach us slightly out of order). */
+#define REMOTE_SEQUENTIAL_SLACK 16
 
 struct remote_opts {
 	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
@@ -38,6 +65,8 @@ struct remote_opts {
 	const char *cafile;         /* extra CA file, or NULL */
 	unsigned timeout;           /* seconds without progress; 0: the default */
 	uint64_t cache_size;        /* bytes; 0: the default */
+	const char *cache_dir;      /* the disk cache's directory (diskcache.h), or NULL */
+	uint64_t cache_max;         /* its bound in bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
 	struct url_rev hub_rev;     /* an hf:// model: where the revision is in each URL (the
@@ -49,8 +78,8 @@ struct remote;
 struct remote_file;
 
 /* The shared state of one mount; NULL with err on failure (a token with anything but
- * visible ASCII in it, which could smuggle a header in, is refused). Copies what o
- * points to. */
+ * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that
+ * cannot be made or written). Copies what o points to. */
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
 /* Stops the read-ahead threads and frees everything; the files must be closed first. */
 void remote_free(struct remote *r);

@@ -252,6 +252,8 @@ class ServedFile:
         self.mtime = mtime
         fp = (content.fingerprint() if isinstance(content, Body)
               else hashlib.sha1(content).hexdigest())
+        if not isinstance(content, Body):  # slices of it are then views, never copies
+            self.content = memoryview(bytes(content))
         self.etag = '"%s-%d"' % (fp[:16], version)
 
     def slice(self, start, end):
@@ -361,7 +363,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         status = fs.take_failure()
         if status:
-            self.simple(record, status, [("Retry-After", "0")] if status in (429, 503) else ())
+            self.simple(record, status,
+                        [("Retry-After", fs.retry_after)] if status in (429, 503) else ())
             return
         path, _, query = self.path.partition("?")
         if fs.token is not None and headers.get("authorization") != "Bearer " + fs.token:
@@ -406,20 +409,32 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         if status == 206:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end - 1, size))
+            if end - start > 1 and fs.take_truncation():
+                end = start + (end - start) // 2  # the length agrees with the cut body
         self.send_header("Content-Length", str(end - start))
         self.end_headers()
         if with_body:
             self.send_body(fs, f, start, end, record)
 
+    def pace(self, rate, n):
+        """Waits until n more bytes fit in this connection's rate (a token bucket that
+        holds one chunk: a connection that was idle may send one chunk at once)."""
+        now = time.monotonic()
+        credit = getattr(self, "paced_until", now)
+        self.paced_until = max(credit, now - self.server.fault.chunk / rate) + n / rate
+        if self.paced_until > now:
+            time.sleep(self.paced_until - now)
+
     def send_body(self, fs, f, start, end, record):
-        """Writes [start, end) of f in chunks, at the configured rate, resetting the
-        connection after fs.reset_after bytes when that is set."""
+        """Writes [start, end) of f in chunks, at the configured rate per connection,
+        resetting the connection after fs.reset_after bytes when that is set (or
+        when this response is one of the next ones that reset_next chose)."""
         pos = start
-        began = time.monotonic()
+        reset_this = fs.take_reset()
         try:
             while pos < end:
                 n = min(fs.chunk, end - pos)
-                reset_at = fs.reset_after
+                reset_at = fs.reset_after if reset_this is None else reset_this
                 if reset_at is not None and record["bytes_sent"] + n >= reset_at:
                     n = reset_at - record["bytes_sent"]
                     if n > 0:
@@ -432,9 +447,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 record["bytes_sent"] += n
                 rate = fs.rate
                 if rate:
-                    ahead = record["bytes_sent"] / rate - (time.monotonic() - began)
-                    if ahead > 0:
-                        time.sleep(ahead)
+                    self.pace(rate, n)
                 if fs.closing.is_set():
                     self.close_connection = True
                     return
@@ -477,14 +490,19 @@ class FaultServer:
     - s.shift_ranges = N: a range request gets the range N bytes further on, with a
       Content-Range saying so (a server that answers another range than asked);
     - s.swap(path, content): new content and a new ETag;
-    - s.fail_next(n, status=503): the next n requests get status (with Retry-After: 0
-      for 429 and 503); s.clear_failures() cancels those not yet given;
+    - s.fail_next(n, status=503): the next n requests get status (with Retry-After:
+      s.retry_after, "0" unless set, for 429 and 503); s.clear_failures() cancels those
+      not yet given;
     - s.hang_up = True: every request is read, then its connection closed unanswered;
     - s.stall = True: requests are read and held unanswered until stall is cleared (or
       the server stops); the connection is then closed;
-    - s.latency = SECONDS before each answer; s.rate = bytes per second per response,
-      written in pieces of s.chunk bytes (64 KiB);
+    - s.latency = SECONDS before each answer; s.rate = bytes per second per
+      connection (a token bucket), written in pieces of s.chunk bytes (64 KiB);
+    - s.truncate_next(n): the next n 206 answers carry the first half of the range
+      asked, with a Content-Length that says so but the full Content-Range (a body
+      cut short that only counting against Content-Range detects);
     - s.reset_after = N: a body is cut after N bytes with a TCP reset;
+      s.reset_next(n, after=N): only the next n bodies are;
     - s.extra_headers = [(name, value)] added to file responses (X-Repo-Commit...).
 
     s.log() gives every request so far (FaultRecord), s.log_settled(n) once n are
@@ -512,8 +530,11 @@ class FaultServer:
         self.rate = None
         self.chunk = 64 * 1024
         self.reset_after = None
+        self.retry_after = "0"
         self.extra_headers = []
         self._failures = []
+        self._resets = []
+        self._truncations = 0
         self._stall = threading.Event()
         self._unstall = threading.Event()
         self._unstall.set()
@@ -551,9 +572,34 @@ class FaultServer:
             self._failures.extend([status] * n)
 
     def clear_failures(self):
-        """Cancels the injected failures not given yet."""
+        """Cancels the injected failures and resets not given yet."""
         with self.lock:
             self._failures = []
+            self._resets = []
+            self._truncations = 0
+
+    def reset_next(self, n, after=0):
+        """The next n bodies are cut with a TCP reset after `after` bytes."""
+        with self.lock:
+            self._resets.extend([after] * n)
+
+    def truncate_next(self, n):
+        """The next n 206 answers are cut to half their range (truncate_next above)."""
+        with self.lock:
+            self._truncations += n
+
+    def take_truncation(self):
+        """Whether the 206 answer about to be sent is cut short."""
+        with self.lock:
+            if self._truncations:
+                self._truncations -= 1
+                return True
+            return False
+
+    def take_reset(self):
+        """Where reset_next cuts the body about to be sent, or None."""
+        with self.lock:
+            return self._resets.pop(0) if self._resets else None
 
     def take_failure(self):
         """The status injected for this request, or None."""

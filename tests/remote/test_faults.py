@@ -8,12 +8,17 @@
   answers another range than asked: with -o timeout=2 a read
   gives EIO within EIO_TIMEOUT, the daemon lives on (the header's files still read),
   and once the server recovers the same read succeeds with the right bytes.
+- a few 503s, a 429 with Retry-After (honoured, and capped at 10 s), connections reset
+  mid-body, bodies cut short (a Content-Length that agrees with the cut, so only the
+  Content-Range tells): the read is retried and succeeds with the right bytes;
+- fusermount3 -u -z of a mount with a read waiting on a stalled server: the read fails
+  and the daemon ends within seconds.
 Every read runs in a child process with a deadline, so a hang fails instead of hanging."""
 import errno
 import unittest
 
-from remote_common import (EIO_TIMEOUT, TINY, EnvMount, FaultServer, gm, read_bounded,
-                           tensor_extents)
+from remote_common import (EIO_TIMEOUT, TINY, EnvMount, FaultServer, gm, range_length,
+                           read_bounded, tensor_extents)
 
 PATH = "/models/tinyllama-q4km.gguf"
 
@@ -199,6 +204,116 @@ class Faults(unittest.TestCase):
                     reader.kill()
                     self.fail("the reader still hangs after the daemon ended")
                 self.assertNotEqual(rc, 0, "the stalled read cannot have succeeded")
+            finally:
+                s.stall = False
+                gm.unmount(m.path)
+                if m.proc.poll() is None:
+                    m.proc.kill()
+                m.proc.wait()
+                err = m.stderr()
+                m.errfile.close()
+                if not gm.is_mounted(m.path):
+                    os.rmdir(m.path)
+                    os.rmdir(m.dir)
+            self.assertFalse(any(mark.decode() in err for mark in gm.SANITIZER_MARKS), err)
+
+    # ---- transient faults: retried, and the read succeeds ----
+
+    def check_recovers(self, inject):
+        """inject(s) makes some of the next requests fail; a cold read of a whole tensor
+        still gives its bytes. Returns (the requests of that read, seconds)."""
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "timeout=5"]) as m:
+                self.assert_served(m, self.early)
+                s.log_settled(2)
+                s.clear_log()
+                inject(s)
+                err, got, elapsed = self.read_tensor(m, self.late)
+                self.assertEqual(err, 0, "the read failed after %.1f s" % elapsed)
+                self.assertEqual(got, self.raw(self.late), "the bytes, nothing else")
+                self.assert_alive(m)
+                log = s.log_settled(2)
+        self.assertEqual(log[-1].status, 206)
+        return log, elapsed
+
+    def test_503_retried(self):
+        log, elapsed = self.check_recovers(lambda s: s.fail_next(3, 503))
+        self.assertEqual(sum(r.status == 503 for r in log), 3, log)
+        print("3 x 503, then the bytes after %.1f s" % elapsed)
+
+    def test_429_retry_after_capped(self):
+        """A 429 saying Retry-After: 3600 is waited for 10 s, not an hour."""
+        def limit(s):
+            s.retry_after = "3600"
+            s.fail_next(1, 429)
+        log, elapsed = self.check_recovers(limit)
+        self.assertEqual(sum(r.status == 429 for r in log), 1, log)
+        self.assertGreaterEqual(elapsed, 9.5, "Retry-After honoured up to its cap")
+        self.assertLess(elapsed, 30, "Retry-After capped at 10 s")
+        print("429 with Retry-After: 3600, then the bytes after %.1f s" % elapsed)
+
+    def test_429_retry_after_honoured(self):
+        def limit(s):
+            s.retry_after = "2"
+            s.fail_next(1, 429)
+        log, elapsed = self.check_recovers(limit)
+        self.assertGreaterEqual(elapsed, 1.9, "the retry waited as Retry-After said")
+        self.assertLess(elapsed, 9)
+
+    def test_resets_retried(self):
+        log, elapsed = self.check_recovers(lambda s: s.reset_next(2, after=1000))
+        cut = [r for r in log if r.status == 206 and r.bytes_sent == 1000]
+        self.assertEqual(len(cut), 2, log)
+
+    def test_truncated_bodies_retried(self):
+        log, elapsed = self.check_recovers(lambda s: s.truncate_next(2))
+        short = [r for r in log if r.status == 206 and r.bytes_sent < range_length(r.range)]
+        self.assertEqual(len(short), 2, log)
+
+    def test_unmount_during_stalled_read(self):
+        """A read waits on a stalled server (the default timeout, 30 s): fusermount3 -u
+        is refused while it holds the file open (busy, as for any file system), and
+        fusermount3 -u -z detaches the mount, the read fails at once and the daemon
+        ends within seconds, with exit status 0."""
+        import os
+        import subprocess
+        import sys
+        import time
+        with FaultServer({PATH: self.data}) as s:
+            m = EnvMount(s.url + PATH).__enter__()
+            try:
+                self.assert_served(m, self.early)
+                s.stall = True
+                s.clear_log()
+                reader = subprocess.Popen(
+                    [sys.executable, "-c", "import os,sys\ntry:\n os.pread(os.open(sys.argv[1],"
+                     " os.O_RDONLY|os.O_DIRECT), 4096, 0)\nexcept OSError as e:\n"
+                     " sys.exit(e.errno)", m.p("tensors", self.late)],
+                    stdin=subprocess.DEVNULL)
+                deadline = time.monotonic() + 10
+                while s.max_in_flight == 0 and time.monotonic() < deadline:
+                    time.sleep(0.02)  # until the read's request hangs at the server
+                self.assertGreater(s.max_in_flight, 0, "the read reached the server")
+                busy = subprocess.run(["fusermount3", "-u", m.path], stdin=subprocess.DEVNULL,
+                                      capture_output=True, timeout=10)
+                self.assertNotEqual(busy.returncode, 0, "a mount with an open file is busy")
+                start = time.monotonic()
+                r = subprocess.run(["fusermount3", "-u", "-z", m.path], stdin=subprocess.DEVNULL,
+                                   capture_output=True, timeout=10)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                try:
+                    rc = reader.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    reader.kill()
+                    self.fail("the stalled read still hangs 10 s after the unmount")
+                self.assertEqual(rc, errno.EIO, "the stalled read fails")
+                try:
+                    rc = m.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.fail("the daemon did not end within 10 s of the unmount")
+                print("read failed, daemon ended %.1f s after fusermount3 -u -z"
+                      % (time.monotonic() - start))
+                self.assertEqual(rc, 0)
             finally:
                 s.stall = False
                 gm.unmount(m.path)

@@ -200,6 +200,26 @@ class FaultServerTest(unittest.TestCase):
         self.srv.hang_up = False
         self.assertEqual(request(self.url)[0], 200)
 
+    def test_retry_after_reset_next_truncate_next(self):
+        self.srv.retry_after = "7"
+        self.srv.fail_next(1, 429)
+        status, headers, _ = request(self.url, headers={"Range": "bytes=0-0"})
+        self.assertEqual((status, headers.get("retry-after")), (429, "7"))
+        self.srv.truncate_next(1)
+        u = urllib.request.urlparse(self.srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        try:
+            conn.request("GET", "/d/m.gguf", headers={"Range": "bytes=0-99"})
+            r = conn.getresponse()
+            self.assertEqual(r.getheader("Content-Range"), "bytes 0-99/%d" % len(DATA))
+            self.assertEqual(r.read(), DATA[:50])  # half, as Content-Length says
+        finally:
+            conn.close()
+        self.srv.reset_next(1, after=10)
+        with self.assertRaises((http.client.IncompleteRead, ConnectionResetError)):
+            request(self.url, headers={"Range": "bytes=0-99"})
+        self.assertEqual(request(self.url, headers={"Range": "bytes=0-99"})[2], DATA[:100])
+
     def test_max_in_flight(self):
         import threading
         self.srv.latency = 1.0

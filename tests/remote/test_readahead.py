@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The read-ahead's shape, from the fault server's log, with 20 ms added per request:
+- a sequential reader's requests grow from 256 KiB to 4 MiB and no further, several
+  are in flight at once (more than the reader's own), no byte is fetched twice (what
+  read-ahead fetched is not pushed out of the cache before it is read), and every byte
+  is right;
+- a read elsewhere (past the window, at most 16 MiB with -o cache_size=32M) starts
+  again small: the requests that follow a seek are no larger than the reader's 1 MiB
+  reads (4 MiB before it);
+- with -o cache_size=4M the window is half the cache, so no request asks for more than
+  1 MiB, and the bytes are still right."""
+import os
+import shutil
+import tempfile
+import unittest
+
+import numpy
+
+from remote_common import EnvMount, FaultServer, gm, range_length
+
+MIB = 1 << 20
+PIECE = MIB
+
+
+class ReadAhead(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="ggufs-readahead-")
+        cls.model = os.path.join(cls.dir, "m.gguf")
+        rng = numpy.random.default_rng(13)
+        cls.raw = rng.standard_normal(16 * MIB, dtype=numpy.float32).tobytes()  # 64 MiB
+        gm.write_gguf(cls.model, [("general.architecture", "test")],
+                      [("w", [MIB, 16], gm.GGML_F32, cls.raw)])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir)
+
+    def read_run(self, m, start, n_pieces):
+        """n_pieces O_DIRECT reads of PIECE bytes from start of the raw tensor, checked."""
+        path = m.p("tensors", "w")
+        for i in range(n_pieces):
+            off = start + i * PIECE
+            got = gm.pread_direct(path, PIECE, off)
+            self.assertEqual(got, self.raw[off:off + PIECE], "bytes at %d" % off)
+
+    def lengths(self, s):
+        """The lengths asked for by the data requests logged so far, in order."""
+        return [range_length(r.range) for r in s.log() if r.range]
+
+    def test_grows_then_resets(self):
+        with FaultServer({"/m.gguf": gm.read_file(self.model)}) as s, \
+                EnvMount(s.url + "/m.gguf", ["-o", "cache_size=32M"]) as m:
+            s.latency = 0.02
+            s.clear_log()
+            self.read_run(m, 0, 24)
+            s.log_settled(1)
+            grown = self.lengths(s)
+            in_flight = s.max_in_flight
+            self.assertLessEqual(max(grown), 4 * MIB, grown)
+            self.assertEqual(max(grown), 4 * MIB, "requests grow to 4 MiB: %r" % grown)
+            self.assertLessEqual(min(grown[:3]), 512 << 10, "they start small: %r" % grown)
+            self.assertGreaterEqual(in_flight, 3, "read-ahead requests in flight at once")
+            spans = sorted(tuple(map(int, r.range[len("bytes="):].split("-")))
+                           for r in s.log() if r.range)
+            for (a0, b0), (a1, b1) in zip(spans, spans[1:]):
+                self.assertGreater(a1, b0, "each byte fetched once: %r" % spans)
+            # a seek far ahead, past what read-ahead fetched (its window is at most 16
+            # MiB, half the cache): small requests again
+            s.clear_log()
+            self.read_run(m, 60 * MIB, 2)
+            # (a read-ahead request of before may still end after the clear)
+            after = [range_length(r.range) for r in s.log()
+                     if r.range and int(r.range[len("bytes="):].split("-")[0]) >= 60 * MIB]
+            self.assertTrue(after, "the seek fetched")
+            self.assertLessEqual(max(after), MIB, "no larger than the read after a seek: %r"
+                                 % after)
+            print("sequential: requests of %r KiB, %d at once; after a seek: %r KiB"
+                  % ([n >> 10 for n in grown], in_flight, [n >> 10 for n in after]))
+
+    def test_window_within_a_small_cache(self):
+        with FaultServer({"/m.gguf": gm.read_file(self.model)}) as s, \
+                EnvMount(s.url + "/m.gguf", ["-o", "cache_size=4M"]) as m:
+            s.clear_log()
+            self.read_run(m, 0, 16)
+            s.log_settled(1)
+            lengths = self.lengths(s)
+            self.assertLessEqual(max(lengths), MIB, lengths)
+            self.assertGreaterEqual(s.max_in_flight, 2)
+
+
+if __name__ == "__main__":
+    gm.main()
