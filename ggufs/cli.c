@@ -28,6 +28,7 @@ struct cli_option {
 	                        * lines (options that mount(8) passes, which change nothing
 	                        * that ggufs cares about or that ggufs overrides) */
 	bool alone;            /* asks for nothing else: no operands needed (--help) */
+	bool with_check;       /* an -o option that --check takes too (how to fetch) */
 };
 
 #define OURS(field) .use = USE_GGUFS, .offset = offsetof(struct options, field)
@@ -42,17 +43,24 @@ static const struct cli_option cli_options[] = {
 	{ "-f", FUSE, .help = "stay in the foreground" },
 	{ "-d", FUSE, .help = "FUSE debug output, every request (implies -f)" },
 	{ "-s", FUSE, .help = "serve requests in a single thread" },
+	/* ggufs --check [--json] MODEL.gguf: no mount point, no other option */
+	{ "--check", OURS(check), .help = "scan MODEL.gguf for broken tensors; mount nothing" },
+	{ "--json", OURS(json), .help = "with --check: the report as JSON" },
 	/* -o options of ggufs */
 	{ "nonempty", OURS(nonempty),
 	  .help = "mount over a non-empty directory or a mount" },
 	/* -o options of ggufs for remote models (ignored for a local file) */
-	{ "token_file=%s", OURS(token_file), .arg = "PATH",
+	{ "token_file=%s", .with_check = true, OURS(token_file), .arg = "PATH",
 	  .help = "remote: bearer token from PATH (else $HF_TOKEN)" },
-	{ "cafile=%s", OURS(cafile), .arg = "PATH",
+	{ "cafile=%s", .with_check = true, OURS(cafile), .arg = "PATH",
 	  .help = "remote: trust the CA certificates in PATH too" },
-	{ "cache_size=%s", OURS(cache_size_arg), .arg = "SIZE",
+	{ "cache_size=%s", .with_check = true, OURS(cache_size_arg), .arg = "SIZE",
 	  .help = "remote: memory cache, bytes or K/M/G (default 256M)" },
-	{ "timeout=%u", OURS(timeout), .arg = "SECONDS",
+	{ "cache_dir=%s", .with_check = true, OURS(cache_dir), .arg = "DIR",
+	  .help = "remote: keep fetched bytes on disk in DIR too" },
+	{ "cache_max=%s", .with_check = true, OURS(cache_max_arg), .arg = "SIZE",
+	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
+	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
 	  .help = "remote: abandon a request idle this long (30)" },
 	/* -o options of libfuse that matter here */
 	{ "allow_other", FUSE, .help = "let every user read the mount" },
@@ -82,6 +90,7 @@ static const struct cli_option cli_options[] = {
 /* The tail of every argument error: where to look. */
 #define SEE_HELP "(ggufs --help lists them)"
 #define USAGE "(usage: ggufs [options] MODEL.gguf MOUNTPOINT; ggufs --help for more)"
+#define USAGE_CHECK "(usage: ggufs --check [--json] MODEL.gguf|URL; ggufs --help for more)"
 
 static bool is_switch(const struct cli_option *c)
 {
@@ -126,10 +135,11 @@ static const struct cli_option *find_switch(const char *arg)
 }
 
 /* Checks one item of an -o list, item[0..len) (escapes left in: option names have
- * none). 0, or 2 after one line on stderr naming it. */
-static int check_item(const char *item, size_t len)
+ * none). 0, or 2 after one line on stderr naming it. *found gets its option. */
+static int check_item(const char *item, size_t len, const struct cli_option **found)
 {
 	const struct cli_option *c = find_opt(item, len);
+	*found = c;
 	const char *eq = memchr(item, '=', len);
 	int n = (int)len;
 	if (!c) {
@@ -176,9 +186,12 @@ static int check_item(const char *item, size_t len)
 }
 
 /* Checks an -o list as fuse_opt_parse will split it: at commas, "\," and "\\" being
- * escaped characters. An empty item (",,"), which libfuse refuses, is named too. */
-static int check_opt_list(const char *list)
+ * escaped characters. An empty item (",,"), which libfuse refuses, is named too.
+ * *mount_only gets the first item that only a mount takes (a static copy), if none
+ * came before. */
+static int check_opt_list(const char *list, const char **mount_only)
 {
+	static char first[64];
 	const char *start = list, *p = list;
 	for (;;) {
 		if (*p == '\\' && p[1]) {
@@ -190,15 +203,42 @@ static int check_opt_list(const char *list)
 				fprintf(stderr, "ggufs: empty option in '-o %s' " SEE_HELP "\n", list);
 				return 2;
 			}
-			int r = check_item(start, (size_t)(p - start));
+			const struct cli_option *c;
+			int r = check_item(start, (size_t)(p - start), &c);
 			if (r)
 				return r;
+			if (!c->with_check && !*mount_only) {
+				snprintf(first, sizeof first, "-o %.*s", (int)name_len(c->templ), c->templ);
+				*mount_only = first;
+			}
 			if (!*p)
 				return 0;
 			start = p + 1;
 		}
 		p++;
 	}
+}
+
+/* The arguments of --check: exactly one operand, MODEL.gguf or a URL, and no option
+ * that only a mount takes (the remote ones, which say how to fetch, are welcome). 0, or 2 after one line on stderr naming the bad argument. */
+static int check_operands(const char *const operand[3], int n_operands, const char *mount_opt)
+{
+	if (mount_opt) {
+		fprintf(stderr, "ggufs: option '%s' does not go with --check " USAGE_CHECK "\n",
+		        mount_opt);
+		return 2;
+	}
+	if (n_operands > 1) {
+		fprintf(stderr, "ggufs: unexpected argument '%s' after MODEL.gguf " USAGE_CHECK "\n",
+		        operand[1]);
+		return 2;
+	}
+	if (n_operands == 0 || !*operand[0]) {
+		fprintf(stderr, "ggufs: %s MODEL.gguf " USAGE_CHECK "\n",
+		        n_operands ? "empty" : "missing");
+		return 2;
+	}
+	return 0;
 }
 
 /* Checks every argument before anything is opened: unknown switches and -o options,
@@ -208,7 +248,8 @@ static int check_args(int argc, char **argv)
 {
 	const char *operand[3] = { NULL, NULL, NULL };   /* the third: the first extra one */
 	int n_operands = 0;
-	bool info = false, options_done = false;
+	bool info = false, options_done = false, check = false, json = false;
+	const char *mount_opt = NULL;   /* the first option that only a mount takes */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (options_done || a[0] != '-') {
@@ -224,7 +265,7 @@ static int check_args(int argc, char **argv)
 				fprintf(stderr, "ggufs: option '-o' needs a list of options " SEE_HELP "\n");
 				return 2;
 			}
-			int r = check_opt_list(list);
+			int r = check_opt_list(list, &mount_opt);
 			if (r)
 				return r;
 		} else {
@@ -234,10 +275,20 @@ static int check_args(int argc, char **argv)
 				return 2;
 			}
 			info = info || c->alone;
+			check = check || c->offset == offsetof(struct options, check);
+			json = json || c->offset == offsetof(struct options, json);
+			if (c->use == USE_FUSE && !mount_opt)
+				mount_opt = c->templ;
 		}
 	}
 	if (info)
 		return 0;
+	if (json && !check) {
+		fprintf(stderr, "ggufs: option '--json' goes with --check " USAGE_CHECK "\n");
+		return 2;
+	}
+	if (check)
+		return check_operands(operand, n_operands, mount_opt);
 	if (n_operands > 2) {
 		fprintf(stderr, "ggufs: unexpected argument '%s' after MODEL.gguf and MOUNTPOINT "
 		        USAGE "\n", operand[2]);
@@ -317,14 +368,17 @@ void cli_usage(const char *prog)
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
+	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
-	       "gguf.json and summary.txt; fusermount3 -u MOUNTPOINT unmounts it.\n"
+	       "stats/NAME, stats.tsv, gguf.json and summary.txt; fusermount3 -u MOUNTPOINT\n"
+	       "unmounts it. --check scans the model for NaN, inf and bad block scales instead.\n"
 	       "The manual: man ggufs (installed as " GGUFS_MAN_PATH "),\n"
 	       "or man -l man/ggufs.1 in the source tree.\n"
 	       "\n"
 	       "options:\n",
-	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog);
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
+	       slash ? slash + 1 : prog);
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (is_switch(&cli_options[i]))
 			usage_line(&cli_options[i]);
@@ -359,6 +413,8 @@ int cli_parse(struct fuse_args *args, struct options *o)
 		return 1;
 	/* checked by check_args, so it parses */
 	if (o->cache_size_arg && !size_arg_parse(o->cache_size_arg, &o->cache_size))
+		return 2;
+	if (o->cache_max_arg && !size_arg_parse(o->cache_max_arg, &o->cache_max))
 		return 2;
 	return 0;
 }

@@ -55,11 +55,16 @@ struct options {
 	int version;
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
 	unsigned max_read;   /* -o max_read=N, read here and passed on */
+	int check;           /* --check: scan MODEL, mount nothing */
+	int json;            /* --json: the --check report as JSON */
 	/* remote models (http://, https://, hf://) */
 	const char *token_file;  /* -o token_file=PATH: the bearer token (else HF_TOKEN) */
 	const char *cafile;      /* -o cafile=PATH: CA certificates besides the system's */
 	const char *cache_size_arg;  /* -o cache_size=SIZE as given (checked by cli_parse) */
 	uint64_t cache_size;     /* and in bytes; 0 if not given */
+	const char *cache_dir;   /* -o cache_dir=DIR: the disk cache, or NULL */
+	const char *cache_max_arg;  /* -o cache_max=SIZE as given (checked by cli_parse) */
+	uint64_t cache_max;      /* and in bytes; 0 if not given */
 	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
 };
 
@@ -85,6 +90,16 @@ char *mountpoint_check(const char *given, bool nonempty);
 /* True when a file system is mounted at path (absolute, symlinks resolved); what gets
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
 bool mounted_at(const char *path, char *what, size_t size, char *dev);
+
+/* open.c: the model o->model names, local or remote (o's remote options); *shown gets
+ * a remote URL as it may be shown (malloc'ed; NULL for a local file). NULL after one
+ * line on stderr naming the file or URL and the problem. */
+struct ggufs_model *open_model(const struct options *o, char **shown);
+
+/* check.c: ggufs --check [--json] MODEL|URL. Scans every tensor of the model and reports
+ * the unhealthy ones on stdout; returns the exit status: 0 healthy, 1 unhealthy, 3 when
+ * the model cannot be opened or read (one line on stderr, as a mount would say). */
+int check_model(const struct options *o);
 
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "ggufs_config.h"
 #include "ggufs.h"
@@ -46,72 +45,10 @@ static void warn_raw_only(const struct ggufs_model *m)
 	}
 }
 
-/* The bearer token in file path, without its trailing newline: malloc'ed, or NULL after
- * one line on stderr. Never echoed. */
-static char *read_token(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		fprintf(stderr, "ggufs: %s: cannot read the token file: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n = getline(&line, &cap, f);
-	fclose(f);
-	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-		line[--n] = 0;
-	if (n <= 0) {
-		fprintf(stderr, "ggufs: %s: the token file is empty\n", path);
-		free(line);
-		return NULL;
-	}
-	return line;
-}
-
-/* Opens the remote model named by o->model: hf:// expanded with $HF_ENDPOINT, the token
- * from -o token_file or $HF_TOKEN. *shown gets the URL as it may be shown (malloc'ed).
- * NULL after one line on stderr. */
-static struct ggufs_model *open_remote(const struct options *o, char **shown)
-{
-	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = NULL;
-	char *token = NULL;
-	struct url_rev rev;
-	char *url = url_expand(o->model, getenv("HF_ENDPOINT"), &rev, err, sizeof err);
-	bool hf = strncasecmp(o->model, "hf://", 5) == 0;
-	*shown = hf ? strdup(o->model) : url_display(o->model);
-	if (!url || !*shown) {
-		fprintf(stderr, "ggufs: %s: %s\n", *shown ? *shown : "the URL given",
-		        url ? "out of memory" : err);
-		goto out;
-	}
-	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
-	                          .cache_size = o->cache_size, .hub_rev = rev };
-	if (o->token_file) {
-		token = read_token(o->token_file);
-		if (!token)
-			goto out;
-	} else if (getenv("HF_TOKEN") && *getenv("HF_TOKEN")) {
-		token = strdup(getenv("HF_TOKEN"));
-		ro.token_from_env = true;
-	}
-	ro.token = token;
-	m = model_open_remote(url, *shown, &ro, err);
-	if (!m)
-		fprintf(stderr, "ggufs: %s\n", err);
-out:
-	if (token) {
-		explicit_bzero(token, strlen(token));
-		free(token);
-	}
-	free(url);
-	return m;
-}
-
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
- * nothing could be mounted (one line on stderr), 2 for wrong arguments. */
+ * nothing could be mounted (one line on stderr), 2 for wrong arguments. --check runs
+ * check.c instead and exits with its status. */
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -145,23 +82,20 @@ int main(int argc, char *argv[])
 		ret = 0;
 		goto out_args;
 	}
+	if (o.check) {
+		/* ggufs --check [--json] MODEL.gguf (cli_parse saw to the rest): nothing mounted */
+		ret = check_model(&o);
+		goto out_args;
+	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
 	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
 	if (!mountpoint)
 		goto out_cmdline;
 
-	if (url_is_remote(o.model)) {
-		fs.model = open_remote(&o, &shown);
-		if (!fs.model)
-			goto out_cmdline;
-	} else {
-		fs.model = model_open(o.model, err);
-		if (!fs.model) {
-			fprintf(stderr, "ggufs: %s\n", err);
-			goto out_cmdline;
-		}
-	}
+	fs.model = open_model(&o, &shown);
+	if (!fs.model)
+		goto out_cmdline;
 	fs.max_read = o.max_read;
 	fs.tree = tree_build(fs.model, err);
 	if (!fs.tree) {
@@ -247,6 +181,8 @@ out_args:
 	free((char *)o.token_file);
 	free((char *)o.cafile);
 	free((char *)o.cache_size_arg);
+	free((char *)o.cache_dir);
+	free((char *)o.cache_max_arg);
 	curl_global_cleanup();
 	return ret;
 }

@@ -321,8 +321,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
 	sv.f_blocks = (fsblkcnt_t)(((uint64_t)fs_of(req)->model->st.st_size + 4095) / 4096);
+	/* the inode numbers of tree.h: four per tensor (raw, .f32, .npy, stats/) */
 	sv.f_files = TREE_FIRST_META + fs_of(req)->model->meta->n_kv +
-	             3 * fs_of(req)->model->n_tensors;
+	             4 * fs_of(req)->model->n_tensors;
 	sv.f_namemax = 255;
 	sv.f_flag = ST_RDONLY;
 	fuse_reply_statfs(req, &sv);

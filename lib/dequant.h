@@ -18,7 +18,7 @@ struct dequant_impl {
 /* The SIMD dequantizers, one list per level (dequant_x86.c, built once per level with
  * that level's compiler flags), each ending with an entry whose fn is NULL. Each covers
  * some of the types with a scalar dequantizer and gives that function's output bit for
- * bit (NaN payloads aside). */
+ * bit, NaN payloads and signs included. */
 #ifdef GGUFS_X86_SIMD
 extern const struct dequant_impl dequant_avx2_impls[];
 extern const struct dequant_impl dequant_avx512_impls[];

@@ -2,12 +2,25 @@
  * (and, for the _1 types, an fp16 offset m). Multi-byte fields are little-endian and
  * blocks sit at any alignment, so fields are read from bytes at their offsetof, never
  * through a struct pointer. The float operations are ggml's, in ggml's order, so that
- * NaN, inf and subnormal scales come out as ggml's dequantize_row_* makes them. */
+ * NaN, inf and subnormal scales come out as ggml's dequantize_row_* makes them (NaN
+ * for NaN; which NaN is this code's, and dequant_x86.c gives the same bits). */
 #include "dequant.h"
 #include "dequant_scalar.h"
 #include "blocks.h"
 
 #include "gguf.h"
+
+#include <math.h>
+
+/* The scale a _1 block is decoded with: d, or 0 when m is a NaN. Every value is then
+ * NaN either way, but q * d + m with both a NaN d and a NaN m would come out as whichever
+ * NaN the compiler put first in the add, which it may put either way round (an add
+ * commutes but for NaN payloads), so that another build or the SIMD code could give
+ * other bits. With d = 0 only m is a NaN: every value is m's NaN, on every compiler. */
+static float affine_scale(float d, float m)
+{
+	return isnan(m) ? 0.0f : d;
+}
 
 /* Unpacks the 32 unsigned quants of a 4- or 5-bit block; qh is NULL for 4 bits. */
 static void unpack_nibbles(const uint8_t *qs, const uint8_t *qh, int q[QK])
@@ -41,8 +54,8 @@ void dequant_q4_1(const void *src, float *dst, uint64_t nblocks)
 	int q[QK];
 
 	for (uint64_t i = 0; i < nblocks; i++, blk += sizeof(struct block_q4_1), dst += QK) {
-		float d = half_at(FIELD(blk, block_q4_1, d));
 		float m = half_at(FIELD(blk, block_q4_1, m));
+		float d = affine_scale(half_at(FIELD(blk, block_q4_1, d)), m);
 		unpack_nibbles(FIELD(blk, block_q4_1, qs), NULL, q);
 		for (int j = 0; j < QK; j++)
 			dst[j] = (float)q[j] * d + m;
@@ -70,8 +83,8 @@ void dequant_q5_1(const void *src, float *dst, uint64_t nblocks)
 	int q[QK];
 
 	for (uint64_t i = 0; i < nblocks; i++, blk += sizeof(struct block_q5_1), dst += QK) {
-		float d = half_at(FIELD(blk, block_q5_1, d));
 		float m = half_at(FIELD(blk, block_q5_1, m));
+		float d = affine_scale(half_at(FIELD(blk, block_q5_1, d)), m);
 		unpack_nibbles(FIELD(blk, block_q5_1, qs), FIELD(blk, block_q5_1, qh), q);
 		for (int j = 0; j < QK; j++)
 			dst[j] = (float)q[j] * d + m;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "blockcache.h"
+#include "diskcache.h"
 #include "http.h"
 #include "url.h"
 
@@ -28,6 +29,7 @@ struct ahead_job {
 struct remote {
 	struct remote_opts o;       /* token and cafile: copies owned here */
 	struct blockcache *cache;
+	struct diskcache *disk;     /* -o cache_dir, or NULL */
 
 	pthread_mutex_t pool_lock;  /* idle easy handles, each used by one thread at a time */
 	CURL **pool;
@@ -57,6 +59,7 @@ struct remote_file {
 	char repo_commit[HTTP_COMMIT_MAX];
 	char *etag_origin;          /* the URL whose origin gave the ETag: If-Match goes there */
 	time_t mtime;
+	struct dc_entry *entry;     /* this version's blocks on disk, or NULL */
 
 	uint8_t *prefix;            /* the first prefix_len bytes, fixed once mounted */
 	uint64_t prefix_len;
@@ -243,12 +246,20 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 	return GOT;
 }
 
+/* Bytes of block index: the whole block, or what is left of the file. */
+static size_t block_len(const struct remote_file *f, uint64_t index)
+{
+	uint64_t first = index * REMOTE_BLOCK_SIZE;
+	return f->size - first < REMOTE_BLOCK_SIZE ? (size_t)(f->size - first) : REMOTE_BLOCK_SIZE;
+}
+
 /* A read-ahead job's blocks, filled by one request (and by its retries, each asking
  * from the first block not yet whole): each block is handed to the cache as soon as it
  * is whole, so that a reader waits for its block, not for the whole request. */
 struct blocks_sink {
 	struct remote_file *f;
 	struct bc_block **blocks;
+	uint64_t first_index;       /* of blocks[0] in the file */
 	unsigned n, done;           /* blocks; those handed over whole */
 	unsigned base;              /* the block where this attempt's body starts */
 	uint64_t first, last;       /* this attempt's range */
@@ -270,7 +281,13 @@ static bool block_ready(void *arg, const struct http_response *resp, size_t i)
 			return false;
 		sink->checked = true;
 	}
-	bc_fill_done(sink->f->r->cache, sink->blocks[sink->done], 0);
+	struct remote_file *f = sink->f;
+	struct bc_block *b = sink->blocks[sink->done];
+	/* stored before the claim ends: after it the bytes may be evicted and gone */
+	if (f->entry)
+		dc_store(f->entry, sink->first_index + sink->done, bc_block_data(b),
+		         block_len(f, sink->first_index + sink->done));
+	bc_fill_done(f->r->cache, b, 0);
 	sink->done++;
 	return true;
 }
@@ -323,7 +340,10 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 	if (st == 404 || st == 410) {
 		errf(err, "not found (HTTP %ld)", st);
 	} else if (st == 401 || st == 403) {
-		if (!f->r->o.token)
+		if (!f->r->o.token && f->r->o.token_withheld)
+			errf(err, "access denied (HTTP %ld): HF_TOKEN goes only to the hub "
+			     "(HF_ENDPOINT); -o token_file=PATH gives this server one", st);
+		else if (!f->r->o.token)
 			errf(err, "access denied (HTTP %ld): set HF_TOKEN or -o token_file=PATH", st);
 		else
 			errf(err, "access denied (HTTP %ld) with the token given (%s)", st,
@@ -495,45 +515,70 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	return ret;
 }
 
-/* The bytes of block index, for the cache. */
+/* The bytes of block index, for the memory cache: from the disk cache when it holds
+ * them, else fetched (and then kept on disk). */
 static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 {
 	struct remote_file *f = arg;
 	char err[GGUF_ERR_MAX];
 	long status;
 	uint64_t first = index * REMOTE_BLOCK_SIZE;
-	return fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) == 0 ? 0 : -EIO;
+	if (f->entry && dc_load(f->entry, index, buf, len))
+		return 0;
+	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0)
+		return -EIO;
+	if (f->entry)
+		dc_store(f->entry, index, buf, len);   /* or not kept: no room, a full disk */
+	return 0;
 }
 
-/* Bytes of block index: the whole block, or what is left of the file. */
-static size_t block_len(const struct remote_file *f, uint64_t index)
-{
-	uint64_t first = index * REMOTE_BLOCK_SIZE;
-	return f->size - first < REMOTE_BLOCK_SIZE ? (size_t)(f->size - first) : REMOTE_BLOCK_SIZE;
-}
-
-/* Fetches job's blocks with one request (none once the file has changed) and ends
- * their claims: 0, or -EIO for every block. Frees the job; called without locks. */
-static int run_job(struct ahead_job *job)
+/* Fetches blocks [i, j) of job with one request (none once the file has changed),
+ * each handed over as it arrives whole (block_ready, which keeps it on disk too), and
+ * ends the claims of the others: 0, or -EIO for the blocks that did not arrive. */
+static int fetch_run(struct ahead_job *job, unsigned i, unsigned j)
 {
 	struct remote_file *f = job->f;
 	struct remote *r = f->r;
-	struct blocks_sink sink = { .f = f, .blocks = job->blocks, .n = job->n };
+	struct blocks_sink sink = { .f = f, .blocks = job->blocks + i, .n = j - i,
+	                            .first_index = job->first + i };
 	int error = -EIO;
 	if (!atomic_load(&f->changed)) {
 		char err[GGUF_ERR_MAX];
 		long status;
-		for (unsigned i = 0; i < job->n; i++)
-			sink.segs[i] = bc_block_data(job->blocks[i]);
-		uint64_t first = job->first * REMOTE_BLOCK_SIZE;
-		uint64_t last = (job->first + job->n - 1) * REMOTE_BLOCK_SIZE +
-		                block_len(f, job->first + job->n - 1) - 1;
+		for (unsigned n = 0; n < sink.n; n++)
+			sink.segs[n] = bc_block_data(sink.blocks[n]);
+		uint64_t first = (job->first + i) * REMOTE_BLOCK_SIZE;
+		uint64_t last = (job->first + j - 1) * REMOTE_BLOCK_SIZE +
+		                block_len(f, job->first + j - 1) - 1;
 		error = fetch(f, first, last, NULL, &sink, true, false, err, &status) == 0 ? 0 : -EIO;
 	}
-	if (!error && sink.done < job->n)   /* never: a whole body hands every block over */
+	if (!error && sink.done < sink.n)   /* never: a whole body hands every block over */
 		error = -EIO;
-	for (unsigned i = sink.done; i < job->n; i++)   /* those not handed over whole */
-		bc_fill_done(r->cache, job->blocks[i], error);
+	for (unsigned n = sink.done; n < sink.n; n++)   /* those not handed over whole */
+		bc_fill_done(r->cache, sink.blocks[n], error);
+	return error;
+}
+
+/* Ends the claims of job's blocks: those the disk cache holds from there, the others
+ * fetched, each run of them with one request. 0, or -EIO when a run failed (its blocks
+ * get it). Frees the job; called without locks. */
+static int run_job(struct ahead_job *job)
+{
+	struct remote_file *f = job->f;
+	int error = 0;
+	for (unsigned i = 0; i < job->n;) {
+		uint64_t k = job->first + i;
+		if (f->entry && dc_load(f->entry, k, bc_block_data(job->blocks[i]), block_len(f, k))) {
+			bc_fill_done(f->r->cache, job->blocks[i++], 0);
+			continue;
+		}
+		unsigned j = i + 1;
+		while (j < job->n && !(f->entry && dc_holds(f->entry, job->first + j)))
+			j++;
+		if (fetch_run(job, i, j))
+			error = -EIO;
+		i = j;
+	}
 	free(job);
 	return error;
 }
@@ -797,8 +842,16 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		r->o.timeout = REMOTE_TIMEOUT_DEFAULT;
 	if (!r->o.cache_size)
 		r->o.cache_size = REMOTE_CACHE_DEFAULT;
+	r->o.cache_dir = NULL;   /* only the open cache is kept */
 	r->cache = bc_new(r->o.cache_size, REMOTE_BLOCK_SIZE);
 	pthread_mutex_init(&r->pool_lock, NULL);
+	if (o->cache_dir) {
+		r->disk = dc_open(o->cache_dir, o->cache_max, REMOTE_BLOCK_SIZE, err, GGUF_ERR_MAX);
+		if (!r->disk) {
+			remote_free(r);
+			return NULL;
+		}
+	}
 	pthread_mutex_init(&r->ahead_lock, NULL);
 	pthread_cond_init(&r->ahead_cond, NULL);
 	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
@@ -840,6 +893,7 @@ void remote_free(struct remote *r)
 		curl_easy_cleanup(r->pool[i]);
 	free(r->pool);
 	bc_free(r->cache);
+	dc_close(r->disk);
 	if (r->o.token) {
 		explicit_bzero((char *)r->o.token, strlen(r->o.token));
 		free((char *)r->o.token);
@@ -876,6 +930,25 @@ static void pin_commit(struct remote_file *f)
 	}
 }
 
+/* Opens f's entry in the disk cache, keyed by the URL as shown, the size and the ETag
+ * (or Last-Modified); without either, or when another mount holds the entry, f is read
+ * without the disk cache (said on stderr in the second case). */
+static void open_disk_entry(struct remote_file *f)
+{
+	char version[HTTP_ETAG_MAX + 32];
+	if (f->etag[0])
+		snprintf(version, sizeof version, "ETag %s", f->etag);
+	else if (f->last_modified[0])
+		snprintf(version, sizeof version, "Last-Modified %s", f->last_modified);
+	else
+		version[0] = 0;
+	bool busy;
+	f->entry = dc_entry_open(f->r->disk, f->display, f->size, version, &busy);
+	if (busy)
+		fprintf(stderr, "ggufs: %s: another mount uses its disk cache entry: this mount "
+		        "reads without the disk cache\n", f->display);
+}
+
 struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
                                 char err[GGUF_ERR_MAX], long *status)
 {
@@ -903,6 +976,8 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 	pin_commit(f);
 	if (f->last_modified[0])
 		f->mtime = curl_getdate(f->last_modified, NULL);
+	if (r->disk)
+		open_disk_entry(f);
 	return f;
 fail:
 	remote_close(f);
@@ -990,6 +1065,7 @@ void remote_close(struct remote_file *f)
 		pthread_cond_wait(&r->ahead_cond, &r->ahead_lock);
 	pthread_mutex_unlock(&r->ahead_lock);
 	bc_drop_owner(r->cache, f);
+	dc_entry_close(f->entry);
 	free(f->url);
 	free(f->display);
 	free(f->prefix);

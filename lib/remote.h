@@ -61,9 +61,12 @@
 struct remote_opts {
 	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
 	bool token_from_env;        /* for the hint in a 401/403 message */
+	bool token_withheld;        /* HF_TOKEN is set, but not for this URL's server */
 	const char *cafile;         /* extra CA file, or NULL */
 	unsigned timeout;           /* seconds without progress; 0: the default */
 	uint64_t cache_size;        /* bytes; 0: the default */
+	const char *cache_dir;      /* the disk cache's directory (diskcache.h), or NULL */
+	uint64_t cache_max;         /* its bound in bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
 	struct url_rev hub_rev;     /* an hf:// model: where the revision is in each URL (the
@@ -75,8 +78,8 @@ struct remote;
 struct remote_file;
 
 /* The shared state of one mount; NULL with err on failure (a token with anything but
- * visible ASCII in it, which could smuggle a header in, is refused). Copies what o
- * points to. */
+ * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that
+ * cannot be made or written). Copies what o points to. */
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
 /* Stops the read-ahead threads and frees everything; the files must be closed first. */
 void remote_free(struct remote *r);

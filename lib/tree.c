@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +15,20 @@
 #include "render_json.h"
 #include "render_mark.h"
 #include "render_npy.h"
+#include "render_stats.h"
 #include "render_summary.h"
 #include "render_value.h"
 #include "sink.h"
+#include "stats.h"
+
+/* The statistics of one tensor, computed by the first read of its stats/NAME or its
+ * line of stats.tsv and kept for the life of the tree; lock makes a second reader wait
+ * for the first one's result instead of computing it again. */
+struct stats_slot {
+	pthread_mutex_t lock;
+	atomic_bool done;
+	struct tensor_stats s;
+};
 
 struct tree {
 	const struct ggufs_model *m;
@@ -30,16 +42,24 @@ struct tree {
 	uint32_t *npy_header_len;    /* per tensor, 0 without .npy */
 	struct render_marks *marks;  /* per ino below TREE_FIRST_META + n_kv: restart points
 	                              * of gguf.json and metadata/KEY (render_mark.h) */
+	struct stats_slot *stats;    /* per tensor */
+	uint64_t *stats_children;    /* inos of stats/, in file order */
+	uint64_t n_stats_children;
+	uint64_t *tsv_line;          /* n_stats_children + 1 offsets in stats.tsv: where the
+	                              * line of stats_children[k] starts, then the end */
+	atomic_uint_fast64_t stats_computed;
 };
 
 static const char *const fixed_names[] = {
 	[TREE_ROOT_INO] = "", [2] = "metadata", [3] = "tensors", [4] = "gguf.json",
-	[5] = "summary.txt",
+	[5] = "summary.txt", [TREE_STATS_DIR_INO] = "stats", [TREE_STATS_TSV_INO] = "stats.tsv",
 };
 static const enum tree_kind fixed_kinds[] = {
 	[TREE_ROOT_INO] = TREE_ROOT, [2] = TREE_DIR_METADATA, [3] = TREE_DIR_TENSORS,
-	[4] = TREE_JSON, [5] = TREE_SUMMARY,
+	[4] = TREE_JSON, [5] = TREE_SUMMARY, [TREE_STATS_DIR_INO] = TREE_DIR_STATS,
+	[TREE_STATS_TSV_INO] = TREE_STATS_TSV,
 };
+#define LAST_FIXED_INO TREE_STATS_TSV_INO
 
 /* The lookup hash of name in directory dir. */
 static uint64_t hash_entry(uint64_t dir, const char *name)
@@ -124,7 +144,8 @@ static uint64_t names_bytes(const struct ggufs_model *m)
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct gguf_tensor *g = m->tensors[i].t;
 		uint64_t len = names_encode(g->name.ptr, g->name.len, true, buf);
-		total += len + 1 + (g->has_f32 ? 2 * (len + 5) : 0);
+		/* NAME, and with a dequantizer NAME.f32, NAME.npy and stats/NAME */
+		total += len + 1 + (g->has_f32 ? 2 * (len + 5) + len + 1 : 0);
 	}
 	return total;
 }
@@ -139,7 +160,7 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	if (!t)
 		goto oom;
 	t->m = m;
-	t->n_nodes = TREE_FIRST_META + n_kv + 3 * n_t;
+	t->n_nodes = TREE_FIRST_META + n_kv + 4 * n_t;
 	t->nodes = calloc(t->n_nodes, sizeof *t->nodes);
 	t->names = malloc(names_bytes(m));
 	t->tensor_children = calloc(3 * n_t + 1, sizeof *t->tensor_children);
@@ -150,11 +171,16 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	t->slots = calloc(cap, sizeof *t->slots);
 	t->slot_mask = cap - 1;
 	t->marks = calloc(TREE_FIRST_META + n_kv, sizeof *t->marks);
+	t->stats = calloc(n_t + 1, sizeof *t->stats);
+	t->stats_children = calloc(n_t + 1, sizeof *t->stats_children);
+	t->tsv_line = calloc(n_t + 1, sizeof *t->tsv_line);
 	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots ||
-	    !t->marks)
+	    !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
 		goto oom;
+	for (uint64_t i = 0; i < n_t; i++)
+		pthread_mutex_init(&t->stats[i].lock, NULL);
 
-	for (uint64_t ino = TREE_ROOT_INO; ino <= 5; ino++) {
+	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++) {
 		struct tree_node *n = &t->nodes[ino];
 		*n = (struct tree_node){ .ino = ino, .parent = TREE_ROOT_INO,
 		                         .kind = fixed_kinds[ino], .name = fixed_names[ino] };
@@ -198,11 +224,32 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 		t->nodes[base].size = g->size;
 		t->nodes[base + 1].size = f32_size(g);
 		t->nodes[base + 2].size = t->npy_header_len[i] + f32_size(g);
+
+		struct tree_node *sn = &t->nodes[TREE_FIRST_META + n_kv + 3 * n_t + i];
+		memmove(w, base_name, len);
+		w[len] = 0;
+		*sn = (struct tree_node){ .ino = TREE_FIRST_META + n_kv + 3 * n_t + i,
+		                          .parent = TREE_STATS_DIR_INO, .kind = TREE_STATS,
+		                          .index = i, .name = w, .size = render_stats_size(g) };
+		w += len + 1;
+		t->stats_children[t->n_stats_children++] = sn->ino;
+		slot_add(t, sn);
 	}
+
+	/* stats.tsv: the header, then one line per stats/ file, each of a size known now */
+	struct sink hs = sink_counter();
+	render_stats_tsv_header(&hs);
+	t->tsv_line[0] = hs.pos;
+	for (uint64_t k = 0; k < t->n_stats_children; k++) {
+		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
+		t->tsv_line[k + 1] = t->tsv_line[k] +
+		                     render_stats_tsv_line_size(m->tensors[sn->index].t, sn->name);
+	}
+	t->nodes[TREE_STATS_TSV_INO].size = t->tsv_line[t->n_stats_children];
 
 	/* sized last: the renderers see a complete tree */
 	for (uint64_t ino = 4; ino < TREE_FIRST_META + n_kv; ino++)
-		if (t->nodes[ino].ino)
+		if (t->nodes[ino].ino && ino != TREE_STATS_DIR_INO && ino != TREE_STATS_TSV_INO)
 			t->nodes[ino].size = rendered_size(t, &t->nodes[ino]);
 	return t;
 oom:
@@ -225,7 +272,43 @@ void tree_free(struct tree *t)
 		for (uint64_t ino = 0; ino < TREE_FIRST_META + t->m->meta->n_kv; ino++)
 			render_marks_free(&t->marks[ino]);
 	free(t->marks);
+	if (t->stats)
+		for (uint64_t i = 0; i < t->m->n_tensors; i++)
+			pthread_mutex_destroy(&t->stats[i].lock);
+	free(t->stats);
+	free(t->stats_children);
+	free(t->tsv_line);
 	free(t);
+}
+
+const struct ggufs_model *tree_model(const struct tree *t)
+{
+	return t->m;
+}
+
+const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind)
+{
+	const uint64_t base = TREE_FIRST_META + t->m->meta->n_kv;
+	const uint64_t n_t = t->m->n_tensors;
+	if (i >= n_t)
+		return NULL;
+	switch (kind) {
+	case TREE_RAW:
+		return tree_node(t, base + 3 * i);
+	case TREE_F32:
+		return tree_node(t, base + 3 * i + 1);
+	case TREE_NPY:
+		return tree_node(t, base + 3 * i + 2);
+	case TREE_STATS:
+		return tree_node(t, base + 3 * n_t + i);
+	default:
+		return NULL;
+	}
+}
+
+uint64_t tree_stats_computed(const struct tree *t)
+{
+	return atomic_load(&((struct tree *)t)->stats_computed);
 }
 
 const struct tree_node *tree_node(const struct tree *t, uint64_t ino)
@@ -250,11 +333,13 @@ uint64_t tree_dir_count(const struct tree *t, uint64_t dir)
 {
 	switch (dir) {
 	case TREE_ROOT_INO:
-		return 4;
+		return LAST_FIXED_INO - 1;
 	case 2:
 		return t->m->meta->n_kv;
 	case 3:
 		return t->n_tensor_children;
+	case TREE_STATS_DIR_INO:
+		return t->n_stats_children;
 	default:
 		return 0;
 	}
@@ -269,6 +354,8 @@ const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint6
 		return &t->nodes[2 + i];
 	case 2:
 		return &t->nodes[TREE_FIRST_META + i];
+	case TREE_STATS_DIR_INO:
+		return &t->nodes[t->stats_children[i]];
 	default:
 		return &t->nodes[t->tensor_children[i]];
 	}
@@ -276,7 +363,8 @@ const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint6
 
 bool tree_is_dir(const struct tree_node *n)
 {
-	return n->kind == TREE_ROOT || n->kind == TREE_DIR_METADATA || n->kind == TREE_DIR_TENSORS;
+	return n->kind == TREE_ROOT || n->kind == TREE_DIR_METADATA || n->kind == TREE_DIR_TENSORS ||
+	       n->kind == TREE_DIR_STATS;
 }
 
 mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
@@ -488,6 +576,66 @@ static int64_t guarded_read(const struct tree *t, const struct tree_node *n, cha
 	return (int64_t)len;
 }
 
+/* The statistics of tensor i into *out: the kept result, or computed now by the first
+ * caller while any other waits for it. A failed computation keeps nothing, so that a
+ * later read tries again. 0 or -errno. */
+static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_stats *out)
+{
+	struct stats_slot *slot = &t->stats[i];
+	int r = 0;
+	if (!atomic_load_explicit(&slot->done, memory_order_acquire)) {
+		pthread_mutex_lock(&slot->lock);
+		if (!atomic_load_explicit(&slot->done, memory_order_relaxed)) {
+			r = stats_tensor(t, i, &slot->s);
+			if (r == 0) {
+				atomic_fetch_add(&((struct tree *)t)->stats_computed, 1);
+				atomic_store_explicit(&slot->done, true, memory_order_release);
+			}
+		}
+		pthread_mutex_unlock(&slot->lock);
+	}
+	if (r == 0)
+		*out = slot->s;
+	return r;
+}
+
+/* Reads [off, off + len) of stats/NAME or stats.tsv (inside the file), computing the
+ * statistics of only the tensors whose text the range covers. */
+static int64_t read_stats(const struct tree *t, const struct tree_node *n, char *buf,
+                          uint64_t len, uint64_t off)
+{
+	struct tensor_stats st;
+	struct sink s = sink_window(buf, off, len);
+	int r;
+	if (n->kind == TREE_STATS) {
+		r = tensor_stats_once(t, n->index, &st);
+		if (r < 0)
+			return r;
+		render_stats(&s, t->m->tensors[n->index].t, &st);
+		return (int64_t)len;
+	}
+	if (off < t->tsv_line[0])
+		render_stats_tsv_header(&s);
+	/* the first line that ends after off */
+	uint64_t lo = 0, hi = t->n_stats_children;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (t->tsv_line[mid + 1] <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint64_t k = lo; k < t->n_stats_children && t->tsv_line[k] < off + len; k++) {
+		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
+		r = tensor_stats_once(t, sn->index, &st);
+		if (r < 0)
+			return r;
+		s.pos = t->tsv_line[k];
+		render_stats_tsv_line(&s, t->m->tensors[sn->index].t, sn->name, &st);
+	}
+	return (int64_t)len;
+}
+
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off)
 {
@@ -499,6 +647,8 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 		len = n->size - off;
 	if (len == 0)
 		return 0;
+	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
+		return read_stats(t, n, buf, len, off);
 
 	bool tensor = n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY;
 	/* remote bytes are fetched, not mapped: no guard, which a slow fetch must not hold */

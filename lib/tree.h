@@ -3,9 +3,12 @@
  *
  * Inode numbers are derived from position, so they are stable for one model:
  *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
- *   TREE_FIRST_META + k               metadata key k (file order)
- *   TREE_FIRST_META + n_kv + 3 t + j  tensor t: j = 0 raw, 1 .f32, 2 .npy
- * A tensor without a dequantizer has no .f32/.npy: those inode numbers stay unused. */
+ *   6 /stats       7 /stats.tsv
+ *   TREE_FIRST_META + k                    metadata key k (file order)
+ *   TREE_FIRST_META + n_kv + 3 t + j       tensor t: j = 0 raw, 1 .f32, 2 .npy
+ *   TREE_FIRST_META + n_kv + 3 n_t + t     stats/NAME of tensor t
+ * A tensor without a dequantizer has no .f32/.npy and no stats/NAME: those inode numbers
+ * stay unused. */
 #ifndef GGUFS_TREE_H
 #define GGUFS_TREE_H
 
@@ -17,6 +20,8 @@
 
 #define TREE_ROOT_INO 1
 #define TREE_FIRST_META 16
+#define TREE_STATS_DIR_INO 6
+#define TREE_STATS_TSV_INO 7
 
 enum tree_kind {
 	TREE_ROOT,
@@ -28,13 +33,16 @@ enum tree_kind {
 	TREE_RAW,      /* tensors/NAME */
 	TREE_F32,      /* tensors/NAME.f32 */
 	TREE_NPY,      /* tensors/NAME.npy */
+	TREE_DIR_STATS,
+	TREE_STATS,    /* stats/NAME */
+	TREE_STATS_TSV,
 };
 
 struct tree_node {
 	uint64_t ino;
 	uint64_t parent;     /* ino of the directory holding it (the root: itself) */
 	enum tree_kind kind;
-	uint64_t index;      /* key index (TREE_META) or tensor index (TREE_RAW/F32/NPY) */
+	uint64_t index;      /* key index (TREE_META) or tensor index (TREE_RAW/F32/NPY/STATS) */
 	const char *name;    /* file name, escaped per SPEC, NUL-terminated */
 	uint64_t size;       /* exact st_size; 0 for directories */
 };
@@ -45,6 +53,9 @@ struct tree;
  * (rendered files are rendered once to count their bytes). NULL with err on failure. */
 struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX]);
 void tree_free(struct tree *t);
+
+/* The model the tree shows. */
+const struct ggufs_model *tree_model(const struct tree *t);
 
 /* The node of inode ino, or NULL. */
 const struct tree_node *tree_node(const struct tree *t, uint64_t ino);
@@ -66,6 +77,15 @@ mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
  * proportional to the tensor. */
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off);
+
+/* The file of tensor i of this kind (TREE_RAW, TREE_F32, TREE_NPY, TREE_STATS), or NULL
+ * when the tensor has none. */
+const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind);
+
+/* stats/NAME and stats.tsv are computed by their reads only (never by lookups, sizes or
+ * directory listings), each tensor at most once per tree however many threads read it
+ * (lib/stats.h). How many tensors' statistics have been computed so far: for tests. */
+uint64_t tree_stats_computed(const struct tree *t);
 
 /* How many marks reads of n can start from (render_mark.h): 0 for small and
  * non-rendered files. For tests. */

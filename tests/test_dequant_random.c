@@ -1,11 +1,14 @@
 /* Every SIMD dequantizer this CPU runs against the scalar reference on random blocks:
- * the same bits for every value (any NaN for a NaN). The vectors test covers ggml's
- * own output; this covers the corners random bytes reach, NaN, infinite and subnormal
- * scales included, plus unaligned sources, short runs and writing past the end.
- * Skipped (exit 77) on a CPU with no SIMD level. */
-#include <math.h>
+ * the same bytes for every value, NaN sign and payload included (SPEC.md: a .f32
+ * hashes the same on every CPU). The vectors test covers ggml's own output; this covers
+ * the corners random bytes reach, and blocks whose every fp16 field is a random NaN
+ * (signalling or quiet, either sign, any payload), inf, subnormal or zero, so that two
+ * scales of one block are NaNs with different bits; plus every f16 and bf16 pattern,
+ * unaligned sources, short runs and writing past the end. Skipped (exit 77) on a CPU
+ * with no SIMD level. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,10 +34,43 @@ static uint64_t rng(void)
 	return rng_state * 0x2545f4914f6cdd1du;
 }
 
-/* Fills blocks with random bytes, except that every 16th block is one of a few byte
- * patterns that put +-inf, NaN, zero or the smallest subnormal in every aligned fp16
- * (all fp16 scales sit at even offsets), and every 16-bit pattern appears in order
- * when a block is one 16-bit element. */
+/* A random fp16 that is not an ordinary number, of either sign: 2 times in 5 a NaN
+ * with a random non-zero payload (half of them signalling: bit 9 clear), else inf, a
+ * subnormal, zero, or the largest finite value. */
+static uint16_t special_half(void)
+{
+	const uint16_t sign = (uint16_t)(rng() & 0x8000);
+	const uint16_t payload = (uint16_t)(rng() & 0x3ff);
+	switch (rng() % 10) {
+	case 0: case 1: case 2: case 3:
+		return sign | 0x7c00 | (payload ? payload : 1);
+	case 4: case 5:
+		return sign | 0x7c00;
+	case 6: case 7:
+		return sign | (payload ? payload : 1);
+	case 8:
+		return sign;
+	default:
+		return sign | 0x7bff;
+	}
+}
+
+/* Writes h at every even offset of the block_bytes at p (all fp16 scales sit at even
+ * offsets); fixed says whether to write h itself or a fresh special_half each time. */
+static void put_halves(uint8_t *p, uint32_t block_bytes, uint16_t h, bool fixed)
+{
+	for (uint32_t j = 0; j + 1 < block_bytes; j += 2) {
+		const uint16_t v = fixed ? h : special_half();
+		p[j] = (uint8_t)v;
+		p[j + 1] = (uint8_t)(v >> 8);
+	}
+}
+
+/* Fills blocks with random bytes, except that of every 16 blocks one puts one of a few
+ * patterns (+-inf, NaN, zero, the smallest subnormal...) in every aligned fp16, and
+ * another a fresh special_half in each, so that a block's two scales are often NaNs with
+ * different bits. When a block is one 16-bit element, every 16-bit pattern appears in
+ * order instead. */
 static void fill(uint8_t *p, uint64_t nblocks, uint32_t block_bytes)
 {
 	static const uint16_t halves[] = { 0x7c00, 0xfc00, 0x7e00, 0x7d01, 0xffff, 0x0000,
@@ -49,23 +85,20 @@ static void fill(uint8_t *p, uint64_t nblocks, uint32_t block_bytes)
 	for (uint64_t i = 0; i < nblocks * block_bytes; i++)
 		p[i] = (uint8_t)rng();
 	for (uint64_t b = 0; b < nblocks; b += 16) {
-		uint16_t h = halves[(b / 16) % (sizeof halves / sizeof halves[0])];
-		for (uint32_t j = 0; j + 1 < block_bytes; j += 2) {
-			p[b * block_bytes + j] = (uint8_t)h;
-			p[b * block_bytes + j + 1] = (uint8_t)(h >> 8);
-		}
+		put_halves(p + b * block_bytes, block_bytes,
+		           halves[(b / 16) % (sizeof halves / sizeof halves[0])], true);
+		if (b + 8 < nblocks)
+			put_halves(p + (b + 8) * block_bytes, block_bytes, 0, false);
 	}
 }
 
-/* 0 when got and want hold the same bits (or both a NaN); else the first bad index + 1. */
+/* 0 when got and want hold the same bytes, NaN bit patterns included; else the first
+ * bad index + 1. */
 static size_t compare_bits(const float *got, const float *want, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (isnan(got[i]) && isnan(want[i]))
-			continue;
+	for (size_t i = 0; i < n; i++)
 		if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
 			return i + 1;
-	}
 	return 0;
 }
 

@@ -75,11 +75,13 @@ static void test_shape(void **state)
 {
 	struct fixture *f = *state;
 	const struct tree *t = f->t;
-	assert_int_equal(tree_dir_count(t, TREE_ROOT_INO), 4);
+	assert_int_equal(tree_dir_count(t, TREE_ROOT_INO), 6);
 	assert_int_equal(tree_dir_count(t, 2), 23);
 	assert_int_equal(tree_dir_count(t, 3), 21 * 3);
-	const char *top[] = { "metadata", "tensors", "gguf.json", "summary.txt" };
-	for (int i = 0; i < 4; i++) {
+	assert_int_equal(tree_dir_count(t, TREE_STATS_DIR_INO), 21);
+	const char *top[] = { "metadata", "tensors", "gguf.json", "summary.txt", "stats",
+	                      "stats.tsv" };
+	for (int i = 0; i < 6; i++) {
 		const struct tree_node *n = tree_lookup(t, TREE_ROOT_INO, top[i]);
 		assert_non_null(n);
 		assert_ptr_equal(n, tree_dir_child(t, TREE_ROOT_INO, (uint64_t)i));

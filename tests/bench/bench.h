@@ -1,5 +1,5 @@
-/* Helpers shared by the benchmark's two halves (bench_dequant.c in process,
- * bench_mount.c through a real mount). */
+/* Helpers shared by the benchmarks: the dequantizers' two halves (bench_dequant.c in
+ * process, bench_mount.c through a real mount) and bench_check.c; bench_util.c. */
 #ifndef GGUFS_BENCH_H
 #define GGUFS_BENCH_H
 

@@ -189,7 +189,7 @@ static void check_tree(const uint8_t *data, size_t size, const struct gguf_file 
 	struct tree *t = tree_build(&m, err);
 	if (!t)
 		broken("tree_build failed on a valid file");
-	static const uint64_t dirs[] = { TREE_ROOT_INO, 2, 3 };
+	static const uint64_t dirs[] = { TREE_ROOT_INO, 2, 3, TREE_STATS_DIR_INO };
 	uint64_t files = 0;
 	for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
 		const struct tree_node *dir = tree_node(t, dirs[d]);

@@ -4,6 +4,7 @@ sizes, bytes and xattrs everywhere; only gguf.json's "file" and summary.txt's fi
 source lines may differ. Served by nginx over http and https (-o cafile), through
 hf:// with HF_ENDPOINT (main and @REVISION, with a sub-directory), for the bundled
 model, the type vectors, and a split model mounted from shard 2's URL."""
+import json
 import os
 import shutil
 import unittest
@@ -52,6 +53,21 @@ class Compare(unittest.TestCase):
     def test_alltypes_http(self):
         with Nginx(self.root) as n:
             self.check(self.alltypes, n.url + "/vectors/alltypes.gguf")
+
+    def test_check_by_url(self):
+        """ggufs --check takes a URL (and the remote -o options) and reports what it
+        reports for the local file, figure for figure."""
+        with Nginx(self.root, https=True) as n:
+            url = n.url + "/vectors/alltypes.gguf"
+            got = gm.run_ggufs(["--check", "--json", "-o", "cafile=" + n.cafile, url])
+            want = gm.run_ggufs(["--check", "--json", self.alltypes])
+            self.assertEqual(got.returncode, want.returncode, got.stderr)
+            self.assertEqual(got.stderr, b"")
+            got, want = json.loads(got.stdout), json.loads(want.stdout)
+            self.assertEqual(got.pop("file"), url)
+            want.pop("file")
+            self.assertEqual(got, want)
+            self.assertGreater(len(got["tensors"]), 50)
 
     def test_hf_main(self):
         with Nginx(self.root) as n:

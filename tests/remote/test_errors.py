@@ -90,7 +90,8 @@ class Refused(unittest.TestCase):
     def test_401_with_a_wrong_token(self):
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
             s.token = "right"
-            line = self.refused(s.url + "/m.gguf", env=env_without_token(HF_TOKEN="wrong-t0ken"))
+            line = self.refused(s.url + "/m.gguf", env=env_without_token(HF_TOKEN="wrong-t0ken",
+                                                                  HF_ENDPOINT=s.url))
             self.assertTrue("401" in line or "token" in line.lower(), line)
             self.assertNotIn("wrong-t0ken", line)
 

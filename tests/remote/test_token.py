@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Where the token goes: HF_TOKEN (or -o token_file=PATH, its trailing newline
-stripped) reaches the URL's own server as `Authorization: Bearer TOKEN`, never the host
+"""Where the token goes: HF_TOKEN reaches the hub (an hf:// URL, or a URL on
+HF_ENDPOINT's server) and no other server; -o token_file=PATH (its trailing newline
+stripped) reaches the URL's own server. Either goes as `Authorization: Bearer TOKEN`,
+never to the host
 a redirect leads to (a 302 from 127.0.0.1 to 127.0.0.2, whose log never shows an
 Authorization header, while the data still comes through right), and never appears in
 /proc/mounts, the fsname or the daemon's -d output. A URL's user:password@ is never
@@ -8,6 +10,7 @@ shown in /proc/mounts either."""
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -45,7 +48,7 @@ class Token(unittest.TestCase):
         with FaultServer({PATH: self.data}) as s:
             s.token = TOKEN
             url = s.url + PATH
-            with EnvMount(url, ["-d"], env_without_token(HF_TOKEN=TOKEN)) as m:
+            with EnvMount(url, ["-d"], env_without_token(HF_TOKEN=TOKEN, HF_ENDPOINT=s.url)) as m:
                 self.read_some_tensors(m)
                 self.assert_not_shown(m, TOKEN, url)
             log = s.log_settled(2)
@@ -53,6 +56,34 @@ class Token(unittest.TestCase):
             for r in log:
                 self.assertEqual(r.headers.get("authorization"), "Bearer " + TOKEN, r)
                 self.assertIn(r.status, (200, 206))
+
+    def test_hf_token_stays_with_the_hub(self):
+        """HF_TOKEN set in the shell never goes to a server that is not the hub: the
+        mount of another server's URL sends no Authorization, and where that server
+        wants a token, the refusal says how to give it one."""
+        with FaultServer({PATH: self.data}) as s, FaultServer({}, host="127.0.0.2") as hub:
+            url = s.url + PATH
+            env = env_without_token(HF_TOKEN=TOKEN, HF_ENDPOINT=hub.url)
+            with EnvMount(url, (), env) as m:
+                self.read_some_tensors(m)
+            log = s.log_settled(2)
+            self.assertTrue(log)
+            for r in log:
+                self.assertNotIn("authorization", r.headers, r)
+            self.assertEqual(hub.log(), [])
+            s.token = TOKEN
+            mnt = tempfile.mkdtemp(prefix="ggufs-test-")
+            try:
+                r = gm.run_ggufs([url, mnt], env=env)
+            finally:
+                os.rmdir(mnt)
+            err = r.stderr.decode()
+            self.assertEqual(r.returncode, 1, err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn("token_file", err)
+            self.assertNotIn(TOKEN, err)
+            for r in s.log_settled(3):
+                self.assertNotIn("authorization", r.headers, r)
 
     def test_hf_endpoint_with_token(self):
         with FaultServer({PATH: self.data}) as s:
@@ -69,7 +100,7 @@ class Token(unittest.TestCase):
             first.token = TOKEN
             first.redirect_to = cdn.url
             url = first.url + PATH
-            with EnvMount(url, (), env_without_token(HF_TOKEN=TOKEN)) as m, \
+            with EnvMount(url, (), env_without_token(HF_TOKEN=TOKEN, HF_ENDPOINT=first.url)) as m, \
                     gm.Mount(TINY) as local:
                 compare_mounts(self, local.path, m.path, "tinyllama-q4km.gguf", [url])
                 self.assert_not_shown(m, TOKEN, url)
@@ -104,7 +135,7 @@ class Token(unittest.TestCase):
             first.sign_redirects = 600
             cdn.require_signature = True
             url = first.url + PATH
-            with EnvMount(url, (), env_without_token(HF_TOKEN=TOKEN)) as m:
+            with EnvMount(url, (), env_without_token(HF_TOKEN=TOKEN, HF_ENDPOINT=first.url)) as m:
                 a, _ = self.extents["output.weight"]
                 got = gm.read_file(m.p("tensors", "output.weight"))
                 self.assertEqual(got, self.data[a:a + len(got)])
@@ -145,7 +176,7 @@ class Token(unittest.TestCase):
             os.mkdir(mnt)
             proc = subprocess.Popen([gm.GGUFS, "-f", s.url + PATH, mnt], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=env_without_token(HF_TOKEN=bad))
+                                    env=env_without_token(HF_TOKEN=bad, HF_ENDPOINT=s.url))
             try:
                 deadline = time.monotonic() + gm.MOUNT_TIMEOUT
                 while not gm.is_mounted(mnt) and proc.poll() is None:

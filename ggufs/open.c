@@ -1,0 +1,117 @@
+/* Opening the model the command line names: a local file, or a URL (http, https,
+ * hf://) with its token, CA file, cache and timeout options. Shared by a mount and by
+ * --check, so that both open a model alike. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ggufs.h"
+#include "remote.h"
+#include "url.h"
+
+/* The bearer token in file path, without its trailing newline: malloc'ed, or NULL after
+ * one line on stderr. Never echoed. */
+static char *read_token(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		fprintf(stderr, "ggufs: %s: cannot read the token file: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n = getline(&line, &cap, f);
+	fclose(f);
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = 0;
+	if (n <= 0) {
+		fprintf(stderr, "ggufs: %s: the token file is empty\n", path);
+		free(line);
+		return NULL;
+	}
+	return line;
+}
+
+/* The token for url (the http(s) URL given, hf:// expanded): -o token_file's for any
+ * URL; $HF_TOKEN's only for the hub, an hf:// URL or one on $HF_ENDPOINT's scheme, host
+ * and port, as the hub's own client does, so that a hub token set in a shell never goes
+ * to some other server named on the command line. malloc'ed, or NULL: none (*withheld
+ * says that HF_TOKEN was set but not for this URL), or unreadable (*failed, after one
+ * line on stderr). */
+static char *token_for(const struct options *o, const char *url, bool hf, const char *endpoint,
+                       struct remote_opts *ro, bool *failed)
+{
+	*failed = false;
+	if (o->token_file) {
+		char *token = read_token(o->token_file);
+		*failed = !token;
+		return token;
+	}
+	const char *env = getenv("HF_TOKEN");
+	if (!env || !*env)
+		return NULL;
+	if (!hf && !url_same_origin(url, endpoint && *endpoint ? endpoint : HF_ENDPOINT_DEFAULT)) {
+		ro->token_withheld = true;
+		return NULL;
+	}
+	ro->token_from_env = true;
+	char *token = strdup(env);
+	if (!token) {
+		fprintf(stderr, "ggufs: out of memory\n");
+		*failed = true;
+	}
+	return token;
+}
+
+/* Opens the remote model named by o->model: hf:// expanded with $HF_ENDPOINT, the token
+ * as token_for says. *shown gets the URL as it may be shown (malloc'ed). NULL after one
+ * line on stderr. */
+static struct ggufs_model *open_remote(const struct options *o, char **shown)
+{
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = NULL;
+	char *token = NULL;
+	struct url_rev rev;
+	const char *endpoint = getenv("HF_ENDPOINT");
+	char *url = url_expand(o->model, endpoint, &rev, err, sizeof err);
+	bool hf = strncasecmp(o->model, "hf://", 5) == 0;
+	*shown = hf ? strdup(o->model) : url_display(o->model);
+	if (!url || !*shown) {
+		fprintf(stderr, "ggufs: %s: %s\n", *shown ? *shown : "the URL given",
+		        url ? "out of memory" : err);
+		goto out;
+	}
+	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
+	                          .cache_size = o->cache_size, .cache_dir = o->cache_dir,
+	                          .cache_max = o->cache_max, .hub_rev = rev };
+	bool failed;
+	token = token_for(o, url, hf, endpoint, &ro, &failed);
+	if (failed)
+		goto out;
+	ro.token = token;
+	m = model_open_remote(url, *shown, &ro, err);
+	if (!m)
+		fprintf(stderr, "ggufs: %s\n", err);
+out:
+	if (token) {
+		explicit_bzero(token, strlen(token));
+		free(token);
+	}
+	free(url);
+	return m;
+}
+
+struct ggufs_model *open_model(const struct options *o, char **shown)
+{
+	*shown = NULL;
+	if (url_is_remote(o->model))
+		return open_remote(o, shown);
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = model_open(o->model, err);
+	if (!m)
+		fprintf(stderr, "ggufs: %s\n", err);
+	return m;
+}

@@ -1,0 +1,761 @@
+#include "diskcache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAP_MAGIC "GGUFSDC1"
+#define MAP_VERSION 1u
+#define MAP_HEADER 4096u     /* the map's header; the records follow */
+#define NEW_PREFIX ".new-"   /* an entry being made; left over only by a crash */
+
+static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t index,
+                      uint64_t need);
+
+/* One block's record in the map, in the machine's byte order. check covers the other
+ * fields and the block's index, so that a record torn or written at the wrong place is
+ * not believed. */
+struct dc_record {
+	uint64_t sum;        /* dc_checksum of the block's bytes */
+	uint64_t tick;       /* last use: microseconds since the epoch (next_tick) */
+	uint32_t len;
+	uint32_t zero;
+	uint64_t check;
+};
+
+struct diskcache {
+	pthread_mutex_t lock;        /* ticks of every entry, the tick counter, entries */
+	pthread_mutex_t store_lock;  /* one store, open or eviction at a time (with the flock) */
+	int dirfd;
+	int lockfd;                  /* flock'ed by whoever stores, makes or removes entries */
+	uint64_t max;
+	uint32_t block_size;
+	uint64_t tick;               /* the last use given out (next_tick) */
+	struct dc_entry *entries;    /* open in this process */
+};
+
+struct dc_entry {
+	struct diskcache *dc;
+	struct dc_entry *next;
+	char name[33];
+	int mapfd;                   /* flock'ed for the entry's life */
+	int datafd;
+	uint64_t size, nblocks;
+	uint64_t *ticks;             /* per block: last use, 0 when not on disk */
+};
+
+/* A new last use: the time in microseconds, so that mounts can compare theirs, and
+ * larger than any this process gave out before. Called with dc->lock held. */
+static uint64_t next_tick(struct diskcache *dc)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+	dc->tick = now > dc->tick ? now : dc->tick + 1;
+	return dc->tick;
+}
+
+/* 64-bit FNV-1a of n bytes from basis. */
+static uint64_t fnv1a(const void *p, size_t n, uint64_t basis)
+{
+	const uint8_t *b = p;
+	uint64_t h = basis;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+uint64_t dc_checksum(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+	}
+	for (; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h ^ n;
+}
+
+/* The check of record r as block index's: never 0, so a zeroed record fails it. */
+static uint64_t record_check(const struct dc_record *r, uint64_t index)
+{
+	uint64_t v[4] = { index, r->sum, r->tick, r->len };
+	uint64_t h = fnv1a(v, sizeof v, 0x84222325cbf29ce4ull);
+	return h ? h : 1;
+}
+
+/* pread of exactly n bytes: 0, or -1 (a short file counts as an error). */
+static int pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+	uint8_t *p = buf;
+	while (n) {
+		ssize_t k = pread(fd, p, n, (off_t)off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+/* pwrite of exactly n bytes: 0, or -1. */
+static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
+{
+	const uint8_t *p = buf;
+	while (n) {
+		ssize_t k = pwrite(fd, p, n, (off_t)off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+/* Where block index's record is in the map. */
+static uint64_t record_offset(uint64_t index)
+{
+	return MAP_HEADER + index * sizeof(struct dc_record);
+}
+
+/* The length of block index of a file of size bytes. */
+static size_t block_len(const struct dc_entry *e, uint64_t index)
+{
+	uint64_t first = index * e->dc->block_size;
+	uint64_t left = e->size - first;
+	return left < e->dc->block_size ? (size_t)left : e->dc->block_size;
+}
+
+/* Bytes that the files under directory fd take on disk (one level of subdirectories,
+ * as the cache has), closing fd. */
+static uint64_t usage_of(int fd, int depth)
+{
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	uint64_t total = 0;
+	for (struct dirent *de; (de = readdir(d));) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		total += (uint64_t)st.st_blocks * 512;
+		if (S_ISDIR(st.st_mode) && depth > 0) {
+			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				total += usage_of(sub, depth - 1);
+		}
+	}
+	closedir(d);
+	return total;
+}
+
+uint64_t dc_usage(struct diskcache *dc)
+{
+	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? 0 : usage_of(fd, 1);
+}
+
+/* Removes the entry directory name (its files, then itself). 0, or -1. */
+static int remove_entry(int parent, const char *name)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		DIR *d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -1;
+		}
+		for (struct dirent *de; (de = readdir(d));)
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				unlinkat(dirfd(d), de->d_name, 0);
+		closedir(d);
+	}
+	return unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+/* Whether name is an entry directory's (32 hex digits). */
+static bool is_entry_name(const char *name)
+{
+	return strlen(name) == 32 && strspn(name, "0123456789abcdef") == 32;
+}
+
+/* Removes what a crash left of entries being made. Called with the flock held. */
+static void remove_leftovers(struct diskcache *dc)
+{
+	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (struct dirent *de; (de = readdir(d));)
+		if (!strncmp(de->d_name, NEW_PREFIX, strlen(NEW_PREFIX)))
+			remove_entry(dc->dirfd, de->d_name);
+	closedir(d);
+}
+
+/* flock that retries when a signal interrupts it. */
+static int flock_retry(int fd, int op)
+{
+	int r;
+	while ((r = flock(fd, op)) != 0 && errno == EINTR)
+		;
+	return r;
+}
+
+struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
+                          size_t errlen)
+{
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
+		return NULL;
+	}
+	struct diskcache *dc = calloc(1, sizeof *dc);
+	if (!dc) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	dc->block_size = block_size;
+	dc->lockfd = -1;
+	dc->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dc->dirfd >= 0)
+		dc->lockfd = openat(dc->dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (dc->dirfd < 0 || dc->lockfd < 0 || access(dir, W_OK) != 0) {
+		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
+		if (dc->dirfd >= 0)
+			close(dc->dirfd);
+		if (dc->lockfd >= 0)
+			close(dc->lockfd);
+		free(dc);
+		return NULL;
+	}
+	pthread_mutex_init(&dc->lock, NULL);
+	pthread_mutex_init(&dc->store_lock, NULL);
+	if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
+		remove_leftovers(dc);
+		flock_retry(dc->lockfd, LOCK_UN);
+	}
+	dc->max = max;
+	if (!max) {
+		struct statvfs vfs;
+		uint64_t free_bytes = fstatvfs(dc->dirfd, &vfs) == 0 ?
+			(uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
+		uint64_t room = (free_bytes + dc_usage(dc)) / DC_DEFAULT_FREE_DIVISOR;
+		dc->max = room < DC_DEFAULT_MAX ? room : DC_DEFAULT_MAX;
+	}
+	return dc;
+}
+
+void dc_close(struct diskcache *dc)
+{
+	if (!dc)
+		return;
+	close(dc->lockfd);
+	close(dc->dirfd);
+	pthread_mutex_destroy(&dc->lock);
+	pthread_mutex_destroy(&dc->store_lock);
+	free(dc);
+}
+
+uint64_t dc_max(const struct diskcache *dc)
+{
+	return dc->max;
+}
+
+const char *dc_entry_name(const struct dc_entry *e)
+{
+	return e->name;
+}
+
+/* The map header of an entry for key (a file of size bytes) into h[MAP_HEADER]. */
+static void make_header(uint8_t h[MAP_HEADER], const struct diskcache *dc, const char *key,
+                        uint64_t size, uint64_t nblocks)
+{
+	uint32_t version = MAP_VERSION, bs = dc->block_size, klen = (uint32_t)strlen(key);
+	memset(h, 0, MAP_HEADER);
+	memcpy(h, MAP_MAGIC, 8);
+	memcpy(h + 8, &version, 4);
+	memcpy(h + 12, &bs, 4);
+	memcpy(h + 16, &size, 8);
+	memcpy(h + 24, &nblocks, 8);
+	memcpy(h + 32, &klen, 4);
+	memcpy(h + 36, key, klen);
+}
+
+/* Makes the entry directory name for key, whole or not at all: built under a temporary
+ * name and renamed. 0, or -1. Called with the flock held. */
+static int create_entry(struct diskcache *dc, const char *name, const char *key, uint64_t size,
+                        uint64_t nblocks)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof tmp, NEW_PREFIX "%s", name);
+	remove_entry(dc->dirfd, tmp);
+	if (mkdirat(dc->dirfd, tmp, 0700) != 0)
+		return -1;
+	int fd = openat(dc->dirfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int mapfd = fd < 0 ? -1 : openat(fd, "map", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int datafd = fd < 0 ? -1 : openat(fd, "data", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	uint8_t *h = malloc(MAP_HEADER);
+	int r = -1;
+	if (mapfd >= 0 && datafd >= 0 && h) {
+		make_header(h, dc, key, size, nblocks);
+		if (pwrite_full(mapfd, h, MAP_HEADER, 0) == 0 &&
+		    ftruncate(mapfd, (off_t)record_offset(nblocks)) == 0 &&
+		    ftruncate(datafd, (off_t)size) == 0 && fsync(mapfd) == 0 && fsync(datafd) == 0 &&
+		    fsync(fd) == 0 && renameat(dc->dirfd, tmp, dc->dirfd, name) == 0) {
+			fsync(dc->dirfd);
+			r = 0;
+		}
+	}
+	free(h);
+	if (mapfd >= 0)
+		close(mapfd);
+	if (datafd >= 0)
+		close(datafd);
+	if (fd >= 0)
+		close(fd);
+	if (r)
+		remove_entry(dc->dirfd, tmp);
+	return r;
+}
+
+/* Opens the existing entry name as e's, checking that its header is key's and its files
+ * have the sizes it says, and loads which blocks it holds. 0; -1 when it is not there
+ * or not usable; -2 when another mount holds it. Called with the flock held. */
+static int open_entry(struct dc_entry *e, const char *key)
+{
+	struct diskcache *dc = e->dc;
+	int fd = openat(dc->dirfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	e->mapfd = openat(fd, "map", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	e->datafd = openat(fd, "data", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	close(fd);
+	if (e->mapfd < 0 || e->datafd < 0)
+		return -1;
+	if (flock_retry(e->mapfd, LOCK_EX | LOCK_NB) != 0)
+		return errno == EWOULDBLOCK ? -2 : -1;
+	enum { CHUNK = 2048 };   /* records read at a time: a large model's map is megabytes */
+	uint8_t *want = malloc(MAP_HEADER), *have = malloc(MAP_HEADER);
+	struct dc_record *recs = malloc(CHUNK * sizeof *recs);
+	struct stat mst, dst;
+	int r = -1;
+	if (!want || !have || !recs)
+		goto out;
+	make_header(want, dc, key, e->size, e->nblocks);
+	if (pread_full(e->mapfd, have, MAP_HEADER, 0) != 0 || memcmp(want, have, MAP_HEADER) != 0 ||
+	    fstat(e->mapfd, &mst) != 0 || fstat(e->datafd, &dst) != 0 ||
+	    (uint64_t)dst.st_size != e->size || (uint64_t)mst.st_size < record_offset(e->nblocks))
+		goto out;
+	uint64_t newest = 0;
+	for (uint64_t at = 0; at < e->nblocks; at += CHUNK) {
+		size_t n = e->nblocks - at < CHUNK ? (size_t)(e->nblocks - at) : CHUNK;
+		if (pread_full(e->mapfd, recs, n * sizeof *recs, record_offset(at)) != 0)
+			goto out;
+		for (size_t j = 0; j < n; j++) {
+			const struct dc_record *rec = &recs[j];
+			uint64_t i = at + j;
+			bool ok = rec->len == block_len(e, i) && rec->len && rec->tick &&
+			          rec->check == record_check(rec, i);
+			e->ticks[i] = ok ? rec->tick : 0;
+			if (ok && rec->tick > newest)
+				newest = rec->tick;
+		}
+	}
+	pthread_mutex_lock(&dc->lock);
+	if (dc->tick < newest)
+		dc->tick = newest;
+	pthread_mutex_unlock(&dc->lock);
+	r = 0;
+out:
+	free(want);
+	free(have);
+	free(recs);
+	return r;
+}
+
+/* Closes e's files (not yet in the list). */
+static void close_files(struct dc_entry *e)
+{
+	if (e->mapfd >= 0)
+		close(e->mapfd);
+	if (e->datafd >= 0)
+		close(e->datafd);
+	e->mapfd = e->datafd = -1;
+}
+
+struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t size,
+                               const char *version, bool *busy)
+{
+	*busy = false;
+	if (!version[0] || size == 0)
+		return NULL;
+	size_t klen = strlen(url) + strlen(version) + 32;
+	char *key = malloc(klen);
+	struct dc_entry *e = calloc(1, sizeof *e);
+	if (!key || !e)
+		goto fail;
+	snprintf(key, klen, "%s\n%" PRIu64 "\n%s", url, size, version);
+	if (strlen(key) > DC_KEY_MAX)
+		goto fail;
+	e->dc = dc;
+	e->mapfd = e->datafd = -1;
+	e->size = size;
+	e->nblocks = (size - 1) / dc->block_size + 1;
+	e->ticks = calloc(e->nblocks, sizeof *e->ticks);
+	if (!e->ticks)
+		goto fail;
+	snprintf(e->name, sizeof e->name, "%016" PRIx64 "%016" PRIx64,
+	         fnv1a(key, strlen(key), 0xcbf29ce484222325ull),
+	         fnv1a(key, strlen(key), 0x84222325cbf29ce4ull));
+
+	pthread_mutex_lock(&dc->store_lock);
+	int r = -1;
+	if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
+		r = open_entry(e, key);
+		if (r == -1) {   /* missing, or not this version's, or damaged: made afresh */
+			close_files(e);
+			remove_entry(dc->dirfd, e->name);
+			memset(e->ticks, 0, e->nblocks * sizeof *e->ticks);
+			/* a new entry takes a directory and the map's header: within the bound too */
+			struct stat st;
+			uint64_t fsblock = fstat(dc->dirfd, &st) == 0 && st.st_blksize > 0 ?
+				(uint64_t)st.st_blksize : 4096;
+			uint64_t need = 2 * (MAP_HEADER > fsblock ? MAP_HEADER : fsblock);
+			if (make_room(dc, e, UINT64_MAX, need) &&
+			    create_entry(dc, e->name, key, size, e->nblocks) == 0)
+				r = open_entry(e, key);
+		}
+		flock_retry(dc->lockfd, LOCK_UN);
+	}
+	if (r == 0) {
+		pthread_mutex_lock(&dc->lock);
+		e->next = dc->entries;
+		dc->entries = e;
+		pthread_mutex_unlock(&dc->lock);
+	}
+	pthread_mutex_unlock(&dc->store_lock);
+	if (r == 0) {
+		free(key);
+		return e;
+	}
+	*busy = r == -2;
+	close_files(e);
+fail:
+	free(key);
+	if (e)
+		free(e->ticks);
+	free(e);
+	return NULL;
+}
+
+void dc_entry_close(struct dc_entry *e)
+{
+	if (!e)
+		return;
+	struct diskcache *dc = e->dc;
+	pthread_mutex_lock(&dc->lock);
+	for (struct dc_entry **p = &dc->entries; *p; p = &(*p)->next) {
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&dc->lock);
+	close_files(e);   /* ends the flock */
+	free(e->ticks);
+	free(e);
+}
+
+/* Drops block index of e from the map (on disk and here) if its last use is still tick.
+ * Called with dc->lock held. */
+static void forget_locked(struct dc_entry *e, uint64_t index, uint64_t tick)
+{
+	if (!tick || e->ticks[index] != tick)
+		return;
+	static const struct dc_record zero;
+	e->ticks[index] = 0;
+	pwrite_full(e->mapfd, &zero, sizeof zero, record_offset(index));
+}
+
+bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
+{
+	struct diskcache *dc = e->dc;
+	if (index >= e->nblocks || len != block_len(e, index))
+		return false;
+	pthread_mutex_lock(&dc->lock);
+	uint64_t tick = e->ticks[index];
+	pthread_mutex_unlock(&dc->lock);
+	if (!tick)
+		return false;
+	struct dc_record rec;
+	bool ok = pread_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0 &&
+	          rec.check == record_check(&rec, index) && rec.len == len &&
+	          pread_full(e->datafd, buf, len, index * dc->block_size) == 0 &&
+	          dc_checksum(buf, len) == rec.sum;
+	pthread_mutex_lock(&dc->lock);
+	if (!ok) {
+		forget_locked(e, index, tick);
+	} else if (e->ticks[index] == tick) {
+		/* the use is recorded for the next mount's eviction order too */
+		rec.tick = next_tick(dc);
+		rec.check = record_check(&rec, index);
+		if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0)
+			e->ticks[index] = rec.tick;
+	}
+	pthread_mutex_unlock(&dc->lock);
+	return ok;
+}
+
+bool dc_holds(struct dc_entry *e, uint64_t index)
+{
+	if (index >= e->nblocks)
+		return false;
+	pthread_mutex_lock(&e->dc->lock);
+	bool yes = e->ticks[index] != 0;
+	pthread_mutex_unlock(&e->dc->lock);
+	return yes;
+}
+
+/* Removes the least recently used entry directory that no mount holds (by its map's
+ * modification time, which every store and load moves on). True when one went.
+ * Called with the flock held. */
+static bool evict_entry(struct diskcache *dc)
+{
+	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	char oldest[33] = "";
+	struct timespec oldest_t = { 0, 0 };
+	for (struct dirent *de; (de = readdir(d));) {
+		if (!is_entry_name(de->d_name))
+			continue;
+		char path[64];
+		snprintf(path, sizeof path, "%s/map", de->d_name);
+		int mfd = openat(dc->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		bool unused = mfd >= 0 && flock_retry(mfd, LOCK_EX | LOCK_NB) == 0;
+		if (mfd < 0 || (unused && fstat(mfd, &st) != 0)) {
+			/* no map: what is left of an entry is removed first */
+			memset(&st, 0, sizeof st);
+			unused = true;
+		}
+		if (mfd >= 0)
+			close(mfd);
+		if (unused && (!oldest[0] || st.st_mtim.tv_sec < oldest_t.tv_sec ||
+		               (st.st_mtim.tv_sec == oldest_t.tv_sec &&
+		                st.st_mtim.tv_nsec < oldest_t.tv_nsec))) {
+			memcpy(oldest, de->d_name, sizeof oldest);
+			oldest_t = st.st_mtim;
+		}
+	}
+	closedir(d);
+	/* the flock keeps any other process from opening it in between */
+	return oldest[0] && remove_entry(dc->dirfd, oldest) == 0;
+}
+
+/* A block of an entry that another mount uses. */
+struct foreign_block {
+	char name[33];       /* the entry's directory */
+	uint64_t index, tick;
+	uint32_t len;
+};
+
+/* Whether the entry directory name is one of this process's. */
+static bool ours(struct diskcache *dc, const char *name)
+{
+	bool yes = false;
+	pthread_mutex_lock(&dc->lock);
+	for (struct dc_entry *e = dc->entries; e && !yes; e = e->next)
+		yes = strcmp(e->name, name) == 0;
+	pthread_mutex_unlock(&dc->lock);
+	return yes;
+}
+
+/* The least recently used block, by its map on disk, of the entries that other mounts
+ * use (what is left once the unused ones went) into *v; false if they hold none.
+ * Called with the flock held, so that no record is being stored meanwhile. */
+static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
+{
+	enum { CHUNK = 2048 };
+	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dc_record *recs = malloc(CHUNK * sizeof *recs);
+	bool found = false;
+	v->tick = UINT64_MAX;
+	for (struct dirent *de; d && recs && (de = readdir(d));) {
+		if (!is_entry_name(de->d_name) || ours(dc, de->d_name))
+			continue;
+		char path[64];
+		snprintf(path, sizeof path, "%s/map", de->d_name);
+		int mfd = openat(dc->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (mfd < 0)
+			continue;
+		for (uint64_t at = 0;; at += CHUNK) {
+			ssize_t got = pread(mfd, recs, CHUNK * sizeof *recs, (off_t)record_offset(at));
+			if (got <= 0)
+				break;
+			for (size_t j = 0; j < (size_t)got / sizeof *recs; j++) {
+				const struct dc_record *rec = &recs[j];
+				if (rec->tick && rec->tick < v->tick && rec->len &&
+				    rec->len <= dc->block_size && rec->check == record_check(rec, at + j)) {
+					memcpy(v->name, de->d_name, sizeof v->name);
+					v->index = at + j;
+					v->tick = rec->tick;
+					v->len = rec->len;
+					found = true;
+				}
+			}
+		}
+		close(mfd);
+	}
+	free(recs);
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	return found;
+}
+
+/* Punches out block v of another mount's entry, its record first. Its mount finds the
+ * record gone (or, if it wrote the record back meanwhile, the bytes not matching it)
+ * at its next load of the block, and fetches it again. True when it went. */
+static bool evict_foreign(struct diskcache *dc, const struct foreign_block *v)
+{
+	char path[64];
+	snprintf(path, sizeof path, "%s/map", v->name);
+	int mfd = openat(dc->dirfd, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	snprintf(path, sizeof path, "%s/data", v->name);
+	int dfd = openat(dc->dirfd, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	static const struct dc_record zero;
+	struct dc_record rec;
+	bool ok = mfd >= 0 && dfd >= 0 &&
+	          pread_full(mfd, &rec, sizeof rec, record_offset(v->index)) == 0 &&
+	          rec.tick == v->tick &&
+	          pwrite_full(mfd, &zero, sizeof zero, record_offset(v->index)) == 0 &&
+	          fallocate(dfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	                    (off_t)(v->index * dc->block_size), (off_t)v->len) == 0;
+	if (mfd >= 0)
+		close(mfd);
+	if (dfd >= 0)
+		close(dfd);
+	return ok;
+}
+
+/* Punches out the least recently used block of the entries in use, this process's
+ * (other than block index of keep) and other mounts'. True when one went. Called with
+ * the flock held. */
+static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint64_t keep_index)
+{
+	struct foreign_block other;
+	bool have_other = oldest_foreign(dc, &other);
+	pthread_mutex_lock(&dc->lock);
+	struct dc_entry *victim = NULL;
+	uint64_t vi = 0, vt = UINT64_MAX;
+	for (struct dc_entry *e = dc->entries; e; e = e->next) {
+		for (uint64_t i = 0; i < e->nblocks; i++) {
+			uint64_t t = e->ticks[i];
+			if (t && t < vt && !(e == keep && i == keep_index)) {
+				victim = e;
+				vi = i;
+				vt = t;
+			}
+		}
+	}
+	if (!victim || (have_other && other.tick < vt)) {
+		pthread_mutex_unlock(&dc->lock);
+		return have_other && evict_foreign(dc, &other);
+	}
+	/* the record goes first: a crash between the two leaves a hole nobody trusts */
+	forget_locked(victim, vi, vt);
+	pthread_mutex_unlock(&dc->lock);
+	return fallocate(victim->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	                 (off_t)(vi * dc->block_size), (off_t)block_len(victim, vi)) == 0;
+}
+
+/* Frees disk space until need more bytes fit under the bound: whole unused entries
+ * first, then the least recently used blocks of those in use. Called with the flock
+ * held. */
+static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t index, uint64_t need)
+{
+	if (need > dc->max)
+		return false;
+	for (;;) {
+		if (dc_usage(dc) + need <= dc->max)
+			return true;
+		if (!evict_entry(dc) && !evict_block(dc, e, index))
+			return false;
+	}
+}
+
+bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len)
+{
+	struct diskcache *dc = e->dc;
+	if (index >= e->nblocks || len != block_len(e, index))
+		return false;
+	struct stat st;
+	if (fstat(e->datafd, &st) != 0)
+		return false;
+	/* what the write may allocate: the block in whole file system blocks, the page of
+	 * the map its record lands in, and a block of the data file's extent tree */
+	uint64_t fsblock = st.st_blksize > 0 ? (uint64_t)st.st_blksize : 4096;
+	uint64_t need = (len + fsblock - 1) / fsblock * fsblock + 2 * fsblock;
+	bool ok = false;
+	pthread_mutex_lock(&dc->store_lock);
+	pthread_mutex_lock(&dc->lock);
+	bool present = e->ticks[index] != 0;
+	pthread_mutex_unlock(&dc->lock);
+	if (present) {
+		ok = true;
+	} else if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
+		/* no fdatasync between the bytes and the record: whatever a crash keeps of
+		 * either, a block is served only when its bytes match its record's checksum,
+		 * and a sync per block would halve the speed of a cold read */
+		if (make_room(dc, e, index, need) &&
+		    pwrite_full(e->datafd, buf, len, index * dc->block_size) == 0) {
+			struct dc_record rec = { .sum = dc_checksum(buf, len), .len = (uint32_t)len };
+			pthread_mutex_lock(&dc->lock);
+			rec.tick = next_tick(dc);
+			rec.check = record_check(&rec, index);
+			if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0) {
+				e->ticks[index] = rec.tick;
+				ok = true;
+			}
+			pthread_mutex_unlock(&dc->lock);
+			/* a file system that allocated more than foreseen: back under at once */
+			while (dc_usage(dc) > dc->max && (evict_entry(dc) || evict_block(dc, e, index)))
+				;
+		}
+		flock_retry(dc->lockfd, LOCK_UN);
+	}
+	pthread_mutex_unlock(&dc->store_lock);
+	return ok;
+}

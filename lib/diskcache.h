@@ -1,0 +1,78 @@
+/* A persistent cache of fixed-size blocks of remote files, in a directory on disk, so
+ * that a later mount of the same file version fetches nothing again. FUSE-free.
+ *
+ * Layout: per file version (URL as shown, size, ETag) one directory, named by a hash of
+ * that key (never the token: the key holds no credentials and no query), mode 0700,
+ * holding `data` (sparse, the file's size, block k at k * block size) and `map` (a
+ * header naming the key, then one record per block: checksum of its bytes, last use),
+ * both mode 0600. A block's record is written after its bytes, and a block is served
+ * only when its record checks out (a check over its fields and index) and its bytes
+ * match the record's checksum: a daemon killed mid-write, a crash that kept a record
+ * but not all the bytes, or a torn record never serves a torn block.
+ *
+ * Bound: the disk usage (st_blocks) of the whole directory stays at most max; a store
+ * that would pass it first removes whole entries no mount uses, least recently used
+ * first, then punches out the least recently used blocks of the entries in use (this
+ * mount's or another's: each block's last use is a time, comparable between mounts);
+ * if that is not enough the block is not stored. Stores of every process serialize on
+ * the directory's `lock` file (flock), so the bound holds with several mounts sharing
+ * the directory. A mount whose block another evicted finds its record gone (or its
+ * bytes not matching) at its next load, and fetches the block again.
+ *
+ * An entry is used by one mount at a time (flock on its map); a second mount of the
+ * same version gets no entry and runs from memory and the network only.
+ *
+ * Thread-safe. */
+#ifndef GGUFS_DISKCACHE_H
+#define GGUFS_DISKCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DC_DEFAULT_MAX (10ull << 30)  /* the default bound: at most 10 GiB ... */
+#define DC_DEFAULT_FREE_DIVISOR 4     /* ... and at most a quarter of (free + cached) */
+#define DC_KEY_MAX 3968               /* a longer key (URL) is not cached */
+
+struct diskcache;
+struct dc_entry;
+
+/* Opens the cache directory dir (created mode 0700 when missing; its parent must exist),
+ * bounded to max bytes, or with max 0 to the default: min(DC_DEFAULT_MAX, (free space
+ * of its file system + what the cache holds) / DC_DEFAULT_FREE_DIVISOR), taken now.
+ * NULL with one phrase in err (errlen bytes) when it cannot be used. */
+struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
+                          size_t errlen);
+/* Closes it; its entries must be closed first. */
+void dc_close(struct diskcache *dc);
+
+/* The bound in bytes. */
+uint64_t dc_max(const struct diskcache *dc);
+/* Bytes the directory's files take on disk now (st_blocks * 512). */
+uint64_t dc_usage(struct diskcache *dc);
+
+/* The entry of one file version: url as shown (no credentials, no query), its size,
+ * and version (its ETag, or else its Last-Modified; "" means the version cannot be told
+ * and nothing is cached: NULL). Created empty when missing or unreadable. NULL when
+ * another mount holds it (*busy set), or it cannot be made. */
+struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t size,
+                               const char *version, bool *busy);
+void dc_entry_close(struct dc_entry *e);
+/* The entry's directory name in the cache directory (for tests and messages). */
+const char *dc_entry_name(const struct dc_entry *e);
+
+/* Fills buf with block index (len bytes: the block size, or less for the last block)
+ * when the entry holds it whole and checked; false otherwise (a block that fails its
+ * check is forgotten). */
+bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len);
+/* Whether block index is recorded as held (unchecked: dc_load checks). */
+bool dc_holds(struct dc_entry *e, uint64_t index);
+/* Writes block index to disk, making room within the bound; false when it could not
+ * (no room that may be freed, an I/O error): the block is then just not cached. */
+bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len);
+
+/* The checksum of a block as the map records it (64-bit FNV-1a over little-endian
+ * 64-bit words, then the tail bytes): for tests. */
+uint64_t dc_checksum(const uint8_t *p, size_t n);
+
+#endif

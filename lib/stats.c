@@ -1,0 +1,354 @@
+#include "stats.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "stats_kernel.h"
+#include "tree.h"
+
+/* The part of no values. */
+static void part_init(struct stats_part *p)
+{
+	memset(p, 0, sizeof *p);
+	p->s.min = INFINITY;
+	p->s.max = -INFINITY;
+}
+
+void stats_merge(struct stats_part *into, const struct stats_part *next)
+{
+	struct tensor_stats *a = &into->s;
+	const struct tensor_stats *b = &next->s;
+	a->elements += b->elements;
+	a->nan += b->nan;
+	a->pos_inf += b->pos_inf;
+	a->neg_inf += b->neg_inf;
+	a->zeros += b->zeros;
+	a->subnormals += b->subnormals;
+	a->bad_blocks += b->bad_blocks;
+	a->min = b->min < a->min ? b->min : a->min;
+	a->max = b->max > a->max ? b->max : a->max;
+	if (b->finite == 0)
+		return;
+	const uint64_t na = a->finite, nb = b->finite, nt = na + nb;
+	const double delta = b->mean - a->mean;
+	a->mean += delta * ((double)nb / (double)nt);
+	into->m2 += next->m2 + delta * delta * ((double)na * (double)nb / (double)nt);
+	a->finite = nt;
+}
+
+void stats_finish(const struct stats_part *p, struct tensor_stats *out)
+{
+	*out = p->s;
+	if (out->finite == 0) {
+		out->min = out->max = out->absmax = NAN;
+		out->mean = out->std = NAN;
+		return;
+	}
+	/* -0.0 and +0.0 compare equal, and which one a lane kept depends on where each
+	 * lies: a zero min or max is written 0, whatever the sign of its zeros */
+	if (out->min == 0.0f)
+		out->min = 0.0f;
+	if (out->max == 0.0f)
+		out->max = 0.0f;
+	out->absmax = fabsf(out->min) > fabsf(out->max) ? fabsf(out->min) : fabsf(out->max);
+	out->std = sqrt(p->m2 / (double)out->finite);
+}
+
+void stats_acc_init(struct stats_acc *a)
+{
+	part_init(&a->p);
+	a->n_pending = 0;
+}
+
+/* The first finite value of x[0..n), or 0 when there is none. */
+static double first_finite(const float *x, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if (isfinite(x[i]))
+			return x[i];
+	return 0.0;
+}
+
+/* s1 and s2 of lane_add, skipping the non-finite values instead of adding 0 - shift:
+ * for the rare block that has any, in the same lane order as the kernels. */
+static void exact_sums(struct stats_lanes *l, const float *x, uint64_t n, double shift)
+{
+	for (int j = 0; j < STATS_LANES; j++)
+		l->s1[j] = l->s2[j] = 0.0;
+	for (uint64_t i = 0; i < n; i++) {
+		if (!isfinite(x[i]))
+			continue;
+		const double d = (double)x[i] - shift;
+		l->s1[i % STATS_LANES] += d;
+		l->s2[i % STATS_LANES] += d * d;
+	}
+}
+
+/* Sums the 16 lanes of v pairwise, in an order fixed for every target. */
+static double lanes_sum(const double *v)
+{
+	double t[STATS_LANES];
+	memcpy(t, v, sizeof t);
+	for (int w = STATS_LANES / 2; w >= 1; w /= 2)
+		for (int j = 0; j < w; j++)
+			t[j] += t[j + w];
+	return t[0];
+}
+
+/* One block of at most STATS_BLOCK values, the next of the tensor. The block's sums are
+ * taken about a shift near the mean (the running mean, or for the first block its own
+ * first finite value), so that the sum of squares keeps its digits; then the block's
+ * count, mean and squared deviations are merged into the running ones. */
+static void add_block(struct stats_acc *a, const float *x, uint64_t n)
+{
+	struct tensor_stats *s = &a->p.s;
+	struct stats_lanes l;
+	double shift = s->finite ? s->mean : first_finite(x, n);
+
+	stats_lanes_init(&l);
+	stats_kernel()(&l, x, n, shift);
+
+	struct stats_part b;
+	part_init(&b);
+	uint64_t nonfinite = 0;
+	for (int j = 0; j < STATS_LANES; j++) {
+		nonfinite += l.nonfinite[j];
+		b.s.zeros += l.zero[j];
+		b.s.subnormals += l.sub[j];
+		b.s.min = l.lo[j] < b.s.min ? l.lo[j] : b.s.min;
+		b.s.max = l.hi[j] > b.s.max ? l.hi[j] : b.s.max;
+	}
+	b.s.elements = n;
+	if (nonfinite) {
+		for (uint64_t i = 0; i < n; i++) {
+			b.s.nan += isnan(x[i]) != 0;
+			b.s.pos_inf += isinf(x[i]) && x[i] > 0;
+			b.s.neg_inf += isinf(x[i]) && x[i] < 0;
+		}
+		exact_sums(&l, x, n, shift);
+	}
+	b.s.finite = n - nonfinite;
+	if (b.s.finite) {
+		const double nb = (double)b.s.finite;
+		const double s1 = lanes_sum(l.s1), s2 = lanes_sum(l.s2);
+		b.s.mean = shift + s1 / nb;
+		b.m2 = s2 - s1 * (s1 / nb);
+		if (b.m2 < 0.0)
+			b.m2 = 0.0;
+	}
+	stats_merge(&a->p, &b);
+}
+
+void stats_acc_add(struct stats_acc *a, const float *x, uint64_t n)
+{
+	if (a->n_pending) {
+		uint64_t k = STATS_BLOCK - a->n_pending;
+		if (k > n)
+			k = n;
+		memcpy(a->pending + a->n_pending, x, k * sizeof *x);
+		a->n_pending += (uint32_t)k;
+		x += k;
+		n -= k;
+		if (a->n_pending < STATS_BLOCK)
+			return;
+		add_block(a, a->pending, STATS_BLOCK);
+		a->n_pending = 0;
+	}
+	for (; n >= STATS_BLOCK; x += STATS_BLOCK, n -= STATS_BLOCK)
+		add_block(a, x, STATS_BLOCK);
+	memcpy(a->pending, x, n * sizeof *x);
+	a->n_pending = (uint32_t)n;
+}
+
+void stats_acc_part(struct stats_acc *a, struct stats_part *out)
+{
+	if (a->n_pending)
+		add_block(a, a->pending, a->n_pending);
+	a->n_pending = 0;
+	*out = a->p;
+}
+
+void stats_acc_finish(struct stats_acc *a, struct tensor_stats *out)
+{
+	struct stats_part p;
+	stats_acc_part(a, &p);
+	stats_finish(&p, out);
+}
+
+/* What ggml_validate_row_data checks in a block of each type with a dequantizer: up to
+ * two fp16 fields at these offsets (0xff: none), or a rule of its own (the enum). q8_K,
+ * whose float32 d ggml also checks, has no dequantizer and so no statistics here. */
+enum scale_rule { SCALES_NONE, SCALES_F16, SCALES_E8M0, SCALES_IQ1_M, SCALES_OK };
+struct scale_fields {
+	enum scale_rule rule;
+	uint8_t at[2];
+};
+
+#define F16_1(T, A) { SCALES_F16, { offsetof(struct T, A), 0xff } }
+#define F16_2(T, A, B) { SCALES_F16, { offsetof(struct T, A), offsetof(struct T, B) } }
+
+static const struct scale_fields scale_table[GGML_TYPE_COUNT] = {
+	[GGML_TYPE_Q4_0] = F16_1(block_q4_0, d),
+	[GGML_TYPE_Q4_1] = F16_2(block_q4_1, d, m),
+	[GGML_TYPE_Q5_0] = F16_1(block_q5_0, d),
+	[GGML_TYPE_Q5_1] = F16_2(block_q5_1, d, m),
+	[GGML_TYPE_Q8_0] = F16_1(block_q8_0, d),
+	[GGML_TYPE_Q2_K] = F16_2(block_q2_K, d, dmin),
+	[GGML_TYPE_Q3_K] = F16_1(block_q3_K, d),
+	[GGML_TYPE_Q4_K] = F16_2(block_q4_K, d, dmin),
+	[GGML_TYPE_Q5_K] = F16_2(block_q5_K, d, dmin),
+	[GGML_TYPE_Q6_K] = F16_1(block_q6_K, d),
+	[GGML_TYPE_IQ2_XXS] = F16_1(block_iq2_xxs, d),
+	[GGML_TYPE_IQ2_XS] = F16_1(block_iq2_xs, d),
+	[GGML_TYPE_IQ3_XXS] = F16_1(block_iq3_xxs, d),
+	[GGML_TYPE_IQ1_S] = F16_1(block_iq1_s, d),
+	[GGML_TYPE_IQ4_NL] = F16_1(block_iq4_nl, d),
+	[GGML_TYPE_IQ3_S] = F16_1(block_iq3_s, d),
+	[GGML_TYPE_IQ2_S] = F16_1(block_iq2_s, d),
+	[GGML_TYPE_IQ4_XS] = F16_1(block_iq4_xs, d),
+	[GGML_TYPE_IQ1_M] = { SCALES_IQ1_M, { 0xff, 0xff } },
+	[GGML_TYPE_TQ1_0] = F16_1(block_tq1_0, d),
+	[GGML_TYPE_TQ2_0] = F16_1(block_tq2_0, d),
+	[GGML_TYPE_MXFP4] = { SCALES_E8M0, { offsetof(struct block_mxfp4, e), 0xff } },
+	/* every UE4M3 byte is a valid scale for ggml (0x7f reads as 0) */
+	[GGML_TYPE_NVFP4] = { SCALES_OK, { 0xff, 0xff } },
+	[GGML_TYPE_Q1_0] = F16_1(block_q1_0, d),
+	/* not in ggml's validation list yet; its d is an fp16 like q1_0's */
+	[GGML_TYPE_Q2_0] = F16_1(block_q2_0, d),
+};
+
+bool stats_type_has_scales(uint32_t type)
+{
+	return type < GGML_TYPE_COUNT && scale_table[type].rule != SCALES_NONE;
+}
+
+/* An fp16 with all exponent bits set: NaN or infinite. */
+static inline bool f16_bad(uint16_t h)
+{
+	return (h & 0x7c00) == 0x7c00;
+}
+
+uint64_t stats_bad_blocks(uint32_t type, const uint8_t *p, uint64_t n)
+{
+	if (!stats_type_has_scales(type))
+		return 0;
+	const struct scale_fields *f = &scale_table[type];
+	const uint64_t bytes = ggml_type_get(type)->block_bytes;
+	uint64_t bad = 0;
+	for (uint64_t b = 0; b < n; b++, p += bytes) {
+		switch (f->rule) {
+		case SCALES_F16:
+			bad += f16_bad(rd16(p + f->at[0])) ||
+			       (f->at[1] != 0xff && f16_bad(rd16(p + f->at[1])));
+			break;
+		case SCALES_E8M0:
+			bad += p[f->at[0]] == 0xff;
+			break;
+		case SCALES_IQ1_M: {
+			/* the fp16 made of the top nibbles of the four scale words */
+			const uint8_t *sc = FIELD(p, block_iq1_m, scales);
+			uint16_t h = (uint16_t)((rd16(sc) >> 12) | ((rd16(sc + 2) >> 8) & 0x00f0) |
+			                        ((rd16(sc + 4) >> 4) & 0x0f00) | (rd16(sc + 6) & 0xf000));
+			bad += f16_bad(h);
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	return bad;
+}
+
+bool stats_unhealthy(const struct tensor_stats *s)
+{
+	return s->nan || s->pos_inf || s->neg_inf || s->bad_blocks;
+}
+
+/* Values per chunk: whole STATS_BLOCKs (so that chunks never change the sums), about
+ * 256 KiB of float32, small enough to stay in cache between the dequantizer writing it
+ * and the kernel reading it; a segment is a whole number of chunks. */
+enum { CHUNK_VALUES = 16 * STATS_BLOCK };
+_Static_assert(STATS_SEGMENT % CHUNK_VALUES == 0, "segments are whole chunks");
+
+uint64_t stats_segments(const struct gguf_tensor *g)
+{
+	uint64_t n = (g->n_elements + STATS_SEGMENT - 1) / STATS_SEGMENT;
+	return n ? n : 1;
+}
+
+int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_part *out,
+                  _Atomic uint64_t *progress)
+{
+	const struct tree_node *raw = tree_tensor_file(t, i, TREE_RAW);
+	const struct tree_node *f32 = tree_tensor_file(t, i, TREE_F32);
+	if (!raw || !f32)
+		return -ENOENT;
+	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
+	const struct ggml_type *ty = g->ti;
+	const bool scales = stats_type_has_scales(g->type);
+	/* CHUNK_VALUES is a multiple of every block size (at most 256 values) */
+	const uint64_t chunk_blocks = CHUNK_VALUES / ty->block_elems;
+	const uint64_t first = seg * STATS_SEGMENT;
+	const uint64_t end = g->n_elements - first < STATS_SEGMENT ? g->n_elements
+	                                                           : first + STATS_SEGMENT;
+	float *buf = malloc(CHUNK_VALUES * sizeof *buf);
+	uint8_t *rawbuf = scales ? malloc(chunk_blocks * ty->block_bytes) : NULL;
+	struct stats_acc *a = malloc(sizeof *a);
+	int ret = 0;
+	uint64_t bad = 0;
+
+	if (!buf || !a || (scales && !rawbuf)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	stats_acc_init(a);
+	for (uint64_t done = first; done < end; done += CHUNK_VALUES) {
+		const uint64_t n = end - done < CHUNK_VALUES ? end - done : CHUNK_VALUES;
+		const uint64_t blocks = n / ty->block_elems;
+		int64_t r = tree_read(t, f32, (char *)buf, n * sizeof *buf, done * sizeof *buf);
+		if (r >= 0 && (uint64_t)r != n * sizeof *buf)
+			r = -EIO;
+		if (r >= 0 && scales) {
+			const uint64_t off = done / ty->block_elems * ty->block_bytes;
+			r = tree_read(t, raw, (char *)rawbuf, blocks * ty->block_bytes, off);
+			if (r >= 0 && (uint64_t)r != blocks * ty->block_bytes)
+				r = -EIO;
+			if (r >= 0)
+				bad += stats_bad_blocks(g->type, rawbuf, blocks);
+		}
+		if (r < 0) {
+			ret = (int)r;
+			goto out;
+		}
+		stats_acc_add(a, buf, n);
+		if (progress)
+			atomic_fetch_add(progress, blocks * ty->block_bytes);
+	}
+	stats_acc_part(a, out);
+	out->s.has_scales = scales;
+	out->s.bad_blocks = bad;
+out:
+	free(buf);
+	free(rawbuf);
+	free(a);
+	return ret;
+}
+
+int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out)
+{
+	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
+	struct stats_part all, part;
+	for (uint64_t seg = 0; seg < stats_segments(g); seg++) {
+		int r = stats_segment(t, i, seg, seg ? &part : &all, NULL);
+		if (r < 0)
+			return r;
+		if (seg)
+			stats_merge(&all, &part);
+	}
+	stats_finish(&all, out);
+	return 0;
+}
