@@ -1,4 +1,4 @@
-/* ggufs --check MODEL: the statistics of every tensor (lib/stats.h), computed by the
+/* ggufs --check MODEL: the statistics of every tensor (lib/stats/stats.h), computed by the
  * same code and through the same tree reads as stats/NAME, without mounting anything;
  * one line per unhealthy tensor, or one JSON report. Worker threads take the tensors'
  * segments in file order, so that both cores stay busy to the end and the file is read

@@ -1,5 +1,5 @@
 /* Where a shard's bytes come from when they are not in a local mapping: the interface
- * between the model and a fetcher (lib/remote.c), so that the tree reads tensor bytes
+ * between the model and a fetcher (lib/remote/remote.c), so that the tree reads tensor bytes
  * without knowing from where. A local shard has no source: its whole file is mapped
  * (model_shard.map) and read in place, zero-copy. */
 #ifndef GGUFS_SOURCE_H
