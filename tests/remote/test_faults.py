@@ -104,7 +104,7 @@ class Faults(unittest.TestCase):
         with FaultServer({PATH: self.data}) as s:
             s.send_validators = False
             with EnvMount(s.url + PATH) as m:
-                self.assert_served(m, self.later)
+                self.assert_served(m, self.early)
                 s.swap(PATH, self.changed(same_size=False))
                 err, got, _ = self.read_tensor(m, self.late)
                 self.assertEqual(err, errno.EIO, "a read of new bytes gave %d bytes" % len(got))
