@@ -385,8 +385,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.simple(record, 404, (), b"not found\n")
             return
         size = len(f.content)
-        common = [("ETag", f.etag), ("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True)),
-                  ("Accept-Ranges", "bytes")] + list(fs.extra_headers)
+        common = [("Accept-Ranges", "bytes")] + list(fs.extra_headers)
+        if fs.send_validators:
+            common += [("ETag", f.etag),
+                       ("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True))]
         match = None if fs.ignore_if_match else headers.get("if-match")
         if match is not None and match.strip() != "*" and \
                 f.etag not in [m.strip() for m in match.split(",")]:
@@ -487,6 +489,7 @@ class FaultServer:
       refuses those expiring before T (their expiry, without waiting for it);
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
     - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
+    - s.send_validators = False: no ETag and no Last-Modified (a plain server);
     - s.shift_ranges = N: a range request gets the range N bytes further on, with a
       Content-Range saying so (a server that answers another range than asked);
     - s.swap(path, content): new content and a new ETag;
@@ -522,6 +525,7 @@ class FaultServer:
         self.ignore_range = False
         self.hang_up = False
         self.ignore_if_match = False
+        self.send_validators = True
         self.shift_ranges = 0
         self.sign_redirects = None
         self.require_signature = False

@@ -103,6 +103,18 @@ class Faults(unittest.TestCase):
     def test_changed_size(self):
         self.check_change(same_size=False)
 
+    def test_server_without_validators(self):
+        """A server that sends no ETag nor Last-Modified still serves a right mount,
+        and a change of size is still caught (Content-Range's total)."""
+        with FaultServer({PATH: self.data}) as s:
+            s.send_validators = False
+            with EnvMount(s.url + PATH) as m:
+                self.assert_served(m, self.early)
+                s.swap(PATH, self.changed(same_size=False))
+                err, got, _ = self.read_tensor(m, self.late)
+                self.assertEqual(err, errno.EIO, "a read of new bytes gave %d bytes" % len(got))
+                self.assert_alive(m)
+
     def test_changed_server_ignores_if_match(self):
         """Pinning must not rest on If-Match alone: the new ETag in a 206 is refused."""
         self.check_change(same_size=True, if_match=False)

@@ -229,6 +229,7 @@ class FaultServerTest(unittest.TestCase):
         for t in threads:
             t.join(10)
         self.assertEqual(self.srv.max_in_flight, 3)
+        self.srv.log_settled(3)  # all three ended at the server too
         self.srv.clear_log()
         request(self.url)
         self.assertEqual(self.srv.max_in_flight, 1)
@@ -272,6 +273,13 @@ class FaultServerTest(unittest.TestCase):
         elapsed = time.monotonic() - start
         self.assertEqual((status, body), (206, DATA[:262144]))
         self.assertGreaterEqual(elapsed, 0.2 + 0.18)
+
+    def test_no_validators(self):
+        self.srv.send_validators = False
+        status, h, body = request(self.url, headers={"Range": "bytes=0-1"})
+        self.assertEqual((status, body), (206, DATA[:2]))
+        self.assertNotIn("etag", h)
+        self.assertNotIn("last-modified", h)
 
     def test_extra_headers(self):
         self.srv.extra_headers = [("X-Repo-Commit", "0123abcd")]
