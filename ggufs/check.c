@@ -5,6 +5,7 @@
  * once, front to back, as one stream for the kernel's read-ahead rather than one per
  * thread. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,6 +35,7 @@ struct item {
 
 struct scan {
 	const struct tree *t;
+	const struct ggufs_model *m;
 	struct item *items;      /* every segment of every tensor with a .f32 file, in order */
 	uint64_t n_items;
 	atomic_uint_fast64_t next;   /* the next item to take */
@@ -45,6 +47,35 @@ struct scan {
 	unsigned running;        /* workers not yet finished */
 };
 
+/* How far ahead of the items being scanned the file is asked for: a few segments, so
+ * that reading a cold file overlaps the work on the last ones. */
+#define PREFETCH_ITEMS 4
+
+/* Asks the kernel to start reading item k's bytes of a local shard (a hint: nothing
+ * waits for it). The page faults of a cold mmap read only a little ahead, one
+ * synchronous read after another; this keeps the disk busy while both CPUs compute. A
+ * remote model's bytes come through its own read-ahead. */
+static void prefetch(const struct scan *sc, uint64_t k)
+{
+	if (k >= sc->n_items)
+		return;
+	const struct model_tensor *mt = &sc->m->tensors[sc->items[k].tensor];
+	const struct model_shard *sh = &sc->m->shards[mt->shard];
+	const struct gguf_tensor *g = mt->t;
+	if (sh->src || g->n_elements == 0)
+		return;
+	/* the segment's share of the tensor's bytes (a hint need not be exact) */
+	double per_value = (double)g->size / (double)g->n_elements;
+	uint64_t first = sc->items[k].seg * STATS_SEGMENT;
+	uint64_t off = (uint64_t)(per_value * (double)first);
+	uint64_t len = (uint64_t)(per_value * (double)STATS_SEGMENT) + 1;
+	if (off >= g->size)
+		return;
+	if (len > g->size - off)
+		len = g->size - off;
+	posix_fadvise(sh->fd, (off_t)(g->offset + off), (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 /* Takes items until none is left, then says so. */
 static void *worker(void *arg)
 {
@@ -53,6 +84,7 @@ static void *worker(void *arg)
 		uint64_t k = atomic_fetch_add(&sc->next, 1);
 		if (k >= sc->n_items)
 			break;
+		prefetch(sc, k + PREFETCH_ITEMS);
 		sc->errs[k] = stats_segment(sc->t, sc->items[k].tensor, sc->items[k].seg,
 		                            &sc->parts[k], &sc->bytes_done);
 	}
@@ -92,6 +124,8 @@ static void scan_all(struct scan *sc, uint64_t total, bool progress)
 	unsigned started = 0;
 	double t0 = now();
 
+	for (uint64_t k = 0; k < PREFETCH_ITEMS; k++)
+		prefetch(sc, k);
 	sc->running = n;
 	for (; started < n; started++)
 		if (pthread_create(&th[started], NULL, worker, sc) != 0)
@@ -324,7 +358,7 @@ int check_model(const struct options *o)
 		model_close(m);
 		return 3;
 	}
-	struct scan sc = { .t = t, .lock = PTHREAD_MUTEX_INITIALIZER,
+	struct scan sc = { .t = t, .m = m, .lock = PTHREAD_MUTEX_INITIALIZER,
 	                   .cond = PTHREAD_COND_INITIALIZER };
 	struct result *res = calloc(m->n_tensors + 1, sizeof *res);
 	uint64_t total = 0, n_checked = 0;
