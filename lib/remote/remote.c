@@ -1024,11 +1024,6 @@ const char *remote_repo_commit(const struct remote_file *f)
 	return f->repo_commit;
 }
 
-const char *remote_display(const struct remote_file *f)
-{
-	return f->display;
-}
-
 struct source *remote_source(struct remote_file *f)
 {
 	return &f->src;
