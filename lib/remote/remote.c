@@ -629,6 +629,19 @@ static bool threads_running(struct remote *r)
 	return r->n_threads > 0;
 }
 
+/* Puts job at the end of the queue and counts it as its file's. The caller wakes the
+ * threads. Called with ahead_lock held. */
+static void enqueue_job(struct remote *r, struct ahead_job *job)
+{
+	job->next = NULL;
+	if (r->q_tail)
+		r->q_tail->next = job;
+	else
+		r->q_head = job;
+	r->q_tail = job;
+	job->f->ahead_pending++;
+}
+
 /* Queues blocks [from, to) of f that are neither in the header prefix nor cached nor
  * being fetched, in runs of at most `request` blocks, each run claimed in the cache and
  * fetched with one request. Returns the block where it stopped: to, or earlier when the
@@ -649,13 +662,7 @@ static uint64_t queue_blocks(struct remote_file *f, uint64_t from, uint64_t to, 
 			skip = !b && bc_contains(r->cache, f, k);
 		}
 		if (job && (!b || job->n == request)) {   /* the run ends: off it goes */
-			job->next = NULL;
-			if (r->q_tail)
-				r->q_tail->next = job;
-			else
-				r->q_head = job;
-			r->q_tail = job;
-			f->ahead_pending++;
+			enqueue_job(r, job);
 			job = NULL;
 		}
 		if (!b) {
@@ -675,15 +682,8 @@ static uint64_t queue_blocks(struct remote_file *f, uint64_t from, uint64_t to, 
 		}
 		job->blocks[job->n++] = b;
 	}
-	if (job) {
-		job->next = NULL;
-		if (r->q_tail)
-			r->q_tail->next = job;
-		else
-			r->q_head = job;
-		r->q_tail = job;
-		f->ahead_pending++;
-	}
+	if (job)
+		enqueue_job(r, job);
 	pthread_cond_broadcast(&r->ahead_cond);
 	return k;
 }
