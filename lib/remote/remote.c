@@ -241,7 +241,6 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 			errf(err, "out of memory");
 			return FAILED;
 		}
-		return GOT;
 	}
 	return GOT;
 }
