@@ -582,6 +582,31 @@ static int run_job(struct ahead_job *job)
 	return error;
 }
 
+/* Puts job at the end of the queue and counts it as its file's. The caller wakes the
+ * threads. Called with ahead_lock held. */
+static void enqueue_job(struct remote *r, struct ahead_job *job)
+{
+	job->next = NULL;
+	if (r->q_tail)
+		r->q_tail->next = job;
+	else
+		r->q_head = job;
+	r->q_tail = job;
+	job->f->ahead_pending++;
+}
+
+/* Takes the job at *p (prev is the one before it, NULL at the head) out of the queue.
+ * Called with ahead_lock held. */
+static struct ahead_job *dequeue_at(struct remote *r, struct ahead_job **p,
+                                    struct ahead_job *prev)
+{
+	struct ahead_job *job = *p;
+	*p = job->next;
+	if (r->q_tail == job)
+		r->q_tail = prev;
+	return job;
+}
+
 /* A job's end: one fewer pending for its file (remote_close waits for none). Called
  * with ahead_lock held. */
 static void job_ended(struct remote *r, struct remote_file *f)
@@ -600,10 +625,7 @@ static void *ahead_main(void *arg)
 			pthread_cond_wait(&r->ahead_cond, &r->ahead_lock);
 		if (r->stopping)
 			break;
-		struct ahead_job *job = r->q_head;
-		r->q_head = job->next;
-		if (!r->q_head)
-			r->q_tail = NULL;
+		struct ahead_job *job = dequeue_at(r, &r->q_head, NULL);
 		struct remote_file *f = job->f;
 		pthread_mutex_unlock(&r->ahead_lock);
 		run_job(job);
@@ -626,19 +648,6 @@ static bool threads_running(struct remote *r)
 				break;
 	}
 	return r->n_threads > 0;
-}
-
-/* Puts job at the end of the queue and counts it as its file's. The caller wakes the
- * threads. Called with ahead_lock held. */
-static void enqueue_job(struct remote *r, struct ahead_job *job)
-{
-	job->next = NULL;
-	if (r->q_tail)
-		r->q_tail->next = job;
-	else
-		r->q_head = job;
-	r->q_tail = job;
-	job->f->ahead_pending++;
 }
 
 /* Queues blocks [from, to) of f that are neither in the header prefix nor cached nor
@@ -748,12 +757,7 @@ static int run_queued(struct remote_file *f, uint64_t k)
 		prev = *p;
 		p = &(*p)->next;
 	}
-	struct ahead_job *job = *p;
-	if (job) {
-		*p = job->next;
-		if (r->q_tail == job)
-			r->q_tail = prev;
-	}
+	struct ahead_job *job = *p ? dequeue_at(r, p, prev) : NULL;
 	pthread_mutex_unlock(&r->ahead_lock);
 	if (!job)
 		return 0;
@@ -1041,15 +1045,12 @@ void remote_close(struct remote_file *f)
 	struct remote *r = f->r;
 	pthread_mutex_lock(&r->ahead_lock);
 	for (struct ahead_job **p = &r->q_head, *prev = NULL; *p;) {
-		struct ahead_job *job = *p;
-		if (job->f != f) {
-			prev = job;
-			p = &job->next;
+		if ((*p)->f != f) {
+			prev = *p;
+			p = &(*p)->next;
 			continue;
 		}
-		*p = job->next;
-		if (r->q_tail == job)
-			r->q_tail = prev;
+		struct ahead_job *job = dequeue_at(r, p, prev);
 		for (unsigned i = 0; i < job->n; i++)
 			bc_fill_done(r->cache, job->blocks[i], -EIO);
 		free(job);
