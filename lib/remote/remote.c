@@ -847,7 +847,10 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		r->o.cache_size = REMOTE_CACHE_DEFAULT;
 	r->o.cache_dir = NULL;   /* only the open cache is kept */
 	r->cache = bc_new(r->o.cache_size, REMOTE_BLOCK_SIZE);
+	/* every lock before the first remote_free, which takes ahead_lock */
 	pthread_mutex_init(&r->pool_lock, NULL);
+	pthread_mutex_init(&r->ahead_lock, NULL);
+	pthread_cond_init(&r->ahead_cond, NULL);
 	if (o->cache_dir) {
 		r->disk = dc_open(o->cache_dir, o->cache_max, REMOTE_BLOCK_SIZE, err, GGUF_ERR_MAX);
 		if (!r->disk) {
@@ -855,8 +858,6 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 			return NULL;
 		}
 	}
-	pthread_mutex_init(&r->ahead_lock, NULL);
-	pthread_cond_init(&r->ahead_cond, NULL);
 	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
 		errf(err, "out of memory");
 		remote_free(r);
