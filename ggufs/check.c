@@ -140,13 +140,7 @@ static void scan_all(struct scan *sc, uint64_t total, bool progress)
 		pthread_mutex_lock(&sc->lock);
 	}
 	while (sc->running) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 200 * 1000 * 1000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
+		struct timespec until = realtime_in_ms(200);
 		pthread_cond_timedwait(&sc->cond, &sc->lock, &until);
 		if (progress)
 			show_progress(atomic_load(&sc->bytes_done), total, now() - t0);

@@ -11,9 +11,24 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "model.h"
 #include "tree.h"
+
+/* The CLOCK_REALTIME time ms milliseconds (under a second) from now: the deadline of a
+ * pthread_cond_timedwait on a condition variable of the default clock. */
+static inline struct timespec realtime_in_ms(long ms)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_nsec += ms * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
 
 struct ggufs {
 	struct ggufs_model *model;

@@ -13,7 +13,6 @@
 
 #include "ggufs_config.h"
 #include "ggufs.h"
-#include "url.h"
 
 /* A tensor name for a one-line message: control bytes become '?' so a hostile name
  * cannot break the line. */

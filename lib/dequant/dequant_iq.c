@@ -180,9 +180,7 @@ void dequant_iq1_m(const void *src, float *dst, uint64_t nblocks)
 		uint16_t sc[4];
 		for (int k = 0; k < 4; k++)
 			sc[k] = rd16(b.scales + 2 * k);
-		const uint16_t dbits = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-		                                  ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-		const float d = fp16_to_f32(dbits);
+		const float d = fp16_to_f32(iq1_m_scale_bits(b.scales));
 		for (int ib = 0; ib < QK_K / 32; ib++) {
 			const int shift = 6 * (ib % 2);
 			const float dl[2] = {

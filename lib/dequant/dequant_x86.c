@@ -781,9 +781,7 @@ static void dequant_iq1_m(const void *src, float *dst, uint64_t nblocks)
 		unsigned sc[4];
 		for (int k = 0; k < 4; k++)
 			sc[k] = rd16(scales + 2 * k);
-		const unsigned short dbits = (unsigned short)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-		                                              ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-		const float d = _cvtsh_ss(dbits);
+		const float d = _cvtsh_ss(iq1_m_scale_bits(scales));
 		for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
 			const int shift = 6 * (ib % 2);
 			const float dl0 = d * (float)(2 * ((sc[ib / 2] >> shift) & 7) + 1);

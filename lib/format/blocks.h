@@ -514,6 +514,14 @@ static inline uint32_t rd32(const void *p)
 	return gguf_le32(p);
 }
 
+/* The bits of iq1_m's fp16 super-block scale, made of the top nibbles of the four
+ * little-endian u16 words of its scales[8] (see struct block_iq1_m). */
+static inline uint16_t iq1_m_scale_bits(const uint8_t *scales)
+{
+	return (uint16_t)((rd16(scales) >> 12) | ((rd16(scales + 2) >> 8) & 0x00f0) |
+	                  ((rd16(scales + 4) >> 4) & 0x0f00) | (rd16(scales + 6) & 0xf000));
+}
+
 /* The fp16 at p (little-endian, any alignment) as a float, exact for every pattern. */
 static inline float half_at(const void *p)
 {

@@ -200,8 +200,13 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 		if (auth) {
 			snprintf(auth, n, "Authorization: Bearer %s", req->token);
 			struct curl_slist *more = curl_slist_append(headers, auth);
-			if (more)
+			if (more) {
 				headers = more;
+			} else {   /* not sent without it: out of memory, as for auth itself */
+				explicit_bzero(auth, strlen(auth));
+				free(auth);
+				auth = NULL;
+			}
 		}
 	}
 	if (headers)

@@ -241,7 +241,6 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 			errf(err, "out of memory");
 			return FAILED;
 		}
-		return GOT;
 	}
 	return GOT;
 }
@@ -583,6 +582,31 @@ static int run_job(struct ahead_job *job)
 	return error;
 }
 
+/* Puts job at the end of the queue and counts it as its file's. The caller wakes the
+ * threads. Called with ahead_lock held. */
+static void enqueue_job(struct remote *r, struct ahead_job *job)
+{
+	job->next = NULL;
+	if (r->q_tail)
+		r->q_tail->next = job;
+	else
+		r->q_head = job;
+	r->q_tail = job;
+	job->f->ahead_pending++;
+}
+
+/* Takes the job at *p (prev is the one before it, NULL at the head) out of the queue.
+ * Called with ahead_lock held. */
+static struct ahead_job *dequeue_at(struct remote *r, struct ahead_job **p,
+                                    struct ahead_job *prev)
+{
+	struct ahead_job *job = *p;
+	*p = job->next;
+	if (r->q_tail == job)
+		r->q_tail = prev;
+	return job;
+}
+
 /* A job's end: one fewer pending for its file (remote_close waits for none). Called
  * with ahead_lock held. */
 static void job_ended(struct remote *r, struct remote_file *f)
@@ -601,10 +625,7 @@ static void *ahead_main(void *arg)
 			pthread_cond_wait(&r->ahead_cond, &r->ahead_lock);
 		if (r->stopping)
 			break;
-		struct ahead_job *job = r->q_head;
-		r->q_head = job->next;
-		if (!r->q_head)
-			r->q_tail = NULL;
+		struct ahead_job *job = dequeue_at(r, &r->q_head, NULL);
 		struct remote_file *f = job->f;
 		pthread_mutex_unlock(&r->ahead_lock);
 		run_job(job);
@@ -649,13 +670,7 @@ static uint64_t queue_blocks(struct remote_file *f, uint64_t from, uint64_t to, 
 			skip = !b && bc_contains(r->cache, f, k);
 		}
 		if (job && (!b || job->n == request)) {   /* the run ends: off it goes */
-			job->next = NULL;
-			if (r->q_tail)
-				r->q_tail->next = job;
-			else
-				r->q_head = job;
-			r->q_tail = job;
-			f->ahead_pending++;
+			enqueue_job(r, job);
 			job = NULL;
 		}
 		if (!b) {
@@ -675,15 +690,8 @@ static uint64_t queue_blocks(struct remote_file *f, uint64_t from, uint64_t to, 
 		}
 		job->blocks[job->n++] = b;
 	}
-	if (job) {
-		job->next = NULL;
-		if (r->q_tail)
-			r->q_tail->next = job;
-		else
-			r->q_head = job;
-		r->q_tail = job;
-		f->ahead_pending++;
-	}
+	if (job)
+		enqueue_job(r, job);
 	pthread_cond_broadcast(&r->ahead_cond);
 	return k;
 }
@@ -749,12 +757,7 @@ static int run_queued(struct remote_file *f, uint64_t k)
 		prev = *p;
 		p = &(*p)->next;
 	}
-	struct ahead_job *job = *p;
-	if (job) {
-		*p = job->next;
-		if (r->q_tail == job)
-			r->q_tail = prev;
-	}
+	struct ahead_job *job = *p ? dequeue_at(r, p, prev) : NULL;
 	pthread_mutex_unlock(&r->ahead_lock);
 	if (!job)
 		return 0;
@@ -844,7 +847,10 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		r->o.cache_size = REMOTE_CACHE_DEFAULT;
 	r->o.cache_dir = NULL;   /* only the open cache is kept */
 	r->cache = bc_new(r->o.cache_size, REMOTE_BLOCK_SIZE);
+	/* every lock before the first remote_free, which takes ahead_lock */
 	pthread_mutex_init(&r->pool_lock, NULL);
+	pthread_mutex_init(&r->ahead_lock, NULL);
+	pthread_cond_init(&r->ahead_cond, NULL);
 	if (o->cache_dir) {
 		r->disk = dc_open(o->cache_dir, o->cache_max, REMOTE_BLOCK_SIZE, err, GGUF_ERR_MAX);
 		if (!r->disk) {
@@ -852,8 +858,6 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 			return NULL;
 		}
 	}
-	pthread_mutex_init(&r->ahead_lock, NULL);
-	pthread_cond_init(&r->ahead_cond, NULL);
 	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
 		errf(err, "out of memory");
 		remote_free(r);
@@ -1024,11 +1028,6 @@ const char *remote_repo_commit(const struct remote_file *f)
 	return f->repo_commit;
 }
 
-const char *remote_display(const struct remote_file *f)
-{
-	return f->display;
-}
-
 struct source *remote_source(struct remote_file *f)
 {
 	return &f->src;
@@ -1047,15 +1046,12 @@ void remote_close(struct remote_file *f)
 	struct remote *r = f->r;
 	pthread_mutex_lock(&r->ahead_lock);
 	for (struct ahead_job **p = &r->q_head, *prev = NULL; *p;) {
-		struct ahead_job *job = *p;
-		if (job->f != f) {
-			prev = job;
-			p = &job->next;
+		if ((*p)->f != f) {
+			prev = *p;
+			p = &(*p)->next;
 			continue;
 		}
-		*p = job->next;
-		if (r->q_tail == job)
-			r->q_tail = prev;
+		struct ahead_job *job = dequeue_at(r, p, prev);
 		for (unsigned i = 0; i < job->n; i++)
 			bc_fill_done(r->cache, job->blocks[i], -EIO);
 		free(job);

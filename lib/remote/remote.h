@@ -105,8 +105,6 @@ int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MA
 time_t remote_mtime(const struct remote_file *f);
 /* The hub's X-Repo-Commit from the first answer: the commit mounted; "" if none. */
 const char *remote_repo_commit(const struct remote_file *f);
-/* The URL as it may be shown: no credentials, no query. */
-const char *remote_display(const struct remote_file *f);
 
 /* The file as a byte source; closing the source closes the file. */
 struct source *remote_source(struct remote_file *f);

@@ -248,14 +248,9 @@ uint64_t stats_bad_blocks(uint32_t type, const uint8_t *p, uint64_t n)
 		case SCALES_E8M0:
 			bad += p[f->at[0]] == 0xff;
 			break;
-		case SCALES_IQ1_M: {
-			/* the fp16 made of the top nibbles of the four scale words */
-			const uint8_t *sc = FIELD(p, block_iq1_m, scales);
-			uint16_t h = (uint16_t)((rd16(sc) >> 12) | ((rd16(sc + 2) >> 8) & 0x00f0) |
-			                        ((rd16(sc + 4) >> 4) & 0x0f00) | (rd16(sc + 6) & 0xf000));
-			bad += f16_bad(h);
+		case SCALES_IQ1_M:
+			bad += f16_bad(iq1_m_scale_bits(FIELD(p, block_iq1_m, scales)));
 			break;
-		}
 		default:
 			break;
 		}

@@ -172,13 +172,14 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	t->slot_mask = cap - 1;
 	t->marks = calloc(TREE_FIRST_META + n_kv, sizeof *t->marks);
 	t->stats = calloc(n_t + 1, sizeof *t->stats);
+	if (t->stats)   /* before any goto oom: tree_free destroys them */
+		for (uint64_t i = 0; i < n_t; i++)
+			pthread_mutex_init(&t->stats[i].lock, NULL);
 	t->stats_children = calloc(n_t + 1, sizeof *t->stats_children);
 	t->tsv_line = calloc(n_t + 1, sizeof *t->tsv_line);
 	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots ||
 	    !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
 		goto oom;
-	for (uint64_t i = 0; i < n_t; i++)
-		pthread_mutex_init(&t->stats[i].lock, NULL);
 
 	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++) {
 		struct tree_node *n = &t->nodes[ino];
