@@ -55,7 +55,7 @@ static const struct cli_option cli_options[] = {
 	{ "cafile=%s", .with_check = true, OURS(cafile), .arg = "PATH",
 	  .help = "remote: trust the CA certificates in PATH too" },
 	{ "cache_size=%s", .with_check = true, OURS(cache_size_arg), .arg = "SIZE",
-	  .help = "remote: memory cache, bytes or K/M/G (default 256M)" },
+	  .help = "remote: memory cache, bytes or K/M/G/T (256M)" },
 	{ "cache_dir=%s", .with_check = true, OURS(cache_dir), .arg = "DIR",
 	  .help = "remote: keep fetched bytes on disk in DIR too" },
 	{ "cache_max=%s", .with_check = true, OURS(cache_max_arg), .arg = "SIZE",
