@@ -12,22 +12,11 @@ import time
 import unittest
 
 from remote_common import (TINY, EnvMount, FaultServer, Nginx, gm, install, public_root,
-                           tensor_extents)
+                           read_sequentially, tensor_extents)
 
 THREADS = 8
 READS_PER_THREAD = 1000
 DEADLINE = 120.0
-
-
-def read_sequentially(path, piece=128 * 1024):
-    """The file read by one reader with O_DIRECT, piece after piece (so no kernel
-    read-ahead): any request in flight beside the one it waits for is the daemon's."""
-    out = bytearray()
-    while True:
-        b = gm.pread_direct(path, piece, len(out))
-        out += b
-        if len(b) < piece:
-            return bytes(out)
 
 
 class Concurrent(unittest.TestCase):

@@ -13,7 +13,7 @@ import shutil
 import time
 import unittest
 
-from remote_common import TINY, FaultServer, env_without_token, gm
+from remote_common import TINY, FaultServer, env_without_token, gm, read_sequentially
 
 PR_SET_CHILD_SUBREAPER = 36
 TOKEN = "hf_daemon_T0ken"
@@ -29,17 +29,6 @@ def wait_pid(pid, timeout):
             return os.waitstatus_to_exitcode(status)
         time.sleep(0.02)
     return None
-
-
-def read_sequentially(path, piece=128 * 1024):
-    """The file read by one reader with O_DIRECT, piece after piece: any request in
-    flight beside the one it waits for is the daemon's own read-ahead."""
-    out = bytearray()
-    while True:
-        b = gm.pread_direct(path, piece, len(out))
-        out += b
-        if len(b) < piece:
-            return bytes(out)
 
 
 class Daemon(unittest.TestCase):
