@@ -8,6 +8,7 @@
 
 #include "blocks.h"
 #include "stats_kernel.h"
+#include "stats_quant.h"
 #include "tree.h"
 
 /* The part of no values. */
@@ -99,28 +100,22 @@ static double lanes_sum(const double *v)
 	return t[0];
 }
 
-/* One block of at most STATS_BLOCK values, the next of the tensor. The block's sums are
- * taken about a shift near the mean (the running mean, or for the first block its own
- * first finite value), so that the sum of squares keeps its digits; then the block's
- * count, mean and squared deviations are merged into the running ones. */
-static void add_block(struct stats_acc *a, const float *x, uint64_t n)
+/* Folds the lanes of the tensor's next block of n values, summed about shift, into
+ * the running part: the block's count, mean and squared deviations merged into the
+ * running ones. x, the block's values, is read only when a lane counted a non-finite
+ * one (NULL where none can be). */
+static void fold_block(struct stats_acc *a, struct stats_lanes *l, const float *x, uint64_t n,
+                       double shift)
 {
-	struct tensor_stats *s = &a->p.s;
-	struct stats_lanes l;
-	double shift = s->finite ? s->mean : first_finite(x, n);
-
-	stats_lanes_init(&l);
-	stats_kernel()(&l, x, n, shift);
-
 	struct stats_part b;
 	part_init(&b);
 	uint64_t nonfinite = 0;
 	for (int j = 0; j < STATS_LANES; j++) {
-		nonfinite += l.nonfinite[j];
-		b.s.zeros += l.zero[j];
-		b.s.subnormals += l.sub[j];
-		b.s.min = l.lo[j] < b.s.min ? l.lo[j] : b.s.min;
-		b.s.max = l.hi[j] > b.s.max ? l.hi[j] : b.s.max;
+		nonfinite += l->nonfinite[j];
+		b.s.zeros += l->zero[j];
+		b.s.subnormals += l->sub[j];
+		b.s.min = l->lo[j] < b.s.min ? l->lo[j] : b.s.min;
+		b.s.max = l->hi[j] > b.s.max ? l->hi[j] : b.s.max;
 	}
 	b.s.elements = n;
 	if (nonfinite) {
@@ -129,18 +124,43 @@ static void add_block(struct stats_acc *a, const float *x, uint64_t n)
 			b.s.pos_inf += isinf(x[i]) && x[i] > 0;
 			b.s.neg_inf += isinf(x[i]) && x[i] < 0;
 		}
-		exact_sums(&l, x, n, shift);
+		exact_sums(l, x, n, shift);
 	}
 	b.s.finite = n - nonfinite;
 	if (b.s.finite) {
 		const double nb = (double)b.s.finite;
-		const double s1 = lanes_sum(l.s1), s2 = lanes_sum(l.s2);
+		const double s1 = lanes_sum(l->s1), s2 = lanes_sum(l->s2);
 		b.s.mean = shift + s1 / nb;
 		b.m2 = s2 - s1 * (s1 / nb);
 		if (b.m2 < 0.0)
 			b.m2 = 0.0;
 	}
 	stats_merge(&a->p, &b);
+}
+
+/* One block of at most STATS_BLOCK values, the next of the tensor. The block's sums are
+ * taken about a shift near the mean (the running mean, or for the first block its own
+ * first finite value), so that the sum of squares keeps its digits. */
+static void add_block(struct stats_acc *a, const float *x, uint64_t n)
+{
+	struct stats_lanes l;
+	const double shift = a->p.s.finite ? a->p.s.mean : first_finite(x, n);
+
+	stats_lanes_init(&l);
+	stats_kernel()(&l, x, n, shift);
+	fold_block(a, &l, x, n, shift);
+}
+
+void stats_acc_add_blocks(struct stats_acc *a, uint32_t type, const uint8_t *p,
+                          uint64_t nblocks)
+{
+	struct stats_lanes l;
+	const uint64_t n = nblocks * ggml_type_get(type)->block_elems;
+	const double shift = a->p.s.finite ? a->p.s.mean : stats_quant_first(type, p);
+
+	stats_lanes_init(&l);
+	stats_quant_lanes(type, &l, p, nblocks, shift);
+	fold_block(a, &l, NULL, n, shift);
 }
 
 void stats_acc_add(struct stats_acc *a, const float *x, uint64_t n)
@@ -269,6 +289,58 @@ bool stats_unhealthy(const struct tensor_stats *s)
 enum { CHUNK_VALUES = 16 * STATS_BLOCK };
 _Static_assert(STATS_SEGMENT % CHUNK_VALUES == 0, "segments are whole chunks");
 
+/* A scan of raw blocks of a type that stats_quant_has, as the accumulation's blocks of
+ * STATS_BLOCK values: summed from the blocks where every scale is finite, and otherwise
+ * dequantized into buf as .f32 serves them (ty->to_float is what tree_read calls) and
+ * summed as floats, which counts the NaNs and infinities. */
+struct raw_scan {
+	struct stats_acc *a;
+	const struct ggml_type *ty;
+	float *buf;          /* STATS_BLOCK floats */
+	uint64_t bad;        /* blocks with a bad scale so far */
+};
+
+/* The tree_visit_fn of a raw_scan: len bytes of whole blocks, starting a STATS_BLOCK. */
+static void scan_raw(void *ctx, const uint8_t *raw, uint64_t len)
+{
+	struct raw_scan *sc = ctx;
+	const struct ggml_type *ty = sc->ty;
+	const uint64_t per = STATS_BLOCK / ty->block_elems, nblocks = len / ty->block_bytes;
+	for (uint64_t b = 0; b < nblocks; b += per) {
+		const uint64_t nb = nblocks - b < per ? nblocks - b : per;
+		const uint8_t *p = raw + b * ty->block_bytes;
+		const uint64_t bad = stats_bad_blocks(ty->id, p, nb);
+		sc->bad += bad;
+		if (bad == 0) {
+			stats_acc_add_blocks(sc->a, ty->id, p, nb);
+		} else {
+			ty->to_float(p, sc->buf, nb);
+			stats_acc_add(sc->a, sc->buf, nb * ty->block_elems);
+		}
+	}
+}
+
+/* Segment [first, end) of tensor i from its raw blocks: straight from the mapping for a
+ * local model (one visit), through rawbuf a chunk at a time for a remote one. */
+static int segment_quant(const struct tree *t, uint64_t i, uint64_t first, uint64_t end,
+                         struct raw_scan *sc, uint8_t *rawbuf, _Atomic uint64_t *progress)
+{
+	const struct ggml_type *ty = sc->ty;
+	const struct tree_node *raw = tree_tensor_file(t, i, TREE_RAW);
+	const uint64_t step = model_tensor_remote(tree_model(t), i) ? CHUNK_VALUES : end - first;
+	for (uint64_t done = first; done < end; done += step) {
+		const uint64_t n = end - done < step ? end - done : step;
+		const uint64_t bytes = n / ty->block_elems * ty->block_bytes;
+		int r = tree_raw_visit(t, raw, done / ty->block_elems * ty->block_bytes, bytes,
+		                       (char *)rawbuf, scan_raw, sc);
+		if (r < 0)
+			return r;
+		if (progress)
+			atomic_fetch_add(progress, bytes);
+	}
+	return 0;
+}
+
 uint64_t stats_segments(const struct gguf_tensor *g)
 {
 	uint64_t n = (g->n_elements + STATS_SEGMENT - 1) / STATS_SEGMENT;
@@ -285,6 +357,8 @@ int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_p
 	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
 	const struct ggml_type *ty = g->ti;
 	const bool scales = stats_type_has_scales(g->type);
+	/* summed from the raw blocks (stats_quant.h), which are read anyway */
+	const bool quant = scales && stats_quant_has(g->type);
 	/* CHUNK_VALUES is a multiple of every block size (at most 256 values) */
 	const uint64_t chunk_blocks = CHUNK_VALUES / ty->block_elems;
 	const uint64_t first = seg * STATS_SEGMENT;
@@ -301,7 +375,14 @@ int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_p
 		goto out;
 	}
 	stats_acc_init(a);
-	for (uint64_t done = first; done < end; done += CHUNK_VALUES) {
+	if (quant) {
+		struct raw_scan sc = { .a = a, .ty = ty, .buf = buf };
+		ret = segment_quant(t, i, first, end, &sc, rawbuf, progress);
+		if (ret < 0)
+			goto out;
+		bad = sc.bad;
+	}
+	for (uint64_t done = first; !quant && done < end; done += CHUNK_VALUES) {
 		const uint64_t n = end - done < CHUNK_VALUES ? end - done : CHUNK_VALUES;
 		const uint64_t blocks = n / ty->block_elems;
 		int64_t r = tree_read(t, f32, (char *)buf, n * sizeof *buf, done * sizeof *buf);

@@ -55,6 +55,12 @@ struct stats_acc {
 void stats_acc_init(struct stats_acc *a);
 /* Adds n values, the next ones in order. */
 void stats_acc_add(struct stats_acc *a, const float *x, uint64_t n);
+/* Adds the values of nblocks blocks of a type that stats_quant_has() at p, all with
+ * finite scale fields, as one block of the accumulation: nothing may be pending and
+ * nblocks * block_elems must be at most STATS_BLOCK (less only for a tensor's last).
+ * The figures differ from stats_acc_add's of the same values by float64 rounding only. */
+void stats_acc_add_blocks(struct stats_acc *a, uint32_t type, const uint8_t *p,
+                          uint64_t nblocks);
 /* Folds in what is pending: the part of every value added. */
 void stats_acc_part(struct stats_acc *a, struct stats_part *out);
 /* stats_acc_part, then stats_finish. */

@@ -670,6 +670,34 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 	return guarded_read(t, n, buf, len, off);
 }
 
+int tree_raw_visit(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   char *buf, tree_visit_fn fn, void *ctx)
+{
+	if (n->kind != TREE_RAW || off > n->size || len > n->size - off)
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	if (model_tensor_remote(t->m, n->index)) {
+		int r = read_tensor(t, n, buf, len, off);
+		if (r < 0)
+			return r;
+		fn(ctx, (const uint8_t *)buf, len);
+		return 0;
+	}
+	const struct model_tensor *mt = &t->m->tensors[n->index];
+	if (!still_there(t, mt->shard, tensor_bytes_end(t, n, off, len)))
+		return -EIO;
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 0)) {
+		guard_disarm();
+		return -EIO;
+	}
+	guard_arm(&jb);
+	fn(ctx, t->m->shards[mt->shard].map + mt->t->offset + off, len);
+	guard_disarm();
+	return 0;
+}
+
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count)
 {
