@@ -1,8 +1,9 @@
 /* `ggufs --check` against reading the file: GB/s of GGUF bytes on a generated q4_K
  * model of 283 MB, from a warm page cache, next to `cat MODEL > /dev/null` of the
  * same file, as a ratio, then both again from a cold page cache (the model dropped from it
- * before each run); and the statistics loop alone, in process, in GB/s of float32 at
- * each SIMD level.
+ * before each run); and, in process at each SIMD level, the statistics loop alone in
+ * GB/s of float32, and the statistics of q4_K blocks taken without dequantizing them
+ * (stats_quant.h) in GB/s of GGUF bytes.
  *
  * The model's blocks are random bytes with fp16 scales like a real q4_K model's (d in
  * 2^-12 .. 2^-7, dmin 4 to 16 times d), so that the scan takes the path a healthy
