@@ -81,6 +81,10 @@ class ReadAhead(unittest.TestCase):
     def test_window_within_a_small_cache(self):
         with FaultServer({"/m.gguf": gm.read_file(self.model)}) as s, \
                 EnvMount(s.url + "/m.gguf", ["-o", "cache_size=4M"]) as m:
+            # 20 ms per request, as in the test above, so that read-ahead requests are
+            # in flight together however busy the machine (without it, a loaded CI run
+            # once had each answered before the next was sent)
+            s.latency = 0.02
             s.clear_log()
             self.read_run(m, 0, 16)
             s.log_settled(1)
