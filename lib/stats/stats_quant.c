@@ -1,5 +1,6 @@
-/* q4_K statistics from the blocks (stats_quant.h).
+/* q4_K, q6_K and q8_0 statistics from the blocks (stats_quant.h).
  *
+ * q4_K.
  * In sub-block j of a q4_K block (blocks.h) the value of quant q (0..15) is
  *
  *   w = fl(d1 * q - m1)      d1 = d * sc_j,  m1 = dmin * m_j   (floats)
@@ -24,7 +25,33 @@
  * its eight sub-blocks side by side, one lane each, in the same IEEE operations at every
  * level (generic vectors, and AVX-512 intrinsics written op for op after them), so the
  * bits agree. On a 2-core AVX-512 machine this scans q4_K at 2.9 GB of blocks per CPU
- * second, against 1.45 for dequantizing to float32 and summing the floats. */
+ * second, against 1.45 for dequantizing to float32 and summing the floats.
+ *
+ * q8_0 and q6_K. Every value is w = D * q' exactly, for a float D per sub-block and an
+ * integer q' = u - off of its unsigned quant u:
+ *
+ *   q8_0   w = q * d               D = d,                   q' = q in -128..127 (n = 32)
+ *   q6_K   w = (d * sc) * (q - 32) D = fl(d * sc), sc int8, q' = q - 32 in -32..31 (n = 16)
+ *
+ * An fp16 d is M 2^e with an integer |M| < 2^11 and e >= -24 (subnormals included, and
+ * d = +-0 as M = 0); |sc| <= 128 and |q'| <= 128 are integers of at most 7 significant
+ * bits (128 = 2^7 has one), |q - 32| <= 32 of at most 5. So d * sc has at most 18
+ * significant bits, and d * q (18) and (d * sc) * (q - 32) (23) at most 24: no product
+ * rounds, and none overflows (65504 * 128 * 32 < 2^28). A non-zero |w| is at least
+ * 2^-24, far above float32's least normal 2^-126, so none is subnormal; w is zero
+ * exactly where D is or q' is. Then, with S1, S2 over u (T = n S2 - S1^2 is the same over
+ * q' = u - off, and below 2^24 as n^2 times a variance of at most 255^2 / 4):
+ *
+ *   s1 = D (S1 - n off) - n shift                 D (S1 - n off) exact: 18 + 13 bits
+ *   s2 = D^2 T / n  +  s1^2 / n                   D^2 T exact for q8_0 (22 + 24 bits);
+ *                                                 for q6_K up to 36 + 18, one rounding
+ *
+ * the least and greatest values are D q' at the least and greatest u (in either order,
+ * as D may be negative), and the zeros are all n where D == 0, else the count of u == off.
+ * Nothing is summed value by value. The integer sums by AVX2 and the float64 figures in
+ * generic vectors compiled for AVX2 serve the AVX-512 level too (there is no AVX-512
+ * mirror as for q4_K). q8_0's block j of a run of 16 goes to lane j, q6_K's sub-block j
+ * to lane j. */
 #include "stats_quant.h"
 
 #include <math.h>
@@ -37,10 +64,11 @@
 #include "dequant.h"
 #include "types.h"
 
-/* The integer sums of a q4_K block's eight sub-blocks, as q4_K_block's vectors load
- * them: S1 = sum q, S2 = sum q^2, and the least and greatest q. */
-struct q4_K_sums {
-	int32_t s1[8], s2[8], qmin[8], qmax[8];
+/* The integer sums of up to 16 sub-blocks, as the float64 stages' vectors load them:
+ * S1 = sum q, S2 = sum q^2, the least and greatest q, and (q8_0, q6_K) how many q are
+ * the type's zero quant. */
+struct quant_sums {
+	int32_t s1[16], s2[16], qmin[16], qmax[16], nz[16];
 };
 
 /* The quant of value l (0..31) of sub-block j (0..7) in qs: chunk j / 2 of 32 bytes,
@@ -66,7 +94,7 @@ static uint32_t q4_K_count(const uint8_t *qs, int j, int q)
 }
 
 /* The specification of the sums, and the level for CPUs without AVX2. */
-static void q4_K_sums_scalar(const uint8_t *qs, struct q4_K_sums *o)
+static void q4_K_sums_scalar(const uint8_t *qs, struct quant_sums *o)
 {
 	for (int j = 0; j < 8; j++) {
 		uint32_t s1 = 0, s2 = 0;
@@ -87,39 +115,15 @@ static void q4_K_sums_scalar(const uint8_t *qs, struct q4_K_sums *o)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-/* Four vectors of 32 bytes to one of [a | b | c | d] 8-byte lanes ... by pairs: the
- * 32 bytes of a and b become 16 of each (their halves combined by op), side by side. */
+/* The 32 bytes of a and b to 16 of each, their halves combined by op, side by side. */
 #define PAIR(op, a, b)                                                        \
 	op(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31))
 
-/* AVX2: the eight sub-blocks as eight vectors of 32 quants (one byte each), then
- * horizontal sums, minima and maxima of all eight at once by halving: 32 bytes to 16
- * (PAIR), to 8 (64-bit unpacks), to 4 (32-bit shuffles), to 1 (shifts within 32 bits).
- * S1 and S2 each fit 32 bits, so both travel in one 64-bit lane of psadbw's sums; q^2
- * (at most 225) is a byte table lookup. */
+/* Horizontal sums of eight sub-blocks at once by halving, into s1[0..8) and s2[0..8):
+ * e[k] holds sub-block 2k's S1 | S2 << 32 in two 64-bit parts, then 2k + 1's. */
 __attribute__((target("avx2")))
-static void q4_K_sums_avx2(const uint8_t *qs, struct q4_K_sums *o)
+static inline void sums8_avx2(const __m256i e[4], int32_t *s1, int32_t *s2)
 {
-	const __m256i nib = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
-	const __m256i sq = _mm256_setr_epi8(0, 1, 4, 9, 16, 25, 36, 49, 64, 81, 100, 121,
-	                                    (char)144, (char)169, (char)196, (char)225,
-	                                    0, 1, 4, 9, 16, 25, 36, 49, 64, 81, 100, 121,
-	                                    (char)144, (char)169, (char)196, (char)225);
-	__m256i v[8], s[8];
-	for (int c = 0; c < 4; c++) {
-		const __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-		v[2 * c] = _mm256_and_si256(x, nib);
-		v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), nib);
-	}
-	for (int j = 0; j < 8; j++) {
-		const __m256i q2 = _mm256_shuffle_epi8(sq, v[j]);
-		s[j] = _mm256_or_si256(_mm256_sad_epu8(v[j], zero),
-		                       _mm256_slli_epi64(_mm256_sad_epu8(q2, zero), 32));
-	}
-	/* sums: 4 lanes of 64 bits per sub-block, to 2 (PAIR), to 1 (unpacks) */
-	__m256i e[4];
-	for (int k = 0; k < 4; k++)
-		e[k] = PAIR(_mm256_add_epi64, s[2 * k], s[2 * k + 1]);
 	__m256i g[2];
 	for (int k = 0; k < 2; k++)
 		g[k] = _mm256_add_epi64(_mm256_unpacklo_epi64(e[2 * k], e[2 * k + 1]),
@@ -129,14 +133,18 @@ static void q4_K_sums_avx2(const uint8_t *qs, struct q4_K_sums *o)
 	const __m256i split = _mm256_setr_epi32(0, 4, 2, 6, 1, 5, 3, 7);
 	const __m256i h0 = _mm256_permutevar8x32_epi32(g[0], split);
 	const __m256i h1 = _mm256_permutevar8x32_epi32(g[1], split);
-	_mm256_storeu_si256((__m256i *)o->s1, _mm256_permute2x128_si256(h0, h1, 0x20));
-	_mm256_storeu_si256((__m256i *)o->s2, _mm256_permute2x128_si256(h0, h1, 0x31));
-	/* minima and maxima: 32 bytes per sub-block to 16, 8, 4, 1 */
-	__m256i mn[4], mx[4];
-	for (int k = 0; k < 4; k++) {
-		mn[k] = PAIR(_mm256_min_epu8, v[2 * k], v[2 * k + 1]);
-		mx[k] = PAIR(_mm256_max_epu8, v[2 * k], v[2 * k + 1]);
-	}
+	_mm256_storeu_si256((__m256i *)s1, _mm256_permute2x128_si256(h0, h1, 0x20));
+	_mm256_storeu_si256((__m256i *)s2, _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+/* Horizontal unsigned byte minima and maxima of eight sub-blocks at once, into
+ * qmin[0..8) and qmax[0..8): mn[k] and mx[k] hold 16 bytes of sub-block 2k, then 16 of
+ * 2k + 1. Halving: to 8 (64-bit unpacks), to 4 (32-bit shuffles), to 1 (shifts within
+ * 32 bits). */
+__attribute__((target("avx2")))
+static inline void minmax8_avx2(const __m256i mn[4], const __m256i mx[4], int32_t *qmin,
+                                int32_t *qmax)
+{
 	__m256i mn8[2], mx8[2];
 	for (int k = 0; k < 2; k++) {
 		mn8[k] = _mm256_min_epu8(_mm256_unpacklo_epi64(mn[2 * k], mn[2 * k + 1]),
@@ -158,12 +166,53 @@ static void q4_K_sums_avx2(const uint8_t *qs, struct q4_K_sums *o)
 	/* dword k holds sub-block 2k (k < 4) or 2(k - 4) + 1, in its low byte */
 	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 	const __m256i byte = _mm256_set1_epi32(0xff);
-	_mm256_storeu_si256((__m256i *)o->qmin,
+	_mm256_storeu_si256((__m256i *)qmin,
 	                    _mm256_and_si256(_mm256_permutevar8x32_epi32(mn4, order), byte));
-	_mm256_storeu_si256((__m256i *)o->qmax,
+	_mm256_storeu_si256((__m256i *)qmax,
 	                    _mm256_and_si256(_mm256_permutevar8x32_epi32(mx4, order), byte));
 }
+
+/* The sums of eight sub-blocks of 32 quants into o at at..at + 7: v[j] holds sub-block
+ * j's quants (unsigned bytes), s[j] its S1 | S2 << 32 in four 64-bit parts. */
+__attribute__((target("avx2")))
+static inline void sums32_avx2(const __m256i v[8], const __m256i s[8], struct quant_sums *o,
+                               int at)
+{
+	__m256i e[4], mn[4], mx[4];
+	for (int k = 0; k < 4; k++) {
+		e[k] = PAIR(_mm256_add_epi64, s[2 * k], s[2 * k + 1]);
+		mn[k] = PAIR(_mm256_min_epu8, v[2 * k], v[2 * k + 1]);
+		mx[k] = PAIR(_mm256_max_epu8, v[2 * k], v[2 * k + 1]);
+	}
+	sums8_avx2(e, o->s1 + at, o->s2 + at);
+	minmax8_avx2(mn, mx, o->qmin + at, o->qmax + at);
+}
 #undef PAIR
+
+/* AVX2: the eight sub-blocks as eight vectors of 32 quants (one byte each), summed by
+ * sums32_avx2. S1 and S2 each fit 32 bits, so both travel in one 64-bit lane of
+ * psadbw's sums; q^2 (at most 225) is a byte table lookup. */
+__attribute__((target("avx2")))
+static void q4_K_sums_avx2(const uint8_t *qs, struct quant_sums *o)
+{
+	const __m256i nib = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+	const __m256i sq = _mm256_setr_epi8(0, 1, 4, 9, 16, 25, 36, 49, 64, 81, 100, 121,
+	                                    (char)144, (char)169, (char)196, (char)225,
+	                                    0, 1, 4, 9, 16, 25, 36, 49, 64, 81, 100, 121,
+	                                    (char)144, (char)169, (char)196, (char)225);
+	__m256i v[8], s[8];
+	for (int c = 0; c < 4; c++) {
+		const __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+		v[2 * c] = _mm256_and_si256(x, nib);
+		v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), nib);
+	}
+	for (int j = 0; j < 8; j++) {
+		const __m256i q2 = _mm256_shuffle_epi8(sq, v[j]);
+		s[j] = _mm256_or_si256(_mm256_sad_epu8(v[j], zero),
+		                       _mm256_slli_epi64(_mm256_sad_epu8(q2, zero), 32));
+	}
+	sums32_avx2(v, s, o, 0);
+}
 #endif
 
 /* Sub-block j's 6-bit scale and min from q4_K's 12 scale bytes (blocks.h). */
@@ -244,7 +293,7 @@ static inline __attribute__((always_inline)) void lowest_bit(const vf4 *fp, vf4 
  * zeros where d1 * q == m1 for a whole q in qmin..qmax (bits << 8, the q in k[]). */
 static inline __attribute__((always_inline)) unsigned
 q4_K_quarter(struct stats_lanes *l, int base, int h, const float d1a[8], const float m1a[8],
-             const struct q4_K_sums *s, double shift, double k[8])
+             const struct quant_sums *s, double shift, double k[8])
 {
 	vf4 d1, m1, lo, hi;
 	vd4 s1a, s2a;
@@ -314,7 +363,7 @@ q4_K_quarter(struct stats_lanes *l, int base, int h, const float d1a[8], const f
  * after. */
 static inline __attribute__((always_inline)) void
 q4_K_block(struct stats_lanes *l, int base, const uint8_t *qs, const float d1a[8],
-           const float m1a[8], const struct q4_K_sums *s, double shift)
+           const float m1a[8], const struct quant_sums *s, double shift)
 {
 	double k[8];
 	const unsigned rare = q4_K_quarter(l, base, 0, d1a, m1a, s, shift, k) |
@@ -324,7 +373,7 @@ q4_K_block(struct stats_lanes *l, int base, const uint8_t *qs, const float d1a[8
 }
 
 static void q4_K_block_base(struct stats_lanes *l, int base, const uint8_t *qs,
-                            const float d1a[8], const float m1a[8], const struct q4_K_sums *s,
+                            const float d1a[8], const float m1a[8], const struct quant_sums *s,
                             double shift)
 {
 	q4_K_block(l, base, qs, d1a, m1a, s, shift);
@@ -333,7 +382,7 @@ static void q4_K_block_base(struct stats_lanes *l, int base, const uint8_t *qs,
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2")))
 static void q4_K_block_avx2(struct stats_lanes *l, int base, const uint8_t *qs,
-                            const float d1a[8], const float m1a[8], const struct q4_K_sums *s,
+                            const float d1a[8], const float m1a[8], const struct quant_sums *s,
                             double shift)
 {
 	q4_K_block(l, base, qs, d1a, m1a, s, shift);
@@ -363,7 +412,7 @@ AVX512 static inline __m256 lowest_bit_avx512(__m256 f)
  * lowering of the generic vectors is piecewise here, 3x slower. */
 AVX512 static void q4_K_block_avx512(struct stats_lanes *l, int base, const uint8_t *qs,
                                      const float d1a[8], const float m1a[8],
-                                     const struct q4_K_sums *s, double shift)
+                                     const struct quant_sums *s, double shift)
 {
 	const __m256 d1 = _mm256_loadu_ps(d1a), m1 = _mm256_loadu_ps(m1a);
 	const __m256 q0 = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)s->qmin));
@@ -440,9 +489,9 @@ AVX512 static void q4_K_block_avx512(struct stats_lanes *l, int base, const uint
  * to lane 8 (b % 2) + j. */
 static inline __attribute__((always_inline)) void
 q4_K_lanes_with(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks, double shift,
-                void (*sums)(const uint8_t *, struct q4_K_sums *),
+                void (*sums)(const uint8_t *, struct quant_sums *),
                 void (*block)(struct stats_lanes *, int, const uint8_t *, const float *,
-                              const float *, const struct q4_K_sums *, double))
+                              const float *, const struct quant_sums *, double))
 {
 	for (uint64_t b = 0; b < nblocks; b++, p += sizeof(struct block_q4_K)) {
 		const float d = half_at(FIELD(p, block_q4_K, d));
@@ -450,7 +499,7 @@ q4_K_lanes_with(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks, doubl
 		const uint8_t *scales = FIELD(p, block_q4_K, scales);
 		const uint8_t *qs = FIELD(p, block_q4_K, qs);
 		float d1[8], m1[8];
-		struct q4_K_sums s;
+		struct quant_sums s;
 		sums(qs, &s);
 		for (int j = 0; j < 8; j++) {
 			int sc, m;
@@ -476,39 +525,322 @@ static void q4_K_lanes_avx2(struct stats_lanes *l, const uint8_t *p, uint64_t nb
 	q4_K_lanes_with(l, p, nblocks, shift, q4_K_sums_avx2, q4_K_block_avx2);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2")))
-static void q4_K_lanes_avx512(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks,
+AVX512 static void q4_K_lanes_avx512(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks,
                               double shift)
 {
 	q4_K_lanes_with(l, p, nblocks, shift, q4_K_sums_avx2, q4_K_block_avx512);
 }
 #endif
 
-static void q4_K_lanes(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks, double shift)
+/* q8_0 and q6_K: every value is exactly D * (u - off) (the header comment says why), for
+ * a float D per sub-block and its unsigned quants u. The sums below are of u. */
+
+/* The sums of one sub-block's n quants u into entry j of o, off being the quant of the
+ * value zero. */
+static inline void sums_of(struct quant_sums *o, int j, const uint8_t *u, int n, int off)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-	switch (dequant_active()) {
-	case DEQUANT_AVX512:
-		q4_K_lanes_avx512(l, p, nblocks, shift);
-		return;
-	case DEQUANT_AVX2:
-		q4_K_lanes_avx2(l, p, nblocks, shift);
-		return;
-	default:
-		break;
+	int s1 = 0, s2 = 0, lo = 255, hi = 0, nz = 0;
+	for (int i = 0; i < n; i++) {
+		s1 += u[i];
+		s2 += u[i] * u[i];
+		lo = u[i] < lo ? u[i] : lo;
+		hi = u[i] > hi ? u[i] : hi;
+		nz += u[i] == off;
 	}
+	o->s1[j] = s1;
+	o->s2[j] = s2;
+	o->qmin[j] = lo;
+	o->qmax[j] = hi;
+	o->nz[j] = nz;
+}
+
+/* The q8_0 block at p as sub-block j, its quants q as u = q + 128. */
+static void q8_0_sums_one(const uint8_t *p, struct quant_sums *o, int j)
+{
+	const uint8_t *qs = FIELD(p, block_q8_0, qs);
+	uint8_t u[QK];
+	for (int i = 0; i < QK; i++)
+		u[i] = qs[i] ^ 0x80;
+	sums_of(o, j, u, QK, 128);
+}
+
+/* The specification of q8_0's sums: the count (at most 16) blocks at p, block j as
+ * sub-block j; the level for CPUs without AVX2. */
+static void q8_0_sums_scalar(const uint8_t *p, int count, struct quant_sums *o)
+{
+	for (int j = 0; j < count; j++)
+		q8_0_sums_one(p + j * sizeof(struct block_q8_0), o, j);
+}
+
+/* Quant n (0..255) of the q6_K block at p, 0..63 (blocks.h). */
+static inline int q6_K_quant(const uint8_t *p, int n)
+{
+	const int h = n / 128, k = n % 128 / 32, l = n % 32;
+	const int low = FIELD(p, block_q6_K, ql)[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2)) & 0x0f;
+	const int high = FIELD(p, block_q6_K, qh)[32 * h + l] >> (2 * k) & 3;
+	return low | high << 4;
+}
+
+/* The specification of q6_K's sums: the 16 sub-blocks of the block at p; the level for
+ * CPUs without AVX2. */
+static void q6_K_sums_scalar(const uint8_t *p, struct quant_sums *o)
+{
+	uint8_t u[QK_K];
+	for (int n = 0; n < QK_K; n++)
+		u[n] = (uint8_t)q6_K_quant(p, n);
+	for (int j = 0; j < 16; j++)
+		sums_of(o, j, u + 16 * j, 16, 32);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* q8_0 in AVX2, eight blocks at a time as q4_K's eight sub-blocks (sums32_avx2); u^2
+ * (up to 65025) by 16-bit multiplies, whose 32-bit pair sums fold to 64-bit lanes. A
+ * ragged end is summed by the specification, which gives the same integers. */
+__attribute__((target("avx2")))
+static void q8_0_sums_avx2(const uint8_t *p, int count, struct quant_sums *o)
+{
+	const __m256i zero = _mm256_setzero_si256(), bias = _mm256_set1_epi8((char)0x80);
+	const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
+	int j = 0;
+	for (; j + 8 <= count; j += 8) {
+		__m256i v[8], s[8];
+		for (int b = 0; b < 8; b++) {
+			const uint8_t *qs = FIELD(p + (j + b) * sizeof(struct block_q8_0), block_q8_0, qs);
+			const __m256i x = _mm256_loadu_si256((const __m256i *)qs);
+			v[b] = _mm256_xor_si256(x, bias);
+			const __m256i u0 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v[b]));
+			const __m256i u1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(v[b], 1));
+			__m256i sq = _mm256_add_epi32(_mm256_madd_epi16(u0, u0),
+			                              _mm256_madd_epi16(u1, u1));
+			sq = _mm256_and_si256(_mm256_add_epi32(sq, _mm256_srli_epi64(sq, 32)), low32);
+			s[b] = _mm256_or_si256(_mm256_sad_epu8(v[b], zero), _mm256_slli_epi64(sq, 32));
+			o->nz[j + b] = __builtin_popcount(
+				(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, zero)));
+		}
+		sums32_avx2(v, s, o, j);
+	}
+	for (; j < count; j++)
+		q8_0_sums_one(p + j * sizeof(struct block_q8_0), o, j);
+}
+
+/* q6_K in AVX2: the 256 quants as eight vectors of 32 in the order of the values, so
+ * vector m holds sub-block 2m, then 2m + 1, as sums8_avx2 and minmax8_avx2 take them;
+ * q^2 (up to 3969) by byte multiplies to 16-bit pair sums, then to 32 and 64 bits. */
+__attribute__((target("avx2")))
+static void q6_K_sums_avx2(const uint8_t *p, struct quant_sums *o)
+{
+	const __m256i nib = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(0x30);
+	const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi16(1);
+	const __m256i low32 = _mm256_set1_epi64x(0xffffffff), off = _mm256_set1_epi8(32);
+	__m256i v[8], e[8];
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *ql = FIELD(p, block_q6_K, ql) + 64 * h;
+		const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+		const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+		const __m256i qh = _mm256_loadu_si256(
+			(const __m256i *)(FIELD(p, block_q6_K, qh) + 32 * h));
+		/* bits 4-5 of value k's quant are bits 2k, 2k + 1 of qh */
+		v[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, nib),
+		                           _mm256_and_si256(_mm256_slli_epi16(qh, 4), two));
+		v[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, nib),
+		                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), two));
+		v[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nib),
+		                               _mm256_and_si256(qh, two));
+		v[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nib),
+		                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), two));
+	}
+	for (int m = 0; m < 8; m++) {
+		__m256i sq = _mm256_madd_epi16(_mm256_maddubs_epi16(v[m], v[m]), ones);
+		sq = _mm256_and_si256(_mm256_add_epi32(sq, _mm256_srli_epi64(sq, 32)), low32);
+		e[m] = _mm256_or_si256(_mm256_sad_epu8(v[m], zero), _mm256_slli_epi64(sq, 32));
+		const unsigned z = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v[m], off));
+		o->nz[2 * m] = __builtin_popcount(z & 0xffff);
+		o->nz[2 * m + 1] = __builtin_popcount(z >> 16);
+	}
+	for (int k = 0; k < 2; k++) {
+		sums8_avx2(e + 4 * k, o->s1 + 8 * k, o->s2 + 8 * k);
+		minmax8_avx2(v + 4 * k, v + 4 * k, o->qmin + 8 * k, o->qmax + 8 * k);
+	}
+}
 #endif
-	q4_K_lanes_base(l, p, nblocks, shift);
+
+/* Sub-blocks h..h + 3 of the 16 whose values are exactly D * (u - off), n of them each,
+ * into lanes h..h + 3, but only those below count: as q4_K_quarter, in the compiler's
+ * vector extensions for every level. */
+static inline __attribute__((always_inline)) void
+exact_quarter(struct stats_lanes *l, int h, const float Da[16], const struct quant_sums *s,
+              int n, int off, int count, double shift)
+{
+	vf4 D, lo, hi;
+	vd4 s1a, s2a;
+	vu4 zero;
+	vi4 q0i, q1i, S1i, S2i, nz;
+	memcpy(&D, Da + h, sizeof D);
+	memcpy(&lo, l->lo + h, sizeof lo);
+	memcpy(&hi, l->hi + h, sizeof hi);
+	memcpy(&s1a, l->s1 + h, sizeof s1a);
+	memcpy(&s2a, l->s2 + h, sizeof s2a);
+	memcpy(&zero, l->zero + h, sizeof zero);
+	memcpy(&S1i, s->s1 + h, sizeof S1i);
+	memcpy(&S2i, s->s2 + h, sizeof S2i);
+	memcpy(&q0i, s->qmin + h, sizeof q0i);
+	memcpy(&q1i, s->qmax + h, sizeof q1i);
+	memcpy(&nz, s->nz + h, sizeof nz);
+	const vi4 valid = (vi4){ h, h + 1, h + 2, h + 3 } < count;
+	const vl4 valid_l = __builtin_convertvector(valid, vl4);
+	/* the least and greatest values, D exact times the exact q - off */
+	const vf4 w0 = D * __builtin_convertvector(q0i - off, vf4);
+	const vf4 w1 = D * __builtin_convertvector(q1i - off, vf4);
+	const vi4 lt = w0 < w1;
+	const vf4 wlo = SELF(lt, w0, w1), whi = SELF(lt, w1, w0);
+	lo = SELF(valid & (wlo < lo), wlo, lo);
+	hi = SELF(valid & (whi > hi), whi, hi);
+	/* the sums about the sub-block's mean and the mean's distance from shift */
+	const vd4 dd = __builtin_convertvector(D, vd4);
+	const vd4 S1 = __builtin_convertvector(S1i - n * off, vd4);
+	const vd4 T = __builtin_convertvector(S2i * n - S1i * S1i, vd4);
+	const vd4 s1 = dd * S1 - (double)n * shift;
+	const vd4 s2 = dd * dd * T / (double)n + s1 * s1 / (double)n;
+	s1a += SELD(valid_l, s1, (vd4){ 0 });
+	s2a += SELD(valid_l, s2, (vd4){ 0 });
+	/* zeros: all n where D is, else those at the quant off */
+	zero += (vu4)(valid & SEL(D == 0.0f, (vi4){ 0 } + n, nz));
+	memcpy(l->lo + h, &lo, sizeof lo);
+	memcpy(l->hi + h, &hi, sizeof hi);
+	memcpy(l->s1 + h, &s1a, sizeof s1a);
+	memcpy(l->s2 + h, &s2a, sizeof s2a);
+	memcpy(l->zero + h, &zero, sizeof zero);
+}
+
+/* The first count (1..16) of 16 sub-blocks into lanes 0..count - 1. */
+static inline __attribute__((always_inline)) void
+exact_block(struct stats_lanes *l, const float D[16], const struct quant_sums *s, int n, int off,
+            int count, double shift)
+{
+	for (int h = 0; h < count; h += 4)
+		exact_quarter(l, h, D, s, n, off, count, shift);
+}
+
+typedef void exact_fn(struct stats_lanes *, const float *, const struct quant_sums *, int, int,
+                      int, double);
+
+static void exact_block_base(struct stats_lanes *l, const float D[16], const struct quant_sums *s,
+                             int n, int off, int count, double shift)
+{
+	exact_block(l, D, s, n, off, count, shift);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Also the AVX-512 level's: GCC lowers the generic vectors piecewise for AVX-512. */
+__attribute__((target("avx2")))
+static void exact_block_avx2(struct stats_lanes *l, const float D[16], const struct quant_sums *s,
+                             int n, int off, int count, double shift)
+{
+	exact_block(l, D, s, n, off, count, shift);
+}
+#endif
+
+/* q8_0 blocks into lanes, 16 at a time, block b to lane b % 16. */
+static inline __attribute__((always_inline)) void
+q8_0_lanes_with(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks, double shift,
+                void (*sums)(const uint8_t *, int, struct quant_sums *), exact_fn *block)
+{
+	for (uint64_t b = 0; b < nblocks; b += 16, p += 16 * sizeof(struct block_q8_0)) {
+		const int count = nblocks - b < 16 ? (int)(nblocks - b) : 16;
+		float D[16] = { 0 };
+		struct quant_sums s;
+		/* the unused sub-blocks of a short run are masked out, but computed: as zeros */
+		if (count < 16)
+			memset(&s, 0, sizeof s);
+		sums(p, count, &s);
+		for (int j = 0; j < count; j++)
+			D[j] = half_at(FIELD(p + j * sizeof(struct block_q8_0), block_q8_0, d));
+		block(l, D, &s, QK, 128, count, shift);
+	}
+}
+
+/* q6_K blocks into lanes, sub-block j of each to lane j. */
+static inline __attribute__((always_inline)) void
+q6_K_lanes_with(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks, double shift,
+                void (*sums)(const uint8_t *, struct quant_sums *), exact_fn *block)
+{
+	for (uint64_t b = 0; b < nblocks; b++, p += sizeof(struct block_q6_K)) {
+		const float d = half_at(FIELD(p, block_q6_K, d));
+		const int8_t *sc = (const int8_t *)FIELD(p, block_q6_K, scales);
+		float D[16];
+		struct quant_sums s;
+		sums(p, &s);
+		for (int j = 0; j < 16; j++)
+			D[j] = d * (float)sc[j];
+		block(l, D, &s, 16, 32, 16, shift);
+	}
+}
+
+typedef void lanes_fn(struct stats_lanes *, const uint8_t *, uint64_t, double);
+
+static void q8_0_lanes_base(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks,
+                            double shift)
+{
+	q8_0_lanes_with(l, p, nblocks, shift, q8_0_sums_scalar, exact_block_base);
+}
+
+static void q6_K_lanes_base(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks,
+                            double shift)
+{
+	q6_K_lanes_with(l, p, nblocks, shift, q6_K_sums_scalar, exact_block_base);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2")))
+static void q8_0_lanes_avx2(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks,
+                            double shift)
+{
+	q8_0_lanes_with(l, p, nblocks, shift, q8_0_sums_avx2, exact_block_avx2);
+}
+
+__attribute__((target("avx2")))
+static void q6_K_lanes_avx2(struct stats_lanes *l, const uint8_t *p, uint64_t nblocks,
+                            double shift)
+{
+	q6_K_lanes_with(l, p, nblocks, shift, q6_K_sums_avx2, exact_block_avx2);
+}
+#endif
+
+/* The lanes functions of a type at each level (NULL: the one below). */
+static lanes_fn *lanes_of(uint32_t type, enum dequant_level level)
+{
+	static lanes_fn *const table[][DEQUANT_LEVELS] = {
+#if defined(__x86_64__) && defined(__GNUC__)
+		{ q4_K_lanes_base, q4_K_lanes_avx2, q4_K_lanes_avx512 },
+		{ q8_0_lanes_base, q8_0_lanes_avx2, NULL },
+		{ q6_K_lanes_base, q6_K_lanes_avx2, NULL },
+#else
+		{ q4_K_lanes_base },
+		{ q8_0_lanes_base },
+		{ q6_K_lanes_base },
+#endif
+	};
+	const int t = type == GGML_TYPE_Q4_K ? 0 : type == GGML_TYPE_Q8_0 ? 1 : 2;
+	int at = (int)level;
+	while (!table[t][at])
+		at--;
+	return table[t][at];
 }
 
 bool stats_quant_has(uint32_t type)
 {
-	return type == GGML_TYPE_Q4_K;
+	return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q6_K;
 }
 
 float stats_quant_first(uint32_t type, const uint8_t *p)
 {
-	(void)type;
+	if (type == GGML_TYPE_Q8_0)
+		return (float)*(const int8_t *)FIELD(p, block_q8_0, qs) *
+		       half_at(FIELD(p, block_q8_0, d));
+	if (type == GGML_TYPE_Q6_K)
+		return half_at(FIELD(p, block_q6_K, d)) *
+		       (float)*(const int8_t *)FIELD(p, block_q6_K, scales) *
+		       (float)(q6_K_quant(p, 0) - 32);
 	int sc, m;
 	q4_K_scale_min(FIELD(p, block_q4_K, scales), 0, &sc, &m);
 	const float d1 = half_at(FIELD(p, block_q4_K, d)) * (float)sc;
@@ -519,6 +851,5 @@ float stats_quant_first(uint32_t type, const uint8_t *p)
 void stats_quant_lanes(uint32_t type, struct stats_lanes *l, const uint8_t *p,
                        uint64_t nblocks, double shift)
 {
-	(void)type;
-	q4_K_lanes(l, p, nblocks, shift);
+	lanes_of(type, dequant_active())(l, p, nblocks, shift);
 }

@@ -1,7 +1,8 @@
 /* Statistics of a quantized tensor taken from its blocks, without writing its float32
  * values: for the types where a sub-block's values are an affine function of small
- * integers, the sums follow from integer sums of those (stats_quant.c says how), which
- * SIMD takes at several times the speed of dequantizing and summing floats.
+ * integers (q4_K, q6_K, q8_0), the sums follow from integer sums of those (stats_quant.c
+ * says how), which SIMD takes at several times the speed of dequantizing and summing
+ * floats.
  *
  * The figures are those of the .f32 values to float64 rounding (counts, min and max
  * exactly), and the same bits at every SIMD level: only the integer sums are taken
