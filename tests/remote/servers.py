@@ -194,20 +194,6 @@ class Nginx:
                 return r
             time.sleep(0.02)
 
-    def quiet(self, for_s=0.3, timeout=10.0):
-        """Waits until no request is being answered and none has ended for for_s seconds
-        (a client's read-ahead from earlier reads has run out), or timeout passes."""
-        deadline = time.monotonic() + timeout
-        seen, since = -1, time.monotonic()
-        while time.monotonic() < deadline:
-            with self.lock:
-                n, busy = len(self._log), self._in_flight
-            if n != seen or busy:
-                seen, since = n, time.monotonic()
-            elif time.monotonic() - since >= for_s:
-                return
-            time.sleep(0.02)
-
     def clear_log(self):
         """Empties the access log (nginx keeps appending to the same open file)."""
         with open(self.access_log, "w"):
