@@ -243,6 +243,9 @@ static void test_bad_blocks(void **state)
 	}
 	put16(b + 1 * q4 + offsetof(struct block_q4_K, dmin), 0x0001);   /* subnormal */
 	put16(b + 2 * q4 + offsetof(struct block_q4_K, d), 0xa000);      /* negative */
+	/* two finite fields whose exponent bits together are all ones: neither is bad */
+	put16(b + 4 * q4 + offsetof(struct block_q4_K, d), 0x4000);
+	put16(b + 4 * q4 + offsetof(struct block_q4_K, dmin), 0x3c00);
 	assert_int_equal(stats_bad_blocks(GGML_TYPE_Q4_K, b, 8), 0);
 	put16(b + 3 * q4 + offsetof(struct block_q4_K, d), 0x7e00);      /* NaN */
 	put16(b + 5 * q4 + offsetof(struct block_q4_K, dmin), 0xfc00);   /* -inf */

@@ -259,21 +259,27 @@ uint64_t stats_bad_blocks(uint32_t type, const uint8_t *p, uint64_t n)
 	const struct scale_fields *f = &scale_table[type];
 	const uint64_t bytes = ggml_type_get(type)->block_bytes;
 	uint64_t bad = 0;
-	for (uint64_t b = 0; b < n; b++, p += bytes) {
-		switch (f->rule) {
-		case SCALES_F16:
-			bad += f16_bad(rd16(p + f->at[0])) ||
-			       (f->at[1] != 0xff && f16_bad(rd16(p + f->at[1])));
-			break;
-		case SCALES_E8M0:
-			bad += p[f->at[0]] == 0xff;
-			break;
-		case SCALES_IQ1_M:
-			bad += f16_bad(iq1_m_scale_bits(FIELD(p, block_iq1_m, scales)));
-			break;
-		default:
-			break;
+	/* the rule chosen once, not per block: this runs over every block of a scan */
+	switch (f->rule) {
+	case SCALES_F16:
+		if (f->at[1] == 0xff) {
+			for (uint64_t b = 0; b < n; b++, p += bytes)
+				bad += f16_bad(rd16(p + f->at[0]));
+		} else {
+			for (uint64_t b = 0; b < n; b++, p += bytes)
+				bad += f16_bad(rd16(p + f->at[0])) | f16_bad(rd16(p + f->at[1]));
 		}
+		break;
+	case SCALES_E8M0:
+		for (uint64_t b = 0; b < n; b++, p += bytes)
+			bad += p[f->at[0]] == 0xff;
+		break;
+	case SCALES_IQ1_M:
+		for (uint64_t b = 0; b < n; b++, p += bytes)
+			bad += f16_bad(iq1_m_scale_bits(FIELD(p, block_iq1_m, scales)));
+		break;
+	default:
+		break;
 	}
 	return bad;
 }
