@@ -16,14 +16,20 @@ struct transfer {
 	uint64_t want;
 };
 
-/* Copies a header value (trimmed) into dst, or leaves dst "" when it does not fit. */
+/* Copies a header value (trimmed) into dst, or leaves dst "" when it does not fit or
+ * holds a control byte. */
 static void keep_value(char *dst, size_t size, const char *v, size_t n)
 {
 	while (n && (*v == ' ' || *v == '\t'))
 		v++, n--;
 	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ' || v[n - 1] == '\t'))
 		n--;
-	if (n >= size) {
+	/* too long, or with a control byte inside (a lone CR, say): not kept, as it would
+	 * otherwise go back to the server in a header line (If-Match) and split it */
+	bool control = false;
+	for (size_t i = 0; i < n; i++)
+		control |= ((unsigned char)v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f;
+	if (n >= size || control) {
 		dst[0] = 0;
 		return;
 	}
@@ -187,8 +193,8 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
-	/* header values never carry a line break (remote_new checks tokens; ETags come
-	 * from header lines, which have none) */
+	/* header values never carry a line break (remote_new checks tokens; keep_value
+	 * drops an ETag with a control byte) */
 	if (req->if_match) {
 		snprintf(line, sizeof line, "If-Match: %s", req->if_match);
 		headers = curl_slist_append(headers, line);
