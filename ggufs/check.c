@@ -27,7 +27,8 @@
 enum { MAX_WORKERS = 8 };
 
 struct result {
-	struct tensor_stats s;
+	struct tensor_stats s;   /* with --json; else only the counts of stats_health */
+	bool all_zero;
 	int err;                 /* 0, or -errno of the read */
 };
 
@@ -43,7 +44,9 @@ struct scan {
 	uint64_t n_items;
 	atomic_uint_fast64_t next;   /* the next item to take */
 	_Atomic uint64_t bytes_done;
-	struct stats_part *parts;    /* per item */
+	bool health_only;            /* without --json: stats_segment_health, not the figures */
+	struct stats_part *parts;    /* per item, with --json */
+	struct stats_health *health; /* per item, without */
 	int *errs;                   /* per item: 0, or -errno of the read */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -132,8 +135,13 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&sc->lock);
 		if (k >= sc->n_items)
 			break;
-		sc->errs[k] = stats_segment(sc->t, sc->items[k].tensor, sc->items[k].seg,
-		                            &sc->parts[k], &sc->bytes_done);
+		if (sc->health_only)
+			sc->errs[k] = stats_segment_health(sc->t, sc->items[k].tensor,
+			                                   sc->items[k].seg, &sc->health[k],
+			                                   &sc->bytes_done);
+		else
+			sc->errs[k] = stats_segment(sc->t, sc->items[k].tensor, sc->items[k].seg,
+			                            &sc->parts[k], &sc->bytes_done);
 	}
 	pthread_mutex_lock(&sc->lock);
 	sc->running--;
@@ -227,7 +235,7 @@ static enum verdict verdict_of(const struct gguf_tensor *g, const struct result 
 		return UNCHECKED;
 	if (stats_unhealthy(&r->s))
 		return UNHEALTHY;
-	if ((r->s.elements && r->s.zeros == r->s.elements) || r->s.subnormals)
+	if (r->all_zero || r->s.subnormals)
 		return WARNING;
 	return OK;
 }
@@ -261,7 +269,7 @@ static void report_text(const struct ggufs_model *m, const struct result *res, u
 		}
 		const char *sep = "";
 		if (v == WARNING) {
-			if (s->zeros == s->elements) {
+			if (res[i].all_zero) {
 				printf("all %" PRIu64 " values are zero", s->elements);
 				sep = "; ";
 			}
@@ -379,10 +387,25 @@ static uint64_t merge_items(const struct scan *sc, struct result *res)
 	}
 	for (uint64_t k = 0, end; k < sc->n_items; k = end) {
 		const uint64_t i = sc->items[k].tensor;
-		struct stats_part all = sc->parts[k];
 		for (end = k + 1; end < sc->n_items && sc->items[end].tensor == i; end++)
-			stats_merge(&all, &sc->parts[end]);
+			;
+		if (sc->health_only) {
+			struct stats_health h = sc->health[k];
+			for (uint64_t e = k + 1; e < end; e++)
+				stats_health_merge(&h, &sc->health[e]);
+			res[i].s = (struct tensor_stats){
+				.elements = h.elements, .nan = h.nan, .pos_inf = h.pos_inf,
+				.neg_inf = h.neg_inf, .subnormals = h.subnormals,
+				.bad_blocks = h.bad_blocks,
+			};
+			res[i].all_zero = h.all_zero;
+			continue;
+		}
+		struct stats_part all = sc->parts[k];
+		for (uint64_t e = k + 1; e < end; e++)
+			stats_merge(&all, &sc->parts[e]);
 		stats_finish(&all, &res[i].s);
+		res[i].all_zero = res[i].s.elements && res[i].s.zeros == res[i].s.elements;
 	}
 	return 0;
 }
@@ -416,9 +439,13 @@ int check_model(const struct options *o)
 		n_checked++;
 	}
 	sc.items = calloc(sc.n_items + 1, sizeof *sc.items);
-	sc.parts = calloc(sc.n_items + 1, sizeof *sc.parts);
+	sc.health_only = !json;
+	if (json)
+		sc.parts = calloc(sc.n_items + 1, sizeof *sc.parts);
+	else
+		sc.health = calloc(sc.n_items + 1, sizeof *sc.health);
 	sc.errs = calloc(sc.n_items + 1, sizeof *sc.errs);
-	if (!res || !sc.items || !sc.parts || !sc.errs) {
+	if (!res || !sc.items || !(sc.parts || sc.health) || !sc.errs) {
 		fprintf(stderr, "ggufs: %s: out of memory\n", m->path);
 		goto out;
 	}
@@ -455,6 +482,7 @@ out:
 	free(res);
 	free(sc.items);
 	free(sc.parts);
+	free(sc.health);
 	free(sc.errs);
 	tree_free(t);
 	model_close(m);

@@ -559,6 +559,111 @@ static void test_clean(void **state)
 	check_model(false);
 }
 
+/* stats_segment_health against stats_segment: the same counts, and all_zero exactly
+ * when every value is a zero, for every segment of every tensor of t. */
+static void assert_health_agrees(const struct tree *t)
+{
+	const struct ggufs_model *m = tree_model(t);
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct gguf_tensor *g = m->tensors[i].t;
+		if (!g->has_f32)
+			continue;
+		for (uint64_t seg = 0; seg < stats_segments(g); seg++) {
+			struct stats_part p;
+			struct stats_health h;
+			assert_int_equal(stats_segment(t, i, seg, &p, NULL), 0);
+			assert_int_equal(stats_segment_health(t, i, seg, &h, NULL), 0);
+			assert_int_equal(h.elements, p.s.elements);
+			assert_int_equal(h.nan, p.s.nan);
+			assert_int_equal(h.pos_inf, p.s.pos_inf);
+			assert_int_equal(h.neg_inf, p.s.neg_inf);
+			assert_int_equal(h.subnormals, p.s.subnormals);
+			assert_int_equal(h.bad_blocks, p.s.bad_blocks);
+			assert_int_equal(h.all_zero, p.s.elements && p.s.zeros == p.s.elements);
+		}
+	}
+}
+
+static void test_health_planted(void **state)
+{
+	(void)state;
+	for (int faults = 0; faults < 2; faults++) {
+		struct fixture *f = open_built(faults);
+		assert_health_agrees(f->t);
+		close_built(f);
+	}
+}
+
+/* Quantized tensors of two groups of STATS_BLOCK values where the health scan cannot
+ * stop at its first value: all zero, zero up to a late non-zero value or a late NaN
+ * scale. */
+static void test_health_zeros(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name;
+		uint32_t type;
+		int kind;     /* 0: all zero, 1: zero then random, 2: zero then a NaN scale */
+	} ts[] = {
+		{ "q4_K.zero", GGML_TYPE_Q4_K, 0 }, { "q4_K.late", GGML_TYPE_Q4_K, 1 },
+		{ "q6_K.zero", GGML_TYPE_Q6_K, 0 }, { "q6_K.late", GGML_TYPE_Q6_K, 1 },
+		{ "q8_0.zero", GGML_TYPE_Q8_0, 0 }, { "q8_0.nan", GGML_TYPE_Q8_0, 2 },
+	};
+	enum { N = sizeof ts / sizeof ts[0] };
+	struct gw w, data;
+	gw_init(&w);
+	gw_init(&data);
+	gw_header(&w, 3, N, 1);
+	gw_kv_str(&w, "general.architecture", "test");
+	for (int k = 0; k < N; k++) {
+		const struct ggml_type *ty = ggml_type_get(ts[k].type);
+		const uint64_t blocks = 2 * STATS_BLOCK / ty->block_elems;
+		const size_t d_at = ts[k].type == GGML_TYPE_Q6_K ? offsetof(struct block_q6_K, d) : 0;
+		uint64_t ne[1] = { blocks * ty->block_elems };
+		gw_tensor(&w, ts[k].name, 1, ne, ts[k].type, data.len);
+		for (uint64_t b = 0; b < blocks; b++) {
+			uint8_t blk[256] = { 0 };
+			if (ts[k].kind && b >= blocks - 3) {
+				for (uint32_t i = 0; i < ty->block_bytes; i++)
+					blk[i] = (uint8_t)next_u64();
+				put16(blk + d_at, ts[k].kind == 2 && b == blocks - 2 ? 0x7e00 : 0x1c00);
+				if (ts[k].type == GGML_TYPE_Q4_K)
+					put16(blk + offsetof(struct block_q4_K, dmin), 0x1c00);
+			}
+			gw_raw(&data, blk, ty->block_bytes);
+		}
+		gw_fill(&data, 0, (32 - data.len % 32) % 32);
+	}
+	gw_align(&w, 32);
+	gw_raw(&w, data.buf, data.len);
+	size_t len;
+	uint8_t *img = gw_take(&w, &len);
+	char path[] = "/tmp/ggufs-health-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, img, len), (ssize_t)len);
+	close(fd);
+	free(img);
+	gw_free(&data);
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = model_open(path, err);
+	if (!m)
+		fail_msg("%s", err);
+	struct tree *t = tree_build(m, err);
+	assert_non_null(t);
+	assert_health_agrees(t);
+	/* and the kinds are what they say */
+	for (int k = 0; k < N; k++) {
+		struct stats_health h;
+		assert_int_equal(stats_segment_health(t, (uint64_t)k, 0, &h, NULL), 0);
+		assert_int_equal(h.all_zero, ts[k].kind == 0);
+		assert_int_equal(h.bad_blocks, ts[k].kind == 2);
+	}
+	tree_free(t);
+	model_close(m);
+	unlink(path);
+}
+
 /* Lookups, sizes and listings compute nothing; a read computes its tensor once. */
 static void test_lazy(void **state)
 {
@@ -690,6 +795,8 @@ int main(void)
 		cmocka_unit_test(test_bad_blocks),
 		cmocka_unit_test(test_widths),
 		cmocka_unit_test(test_planted),
+		cmocka_unit_test(test_health_planted),
+		cmocka_unit_test(test_health_zeros),
 		cmocka_unit_test(test_clean),
 		cmocka_unit_test(test_lazy),
 		cmocka_unit_test(test_once),

@@ -326,19 +326,21 @@ static void scan_raw(void *ctx, const uint8_t *raw, uint64_t len)
 	}
 }
 
-/* Segment [first, end) of tensor i from its raw blocks: straight from the mapping for a
- * local model (one visit), through rawbuf a chunk at a time for a remote one. */
+/* Segment [first, end) of tensor i through scan (a tree_visit_fn on whole blocks that
+ * start a STATS_BLOCK) from its raw blocks: straight from the mapping for a local model
+ * (one visit), through rawbuf a chunk at a time for a remote one. */
 static int segment_quant(const struct tree *t, uint64_t i, uint64_t first, uint64_t end,
-                         struct raw_scan *sc, uint8_t *rawbuf, _Atomic uint64_t *progress)
+                         tree_visit_fn scan, void *sc, uint8_t *rawbuf,
+                         _Atomic uint64_t *progress)
 {
-	const struct ggml_type *ty = sc->ty;
+	const struct ggml_type *ty = tree_model(t)->tensors[i].t->ti;
 	const struct tree_node *raw = tree_tensor_file(t, i, TREE_RAW);
 	const uint64_t step = model_tensor_remote(tree_model(t), i) ? CHUNK_VALUES : end - first;
 	for (uint64_t done = first; done < end; done += step) {
 		const uint64_t n = end - done < step ? end - done : step;
 		const uint64_t bytes = n / ty->block_elems * ty->block_bytes;
 		int r = tree_raw_visit(t, raw, done / ty->block_elems * ty->block_bytes, bytes,
-		                       (char *)rawbuf, scan_raw, sc);
+		                       (char *)rawbuf, scan, sc);
 		if (r < 0)
 			return r;
 		if (progress)
@@ -383,7 +385,7 @@ int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_p
 	stats_acc_init(a);
 	if (quant) {
 		struct raw_scan sc = { .a = a, .ty = ty, .buf = buf };
-		ret = segment_quant(t, i, first, end, &sc, rawbuf, progress);
+		ret = segment_quant(t, i, first, end, scan_raw, &sc, rawbuf, progress);
 		if (ret < 0)
 			goto out;
 		bad = sc.bad;
@@ -418,6 +420,100 @@ out:
 	free(rawbuf);
 	free(a);
 	return ret;
+}
+
+/* A health scan of raw blocks of a type that stats_quant_has (stats_segment_health). */
+struct health_scan {
+	const struct ggml_type *ty;
+	float *buf;              /* STATS_BLOCK floats */
+	struct stats_health h;
+	bool nonzero;            /* a value that is not zero has been seen */
+};
+
+/* The tree_visit_fn of a health_scan. A block with finite scales holds only finite
+ * values, none subnormal (stats_quant.c says why), so only a group with a bad scale is
+ * dequantized and its values counted; the others are summed from their blocks only
+ * until one value that is not zero turns up, which is at once in a model's weights. */
+static void scan_health(void *ctx, const uint8_t *raw, uint64_t len)
+{
+	struct health_scan *hs = ctx;
+	const struct ggml_type *ty = hs->ty;
+	const uint64_t per = STATS_BLOCK / ty->block_elems, nblocks = len / ty->block_bytes;
+	for (uint64_t b = 0; b < nblocks; b += per) {
+		const uint64_t nb = nblocks - b < per ? nblocks - b : per, n = nb * ty->block_elems;
+		const uint8_t *p = raw + b * ty->block_bytes;
+		const uint64_t bad = stats_bad_blocks(ty->id, p, nb);
+		hs->h.bad_blocks += bad;
+		if (bad) {
+			ty->to_float(p, hs->buf, nb);
+			for (uint64_t k = 0; k < n; k++) {
+				const float x = hs->buf[k];
+				hs->h.nan += isnan(x) != 0;
+				hs->h.pos_inf += isinf(x) && x > 0;
+				hs->h.neg_inf += isinf(x) && x < 0;
+				hs->h.subnormals += fpclassify(x) == FP_SUBNORMAL;
+				hs->nonzero |= x != 0.0f;   /* NaN too: it is not zero */
+			}
+		} else if (!hs->nonzero) {
+			struct stats_lanes l;
+			uint64_t zeros = 0;
+			stats_lanes_init(&l);
+			stats_quant_lanes(ty->id, &l, p, nb, 0.0);
+			for (int j = 0; j < STATS_LANES; j++)
+				zeros += l.zero[j];
+			hs->nonzero = zeros < n;
+		}
+	}
+}
+
+int stats_segment_health(const struct tree *t, uint64_t i, uint64_t seg,
+                         struct stats_health *out, _Atomic uint64_t *progress)
+{
+	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
+	const uint64_t first = seg * STATS_SEGMENT;
+	const uint64_t end = g->n_elements - first < STATS_SEGMENT ? g->n_elements
+	                                                           : first + STATS_SEGMENT;
+	if (!stats_type_has_scales(g->type) || !stats_quant_has(g->type) ||
+	    !tree_tensor_file(t, i, TREE_F32)) {
+		struct stats_part p;
+		int r = stats_segment(t, i, seg, &p, progress);
+		if (r < 0)
+			return r;
+		*out = (struct stats_health){
+			.elements = p.s.elements, .nan = p.s.nan, .pos_inf = p.s.pos_inf,
+			.neg_inf = p.s.neg_inf, .subnormals = p.s.subnormals,
+			.bad_blocks = p.s.bad_blocks,
+			.all_zero = p.s.elements && p.s.zeros == p.s.elements,
+		};
+		return 0;
+	}
+	const struct ggml_type *ty = g->ti;
+	struct health_scan hs = { .ty = ty, .buf = malloc(STATS_BLOCK * sizeof(float)) };
+	uint8_t *rawbuf = malloc(CHUNK_VALUES / ty->block_elems * ty->block_bytes);
+	int r = -ENOMEM;
+	if (hs.buf && rawbuf)
+		r = segment_quant(t, i, first, end, scan_health, &hs, rawbuf, progress);
+	free(hs.buf);
+	free(rawbuf);
+	if (r < 0)
+		return r;
+	*out = hs.h;
+	out->elements = end - first;
+	out->all_zero = out->elements && !hs.nonzero;
+	return 0;
+}
+
+void stats_health_merge(struct stats_health *into, const struct stats_health *next)
+{
+	if (!next->elements)
+		return;
+	into->all_zero = (into->all_zero || !into->elements) && next->all_zero;
+	into->elements += next->elements;
+	into->nan += next->nan;
+	into->pos_inf += next->pos_inf;
+	into->neg_inf += next->neg_inf;
+	into->subnormals += next->subnormals;
+	into->bad_blocks += next->bad_blocks;
 }
 
 int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out)

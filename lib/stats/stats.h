@@ -89,6 +89,24 @@ uint64_t stats_segments(const struct gguf_tensor *g);
 int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_part *out,
                   _Atomic uint64_t *progress);
 
+/* What a scan for health alone finds (ggufs --check without --json): the counts that
+ * make a tensor unhealthy or worth a warning, without min, max, mean and std. */
+struct stats_health {
+	uint64_t elements;
+	uint64_t nan, pos_inf, neg_inf, subnormals;
+	uint64_t bad_blocks;
+	bool all_zero;         /* elements > 0, and every value is +0.0 or -0.0 */
+};
+
+/* The health of segment seg of tensor i: its counts equal stats_segment's, and all_zero
+ * says whether its zeros are all its values. For a type that stats_quant_has, only the
+ * scale fields of its blocks are read, and the quants of a block with a bad scale
+ * (and of the first ones, until a value is not zero): several times faster. */
+int stats_segment_health(const struct tree *t, uint64_t i, uint64_t seg,
+                         struct stats_health *out, _Atomic uint64_t *progress);
+/* Merges the health of the next segment into into. */
+void stats_health_merge(struct stats_health *into, const struct stats_health *next);
+
 /* The statistics of tensor i: its segments in order, merged and finished. 0 or -errno,
  * with *out unset on failure. */
 int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out);
