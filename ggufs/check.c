@@ -1,9 +1,9 @@
-/* ggufs --check MODEL: the statistics of every tensor (lib/stats/stats.h), computed by the
- * same code and through the same tree reads as stats/NAME, without mounting anything;
- * one line per unhealthy tensor, or one JSON report. Worker threads take the tensors'
- * segments in file order, so that both cores stay busy to the end and the file is read
- * once, front to back, as one stream for the kernel's read-ahead rather than one per
- * thread. */
+/* ggufs --check MODEL: the health of every tensor without mounting anything, one line per
+ * tensor that is not healthy (stats_segment_health: the counts alone), or with --json
+ * one report of every figure (the statistics of stats/NAME, by the same code and through
+ * the same tree reads). Worker threads take the tensors' segments in file order, so that
+ * both cores stay busy to the end and the file is read once, front to back, with a
+ * reader thread a few segments ahead. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
