@@ -5,8 +5,9 @@
  * floats.
  *
  * The figures are those of the .f32 values to float64 rounding (counts, min and max
- * exactly), and the same bits at every SIMD level: only the integer sums are taken
- * with SIMD, and integers are exact. stats.c decides which blocks come here. */
+ * exactly), and the same bits at every SIMD level: the integer sums are exact at any
+ * width, and the float64 figures are the same IEEE operations, lane for lane, at every
+ * level. stats.c decides which blocks come here. */
 #ifndef GGUFS_STATS_QUANT_H
 #define GGUFS_STATS_QUANT_H
 
