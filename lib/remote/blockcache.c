@@ -247,12 +247,16 @@ const uint8_t *bc_get(struct blockcache *bc, const void *owner, uint64_t index, 
 		return b->data;
 	}
 	b = insert(bc, owner, index, len, true);
+	/* the filler's hold ends in bc_fill_done; this one is the caller's. Taken under the
+	 * lock: a reader that finds the block loading counts itself in at the same time, and
+	 * an increment outside it could lose another's (a leak, seen once under ASan) */
+	if (b)
+		b->refs++;
 	pthread_mutex_unlock(&bc->lock);
 	if (!b) {
 		*error = -ENOMEM;
 		return NULL;
 	}
-	b->refs++;   /* the filler's hold ends in bc_fill_done; this one is the caller's */
 	int r = fetch(arg, index, b->data, len);
 	bc_fill_done(bc, b, r);
 	if (r) {
