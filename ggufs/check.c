@@ -5,7 +5,6 @@
  * both cores stay busy to the end and the file is read once, front to back, with a
  * reader thread a few segments ahead. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
