@@ -11,6 +11,7 @@
 
 #include "guard.h"
 #include "hash.h"
+#include "modelfile.h"
 #include "names.h"
 #include "render_json.h"
 #include "render_mark.h"
@@ -48,18 +49,20 @@ struct tree {
 	uint64_t *tsv_line;          /* n_stats_children + 1 offsets in stats.tsv: where the
 	                              * line of stats_children[k] starts, then the end */
 	atomic_uint_fast64_t stats_computed;
+	struct modelfile mf;         /* model.gguf's layout */
 };
 
 static const char *const fixed_names[] = {
 	[TREE_ROOT_INO] = "", [2] = "metadata", [3] = "tensors", [4] = "gguf.json",
 	[5] = "summary.txt", [TREE_STATS_DIR_INO] = "stats", [TREE_STATS_TSV_INO] = "stats.tsv",
+	[TREE_MODEL_INO] = "model.gguf",
 };
 static const enum tree_kind fixed_kinds[] = {
 	[TREE_ROOT_INO] = TREE_ROOT, [2] = TREE_DIR_METADATA, [3] = TREE_DIR_TENSORS,
 	[4] = TREE_JSON, [5] = TREE_SUMMARY, [TREE_STATS_DIR_INO] = TREE_DIR_STATS,
-	[TREE_STATS_TSV_INO] = TREE_STATS_TSV,
+	[TREE_STATS_TSV_INO] = TREE_STATS_TSV, [TREE_MODEL_INO] = TREE_MODEL,
 };
-#define LAST_FIXED_INO TREE_STATS_TSV_INO
+#define LAST_FIXED_INO TREE_MODEL_INO
 
 /* The lookup hash of name in directory dir. */
 static uint64_t hash_entry(uint64_t dir, const char *name)
@@ -180,6 +183,10 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots ||
 	    !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
 		goto oom;
+	if (modelfile_build(m, &t->mf, err) < 0) {
+		tree_free(t);
+		return NULL;
+	}
 
 	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++) {
 		struct tree_node *n = &t->nodes[ino];
@@ -188,6 +195,7 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 		if (ino != TREE_ROOT_INO)
 			slot_add(t, n);
 	}
+	t->nodes[TREE_MODEL_INO].size = t->mf.size;
 
 	w = t->names;
 	for (uint64_t k = 0; k < n_kv; k++) {
@@ -250,7 +258,8 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 
 	/* sized last: the renderers see a complete tree */
 	for (uint64_t ino = 4; ino < TREE_FIRST_META + n_kv; ino++)
-		if (t->nodes[ino].ino && ino != TREE_STATS_DIR_INO && ino != TREE_STATS_TSV_INO)
+		if (t->nodes[ino].ino && ino != TREE_STATS_DIR_INO && ino != TREE_STATS_TSV_INO &&
+		    ino != TREE_MODEL_INO)
 			t->nodes[ino].size = rendered_size(t, &t->nodes[ino]);
 	return t;
 oom:
@@ -279,6 +288,7 @@ void tree_free(struct tree *t)
 	free(t->stats);
 	free(t->stats_children);
 	free(t->tsv_line);
+	modelfile_free(&t->mf);
 	free(t);
 }
 
@@ -637,6 +647,54 @@ static int64_t read_stats(const struct tree *t, const struct tree_node *n, char 
 	return (int64_t)len;
 }
 
+/* True when every local shard still holds the bytes that [off, off + len) of model.gguf
+ * maps onto (see still_there). */
+static bool model_still_there(const struct tree *t, uint64_t off, uint64_t len)
+{
+	enum { FEW = 16 };
+	uint64_t few[FEW], *ends = t->m->n_shards <= FEW ? few : calloc(t->m->n_shards, sizeof *ends);
+	bool ok = ends != NULL;
+	if (ok)
+		modelfile_shard_ends(t->m, &t->mf, off, len, ends);
+	for (uint32_t s = 0; ok && s < t->m->n_shards; s++)
+		ok = ends[s] == 0 || still_there(t, s, ends[s]);
+	if (ends != few)
+		free(ends);
+	return ok;
+}
+
+/* Reads [off, off + len) of model.gguf (inside it): header and padding from memory,
+ * tensor bytes from the shards, under the SIGBUS guard where they are mapped. */
+static int64_t read_model(const struct tree *t, char *buf, uint64_t len, uint64_t off)
+{
+	if (t->m->remote) {   /* fetched, not mapped: no guard, which a slow fetch must not hold */
+		int r = modelfile_read(t->m, &t->mf, off, len, buf);
+		return r < 0 ? r : (int64_t)len;
+	}
+	if (!model_still_there(t, off, len))
+		return -EIO;
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 0)) {
+		guard_disarm();
+		return -EIO;
+	}
+	guard_arm(&jb);
+	int r = modelfile_read(t->m, &t->mf, off, len, buf);
+	guard_disarm();
+	return r < 0 ? r : (int64_t)len;
+}
+
+int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   struct iovec *iov, int max)
+{
+	if (n->kind != TREE_MODEL || off > n->size || len > n->size - off || len == 0)
+		return 0;
+	int count = modelfile_iov(t->m, &t->mf, off, len, iov, max);
+	if (count > 0 && !model_still_there(t, off, len))
+		return -EIO;
+	return count;
+}
+
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off)
 {
@@ -650,6 +708,8 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 		return 0;
 	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
 		return read_stats(t, n, buf, len, off);
+	if (n->kind == TREE_MODEL)
+		return read_model(t, buf, len, off);
 
 	bool tensor = n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY;
 	/* remote bytes are fetched, not mapped: no guard, which a slow fetch must not hold */

@@ -3,7 +3,7 @@
  *
  * Inode numbers are derived from position, so they are stable for one model:
  *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
- *   6 /stats       7 /stats.tsv
+ *   6 /stats       7 /stats.tsv     8 /model.gguf
  *   TREE_FIRST_META + k                    metadata key k (file order)
  *   TREE_FIRST_META + n_kv + 3 t + j       tensor t: j = 0 raw, 1 .f32, 2 .npy
  *   TREE_FIRST_META + n_kv + 3 n_t + t     stats/NAME of tensor t
@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "model.h"
 
@@ -22,6 +23,7 @@
 #define TREE_FIRST_META 16
 #define TREE_STATS_DIR_INO 6
 #define TREE_STATS_TSV_INO 7
+#define TREE_MODEL_INO 8
 
 enum tree_kind {
 	TREE_ROOT,
@@ -36,6 +38,7 @@ enum tree_kind {
 	TREE_DIR_STATS,
 	TREE_STATS,    /* stats/NAME */
 	TREE_STATS_TSV,
+	TREE_MODEL,    /* model.gguf: the model as one GGUF file (modelfile.h) */
 };
 
 struct tree_node {
@@ -107,6 +110,14 @@ int tree_raw_visit(const struct tree *t, const struct tree_node *n, uint64_t off
  * for a remote tensor (read it with tree_read). */
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count);
+
+/* [off, off + len) of model.gguf n of a local model as at most max iovecs into memory
+ * and the shards' mappings, for a reply the kernel copies from them (as tree_raw_span):
+ * the count, checked against the files as they are now; 0 when the range needs more
+ * than max, the model is remote or n is not model.gguf (read it with tree_read); -EIO
+ * when a shard no longer holds the bytes. */
+int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   struct iovec *iov, int max);
 
 /* Extended attributes (SPEC): listxattr fills buf with NUL-separated names, getxattr the
  * value; both return the full length needed, with size 0 as the size query, -ERANGE
