@@ -90,7 +90,8 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 		errf(err, "%s: model.gguf: %s", m->path, why);
 		goto out;
 	}
-	if (__builtin_add_overflow(mf->header_len, data, &mf->size))
+	/* st_size is an off_t */
+	if (__builtin_add_overflow(mf->header_len, data, &mf->size) || mf->size > INT64_MAX)
 		goto too_large;
 	mf->header = malloc(mf->header_len ? mf->header_len : 1);
 	if (!mf->header) {
@@ -113,8 +114,7 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 	rc = 0;
 	goto out;
 too_large:
-	errf(err, "%s: the merged model.gguf would be larger than 2^64 bytes",
-	         m->path);
+	errf(err, "%s: the merged model.gguf would be larger than 2^63 bytes", m->path);
 out:
 	free(kv);
 	free(ts);

@@ -36,7 +36,7 @@ struct modelfile {
 /* Lays out model.gguf of m (which must outlive mf). A split model whose shards disagree
  * on the GGUF version or the alignment has no merged file that would load right: -1
  * with one line in err naming the shard and the difference, as for out of memory or
- * offsets past 2^64. 0 on success. */
+ * a file past 2^63 bytes (st_size). 0 on success. */
 int modelfile_build(const struct ggufs_model *m, struct modelfile *mf, char err[GGUF_ERR_MAX]);
 void modelfile_free(struct modelfile *mf);
 
