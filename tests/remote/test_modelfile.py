@@ -10,7 +10,7 @@
   reader's own and several are in flight at once;
 - the file changes on the server: a read of model.gguf bytes not yet fetched gives EIO,
   never bytes of the new version; the server stalls (-o timeout=2): EIO within the
-  bound, and the right bytes once it answers again."""
+  documented bound (4 x timeout), and the right bytes once it answers again."""
 import errno
 import hashlib
 import os
@@ -126,7 +126,9 @@ class Faults(unittest.TestCase):
             end = len(self.data) - MIB
             err, got, elapsed = read_bounded(m.p("model.gguf"), end, MIB, EIO_TIMEOUT)
             self.assertEqual(err, errno.EIO, "got %d bytes" % len(got))
-            self.assertLess(elapsed, EIO_TIMEOUT)
+            # the man page's bound: (REMOTE_RETRY_SPAN + 1) x timeout = 8 s, and a
+            # reader process's start and a loaded machine's slack
+            self.assertLess(elapsed, 4 * 2 + 4)
             s.stall = False
             err, got, _ = read_bounded(m.p("model.gguf"), end, MIB, EIO_TIMEOUT)
             self.assertEqual((err, got), (0, self.data[end:]))
