@@ -82,6 +82,19 @@ class Split(unittest.TestCase):
                              doc["data_offset"] + sum(-(-t["size"] // 32) * 32
                                                       for t in doc["tensors"]))
 
+    def test_many_small_tensors(self):
+        """A read that spans more tensors than one reply's pieces (600 tensors of 32
+        bytes and their padding in 1 MiB) is served through a copy, as right."""
+        src = os.path.join(self.dir, "small.gguf")
+        gm.write_gguf(src, [("general.architecture", "test")],
+                      [("t%d" % i, [8], gm.GGML_F32, bytes([i % 251]) * 32) for i in range(600)],
+                      alignment=64)
+        shards = split_gguf(src, self.dir, "small", 2)
+        with gm.Mount(shards[0]) as m:
+            self.assertEqual(gm.pread_direct(m.p("model.gguf"), 1 << 20, 0),
+                             gm.read_file(m.p("model.gguf")))
+            parses_back(self, m.path)
+
     def test_disagreeing_alignment_refused(self):
         d = tempfile.mkdtemp(prefix="ggufs-modelfile-", dir=self.dir)
         mnt = os.path.join(d, "mnt")
