@@ -84,7 +84,7 @@ const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum 
 
 /* stats/NAME and stats.tsv are computed by their reads only (never by lookups, sizes or
  * directory listings), each tensor at most once per tree however many threads read it
- * (lib/stats/stats.h). How many tensors' statistics have been computed so far: for tests. */
+ * (lib/6-stats/stats.h). How many tensors' statistics have been computed so far: for tests. */
 uint64_t tree_stats_computed(const struct tree *t);
 
 /* How many marks reads of n can start from (render_mark.h): 0 for small and
