@@ -66,7 +66,7 @@ static bool item_span(const struct scan *sc, uint64_t k, const struct model_shar
 	const struct model_tensor *mt = &sc->m->tensors[sc->items[k].tensor];
 	const struct gguf_tensor *g = mt->t;
 	*sh = &sc->m->shards[mt->shard];
-	if ((*sh)->src || g->n_elements == 0 || g->size == 0)
+	if (!source_mapped((*sh)->src) || g->n_elements == 0 || g->size == 0)
 		return false;
 	/* segments are whole blocks: STATS_SEGMENT is a multiple of every block size */
 	const uint64_t per_block = g->ti->block_bytes, elems = g->ti->block_elems;

@@ -2,14 +2,12 @@
 #include "nameset.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,43 +21,20 @@ static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Maps and parses one file into shard; on failure err holds "PATH: problem". */
+/* Opens, maps and parses one file into shard; on failure err holds "PATH: problem". */
 static int shard_open(struct model_shard *s, const char *path, struct stat *st,
                       char err[GGUF_ERR_MAX])
 {
 	char why[GGUF_ERR_MAX];
 
-	s->fd = -1;
-	s->map = MAP_FAILED;
 	s->path = strdup(path);
 	if (!s->path) {
 		errf(err, "%s: out of memory", path);
 		return -1;
 	}
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (s->fd < 0 || fstat(s->fd, st) < 0) {
-		errf(err, "%s: %s", path, strerror(errno));
+	s->src = local_open(path, st, &s->map, &s->size, err);
+	if (!s->src)
 		return -1;
-	}
-	if (S_ISDIR(st->st_mode)) {
-		errf(err, "%s: is a directory, not a GGUF file", path);
-		return -1;
-	}
-	if (!S_ISREG(st->st_mode)) {
-		errf(err, "%s: not a regular file", path);
-		return -1;
-	}
-	s->size = (uint64_t)st->st_size;
-	if (s->size == 0) {
-		errf(err, "%s: empty file, not GGUF", path);
-		return -1;
-	}
-	s->map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, s->fd, 0);
-	if (s->map == MAP_FAILED) {
-		errf(err, "%s: cannot map %" PRIu64 " bytes: %s", path, s->size,
-		         strerror(errno));
-		return -1;
-	}
 	if (gguf_parse(s->map, s->size, &s->gf, why) < 0) {
 		errf(err, "%s: %s", path, why);
 		return -1;
@@ -76,7 +51,6 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 	char why[GGUF_ERR_MAX];
 	long status;
 
-	s->fd = -1;
 	s->map = NULL;
 	s->path = strdup(shown);
 	if (!s->path) {
@@ -130,12 +104,7 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 static void shard_close(struct model_shard *s)
 {
 	gguf_file_free(&s->gf);
-	if (s->src)
-		source_close(s->src);   /* the header prefix (map) is the source's */
-	else if (s->map && s->map != MAP_FAILED)
-		munmap((void *)s->map, s->size);
-	if (s->fd >= 0)
-		close(s->fd);
+	source_close(s->src);   /* the header (map) is the source's */
 	free(s->path);
 }
 
@@ -423,11 +392,7 @@ int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uin
                       void *buf)
 {
 	const struct model_shard *s = &m->shards[m->tensors[i].shard];
-	uint64_t at = m->tensors[i].t->offset + off;
-	if (s->src)
-		return source_read(s->src, at, len, buf);
-	memcpy(buf, s->map + at, len);
-	return 0;
+	return source_read(s->src, m->tensors[i].t->offset + off, len, buf);
 }
 
 void model_close(struct ggufs_model *m)

@@ -1,6 +1,6 @@
-/* A mounted model: one GGUF file, or every shard of a split model, each mmapped
- * read-only (or, for a remote model, read by URL through a byte source) and validated,
- * seen as one list of metadata and one list of tensors. */
+/* A mounted model: one GGUF file, or every shard of a split model, each read through a
+ * byte source (source.h: a local file mapped read-only, or a remote one read by URL)
+ * and validated, seen as one list of metadata and one list of tensors. */
 #ifndef GGUFS_MODEL_H
 #define GGUFS_MODEL_H
 
@@ -9,17 +9,17 @@
 #include <sys/stat.h>
 
 #include "gguf.h"
+#include "local.h"
 #include "remote.h"
 #include "source.h"
 
 struct model_shard {
 	char *path;             /* a remote shard: its URL as shown (no credentials, no query) */
-	int fd;                 /* -1 for a remote shard */
-	const uint8_t *map;     /* the whole file, PROT_READ, MAP_SHARED; remote: the header */
+	const uint8_t *map;     /* the header: a local file's whole mapping (the source's),
+	                         * a remote file's fetched prefix */
 	uint64_t size;          /* file size at open */
 	struct gguf_file gf;
-	struct source *src;     /* NULL: local, map is the whole file; else the file's bytes
-	                         * past the header come from here */
+	struct source *src;     /* the file's bytes, local or remote; gf points into map */
 };
 
 struct model_tensor {
@@ -58,14 +58,15 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
                                       const struct remote_opts *o, char err[GGUF_ERR_MAX]);
 
 /* Copies [off, off + len) of the stored bytes of tensor i (inside them) into buf: 0 or
- * -EIO. For a local shard this is a copy out of the mapping. */
+ * -EIO (the bytes are gone from a local file that shrank, or could not be fetched).
+ * The tensor reader (reader.h) reads tensors without a copy where it can. */
 int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
                       void *buf);
 
-/* True when tensor i's bytes are read through a source, not mapped. */
+/* True when tensor i's bytes are fetched, not mapped. */
 static inline bool model_tensor_remote(const struct ggufs_model *m, uint64_t i)
 {
-	return m->shards[m->tensors[i].shard].src != NULL;
+	return !source_mapped(m->shards[m->tensors[i].shard].src);
 }
 
 /* The stored bytes of tensor i of a local model: a pointer into its shard's mapping. */

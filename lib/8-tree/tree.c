@@ -381,12 +381,7 @@ mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
  * from the tail of the last page. */
 static bool still_there(const struct tree *t, uint32_t s, uint64_t end)
 {
-	struct stat st;
-	if (t->m->shards[s].src)   /* remote: never shrinks; a changed file fails its reads */
-		return true;
-	if (fstat(t->m->shards[s].fd, &st) < 0)
-		return false;
-	return (uint64_t)st.st_size >= end;
+	return source_holds(t->m->shards[s].src, end) == 0;
 }
 
 /* Dequantizes bytes [off, off + len) of the .f32 rendering of a tensor of type ty into
@@ -704,16 +699,9 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 	if (n->kind != TREE_RAW || model_tensor_remote(t->m, n->index))
 		return false;
 	const struct model_tensor *mt = &t->m->tensors[n->index];
-	struct stat st;
-	*fd = t->m->shards[mt->shard].fd;
 	*file_off = mt->t->offset + off;
 	*count = off >= n->size ? 0 : (len < n->size - off ? len : n->size - off);
-	/* what the file holds now: it may have shrunk since it was mapped */
-	if (fstat(*fd, &st) < 0 || (uint64_t)st.st_size <= *file_off)
-		*count = 0;
-	else if (*count > (uint64_t)st.st_size - *file_off)
-		*count = (uint64_t)st.st_size - *file_off;
-	return true;
+	return source_span(t->m->shards[mt->shard].src, *file_off, *count, fd, count);
 }
 
 /* The names and values of a node's extended attributes, in listing order. */
