@@ -9,7 +9,7 @@
 #include "blocks.h"
 #include "stats_kernel.h"
 #include "stats_quant.h"
-#include "tree.h"
+#include "reader.h"
 
 /* The part of no values. */
 static void part_init(struct stats_part *p)
@@ -297,7 +297,7 @@ _Static_assert(STATS_SEGMENT % CHUNK_VALUES == 0, "segments are whole chunks");
 
 /* A scan of raw blocks of a type that stats_quant_has, as the accumulation's blocks of
  * STATS_BLOCK values: summed from the blocks where every scale is finite, and otherwise
- * dequantized into buf as .f32 serves them (ty->to_float is what tree_read calls) and
+ * dequantized into buf as .f32 serves them (ty->to_float is what reader_f32 calls) and
  * summed as floats, which counts the NaNs and infinities. */
 struct raw_scan {
 	struct stats_acc *a;
@@ -306,7 +306,7 @@ struct raw_scan {
 	uint64_t bad;        /* blocks with a bad scale so far */
 };
 
-/* The tree_visit_fn of a raw_scan: len bytes of whole blocks, starting a STATS_BLOCK. */
+/* The source_visit_fn of a raw_scan: len bytes of whole blocks, starting a STATS_BLOCK. */
 static void scan_raw(void *ctx, const uint8_t *raw, uint64_t len)
 {
 	struct raw_scan *sc = ctx;
@@ -326,21 +326,20 @@ static void scan_raw(void *ctx, const uint8_t *raw, uint64_t len)
 	}
 }
 
-/* Segment [first, end) of tensor i through scan (a tree_visit_fn on whole blocks that
+/* Segment [first, end) of tensor i through scan (a source_visit_fn on whole blocks that
  * start a STATS_BLOCK) from its raw blocks: straight from the mapping for a local model
  * (one visit), through rawbuf a chunk at a time for a remote one. */
-static int segment_quant(const struct tree *t, uint64_t i, uint64_t first, uint64_t end,
-                         tree_visit_fn scan, void *sc, uint8_t *rawbuf,
+static int segment_quant(const struct ggufs_model *m, uint64_t i, uint64_t first,
+                         uint64_t end, source_visit_fn scan, void *sc, uint8_t *rawbuf,
                          _Atomic uint64_t *progress)
 {
-	const struct ggml_type *ty = tree_model(t)->tensors[i].t->ti;
-	const struct tree_node *raw = tree_tensor_file(t, i, TREE_RAW);
-	const uint64_t step = model_tensor_remote(tree_model(t), i) ? CHUNK_VALUES : end - first;
+	const struct ggml_type *ty = m->tensors[i].t->ti;
+	const uint64_t step = model_tensor_remote(m, i) ? CHUNK_VALUES : end - first;
 	for (uint64_t done = first; done < end; done += step) {
 		const uint64_t n = end - done < step ? end - done : step;
 		const uint64_t bytes = n / ty->block_elems * ty->block_bytes;
-		int r = tree_raw_visit(t, raw, done / ty->block_elems * ty->block_bytes, bytes,
-		                       (char *)rawbuf, scan, sc);
+		int r = reader_visit_raw(m, i, done / ty->block_elems * ty->block_bytes, bytes,
+		                         rawbuf, scan, sc);
 		if (r < 0)
 			return r;
 		if (progress)
@@ -355,14 +354,12 @@ uint64_t stats_segments(const struct gguf_tensor *g)
 	return n ? n : 1;
 }
 
-int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_part *out,
-                  _Atomic uint64_t *progress)
+int stats_segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
+                  struct stats_part *out, _Atomic uint64_t *progress)
 {
-	const struct tree_node *raw = tree_tensor_file(t, i, TREE_RAW);
-	const struct tree_node *f32 = tree_tensor_file(t, i, TREE_F32);
-	if (!raw || !f32)
+	if (i >= m->n_tensors || !m->tensors[i].t->has_f32)
 		return -ENOENT;
-	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
+	const struct gguf_tensor *g = m->tensors[i].t;
 	const struct ggml_type *ty = g->ti;
 	const bool scales = stats_type_has_scales(g->type);
 	/* summed from the raw blocks (stats_quant.h), which are read anyway */
@@ -385,7 +382,7 @@ int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_p
 	stats_acc_init(a);
 	if (quant) {
 		struct raw_scan sc = { .a = a, .ty = ty, .buf = buf };
-		ret = segment_quant(t, i, first, end, scan_raw, &sc, rawbuf, progress);
+		ret = segment_quant(m, i, first, end, scan_raw, &sc, rawbuf, progress);
 		if (ret < 0)
 			goto out;
 		bad = sc.bad;
@@ -393,19 +390,15 @@ int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_p
 	for (uint64_t done = first; !quant && done < end; done += CHUNK_VALUES) {
 		const uint64_t n = end - done < CHUNK_VALUES ? end - done : CHUNK_VALUES;
 		const uint64_t blocks = n / ty->block_elems;
-		int64_t r = tree_read(t, f32, (char *)buf, n * sizeof *buf, done * sizeof *buf);
-		if (r >= 0 && (uint64_t)r != n * sizeof *buf)
-			r = -EIO;
+		int r = reader_f32(m, i, done * sizeof *buf, n * sizeof *buf, buf);
 		if (r >= 0 && scales) {
 			const uint64_t off = done / ty->block_elems * ty->block_bytes;
-			r = tree_read(t, raw, (char *)rawbuf, blocks * ty->block_bytes, off);
-			if (r >= 0 && (uint64_t)r != blocks * ty->block_bytes)
-				r = -EIO;
+			r = reader_raw(m, i, off, blocks * ty->block_bytes, rawbuf);
 			if (r >= 0)
 				bad += stats_bad_blocks(g->type, rawbuf, blocks);
 		}
 		if (r < 0) {
-			ret = (int)r;
+			ret = r;
 			goto out;
 		}
 		stats_acc_add(a, buf, n);
@@ -430,7 +423,7 @@ struct health_scan {
 	bool nonzero;            /* a value that is not zero has been seen */
 };
 
-/* The tree_visit_fn of a health_scan. A block with finite scales holds only finite
+/* The source_visit_fn of a health_scan. A block with finite scales holds only finite
  * values, none subnormal (stats_quant.c says why), so only a group with a bad scale is
  * dequantized and its values counted; the others are summed from their blocks only
  * until one value that is not zero turns up, which is at once in a model's weights. */
@@ -466,17 +459,16 @@ static void scan_health(void *ctx, const uint8_t *raw, uint64_t len)
 	}
 }
 
-int stats_segment_health(const struct tree *t, uint64_t i, uint64_t seg,
+int stats_segment_health(const struct ggufs_model *m, uint64_t i, uint64_t seg,
                          struct stats_health *out, _Atomic uint64_t *progress)
 {
-	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
+	const struct gguf_tensor *g = m->tensors[i].t;
 	const uint64_t first = seg * STATS_SEGMENT;
 	const uint64_t end = g->n_elements - first < STATS_SEGMENT ? g->n_elements
 	                                                           : first + STATS_SEGMENT;
-	if (!stats_type_has_scales(g->type) || !stats_quant_has(g->type) ||
-	    !tree_tensor_file(t, i, TREE_F32)) {
+	if (!stats_type_has_scales(g->type) || !stats_quant_has(g->type) || !g->has_f32) {
 		struct stats_part p;
-		int r = stats_segment(t, i, seg, &p, progress);
+		int r = stats_segment(m, i, seg, &p, progress);
 		if (r < 0)
 			return r;
 		*out = (struct stats_health){
@@ -492,7 +484,7 @@ int stats_segment_health(const struct tree *t, uint64_t i, uint64_t seg,
 	uint8_t *rawbuf = malloc(CHUNK_VALUES / ty->block_elems * ty->block_bytes);
 	int r = -ENOMEM;
 	if (hs.buf && rawbuf)
-		r = segment_quant(t, i, first, end, scan_health, &hs, rawbuf, progress);
+		r = segment_quant(m, i, first, end, scan_health, &hs, rawbuf, progress);
 	free(hs.buf);
 	free(rawbuf);
 	if (r < 0)
@@ -516,12 +508,12 @@ void stats_health_merge(struct stats_health *into, const struct stats_health *ne
 	into->bad_blocks += next->bad_blocks;
 }
 
-int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out)
+int stats_tensor(const struct ggufs_model *m, uint64_t i, struct tensor_stats *out)
 {
-	const struct gguf_tensor *g = tree_model(t)->tensors[i].t;
+	const struct gguf_tensor *g = m->tensors[i].t;
 	struct stats_part all, part;
 	for (uint64_t seg = 0; seg < stats_segments(g); seg++) {
-		int r = stats_segment(t, i, seg, seg ? &part : &all, NULL);
+		int r = stats_segment(m, i, seg, seg ? &part : &all, NULL);
 		if (r < 0)
 			return r;
 		if (seg)

@@ -1,7 +1,8 @@
 /* Tensor health: statistics over the float32 values of a tensor's .f32 file, and the
  * count of its blocks whose scale fields ggml's row validation (ggml_validate_row_data)
- * would reject. The values come through the tree's own read path, so they are exactly
- * the bytes that .f32 serves, wherever the model's bytes come from. */
+ * would reject. The values come through the tensor reader (reader.h), which the tree's
+ * .f32 files read through too, so they are exactly the bytes that .f32 serves, wherever
+ * the model's bytes come from. */
 #ifndef GGUFS_STATS_H
 #define GGUFS_STATS_H
 
@@ -11,7 +12,7 @@
 #include "gguf.h"
 #include "types.h"
 
-struct tree;
+struct ggufs_model;
 
 struct tensor_stats {
 	uint64_t elements;
@@ -82,12 +83,12 @@ uint64_t stats_bad_blocks(uint32_t type, const uint8_t *p, uint64_t n);
 /* How many segments tensor g has (at least 1). */
 uint64_t stats_segments(const struct gguf_tensor *g);
 
-/* The part of segment seg of tensor i of the model of tree t (which must have a .f32
- * file), its bad_blocks included, read through tree_read of the tensor's raw and .f32
- * files in bounded chunks. progress, when not NULL, is advanced by the raw bytes of
- * each chunk done. 0, or -errno from the read (-EIO when the model's bytes are gone). */
-int stats_segment(const struct tree *t, uint64_t i, uint64_t seg, struct stats_part *out,
-                  _Atomic uint64_t *progress);
+/* The part of segment seg of tensor i of model m (-ENOENT unless it has a .f32 file),
+ * its bad_blocks included, read through the tensor reader's raw and float32 ranges in
+ * bounded chunks. progress, when not NULL, is advanced by the raw bytes of each chunk
+ * done. 0, or -errno from the read (-EIO when the model's bytes are gone). */
+int stats_segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
+                  struct stats_part *out, _Atomic uint64_t *progress);
 
 /* What a scan for health alone finds (ggufs --check without --json): the counts that
  * make a tensor unhealthy or worth a warning, without min, max, mean and std. */
@@ -102,14 +103,14 @@ struct stats_health {
  * says whether its zeros are all its values. For a type that stats_quant_has, only the
  * scale fields of its blocks are read, and the quants of a block with a bad scale
  * (and of the first ones, until a value is not zero): several times faster. */
-int stats_segment_health(const struct tree *t, uint64_t i, uint64_t seg,
+int stats_segment_health(const struct ggufs_model *m, uint64_t i, uint64_t seg,
                          struct stats_health *out, _Atomic uint64_t *progress);
 /* Merges the health of the next segment into into. */
 void stats_health_merge(struct stats_health *into, const struct stats_health *next);
 
 /* The statistics of tensor i: its segments in order, merged and finished. 0 or -errno,
  * with *out unset on failure. */
-int stats_tensor(const struct tree *t, uint64_t i, struct tensor_stats *out);
+int stats_tensor(const struct ggufs_model *m, uint64_t i, struct tensor_stats *out);
 
 /* True when the tensor is unhealthy: NaN or infinite values, or bad block scales. */
 bool stats_unhealthy(const struct tensor_stats *s);

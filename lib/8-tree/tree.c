@@ -12,6 +12,7 @@
 #include "guard.h"
 #include "hash.h"
 #include "names.h"
+#include "reader.h"
 #include "render_json.h"
 #include "render_mark.h"
 #include "render_npy.h"
@@ -376,155 +377,14 @@ mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
 	return S_IFREG | r;
 }
 
-/* True when the model file still holds bytes [start, end) of shard s: the file may have
- * shrunk since it was mapped, and a read of what is gone must fail, not return zeros
- * from the tail of the last page. */
-static bool still_there(const struct tree *t, uint32_t s, uint64_t end)
-{
-	return source_holds(t->m->shards[s].src, end) == 0;
-}
-
-/* Dequantizes bytes [off, off + len) of the .f32 rendering of a tensor of type ty into
- * buf: only the blocks that the range touches, whole blocks straight into buf when it is
- * float-aligned, the ragged ends through a small bounce buffer. data holds the tensor's
- * stored blocks from block b0 on, as far as the range needs. */
-static void dequant_range(const struct ggml_type *ty, const uint8_t *data, uint64_t b0,
-                          char *buf, uint64_t len, uint64_t off)
-{
-	const uint64_t block_out = (uint64_t)ty->block_elems * sizeof(float);
-	enum { BOUNCE_FLOATS = 4096 };
-	float bounce[BOUNCE_FLOATS];
-	uint64_t pos = off, end = off + len;
-
-	while (pos < end) {
-		uint64_t b = pos / block_out;
-		uint64_t bstart = b * block_out;
-		char *dst = buf + (pos - off);
-		if (pos == bstart && ((uintptr_t)dst % sizeof(float)) == 0) {
-			uint64_t nb = (end - pos) / block_out;
-			if (nb) {
-				ty->to_float(data + (b - b0) * ty->block_bytes, (float *)(void *)dst, nb);
-				pos += nb * block_out;
-				continue;
-			}
-		}
-		uint64_t nb = (end - bstart + block_out - 1) / block_out;
-		uint64_t room = BOUNCE_FLOATS / ty->block_elems;
-		if (nb > room)
-			nb = room;
-		ty->to_float(data + (b - b0) * ty->block_bytes, bounce, nb);
-		uint64_t stop = bstart + nb * block_out < end ? bstart + nb * block_out : end;
-		memcpy(dst, (const char *)bounce + (pos - bstart), stop - pos);
-		pos = stop;
-	}
-}
-
-/* The .f32 bytes [off, off + len) of tensor i of a local model, from its mapping. */
-static void read_f32(const struct tree *t, uint64_t i, char *buf, uint64_t len, uint64_t off)
-{
-	dequant_range(t->m->tensors[i].t->ti, model_tensor_data(t->m, i), 0, buf, len, off);
-}
-
-/* Stored bytes fetched per slice of a remote .f32 read: the read's memory, whatever the
- * tensor's size. */
-#define REMOTE_SLICE_BYTES (128u << 10)
-
-static pthread_key_t slice_key;
-static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
-
-/* The key of the threads' slice buffers, freed with their threads. */
-static void slice_key_init(void)
-{
-	if (pthread_key_create(&slice_key, free) != 0)
-		abort();
-}
-
-/* A buffer of size bytes: the thread's own REMOTE_SLICE_BYTES one, kept for its life
- * (a buffer per read would come and go through malloc arenas that keep it), or for a
- * larger size a malloc'ed one that the caller frees (*owned). NULL when out of memory. */
-static uint8_t *slice_buffer(uint64_t size, bool *owned)
-{
-	*owned = size > REMOTE_SLICE_BYTES;
-	if (*owned)
-		return malloc(size);
-	pthread_once(&slice_once, slice_key_init);
-	uint8_t *buf = pthread_getspecific(slice_key);
-	if (!buf) {
-		buf = malloc(REMOTE_SLICE_BYTES);
-		if (buf && pthread_setspecific(slice_key, buf) != 0) {
-			free(buf);
-			buf = NULL;
-		}
-	}
-	return buf;
-}
-
-/* The .f32 bytes [off, off + len) of tensor i whose bytes come from a source: its
- * stored blocks fetched slice by slice and dequantized from there. 0 or -EIO. */
-static int read_f32_source(const struct tree *t, uint64_t i, char *buf, uint64_t len,
-                           uint64_t off)
-{
-	const struct ggml_type *ty = t->m->tensors[i].t->ti;
-	const uint64_t block_out = (uint64_t)ty->block_elems * sizeof(float);
-	uint64_t slice_blocks = REMOTE_SLICE_BYTES / ty->block_bytes;
-	if (slice_blocks == 0)
-		slice_blocks = 1;
-	uint64_t end = off + len, last = (end + block_out - 1) / block_out;
-	uint64_t first = off / block_out;
-	if (last - first < slice_blocks)
-		slice_blocks = last - first;
-	bool owned;
-	uint8_t *slice = slice_buffer(slice_blocks * ty->block_bytes, &owned);
-	if (!slice)
-		return -EIO;
-	for (uint64_t pos = off; pos < end;) {
-		uint64_t b0 = pos / block_out;
-		uint64_t b1 = b0 + slice_blocks < last ? b0 + slice_blocks : last;
-		uint64_t stop = b1 * block_out < end ? b1 * block_out : end;
-		if (model_tensor_read(t->m, i, b0 * ty->block_bytes, (b1 - b0) * ty->block_bytes,
-		                      slice) < 0) {
-			if (owned)
-				free(slice);
-			return -EIO;
-		}
-		dequant_range(ty, slice, b0, buf + (pos - off), stop - pos, pos);
-		pos = stop;
-	}
-	if (owned)
-		free(slice);
-	return 0;
-}
-
-/* The mapped bytes that reading [off, off + len) of tensor file n will touch, as an end
- * offset in its shard: everything up to the last block the range needs. */
-static uint64_t tensor_bytes_end(const struct tree *t, const struct tree_node *n,
-                                 uint64_t off, uint64_t len)
-{
-	const struct gguf_tensor *g = t->m->tensors[n->index].t;
-	if (n->kind == TREE_RAW)
-		return g->offset + off + len;
-	if (n->kind == TREE_NPY) {
-		uint64_t h = t->npy_header_len[n->index];
-		if (off + len <= h)
-			return 0;
-		uint64_t data_off = off > h ? off - h : 0;
-		len = off + len - h - data_off;
-		off = data_off;
-	}
-	uint64_t block_out = (uint64_t)g->ti->block_elems * sizeof(float);
-	uint64_t last_block = (off + len + block_out - 1) / block_out;
-	return g->offset + last_block * g->ti->block_bytes;
-}
-
-/* Reads [off, off + len) of tensor file n: from the mapping (under the caller's
- * SIGBUS guard) or, for a remote tensor, through its source. 0 or -EIO. */
+/* Reads [off, off + len) of tensor file n (inside it) through the tensor reader: the
+ * .npy header rendered here, the values and stored bytes read there. 0 or -errno. */
 static int read_tensor(const struct tree *t, const struct tree_node *n, char *buf,
                        uint64_t len, uint64_t off)
 {
 	uint64_t i = n->index;
-	bool remote = model_tensor_remote(t->m, i);
 	if (n->kind == TREE_RAW)
-		return model_tensor_read(t->m, i, off, len, buf);
+		return reader_raw(t->m, i, off, len, buf);
 	if (n->kind == TREE_NPY) {
 		char hdr[NPY_HEADER_MAX];
 		uint64_t h = npy_header(t->m->tensors[i].t, hdr);
@@ -537,37 +397,30 @@ static int read_tensor(const struct tree *t, const struct tree_node *n, char *bu
 		}
 		off -= h;
 	}
-	if (len && remote)
-		return read_f32_source(t, i, buf, len, off);
-	if (len)
-		read_f32(t, i, buf, len, off);
-	return 0;
+	return reader_f32(t->m, i, off, len, buf);
 }
 
-/* Copies or renders [off, off + len) of n, all of it inside the file, with the SIGBUS
- * guard armed: a page of the mapping that has gone makes it -EIO. */
-static int64_t guarded_read(const struct tree *t, const struct tree_node *n, char *buf,
-                            const uint64_t len, const uint64_t off)
+/* Renders [off, off + len) of n (inside the file) with the SIGBUS guard armed: the
+ * header it renders lies in the shards' mappings, and a page of one that has gone
+ * makes it -EIO. */
+static int64_t read_rendered(const struct tree *t, const struct tree_node *n, char *buf,
+                             const uint64_t len, const uint64_t off)
 {
+	for (uint32_t s = 0; s < t->m->n_shards; s++)
+		if (source_holds(t->m->shards[s].src, t->m->shards[s].gf.data_offset) < 0)
+			return -EIO;
 	sigjmp_buf jb;
 	if (sigsetjmp(jb, 0)) {
 		guard_disarm();
 		return -EIO;
 	}
 	guard_arm(&jb);
-	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
-		if (read_tensor(t, n, buf, len, off) < 0) {
-			guard_disarm();
-			return -EIO;
-		}
-	} else {
-		/* start at the last mark before off */
-		const struct render_mark *from = render_mark_find(marks_of(t, n), off);
-		struct sink s = sink_window(buf, off, len);
-		if (from)
-			s.pos = from->pos;
-		render(t, n, &s, from);
-	}
+	/* start at the last mark before off */
+	const struct render_mark *from = render_mark_find(marks_of(t, n), off);
+	struct sink s = sink_window(buf, off, len);
+	if (from)
+		s.pos = from->pos;
+	render(t, n, &s, from);
 	guard_disarm();
 	return (int64_t)len;
 }
@@ -582,7 +435,7 @@ static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_sta
 	if (!atomic_load_explicit(&slot->done, memory_order_acquire)) {
 		pthread_mutex_lock(&slot->lock);
 		if (!atomic_load_explicit(&slot->done, memory_order_relaxed)) {
-			r = stats_tensor(t, i, &slot->s);
+			r = stats_tensor(t->m, i, &slot->s);
 			if (r == 0) {
 				atomic_fetch_add(&((struct tree *)t)->stats_computed, 1);
 				atomic_store_explicit(&slot->done, true, memory_order_release);
@@ -646,62 +499,19 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
 		return read_stats(t, n, buf, len, off);
 
-	bool tensor = n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY;
-	/* remote bytes are fetched, not mapped: no guard, which a slow fetch must not hold */
-	if (tensor && model_tensor_remote(t->m, n->index)) {
+	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
 		int r = read_tensor(t, n, buf, len, off);
 		return r < 0 ? r : (int64_t)len;
 	}
-	if (tensor) {
-		uint32_t s = t->m->tensors[n->index].shard;
-		if (!still_there(t, s, tensor_bytes_end(t, n, off, len)))
-			return -EIO;
-	} else {
-		for (uint32_t s = 0; s < t->m->n_shards; s++)
-			if (!still_there(t, s, t->m->shards[s].gf.data_offset))
-				return -EIO;
-	}
-
-	return guarded_read(t, n, buf, len, off);
-}
-
-int tree_raw_visit(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                   char *buf, tree_visit_fn fn, void *ctx)
-{
-	if (n->kind != TREE_RAW || off > n->size || len > n->size - off)
-		return -EINVAL;
-	if (len == 0)
-		return 0;
-	if (model_tensor_remote(t->m, n->index)) {
-		int r = read_tensor(t, n, buf, len, off);
-		if (r < 0)
-			return r;
-		fn(ctx, (const uint8_t *)buf, len);
-		return 0;
-	}
-	const struct model_tensor *mt = &t->m->tensors[n->index];
-	if (!still_there(t, mt->shard, tensor_bytes_end(t, n, off, len)))
-		return -EIO;
-	sigjmp_buf jb;
-	if (sigsetjmp(jb, 0)) {
-		guard_disarm();
-		return -EIO;
-	}
-	guard_arm(&jb);
-	fn(ctx, t->m->shards[mt->shard].map + mt->t->offset + off, len);
-	guard_disarm();
-	return 0;
+	return read_rendered(t, n, buf, len, off);
 }
 
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count)
 {
-	if (n->kind != TREE_RAW || model_tensor_remote(t->m, n->index))
+	if (n->kind != TREE_RAW)
 		return false;
-	const struct model_tensor *mt = &t->m->tensors[n->index];
-	*file_off = mt->t->offset + off;
-	*count = off >= n->size ? 0 : (len < n->size - off ? len : n->size - off);
-	return source_span(t->m->shards[mt->shard].src, *file_off, *count, fd, count);
+	return reader_raw_span(t->m, n->index, off, len, fd, file_off, count);
 }
 
 /* The names and values of a node's extended attributes, in listing order. */

@@ -91,20 +91,10 @@ uint64_t tree_stats_computed(const struct tree *t);
  * non-rendered files. For tests. */
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
 
-/* Calls fn(ctx, p, len) once on bytes [off, off + len) of raw tensor file n, which must
- * lie inside it: on the mapping itself where the model is mapped, with the SIGBUS guard
- * armed (so fn must neither lock nor allocate: a page of the file that has gone jumps
- * out of it), else on buf (len bytes) once they are read into it. For a scan that needs
- * no copy of a local model's bytes. 0, or -errno (-EIO when bytes are gone, -EINVAL
- * for a range outside n or a node not TREE_RAW) with fn perhaps part way through. */
-typedef void (*tree_visit_fn)(void *ctx, const uint8_t *p, uint64_t len);
-int tree_raw_visit(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                   char *buf, tree_visit_fn fn, void *ctx);
-
 /* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
  * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
- * in the file as it is now (fewer when it shrank). False for any node not TREE_RAW, and
- * for a remote tensor (read it with tree_read). */
+ * in the file as it is now (fewer when it shrank): reader_raw_span. False for any node
+ * not TREE_RAW, and for a remote tensor (read it with tree_read). */
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count);
 
