@@ -1,8 +1,7 @@
-#include "tree.h"
+#include "tree_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,36 +19,6 @@
 #include "render_summary.h"
 #include "render_value.h"
 #include "sink.h"
-#include "stats.h"
-
-/* The statistics of one tensor, computed by the first read of its stats/NAME or its
- * line of stats.tsv and kept for the life of the tree; lock makes a second reader wait
- * for the first one's result instead of computing it again. */
-struct stats_slot {
-	pthread_mutex_t lock;
-	atomic_bool done;
-	struct tensor_stats s;
-};
-
-struct tree {
-	const struct ggufs_model *m;
-	uint64_t n_nodes;            /* inode numbers 0 .. n_nodes - 1; 0 and gaps unused */
-	struct tree_node *nodes;
-	char *names;                 /* every escaped name, NUL-terminated, back to back */
-	uint64_t *tensor_children;   /* inos of tensors/, in file order */
-	uint64_t n_tensor_children;
-	uint64_t *slots;             /* lookup hash: ino, 0 = empty */
-	uint64_t slot_mask;
-	uint32_t *npy_header_len;    /* per tensor, 0 without .npy */
-	struct render_marks *marks;  /* per ino below TREE_FIRST_META + n_kv: restart points
-	                              * of gguf.json and metadata/KEY (render_mark.h) */
-	struct stats_slot *stats;    /* per tensor */
-	uint64_t *stats_children;    /* inos of stats/, in file order */
-	uint64_t n_stats_children;
-	uint64_t *tsv_line;          /* n_stats_children + 1 offsets in stats.tsv: where the
-	                              * line of stats_children[k] starts, then the end */
-	atomic_uint_fast64_t stats_computed;
-};
 
 static const char *const fixed_names[] = {
 	[TREE_ROOT_INO] = "", [2] = "metadata", [3] = "tensors", [4] = "gguf.json",
@@ -172,10 +141,7 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	t->slots = calloc(cap, sizeof *t->slots);
 	t->slot_mask = cap - 1;
 	t->marks = calloc(TREE_FIRST_META + n_kv, sizeof *t->marks);
-	t->stats = calloc(n_t + 1, sizeof *t->stats);
-	if (t->stats)   /* before any goto oom: tree_free destroys them */
-		for (uint64_t i = 0; i < n_t; i++)
-			pthread_mutex_init(&t->stats[i].lock, NULL);
+	t->stats = tree_stats_new(n_t);
 	t->stats_children = calloc(n_t + 1, sizeof *t->stats_children);
 	t->tsv_line = calloc(n_t + 1, sizeof *t->tsv_line);
 	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots ||
@@ -238,16 +204,7 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 		slot_add(t, sn);
 	}
 
-	/* stats.tsv: the header, then one line per stats/ file, each of a size known now */
-	struct sink hs = sink_counter();
-	render_stats_tsv_header(&hs);
-	t->tsv_line[0] = hs.pos;
-	for (uint64_t k = 0; k < t->n_stats_children; k++) {
-		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
-		t->tsv_line[k + 1] = t->tsv_line[k] +
-		                     render_stats_tsv_line_size(m->tensors[sn->index].t, sn->name);
-	}
-	t->nodes[TREE_STATS_TSV_INO].size = t->tsv_line[t->n_stats_children];
+	tree_stats_layout(t);
 
 	/* sized last: the renderers see a complete tree */
 	for (uint64_t ino = 4; ino < TREE_FIRST_META + n_kv; ino++)
@@ -274,10 +231,7 @@ void tree_free(struct tree *t)
 		for (uint64_t ino = 0; ino < TREE_FIRST_META + t->m->meta->n_kv; ino++)
 			render_marks_free(&t->marks[ino]);
 	free(t->marks);
-	if (t->stats)
-		for (uint64_t i = 0; i < t->m->n_tensors; i++)
-			pthread_mutex_destroy(&t->stats[i].lock);
-	free(t->stats);
+	tree_stats_free(t->stats, t->m->n_tensors);
 	free(t->stats_children);
 	free(t->tsv_line);
 	free(t);
@@ -306,11 +260,6 @@ const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum 
 	default:
 		return NULL;
 	}
-}
-
-uint64_t tree_stats_computed(const struct tree *t)
-{
-	return atomic_load(&((struct tree *)t)->stats_computed);
 }
 
 const struct tree_node *tree_node(const struct tree *t, uint64_t ino)
@@ -425,66 +374,6 @@ static int64_t read_rendered(const struct tree *t, const struct tree_node *n, ch
 	return (int64_t)len;
 }
 
-/* The statistics of tensor i into *out: the kept result, or computed now by the first
- * caller while any other waits for it. A failed computation keeps nothing, so that a
- * later read tries again. 0 or -errno. */
-static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_stats *out)
-{
-	struct stats_slot *slot = &t->stats[i];
-	int r = 0;
-	if (!atomic_load_explicit(&slot->done, memory_order_acquire)) {
-		pthread_mutex_lock(&slot->lock);
-		if (!atomic_load_explicit(&slot->done, memory_order_relaxed)) {
-			r = stats_tensor(t->m, i, &slot->s);
-			if (r == 0) {
-				atomic_fetch_add(&((struct tree *)t)->stats_computed, 1);
-				atomic_store_explicit(&slot->done, true, memory_order_release);
-			}
-		}
-		pthread_mutex_unlock(&slot->lock);
-	}
-	if (r == 0)
-		*out = slot->s;
-	return r;
-}
-
-/* Reads [off, off + len) of stats/NAME or stats.tsv (inside the file), computing the
- * statistics of only the tensors whose text the range covers. */
-static int64_t read_stats(const struct tree *t, const struct tree_node *n, char *buf,
-                          uint64_t len, uint64_t off)
-{
-	struct tensor_stats st;
-	struct sink s = sink_window(buf, off, len);
-	int r;
-	if (n->kind == TREE_STATS) {
-		r = tensor_stats_once(t, n->index, &st);
-		if (r < 0)
-			return r;
-		render_stats(&s, t->m->tensors[n->index].t, &st);
-		return (int64_t)len;
-	}
-	if (off < t->tsv_line[0])
-		render_stats_tsv_header(&s);
-	/* the first line that ends after off */
-	uint64_t lo = 0, hi = t->n_stats_children;
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (t->tsv_line[mid + 1] <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (uint64_t k = lo; k < t->n_stats_children && t->tsv_line[k] < off + len; k++) {
-		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
-		r = tensor_stats_once(t, sn->index, &st);
-		if (r < 0)
-			return r;
-		s.pos = t->tsv_line[k];
-		render_stats_tsv_line(&s, t->m->tensors[sn->index].t, sn->name, &st);
-	}
-	return (int64_t)len;
-}
-
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off)
 {
@@ -497,7 +386,7 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 	if (len == 0)
 		return 0;
 	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
-		return read_stats(t, n, buf, len, off);
+		return tree_stats_read(t, n, buf, len, off);
 
 	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
 		int r = read_tensor(t, n, buf, len, off);
@@ -512,102 +401,4 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 	if (n->kind != TREE_RAW)
 		return false;
 	return reader_raw_span(t->m, n->index, off, len, fd, file_off, count);
-}
-
-/* The names and values of a node's extended attributes, in listing order. */
-struct xattr {
-	const char *name;
-	char buf[RENDER_TYPE_MAX + 64];
-	const char *value;   /* buf, the tensor name (in the mapping) or the shard file name */
-	uint64_t len;
-};
-
-static int node_xattrs(const struct tree *t, const struct tree_node *n, struct xattr x[5])
-{
-	if (n->kind == TREE_META) {
-		const struct gguf_value *v = &t->m->meta->kv[n->index].value;
-		x[0].name = "user.gguf.type";
-		x[0].len = render_value_type(v, x[0].buf);
-		x[0].value = x[0].buf;
-		if (v->type != GGUF_TYPE_ARRAY)
-			return 1;
-		x[1].name = "user.gguf.count";
-		x[1].len = (uint64_t)snprintf(x[1].buf, sizeof x[1].buf, "%" PRIu64, v->count);
-		x[1].value = x[1].buf;
-		return 2;
-	}
-	if (n->kind != TREE_RAW && n->kind != TREE_F32 && n->kind != TREE_NPY)
-		return 0;
-	const struct gguf_tensor *g = t->m->tensors[n->index].t;
-	char tmp[16];
-	x[0].name = "user.gguf.name";
-	x[0].value = g->name.ptr;
-	x[0].len = g->name.len;
-	x[1].name = "user.gguf.type";
-	x[1].len = (uint64_t)snprintf(x[1].buf, sizeof x[1].buf, "%s", ggml_type_name(g->type, tmp));
-	x[1].value = x[1].buf;
-	x[2].name = "user.gguf.dims";
-	int k = 0;
-	for (uint32_t d = 0; d < g->n_dims; d++)
-		k += snprintf(x[2].buf + k, sizeof x[2].buf - (size_t)k, "%s%" PRIu64, d ? "," : "",
-		              g->ne[d]);
-	x[2].len = (uint64_t)k;
-	x[2].value = x[2].buf;
-	x[3].name = "user.gguf.offset";
-	x[3].len = (uint64_t)snprintf(x[3].buf, sizeof x[3].buf, "%" PRIu64, g->offset);
-	x[3].value = x[3].buf;
-	if (t->m->n_shards == 1)
-		return 4;
-	/* the file that offset is in */
-	const char *path = t->m->shards[t->m->tensors[n->index].shard].path;
-	const char *slash = strrchr(path, '/');
-	x[4].name = "user.gguf.shard";
-	x[4].value = slash ? slash + 1 : path;
-	x[4].len = strlen(x[4].value);
-	return 5;
-}
-
-int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size)
-{
-	struct xattr x[5];
-	int count = node_xattrs(t, n, x);
-	uint64_t need = 0;
-	for (int i = 0; i < count; i++)
-		need += strlen(x[i].name) + 1;
-	if (size == 0)
-		return (int64_t)need;
-	if (size < need)
-		return -ERANGE;
-	for (int i = 0; i < count; i++) {
-		size_t l = strlen(x[i].name) + 1;
-		memcpy(buf, x[i].name, l);
-		buf += l;
-	}
-	return (int64_t)need;
-}
-
-int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
-                      char *buf, uint64_t size)
-{
-	struct xattr x[5];
-	int count = node_xattrs(t, n, x);
-	for (int i = 0; i < count; i++) {
-		if (strcmp(x[i].name, name) != 0)
-			continue;
-		if (size == 0)
-			return (int64_t)x[i].len;
-		if (size < x[i].len)
-			return -ERANGE;
-		/* the tensor name lies in the mapping, which may have shrunk */
-		sigjmp_buf jb;
-		if (sigsetjmp(jb, 0)) {
-			guard_disarm();
-			return -EIO;
-		}
-		guard_arm(&jb);
-		memcpy(buf, x[i].value, x[i].len);
-		guard_disarm();
-		return (int64_t)x[i].len;
-	}
-	return -ENODATA;
 }

@@ -1,5 +1,8 @@
 /* The virtual tree that a mount shows: inodes, names, sizes and a read entry point,
- * built once from a model at mount time. Nothing here knows FUSE.
+ * built once from a model at mount time. Nothing here knows FUSE. The tree is names and
+ * dispatch: a read of a file goes to its renderer (lib/7-render), to the tensor reader
+ * (lib/5-reader) or to the statistics files (tree_stats.c); extended attributes are
+ * tree_xattr.c's.
  *
  * Inode numbers are derived from position, so they are stable for one model:
  *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
