@@ -4,15 +4,9 @@
 
 #include <stdint.h>
 
+#include "json_string.h"   /* render_json_string, for its callers */
 #include "model.h"
 #include "sink.h"
-
-/* Emits p[0..len) as a JSON string with its quotes. " and \ are escaped, control bytes
- * use \b \f \n \r \t or \u00XX, 0x7f is \u007f. Bytes that are not well-formed UTF-8
- * (overlongs, surrogates, past U+10FFFF, stray or missing continuation bytes) become
- * U+FFFD, one per maximal ill-formed subpart as Unicode recommends and Python's
- * decode(errors="replace") does. */
-void render_json_string(struct sink *s, const char *p, uint64_t len);
 
 /* The whole gguf.json of m, ending in a newline. Metadata comes from m->meta, tensors
  * from m->tensors in order, each with its absolute offset; with more than one shard

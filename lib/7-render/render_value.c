@@ -1,6 +1,6 @@
 #include "render_value.h"
 #include "render_mark.h"
-#include "render_json.h"
+#include "json_string.h"
 #include "shortest.h"
 
 #include <inttypes.h>
