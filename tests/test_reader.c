@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "dequant.h"
 #include "gguf_writer.h"
 #include "guard.h"
 #include "model.h"
@@ -93,7 +94,8 @@ static int setup(void **state)
 		const struct gguf_tensor *g = f->m->tensors[i].t;
 		f->values[i] = malloc(g->n_elements * sizeof(float));
 		assert_non_null(f->values[i]);
-		g->ti->to_float(stored(f, i), f->values[i], g->n_elements / g->ti->block_elems);
+		dequant_get(g->type)->to_float(stored(f, i), f->values[i],
+		                               g->n_elements / g->ti->block_elems);
 	}
 	*state = f;
 	return 0;

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "blocks.h"
+#include "dequant.h"
 #include "gguf_writer.h"
 #include "render_stats.h"
 #include "stats.h"

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dequant.h"
 #include "gguf.h"
+#include "half.h"
 
 /* Values per block. ggml names them QK4_0 .. QK8_0 (all 32), QK_K and so on. */
 #define QK 32           /* the legacy types q4_0 q4_1 q5_0 q5_1 q8_0 */

@@ -284,7 +284,7 @@ static bool size_tensor(struct cursor *c, const struct gguf_file *f, struct gguf
 	char q[80];
 	const struct ggml_type *ti = ggml_type_get(t->type);
 	t->ti = ti;
-	t->has_f32 = ti && ti->to_float && ti->block_elems;
+	t->has_f32 = ti && ti->block_elems;   /* the dequantizer decodes every known layout */
 	if (t->offset % f->alignment)
 		return fail(c, "tensor '%s' has offset %" PRIu64 ", not a multiple of the alignment %"
 		            PRIu64, gguf_quote(&t->name, q), t->offset, f->alignment);

@@ -69,7 +69,8 @@ struct gguf_tensor {
 	uint64_t n_elements;
 	uint64_t offset;              /* absolute offset in its file */
 	uint64_t size;                /* bytes: exact for a known layout, else up to the next tensor */
-	bool has_f32;                 /* a dequantizer exists: .f32 and .npy files */
+	bool has_f32;                 /* a known block layout, which the dequantizer decodes:
+	                               * .f32 and .npy files */
 };
 
 struct gguf_file {

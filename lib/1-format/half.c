@@ -1,4 +1,4 @@
-#include "dequant.h"
+#include "half.h"
 
 #include <string.h>
 

@@ -1,5 +1,6 @@
 /* The ggml tensor type table: one entry per ggml type id, the single place that knows
- * each type's name, block geometry and dequantizer. */
+ * what each type is: its name and block geometry. Which function decodes a type is the
+ * dequantizer's (dequant.h). */
 #ifndef GGUFS_TYPES_H
 #define GGUFS_TYPES_H
 
@@ -47,50 +48,18 @@ enum ggml_type_id {
 	GGML_TYPE_COUNT = 43,
 };
 
-/* Decodes nblocks consecutive blocks at src into nblocks * block_elems floats at dst.
- * src need not be aligned; dst is float-aligned. Never reads past nblocks blocks. */
-typedef void (*dequant_fn)(const void *src, float *dst, uint64_t nblocks);
-
 struct ggml_type {
 	uint32_t id;
 	const char *name;       /* ggml's name: "q4_K", "iq2_xxs", "bf16" */
 	uint32_t block_elems;   /* values per block; 0 when the layout is not known */
-	uint32_t block_bytes;   /* bytes per block; 0 when the layout is not known */
-	dequant_fn to_float;    /* the active (fastest selected) dequantizer; NULL: raw only */
-	dequant_fn to_float_ref;/* the portable scalar reference, exact to ggml; NULL iff
-	                         * to_float is */
-};
-
-/* Dequantizer implementations, from the portable reference up. A level is only ever
- * active on a CPU (and OS) that runs it. */
-enum dequant_level {
-	DEQUANT_SCALAR = 0,     /* portable C, the reference */
-	DEQUANT_AVX2 = 1,       /* x86-64 AVX2 + F16C */
-	DEQUANT_AVX512 = 2,     /* x86-64 AVX-512 F/BW/VL + the above */
-	DEQUANT_LEVELS
+	uint32_t block_bytes;   /* bytes per block; 0 when the layout is not known. The
+	                         * dequantizer decodes exactly the types whose layout is
+	                         * known (dequant.c checks it) */
 };
 
 /* The entry of a known type id, or NULL for an id ggufs has never heard of. An entry
- * whose to_float is NULL (a removed id, q8_1, q8_K) gets a raw file only. */
+ * without a block geometry (a removed id, q8_1, q8_K) gets a raw file only. */
 const struct ggml_type *ggml_type_get(uint32_t id);
-
-/* The dequantizer level is chosen once, at the first ggml_type_get: the best this CPU
- * runs, or the one the environment variable GGUFS_DEQUANT names (scalar, avx2, avx512),
- * lowered to the best the CPU runs when it lacks that one. An unknown value is ignored. */
-
-/* The best level this CPU runs, whatever GGUFS_DEQUANT says. */
-enum dequant_level dequant_best(void);
-
-/* Makes to_float of every type the fastest implementation at or below level, lowered
- * to dequant_best(); returns the level now active. For tests and benchmarks: it rewrites
- * the table, so no other thread may be dequantizing while it runs. */
-enum dequant_level dequant_select(enum dequant_level level);
-
-/* The level now active. */
-enum dequant_level dequant_active(void);
-
-/* "scalar", "avx2", "avx512"; NULL for a value out of range. */
-const char *dequant_level_name(enum dequant_level level);
 
 /* A printable name for any id: ggml's name, or "type<N>" for an unknown one. buf must
  * hold 16 bytes; the result is buf or a static string. */

@@ -1,6 +1,6 @@
 /* The portable scalar dequantizers: one dequant_fn per type whose layout ggufs knows,
  * each the reference its type's SIMD functions must match bit for bit (ggml's own
- * dequantize_row_*, operation for operation). types.c puts them in the type table; the
+ * dequantize_row_*, operation for operation). dequant.c names one per type; the
  * family files define them. dequant_x86.c does not include this header: its functions
  * of the same names are its own, static. */
 #ifndef GGUFS_DEQUANT_SCALAR_H

@@ -1,6 +1,6 @@
 /* SIMD dequantizers for x86-64. meson compiles this file twice: with AVX2 and F16C
  * (DQ_AVX512 = 0, giving dequant_avx2_impls) and with AVX-512 F/BW/VL on top
- * (DQ_AVX512 = 1, giving dequant_avx512_impls). Nothing here may run unless types.c's
+ * (DQ_AVX512 = 1, giving dequant_avx512_impls). Nothing here may run unless dequant.c's
  * dispatch has seen the CPU support that build's instructions; the rest of the library
  * stays baseline x86-64.
  *

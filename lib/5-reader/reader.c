@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "types.h"
+#include "dequant.h"
 
 int reader_raw(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
                void *buf)
@@ -21,6 +21,7 @@ static void dequant_range(const struct ggml_type *ty, const uint8_t *data, uint6
                           char *buf, uint64_t len, uint64_t off)
 {
 	const uint64_t block_out = (uint64_t)ty->block_elems * sizeof(float);
+	const dequant_fn to_float = dequant_get(ty->id)->to_float;
 	enum { BOUNCE_FLOATS = 4096 };
 	float bounce[BOUNCE_FLOATS];
 	uint64_t pos = off, end = off + len;
@@ -32,7 +33,7 @@ static void dequant_range(const struct ggml_type *ty, const uint8_t *data, uint6
 		if (pos == bstart && ((uintptr_t)dst % sizeof(float)) == 0) {
 			uint64_t nb = (end - pos) / block_out;
 			if (nb) {
-				ty->to_float(data + (b - b0) * ty->block_bytes, (float *)(void *)dst, nb);
+				to_float(data + (b - b0) * ty->block_bytes, (float *)(void *)dst, nb);
 				pos += nb * block_out;
 				continue;
 			}
@@ -41,7 +42,7 @@ static void dequant_range(const struct ggml_type *ty, const uint8_t *data, uint6
 		uint64_t room = BOUNCE_FLOATS / ty->block_elems;
 		if (nb > room)
 			nb = room;
-		ty->to_float(data + (b - b0) * ty->block_bytes, bounce, nb);
+		to_float(data + (b - b0) * ty->block_bytes, bounce, nb);
 		uint64_t stop = bstart + nb * block_out < end ? bstart + nb * block_out : end;
 		memcpy(dst, (const char *)bounce + (pos - bstart), stop - pos);
 		pos = stop;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "dequant.h"
 #include "stats_kernel.h"
 #include "stats_quant.h"
 #include "reader.h"
@@ -297,11 +298,12 @@ _Static_assert(STATS_SEGMENT % CHUNK_VALUES == 0, "segments are whole chunks");
 
 /* A scan of raw blocks of a type that stats_quant_has, as the accumulation's blocks of
  * STATS_BLOCK values: summed from the blocks where every scale is finite, and otherwise
- * dequantized into buf as .f32 serves them (ty->to_float is what reader_f32 calls) and
+ * dequantized into buf as .f32 serves them (to_float is what reader_f32 calls) and
  * summed as floats, which counts the NaNs and infinities. */
 struct raw_scan {
 	struct stats_acc *a;
 	const struct ggml_type *ty;
+	dequant_fn to_float; /* the type's, as reader_f32's */
 	float *buf;          /* STATS_BLOCK floats */
 	uint64_t bad;        /* blocks with a bad scale so far */
 };
@@ -320,7 +322,7 @@ static void scan_raw(void *ctx, const uint8_t *raw, uint64_t len)
 		if (bad == 0) {
 			stats_acc_add_blocks(sc->a, ty->id, p, nb);
 		} else {
-			ty->to_float(p, sc->buf, nb);
+			sc->to_float(p, sc->buf, nb);
 			stats_acc_add(sc->a, sc->buf, nb * ty->block_elems);
 		}
 	}
@@ -381,7 +383,8 @@ int stats_segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
 	}
 	stats_acc_init(a);
 	if (quant) {
-		struct raw_scan sc = { .a = a, .ty = ty, .buf = buf };
+		struct raw_scan sc = { .a = a, .ty = ty, .to_float = dequant_get(ty->id)->to_float,
+		                       .buf = buf };
 		ret = segment_quant(m, i, first, end, scan_raw, &sc, rawbuf, progress);
 		if (ret < 0)
 			goto out;
@@ -418,6 +421,7 @@ out:
 /* A health scan of raw blocks of a type that stats_quant_has (stats_segment_health). */
 struct health_scan {
 	const struct ggml_type *ty;
+	dequant_fn to_float;     /* the type's, as reader_f32's */
 	float *buf;              /* STATS_BLOCK floats */
 	struct stats_health h;
 	bool nonzero;            /* a value that is not zero has been seen */
@@ -438,7 +442,7 @@ static void scan_health(void *ctx, const uint8_t *raw, uint64_t len)
 		const uint64_t bad = stats_bad_blocks(ty->id, p, nb);
 		hs->h.bad_blocks += bad;
 		if (bad) {
-			ty->to_float(p, hs->buf, nb);
+			hs->to_float(p, hs->buf, nb);
 			for (uint64_t k = 0; k < n; k++) {
 				const float x = hs->buf[k];
 				hs->h.nan += isnan(x) != 0;
@@ -480,7 +484,8 @@ int stats_segment_health(const struct ggufs_model *m, uint64_t i, uint64_t seg,
 		return 0;
 	}
 	const struct ggml_type *ty = g->ti;
-	struct health_scan hs = { .ty = ty, .buf = malloc(STATS_BLOCK * sizeof(float)) };
+	struct health_scan hs = { .ty = ty, .to_float = dequant_get(ty->id)->to_float,
+	                          .buf = malloc(STATS_BLOCK * sizeof(float)) };
 	uint8_t *rawbuf = malloc(CHUNK_VALUES / ty->block_elems * ty->block_bytes);
 	int r = -ENOMEM;
 	if (hs.buf && rawbuf)

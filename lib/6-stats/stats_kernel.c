@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #endif
 
-#include "types.h"
+#include "dequant.h"
 
 void stats_lanes_init(struct stats_lanes *l)
 {

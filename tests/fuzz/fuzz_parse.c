@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dequant.h"
 #include "gguf.h"
 #include "model.h"
 #include "tree.h"
@@ -69,7 +70,7 @@ static void decode_block(const struct gguf_tensor *t, const uint8_t *p)
 	float *out = malloc(t->ti->block_elems * sizeof *out);
 	if (!out)
 		return;
-	t->ti->to_float(p, out, 1);
+	dequant_get(t->ti->id)->to_float(p, out, 1);
 	uint32_t bits;
 	memcpy(&bits, &out[t->ti->block_elems - 1], 4);
 	sink ^= (uint8_t)bits;
