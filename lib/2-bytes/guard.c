@@ -1,5 +1,6 @@
 #include "guard.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
@@ -38,4 +39,17 @@ void guard_arm(sigjmp_buf *jb)
 void guard_disarm(void)
 {
 	armed = NULL;
+}
+
+int guard_call(void (*fn)(void *ctx), void *ctx)
+{
+	sigjmp_buf jb;
+	if (sigsetjmp(jb, 0)) {
+		guard_disarm();
+		return -EIO;
+	}
+	guard_arm(&jb);
+	fn(ctx);
+	guard_disarm();
+	return 0;
 }

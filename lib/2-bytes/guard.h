@@ -20,4 +20,9 @@ void guard_install(void);
 void guard_arm(sigjmp_buf *jb);
 void guard_disarm(void);
 
+/* The pattern above as one call: fn(ctx) with the guard armed. 0, or -EIO when a page
+ * it touched had gone (fn then stopped part way). fn must neither lock nor allocate: a
+ * jump out of it would leave the lock held or the memory lost. */
+int guard_call(void (*fn)(void *ctx), void *ctx);
+
 #endif

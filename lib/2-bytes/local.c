@@ -30,6 +30,20 @@ static bool still_there(const struct local_file *f, uint64_t end)
 	return (uint64_t)st.st_size >= end;
 }
 
+/* A visit of bytes in the mapping, as guard_call runs it. */
+struct visit {
+	source_visit_fn fn;
+	void *ctx;
+	const uint8_t *p;
+	uint64_t len;
+};
+
+static void run_visit(void *ctx)
+{
+	const struct visit *v = ctx;
+	v->fn(v->ctx, v->p, v->len);
+}
+
 /* Source visit: fn on the mapping itself, under the SIGBUS guard. */
 static int local_visit(struct source *src, uint64_t off, uint64_t len, source_visit_fn fn,
                        void *ctx)
@@ -37,15 +51,8 @@ static int local_visit(struct source *src, uint64_t off, uint64_t len, source_vi
 	const struct local_file *f = (const struct local_file *)src;
 	if (!still_there(f, off + len))
 		return -EIO;
-	sigjmp_buf jb;
-	if (sigsetjmp(jb, 0)) {
-		guard_disarm();
-		return -EIO;
-	}
-	guard_arm(&jb);
-	fn(ctx, f->map + off, len);
-	guard_disarm();
-	return 0;
+	struct visit v = { .fn = fn, .ctx = ctx, .p = f->map + off, .len = len };
+	return guard_call(run_visit, &v);
 }
 
 /* A visit that copies the bytes to ctx, a buffer. */

@@ -349,6 +349,20 @@ static int read_tensor(const struct tree *t, const struct tree_node *n, char *bu
 	return reader_f32(t->m, i, off, len, buf);
 }
 
+/* A rendering of a file into a sink's window, as guard_call runs it. */
+struct rendering {
+	const struct tree *t;
+	const struct tree_node *n;
+	const struct render_mark *from;
+	struct sink s;
+};
+
+static void run_render(void *ctx)
+{
+	struct rendering *r = ctx;
+	render(r->t, r->n, &r->s, r->from);
+}
+
 /* Renders [off, off + len) of n (inside the file) with the SIGBUS guard armed: the
  * header it renders lies in the shards' mappings, and a page of one that has gone
  * makes it -EIO. */
@@ -358,20 +372,13 @@ static int64_t read_rendered(const struct tree *t, const struct tree_node *n, ch
 	for (uint32_t s = 0; s < t->m->n_shards; s++)
 		if (source_holds(t->m->shards[s].src, t->m->shards[s].gf.data_offset) < 0)
 			return -EIO;
-	sigjmp_buf jb;
-	if (sigsetjmp(jb, 0)) {
-		guard_disarm();
-		return -EIO;
-	}
-	guard_arm(&jb);
 	/* start at the last mark before off */
-	const struct render_mark *from = render_mark_find(marks_of(t, n), off);
-	struct sink s = sink_window(buf, off, len);
-	if (from)
-		s.pos = from->pos;
-	render(t, n, &s, from);
-	guard_disarm();
-	return (int64_t)len;
+	struct rendering r = { .t = t, .n = n, .from = render_mark_find(marks_of(t, n), off),
+	                       .s = sink_window(buf, off, len) };
+	if (r.from)
+		r.s.pos = r.from->pos;
+	int e = guard_call(run_render, &r);
+	return e < 0 ? e : (int64_t)len;
 }
 
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,

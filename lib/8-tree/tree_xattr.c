@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -82,6 +81,19 @@ int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *bu
 	return (int64_t)need;
 }
 
+/* A copy out of the mapping, as guard_call runs it. */
+struct copy {
+	char *to;
+	const char *from;
+	uint64_t len;
+};
+
+static void run_copy(void *ctx)
+{
+	const struct copy *c = ctx;
+	memcpy(c->to, c->from, c->len);
+}
+
 int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
                       char *buf, uint64_t size)
 {
@@ -95,15 +107,9 @@ int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const cha
 		if (size < x[i].len)
 			return -ERANGE;
 		/* the tensor name lies in the mapping, which may have shrunk */
-		sigjmp_buf jb;
-		if (sigsetjmp(jb, 0)) {
-			guard_disarm();
-			return -EIO;
-		}
-		guard_arm(&jb);
-		memcpy(buf, x[i].value, x[i].len);
-		guard_disarm();
-		return (int64_t)x[i].len;
+		struct copy c = { .to = buf, .from = x[i].value, .len = x[i].len };
+		int e = guard_call(run_copy, &c);
+		return e < 0 ? e : (int64_t)x[i].len;
 	}
 	return -ENODATA;
 }
