@@ -64,19 +64,22 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof *f);
 	struct gw w, data;
+	uint64_t at[N_TENSORS];
 	assert_non_null(f);
-	gw_init(&w);
+	/* the data section first, each tensor's blocks random and 32-aligned */
 	gw_init(&data);
-	gw_header(&w, 3, N_TENSORS, 1);
-	gw_kv_str(&w, "general.architecture", "test");
 	for (int k = 0; k < N_TENSORS; k++) {
 		const struct ggml_type *ty = ggml_type_get(tensors[k].type);
-		uint64_t ne[1] = { tensors[k].ne };
-		gw_tensor(&w, tensors[k].name, 1, ne, tensors[k].type, data.len);
+		at[k] = data.len;
 		for (uint64_t b = 0; b < tensors[k].ne / ty->block_elems * ty->block_bytes; b++)
 			gw_u8(&data, next_byte());
 		gw_fill(&data, 0, (32 - data.len % 32) % 32);
 	}
+	gw_init(&w);
+	gw_header(&w, 3, N_TENSORS, 1);
+	gw_kv_str(&w, "general.architecture", "reader");
+	for (int k = 0; k < N_TENSORS; k++)
+		gw_tensor(&w, tensors[k].name, 1, &tensors[k].ne, tensors[k].type, at[k]);
 	gw_align(&w, 32);
 	gw_raw(&w, data.buf, data.len);
 	gw_free(&data);
