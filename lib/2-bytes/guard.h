@@ -17,7 +17,9 @@
 
 /* Installs the process-wide SIGBUS handler; again after anyone else replaced it. */
 void guard_install(void);
+/* From now on a SIGBUS in this thread jumps to jb (armed per thread). */
 void guard_arm(sigjmp_buf *jb);
+/* A SIGBUS in this thread kills the process again, as a real bug should. */
 void guard_disarm(void);
 
 /* The pattern above as one call: fn(ctx) with the guard armed. 0, or -EIO when a page

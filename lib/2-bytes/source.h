@@ -44,6 +44,8 @@ static inline int source_read(struct source *src, uint64_t off, uint64_t len, vo
 	return src->ops->read(src, off, len, buf);
 }
 
+/* Closes the file and frees the source with what it holds (a local file's mapping, a
+ * remote file's header prefix); NULL is ignored. */
 static inline void source_close(struct source *src)
 {
 	if (src)

@@ -1,4 +1,5 @@
 #include "model.h"
+#include "local.h"
 #include "nameset.h"
 
 #include <errno.h>

@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 
 #include "gguf.h"
-#include "local.h"
 #include "remote.h"
 #include "source.h"
 
