@@ -37,14 +37,15 @@ static char *read_token(const char *path)
 
 /* The token for url (the http(s) URL given, hf:// expanded): -o token_file's for any
  * URL; $HF_TOKEN's only for the hub, an hf:// URL or one on $HF_ENDPOINT's scheme, host
- * and port, as the hub's own client does, so that a hub token set in a shell never goes
- * to some other server named on the command line. malloc'ed, or NULL: none (*withheld
- * says that HF_TOKEN was set but not for this URL), or unreadable (*failed, after one
- * line on stderr). */
+ * and port (ro->hub), as the hub's own client does, so that a hub token set in a shell
+ * never goes to some other server named on the command line. malloc'ed, or NULL: none
+ * (ro->token_withheld says that HF_TOKEN was set but not for this URL), or unreadable
+ * (*failed, after one line on stderr). */
 static char *token_for(const struct options *o, const char *url, bool hf, const char *endpoint,
                        struct remote_opts *ro, bool *failed)
 {
 	*failed = false;
+	ro->hub = hf || url_same_origin(url, endpoint && *endpoint ? endpoint : HF_ENDPOINT_DEFAULT);
 	if (o->token_file) {
 		char *token = read_token(o->token_file);
 		*failed = !token;
@@ -53,7 +54,7 @@ static char *token_for(const struct options *o, const char *url, bool hf, const 
 	const char *env = getenv("HF_TOKEN");
 	if (!env || !*env)
 		return NULL;
-	if (!hf && !url_same_origin(url, endpoint && *endpoint ? endpoint : HF_ENDPOINT_DEFAULT)) {
+	if (!ro->hub) {
 		ro->token_withheld = true;
 		return NULL;
 	}

@@ -321,7 +321,8 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		}
 	}
 	if (st == 200) {
-		errf(err, "the server ignores Range requests (HTTP 200 instead of 206)");
+		errf(err, "the server ignores Range requests (HTTP 200 instead of 206): download "
+		     "the file and mount the local copy");
 		return FAILED;
 	}
 	if (pinned && (st == 412 || st == 416)) {
@@ -336,14 +337,20 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		errf(err, "HTTP %ld", st);
 		return RETRY;
 	}
-	if (st == 404 || st == 410) {
+	if ((st == 404 || st == 410) && f->r->o.hub_rev.len) {
+		/* an hf:// name: the URL it became shows a wrong HF_ENDPOINT or revision */
+		errf(err, "not found (HTTP %ld) at %s", st, f->display);
+	} else if (st == 404 || st == 410) {
 		errf(err, "not found (HTTP %ld)", st);
 	} else if (st == 401 || st == 403) {
 		if (!f->r->o.token && f->r->o.token_withheld)
 			errf(err, "access denied (HTTP %ld): HF_TOKEN goes only to the hub "
 			     "(HF_ENDPOINT); -o token_file=PATH gives this server one", st);
-		else if (!f->r->o.token)
+		else if (!f->r->o.token && f->r->o.hub)
 			errf(err, "access denied (HTTP %ld): set HF_TOKEN or -o token_file=PATH", st);
+		else if (!f->r->o.token)   /* HF_TOKEN would not be sent here: not a fix */
+			errf(err, "access denied (HTTP %ld): -o token_file=PATH gives this server a "
+			     "token", st);
 		else
 			errf(err, "access denied (HTTP %ld) with the token given (%s)", st,
 			     f->r->o.token_from_env ? "HF_TOKEN" : "token_file");
@@ -355,6 +362,15 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		errf(err, "HTTP %ld", st);
 	}
 	return FAILED;
+}
+
+/* True when next is url with a "/" added to its path (its query kept): how a web
+ * server answers a directory named without the slash. */
+static bool is_directory_redirect(const char *url, const char *next)
+{
+	size_t path = strcspn(url, "?#"), next_path = strcspn(next, "?#");
+	return next_path == path + 1 && next[path] == '/' && strncmp(url, next, path) == 0 &&
+	       strcmp(url + path, next + next_path) == 0;
 }
 
 /* One attempt at bytes [first, last] into buf, following redirects from the remembered
@@ -415,6 +431,12 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			char *next = url_resolve(url, resp->location);
 			if (!next) {
 				errf(err, "a redirect to a location that is not an http(s) URL");
+				goto done;
+			}
+			if (is_directory_redirect(url, next)) {
+				errf(err, "not a file: the server redirects it to a directory (a URL "
+				     "ending in /)");
+				free(next);
 				goto done;
 			}
 			free(url);

@@ -62,6 +62,8 @@ struct remote_opts {
 	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
 	bool token_from_env;        /* for the hint in a 401/403 message */
 	bool token_withheld;        /* HF_TOKEN is set, but not for this URL's server */
+	bool hub;                   /* the URL is the hub's (hf://, or on HF_ENDPOINT), the only
+	                             * one HF_TOKEN goes to: a 401/403 hint names it only then */
 	const char *cafile;         /* extra CA file, or NULL */
 	unsigned timeout;           /* seconds without progress; 0: the default */
 	uint64_t cache_size;        /* bytes; 0: the default */

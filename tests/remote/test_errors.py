@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Remote models refused at mount: exit status 1, exactly one `ggufs: ` line on stderr
 naming the URL (never its credentials), nothing mounted, within a bounded time. For a
-refused connection, 404, 401 and 403 (the line says to set HF_TOKEN), a server that
-answers 200 to a Range request (refused after reading little of a 256 MiB body), a file
+refused connection, 404 (on hf:// with the URL it became), 401 and 403 (the line names
+HF_TOKEN only where it would be sent), a directory, a server that answers 200 to a Range
+request (refused after reading little of a 256 MiB body, with the next step), a file
 that is not GGUF or is cut short (the same words as for a local file), a header that
 claims a terabyte, a redirect loop, and a missing shard."""
 import os
@@ -77,15 +78,46 @@ class Refused(unittest.TestCase):
     def test_401_says_hf_token(self):
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
             s.token = "t0ken"
-            line = self.refused(s.url + "/m.gguf")
+            line = self.refused(s.url + "/m.gguf", env=env_without_token(HF_ENDPOINT=s.url))
             self.assertIn("HF_TOKEN", line)
             self.assertTrue(all(r.status == 401 for r in s.log_settled(1)))
 
     def test_403_says_hf_token(self):
+        """On the hub (HF_ENDPOINT's server) the hint names HF_TOKEN and token_file."""
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.fail_next(1000, 403)
+            line = self.refused(s.url + "/m.gguf", env=env_without_token(HF_ENDPOINT=s.url))
+            self.assertIn("HF_TOKEN", line)
+            self.assertIn("token_file", line)
+
+    def test_403_elsewhere_says_only_token_file(self):
+        """Elsewhere HF_TOKEN is never sent, so the hint names only what would be."""
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
             s.fail_next(1000, 403)
             line = self.refused(s.url + "/m.gguf")
-            self.assertIn("HF_TOKEN", line)
+            self.assertIn("403", line)
+            self.assertIn("token_file", line)
+            self.assertNotIn("HF_TOKEN", line)
+
+    def test_404_on_hf_shows_the_url(self):
+        """hf:// names the URL it became (a wrong HF_ENDPOINT or revision shows), without
+        the endpoint's credentials."""
+        with Nginx(self.root) as n:
+            endpoint = n.url.replace("http://", "http://alice:s3cret-pw@")
+            url = "hf://owner/repo@v2/sub/missing.gguf"
+            line = self.refused(url, env=env_without_token(HF_ENDPOINT=endpoint))
+            self.assertIn("404", line)
+            self.assertIn(n.url + "/owner/repo/resolve/v2/sub/missing.gguf", line)
+            self.assertNotIn("s3cret-pw", line)
+            self.assertNotIn("alice", line)
+
+    def test_directory_url(self):
+        """nginx redirects .../split to .../split/ (and then forbids listing it): the
+        line says the URL is not a file."""
+        with Nginx(self.root) as n:
+            line = self.refused(n.url + "/split")
+            self.assertIn("not a file", line)
+            self.assertIn("directory", line)
 
     def test_401_with_a_wrong_token(self):
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
@@ -101,6 +133,7 @@ class Refused(unittest.TestCase):
             s.ignore_range = True
             line = self.refused(s.url + "/m.gguf")
             self.assertIn("range", line.lower())
+            self.assertIn("download the file and mount the local copy", line)
             recs = s.log_settled(1, timeout=30)
             self.assertTrue(recs and all(r.status == 200 for r in recs), recs)
             sent = sum(r.bytes_sent for r in recs)
