@@ -102,6 +102,11 @@ int insert_escaped_opt(struct fuse_args *args, int pos, const char *name, const 
  * directory, not a dead FUSE mount, and empty unless nonempty; NULL after one line on
  * stderr saying why not. */
 char *mountpoint_check(const char *given, bool nonempty);
+/* True when /dev/fuse can be opened for a mount; false after one line on stderr saying
+ * what is missing (the device, or access to it: root, its mode or its group), in
+ * ggufs's words rather than libfuse's. Checked once the model is open (a bad model is
+ * named first), before fuse_session_mount. */
+bool fuse_device_check(void);
 /* True when a file system is mounted at path (absolute, symlinks resolved); what gets
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
 bool mounted_at(const char *path, char *what, size_t size, char *dev);

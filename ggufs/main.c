@@ -102,6 +102,8 @@ int main(int argc, char *argv[])
 		goto out_model;
 	}
 	warn_raw_only(fs.model);
+	if (!fuse_device_check())
+		goto out_tree;
 
 	/* fsname and subtype first, so that the user's given later win; ro and
 	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"

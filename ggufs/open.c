@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "ggufs.h"
 #include "remote.h"
@@ -105,11 +106,31 @@ out:
 	return m;
 }
 
+/* The length of the scheme when s starts like a URL ("ftp://..."), else 0. */
+static size_t url_scheme_len(const char *s)
+{
+	size_t n = 0;
+	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+		return 0;
+	while (s[n] && (strchr("+-.", s[n]) || (s[n] >= '0' && s[n] <= '9') ||
+	                (s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z')))
+		n++;
+	return strncmp(s + n, "://", 3) == 0 ? n : 0;
+}
+
 struct ggufs_model *open_model(const struct options *o, char **shown)
 {
 	*shown = NULL;
 	if (url_is_remote(o->model))
 		return open_remote(o, shown);
+	/* a URL of another scheme, unless a local file has that name after all */
+	size_t scheme = url_scheme_len(o->model);
+	struct stat st;
+	if (scheme && stat(o->model, &st) != 0 && errno == ENOENT) {
+		fprintf(stderr, "ggufs: %s: unsupported URL scheme '%.*s' (ggufs reads http://, "
+		        "https:// and hf:// URLs, or a local file)\n", o->model, (int)scheme, o->model);
+		return NULL;
+	}
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = model_open(o->model, err);
 	if (!m)

@@ -36,7 +36,8 @@ static int shard_open(struct model_shard *s, const char *path, struct stat *st,
 		errf(err, "%s: out of memory", path);
 		return -1;
 	}
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO would wait for a writer here, before its type is seen */
+	s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (s->fd < 0 || fstat(s->fd, st) < 0) {
 		errf(err, "%s: %s", path, strerror(errno));
 		return -1;

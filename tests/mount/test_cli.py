@@ -96,9 +96,63 @@ class Refused(unittest.TestCase):
         self.assertFalse(gm.is_mounted(self.mnt))
 
     def test_missing_mountpoint(self):
+        """Said to be the mount point (not a missing model), with the command that
+        makes it."""
         mnt = os.path.join(self.tmp, "nowhere")
-        self.refused([gm.TINY, mnt], contains=mnt)
+        line = self.refused([gm.TINY, mnt], contains=mnt)
+        self.assertIn("mount point does not exist", line)
+        self.assertIn("mkdir -p " + mnt, line)
         self.assertFalse(os.path.exists(mnt))
+
+    def test_fifo_as_model(self):
+        """A FIFO is refused at once, mount and --check alike (open used to wait for a
+        writer before the type was seen)."""
+        path = os.path.join(self.tmp, "pipe.gguf")
+        os.mkfifo(path)
+        self.refused([path, self.mnt], contains=path + ": not a regular file")
+        self.refused(["--check", path], status=3, contains=path + ": not a regular file")
+
+    def test_unsupported_scheme(self):
+        """ftp:// and the like: the schemes that work are named (not "No such file")."""
+        for url in ("ftp://host/x.gguf", "s3://bucket/x.gguf"):
+            line = self.refused([url, self.mnt], contains=url)
+            self.assertIn("unsupported URL scheme '%s'" % url.split(":")[0], line)
+            self.assertIn("http://, https:// and hf://", line)
+        # a local directory that happens to be called "ftp:" is still a local file
+        os.makedirs(os.path.join(self.tmp, "ftp:", "host"))
+        shutil.copy(gm.TINY, os.path.join(self.tmp, "ftp:", "host", "x.gguf"))
+        r = subprocess.run([gm.GGUFS, "--check", "ftp://host/x.gguf"], cwd=self.tmp,
+                           capture_output=True, timeout=gm.MOUNT_TIMEOUT)
+        self.assertNotIn(b"unsupported", r.stderr)
+        self.assertIn(b"tensors checked", r.stdout)
+
+    def test_dev_fuse_denied(self):
+        """A user who cannot open /dev/fuse (nobody, where it is not 0666) gets a ggufs
+        line saying what a mount needs, not libfuse's."""
+        try:
+            st = os.stat("/dev/fuse")
+        except FileNotFoundError:
+            self.skipTest("no /dev/fuse")
+        if st.st_mode & 0o006 == 0o006:
+            self.skipTest("/dev/fuse is open to every user here")
+        os.chmod(self.tmp, 0o755)
+        os.chown(self.mnt, gm.NOBODY, gm.NOBODY)
+        path = self.model_copy()
+        os.chmod(path, 0o644)
+        exe = os.path.join(self.tmp, "ggufs")  # the build directory may be private
+        shutil.copy(gm.GGUFS, exe)
+        os.chmod(exe, 0o755)
+        r = subprocess.run([exe, path, self.mnt], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=gm.MOUNT_TIMEOUT,
+                           preexec_fn=gm.drop_to_nobody)
+        err = r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 1, err)
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("ggufs: /dev/fuse: "), lines[0])
+        for words in ("read and write access", "root", "0666", "group"):
+            self.assertIn(words, lines[0])
+        self.assertFalse(gm.is_mounted(self.mnt))
 
     def test_mountpoint_is_a_file(self):
         path = self.model_copy()
