@@ -134,6 +134,17 @@ static const struct cli_option *find_switch(const char *arg)
 	return NULL;
 }
 
+/* The one rule for a zero: every option that takes a number or a size names an amount
+ * of something (seconds, bytes, threads), and none has a meaning for 0 that its default
+ * does not give better, so 0 is refused (exit 2) rather than read as "the default" or
+ * "unlimited" by some options and not others. Says so for item[0..len); returns 2. */
+static int zero_refused(const char *item, size_t len)
+{
+	fprintf(stderr, "ggufs: option '-o %.*s': 0 is not allowed, the least is 1 (leave the "
+	        "option out for its default) " SEE_HELP "\n", (int)len, item);
+	return 2;
+}
+
 /* Checks one item of an -o list, item[0..len) (escapes left in: option names have
  * none). 0, or 2 after one line on stderr naming it. *found gets its option. */
 static int check_item(const char *item, size_t len, const struct cli_option **found)
@@ -163,8 +174,10 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		if (ok) {
 			memcpy(value, eq + 1, vlen);
 			value[vlen] = 0;
-			ok = size_arg_parse(value, &size) && size;
+			ok = size_arg_parse(value, &size);
 		}
+		if (ok && !size)
+			return zero_refused(item, len);
 		if (!ok) {
 			fprintf(stderr, "ggufs: option '-o %.*s' needs a size: bytes, or a number with K,"
 			        " M, G or T " SEE_HELP "\n", n, item);
@@ -181,6 +194,8 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 			        "\n", n, item);
 			return 2;
 		}
+		if (strspn(v, "0") >= (size_t)(end - v))
+			return zero_refused(item, len);
 	}
 	return 0;
 }

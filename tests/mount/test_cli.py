@@ -254,6 +254,34 @@ class Refused(unittest.TestCase):
                 self.assertNotIn("fuse:", line)
         self.assertFalse(os.path.exists(missing_mnt))
 
+    def test_zero_refused(self):
+        """One rule for zero: every option that takes a number or a size refuses 0 (in
+        any spelling: 0, 00, 0K) with exit 2 and a line saying that the least is 1 and
+        that leaving the option out gives its default; 1 is accepted by each."""
+        numeric = ["timeout", "cache_size", "cache_max", "max_read", "max_threads",
+                   "max_idle_threads"]
+        for name in numeric:
+            for zero in ("0", "00") + (("0K", "0M") if name.startswith("cache_") else ()):
+                item = "%s=%s" % (name, zero)
+                line = self.refused(["-o", item, gm.TINY, self.mnt], status=2,
+                                    contains="'-o %s'" % item)
+                self.assertIn("0 is not allowed, the least is 1", line)
+                self.assertIn("leave the option out for its default", line)
+        # --check takes the remote ones, under the same rule
+        self.refused(["--check", "-o", "timeout=0", gm.TINY], status=2,
+                     contains="'-o timeout=0'")
+        # every option of ggufs --help that takes N, SIZE or SECONDS is in the list
+        out = gm.run_ggufs(["--help"]).stdout.decode()
+        documented = set(re.findall(r"-o (\w+)=(?:N|SIZE|SECONDS)\b", out))
+        self.assertEqual(documented, set(numeric))
+        for name in numeric:
+            r = subprocess.run([gm.GGUFS, "--check", "-o", name + "=1", gm.TINY],
+                               capture_output=True, timeout=gm.MOUNT_TIMEOUT)
+            if name in ("timeout", "cache_size", "cache_max"):
+                self.assertNotEqual(r.returncode, 2, r.stderr)
+            else:   # a mount option: refused by --check, but not for its value
+                self.assertIn(b"does not go with --check", r.stderr)
+
     def test_end_of_options(self):
         """After --, everything is an operand; --help and --version need none."""
         with gm.Mount(gm.TINY, ["--"]) as m:
