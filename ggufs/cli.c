@@ -62,6 +62,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
 	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
 	  .help = "remote: abandon a request idle this long (30)" },
+	{ "log=%s", OURS(log_file), .arg = "FILE",
+	  .help = "log events to FILE (else syslog; -f: stderr)" },
 	/* -o options of libfuse that matter here */
 	{ "allow_other", FUSE, .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },

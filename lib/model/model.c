@@ -92,6 +92,7 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 			errf(err, "%s: %s", shown, why);
 		return -1;
 	}
+	remote_set_name(f, shown);
 	s->src = remote_source(f);
 	s->size = remote_size(f);
 	if (s->size == 0) {

@@ -13,6 +13,7 @@
 
 #include "blockcache.h"
 #include "diskcache.h"
+#include "evlog.h"
 #include "http.h"
 #include "url.h"
 
@@ -44,6 +45,14 @@ struct remote {
 	bool ahead_started;         /* the threads were started (on the first read-ahead) */
 	pthread_t threads[REMOTE_READAHEAD_THREADS];
 	unsigned n_threads;
+
+	/* counters (remote_counters): relaxed atomics, bumped where they happen and read
+	 * only when asked */
+	atomic_uint_fast64_t n_requests, n_bytes, n_memory_hits, n_disk_hits, n_retries,
+	                     n_failures;
+	pthread_mutex_t error_lock;  /* the last failure */
+	char last_error[GGUF_ERR_MAX];
+	time_t last_error_time;
 };
 
 struct remote_file {
@@ -51,6 +60,8 @@ struct remote_file {
 	struct remote *r;
 	char *url;                  /* as given (may hold credentials: never shown) */
 	char *display;              /* as shown */
+	char *name;                 /* as the user named it (hf://...), for the log; NULL:
+	                             * display */
 
 	/* pins, from the first response */
 	uint64_t size;
@@ -76,6 +87,10 @@ struct remote_file {
 	unsigned ra_window;         /* blocks kept ahead of the reader now */
 	unsigned ahead_pending;     /* jobs queued or running for this file */
 };
+
+/* Set by fetch_block on the thread whose bc_get fetched (or loaded from disk): a block
+ * bc_get returned without it came from memory. */
+static _Thread_local bool fetched_here;
 
 /* One phrase into err. */
 static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -326,7 +341,9 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		return FAILED;
 	}
 	if (pinned && (st == 412 || st == 416)) {
-		errf(err, "changed on the server (HTTP %ld to a request for the version mounted)", st);
+		errf(err, "changed on the server (HTTP %ld to a request for the version mounted, "
+		     "ETag %s; mounted: %" PRIu64 " bytes, ETag %s)", st,
+		     resp->etag[0] ? resp->etag : "not sent", f->size, f->etag[0] ? f->etag : "none");
 		return CHANGED;
 	}
 	if (at_target && (st == 401 || st == 403 || st == 404 || st == 410)) {
@@ -418,6 +435,8 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			sink->checked = false;
 		}
 		http_get_range(h, &req, resp);
+		atomic_fetch_add_explicit(&r->n_requests, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&r->n_bytes, resp->got, memory_order_relaxed);
 		*status = resp->status;
 		*retry_after = resp->retry_after;
 		long st = resp->status;
@@ -466,12 +485,45 @@ done:
 	return out;
 }
 
-/* Says once, on stderr, that the remote file changed under the mount. */
+/* The file as the log names it: as the user gave it. */
+static const char *log_name(const struct remote_file *f)
+{
+	return f->name ? f->name : f->display;
+}
+
+/* Keeps why (one phrase about f) as the mount's last failure. */
+static void note_failure(struct remote_file *f, const char *why)
+{
+	struct remote *r = f->r;
+	atomic_fetch_add_explicit(&r->n_failures, 1, memory_order_relaxed);
+	pthread_mutex_lock(&r->error_lock);
+	snprintf(r->last_error, sizeof r->last_error, "%s: %s", log_name(f), why);
+	r->last_error_time = time(NULL);
+	pthread_mutex_unlock(&r->error_lock);
+}
+
+/* Says once, in the event log, that the remote file changed under the mount (why holds
+ * the validators mounted and seen). */
 static void mark_changed(struct remote_file *f, const char *why)
 {
-	if (!atomic_exchange(&f->changed, true))
-		fprintf(stderr, "ggufs: %s: %s: data reads fail with EIO from now on\n", f->display,
-		        why);
+	if (!atomic_exchange(&f->changed, true)) {
+		note_failure(f, why);
+		evlog(EVLOG_ERR, NULL, "%s: %s: data reads fail with EIO from now on", log_name(f),
+		      why);
+	}
+}
+
+/* The rate limit's key of a failed fetch: the file and the cause with its numbers left
+ * out (byte ranges and counts differ from one failure to the next; the cause does not). */
+static void failure_key(char *key, size_t size, const struct remote_file *f, long status,
+                        const char *err)
+{
+	int n = snprintf(key, size, "fetch %s %ld ", log_name(f), status);
+	size_t k = n > 0 && (size_t)n < size ? (size_t)n : size - 1;
+	for (const char *p = err; *p && k + 1 < size; p++)
+		if (*p < '0' || *p > '9')
+			key[k++] = *p;
+	key[k] = 0;
 }
 
 /* Fetches bytes [first, last] into buf (or, with segs, into the blocks segs points to,
@@ -487,23 +539,26 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	CURL *h = handle_get(r);
 	bool from_given = false;
 	int ret = -1;
-	double give_up = now_s() + (double)REMOTE_RETRY_SPAN * r->o.timeout;
-	unsigned retries = 0;
+	double started = now_s();
+	double give_up = started + (double)REMOTE_RETRY_SPAN * r->o.timeout;
+	unsigned retries = 0, n = 0;
+	enum outcome o = FAILED;
 	*status = 0;
 	if (!h) {
 		errf(err, "out of memory");
 		return -1;
 	}
-	for (unsigned n = 0; n < REMOTE_ATTEMPTS; n++) {
+	for (; n < REMOTE_ATTEMPTS; n++) {
 		if (pinned && atomic_load(&f->changed)) {
 			errf(err, "changed on the server");
+			o = CHANGED;   /* said when it was found */
 			break;
 		}
 		long retry_after = -1;
 		/* blocks that came whole are the readers' already: ask only for the rest */
 		uint64_t from = sink ? first + (uint64_t)sink->done * REMOTE_BLOCK_SIZE : first;
-		enum outcome o = attempt(f, h, from, last, buf, sink, pinned, from_given, status,
-		                         &retry_after, err);
+		o = attempt(f, h, from, last, buf, sink, pinned, from_given, status, &retry_after,
+		            err);
 		if (o == GOT) {
 			ret = 0;
 			break;
@@ -517,6 +572,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		}
 		if (o == FAILED || n + 1 == REMOTE_ATTEMPTS || cancelled(r))
 			break;
+		atomic_fetch_add_explicit(&r->n_retries, 1, memory_order_relaxed);
 		if (o == REFETCH) {
 			pthread_mutex_lock(&f->lock);
 			free(f->target);
@@ -533,6 +589,17 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		backoff(r, ms);
 	}
 	handle_put(r, h);
+	/* a read's fetch that failed for good: the log says why, once per cause (a changed
+	 * file has said so in mark_changed; at mount the mount's own line says it) */
+	if (ret < 0 && !at_mount && o != CHANGED && !cancelled(r)) {
+		char key[GGUF_ERR_MAX + 64];
+		unsigned attempts = n < REMOTE_ATTEMPTS ? n + 1 : REMOTE_ATTEMPTS;
+		note_failure(f, err);
+		failure_key(key, sizeof key, f, *status, err);
+		evlog(EVLOG_ERR, key, "%s: bytes %" PRIu64 "-%" PRIu64 " could not be fetched after "
+		      "%u attempt%s in %.1f s: %s: reads of them fail with EIO", log_name(f), first,
+		      last, attempts, attempts == 1 ? "" : "s", now_s() - started, err);
+	}
 	return ret;
 }
 
@@ -544,12 +611,17 @@ static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 	char err[GGUF_ERR_MAX];
 	long status;
 	uint64_t first = index * REMOTE_BLOCK_SIZE;
-	if (f->entry && dc_load(f->entry, index, buf, len))
+	if (f->entry && dc_load(f->entry, index, buf, len)) {
+		atomic_fetch_add_explicit(&f->r->n_disk_hits, 1, memory_order_relaxed);
 		return 0;
+	}
+	fetched_here = true;
 	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0)
 		return -EIO;
-	if (f->entry)
-		dc_store(f->entry, index, buf, len);   /* or not kept: no room, a full disk */
+	if (f->entry && !dc_store(f->entry, index, buf, len))   /* no room, a full disk */
+		evlog(EVLOG_WARNING, "dc store", "the disk cache could not keep a block (no room "
+		      "that may be freed under cache_max, or a write error): it is fetched again "
+		      "when read again");
 	return 0;
 }
 
@@ -590,6 +662,7 @@ static int run_job(struct ahead_job *job)
 	for (unsigned i = 0; i < job->n;) {
 		uint64_t k = job->first + i;
 		if (f->entry && dc_load(f->entry, k, bc_block_data(job->blocks[i]), block_len(f, k))) {
+			atomic_fetch_add_explicit(&f->r->n_disk_hits, 1, memory_order_relaxed);
 			bc_fill_done(f->r->cache, job->blocks[i++], 0);
 			continue;
 		}
@@ -816,9 +889,12 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 			int error;
 			if (run_queued(f, k))
 				return -EIO;
+			fetched_here = false;
 			const uint8_t *data = bc_get(f->r->cache, f, k, blen, fetch_block, f, &error, &held);
 			if (!data)
 				return -EIO;
+			if (!fetched_here)
+				atomic_fetch_add_explicit(&f->r->n_memory_hits, 1, memory_order_relaxed);
 			memcpy(dst, data + from, to - from);
 			bc_release(f->r->cache, held);
 		}
@@ -871,6 +947,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 	r->cache = bc_new(r->o.cache_size, REMOTE_BLOCK_SIZE);
 	/* every lock before the first remote_free, which takes ahead_lock */
 	pthread_mutex_init(&r->pool_lock, NULL);
+	pthread_mutex_init(&r->error_lock, NULL);
 	pthread_mutex_init(&r->ahead_lock, NULL);
 	pthread_cond_init(&r->ahead_cond, NULL);
 	if (o->cache_dir) {
@@ -926,6 +1003,7 @@ void remote_free(struct remote *r)
 	}
 	free((char *)r->o.cafile);
 	pthread_mutex_destroy(&r->pool_lock);
+	pthread_mutex_destroy(&r->error_lock);
 	pthread_mutex_destroy(&r->ahead_lock);
 	pthread_cond_destroy(&r->ahead_cond);
 	free(r);
@@ -971,8 +1049,8 @@ static void open_disk_entry(struct remote_file *f)
 	bool busy;
 	f->entry = dc_entry_open(f->r->disk, f->display, f->size, version, &busy);
 	if (busy)
-		fprintf(stderr, "ggufs: %s: another mount uses its disk cache entry: this mount "
-		        "reads without the disk cache\n", f->display);
+		evlog(EVLOG_WARNING, NULL, "%s: another mount uses its disk cache entry: this "
+		      "mount reads without the disk cache", f->display);
 }
 
 struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
@@ -1050,6 +1128,27 @@ const char *remote_repo_commit(const struct remote_file *f)
 	return f->repo_commit;
 }
 
+void remote_set_name(struct remote_file *f, const char *name)
+{
+	free(f->name);
+	f->name = strdup(name);   /* or the URL shown, when out of memory */
+}
+
+void remote_counters(struct remote *r, struct remote_counters *c)
+{
+	c->requests = atomic_load_explicit(&r->n_requests, memory_order_relaxed);
+	c->bytes_fetched = atomic_load_explicit(&r->n_bytes, memory_order_relaxed);
+	c->memory_hits = atomic_load_explicit(&r->n_memory_hits, memory_order_relaxed);
+	c->disk_hits = atomic_load_explicit(&r->n_disk_hits, memory_order_relaxed);
+	c->retries = atomic_load_explicit(&r->n_retries, memory_order_relaxed);
+	c->failures = atomic_load_explicit(&r->n_failures, memory_order_relaxed);
+	c->disk_cache = r->disk != NULL;
+	pthread_mutex_lock(&r->error_lock);
+	snprintf(c->last_error, sizeof c->last_error, "%s", r->last_error);
+	c->last_error_time = r->last_error_time;
+	pthread_mutex_unlock(&r->error_lock);
+}
+
 struct source *remote_source(struct remote_file *f)
 {
 	return &f->src;
@@ -1086,6 +1185,7 @@ void remote_close(struct remote_file *f)
 	dc_entry_close(f->entry);
 	free(f->url);
 	free(f->display);
+	free(f->name);
 	free(f->prefix);
 	free(f->target);
 	free(f->etag_origin);

@@ -108,6 +108,26 @@ time_t remote_mtime(const struct remote_file *f);
 /* The hub's X-Repo-Commit from the first answer: the commit mounted; "" if none. */
 const char *remote_repo_commit(const struct remote_file *f);
 
+/* Names f as the user gave it (an hf:// name, not the URL it became) in the event log
+ * and the last error. */
+void remote_set_name(struct remote_file *f, const char *name);
+
+/* What a mount's fetcher has done so far (counted as it happens; read for the
+ * user.ggufs.* attributes of the mount's root). */
+struct remote_counters {
+	uint64_t requests;          /* HTTP requests sent, mount's included, retries included */
+	uint64_t bytes_fetched;     /* body bytes received */
+	uint64_t memory_hits;       /* blocks a read found in the memory cache (fetched
+	                             * earlier, or by read-ahead) */
+	uint64_t disk_hits;         /* blocks read from the disk cache instead of fetched */
+	uint64_t retries;           /* attempts after a first that failed */
+	uint64_t failures;          /* fetches that failed for good, and files that changed */
+	bool disk_cache;            /* -o cache_dir is in use */
+	char last_error[GGUF_ERR_MAX];  /* "NAME: cause" of the last failure; "" if none */
+	time_t last_error_time;     /* when it happened (wall clock) */
+};
+void remote_counters(struct remote *r, struct remote_counters *c);
+
 /* The file as a byte source; closing the source closes the file. */
 struct source *remote_source(struct remote_file *f);
 /* The remote file that src (from remote_source) is. */

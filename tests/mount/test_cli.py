@@ -541,6 +541,39 @@ class Shrunk(unittest.TestCase):
                                  self.orig[off:off + size], name)
             self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"tinyllama-test\n")
 
+    def test_shrink_logged(self):
+        """-o log=FILE: the shrink is said once, with both sizes, and the first EIO it
+        caused with it; more EIOs are counted (the root's user.ggufs.eio_replies, and
+        one summary line at unmount), and user.ggufs.last_error names it."""
+        log = os.path.join(self.tmp, "ggufs.log")
+        with gm.Mount(self.model, ["-o", "log=" + log]) as m:
+            tensors = self.tensors(m)
+            cut = len(self.orig) // 2
+            os.truncate(self.model, cut)
+            gone = [n for n, (off, size) in tensors.items() if off >= cut]
+            for name in gone:
+                self.assertEIO(gm.read_file, m.p("tensors", name))
+            with open(log) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(len(lines), 2, lines)
+            for line in lines:
+                self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ggufs\[\d+\]: %s: "
+                                 % re.escape(m.path))
+            shrank = "%s: the file shrank from %d to %d bytes while mounted" % (
+                self.model, len(self.orig), cut)
+            self.assertIn(shrank, lines[0])
+            self.assertIn("EIO to a read of tensors/", lines[1])
+            self.assertIn("because " + shrank, lines[1])
+            eio = int(os.getxattr(m.path, "user.ggufs.eio_replies"))
+            self.assertGreaterEqual(eio, len(gone))
+            self.assertIn(shrank, os.getxattr(m.path, "user.ggufs.last_error").decode())
+            self.assertEqual(m.stderr(), "")
+        with open(log) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 3, lines)
+        self.assertRegex(lines[2], r"EIO to a read of .*\(again %d times in \d+ s\)$" % (eio - 1))
+        self.assertEqual(os.stat(log).st_mode & 0o777, 0o600)
+
     def test_renamed_over_while_mounted(self):
         """Another GGUF renamed over the model's path: the daemon holds the file it
         opened and keeps serving it."""
