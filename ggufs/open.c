@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ggufs.h"
 #include "remote.h"
@@ -68,6 +69,13 @@ static char *token_for(const struct options *o, const char *url, bool hf, const 
 	return token;
 }
 
+/* remote_opts.waiting: what a remote mount waits for, on the terminal. */
+static void say_waiting(void *arg, const char *line)
+{
+	(void)arg;
+	fprintf(stderr, "ggufs: %s\n", line);
+}
+
 /* Opens the remote model named by o->model: hf:// expanded with $HF_ENDPOINT, the token
  * as token_for says. *shown gets the URL as it may be shown (malloc'ed). NULL after one
  * line on stderr. */
@@ -88,7 +96,8 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 	}
 	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
 	                          .cache_size = o->cache_size, .cache_dir = o->cache_dir,
-	                          .cache_max = o->cache_max, .hub_rev = rev };
+	                          .cache_max = o->cache_max, .hub_rev = rev,
+	                          .waiting = isatty(STDERR_FILENO) ? say_waiting : NULL };
 	bool failed;
 	token = token_for(o, url, hf, endpoint, &ro, &failed);
 	if (failed)

@@ -306,6 +306,50 @@ static bool block_ready(void *arg, const struct http_response *resp, size_t i)
 	return true;
 }
 
+/* Why a transfer failed, in ggufs's words (libcurl's name its internals: "Timeout was
+ * reached", "Couldn't connect to server"), with the option that bears on it. */
+static void network_phrase(char err[GGUF_ERR_MAX], CURLcode code, unsigned timeout)
+{
+	switch (code) {
+	case CURLE_COULDNT_CONNECT:
+		errf(err, "cannot connect to the server (refused, or no route to it)");
+		break;
+	case CURLE_COULDNT_RESOLVE_HOST:
+		errf(err, "cannot resolve the server's host name");
+		break;
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		errf(err, "cannot resolve the proxy's host name");
+		break;
+	case CURLE_OPERATION_TIMEDOUT:
+		errf(err, "no answer from the server in time (at most 10 s to connect, then %u s "
+		     "without data: -o timeout=%u)", timeout, timeout);
+		break;
+	case CURLE_PEER_FAILED_VERIFICATION:
+		errf(err, "the server's TLS certificate is not trusted (failed verification; "
+		     "-o cafile=PATH trusts its CA)");
+		break;
+	case CURLE_SSL_CACERT_BADFILE:
+		errf(err, "the CA certificates of -o cafile cannot be read");
+		break;
+	case CURLE_SSL_CONNECT_ERROR:
+		errf(err, "the TLS handshake with the server failed");
+		break;
+	case CURLE_GOT_NOTHING:
+		errf(err, "the server closed the connection without an answer");
+		break;
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+		errf(err, "the connection broke (reset by the server or the network)");
+		break;
+	case CURLE_PARTIAL_FILE:
+		errf(err, "the server's reply was cut short");
+		break;
+	default:
+		errf(err, "network error: %s", curl_easy_strerror(code));
+		break;
+	}
+}
+
 /* What a reply other than a 206 or a redirect means. */
 static enum outcome classify(const struct remote_file *f, const struct http_response *resp,
                              bool at_target, bool pinned, char err[GGUF_ERR_MAX])
@@ -320,7 +364,7 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 			errf(err, "the server sent more than the range asked for");
 			return FAILED;
 		}
-		errf(err, "%s", curl_easy_strerror(resp->code));
+		network_phrase(err, resp->code, f->r->o.timeout);
 		switch (resp->code) {
 		case CURLE_UNSUPPORTED_PROTOCOL:
 		case CURLE_URL_MALFORMAT:
@@ -390,12 +434,51 @@ static bool is_directory_redirect(const char *url, const char *next)
 	       strcmp(url + path, next + next_path) == 0;
 }
 
+/* The wait of a fetch at mount, for remote_opts.waiting: one line per attempt at most. */
+struct mount_wait {
+	struct remote_file *f;
+	unsigned attempt;           /* 1-based, the one running */
+	unsigned said;              /* the last attempt a line was said for (0: none) */
+	double started;             /* of the fetch */
+	double attempt_started;
+};
+
+/* Says line (printf-style) through remote_opts.waiting for attempt w->attempt. */
+static void say_waiting(struct mount_wait *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void say_waiting(struct mount_wait *w, const char *fmt, ...)
+{
+	char line[GGUF_ERR_MAX + 256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	w->said = w->attempt;
+	w->f->r->o.waiting(w->f->r->o.waiting_arg, line);
+}
+
+/* http_request.cancelled during an attempt at mount: polled about once a second, it
+ * says that the attempt has had no answer for REMOTE_WAIT_SAY_S, once; never cancels
+ * but as the mount's own callback would. */
+static bool poll_mount_wait(void *arg)
+{
+	struct mount_wait *w = arg;
+	struct remote *r = w->f->r;
+	double waited = now_s() - w->attempt_started;
+	if (w->said != w->attempt && waited >= REMOTE_WAIT_SAY_S)
+		say_waiting(w, "%s: waiting for the server: no answer after %.0f s (attempt %u of "
+		            "%u; -o timeout=%u ends an attempt that gets no data for that long)",
+		            w->f->display, waited, w->attempt, REMOTE_ATTEMPTS, r->o.timeout);
+	return r->o.cancelled && r->o.cancelled(r->o.cancel_arg);
+}
+
 /* One attempt at bytes [first, last] into buf, following redirects from the remembered
- * target or the URL as given. The token goes only to the origin of the URL as given. */
+ * target or the URL as given. The token goes only to the origin of the URL as given.
+ * wait: at mount, the wait to say (or NULL). */
 static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint64_t last,
                             uint8_t *buf, struct blocks_sink *sink, bool pinned,
-                            bool from_given, long *status, long *retry_after,
-                            char err[GGUF_ERR_MAX])
+                            bool from_given, struct mount_wait *wait, long *status,
+                            long *retry_after, char err[GGUF_ERR_MAX])
 {
 	struct remote *r = f->r;
 	char *url = NULL;
@@ -424,7 +507,8 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			.if_match = pinned && strong_etag(f->etag) &&
 			            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
 			.cafile = r->o.cafile, .timeout = r->o.timeout,
-			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg, .buf = buf,
+			.cancelled = wait ? poll_mount_wait : r->o.cancelled,
+			.cancel_arg = wait ? (void *)wait : r->o.cancel_arg, .buf = buf,
 			.segs = sink ? sink->segs + sink->done : NULL, .seg_len = REMOTE_BLOCK_SIZE,
 			.seg_ready = sink ? block_ready : NULL, .seg_arg = sink,
 		};
@@ -541,6 +625,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	int ret = -1;
 	double started = now_s();
 	double give_up = started + (double)REMOTE_RETRY_SPAN * r->o.timeout;
+	struct mount_wait wait = { .f = f, .started = started };
 	unsigned retries = 0, n = 0;
 	enum outcome o = FAILED;
 	*status = 0;
@@ -557,8 +642,10 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		long retry_after = -1;
 		/* blocks that came whole are the readers' already: ask only for the rest */
 		uint64_t from = sink ? first + (uint64_t)sink->done * REMOTE_BLOCK_SIZE : first;
-		o = attempt(f, h, from, last, buf, sink, pinned, from_given, status, &retry_after,
-		            err);
+		wait.attempt = n + 1;
+		wait.attempt_started = now_s();
+		o = attempt(f, h, from, last, buf, sink, pinned, from_given,
+		            at_mount && r->o.waiting ? &wait : NULL, status, &retry_after, err);
 		if (o == GOT) {
 			ret = 0;
 			break;
@@ -586,14 +673,26 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		unsigned ms = pause_ms(retries++, retry_after);
 		if (now_s() + ms / 1e3 >= give_up)
 			break;
+		/* a mount that has waited a while says why it waits on */
+		if (at_mount && r->o.waiting && now_s() + ms / 1e3 - started >= REMOTE_WAIT_SAY_S) {
+			wait.attempt = n + 2;
+			say_waiting(&wait, "%s: %s; trying again in %.1f s (attempt %u of %u; -o "
+			            "timeout=%u bounds each)", f->display, err, ms / 1e3, n + 2,
+			            REMOTE_ATTEMPTS, r->o.timeout);
+		}
 		backoff(r, ms);
 	}
 	handle_put(r, h);
 	/* a read's fetch that failed for good: the log says why, once per cause (a changed
 	 * file has said so in mark_changed; at mount the mount's own line says it) */
+	unsigned attempts = n < REMOTE_ATTEMPTS ? n + 1 : REMOTE_ATTEMPTS;
+	if (ret < 0 && at_mount && attempts > 1 && o != CHANGED) {   /* the mount's line says so */
+		size_t len = strlen(err);
+		snprintf(err + len, GGUF_ERR_MAX - len, " (%u attempts in %.1f s)", attempts,
+		         now_s() - started);
+	}
 	if (ret < 0 && !at_mount && o != CHANGED && !cancelled(r)) {
 		char key[GGUF_ERR_MAX + 64];
-		unsigned attempts = n < REMOTE_ATTEMPTS ? n + 1 : REMOTE_ATTEMPTS;
 		note_failure(f, err);
 		failure_key(key, sizeof key, f, *status, err);
 		evlog(EVLOG_ERR, key, "%s: bytes %" PRIu64 "-%" PRIu64 " could not be fetched after "

@@ -41,6 +41,9 @@
 #define REMOTE_BACKOFF_MAX_MS 4000
 #define REMOTE_RETRY_AFTER_MAX 10           /* seconds */
 #define REMOTE_RETRY_SPAN 3
+/* At mount, a wait this long (an attempt without an answer, or retries) is said to the
+ * user through remote_opts.waiting, once per attempt. */
+#define REMOTE_WAIT_SAY_S 3
 
 /* Read-ahead for a sequential reader: requests of REMOTE_REQUEST_MIN_BLOCKS blocks at
  * first, doubling at each read that issues some up to REMOTE_REQUEST_MAX_BLOCKS, keeping
@@ -71,6 +74,11 @@ struct remote_opts {
 	uint64_t cache_max;         /* its bound in bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
+	/* NULL, or told at mount, in one line without "ggufs: ", what the mount waits for
+	 * once it has waited REMOTE_WAIT_SAY_S: an attempt without an answer yet, or a
+	 * retry, at most once per attempt (a terminal shows it; silence when all is well) */
+	void (*waiting)(void *arg, const char *line);
+	void *waiting_arg;
 	struct url_rev hub_rev;     /* an hf:// model: where the revision is in each URL (the
 	                             * shards' differ only after it); once the hub names the
 	                             * commit it served, later requests ask for that commit */
