@@ -260,6 +260,16 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 	return GOT;
 }
 
+/* Keeps block index of f in the disk cache, or says (once; then counted) that it could
+ * not: no room that may be freed under cache_max, or a write error. */
+static void store_block(struct remote_file *f, uint64_t index, const uint8_t *data, size_t len)
+{
+	if (!dc_store(f->entry, index, data, len))
+		evlog(EVLOG_WARNING, "dc store", "the disk cache could not keep a block (no room "
+		      "that may be freed under cache_max, or a write error): it is fetched again "
+		      "when read again");
+}
+
 /* Bytes of block index: the whole block, or what is left of the file. */
 static size_t block_len(const struct remote_file *f, uint64_t index)
 {
@@ -299,8 +309,8 @@ static bool block_ready(void *arg, const struct http_response *resp, size_t i)
 	struct bc_block *b = sink->blocks[sink->done];
 	/* stored before the claim ends: after it the bytes may be evicted and gone */
 	if (f->entry)
-		dc_store(f->entry, sink->first_index + sink->done, bc_block_data(b),
-		         block_len(f, sink->first_index + sink->done));
+		store_block(f, sink->first_index + sink->done, bc_block_data(b),
+		            block_len(f, sink->first_index + sink->done));
 	bc_fill_done(f->r->cache, b, 0);
 	sink->done++;
 	return true;
@@ -717,10 +727,8 @@ static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 	fetched_here = true;
 	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0)
 		return -EIO;
-	if (f->entry && !dc_store(f->entry, index, buf, len))   /* no room, a full disk */
-		evlog(EVLOG_WARNING, "dc store", "the disk cache could not keep a block (no room "
-		      "that may be freed under cache_max, or a write error): it is fetched again "
-		      "when read again");
+	if (f->entry)
+		store_block(f, index, buf, len);
 	return 0;
 }
 
