@@ -168,9 +168,15 @@ void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree_node *n, uint
 	}
 	if (!cause[0])
 		snprintf(cause, sizeof cause, "the bytes could not be read");
-	/* the first EIO of each cause: said with it, the rest counted under the same key */
-	char key[sizeof cause + 8];
-	snprintf(key, sizeof key, "eio %s", cause);
+	/* the first EIO of each cause: said with it, the rest counted under the same key
+	 * (the cause without its numbers: byte ranges and counts differ between failures
+	 * of one cause) */
+	char key[sizeof cause + 8] = "eio ";
+	size_t k = strlen(key);
+	for (const char *p = cause; *p && k + 1 < sizeof key; p++)
+		if (*p < '0' || *p > '9')
+			key[k++] = *p;
+	key[k] = 0;
 	evlog(EVLOG_ERR, key, "EIO to a read of %s (%zu bytes at %" PRIu64 "), because %s",
 	      node_path(fs, n, path, sizeof path), len, off, cause);
 	fuse_reply_err(req, EIO);
