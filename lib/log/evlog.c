@@ -39,7 +39,7 @@ static void say(enum evlog_level level, const char *line)
 	if (sink_fn)
 		sink_fn(sink_arg, level, line);
 	else
-		fprintf(stderr, "ggufs: %s\n", line);
+		fprintf(stderr, "ggufs: %s%s\n", level == EVLOG_WARNING ? "warning: " : "", line);
 }
 
 /* The summary of c's repeats, which are then zero. Called with the lock held. */

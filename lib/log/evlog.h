@@ -26,7 +26,7 @@ enum evlog_level {
 
 /* Where lines go: sink(arg, level, line) with the line (no newline, no "ggufs: "
  * prefix), called with the log's lock held, one call at a time. NULL: stderr, as
- * "ggufs: LINE". */
+ * "ggufs: LINE" ("ggufs: warning: LINE" for a warning). */
 typedef void evlog_sink_fn(void *arg, enum evlog_level level, const char *line);
 void evlog_set_sink(evlog_sink_fn *sink, void *arg);
 

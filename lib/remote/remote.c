@@ -1142,8 +1142,8 @@ static void pin_commit(struct remote_file *f)
 }
 
 /* Opens f's entry in the disk cache, keyed by the URL as shown, the size and the ETag
- * (or Last-Modified); without either, or when another mount holds the entry, f is read
- * without the disk cache (said on stderr in the second case). */
+ * (or Last-Modified); without either, when another mount holds the entry, or when none
+ * can be made, f is read without the disk cache, and the event log says why. */
 static void open_disk_entry(struct remote_file *f)
 {
 	char version[HTTP_ETAG_MAX + 32];
@@ -1158,6 +1158,14 @@ static void open_disk_entry(struct remote_file *f)
 	if (busy)
 		evlog(EVLOG_WARNING, NULL, "%s: another mount uses its disk cache entry: this "
 		      "mount reads without the disk cache", f->display);
+	else if (!f->entry && !version[0])
+		evlog(EVLOG_WARNING, NULL, "%s: the server sends neither ETag nor Last-Modified, "
+		      "so a later version could not be told apart: this file is read without the "
+		      "disk cache", f->display);
+	else if (!f->entry)
+		evlog(EVLOG_WARNING, NULL, "%s: the disk cache refused an entry for this file (no "
+		      "room under cache_max, a URL too long, or a write error): it is read without "
+		      "the disk cache", f->display);
 }
 
 struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,

@@ -7,7 +7,8 @@ counters of a mount's root (user.ggufs.*):
   unmount);
 - a fetch that fails after its retries: one line with the status, the attempts and the
   time spent, one for the first EIO;
-- the disk cache at its bound: one line that it trims;
+- the disk cache at its bound: one line that it trims; too small for an entry: a
+  warning at mount that the file is read without it;
 - the log file is made 0600 and appended to; a clean mount logs nothing;
 - the counters: requests, bytes fetched, memory- and disk-cache hits, retries, EIO
   replies, the last error with its time, and the URL as given, each as it happens."""
@@ -180,6 +181,18 @@ class Log(unittest.TestCase):
                 trims = [l for l in got if "disk cache is at its bound" in l]
                 self.assertEqual(len(trims), 1, got)
                 self.assertTrue(trims[0].startswith("warning: "), trims[0])
+
+    def test_disk_cache_refused(self):
+        """A cache_max too small for an entry: the mount says, as a warning on stderr
+        (it is made at mount), that it reads without the disk cache, and works."""
+        with FaultServer({PATH: self.data}) as s:
+            cache = os.path.join(self.tmp, "cache")
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=%s,cache_max=4K" % cache]) as m:
+                self.assertEqual(self.read(m, self.by_offset[-1])[0], 0)
+                self.assertEqual(m.stderr(), "ggufs: warning: %s%s: the disk cache refused an "
+                                 "entry for this file (no room under cache_max, a URL too "
+                                 "long, or a write error): it is read without the disk "
+                                 "cache\n" % (s.url, PATH))
 
     def test_appended(self):
         """The log is appended to, never truncated: two mounts' lines follow each other."""
