@@ -8,7 +8,8 @@ counters of a mount's root (user.ggufs.*):
 - a fetch that fails after its retries: one line with the status, the attempts and the
   time spent, one for the first EIO;
 - the disk cache at its bound: one line that it trims; too small for an entry: a
-  warning at mount that the file is read without it;
+  warning at mount that the file is read without it; a block damaged on disk: one
+  warning, and the right bytes;
 - the log file is made 0600 and appended to; a clean mount logs nothing;
 - the counters: requests, bytes fetched, memory- and disk-cache hits, retries, EIO
   replies, the last error with its time, and the URL as given, each as it happens."""
@@ -193,6 +194,31 @@ class Log(unittest.TestCase):
                                  "entry for this file (no room under cache_max, a URL too "
                                  "long, or a write error): it is read without the disk "
                                  "cache\n" % (s.url, PATH))
+
+    def test_disk_cache_damaged(self):
+        """A block whose bytes on disk no longer match their checksum: one warning that
+        the disk cache held a damaged block, and the right bytes all the same."""
+        import glob
+        with FaultServer({PATH: self.data}) as s:
+            cache = os.path.join(self.tmp, "cache")
+            opts = ["-o", "log=%s,cache_dir=%s" % (self.log, cache)]
+            name = self.by_offset[-1]
+            start, end = self.extents[name]
+            with EnvMount(s.url + PATH, opts) as m:
+                self.assertEqual(self.read(m, name)[0], 0)
+            data, = glob.glob(os.path.join(cache, "*", "data"))
+            with open(data, "r+b") as f:   # one byte of the tensor, flipped on disk
+                f.seek(start)
+                b = f.read(1)
+                f.seek(start)
+                f.write(bytes([b[0] ^ 0xFF]))
+            with EnvMount(s.url + PATH, opts) as m:
+                err, got, _ = self.read(m, name)
+                self.assertEqual((err, got), (0, self.data[start:end]))
+                got = self.lines(m.path)
+                self.assertEqual(got, ["warning: the disk cache held a damaged block (its "
+                                       "bytes do not match their checksum): it is dropped "
+                                       "and fetched again"])
 
     def test_appended(self):
         """The log is appended to, never truncated: two mounts' lines follow each other."""
