@@ -449,7 +449,6 @@ struct mount_wait {
 	struct remote_file *f;
 	unsigned attempt;           /* 1-based, the one running */
 	unsigned said;              /* the last attempt a line was said for (0: none) */
-	double started;             /* of the fetch */
 	double attempt_started;
 };
 
@@ -623,8 +622,9 @@ static void failure_key(char *key, size_t size, const struct remote_file *f, lon
 /* Fetches bytes [first, last] into buf (or, with segs, into the blocks segs points to,
  * REMOTE_BLOCK_SIZE bytes each), retrying transient failures as remote.h says, and
  * starting once afresh from the URL as given when a redirect target refuses. 0, or -1
- * with err. At mount (at_mount) a changed file is only err: the mount's one line says
- * it. */
+ * with err. At mount (at_mount) a failure is only err, with the attempts and time when
+ * there were retries: the mount's one line says it; a wait is said through
+ * remote_opts.waiting. Later, a failure is logged (evlog) and kept as the last error. */
 static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *buf,
                  struct blocks_sink *sink, bool pinned, bool at_mount, char err[GGUF_ERR_MAX],
                  long *status)
@@ -635,7 +635,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	int ret = -1;
 	double started = now_s();
 	double give_up = started + (double)REMOTE_RETRY_SPAN * r->o.timeout;
-	struct mount_wait wait = { .f = f, .started = started };
+	struct mount_wait wait = { .f = f };
 	unsigned retries = 0, n = 0;
 	enum outcome o = FAILED;
 	*status = 0;
@@ -693,14 +693,15 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		backoff(r, ms);
 	}
 	handle_put(r, h);
-	/* a read's fetch that failed for good: the log says why, once per cause (a changed
-	 * file has said so in mark_changed; at mount the mount's own line says it) */
 	unsigned attempts = n < REMOTE_ATTEMPTS ? n + 1 : REMOTE_ATTEMPTS;
-	if (ret < 0 && at_mount && attempts > 1 && o != CHANGED) {   /* the mount's line says so */
+	/* at mount, the mount's one line says it, with what was tried */
+	if (ret < 0 && at_mount && attempts > 1 && o != CHANGED) {
 		size_t len = strlen(err);
 		snprintf(err + len, GGUF_ERR_MAX - len, " (%u attempts in %.1f s)", attempts,
 		         now_s() - started);
 	}
+	/* a read's fetch that failed for good: the log says why, once per cause (a changed
+	 * file has said so in mark_changed) */
 	if (ret < 0 && !at_mount && o != CHANGED && !cancelled(r)) {
 		char key[GGUF_ERR_MAX + 64];
 		note_failure(f, err);
