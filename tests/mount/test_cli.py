@@ -104,6 +104,13 @@ class Refused(unittest.TestCase):
         self.assertIn("mkdir -p " + mnt, line)
         self.assertFalse(os.path.exists(mnt))
 
+    def test_log_file_refused(self):
+        """-o log=FILE that cannot be opened: refused at mount, not lost later."""
+        path = os.path.join(self.tmp, "no-such-dir", "ggufs.log")
+        line = self.refused(["-o", "log=" + path, gm.TINY, self.mnt], contains=path)
+        self.assertIn("cannot open the log file", line)
+        self.assertIn(os.strerror(errno.ENOENT), line)
+
     def test_fifo_as_model(self):
         """A FIFO is refused at once, mount and --check alike (open used to wait for a
         writer before the type was seen)."""
