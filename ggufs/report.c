@@ -131,13 +131,14 @@ static bool local_shrink(struct ggufs *fs, char *why, size_t size)
 {
 	const struct ggufs_model *m = fs->model;
 	for (uint32_t s = 0; s < m->n_shards; s++) {
-		struct stat st;
-		if (m->shards[s].src || fstat(m->shards[s].fd, &st) != 0 ||
-		    (uint64_t)st.st_size >= m->shards[s].size)
+		int fd;
+		uint64_t now;   /* of its bytes at mount, how many the file holds now */
+		if (!source_span(m->shards[s].src, 0, m->shards[s].size, &fd, &now) ||
+		    now >= m->shards[s].size)
 			continue;
-		snprintf(why, size, "%s: the file shrank from %" PRIu64 " to %lld bytes while "
-		         "mounted: reads of the bytes that went fail with EIO", m->shards[s].path,
-		         m->shards[s].size, (long long)st.st_size);
+		snprintf(why, size, "%s: the file shrank from %" PRIu64 " to %" PRIu64 " bytes "
+		         "while mounted: reads of the bytes that went fail with EIO",
+		         m->shards[s].path, m->shards[s].size, now);
 		/* said once per size it shrank to: its EIOs are what is counted */
 		pthread_mutex_lock(&fs->error_lock);
 		bool new_size = strcmp(fs->last_error, why) != 0;
