@@ -158,13 +158,34 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* n bytes in the unit that suits them, as ls -h chooses one (but in powers of 1000, as
+ * disks and downloads count): "512 bytes", "14.6 KB", "3.92 MB", "638 MB", "1.52 GB",
+ * three significant figures. Written into buf, which is returned. */
+static const char *human_size(double n, char buf[24])
+{
+	static const char *const unit[] = { "KB", "MB", "GB", "TB", "PB" };
+	if (n < 999.5) {
+		snprintf(buf, 24, "%.0f bytes", n);
+		return buf;
+	}
+	unsigned u = 0;
+	n /= 1e3;
+	while (n >= 999.5 && u + 1 < sizeof unit / sizeof unit[0]) {
+		n /= 1e3;
+		u++;
+	}
+	snprintf(buf, 24, n < 9.995 ? "%.2f %s" : n < 99.95 ? "%.1f %s" : "%.0f %s", n, unit[u]);
+	return buf;
+}
+
 /* "bytes done / total (rate)" over the last progress line on a terminal. */
 static void show_progress(uint64_t done, uint64_t total, double elapsed)
 {
+	char a[24], b[24], c[24];
 	double rate = elapsed > 0 ? (double)done / elapsed : 0;
-	fprintf(stderr, "\rggufs: checking: %.2f / %.2f GB (%3.0f%%), %.2f GB/s ",
-	        (double)done / 1e9, (double)total / 1e9,
-	        total ? 100.0 * (double)done / (double)total : 100.0, rate / 1e9);
+	fprintf(stderr, "\rggufs: checking: %s / %s (%3.0f%%), %s/s ", human_size((double)done, a),
+	        human_size((double)total, b),
+	        total ? 100.0 * (double)done / (double)total : 100.0, human_size(rate, c));
 	fflush(stderr);
 }
 
@@ -208,8 +229,10 @@ static void scan_all(struct scan *sc, uint64_t total, bool progress)
 		pthread_join(th[k], NULL);
 	if (reading)
 		pthread_join(rd, NULL);
-	if (progress)
+	if (progress) {   /* the whole, once, however quick the scan (then the line goes) */
+		show_progress(atomic_load(&sc->bytes_done), total, now() - t0);
 		fprintf(stderr, "\r%*s\r", 72, "");
+	}
 }
 
 /* p[0..len) through a renderer into f: sized first, then written. */
@@ -471,8 +494,10 @@ int check_model(const struct options *o)
 		report_json(t, res, total, &n_bad, &n_warn, &n_unchecked);
 	} else {
 		report_text(m, res, &n_bad, &n_warn, &n_unchecked);
-		printf("%s: %" PRIu64 " tensors checked (%.2f GB): %" PRIu64 " unhealthy, %" PRIu64
-		       " with warnings", m->path, n_checked, (double)total / 1e9, n_bad, n_warn);
+		char size[24];
+		printf("%s: %" PRIu64 " tensors checked (%s): %" PRIu64 " unhealthy, %" PRIu64
+		       " with warnings", m->path, n_checked, human_size((double)total, size), n_bad,
+		       n_warn);
 		if (n_unchecked)
 			printf(", %" PRIu64 " not checked", n_unchecked);
 		printf("\n");

@@ -62,6 +62,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
 	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
 	  .help = "remote: abandon a request idle this long (30)" },
+	{ "log=%s", OURS(log_file), .arg = "FILE",
+	  .help = "log events to FILE (else syslog; -f: stderr)" },
 	/* -o options of libfuse that matter here */
 	{ "allow_other", FUSE, .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },
@@ -134,6 +136,17 @@ static const struct cli_option *find_switch(const char *arg)
 	return NULL;
 }
 
+/* The one rule for a zero: every option that takes a number or a size names an amount
+ * of something (seconds, bytes, threads), and none has a meaning for 0 that its default
+ * does not give better, so 0 is refused (exit 2) rather than read as "the default" or
+ * "unlimited" by some options and not others. Says so for item[0..len); returns 2. */
+static int zero_refused(const char *item, size_t len)
+{
+	fprintf(stderr, "ggufs: option '-o %.*s': 0 is not allowed, the least is 1 (leave the "
+	        "option out for its default) " SEE_HELP "\n", (int)len, item);
+	return 2;
+}
+
 /* Checks one item of an -o list, item[0..len) (escapes left in: option names have
  * none). 0, or 2 after one line on stderr naming it. *found gets its option. */
 static int check_item(const char *item, size_t len, const struct cli_option **found)
@@ -163,8 +176,10 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		if (ok) {
 			memcpy(value, eq + 1, vlen);
 			value[vlen] = 0;
-			ok = size_arg_parse(value, &size) && size;
+			ok = size_arg_parse(value, &size);
 		}
+		if (ok && !size)
+			return zero_refused(item, len);
 		if (!ok) {
 			fprintf(stderr, "ggufs: option '-o %.*s' needs a size: bytes, or a number with K,"
 			        " M, G or T " SEE_HELP "\n", n, item);
@@ -181,6 +196,8 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 			        "\n", n, item);
 			return 2;
 		}
+		if (strspn(v, "0") >= (size_t)(end - v))
+			return zero_refused(item, len);
 	}
 	return 0;
 }

@@ -6,6 +6,7 @@
 #define FUSE_USE_VERSION 314
 
 #include <fuse_lowlevel.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -47,6 +48,13 @@ struct ggufs {
 	pthread_mutex_t watch_lock;
 	pthread_cond_t watch_cond;
 	bool watch_stop, watching;
+	/* report.c: the event log's destination and the daemon's counters */
+	int log_fd;              /* -o log=FILE, or -1 */
+	bool syslog_open;
+	atomic_uint_fast64_t reads, eio_replies;
+	pthread_mutex_t error_lock;  /* the last error found here (a local file that shrank) */
+	char last_error[GGUF_ERR_MAX + 64];
+	time_t last_error_time;
 };
 
 /* watch.c: for a remote model, starts the thread that sets fs->ending once the session
@@ -58,6 +66,31 @@ bool watch_start(struct ggufs *fs);
 void watch_stop(struct ggufs *fs);
 /* The remote fetcher's cancel callback (arg: struct ggufs). */
 bool ggufs_ending(void *fs);
+
+/* report.c: the event log (lib/'s evlog.h) after the mount, the EIO replies and the
+ * user.ggufs.* counters of the mount's root. */
+
+/* Opens -o log=FILE for appending (created mode 0600): its fd, or -1 after one line on
+ * stderr. */
+int log_open_file(const char *path);
+/* Points the event log at fs->log_fd when open, else stderr in the foreground, else
+ * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
+void log_start(struct ggufs *fs, bool foreground);
+/* Sums up what was counted and not yet said, and closes the log (at unmount). */
+void log_stop(struct ggufs *fs);
+/* Replies EIO to a read of [off, off + len) of n, counted; the first of each cause (the
+ * fetcher's last failure, or a local file that shrank, said then too) is logged with it,
+ * the rest counted by the log's rate limit. */
+void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree_node *n, uint64_t off,
+               size_t len);
+/* The root's user.ggufs.* attributes, as tree_listxattr and tree_getxattr answer (names
+ * NUL-separated; the length needed, -ERANGE when size is short and not 0): the reads
+ * served, EIO replies and last error of any mount; for a remote one also the URL as
+ * given, HTTP requests, bytes fetched, memory-cache hits, retries and, with cache_dir,
+ * disk-cache hits. counters_get returns -ENOENT for a name outside user.ggufs.,
+ * -ENODATA for one that does not apply. */
+int64_t counters_list(struct ggufs *fs, char *buf, size_t size);
+int64_t counters_get(struct ggufs *fs, const char *name, char *buf, size_t size);
 
 /* ops.c: every low-level operation, answered from the tree (userdata: struct ggufs). */
 extern const struct fuse_lowlevel_ops ggufs_ops;
@@ -81,6 +114,7 @@ struct options {
 	const char *cache_max_arg;  /* -o cache_max=SIZE as given (checked by cli_parse) */
 	uint64_t cache_max;      /* and in bytes; 0 if not given */
 	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
+	const char *log_file;    /* -o log=FILE: the event log goes there, or NULL */
 };
 
 /* Checks every argument first (unknown options, -o options that neither ggufs nor
@@ -102,6 +136,11 @@ int insert_escaped_opt(struct fuse_args *args, int pos, const char *name, const 
  * directory, not a dead FUSE mount, and empty unless nonempty; NULL after one line on
  * stderr saying why not. */
 char *mountpoint_check(const char *given, bool nonempty);
+/* True when /dev/fuse can be opened for a mount; false after one line on stderr saying
+ * what is missing (the device, or access to it: root, its mode or its group), in
+ * ggufs's words rather than libfuse's. Checked once the model is open (a bad model is
+ * named first), before fuse_session_mount. */
+bool fuse_device_check(void);
 /* True when a file system is mounted at path (absolute, symlinks resolved); what gets
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
 bool mounted_at(const char *path, char *what, size_t size, char *dev);

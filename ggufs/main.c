@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ggufs_config.h"
 #include "ggufs.h"
@@ -54,7 +55,8 @@ int main(int argc, char *argv[])
 	struct options o = { 0 };
 	struct fuse_cmdline_opts fo = { 0 };
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
-	                    .init_cond = PTHREAD_COND_INITIALIZER };
+	                    .init_cond = PTHREAD_COND_INITIALIZER,
+	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1 };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	char err[GGUF_ERR_MAX];
@@ -91,6 +93,9 @@ int main(int argc, char *argv[])
 	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
 	if (!mountpoint)
 		goto out_cmdline;
+	/* opened here, in the caller's directory, before the daemon moves to "/" */
+	if (o.log_file && (fs.log_fd = log_open_file(o.log_file)) < 0)
+		goto out_cmdline;
 
 	fs.model = open_model(&o, &shown);
 	if (!fs.model)
@@ -102,6 +107,8 @@ int main(int argc, char *argv[])
 		goto out_model;
 	}
 	warn_raw_only(fs.model);
+	if (!fuse_device_check())
+		goto out_tree;
 
 	/* fsname and subtype first, so that the user's given later win; ro and
 	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"
@@ -134,6 +141,9 @@ int main(int argc, char *argv[])
 	if (fuse_daemonize(fo.foreground) != 0)
 		goto out_unmount;
 
+	/* from now on stderr may be /dev/null: events go to the log */
+	log_start(&fs, fo.foreground);
+
 	pthread_t ra_thread;
 	if (fs.bdi[0] && pthread_create(&ra_thread, NULL, raise_readahead, &fs) == 0)
 		pthread_detach(ra_thread);
@@ -161,6 +171,7 @@ int main(int argc, char *argv[])
 out_unmount:
 	watch_stop(&fs);
 	fuse_session_unmount(se);
+	log_stop(&fs);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
@@ -171,6 +182,8 @@ out_tree:
 out_model:
 	model_close(fs.model);
 out_cmdline:
+	if (fs.log_fd >= 0)
+		close(fs.log_fd);
 	free(mountpoint);
 	free(fo.mountpoint);
 	free(shown);
@@ -182,6 +195,7 @@ out_args:
 	free((char *)o.cache_size_arg);
 	free((char *)o.cache_dir);
 	free((char *)o.cache_max_arg);
+	free((char *)o.log_file);
 	curl_global_cleanup();
 	return ret;
 }

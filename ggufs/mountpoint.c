@@ -2,11 +2,15 @@
  * has a mount on it, or is a dead FUSE mount, before anything is opened. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ggufs.h"
 
@@ -84,6 +88,11 @@ bool mounted_at(const char *path, char *what, size_t size, char *dev)
 char *mountpoint_check(const char *given, bool nonempty)
 {
 	struct stat st;
+	if (stat(given, &st) != 0 && errno == ENOENT) {
+		fprintf(stderr, "ggufs: %s: the mount point does not exist (mkdir -p %s makes it)\n",
+		        given, given);
+		return NULL;
+	}
 	if (stat(given, &st) != 0) {
 		fprintf(stderr, "ggufs: %s: %s%s\n", given, strerror(errno),
 		        errno == ENOTCONN ? DEAD_MOUNT : "");
@@ -123,4 +132,31 @@ char *mountpoint_check(const char *given, bool nonempty)
 		return NULL;
 	}
 	return mountpoint;
+}
+
+bool fuse_device_check(void)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return true;
+	}
+	int e = errno;
+	struct stat st;
+	if (e == ENOENT || e == ENODEV || e == ENXIO) {
+		fprintf(stderr, "ggufs: /dev/fuse: %s: the kernel's FUSE is missing (modprobe fuse; "
+		        "in a container: --device /dev/fuse)\n", strerror(e));
+		return false;
+	}
+	if ((e != EACCES && e != EPERM) || stat("/dev/fuse", &st) != 0) {
+		fprintf(stderr, "ggufs: /dev/fuse: %s\n", strerror(e));
+		return false;
+	}
+	struct group *g = getgrgid(st.st_gid);
+	struct passwd *u = getpwuid(st.st_uid);
+	fprintf(stderr, "ggufs: /dev/fuse: %s (mode %04o, %s:%s): mounting needs read and write "
+	        "access to it: run ggufs as root, or give /dev/fuse mode 0666 as most systems do, "
+	        "or a group (such as fuse) that you are in\n", strerror(e),
+	        (unsigned)(st.st_mode & 07777), u ? u->pw_name : "?", g ? g->gr_name : "?");
+	return false;
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ggufs.h"
 #include "remote.h"
@@ -37,14 +39,15 @@ static char *read_token(const char *path)
 
 /* The token for url (the http(s) URL given, hf:// expanded): -o token_file's for any
  * URL; $HF_TOKEN's only for the hub, an hf:// URL or one on $HF_ENDPOINT's scheme, host
- * and port, as the hub's own client does, so that a hub token set in a shell never goes
- * to some other server named on the command line. malloc'ed, or NULL: none (*withheld
- * says that HF_TOKEN was set but not for this URL), or unreadable (*failed, after one
- * line on stderr). */
+ * and port (ro->hub), as the hub's own client does, so that a hub token set in a shell
+ * never goes to some other server named on the command line. malloc'ed, or NULL: none
+ * (ro->token_withheld says that HF_TOKEN was set but not for this URL), or unreadable
+ * (*failed, after one line on stderr). */
 static char *token_for(const struct options *o, const char *url, bool hf, const char *endpoint,
                        struct remote_opts *ro, bool *failed)
 {
 	*failed = false;
+	ro->hub = hf || url_same_origin(url, endpoint && *endpoint ? endpoint : HF_ENDPOINT_DEFAULT);
 	if (o->token_file) {
 		char *token = read_token(o->token_file);
 		*failed = !token;
@@ -53,7 +56,7 @@ static char *token_for(const struct options *o, const char *url, bool hf, const 
 	const char *env = getenv("HF_TOKEN");
 	if (!env || !*env)
 		return NULL;
-	if (!hf && !url_same_origin(url, endpoint && *endpoint ? endpoint : HF_ENDPOINT_DEFAULT)) {
+	if (!ro->hub) {
 		ro->token_withheld = true;
 		return NULL;
 	}
@@ -64,6 +67,13 @@ static char *token_for(const struct options *o, const char *url, bool hf, const 
 		*failed = true;
 	}
 	return token;
+}
+
+/* remote_opts.waiting: what a remote mount waits for, on the terminal. */
+static void say_waiting(void *arg, const char *line)
+{
+	(void)arg;
+	fprintf(stderr, "ggufs: %s\n", line);
 }
 
 /* Opens the remote model named by o->model: hf:// expanded with $HF_ENDPOINT, the token
@@ -86,7 +96,8 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 	}
 	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
 	                          .cache_size = o->cache_size, .cache_dir = o->cache_dir,
-	                          .cache_max = o->cache_max, .hub_rev = rev };
+	                          .cache_max = o->cache_max, .hub_rev = rev,
+	                          .waiting = isatty(STDERR_FILENO) ? say_waiting : NULL };
 	bool failed;
 	token = token_for(o, url, hf, endpoint, &ro, &failed);
 	if (failed)
@@ -104,11 +115,31 @@ out:
 	return m;
 }
 
+/* The length of the scheme when s starts like a URL ("ftp://..."), else 0. */
+static size_t url_scheme_len(const char *s)
+{
+	size_t n = 0;
+	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+		return 0;
+	while (s[n] && (strchr("+-.", s[n]) || (s[n] >= '0' && s[n] <= '9') ||
+	                (s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z')))
+		n++;
+	return strncmp(s + n, "://", 3) == 0 ? n : 0;
+}
+
 struct ggufs_model *open_model(const struct options *o, char **shown)
 {
 	*shown = NULL;
 	if (url_is_remote(o->model))
 		return open_remote(o, shown);
+	/* a URL of another scheme, unless a local file has that name after all */
+	size_t scheme = url_scheme_len(o->model);
+	struct stat st;
+	if (scheme && stat(o->model, &st) != 0 && errno == ENOENT) {
+		fprintf(stderr, "ggufs: %s: unsupported URL scheme '%.*s' (ggufs reads http://, "
+		        "https:// and hf:// URLs, or a local file)\n", o->model, (int)scheme, o->model);
+		return NULL;
+	}
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = model_open(o->model, err);
 	if (!m)

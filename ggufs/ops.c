@@ -218,7 +218,7 @@ static void read_raw(fuse_req_t req, const struct tree_node *n, size_t want, uin
 	int fd;
 	uint64_t file_off, count;
 	if (!tree_raw_span(fs->tree, n, off, want, &fd, &file_off, &count) || count < want) {
-		fuse_reply_err(req, EIO);
+		reply_eio(req, fs, n, off, want);
 		return;
 	}
 	fuse_reply_buf(req, (const char *)model_tensor_data(fs->model, n->index) + off, want);
@@ -237,7 +237,9 @@ static bool read_model_iov(fuse_req_t req, const struct tree_node *n, size_t wan
 	int count = tree_model_iov(fs_of(req)->tree, n, off, want, iov, MODEL_IOV_MAX);
 	if (count == 0)
 		return false;
-	if (count < 0)
+	if (count == -EIO)
+		reply_eio(req, fs_of(req), n, off, want);
+	else if (count < 0)
 		fuse_reply_err(req, -count);
 	else
 		fuse_reply_iov(req, iov, count);
@@ -313,6 +315,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
+	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
 	uint64_t left = n->size - (uint64_t)off;
 	size_t want = left < size ? (size_t)left : size;
 	if (n->kind == TREE_RAW && !model_tensor_remote(fs->model, n->index)) {
@@ -327,7 +330,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	int64_t r = tree_read(fs->tree, n, buf, want, (uint64_t)off);
-	if (r < 0)
+	if (r == -EIO)
+		reply_eio(req, fs, n, (uint64_t)off, want);
+	else if (r < 0)
 		fuse_reply_err(req, (int)-r);
 	else
 		fuse_reply_buf(req, buf, (size_t)r);
@@ -363,7 +368,8 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
-/* user.gguf.* values from the tree, through a buffer of the size asked for. */
+/* user.gguf.* values from the tree, and the root's user.ggufs.* counters (report.c),
+ * through a buffer of the size asked for. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	const struct tree_node *n = node_or_reply(req, ino);
@@ -374,7 +380,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, tree_getxattr(fs_of(req)->tree, n, name, buf, size), buf, size);
+	int64_t r = n->kind == TREE_ROOT ? counters_get(fs_of(req), name, buf, size) : -ENOENT;
+	if (r == -ENOENT)
+		r = tree_getxattr(fs_of(req)->tree, n, name, buf, size);
+	reply_xattr(req, r, buf, size);
 	free(buf);
 }
 
@@ -389,7 +398,17 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, tree_listxattr(fs_of(req)->tree, n, buf, size), buf, size);
+	int64_t r = tree_listxattr(fs_of(req)->tree, n, buf, size);
+	if (r >= 0 && n->kind == TREE_ROOT) {   /* the counters after the tree's own */
+		int64_t c = counters_list(fs_of(req), NULL, 0);
+		if (size && (uint64_t)(r + c) > size)
+			r = -ERANGE;
+		else if (size)
+			counters_list(fs_of(req), buf + r, size - (size_t)r);
+		if (r >= 0)
+			r += c;
+	}
+	reply_xattr(req, r, buf, size);
 	free(buf);
 }
 

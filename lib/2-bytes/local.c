@@ -114,7 +114,8 @@ struct source *local_open(const char *path, struct stat *st, const uint8_t **map
 	}
 	f->src.ops = &local_ops;
 	f->map = MAP_FAILED;
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO would wait for a writer here, before its type is seen */
+	f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (f->fd < 0 || fstat(f->fd, st) < 0) {
 		snprintf(err, GGUF_ERR_MAX, "%s: %s", path, strerror(errno));
 		goto fail;

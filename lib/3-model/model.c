@@ -66,6 +66,7 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 			errf(err, "%s: %s", shown, why);
 		return -1;
 	}
+	remote_set_name(f, shown);
 	s->src = remote_source(f);
 	s->size = remote_size(f);
 	if (s->size == 0) {
@@ -353,9 +354,6 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 	}
 	if (open_shards(m, shown, url, err) < 0 || model_finish(m, err) < 0)
 		goto fail;
-	/* "file" names the URL given (the shard given, for a split model) */
-	const char *slash = strrchr(m->path, '/');
-	m->file_name = slash ? slash + 1 : m->path;
 	/* what the file's own stat gives a local model: read-only, the mounting user's,
 	 * times from Last-Modified where the server sent it */
 	const struct model_shard *given = &m->shards[0];

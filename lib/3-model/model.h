@@ -28,8 +28,8 @@ struct model_tensor {
 
 struct ggufs_model {
 	char *path;             /* as the user gave it */
-	const char *file_name;  /* basename of the first shard (gguf.json "file"); remote:
-	                         * the last component of the URL given */
+	const char *file_name;  /* basename of the first shard (gguf.json "file"), local or
+	                         * remote alike: the metadata is the first shard's */
 	struct stat st;         /* of the given file: modes, owner, times */
 	uint32_t n_shards;
 	struct model_shard *shards;

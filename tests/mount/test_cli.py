@@ -96,9 +96,70 @@ class Refused(unittest.TestCase):
         self.assertFalse(gm.is_mounted(self.mnt))
 
     def test_missing_mountpoint(self):
+        """Said to be the mount point (not a missing model), with the command that
+        makes it."""
         mnt = os.path.join(self.tmp, "nowhere")
-        self.refused([gm.TINY, mnt], contains=mnt)
+        line = self.refused([gm.TINY, mnt], contains=mnt)
+        self.assertIn("mount point does not exist", line)
+        self.assertIn("mkdir -p " + mnt, line)
         self.assertFalse(os.path.exists(mnt))
+
+    def test_log_file_refused(self):
+        """-o log=FILE that cannot be opened: refused at mount, not lost later."""
+        path = os.path.join(self.tmp, "no-such-dir", "ggufs.log")
+        line = self.refused(["-o", "log=" + path, gm.TINY, self.mnt], contains=path)
+        self.assertIn("cannot open the log file", line)
+        self.assertIn(os.strerror(errno.ENOENT), line)
+
+    def test_fifo_as_model(self):
+        """A FIFO is refused at once, mount and --check alike (open used to wait for a
+        writer before the type was seen)."""
+        path = os.path.join(self.tmp, "pipe.gguf")
+        os.mkfifo(path)
+        self.refused([path, self.mnt], contains=path + ": not a regular file")
+        self.refused(["--check", path], status=3, contains=path + ": not a regular file")
+
+    def test_unsupported_scheme(self):
+        """ftp:// and the like: the schemes that work are named (not "No such file")."""
+        for url in ("ftp://host/x.gguf", "s3://bucket/x.gguf"):
+            line = self.refused([url, self.mnt], contains=url)
+            self.assertIn("unsupported URL scheme '%s'" % url.split(":")[0], line)
+            self.assertIn("http://, https:// and hf://", line)
+        # a local directory that happens to be called "ftp:" is still a local file
+        os.makedirs(os.path.join(self.tmp, "ftp:", "host"))
+        shutil.copy(gm.TINY, os.path.join(self.tmp, "ftp:", "host", "x.gguf"))
+        r = subprocess.run([gm.GGUFS, "--check", "ftp://host/x.gguf"], cwd=self.tmp,
+                           capture_output=True, timeout=gm.MOUNT_TIMEOUT)
+        self.assertNotIn(b"unsupported", r.stderr)
+        self.assertIn(b"tensors checked", r.stdout)
+
+    def test_dev_fuse_denied(self):
+        """A user who cannot open /dev/fuse (nobody, where it is not 0666) gets a ggufs
+        line saying what a mount needs, not libfuse's."""
+        try:
+            st = os.stat("/dev/fuse")
+        except FileNotFoundError:
+            self.skipTest("no /dev/fuse")
+        if st.st_mode & 0o006 == 0o006:
+            self.skipTest("/dev/fuse is open to every user here")
+        os.chmod(self.tmp, 0o755)
+        os.chown(self.mnt, gm.NOBODY, gm.NOBODY)
+        path = self.model_copy()
+        os.chmod(path, 0o644)
+        exe = os.path.join(self.tmp, "ggufs")  # the build directory may be private
+        shutil.copy(gm.GGUFS, exe)
+        os.chmod(exe, 0o755)
+        r = subprocess.run([exe, path, self.mnt], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=gm.MOUNT_TIMEOUT,
+                           preexec_fn=gm.drop_to_nobody)
+        err = r.stderr.decode(errors="replace")
+        self.assertEqual(r.returncode, 1, err)
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("ggufs: /dev/fuse: "), lines[0])
+        for words in ("read and write access", "root", "0666", "group"):
+            self.assertIn(words, lines[0])
+        self.assertFalse(gm.is_mounted(self.mnt))
 
     def test_mountpoint_is_a_file(self):
         path = self.model_copy()
@@ -199,6 +260,34 @@ class Refused(unittest.TestCase):
                 self.assertIn("ggufs --help", line)
                 self.assertNotIn("fuse:", line)
         self.assertFalse(os.path.exists(missing_mnt))
+
+    def test_zero_refused(self):
+        """One rule for zero: every option that takes a number or a size refuses 0 (in
+        any spelling: 0, 00, 0K) with exit 2 and a line saying that the least is 1 and
+        that leaving the option out gives its default; 1 is accepted by each."""
+        numeric = ["timeout", "cache_size", "cache_max", "max_read", "max_threads",
+                   "max_idle_threads"]
+        for name in numeric:
+            for zero in ("0", "00") + (("0K", "0M") if name.startswith("cache_") else ()):
+                item = "%s=%s" % (name, zero)
+                line = self.refused(["-o", item, gm.TINY, self.mnt], status=2,
+                                    contains="'-o %s'" % item)
+                self.assertIn("0 is not allowed, the least is 1", line)
+                self.assertIn("leave the option out for its default", line)
+        # --check takes the remote ones, under the same rule
+        self.refused(["--check", "-o", "timeout=0", gm.TINY], status=2,
+                     contains="'-o timeout=0'")
+        # every option of ggufs --help that takes N, SIZE or SECONDS is in the list
+        out = gm.run_ggufs(["--help"]).stdout.decode()
+        documented = set(re.findall(r"-o (\w+)=(?:N|SIZE|SECONDS)\b", out))
+        self.assertEqual(documented, set(numeric))
+        for name in numeric:
+            r = subprocess.run([gm.GGUFS, "--check", "-o", name + "=1", gm.TINY],
+                               capture_output=True, timeout=gm.MOUNT_TIMEOUT)
+            if name in ("timeout", "cache_size", "cache_max"):
+                self.assertNotEqual(r.returncode, 2, r.stderr)
+            else:   # a mount option: refused by --check, but not for its value
+                self.assertIn(b"does not go with --check", r.stderr)
 
     def test_end_of_options(self):
         """After --, everything is an operand; --help and --version need none."""
@@ -458,6 +547,39 @@ class Shrunk(unittest.TestCase):
                 self.assertEqual(gm.pread_direct(m.p("tensors", name), size, 0),
                                  self.orig[off:off + size], name)
             self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"tinyllama-test\n")
+
+    def test_shrink_logged(self):
+        """-o log=FILE: the shrink is said once, with both sizes, and the first EIO it
+        caused with it; more EIOs are counted (the root's user.ggufs.eio_replies, and
+        one summary line at unmount), and user.ggufs.last_error names it."""
+        log = os.path.join(self.tmp, "ggufs.log")
+        with gm.Mount(self.model, ["-o", "log=" + log]) as m:
+            tensors = self.tensors(m)
+            cut = len(self.orig) // 2
+            os.truncate(self.model, cut)
+            gone = [n for n, (off, size) in tensors.items() if off >= cut]
+            for name in gone:
+                self.assertEIO(gm.read_file, m.p("tensors", name))
+            with open(log) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(len(lines), 2, lines)
+            for line in lines:
+                self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ggufs\[\d+\]: %s: "
+                                 % re.escape(m.path))
+            shrank = "%s: the file shrank from %d to %d bytes while mounted" % (
+                self.model, len(self.orig), cut)
+            self.assertIn(shrank, lines[0])
+            self.assertIn("EIO to a read of tensors/", lines[1])
+            self.assertIn("because " + shrank, lines[1])
+            eio = int(os.getxattr(m.path, "user.ggufs.eio_replies"))
+            self.assertGreaterEqual(eio, len(gone))
+            self.assertIn(shrank, os.getxattr(m.path, "user.ggufs.last_error").decode())
+            self.assertEqual(m.stderr(), "")
+        with open(log) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 3, lines)
+        self.assertRegex(lines[2], r"EIO to a read of .*\(again %d times in \d+ s\)$" % (eio - 1))
+        self.assertEqual(os.stat(log).st_mode & 0o777, 0o600)
 
     def test_renamed_over_while_mounted(self):
         """Another GGUF renamed over the model's path: the daemon holds the file it

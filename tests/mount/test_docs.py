@@ -61,6 +61,29 @@ def man_blocks():
     return [[roff_text(l) for l in b.splitlines()] for b in blocks if b.startswith("$ ")]
 
 
+# The Debian package that gives each command the examples use (beyond coreutils).
+PACKAGE_OF = {"getfattr": "attr", "jq": "jq", "hexdump": "bsdextrautils",
+              "python3": "python3-numpy", "man": "man-db"}
+
+
+class Packages(unittest.TestCase):
+    def test_try_it_installs_what_the_examples_use(self):
+        """The README's first command (Try it) installs the package of every command
+        that an example of the README or the man page runs: a newcomer who typed only
+        it can run them all (getfattr's attr was missing)."""
+        text = open(os.path.join(ROOT, "README.md")).read()
+        first = re.search(r"^    apt-get update && apt-get install -y ([^&]*)&&", text, re.M)
+        self.assertIsNotNone(first, "the Try it command")
+        installed = set(first.group(1).split())
+        commands = [cmd for block in readme_blocks() + man_blocks()
+                    for cmd, _ in examples(block)]
+        self.assertGreaterEqual(len(commands), 15)
+        for tool, package in PACKAGE_OF.items():
+            used = [c for c in commands if re.search(r"(^|[|;&(]\s*)%s\b" % tool, c)]
+            if used:
+                self.assertIn(package, installed, "%s (for %r)" % (package, used[0]))
+
+
 class Examples(gm.MountedTestCase):
     MODEL = gm.TINY
 

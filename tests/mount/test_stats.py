@@ -255,6 +255,9 @@ class Planted(StatsCase):
         cls.clean = os.path.join(cls.tmp, "clean.gguf")
         write_model(cls.faulty, True)
         write_model(cls.clean, False)
+        # the tensor bytes checked, in the unit that suits them: three f32 of 512 values
+        # (6144), f16 and bf16 (2048), q4_K 4 blocks of 144, q6_K 2 of 210, q8_0 16 of 34
+        cls.size_text = "9.73 KB"   # 6144 + 2048 + 576 + 420 + 544 = 9732 bytes
 
     @classmethod
     def tearDownClass(cls):
@@ -303,15 +306,51 @@ class Planted(StatsCase):
         self.assertIn("(q8_0): 32 NaN of 512 values; 1 of 16 blocks", bad["q8_0.nan_scale"])
         self.assertIn("all 512 values are zero", warned["f32.zero"])
         self.assertIn("7 of 512 values are subnormal", warned["f32.subnormal"])
-        self.assertEqual(out[-1], "%s: 8 tensors checked (0.00 GB): 6 unhealthy, 2 with warnings"
-                         % self.faulty)
+        self.assertEqual(out[-1], "%s: 8 tensors checked (%s): 6 unhealthy, 2 with warnings"
+                         % (self.faulty, self.size_text))
         self.assertEqual(len(out), 9)
 
     def test_check_clean(self):
         status, out = self.check_text(self.clean)
         self.assertEqual(status, 0, out)
-        self.assertEqual(out, ["%s: 8 tensors checked (0.00 GB): 0 unhealthy, 0 with warnings"
-                               % self.clean])
+        self.assertEqual(out, ["%s: 8 tensors checked (%s): 0 unhealthy, 0 with warnings"
+                               % (self.clean, self.size_text)])
+
+    def test_check_sizes(self):
+        """Sizes in the unit that suits them (three figures), in the summary line and in
+        the progress line on a terminal: never "(0.00 GB)" for a small model."""
+        import pty
+        import subprocess
+        r = gm.run_ggufs(["--check", gm.TINY])
+        last = r.stdout.decode().splitlines()[-1]
+        self.assertIn(" tensors checked (3.74 MB): ", last)   # 3,74x,xxx tensor bytes
+        # stderr on a terminal: at least one progress line, its sizes in MB too
+        leader, follower = pty.openpty()
+        try:
+            p = subprocess.run([gm.GGUFS, "--check", gm.TINY], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=follower,
+                               timeout=gm.MOUNT_TIMEOUT)
+            os.close(follower)
+            follower = -1
+            self.assertEqual(p.returncode, 0)
+            err = b""
+            while True:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:   # EIO: the terminal's other end is closed
+                    break
+                if not chunk:
+                    break
+                err += chunk
+        finally:
+            os.close(leader)
+            if follower >= 0:
+                os.close(follower)
+        progress = [l for l in err.decode().split("\r") if l.startswith("ggufs: checking:")]
+        self.assertTrue(progress, err)
+        self.assertRegex(progress[-1], r"^ggufs: checking: [\d.]+ (bytes|KB|MB) / 3\.74 MB "
+                         r"\( *\d+%\), [\d.]+ (bytes|KB|MB|GB|TB)/s $")
+        self.assertNotIn("0.00 GB", err.decode())
 
     def test_json(self):
         for model, faults in ((self.faulty, True), (self.clean, False)):

@@ -88,11 +88,23 @@ class Compare(unittest.TestCase):
 
     def test_split_from_shard_2(self):
         with Nginx(self.root) as n:
-            # gguf.json's "file" names the URL's last component (the contract), where
-            # the local mount names the first shard
-            self.check(self.shards[1], n.url + "/split/tiny-00002-of-00003.gguf")
+            # gguf.json's "file" names the first shard, whose metadata it shows, as the
+            # local mount of the same shard does
+            self.check(self.shards[1], n.url + "/split/tiny-00002-of-00003.gguf",
+                       name="tiny-00001-of-00003.gguf")
             paths = {r.path for r in n.records_settled(3)}
             self.assertEqual(paths, {"/split/tiny-%05d-of-00003.gguf" % i for i in (1, 2, 3)})
+
+    def test_split_from_shard_3(self):
+        """From the last shard too: the remote tree equals the local one, "file"
+        included (compare_mounts compares everything else)."""
+        with Nginx(self.root) as n:
+            url = n.url + "/split/tiny-00003-of-00003.gguf"
+            with gm.Mount(self.shards[2]) as local, EnvMount(url) as remote:
+                local_json = gm.read_file(local.p("gguf.json"))
+                remote_json = gm.read_file(remote.p("gguf.json"))
+                self.assertTrue(local_json.startswith(b'{"file": "tiny-00001-of-00003.gguf"'))
+                self.assertEqual(remote_json, local_json)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Remote models refused at mount: exit status 1, exactly one `ggufs: ` line on stderr
 naming the URL (never its credentials), nothing mounted, within a bounded time. For a
-refused connection, 404, 401 and 403 (the line says to set HF_TOKEN), a server that
-answers 200 to a Range request (refused after reading little of a 256 MiB body), a file
+refused connection, 404 (on hf:// with the URL it became), 401 and 403 (the line names
+HF_TOKEN only where it would be sent), a directory, a server that answers 200 to a Range
+request (refused after reading little of a 256 MiB body, with the next step), a file
 that is not GGUF or is cut short (the same words as for a local file), a header that
 claims a terabyte, a redirect loop, and a missing shard."""
 import os
+import re
 import shutil
 import time
 import unittest
@@ -77,15 +79,46 @@ class Refused(unittest.TestCase):
     def test_401_says_hf_token(self):
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
             s.token = "t0ken"
-            line = self.refused(s.url + "/m.gguf")
+            line = self.refused(s.url + "/m.gguf", env=env_without_token(HF_ENDPOINT=s.url))
             self.assertIn("HF_TOKEN", line)
             self.assertTrue(all(r.status == 401 for r in s.log_settled(1)))
 
     def test_403_says_hf_token(self):
+        """On the hub (HF_ENDPOINT's server) the hint names HF_TOKEN and token_file."""
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.fail_next(1000, 403)
+            line = self.refused(s.url + "/m.gguf", env=env_without_token(HF_ENDPOINT=s.url))
+            self.assertIn("HF_TOKEN", line)
+            self.assertIn("token_file", line)
+
+    def test_403_elsewhere_says_only_token_file(self):
+        """Elsewhere HF_TOKEN is never sent, so the hint names only what would be."""
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
             s.fail_next(1000, 403)
             line = self.refused(s.url + "/m.gguf")
-            self.assertIn("HF_TOKEN", line)
+            self.assertIn("403", line)
+            self.assertIn("token_file", line)
+            self.assertNotIn("HF_TOKEN", line)
+
+    def test_404_on_hf_shows_the_url(self):
+        """hf:// names the URL it became (a wrong HF_ENDPOINT or revision shows), without
+        the endpoint's credentials."""
+        with Nginx(self.root) as n:
+            endpoint = n.url.replace("http://", "http://alice:s3cret-pw@")
+            url = "hf://owner/repo@v2/sub/missing.gguf"
+            line = self.refused(url, env=env_without_token(HF_ENDPOINT=endpoint))
+            self.assertIn("404", line)
+            self.assertIn(n.url + "/owner/repo/resolve/v2/sub/missing.gguf", line)
+            self.assertNotIn("s3cret-pw", line)
+            self.assertNotIn("alice", line)
+
+    def test_directory_url(self):
+        """nginx redirects .../split to .../split/ (and then forbids listing it): the
+        line says the URL is not a file."""
+        with Nginx(self.root) as n:
+            line = self.refused(n.url + "/split")
+            self.assertIn("not a file", line)
+            self.assertIn("directory", line)
 
     def test_401_with_a_wrong_token(self):
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
@@ -101,6 +134,7 @@ class Refused(unittest.TestCase):
             s.ignore_range = True
             line = self.refused(s.url + "/m.gguf")
             self.assertIn("range", line.lower())
+            self.assertIn("download the file and mount the local copy", line)
             recs = s.log_settled(1, timeout=30)
             self.assertTrue(recs and all(r.status == 200 for r in recs), recs)
             sent = sum(r.bytes_sent for r in recs)
@@ -182,6 +216,123 @@ class Refused(unittest.TestCase):
         with Nginx(self.root, https=True) as n:
             line = self.refused(n.url + "/tinyllama-q4km.gguf").lower()
             self.assertTrue(any(w in line for w in ("certificate", "ssl", "tls", "verif")), line)
+
+
+class MountWait(unittest.TestCase):
+    """What a remote mount waits for, on a terminal: said after a few seconds, once per
+    attempt, naming -o timeout; silence when nothing is slow, and when stderr is not a
+    terminal (the other tests)."""
+
+    def setUp(self):
+        self.tmp = gm.public_tmpdir()
+        self.mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(self.mnt)
+
+    def tearDown(self):
+        gm.unmount(self.mnt)
+        shutil.rmtree(self.tmp)
+
+    def run_on_tty(self, args, until=None, then=None, timeout=REFUSE_TIMEOUT):
+        """Runs ggufs with stderr on a pseudo-terminal: (exit status, its lines). When
+        until (bytes) shows up, then() is called once."""
+        import pty
+        import select
+        import subprocess
+        leader, follower = pty.openpty()
+        p = subprocess.Popen([gm.GGUFS] + args, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=follower,
+                             env=env_without_token())
+        os.close(follower)
+        out = b""
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([leader], [], [], 0.2)
+                if ready:
+                    try:
+                        chunk = os.read(leader, 4096)
+                    except OSError:   # the daemon let go of the terminal
+                        chunk = b""
+                    if not chunk:
+                        break
+                    out += chunk
+                    if until and until in out and then:
+                        then()
+                        then = None
+                elif p.poll() is not None:
+                    break
+            rc = p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(leader)
+        return rc, out.decode(errors="replace").replace("\r", "").splitlines()
+
+    def test_slow_server_said_once_then_mounted(self):
+        """The server holds the first request: after a few seconds one line says that
+        the mount waits and which -o timeout bounds it; the server lets go and the mount
+        is made."""
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.stall = True
+
+            def unstall():
+                s.stall = False
+            url = s.url + "/m.gguf"
+            start = time.monotonic()
+            rc, lines = self.run_on_tty([url, self.mnt], until=b"waiting", then=unstall)
+            self.assertEqual(rc, 0, lines)
+            self.assertTrue(gm.is_mounted(self.mnt))
+            self.assertRegex(lines[0], r"^ggufs: %s: waiting for the server: no answer after "
+                             r"\d+ s \(attempt 1 of 5; -o timeout=30 " % re.escape(url))
+            self.assertGreaterEqual(time.monotonic() - start, 3)
+            # the held request may be dropped when the stall ends: then the retry that
+            # follows is said too, as attempt 2, and nothing else
+            self.assertLessEqual(len(lines), 2, lines)
+            for line in lines[1:]:
+                self.assertIn("trying again in", line)
+                self.assertIn("(attempt 2 of 5;", line)
+
+    def test_retries_said_and_final_words(self):
+        """503 after 503, each with Retry-After: 2: the retries that come once the mount
+        has waited a few seconds are said, once per attempt; the final line is ggufs's,
+        with the attempts and the time."""
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.retry_after = "2"
+            s.fail_next(1000, 503)
+            url = s.url + "/m.gguf"
+            rc, lines = self.run_on_tty([url, self.mnt])
+            self.assertEqual(rc, 1, lines)
+            final = lines[-1]
+            self.assertRegex(final, r"^ggufs: %s: HTTP 503 \(5 attempts in [\d.]+ s\)$"
+                             % re.escape(url))
+            waits = lines[:-1]
+            self.assertGreaterEqual(len(waits), 1, lines)   # at 4, 6 and 8 s at least
+            attempts = [int(re.search(r"\(attempt (\d) of 5;", l).group(1)) for l in waits]
+            self.assertEqual(sorted(set(attempts)), attempts, "once per attempt: %r" % waits)
+            for l in waits:
+                self.assertIn(url + ": HTTP 503; trying again in 2.0 s", l)
+                self.assertIn("-o timeout=30", l)
+
+    def test_quick_recovery_is_silent(self):
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.fail_next(1, 503)
+            rc, lines = self.run_on_tty([s.url + "/m.gguf", self.mnt])
+            self.assertEqual((rc, lines), (0, []))
+
+    def test_timeout_in_ggufs_words(self):
+        """A server that never answers, not on a terminal: the one line says so in
+        ggufs's words (not libcurl's "Timeout was reached") and names -o timeout."""
+        with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
+            s.stall = True
+            r = gm.run_ggufs(["-o", "timeout=1", s.url + "/m.gguf", self.mnt],
+                             timeout=REFUSE_TIMEOUT, env=env_without_token())
+            s.stall = False
+            line = r.stderr.decode()
+            self.assertEqual(r.returncode, 1, line)
+            self.assertNotIn("Timeout was reached", line)
+            self.assertIn("no answer from the server in time", line)
+            self.assertIn("-o timeout=1", line)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Faults during reads, on the fault server:
 - the file changes under the mount (same size, other bytes; or another size): a read
-  of bytes not yet fetched gives EIO, one line goes to stderr, the daemon lives on, and
+  of bytes not yet fetched gives EIO, one line says so on stderr, the daemon lives on, and
   what was already served is never mixed with the new version (also when the server
   ignores If-Match and only the response's ETag tells);
 - the server stalls, answers 503 to everything, hangs up, cuts every body short, or
@@ -82,7 +82,8 @@ class Faults(unittest.TestCase):
                     self.assertEqual(got, self.raw(self.early)[:len(got)])
                 else:
                     self.assertEqual(err, errno.EIO)
-                lines = [l for l in m.stderr().splitlines() if l.startswith("ggufs: ")]
+                lines = [l for l in m.stderr().splitlines() if l.startswith("ggufs: ")
+                         and l.endswith("data reads fail with EIO from now on")]
                 self.assertEqual(len(lines), 1, "one line says the file changed: %r" % m.stderr())
 
     def test_requests_after_the_first_are_pinned(self):

@@ -1,4 +1,5 @@
 #include "diskcache.h"
+#include "evlog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -512,11 +513,14 @@ bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
 	pthread_mutex_unlock(&dc->lock);
 	if (!tick)
 		return false;
-	struct dc_record rec;
+	struct dc_record rec = { 0 };   /* a read that failed leaves no record that checks */
 	bool ok = pread_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0 &&
 	          rec.check == record_check(&rec, index) && rec.len == len &&
 	          pread_full(e->datafd, buf, len, index * dc->block_size) == 0 &&
 	          dc_checksum(buf, len) == rec.sum;
+	if (!ok && rec.check == record_check(&rec, index) && rec.len == len && rec.sum)
+		evlog(EVLOG_WARNING, "dc damaged", "the disk cache held a damaged block (its bytes "
+		      "do not match their checksum): it is dropped and fetched again");
 	pthread_mutex_lock(&dc->lock);
 	if (!ok) {
 		forget_locked(e, index, tick);
@@ -713,6 +717,8 @@ static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t i
 			return true;
 		if (!evict_entry(dc) && !evict_block(dc, e, index))
 			return false;
+		evlog(EVLOG_WARNING, "dc trimmed", "the disk cache is at its bound (cache_max): "
+		      "the least recently used blocks make room for new ones");
 	}
 }
 

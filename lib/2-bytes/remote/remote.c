@@ -13,6 +13,7 @@
 
 #include "blockcache.h"
 #include "diskcache.h"
+#include "evlog.h"
 #include "http.h"
 #include "url.h"
 
@@ -44,6 +45,14 @@ struct remote {
 	bool ahead_started;         /* the threads were started (on the first read-ahead) */
 	pthread_t threads[REMOTE_READAHEAD_THREADS];
 	unsigned n_threads;
+
+	/* counters (remote_counters): relaxed atomics, bumped where they happen and read
+	 * only when asked */
+	atomic_uint_fast64_t n_requests, n_bytes, n_memory_hits, n_disk_hits, n_retries,
+	                     n_failures;
+	pthread_mutex_t error_lock;  /* the last failure */
+	char last_error[GGUF_ERR_MAX];
+	time_t last_error_time;
 };
 
 struct remote_file {
@@ -51,6 +60,8 @@ struct remote_file {
 	struct remote *r;
 	char *url;                  /* as given (may hold credentials: never shown) */
 	char *display;              /* as shown */
+	char *name;                 /* as the user named it (hf://...), for the log; NULL:
+	                             * display */
 
 	/* pins, from the first response */
 	uint64_t size;
@@ -76,6 +87,10 @@ struct remote_file {
 	unsigned ra_window;         /* blocks kept ahead of the reader now */
 	unsigned ahead_pending;     /* jobs queued or running for this file */
 };
+
+/* Set by fetch_block on the thread whose bc_get fetched (or loaded from disk): a block
+ * bc_get returned without it came from memory. */
+static _Thread_local bool fetched_here;
 
 /* One phrase into err. */
 static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -245,6 +260,16 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 	return GOT;
 }
 
+/* Keeps block index of f in the disk cache, or says (once; then counted) that it could
+ * not: no room that may be freed under cache_max, or a write error. */
+static void store_block(struct remote_file *f, uint64_t index, const uint8_t *data, size_t len)
+{
+	if (!dc_store(f->entry, index, data, len))
+		evlog(EVLOG_WARNING, "dc store", "the disk cache could not keep a block (no room "
+		      "that may be freed under cache_max, or a write error): it is fetched again "
+		      "when read again");
+}
+
 /* Bytes of block index: the whole block, or what is left of the file. */
 static size_t block_len(const struct remote_file *f, uint64_t index)
 {
@@ -284,11 +309,55 @@ static bool block_ready(void *arg, const struct http_response *resp, size_t i)
 	struct bc_block *b = sink->blocks[sink->done];
 	/* stored before the claim ends: after it the bytes may be evicted and gone */
 	if (f->entry)
-		dc_store(f->entry, sink->first_index + sink->done, bc_block_data(b),
-		         block_len(f, sink->first_index + sink->done));
+		store_block(f, sink->first_index + sink->done, bc_block_data(b),
+		            block_len(f, sink->first_index + sink->done));
 	bc_fill_done(f->r->cache, b, 0);
 	sink->done++;
 	return true;
+}
+
+/* Why a transfer failed, in ggufs's words (libcurl's name its internals: "Timeout was
+ * reached", "Couldn't connect to server"), with the option that bears on it. */
+static void network_phrase(char err[GGUF_ERR_MAX], CURLcode code, unsigned timeout)
+{
+	switch (code) {
+	case CURLE_COULDNT_CONNECT:
+		errf(err, "cannot connect to the server (refused, or no route to it)");
+		break;
+	case CURLE_COULDNT_RESOLVE_HOST:
+		errf(err, "cannot resolve the server's host name");
+		break;
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		errf(err, "cannot resolve the proxy's host name");
+		break;
+	case CURLE_OPERATION_TIMEDOUT:
+		errf(err, "no answer from the server in time (at most 10 s to connect, then %u s "
+		     "without data: -o timeout=%u)", timeout, timeout);
+		break;
+	case CURLE_PEER_FAILED_VERIFICATION:
+		errf(err, "the server's TLS certificate is not trusted (failed verification; "
+		     "-o cafile=PATH trusts its CA)");
+		break;
+	case CURLE_SSL_CACERT_BADFILE:
+		errf(err, "the CA certificates of -o cafile cannot be read");
+		break;
+	case CURLE_SSL_CONNECT_ERROR:
+		errf(err, "the TLS handshake with the server failed");
+		break;
+	case CURLE_GOT_NOTHING:
+		errf(err, "the server closed the connection without an answer");
+		break;
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+		errf(err, "the connection broke (reset by the server or the network)");
+		break;
+	case CURLE_PARTIAL_FILE:
+		errf(err, "the server's reply was cut short");
+		break;
+	default:
+		errf(err, "network error: %s", curl_easy_strerror(code));
+		break;
+	}
 }
 
 /* What a reply other than a 206 or a redirect means. */
@@ -305,7 +374,7 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 			errf(err, "the server sent more than the range asked for");
 			return FAILED;
 		}
-		errf(err, "%s", curl_easy_strerror(resp->code));
+		network_phrase(err, resp->code, f->r->o.timeout);
 		switch (resp->code) {
 		case CURLE_UNSUPPORTED_PROTOCOL:
 		case CURLE_URL_MALFORMAT:
@@ -321,11 +390,14 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		}
 	}
 	if (st == 200) {
-		errf(err, "the server ignores Range requests (HTTP 200 instead of 206)");
+		errf(err, "the server ignores Range requests (HTTP 200 instead of 206): download "
+		     "the file and mount the local copy");
 		return FAILED;
 	}
 	if (pinned && (st == 412 || st == 416)) {
-		errf(err, "changed on the server (HTTP %ld to a request for the version mounted)", st);
+		errf(err, "changed on the server (HTTP %ld to a request for the version mounted, "
+		     "ETag %s; mounted: %" PRIu64 " bytes, ETag %s)", st,
+		     resp->etag[0] ? resp->etag : "not sent", f->size, f->etag[0] ? f->etag : "none");
 		return CHANGED;
 	}
 	if (at_target && (st == 401 || st == 403 || st == 404 || st == 410)) {
@@ -336,14 +408,20 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		errf(err, "HTTP %ld", st);
 		return RETRY;
 	}
-	if (st == 404 || st == 410) {
+	if ((st == 404 || st == 410) && f->r->o.hub_rev.len) {
+		/* an hf:// name: the URL it became shows a wrong HF_ENDPOINT or revision */
+		errf(err, "not found (HTTP %ld) at %s", st, f->display);
+	} else if (st == 404 || st == 410) {
 		errf(err, "not found (HTTP %ld)", st);
 	} else if (st == 401 || st == 403) {
 		if (!f->r->o.token && f->r->o.token_withheld)
 			errf(err, "access denied (HTTP %ld): HF_TOKEN goes only to the hub "
 			     "(HF_ENDPOINT); -o token_file=PATH gives this server one", st);
-		else if (!f->r->o.token)
+		else if (!f->r->o.token && f->r->o.hub)
 			errf(err, "access denied (HTTP %ld): set HF_TOKEN or -o token_file=PATH", st);
+		else if (!f->r->o.token)   /* HF_TOKEN would not be sent here: not a fix */
+			errf(err, "access denied (HTTP %ld): -o token_file=PATH gives this server a "
+			     "token", st);
 		else
 			errf(err, "access denied (HTTP %ld) with the token given (%s)", st,
 			     f->r->o.token_from_env ? "HF_TOKEN" : "token_file");
@@ -357,12 +435,59 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 	return FAILED;
 }
 
+/* True when next is url with a "/" added to its path (its query kept): how a web
+ * server answers a directory named without the slash. */
+static bool is_directory_redirect(const char *url, const char *next)
+{
+	size_t path = strcspn(url, "?#"), next_path = strcspn(next, "?#");
+	return next_path == path + 1 && next[path] == '/' && strncmp(url, next, path) == 0 &&
+	       strcmp(url + path, next + next_path) == 0;
+}
+
+/* The wait of a fetch at mount, for remote_opts.waiting: one line per attempt at most. */
+struct mount_wait {
+	struct remote_file *f;
+	unsigned attempt;           /* 1-based, the one running */
+	unsigned said;              /* the last attempt a line was said for (0: none) */
+	double attempt_started;
+};
+
+/* Says line (printf-style) through remote_opts.waiting for attempt w->attempt. */
+static void say_waiting(struct mount_wait *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void say_waiting(struct mount_wait *w, const char *fmt, ...)
+{
+	char line[GGUF_ERR_MAX + 256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	w->said = w->attempt;
+	w->f->r->o.waiting(w->f->r->o.waiting_arg, line);
+}
+
+/* http_request.cancelled during an attempt at mount: polled about once a second, it
+ * says that the attempt has had no answer for REMOTE_WAIT_SAY_S, once; never cancels
+ * but as the mount's own callback would. */
+static bool poll_mount_wait(void *arg)
+{
+	struct mount_wait *w = arg;
+	struct remote *r = w->f->r;
+	double waited = now_s() - w->attempt_started;
+	if (w->said != w->attempt && waited >= REMOTE_WAIT_SAY_S)
+		say_waiting(w, "%s: waiting for the server: no answer after %.0f s (attempt %u of "
+		            "%u; -o timeout=%u ends an attempt that gets no data for that long)",
+		            w->f->display, waited, w->attempt, REMOTE_ATTEMPTS, r->o.timeout);
+	return r->o.cancelled && r->o.cancelled(r->o.cancel_arg);
+}
+
 /* One attempt at bytes [first, last] into buf, following redirects from the remembered
- * target or the URL as given. The token goes only to the origin of the URL as given. */
+ * target or the URL as given. The token goes only to the origin of the URL as given.
+ * wait: at mount, the wait to say (or NULL). */
 static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint64_t last,
                             uint8_t *buf, struct blocks_sink *sink, bool pinned,
-                            bool from_given, long *status, long *retry_after,
-                            char err[GGUF_ERR_MAX])
+                            bool from_given, struct mount_wait *wait, long *status,
+                            long *retry_after, char err[GGUF_ERR_MAX])
 {
 	struct remote *r = f->r;
 	char *url = NULL;
@@ -391,7 +516,8 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			.if_match = pinned && strong_etag(f->etag) &&
 			            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
 			.cafile = r->o.cafile, .timeout = r->o.timeout,
-			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg, .buf = buf,
+			.cancelled = wait ? poll_mount_wait : r->o.cancelled,
+			.cancel_arg = wait ? (void *)wait : r->o.cancel_arg, .buf = buf,
 			.segs = sink ? sink->segs + sink->done : NULL, .seg_len = REMOTE_BLOCK_SIZE,
 			.seg_ready = sink ? block_ready : NULL, .seg_arg = sink,
 		};
@@ -402,6 +528,8 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			sink->checked = false;
 		}
 		http_get_range(h, &req, resp);
+		atomic_fetch_add_explicit(&r->n_requests, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&r->n_bytes, resp->got, memory_order_relaxed);
 		*status = resp->status;
 		*retry_after = resp->retry_after;
 		long st = resp->status;
@@ -415,6 +543,12 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			char *next = url_resolve(url, resp->location);
 			if (!next) {
 				errf(err, "a redirect to a location that is not an http(s) URL");
+				goto done;
+			}
+			if (is_directory_redirect(url, next)) {
+				errf(err, "not a file: the server redirects it to a directory (a URL "
+				     "ending in /)");
+				free(next);
 				goto done;
 			}
 			free(url);
@@ -444,19 +578,53 @@ done:
 	return out;
 }
 
-/* Says once, on stderr, that the remote file changed under the mount. */
+/* The file as the log names it: as the user gave it. */
+static const char *log_name(const struct remote_file *f)
+{
+	return f->name ? f->name : f->display;
+}
+
+/* Keeps why (one phrase about f) as the mount's last failure. */
+static void note_failure(struct remote_file *f, const char *why)
+{
+	struct remote *r = f->r;
+	atomic_fetch_add_explicit(&r->n_failures, 1, memory_order_relaxed);
+	pthread_mutex_lock(&r->error_lock);
+	snprintf(r->last_error, sizeof r->last_error, "%s: %s", log_name(f), why);
+	r->last_error_time = time(NULL);
+	pthread_mutex_unlock(&r->error_lock);
+}
+
+/* Says once, in the event log, that the remote file changed under the mount (why holds
+ * the validators mounted and seen). */
 static void mark_changed(struct remote_file *f, const char *why)
 {
-	if (!atomic_exchange(&f->changed, true))
-		fprintf(stderr, "ggufs: %s: %s: data reads fail with EIO from now on\n", f->display,
-		        why);
+	if (!atomic_exchange(&f->changed, true)) {
+		note_failure(f, why);
+		evlog(EVLOG_ERR, NULL, "%s: %s: data reads fail with EIO from now on", log_name(f),
+		      why);
+	}
+}
+
+/* The rate limit's key of a failed fetch: the file and the cause with its numbers left
+ * out (byte ranges and counts differ from one failure to the next; the cause does not). */
+static void failure_key(char *key, size_t size, const struct remote_file *f, long status,
+                        const char *err)
+{
+	int n = snprintf(key, size, "fetch %s %ld ", log_name(f), status);
+	size_t k = n > 0 && (size_t)n < size ? (size_t)n : size - 1;
+	for (const char *p = err; *p && k + 1 < size; p++)
+		if (*p < '0' || *p > '9')
+			key[k++] = *p;
+	key[k] = 0;
 }
 
 /* Fetches bytes [first, last] into buf (or, with segs, into the blocks segs points to,
  * REMOTE_BLOCK_SIZE bytes each), retrying transient failures as remote.h says, and
  * starting once afresh from the URL as given when a redirect target refuses. 0, or -1
- * with err. At mount (at_mount) a changed file is only err: the mount's one line says
- * it. */
+ * with err. At mount (at_mount) a failure is only err, with the attempts and time when
+ * there were retries: the mount's one line says it; a wait is said through
+ * remote_opts.waiting. Later, a failure is logged (evlog) and kept as the last error. */
 static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *buf,
                  struct blocks_sink *sink, bool pinned, bool at_mount, char err[GGUF_ERR_MAX],
                  long *status)
@@ -465,23 +633,29 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	CURL *h = handle_get(r);
 	bool from_given = false;
 	int ret = -1;
-	double give_up = now_s() + (double)REMOTE_RETRY_SPAN * r->o.timeout;
-	unsigned retries = 0;
+	double started = now_s();
+	double give_up = started + (double)REMOTE_RETRY_SPAN * r->o.timeout;
+	struct mount_wait wait = { .f = f };
+	unsigned retries = 0, n = 0;
+	enum outcome o = FAILED;
 	*status = 0;
 	if (!h) {
 		errf(err, "out of memory");
 		return -1;
 	}
-	for (unsigned n = 0; n < REMOTE_ATTEMPTS; n++) {
+	for (; n < REMOTE_ATTEMPTS; n++) {
 		if (pinned && atomic_load(&f->changed)) {
 			errf(err, "changed on the server");
+			o = CHANGED;   /* said when it was found */
 			break;
 		}
 		long retry_after = -1;
 		/* blocks that came whole are the readers' already: ask only for the rest */
 		uint64_t from = sink ? first + (uint64_t)sink->done * REMOTE_BLOCK_SIZE : first;
-		enum outcome o = attempt(f, h, from, last, buf, sink, pinned, from_given, status,
-		                         &retry_after, err);
+		wait.attempt = n + 1;
+		wait.attempt_started = now_s();
+		o = attempt(f, h, from, last, buf, sink, pinned, from_given,
+		            at_mount && r->o.waiting ? &wait : NULL, status, &retry_after, err);
 		if (o == GOT) {
 			ret = 0;
 			break;
@@ -495,6 +669,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		}
 		if (o == FAILED || n + 1 == REMOTE_ATTEMPTS || cancelled(r))
 			break;
+		atomic_fetch_add_explicit(&r->n_retries, 1, memory_order_relaxed);
 		if (o == REFETCH) {
 			pthread_mutex_lock(&f->lock);
 			free(f->target);
@@ -508,9 +683,33 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		unsigned ms = pause_ms(retries++, retry_after);
 		if (now_s() + ms / 1e3 >= give_up)
 			break;
+		/* a mount that has waited a while says why it waits on */
+		if (at_mount && r->o.waiting && now_s() + ms / 1e3 - started >= REMOTE_WAIT_SAY_S) {
+			wait.attempt = n + 2;
+			say_waiting(&wait, "%s: %s; trying again in %.1f s (attempt %u of %u; -o "
+			            "timeout=%u bounds each)", f->display, err, ms / 1e3, n + 2,
+			            REMOTE_ATTEMPTS, r->o.timeout);
+		}
 		backoff(r, ms);
 	}
 	handle_put(r, h);
+	unsigned attempts = n < REMOTE_ATTEMPTS ? n + 1 : REMOTE_ATTEMPTS;
+	/* at mount, the mount's one line says it, with what was tried */
+	if (ret < 0 && at_mount && attempts > 1 && o != CHANGED) {
+		size_t len = strlen(err);
+		snprintf(err + len, GGUF_ERR_MAX - len, " (%u attempts in %.1f s)", attempts,
+		         now_s() - started);
+	}
+	/* a read's fetch that failed for good: the log says why, once per cause (a changed
+	 * file has said so in mark_changed) */
+	if (ret < 0 && !at_mount && o != CHANGED && !cancelled(r)) {
+		char key[GGUF_ERR_MAX + 64];
+		note_failure(f, err);
+		failure_key(key, sizeof key, f, *status, err);
+		evlog(EVLOG_ERR, key, "%s: bytes %" PRIu64 "-%" PRIu64 " could not be fetched after "
+		      "%u attempt%s in %.1f s: %s: reads of them fail with EIO", log_name(f), first,
+		      last, attempts, attempts == 1 ? "" : "s", now_s() - started, err);
+	}
 	return ret;
 }
 
@@ -522,12 +721,15 @@ static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 	char err[GGUF_ERR_MAX];
 	long status;
 	uint64_t first = index * REMOTE_BLOCK_SIZE;
-	if (f->entry && dc_load(f->entry, index, buf, len))
+	if (f->entry && dc_load(f->entry, index, buf, len)) {
+		atomic_fetch_add_explicit(&f->r->n_disk_hits, 1, memory_order_relaxed);
 		return 0;
+	}
+	fetched_here = true;
 	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0)
 		return -EIO;
 	if (f->entry)
-		dc_store(f->entry, index, buf, len);   /* or not kept: no room, a full disk */
+		store_block(f, index, buf, len);
 	return 0;
 }
 
@@ -568,6 +770,7 @@ static int run_job(struct ahead_job *job)
 	for (unsigned i = 0; i < job->n;) {
 		uint64_t k = job->first + i;
 		if (f->entry && dc_load(f->entry, k, bc_block_data(job->blocks[i]), block_len(f, k))) {
+			atomic_fetch_add_explicit(&f->r->n_disk_hits, 1, memory_order_relaxed);
 			bc_fill_done(f->r->cache, job->blocks[i++], 0);
 			continue;
 		}
@@ -794,9 +997,12 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 			int error;
 			if (run_queued(f, k))
 				return -EIO;
+			fetched_here = false;
 			const uint8_t *data = bc_get(f->r->cache, f, k, blen, fetch_block, f, &error, &held);
 			if (!data)
 				return -EIO;
+			if (!fetched_here)
+				atomic_fetch_add_explicit(&f->r->n_memory_hits, 1, memory_order_relaxed);
 			memcpy(dst, data + from, to - from);
 			bc_release(f->r->cache, held);
 		}
@@ -849,6 +1055,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 	r->cache = bc_new(r->o.cache_size, REMOTE_BLOCK_SIZE);
 	/* every lock before the first remote_free, which takes ahead_lock */
 	pthread_mutex_init(&r->pool_lock, NULL);
+	pthread_mutex_init(&r->error_lock, NULL);
 	pthread_mutex_init(&r->ahead_lock, NULL);
 	pthread_cond_init(&r->ahead_cond, NULL);
 	if (o->cache_dir) {
@@ -904,6 +1111,7 @@ void remote_free(struct remote *r)
 	}
 	free((char *)r->o.cafile);
 	pthread_mutex_destroy(&r->pool_lock);
+	pthread_mutex_destroy(&r->error_lock);
 	pthread_mutex_destroy(&r->ahead_lock);
 	pthread_cond_destroy(&r->ahead_cond);
 	free(r);
@@ -935,8 +1143,8 @@ static void pin_commit(struct remote_file *f)
 }
 
 /* Opens f's entry in the disk cache, keyed by the URL as shown, the size and the ETag
- * (or Last-Modified); without either, or when another mount holds the entry, f is read
- * without the disk cache (said on stderr in the second case). */
+ * (or Last-Modified); without either, when another mount holds the entry, or when none
+ * can be made, f is read without the disk cache, and the event log says why. */
 static void open_disk_entry(struct remote_file *f)
 {
 	char version[HTTP_ETAG_MAX + 32];
@@ -949,8 +1157,16 @@ static void open_disk_entry(struct remote_file *f)
 	bool busy;
 	f->entry = dc_entry_open(f->r->disk, f->display, f->size, version, &busy);
 	if (busy)
-		fprintf(stderr, "ggufs: %s: another mount uses its disk cache entry: this mount "
-		        "reads without the disk cache\n", f->display);
+		evlog(EVLOG_WARNING, NULL, "%s: another mount uses its disk cache entry: this "
+		      "mount reads without the disk cache", f->display);
+	else if (!f->entry && !version[0])
+		evlog(EVLOG_WARNING, NULL, "%s: the server sends neither ETag nor Last-Modified, "
+		      "so a later version could not be told apart: this file is read without the "
+		      "disk cache", f->display);
+	else if (!f->entry)
+		evlog(EVLOG_WARNING, NULL, "%s: the disk cache refused an entry for this file (no "
+		      "room under cache_max, a URL too long, or a write error): it is read without "
+		      "the disk cache", f->display);
 }
 
 struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
@@ -1028,6 +1244,27 @@ const char *remote_repo_commit(const struct remote_file *f)
 	return f->repo_commit;
 }
 
+void remote_set_name(struct remote_file *f, const char *name)
+{
+	free(f->name);
+	f->name = strdup(name);   /* or the URL shown, when out of memory */
+}
+
+void remote_counters(struct remote *r, struct remote_counters *c)
+{
+	c->requests = atomic_load_explicit(&r->n_requests, memory_order_relaxed);
+	c->bytes_fetched = atomic_load_explicit(&r->n_bytes, memory_order_relaxed);
+	c->memory_hits = atomic_load_explicit(&r->n_memory_hits, memory_order_relaxed);
+	c->disk_hits = atomic_load_explicit(&r->n_disk_hits, memory_order_relaxed);
+	c->retries = atomic_load_explicit(&r->n_retries, memory_order_relaxed);
+	c->failures = atomic_load_explicit(&r->n_failures, memory_order_relaxed);
+	c->disk_cache = r->disk != NULL;
+	pthread_mutex_lock(&r->error_lock);
+	snprintf(c->last_error, sizeof c->last_error, "%s", r->last_error);
+	c->last_error_time = r->last_error_time;
+	pthread_mutex_unlock(&r->error_lock);
+}
+
 struct source *remote_source(struct remote_file *f)
 {
 	return &f->src;
@@ -1064,6 +1301,7 @@ void remote_close(struct remote_file *f)
 	dc_entry_close(f->entry);
 	free(f->url);
 	free(f->display);
+	free(f->name);
 	free(f->prefix);
 	free(f->target);
 	free(f->etag_origin);

@@ -41,6 +41,9 @@
 #define REMOTE_BACKOFF_MAX_MS 4000
 #define REMOTE_RETRY_AFTER_MAX 10           /* seconds */
 #define REMOTE_RETRY_SPAN 3
+/* At mount, a wait this long (an attempt without an answer, or retries) is said to the
+ * user through remote_opts.waiting, once per attempt. */
+#define REMOTE_WAIT_SAY_S 3
 
 /* Read-ahead for a sequential reader: requests of REMOTE_REQUEST_MIN_BLOCKS blocks at
  * first, doubling at each read that issues some up to REMOTE_REQUEST_MAX_BLOCKS, keeping
@@ -62,6 +65,8 @@ struct remote_opts {
 	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
 	bool token_from_env;        /* for the hint in a 401/403 message */
 	bool token_withheld;        /* HF_TOKEN is set, but not for this URL's server */
+	bool hub;                   /* the URL is the hub's (hf://, or on HF_ENDPOINT), the only
+	                             * one HF_TOKEN goes to: a 401/403 hint names it only then */
 	const char *cafile;         /* extra CA file, or NULL */
 	unsigned timeout;           /* seconds without progress; 0: the default */
 	uint64_t cache_size;        /* bytes; 0: the default */
@@ -69,6 +74,11 @@ struct remote_opts {
 	uint64_t cache_max;         /* its bound in bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
+	/* NULL, or told at mount, in one line without "ggufs: ", what the mount waits for
+	 * once it has waited REMOTE_WAIT_SAY_S: an attempt without an answer yet, or a
+	 * retry, at most once per attempt (a terminal shows it; silence when all is well) */
+	void (*waiting)(void *arg, const char *line);
+	void *waiting_arg;
 	struct url_rev hub_rev;     /* an hf:// model: where the revision is in each URL (the
 	                             * shards' differ only after it); once the hub names the
 	                             * commit it served, later requests ask for that commit */
@@ -105,6 +115,26 @@ int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MA
 time_t remote_mtime(const struct remote_file *f);
 /* The hub's X-Repo-Commit from the first answer: the commit mounted; "" if none. */
 const char *remote_repo_commit(const struct remote_file *f);
+
+/* Names f as the user gave it (an hf:// name, not the URL it became) in the event log
+ * and the last error. */
+void remote_set_name(struct remote_file *f, const char *name);
+
+/* What a mount's fetcher has done so far (counted as it happens; read for the
+ * user.ggufs.* attributes of the mount's root). */
+struct remote_counters {
+	uint64_t requests;          /* HTTP requests sent, mount's included, retries included */
+	uint64_t bytes_fetched;     /* body bytes received */
+	uint64_t memory_hits;       /* blocks a read found in the memory cache (fetched
+	                             * earlier, or by read-ahead) */
+	uint64_t disk_hits;         /* blocks read from the disk cache instead of fetched */
+	uint64_t retries;           /* attempts after a first that failed */
+	uint64_t failures;          /* fetches that failed for good, and files that changed */
+	bool disk_cache;            /* -o cache_dir is in use */
+	char last_error[GGUF_ERR_MAX];  /* "NAME: cause" of the last failure; "" if none */
+	time_t last_error_time;     /* when it happened (wall clock) */
+};
+void remote_counters(struct remote *r, struct remote_counters *c);
 
 /* The file as a byte source; closing the source closes the file. */
 struct source *remote_source(struct remote_file *f);

@@ -1,0 +1,289 @@
+/* What the daemon tells the user after the mount: where the event log goes (syslog in
+ * the background, -o log=FILE, or stderr with -f), the EIO replies (each cause's first
+ * one logged with the cause, the rest counted), and the live counters that the mount's
+ * root shows as user.ggufs.* extended attributes. lib/ reports events through evlog.h
+ * and counts its fetches (remote_counters); nothing here costs a read anything but a
+ * relaxed atomic add, and the counters are gathered only when an attribute is read. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "evlog.h"
+#include "ggufs.h"
+
+/* ---- the event log's sinks ---- */
+
+/* "2026-12-01T15:30:00Z": the UTC time t in ISO 8601, into buf (24 bytes). */
+static const char *iso_time(time_t t, char buf[24])
+{
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) || !strftime(buf, 24, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, 24, "%lld", (long long)t);
+	return buf;
+}
+
+/* evlog sink to -o log=FILE: one write per line (O_APPEND keeps lines whole), with the
+ * time, the daemon's pid and the mount point. */
+static void to_file(void *arg, enum evlog_level level, const char *line)
+{
+	struct ggufs *fs = arg;
+	char when[24], out[EVLOG_LINE_MAX + PATH_MAX + 96];
+	int n = snprintf(out, sizeof out, "%s ggufs[%ld]: %s: %s%s\n", iso_time(time(NULL), when),
+	                 (long)getpid(), fs->mountpoint, level == EVLOG_ERR ? "" : "warning: ",
+	                 line);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof out) {   /* cut, but still one line */
+		n = (int)sizeof out - 1;
+		out[n - 1] = '\n';
+	}
+	ssize_t w = write(fs->log_fd, out, (size_t)n);
+	(void)w;   /* a full disk loses the line, never the mount */
+}
+
+/* evlog sink to syslog (ident ggufs, opened by log_start), with the mount point. */
+static void to_syslog(void *arg, enum evlog_level level, const char *line)
+{
+	struct ggufs *fs = arg;
+	syslog(level == EVLOG_ERR ? LOG_ERR : LOG_WARNING, "%s: %s", fs->mountpoint, line);
+}
+
+/* evlog sink to stderr with -f: "ggufs: LINE", as before the mount. */
+static void to_stderr(void *arg, enum evlog_level level, const char *line)
+{
+	(void)arg;
+	fprintf(stderr, "ggufs: %s%s\n", level == EVLOG_ERR ? "" : "warning: ", line);
+}
+
+int log_open_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
+		close(fd);
+		fprintf(stderr, "ggufs: %s: the log file is not a regular file\n", path);
+		return -1;
+	}
+	if (fd < 0)
+		fprintf(stderr, "ggufs: %s: cannot open the log file: %s\n", path, strerror(errno));
+	return fd;
+}
+
+void log_start(struct ggufs *fs, bool foreground)
+{
+	if (fs->log_fd >= 0) {
+		evlog_set_sink(to_file, fs);
+	} else if (foreground) {
+		evlog_set_sink(to_stderr, fs);
+	} else {
+		openlog("ggufs", LOG_PID, LOG_DAEMON);
+		fs->syslog_open = true;
+		evlog_set_sink(to_syslog, fs);
+	}
+}
+
+void log_stop(struct ggufs *fs)
+{
+	evlog_flush();
+	evlog_set_sink(NULL, NULL);
+	if (fs->syslog_open)
+		closelog();
+	if (fs->log_fd >= 0)
+		close(fs->log_fd);
+	fs->log_fd = -1;
+}
+
+/* ---- EIO replies ---- */
+
+/* n's path in the tree ("tensors/NAME.f32", "gguf.json"), into buf. */
+static const char *node_path(const struct ggufs *fs, const struct tree_node *n, char *buf,
+                             size_t size)
+{
+	const struct tree_node *dir = tree_node(fs->tree, n->parent);
+	if (dir && n->parent != TREE_ROOT_INO)
+		snprintf(buf, size, "%s/%s", dir->name, n->name);
+	else
+		snprintf(buf, size, "%s", n->name);
+	return buf;
+}
+
+/* Keeps why as the daemon's last error (a local model's: a remote one's are the
+ * fetcher's). */
+static void note_error(struct ggufs *fs, const char *why)
+{
+	pthread_mutex_lock(&fs->error_lock);
+	snprintf(fs->last_error, sizeof fs->last_error, "%s", why);
+	fs->last_error_time = time(NULL);
+	pthread_mutex_unlock(&fs->error_lock);
+}
+
+/* For a local model: the first shard that is shorter now than at mount, said in the
+ * log (once per size it shrank to) and kept as the last error; its text in why. False
+ * when none is. */
+static bool local_shrink(struct ggufs *fs, char *why, size_t size)
+{
+	const struct ggufs_model *m = fs->model;
+	for (uint32_t s = 0; s < m->n_shards; s++) {
+		int fd;
+		uint64_t now;   /* of its bytes at mount, how many the file holds now */
+		if (!source_span(m->shards[s].src, 0, m->shards[s].size, &fd, &now) ||
+		    now >= m->shards[s].size)
+			continue;
+		snprintf(why, size, "%s: the file shrank from %" PRIu64 " to %" PRIu64 " bytes "
+		         "while mounted: reads of the bytes that went fail with EIO",
+		         m->shards[s].path, m->shards[s].size, now);
+		/* said once per size it shrank to: its EIOs are what is counted */
+		pthread_mutex_lock(&fs->error_lock);
+		bool new_size = strcmp(fs->last_error, why) != 0;
+		pthread_mutex_unlock(&fs->error_lock);
+		if (new_size) {
+			note_error(fs, why);
+			evlog(EVLOG_ERR, NULL, "%s", why);
+		}
+		return true;
+	}
+	return false;
+}
+
+void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree_node *n, uint64_t off,
+               size_t len)
+{
+	atomic_fetch_add_explicit(&fs->eio_replies, 1, memory_order_relaxed);
+	char cause[GGUF_ERR_MAX + 64] = "", path[PATH_MAX];
+	if (fs->model->remote) {
+		struct remote_counters *c = malloc(sizeof *c);
+		if (c) {
+			remote_counters(fs->model->remote, c);
+			snprintf(cause, sizeof cause, "%s", c->last_error);
+			free(c);
+		}
+	} else {
+		local_shrink(fs, cause, sizeof cause);
+	}
+	if (!cause[0])
+		snprintf(cause, sizeof cause, "the bytes could not be read");
+	/* the first EIO of each cause: said with it, the rest counted under the same key
+	 * (the cause without its numbers: byte ranges and counts differ between failures
+	 * of one cause) */
+	char key[sizeof cause + 8] = "eio ";
+	size_t k = strlen(key);
+	for (const char *p = cause; *p && k + 1 < sizeof key; p++)
+		if (*p < '0' || *p > '9')
+			key[k++] = *p;
+	key[k] = 0;
+	evlog(EVLOG_ERR, key, "EIO to a read of %s (%zu bytes at %" PRIu64 "), because %s",
+	      node_path(fs, n, path, sizeof path), len, off, cause);
+	fuse_reply_err(req, EIO);
+}
+
+/* ---- user.ggufs.* on the mount's root ---- */
+
+enum counter {
+	C_READS, C_EIO, C_LAST_ERROR, C_URL, C_REQUESTS, C_BYTES, C_MEMORY_HITS, C_DISK_HITS,
+	C_RETRIES, C_COUNT
+};
+
+static const char *const counter_name[C_COUNT] = {
+	"user.ggufs.reads", "user.ggufs.eio_replies", "user.ggufs.last_error", "user.ggufs.url",
+	"user.ggufs.requests", "user.ggufs.bytes_fetched", "user.ggufs.memory_cache_hits",
+	"user.ggufs.disk_cache_hits", "user.ggufs.retries",
+};
+
+/* Whether counter k applies to this mount: the fetcher's only to a remote model, the
+ * disk cache's only with cache_dir. */
+static bool applies(const struct ggufs *fs, const struct remote_counters *rc, enum counter k)
+{
+	if (k <= C_LAST_ERROR)
+		return true;
+	if (!fs->model->remote)
+		return false;
+	return k != C_DISK_HITS || rc->disk_cache;
+}
+
+/* The value of counter k as text (no newline) into buf. */
+static void counter_value(struct ggufs *fs, const struct remote_counters *rc, enum counter k,
+                          char *buf, size_t size)
+{
+	uint64_t v = 0;
+	switch (k) {
+	case C_READS: v = atomic_load_explicit(&fs->reads, memory_order_relaxed); break;
+	case C_EIO: v = atomic_load_explicit(&fs->eio_replies, memory_order_relaxed); break;
+	case C_REQUESTS: v = rc->requests; break;
+	case C_BYTES: v = rc->bytes_fetched; break;
+	case C_MEMORY_HITS: v = rc->memory_hits; break;
+	case C_DISK_HITS: v = rc->disk_hits; break;
+	case C_RETRIES: v = rc->retries; break;
+	case C_URL:
+		snprintf(buf, size, "%s", fs->model->path);
+		return;
+	case C_LAST_ERROR: {
+		/* the later of the fetcher's and the daemon's own */
+		char when[24];
+		pthread_mutex_lock(&fs->error_lock);
+		bool ours = fs->last_error[0] &&
+		            (!rc->last_error[0] || fs->last_error_time >= rc->last_error_time);
+		if (ours)
+			snprintf(buf, size, "%s %s", iso_time(fs->last_error_time, when), fs->last_error);
+		else if (rc->last_error[0])
+			snprintf(buf, size, "%s %s", iso_time(rc->last_error_time, when), rc->last_error);
+		else
+			buf[0] = 0;
+		pthread_mutex_unlock(&fs->error_lock);
+		return;
+	}
+	case C_COUNT: break;
+	}
+	snprintf(buf, size, "%" PRIu64, v);
+}
+
+/* The fetcher's counters now (zero for a local model). */
+static void gather(struct ggufs *fs, struct remote_counters *rc)
+{
+	memset(rc, 0, sizeof *rc);
+	if (fs->model->remote)
+		remote_counters(fs->model->remote, rc);
+}
+
+int64_t counters_list(struct ggufs *fs, char *buf, size_t size)
+{
+	struct remote_counters rc;
+	gather(fs, &rc);
+	size_t need = 0;
+	for (int k = 0; k < C_COUNT; k++) {
+		if (!applies(fs, &rc, (enum counter)k))
+			continue;
+		size_t n = strlen(counter_name[k]) + 1;
+		if (size && need + n <= size)
+			memcpy(buf + need, counter_name[k], n);
+		need += n;
+	}
+	return size && need > size ? -ERANGE : (int64_t)need;
+}
+
+int64_t counters_get(struct ggufs *fs, const char *name, char *buf, size_t size)
+{
+	if (strncmp(name, "user.ggufs.", 11) != 0)
+		return -ENOENT;   /* not ours: the tree's */
+	struct remote_counters rc;
+	gather(fs, &rc);
+	for (int k = 0; k < C_COUNT; k++) {
+		if (strcmp(name, counter_name[k]) != 0 || !applies(fs, &rc, (enum counter)k))
+			continue;
+		char value[2 * GGUF_ERR_MAX + 64];
+		counter_value(fs, &rc, (enum counter)k, value, sizeof value);
+		size_t n = strlen(value);
+		if (size && n > size)
+			return -ERANGE;
+		if (size)
+			memcpy(buf, value, n);
+		return (int64_t)n;
+	}
+	return -ENODATA;
+}
