@@ -11,7 +11,7 @@
 - an mmap reader and a pread reader of model.gguf at once, while another thread reads
   .f32 files, all get the right bytes;
 - the model file cut short under the mount: reads of model.gguf past the cut give EIO
-  (not SIGBUS in the daemon), reads before it the right bytes."""
+  (not SIGBUS in the daemon), logged with the cause, reads before it the right bytes."""
 import errno
 import mmap
 import os
@@ -189,6 +189,10 @@ class Shrunk(unittest.TestCase):
                 self.assertEqual(gm.pread_direct(p, 65536, 1 << 20),
                                  data[1 << 20:(1 << 20) + 65536])
                 self.assertIsNone(m.proc.poll(), "the daemon lives")
+                # said once, with its cause, as for every other file
+                self.assertIn("EIO to a read of model.gguf (65536 bytes at %d), because %s: the "
+                              "file shrank from %d to %d bytes" % (cut - 4096, model, len(data),
+                                                                   cut), m.stderr())
         finally:
             shutil.rmtree(d)
 
