@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """model.gguf at the root of a local mount (issue 18):
 - a single-file model's model.gguf is the file (sha256), with its size and times in
-  stat, for the bundled model and the type vectors, and parses back with ggufs itself
+  stat, and stays in the page cache across opens (a second read reaches no daemon), for the bundled model and the type vectors, and parses back with ggufs itself
   into the tree's keys, values and tensors, each tensor's bytes its raw file's;
 - a split model's is the merged file: the bundled model split in 3 and mounted from its
   second shard merges back into the original byte for byte (it was written in order at
@@ -46,6 +46,16 @@ class Single(unittest.TestCase):
             _, err = parses_back(self, m.path)
             self.assertEqual(err, "")
             self.assertEqual(m.stderr(), "")
+
+    def test_page_cache_kept(self):
+        """model.gguf is page-cacheable and its pages are kept across opens: a second
+        whole read, through a new open, reaches the daemon with no read at all."""
+        with gm.Mount(gm.TINY) as m:
+            reads = lambda: int(os.getxattr(m.path, "user.ggufs.reads"))
+            first = gm.read_file(m.p("model.gguf"))
+            after_first = reads()
+            self.assertEqual(gm.read_file(m.p("model.gguf")), first)
+            self.assertEqual(reads(), after_first)
 
     def test_alltypes(self):
         with gm.Mount(ALLTYPES) as m:
