@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """model.gguf at the root of a local mount (issue 18):
 - a single-file model's model.gguf is the file (sha256), with its size and times in
-  stat, and stays in the page cache across opens (a second read reaches no daemon), for the bundled model and the type vectors, and parses back with ggufs itself
-  into the tree's keys, values and tensors, each tensor's bytes its raw file's;
+  stat, for the bundled model and the type vectors, and parses back with ggufs itself
+  into the tree's keys, values and tensors, each tensor's bytes its raw file's; its
+  pages stay in the page cache across opens (a second read reaches no daemon);
 - a split model's is the merged file: the bundled model split in 3 and mounted from its
   second shard merges back into the original byte for byte (it was written in order at
   alignment 32, as llama-gguf-split --merge writes); the type vectors split in 4 parse
