@@ -178,10 +178,41 @@ uint64_t dc_usage(struct diskcache *dc)
 	return fd < 0 ? 0 : usage_of(fd, 1);
 }
 
-/* Removes the entry directory name (its files, then itself). 0, or -1. */
+/* Whether what fd is open on may be trusted as part of the cache: owned by the user
+ * running ggufs, writable by nobody else, a directory (dir) or else a regular file with
+ * one name (another user could otherwise have made or changed its bytes, or linked it
+ * in from elsewhere). */
+static bool trusted_fd(int fd, bool dir)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022) &&
+	       (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) && st.st_nlink == 1);
+}
+
+/* Opens file (map or data) of the entry directory name with flags, never through a
+ * symlink (neither the entry nor the file), and only when both are trusted_fd: -1
+ * otherwise. */
+static int open_in_entry(int parent, const char *name, const char *file, int flags)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int f = trusted_fd(fd, true) ? openat(fd, file, flags | O_NOFOLLOW | O_CLOEXEC) : -1;
+	close(fd);
+	if (f >= 0 && !trusted_fd(f, false)) {
+		close(f);
+		f = -1;
+	}
+	return f;
+}
+
+/* Removes the entry directory name (its files, then itself); anything else there by
+ * that name (a symlink, a file) is unlinked itself, never what it leads to. 0, or -1. */
 static int remove_entry(int parent, const char *name)
 {
 	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+		return unlinkat(parent, name, 0);
 	if (fd >= 0) {
 		DIR *d = fdopendir(fd);
 		if (!d) {
@@ -234,6 +265,23 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
 		return NULL;
 	}
+	/* a directory that another user made, or can write to, or that leads elsewhere
+	 * could hold blocks that are not the server's: refused, never used */
+	struct stat st;
+	if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+		snprintf(err, errlen, "cache_dir %s: is a symlink; give the directory itself", dir);
+		return NULL;
+	}
+	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid != geteuid()) {
+		snprintf(err, errlen, "cache_dir %s: owned by uid %u, not by the user mounting "
+		         "(uid %u)", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return NULL;
+	}
+	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 022)) {
+		snprintf(err, errlen, "cache_dir %s: writable by group or others (mode %04o); "
+		         "chmod go-w it", dir, (unsigned)(st.st_mode & 07777));
+		return NULL;
+	}
 	struct diskcache *dc = calloc(1, sizeof *dc);
 	if (!dc) {
 		snprintf(err, errlen, "out of memory");
@@ -241,11 +289,14 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 	}
 	dc->block_size = block_size;
 	dc->lockfd = -1;
-	dc->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dc->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dc->dirfd >= 0)
 		dc->lockfd = openat(dc->dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (dc->dirfd < 0 || dc->lockfd < 0 || access(dir, W_OK) != 0) {
-		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
+	/* checked again on what was opened: the name may have been swapped meanwhile */
+	bool trusted = dc->dirfd >= 0 && trusted_fd(dc->dirfd, true);
+	if (dc->dirfd < 0 || dc->lockfd < 0 || access(dir, W_OK) != 0 || !trusted) {
+		snprintf(err, errlen, "cache_dir %s: %s", dir,
+		         dc->dirfd >= 0 && !trusted ? "changed while being opened" : strerror(errno));
 		if (dc->dirfd >= 0)
 			close(dc->dirfd);
 		if (dc->lockfd >= 0)
@@ -349,12 +400,9 @@ static int create_entry(struct diskcache *dc, const char *name, const char *key,
 static int open_entry(struct dc_entry *e, const char *key)
 {
 	struct diskcache *dc = e->dc;
-	int fd = openat(dc->dirfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	e->mapfd = openat(fd, "map", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	e->datafd = openat(fd, "data", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	close(fd);
+	/* an entry or file that is not trusted_fd is not this user's: made afresh */
+	e->mapfd = open_in_entry(dc->dirfd, e->name, "map", O_RDWR);
+	e->datafd = open_in_entry(dc->dirfd, e->name, "data", O_RDWR);
 	if (e->mapfd < 0 || e->datafd < 0)
 		return -1;
 	if (flock_retry(e->mapfd, LOCK_EX | LOCK_NB) != 0)
@@ -558,9 +606,7 @@ static bool evict_entry(struct diskcache *dc)
 	for (struct dirent *de; (de = readdir(d));) {
 		if (!is_entry_name(de->d_name))
 			continue;
-		char path[64];
-		snprintf(path, sizeof path, "%s/map", de->d_name);
-		int mfd = openat(dc->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int mfd = open_in_entry(dc->dirfd, de->d_name, "map", O_RDONLY);
 		struct stat st;
 		bool unused = mfd >= 0 && flock_retry(mfd, LOCK_EX | LOCK_NB) == 0;
 		if (mfd < 0 || (unused && fstat(mfd, &st) != 0)) {
@@ -614,9 +660,7 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
 	for (struct dirent *de; d && recs && (de = readdir(d));) {
 		if (!is_entry_name(de->d_name) || ours(dc, de->d_name))
 			continue;
-		char path[64];
-		snprintf(path, sizeof path, "%s/map", de->d_name);
-		int mfd = openat(dc->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int mfd = open_in_entry(dc->dirfd, de->d_name, "map", O_RDONLY);
 		if (mfd < 0)
 			continue;
 		for (uint64_t at = 0;; at += CHUNK) {
@@ -650,11 +694,8 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
  * at its next load of the block, and fetches it again. True when it went. */
 static bool evict_foreign(struct diskcache *dc, const struct foreign_block *v)
 {
-	char path[64];
-	snprintf(path, sizeof path, "%s/map", v->name);
-	int mfd = openat(dc->dirfd, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	snprintf(path, sizeof path, "%s/data", v->name);
-	int dfd = openat(dc->dirfd, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	int mfd = open_in_entry(dc->dirfd, v->name, "map", O_RDWR);
+	int dfd = open_in_entry(dc->dirfd, v->name, "data", O_RDWR);
 	static const struct dc_record zero;
 	struct dc_record rec;
 	bool ok = mfd >= 0 && dfd >= 0 &&

@@ -40,7 +40,11 @@ struct dc_entry;
 /* Opens the cache directory dir (created mode 0700 when missing; its parent must exist),
  * bounded to max bytes, or with max 0 to the default: min(DC_DEFAULT_MAX, (free space
  * of its file system + what the cache holds) / DC_DEFAULT_FREE_DIVISOR), taken now.
- * NULL with one phrase in err (errlen bytes) when it cannot be used. */
+ * NULL with one phrase in err (errlen bytes) when it cannot be used, or must not be: a
+ * symlink, another user's, or writable by group or others (its blocks would not be the
+ * server's). Entries and files inside are held to the same rule (and files to one name)
+ * before they are read; one that fails it is made afresh, and eviction never follows a
+ * symlink. */
 struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
                           size_t errlen);
 /* Closes it; its entries must be closed first. */

@@ -386,12 +386,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         size = len(f.content)
         common = [("Accept-Ranges", "bytes")] + list(fs.extra_headers)
+        etag = fs.force_etag if fs.force_etag is not None else f.etag
         if fs.send_validators:
-            common += [("ETag", f.etag),
+            common += [("ETag", etag),
                        ("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True))]
         match = None if fs.ignore_if_match else headers.get("if-match")
         if match is not None and match.strip() != "*" and \
-                f.etag not in [m.strip() for m in match.split(",")]:
+                etag not in [m.strip() for m in match.split(",")]:
             self.simple(record, 412, common)
             return
         rng = None if fs.ignore_range else parse_range(headers.get("range"), size)
@@ -490,6 +491,8 @@ class FaultServer:
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
     - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
     - s.send_validators = False: no ETag and no Last-Modified (a plain server);
+    - s.force_etag = '"E"': every file's ETag is E, whatever its bytes (a server that
+      gives two contents one ETag: a cache poisoned, or a lying server);
     - s.shift_ranges = N: a range request gets the range N bytes further on, with a
       Content-Range saying so (a server that answers another range than asked);
     - s.swap(path, content): new content and a new ETag;
@@ -526,6 +529,7 @@ class FaultServer:
         self.hang_up = False
         self.ignore_if_match = False
         self.send_validators = True
+        self.force_etag = None
         self.shift_ranges = 0
         self.sign_redirects = None
         self.require_signature = False

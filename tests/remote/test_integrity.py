@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Never a wrong byte from a remote model (issue 20): a hostile neighbour and a broken or
+hostile server against the disk cache, the response checks and the time and memory
+bounds. Each test stands for one item of the issue:
+- cache_dir: a symlink, another user's directory or one that others may write to is
+  refused at mount; an entry inside that another user owns is never served (made
+  afresh); eviction never follows a symlink planted in the directory;
+Reads run in child processes with deadlines where a hang could happen."""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from remote_common import (TINY, EnvMount, FaultServer, gm, tensor_extents)
+
+PATH = "/models/tinyllama-q4km.gguf"
+BLOCK = 128 << 10
+WAIT = 30.0
+
+
+def entries(d):
+    """The entry directories of the cache d."""
+    return sorted(n for n in os.listdir(d) if len(n) == 32 and os.path.isdir(os.path.join(d, n)))
+
+
+def stored_blocks(entry_dir):
+    """How many blocks the map of an entry records (non-zero 32-byte records)."""
+    with open(os.path.join(entry_dir, "map"), "rb") as f:
+        f.seek(4096)
+        recs = f.read()
+    return sum(1 for i in range(0, len(recs) - 31, 32) if any(recs[i:i + 32]))
+
+
+def chown_tree(path, uid):
+    """Gives path and everything under it to uid (gid too), symlinks themselves."""
+    os.lchown(path, uid, uid)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), uid, uid)
+
+
+class Base(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.data = gm.read_file(TINY)
+        cls.extents = tensor_extents(TINY)
+        # one block of tensor data with every byte inverted: another version's bytes
+        names = sorted(cls.extents, key=lambda n: cls.extents[n][0])
+        a, e = cls.extents[names[len(names) // 2]]
+        cls.bad_block = (a + (e - a) // 2) // BLOCK
+        b = bytearray(cls.data)
+        lo, hi = cls.bad_block * BLOCK, min(len(b), (cls.bad_block + 1) * BLOCK)
+        b[lo:hi] = bytes(x ^ 0xFF for x in b[lo:hi])
+        cls.poisoned = bytes(b)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ggufs-integrity-")
+        self.cache = os.path.join(self.tmp, "cache")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def read_all(self, m, data=None):
+        """Reads every tensor's raw file and checks its bytes against data (the local
+        file's by default)."""
+        data = self.data if data is None else data
+        for name, (a, _) in sorted(self.extents.items()):
+            got = gm.read_file(m.p("tensors", name))
+            self.assertGreater(len(got), 0)
+            self.assertTrue(got == data[a:a + len(got)], "bytes of %s" % name)
+
+    def refused(self, args, *words):
+        """Runs ggufs on args (model and options; a mount point is added) and checks it
+        exits 1 with one line naming every one of words, nothing mounted. The line."""
+        mnt = os.path.join(self.tmp, "mnt")
+        os.makedirs(mnt, exist_ok=True)
+        r = gm.run_ggufs(list(args) + [mnt], timeout=60)
+        err = r.stderr.decode(errors="replace")
+        if gm.is_mounted(mnt):
+            gm.unmount(mnt)
+            self.fail("mounted: " + err)
+        self.assertEqual(r.returncode, 1, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        for w in words:
+            self.assertIn(w, err)
+        return err
+
+    def poison(self, s, cache):
+        """A cache entry for s's PATH that holds the poisoned bytes under the ETag the
+        server now gives the right ones (a neighbour's work: a mount of another file
+        that a server gave the same size and ETag). Returns the entry's directory."""
+        good = s.file(PATH).content
+        s.force_etag = '"v1"'
+        s.swap(PATH, self.poisoned)
+        with EnvMount(s.url + PATH, ["-o", "cache_dir=" + cache]) as m:
+            self.read_all(m, self.poisoned)
+        s.swap(PATH, bytes(good))
+        (entry,) = entries(cache)
+        return os.path.join(cache, entry)
+
+
+class CacheDir(Base):
+    def test_symlink_refused(self):
+        real = os.path.join(self.tmp, "real")
+        os.mkdir(real, 0o700)
+        os.symlink(real, self.cache)
+        with FaultServer({PATH: self.data}) as s:
+            self.refused(["-o", "cache_dir=" + self.cache, s.url + PATH], "symlink", self.cache)
+        self.assertEqual(os.listdir(real), [], "nothing written through the symlink")
+
+    def test_group_or_other_writable_refused(self):
+        with FaultServer({PATH: self.data}) as s:
+            self.poison(s, self.cache)
+            os.chmod(self.cache, 0o777)   # what a neighbour's pre-made /tmp directory is
+            self.refused(["-o", "cache_dir=" + self.cache, s.url + PATH], "writable", "0777")
+
+    def test_other_owner_refused(self):
+        with FaultServer({PATH: self.data}) as s:
+            self.poison(s, self.cache)
+            chown_tree(self.cache, gm.NOBODY)
+            os.chmod(self.tmp, 0o755)
+            self.refused(["-o", "cache_dir=" + self.cache, s.url + PATH], "owned by uid %d" % gm.NOBODY)
+
+    def test_entry_of_another_user_not_served(self):
+        with FaultServer({PATH: self.data}) as s:
+            edir = self.poison(s, self.cache)
+            chown_tree(edir, gm.NOBODY)   # the entry is nobody's; the directory is ours
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache]) as m:
+                self.read_all(m)
+            self.assertEqual(os.stat(edir).st_uid, os.geteuid(), "the entry made afresh")
+            # and a data file that others may write to: the same
+            os.chmod(os.path.join(edir, "data"), 0o666)
+            with open(os.path.join(edir, "data"), "r+b") as f:
+                f.seek(self.bad_block * BLOCK)
+                f.write(self.poisoned[self.bad_block * BLOCK:(self.bad_block + 1) * BLOCK])
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache]) as m:
+                self.read_all(m)
+
+    def test_eviction_does_not_follow_a_symlink(self):
+        other = os.path.join(self.tmp, "other")   # another cache of the same user
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + other]) as m:
+                self.read_all(m)
+            (victim,) = entries(other)
+            vdir = os.path.join(other, victim)
+            before = stored_blocks(vdir)
+            with open(os.path.join(vdir, "data"), "rb") as f:
+                vdata = f.read()
+            self.assertGreater(before, 4)
+            os.mkdir(self.cache, 0o700)
+            os.symlink(vdir, os.path.join(self.cache, "0" * 32))
+            s.swap(PATH, self.poisoned)   # another version: a new entry, room made for it
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache,
+                                         "-o", "cache_max=1M"]) as m:
+                self.read_all(m, self.poisoned)
+            self.assertEqual(stored_blocks(vdir), before, "the other cache's records")
+            with open(os.path.join(vdir, "data"), "rb") as f:
+                self.assertTrue(f.read() == vdata, "the other cache's bytes")
+            self.assertFalse(os.path.lexists(os.path.join(self.cache, "0" * 32)),
+                             "the planted symlink itself is removed")
+
+
+if __name__ == "__main__":
+    gm.main()
