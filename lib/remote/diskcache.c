@@ -13,9 +13,10 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define MAP_MAGIC "GGUFSDC1"
-#define MAP_VERSION 1u
+#define MAP_VERSION 2u       /* 2: XXH3 checksums (1's FNV-1a entries are made afresh) */
 #define MAP_HEADER 4096u     /* the map's header; the records follow */
 #define NEW_PREFIX ".new-"   /* an entry being made; left over only by a crash */
 
@@ -75,25 +76,19 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t basis)
 	return h;
 }
 
+/* XXH3 (libxxhash): every bit of the input reaches every bit of the result, so that
+ * errors of a few bits do not cancel out as they did in FNV-1a over 64-bit words (bit 7
+ * of bytes 7 and 15 flipped together went unseen); its length is hashed too. */
 uint64_t dc_checksum(const uint8_t *p, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w;
-		memcpy(&w, p + i, 8);
-		h = (h ^ w) * 0x100000001b3ull;
-	}
-	for (; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	return h ^ n;
+	return XXH3_64bits(p, n);
 }
 
 /* The check of record r as block index's: never 0, so a zeroed record fails it. */
 static uint64_t record_check(const struct dc_record *r, uint64_t index)
 {
 	uint64_t v[4] = { index, r->sum, r->tick, r->len };
-	uint64_t h = fnv1a(v, sizeof v, 0x84222325cbf29ce4ull);
+	uint64_t h = XXH3_64bits(v, sizeof v);
 	return h ? h : 1;
 }
 

@@ -75,8 +75,7 @@ bool dc_holds(struct dc_entry *e, uint64_t index);
  * (no room that may be freed, an I/O error): the block is then just not cached. */
 bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len);
 
-/* The checksum of a block as the map records it (64-bit FNV-1a over little-endian
- * 64-bit words, then the tail bytes): for tests. */
+/* The checksum of a block as the map records it (xxHash's XXH3, 64 bits): for tests. */
 uint64_t dc_checksum(const uint8_t *p, size_t n);
 
 #endif

@@ -5,6 +5,8 @@ bounds. Each test stands for one item of the issue:
 - cache_dir: a symlink, another user's directory or one that others may write to is
   refused at mount; an entry inside that another user owns is never served (made
   afresh); eviction never follows a symlink planted in the directory;
+- the block checksum: every pair of bits flipped among a few positions of a block on
+  disk gets the block fetched again;
 Reads run in child processes with deadlines where a hang could happen."""
 import os
 import shutil
@@ -160,6 +162,45 @@ class CacheDir(Base):
                 self.assertTrue(f.read() == vdata, "the other cache's bytes")
             self.assertFalse(os.path.lexists(os.path.join(self.cache, "0" * 32)),
                              "the planted symlink itself is removed")
+
+
+class Checksum(Base):
+    def test_every_two_bit_error_refetched(self):
+        """Block k of output.weight, cached on disk; then, for every pair of bits of its
+        bytes 7 and 15 (where FNV-1a over words cancelled), the pair flipped on disk, the
+        block pushed out of the 4-block memory cache by four others, and read again:
+        the right bytes, fetched again, every time."""
+        a, e = self.extents["output.weight"]
+        k = max(-(-a // BLOCK), (1 << 20) // BLOCK)   # past the header's 1 MiB prefix
+        self.assertLessEqual((k + 6) * BLOCK, e)
+        tensor_off = k * BLOCK - a
+        want = self.data[k * BLOCK:k * BLOCK + 4096]
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache,
+                                         "-o", "cache_size=512K"]) as m:
+                path = m.p("tensors", "output.weight")
+                for j in range(6):   # block k and the four that push it out, on disk
+                    gm.pread_direct(path, 4096, tensor_off + j * BLOCK)
+                (entry,) = entries(self.cache)
+                data_file = os.path.join(self.cache, entry, "data")
+                bits = [byte * 8 + b for byte in (7, 15) for b in range(8)]
+                pairs = [(x, y) for i, x in enumerate(bits) for y in bits[i + 1:]]
+                refetched = 0
+                for x, y in pairs:
+                    with open(data_file, "r+b") as f:
+                        for bit in (x, y):
+                            f.seek(k * BLOCK + bit // 8)
+                            v = f.read(1)[0] ^ (1 << (bit % 8))
+                            f.seek(k * BLOCK + bit // 8)
+                            f.write(bytes([v]))
+                    for j in range(1, 5):
+                        gm.pread_direct(path, 4096, tensor_off + j * BLOCK)
+                    s.clear_log()
+                    got = gm.pread_direct(path, 4096, tensor_off)
+                    self.assertTrue(got == want, "bits %d and %d flipped: wrong bytes" % (x, y))
+                    asked = [r.range for r in s.log_settled(1, timeout=2)]
+                    refetched += "bytes=%d-%d" % (k * BLOCK, (k + 1) * BLOCK - 1) in asked
+                self.assertEqual(refetched, len(pairs), "a refetch for every pair")
 
 
 if __name__ == "__main__":
