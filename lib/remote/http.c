@@ -87,6 +87,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
 		r->has_range = false;
 		r->etag[0] = r->last_modified[0] = r->repo_commit[0] = r->location[0] = 0;
+		r->encoding[0] = 0;
+		r->has_length = false;
 		r->retry_after = -1;
 		return len;
 	}
@@ -111,6 +113,19 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 	} else if (IS("Content-Range")) {
 		keep_value(tmp, sizeof tmp, v, vn);
 		parse_content_range(r, tmp);
+	} else if (IS("Content-Encoding")) {
+		/* a value too long to keep or holding control bytes is still an encoding */
+		keep_value(tmp, sizeof tmp, v, vn);
+		if (strcasecmp(tmp, "identity") != 0)
+			snprintf(r->encoding, sizeof r->encoding, "%s",
+			         !tmp[0] || strlen(tmp) >= sizeof r->encoding ? "?" : tmp);
+	} else if (IS("Content-Length")) {
+		char *end;
+		keep_value(tmp, sizeof tmp, v, vn);
+		r->content_length = strtoull(tmp, &end, 10);
+		r->has_length = tmp[0] >= '0' && tmp[0] <= '9' && !*end;
+		if (!r->has_length)   /* unreadable: no length that could agree */
+			r->content_length = UINT64_MAX, r->has_length = true;
 	}
 #undef IS
 	return len;
@@ -123,8 +138,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	struct transfer *t = arg;
 	struct http_response *r = t->resp;
 	size_t len = size * n;
-	if (r->status != 206 || len > t->want - r->got) {
-		r->aborted = r->status == 206;
+	if (r->status != 206 || r->encoding[0] || len > t->want - r->got) {
+		r->aborted = r->status == 206 && !r->encoding[0];
 		return 0;
 	}
 	if (t->req->segs) {   /* across as many pieces as the data spans */
@@ -199,6 +214,10 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 		snprintf(line, sizeof line, "If-Match: %s", req->if_match);
 		headers = curl_slist_append(headers, line);
 	}
+	/* the file's own bytes, never a compressed form of them (nothing decodes here) */
+	struct curl_slist *ae = curl_slist_append(headers, "Accept-Encoding: identity");
+	if (ae)
+		headers = ae;
 	char *auth = NULL;
 	if (req->token) {
 		size_t n = strlen(req->token) + 32;

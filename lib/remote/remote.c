@@ -215,11 +215,22 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		     first, last);
 		return FAILED;
 	}
+	if (resp->encoding[0]) {
+		errf(err, "the server's reply is encoded (Content-Encoding: %s), not the file's bytes",
+		     resp->encoding);
+		return FAILED;
+	}
 	if (pinned && !same_version(f, resp)) {   /* a changed file, cut short or not */
 		errf(err, "changed on the server (size %" PRIu64 ", ETag %s; mounted: %" PRIu64
 		     ", ETag %s)", resp->total, resp->etag[0] ? resp->etag : "none", f->size,
 		     f->etag[0] ? f->etag : "none");
 		return CHANGED;
+	}
+	if (resp->has_length && resp->content_length != resp->range_last - first + 1) {
+		errf(err, "the server's reply has a Content-Length (%" PRIu64 ") other than its "
+		     "Content-Range's (%" PRIu64 " bytes)", resp->content_length,
+		     resp->range_last - first + 1);
+		return RETRY;
 	}
 	if (resp->got != resp->range_last - first + 1) {
 		errf(err, "the server's reply was cut short (%" PRIu64 " of %" PRIu64 " bytes)",
@@ -267,8 +278,10 @@ struct blocks_sink {
 };
 
 /* http_request.seg_ready: block base + i is whole. Nothing is handed over before the
- * response's headers are checked (range, size, ETag); false stops a response that
- * fails them, and check_206 then says why. */
+ * response's headers are checked (status, range, a Content-Length that agrees with it,
+ * no Content-Encoding, size, validators): a block reaches the caches only once its bytes
+ * are known to be exactly those asked for. False stops a response that fails them, and
+ * check_206 then says why. */
 static bool block_ready(void *arg, const struct http_response *resp, size_t i)
 {
 	struct blocks_sink *sink = arg;
@@ -276,7 +289,9 @@ static bool block_ready(void *arg, const struct http_response *resp, size_t i)
 		return false;   /* never: pieces complete in order */
 	if (!sink->checked) {
 		if (resp->status != 206 || !resp->has_range || resp->range_first != sink->first ||
-		    resp->range_last != sink->last || !same_version(sink->f, resp))
+		    resp->range_last != sink->last || resp->encoding[0] ||
+		    (resp->has_length && resp->content_length != sink->last - sink->first + 1) ||
+		    !same_version(sink->f, resp))
 			return false;
 		sink->checked = true;
 	}
@@ -422,7 +437,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			at_target = true;
 			continue;
 		}
-		if (st == 206 && (resp->code == CURLE_OK || resp->rejected)) {
+		if (st == 206 && (resp->code == CURLE_OK || resp->rejected || resp->encoding[0])) {
 			out = check_206(f, resp, url, first, last, pinned, commit, err);
 			if (out == GOT && strcmp(url, f->url) != 0) {
 				pthread_mutex_lock(&f->lock);

@@ -263,6 +263,21 @@ class ServedFile:
         return self.content[start:end]
 
 
+class Encoded:
+    """Bytes [start, end) of a ServedFile gzip'ed, then padded with zeros (or cut) to
+    end - start bytes: a body that only its Content-Encoding tells from the file's."""
+
+    def __init__(self, f, start, end):
+        import gzip
+        z = gzip.compress(bytes(f.slice(start, end)), mtime=0)
+        self.start = start
+        self.body = (z + b"\0" * (end - start))[:end - start]
+
+    def slice(self, a, b):
+        """Bytes [a, b) of the file's offsets, encoded."""
+        return self.body[a - self.start:b - self.start]
+
+
 # One request at the fault server. headers: {lower-case name: value}; range: the Range
 # header or None; bytes_sent: body bytes written before the response ended or broke.
 FaultRecord = collections.namedtuple("FaultRecord", "method path headers range status bytes_sent")
@@ -414,6 +429,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end - 1, size))
             if end - start > 1 and fs.take_truncation():
                 end = start + (end - start) // 2  # the length agrees with the cut body
+            if fs.content_encoding:
+                self.send_header("Content-Encoding", fs.content_encoding)
+                f = Encoded(f, start, end)
         self.send_header("Content-Length", str(end - start))
         self.end_headers()
         if with_body:
@@ -491,6 +509,9 @@ class FaultServer:
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
     - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
     - s.send_validators = False: no ETag and no Last-Modified (a plain server);
+    - s.content_encoding = 'gzip': 206 answers carry that Content-Encoding and the
+      range gzip'ed, padded with zeros to the range's length (Content-Range and
+      Content-Length honest: only the encoding tells);
     - s.force_etag = '"E"': every file's ETag is E, whatever its bytes (a server that
       gives two contents one ETag: a cache poisoned, or a lying server);
     - s.shift_ranges = N: a range request gets the range N bytes further on, with a
@@ -530,6 +551,7 @@ class FaultServer:
         self.ignore_if_match = False
         self.send_validators = True
         self.force_etag = None
+        self.content_encoding = None
         self.shift_ranges = 0
         self.sign_redirects = None
         self.require_signature = False

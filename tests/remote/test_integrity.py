@@ -7,7 +7,11 @@ bounds. Each test stands for one item of the issue:
   afresh); eviction never follows a symlink planted in the directory;
 - the block checksum: every pair of bits flipped among a few positions of a block on
   disk gets the block fetched again;
+- a reply with a Content-Encoding (gzip) is refused at mount and fails a read, none of it
+  cached; a reply whose Content-Length says it is cut short puts none of its blocks in a
+  cache;
 Reads run in child processes with deadlines where a hang could happen."""
+import errno
 import os
 import shutil
 import subprocess
@@ -15,7 +19,7 @@ import tempfile
 import time
 import unittest
 
-from remote_common import (TINY, EnvMount, FaultServer, gm, tensor_extents)
+from remote_common import (TINY, EnvMount, FaultServer, gm, read_bounded, tensor_extents)
 
 PATH = "/models/tinyllama-q4km.gguf"
 BLOCK = 128 << 10
@@ -201,6 +205,55 @@ class Checksum(Base):
                     asked = [r.range for r in s.log_settled(1, timeout=2)]
                     refetched += "bytes=%d-%d" % (k * BLOCK, (k + 1) * BLOCK - 1) in asked
                 self.assertEqual(refetched, len(pairs), "a refetch for every pair")
+
+
+class Responses(Base):
+    def big_read(self, m, blocks=4):
+        """(errno, bytes) of a read of `blocks` blocks of output.weight past the header's
+        prefix, block-aligned in the file, and the file offset it starts at."""
+        a, e = self.extents["output.weight"]
+        k = max(-(-a // BLOCK), (1 << 20) // BLOCK)
+        self.assertLessEqual((k + blocks) * BLOCK, e)
+        err, got, _ = read_bounded(m.p("tensors", "output.weight"), k * BLOCK - a,
+                                   blocks * BLOCK, WAIT)
+        return err, got, k * BLOCK
+
+    def test_encoded_reply_refused(self):
+        with FaultServer({PATH: self.data}) as s:
+            s.content_encoding = "gzip"
+            self.refused([s.url + PATH], "Content-Encoding: gzip")
+            s.content_encoding = None
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache]) as m:
+                s.content_encoding = "gzip"
+                err, got, _ = self.big_read(m)
+                self.assertEqual(err, errno.EIO, "an encoded body is never the file's bytes")
+            self.assertTrue(all(r.headers.get("accept-encoding") == "identity" for r in s.log()),
+                            "Accept-Encoding: identity on every request")
+            (entry,) = entries(self.cache)
+            self.assertEqual(stored_blocks(os.path.join(self.cache, entry)), 0)
+            s.content_encoding = None   # the server fixed: a remount serves the file's bytes
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache]) as m:
+                self.read_all(m)
+
+    def test_cut_short_reply_reaches_no_cache(self):
+        """Every answer carries half the range asked, with a Content-Length that says so
+        under the full Content-Range: the read fails, and none of its blocks reached the
+        disk cache (or the memory cache: they are asked for again)."""
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache, "-o", "timeout=2"]) as m:
+                s.truncate_next(1000)
+                err, _, at = self.big_read(m)
+                self.assertEqual(err, errno.EIO)
+                (entry,) = entries(self.cache)
+                self.assertEqual(stored_blocks(os.path.join(self.cache, entry)), 0,
+                                 "blocks of a reply known cut short were cached")
+                s.clear_failures()
+                s.clear_log()
+                err, got, at = self.big_read(m)
+                self.assertEqual(err, 0)
+                self.assertTrue(got == self.data[at:at + len(got)])
+                self.assertIn("bytes=%d-" % at, " ".join(r.range for r in s.log_settled(1)),
+                              "the first block fetched again, not kept from the cut reply")
 
 
 if __name__ == "__main__":
