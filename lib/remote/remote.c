@@ -192,14 +192,15 @@ enum outcome {
 	FAILED,       /* for good: err says why */
 };
 
-/* Whether a response is of the version pinned: its size, and its ETag (or without
- * one, its Last-Modified) where both sides have one. */
+/* Whether a response is of the version pinned: its size, and every validator the pin
+ * holds (ETag, Last-Modified), the same. A validator pinned but absent from the response
+ * is a mismatch: a server that drops its ETag (and ignores If-Match) may be serving
+ * another version. */
 static bool same_version(const struct remote_file *f, const struct http_response *resp)
 {
 	return resp->total == f->size &&
-	       !(f->etag[0] && resp->etag[0] && strcmp(resp->etag, f->etag) != 0) &&
-	       !(!f->etag[0] && f->last_modified[0] && resp->last_modified[0] &&
-	         strcmp(resp->last_modified, f->last_modified) != 0);
+	       (!f->etag[0] || strcmp(resp->etag, f->etag) == 0) &&
+	       (!f->last_modified[0] || strcmp(resp->last_modified, f->last_modified) == 0);
 }
 
 /* Checks a 206 against the pins (pinned) or takes them (first request; commit is the
@@ -221,9 +222,11 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		return FAILED;
 	}
 	if (pinned && !same_version(f, resp)) {   /* a changed file, cut short or not */
-		errf(err, "changed on the server (size %" PRIu64 ", ETag %s; mounted: %" PRIu64
-		     ", ETag %s)", resp->total, resp->etag[0] ? resp->etag : "none", f->size,
-		     f->etag[0] ? f->etag : "none");
+		errf(err, "changed on the server (size %" PRIu64 ", ETag %s, Last-Modified %s; "
+		     "mounted: %" PRIu64 ", ETag %s, Last-Modified %s)", resp->total,
+		     resp->etag[0] ? resp->etag : "none",
+		     resp->last_modified[0] ? resp->last_modified : "none", f->size,
+		     f->etag[0] ? f->etag : "none", f->last_modified[0] ? f->last_modified : "none");
 		return CHANGED;
 	}
 	if (resp->has_length && resp->content_length != resp->range_last - first + 1) {

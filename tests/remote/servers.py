@@ -403,8 +403,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         common = [("Accept-Ranges", "bytes")] + list(fs.extra_headers)
         etag = fs.force_etag if fs.force_etag is not None else f.etag
         if fs.send_validators:
-            common += [("ETag", etag),
-                       ("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True))]
+            common += [("ETag", etag)] if not fs.omit_etag else []
+            common += [("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True))]
         match = None if fs.ignore_if_match else headers.get("if-match")
         if match is not None and match.strip() != "*" and \
                 etag not in [m.strip() for m in match.split(",")]:
@@ -512,6 +512,7 @@ class FaultServer:
     - s.content_encoding = 'gzip': 206 answers carry that Content-Encoding and the
       range gzip'ed, padded with zeros to the range's length (Content-Range and
       Content-Length honest: only the encoding tells);
+    - s.omit_etag = True: no ETag, Last-Modified still (s.mtime at the last swap);
     - s.force_etag = '"E"': every file's ETag is E, whatever its bytes (a server that
       gives two contents one ETag: a cache poisoned, or a lying server);
     - s.shift_ranges = N: a range request gets the range N bytes further on, with a
@@ -551,6 +552,7 @@ class FaultServer:
         self.ignore_if_match = False
         self.send_validators = True
         self.force_etag = None
+        self.omit_etag = False
         self.content_encoding = None
         self.shift_ranges = 0
         self.sign_redirects = None
