@@ -1,8 +1,9 @@
 /* A persistent cache of fixed-size blocks of remote files, in a directory on disk, so
  * that a later mount of the same file version fetches nothing again. FUSE-free.
  *
- * Layout: per file version (URL as shown, size, ETag) one directory, named by a hash of
- * that key (never the token: the key holds no credentials and no query), mode 0700,
+ * Layout: per file version (URL as url_cache_key gives it, size, ETag) one directory,
+ * named by a hash of that key (never the token: the key holds no credentials, and its
+ * query only as a hash), mode 0700,
  * holding `data` (sparse, the file's size, block k at k * block size) and `map` (a
  * header naming the key, then one record per block: checksum of its bytes, last use),
  * both mode 0600. A block's record is written after its bytes, and a block is served
@@ -55,7 +56,7 @@ uint64_t dc_max(const struct diskcache *dc);
 /* Bytes the directory's files take on disk now (st_blocks * 512). */
 uint64_t dc_usage(struct diskcache *dc);
 
-/* The entry of one file version: url as shown (no credentials, no query), its size,
+/* The entry of one file version: url as url_cache_key gives it, its size,
  * and version (its ETag, or else its Last-Modified; "" means the version cannot be told
  * and nothing is cached: NULL). Created empty when missing or unreadable. NULL when
  * another mount holds it (*busy set), or it cannot be made. */

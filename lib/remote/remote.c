@@ -952,11 +952,15 @@ static void pin_commit(struct remote_file *f)
 	}
 }
 
-/* Opens f's entry in the disk cache, keyed by the URL as shown, the size and the ETag
- * (or Last-Modified); without either, or when another mount holds the entry, f is read
- * without the disk cache (said on stderr in the second case). */
+/* Opens f's entry in the disk cache, keyed by the URL (url_cache_key: its query too,
+ * hashed), the size and the ETag (or Last-Modified); without either, or when another
+ * mount holds the entry, f is read without the disk cache (said on stderr in the second
+ * case). */
 static void open_disk_entry(struct remote_file *f)
 {
+	char *key = url_cache_key(f->url);
+	if (!key)
+		return;   /* out of memory: no disk cache */
 	char version[HTTP_ETAG_MAX + 32];
 	if (f->etag[0])
 		snprintf(version, sizeof version, "ETag %s", f->etag);
@@ -965,7 +969,8 @@ static void open_disk_entry(struct remote_file *f)
 	else
 		version[0] = 0;
 	bool busy;
-	f->entry = dc_entry_open(f->r->disk, f->display, f->size, version, &busy);
+	f->entry = dc_entry_open(f->r->disk, key, f->size, version, &busy);
+	free(key);
 	if (busy)
 		fprintf(stderr, "ggufs: %s: another mount uses its disk cache entry: this mount "
 		        "reads without the disk cache\n", f->display);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <xxhash.h>
 
 bool url_is_remote(const char *s)
 {
@@ -133,6 +134,33 @@ char *url_display(const char *url)
 	char *d = whole(h);
 	curl_url_cleanup(h);
 	return d;
+}
+
+char *url_cache_key(const char *url)
+{
+	CURLU *h = parse(url);
+	if (!h)
+		return NULL;
+	char *query = NULL;
+	if (curl_url_get(h, CURLUPART_QUERY, &query, 0) != CURLUE_OK)
+		query = NULL;
+	curl_url_cleanup(h);
+	char *shown = url_display(url);
+	char *key = NULL;
+	if (shown && !query) {
+		key = shown;
+		shown = NULL;
+	} else if (shown) {
+		XXH128_hash_t q = XXH3_128bits(query, strlen(query));
+		size_t n = strlen(shown) + 64;
+		key = malloc(n);
+		if (key)
+			snprintf(key, n, "%s?xxh3:%016llx%016llx", shown, (unsigned long long)q.high64,
+			         (unsigned long long)q.low64);
+	}
+	curl_free(query);
+	free(shown);
+	return key;
 }
 
 char *url_resolve(const char *base, const char *loc)

@@ -395,7 +395,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if fs.require_signature and not signature_valid(query, fs.revoked_before):
             self.simple(record, 403, (), b"signature expired\n")
             return
-        f = fs.file(path)
+        f = fs.file(self.path if fs.by_query else path)
         if f is None:
             self.simple(record, 404, (), b"not found\n")
             return
@@ -512,6 +512,8 @@ class FaultServer:
     - s.content_encoding = 'gzip': 206 answers carry that Content-Encoding and the
       range gzip'ed, padded with zeros to the range's length (Content-Range and
       Content-Length honest: only the encoding tells);
+    - s.by_query = True: files are looked up by path and query ('/m.gguf?f=a' is a
+      file of its own; without, the query is ignored);
     - s.omit_etag = True: no ETag, Last-Modified still (s.mtime at the last swap);
     - s.force_etag = '"E"': every file's ETag is E, whatever its bytes (a server that
       gives two contents one ETag: a cache poisoned, or a lying server);
@@ -553,6 +555,7 @@ class FaultServer:
         self.send_validators = True
         self.force_etag = None
         self.omit_etag = False
+        self.by_query = False
         self.content_encoding = None
         self.shift_ranges = 0
         self.sign_redirects = None

@@ -10,6 +10,7 @@ bounds. Each test stands for one item of the issue:
 - a reply with a Content-Encoding (gzip) is refused at mount and fails a read, none of it
   cached; a reply whose Content-Length says it is cut short puts none of its blocks in a
   cache;
+- the disk cache's key holds the query (hashed): ?f=a and ?f=b never share an entry;
 - a reply without the ETag pinned (or Last-Modified) is another version: EIO;
 Reads run in child processes with deadlines where a hang could happen."""
 import errno
@@ -276,6 +277,28 @@ class Pin(Base):
                 self.assertEqual(err, errno.EIO, "another version's bytes served")
                 self.assertIn("changed on the server", m.stderr())
                 self.assertIn("ETag none", m.stderr())
+
+
+class CacheKey(Base):
+    def test_query_is_part_of_the_key(self):
+        """?f=a and ?f=b of one path, the same size and ETag: two entries, and b's mount
+        serves b's bytes; no query is written in the cache."""
+        with FaultServer({PATH + "?f=a&sig=SECRETa": self.data,
+                          PATH + "?f=b&sig=SECRETb": self.poisoned}) as s:
+            s.by_query = True
+            s.force_etag = '"same"'
+            opts = ["-o", "cache_dir=" + self.cache]
+            with EnvMount(s.url + PATH + "?f=a&sig=SECRETa", opts) as m:
+                self.read_all(m)
+            with EnvMount(s.url + PATH + "?f=b&sig=SECRETb", opts) as m:
+                self.read_all(m, self.poisoned)
+            with EnvMount(s.url + PATH + "?f=a&sig=SECRETa", opts) as m:
+                self.read_all(m)
+        self.assertEqual(len(entries(self.cache)), 2)
+        for d, _, files in os.walk(self.cache):
+            for name in files:
+                with open(os.path.join(d, name), "rb") as f:
+                    self.assertNotIn(b"SECRET", f.read())
 
 
 if __name__ == "__main__":
