@@ -27,6 +27,10 @@ struct http_request {
 	const char *if_match;       /* If-Match; NULL for none */
 	const char *cafile;         /* CA file used besides the system's; NULL for none */
 	unsigned timeout;           /* s without progress before giving up; connect: <= 10 s */
+	unsigned min_rate;          /* bytes/s: a transfer slower than this on average over
+	                             * any timeout seconds is abandoned, and so is one not
+	                             * done after timeout + its length / min_rate s (0: only
+	                             * "no byte for timeout seconds") */
 	bool (*cancelled)(void *arg);  /* polled during the transfer: true aborts it */
 	void *cancel_arg;
 	uint8_t *buf;               /* room for last - first + 1 bytes, or NULL with segs */

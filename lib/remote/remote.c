@@ -323,7 +323,11 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 			errf(err, "the server sent more than the range asked for");
 			return FAILED;
 		}
-		errf(err, "%s", curl_easy_strerror(resp->code));
+		if (resp->code == CURLE_OPERATION_TIMEDOUT)
+			errf(err, "the server is too slow (less than %u bytes/s for %u s) or does "
+			     "not answer", REMOTE_MIN_RATE, f->r->o.timeout);
+		else
+			errf(err, "%s", curl_easy_strerror(resp->code));
 		switch (resp->code) {
 		case CURLE_UNSUPPORTED_PROTOCOL:
 		case CURLE_URL_MALFORMAT:
@@ -408,7 +412,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			.token = url_same_origin(url, f->url) ? r->o.token : NULL,
 			.if_match = pinned && strong_etag(f->etag) &&
 			            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
-			.cafile = r->o.cafile, .timeout = r->o.timeout,
+			.cafile = r->o.cafile, .timeout = r->o.timeout, .min_rate = REMOTE_MIN_RATE,
 			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg, .buf = buf,
 			.segs = sink ? sink->segs + sink->done : NULL, .seg_len = REMOTE_BLOCK_SIZE,
 			.seg_ready = sink ? block_ready : NULL, .seg_arg = sink,

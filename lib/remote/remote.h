@@ -34,8 +34,14 @@
  * each pause a random 50-100 % of that (so that readers that failed together do not
  * retry together), or as long as Retry-After says if longer, up to
  * REMOTE_RETRY_AFTER_MAX. No attempt starts once REMOTE_RETRY_SPAN x timeout have
- * passed since the first: a stalled server costs a read at most (REMOTE_RETRY_SPAN + 1)
- * x timeout, 120 s with the default timeout. */
+ * passed since the first: a stalled (or dripping) server costs a read at most
+ * (REMOTE_RETRY_SPAN + 1) x timeout, 120 s with the default timeout. */
+/* A transfer that averages less than REMOTE_MIN_RATE bytes/s over timeout seconds is
+ * abandoned as stalled (a server that drips bytes: 8 bytes/s met the old 1 byte/s limit
+ * for ever), and an attempt at n bytes ends after timeout + n / REMOTE_MIN_RATE seconds
+ * whatever its pace. 4 KiB/s per connection: nine at once (a reader and its read-ahead)
+ * still work over a 300 kbit/s link. */
+#define REMOTE_MIN_RATE 4096
 #define REMOTE_ATTEMPTS 5
 #define REMOTE_BACKOFF_MS 250
 #define REMOTE_BACKOFF_MAX_MS 4000

@@ -12,6 +12,8 @@ bounds. Each test stands for one item of the issue:
   cache;
 - the disk cache's key holds the query (hashed): ?f=a and ?f=b never share an entry;
 - a reply without the ETag pinned (or Last-Modified) is another version: EIO;
+- a server that drips 8 bytes a second refuses a mount and fails a read within the
+  stall bound (4 x timeout);
 Reads run in child processes with deadlines where a hang could happen."""
 import errno
 import os
@@ -299,6 +301,39 @@ class CacheKey(Base):
             for name in files:
                 with open(os.path.join(d, name), "rb") as f:
                     self.assertNotIn(b"SECRET", f.read())
+
+
+class Bounds(Base):
+    TIMEOUT = 2
+    BOUND = 4 * TIMEOUT   # the man page's: no attempt starts after 3 x timeout
+
+    def drip(self, s):
+        """The server sends 8 bytes a second, one at a time, from now on."""
+        s.chunk, s.rate = 1, 8
+
+    def test_drip_refuses_the_mount_in_bound(self):
+        with FaultServer({PATH: self.data}) as s:
+            self.drip(s)
+            start = time.monotonic()
+            self.refused(["-o", "timeout=%d" % self.TIMEOUT, s.url + PATH], "too slow")
+            took = time.monotonic() - start
+        print("a dripping server refused the mount in %.1f s" % took)
+        self.assertLess(took, self.BOUND + 5)
+
+    def test_drip_fails_a_read_in_bound(self):
+        a, _ = self.extents["output.weight"]
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "timeout=%d" % self.TIMEOUT]) as m:
+                self.drip(s)
+                try:
+                    err, _, took = read_bounded(m.p("tensors", "output.weight"),
+                                                self.bad_block * BLOCK - a, 4096, WAIT)
+                finally:
+                    s.closing.set()   # ends the drip: the daemon can end its transfer
+                    s.rate = None
+        print("a dripping server failed a read in %.1f s" % took)
+        self.assertEqual(err, errno.EIO)
+        self.assertLess(took, self.BOUND + 5)
 
 
 if __name__ == "__main__":
