@@ -64,8 +64,13 @@ struct remote_file {
 	uint8_t *prefix;            /* the first prefix_len bytes, fixed once mounted */
 	uint64_t prefix_len;
 
-	pthread_mutex_t lock;       /* target */
+	pthread_mutex_t lock;       /* target, failed */
 	char *target;               /* where the last redirect led (used first), or NULL */
+	struct {                    /* blocks whose fetch failed lately (REMOTE_FAILED_HOLD_MS) */
+		uint64_t index;
+		double until;           /* now_s() before this: reads of it fail at once */
+	} failed[REMOTE_FAILED_SLOTS];
+	unsigned failed_next;       /* the slot to use next (oldest first) */
 
 	atomic_bool changed;        /* the remote file is not the one pinned: reads fail */
 
@@ -474,6 +479,31 @@ static void mark_changed(struct remote_file *f, const char *why)
 		        why);
 }
 
+/* Notes that block index of f failed after every retry (not when the mount is ending:
+ * nothing reads then). */
+static void note_failed(struct remote_file *f, uint64_t index)
+{
+	if (cancelled(f->r))
+		return;
+	pthread_mutex_lock(&f->lock);
+	unsigned i = f->failed_next++ % REMOTE_FAILED_SLOTS;
+	f->failed[i].index = index;
+	f->failed[i].until = now_s() + REMOTE_FAILED_HOLD_MS / 1e3;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Whether block index of f failed less than REMOTE_FAILED_HOLD_MS ago. */
+static bool failed_lately(struct remote_file *f, uint64_t index)
+{
+	double now = now_s();
+	bool yes = false;
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < REMOTE_FAILED_SLOTS && !yes; i++)
+		yes = f->failed[i].until > now && f->failed[i].index == index;
+	pthread_mutex_unlock(&f->lock);
+	return yes;
+}
+
 /* Fetches bytes [first, last] into buf (or, with segs, into the blocks segs points to,
  * REMOTE_BLOCK_SIZE bytes each), retrying transient failures as remote.h says, and
  * starting once afresh from the URL as given when a redirect target refuses. 0, or -1
@@ -546,8 +576,10 @@ static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 	uint64_t first = index * REMOTE_BLOCK_SIZE;
 	if (f->entry && dc_load(f->entry, index, buf, len))
 		return 0;
-	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0)
+	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0) {
+		note_failed(f, index);
 		return -EIO;
+	}
 	if (f->entry)
 		dc_store(f->entry, index, buf, len);   /* or not kept: no room, a full disk */
 	return 0;
@@ -575,8 +607,11 @@ static int fetch_run(struct ahead_job *job, unsigned i, unsigned j)
 	}
 	if (!error && sink.done < sink.n)   /* never: a whole body hands every block over */
 		error = -EIO;
-	for (unsigned n = sink.done; n < sink.n; n++)   /* those not handed over whole */
+	for (unsigned n = sink.done; n < sink.n; n++) {   /* those not handed over whole */
+		if (error)
+			note_failed(f, sink.first_index + n);
 		bc_fill_done(r->cache, sink.blocks[n], error);
+	}
 	return error;
 }
 
@@ -814,6 +849,8 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 		} else {
 			struct bc_block *held;
 			int error;
+			if (failed_lately(f, k))   /* the kernel's READ again after a failed one */
+				return -EIO;
 			if (run_queued(f, k))
 				return -EIO;
 			const uint8_t *data = bc_get(f->r->cache, f, k, blen, fetch_block, f, &error, &held);

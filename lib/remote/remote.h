@@ -42,6 +42,11 @@
  * whatever its pace. 4 KiB/s per connection: nine at once (a reader and its read-ahead)
  * still work over a 300 kbit/s link. */
 #define REMOTE_MIN_RATE 4096
+/* A block whose fetch failed after every retry fails the reads that want it at once,
+ * without a fetch, for this long: the kernel sends a failed read-ahead READ again for
+ * its first page at once, and a second full retry cycle doubled the time to EIO. */
+#define REMOTE_FAILED_HOLD_MS 2000
+#define REMOTE_FAILED_SLOTS 16              /* blocks remembered so, per file */
 #define REMOTE_ATTEMPTS 5
 #define REMOTE_BACKOFF_MS 250
 #define REMOTE_BACKOFF_MAX_MS 4000

@@ -14,6 +14,8 @@ bounds. Each test stands for one item of the issue:
 - a reply without the ETag pinned (or Last-Modified) is another version: EIO;
 - a server that drips 8 bytes a second refuses a mount and fails a read within the
   stall bound (4 x timeout);
+- a stalled server fails a buffered read within 4 x timeout (the kernel's second READ
+  of a block that just failed fails at once);
 Reads run in child processes with deadlines where a hang could happen."""
 import errno
 import os
@@ -334,6 +336,27 @@ class Bounds(Base):
         print("a dripping server failed a read in %.1f s" % took)
         self.assertEqual(err, errno.EIO)
         self.assertLess(took, self.BOUND + 5)
+
+
+class Stall(Base):
+    def test_stall_eio_within_the_bound(self):
+        """A buffered read (the kernel's read-ahead READ, then its READ again for the
+        page when that fails) on a stalled server: EIO within 4 x timeout, not twice
+        that."""
+        timeout = 3
+        a, _ = self.extents["output.weight"]
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "timeout=%d" % timeout]) as m:
+                s.stall = True
+                try:
+                    err, _, took = read_bounded(m.p("tensors", "output.weight"),
+                                                self.bad_block * BLOCK - a, 4096, WAIT * 2,
+                                                direct=False)
+                finally:
+                    s.stall = False
+        print("a stalled server failed a buffered read in %.1f s" % took)
+        self.assertEqual(err, errno.EIO)
+        self.assertLess(took, 4 * timeout + 3)
 
 
 if __name__ == "__main__":
