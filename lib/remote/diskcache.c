@@ -52,8 +52,44 @@ struct dc_entry {
 	int mapfd;                   /* flock'ed for the entry's life */
 	int datafd;
 	uint64_t size, nblocks;
-	uint64_t *ticks;             /* per block: last use, 0 when not on disk */
+	/* per block: last use, 0 when not on disk; in chunks of TICK_CHUNK blocks made only
+	 * when one of theirs is stored, so that what this takes follows what is cached, not
+	 * the size the server claims (under dc->lock) */
+	uint64_t **ticks;
+	uint64_t n_chunks;
 };
+
+#define TICK_CHUNK 4096u     /* blocks per chunk of an entry's ticks: 32 KiB */
+
+/* Block index's last use (0: not on disk). Called with dc->lock held (or before the
+ * entry is shared). */
+static uint64_t tick_of(const struct dc_entry *e, uint64_t index)
+{
+	const uint64_t *c = e->ticks[index / TICK_CHUNK];
+	return c ? c[index % TICK_CHUNK] : 0;
+}
+
+/* Sets block index's last use, making its chunk if need be: false when out of memory
+ * (then the block is just not recorded as held). Called as tick_of. */
+static bool set_tick(struct dc_entry *e, uint64_t index, uint64_t tick)
+{
+	uint64_t **c = &e->ticks[index / TICK_CHUNK];
+	if (!*c && tick)
+		*c = calloc(TICK_CHUNK, sizeof **c);
+	if (!*c)
+		return !tick;
+	(*c)[index % TICK_CHUNK] = tick;
+	return true;
+}
+
+/* Forgets every block's last use (the chunks go). */
+static void clear_ticks(struct dc_entry *e)
+{
+	for (uint64_t i = 0; i < e->n_chunks; i++) {
+		free(e->ticks[i]);
+		e->ticks[i] = NULL;
+	}
+}
 
 /* A new last use: the time in microseconds, so that mounts can compare theirs, and
  * larger than any this process gave out before. Called with dc->lock held. */
@@ -369,9 +405,9 @@ static int create_entry(struct diskcache *dc, const char *name, const char *key,
 	int r = -1;
 	if (mapfd >= 0 && datafd >= 0 && h) {
 		make_header(h, dc, key, size, nblocks);
-		if (pwrite_full(mapfd, h, MAP_HEADER, 0) == 0 &&
-		    ftruncate(mapfd, (off_t)record_offset(nblocks)) == 0 &&
-		    ftruncate(datafd, (off_t)size) == 0 && fsync(mapfd) == 0 && fsync(datafd) == 0 &&
+		/* no file is sized from the claimed size: each grows (sparse) as blocks and
+		 * their records are written where they belong */
+		if (pwrite_full(mapfd, h, MAP_HEADER, 0) == 0 && fsync(mapfd) == 0 && fsync(datafd) == 0 &&
 		    fsync(fd) == 0 && renameat(dc->dirfd, tmp, dc->dirfd, name) == 0) {
 			fsync(dc->dirfd);
 			r = 0;
@@ -412,11 +448,19 @@ static int open_entry(struct dc_entry *e, const char *key)
 	make_header(want, dc, key, e->size, e->nblocks);
 	if (pread_full(e->mapfd, have, MAP_HEADER, 0) != 0 || memcmp(want, have, MAP_HEADER) != 0 ||
 	    fstat(e->mapfd, &mst) != 0 || fstat(e->datafd, &dst) != 0 ||
-	    (uint64_t)dst.st_size != e->size || (uint64_t)mst.st_size < record_offset(e->nblocks))
+	    (uint64_t)dst.st_size > e->size || (uint64_t)mst.st_size > record_offset(e->nblocks))
 		goto out;
 	uint64_t newest = 0;
-	for (uint64_t at = 0; at < e->nblocks; at += CHUNK) {
-		size_t n = e->nblocks - at < CHUNK ? (size_t)(e->nblocks - at) : CHUNK;
+	/* only the records written: the holes of a sparse map are skipped, not read */
+	uint64_t n_recs = ((uint64_t)mst.st_size - MAP_HEADER) / sizeof *recs;
+	for (uint64_t at = 0; at < n_recs; at += CHUNK) {
+		off_t data = lseek(e->mapfd, (off_t)record_offset(at), SEEK_DATA);
+		if (data < 0)
+			break;   /* ENXIO: nothing written past at */
+		at = ((uint64_t)data - MAP_HEADER) / sizeof *recs;
+		if (at >= n_recs)
+			break;
+		size_t n = n_recs - at < CHUNK ? (size_t)(n_recs - at) : CHUNK;
 		if (pread_full(e->mapfd, recs, n * sizeof *recs, record_offset(at)) != 0)
 			goto out;
 		for (size_t j = 0; j < n; j++) {
@@ -424,7 +468,8 @@ static int open_entry(struct dc_entry *e, const char *key)
 			uint64_t i = at + j;
 			bool ok = rec->len == block_len(e, i) && rec->len && rec->tick &&
 			          rec->check == record_check(rec, i);
-			e->ticks[i] = ok ? rec->tick : 0;
+			if (ok && !set_tick(e, i, rec->tick))
+				goto out;
 			if (ok && rec->tick > newest)
 				newest = rec->tick;
 		}
@@ -469,7 +514,8 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 	e->mapfd = e->datafd = -1;
 	e->size = size;
 	e->nblocks = (size - 1) / dc->block_size + 1;
-	e->ticks = calloc(e->nblocks, sizeof *e->ticks);
+	e->n_chunks = (e->nblocks - 1) / TICK_CHUNK + 1;
+	e->ticks = calloc(e->n_chunks, sizeof *e->ticks);
 	if (!e->ticks)
 		goto fail;
 	snprintf(e->name, sizeof e->name, "%016" PRIx64 "%016" PRIx64,
@@ -483,7 +529,7 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 		if (r == -1) {   /* missing, or not this version's, or damaged: made afresh */
 			close_files(e);
 			remove_entry(dc->dirfd, e->name);
-			memset(e->ticks, 0, e->nblocks * sizeof *e->ticks);
+			clear_ticks(e);
 			/* a new entry takes a directory and the map's header: within the bound too */
 			struct stat st;
 			uint64_t fsblock = fstat(dc->dirfd, &st) == 0 && st.st_blksize > 0 ?
@@ -510,8 +556,10 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 	close_files(e);
 fail:
 	free(key);
-	if (e)
+	if (e && e->ticks) {
+		clear_ticks(e);
 		free(e->ticks);
+	}
 	free(e);
 	return NULL;
 }
@@ -530,6 +578,7 @@ void dc_entry_close(struct dc_entry *e)
 	}
 	pthread_mutex_unlock(&dc->lock);
 	close_files(e);   /* ends the flock */
+	clear_ticks(e);
 	free(e->ticks);
 	free(e);
 }
@@ -538,10 +587,10 @@ void dc_entry_close(struct dc_entry *e)
  * Called with dc->lock held. */
 static void forget_locked(struct dc_entry *e, uint64_t index, uint64_t tick)
 {
-	if (!tick || e->ticks[index] != tick)
+	if (!tick || tick_of(e, index) != tick)
 		return;
 	static const struct dc_record zero;
-	e->ticks[index] = 0;
+	set_tick(e, index, 0);
 	pwrite_full(e->mapfd, &zero, sizeof zero, record_offset(index));
 }
 
@@ -551,7 +600,7 @@ bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
 	if (index >= e->nblocks || len != block_len(e, index))
 		return false;
 	pthread_mutex_lock(&dc->lock);
-	uint64_t tick = e->ticks[index];
+	uint64_t tick = tick_of(e, index);
 	pthread_mutex_unlock(&dc->lock);
 	if (!tick)
 		return false;
@@ -563,12 +612,12 @@ bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
 	pthread_mutex_lock(&dc->lock);
 	if (!ok) {
 		forget_locked(e, index, tick);
-	} else if (e->ticks[index] == tick) {
+	} else if (tick_of(e, index) == tick) {
 		/* the use is recorded for the next mount's eviction order too */
 		rec.tick = next_tick(dc);
 		rec.check = record_check(&rec, index);
 		if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0)
-			e->ticks[index] = rec.tick;
+			set_tick(e, index, rec.tick);   /* a chunk that is there: cannot fail */
 	}
 	pthread_mutex_unlock(&dc->lock);
 	return ok;
@@ -579,7 +628,7 @@ bool dc_holds(struct dc_entry *e, uint64_t index)
 	if (index >= e->nblocks)
 		return false;
 	pthread_mutex_lock(&e->dc->lock);
-	bool yes = e->ticks[index] != 0;
+	bool yes = tick_of(e, index) != 0;
 	pthread_mutex_unlock(&e->dc->lock);
 	return yes;
 }
@@ -659,6 +708,10 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
 		if (mfd < 0)
 			continue;
 		for (uint64_t at = 0;; at += CHUNK) {
+			off_t data = lseek(mfd, (off_t)record_offset(at), SEEK_DATA);   /* holes skipped */
+			if (data < 0)
+				break;
+			at = ((uint64_t)data - MAP_HEADER) / sizeof *recs;
 			ssize_t got = pread(mfd, recs, CHUNK * sizeof *recs, (off_t)record_offset(at));
 			if (got <= 0)
 				break;
@@ -718,7 +771,11 @@ static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint6
 	uint64_t vi = 0, vt = UINT64_MAX;
 	for (struct dc_entry *e = dc->entries; e; e = e->next) {
 		for (uint64_t i = 0; i < e->nblocks; i++) {
-			uint64_t t = e->ticks[i];
+			if (!e->ticks[i / TICK_CHUNK]) {   /* none held in this chunk */
+				i += TICK_CHUNK - 1 - i % TICK_CHUNK;
+				continue;
+			}
+			uint64_t t = tick_of(e, i);
 			if (t && t < vt && !(e == keep && i == keep_index)) {
 				victim = e;
 				vi = i;
@@ -767,7 +824,7 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 	bool ok = false;
 	pthread_mutex_lock(&dc->store_lock);
 	pthread_mutex_lock(&dc->lock);
-	bool present = e->ticks[index] != 0;
+	bool present = tick_of(e, index) != 0;
 	pthread_mutex_unlock(&dc->lock);
 	if (present) {
 		ok = true;
@@ -781,9 +838,11 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 			pthread_mutex_lock(&dc->lock);
 			rec.tick = next_tick(dc);
 			rec.check = record_check(&rec, index);
-			if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0) {
-				e->ticks[index] = rec.tick;
+			if (set_tick(e, index, rec.tick) &&
+			    pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0) {
 				ok = true;
+			} else {
+				set_tick(e, index, 0);
 			}
 			pthread_mutex_unlock(&dc->lock);
 			/* a file system that allocated more than foreseen: back under at once */

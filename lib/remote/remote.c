@@ -246,8 +246,9 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		return RETRY;
 	}
 	if (!pinned) {
-		if (resp->total > INT64_MAX) {   /* no file is that large: st_size could not say it */
-			errf(err, "the server claims a file of %" PRIu64 " bytes", resp->total);
+		if (resp->total > REMOTE_SIZE_MAX) {   /* a claim, before anything is sized by it */
+			errf(err, "the server claims a file of %" PRIu64 " bytes, more than the %llu "
+			     "TiB ggufs mounts", resp->total, REMOTE_SIZE_MAX >> 40);
 			return FAILED;
 		}
 		f->size = resp->total;

@@ -24,6 +24,10 @@
 #define REMOTE_FIRST_BYTES (1u << 20)       /* the first request at mount */
 #define REMOTE_GROWTH 4                     /* each further header request: x4 the prefix */
 #define REMOTE_HEADER_MAX (1ull << 30)      /* a header larger than this is refused */
+/* A file the server claims is larger than this is refused at mount: no GGUF file is
+ * near it (the hub takes files of 50 GB at most; larger models come split), and nothing
+ * is sized from a claim beyond it. */
+#define REMOTE_SIZE_MAX (4ull << 40)        /* 4 TiB */
 #define REMOTE_CACHE_DEFAULT (256ull << 20)
 #define REMOTE_TIMEOUT_DEFAULT 30
 #define REMOTE_MAX_REDIRECTS 10

@@ -12,6 +12,8 @@ bounds. Each test stands for one item of the issue:
   cache;
 - the disk cache's key holds the query (hashed): ?f=a and ?f=b never share an entry;
 - a reply without the ETag pinned (or Last-Modified) is another version: EIO;
+- a size claimed beyond 4 TiB is refused at mount, and one within sizes neither the
+  mount's memory nor its cache entry's files;
 - a server that drips 8 bytes a second refuses a mount and fails a read within the
   stall bound (4 x timeout);
 - a stalled server fails a buffered read within 4 x timeout (the kernel's second READ
@@ -25,7 +27,8 @@ import tempfile
 import time
 import unittest
 
-from remote_common import (TINY, EnvMount, FaultServer, gm, read_bounded, tensor_extents)
+from remote_common import (TINY, Body, EnvMount, FaultServer, gm, read_bounded,
+                           tensor_extents)
 
 PATH = "/models/tinyllama-q4km.gguf"
 BLOCK = 128 << 10
@@ -357,6 +360,37 @@ class Stall(Base):
         print("a stalled server failed a buffered read in %.1f s" % took)
         self.assertEqual(err, errno.EIO)
         self.assertLess(took, 4 * timeout + 3)
+
+
+def rss_bytes(pid):
+    """The resident memory of process pid."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+class ClaimedSize(Base):
+    def test_claim_beyond_the_limit_refused(self):
+        with FaultServer({PATH: Body(self.data, 1 << 43)}) as s:
+            self.refused(["-o", "cache_dir=" + self.cache, s.url + PATH], "claims", "4 TiB")
+        self.assertEqual(entries(self.cache) if os.path.isdir(self.cache) else [], [])
+
+    def test_claim_sizes_nothing(self):
+        """4 TiB claimed (the limit), the model's bytes at its start: the mount's memory
+        and its cache entry's files follow what is cached, not the claim."""
+        with FaultServer({PATH: Body(self.data, 4 << 40)}) as s:
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache]) as m:
+                self.read_all(m)
+                rss = rss_bytes(m.proc.pid)
+            (entry,) = entries(self.cache)
+            sizes = {n: os.stat(os.path.join(self.cache, entry, n)).st_size
+                     for n in ("data", "map")}
+        print("4 TiB claimed: RSS %d MiB, files %r" % (rss >> 20, sizes))
+        self.assertLess(rss, 128 << 20)
+        self.assertLess(sizes["data"], 64 << 20)
+        self.assertLess(sizes["map"], 1 << 20)
 
 
 if __name__ == "__main__":
