@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "blockcache.h"
@@ -443,6 +444,12 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			char *next = url_resolve(url, resp->location);
 			if (!next) {
 				errf(err, "a redirect to a location that is not an http(s) URL");
+				goto done;
+			}
+			/* an https mount fetches only over https, wherever a redirect leads */
+			if (strncasecmp(f->url, "https://", 8) == 0 && strncasecmp(next, "https://", 8) != 0) {
+				errf(err, "a redirect from https to plain http: refused");
+				free(next);
 				goto done;
 			}
 			free(url);

@@ -498,7 +498,8 @@ class _ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 class FaultServer:
     """`with FaultServer({'/m.gguf': data}, host='127.0.0.1') as s:` serves files
-    (path -> bytes or Body) at s.url. Switches, safe to flip while clients are live:
+    (path -> bytes or Body) at s.url; with https=True over TLS, with a certificate made
+    at start that s.cafile names. Switches, safe to flip while clients are live:
 
     - s.token = 'T': 401 unless `Authorization: Bearer T`;
     - s.redirect_to = URL: 302 to URL + the request's path and query;
@@ -539,8 +540,11 @@ class FaultServer:
     logged; s.clear_log() empties it. s.max_in_flight: the most requests that were
     being answered at once (since the last clear_log)."""
 
-    def __init__(self, files, host="127.0.0.1"):
+    def __init__(self, files, host="127.0.0.1", https=False):
         self.host = host
+        self.https = https
+        self.cafile = None
+        self.tls_dir = None
         self.lock = threading.Lock()
         self.files = {}
         self.versions = {}
@@ -728,6 +732,14 @@ class FaultServer:
         self.httpd.fault = self
         self.port = self.httpd.server_address[1]
         self.url = "http://%s:%d" % (self.host, self.port)
+        if self.https:  # a certificate of its own (make_cert): s.cafile trusts it
+            import ssl
+            self.tls_dir = tempfile.mkdtemp(prefix="ggufs-fault-tls-")
+            self.cafile, key = make_cert(self.tls_dir, self.host)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(self.cafile, key)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            self.url = "https://%s:%d" % (self.host, self.port)
         self.thread = threading.Thread(target=self.httpd.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
@@ -741,4 +753,6 @@ class FaultServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(STOP_TIMEOUT)
+        if self.tls_dir:
+            shutil.rmtree(self.tls_dir, ignore_errors=True)
         return False

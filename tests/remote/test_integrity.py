@@ -18,6 +18,7 @@ bounds. Each test stands for one item of the issue:
   stall bound (4 x timeout);
 - a stalled server fails a buffered read within 4 x timeout (the kernel's second READ
   of a block that just failed fails at once);
+- an https mount never follows a redirect to plain http;
 Reads run in child processes with deadlines where a hang could happen."""
 import errno
 import os
@@ -391,6 +392,20 @@ class ClaimedSize(Base):
         self.assertLess(rss, 128 << 20)
         self.assertLess(sizes["data"], 64 << 20)
         self.assertLess(sizes["map"], 1 << 20)
+
+
+class Downgrade(Base):
+    def test_https_never_redirected_to_http(self):
+        """An https server redirects to plain http (another server with the same file):
+        the mount is refused, and no request reaches the http server."""
+        with FaultServer({PATH: self.data}) as plain, \
+                FaultServer({PATH: self.data}, https=True) as tls:
+            tls.redirect_to = plain.url
+            self.refused(["-o", "cafile=" + tls.cafile, tls.url + PATH], "https", "plain http")
+            self.assertEqual(plain.log(), [], "a request went out in clear text")
+            tls.redirect_to = None   # mounts without the redirect: the server itself works
+            with EnvMount(tls.url + PATH, ["-o", "cafile=" + tls.cafile]) as m:
+                self.read_all(m)
 
 
 if __name__ == "__main__":
