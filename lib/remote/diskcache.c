@@ -22,6 +22,8 @@
 
 static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t index,
                       uint64_t need);
+static bool evict_entry(struct diskcache *dc);
+static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint64_t keep_index);
 
 /* One block's record in the map, in the machine's byte order. check covers the other
  * fields and the block's index, so that a record torn or written at the wrong place is
@@ -348,6 +350,13 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 			(uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
 		uint64_t room = (free_bytes + dc_usage(dc)) / DC_DEFAULT_FREE_DIVISOR;
 		dc->max = room < DC_DEFAULT_MAX ? room : DC_DEFAULT_MAX;
+	}
+	/* a bound smaller than what the directory holds (a smaller cache_max than the last
+	 * mount's) holds from the mount on, not only from the first store */
+	if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
+		while (dc_usage(dc) > dc->max && (evict_entry(dc) || evict_block(dc, NULL, UINT64_MAX)))
+			;
+		flock_retry(dc->lockfd, LOCK_UN);
 	}
 	return dc;
 }

@@ -18,6 +18,7 @@ bounds. Each test stands for one item of the issue:
   stall bound (4 x timeout);
 - a stalled server fails a buffered read within 4 x timeout (the kernel's second READ
   of a block that just failed fails at once);
+- a cache_max smaller than what cache_dir holds is met at mount;
 - an https mount never follows a redirect to plain http;
 Reads run in child processes with deadlines where a hang could happen."""
 import errno
@@ -406,6 +407,31 @@ class Downgrade(Base):
             tls.redirect_to = None   # mounts without the redirect: the server itself works
             with EnvMount(tls.url + PATH, ["-o", "cafile=" + tls.cafile]) as m:
                 self.read_all(m)
+
+
+def disk_usage(d):
+    """Bytes that everything under d takes on disk (st_blocks), as ggufs bounds it."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(d):
+        for name in dirnames + filenames:
+            total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+    return total
+
+
+class CacheMax(Base):
+    def test_trimmed_at_mount(self):
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache]) as m:
+                self.read_all(m)
+            full = disk_usage(self.cache)
+            self.assertGreater(full, 2 << 20)
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache,
+                                         "-o", "cache_max=1M"]) as m:
+                at_mount = disk_usage(self.cache)   # before any read
+                self.read_all(m)
+        print("cache_dir: %d KiB, %d KiB once mounted with cache_max=1M"
+              % (full >> 10, at_mount >> 10))
+        self.assertLessEqual(at_mount, 1 << 20)
 
 
 if __name__ == "__main__":
