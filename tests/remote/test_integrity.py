@@ -19,6 +19,7 @@ bounds. Each test stands for one item of the issue:
 - a stalled server fails a buffered read within 4 x timeout (the kernel's second READ
   of a block that just failed fails at once);
 - a cache_max smaller than what cache_dir holds is met at mount;
+- a token_file with a NUL byte, or readable by group or others, is refused;
 - an https mount never follows a redirect to plain http;
 Reads run in child processes with deadlines where a hang could happen."""
 import errno
@@ -432,6 +433,35 @@ class CacheMax(Base):
         print("cache_dir: %d KiB, %d KiB once mounted with cache_max=1M"
               % (full >> 10, at_mount >> 10))
         self.assertLessEqual(at_mount, 1 << 20)
+
+
+class TokenFile(Base):
+    def token_file(self, content, mode):
+        path = os.path.join(self.tmp, "token")
+        with open(path, "wb") as f:
+            f.write(content)
+        os.chmod(path, mode)
+        return path
+
+    def test_nul_refused(self):
+        with FaultServer({PATH: self.data}) as s:
+            s.token = "tok"
+            path = self.token_file(b"tok\0en\n", 0o600)
+            err = self.refused(["-o", "token_file=" + path, s.url + PATH], "NUL")
+            self.assertEqual(s.log(), [], "no request with a token cut short")
+            self.assertNotIn("tok", err.replace("token", ""))
+
+    def test_readable_by_others_refused(self):
+        with FaultServer({PATH: self.data}) as s:
+            s.token = "tok"
+            for mode in (0o644, 0o640, 0o604):
+                path = self.token_file(b"tok\n", mode)
+                self.refused(["-o", "token_file=" + path, s.url + PATH],
+                             "readable by group or others", "%04o" % mode)
+            self.assertEqual(s.log(), [])
+            path = self.token_file(b"tok\n", 0o600)
+            with EnvMount(s.url + PATH, ["-o", "token_file=" + path]) as m:
+                self.read_all(m)
 
 
 if __name__ == "__main__":
