@@ -19,6 +19,7 @@ bounds. Each test stands for one item of the issue:
 - a stalled server fails a buffered read within 4 x timeout (the kernel's second READ
   of a block that just failed fails at once);
 - a cache_max smaller than what cache_dir holds is met at mount;
+- user:password@ and the query of a URL are scrubbed from the daemon's command line;
 - a token_file with a NUL byte, or readable by group or others, is refused;
 - an https mount never follows a redirect to plain http;
 Reads run in child processes with deadlines where a hang could happen."""
@@ -462,6 +463,21 @@ class TokenFile(Base):
             path = self.token_file(b"tok\n", 0o600)
             with EnvMount(s.url + PATH, ["-o", "token_file=" + path]) as m:
                 self.read_all(m)
+
+
+class Cmdline(Base):
+    def test_credentials_scrubbed_from_argv(self):
+        """user:password@ and a ?sig= query of the URL are not in the daemon's
+        /proc/PID/cmdline, which every user can read, while it serves."""
+        with FaultServer({PATH: self.data}) as s:
+            url = s.url.replace("://", "://someone:PASSWORDx@") + PATH + "?sig=SIGNATUREx"
+            with EnvMount(url) as m:
+                self.read_all(m)
+                with open("/proc/%d/cmdline" % m.proc.pid, "rb") as f:
+                    cmdline = f.read()
+                self.assertIn(s.url.encode().split(b"//")[1] + PATH.encode(), cmdline)
+                for secret in (b"PASSWORDx", b"SIGNATUREx", b"someone"):
+                    self.assertNotIn(secret, cmdline)
 
 
 if __name__ == "__main__":
