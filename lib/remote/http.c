@@ -82,6 +82,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 	size_t len = size * n;
 	char tmp[HTTP_LOCATION_MAX];
 	(void)size;
+	r->header_bytes += len;
 	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		const char *sp = memchr(line, ' ', len);
 		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;

@@ -57,6 +57,7 @@ struct http_response {
 	char location[HTTP_LOCATION_MAX];   /* "" when absent or too long */
 	char encoding[32];          /* Content-Encoding other than identity ("?" when too
 	                             * long); "" when absent: the body is then the bytes */
+	uint64_t header_bytes;      /* of every header line received, status lines too */
 	bool has_length;            /* a Content-Length came: content_length */
 	uint64_t content_length;
 	long retry_after;           /* Retry-After in seconds from now (a delay or a date), or

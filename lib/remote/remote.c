@@ -330,6 +330,11 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 			errf(err, "the server sent more than the range asked for");
 			return FAILED;
 		}
+		if (resp->code == CURLE_OUT_OF_MEMORY && resp->header_bytes) {
+			/* libcurl's word for a header line over its 100 KiB: not our memory */
+			errf(err, "the server's response headers are too large");
+			return FAILED;
+		}
 		if (resp->code == CURLE_OPERATION_TIMEDOUT)
 			errf(err, "the server is too slow (less than %u bytes/s for %u s) or does "
 			     "not answer", REMOTE_MIN_RATE, f->r->o.timeout);

@@ -61,7 +61,7 @@ static char *expand_hf(const char *rest, const char *endpoint, struct url_rev *w
 		return NULL;
 	}
 	for (const char *p = rest; *p; p++) {
-		if (*p == '?' || *p == '#' || (unsigned char)*p <= 0x20) {
+		if (*p == '?' || *p == '#' || (unsigned char)*p <= 0x20 || *p == 0x7f) {
 			snprintf(err, size, "hf:// names cannot hold '?', '#', spaces or control bytes");
 			return NULL;
 		}
@@ -92,7 +92,15 @@ static char *expand_hf(const char *rest, const char *endpoint, struct url_rev *w
 	*where = (struct url_rev){ (size_t)rev_at, rev_len };
 	CURLU *h = parse(url);
 	if (!h) {
-		snprintf(err, size, "HF_ENDPOINT '%.*s' is not an http(s) URL", (int)ep, endpoint);
+		/* the endpoint's fault only when it does not parse alone: else the name's */
+		char *alone = strndup(endpoint, ep);
+		CURLU *e = alone ? parse(alone) : NULL;
+		if (e)
+			snprintf(err, size, "the hf:// name holds a byte that no URL may hold");
+		else
+			snprintf(err, size, "HF_ENDPOINT '%.*s' is not an http(s) URL", (int)ep, endpoint);
+		curl_url_cleanup(e);
+		free(alone);
 		free(url);
 		return NULL;
 	}

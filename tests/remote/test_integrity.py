@@ -22,6 +22,8 @@ bounds. Each test stands for one item of the issue:
 - user:password@ and the query of a URL are scrubbed from the daemon's command line;
 - a token_file with a NUL byte, or readable by group or others, is refused;
 - an https mount never follows a redirect to plain http;
+- response headers over libcurl's limit are said to be too large (not "Out of
+  memory"), and a control byte in an hf:// name is blamed on the name, not HF_ENDPOINT.
 Reads run in child processes with deadlines where a hang could happen."""
 import errno
 import os
@@ -478,6 +480,27 @@ class Cmdline(Base):
                 self.assertIn(s.url.encode().split(b"//")[1] + PATH.encode(), cmdline)
                 for secret in (b"PASSWORDx", b"SIGNATUREx", b"someone"):
                     self.assertNotIn(secret, cmdline)
+
+
+class Messages(Base):
+    def test_huge_response_headers(self):
+        with FaultServer({PATH: self.data}) as s:
+            s.extra_headers = [("X-Padding", "a" * 200000)]
+            err = self.refused([s.url + PATH], "response headers are too large")
+            self.assertNotIn("Out of memory", err)
+
+    def test_control_byte_in_an_hf_name(self):
+        with FaultServer({PATH: self.data}) as s:
+            env = dict(os.environ, HF_ENDPOINT=s.url)
+            env.pop("HF_TOKEN", None)
+            mnt = os.path.join(self.tmp, "mnt")
+            os.mkdir(mnt)
+            r = gm.run_ggufs(["hf://o/r/m\x7f.gguf", mnt], env=env)
+            err = r.stderr.decode(errors="replace")
+            self.assertFalse(gm.is_mounted(mnt))
+            self.assertEqual(r.returncode, 1, err)
+            self.assertIn("control bytes", err)
+            self.assertNotIn("HF_ENDPOINT", err)
 
 
 if __name__ == "__main__":
