@@ -39,6 +39,7 @@ from remote_common import (TINY, Body, EnvMount, FaultServer, gm, read_bounded,
 PATH = "/models/tinyllama-q4km.gguf"
 BLOCK = 128 << 10
 WAIT = 30.0
+FAILED_HOLD = 2.1   # s: the man page's hold of a block whose fetch failed
 
 
 def entries(d):
@@ -264,6 +265,7 @@ class Responses(Base):
                 self.assertEqual(stored_blocks(os.path.join(self.cache, entry)), 0,
                                  "blocks of a reply known cut short were cached")
                 s.clear_failures()
+                time.sleep(FAILED_HOLD)   # blocks that just failed fail at once till then
                 s.clear_log()
                 err, got, at = self.big_read(m)
                 self.assertEqual(err, 0)
