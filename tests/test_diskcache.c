@@ -257,6 +257,35 @@ static void test_two_bit_errors_caught(void **state)
 	dc_close(dc);
 }
 
+/* A huge claimed size costs nothing until blocks are stored: the files grow with the
+ * blocks written (sparse), and blocks at both ends load back after reopening. */
+static void test_claimed_size_sizes_nothing(void **state)
+{
+	(void)state;
+	uint64_t size = (1ull << 36) + 100, last = size / BS;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, size, ETAG);
+	struct stat st;
+	assert_int_equal(stat(entry_file(e, "data"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(stat(entry_file(e, "map"), &st), 0);
+	assert_int_equal(st.st_size, 4096);
+	store(e, 1, BS, 1);
+	store(e, last, 100, 1);
+	dc_entry_close(e);
+	dc_close(dc);
+
+	dc = open_cache(1 << 30);
+	e = open_entry(dc, URL, size, ETAG);
+	assert_true(loads(e, 1, BS, 1));
+	assert_true(loads(e, last, 100, 1));
+	assert_false(loads(e, 2, BS, 1));
+	assert_false(loads(e, last - 1, BS, 1));
+	assert_true(dc_usage(dc) < (1u << 20));
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
 static void test_bad_map_record_not_trusted(void **state)
 {
 	(void)state;
@@ -582,6 +611,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_block_not_served, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_bit_errors_caught, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_claimed_size_sizes_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_map_record_not_trusted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound_and_lru, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unused_entries_evicted_first, setup, teardown),

@@ -464,9 +464,10 @@ static int open_entry(struct dc_entry *e, const char *key)
 	uint64_t n_recs = ((uint64_t)mst.st_size - MAP_HEADER) / sizeof *recs;
 	for (uint64_t at = 0; at < n_recs; at += CHUNK) {
 		off_t data = lseek(e->mapfd, (off_t)record_offset(at), SEEK_DATA);
-		if (data < 0)
-			break;   /* ENXIO: nothing written past at */
-		at = ((uint64_t)data - MAP_HEADER) / sizeof *recs;
+		if (data < 0 && errno == ENXIO)
+			break;   /* nothing written past at */
+		if (data >= 0)   /* (a file system without SEEK_DATA: every record is read) */
+			at = ((uint64_t)data - MAP_HEADER) / sizeof *recs;
 		if (at >= n_recs)
 			break;
 		size_t n = n_recs - at < CHUNK ? (size_t)(n_recs - at) : CHUNK;
@@ -718,9 +719,10 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
 			continue;
 		for (uint64_t at = 0;; at += CHUNK) {
 			off_t data = lseek(mfd, (off_t)record_offset(at), SEEK_DATA);   /* holes skipped */
-			if (data < 0)
+			if (data < 0 && errno == ENXIO)
 				break;
-			at = ((uint64_t)data - MAP_HEADER) / sizeof *recs;
+			if (data >= 0)
+				at = ((uint64_t)data - MAP_HEADER) / sizeof *recs;
 			ssize_t got = pread(mfd, recs, CHUNK * sizeof *recs, (off_t)record_offset(at));
 			if (got <= 0)
 				break;
