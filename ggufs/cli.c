@@ -61,7 +61,7 @@ static const struct cli_option cli_options[] = {
 	{ "cache_max=%s", .with_check = true, OURS(cache_max_arg), .arg = "SIZE",
 	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
 	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
-	  .help = "remote: abandon a request idle this long (30)" },
+	  .help = "remote: abandon a request under 4K/s this long (30)" },
 	/* -o options of libfuse that matter here */
 	{ "allow_other", FUSE, .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },
