@@ -1,7 +1,7 @@
 /* ggufs --check MODEL: the health of every tensor without mounting anything, one line per
  * tensor that is not healthy (stats_segment_health: the counts alone), or with --json
  * one report of every figure (the statistics of stats/NAME, by the same code and through
- * the same tree reads). Worker threads take the tensors' segments in file order, so that
+ * the same tensor reader). Worker threads take the tensors' segments in file order, so that
  * both cores stay busy to the end and the file is read once, front to back, with a
  * reader thread a few segments ahead. */
 #include <errno.h>
@@ -66,7 +66,7 @@ static bool item_span(const struct scan *sc, uint64_t k, const struct model_shar
 	const struct model_tensor *mt = &sc->m->tensors[sc->items[k].tensor];
 	const struct gguf_tensor *g = mt->t;
 	*sh = &sc->m->shards[mt->shard];
-	if ((*sh)->src || g->n_elements == 0 || g->size == 0)
+	if (!source_mapped((*sh)->src) || g->n_elements == 0 || g->size == 0)
 		return false;
 	/* segments are whole blocks: STATS_SEGMENT is a multiple of every block size */
 	const uint64_t per_block = g->ti->block_bytes, elems = g->ti->block_elems;
@@ -137,11 +137,11 @@ static void *worker(void *arg)
 		if (k >= sc->n_items)
 			break;
 		if (sc->health_only)
-			sc->errs[k] = stats_segment_health(sc->t, sc->items[k].tensor,
+			sc->errs[k] = stats_segment_health(sc->m, sc->items[k].tensor,
 			                                   sc->items[k].seg, &sc->health[k],
 			                                   &sc->bytes_done);
 		else
-			sc->errs[k] = stats_segment(sc->t, sc->items[k].tensor, sc->items[k].seg,
+			sc->errs[k] = stats_segment(sc->m, sc->items[k].tensor, sc->items[k].seg,
 			                            &sc->parts[k], &sc->bytes_done);
 	}
 	pthread_mutex_lock(&sc->lock);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "dequant.h"
 #include "types.h"
 #include "vectors.h"
 
@@ -51,7 +52,7 @@ static void test_vector(void **state)
 	const struct vector_row *row = *state;
 	const struct ggml_type *t = type_by_name(row->type);
 	assert_non_null(t);
-	assert_non_null(t->to_float);
+	assert_non_null(dequant_get(t->id)->to_float);
 	assert_true(t->block_elems > 0 && t->block_bytes > 0);
 
 	size_t raw_size, count;
@@ -64,7 +65,7 @@ static void test_vector(void **state)
 
 	/* whole tensor in one call */
 	float *got = malloc(count * sizeof *got);
-	t->to_float(raw, got, nblocks);
+	dequant_get(t->id)->to_float(raw, got, nblocks);
 	size_t bad = vectors_compare(got, want, count);
 	if (bad)
 		print_error("%s: element %zu is %.9g, want %.9g\n", row->tensor, bad - 1,
@@ -73,14 +74,14 @@ static void test_vector(void **state)
 
 	/* the portable code's bytes */
 	float *ref = malloc(count * sizeof *ref);
-	t->to_float_ref(raw, ref, nblocks);
+	dequant_get(t->id)->to_float_ref(raw, ref, nblocks);
 	assert_same_bytes(row->tensor, got, ref, count);
 
 	/* block by block from an unaligned source: the same bytes */
 	uint8_t *shifted = malloc(t->block_bytes + 1);
 	for (uint64_t b = 0; b < nblocks; b++) {
 		memcpy(shifted + 1, raw + b * t->block_bytes, t->block_bytes);
-		t->to_float(shifted + 1, got + b * t->block_elems, 1);
+		dequant_get(t->id)->to_float(shifted + 1, got + b * t->block_elems, 1);
 	}
 	assert_same_bytes(row->tensor, got, ref, count);
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "dequant.h"
 #include "types.h"
 
 /* Values per type: enough blocks that a random fp16 scale is NaN or inf (1 in 32)
@@ -109,8 +110,8 @@ static void check_run(const struct ggml_type *t, const uint8_t *src, uint64_t nb
 {
 	size_t n = nblocks * t->block_elems;
 	memset(got, CANARY, (n + 64) * sizeof(float));
-	t->to_float(src, got, nblocks);
-	t->to_float_ref(src, want, nblocks);
+	dequant_get(t->id)->to_float(src, got, nblocks);
+	dequant_get(t->id)->to_float_ref(src, want, nblocks);
 	size_t bad = compare_bits(got, want, n);
 	if (bad) {
 		uint32_t g, w;
@@ -137,7 +138,7 @@ static void test_type(void **state)
 
 	for (int l = DEQUANT_SCALAR + 1; l <= (int)dequant_best(); l++) {
 		dequant_select((enum dequant_level)l);
-		if (t->to_float == t->to_float_ref)
+		if (dequant_get(t->id)->to_float == dequant_get(t->id)->to_float_ref)
 			continue;
 		/* aligned and not, everything at once */
 		memmove(src, src + 1, nblocks * t->block_bytes);
@@ -166,7 +167,7 @@ static void test_select(void **state)
 	}
 	dequant_select(DEQUANT_SCALAR);
 	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++)
-		assert_ptr_equal(ggml_type_get(id)->to_float, ggml_type_get(id)->to_float_ref);
+		assert_ptr_equal(dequant_get(id)->to_float, dequant_get(id)->to_float_ref);
 }
 
 int main(void)
@@ -183,7 +184,8 @@ int main(void)
 		const struct ggml_type *t = ggml_type_get(id);
 		/* only types with a SIMD function at some level */
 		dequant_select(best);
-		if (!t->to_float || t->to_float == t->to_float_ref)
+		if (!dequant_get(t->id)->to_float ||
+		    dequant_get(t->id)->to_float == dequant_get(t->id)->to_float_ref)
 			continue;
 		tests[n++] = (struct CMUnitTest){ .name = t->name, .test_func = test_type,
 		                                  .initial_state = (void *)t };

@@ -1,4 +1,4 @@
-/* Tensor statistics (lib/stats/stats.h) and their files in the tree: exact figures against a
+/* Tensor statistics (lib/6-stats/stats.h) and their files in the tree: exact figures against a
  * reference computed apart, the same bits at every SIMD level and however the values
  * are cut into calls, ggml's block scale checks, planted faults found with the right
  * counts and a clean model found clean, fixed file sizes, and nothing computed before
@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "blocks.h"
+#include "dequant.h"
 #include "gguf_writer.h"
 #include "render_stats.h"
 #include "stats.h"
@@ -539,7 +540,7 @@ static void check_model(bool faults)
 		assert_int_equal(p.subnormals, faults ? want->subnormals : 0);
 		/* the file and --check's verdict agree */
 		struct tensor_stats s;
-		assert_int_equal(stats_tensor(f->t, n->index, &s), 0);
+		assert_int_equal(stats_tensor(f->m, n->index, &s), 0);
 		assert_int_equal(stats_unhealthy(&s), faults && want->unhealthy);
 		assert_int_equal(s.elements, p.elements);
 		free(text);
@@ -571,8 +572,8 @@ static void assert_health_agrees(const struct tree *t)
 		for (uint64_t seg = 0; seg < stats_segments(g); seg++) {
 			struct stats_part p;
 			struct stats_health h;
-			assert_int_equal(stats_segment(t, i, seg, &p, NULL), 0);
-			assert_int_equal(stats_segment_health(t, i, seg, &h, NULL), 0);
+			assert_int_equal(stats_segment(m, i, seg, &p, NULL), 0);
+			assert_int_equal(stats_segment_health(m, i, seg, &h, NULL), 0);
 			assert_int_equal(h.elements, p.s.elements);
 			assert_int_equal(h.nan, p.s.nan);
 			assert_int_equal(h.pos_inf, p.s.pos_inf);
@@ -655,7 +656,7 @@ static void test_health_zeros(void **state)
 	/* and the kinds are what they say */
 	for (int k = 0; k < N; k++) {
 		struct stats_health h;
-		assert_int_equal(stats_segment_health(t, (uint64_t)k, 0, &h, NULL), 0);
+		assert_int_equal(stats_segment_health(m, (uint64_t)k, 0, &h, NULL), 0);
 		assert_int_equal(h.all_zero, ts[k].kind == 0);
 		assert_int_equal(h.bad_blocks, ts[k].kind == 2);
 	}

@@ -1,4 +1,4 @@
-/* Statistics taken from q4_K, q6_K and q8_0 blocks (lib/stats/stats_quant.h) against
+/* Statistics taken from q4_K, q6_K and q8_0 blocks (lib/6-stats/stats_quant.h) against
  * the same figures taken from the float32 values that ggml's reference dequantizer gives:
  * counts, min and max exactly, mean and std to float64 rounding; the same bits at every
  * SIMD level; and blocks built to take each of its paths (q4_K sub-blocks whose values do
@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "blocks.h"
+#include "dequant.h"
 #include "stats.h"
 #include "stats_quant.h"
 #include "types.h"
@@ -242,7 +243,7 @@ static void from_floats(const struct qtype *t, const uint8_t *p, uint64_t nblock
 	static struct stats_acc a;
 	float *x = malloc(nblocks * t->elems * sizeof *x);
 	assert_non_null(x);
-	ggml_type_get(t->id)->to_float_ref(p, x, nblocks);
+	dequant_get(t->id)->to_float_ref(p, x, nblocks);
 	stats_acc_init(&a);
 	stats_acc_add(&a, x, nblocks * t->elems);
 	stats_acc_finish(&a, out);
@@ -375,7 +376,7 @@ static void test_first(void **state)
 		for (int k = 0; k < t->kinds; k++) {
 			uint8_t *p = make_blocks(t, 1, k);
 			float x[QK_K];
-			ggml_type_get(t->id)->to_float_ref(p, x, 1);
+			dequant_get(t->id)->to_float_ref(p, x, 1);
 			assert_true(same_float(stats_quant_first(t->id, p), x[0]));
 			free(p);
 		}

@@ -23,6 +23,7 @@
 
 #include "bench.h"
 #include "blocks.h"
+#include "dequant.h"
 #include "stats.h"
 #include "types.h"
 

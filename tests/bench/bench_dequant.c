@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "dequant.h"
 #include "types.h"
 
 #define NE0 BENCH_NE0
@@ -67,7 +68,7 @@ static void run(const struct ggml_type *t, const uint8_t *src, uint64_t nblocks,
                 float *buf, double *scalar, double *simd)
 {
 	double best[2] = { 1e30, 1e30 };
-	dequant_fn fns[2] = { t->to_float_ref, t->to_float };
+	dequant_fn fns[2] = { dequant_get(t->id)->to_float_ref, dequant_get(t->id)->to_float };
 	int n = fns[1] == fns[0] ? 1 : 2;
 	for (int r = 0; r < REPEATS; r++) {
 		for (int i = 0; i < n; i++) {
@@ -111,7 +112,7 @@ static const struct ggml_type *type_by_name(const char *name)
 {
 	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++) {
 		const struct ggml_type *t = ggml_type_get(id);
-		if (t->to_float && strcmp(t->name, name) == 0)
+		if (dequant_get(t->id)->to_float && strcmp(t->name, name) == 0)
 			return t;
 	}
 	return NULL;
@@ -124,7 +125,7 @@ static bool bench_type(const struct ggml_type *t, double mem, uint8_t *src, floa
 	bench_fill_random(src, nblocks * t->block_bytes, 0x243f6a8885a308d3u);
 	double scalar, fast;
 	run(t, src, nblocks, buf, &scalar, &fast);
-	bool simd = t->to_float != t->to_float_ref;
+	bool simd = dequant_get(t->id)->to_float != dequant_get(t->id)->to_float_ref;
 	bool target = has_target(t->name);
 	bool ok = !target || fast >= 3 * scalar;
 	printf("%-8s %9.2f %9.2f %9.2fx %9.2fx %9.2fx   %s\n", t->name, scalar, fast,
@@ -149,7 +150,7 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "--all") == 0) {
 		count = 0;
 		for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++)
-			if (ggml_type_get(id)->to_float)
+			if (dequant_get(id)->to_float)
 				all[count++] = ggml_type_get(id)->name;
 		names = all;
 	} else if (argc > 1) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "dequant.h"
 #include "types.h"
 
 #define ALIGNMENT 32
@@ -480,7 +481,8 @@ bool bench_mount(const char *ggufs, double mem, const char *const *names, size_t
 	size_t n = 0;
 	for (size_t i = 0; i < count; i++)
 		for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++)
-			if (ggml_type_get(id)->to_float && strcmp(ggml_type_get(id)->name, names[i]) == 0)
+			if (dequant_get(id)->to_float &&
+			    strcmp(ggml_type_get(id)->name, names[i]) == 0)
 				types[n++] = ggml_type_get(id);
 
 	char dir[] = "/tmp/ggufs-bench-XXXXXX";

@@ -11,9 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "dequant.h"
 #include "gguf.h"
 #include "model.h"
 #include "tree.h"
@@ -71,7 +70,7 @@ static void decode_block(const struct gguf_tensor *t, const uint8_t *p)
 	float *out = malloc(t->ti->block_elems * sizeof *out);
 	if (!out)
 		return;
-	t->ti->to_float(p, out, 1);
+	dequant_get(t->ti->id)->to_float(p, out, 1);
 	uint32_t bits;
 	memcpy(&bits, &out[t->ti->block_elems - 1], 4);
 	sink ^= (uint8_t)bits;
@@ -157,26 +156,47 @@ static void check_file(const struct tree *t, const struct tree_node *n)
 	}
 }
 
-/* The fd behind the in-memory shard: tree_read asks it whether the file still holds
- * the bytes (it is sparse and never shrinks, so it always does). */
-static int shard_fd(void)
+/* The in-memory image as the shard's byte source (source.h): read in place, as a local
+ * file's mapping is; it never shrinks. */
+struct image_source {
+	struct source src;
+	const uint8_t *data;
+};
+
+static int image_visit(struct source *src, uint64_t off, uint64_t len, source_visit_fn fn,
+                       void *ctx)
 {
-	static int fd = -1;
-	if (fd < 0) {
-		fd = memfd_create("fuzz.gguf", MFD_CLOEXEC);
-		if (fd < 0 || ftruncate(fd, 1ll << 40) < 0)
-			broken("no memfd");
-	}
-	return fd;
+	fn(ctx, ((struct image_source *)src)->data + off, len);
+	return 0;
 }
+
+static void image_copy(void *ctx, const uint8_t *p, uint64_t len)
+{
+	memcpy(ctx, p, len);
+}
+
+static int image_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+{
+	return image_visit(src, off, len, image_copy, buf);
+}
+
+static void image_close(struct source *src)
+{
+	(void)src;
+}
+
+static const struct source_ops image_ops = {
+	.read = image_read, .close = image_close, .visit = image_visit,
+};
 
 /* Mounts the parsed image f in memory (as model_open would, without a file) and walks
  * every directory and file of its tree. */
 static void check_tree(const uint8_t *data, size_t size, const struct gguf_file *f)
 {
 	static char path[] = "fuzz.gguf";
-	struct model_shard shard = { .path = path, .fd = shard_fd(), .map = data, .size = size,
-	                             .gf = *f };
+	struct image_source image = { .src.ops = &image_ops, .data = data };
+	struct model_shard shard = { .path = path, .map = data, .size = size, .gf = *f,
+	                             .src = &image.src };
 	struct ggufs_model m = { .path = path, .file_name = path, .n_shards = 1,
 	                         .shards = &shard, .meta = &shard.gf, .n_tensors = f->n_tensors };
 	m.st.st_mode = S_IFREG | 0644;

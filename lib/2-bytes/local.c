@@ -1,0 +1,147 @@
+#include "local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "guard.h"
+
+struct local_file {
+	struct source src;      /* first: the source is the file */
+	int fd;
+	const uint8_t *map;     /* the whole file as it was at open */
+	uint64_t size;          /* its size at open */
+};
+
+/* True when the file still holds bytes [0, end): the file may have shrunk since it was
+ * mapped, and a read of what is gone must fail, not return zeros from the tail of the
+ * last page. */
+static bool still_there(const struct local_file *f, uint64_t end)
+{
+	struct stat st;
+	if (fstat(f->fd, &st) < 0)
+		return false;
+	return (uint64_t)st.st_size >= end;
+}
+
+/* A visit of bytes in the mapping, as guard_call runs it. */
+struct visit {
+	source_visit_fn fn;
+	void *ctx;
+	const uint8_t *p;
+	uint64_t len;
+};
+
+static void run_visit(void *ctx)
+{
+	const struct visit *v = ctx;
+	v->fn(v->ctx, v->p, v->len);
+}
+
+/* Source visit: fn on the mapping itself, under the SIGBUS guard. */
+static int local_visit(struct source *src, uint64_t off, uint64_t len, source_visit_fn fn,
+                       void *ctx)
+{
+	const struct local_file *f = (const struct local_file *)src;
+	if (!still_there(f, off + len))
+		return -EIO;
+	struct visit v = { .fn = fn, .ctx = ctx, .p = f->map + off, .len = len };
+	return guard_call(run_visit, &v);
+}
+
+/* A visit that copies the bytes to ctx, a buffer. */
+static void copy_out(void *ctx, const uint8_t *p, uint64_t len)
+{
+	memcpy(ctx, p, len);
+}
+
+/* Source read: a copy out of the mapping, under the SIGBUS guard. */
+static int local_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+{
+	return local_visit(src, off, len, copy_out, buf);
+}
+
+static int local_holds(struct source *src, uint64_t end)
+{
+	return still_there((const struct local_file *)src, end) ? 0 : -EIO;
+}
+
+static void local_span(struct source *src, uint64_t off, uint64_t len, int *fd,
+                       uint64_t *count)
+{
+	const struct local_file *f = (const struct local_file *)src;
+	struct stat st;
+	*fd = f->fd;
+	*count = len;
+	/* what the file holds now: it may have shrunk since it was mapped */
+	if (fstat(f->fd, &st) < 0 || (uint64_t)st.st_size <= off)
+		*count = 0;
+	else if (*count > (uint64_t)st.st_size - off)
+		*count = (uint64_t)st.st_size - off;
+}
+
+static void local_close(struct source *src)
+{
+	struct local_file *f = (struct local_file *)src;
+	if (f->map != MAP_FAILED)
+		munmap((void *)f->map, f->size);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f);
+}
+
+static const struct source_ops local_ops = {
+	.read = local_read,
+	.close = local_close,
+	.visit = local_visit,
+	.holds = local_holds,
+	.span = local_span,
+};
+
+struct source *local_open(const char *path, struct stat *st, const uint8_t **map,
+                          uint64_t *size, char err[GGUF_ERR_MAX])
+{
+	struct local_file *f = calloc(1, sizeof *f);
+	if (!f) {
+		snprintf(err, GGUF_ERR_MAX, "%s: out of memory", path);
+		return NULL;
+	}
+	f->src.ops = &local_ops;
+	f->map = MAP_FAILED;
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (f->fd < 0 || fstat(f->fd, st) < 0) {
+		snprintf(err, GGUF_ERR_MAX, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (S_ISDIR(st->st_mode)) {
+		snprintf(err, GGUF_ERR_MAX, "%s: is a directory, not a GGUF file", path);
+		goto fail;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		snprintf(err, GGUF_ERR_MAX, "%s: not a regular file", path);
+		goto fail;
+	}
+	f->size = (uint64_t)st->st_size;
+	if (f->size == 0) {
+		snprintf(err, GGUF_ERR_MAX, "%s: empty file, not GGUF", path);
+		goto fail;
+	}
+	f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
+	if (f->map == MAP_FAILED) {
+		snprintf(err, GGUF_ERR_MAX, "%s: cannot map %" PRIu64 " bytes: %s", path, f->size,
+		         strerror(errno));
+		goto fail;
+	}
+	*map = f->map;
+	*size = f->size;
+	return &f->src;
+fail:
+	local_close(&f->src);
+	return NULL;
+}

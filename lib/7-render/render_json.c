@@ -1,0 +1,151 @@
+#include "render_json.h"
+#include "names.h"
+#include "render_mark.h"
+#include "render_value.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+static void put_u64(struct sink *s, uint64_t v)
+{
+	char buf[24];
+	int n = snprintf(buf, sizeof buf, "%" PRIu64, v);
+	sink_put(s, buf, (uint64_t)n);
+}
+
+static void put_cstr_json(struct sink *s, const char *str)
+{
+	render_json_string(s, str, strlen(str));
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+/* The path of a file in the tree, relative to the mount root, as a JSON string: dir,
+ * the file name of name (escaped by the same rules as the tree's, names.h), suffix.
+ * Bytes of the name that are not UTF-8 come out as U+FFFD, as in "name". */
+static void put_path(struct sink *s, const char *dir, const struct gguf_str *name, bool tensor,
+                     const char *suffix)
+{
+	char path[sizeof "metadata/" + NAMES_BUF + sizeof ".npy"];
+	size_t n = strlen(dir);
+	memcpy(path, dir, n);
+	n += names_encode(name->ptr, name->len, tensor, path + n);
+	size_t k = strlen(suffix);
+	memcpy(path + n, suffix, k);
+	render_json_string(s, path, n + k);
+}
+
+/* kv number i, from its start, or from a mark inside its value. */
+static void render_kv(struct sink *s, const struct gguf_kv *kv, uint64_t i,
+                      const struct render_mark *from)
+{
+	if (!from) {
+		char type[RENDER_TYPE_MAX];
+		size_t tn = render_value_type(&kv->value, type);
+		render_json_string(s, kv->key.ptr, kv->key.len);
+		sink_puts(s, ": {\"type\": \"");
+		sink_put(s, type, tn);   /* letters, digits and brackets only */
+		sink_puts(s, "\", \"value\": ");
+	}
+	render_value_json_from(s, &kv->value, i, from);
+	sink_puts(s, ", \"file\": ");
+	put_path(s, "metadata/", &kv->key, false, "");
+	sink_putc(s, '}');
+}
+
+static void render_tensor(struct sink *s, const struct ggufs_model *m, uint64_t i)
+{
+	const struct gguf_tensor *t = m->tensors[i].t;
+	char tbuf[16];
+	sink_puts(s, "{\"name\": ");
+	render_json_string(s, t->name.ptr, t->name.len);
+	sink_puts(s, ", \"type\": ");
+	put_cstr_json(s, ggml_type_name(t->type, tbuf));
+	sink_puts(s, ", \"dims\": [");
+	for (uint32_t d = 0; d < t->n_dims && d < GGUF_MAX_DIMS; d++) {
+		if (d)
+			sink_puts(s, ", ");
+		put_u64(s, t->ne[d]);
+	}
+	sink_puts(s, "], \"offset\": ");
+	put_u64(s, t->offset);
+	sink_puts(s, ", \"size\": ");
+	put_u64(s, t->size);
+	sink_puts(s, ", \"file\": ");
+	put_path(s, "tensors/", &t->name, true, "");
+	if (t->has_f32) {
+		sink_puts(s, ", \"f32\": ");
+		put_path(s, "tensors/", &t->name, true, ".f32");
+		sink_puts(s, ", \"npy\": ");
+		put_path(s, "tensors/", &t->name, true, ".npy");
+	} else {
+		sink_puts(s, ", \"f32\": null, \"npy\": null");
+	}
+	if (m->n_shards > 1) {
+		sink_puts(s, ", \"shard\": ");
+		put_cstr_json(s, base_name(m->shards[m->tensors[i].shard].path));
+	}
+	sink_putc(s, '}');
+}
+
+void render_json(struct sink *s, const struct ggufs_model *m)
+{
+	render_json_from(s, m, NULL);
+}
+
+/* A mark between two kvs or tensors, when one is due. */
+static void mark_boundary(struct sink *s, uint64_t kv, uint64_t tensor)
+{
+	if (render_mark_due(s))
+		render_mark_add(s, (struct render_mark){ .kv = kv, .tensor = tensor,
+		                                         .elem = RENDER_MARK_NO_ELEM });
+}
+
+void render_json_from(struct sink *s, const struct ggufs_model *m,
+                      const struct render_mark *from)
+{
+	const struct gguf_file *f = m->meta;
+	uint64_t i = 0, j = 0;
+	if (!from) {
+		sink_puts(s, "{\"file\": ");
+		put_cstr_json(s, m->file_name);
+		sink_puts(s, ", \"version\": ");
+		put_u64(s, f->version);
+		sink_puts(s, ", \"alignment\": ");
+		put_u64(s, f->alignment);
+		sink_puts(s, ", \"data_offset\": ");
+		put_u64(s, f->data_offset);
+		sink_puts(s, ",\n \"metadata\": {");
+	} else if (from->kv < f->n_kv) {
+		i = from->kv;
+		if (from->elem != RENDER_MARK_NO_ELEM)   /* inside kv i's value */
+			render_kv(s, &f->kv[i++], from->kv, from);
+	} else {
+		i = f->n_kv;
+		j = from->tensor;
+	}
+	if (!from || from->kv < f->n_kv) {
+		for (; i < f->n_kv; i++) {
+			if (sink_done(s))
+				return;
+			mark_boundary(s, i, 0);
+			sink_puts(s, i ? ",\n  " : "\n  ");
+			render_kv(s, &f->kv[i], i, NULL);
+		}
+		sink_puts(s, f->n_kv ? "\n },\n \"tensors\": [" : "},\n \"tensors\": [");
+	}
+	for (; j < m->n_tensors; j++) {
+		if (sink_done(s))
+			return;
+		mark_boundary(s, f->n_kv, j);
+		sink_puts(s, j ? ",\n  " : "\n  ");
+		render_tensor(s, m, j);
+	}
+	sink_puts(s, m->n_tensors ? "\n ]}\n" : "]}\n");
+}

@@ -1,0 +1,411 @@
+#include "tree_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+#include "hash.h"
+#include "names.h"
+#include "reader.h"
+#include "render_json.h"
+#include "render_mark.h"
+#include "render_npy.h"
+#include "render_stats.h"
+#include "render_summary.h"
+#include "render_value.h"
+#include "sink.h"
+
+static const char *const fixed_names[] = {
+	[TREE_ROOT_INO] = "", [2] = "metadata", [3] = "tensors", [4] = "gguf.json",
+	[5] = "summary.txt", [TREE_STATS_DIR_INO] = "stats", [TREE_STATS_TSV_INO] = "stats.tsv",
+};
+static const enum tree_kind fixed_kinds[] = {
+	[TREE_ROOT_INO] = TREE_ROOT, [2] = TREE_DIR_METADATA, [3] = TREE_DIR_TENSORS,
+	[4] = TREE_JSON, [5] = TREE_SUMMARY, [TREE_STATS_DIR_INO] = TREE_DIR_STATS,
+	[TREE_STATS_TSV_INO] = TREE_STATS_TSV,
+};
+#define LAST_FIXED_INO TREE_STATS_TSV_INO
+
+/* The lookup hash of name in directory dir. */
+static uint64_t hash_entry(uint64_t dir, const char *name)
+{
+	return hash_bytes(name, strlen(name), dir);
+}
+
+/* Enters n in the lookup table (linear probing; the table is at most half full). */
+static void slot_add(struct tree *t, const struct tree_node *n)
+{
+	uint64_t i = hash_entry(n->parent, n->name) & t->slot_mask;
+	while (t->slots[i])
+		i = (i + 1) & t->slot_mask;
+	t->slots[i] = n->ino;
+}
+
+/* Emits the content of a rendered file (metadata/KEY, gguf.json, summary.txt) into s,
+ * which keeps the window it was asked for: all of it, or what follows the mark from
+ * (s->pos set to the mark's). */
+static void render(const struct tree *t, const struct tree_node *n, struct sink *s,
+                   const struct render_mark *from)
+{
+	const struct ggufs_model *m = t->m;
+	switch (n->kind) {
+	case TREE_META:
+		if (from)
+			render_value_from(s, &m->meta->kv[n->index].value, from);
+		else
+			render_value(s, &m->meta->kv[n->index].value);
+		break;
+	case TREE_JSON:
+		render_json_from(s, m, from);
+		break;
+	case TREE_SUMMARY:
+		render_summary(s, m);
+		break;
+	default:
+		break;
+	}
+}
+
+/* The marks of n, when its renderer can start again from one (gguf.json and
+ * metadata/KEY; summary.txt is small and cannot), else NULL. */
+static struct render_marks *marks_of(const struct tree *t, const struct tree_node *n)
+{
+	return n->kind == TREE_JSON || n->kind == TREE_META ? &t->marks[n->ino] : NULL;
+}
+
+uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n)
+{
+	const struct render_marks *ms = marks_of(t, n);
+	return ms ? ms->n : 0;
+}
+
+/* Runs a renderer into a counting sink: the exact size of the file it renders. Its
+ * marks are kept for the reads. */
+static uint64_t rendered_size(const struct tree *t, const struct tree_node *n)
+{
+	struct sink s = sink_counter();
+	struct render_marks *ms = marks_of(t, n);
+	if (ms)
+		render_marks_record(&s, ms);
+	render(t, n, &s, NULL);
+	return s.pos;
+}
+
+/* Bytes of the .f32 rendering of tensor i; the parser bounded n_elements by 2^63, and a
+ * known layout bounds it by 8 x the file size, so x4 cannot overflow. */
+static uint64_t f32_size(const struct gguf_tensor *g)
+{
+	return g->n_elements * sizeof(float);
+}
+
+/* Bytes that every file name takes, NULs included: names are escaped twice at mount
+ * rather than reserving the worst case for each, so memory follows the header. */
+static uint64_t names_bytes(const struct ggufs_model *m)
+{
+	char buf[NAMES_BUF];
+	uint64_t total = 1;
+	for (uint64_t k = 0; k < m->meta->n_kv; k++)
+		total += names_encode(m->meta->kv[k].key.ptr, m->meta->kv[k].key.len, false, buf) + 1;
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct gguf_tensor *g = m->tensors[i].t;
+		uint64_t len = names_encode(g->name.ptr, g->name.len, true, buf);
+		/* NAME, and with a dequantizer NAME.f32, NAME.npy and stats/NAME */
+		total += len + 1 + (g->has_f32 ? 2 * (len + 5) + len + 1 : 0);
+	}
+	return total;
+}
+
+struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
+{
+	struct tree *t = calloc(1, sizeof *t);
+	uint64_t n_kv = m->meta->n_kv, n_t = m->n_tensors;
+	char *w;
+
+	guard_install();
+	if (!t)
+		goto oom;
+	t->m = m;
+	t->n_nodes = TREE_FIRST_META + n_kv + 4 * n_t;
+	t->nodes = calloc(t->n_nodes, sizeof *t->nodes);
+	t->names = malloc(names_bytes(m));
+	t->tensor_children = calloc(3 * n_t + 1, sizeof *t->tensor_children);
+	t->npy_header_len = calloc(n_t + 1, sizeof *t->npy_header_len);
+	uint64_t cap = 16;
+	while (cap < 2 * t->n_nodes)
+		cap <<= 1;
+	t->slots = calloc(cap, sizeof *t->slots);
+	t->slot_mask = cap - 1;
+	t->marks = calloc(TREE_FIRST_META + n_kv, sizeof *t->marks);
+	t->stats = tree_stats_new(n_t);
+	t->stats_children = calloc(n_t + 1, sizeof *t->stats_children);
+	t->tsv_line = calloc(n_t + 1, sizeof *t->tsv_line);
+	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots ||
+	    !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
+		goto oom;
+
+	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++) {
+		struct tree_node *n = &t->nodes[ino];
+		*n = (struct tree_node){ .ino = ino, .parent = TREE_ROOT_INO,
+		                         .kind = fixed_kinds[ino], .name = fixed_names[ino] };
+		if (ino != TREE_ROOT_INO)
+			slot_add(t, n);
+	}
+
+	w = t->names;
+	for (uint64_t k = 0; k < n_kv; k++) {
+		struct tree_node *n = &t->nodes[TREE_FIRST_META + k];
+		const struct gguf_str *key = &m->meta->kv[k].key;
+		*n = (struct tree_node){ .ino = TREE_FIRST_META + k, .parent = 2,
+		                         .kind = TREE_META, .index = k, .name = w };
+		w += names_encode(key->ptr, key->len, false, w) + 1;
+		slot_add(t, n);
+	}
+	for (uint64_t i = 0; i < n_t; i++) {
+		const struct gguf_tensor *g = m->tensors[i].t;
+		uint64_t base = TREE_FIRST_META + n_kv + 3 * i;
+		const char *base_name = w;
+		size_t len = names_encode(g->name.ptr, g->name.len, true, w);
+		for (uint64_t j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
+			static const char *const suffix[] = { "", ".f32", ".npy" };
+			static const enum tree_kind kinds[] = { TREE_RAW, TREE_F32, TREE_NPY };
+			struct tree_node *n = &t->nodes[base + j];
+			if (j)
+				memmove(w, base_name, len);
+			strcpy(w + len, suffix[j]);
+			*n = (struct tree_node){ .ino = base + j, .parent = 3, .kind = kinds[j],
+			                         .index = i, .name = w };
+			w += len + strlen(suffix[j]) + 1;
+			t->tensor_children[t->n_tensor_children++] = n->ino;
+			slot_add(t, n);
+		}
+		if (!g->has_f32) {
+			t->nodes[base].size = g->size;
+			continue;
+		}
+		char hdr[NPY_HEADER_MAX];
+		t->npy_header_len[i] = (uint32_t)npy_header(g, hdr);
+		t->nodes[base].size = g->size;
+		t->nodes[base + 1].size = f32_size(g);
+		t->nodes[base + 2].size = t->npy_header_len[i] + f32_size(g);
+
+		struct tree_node *sn = &t->nodes[TREE_FIRST_META + n_kv + 3 * n_t + i];
+		memmove(w, base_name, len);
+		w[len] = 0;
+		*sn = (struct tree_node){ .ino = TREE_FIRST_META + n_kv + 3 * n_t + i,
+		                          .parent = TREE_STATS_DIR_INO, .kind = TREE_STATS,
+		                          .index = i, .name = w, .size = render_stats_size(g) };
+		w += len + 1;
+		t->stats_children[t->n_stats_children++] = sn->ino;
+		slot_add(t, sn);
+	}
+
+	tree_stats_layout(t);
+
+	/* sized last: the renderers see a complete tree */
+	for (uint64_t ino = 4; ino < TREE_FIRST_META + n_kv; ino++)
+		if (t->nodes[ino].ino && ino != TREE_STATS_DIR_INO && ino != TREE_STATS_TSV_INO)
+			t->nodes[ino].size = rendered_size(t, &t->nodes[ino]);
+	return t;
+oom:
+	snprintf(err, GGUF_ERR_MAX, "%s: out of memory for the tree of %" PRIu64 " keys and %"
+	         PRIu64 " tensors", m->path, n_kv, n_t);
+	tree_free(t);
+	return NULL;
+}
+
+void tree_free(struct tree *t)
+{
+	if (!t)
+		return;
+	free(t->nodes);
+	free(t->names);
+	free(t->tensor_children);
+	free(t->npy_header_len);
+	free(t->slots);
+	if (t->marks)
+		for (uint64_t ino = 0; ino < TREE_FIRST_META + t->m->meta->n_kv; ino++)
+			render_marks_free(&t->marks[ino]);
+	free(t->marks);
+	tree_stats_free(t->stats, t->m->n_tensors);
+	free(t->stats_children);
+	free(t->tsv_line);
+	free(t);
+}
+
+const struct ggufs_model *tree_model(const struct tree *t)
+{
+	return t->m;
+}
+
+const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind)
+{
+	const uint64_t base = TREE_FIRST_META + t->m->meta->n_kv;
+	const uint64_t n_t = t->m->n_tensors;
+	if (i >= n_t)
+		return NULL;
+	switch (kind) {
+	case TREE_RAW:
+		return tree_node(t, base + 3 * i);
+	case TREE_F32:
+		return tree_node(t, base + 3 * i + 1);
+	case TREE_NPY:
+		return tree_node(t, base + 3 * i + 2);
+	case TREE_STATS:
+		return tree_node(t, base + 3 * n_t + i);
+	default:
+		return NULL;
+	}
+}
+
+const struct tree_node *tree_node(const struct tree *t, uint64_t ino)
+{
+	if (ino == 0 || ino >= t->n_nodes || t->nodes[ino].ino != ino)
+		return NULL;
+	return &t->nodes[ino];
+}
+
+const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const char *name)
+{
+	for (uint64_t i = hash_entry(dir, name) & t->slot_mask; t->slots[i];
+	     i = (i + 1) & t->slot_mask) {
+		const struct tree_node *n = &t->nodes[t->slots[i]];
+		if (n->parent == dir && strcmp(n->name, name) == 0)
+			return n;
+	}
+	return NULL;
+}
+
+uint64_t tree_dir_count(const struct tree *t, uint64_t dir)
+{
+	switch (dir) {
+	case TREE_ROOT_INO:
+		return LAST_FIXED_INO - 1;
+	case 2:
+		return t->m->meta->n_kv;
+	case 3:
+		return t->n_tensor_children;
+	case TREE_STATS_DIR_INO:
+		return t->n_stats_children;
+	default:
+		return 0;
+	}
+}
+
+const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i)
+{
+	if (i >= tree_dir_count(t, dir))
+		return NULL;
+	switch (dir) {
+	case TREE_ROOT_INO:
+		return &t->nodes[2 + i];
+	case 2:
+		return &t->nodes[TREE_FIRST_META + i];
+	case TREE_STATS_DIR_INO:
+		return &t->nodes[t->stats_children[i]];
+	default:
+		return &t->nodes[t->tensor_children[i]];
+	}
+}
+
+bool tree_is_dir(const struct tree_node *n)
+{
+	return n->kind == TREE_ROOT || n->kind == TREE_DIR_METADATA || n->kind == TREE_DIR_TENSORS ||
+	       n->kind == TREE_DIR_STATS;
+}
+
+mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
+{
+	mode_t r = gguf_mode & 0444;
+	if (tree_is_dir(n))
+		return S_IFDIR | r | (r >> 2);
+	return S_IFREG | r;
+}
+
+/* Reads [off, off + len) of tensor file n (inside it) through the tensor reader: the
+ * .npy header rendered here, the values and stored bytes read there. 0 or -errno. */
+static int read_tensor(const struct tree *t, const struct tree_node *n, char *buf,
+                       uint64_t len, uint64_t off)
+{
+	uint64_t i = n->index;
+	if (n->kind == TREE_RAW)
+		return reader_raw(t->m, i, off, len, buf);
+	if (n->kind == TREE_NPY) {
+		char hdr[NPY_HEADER_MAX];
+		uint64_t h = npy_header(t->m->tensors[i].t, hdr);
+		if (off < h) {
+			uint64_t k = h - off < len ? h - off : len;
+			memcpy(buf, hdr + off, k);
+			buf += k;
+			off += k;
+			len -= k;
+		}
+		off -= h;
+	}
+	return reader_f32(t->m, i, off, len, buf);
+}
+
+/* A rendering of a file into a sink's window, as guard_call runs it. */
+struct rendering {
+	const struct tree *t;
+	const struct tree_node *n;
+	const struct render_mark *from;
+	struct sink s;
+};
+
+static void run_render(void *ctx)
+{
+	struct rendering *r = ctx;
+	render(r->t, r->n, &r->s, r->from);
+}
+
+/* Renders [off, off + len) of n (inside the file) with the SIGBUS guard armed: the
+ * header it renders lies in the shards' mappings, and a page of one that has gone
+ * makes it -EIO. */
+static int64_t read_rendered(const struct tree *t, const struct tree_node *n, char *buf,
+                             const uint64_t len, const uint64_t off)
+{
+	for (uint32_t s = 0; s < t->m->n_shards; s++)
+		if (source_holds(t->m->shards[s].src, t->m->shards[s].gf.data_offset) < 0)
+			return -EIO;
+	/* start at the last mark before off */
+	struct rendering r = { .t = t, .n = n, .from = render_mark_find(marks_of(t, n), off),
+	                       .s = sink_window(buf, off, len) };
+	if (r.from)
+		r.s.pos = r.from->pos;
+	int e = guard_call(run_render, &r);
+	return e < 0 ? e : (int64_t)len;
+}
+
+int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
+                  uint64_t off)
+{
+	if (tree_is_dir(n))
+		return -EISDIR;
+	if (off >= n->size)
+		return 0;
+	if (len > n->size - off)
+		len = n->size - off;
+	if (len == 0)
+		return 0;
+	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
+		return tree_stats_read(t, n, buf, len, off);
+
+	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
+		int r = read_tensor(t, n, buf, len, off);
+		return r < 0 ? r : (int64_t)len;
+	}
+	return read_rendered(t, n, buf, len, off);
+}
+
+bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   int *fd, uint64_t *file_off, uint64_t *count)
+{
+	if (n->kind != TREE_RAW)
+		return false;
+	return reader_raw_span(t->m, n->index, off, len, fd, file_off, count);
+}

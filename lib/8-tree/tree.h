@@ -1,0 +1,111 @@
+/* The virtual tree that a mount shows: inodes, names, sizes and a read entry point,
+ * built once from a model at mount time. Nothing here knows FUSE. The tree is names and
+ * dispatch: a read of a file goes to its renderer (lib/7-render), to the tensor reader
+ * (lib/5-reader) or to the statistics files (tree_stats.c); extended attributes are
+ * tree_xattr.c's.
+ *
+ * Inode numbers are derived from position, so they are stable for one model:
+ *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
+ *   6 /stats       7 /stats.tsv
+ *   TREE_FIRST_META + k                    metadata key k (file order)
+ *   TREE_FIRST_META + n_kv + 3 t + j       tensor t: j = 0 raw, 1 .f32, 2 .npy
+ *   TREE_FIRST_META + n_kv + 3 n_t + t     stats/NAME of tensor t
+ * A tensor without a dequantizer has no .f32/.npy and no stats/NAME: those inode numbers
+ * stay unused. */
+#ifndef GGUFS_TREE_H
+#define GGUFS_TREE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model.h"
+
+#define TREE_ROOT_INO 1
+#define TREE_FIRST_META 16
+#define TREE_STATS_DIR_INO 6
+#define TREE_STATS_TSV_INO 7
+
+enum tree_kind {
+	TREE_ROOT,
+	TREE_DIR_METADATA,
+	TREE_DIR_TENSORS,
+	TREE_JSON,
+	TREE_SUMMARY,
+	TREE_META,     /* metadata/KEY */
+	TREE_RAW,      /* tensors/NAME */
+	TREE_F32,      /* tensors/NAME.f32 */
+	TREE_NPY,      /* tensors/NAME.npy */
+	TREE_DIR_STATS,
+	TREE_STATS,    /* stats/NAME */
+	TREE_STATS_TSV,
+};
+
+struct tree_node {
+	uint64_t ino;
+	uint64_t parent;     /* ino of the directory holding it (the root: itself) */
+	enum tree_kind kind;
+	uint64_t index;      /* key index (TREE_META) or tensor index (TREE_RAW/F32/NPY/STATS) */
+	const char *name;    /* file name, escaped per SPEC, NUL-terminated */
+	uint64_t size;       /* exact st_size; 0 for directories */
+};
+
+struct tree;
+
+/* Builds the tree of model m (which must outlive it): names, sizes of every file
+ * (rendered files are rendered once to count their bytes). NULL with err on failure. */
+struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX]);
+void tree_free(struct tree *t);
+
+/* The model the tree shows. */
+const struct ggufs_model *tree_model(const struct tree *t);
+
+/* The node of inode ino, or NULL. */
+const struct tree_node *tree_node(const struct tree *t, uint64_t ino);
+/* The child called name of directory dir, or NULL. */
+const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const char *name);
+/* Children of a directory: count, and the i-th in a stable order (file order). */
+uint64_t tree_dir_count(const struct tree *t, uint64_t dir);
+const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i);
+bool tree_is_dir(const struct tree_node *n);
+
+/* st_mode for node n of a model whose file has mode gguf_mode: files r--r--r--,
+ * directories r-xr-xr-x, each limited by the read bits of the GGUF file. */
+mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
+
+/* Reads up to len bytes of node n at off into buf. Returns the number of bytes (short
+ * only at the end of the file), or -errno: -EISDIR for a directory, -EIO when the bytes
+ * have gone from the model file (it shrank under the mount) or, for a remote model,
+ * could not be fetched or belong to a changed file. Thread-safe; allocates nothing
+ * proportional to the tensor. */
+int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
+                  uint64_t off);
+
+/* The file of tensor i of this kind (TREE_RAW, TREE_F32, TREE_NPY, TREE_STATS), or NULL
+ * when the tensor has none. */
+const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind);
+
+/* stats/NAME and stats.tsv are computed by their reads only (never by lookups, sizes or
+ * directory listings), each tensor at most once per tree however many threads read it
+ * (lib/6-stats/stats.h). How many tensors' statistics have been computed so far: for tests. */
+uint64_t tree_stats_computed(const struct tree *t);
+
+/* How many marks reads of n can start from (render_mark.h): 0 for small and
+ * non-rendered files. For tests. */
+uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
+
+/* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
+ * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
+ * in the file as it is now (fewer when it shrank): reader_raw_span. False for any node
+ * not TREE_RAW, and for a remote tensor (read it with tree_read). */
+bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   int *fd, uint64_t *file_off, uint64_t *count);
+
+/* Extended attributes (SPEC): listxattr fills buf with NUL-separated names, getxattr the
+ * value; both return the full length needed, with size 0 as the size query, -ERANGE
+ * when size is too small, -ENODATA for a name the node does not have. */
+int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size);
+int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
+                      char *buf, uint64_t size);
+
+#endif
