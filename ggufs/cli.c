@@ -61,7 +61,7 @@ static const struct cli_option cli_options[] = {
 	{ "cache_max=%s", .with_check = true, OURS(cache_max_arg), .arg = "SIZE",
 	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
 	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
-	  .help = "remote: abandon a request idle this long (30)" },
+	  .help = "remote: abandon a request under 4K/s this long (30)" },
 	{ "log=%s", OURS(log_file), .arg = "FILE",
 	  .help = "log events to FILE (else syslog; -f: stderr)" },
 	/* -o options of libfuse that matter here */

@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <strings.h>
 
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "url.h"
 
 /* A tensor name for a one-line message: control bytes become '?' so a hostile name
  * cannot break the line. */
@@ -45,6 +47,34 @@ static void warn_raw_only(const struct ggufs_model *m)
 	}
 }
 
+/* A URL's user:password@ and query (a signature) would stay in /proc/PID/cmdline, which
+ * every user can read, for the mount's life: each argument that is the remote model
+ * *model names is overwritten in place with the URL as shown (the rest NUL), once
+ * *model points to a copy (malloc'ed, returned for freeing; NULL when nothing needed
+ * one, or out of memory: then nothing is changed). */
+static char *scrub_model_arg(int argc, char *argv[], const char **model)
+{
+	if (!*model || strncasecmp(*model, "hf://", 5) == 0 || !url_is_remote(*model))
+		return NULL;
+	char *shown = url_display(*model);
+	char *copy = strdup(*model);
+	if (!shown || !copy) {
+		free(shown);
+		free(copy);
+		return NULL;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], copy) != 0)
+			continue;
+		size_t n = strlen(argv[i]), k = strlen(shown);
+		memcpy(argv[i], shown, k < n ? k : n);
+		memset(argv[i] + (k < n ? k : n), 0, n - (k < n ? k : n));
+	}
+	free(shown);
+	*model = copy;
+	return copy;
+}
+
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
  * nothing could be mounted (one line on stderr), 2 for wrong arguments. --check runs
@@ -62,6 +92,7 @@ int main(int argc, char *argv[])
 	char err[GGUF_ERR_MAX];
 	char *mountpoint = NULL;
 	char *shown = NULL;
+	char *model_copy = NULL;
 	int ret = 1;
 
 	/* before any thread: libcurl's global state is not thread-safe to set up */
@@ -72,6 +103,7 @@ int main(int argc, char *argv[])
 	ret = cli_parse(&args, &o);
 	if (ret != 0)
 		goto out_args;
+	model_copy = scrub_model_arg(argc, argv, &o.model);
 	ret = 1;
 	if (o.help) {
 		cli_usage(argv[0]);
@@ -196,6 +228,7 @@ out_args:
 	free((char *)o.cache_dir);
 	free((char *)o.cache_max_arg);
 	free((char *)o.log_file);
+	free(model_copy);
 	curl_global_cleanup();
 	return ret;
 }

@@ -15,12 +15,21 @@
 #include "url.h"
 
 /* The bearer token in file path, without its trailing newline: malloc'ed, or NULL after
- * one line on stderr. Never echoed. */
+ * one line on stderr. Never echoed. Refused, as ssh refuses a private key others can
+ * read: a file readable by group or others (the token is as good as theirs), and a NUL
+ * byte in the line (it would cut the token short, silently). */
 static char *read_token(const char *path)
 {
 	FILE *f = fopen(path, "re");
 	if (!f) {
 		fprintf(stderr, "ggufs: %s: cannot read the token file: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	struct stat st;
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 044)) {
+		fprintf(stderr, "ggufs: %s: the token file is readable by group or others "
+		        "(mode %04o): chmod go-rw it\n", path, (unsigned)(st.st_mode & 07777));
+		fclose(f);
 		return NULL;
 	}
 	char *line = NULL;
@@ -31,6 +40,12 @@ static char *read_token(const char *path)
 		line[--n] = 0;
 	if (n <= 0) {
 		fprintf(stderr, "ggufs: %s: the token file is empty\n", path);
+		free(line);
+		return NULL;
+	}
+	if (memchr(line, 0, (size_t)n)) {
+		fprintf(stderr, "ggufs: %s: the token file holds a NUL byte\n", path);
+		explicit_bzero(line, (size_t)n);
 		free(line);
 		return NULL;
 	}

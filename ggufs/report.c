@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -17,6 +18,7 @@
 
 #include "evlog.h"
 #include "ggufs.h"
+#include "url.h"
 
 /* ---- the event log's sinks ---- */
 
@@ -220,9 +222,15 @@ static void counter_value(struct ggufs *fs, const struct remote_counters *rc, en
 	case C_MEMORY_HITS: v = rc->memory_hits; break;
 	case C_DISK_HITS: v = rc->disk_hits; break;
 	case C_RETRIES: v = rc->retries; break;
-	case C_URL:
-		snprintf(buf, size, "%s", fs->model->path);
+	case C_URL: {
+		/* as given, less what the man page keeps out of sight (user:password@, a query
+		 * that may hold a signature): the root's attributes are every reader's */
+		bool hf = strncasecmp(fs->model->path, "hf://", 5) == 0;
+		char *shown = hf ? NULL : url_display(fs->model->path);
+		snprintf(buf, size, "%s", hf ? fs->model->path : shown ? shown : "");
+		free(shown);
 		return;
+	}
 	case C_LAST_ERROR: {
 		/* the later of the fetcher's and the daemon's own */
 		char when[24];

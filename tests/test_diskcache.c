@@ -1,6 +1,7 @@
 /* The disk cache: blocks stored and loaded back, also after reopening; a torn block or a
  * bad map record never loaded; the bound held by evicting unused entries, then the least
- * recently used blocks, also those of another mount's entry; modes 0700/0600; one mount
+ * recently used blocks, also those of another mount's entry; modes 0700/0600; every pair
+ * of flipped bits among a few positions caught by the checksum; one mount
  * per entry; a new version a new entry. */
 #define _XOPEN_SOURCE 700
 #include <fcntl.h>
@@ -196,6 +197,91 @@ static void test_torn_block_not_served(void **state)
 	/* torn while mounted (another writer, a bad disk): checked on every load */
 	scribble(entry_file(e, "data"), 2 * BS + 10, 1, 0xee);
 	assert_false(loads(e, 2, BS, 1));
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+/* Flips bit a and bit b (bit numbers in the block) of block index on disk. */
+static void flip_bits(const char *path, uint64_t index, unsigned a, unsigned b)
+{
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	unsigned bits[2] = { a, b };
+	for (int i = 0; i < 2; i++) {
+		uint8_t byte;
+		off_t off = (off_t)(index * BS + bits[i] / 8);
+		assert_int_equal(pread(fd, &byte, 1, off), 1);
+		byte ^= (uint8_t)(1u << (bits[i] % 8));
+		assert_int_equal(pwrite(fd, &byte, 1, off), 1);
+	}
+	close(fd);
+}
+
+/* Every pair of flipped bits among a few positions of a block is caught: the checksum
+ * of every such pair differs from the block's (all pairs in its first 16 bytes), and
+ * on disk every pair among bytes 7, 15 (where FNV-1a over words cancelled), the middle
+ * and the last byte fails the load, so the block is fetched again. */
+static void test_two_bit_errors_caught(void **state)
+{
+	(void)state;
+	static uint8_t b[BS];
+	fill(b, BS, 1, 1);
+	uint64_t sum = dc_checksum(b, BS);
+	for (unsigned i = 0; i < 128; i++)
+		for (unsigned j = i + 1; j < 128; j++) {
+			b[i / 8] ^= (uint8_t)(1u << (i % 8));
+			b[j / 8] ^= (uint8_t)(1u << (j % 8));
+			assert_true(dc_checksum(b, BS) != sum);
+			b[i / 8] ^= (uint8_t)(1u << (i % 8));
+			b[j / 8] ^= (uint8_t)(1u << (j % 8));
+		}
+	assert_true(dc_checksum(b, BS) == sum);
+
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, 2 * BS, ETAG);
+	const unsigned bytes[] = { 7, 15, BS / 2 + 7, BS - 1 };
+	unsigned bits[4 * 8], n = 0;
+	for (unsigned i = 0; i < 4; i++)
+		for (unsigned k = 0; k < 8; k++)
+			bits[n++] = bytes[i] * 8 + k;
+	unsigned caught = 0;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = i + 1; j < n; j++) {
+			store(e, 1, BS, 1);
+			flip_bits(entry_file(e, "data"), 1, bits[i], bits[j]);
+			caught += !dc_load(e, 1, b, BS);
+			flip_bits(entry_file(e, "data"), 1, bits[i], bits[j]);
+		}
+	assert_int_equal(caught, n * (n - 1) / 2);
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+/* A huge claimed size costs nothing until blocks are stored: the files grow with the
+ * blocks written (sparse), and blocks at both ends load back after reopening. */
+static void test_claimed_size_sizes_nothing(void **state)
+{
+	(void)state;
+	uint64_t size = (1ull << 36) + 100, last = size / BS;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, size, ETAG);
+	struct stat st;
+	assert_int_equal(stat(entry_file(e, "data"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(stat(entry_file(e, "map"), &st), 0);
+	assert_int_equal(st.st_size, 4096);
+	store(e, 1, BS, 1);
+	store(e, last, 100, 1);
+	dc_entry_close(e);
+	dc_close(dc);
+
+	dc = open_cache(1 << 30);
+	e = open_entry(dc, URL, size, ETAG);
+	assert_true(loads(e, 1, BS, 1));
+	assert_true(loads(e, last, 100, 1));
+	assert_false(loads(e, 2, BS, 1));
+	assert_false(loads(e, last - 1, BS, 1));
+	assert_true(dc_usage(dc) < (1u << 20));
 	dc_entry_close(e);
 	dc_close(dc);
 }
@@ -524,6 +610,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_store_load_reopen, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_modes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_block_not_served, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_bit_errors_caught, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_claimed_size_sizes_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_map_record_not_trusted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound_and_lru, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unused_entries_evicted_first, setup, teardown),

@@ -105,6 +105,27 @@ static void test_display_strips_credentials_and_query(void **state)
 	assert_null(url_display("not a url"));
 }
 
+/* The disk cache's key: no credentials, no fragment, the query as a hash that tells
+ * queries apart and never shows them. */
+static void test_cache_key_keeps_the_query(void **state)
+{
+	(void)state;
+	char *plain = url_cache_key("http://user:secret@h:8080/m.gguf#frag");
+	char *a = url_cache_key("http://user:secret@h:8080/m.gguf?f=a&sig=SECRET");
+	char *a2 = url_cache_key("http://h:8080/m.gguf?f=a&sig=SECRET");
+	char *b = url_cache_key("http://h:8080/m.gguf?f=b&sig=SECRET");
+	assert_non_null(plain), assert_non_null(a), assert_non_null(a2), assert_non_null(b);
+	assert_string_equal(plain, "http://h:8080/m.gguf");
+	assert_string_equal(a, a2);
+	assert_string_not_equal(a, b);
+	assert_int_equal(strncmp(a, "http://h:8080/m.gguf?xxh3:", 26), 0);
+	assert_int_equal(strlen(a), 26 + 32);
+	assert_null(strstr(a, "SECRET"));
+	assert_null(strstr(a, "secret"));
+	assert_null(url_cache_key("not a url"));
+	free(plain), free(a), free(a2), free(b);
+}
+
 static void expect_resolve(const char *base, const char *loc, const char *want)
 {
 	char *r = url_resolve(base, loc);
@@ -177,6 +198,7 @@ int main(void)
 		cmocka_unit_test(test_is_remote),
 		cmocka_unit_test(test_hf_forms),
 		cmocka_unit_test(test_display_strips_credentials_and_query),
+		cmocka_unit_test(test_cache_key_keeps_the_query),
 		cmocka_unit_test(test_redirects_resolve),
 		cmocka_unit_test(test_same_origin),
 		cmocka_unit_test(test_sizes),

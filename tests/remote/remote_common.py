@@ -24,6 +24,8 @@ ALLTYPES = os.path.join(gm.VECTORS, "alltypes.gguf")
 REFUSE_TIMEOUT = 30.0
 # A read against a failing server with -o timeout=2 must end within this.
 EIO_TIMEOUT = 60.0
+# s: the man page's hold of a block whose fetch failed (its reads fail at once meanwhile)
+FAILED_HOLD = 2.1
 
 
 def env_without_token(**extra):

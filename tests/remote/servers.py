@@ -263,6 +263,21 @@ class ServedFile:
         return self.content[start:end]
 
 
+class Encoded:
+    """Bytes [start, end) of a ServedFile gzip'ed, then padded with zeros (or cut) to
+    end - start bytes: a body that only its Content-Encoding tells from the file's."""
+
+    def __init__(self, f, start, end):
+        import gzip
+        z = gzip.compress(bytes(f.slice(start, end)), mtime=0)
+        self.start = start
+        self.body = (z + b"\0" * (end - start))[:end - start]
+
+    def slice(self, a, b):
+        """Bytes [a, b) of the file's offsets, encoded."""
+        return self.body[a - self.start:b - self.start]
+
+
 # One request at the fault server. headers: {lower-case name: value}; range: the Range
 # header or None; bytes_sent: body bytes written before the response ended or broke.
 FaultRecord = collections.namedtuple("FaultRecord", "method path headers range status bytes_sent")
@@ -380,18 +395,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if fs.require_signature and not signature_valid(query, fs.revoked_before):
             self.simple(record, 403, (), b"signature expired\n")
             return
-        f = fs.file(path)
+        f = fs.file(self.path if fs.by_query else path)
         if f is None:
             self.simple(record, 404, (), b"not found\n")
             return
         size = len(f.content)
         common = [("Accept-Ranges", "bytes")] + list(fs.extra_headers)
+        etag = fs.force_etag if fs.force_etag is not None else f.etag
         if fs.send_validators:
-            common += [("ETag", f.etag),
-                       ("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True))]
+            common += [("ETag", etag)] if not fs.omit_etag else []
+            common += [("Last-Modified", email.utils.formatdate(f.mtime, usegmt=True))]
         match = None if fs.ignore_if_match else headers.get("if-match")
         if match is not None and match.strip() != "*" and \
-                f.etag not in [m.strip() for m in match.split(",")]:
+                etag not in [m.strip() for m in match.split(",")]:
             self.simple(record, 412, common)
             return
         rng = None if fs.ignore_range else parse_range(headers.get("range"), size)
@@ -413,6 +429,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end - 1, size))
             if end - start > 1 and fs.take_truncation():
                 end = start + (end - start) // 2  # the length agrees with the cut body
+            if fs.content_encoding:
+                self.send_header("Content-Encoding", fs.content_encoding)
+                f = Encoded(f, start, end)
         self.send_header("Content-Length", str(end - start))
         self.end_headers()
         if with_body:
@@ -479,7 +498,8 @@ class _ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 class FaultServer:
     """`with FaultServer({'/m.gguf': data}, host='127.0.0.1') as s:` serves files
-    (path -> bytes or Body) at s.url. Switches, safe to flip while clients are live:
+    (path -> bytes or Body) at s.url; with https=True over TLS, with a certificate made
+    at start that s.cafile names. Switches, safe to flip while clients are live:
 
     - s.token = 'T': 401 unless `Authorization: Bearer T`;
     - s.redirect_to = URL: 302 to URL + the request's path and query;
@@ -490,6 +510,14 @@ class FaultServer:
     - s.ignore_range = True: 200 with the whole body, whatever Range says;
     - s.ignore_if_match = True: If-Match is not checked (the new ETag still goes out);
     - s.send_validators = False: no ETag and no Last-Modified (a plain server);
+    - s.content_encoding = 'gzip': 206 answers carry that Content-Encoding and the
+      range gzip'ed, padded with zeros to the range's length (Content-Range and
+      Content-Length honest: only the encoding tells);
+    - s.by_query = True: files are looked up by path and query ('/m.gguf?f=a' is a
+      file of its own; without, the query is ignored);
+    - s.omit_etag = True: no ETag, Last-Modified still (s.mtime at the last swap);
+    - s.force_etag = '"E"': every file's ETag is E, whatever its bytes (a server that
+      gives two contents one ETag: a cache poisoned, or a lying server);
     - s.shift_ranges = N: a range request gets the range N bytes further on, with a
       Content-Range saying so (a server that answers another range than asked);
     - s.swap(path, content): new content and a new ETag;
@@ -512,8 +540,11 @@ class FaultServer:
     logged; s.clear_log() empties it. s.max_in_flight: the most requests that were
     being answered at once (since the last clear_log)."""
 
-    def __init__(self, files, host="127.0.0.1"):
+    def __init__(self, files, host="127.0.0.1", https=False):
         self.host = host
+        self.https = https
+        self.cafile = None
+        self.tls_dir = None
         self.lock = threading.Lock()
         self.files = {}
         self.versions = {}
@@ -526,6 +557,10 @@ class FaultServer:
         self.hang_up = False
         self.ignore_if_match = False
         self.send_validators = True
+        self.force_etag = None
+        self.omit_etag = False
+        self.by_query = False
+        self.content_encoding = None
         self.shift_ranges = 0
         self.sign_redirects = None
         self.require_signature = False
@@ -697,6 +732,14 @@ class FaultServer:
         self.httpd.fault = self
         self.port = self.httpd.server_address[1]
         self.url = "http://%s:%d" % (self.host, self.port)
+        if self.https:  # a certificate of its own (make_cert): s.cafile trusts it
+            import ssl
+            self.tls_dir = tempfile.mkdtemp(prefix="ggufs-fault-tls-")
+            self.cafile, key = make_cert(self.tls_dir, self.host)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(self.cafile, key)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            self.url = "https://%s:%d" % (self.host, self.port)
         self.thread = threading.Thread(target=self.httpd.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
@@ -710,4 +753,6 @@ class FaultServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(STOP_TIMEOUT)
+        if self.tls_dir:
+            shutil.rmtree(self.tls_dir, ignore_errors=True)
         return False

@@ -41,6 +41,7 @@ class Daemon(unittest.TestCase):
         token_file = os.path.join(tmp, "token")
         with open(token_file, "w") as f:
             f.write(TOKEN + "\n")
+        os.chmod(token_file, 0o600)   # a token file others can read is refused
         asan_log = os.path.join(tmp, "asan")
         env = env_without_token()
         env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":log_path=" + asan_log

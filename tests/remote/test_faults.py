@@ -15,10 +15,11 @@
   and the daemon ends within seconds.
 Every read runs in a child process with a deadline, so a hang fails instead of hanging."""
 import errno
+import time
 import unittest
 
-from remote_common import (EIO_TIMEOUT, TINY, EnvMount, FaultServer, gm, range_length,
-                           read_bounded, tensor_extents)
+from remote_common import (EIO_TIMEOUT, FAILED_HOLD, TINY, EnvMount, FaultServer, gm,
+                           range_length, read_bounded, tensor_extents)
 
 PATH = "/models/tinyllama-q4km.gguf"
 
@@ -132,6 +133,8 @@ class Faults(unittest.TestCase):
                 self.assertLess(elapsed, EIO_TIMEOUT)
                 self.assert_alive(m)
                 mend_server(s)
+                # a block that just failed fails at once for 2 s (the kernel's READ again)
+                time.sleep(FAILED_HOLD)
                 self.assert_served(m, self.late)
                 self.assert_served(m, self.early)
                 print("EIO after %.1f s" % elapsed)

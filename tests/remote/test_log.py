@@ -20,8 +20,8 @@ import shutil
 import time
 import unittest
 
-from remote_common import (EIO_TIMEOUT, TINY, EnvMount, FaultServer, env_without_token, gm,
-                           read_bounded, tensor_extents)
+from remote_common import (EIO_TIMEOUT, FAILED_HOLD, TINY, EnvMount, FaultServer,
+                           env_without_token, gm, read_bounded, tensor_extents)
 
 PATH = "/o/r/resolve/main/tinyllama-q4km.gguf"
 HF = "hf://o/r/tinyllama-q4km.gguf"
@@ -116,7 +116,9 @@ class Log(unittest.TestCase):
                 self.assertGreaterEqual(int(c["user.ggufs.retries"]), 4)
                 self.assertEqual(int(c["user.ggufs.eio_replies"]), 3)
                 self.assertIn(url + ": HTTP 503", c["user.ggufs.last_error"])
-                # and once the server is back, the read succeeds, and is not logged
+                # and once the server is back and the failed block's hold is over, the
+                # read succeeds, and is not logged
+                time.sleep(FAILED_HOLD)
                 self.assertEqual(self.read(m, self.by_offset[-1])[0], 0)
             self.assertEqual(len(self.lines(m.path)), 4)   # two summaries at unmount
 

@@ -15,10 +15,11 @@ import errno
 import hashlib
 import os
 import shutil
+import time
 import unittest
 
-from remote_common import (EIO_TIMEOUT, ALLTYPES, TINY, EnvMount, FaultServer, Nginx,
-                           env_without_token, gm, install, public_root, range_length,
+from remote_common import (EIO_TIMEOUT, ALLTYPES, FAILED_HOLD, TINY, EnvMount, FaultServer,
+                           Nginx, env_without_token, gm, install, public_root, range_length,
                            read_bounded, read_sequentially, split_gguf)
 from modelfile_check import parses_back, sha256
 
@@ -130,6 +131,7 @@ class Faults(unittest.TestCase):
             # reader process's start and a loaded machine's slack
             self.assertLess(elapsed, 4 * 2 + 4)
             s.stall = False
+            time.sleep(FAILED_HOLD)   # a block that just failed fails at once meanwhile
             err, got, _ = read_bounded(m.p("model.gguf"), end, MIB, EIO_TIMEOUT)
             self.assertEqual((err, got), (0, self.data[end:]))
             print("EIO after %.1f s" % elapsed)

@@ -14,14 +14,17 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define MAP_MAGIC "GGUFSDC1"
-#define MAP_VERSION 1u
+#define MAP_VERSION 2u       /* 2: XXH3 checksums (1's FNV-1a entries are made afresh) */
 #define MAP_HEADER 4096u     /* the map's header; the records follow */
 #define NEW_PREFIX ".new-"   /* an entry being made; left over only by a crash */
 
 static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t index,
                       uint64_t need);
+static bool evict_entry(struct diskcache *dc);
+static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint64_t keep_index);
 
 /* One block's record in the map, in the machine's byte order. check covers the other
  * fields and the block's index, so that a record torn or written at the wrong place is
@@ -52,8 +55,44 @@ struct dc_entry {
 	int mapfd;                   /* flock'ed for the entry's life */
 	int datafd;
 	uint64_t size, nblocks;
-	uint64_t *ticks;             /* per block: last use, 0 when not on disk */
+	/* per block: last use, 0 when not on disk; in chunks of TICK_CHUNK blocks made only
+	 * when one of theirs is stored, so that what this takes follows what is cached, not
+	 * the size the server claims (under dc->lock) */
+	uint64_t **ticks;
+	uint64_t n_chunks;
 };
+
+#define TICK_CHUNK 4096u     /* blocks per chunk of an entry's ticks: 32 KiB */
+
+/* Block index's last use (0: not on disk). Called with dc->lock held (or before the
+ * entry is shared). */
+static uint64_t tick_of(const struct dc_entry *e, uint64_t index)
+{
+	const uint64_t *c = e->ticks[index / TICK_CHUNK];
+	return c ? c[index % TICK_CHUNK] : 0;
+}
+
+/* Sets block index's last use, making its chunk if need be: false when out of memory
+ * (then the block is just not recorded as held). Called as tick_of. */
+static bool set_tick(struct dc_entry *e, uint64_t index, uint64_t tick)
+{
+	uint64_t **c = &e->ticks[index / TICK_CHUNK];
+	if (!*c && tick)
+		*c = calloc(TICK_CHUNK, sizeof **c);
+	if (!*c)
+		return !tick;
+	(*c)[index % TICK_CHUNK] = tick;
+	return true;
+}
+
+/* Forgets every block's last use (the chunks go). */
+static void clear_ticks(struct dc_entry *e)
+{
+	for (uint64_t i = 0; i < e->n_chunks; i++) {
+		free(e->ticks[i]);
+		e->ticks[i] = NULL;
+	}
+}
 
 /* A new last use: the time in microseconds, so that mounts can compare theirs, and
  * larger than any this process gave out before. Called with dc->lock held. */
@@ -76,25 +115,19 @@ static uint64_t fnv1a(const void *p, size_t n, uint64_t basis)
 	return h;
 }
 
+/* XXH3 (libxxhash): every bit of the input reaches every bit of the result, so that
+ * errors of a few bits do not cancel out as they did in FNV-1a over 64-bit words (bit 7
+ * of bytes 7 and 15 flipped together went unseen); its length is hashed too. */
 uint64_t dc_checksum(const uint8_t *p, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w;
-		memcpy(&w, p + i, 8);
-		h = (h ^ w) * 0x100000001b3ull;
-	}
-	for (; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	return h ^ n;
+	return XXH3_64bits(p, n);
 }
 
 /* The check of record r as block index's: never 0, so a zeroed record fails it. */
 static uint64_t record_check(const struct dc_record *r, uint64_t index)
 {
 	uint64_t v[4] = { index, r->sum, r->tick, r->len };
-	uint64_t h = fnv1a(v, sizeof v, 0x84222325cbf29ce4ull);
+	uint64_t h = XXH3_64bits(v, sizeof v);
 	return h ? h : 1;
 }
 
@@ -179,10 +212,41 @@ uint64_t dc_usage(struct diskcache *dc)
 	return fd < 0 ? 0 : usage_of(fd, 1);
 }
 
-/* Removes the entry directory name (its files, then itself). 0, or -1. */
+/* Whether what fd is open on may be trusted as part of the cache: owned by the user
+ * running ggufs, writable by nobody else, a directory (dir) or else a regular file with
+ * one name (another user could otherwise have made or changed its bytes, or linked it
+ * in from elsewhere). */
+static bool trusted_fd(int fd, bool dir)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022) &&
+	       (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) && st.st_nlink == 1);
+}
+
+/* Opens file (map or data) of the entry directory name with flags, never through a
+ * symlink (neither the entry nor the file), and only when both are trusted_fd: -1
+ * otherwise. */
+static int open_in_entry(int parent, const char *name, const char *file, int flags)
+{
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int f = trusted_fd(fd, true) ? openat(fd, file, flags | O_NOFOLLOW | O_CLOEXEC) : -1;
+	close(fd);
+	if (f >= 0 && !trusted_fd(f, false)) {
+		close(f);
+		f = -1;
+	}
+	return f;
+}
+
+/* Removes the entry directory name (its files, then itself); anything else there by
+ * that name (a symlink, a file) is unlinked itself, never what it leads to. 0, or -1. */
 static int remove_entry(int parent, const char *name)
 {
 	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+		return unlinkat(parent, name, 0);
 	if (fd >= 0) {
 		DIR *d = fdopendir(fd);
 		if (!d) {
@@ -235,6 +299,23 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
 		return NULL;
 	}
+	/* a directory that another user made, or can write to, or that leads elsewhere
+	 * could hold blocks that are not the server's: refused, never used */
+	struct stat st;
+	if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+		snprintf(err, errlen, "cache_dir %s: is a symlink; give the directory itself", dir);
+		return NULL;
+	}
+	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid != geteuid()) {
+		snprintf(err, errlen, "cache_dir %s: owned by uid %u, not by the user mounting "
+		         "(uid %u)", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return NULL;
+	}
+	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 022)) {
+		snprintf(err, errlen, "cache_dir %s: writable by group or others (mode %04o); "
+		         "chmod go-w it", dir, (unsigned)(st.st_mode & 07777));
+		return NULL;
+	}
 	struct diskcache *dc = calloc(1, sizeof *dc);
 	if (!dc) {
 		snprintf(err, errlen, "out of memory");
@@ -242,11 +323,14 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 	}
 	dc->block_size = block_size;
 	dc->lockfd = -1;
-	dc->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dc->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dc->dirfd >= 0)
 		dc->lockfd = openat(dc->dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (dc->dirfd < 0 || dc->lockfd < 0 || access(dir, W_OK) != 0) {
-		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
+	/* checked again on what was opened: the name may have been swapped meanwhile */
+	bool trusted = dc->dirfd >= 0 && trusted_fd(dc->dirfd, true);
+	if (dc->dirfd < 0 || dc->lockfd < 0 || access(dir, W_OK) != 0 || !trusted) {
+		snprintf(err, errlen, "cache_dir %s: %s", dir,
+		         dc->dirfd >= 0 && !trusted ? "changed while being opened" : strerror(errno));
 		if (dc->dirfd >= 0)
 			close(dc->dirfd);
 		if (dc->lockfd >= 0)
@@ -267,6 +351,13 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 			(uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
 		uint64_t room = (free_bytes + dc_usage(dc)) / DC_DEFAULT_FREE_DIVISOR;
 		dc->max = room < DC_DEFAULT_MAX ? room : DC_DEFAULT_MAX;
+	}
+	/* a bound smaller than what the directory holds (a smaller cache_max than the last
+	 * mount's) holds from the mount on, not only from the first store */
+	if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
+		while (dc_usage(dc) > dc->max && (evict_entry(dc) || evict_block(dc, NULL, UINT64_MAX)))
+			;
+		flock_retry(dc->lockfd, LOCK_UN);
 	}
 	return dc;
 }
@@ -324,9 +415,9 @@ static int create_entry(struct diskcache *dc, const char *name, const char *key,
 	int r = -1;
 	if (mapfd >= 0 && datafd >= 0 && h) {
 		make_header(h, dc, key, size, nblocks);
-		if (pwrite_full(mapfd, h, MAP_HEADER, 0) == 0 &&
-		    ftruncate(mapfd, (off_t)record_offset(nblocks)) == 0 &&
-		    ftruncate(datafd, (off_t)size) == 0 && fsync(mapfd) == 0 && fsync(datafd) == 0 &&
+		/* no file is sized from the claimed size: each grows (sparse) as blocks and
+		 * their records are written where they belong */
+		if (pwrite_full(mapfd, h, MAP_HEADER, 0) == 0 && fsync(mapfd) == 0 && fsync(datafd) == 0 &&
 		    fsync(fd) == 0 && renameat(dc->dirfd, tmp, dc->dirfd, name) == 0) {
 			fsync(dc->dirfd);
 			r = 0;
@@ -350,12 +441,9 @@ static int create_entry(struct diskcache *dc, const char *name, const char *key,
 static int open_entry(struct dc_entry *e, const char *key)
 {
 	struct diskcache *dc = e->dc;
-	int fd = openat(dc->dirfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	e->mapfd = openat(fd, "map", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	e->datafd = openat(fd, "data", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	close(fd);
+	/* an entry or file that is not trusted_fd is not this user's: made afresh */
+	e->mapfd = open_in_entry(dc->dirfd, e->name, "map", O_RDWR);
+	e->datafd = open_in_entry(dc->dirfd, e->name, "data", O_RDWR);
 	if (e->mapfd < 0 || e->datafd < 0)
 		return -1;
 	if (flock_retry(e->mapfd, LOCK_EX | LOCK_NB) != 0)
@@ -370,11 +458,20 @@ static int open_entry(struct dc_entry *e, const char *key)
 	make_header(want, dc, key, e->size, e->nblocks);
 	if (pread_full(e->mapfd, have, MAP_HEADER, 0) != 0 || memcmp(want, have, MAP_HEADER) != 0 ||
 	    fstat(e->mapfd, &mst) != 0 || fstat(e->datafd, &dst) != 0 ||
-	    (uint64_t)dst.st_size != e->size || (uint64_t)mst.st_size < record_offset(e->nblocks))
+	    (uint64_t)dst.st_size > e->size || (uint64_t)mst.st_size > record_offset(e->nblocks))
 		goto out;
 	uint64_t newest = 0;
-	for (uint64_t at = 0; at < e->nblocks; at += CHUNK) {
-		size_t n = e->nblocks - at < CHUNK ? (size_t)(e->nblocks - at) : CHUNK;
+	/* only the records written: the holes of a sparse map are skipped, not read */
+	uint64_t n_recs = ((uint64_t)mst.st_size - MAP_HEADER) / sizeof *recs;
+	for (uint64_t at = 0; at < n_recs; at += CHUNK) {
+		off_t data = lseek(e->mapfd, (off_t)record_offset(at), SEEK_DATA);
+		if (data < 0 && errno == ENXIO)
+			break;   /* nothing written past at */
+		if (data >= 0)   /* (a file system without SEEK_DATA: every record is read) */
+			at = ((uint64_t)data - MAP_HEADER) / sizeof *recs;
+		if (at >= n_recs)
+			break;
+		size_t n = n_recs - at < CHUNK ? (size_t)(n_recs - at) : CHUNK;
 		if (pread_full(e->mapfd, recs, n * sizeof *recs, record_offset(at)) != 0)
 			goto out;
 		for (size_t j = 0; j < n; j++) {
@@ -382,7 +479,8 @@ static int open_entry(struct dc_entry *e, const char *key)
 			uint64_t i = at + j;
 			bool ok = rec->len == block_len(e, i) && rec->len && rec->tick &&
 			          rec->check == record_check(rec, i);
-			e->ticks[i] = ok ? rec->tick : 0;
+			if (ok && !set_tick(e, i, rec->tick))
+				goto out;
 			if (ok && rec->tick > newest)
 				newest = rec->tick;
 		}
@@ -427,7 +525,8 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 	e->mapfd = e->datafd = -1;
 	e->size = size;
 	e->nblocks = (size - 1) / dc->block_size + 1;
-	e->ticks = calloc(e->nblocks, sizeof *e->ticks);
+	e->n_chunks = (e->nblocks - 1) / TICK_CHUNK + 1;
+	e->ticks = calloc(e->n_chunks, sizeof *e->ticks);
 	if (!e->ticks)
 		goto fail;
 	snprintf(e->name, sizeof e->name, "%016" PRIx64 "%016" PRIx64,
@@ -441,7 +540,7 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 		if (r == -1) {   /* missing, or not this version's, or damaged: made afresh */
 			close_files(e);
 			remove_entry(dc->dirfd, e->name);
-			memset(e->ticks, 0, e->nblocks * sizeof *e->ticks);
+			clear_ticks(e);
 			/* a new entry takes a directory and the map's header: within the bound too */
 			struct stat st;
 			uint64_t fsblock = fstat(dc->dirfd, &st) == 0 && st.st_blksize > 0 ?
@@ -468,8 +567,10 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 	close_files(e);
 fail:
 	free(key);
-	if (e)
+	if (e && e->ticks) {
+		clear_ticks(e);
 		free(e->ticks);
+	}
 	free(e);
 	return NULL;
 }
@@ -488,6 +589,7 @@ void dc_entry_close(struct dc_entry *e)
 	}
 	pthread_mutex_unlock(&dc->lock);
 	close_files(e);   /* ends the flock */
+	clear_ticks(e);
 	free(e->ticks);
 	free(e);
 }
@@ -496,10 +598,10 @@ void dc_entry_close(struct dc_entry *e)
  * Called with dc->lock held. */
 static void forget_locked(struct dc_entry *e, uint64_t index, uint64_t tick)
 {
-	if (!tick || e->ticks[index] != tick)
+	if (!tick || tick_of(e, index) != tick)
 		return;
 	static const struct dc_record zero;
-	e->ticks[index] = 0;
+	set_tick(e, index, 0);
 	pwrite_full(e->mapfd, &zero, sizeof zero, record_offset(index));
 }
 
@@ -509,7 +611,7 @@ bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
 	if (index >= e->nblocks || len != block_len(e, index))
 		return false;
 	pthread_mutex_lock(&dc->lock);
-	uint64_t tick = e->ticks[index];
+	uint64_t tick = tick_of(e, index);
 	pthread_mutex_unlock(&dc->lock);
 	if (!tick)
 		return false;
@@ -524,12 +626,12 @@ bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
 	pthread_mutex_lock(&dc->lock);
 	if (!ok) {
 		forget_locked(e, index, tick);
-	} else if (e->ticks[index] == tick) {
+	} else if (tick_of(e, index) == tick) {
 		/* the use is recorded for the next mount's eviction order too */
 		rec.tick = next_tick(dc);
 		rec.check = record_check(&rec, index);
 		if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0)
-			e->ticks[index] = rec.tick;
+			set_tick(e, index, rec.tick);   /* a chunk that is there: cannot fail */
 	}
 	pthread_mutex_unlock(&dc->lock);
 	return ok;
@@ -540,7 +642,7 @@ bool dc_holds(struct dc_entry *e, uint64_t index)
 	if (index >= e->nblocks)
 		return false;
 	pthread_mutex_lock(&e->dc->lock);
-	bool yes = e->ticks[index] != 0;
+	bool yes = tick_of(e, index) != 0;
 	pthread_mutex_unlock(&e->dc->lock);
 	return yes;
 }
@@ -562,9 +664,7 @@ static bool evict_entry(struct diskcache *dc)
 	for (struct dirent *de; (de = readdir(d));) {
 		if (!is_entry_name(de->d_name))
 			continue;
-		char path[64];
-		snprintf(path, sizeof path, "%s/map", de->d_name);
-		int mfd = openat(dc->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int mfd = open_in_entry(dc->dirfd, de->d_name, "map", O_RDONLY);
 		struct stat st;
 		bool unused = mfd >= 0 && flock_retry(mfd, LOCK_EX | LOCK_NB) == 0;
 		if (mfd < 0 || (unused && fstat(mfd, &st) != 0)) {
@@ -618,12 +718,15 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
 	for (struct dirent *de; d && recs && (de = readdir(d));) {
 		if (!is_entry_name(de->d_name) || ours(dc, de->d_name))
 			continue;
-		char path[64];
-		snprintf(path, sizeof path, "%s/map", de->d_name);
-		int mfd = openat(dc->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int mfd = open_in_entry(dc->dirfd, de->d_name, "map", O_RDONLY);
 		if (mfd < 0)
 			continue;
 		for (uint64_t at = 0;; at += CHUNK) {
+			off_t data = lseek(mfd, (off_t)record_offset(at), SEEK_DATA);   /* holes skipped */
+			if (data < 0 && errno == ENXIO)
+				break;
+			if (data >= 0)
+				at = ((uint64_t)data - MAP_HEADER) / sizeof *recs;
 			ssize_t got = pread(mfd, recs, CHUNK * sizeof *recs, (off_t)record_offset(at));
 			if (got <= 0)
 				break;
@@ -654,11 +757,8 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
  * at its next load of the block, and fetches it again. True when it went. */
 static bool evict_foreign(struct diskcache *dc, const struct foreign_block *v)
 {
-	char path[64];
-	snprintf(path, sizeof path, "%s/map", v->name);
-	int mfd = openat(dc->dirfd, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	snprintf(path, sizeof path, "%s/data", v->name);
-	int dfd = openat(dc->dirfd, path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	int mfd = open_in_entry(dc->dirfd, v->name, "map", O_RDWR);
+	int dfd = open_in_entry(dc->dirfd, v->name, "data", O_RDWR);
 	static const struct dc_record zero;
 	struct dc_record rec;
 	bool ok = mfd >= 0 && dfd >= 0 &&
@@ -686,7 +786,11 @@ static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint6
 	uint64_t vi = 0, vt = UINT64_MAX;
 	for (struct dc_entry *e = dc->entries; e; e = e->next) {
 		for (uint64_t i = 0; i < e->nblocks; i++) {
-			uint64_t t = e->ticks[i];
+			if (!e->ticks[i / TICK_CHUNK]) {   /* none held in this chunk */
+				i += TICK_CHUNK - 1 - i % TICK_CHUNK;
+				continue;
+			}
+			uint64_t t = tick_of(e, i);
 			if (t && t < vt && !(e == keep && i == keep_index)) {
 				victim = e;
 				vi = i;
@@ -737,7 +841,7 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 	bool ok = false;
 	pthread_mutex_lock(&dc->store_lock);
 	pthread_mutex_lock(&dc->lock);
-	bool present = e->ticks[index] != 0;
+	bool present = tick_of(e, index) != 0;
 	pthread_mutex_unlock(&dc->lock);
 	if (present) {
 		ok = true;
@@ -751,9 +855,11 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 			pthread_mutex_lock(&dc->lock);
 			rec.tick = next_tick(dc);
 			rec.check = record_check(&rec, index);
-			if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0) {
-				e->ticks[index] = rec.tick;
+			if (set_tick(e, index, rec.tick) &&
+			    pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0) {
 				ok = true;
+			} else {
+				set_tick(e, index, 0);
 			}
 			pthread_mutex_unlock(&dc->lock);
 			/* a file system that allocated more than foreseen: back under at once */

@@ -1,8 +1,9 @@
 /* A persistent cache of fixed-size blocks of remote files, in a directory on disk, so
  * that a later mount of the same file version fetches nothing again. FUSE-free.
  *
- * Layout: per file version (URL as shown, size, ETag) one directory, named by a hash of
- * that key (never the token: the key holds no credentials and no query), mode 0700,
+ * Layout: per file version (URL as url_cache_key gives it, size, ETag) one directory,
+ * named by a hash of that key (never the token: the key holds no credentials, and its
+ * query only as a hash), mode 0700,
  * holding `data` (sparse, the file's size, block k at k * block size) and `map` (a
  * header naming the key, then one record per block: checksum of its bytes, last use),
  * both mode 0600. A block's record is written after its bytes, and a block is served
@@ -40,7 +41,11 @@ struct dc_entry;
 /* Opens the cache directory dir (created mode 0700 when missing; its parent must exist),
  * bounded to max bytes, or with max 0 to the default: min(DC_DEFAULT_MAX, (free space
  * of its file system + what the cache holds) / DC_DEFAULT_FREE_DIVISOR), taken now.
- * NULL with one phrase in err (errlen bytes) when it cannot be used. */
+ * NULL with one phrase in err (errlen bytes) when it cannot be used, or must not be: a
+ * symlink, another user's, or writable by group or others (its blocks would not be the
+ * server's). Entries and files inside are held to the same rule (and files to one name)
+ * before they are read; one that fails it is made afresh, and eviction never follows a
+ * symlink. */
 struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
                           size_t errlen);
 /* Closes it; its entries must be closed first. */
@@ -51,7 +56,7 @@ uint64_t dc_max(const struct diskcache *dc);
 /* Bytes the directory's files take on disk now (st_blocks * 512). */
 uint64_t dc_usage(struct diskcache *dc);
 
-/* The entry of one file version: url as shown (no credentials, no query), its size,
+/* The entry of one file version: url as url_cache_key gives it, its size,
  * and version (its ETag, or else its Last-Modified; "" means the version cannot be told
  * and nothing is cached: NULL). Created empty when missing or unreadable. NULL when
  * another mount holds it (*busy set), or it cannot be made. */
@@ -71,8 +76,7 @@ bool dc_holds(struct dc_entry *e, uint64_t index);
  * (no room that may be freed, an I/O error): the block is then just not cached. */
 bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len);
 
-/* The checksum of a block as the map records it (64-bit FNV-1a over little-endian
- * 64-bit words, then the tail bytes): for tests. */
+/* The checksum of a block as the map records it (xxHash's XXH3, 64 bits): for tests. */
 uint64_t dc_checksum(const uint8_t *p, size_t n);
 
 #endif

@@ -82,11 +82,14 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 	size_t len = size * n;
 	char tmp[HTTP_LOCATION_MAX];
 	(void)size;
+	r->header_bytes += len;
 	if (len >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		const char *sp = memchr(line, ' ', len);
 		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
 		r->has_range = false;
 		r->etag[0] = r->last_modified[0] = r->repo_commit[0] = r->location[0] = 0;
+		r->encoding[0] = 0;
+		r->has_length = false;
 		r->retry_after = -1;
 		return len;
 	}
@@ -111,6 +114,19 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 	} else if (IS("Content-Range")) {
 		keep_value(tmp, sizeof tmp, v, vn);
 		parse_content_range(r, tmp);
+	} else if (IS("Content-Encoding")) {
+		/* a value too long to keep or holding control bytes is still an encoding */
+		keep_value(tmp, sizeof tmp, v, vn);
+		if (strcasecmp(tmp, "identity") != 0)
+			snprintf(r->encoding, sizeof r->encoding, "%s",
+			         !tmp[0] || strlen(tmp) >= sizeof r->encoding ? "?" : tmp);
+	} else if (IS("Content-Length")) {
+		char *end;
+		keep_value(tmp, sizeof tmp, v, vn);
+		r->content_length = strtoull(tmp, &end, 10);
+		r->has_length = tmp[0] >= '0' && tmp[0] <= '9' && !*end;
+		if (!r->has_length)   /* unreadable: no length that could agree */
+			r->content_length = UINT64_MAX, r->has_length = true;
 	}
 #undef IS
 	return len;
@@ -123,8 +139,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	struct transfer *t = arg;
 	struct http_response *r = t->resp;
 	size_t len = size * n;
-	if (r->status != 206 || len > t->want - r->got) {
-		r->aborted = r->status == 206;
+	if (r->status != 206 || r->encoding[0] || len > t->want - r->got) {
+		r->aborted = r->status == 206 && !r->encoding[0];
 		return 0;
 	}
 	if (t->req->segs) {   /* across as many pieces as the data spans */
@@ -180,8 +196,13 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "ggufs/" GGUFS_VERSION);
 	unsigned connect = req->timeout < 10 ? req->timeout : 10;
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)(connect ? connect : 1));
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	/* a server that drips bytes slower than min_rate is as good as stalled, and even one
+	 * just faster may not hold a reader past the attempt's deadline */
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)(req->min_rate ? req->min_rate : 1));
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(req->timeout ? req->timeout : 1));
+	if (req->min_rate)
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+		                 (long)((req->timeout + t.want / req->min_rate) * 1000 + 999));
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (req->cafile)
@@ -199,6 +220,10 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 		snprintf(line, sizeof line, "If-Match: %s", req->if_match);
 		headers = curl_slist_append(headers, line);
 	}
+	/* the file's own bytes, never a compressed form of them (nothing decodes here) */
+	struct curl_slist *ae = curl_slist_append(headers, "Accept-Encoding: identity");
+	if (ae)
+		headers = ae;
 	char *auth = NULL;
 	if (req->token) {
 		size_t n = strlen(req->token) + 32;

@@ -1,7 +1,9 @@
 /* One HTTP range request with libcurl: GET bytes [first, last] of a URL into a buffer,
  * with the headers that matter to a pinned remote file noted. Redirects are not
  * followed here (the caller decides where the token may go); the transfer stops at the
- * first body byte of anything but a 206, so a server that ignores Range costs nothing. */
+ * first body byte of anything but a 206, so a server that ignores Range costs nothing.
+ * Accept-Encoding: identity is sent; a 206 with any other Content-Encoding is stopped at
+ * its first body byte too, none of it kept (its bytes are not the file's). */
 #ifndef GGUFS_HTTP_H
 #define GGUFS_HTTP_H
 
@@ -25,6 +27,10 @@ struct http_request {
 	const char *if_match;       /* If-Match; NULL for none */
 	const char *cafile;         /* CA file used besides the system's; NULL for none */
 	unsigned timeout;           /* s without progress before giving up; connect: <= 10 s */
+	unsigned min_rate;          /* bytes/s: a transfer slower than this on average over
+	                             * any timeout seconds is abandoned, and so is one not
+	                             * done after timeout + its length / min_rate s (0: only
+	                             * "no byte for timeout seconds") */
 	bool (*cancelled)(void *arg);  /* polled during the transfer: true aborts it */
 	void *cancel_arg;
 	uint8_t *buf;               /* room for last - first + 1 bytes, or NULL with segs */
@@ -49,6 +55,11 @@ struct http_response {
 	char last_modified[HTTP_DATE_MAX];
 	char repo_commit[HTTP_COMMIT_MAX];  /* X-Repo-Commit */
 	char location[HTTP_LOCATION_MAX];   /* "" when absent or too long */
+	char encoding[32];          /* Content-Encoding other than identity ("?" when too
+	                             * long); "" when absent: the body is then the bytes */
+	uint64_t header_bytes;      /* of every header line received, status lines too */
+	bool has_length;            /* a Content-Length came: content_length */
+	uint64_t content_length;
 	long retry_after;           /* Retry-After in seconds from now (a delay or a date), or
 	                             * -1 when absent or unreadable */
 };

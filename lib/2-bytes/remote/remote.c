@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "blockcache.h"
@@ -75,8 +76,13 @@ struct remote_file {
 	uint8_t *prefix;            /* the first prefix_len bytes, fixed once mounted */
 	uint64_t prefix_len;
 
-	pthread_mutex_t lock;       /* target */
+	pthread_mutex_t lock;       /* target, failed */
 	char *target;               /* where the last redirect led (used first), or NULL */
+	struct {                    /* blocks whose fetch failed lately (REMOTE_FAILED_HOLD_MS) */
+		uint64_t index;
+		double until;           /* now_s() before this: reads of it fail at once */
+	} failed[REMOTE_FAILED_SLOTS];
+	unsigned failed_next;       /* the slot to use next (oldest first) */
 
 	atomic_bool changed;        /* the remote file is not the one pinned: reads fail */
 
@@ -207,14 +213,15 @@ enum outcome {
 	FAILED,       /* for good: err says why */
 };
 
-/* Whether a response is of the version pinned: its size, and its ETag (or without
- * one, its Last-Modified) where both sides have one. */
+/* Whether a response is of the version pinned: its size, and every validator the pin
+ * holds (ETag, Last-Modified), the same. A validator pinned but absent from the response
+ * is a mismatch: a server that drops its ETag (and ignores If-Match) may be serving
+ * another version. */
 static bool same_version(const struct remote_file *f, const struct http_response *resp)
 {
 	return resp->total == f->size &&
-	       !(f->etag[0] && resp->etag[0] && strcmp(resp->etag, f->etag) != 0) &&
-	       !(!f->etag[0] && f->last_modified[0] && resp->last_modified[0] &&
-	         strcmp(resp->last_modified, f->last_modified) != 0);
+	       (!f->etag[0] || strcmp(resp->etag, f->etag) == 0) &&
+	       (!f->last_modified[0] || strcmp(resp->last_modified, f->last_modified) == 0);
 }
 
 /* Checks a 206 against the pins (pinned) or takes them (first request; commit is the
@@ -230,11 +237,24 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		     first, last);
 		return FAILED;
 	}
+	if (resp->encoding[0]) {
+		errf(err, "the server's reply is encoded (Content-Encoding: %s), not the file's bytes",
+		     resp->encoding);
+		return FAILED;
+	}
 	if (pinned && !same_version(f, resp)) {   /* a changed file, cut short or not */
-		errf(err, "changed on the server (size %" PRIu64 ", ETag %s; mounted: %" PRIu64
-		     ", ETag %s)", resp->total, resp->etag[0] ? resp->etag : "none", f->size,
-		     f->etag[0] ? f->etag : "none");
+		errf(err, "changed on the server (size %" PRIu64 ", ETag %s, Last-Modified %s; "
+		     "mounted: %" PRIu64 ", ETag %s, Last-Modified %s)", resp->total,
+		     resp->etag[0] ? resp->etag : "none",
+		     resp->last_modified[0] ? resp->last_modified : "none", f->size,
+		     f->etag[0] ? f->etag : "none", f->last_modified[0] ? f->last_modified : "none");
 		return CHANGED;
+	}
+	if (resp->has_length && resp->content_length != resp->range_last - first + 1) {
+		errf(err, "the server's reply has a Content-Length (%" PRIu64 ") other than its "
+		     "Content-Range's (%" PRIu64 " bytes)", resp->content_length,
+		     resp->range_last - first + 1);
+		return RETRY;
 	}
 	if (resp->got != resp->range_last - first + 1) {
 		errf(err, "the server's reply was cut short (%" PRIu64 " of %" PRIu64 " bytes)",
@@ -242,8 +262,9 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		return RETRY;
 	}
 	if (!pinned) {
-		if (resp->total > INT64_MAX) {   /* no file is that large: st_size could not say it */
-			errf(err, "the server claims a file of %" PRIu64 " bytes", resp->total);
+		if (resp->total > REMOTE_SIZE_MAX) {   /* a claim, before anything is sized by it */
+			errf(err, "the server claims a file of %" PRIu64 " bytes, more than the %llu "
+			     "TiB ggufs mounts", resp->total, REMOTE_SIZE_MAX >> 40);
 			return FAILED;
 		}
 		f->size = resp->total;
@@ -292,8 +313,10 @@ struct blocks_sink {
 };
 
 /* http_request.seg_ready: block base + i is whole. Nothing is handed over before the
- * response's headers are checked (range, size, ETag); false stops a response that
- * fails them, and check_206 then says why. */
+ * response's headers are checked (status, range, a Content-Length that agrees with it,
+ * no Content-Encoding, size, validators): a block reaches the caches only once its bytes
+ * are known to be exactly those asked for. False stops a response that fails them, and
+ * check_206 then says why. */
 static bool block_ready(void *arg, const struct http_response *resp, size_t i)
 {
 	struct blocks_sink *sink = arg;
@@ -301,7 +324,9 @@ static bool block_ready(void *arg, const struct http_response *resp, size_t i)
 		return false;   /* never: pieces complete in order */
 	if (!sink->checked) {
 		if (resp->status != 206 || !resp->has_range || resp->range_first != sink->first ||
-		    resp->range_last != sink->last || !same_version(sink->f, resp))
+		    resp->range_last != sink->last || resp->encoding[0] ||
+		    (resp->has_length && resp->content_length != sink->last - sink->first + 1) ||
+		    !same_version(sink->f, resp))
 			return false;
 		sink->checked = true;
 	}
@@ -331,8 +356,9 @@ static void network_phrase(char err[GGUF_ERR_MAX], CURLcode code, unsigned timeo
 		errf(err, "cannot resolve the proxy's host name");
 		break;
 	case CURLE_OPERATION_TIMEDOUT:
-		errf(err, "no answer from the server in time (at most 10 s to connect, then %u s "
-		     "without data: -o timeout=%u)", timeout, timeout);
+		errf(err, "no answer from the server in time, or too slow (at most 10 s to "
+		     "connect, then less than %u bytes/s for %u s: -o timeout=%u)", REMOTE_MIN_RATE,
+		     timeout, timeout);
 		break;
 	case CURLE_PEER_FAILED_VERIFICATION:
 		errf(err, "the server's TLS certificate is not trusted (failed verification; "
@@ -372,6 +398,11 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		}
 		if (resp->aborted) {   /* on_body stopped a 206 longer than the range asked */
 			errf(err, "the server sent more than the range asked for");
+			return FAILED;
+		}
+		if (resp->code == CURLE_OUT_OF_MEMORY && resp->header_bytes) {
+			/* libcurl's word for a header line over its 100 KiB: not our memory */
+			errf(err, "the server's response headers are too large");
 			return FAILED;
 		}
 		network_phrase(err, resp->code, f->r->o.timeout);
@@ -515,7 +546,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			.token = url_same_origin(url, f->url) ? r->o.token : NULL,
 			.if_match = pinned && strong_etag(f->etag) &&
 			            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
-			.cafile = r->o.cafile, .timeout = r->o.timeout,
+			.cafile = r->o.cafile, .timeout = r->o.timeout, .min_rate = REMOTE_MIN_RATE,
 			.cancelled = wait ? poll_mount_wait : r->o.cancelled,
 			.cancel_arg = wait ? (void *)wait : r->o.cancel_arg, .buf = buf,
 			.segs = sink ? sink->segs + sink->done : NULL, .seg_len = REMOTE_BLOCK_SIZE,
@@ -551,12 +582,18 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 				free(next);
 				goto done;
 			}
+			/* an https mount fetches only over https, wherever a redirect leads */
+			if (strncasecmp(f->url, "https://", 8) == 0 && strncasecmp(next, "https://", 8) != 0) {
+				errf(err, "a redirect from https to plain http: refused");
+				free(next);
+				goto done;
+			}
 			free(url);
 			url = next;
 			at_target = true;
 			continue;
 		}
-		if (st == 206 && (resp->code == CURLE_OK || resp->rejected)) {
+		if (st == 206 && (resp->code == CURLE_OK || resp->rejected || resp->encoding[0])) {
 			out = check_206(f, resp, url, first, last, pinned, commit, err);
 			if (out == GOT && strcmp(url, f->url) != 0) {
 				pthread_mutex_lock(&f->lock);
@@ -617,6 +654,31 @@ static void failure_key(char *key, size_t size, const struct remote_file *f, lon
 		if (*p < '0' || *p > '9')
 			key[k++] = *p;
 	key[k] = 0;
+}
+
+/* Notes that block index of f failed after every retry (not when the mount is ending:
+ * nothing reads then). */
+static void note_failed(struct remote_file *f, uint64_t index)
+{
+	if (cancelled(f->r))
+		return;
+	pthread_mutex_lock(&f->lock);
+	unsigned i = f->failed_next++ % REMOTE_FAILED_SLOTS;
+	f->failed[i].index = index;
+	f->failed[i].until = now_s() + REMOTE_FAILED_HOLD_MS / 1e3;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Whether block index of f failed less than REMOTE_FAILED_HOLD_MS ago. */
+static bool failed_lately(struct remote_file *f, uint64_t index)
+{
+	double now = now_s();
+	bool yes = false;
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < REMOTE_FAILED_SLOTS && !yes; i++)
+		yes = f->failed[i].until > now && f->failed[i].index == index;
+	pthread_mutex_unlock(&f->lock);
+	return yes;
 }
 
 /* Fetches bytes [first, last] into buf (or, with segs, into the blocks segs points to,
@@ -726,8 +788,10 @@ static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 		return 0;
 	}
 	fetched_here = true;
-	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0)
+	if (fetch(f, first, first + len - 1, buf, NULL, true, false, err, &status) != 0) {
+		note_failed(f, index);
 		return -EIO;
+	}
 	if (f->entry)
 		store_block(f, index, buf, len);
 	return 0;
@@ -755,8 +819,11 @@ static int fetch_run(struct ahead_job *job, unsigned i, unsigned j)
 	}
 	if (!error && sink.done < sink.n)   /* never: a whole body hands every block over */
 		error = -EIO;
-	for (unsigned n = sink.done; n < sink.n; n++)   /* those not handed over whole */
+	for (unsigned n = sink.done; n < sink.n; n++) {   /* those not handed over whole */
+		if (error)
+			note_failed(f, sink.first_index + n);
 		bc_fill_done(r->cache, sink.blocks[n], error);
+	}
 	return error;
 }
 
@@ -995,6 +1062,8 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 		} else {
 			struct bc_block *held;
 			int error;
+			if (failed_lately(f, k))   /* the kernel's READ again after a failed one */
+				return -EIO;
 			if (run_queued(f, k))
 				return -EIO;
 			fetched_here = false;
@@ -1142,11 +1211,15 @@ static void pin_commit(struct remote_file *f)
 	}
 }
 
-/* Opens f's entry in the disk cache, keyed by the URL as shown, the size and the ETag
- * (or Last-Modified); without either, when another mount holds the entry, or when none
- * can be made, f is read without the disk cache, and the event log says why. */
+/* Opens f's entry in the disk cache, keyed by the URL (url_cache_key: its query too,
+ * hashed), the size and the ETag (or Last-Modified); without either, when another mount
+ * holds the entry, or when none can be made, f is read without the disk cache, and the
+ * event log says why. */
 static void open_disk_entry(struct remote_file *f)
 {
+	char *key = url_cache_key(f->url);
+	if (!key)
+		return;   /* out of memory: no disk cache */
 	char version[HTTP_ETAG_MAX + 32];
 	if (f->etag[0])
 		snprintf(version, sizeof version, "ETag %s", f->etag);
@@ -1155,7 +1228,8 @@ static void open_disk_entry(struct remote_file *f)
 	else
 		version[0] = 0;
 	bool busy;
-	f->entry = dc_entry_open(f->r->disk, f->display, f->size, version, &busy);
+	f->entry = dc_entry_open(f->r->disk, key, f->size, version, &busy);
+	free(key);
 	if (busy)
 		evlog(EVLOG_WARNING, NULL, "%s: another mount uses its disk cache entry: this "
 		      "mount reads without the disk cache", f->display);

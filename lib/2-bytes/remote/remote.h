@@ -24,6 +24,10 @@
 #define REMOTE_FIRST_BYTES (1u << 20)       /* the first request at mount */
 #define REMOTE_GROWTH 4                     /* each further header request: x4 the prefix */
 #define REMOTE_HEADER_MAX (1ull << 30)      /* a header larger than this is refused */
+/* A file the server claims is larger than this is refused at mount: no GGUF file is
+ * near it (the hub takes files of 50 GB at most; larger models come split), and nothing
+ * is sized from a claim beyond it. */
+#define REMOTE_SIZE_MAX (4ull << 40)        /* 4 TiB */
 #define REMOTE_CACHE_DEFAULT (256ull << 20)
 #define REMOTE_TIMEOUT_DEFAULT 30
 #define REMOTE_MAX_REDIRECTS 10
@@ -34,8 +38,19 @@
  * each pause a random 50-100 % of that (so that readers that failed together do not
  * retry together), or as long as Retry-After says if longer, up to
  * REMOTE_RETRY_AFTER_MAX. No attempt starts once REMOTE_RETRY_SPAN x timeout have
- * passed since the first: a stalled server costs a read at most (REMOTE_RETRY_SPAN + 1)
- * x timeout, 120 s with the default timeout. */
+ * passed since the first: a stalled (or dripping) server costs a read at most
+ * (REMOTE_RETRY_SPAN + 1) x timeout, 120 s with the default timeout. */
+/* A transfer that averages less than REMOTE_MIN_RATE bytes/s over timeout seconds is
+ * abandoned as stalled (a server that drips bytes: 8 bytes/s met the old 1 byte/s limit
+ * for ever), and an attempt at n bytes ends after timeout + n / REMOTE_MIN_RATE seconds
+ * whatever its pace. 4 KiB/s per connection: nine at once (a reader and its read-ahead)
+ * still work over a 300 kbit/s link. */
+#define REMOTE_MIN_RATE 4096
+/* A block whose fetch failed after every retry fails the reads that want it at once,
+ * without a fetch, for this long: the kernel sends a failed read-ahead READ again for
+ * its first page at once, and a second full retry cycle doubled the time to EIO. */
+#define REMOTE_FAILED_HOLD_MS 2000
+#define REMOTE_FAILED_SLOTS 16              /* blocks remembered so, per file */
 #define REMOTE_ATTEMPTS 5
 #define REMOTE_BACKOFF_MS 250
 #define REMOTE_BACKOFF_MAX_MS 4000

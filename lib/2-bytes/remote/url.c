@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <xxhash.h>
 
 bool url_is_remote(const char *s)
 {
@@ -60,7 +61,7 @@ static char *expand_hf(const char *rest, const char *endpoint, struct url_rev *w
 		return NULL;
 	}
 	for (const char *p = rest; *p; p++) {
-		if (*p == '?' || *p == '#' || (unsigned char)*p <= 0x20) {
+		if (*p == '?' || *p == '#' || (unsigned char)*p <= 0x20 || *p == 0x7f) {
 			snprintf(err, size, "hf:// names cannot hold '?', '#', spaces or control bytes");
 			return NULL;
 		}
@@ -91,7 +92,15 @@ static char *expand_hf(const char *rest, const char *endpoint, struct url_rev *w
 	*where = (struct url_rev){ (size_t)rev_at, rev_len };
 	CURLU *h = parse(url);
 	if (!h) {
-		snprintf(err, size, "HF_ENDPOINT '%.*s' is not an http(s) URL", (int)ep, endpoint);
+		/* the endpoint's fault only when it does not parse alone: else the name's */
+		char *alone = strndup(endpoint, ep);
+		CURLU *e = alone ? parse(alone) : NULL;
+		if (e)
+			snprintf(err, size, "the hf:// name holds a byte that no URL may hold");
+		else
+			snprintf(err, size, "HF_ENDPOINT '%.*s' is not an http(s) URL", (int)ep, endpoint);
+		curl_url_cleanup(e);
+		free(alone);
 		free(url);
 		return NULL;
 	}
@@ -133,6 +142,33 @@ char *url_display(const char *url)
 	char *d = whole(h);
 	curl_url_cleanup(h);
 	return d;
+}
+
+char *url_cache_key(const char *url)
+{
+	CURLU *h = parse(url);
+	if (!h)
+		return NULL;
+	char *query = NULL;
+	if (curl_url_get(h, CURLUPART_QUERY, &query, 0) != CURLUE_OK)
+		query = NULL;
+	curl_url_cleanup(h);
+	char *shown = url_display(url);
+	char *key = NULL;
+	if (shown && !query) {
+		key = shown;
+		shown = NULL;
+	} else if (shown) {
+		XXH128_hash_t q = XXH3_128bits(query, strlen(query));
+		size_t n = strlen(shown) + 64;
+		key = malloc(n);
+		if (key)
+			snprintf(key, n, "%s?xxh3:%016llx%016llx", shown, (unsigned long long)q.high64,
+			         (unsigned long long)q.low64);
+	}
+	curl_free(query);
+	free(shown);
+	return key;
 }
 
 char *url_resolve(const char *base, const char *loc)

@@ -33,6 +33,12 @@ char *url_with_revision(const char *url, struct url_rev rev, const char *revisio
  * query and fragment. NULL if url does not parse. */
 char *url_display(const char *url);
 
+/* The disk cache's key for url: the URL as given without user:password@ and fragment,
+ * its query kept (?f=a and ?f=b are two resources, whatever their ETags) but only as a
+ * hash ("?xxh3:" and 32 hex digits of XXH3-128), so that a signature in it is never
+ * written to the cache. NULL if url does not parse. */
+char *url_cache_key(const char *url);
+
 /* The URL that a Location header loc leads to from base (loc may be relative); NULL
  * unless it parses and is http or https. */
 char *url_resolve(const char *base, const char *loc);
