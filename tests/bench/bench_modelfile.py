@@ -16,7 +16,8 @@ On a llama model generated here from the bundled one's metadata, scaled up to 10
    of model.gguf, fetched bytes per second against one connection's (target >= 5x) and
    against the raw tensor files; loadModel with mmap and without next to
    size / (8 x 25 MB/s); then with -o cache_dir, a second mount's load and how many
-   data requests it makes (target 0).
+   data requests it makes (target 0); and a cold read of the merged model.gguf of the
+   model split in 4 shards served by URL.
 Skips the llama.cpp parts without node-llama-cpp (tests/llama: npm ci)."""
 import json
 import os
@@ -244,6 +245,25 @@ def remote(model, size):
             shutil.rmtree(cache)
 
 
+def remote_split(shards):
+    """Part 3 for the model split in 4: a cold whole read of the merged model.gguf, each
+    shard its own file on the server (and its own read-ahead in the daemon)."""
+    files = {"/" + os.path.basename(p): gm.read_file(p) for p in shards}
+    with FaultServer(files) as s:
+        s.chunk = 256 << 10
+        s.rate, s.latency = RATE, LATENCY
+        secs, got = rc_curl(s.url + "/" + os.path.basename(shards[0]), 16 << 20)
+        one = got / secs / 1e6
+        with EnvMount(s.url + "/" + os.path.basename(shards[0])) as m:
+            s.clear_log()
+            secs, n = read_whole([m.p("model.gguf")])
+            log = s.log_settled(1)
+        rate = fetched(log) / secs / 1e6
+        print("  split in 4, cold read of the merged model.gguf (%.0f MB): %.2f s, fetched "
+              "%.0f MB/s in %d requests (%d at once): %.1fx one connection"
+              % (n / 1e6, secs, rate, len(log), s.max_in_flight, rate / one))
+
+
 def rc_curl(url, length):
     start = time.monotonic()
     r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
@@ -273,6 +293,7 @@ def main():
                 print("(node-llama-cpp not installed: no loadModel figures)")
         if only in (None, "remote"):
             remote(model, size)
+            remote_split(rc.split_gguf(model, directory, "rsplit", 4))
     finally:
         shutil.rmtree(directory)
 
