@@ -165,12 +165,14 @@ static uint64_t span_after(const struct modelfile *mf, uint64_t pos)
 }
 
 /* One piece of a range of model.gguf: bytes of memory (header or zeros: mem set) or of
- * shard bytes [shard_off, shard_off + len). */
+ * shard bytes [shard_off, shard_off + len). next: the span that follows this piece's
+ * when that one is in another shard (the last tensor of a shard), else NULL. */
 struct piece {
 	const uint8_t *mem;
 	uint32_t shard;
 	uint64_t shard_off;
 	uint64_t len;
+	const struct modelfile_span *next;
 };
 
 /* Cuts [pos, end) into pieces in order, calling fn on each until it returns false;
@@ -192,6 +194,8 @@ static bool walk(const struct modelfile *mf, uint64_t pos, uint64_t end,
 			uint64_t stop = sp->off + sp->len < end ? sp->off + sp->len : end;
 			p = (struct piece){ .shard = sp->shard, .shard_off = sp->shard_off + (pos - sp->off),
 			                    .len = stop - pos };
+			if (k + 1 < mf->n_spans && mf->spans[k + 1].shard != sp->shard)
+				p.next = &mf->spans[k + 1];
 			k++;
 		} else {
 			uint64_t stop = sp && sp->off < end ? sp->off : end;
@@ -212,7 +216,9 @@ struct read_ctx {
 };
 
 /* Copies one piece: memory, or the shard's bytes through its source (which guards a
- * mapping and fetches a remote file). */
+ * mapping and fetches a remote file). A read of a shard's last tensor tells the next
+ * shard that its reader may go on there: model.gguf runs on from one into the other,
+ * and a remote shard's read-ahead then carries on instead of starting small. */
 static bool copy_piece(void *ctx, const struct piece *p)
 {
 	struct read_ctx *c = ctx;
@@ -222,6 +228,9 @@ static bool copy_piece(void *ctx, const struct piece *p)
 		c->rc = -EIO;
 		return false;
 	}
+	if (p->next)
+		source_expect(c->m->shards[p->next->shard].src, p->next->shard_off,
+		              c->m->shards[p->shard].src);
 	c->out += p->len;
 	return true;
 }

@@ -14,6 +14,7 @@
 import errno
 import hashlib
 import os
+import random
 import shutil
 import time
 import unittest
@@ -103,6 +104,31 @@ class Faults(unittest.TestCase):
                                % lengths)
             self.assertGreaterEqual(s.max_in_flight, 2, "read-ahead requests in flight at once")
             self.assertLess(sum(lengths), 2 * len(self.data), "bytes fetched about once")
+
+    def test_read_ahead_across_shards(self):
+        """A sequential reader of a split model's model.gguf is one reader for the
+        fetcher: where it runs from shard 1 into shard 2, shard 2's read-ahead goes on at
+        the pace it had reached (requests of MiBs) instead of starting again at 256 KiB."""
+        d = public_root()
+        try:
+            src = os.path.join(d, "big.gguf")
+            rng = random.Random(3)
+            tensors = [("w%d" % i, [MIB], gm.GGML_F32, rng.randbytes(4 * MIB)) for i in range(4)]
+            gm.write_gguf(src, [("general.architecture", "test")], tensors)
+            shards = split_gguf(src, d, "big", 2)
+            files = {"/" + os.path.basename(p): gm.read_file(p) for p in shards}
+            with FaultServer(files) as s, \
+                    EnvMount(s.url + "/" + os.path.basename(shards[0])) as m:
+                s.latency = 0.02
+                s.clear_log()
+                got = read_sequentially(m.p("model.gguf"))
+                self.assertEqual(digest(got), digest(gm.read_file(src)))
+                second = [range_length(r.range) for r in s.log_settled(1)
+                          if r.range and r.path.endswith(os.path.basename(shards[1]))]
+            self.assertTrue(second, "shard 2's data was fetched")
+            self.assertGreater(second[0], MIB, "shard 2's requests: %r" % second)
+        finally:
+            shutil.rmtree(d)
 
     def test_changed(self):
         with FaultServer({PATH: self.data}) as s, EnvMount(s.url + PATH) as m:
