@@ -224,6 +224,28 @@ static void read_raw(fuse_req_t req, const struct tree_node *n, size_t want, uin
 	fuse_reply_buf(req, (const char *)model_tensor_data(fs->model, n->index) + off, want);
 }
 
+/* model.gguf of a local model, replied as read_raw replies a tensor: from the header in
+ * memory, zeros and the shards' mappings, which the kernel copies from (a copy through
+ * a buffer first would cost what it costs raw tensor files). False, having replied
+ * nothing, when the range needs more pieces than one reply takes (tiny tensors) or the
+ * model is remote: the caller then reads it through the tree. */
+#define MODEL_IOV_MAX 256
+
+static bool read_model_iov(fuse_req_t req, const struct tree_node *n, size_t want, uint64_t off)
+{
+	struct iovec iov[MODEL_IOV_MAX];
+	int count = tree_model_iov(fs_of(req)->tree, n, off, want, iov, MODEL_IOV_MAX);
+	if (count == 0)
+		return false;
+	if (count == -EIO)
+		reply_eio(req, fs_of(req), n, off, want);
+	else if (count < 0)
+		fuse_reply_err(req, -count);
+	else
+		fuse_reply_iov(req, iov, count);
+	return true;
+}
+
 /* One reply buffer per worker thread, kept for the thread's life. A fresh 1 MiB
  * malloc per request is a fresh mmap, and faulting its 256 pages in cost more than
  * dequantizing into them; a kept buffer is faulted once and stays in cache. Requests
@@ -300,6 +322,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		read_raw(req, n, want, (uint64_t)off);
 		return;
 	}
+	if (n->kind == TREE_MODEL && read_model_iov(req, n, want, (uint64_t)off))
+		return;
 	char *buf = reply_buffer(want);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);

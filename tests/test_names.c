@@ -65,6 +65,12 @@ static void test_rule2_suffix(void **state)
 	NAME("x.f32 ", true, "x.f32 ");
 	/* metadata keys get no .f32/.npy files beside them */
 	NAME("x.f32", false, "x.f32");
+	/* nothing but the root's model.gguf ends in .gguf, keys and tensors alike */
+	NAME("model.gguf", true, "model%2Egguf");
+	NAME("general.gguf", false, "general%2Egguf");
+	NAME(".gguf", false, "%2Egguf");
+	NAME("x.gguf.f32", true, "x.gguf%2Ef32");
+	NAME("x.gguf ", true, "x.gguf ");
 }
 
 static void test_rule3_dots_empty(void **state)
@@ -160,7 +166,7 @@ static void test_distinct(void **state)
 	static const char *const lits[] = {
 		"", "%", ".", "..", "...", "%2E", "%2E%2E", "%252E", "a/b", "a%2Fb", "a%252Fb",
 		"x", "x.f32", "x%2Ef32", "x.npy", "x%2Enpy", "x.f32.f32", "~", "a~0",
-		"blk.0.attn_q.weight", "blk.0.attn_q.weight.f32",
+		"blk.0.attn_q.weight", "blk.0.attn_q.weight.f32", "x.gguf", "x%2Egguf", "model.gguf",
 	};
 	for (size_t i = 0; i < sizeof lits / sizeof lits[0]; i++) {
 		names[n].len = strlen(lits[i]);
@@ -190,6 +196,8 @@ static void test_distinct(void **state)
 			assert_int_equal(strlen(enc[i]), len);   /* no NUL inside */
 			assert_null(strchr(enc[i], '/'));
 			assert_true(strcmp(enc[i], ".") != 0 && strcmp(enc[i], "..") != 0);
+			/* the root's model.gguf is the only name that ends so */
+			assert_false(len >= 5 && strcmp(enc[i] + len - 5, ".gguf") == 0);
 			if (tensor) {
 				/* room for the .f32/.npy siblings within NAME_MAX */
 				assert_true(len + 4 <= 255);

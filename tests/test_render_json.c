@@ -213,8 +213,8 @@ static void test_document(void **state)
 	size_t len;
 	char *got = render_all(json_doc_fn, &fx.m, &len);
 	static const char want[] =
-		"{\"file\": \"m-00001-of-00002.gguf\", \"version\": 3, \"alignment\": 32, "
-		"\"data_offset\": 175808,\n"
+		"{\"file\": \"m-00001-of-00002.gguf\", \"model\": \"model.gguf\", \"version\": 3, "
+		"\"alignment\": 32, \"data_offset\": 175808,\n"
 		" \"metadata\": {\n"
 		"  \"general.architecture\": {\"type\": \"string\", \"value\": \"llama\", "
 		"\"file\": \"metadata/general.architecture\"},\n"
@@ -346,8 +346,9 @@ static void test_empty_model(void **state)
 	                         .meta = &sh.gf };
 	size_t len;
 	char *got = render_all(json_doc_fn, &m, &len);
-	assert_string_equal(got, "{\"file\": \"e.gguf\", \"version\": 2, \"alignment\": 64, "
-	                         "\"data_offset\": 32,\n \"metadata\": {},\n \"tensors\": []}\n");
+	assert_string_equal(got, "{\"file\": \"e.gguf\", \"model\": \"model.gguf\", \"version\": 2, "
+	                         "\"alignment\": 64, \"data_offset\": 32,\n \"metadata\": {},\n "
+	                         "\"tensors\": []}\n");
 	free(got);
 }
 

@@ -75,13 +75,13 @@ static void test_shape(void **state)
 {
 	struct fixture *f = *state;
 	const struct tree *t = f->t;
-	assert_int_equal(tree_dir_count(t, TREE_ROOT_INO), 6);
+	assert_int_equal(tree_dir_count(t, TREE_ROOT_INO), 7);
 	assert_int_equal(tree_dir_count(t, 2), 23);
 	assert_int_equal(tree_dir_count(t, 3), 21 * 3);
 	assert_int_equal(tree_dir_count(t, TREE_STATS_DIR_INO), 21);
 	const char *top[] = { "metadata", "tensors", "gguf.json", "summary.txt", "stats",
-	                      "stats.tsv" };
-	for (int i = 0; i < 6; i++) {
+	                      "stats.tsv", "model.gguf" };
+	for (int i = 0; i < 7; i++) {
 		const struct tree_node *n = tree_lookup(t, TREE_ROOT_INO, top[i]);
 		assert_non_null(n);
 		assert_ptr_equal(n, tree_dir_child(t, TREE_ROOT_INO, (uint64_t)i));
@@ -384,11 +384,27 @@ static void test_shrink(void **state)
 	const struct tree_node *last_raw = tree_lookup(t, 3, "token_embd.weight");
 	char *buf = malloc(1 << 20);
 	assert_int_equal(tree_read(t, last, buf, 1 << 20, 0), 1 << 20);
+	/* model.gguf is the file, through tree_read and through iovecs */
+	const struct tree_node *model = tree_node(t, TREE_MODEL_INO);
+	assert_string_equal(model->name, "model.gguf");
+	assert_int_equal(model->size, size);
+	char *whole = malloc(size);
+	assert_int_equal(tree_read(t, model, whole, size + 10, 0), size);
+	assert_memory_equal(whole, data, size);
+	free(whole);
+	struct iovec iov[4];
+	assert_int_equal(tree_model_iov(t, model, 2000000, 4096, iov, 4), 1);
+	assert_ptr_equal(iov[0].iov_base, m->shards[0].map + 2000000);
+	assert_int_equal(tree_model_iov(t, last, 0, 4096, iov, 4), 0);
 
 	/* cut the file inside token_embd.weight, well past a page boundary */
 	assert_int_equal(ftruncate(fd, 1856832 + 300000), 0);
 	assert_int_equal(tree_read(t, last, buf, 4096, 8000000), -EIO);
 	assert_int_equal(tree_read(t, last_raw, buf, 4096, 1100000), -EIO);
+	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 300000 - 100), -EIO);
+	assert_int_equal(tree_model_iov(t, model, 1856832 + 300000 - 100, 4096, iov, 4), -EIO);
+	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 200000), 4096);
+	assert_int_equal(tree_model_iov(t, model, 1856832 + 200000, 4096, iov, 4), 1);
 	/* the zero-copy span says how much is left: none past the cut, a part across it */
 	int span_fd;
 	uint64_t span_off, span_count;

@@ -32,6 +32,11 @@ struct source_ops {
 	             void *ctx);
 	int (*holds)(struct source *src, uint64_t end);
 	void (*span)(struct source *src, uint64_t off, uint64_t len, int *fd, uint64_t *count);
+	/* Optional, for a fetched file: a sequential reader of prev (a source of the same
+	 * kind) goes on at byte off of this one, as a merged model.gguf runs from one shard
+	 * into the next; the first read there is then taken as that reader's next, and
+	 * read-ahead goes on at prev's pace instead of starting small. */
+	void (*expect)(struct source *src, uint64_t off, struct source *prev);
 };
 
 struct source {
@@ -79,6 +84,14 @@ static inline int source_visit(struct source *src, uint64_t off, uint64_t len, v
 static inline int source_holds(struct source *src, uint64_t end)
 {
 	return src->ops->holds ? src->ops->holds(src, end) : 0;
+}
+
+/* Tells src that the sequential reader of prev goes on at its byte off (source_ops.
+ * expect); nothing for a source without read-ahead. */
+static inline void source_expect(struct source *src, uint64_t off, struct source *prev)
+{
+	if (src->ops->expect && prev->ops == src->ops)
+		src->ops->expect(src, off, prev);
 }
 
 /* Where bytes [off, off + len) lie for a zero-copy reply: the fd, and how many of them

@@ -82,10 +82,13 @@ size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_
 	}
 	/* "." and ".." would be the directory itself or its parent */
 	bool all_dots = (len == 1 || len == 2) && p[0] == '.' && p[len - 1] == '.';
-	/* the '.' that would make NAME look like another tensor's NAME.f32 or NAME.npy */
+	/* the '.' that would make NAME look like another tensor's NAME.f32 or NAME.npy, or
+	 * like the model itself: only the root's model.gguf ends in ".gguf" */
 	uint64_t suffix_dot = UINT64_MAX;
 	if (tensor && (ends_with(name, len, ".f32") || ends_with(name, len, ".npy")))
 		suffix_dot = len - 4;
+	else if (ends_with(name, len, ".gguf"))
+		suffix_dot = len - 5;
 
 	for (uint64_t i = 0; i < len && !o.over;) {
 		unsigned char c = p[i];

@@ -17,9 +17,10 @@
 uint64_t names_fnv1a64(const void *p, uint64_t len);
 
 /* Writes the file name of name[0..len) into out as a NUL-terminated string and returns
- * its length (at most NAMES_BUF - 1). tensor selects rule 2 (a tensor name ending in
- * ".f32" or ".npy" gets that last '.' as "%2E"). The name is untrusted and may hold any
- * bytes, NUL included. */
+ * its length (at most NAMES_BUF - 1). tensor selects rule 2's first half (a tensor name
+ * ending in ".f32" or ".npy" gets that last '.' as "%2E"); any name ending in ".gguf"
+ * gets it too, so that model.gguf is the one name in the tree ending so. The name is
+ * untrusted and may hold any bytes, NUL included. */
 size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_BUF]);
 
 #endif

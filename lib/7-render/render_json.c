@@ -115,7 +115,8 @@ void render_json_from(struct sink *s, const struct ggufs_model *m,
 	if (!from) {
 		sink_puts(s, "{\"file\": ");
 		put_cstr_json(s, m->file_name);
-		sink_puts(s, ", \"version\": ");
+		/* the model as one GGUF file, relative to the mount root (modelfile.h) */
+		sink_puts(s, ", \"model\": \"model.gguf\", \"version\": ");
 		put_u64(s, f->version);
 		sink_puts(s, ", \"alignment\": ");
 		put_u64(s, f->alignment);

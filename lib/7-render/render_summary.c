@@ -234,6 +234,12 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 			putf(s, " (%" PRIu64 " bytes)\n", m->shards[i].size);
 		}
 	}
+	/* the file a GGUF tool loads (modelfile.h): this one, or the shards merged */
+	label(s, "model file:");
+	if (m->n_shards > 1)
+		putf(s, "model.gguf (the %" PRIu32 " shards merged into one GGUF)\n", m->n_shards);
+	else
+		putf(s, "model.gguf (this file as it is)\n");
 	label(s, "GGUF version:");
 	putf(s, "%" PRIu32 "\n", f->version);
 

@@ -10,6 +10,7 @@
 
 #include "guard.h"
 #include "hash.h"
+#include "modelfile.h"
 #include "names.h"
 #include "reader.h"
 #include "render_json.h"
@@ -23,13 +24,14 @@
 static const char *const fixed_names[] = {
 	[TREE_ROOT_INO] = "", [2] = "metadata", [3] = "tensors", [4] = "gguf.json",
 	[5] = "summary.txt", [TREE_STATS_DIR_INO] = "stats", [TREE_STATS_TSV_INO] = "stats.tsv",
+	[TREE_MODEL_INO] = "model.gguf",
 };
 static const enum tree_kind fixed_kinds[] = {
 	[TREE_ROOT_INO] = TREE_ROOT, [2] = TREE_DIR_METADATA, [3] = TREE_DIR_TENSORS,
 	[4] = TREE_JSON, [5] = TREE_SUMMARY, [TREE_STATS_DIR_INO] = TREE_DIR_STATS,
-	[TREE_STATS_TSV_INO] = TREE_STATS_TSV,
+	[TREE_STATS_TSV_INO] = TREE_STATS_TSV, [TREE_MODEL_INO] = TREE_MODEL,
 };
-#define LAST_FIXED_INO TREE_STATS_TSV_INO
+#define LAST_FIXED_INO TREE_MODEL_INO
 
 /* The lookup hash of name in directory dir. */
 static uint64_t hash_entry(uint64_t dir, const char *name)
@@ -147,6 +149,10 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots ||
 	    !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
 		goto oom;
+	if (modelfile_build(m, &t->mf, err) < 0) {
+		tree_free(t);
+		return NULL;
+	}
 
 	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++) {
 		struct tree_node *n = &t->nodes[ino];
@@ -155,6 +161,7 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 		if (ino != TREE_ROOT_INO)
 			slot_add(t, n);
 	}
+	t->nodes[TREE_MODEL_INO].size = t->mf.size;
 
 	w = t->names;
 	for (uint64_t k = 0; k < n_kv; k++) {
@@ -208,7 +215,8 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 
 	/* sized last: the renderers see a complete tree */
 	for (uint64_t ino = 4; ino < TREE_FIRST_META + n_kv; ino++)
-		if (t->nodes[ino].ino && ino != TREE_STATS_DIR_INO && ino != TREE_STATS_TSV_INO)
+		if (t->nodes[ino].ino && ino != TREE_STATS_DIR_INO && ino != TREE_STATS_TSV_INO &&
+		    ino != TREE_MODEL_INO)
 			t->nodes[ino].size = rendered_size(t, &t->nodes[ino]);
 	return t;
 oom:
@@ -234,6 +242,7 @@ void tree_free(struct tree *t)
 	tree_stats_free(t->stats, t->m->n_tensors);
 	free(t->stats_children);
 	free(t->tsv_line);
+	modelfile_free(&t->mf);
 	free(t);
 }
 
@@ -394,12 +403,24 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 		return 0;
 	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
 		return tree_stats_read(t, n, buf, len, off);
+	if (n->kind == TREE_MODEL) {   /* the sources guard and fetch (modelfile.h) */
+		int r = modelfile_read(t->m, &t->mf, off, len, buf);
+		return r < 0 ? r : (int64_t)len;
+	}
 
 	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
 		int r = read_tensor(t, n, buf, len, off);
 		return r < 0 ? r : (int64_t)len;
 	}
 	return read_rendered(t, n, buf, len, off);
+}
+
+int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   struct iovec *iov, int max)
+{
+	if (n->kind != TREE_MODEL || off > n->size || len > n->size - off || len == 0)
+		return 0;
+	return modelfile_iov(t->m, &t->mf, off, len, iov, max);
 }
 
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,

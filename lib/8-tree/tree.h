@@ -1,12 +1,13 @@
 /* The virtual tree that a mount shows: inodes, names, sizes and a read entry point,
  * built once from a model at mount time. Nothing here knows FUSE. The tree is names and
  * dispatch: a read of a file goes to its renderer (lib/7-render), to the tensor reader
- * (lib/5-reader) or to the statistics files (tree_stats.c); extended attributes are
+ * (lib/5-reader), to the statistics files (tree_stats.c) or, for model.gguf, to the
+ * model's layout as one file (lib/3-model/modelfile.h); extended attributes are
  * tree_xattr.c's.
  *
  * Inode numbers are derived from position, so they are stable for one model:
  *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
- *   6 /stats       7 /stats.tsv
+ *   6 /stats       7 /stats.tsv     8 /model.gguf
  *   TREE_FIRST_META + k                    metadata key k (file order)
  *   TREE_FIRST_META + n_kv + 3 t + j       tensor t: j = 0 raw, 1 .f32, 2 .npy
  *   TREE_FIRST_META + n_kv + 3 n_t + t     stats/NAME of tensor t
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "model.h"
 
@@ -25,6 +27,7 @@
 #define TREE_FIRST_META 16
 #define TREE_STATS_DIR_INO 6
 #define TREE_STATS_TSV_INO 7
+#define TREE_MODEL_INO 8
 
 enum tree_kind {
 	TREE_ROOT,
@@ -39,6 +42,7 @@ enum tree_kind {
 	TREE_DIR_STATS,
 	TREE_STATS,    /* stats/NAME */
 	TREE_STATS_TSV,
+	TREE_MODEL,    /* model.gguf: the model as one GGUF file (modelfile.h) */
 };
 
 struct tree_node {
@@ -100,6 +104,14 @@ uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
  * not TREE_RAW, and for a remote tensor (read it with tree_read). */
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count);
+
+/* [off, off + len) of model.gguf n of a local model as at most max iovecs into memory
+ * and the shards' mappings, for a reply the kernel copies from them (as tree_raw_span):
+ * the count, checked against the files as they are now; 0 when the range needs more
+ * than max, the model is remote or n is not model.gguf (read it with tree_read); -EIO
+ * when a shard no longer holds the bytes. */
+int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   struct iovec *iov, int max);
 
 /* Extended attributes (SPEC): listxattr fills buf with NUL-separated names, getxattr the
  * value; both return the full length needed, with size 0 as the size query, -ERANGE

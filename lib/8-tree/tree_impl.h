@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "modelfile.h"
 #include "render_mark.h"
 #include "tree.h"
 
@@ -28,6 +29,7 @@ struct tree {
 	uint64_t *tsv_line;          /* n_stats_children + 1 offsets in stats.tsv: where the
 	                              * line of stats_children[k] starts, then the end */
 	atomic_uint_fast64_t stats_computed;
+	struct modelfile mf;         /* model.gguf's layout */
 };
 
 /* The statistics files (tree_stats.c). */

@@ -14,6 +14,7 @@
 
 #include "dequant.h"
 #include "gguf.h"
+#include "gguf_write.h"
 #include "model.h"
 #include "tree.h"
 #include "types.h"
@@ -239,6 +240,45 @@ static void check_tree(const uint8_t *data, size_t size, const struct gguf_file 
 	free(m.tensors);
 }
 
+/* The header written back from what was parsed (as model.gguf's merged header is
+ * written) is the image's own bytes up to the end of its tensor infos, and padded to
+ * the alignment it starts the data section where the parse said. */
+static void check_header_write(const uint8_t *data, const struct gguf_file *f)
+{
+	const struct gguf_kv **kv = calloc(f->n_kv + 1, sizeof *kv);
+	const struct gguf_tensor **ts = calloc(f->n_tensors + 1, sizeof *ts);
+	uint64_t *offs = calloc(f->n_tensors + 1, sizeof *offs);
+	uint64_t end, len;
+	char err[GGUF_ERR_MAX];
+	uint8_t *out = NULL;
+	if (!kv || !ts || !offs)
+		goto out;
+	for (uint64_t i = 0; i < f->n_kv; i++)
+		kv[i] = &f->kv[i];
+	for (uint64_t i = 0; i < f->n_tensors; i++) {
+		ts[i] = &f->tensors[i];
+		offs[i] = f->tensors[i].offset - f->data_offset;
+	}
+	if (gguf_header_write(f->version, kv, f->n_kv, ts, offs, f->n_tensors, 1, NULL, 0, &end,
+	                      err) < 0 ||
+	    gguf_header_write(f->version, kv, f->n_kv, ts, offs, f->n_tensors, f->alignment, NULL,
+	                      0, &len, err) < 0)
+		broken("a parsed header cannot be written back");
+	if (f->n_tensors && len != f->data_offset)
+		broken("a header written back starts its data elsewhere");
+	out = malloc(end ? end : 1);
+	if (!out)
+		goto out;
+	if (gguf_header_write(f->version, kv, f->n_kv, ts, offs, f->n_tensors, 1, out, end, &end,
+	                      err) < 0 || memcmp(out, data, end) != 0)
+		broken("a header written back differs from the image");
+out:
+	free(out);
+	free(kv);
+	free(ts);
+	free(offs);
+}
+
 /* The image's first half parsed as a remote header is (a copy of exactly those bytes,
  * so a read past them is caught): it asks for more bytes, past the half and inside the
  * image, or ends exactly as the whole image did (rc, and the message when it failed). */
@@ -319,6 +359,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_disjoint(&f);
 	if (f.n_unknown > unknown)
 		broken("n_unknown counts more tensors than lack a dequantizer");
+	check_header_write(data, &f);
 	check_tree(data, size, &f);
 	gguf_file_free(&f);
 	return 0;

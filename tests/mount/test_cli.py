@@ -181,7 +181,7 @@ class Refused(unittest.TestCase):
         self.assertFalse(gm.is_mounted(self.mnt))
         with gm.Mount(gm.TINY, ["-o", "nonempty"], mountpoint=self.mnt):
             self.assertEqual(sorted(os.listdir(self.mnt)),
-                             ["gguf.json", "metadata", "stats", "stats.tsv", "summary.txt",
+                             ["gguf.json", "metadata", "model.gguf", "stats", "stats.tsv", "summary.txt",
                               "tensors"])
         self.assertEqual(os.listdir(self.mnt), ["keep"])
         os.unlink(os.path.join(self.mnt, "keep"))
@@ -536,7 +536,7 @@ class Shrunk(unittest.TestCase):
             self.assertEIO(gm.pread_direct, m.p("metadata", "tokenizer.ggml.tokens"), 100, 0)
             self.assertEIO(gm.pread_direct, m.p("gguf.json"), 100, 0)
             self.assertEqual(sorted(os.listdir(m.path)),
-                             ["gguf.json", "metadata", "stats", "stats.tsv", "summary.txt",
+                             ["gguf.json", "metadata", "model.gguf", "stats", "stats.tsv", "summary.txt",
                               "tensors"])
             self.assertIsNone(m.proc.poll(), "the daemon died")
 

@@ -32,7 +32,7 @@ class Tree(gm.MountedTestCase):
 
     def test_root_listing(self):
         self.assertEqual(sorted(os.listdir(self.p())),
-                         ["gguf.json", "metadata", "stats", "stats.tsv", "summary.txt",
+                         ["gguf.json", "metadata", "model.gguf", "stats", "stats.tsv", "summary.txt",
                           "tensors"])
 
     def test_metadata_listing_in_file_order(self):

@@ -1086,9 +1086,30 @@ static void remote_source_close(struct source *src)
 	remote_close((struct remote_file *)src);
 }
 
+/* Source expect: a file nobody has read yet takes the sequential reader of prev as its
+ * own from block off on, with prev's request size and window (read_ahead's state), so
+ * that its first read there issues a whole window at once. A file already being read
+ * keeps its own state. */
+static void remote_expect(struct source *src, uint64_t off, struct source *prev)
+{
+	struct remote_file *f = (struct remote_file *)src;
+	const struct remote_file *p = (const struct remote_file *)prev;
+	if (f->r != p->r || off >= f->size)
+		return;
+	pthread_mutex_lock(&f->r->ahead_lock);
+	if (f->ra_next == UINT64_MAX && p->ra_next != UINT64_MAX) {
+		f->ra_next = off / REMOTE_BLOCK_SIZE;
+		f->ra_end = f->ra_next;
+		f->ra_request = p->ra_request;
+		f->ra_window = p->ra_window;
+	}
+	pthread_mutex_unlock(&f->r->ahead_lock);
+}
+
 static const struct source_ops remote_ops = {
 	.read = remote_read,
 	.close = remote_source_close,
+	.expect = remote_expect,
 };
 
 /* True when token can be a bearer token: visible ASCII only (RFC 6750's characters are

@@ -1,0 +1,25 @@
+/* Writing a GGUF header: the inverse of gguf_parse for the part before the data section.
+ * Metadata values are written exactly as they were parsed (their bytes come from the
+ * image they were parsed from), tensor infos from the parsed fields with offsets the
+ * caller chooses. Used to build the header of a split model's merged model.gguf. */
+#ifndef GGUFS_GGUF_WRITE_H
+#define GGUFS_GGUF_WRITE_H
+
+#include <stdint.h>
+
+#include "gguf.h"
+
+/* Serializes a header: "GGUF", version, tensor count, key count, the n_kv keys of kv
+ * (each a parsed key with its value, as it lay in its image), the n_t tensor infos of
+ * tensors with offsets[i] (relative to the data section) in place of their own, then
+ * zeros up to a multiple of alignment (a power of two), where the data section starts.
+ * The whole length goes to *len. out may be NULL (only the length is wanted); else the
+ * bytes go to out, which must hold cap >= *len of them (-1 when it does not). -1 also
+ * when the length does not fit in 64 bits, or a tensor has more than GGUF_MAX_DIMS
+ * dimensions; err then says why. 0 on success. */
+int gguf_header_write(uint32_t version, const struct gguf_kv *const *kv, uint64_t n_kv,
+                      const struct gguf_tensor *const *tensors, const uint64_t *offsets,
+                      uint64_t n_t, uint64_t alignment, uint8_t *out, uint64_t cap,
+                      uint64_t *len, char err[GGUF_ERR_MAX]);
+
+#endif

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""llama.cpp itself loads model.gguf (issue 18), through node-llama-cpp (tests/llama/
+package.json, installed with `npm ci` there): the bundled model from a local mount, from
+nginx by URL and through hf:// with HF_ENDPOINT, and split in 3 (local and by URL),
+each with mmap and with --no-mmap's reads. Every load's greedy completion of a fixed
+prompt is exactly the tokens that loading the original file gives.
+
+Without node or the installed package the test is skipped (77), except where
+GGUFS_REQUIRE_LLAMA is set (CI sets it): there it fails."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "remote"))
+from remote_common import (TINY, EnvMount, Nginx, env_without_token, gm,  # noqa: E402
+                           install, public_root, split_gguf)
+
+GREEDY = os.path.join(HERE, "greedy.mjs")
+NODE_TIMEOUT = 120
+
+
+def node_ready():
+    """Why llama.cpp cannot run here, or None when it can."""
+    if not shutil.which("node"):
+        return "node is not installed"
+    if not os.path.isdir(os.path.join(HERE, "node_modules", "node-llama-cpp")):
+        return "node-llama-cpp is not installed (npm ci in tests/llama)"
+    return None
+
+
+def greedy(paths, *flags):
+    """The JSON lines of greedy.mjs over paths (one node process for all)."""
+    r = subprocess.run(["node", GREEDY] + list(flags) + list(paths), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=NODE_TIMEOUT,
+                       cwd=HERE)
+    if r.returncode != 0:
+        raise AssertionError("node failed (%d): %s" % (r.returncode, r.stderr.decode(errors="replace")))
+    return [json.loads(line) for line in r.stdout.decode().splitlines() if line.startswith("{")]
+
+
+class Llama(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.root = public_root()
+        install(TINY, cls.root, "models/tinyllama-q4km.gguf")
+        install(TINY, cls.root, "owner/repo/resolve/main/tinyllama-q4km.gguf")
+        os.makedirs(os.path.join(cls.root, "split"))
+        cls.shards = split_gguf(TINY, os.path.join(cls.root, "split"), "tiny", 3)
+        base = greedy([TINY], "--both")
+        cls.tokens = base[0]["tokens"]
+        assert len(cls.tokens) == 8 and base[1]["tokens"] == cls.tokens, base
+        cls.nginx = Nginx(cls.root).__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.nginx.__exit__(None, None, None)
+        shutil.rmtree(cls.root)
+
+    def check(self, mounts):
+        """Loads model.gguf of every mount, with mmap and without: the original's tokens."""
+        got = greedy([m.p("model.gguf") for m in mounts], "--both")
+        self.assertEqual(len(got), 2 * len(mounts))
+        for g in got:
+            self.assertEqual(g["tokens"], self.tokens, g)
+
+    def test_local_and_split(self):
+        with gm.Mount(TINY) as a, gm.Mount(self.shards[1]) as b:
+            self.check([a, b])
+
+    def test_remote(self):
+        url = self.nginx.url
+        env = env_without_token(HF_ENDPOINT=url)
+        with EnvMount(url + "/models/tinyllama-q4km.gguf") as a, \
+                EnvMount("hf://owner/repo/tinyllama-q4km.gguf", env=env) as b, \
+                EnvMount(url + "/split/tiny-00003-of-00003.gguf") as c:
+            self.check([a, b, c])
+
+
+if __name__ == "__main__":
+    why = node_ready()
+    if why:
+        if os.environ.get("GGUFS_REQUIRE_LLAMA"):
+            sys.exit("llama tests required (GGUFS_REQUIRE_LLAMA) but " + why)
+        print(why + ": skipping", file=sys.stderr)
+        sys.exit(77)
+    gm.main()
