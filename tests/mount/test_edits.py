@@ -13,6 +13,7 @@
   does not parse EINVAL at write or at close with the old value kept; writes at offsets,
   sparse writes, truncate to odd sizes, two writers of one key (last close wins);
 - a reader that opened gguf.json before an edit reads the old text whole;
+- a split model's edits show in its merged model.gguf;
 - with allow_other another user reads but cannot write;
 - kill -9 during a loop of edits: the remount shows a state some close completed."""
 import errno
@@ -20,12 +21,16 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
 import ggufs_mount as gm
 from modelfile_check import parses_back, sha256
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
+from remote_common import split_gguf  # noqa: E402
 
 ALLTYPES = os.path.join(gm.VECTORS, "alltypes.gguf")
 
@@ -253,6 +258,22 @@ class Edits(unittest.TestCase):
             self.assertEqual(gm.errno_as_nobody(open, m.p("metadata", "n"), "w"), errno.EACCES)
             put(k, b"owner\n")
             self.assertEqual(meta(m, "general.name"), b"owner\n")
+
+    def test_split_model(self):
+        """A split model's edits apply to its merged model.gguf; split.* stay EPERM."""
+        shards = split_gguf(gm.TINY, self.dir, "tiny", 3)
+        with self.mount(shards[1]) as m:
+            put(m.p("metadata", "general.name"), b"merged and fixed\n")
+            with self.assertRaises(OSError) as e:
+                put(m.p("metadata", "split.count"), b"1\n")
+            self.assertEqual(e.exception.errno, errno.EPERM)
+            self.assertIn("(the 3 shards merged into one GGUF, with the metadata edits)",
+                          gm.read_file(m.p("summary.txt")).decode())
+            doc, _ = parses_back(self, m.path)
+            self.assertEqual(doc["metadata"]["general.name"]["value"], "merged and fixed")
+            self.assertNotIn("split.count", doc["metadata"])
+        with self.mount(shards[0]) as m:  # the same model, from another shard
+            self.assertEqual(meta(m, "general.name"), b"merged and fixed\n")
 
     def test_kill_during_edits(self):
         d = gm.public_tmpdir()
