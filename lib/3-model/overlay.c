@@ -296,28 +296,49 @@ struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change 
 	return c;
 }
 
+/* The keys that make a file a shard, which model.gguf of a split model has not. */
+static bool split_key(const struct gguf_str *k)
+{
+	return k->len > 6 && memcmp(k->ptr, "split.", 6) == 0 &&
+	       ((k->len == 8 && memcmp(k->ptr + 6, "no", 2) == 0) ||
+	        (k->len == 11 && memcmp(k->ptr + 6, "count", 5) == 0) ||
+	        (k->len == 19 && memcmp(k->ptr + 6, "tensors.count", 13) == 0));
+}
+
 int ov_identity(const struct ggufs_model *m, uint64_t *header_hash)
 {
 	const struct gguf_file *g0 = &m->shards[0].gf;
+	const uint64_t align = g0->alignment;
 	const struct gguf_kv **kv = calloc(g0->n_kv + 1, sizeof *kv);
 	const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
 	uint64_t *offsets = calloc(m->n_tensors + 1, sizeof *offsets);
 	uint8_t *buf = NULL;
 	int rc = -1;
 	char err[GGUF_ERR_MAX];
-	uint64_t len;
+	uint64_t len, n_kv = 0, data = 0;
 	if (!kv || !ts || !offsets)
 		goto out;
+	/* the header of model.gguf unedited (modelfile.h): a split model's merged one,
+	 * which is a single file's own when the shards were cut from it */
 	for (uint64_t k = 0; k < g0->n_kv; k++)
-		kv[k] = &g0->kv[k];
+		if (m->n_shards == 1 || !split_key(&g0->kv[k].key))
+			kv[n_kv++] = &g0->kv[k];
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		ts[i] = m->tensors[i].t;
-		offsets[i] = ts[i]->offset - m->shards[m->tensors[i].shard].gf.data_offset;
+		if (m->n_shards == 1) {
+			offsets[i] = ts[i]->offset - g0->data_offset;
+			continue;
+		}
+		offsets[i] = data;
+		if (__builtin_add_overflow(data, ts[i]->size + align - 1, &data) ||
+		    ts[i]->size > UINT64_MAX - align)
+			goto out;
+		data &= ~(align - 1);
 	}
-	if (gguf_header_write(g0->version, kv, g0->n_kv, ts, offsets, m->n_tensors, 1, NULL, 0,
+	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align, NULL, 0,
 	                      &len, err) < 0 || len > SIZE_MAX || !(buf = malloc((size_t)len + 1)))
 		goto out;
-	if (gguf_header_write(g0->version, kv, g0->n_kv, ts, offsets, m->n_tensors, 1, buf, len,
+	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align, buf, len,
 	                      &len, err) < 0)
 		goto out;
 	*header_hash = XXH3_64bits(buf, (size_t)len);

@@ -91,10 +91,11 @@ struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change 
 /* True when the values are the same: type, element type, count and bytes. */
 bool ov_value_equal(const struct gguf_value *a, const struct gguf_value *b);
 
-/* The identity of the model an edits file belongs to: its unedited header written by
- * gguf_header_write (the first shard's keys, every tensor with its offset in its
- * shard's data section), hashed with XXH3-64, and the size of model.gguf unedited.
- * 0, or -1 out of memory. */
+/* The identity of the model an edits file belongs to (with the size of its unedited
+ * model.gguf): the XXH3-64 of model.gguf's unedited header as gguf_header_write writes
+ * it (a split model's merged one, without the split.* keys; a single file's own keys
+ * and offsets), so a split model and the file it was cut from are one model when the
+ * merge gives that file back. 0, or -1 out of memory or past 2^64. */
 int ov_identity(const struct ggufs_model *m, uint64_t *header_hash);
 
 #endif
