@@ -351,9 +351,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		fi->fh = (uint64_t)(uintptr_t)h;
-		/* a writer's text is its own until close: no page cache between */
-		fi->direct_io = write;
-		fi->keep_cache = !write;
+		/* The files an edit changes are read past the page cache, each open from the
+		 * tree of its open, so a reader never mixes two states, nor gets stale pages;
+		 * model.gguf keeps the cache for mmap (llama.cpp) but drops it at each open,
+		 * where a reader of an older state may have filled it. A writer's text is its
+		 * own until close. */
+		bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
+		fi->direct_io = write || changes;
+		fi->keep_cache = !write && !changes && n->kind != TREE_MODEL;
 		if (fuse_reply_open(req, fi) != 0) {
 			free(h->buf);
 			free(h);
