@@ -637,6 +637,17 @@ static bool may_edit(fuse_req_t req)
 	return owner_or_reply(req);
 }
 
+/* may_edit for a change of the names in directory parent: only metadata/'s change
+ * (EROFS elsewhere). */
+static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
+{
+	if (parent != 2) {
+		erofs(req);
+		return false;
+	}
+	return may_edit(req);
+}
+
 /* Size changes (truncate, ftruncate) of metadata/KEY: through an open writer its text
  * (made the value at close), else at once the shown text cut or zero-extended; times
  * are accepted and changed nowhere; modes and owners are EPERM. */
@@ -758,11 +769,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 /* rm metadata/KEY deletes the key. */
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	if (parent != 2) {
-		erofs(req);
-		return;
-	}
-	if (!may_edit(req))
+	if (!may_edit_in(req, parent))
 		return;
 	struct ggufs *fs = fs_of(req);
 	char err[GGUF_ERR_MAX];
@@ -792,11 +799,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	if (parent != 2 || newparent != 2) {
-		erofs(req);
-		return;
-	}
-	if (!may_edit(req))
+	if (!may_edit_in(req, parent == newparent ? parent : 0))
 		return;
 	struct ggufs *fs = fs_of(req);
 	if (flags & RENAME_EXCHANGE) {
@@ -834,11 +837,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                       struct fuse_file_info *fi)
 {
 	(void)mode;
-	if (parent != 2) {
-		erofs(req);
-		return;
-	}
-	if (!may_edit(req))
+	if (!may_edit_in(req, parent))
 		return;
 	struct ggufs *fs = fs_of(req);
 	char err[GGUF_ERR_MAX];

@@ -264,7 +264,7 @@ static bool jfail(struct json_cur *c, const char *what)
 	return false;
 }
 
-static int hexval(char ch)
+int value_hexdigit(char ch)
 {
 	if (ch >= '0' && ch <= '9')
 		return ch - '0';
@@ -282,7 +282,7 @@ static bool hex4(struct json_cur *c, uint32_t *u)
 		return false;
 	*u = 0;
 	for (int i = 0; i < 4; i++) {
-		int h = hexval(c->p[i]);
+		int h = value_hexdigit(c->p[i]);
 		if (h < 0)
 			return false;
 		*u = *u << 4 | (uint32_t)h;

@@ -55,6 +55,9 @@ void vbytes_patch(struct vbytes *b, uint64_t at, uint64_t v, int n);
 int value_scalar_parse(uint32_t type, const char *s, size_t n, uint8_t out[8],
                        char err[GGUF_ERR_MAX]);
 
+/* The value of a hex digit (either case), or -1. */
+int value_hexdigit(char ch);
+
 /* A bounded reader of JSON text [p, end). */
 struct json_cur {
 	const char *p;

@@ -13,18 +13,6 @@ int parse_value_type_of(const struct gguf_value *v, struct value_type *t)
 	return value_type_parse(buf, n, t);
 }
 
-/* The value of a hex digit, or -1. */
-static int hexdigit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* One line of a string array, render_escaped undone, appended as a GGUF string. */
 static int unescape_line(const char *p, size_t n, struct vbytes *out, char err[GGUF_ERR_MAX])
 {
@@ -46,8 +34,8 @@ static int unescape_line(const char *p, size_t n, struct vbytes *out, char err[G
 		case 'r': lit = '\r'; break;
 		case 't': lit = '\t'; break;
 		case 'x': {
-			int hi = i + 2 < n ? hexdigit(p[i + 1]) : -1;
-			int lo = i + 2 < n ? hexdigit(p[i + 2]) : -1;
+			int hi = i + 2 < n ? value_hexdigit(p[i + 1]) : -1;
+			int lo = i + 2 < n ? value_hexdigit(p[i + 2]) : -1;
 			if (hi < 0 || lo < 0) {
 				snprintf(err, GGUF_ERR_MAX, "\\x is not followed by two hex digits");
 				return -1;
