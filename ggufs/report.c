@@ -117,13 +117,18 @@ static const char *node_path(const struct ggufs *fs, const struct tree_node *n, 
 }
 
 /* Keeps why as the daemon's last error (a local model's: a remote one's are the
- * fetcher's). */
-static void note_error(struct ggufs *fs, const char *why)
+ * fetcher's), unless it is already: true when it was not. The test and the update are
+ * one step under the lock, so two readers failing at once log the cause once. */
+static bool note_error(struct ggufs *fs, const char *why)
 {
 	pthread_mutex_lock(&fs->error_lock);
-	snprintf(fs->last_error, sizeof fs->last_error, "%s", why);
-	fs->last_error_time = time(NULL);
+	bool new_error = strcmp(fs->last_error, why) != 0;
+	if (new_error) {
+		snprintf(fs->last_error, sizeof fs->last_error, "%s", why);
+		fs->last_error_time = time(NULL);
+	}
 	pthread_mutex_unlock(&fs->error_lock);
+	return new_error;
 }
 
 /* For a local model: the first shard that is shorter now than at mount, said in the
@@ -142,13 +147,8 @@ static bool local_shrink(struct ggufs *fs, char *why, size_t size)
 		         "while mounted: reads of the bytes that went fail with EIO",
 		         m->shards[s].path, m->shards[s].size, now);
 		/* said once per size it shrank to: its EIOs are what is counted */
-		pthread_mutex_lock(&fs->error_lock);
-		bool new_size = strcmp(fs->last_error, why) != 0;
-		pthread_mutex_unlock(&fs->error_lock);
-		if (new_size) {
-			note_error(fs, why);
+		if (note_error(fs, why))
 			evlog(EVLOG_ERR, NULL, "%s", why);
-		}
 		return true;
 	}
 	return false;
