@@ -19,7 +19,39 @@ struct tree_edits {
 	struct tree *cur;           /* the current tree (one reference is ours) */
 	char *path;
 	struct edits_identity id;
+	/* the types user.gguf.type set on keys, by key id: an empty array of arrays has no
+	 * inner type in the file, so the next write takes it from here */
+	struct declared { uint64_t id; struct value_type t; } *declared;
+	uint64_t n_declared;
 };
+
+/* Remembers type t set on the key of id (the last one set wins). */
+static void declare(struct tree_edits *e, uint64_t id, const struct value_type *t)
+{
+	for (uint64_t i = 0; i < e->n_declared; i++)
+		if (e->declared[i].id == id) {
+			e->declared[i].t = *t;
+			return;
+		}
+	struct declared *d = realloc(e->declared, (e->n_declared + 1) * sizeof *d);
+	if (!d)
+		return;   /* only a convenience is lost */
+	e->declared = d;
+	e->declared[e->n_declared++] = (struct declared){ .id = id, .t = *t };
+}
+
+/* The type to parse key k's text as: its value's, or when that does not say the inner
+ * type (an empty array of arrays) the one user.gguf.type last set. 0 or -1. */
+static int type_of(const struct tree_edits *e, uint64_t k, struct value_type *t)
+{
+	if (parse_value_type_of(&e->cur->m->meta->kv[k].value, t) < 0)
+		return -1;
+	if (t->leaf == GGUF_TYPE_ARRAY)
+		for (uint64_t i = 0; i < e->n_declared; i++)
+			if (e->declared[i].id == e->cur->state->keys[k].id)
+				*t = e->declared[i].t;
+	return 0;
+}
 
 struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX])
 {
@@ -72,6 +104,7 @@ void tree_edits_close(struct tree_edits *e)
 	if (!e)
 		return;
 	tree_release(e->cur);
+	free(e->declared);
 	pthread_mutex_destroy(&e->lock);
 	free(e->path);
 	free(e);
@@ -191,7 +224,7 @@ int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint6
 	} else if ((r = refused(cur, k, err)) < 0) {
 	} else if (is_rendering(&cur->m->meta->kv[k].value, text, len)) {
 		r = 0;   /* what it shows: the same value, bytes and all */
-	} else if (parse_value_type_of(&cur->m->meta->kv[k].value, &t) < 0) {
+	} else if (type_of(e, k, &t) < 0) {
 		key_err(cur, k, "a value of an unknown type cannot be written", err);
 		r = -EINVAL;
 	} else {
@@ -243,6 +276,7 @@ int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, ui
 	const struct tree *cur = e->cur;
 	uint64_t k = key_at(cur, ino);
 	struct value_type t, now;
+	uint64_t id = k != UINT64_MAX ? cur->state->keys[k].id : 0;
 	int r;
 	if (k == UINT64_MAX) {
 		snprintf(err, GGUF_ERR_MAX, "a key that is gone was given a type");
@@ -252,8 +286,7 @@ int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, ui
 		key_err(cur, k, "user.gguf.type is not a GGUF type (uint8 ... float64, bool, string, "
 		        "array[T])", err);
 		r = -EINVAL;
-	} else if (parse_value_type_of(&cur->m->meta->kv[k].value, &now) == 0 &&
-	           now.depth == t.depth && now.leaf == t.leaf) {
+	} else if (type_of(e, k, &now) == 0 && now.depth == t.depth && now.leaf == t.leaf) {
 		r = 0;   /* the type it has */
 	} else if (cur->m->meta->kv[k].value.type == GGUF_TYPE_STRING &&
 	           cur->m->meta->kv[k].value.size == 8) {
@@ -278,6 +311,8 @@ int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, ui
 			free(buf);
 		}
 	}
+	if (r == 0 && k != UINT64_MAX)
+		declare(e, id, &t);
 	pthread_mutex_unlock(&e->lock);
 	return r;
 }

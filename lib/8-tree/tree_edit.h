@@ -39,7 +39,9 @@ int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, ui
                         char err[GGUF_ERR_MAX]);
 /* The key of file ino takes the type named type (user.gguf.type's names), its text
  * parsed again as that type; EINVAL when it does not parse or type is no type. An
- * empty string (a key just created) takes the type's empty value (0, false, []). */
+ * empty string (a key just created) takes the type's empty value (0, false, []). The type
+ * set is remembered for the mount: an empty array of arrays, which holds no inner type,
+ * takes its elements' type from it at the next write. */
 int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, uint64_t len,
                         char err[GGUF_ERR_MAX]);
 /* A new key from file name name of metadata/ (the escaping undone; EINVAL for a name
