@@ -64,6 +64,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "remote: abandon a request under 4K/s this long (30)" },
 	{ "log=%s", OURS(log_file), .arg = "FILE",
 	  .help = "log events to FILE (else syslog; -f: stderr)" },
+	{ "edits=%s", OURS(edits_file), .arg = "FILE",
+	  .help = "metadata/ writable by you; edits kept in FILE" },
 	/* -o options of libfuse that matter here */
 	{ "allow_other", FUSE, .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },

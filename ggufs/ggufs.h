@@ -16,6 +16,7 @@
 
 #include "model.h"
 #include "tree.h"
+#include "tree_edit.h"
 
 /* The CLOCK_REALTIME time ms milliseconds (under a second) from now: the deadline of a
  * pthread_cond_timedwait on a condition variable of the default clock. */
@@ -33,7 +34,8 @@ static inline struct timespec realtime_in_ms(long ms)
 
 struct ggufs {
 	struct ggufs_model *model;
-	struct tree *tree;
+	struct tree *tree;       /* of the model's own metadata */
+	struct tree_edits *edits;  /* -o edits=FILE (tree_edit.h), or NULL: read-only */
 	unsigned max_read;   /* -o max_read=N, 0 if not given */
 	/* op_init tells the read-ahead thread that the kernel is about to get INIT's reply */
 	pthread_mutex_t init_lock;
@@ -115,6 +117,7 @@ struct options {
 	uint64_t cache_max;      /* and in bytes; 0 if not given */
 	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
 	const char *log_file;    /* -o log=FILE: the event log goes there, or NULL */
+	const char *edits_file;  /* -o edits=FILE: metadata/ writable, edits kept there */
 };
 
 /* Checks every argument first (unknown options, -o options that neither ggufs nor

@@ -75,6 +75,22 @@ static char *scrub_model_arg(int argc, char *argv[], const char **model)
 	return copy;
 }
 
+/* path made absolute against the working directory (malloc'd), or NULL. */
+static char *edits_path(const char *path)
+{
+	if (path[0] == '/')
+		return strdup(path);
+	char *cwd = getcwd(NULL, 0);
+	if (!cwd)
+		return NULL;
+	size_t n = strlen(cwd) + strlen(path) + 2;
+	char *abs = malloc(n);
+	if (abs)
+		snprintf(abs, n, "%s/%s", cwd, path);
+	free(cwd);
+	return abs;
+}
+
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
  * nothing could be mounted (one line on stderr), 2 for wrong arguments. --check runs
@@ -138,6 +154,18 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "ggufs: %s\n", err);
 		goto out_model;
 	}
+	if (o.edits_file) {
+		/* absolute: the daemon moves to "/" and writes FILE at every edit */
+		char *path = edits_path(o.edits_file);
+		fs.edits = path ? tree_edits_open(fs.tree, path, err) : NULL;
+		if (!path)
+			snprintf(err, sizeof err, "%s: out of memory", o.edits_file);
+		free(path);
+		if (!fs.edits) {
+			fprintf(stderr, "ggufs: %s\n", err);
+			goto out_tree;
+		}
+	}
 	warn_raw_only(fs.model);
 	if (!fuse_device_check())
 		goto out_tree;
@@ -149,7 +177,8 @@ int main(int argc, char *argv[])
 	char *abs = shown ? NULL : realpath(o.model, NULL);
 	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||
 	          insert_escaped_opt(&args, 2, "fsname", shown ? shown : abs ? abs : o.model) ||
-	          fuse_opt_add_arg(&args, "-oro,nosuid,nodev,default_permissions");
+	          fuse_opt_add_arg(&args, fs.edits ? "-onosuid,nodev,default_permissions"
+	                                           : "-oro,nosuid,nodev,default_permissions");
 	free(abs);
 	if (bad) {
 		fprintf(stderr, "ggufs: out of memory\n");
@@ -210,6 +239,7 @@ out_session:
 	fuse_session_destroy(se);
 out_tree:
 	fuse_loop_cfg_destroy(loop);
+	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
 out_model:
 	model_close(fs.model);
@@ -228,6 +258,7 @@ out_args:
 	free((char *)o.cache_dir);
 	free((char *)o.cache_max_arg);
 	free((char *)o.log_file);
+	free((char *)o.edits_file);
 	free(model_copy);
 	curl_global_cleanup();
 	return ret;

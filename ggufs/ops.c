@@ -1,15 +1,26 @@
 /* The FUSE low-level operations: each translates one request into a lookup or a read
  * of the tree built at mount, and replies. Modelled on libfuse's example/hello_ll.c
- * and squashfuse's front end. */
+ * and squashfuse's front end.
+ *
+ * With -o edits=FILE the metadata changes (lib/8-tree/tree_edit.h): each request works
+ * on the tree current when it came (held for it), an open file on the tree current at
+ * its open, and every accepted edit invalidates what the kernel caches of the files it
+ * changed (their attributes and pages, metadata/'s listing) before the request that made
+ * it is answered. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>   /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "evlog.h"
+#include "tree_edit.h"
 
 #include "ggufs.h"
 
@@ -23,20 +34,53 @@ static struct ggufs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* The node of ino, or NULL after replying ENOENT (the kernel only asks for inodes we
- * gave it, so this is a guard, not a path). */
-static const struct tree_node *node_or_reply(fuse_req_t req, fuse_ino_t ino)
+/* The tree that serves a request now: with edits the current one, held (drop it with
+ * drop_tree), else the one tree. */
+static struct tree *take_tree(struct ggufs *fs)
 {
-	const struct tree_node *n = tree_node(fs_of(req)->tree, ino);
+	return fs->edits ? tree_edits_current(fs->edits) : fs->tree;
+}
+
+static void drop_tree(struct ggufs *fs, struct tree *t)
+{
+	if (fs->edits)
+		tree_release(t);
+}
+
+/* What an open file keeps with edits on: the tree at its open, so that its reads see
+ * one state whole; for a file opened to write, the text written so far, made the key's
+ * value at flush (close) or release. */
+struct handle {
+	struct tree *tree;
+	bool writing;
+	bool dirty;             /* written since the last commit */
+	pthread_mutex_t lock;   /* buf, len, dirty */
+	char *buf;
+	uint64_t len, cap;
+};
+
+/* The longest text a key takes: past it a write is EFBIG. */
+#define EDIT_TEXT_MAX (UINT64_C(1) << 30)
+
+static struct handle *handle_of(const struct fuse_file_info *fi)
+{
+	return fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
+}
+
+/* The node of ino in t, or NULL after replying ENOENT (the kernel only asks for inodes
+ * we gave it, or a key deleted since). */
+static const struct tree_node *node_or_reply(fuse_req_t req, const struct tree *t, fuse_ino_t ino)
+{
+	const struct tree_node *n = tree_node(t, ino);
 	if (!n)
 		fuse_reply_err(req, ENOENT);
 	return n;
 }
 
 /* The directory of ino, or NULL after replying ENOENT or ENOTDIR. */
-static const struct tree_node *dir_or_reply(fuse_req_t req, fuse_ino_t ino)
+static const struct tree_node *dir_or_reply(fuse_req_t req, const struct tree *t, fuse_ino_t ino)
 {
-	const struct tree_node *n = node_or_reply(req, ino);
+	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n && !tree_is_dir(n)) {
 		fuse_reply_err(req, ENOTDIR);
 		return NULL;
@@ -55,6 +99,12 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
 	st->st_nlink = tree_is_dir(n) ? 2 : 1;
 	st->st_uid = gs->st_uid;
 	st->st_gid = gs->st_gid;
+	if (fs->edits && (n->kind == TREE_META || n->kind == TREE_DIR_METADATA)) {
+		/* writable by the mount's owner alone */
+		st->st_mode |= S_IWUSR;
+		st->st_uid = getuid();
+		st->st_gid = getgid();
+	}
 	st->st_size = (off_t)n->size;
 	st->st_blksize = 4096;
 	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
@@ -75,6 +125,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	/* open(O_TRUNC) of a key starts its text empty, in one request */
+	if (fs->edits && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 
 	pthread_mutex_lock(&fs->init_lock);
 	fs->init_seen = true;
@@ -87,45 +140,54 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ggufs *fs = fs_of(req);
-	const struct tree_node *dir = dir_or_reply(req, parent);
-	if (!dir)
-		return;
-
-	struct fuse_entry_param e;
-	memset(&e, 0, sizeof e);
-	e.attr_timeout = CACHE_TIMEOUT;
-	e.entry_timeout = CACHE_TIMEOUT;
-	const struct tree_node *n = tree_lookup(fs->tree, parent, name);
-	if (n) {
-		e.ino = n->ino;
-		e.generation = 1;
-		fill_stat(fs, n, &e.attr);
+	struct tree *t = take_tree(fs);
+	const struct tree_node *dir = dir_or_reply(req, t, parent);
+	if (dir) {
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof e);
+		e.attr_timeout = CACHE_TIMEOUT;
+		/* a name that is not there now may be made by an edit: not cached then */
+		e.entry_timeout = fs->edits && parent == 2 ? 0 : CACHE_TIMEOUT;
+		const struct tree_node *n = tree_lookup(t, parent, name);
+		if (n) {
+			e.ino = n->ino;
+			e.generation = 1;
+			e.entry_timeout = CACHE_TIMEOUT;
+			fill_stat(fs, n, &e.attr);
+		}
+		fuse_reply_entry(req, &e);
 	}
-	fuse_reply_entry(req, &e);
+	drop_tree(fs, t);
 }
 
 /* Attributes never change: cached as long as names. */
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
-	const struct tree_node *n = node_or_reply(req, ino);
-	if (!n)
-		return;
-	struct stat st;
-	fill_stat(fs_of(req), n, &st);
-	fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+	struct ggufs *fs = fs_of(req);
+	struct tree *t = take_tree(fs);
+	const struct tree_node *n = node_or_reply(req, t, ino);
+	if (n) {
+		struct stat st;
+		fill_stat(fs, n, &st);
+		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+	}
+	drop_tree(fs, t);
 }
 
 /* Listings never change, so the kernel may cache them (cache_readdir) and keep the
  * cache across opens. */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	const struct tree_node *n = dir_or_reply(req, ino);
-	if (!n)
-		return;
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	struct ggufs *fs = fs_of(req);
+	struct tree *t = take_tree(fs);
+	const struct tree_node *n = dir_or_reply(req, t, ino);
+	if (n) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = 1;
+		fuse_reply_open(req, fi);
+	}
+	drop_tree(fs, t);
 }
 
 /* The stream offset of an entry is its position: 0 ".", 1 "..", 2 + i child i. Each
@@ -135,28 +197,32 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	(void)fi;
 	struct ggufs *fs = fs_of(req);
-	const struct tree_node *dir = dir_or_reply(req, ino);
-	if (!dir)
+	struct tree *t = take_tree(fs);
+	const struct tree_node *dir = dir_or_reply(req, t, ino);
+	if (!dir) {
+		drop_tree(fs, t);
 		return;
+	}
 
 	char *buf = malloc(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
+		drop_tree(fs, t);
 		return;
 	}
-	uint64_t count = tree_dir_count(fs->tree, ino);
+	uint64_t count = tree_dir_count(t, ino);
 	size_t used = 0;
 	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < count + 2; pos++) {
 		struct stat st;
 		memset(&st, 0, sizeof st);
 		const char *name;
 		if (pos < 2) {
-			const struct tree_node *d = pos == 0 ? dir : tree_node(fs->tree, dir->parent);
+			const struct tree_node *d = pos == 0 ? dir : tree_node(t, dir->parent);
 			name = pos == 0 ? "." : "..";
 			st.st_ino = d->ino;
 			st.st_mode = S_IFDIR;
 		} else {
-			const struct tree_node *c = tree_dir_child(fs->tree, ino, pos - 2);
+			const struct tree_node *c = tree_dir_child(t, ino, pos - 2);
 			name = c->name;
 			st.st_ino = c->ino;
 			st.st_mode = tree_is_dir(c) ? S_IFDIR : S_IFREG;
@@ -169,9 +235,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+	drop_tree(fs, t);
 }
 
-/* Nothing is allocated per open directory or file: release is a no-op. */
+/* Nothing is allocated per open directory: release is a no-op. */
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -179,30 +246,150 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
-/* Read-only opens only. Contents are fixed, so the page cache may be kept across
- * opens; direct_io stays off so that mmap works. */
+/* True when the request comes from the mount's owner, who alone may edit; else
+ * replies EACCES (allow_other lets others read, never write). */
+static bool owner_or_reply(fuse_req_t req)
+{
+	if (fuse_req_ctx(req)->uid == getuid())
+		return true;
+	fuse_reply_err(req, EACCES);
+	return false;
+}
+
+/* Logs a refused edit (one line naming the key and the reason) and replies it. */
+static void reply_refused(fuse_req_t req, int r, const char *why)
+{
+	evlog(EVLOG_WARNING, NULL, "edit refused (%s): %s", strerror(-r), why);
+	fuse_reply_err(req, -r);
+}
+
+/* After an accepted edit: the kernel forgets what it cached of the files the edit
+ * changed (ino's, with metadata/'s listing, gguf.json, summary.txt and model.gguf,
+ * whose pages it keeps across opens), so that no read shows stale bytes or sizes. */
+static void invalidate(struct ggufs *fs, uint64_t ino)
+{
+	static const fuse_ino_t always[] = { 2, 4, 5, TREE_MODEL_INO };
+	if (!fs->se)
+		return;
+	if (ino)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, always[i], 0, 0);
+}
+
+/* The text of the key of n as it shows now, into a new handle buffer. False out of
+ * memory. */
+static bool handle_load(struct handle *h, const struct tree_node *n)
+{
+	h->cap = n->size + 1;
+	h->buf = malloc(h->cap);
+	if (!h->buf)
+		return false;
+	int64_t r = tree_read(h->tree, n, h->buf, n->size, 0);
+	h->len = r < 0 ? 0 : (uint64_t)r;
+	return r >= 0;
+}
+
+/* Makes the text written through h the value of the key of ino, when it was written
+ * since: 0 or -errno, logged. */
+static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino)
+{
+	pthread_mutex_lock(&h->lock);
+	int r = 0;
+	if (h->dirty) {
+		char err[GGUF_ERR_MAX];
+		r = tree_edits_write(fs->edits, ino, h->buf ? h->buf : "", h->len, err);
+		if (r < 0)
+			evlog(EVLOG_WARNING, NULL, "edit refused (%s): %s", strerror(-r), err);
+		h->dirty = false;   /* refused or made: the next close has nothing new */
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (r == 0)
+		invalidate(fs, ino);
+	return r;
+}
+
+/* Opens for reading anywhere; with edits, metadata/KEY for writing too (its owner
+ * only). Without edits, contents are fixed, so the page cache may be kept across
+ * opens; direct_io stays off so that mmap works. With edits each open holds its tree. */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	const struct tree_node *n = node_or_reply(req, ino);
-	if (!n)
+	struct ggufs *fs = fs_of(req);
+	struct tree *t = take_tree(fs);
+	const struct tree_node *n = node_or_reply(req, t, ino);
+	if (!n) {
+		drop_tree(fs, t);
 		return;
+	}
+	bool write = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	if (tree_is_dir(n)) {
 		fuse_reply_err(req, EISDIR);
-		return;
-	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+	} else if (write && (!fs->edits || n->kind != TREE_META)) {
 		fuse_reply_err(req, EROFS);
-		return;
+	} else if (write && !owner_or_reply(req)) {
+	} else if (!fs->edits) {
+		fi->keep_cache = 1;
+		fi->direct_io = 0;
+		fuse_reply_open(req, fi);
+	} else {
+		struct handle *h = calloc(1, sizeof *h);
+		if (!h) {
+			fuse_reply_err(req, ENOMEM);
+			drop_tree(fs, t);
+			return;
+		}
+		pthread_mutex_init(&h->lock, NULL);
+		h->tree = t;
+		h->writing = write;
+		if (write && (fi->flags & O_TRUNC)) {
+			h->dirty = true;   /* open(O_TRUNC) makes the value "" even if nothing follows */
+		} else if (write && !handle_load(h, n)) {
+			free(h->buf);
+			free(h);
+			fuse_reply_err(req, ENOMEM);
+			drop_tree(fs, t);
+			return;
+		}
+		fi->fh = (uint64_t)(uintptr_t)h;
+		/* The files an edit changes are read past the page cache, each open from the
+		 * tree of its open, so a reader never mixes two states, nor gets stale pages;
+		 * model.gguf keeps the cache for mmap (llama.cpp) but drops it at each open,
+		 * where a reader of an older state may have filled it. A writer's text is its
+		 * own until close. */
+		bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
+		fi->direct_io = write || changes;
+		fi->keep_cache = !write && !changes && n->kind != TREE_MODEL;
+		if (fuse_reply_open(req, fi) != 0) {
+			free(h->buf);
+			free(h);
+			drop_tree(fs, t);
+		}
+		return;   /* the handle keeps the tree */
 	}
-	fi->keep_cache = 1;
-	fi->direct_io = 0;
-	fuse_reply_open(req, fi);
+	drop_tree(fs, t);
+}
+
+/* close(2): the text a writer wrote becomes the key's value, durably, before close
+ * returns; EINVAL when it does not parse (the old value stays). */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fi);
+	int r = h && h->writing ? handle_commit(fs_of(req), h, ino) : 0;
+	fuse_reply_err(req, -r);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	(void)fi;
+	struct ggufs *fs = fs_of(req);
+	struct handle *h = handle_of(fi);
+	if (h) {
+		if (h->writing)   /* a text not flushed (a close that failed to reach us) */
+			handle_commit(fs, h, ino);
+		tree_release(h->tree);
+		pthread_mutex_destroy(&h->lock);
+		free(h->buf);
+		free(h);
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -212,12 +399,13 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * current size first; should the file still shrink before the kernel copies, that copy
  * fails inside the kernel, which answers the reader EIO: the daemon never touches the
  * gone pages itself, so never gets SIGBUS. */
-static void read_raw(fuse_req_t req, const struct tree_node *n, size_t want, uint64_t off)
+static void read_raw(fuse_req_t req, const struct tree *t, const struct tree_node *n,
+                     size_t want, uint64_t off)
 {
 	struct ggufs *fs = fs_of(req);
 	int fd;
 	uint64_t file_off, count;
-	if (!tree_raw_span(fs->tree, n, off, want, &fd, &file_off, &count) || count < want) {
+	if (!tree_raw_span(t, n, off, want, &fd, &file_off, &count) || count < want) {
 		reply_eio(req, fs, n, off, want);
 		return;
 	}
@@ -231,10 +419,11 @@ static void read_raw(fuse_req_t req, const struct tree_node *n, size_t want, uin
  * model is remote: the caller then reads it through the tree. */
 #define MODEL_IOV_MAX 256
 
-static bool read_model_iov(fuse_req_t req, const struct tree_node *n, size_t want, uint64_t off)
+static bool read_model_iov(fuse_req_t req, const struct tree *t, const struct tree_node *n,
+                           size_t want, uint64_t off)
 {
 	struct iovec iov[MODEL_IOV_MAX];
-	int count = tree_model_iov(fs_of(req)->tree, n, off, want, iov, MODEL_IOV_MAX);
+	int count = tree_model_iov(t, n, off, want, iov, MODEL_IOV_MAX);
 	if (count == 0)
 		return false;
 	if (count == -EIO)
@@ -302,15 +491,25 @@ static void release_buffer(char *buf, size_t size)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-	(void)fi;
 	struct ggufs *fs = fs_of(req);
-	const struct tree_node *n = node_or_reply(req, ino);
-	if (!n)
-		return;
+	struct handle *h = handle_of(fi);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (h && h->writing) {   /* a writer reads back its own text */
+		pthread_mutex_lock(&h->lock);
+		uint64_t o = (uint64_t)off;
+		fuse_reply_buf(req, o < h->len ? h->buf + o : NULL,
+		               o < h->len ? (size_t)(h->len - o < size ? h->len - o : size) : 0);
+		pthread_mutex_unlock(&h->lock);
+		return;
+	}
+	/* an open file reads the tree of its open; else (no edits) the one tree */
+	struct tree *t = h ? h->tree : fs->tree;
+	const struct tree_node *n = node_or_reply(req, t, ino);
+	if (!n)
+		return;
 	if ((uint64_t)off >= n->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -319,17 +518,17 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint64_t left = n->size - (uint64_t)off;
 	size_t want = left < size ? (size_t)left : size;
 	if (n->kind == TREE_RAW && !model_tensor_remote(fs->model, n->index)) {
-		read_raw(req, n, want, (uint64_t)off);
+		read_raw(req, t, n, want, (uint64_t)off);
 		return;
 	}
-	if (n->kind == TREE_MODEL && read_model_iov(req, n, want, (uint64_t)off))
+	if (n->kind == TREE_MODEL && read_model_iov(req, t, n, want, (uint64_t)off))
 		return;
 	char *buf = reply_buffer(want);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int64_t r = tree_read(fs->tree, n, buf, want, (uint64_t)off);
+	int64_t r = tree_read(t, n, buf, want, (uint64_t)off);
 	if (r == -EIO)
 		reply_eio(req, fs, n, (uint64_t)off, want);
 	else if (r < 0)
@@ -352,7 +551,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_files = TREE_FIRST_META + fs_of(req)->model->meta->n_kv +
 	             4 * fs_of(req)->model->n_tensors;
 	sv.f_namemax = 255;
-	sv.f_flag = ST_RDONLY;
+	sv.f_flag = fs_of(req)->edits ? 0 : ST_RDONLY;
 	fuse_reply_statfs(req, &sv);
 }
 
@@ -372,33 +571,39 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
  * through a buffer of the size asked for. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	const struct tree_node *n = node_or_reply(req, ino);
-	if (!n)
-		return;
-	char *buf = size ? malloc(size) : NULL;
-	if (size && !buf) {
+	struct ggufs *fs = fs_of(req);
+	struct tree *t = take_tree(fs);
+	const struct tree_node *n = node_or_reply(req, t, ino);
+	char *buf = n && size ? malloc(size) : NULL;
+	if (n && size && !buf) {
 		fuse_reply_err(req, ENOMEM);
-		return;
+	} else if (n) {
+		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
+		if (r == -ENOENT)
+			r = tree_getxattr(t, n, name, buf, size);
+		reply_xattr(req, r, buf, size);
 	}
-	int64_t r = n->kind == TREE_ROOT ? counters_get(fs_of(req), name, buf, size) : -ENOENT;
-	if (r == -ENOENT)
-		r = tree_getxattr(fs_of(req)->tree, n, name, buf, size);
-	reply_xattr(req, r, buf, size);
 	free(buf);
+	drop_tree(fs, t);
 }
 
 /* The NUL-separated names of a node's attributes, from the tree. */
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	const struct tree_node *n = node_or_reply(req, ino);
-	if (!n)
+	struct ggufs *fs = fs_of(req);
+	struct tree *t = take_tree(fs);
+	const struct tree_node *n = node_or_reply(req, t, ino);
+	if (!n) {
+		drop_tree(fs, t);
 		return;
+	}
 	char *buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
+		drop_tree(fs, t);
 		return;
 	}
-	int64_t r = tree_listxattr(fs_of(req)->tree, n, buf, size);
+	int64_t r = tree_listxattr(t, n, buf, size);
 	if (r >= 0 && n->kind == TREE_ROOT) {   /* the counters after the tree's own */
 		int64_t c = counters_list(fs_of(req), NULL, 0);
 		if (size && (uint64_t)(r + c) > size)
@@ -410,33 +615,142 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	reply_xattr(req, r, buf, size);
 	free(buf);
+	drop_tree(fs, t);
 }
 
-/* Every operation that would change the tree: EROFS. The mount is also "ro", so the
- * kernel answers most of these itself; these are for the ones that reach us anyway. */
+/* Every operation that would change the tree: EROFS, unless edits make metadata/
+ * writable. The mount is "ro" without edits, so the kernel answers most of these
+ * itself; these are for the ones that reach us anyway. */
 static void erofs(fuse_req_t req)
 {
 	fuse_reply_err(req, EROFS);
 }
 
+/* True when the request may edit: edits on and the mount's owner asking; else replied
+ * (EROFS or EACCES). */
+static bool may_edit(fuse_req_t req)
+{
+	if (!fs_of(req)->edits) {
+		erofs(req);
+		return false;
+	}
+	return owner_or_reply(req);
+}
+
+/* may_edit for a change of the names in directory parent: only metadata/'s change
+ * (EROFS elsewhere). */
+static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
+{
+	if (parent != 2) {
+		erofs(req);
+		return false;
+	}
+	return may_edit(req);
+}
+
+/* Size changes (truncate, ftruncate) of metadata/KEY: through an open writer its text
+ * (made the value at close), else at once the shown text cut or zero-extended; times
+ * are accepted and changed nowhere; modes and owners are EPERM. */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
-	(void)ino, (void)attr, (void)to_set, (void)fi;
-	erofs(req);
+	struct ggufs *fs = fs_of(req);
+	if (!may_edit(req))
+		return;
+	struct tree *t = take_tree(fs);
+	const struct tree_node *n = node_or_reply(req, t, ino);
+	if (!n) {
+		drop_tree(fs, t);
+		return;
+	}
+	int r = 0;
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		r = -EPERM;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && n->kind != TREE_META)
+		r = -EROFS;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size > EDIT_TEXT_MAX)
+		r = -EFBIG;
+	struct handle *h = handle_of(fi);
+	if (r == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
+		uint64_t size = (uint64_t)attr->st_size;
+		if (h && h->writing) {
+			pthread_mutex_lock(&h->lock);
+			char *b = size + 1 > h->cap ? realloc(h->buf, size + 1) : h->buf;
+			if (!b) {
+				r = -ENOMEM;
+			} else {
+				if (size > h->len)
+					memset(b + h->len, 0, size - h->len);
+				h->buf = b;
+				h->cap = size + 1 > h->cap ? size + 1 : h->cap;
+				h->len = size;
+				h->dirty = true;
+			}
+			pthread_mutex_unlock(&h->lock);
+		} else {
+			char *b = calloc(1, size > n->size ? size + 1 : n->size + 1);
+			char err[GGUF_ERR_MAX];
+			if (!b) {
+				r = -ENOMEM;
+			} else if ((r = (int)tree_read(t, n, b, n->size, 0)) >= 0) {
+				r = tree_edits_write(fs->edits, ino, b, size, err);
+				if (r < 0) {
+					free(b);
+					drop_tree(fs, t);
+					reply_refused(req, r, err);
+					return;
+				}
+				invalidate(fs, ino);
+			}
+			free(b);
+		}
+	}
+	drop_tree(fs, t);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	t = take_tree(fs);
+	n = tree_node(t, ino);
+	struct stat st;
+	if (n) {
+		fill_stat(fs, n, &st);
+		if (h && h->writing)
+			st.st_size = (off_t)h->len;
+		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+	} else {
+		fuse_reply_err(req, ENOENT);
+	}
+	drop_tree(fs, t);
 }
 
+/* user.gguf.type of a key: its value's text parsed again as that type. */
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
-	(void)ino, (void)name, (void)value, (void)size, (void)flags;
-	erofs(req);
+	(void)flags;
+	if (!may_edit(req))
+		return;
+	struct ggufs *fs = fs_of(req);
+	if (strcmp(name, "user.gguf.type") != 0) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	char err[GGUF_ERR_MAX];
+	int r = tree_edits_set_type(fs->edits, ino, value, size, err);
+	if (r < 0) {
+		reply_refused(req, r, err);
+		return;
+	}
+	invalidate(fs, ino);
+	fuse_reply_err(req, 0);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino, (void)name;
-	erofs(req);
+	if (may_edit(req))
+		fuse_reply_err(req, ENOTSUP);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -452,7 +766,24 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	erofs(req);
 }
 
+/* rm metadata/KEY deletes the key. */
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (!may_edit_in(req, parent))
+		return;
+	struct ggufs *fs = fs_of(req);
+	char err[GGUF_ERR_MAX];
+	uint64_t ino;
+	int r = tree_edits_unlink(fs->edits, name, &ino, err);
+	if (r < 0) {
+		reply_refused(req, r, err);
+		return;
+	}
+	invalidate(fs, 0);
+	fuse_reply_err(req, 0);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	(void)parent, (void)name;
 	erofs(req);
@@ -464,11 +795,34 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	erofs(req);
 }
 
+/* mv metadata/A metadata/B renames key A to B (a key B is replaced). */
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-	erofs(req);
+	if (!may_edit_in(req, parent == newparent ? parent : 0))
+		return;
+	struct ggufs *fs = fs_of(req);
+	if (flags & RENAME_EXCHANGE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (flags & RENAME_NOREPLACE) {
+		struct tree *t = take_tree(fs);
+		bool taken = tree_lookup(t, 2, newname) != NULL;
+		drop_tree(fs, t);
+		if (taken) {
+			fuse_reply_err(req, EEXIST);
+			return;
+		}
+	}
+	char err[GGUF_ERR_MAX];
+	int r = tree_edits_rename(fs->edits, name, newname, err);
+	if (r < 0) {
+		reply_refused(req, r, err);
+		return;
+	}
+	invalidate(fs, 0);
+	fuse_reply_err(req, 0);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -477,18 +831,101 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	erofs(req);
 }
 
+/* A new file in metadata/ is a new key, an empty string until written (and typed with
+ * user.gguf.type); the open it comes with is a writer's. */
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                       struct fuse_file_info *fi)
 {
-	(void)parent, (void)name, (void)mode, (void)fi;
-	erofs(req);
+	(void)mode;
+	if (!may_edit_in(req, parent))
+		return;
+	struct ggufs *fs = fs_of(req);
+	char err[GGUF_ERR_MAX];
+	uint64_t ino;
+	int r = tree_edits_create(fs->edits, name, &ino, err);
+	if (r < 0) {
+		reply_refused(req, r, err);
+		return;
+	}
+	invalidate(fs, 0);
+	struct handle *h = calloc(1, sizeof *h);
+	struct tree *t = take_tree(fs);
+	const struct tree_node *n = tree_node(t, ino);
+	if (!h || !n) {
+		free(h);
+		drop_tree(fs, t);
+		fuse_reply_err(req, h ? ENOENT : ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&h->lock, NULL);
+	h->tree = t;
+	h->writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof e);
+	e.ino = ino;
+	e.generation = 1;
+	e.attr_timeout = CACHE_TIMEOUT;
+	e.entry_timeout = CACHE_TIMEOUT;
+	fill_stat(fs, n, &e.attr);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = h->writing;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		tree_release(t);
+		free(h);
+	}
 }
 
+/* A write of metadata/KEY goes into the writer's text, at its offset (a hole is zeros);
+ * the text becomes the value at close. EINVAL at once when the text can no longer
+ * become a value of the key's type. */
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
-	(void)ino, (void)buf, (void)size, (void)off, (void)fi;
-	erofs(req);
+	struct handle *h = handle_of(fi);
+	uint64_t end;
+	if (!h || !h->writing) {
+		erofs(req);
+		return;
+	}
+	if (off < 0 || __builtin_add_overflow((uint64_t)off, (uint64_t)size, &end) ||
+	    end > EDIT_TEXT_MAX) {
+		fuse_reply_err(req, off < 0 ? EINVAL : EFBIG);
+		return;
+	}
+	pthread_mutex_lock(&h->lock);
+	int r = 0;
+	if (end + 1 > h->cap) {
+		uint64_t cap = h->cap ? h->cap : 4096;
+		while (cap < end + 1)
+			cap *= 2;
+		char *b = realloc(h->buf, cap);
+		if (!b)
+			r = -ENOMEM;
+		else {
+			h->buf = b;
+			h->cap = cap;
+		}
+	}
+	if (r == 0) {
+		if ((uint64_t)off > h->len)
+			memset(h->buf + h->len, 0, (uint64_t)off - h->len);
+		memcpy(h->buf + off, buf, size);
+		if (end > h->len)
+			h->len = end;
+		h->dirty = true;
+	}
+	char err[GGUF_ERR_MAX];
+	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, h->buf, h->len, err)) < 0) {
+		h->dirty = false;   /* refused now; the close has nothing to make of it */
+		pthread_mutex_unlock(&h->lock);
+		reply_refused(req, r, err);
+		return;
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_write(req, size);
 }
 
 const struct fuse_lowlevel_ops ggufs_ops = {
@@ -499,13 +936,14 @@ const struct fuse_lowlevel_ops ggufs_ops = {
 	.mknod = op_mknod,
 	.mkdir = op_mkdir,
 	.unlink = op_unlink,
-	.rmdir = op_unlink,
+	.rmdir = op_rmdir,
 	.symlink = op_symlink,
 	.rename = op_rename,
 	.link = op_link,
 	.open = op_open,
 	.read = op_read,
 	.write = op_write,
+	.flush = op_flush,
 	.release = op_release,
 	.opendir = op_opendir,
 	.readdir = op_readdir,

@@ -122,9 +122,69 @@ out:
 	return rc;
 }
 
+/* The layout of a single-file model seen with edited metadata (m->meta is not the
+ * file's own parse: overlay.h): a header written from m->meta's keys and every tensor
+ * at its own offset in the data section, then the file's data section from its start
+ * to the end of the file, unchanged, as one span. */
+static int build_edited(const struct ggufs_model *m, struct modelfile *mf,
+                        char err[GGUF_ERR_MAX])
+{
+	const struct gguf_file *g = m->meta, *own = &m->shards[0].gf;
+	const uint64_t data_off = own->data_offset, data = m->shards[0].size - data_off;
+	char why[GGUF_ERR_MAX];
+	int rc = -1;
+	const struct gguf_kv **kv = calloc(g->n_kv + 1, sizeof *kv);
+	const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
+	uint64_t *offsets = calloc(m->n_tensors + 1, sizeof *offsets);
+	mf->spans = calloc(1, sizeof *mf->spans);
+	if (!kv || !ts || !offsets || !mf->spans) {
+		errf(err, "%s: out of memory for model.gguf", m->path);
+		goto out;
+	}
+	for (uint64_t k = 0; k < g->n_kv; k++)
+		kv[k] = &g->kv[k];
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		ts[i] = m->tensors[i].t;
+		offsets[i] = ts[i]->offset - data_off;
+	}
+	if (gguf_header_write(g->version, kv, g->n_kv, ts, offsets, m->n_tensors, own->alignment,
+	                      NULL, 0, &mf->header_len, why) < 0)
+		goto bad;
+	if (__builtin_add_overflow(mf->header_len, data, &mf->size) || mf->size > INT64_MAX) {
+		errf(err, "%s: the edited model.gguf would be larger than 2^63 bytes", m->path);
+		goto out;
+	}
+	mf->header = malloc(mf->header_len ? mf->header_len : 1);
+	if (!mf->header) {
+		errf(err, "%s: out of memory for the header of model.gguf", m->path);
+		goto out;
+	}
+	if (gguf_header_write(g->version, kv, g->n_kv, ts, offsets, m->n_tensors, own->alignment,
+	                      mf->header, mf->header_len, &mf->header_len, why) < 0)
+		goto bad;
+	mf->spans[0] = (struct modelfile_span){ .off = mf->header_len, .len = data,
+	                                        .shard_off = data_off, .shard = 0 };
+	mf->n_spans = data ? 1 : 0;
+	rc = 0;
+	goto out;
+bad:
+	errf(err, "%s: model.gguf: %s", m->path, why);
+out:
+	free(kv);
+	free(ts);
+	free(offsets);
+	return rc;
+}
+
 int modelfile_build(const struct ggufs_model *m, struct modelfile *mf, char err[GGUF_ERR_MAX])
 {
 	memset(mf, 0, sizeof *mf);
+	if (m->n_shards == 1 && m->meta != &m->shards[0].gf) {
+		if (build_edited(m, mf, err) == 0)
+			return 0;
+		modelfile_free(mf);
+		return -1;
+	}
 	if (m->n_shards > 1) {
 		if (build_merged(m, mf, err) == 0)
 			return 0;

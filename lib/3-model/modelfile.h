@@ -7,7 +7,12 @@
  * tensor of every shard in shard order, its offset recomputed in one data section at the
  * model's alignment), kept in memory, then one span per tensor mapping its bytes onto
  * the shard that holds them, zeros between tensors (the merge tool's padding) and after
- * the last one up to the alignment. Memory is the header plus one span per tensor. */
+ * the last one up to the alignment. Memory is the header plus one span per tensor.
+ *
+ * A model seen with edited metadata (m->meta not the first shard's own parse: the view
+ * of an overlay state, overlay.h) has its header written from those keys, the model's
+ * own key order with new keys last; a single file's data section follows it at the
+ * next multiple of the alignment as one span, byte for byte. */
 #ifndef GGUFS_MODELFILE_H
 #define GGUFS_MODELFILE_H
 

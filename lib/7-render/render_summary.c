@@ -236,8 +236,13 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 	}
 	/* the file a GGUF tool loads (modelfile.h): this one, or the shards merged */
 	label(s, "model file:");
+	/* a model seen with edited metadata (overlay.h): its meta is not the file's own */
+	bool edited = m->meta != &m->shards[0].gf;
 	if (m->n_shards > 1)
-		putf(s, "model.gguf (the %" PRIu32 " shards merged into one GGUF)\n", m->n_shards);
+		putf(s, "model.gguf (the %" PRIu32 " shards merged into one GGUF%s)\n", m->n_shards,
+		     edited ? ", with the metadata edits" : "");
+	else if (edited)
+		putf(s, "model.gguf (this file with the metadata edits)\n");
 	else
 		putf(s, "model.gguf (this file as it is)\n");
 	label(s, "GGUF version:");

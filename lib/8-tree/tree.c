@@ -122,18 +122,34 @@ static uint64_t names_bytes(const struct ggufs_model *m)
 	return total;
 }
 
-struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
+/* The ino of a key of id: the model's own keys by position in the file, new keys after
+ * every tensor's inos, so that no edit moves another file's number. */
+static uint64_t key_ino(uint64_t n_orig, uint64_t n_t, uint64_t id)
+{
+	return id < n_orig ? TREE_FIRST_META + id : TREE_FIRST_META + n_orig + 4 * n_t + (id - n_orig);
+}
+
+/* Builds the tree of m, whose keys have the ids of state s (or are the file's own, s
+ * NULL), sharing base's statistics when base is given. */
+static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
+                          const struct tree *base, char err[GGUF_ERR_MAX])
 {
 	struct tree *t = calloc(1, sizeof *t);
 	uint64_t n_kv = m->meta->n_kv, n_t = m->n_tensors;
+	uint64_t n_orig = s ? s->n_orig : n_kv, ids = s ? s->next_id : n_kv;
 	char *w;
 
 	guard_install();
 	if (!t)
 		goto oom;
 	t->m = m;
-	t->n_nodes = TREE_FIRST_META + n_kv + 4 * n_t;
+	t->state = s ? ov_get(s) : NULL;
+	t->base = base;
+	atomic_init(&t->refs, 1);
+	t->n_orig = n_orig;
+	t->n_nodes = key_ino(n_orig, n_t, ids);
 	t->nodes = calloc(t->n_nodes, sizeof *t->nodes);
+	t->meta_ino = calloc(n_kv + 1, sizeof *t->meta_ino);
 	t->names = malloc(names_bytes(m));
 	t->tensor_children = calloc(3 * n_t + 1, sizeof *t->tensor_children);
 	t->npy_header_len = calloc(n_t + 1, sizeof *t->npy_header_len);
@@ -142,12 +158,13 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 		cap <<= 1;
 	t->slots = calloc(cap, sizeof *t->slots);
 	t->slot_mask = cap - 1;
-	t->marks = calloc(TREE_FIRST_META + n_kv, sizeof *t->marks);
-	t->stats = tree_stats_new(n_t);
+	t->n_marks = t->n_nodes;
+	t->marks = calloc(t->n_marks, sizeof *t->marks);
+	t->stats = base ? base->stats : tree_stats_new(n_t);
 	t->stats_children = calloc(n_t + 1, sizeof *t->stats_children);
 	t->tsv_line = calloc(n_t + 1, sizeof *t->tsv_line);
-	if (!t->nodes || !t->names || !t->tensor_children || !t->npy_header_len || !t->slots ||
-	    !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
+	if (!t->nodes || !t->meta_ino || !t->names || !t->tensor_children || !t->npy_header_len ||
+	    !t->slots || !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
 		goto oom;
 	if (modelfile_build(m, &t->mf, err) < 0) {
 		tree_free(t);
@@ -165,46 +182,48 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 
 	w = t->names;
 	for (uint64_t k = 0; k < n_kv; k++) {
-		struct tree_node *n = &t->nodes[TREE_FIRST_META + k];
+		uint64_t ino = key_ino(n_orig, n_t, s ? s->keys[k].id : k);
+		struct tree_node *n = &t->nodes[ino];
 		const struct gguf_str *key = &m->meta->kv[k].key;
-		*n = (struct tree_node){ .ino = TREE_FIRST_META + k, .parent = 2,
-		                         .kind = TREE_META, .index = k, .name = w };
+		t->meta_ino[k] = ino;
+		*n = (struct tree_node){ .ino = ino, .parent = 2, .kind = TREE_META, .index = k,
+		                         .name = w };
 		w += names_encode(key->ptr, key->len, false, w) + 1;
 		slot_add(t, n);
 	}
 	for (uint64_t i = 0; i < n_t; i++) {
 		const struct gguf_tensor *g = m->tensors[i].t;
-		uint64_t base = TREE_FIRST_META + n_kv + 3 * i;
+		uint64_t base_ino = TREE_FIRST_META + n_orig + 3 * i;
 		const char *base_name = w;
 		size_t len = names_encode(g->name.ptr, g->name.len, true, w);
 		for (uint64_t j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
 			static const char *const suffix[] = { "", ".f32", ".npy" };
 			static const enum tree_kind kinds[] = { TREE_RAW, TREE_F32, TREE_NPY };
-			struct tree_node *n = &t->nodes[base + j];
+			struct tree_node *n = &t->nodes[base_ino + j];
 			if (j)
 				memmove(w, base_name, len);
 			strcpy(w + len, suffix[j]);
-			*n = (struct tree_node){ .ino = base + j, .parent = 3, .kind = kinds[j],
+			*n = (struct tree_node){ .ino = base_ino + j, .parent = 3, .kind = kinds[j],
 			                         .index = i, .name = w };
 			w += len + strlen(suffix[j]) + 1;
 			t->tensor_children[t->n_tensor_children++] = n->ino;
 			slot_add(t, n);
 		}
 		if (!g->has_f32) {
-			t->nodes[base].size = g->size;
+			t->nodes[base_ino].size = g->size;
 			continue;
 		}
 		char hdr[NPY_HEADER_MAX];
 		t->npy_header_len[i] = (uint32_t)npy_header(g, hdr);
-		t->nodes[base].size = g->size;
-		t->nodes[base + 1].size = f32_size(g);
-		t->nodes[base + 2].size = t->npy_header_len[i] + f32_size(g);
+		t->nodes[base_ino].size = g->size;
+		t->nodes[base_ino + 1].size = f32_size(g);
+		t->nodes[base_ino + 2].size = t->npy_header_len[i] + f32_size(g);
 
-		struct tree_node *sn = &t->nodes[TREE_FIRST_META + n_kv + 3 * n_t + i];
+		uint64_t sino = TREE_FIRST_META + n_orig + 3 * n_t + i;
+		struct tree_node *sn = &t->nodes[sino];
 		memmove(w, base_name, len);
 		w[len] = 0;
-		*sn = (struct tree_node){ .ino = TREE_FIRST_META + n_kv + 3 * n_t + i,
-		                          .parent = TREE_STATS_DIR_INO, .kind = TREE_STATS,
+		*sn = (struct tree_node){ .ino = sino, .parent = TREE_STATS_DIR_INO, .kind = TREE_STATS,
 		                          .index = i, .name = w, .size = render_stats_size(g) };
 		w += len + 1;
 		t->stats_children[t->n_stats_children++] = sn->ino;
@@ -214,16 +233,49 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	tree_stats_layout(t);
 
 	/* sized last: the renderers see a complete tree */
-	for (uint64_t ino = 4; ino < TREE_FIRST_META + n_kv; ino++)
-		if (t->nodes[ino].ino && ino != TREE_STATS_DIR_INO && ino != TREE_STATS_TSV_INO &&
-		    ino != TREE_MODEL_INO)
-			t->nodes[ino].size = rendered_size(t, &t->nodes[ino]);
+	t->nodes[4].size = rendered_size(t, &t->nodes[4]);
+	t->nodes[5].size = rendered_size(t, &t->nodes[5]);
+	for (uint64_t k = 0; k < n_kv; k++)
+		t->nodes[t->meta_ino[k]].size = rendered_size(t, &t->nodes[t->meta_ino[k]]);
 	return t;
 oom:
 	snprintf(err, GGUF_ERR_MAX, "%s: out of memory for the tree of %" PRIu64 " keys and %"
 	         PRIu64 " tensors", m->path, n_kv, n_t);
 	tree_free(t);
 	return NULL;
+}
+
+struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
+{
+	return build(m, NULL, NULL, err);
+}
+
+struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
+                              char err[GGUF_ERR_MAX])
+{
+	return build(&s->view, s, base, err);
+}
+
+struct tree *tree_hold(struct tree *t)
+{
+	atomic_fetch_add(&t->refs, 1);
+	return t;
+}
+
+void tree_release(struct tree *t)
+{
+	if (t && atomic_fetch_sub(&t->refs, 1) == 1)
+		tree_free(t);
+}
+
+uint64_t tree_key_ino(const struct tree *t, uint64_t k)
+{
+	return k < t->m->meta->n_kv ? t->meta_ino[k] : 0;
+}
+
+const struct ov_state *tree_state(const struct tree *t)
+{
+	return t->state;
 }
 
 void tree_free(struct tree *t)
@@ -236,10 +288,13 @@ void tree_free(struct tree *t)
 	free(t->npy_header_len);
 	free(t->slots);
 	if (t->marks)
-		for (uint64_t ino = 0; ino < TREE_FIRST_META + t->m->meta->n_kv; ino++)
+		for (uint64_t ino = 0; ino < t->n_marks; ino++)
 			render_marks_free(&t->marks[ino]);
 	free(t->marks);
-	tree_stats_free(t->stats, t->m->n_tensors);
+	if (!t->base)
+		tree_stats_free(t->stats, t->m->n_tensors);
+	free(t->meta_ino);
+	ov_put(t->state);
 	free(t->stats_children);
 	free(t->tsv_line);
 	modelfile_free(&t->mf);
@@ -253,7 +308,7 @@ const struct ggufs_model *tree_model(const struct tree *t)
 
 const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind)
 {
-	const uint64_t base = TREE_FIRST_META + t->m->meta->n_kv;
+	const uint64_t base = TREE_FIRST_META + t->n_orig;
 	const uint64_t n_t = t->m->n_tensors;
 	if (i >= n_t)
 		return NULL;
@@ -313,7 +368,7 @@ const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint6
 	case TREE_ROOT_INO:
 		return &t->nodes[2 + i];
 	case 2:
-		return &t->nodes[TREE_FIRST_META + i];
+		return &t->nodes[t->meta_ino[i]];
 	case TREE_STATS_DIR_INO:
 		return &t->nodes[t->stats_children[i]];
 	default:

@@ -5,14 +5,21 @@
  * model's layout as one file (lib/3-model/modelfile.h); extended attributes are
  * tree_xattr.c's.
  *
- * Inode numbers are derived from position, so they are stable for one model:
+ * Inode numbers are derived from position in the model's file, so they are stable for
+ * one model and across its metadata edits:
  *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
  *   6 /stats       7 /stats.tsv     8 /model.gguf
- *   TREE_FIRST_META + k                    metadata key k (file order)
+ *   TREE_FIRST_META + k                    metadata key k of the file (file order)
  *   TREE_FIRST_META + n_kv + 3 t + j       tensor t: j = 0 raw, 1 .f32, 2 .npy
  *   TREE_FIRST_META + n_kv + 3 n_t + t     stats/NAME of tensor t
- * A tensor without a dequantizer has no .f32/.npy and no stats/NAME: those inode numbers
- * stay unused. */
+ *   TREE_FIRST_META + n_kv + 4 n_t + j     the j-th key created by edits (overlay.h ids)
+ * where n_kv counts the keys of the file. A tensor without a dequantizer has no
+ * .f32/.npy and no stats/NAME, a deleted key no file: those inode numbers stay unused.
+ * A renamed key keeps its number, as rename(2) keeps an inode.
+ *
+ * With -o edits, each state of the metadata (overlay.h) has a tree of its own, built
+ * from the state's view of the model; trees are held by reference (tree_hold), so a
+ * reader that opened a file of one keeps reading it while a newer one serves lookups. */
 #ifndef GGUFS_TREE_H
 #define GGUFS_TREE_H
 
@@ -22,6 +29,7 @@
 #include <sys/uio.h>
 
 #include "model.h"
+#include "overlay.h"
 
 #define TREE_ROOT_INO 1
 #define TREE_FIRST_META 16
@@ -60,6 +68,19 @@ struct tree;
  * (rendered files are rendered once to count their bytes). NULL with err on failure. */
 struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX]);
 void tree_free(struct tree *t);
+
+/* The tree of edit state s (held while the tree lives), sharing base's statistics:
+ * base, the tree of the model's own metadata, must outlive it. NULL with err. */
+struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
+                              char err[GGUF_ERR_MAX]);
+/* Another reference to t; tree_release drops one, the last frees t. A tree from
+ * tree_build or tree_build_state starts with one. */
+struct tree *tree_hold(struct tree *t);
+void tree_release(struct tree *t);
+/* The edit state of t, or NULL for the tree of the model's own metadata. */
+const struct ov_state *tree_state(const struct tree *t);
+/* The ino of metadata key k (the k-th key of the tree's metadata), or 0. */
+uint64_t tree_key_ino(const struct tree *t, uint64_t k);
 
 /* The model the tree shows. */
 const struct ggufs_model *tree_model(const struct tree *t);

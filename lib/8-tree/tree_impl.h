@@ -8,11 +8,17 @@
 #include <stdint.h>
 
 #include "modelfile.h"
+#include "overlay.h"
 #include "render_mark.h"
 #include "tree.h"
 
 struct tree {
 	const struct ggufs_model *m;
+	struct ov_state *state;      /* the edit state whose view m is (held), or NULL */
+	const struct tree *base;     /* the tree whose statistics this one shares, or NULL */
+	atomic_uint_fast64_t refs;   /* tree_hold / tree_release */
+	uint64_t n_orig;             /* keys of the model's file: where tensor inos start */
+	uint64_t *meta_ino;          /* ino of the key at each position of m->meta */
 	uint64_t n_nodes;            /* inode numbers 0 .. n_nodes - 1; 0 and gaps unused */
 	struct tree_node *nodes;
 	char *names;                 /* every escaped name, NUL-terminated, back to back */
@@ -21,7 +27,8 @@ struct tree {
 	uint64_t *slots;             /* lookup hash: ino, 0 = empty */
 	uint64_t slot_mask;
 	uint32_t *npy_header_len;    /* per tensor, 0 without .npy */
-	struct render_marks *marks;  /* per ino below TREE_FIRST_META + n_kv: restart points
+	uint64_t n_marks;
+	struct render_marks *marks;  /* per ino below n_marks: restart points
 	                              * of gguf.json and metadata/KEY (render_mark.h) */
 	struct stats_slot *stats;    /* per tensor (tree_stats.c) */
 	uint64_t *stats_children;    /* inos of stats/, in file order */

@@ -1,5 +1,6 @@
 // Loads GGUF files with llama.cpp (node-llama-cpp, CPU build) and prints, for each, one
-// JSON line: the greedy completion of a fixed prompt as token ids and the load time.
+// JSON line: the greedy completion of a fixed prompt as token ids, the load time, and
+// the chat template llama.cpp's loader read from the file (null when it has none).
 //   node greedy.mjs [--no-mmap | --both] [--tokens N] [--load-only] MODEL.gguf...
 // --both loads each file twice, with mmap and with --no-mmap's reads. Greedy decoding
 // (temperature 0) is deterministic for one machine and build, so two loads of the same
@@ -30,7 +31,8 @@ for (const path of paths) {
       });
       await context.dispose();
     }
-    console.log(JSON.stringify({ path, mmap: useMmap, tokens,
+    const chatTemplate = model.fileInfo.metadata?.tokenizer?.chat_template ?? null;
+    console.log(JSON.stringify({ path, mmap: useMmap, tokens, chat_template: chatTemplate,
                                  load_ms: Math.round(loadMs * 10) / 10 }));
     await model.dispose();
   }

@@ -3,7 +3,9 @@
 package.json, installed with `npm ci` there): the bundled model from a local mount, from
 nginx by URL and through hf:// with HF_ENDPOINT, and split in 3 (local and by URL),
 each with mmap and with --no-mmap's reads. Every load's greedy completion of a fixed
-prompt is exactly the tokens that loading the original file gives.
+prompt is exactly the tokens that loading the original file gives. A mount with
+-o edits=FILE whose tokenizer.chat_template was rewritten (issue 19) loads too, reports
+the new template, and completes with the same tokens.
 
 Without node or the installed package the test is skipped (77), except where
 GGUFS_REQUIRE_LLAMA is set (CI sets it): there it fails."""
@@ -71,6 +73,18 @@ class Llama(unittest.TestCase):
     def test_local_and_split(self):
         with gm.Mount(TINY) as a, gm.Mount(self.shards[1]) as b:
             self.check([a, b])
+
+    def test_edited(self):
+        template = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+        with tempfile.TemporaryDirectory() as d:
+            with gm.Mount(TINY, ["-o", "edits=" + os.path.join(d, "fix.json")]) as m:
+                with open(m.p("metadata", "tokenizer.chat_template"), "w") as f:
+                    f.write(template + "\n")
+                got = greedy([m.p("model.gguf")], "--both")
+        self.assertEqual(len(got), 2)
+        for g in got:
+            self.assertEqual(g["chat_template"], template)
+            self.assertEqual(g["tokens"], self.tokens, g)
 
     def test_remote(self):
         url = self.nginx.url

@@ -4,6 +4,8 @@
   hf:// with HF_ENDPOINT; the bundled model and the type vectors, single and split,
   parse back with ggufs itself into the remote tree's keys, values, tensors and bytes;
   a split model mounted by URL merges back into the original byte for byte;
+- an edits file made on a local mount applies to the model by URL, whole and split
+  (issue 19);
 - on the fault server, a whole read of model.gguf while it answers 503s and resets
   connections mid-body equals the file;
 - a sequential reader of model.gguf gets the read-ahead: requests grow past the
@@ -71,6 +73,24 @@ class Served(unittest.TestCase):
         with EnvMount(self.nginx.url + "/split/tiny-00002-of-00003.gguf") as m:
             self.assertEqual(sha256(m.p("model.gguf")), sha256(TINY))
             parses_back(self, m.path)
+
+    def test_edits_local_then_remote(self):
+        """Issue 19: an edits file made on a local mount applies to the same model served
+        by URL, whole and split: its merged model.gguf parses back with the edit."""
+        d = public_root()
+        try:
+            fix = os.path.join(d, "fix.json")
+            with gm.Mount(TINY, ["-o", "edits=" + fix]) as m:
+                with open(m.p("metadata", "general.name"), "w") as f:
+                    f.write("fixed remotely\n")
+            for url in (self.nginx.url + PATH, self.nginx.url + "/split/tiny-00002-of-00003.gguf"):
+                with EnvMount(url, ["-o", "edits=" + fix]) as m:
+                    self.assertEqual(gm.read_file(m.p("metadata", "general.name")),
+                                     b"fixed remotely\n")
+                    doc, _ = parses_back(self, m.path)
+                    self.assertEqual(doc["metadata"]["general.name"]["value"], "fixed remotely")
+        finally:
+            shutil.rmtree(d)
 
     def test_split_alltypes(self):
         with EnvMount(self.nginx.url + "/split/alltypes-00001-of-00004.gguf") as m:

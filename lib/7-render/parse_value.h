@@ -1,0 +1,27 @@
+/* Parsing the content of metadata/KEY: the exact inverse of render_value, so that what
+ * a file shows, written back, is the value it showed (SPEC, metadata edits). */
+#ifndef GGUFS_PARSE_VALUE_H
+#define GGUFS_PARSE_VALUE_H
+
+#include <stdint.h>
+
+#include "gguf.h"
+#include "value_text.h"
+
+/* Parses [text, text + len) as a value of type t:
+ *   a number or bool: its text, surrounding whitespace (a final newline too) ignored;
+ *   a string: the text less one final newline when it ends with one, every other byte
+ *     as written (CR, NUL and bad UTF-8 included);
+ *   an array: one element per line (the last line's newline may be missing; an empty
+ *     text is an empty array), strings with render_escaped's escapes decoded, inner
+ *     arrays as JSON arrays.
+ * 0 with the value in out (value_buf_free it), or -1 with one line in err that names
+ * the line and what is wrong with it. */
+int parse_value(const char *text, uint64_t len, const struct value_type *t,
+                struct value_buf *out, char err[GGUF_ERR_MAX]);
+
+/* t from the type of a value as it is (render_value_type's reading of it). 0, or -1
+ * for a value whose type has no parser (an unknown type id). */
+int parse_value_type_of(const struct gguf_value *v, struct value_type *t);
+
+#endif

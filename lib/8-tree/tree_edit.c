@@ -1,0 +1,434 @@
+#include "tree_edit.h"
+#include "tree_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "edits_file.h"
+#include "names.h"
+#include "parse_value.h"
+#include "render_value.h"
+
+struct tree_edits {
+	pthread_mutex_t lock;       /* one edit at a time; guards cur */
+	struct tree *base;          /* the model's own metadata (borrowed) */
+	struct tree *cur;           /* the current tree (one reference is ours) */
+	char *path;
+	struct edits_identity id;
+	/* the types user.gguf.type set on keys, by key id: an empty array of arrays has no
+	 * inner type in the file, so the next write takes it from here */
+	struct declared { uint64_t id; struct value_type t; } *declared;
+	uint64_t n_declared;
+};
+
+/* Remembers type t set on the key of id (the last one set wins). */
+static void declare(struct tree_edits *e, uint64_t id, const struct value_type *t)
+{
+	for (uint64_t i = 0; i < e->n_declared; i++)
+		if (e->declared[i].id == id) {
+			e->declared[i].t = *t;
+			return;
+		}
+	struct declared *d = realloc(e->declared, (e->n_declared + 1) * sizeof *d);
+	if (!d)
+		return;   /* only a convenience is lost */
+	e->declared = d;
+	e->declared[e->n_declared++] = (struct declared){ .id = id, .t = *t };
+}
+
+/* The type to parse key k's text as: its value's, or when that does not say the inner
+ * type (an empty array of arrays) the one user.gguf.type last set. 0 or -1. */
+static int type_of(const struct tree_edits *e, uint64_t k, struct value_type *t)
+{
+	if (parse_value_type_of(&e->cur->m->meta->kv[k].value, t) < 0)
+		return -1;
+	if (t->leaf == GGUF_TYPE_ARRAY)
+		for (uint64_t i = 0; i < e->n_declared; i++)
+			if (e->declared[i].id == e->cur->state->keys[k].id)
+				*t = e->declared[i].t;
+	return 0;
+}
+
+struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX])
+{
+	struct tree_edits *e = calloc(1, sizeof *e);
+	char why[GGUF_ERR_MAX];
+	char *text = NULL;
+	uint64_t len;
+	struct ov_state *s = NULL;
+	if (!e || !(e->path = strdup(path)))
+		goto oom;
+	pthread_mutex_init(&e->lock, NULL);
+	e->base = base;
+	e->id.size = base->mf.size;
+	if (ov_identity(base->m, &e->id.header_hash) < 0)
+		goto oom;
+	int r = edits_load(path, &text, &len, why);
+	if (r < 0) {
+		snprintf(err, GGUF_ERR_MAX, "%s", why);
+		goto fail;
+	}
+	if (r == 1) {   /* missing: created, holding no edits */
+		s = ov_initial(base->m);
+		if (!s || edits_render(s, &e->id, &text, &len) < 0)
+			goto oom;
+		if (edits_save(path, text, len, why) < 0) {
+			snprintf(err, GGUF_ERR_MAX, "%s", why);
+			goto fail;
+		}
+	} else if (!(s = edits_parse(base->m, &e->id, text, len, why))) {
+		snprintf(err, GGUF_ERR_MAX, "%.100s: %.400s", path, why);
+		goto fail;
+	}
+	e->cur = tree_build_state(base, s, err);
+	if (!e->cur)
+		goto fail;
+	ov_put(s);
+	free(text);
+	return e;
+oom:
+	snprintf(err, GGUF_ERR_MAX, "%s: out of memory", path);
+fail:
+	ov_put(s);
+	free(text);
+	tree_edits_close(e);
+	return NULL;
+}
+
+void tree_edits_close(struct tree_edits *e)
+{
+	if (!e)
+		return;
+	tree_release(e->cur);
+	free(e->declared);
+	pthread_mutex_destroy(&e->lock);
+	free(e->path);
+	free(e);
+}
+
+struct tree *tree_edits_current(struct tree_edits *e)
+{
+	pthread_mutex_lock(&e->lock);
+	struct tree *t = tree_hold(e->cur);
+	pthread_mutex_unlock(&e->lock);
+	return t;
+}
+
+/* Makes s (the next state, ours) current: its tree built, FILE written, then the swap.
+ * Called with the lock held; takes s. 0 or -errno with err. */
+static int commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MAX])
+{
+	char *text = NULL;
+	uint64_t len;
+	struct tree *t = tree_build_state(e->base, s, err);
+	ov_put(s);
+	if (!t)
+		return -ENOMEM;
+	if (edits_render(tree_state(t), &e->id, &text, &len) < 0) {
+		tree_release(t);
+		snprintf(err, GGUF_ERR_MAX, "out of memory for the edits file");
+		return -ENOMEM;
+	}
+	int r = edits_save(e->path, text, len, err);
+	free(text);
+	if (r < 0) {
+		tree_release(t);
+		return r;
+	}
+	struct tree *old = e->cur;
+	e->cur = t;
+	tree_release(old);
+	return 0;
+}
+
+/* The position in cur's metadata of the key of file ino, or UINT64_MAX. */
+static uint64_t key_at(const struct tree *t, uint64_t ino)
+{
+	const struct tree_node *n = tree_node(t, ino);
+	return n && n->kind == TREE_META ? n->index : UINT64_MAX;
+}
+
+/* One line naming key k of t and why: "general.name: line 2: ...". */
+static void key_err(const struct tree *t, uint64_t k, const char *why, char err[GGUF_ERR_MAX])
+{
+	char q[80];
+	snprintf(err, GGUF_ERR_MAX, "metadata/%s: %.400s", gguf_quote(&t->m->meta->kv[k].key, q), why);
+}
+
+/* The refusal of editing key k of t at all (general.alignment, split.*): -errno, or 0. */
+static int refused(const struct tree *t, uint64_t k, char err[GGUF_ERR_MAX])
+{
+	int e;
+	const struct gguf_str *key = &t->m->meta->kv[k].key;
+	const char *why = ov_refusal(key->ptr, key->len, &e);
+	if (!why)
+		return 0;
+	key_err(t, k, why, err);
+	return -e;
+}
+
+/* True when text is exactly what metadata/KEY shows for v. */
+static bool is_rendering(const struct gguf_value *v, const char *text, uint64_t len)
+{
+	struct sink c = sink_counter();
+	render_value(&c, v);
+	if (c.pos != len)
+		return false;
+	char *buf = malloc(len + 1);
+	if (!buf)
+		return false;
+	struct sink s = sink_window(buf, 0, len);
+	render_value(&s, v);
+	bool same = memcmp(buf, text, len) == 0;
+	free(buf);
+	return same;
+}
+
+/* Sets key k of cur to text parsed as type t. Lock held. */
+static int set_text(struct tree_edits *e, uint64_t k, const struct value_type *t,
+                    const char *text, uint64_t len, char err[GGUF_ERR_MAX])
+{
+	const struct tree *cur = e->cur;
+	char why[GGUF_ERR_MAX];
+	struct value_buf b;
+	if (parse_value(text, len, t, &b, why) < 0) {
+		key_err(cur, k, why, err);
+		return -EINVAL;
+	}
+	int r = 0;
+	if (!ov_value_equal(&b.v, &cur->m->meta->kv[k].value)) {
+		struct ov_state *s = ov_set(cur->state, k, &b.v);
+		r = s ? commit(e, s, err) : -ENOMEM;
+		if (!s)
+			key_err(cur, k, "out of memory", err);
+	}
+	value_buf_free(&b);
+	return r;
+}
+
+int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
+                     char err[GGUF_ERR_MAX])
+{
+	pthread_mutex_lock(&e->lock);
+	const struct tree *cur = e->cur;
+	uint64_t k = key_at(cur, ino);
+	int r;
+	struct value_type t;
+	if (k == UINT64_MAX) {
+		snprintf(err, GGUF_ERR_MAX, "a key that is gone was written");
+		r = -ENOENT;
+	} else if ((r = refused(cur, k, err)) < 0) {
+	} else if (is_rendering(&cur->m->meta->kv[k].value, text, len)) {
+		r = 0;   /* what it shows: the same value, bytes and all */
+	} else if (type_of(e, k, &t) < 0) {
+		key_err(cur, k, "a value of an unknown type cannot be written", err);
+		r = -EINVAL;
+	} else {
+		r = set_text(e, k, &t, text, len, err);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
+                        char err[GGUF_ERR_MAX])
+{
+	pthread_mutex_lock(&e->lock);
+	const struct tree *cur = e->cur;
+	uint64_t k = key_at(cur, ino);
+	int r = 0;
+	if (k != UINT64_MAX) {
+		const struct gguf_value *v = &cur->m->meta->kv[k].value;
+		if (v->type != GGUF_TYPE_STRING && v->type != GGUF_TYPE_ARRAY) {
+			/* longer than any number's text with room for spaces, or a byte none has */
+			bool is_bool = v->type == GGUF_TYPE_BOOL;
+			bool is_float = v->type == GGUF_TYPE_FLOAT32 || v->type == GGUF_TYPE_FLOAT64;
+			bool bad = len > 4096;
+			for (uint64_t i = 0; i < len && !bad; i++) {
+				char c = text[i];
+				bool space = c && strchr(" \t\r\n\v\f", c);
+				bool ok = space || (is_bool ? c && strchr("truefals", c) != NULL :
+				          (c >= '0' && c <= '9') || c == '+' || c == '-' ||
+				          (is_float && c && strchr(".eEnNaAiIfFtTyY", c)));
+				bad = !ok;
+			}
+			if (bad) {
+				char why[96];
+				snprintf(why, sizeof why, "the text can no longer be a %s",
+				         gguf_vtype_name(v->type));
+				key_err(cur, k, why, err);
+				r = -EINVAL;
+			}
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, uint64_t len,
+                        char err[GGUF_ERR_MAX])
+{
+	pthread_mutex_lock(&e->lock);
+	const struct tree *cur = e->cur;
+	uint64_t k = key_at(cur, ino);
+	struct value_type t, now;
+	uint64_t id = k != UINT64_MAX ? cur->state->keys[k].id : 0;
+	int r;
+	if (k == UINT64_MAX) {
+		snprintf(err, GGUF_ERR_MAX, "a key that is gone was given a type");
+		r = -ENOENT;
+	} else if ((r = refused(cur, k, err)) < 0) {
+	} else if (value_type_parse(type, len, &t) < 0 || (t.depth == 0 && t.leaf == GGUF_TYPE_ARRAY)) {
+		key_err(cur, k, "user.gguf.type is not a GGUF type (uint8 ... float64, bool, string, "
+		        "array[T])", err);
+		r = -EINVAL;
+	} else if (type_of(e, k, &now) == 0 && now.depth == t.depth && now.leaf == t.leaf) {
+		r = 0;   /* the type it has */
+	} else if (cur->m->meta->kv[k].value.type == GGUF_TYPE_STRING &&
+	           cur->m->meta->kv[k].value.size == 8) {
+		/* an empty string (a key just made with touch) takes the type's empty value:
+		 * 0, false, an empty array; what is written next is parsed as that type */
+		const char *zero = t.depth ? "" : t.leaf == GGUF_TYPE_BOOL ? "false" :
+		                   t.leaf == GGUF_TYPE_STRING ? "" : "0";
+		r = set_text(e, k, &t, zero, strlen(zero), err);
+	} else {
+		/* the text it shows, parsed as the new type */
+		const struct gguf_value *v = &cur->m->meta->kv[k].value;
+		struct sink c = sink_counter();
+		render_value(&c, v);
+		char *buf = malloc(c.pos + 1);
+		if (!buf) {
+			key_err(cur, k, "out of memory", err);
+			r = -ENOMEM;
+		} else {
+			struct sink s = sink_window(buf, 0, c.pos);
+			render_value(&s, v);
+			r = set_text(e, k, &t, buf, c.pos, err);
+			free(buf);
+		}
+	}
+	if (r == 0 && k != UINT64_MAX)
+		declare(e, id, &t);
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+/* The key whose file name is name: the escaping undone (%2F %25 %00 %2E), and only
+ * when the key's file name is name again. 0, or -EINVAL with err. */
+static int key_of_name(const char *name, char *key, uint64_t *len, char err[GGUF_ERR_MAX])
+{
+	uint64_t n = 0;
+	for (const char *p = name; *p; p++) {
+		if (p[0] == '%' && p[1] && p[2]) {
+			static const char *const esc[] = { "2F", "25", "00", "2E" };
+			static const char lit[] = { '/', '%', '\0', '.' };
+			int i;
+			for (i = 0; i < 4 && strncmp(p + 1, esc[i], 2) != 0; i++)
+				;
+			if (i < 4) {
+				key[n++] = lit[i];
+				p += 2;
+				continue;
+			}
+		}
+		key[n++] = *p;
+	}
+	char again[NAMES_BUF];
+	if (strcmp(name, "%") == 0)
+		n = 0;   /* the empty name's file */
+	names_encode(key, n, false, again);
+	if (strcmp(again, name) != 0) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: not the file name of any key GGUF can "
+		         "hold (a cut name with a hash, or an escape the names do not use)", name);
+		return -EINVAL;
+	}
+	*len = n;
+	return 0;
+}
+
+int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
+                      char err[GGUF_ERR_MAX])
+{
+	char key[NAMES_BUF + 8];
+	uint64_t len;
+	int r = key_of_name(name, key, &len, err), en;
+	if (r < 0)
+		return r;
+	const char *why = ov_refusal(key, len, &en);
+	if (why) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: %s", name, why);
+		return -en;
+	}
+	pthread_mutex_lock(&e->lock);
+	struct gguf_value empty = { .type = GGUF_TYPE_STRING, .data = (const uint8_t *)"\0\0\0\0\0\0\0\0",
+	                            .size = 8 };
+	struct ov_state *s = ov_create(e->cur->state, key, len, &empty);
+	if (!s) {
+		r = -errno;
+		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: %s", name, strerror(errno));
+	} else {
+		r = commit(e, s, err);
+		if (r == 0)   /* new keys come last */
+			*ino = tree_key_ino(e->cur, e->cur->m->meta->n_kv - 1);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
+                      char err[GGUF_ERR_MAX])
+{
+	pthread_mutex_lock(&e->lock);
+	const struct tree_node *n = tree_lookup(e->cur, 2, name);
+	int r;
+	if (!n) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: no such key", name);
+		r = -ENOENT;
+	} else if ((r = refused(e->cur, n->index, err)) < 0) {
+	} else {
+		*ino = n->ino;
+		struct ov_state *s = ov_delete(e->cur->state, n->index);
+		r = s ? commit(e, s, err) : -ENOMEM;
+		if (!s)
+			key_err(e->cur, n->index, "out of memory", err);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
+                      char err[GGUF_ERR_MAX])
+{
+	char key[NAMES_BUF + 8];
+	uint64_t len;
+	int r = key_of_name(to, key, &len, err), en;
+	if (r < 0)
+		return r;
+	const char *why = ov_refusal(key, len, &en);
+	if (why) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: %s", to, why);
+		return -en;
+	}
+	pthread_mutex_lock(&e->lock);
+	const struct tree_node *n = tree_lookup(e->cur, 2, from);
+	const struct tree_node *target = tree_lookup(e->cur, 2, to);
+	if (!n) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: no such key", from);
+		r = -ENOENT;
+	} else if ((r = refused(e->cur, n->index, err)) < 0) {
+	} else if (target && (r = refused(e->cur, target->index, err)) < 0) {
+	} else if (n == target) {
+		r = 0;
+	} else {
+		struct ov_state *s = ov_rename(e->cur->state, n->index, key, len);
+		r = s ? commit(e, s, err) : -ENOMEM;
+		if (!s)
+			key_err(e->cur, n->index, "out of memory", err);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}

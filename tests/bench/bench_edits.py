@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Metadata edits' speed (issue 19), printed, never asserted: `meson test --benchmark`.
+
+    python3 bench_edits.py GGUFS_BINARY
+
+On a 4 GiB model made here (the bundled model's metadata, a 32000-token vocabulary and
+a chat template, then one 4 GiB int8 tensor in a sparse file, so it costs no disk):
+1. `cp model.gguf /dev/null` through a fresh mount without edits, and through a fresh
+   mount with -o edits=FILE after tokenizer.chat_template was rewritten (target: the
+   same time: an edit costs what the header costs);
+2. the latency of one edit of a 64 KiB chat template (open with O_TRUNC, write, close,
+   which returns once FILE is on disk and every view shows it), median and worst of 20
+   (target: well under 50 ms, whatever the model's size)."""
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "mount"))
+import ggufs_mount as gm  # noqa: E402
+
+SIZE = 4 << 30
+GGML_I8 = 24
+
+
+def make_model(path):
+    """The bundled model's keys (tokens, template and all) and one int8 tensor of SIZE
+    bytes, whose data is a hole."""
+    data = gm.read_file(gm.TINY)
+    n_t, n_kv = struct.unpack_from("<QQ", data, 8)
+    # the keys end where the first tensor info starts: walk them as ggufs does
+    off = 24
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def skip_value(o, t):
+        if t == 8:
+            (n,) = struct.unpack_from("<Q", data, o)
+            return o + 8 + n
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", data, o)
+            o += 12
+            for _ in range(n):
+                o = skip_value(o, et)
+            return o
+        return o + sizes[t]
+    for _ in range(n_kv):
+        (n,) = struct.unpack_from("<Q", data, off)
+        off += 8 + n
+        (t,) = struct.unpack_from("<I", data, off)
+        off = skip_value(off + 4, t)
+    kvs = data[24:off]
+    name = b"big.weight"
+    hdr = b"GGUF" + struct.pack("<IQQ", 3, 1, n_kv) + kvs
+    hdr += struct.pack("<Q", len(name)) + name + struct.pack("<IQ", 1, SIZE)
+    hdr += struct.pack("<IQ", GGML_I8, 0)
+    hdr += b"\0" * (-len(hdr) % 32)
+    with open(path, "wb") as f:
+        f.write(hdr)
+        f.truncate(len(hdr) + SIZE)
+
+
+def cp_time(path):
+    t0 = time.monotonic()
+    subprocess.run(["cp", path, "/dev/null"], check=True)
+    return time.monotonic() - t0
+
+
+def edit(path, text):
+    t0 = time.monotonic()
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, text)
+    os.close(fd)
+    return time.monotonic() - t0
+
+
+def main():
+    gm.setup()
+    d = tempfile.mkdtemp(prefix="ggufs-bench-edits-")
+    model = os.path.join(d, "big.gguf")
+    make_model(model)
+    subprocess.run(["cat", model], stdout=subprocess.DEVNULL, check=True)  # warm the holes
+    fix = os.path.join(d, "fix.json")
+    template = (b"{% for message in messages %}{{ message.content }}{% endfor %}\n" * 1100)[:65535]
+    plain, edited = [], []
+    for _ in range(3):
+        with gm.Mount(model) as m:
+            plain.append(cp_time(m.p("model.gguf")))
+        with gm.Mount(model, ["-o", "edits=" + fix]) as m:
+            edit(m.p("metadata", "tokenizer.chat_template"), template + b"\n")
+            edited.append(cp_time(m.p("model.gguf")))
+    gb = (os.path.getsize(model)) / 1e9
+    print("model: %.2f GB (sparse), header with a 32000-token vocabulary" % gb)
+    print("cp model.gguf /dev/null, no edits:   best %.2f s (%.2f GB/s), runs %s"
+          % (min(plain), gb / min(plain), ", ".join("%.2f" % t for t in plain)))
+    print("cp model.gguf /dev/null, edited:     best %.2f s (%.2f GB/s), runs %s"
+          % (min(edited), gb / min(edited), ", ".join("%.2f" % t for t in edited)))
+    print("edited / unedited: %.2fx" % (min(edited) / min(plain)))
+    with gm.Mount(model, ["-o", "edits=" + fix]) as m:
+        k = m.p("metadata", "tokenizer.chat_template")
+        times = []
+        for i in range(20):
+            body = template[:-8] + b"%08d" % i
+            times.append(edit(k, body + b"\n"))
+            assert gm.read_file(k) == body + b"\n"
+    print("64 KiB chat template edit (open, write, close; FILE fsync'd): median %.1f ms, "
+          "worst %.1f ms of %d" % (1000 * statistics.median(times), 1000 * max(times), len(times)))
+    for f in os.listdir(d):
+        os.unlink(os.path.join(d, f))
+    os.rmdir(d)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Metadata edits, -o edits=FILE (issue 19), on real mounts:
+- every key of the bundled model and of the type vectors copied out and back changes
+  nothing: FILE holds no edit and model.gguf is the file byte for byte;
+- the edits of the issue's example (a name, a 64 KiB chat template, a key deleted, a new
+  uint32 key by touch + setfattr + write, a rename, a 32000-token array cut to 3 and a
+  150,000-element array made and cut) show in metadata/ (names, sizes, contents,
+  xattrs), gguf.json, summary.txt and model.gguf, which parses back with ggufs into the
+  same keys and the same tensor bytes; a remount with FILE has them all;
+- FILE made for another model, or not parsable, is refused with one line; a missing
+  FILE is created; without edits every write is EROFS;
+- refusals: general.alignment and split.* EPERM, a name no key has EINVAL, a value that
+  does not parse EINVAL at write or at close with the old value kept; writes at offsets,
+  sparse writes, truncate to odd sizes, two writers of one key (last close wins);
+- a reader that opened gguf.json before an edit reads the old text whole;
+- a split model's edits show in its merged model.gguf;
+- with allow_other another user reads but cannot write;
+- kill -9 during a loop of edits: the remount shows a state some close completed."""
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import ggufs_mount as gm
+from modelfile_check import parses_back, sha256
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
+from remote_common import split_gguf  # noqa: E402
+
+ALLTYPES = os.path.join(gm.VECTORS, "alltypes.gguf")
+
+
+def put(path, data, flags=os.O_WRONLY | os.O_TRUNC):
+    """Writes data to path in one open and one close (errors of either raised)."""
+    fd = os.open(path, flags)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def meta(m, key):
+    return gm.read_file(m.p("metadata", key))
+
+
+def edits_of(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class Edits(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ggufs-edits-")
+        self.file = os.path.join(self.dir, "fix.json")
+
+    def tearDown(self):
+        for f in os.listdir(self.dir):
+            os.unlink(os.path.join(self.dir, f))
+        os.rmdir(self.dir)
+
+    def mount(self, model=gm.TINY, opts=()):
+        return gm.Mount(model, ["-o", "edits=" + self.file] + list(opts))
+
+    def test_round_trip_every_key(self):
+        for model in (gm.TINY, ALLTYPES):
+            with self.subTest(model=model), self.mount(model) as m:
+                keys = sorted(os.listdir(m.p("metadata")))
+                for k in keys:
+                    text = meta(m, k)
+                    put(m.p("metadata", k), text)
+                    self.assertEqual(meta(m, k), text, k)
+                doc = edits_of(self.file)
+                self.assertEqual((doc["set"], doc["deleted"], doc["renamed"]), ({}, [], {}))
+                self.assertEqual(sha256(m.p("model.gguf")), sha256(model))
+                self.assertEqual(m.stderr(), "")
+            os.unlink(self.file)
+
+    def test_without_edits_erofs(self):
+        with gm.Mount(gm.TINY) as m:
+            for fn in (lambda: put(m.p("metadata", "general.name"), b"x\n"),
+                       lambda: os.unlink(m.p("metadata", "general.name")),
+                       lambda: open(m.p("metadata", "new.key"), "w")):
+                with self.assertRaises(OSError) as e:
+                    fn()
+                self.assertEqual(e.exception.errno, errno.EROFS)
+
+    def test_the_issue_example(self):
+        template = ("{% for message in messages %}\n" * 2300)[:65536].encode()
+        self.assertEqual(len(template), 65536)
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            put(md("general.name"), b"Llama (fixed)\n")
+            put(md("tokenizer.chat_template"), template + b"\n")
+            put(md("tokenizer.ggml.eos_token_id"), b" 7 \n")
+            os.unlink(md("general.file_type"))
+            open(md("my.new.key"), "w").close()
+            os.setxattr(md("my.new.key"), "user.gguf.type", b"uint32")
+            put(md("my.new.key"), b"7\n")
+            os.rename(md("general.architecture"), md("general.arch"))
+            put(md("tokenizer.ggml.tokens"), b"a\nb\\nc\n\\x01\n")
+            open(md("my.big"), "w").close()
+            os.setxattr(md("my.big"), "user.gguf.type", b"array[uint32]")
+            put(md("my.big"), b"".join(b"%d\n" % i for i in range(150000)))
+            self.assertEqual(os.getxattr(md("my.big"), "user.gguf.count"), b"150000")
+            put(md("my.big"), b"1\n2\n")
+
+            self.check_edited(m, template)
+            doc = edits_of(self.file)
+            self.assertEqual(doc["deleted"], ["general.file_type"])
+            self.assertEqual(doc["renamed"], {"general.architecture": "general.arch"})
+            self.assertEqual(doc["set"]["my.new.key"], {"type": "uint32", "value": 7})
+            # model.gguf parses back into the same keys, and tensors byte for byte
+            _, err = parses_back(self, m.path)
+            self.assertEqual(err, "")
+            self.assertNotIn("edit refused", m.stderr())
+        with self.mount() as m:  # a remount with FILE has every edit
+            self.check_edited(m, template)
+            self.assertEqual(m.stderr(), "")
+
+    def check_edited(self, m, template):
+        md = lambda *k: m.p("metadata", *k)
+        self.assertEqual(meta(m, "general.name"), b"Llama (fixed)\n")
+        self.assertEqual(meta(m, "tokenizer.chat_template"), template + b"\n")
+        self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"7\n")
+        self.assertEqual(meta(m, "my.new.key"), b"7\n")
+        self.assertEqual(os.getxattr(md("my.new.key"), "user.gguf.type"), b"uint32")
+        self.assertEqual(meta(m, "tokenizer.ggml.tokens"), b"a\nb\\nc\n\\x01\n")
+        self.assertEqual(os.getxattr(md("tokenizer.ggml.tokens"), "user.gguf.count"), b"3")
+        self.assertEqual(meta(m, "my.big"), b"1\n2\n")
+        self.assertEqual(meta(m, "general.arch"), b"llama\n")
+        names = os.listdir(m.p("metadata"))
+        self.assertNotIn("general.file_type", names)
+        self.assertNotIn("general.architecture", names)
+        self.assertEqual(names[-2:], ["my.new.key", "my.big"])  # new keys last
+        for k in names:  # sizes exact
+            self.assertEqual(os.stat(md(k)).st_size, len(meta(m, k)), k)
+        for f in ("gguf.json", "summary.txt", "model.gguf"):
+            self.assertEqual(os.stat(m.p(f)).st_size, len(gm.read_file(m.p(f))), f)
+        doc = json.loads(gm.read_file(m.p("gguf.json")))
+        self.assertEqual(doc["metadata"]["general.name"]["value"], "Llama (fixed)")
+        self.assertEqual(doc["metadata"]["my.new.key"], {"type": "uint32", "value": 7,
+                                                         "file": "metadata/my.new.key"})
+        self.assertEqual(doc["metadata"]["tokenizer.ggml.tokens"]["value"], ["a", "b\nc", "\x01"])
+        self.assertIn("name:             Llama (fixed)\n", gm.read_file(m.p("summary.txt")).decode())
+
+    def test_refused_files(self):
+        with self.mount(ALLTYPES):
+            pass
+        self.assertTrue(os.path.exists(self.file))  # a missing FILE is created
+        with tempfile.TemporaryDirectory() as d:
+            mnt = os.path.join(d, "m")
+            os.mkdir(mnt)
+            r = gm.run_ggufs(["-f", "-o", "edits=" + self.file, gm.TINY, mnt])
+            self.assertEqual(r.returncode, 1)
+            err = r.stderr.decode()
+            self.assertEqual(err.count("\n"), 1, err)
+            self.assertIn("made for another model", err)
+            with open(self.file, "w") as f:
+                f.write('{"ggufs_edits": 1, "model": {"size": 1, ')
+            r = gm.run_ggufs(["-f", "-o", "edits=" + self.file, gm.TINY, mnt])
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr.decode().count("\n"), 1, r.stderr)
+            self.assertFalse(gm.is_mounted(mnt))
+
+    def test_refusals(self):
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            cases = [
+                (lambda: put(md("general.alignment"), b"64\n", os.O_WRONLY | os.O_CREAT), errno.EPERM),
+                (lambda: open(md("split.count"), "w"), errno.EPERM),
+                (lambda: open(md("bad%2"), "w"), errno.EINVAL),
+                (lambda: put(md("llama.block_count"), b"x"), errno.EINVAL),        # at write
+                (lambda: put(md("llama.block_count"), b"1 2\n"), errno.EINVAL),    # at close
+                (lambda: put(md("llama.block_count"), b"99999999999\n"), errno.EINVAL),
+                (lambda: put(md("tokenizer.ggml.add_bos_token"), b"yes\n"), errno.EINVAL),
+                (lambda: os.setxattr(md("general.name"), "user.gguf.type", b"uint32"), errno.EINVAL),
+                (lambda: os.setxattr(md("general.name"), "user.gguf.type", b"int3"), errno.EINVAL),
+                (lambda: put(m.p("gguf.json"), b"{}"), errno.EROFS),
+                (lambda: os.unlink(m.p("model.gguf")), errno.EROFS),
+            ]
+            before = {k: meta(m, k) for k in os.listdir(m.p("metadata"))}
+            for fn, want in cases:
+                with self.assertRaises(OSError) as e:
+                    fn()
+                self.assertEqual(e.exception.errno, want)
+            self.assertEqual({k: meta(m, k) for k in os.listdir(m.p("metadata"))}, before)
+            self.assertEqual(edits_of(self.file)["set"], {})
+            log = m.stderr()
+            self.assertIn("general.alignment would move every tensor", log)
+            self.assertIn("llama.block_count", log)
+
+    def test_offsets_sparse_truncate(self):
+        with self.mount() as m:
+            k = m.p("metadata", "general.name")
+            with open(k, "r+b") as f:  # a write at an offset changes those bytes only
+                f.seek(3)
+                f.write(b"XY")
+            name = meta(m, "general.name")
+            self.assertEqual(name[3:5], b"XY")
+            self.assertEqual(len(name), os.stat(k).st_size)
+            fd = os.open(k, os.O_WRONLY | os.O_TRUNC)  # sparse: a hole of zeros
+            os.pwrite(fd, b"end\n", 5)
+            os.close(fd)
+            self.assertEqual(meta(m, "general.name"), b"\0" * 5 + b"end\n")
+            os.truncate(k, 3)  # odd sizes: the text cut, with no final newline
+            self.assertEqual(meta(m, "general.name"), b"\0\0\0\n")
+            os.truncate(k, 7)  # "\0\0\0\n" and 3 zeros: no final newline to drop
+            self.assertEqual(meta(m, "general.name"), b"\0\0\0\n\0\0\0\n")
+            self.assertEqual(os.stat(k).st_size, 8)
+            os.truncate(m.p("metadata", "llama.block_count"), 1)  # "2\n" cut to "2"
+            self.assertEqual(meta(m, "llama.block_count"), b"2\n")
+            with self.assertRaises(OSError) as e:
+                os.truncate(m.p("metadata", "llama.block_count"), 0)  # no number
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+            self.assertEqual(meta(m, "llama.block_count"), b"2\n")
+
+    def test_two_writers_last_close_wins(self):
+        with self.mount() as m:
+            k = m.p("metadata", "general.name")
+            a = os.open(k, os.O_WRONLY | os.O_TRUNC)
+            b = os.open(k, os.O_WRONLY | os.O_TRUNC)
+            os.write(a, b"first writer\n")
+            os.write(b, b"second\n")
+            os.close(b)
+            self.assertEqual(meta(m, "general.name"), b"second\n")
+            os.close(a)
+            self.assertEqual(meta(m, "general.name"), b"first writer\n")
+
+    def test_open_reader_sees_old_state(self):
+        with self.mount() as m:
+            fd = os.open(m.p("gguf.json"), os.O_RDONLY | os.O_DIRECT)
+            old_size = os.fstat(fd).st_size
+            put(m.p("metadata", "general.name"), b"x" * 5000 + b"\n")
+            got = b""
+            while True:
+                b = os.pread(fd, 1 << 16, len(got))
+                if not b:
+                    break
+                got += b
+            os.close(fd)
+            self.assertEqual(len(got), old_size)
+            self.assertNotIn(b"xxxxx", got)
+            json.loads(got)
+            new = gm.read_file(m.p("gguf.json"))
+            self.assertIn(b"x" * 5000, new)
+
+    def test_other_user_cannot_write(self):
+        with self.mount(opts=["-o", "allow_other"]) as m:
+            k = m.p("metadata", "general.name")
+            self.assertEqual(gm.errno_as_nobody(gm.read_file, k), 0)
+            self.assertEqual(gm.errno_as_nobody(put, k, b"evil\n"), errno.EACCES)
+            self.assertEqual(gm.errno_as_nobody(os.unlink, k), errno.EACCES)
+            self.assertEqual(gm.errno_as_nobody(open, m.p("metadata", "n"), "w"), errno.EACCES)
+            put(k, b"owner\n")
+            self.assertEqual(meta(m, "general.name"), b"owner\n")
+
+    def test_split_model(self):
+        """A split model's edits apply to its merged model.gguf; split.* stay EPERM."""
+        shards = split_gguf(gm.TINY, self.dir, "tiny", 3)
+        with self.mount(shards[1]) as m:
+            put(m.p("metadata", "general.name"), b"merged and fixed\n")
+            with self.assertRaises(OSError) as e:
+                put(m.p("metadata", "split.count"), b"1\n")
+            self.assertEqual(e.exception.errno, errno.EPERM)
+            self.assertIn("(the 3 shards merged into one GGUF, with the metadata edits)",
+                          gm.read_file(m.p("summary.txt")).decode())
+            doc, _ = parses_back(self, m.path)
+            self.assertEqual(doc["metadata"]["general.name"]["value"], "merged and fixed")
+            self.assertNotIn("split.count", doc["metadata"])
+        with self.mount(shards[0]) as m:  # the same model, from another shard
+            self.assertEqual(meta(m, "general.name"), b"merged and fixed\n")
+
+    def test_kill_during_edits(self):
+        d = gm.public_tmpdir()
+        mnt = os.path.join(d, "m")
+        os.mkdir(mnt)
+        proc = subprocess.Popen([gm.GGUFS, "-f", "-o", "edits=" + self.file, gm.TINY, mnt],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + gm.MOUNT_TIMEOUT
+            while not gm.is_mounted(mnt) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            done = []
+            start = time.monotonic()
+            for i in range(400):
+                if i == 40 or time.monotonic() - start > 5:
+                    proc.kill()  # SIGKILL, in the middle of the loop
+                try:
+                    put(os.path.join(mnt, "metadata", "general.name"), b"v%d\n" % i)
+                    done.append(i)
+                except OSError:
+                    break
+        finally:
+            proc.kill()
+            proc.wait()
+            gm.unmount(mnt)
+            os.rmdir(mnt)
+            os.rmdir(d)
+        self.assertTrue(done)
+        doc = edits_of(self.file)  # parses
+        value = doc["set"]["general.name"]["value"]
+        # the last close that returned, or the one under way when the daemon died
+        self.assertIn(int(value[1:]), (done[-1], done[-1] + 1))
+        with self.mount() as m:
+            self.assertEqual(meta(m, "general.name"), value.encode() + b"\n")
+
+
+if __name__ == "__main__":
+    gm.main()
