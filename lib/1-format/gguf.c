@@ -7,6 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+void gguf_errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, GGUF_ERR_MAX, fmt, ap);
+	va_end(ap);
+}
+
 /* Shortest possible encodings, used to bound a claimed count by the bytes left before
  * anything is allocated or looped over: a key is at least a u64 length, a u32 type and a
  * one-byte value; a tensor info a u64 name length, a u32 n_dims, a u32 type, a u64 offset. */

@@ -84,6 +84,11 @@ struct gguf_file {
 	uint64_t n_unknown;     /* tensors without a dequantizer (warned about at mount) */
 };
 
+/* Writes one error line into err from a printf format: a long path may cut it short,
+ * never overflow it. For every layer that reports failures in a GGUF_ERR_MAX line. */
+void gguf_errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* Parses and validates the GGUF image [data, data + size). On success fills *out and
  * returns 0; on failure returns -1 and writes one line (no "ggufs: PATH: " prefix, no
  * newline) saying exactly what is wrong into err. Never reads outside the image. */

@@ -12,16 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* One error line into err; a long path may cut it short, never overflow it. */
-static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, GGUF_ERR_MAX, fmt, ap);
-	va_end(ap);
-}
-
 /* Opens, maps and parses one file into shard; on failure err holds "PATH: problem". */
 static int shard_open(struct model_shard *s, const char *path, struct stat *st,
                       char err[GGUF_ERR_MAX])
@@ -30,14 +20,14 @@ static int shard_open(struct model_shard *s, const char *path, struct stat *st,
 
 	s->path = strdup(path);
 	if (!s->path) {
-		errf(err, "%s: out of memory", path);
+		gguf_errf(err, "%s: out of memory", path);
 		return -1;
 	}
 	s->src = local_open(path, st, &s->map, &s->size, err);
 	if (!s->src)
 		return -1;
 	if (gguf_parse(s->map, s->size, &s->gf, why) < 0) {
-		errf(err, "%s: %s", path, why);
+		gguf_errf(err, "%s: %s", path, why);
 		return -1;
 	}
 	return 0;
@@ -55,22 +45,22 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 	s->map = NULL;
 	s->path = strdup(shown);
 	if (!s->path) {
-		errf(err, "%s: out of memory", shown);
+		gguf_errf(err, "%s: out of memory", shown);
 		return -1;
 	}
 	struct remote_file *f = remote_open(m->remote, url, REMOTE_FIRST_BYTES, why, &status);
 	if (!f) {
 		if (missing_if_404 && (status == 404 || status == 410))
-			errf(err, "%s: %s", shown, missing);
+			gguf_errf(err, "%s: %s", shown, missing);
 		else
-			errf(err, "%s: %s", shown, why);
+			gguf_errf(err, "%s: %s", shown, why);
 		return -1;
 	}
 	remote_set_name(f, shown);
 	s->src = remote_source(f);
 	s->size = remote_size(f);
 	if (s->size == 0) {
-		errf(err, "%s: empty file, not GGUF", shown);
+		gguf_errf(err, "%s: empty file, not GGUF", shown);
 		return -1;
 	}
 	for (;;) {
@@ -80,11 +70,11 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 		if (r == 0)
 			return 0;
 		if (r < 0) {
-			errf(err, "%s: %s", shown, why);
+			gguf_errf(err, "%s: %s", shown, why);
 			return -1;
 		}
 		if (need > REMOTE_HEADER_MAX) {
-			errf(err, "%s: the header is larger than %llu MiB, the most ggufs fetches", shown,
+			gguf_errf(err, "%s: the header is larger than %llu MiB, the most ggufs fetches", shown,
 			     REMOTE_HEADER_MAX >> 20);
 			return -1;
 		}
@@ -97,7 +87,7 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 		if (grow < s->size && s->size - grow < grow - have)
 			grow = s->size;
 		if (remote_grow_prefix(f, grow, why) < 0) {
-			errf(err, "%s: %s", shown, why);
+			gguf_errf(err, "%s: %s", shown, why);
 			return -1;
 		}
 	}
@@ -158,17 +148,17 @@ static int split_check(struct ggufs_model *m, uint32_t i, uint64_t tensors_total
 	const struct model_shard *s = &m->shards[i];
 	uint64_t no, count, total;
 	if (!kv_uint(&s->gf, "split.no", &no) || !kv_uint(&s->gf, "split.count", &count)) {
-		errf(err, "%s: shard %u of %u has no split.no or split.count key", s->path, i + 1,
+		gguf_errf(err, "%s: shard %u of %u has no split.no or split.count key", s->path, i + 1,
 		     m->n_shards);
 		return -1;
 	}
 	if (count != m->n_shards || no != i) {
-		errf(err, "%s: not shard %u of %u of this model: its split.no is %" PRIu64
+		gguf_errf(err, "%s: not shard %u of %u of this model: its split.no is %" PRIu64
 		     " and split.count %" PRIu64, s->path, i + 1, m->n_shards, no, count);
 		return -1;
 	}
 	if (kv_uint(&s->gf, "split.tensors.count", &total) && total != tensors_total) {
-		errf(err, "%s: belongs to another model: split.tensors.count is %" PRIu64
+		gguf_errf(err, "%s: belongs to another model: split.tensors.count is %" PRIu64
 		     ", the first shard says %" PRIu64, s->path, total, tensors_total);
 		return -1;
 	}
@@ -209,7 +199,7 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 	const char *query = url ? strchr(url, '?') : NULL;
 	char *url_path = url ? strndup(url, query ? (size_t)(query - url) : strlen(url)) : NULL;
 	if (url && !url_path) {
-		errf(err, "%s: out of memory", path);
+		gguf_errf(err, "%s: out of memory", path);
 		return -1;
 	}
 	bool split = split_name(path, &prefix, &no, &count) && count > 1;
@@ -221,7 +211,7 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 		free(url_path);
 		m->shards = calloc(1, sizeof *m->shards);
 		if (!m->shards) {
-			errf(err, "%s: out of memory", path);
+			gguf_errf(err, "%s: out of memory", path);
 			return -1;
 		}
 		m->n_shards = 1;
@@ -229,7 +219,7 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 			return -1;
 		uint64_t c;
 		if (kv_uint(&m->shards[0].gf, "split.count", &c) && c > 1) {
-			errf(err, "%s: shard of a model split in %" PRIu64 " files, but its name is not "
+			gguf_errf(err, "%s: shard of a model split in %" PRIu64 " files, but its name is not "
 			     "NAME-0000N-of-0000M.gguf, so the others cannot be found", path, c);
 			return -1;
 		}
@@ -238,7 +228,7 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 	m->shards = calloc(count, sizeof *m->shards);
 	if (!m->shards) {
 		free(url_path);
-		errf(err, "%s: out of memory", path);
+		gguf_errf(err, "%s: out of memory", path);
 		return -1;
 	}
 	for (unsigned i = 0; i < count; i++) {
@@ -250,12 +240,12 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 			free(name);
 			free(name_url);
 			free(url_path);
-			errf(err, "%s: out of memory", path);
+			gguf_errf(err, "%s: out of memory", path);
 			return -1;
 		}
 		snprintf(missing, sizeof missing, "shard %u of %u is missing", i + 1, count);
 		if (!url && access(name, F_OK) < 0 && errno == ENOENT) {
-			errf(err, "%s: %s", name, missing);
+			gguf_errf(err, "%s: %s", name, missing);
 			free(name);
 			free(url_path);
 			return -1;
@@ -280,7 +270,7 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 		if (split_check(m, i, claimed, err) < 0)
 			return -1;
 	if (claimed != total) {
-		errf(err, "%s: split.tensors.count is %" PRIu64 " but the %u shards hold %" PRIu64
+		gguf_errf(err, "%s: split.tensors.count is %" PRIu64 " but the %u shards hold %" PRIu64
 		     " tensors", m->shards[0].path, claimed, count, total);
 		return -1;
 	}
@@ -300,7 +290,7 @@ static int model_finish(struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	m->tensors = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->tensors);
 	struct nameset seen;
 	if (!m->tensors || !nameset_init(&seen, m->n_tensors)) {
-		errf(err, "%s: out of memory", m->path);
+		gguf_errf(err, "%s: out of memory", m->path);
 		return -1;
 	}
 	uint64_t k = 0;
@@ -310,7 +300,7 @@ static int model_finish(struct ggufs_model *m, char err[GGUF_ERR_MAX])
 			m->tensors[k] = (struct model_tensor){ .t = t, .shard = s };
 			if (!nameset_add(&seen, &t->name)) {
 				char q[80];
-				errf(err, "%s: tensor '%s' is also in an earlier shard", m->shards[s].path,
+				gguf_errf(err, "%s: tensor '%s' is also in an earlier shard", m->shards[s].path,
 				     gguf_quote(&t->name, q));
 				nameset_free(&seen);
 				return -1;
@@ -325,7 +315,7 @@ struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
 {
 	struct ggufs_model *m = calloc(1, sizeof *m);
 	if (!m || !(m->path = strdup(path))) {
-		errf(err, "%s: out of memory", path);
+		gguf_errf(err, "%s: out of memory", path);
 		free(m);
 		return NULL;
 	}
@@ -342,14 +332,14 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 	char why[GGUF_ERR_MAX];
 	struct ggufs_model *m = calloc(1, sizeof *m);
 	if (!m || !(m->path = strdup(shown))) {
-		errf(err, "%s: out of memory", shown);
+		gguf_errf(err, "%s: out of memory", shown);
 		free(m);
 		return NULL;
 	}
 	m->source = m->path;
 	m->remote = remote_new(o, why);
 	if (!m->remote) {
-		errf(err, "%s: %s", shown, why);
+		gguf_errf(err, "%s: %s", shown, why);
 		goto fail;
 	}
 	if (open_shards(m, shown, url, err) < 0 || model_finish(m, err) < 0)
@@ -368,7 +358,7 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 		size_t n = strlen(shown) + strlen(commit) + 16;
 		m->source_buf = malloc(n);
 		if (!m->source_buf) {
-			errf(err, "%s: out of memory", shown);
+			gguf_errf(err, "%s: out of memory", shown);
 			goto fail;
 		}
 		snprintf(m->source_buf, n, "%s (commit %s)", shown, commit);

@@ -15,16 +15,6 @@
 #define ZERO_BYTES (64u << 10)
 static const uint8_t zeros[ZERO_BYTES];
 
-/* One error line into err; a long path may cut it short, never overflow it. */
-static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, GGUF_ERR_MAX, fmt, ap);
-	va_end(ap);
-}
-
 /* The keys that make a file a shard; the merged file has none of them, as the merge
  * tool's output must not be taken for a shard again. */
 static bool split_key(const struct gguf_str *k)
@@ -47,13 +37,13 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 	for (uint32_t s = 1; s < m->n_shards; s++) {
 		const struct gguf_file *g = &m->shards[s].gf;
 		if (g->version != g0->version) {
-			errf(err, "%s: GGUF version %" PRIu32 ", but the first shard's "
+			gguf_errf(err, "%s: GGUF version %" PRIu32 ", but the first shard's "
 			         "is %" PRIu32 ": the shards do not merge into one model.gguf",
 			         m->shards[s].path, g->version, g0->version);
 			return -1;
 		}
 		if (g->alignment != align) {
-			errf(err, "%s: alignment %" PRIu64 ", but the first shard's is "
+			gguf_errf(err, "%s: alignment %" PRIu64 ", but the first shard's is "
 			         "%" PRIu64 ": the shards do not merge into one model.gguf",
 			         m->shards[s].path, g->alignment, align);
 			return -1;
@@ -66,7 +56,7 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 	uint64_t *offsets = calloc(m->n_tensors + 1, sizeof *offsets);
 	mf->spans = calloc(m->n_tensors + 1, sizeof *mf->spans);
 	if (!kv || !ts || !offsets || !mf->spans) {
-		errf(err, "%s: out of memory for model.gguf", m->path);
+		gguf_errf(err, "%s: out of memory for model.gguf", m->path);
 		goto out;
 	}
 	uint64_t n_kv = 0;
@@ -87,7 +77,7 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 	}
 	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align, NULL, 0,
 	                      &mf->header_len, why) < 0) {
-		errf(err, "%s: model.gguf: %s", m->path, why);
+		gguf_errf(err, "%s: model.gguf: %s", m->path, why);
 		goto out;
 	}
 	/* st_size is an off_t */
@@ -95,13 +85,13 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 		goto too_large;
 	mf->header = malloc(mf->header_len ? mf->header_len : 1);
 	if (!mf->header) {
-		errf(err, "%s: out of memory for the %" PRIu64 "-byte header of "
+		gguf_errf(err, "%s: out of memory for the %" PRIu64 "-byte header of "
 		         "model.gguf", m->path, mf->header_len);
 		goto out;
 	}
 	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align,
 	                      mf->header, mf->header_len, &mf->header_len, why) < 0) {
-		errf(err, "%s: model.gguf: %s", m->path, why);
+		gguf_errf(err, "%s: model.gguf: %s", m->path, why);
 		goto out;
 	}
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
@@ -114,7 +104,7 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 	rc = 0;
 	goto out;
 too_large:
-	errf(err, "%s: the merged model.gguf would be larger than 2^63 bytes", m->path);
+	gguf_errf(err, "%s: the merged model.gguf would be larger than 2^63 bytes", m->path);
 out:
 	free(kv);
 	free(ts);
@@ -138,7 +128,7 @@ static int build_edited(const struct ggufs_model *m, struct modelfile *mf,
 	uint64_t *offsets = calloc(m->n_tensors + 1, sizeof *offsets);
 	mf->spans = calloc(1, sizeof *mf->spans);
 	if (!kv || !ts || !offsets || !mf->spans) {
-		errf(err, "%s: out of memory for model.gguf", m->path);
+		gguf_errf(err, "%s: out of memory for model.gguf", m->path);
 		goto out;
 	}
 	for (uint64_t k = 0; k < g->n_kv; k++)
@@ -151,12 +141,12 @@ static int build_edited(const struct ggufs_model *m, struct modelfile *mf,
 	                      NULL, 0, &mf->header_len, why) < 0)
 		goto bad;
 	if (__builtin_add_overflow(mf->header_len, data, &mf->size) || mf->size > INT64_MAX) {
-		errf(err, "%s: the edited model.gguf would be larger than 2^63 bytes", m->path);
+		gguf_errf(err, "%s: the edited model.gguf would be larger than 2^63 bytes", m->path);
 		goto out;
 	}
 	mf->header = malloc(mf->header_len ? mf->header_len : 1);
 	if (!mf->header) {
-		errf(err, "%s: out of memory for the header of model.gguf", m->path);
+		gguf_errf(err, "%s: out of memory for the header of model.gguf", m->path);
 		goto out;
 	}
 	if (gguf_header_write(g->version, kv, g->n_kv, ts, offsets, m->n_tensors, own->alignment,
@@ -168,7 +158,7 @@ static int build_edited(const struct ggufs_model *m, struct modelfile *mf,
 	rc = 0;
 	goto out;
 bad:
-	errf(err, "%s: model.gguf: %s", m->path, why);
+	gguf_errf(err, "%s: model.gguf: %s", m->path, why);
 out:
 	free(kv);
 	free(ts);
@@ -193,7 +183,7 @@ int modelfile_build(const struct ggufs_model *m, struct modelfile *mf, char err[
 	}
 	mf->spans = malloc(sizeof *mf->spans);
 	if (!mf->spans) {
-		errf(err, "%s: out of memory for model.gguf", m->path);
+		gguf_errf(err, "%s: out of memory for model.gguf", m->path);
 		return -1;
 	}
 	mf->size = m->shards[0].size;

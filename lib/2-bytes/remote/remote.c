@@ -98,16 +98,6 @@ struct remote_file {
  * bc_get returned without it came from memory. */
 static _Thread_local bool fetched_here;
 
-/* One phrase into err. */
-static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, GGUF_ERR_MAX, fmt, ap);
-	va_end(ap);
-}
-
 /* An idle easy handle, or a new one; NULL when out of memory. */
 static CURL *handle_get(struct remote *r)
 {
@@ -233,17 +223,17 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 	if (!resp->has_range || resp->range_first != first ||
 	    (resp->range_last != last && !(!pinned && resp->range_last + 1 == resp->total &&
 	                                   resp->range_last < last))) {
-		errf(err, "the server's reply has no Content-Range for bytes %" PRIu64 "-%" PRIu64,
+		gguf_errf(err, "the server's reply has no Content-Range for bytes %" PRIu64 "-%" PRIu64,
 		     first, last);
 		return FAILED;
 	}
 	if (resp->encoding[0]) {
-		errf(err, "the server's reply is encoded (Content-Encoding: %s), not the file's bytes",
+		gguf_errf(err, "the server's reply is encoded (Content-Encoding: %s), not the file's bytes",
 		     resp->encoding);
 		return FAILED;
 	}
 	if (pinned && !same_version(f, resp)) {   /* a changed file, cut short or not */
-		errf(err, "changed on the server (size %" PRIu64 ", ETag %s, Last-Modified %s; "
+		gguf_errf(err, "changed on the server (size %" PRIu64 ", ETag %s, Last-Modified %s; "
 		     "mounted: %" PRIu64 ", ETag %s, Last-Modified %s)", resp->total,
 		     resp->etag[0] ? resp->etag : "none",
 		     resp->last_modified[0] ? resp->last_modified : "none", f->size,
@@ -251,19 +241,19 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		return CHANGED;
 	}
 	if (resp->has_length && resp->content_length != resp->range_last - first + 1) {
-		errf(err, "the server's reply has a Content-Length (%" PRIu64 ") other than its "
+		gguf_errf(err, "the server's reply has a Content-Length (%" PRIu64 ") other than its "
 		     "Content-Range's (%" PRIu64 " bytes)", resp->content_length,
 		     resp->range_last - first + 1);
 		return RETRY;
 	}
 	if (resp->got != resp->range_last - first + 1) {
-		errf(err, "the server's reply was cut short (%" PRIu64 " of %" PRIu64 " bytes)",
+		gguf_errf(err, "the server's reply was cut short (%" PRIu64 " of %" PRIu64 " bytes)",
 		     resp->got, resp->range_last - first + 1);
 		return RETRY;
 	}
 	if (!pinned) {
 		if (resp->total > REMOTE_SIZE_MAX) {   /* a claim, before anything is sized by it */
-			errf(err, "the server claims a file of %" PRIu64 " bytes, more than the %llu "
+			gguf_errf(err, "the server claims a file of %" PRIu64 " bytes, more than the %llu "
 			     "TiB ggufs mounts", resp->total, REMOTE_SIZE_MAX >> 40);
 			return FAILED;
 		}
@@ -274,7 +264,7 @@ static enum outcome check_206(struct remote_file *f, const struct http_response 
 		         resp->repo_commit[0] ? resp->repo_commit : commit);
 		f->etag_origin = strdup(url);
 		if (!f->etag_origin) {
-			errf(err, "out of memory");
+			gguf_errf(err, "out of memory");
 			return FAILED;
 		}
 	}
@@ -347,41 +337,41 @@ static void network_phrase(char err[GGUF_ERR_MAX], CURLcode code, unsigned timeo
 {
 	switch (code) {
 	case CURLE_COULDNT_CONNECT:
-		errf(err, "cannot connect to the server (refused, or no route to it)");
+		gguf_errf(err, "cannot connect to the server (refused, or no route to it)");
 		break;
 	case CURLE_COULDNT_RESOLVE_HOST:
-		errf(err, "cannot resolve the server's host name");
+		gguf_errf(err, "cannot resolve the server's host name");
 		break;
 	case CURLE_COULDNT_RESOLVE_PROXY:
-		errf(err, "cannot resolve the proxy's host name");
+		gguf_errf(err, "cannot resolve the proxy's host name");
 		break;
 	case CURLE_OPERATION_TIMEDOUT:
-		errf(err, "no answer from the server in time, or too slow (at most 10 s to "
+		gguf_errf(err, "no answer from the server in time, or too slow (at most 10 s to "
 		     "connect, then less than %u bytes/s for %u s: -o timeout=%u)", REMOTE_MIN_RATE,
 		     timeout, timeout);
 		break;
 	case CURLE_PEER_FAILED_VERIFICATION:
-		errf(err, "the server's TLS certificate is not trusted (failed verification; "
+		gguf_errf(err, "the server's TLS certificate is not trusted (failed verification; "
 		     "-o cafile=PATH trusts its CA)");
 		break;
 	case CURLE_SSL_CACERT_BADFILE:
-		errf(err, "the CA certificates of -o cafile cannot be read");
+		gguf_errf(err, "the CA certificates of -o cafile cannot be read");
 		break;
 	case CURLE_SSL_CONNECT_ERROR:
-		errf(err, "the TLS handshake with the server failed");
+		gguf_errf(err, "the TLS handshake with the server failed");
 		break;
 	case CURLE_GOT_NOTHING:
-		errf(err, "the server closed the connection without an answer");
+		gguf_errf(err, "the server closed the connection without an answer");
 		break;
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
-		errf(err, "the connection broke (reset by the server or the network)");
+		gguf_errf(err, "the connection broke (reset by the server or the network)");
 		break;
 	case CURLE_PARTIAL_FILE:
-		errf(err, "the server's reply was cut short");
+		gguf_errf(err, "the server's reply was cut short");
 		break;
 	default:
-		errf(err, "network error: %s", curl_easy_strerror(code));
+		gguf_errf(err, "network error: %s", curl_easy_strerror(code));
 		break;
 	}
 }
@@ -393,16 +383,16 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 	long st = resp->status;
 	if (resp->code != CURLE_OK && st != 200 && !(st >= 300)) {
 		if (resp->aborted && cancelled(f->r)) {
-			errf(err, "the mount is ending");
+			gguf_errf(err, "the mount is ending");
 			return FAILED;
 		}
 		if (resp->aborted) {   /* on_body stopped a 206 longer than the range asked */
-			errf(err, "the server sent more than the range asked for");
+			gguf_errf(err, "the server sent more than the range asked for");
 			return FAILED;
 		}
 		if (resp->code == CURLE_OUT_OF_MEMORY && resp->header_bytes) {
 			/* libcurl's word for a header line over its 100 KiB: not our memory */
-			errf(err, "the server's response headers are too large");
+			gguf_errf(err, "the server's response headers are too large");
 			return FAILED;
 		}
 		network_phrase(err, resp->code, f->r->o.timeout);
@@ -421,47 +411,47 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		}
 	}
 	if (st == 200) {
-		errf(err, "the server ignores Range requests (HTTP 200 instead of 206): download "
+		gguf_errf(err, "the server ignores Range requests (HTTP 200 instead of 206): download "
 		     "the file and mount the local copy");
 		return FAILED;
 	}
 	if (pinned && (st == 412 || st == 416)) {
-		errf(err, "changed on the server (HTTP %ld to a request for the version mounted, "
+		gguf_errf(err, "changed on the server (HTTP %ld to a request for the version mounted, "
 		     "ETag %s; mounted: %" PRIu64 " bytes, ETag %s)", st,
 		     resp->etag[0] ? resp->etag : "not sent", f->size, f->etag[0] ? f->etag : "none");
 		return CHANGED;
 	}
 	if (at_target && (st == 401 || st == 403 || st == 404 || st == 410)) {
-		errf(err, "HTTP %ld from the redirect target", st);
+		gguf_errf(err, "HTTP %ld from the redirect target", st);
 		return REFETCH;
 	}
 	if (st == 429 || st >= 500) {
-		errf(err, "HTTP %ld", st);
+		gguf_errf(err, "HTTP %ld", st);
 		return RETRY;
 	}
 	if ((st == 404 || st == 410) && f->r->o.hub_rev.len) {
 		/* an hf:// name: the URL it became shows a wrong HF_ENDPOINT or revision */
-		errf(err, "not found (HTTP %ld) at %s", st, f->display);
+		gguf_errf(err, "not found (HTTP %ld) at %s", st, f->display);
 	} else if (st == 404 || st == 410) {
-		errf(err, "not found (HTTP %ld)", st);
+		gguf_errf(err, "not found (HTTP %ld)", st);
 	} else if (st == 401 || st == 403) {
 		if (!f->r->o.token && f->r->o.token_withheld)
-			errf(err, "access denied (HTTP %ld): HF_TOKEN goes only to the hub "
+			gguf_errf(err, "access denied (HTTP %ld): HF_TOKEN goes only to the hub "
 			     "(HF_ENDPOINT); -o token_file=PATH gives this server one", st);
 		else if (!f->r->o.token && f->r->o.hub)
-			errf(err, "access denied (HTTP %ld): set HF_TOKEN or -o token_file=PATH", st);
+			gguf_errf(err, "access denied (HTTP %ld): set HF_TOKEN or -o token_file=PATH", st);
 		else if (!f->r->o.token)   /* HF_TOKEN would not be sent here: not a fix */
-			errf(err, "access denied (HTTP %ld): -o token_file=PATH gives this server a "
+			gguf_errf(err, "access denied (HTTP %ld): -o token_file=PATH gives this server a "
 			     "token", st);
 		else
-			errf(err, "access denied (HTTP %ld) with the token given (%s)", st,
+			gguf_errf(err, "access denied (HTTP %ld) with the token given (%s)", st,
 			     f->r->o.token_from_env ? "HF_TOKEN" : "token_file");
 	} else if (st == 416 && resp->has_range && resp->total == 0) {
-		errf(err, "empty file, not GGUF");
+		gguf_errf(err, "empty file, not GGUF");
 	} else if (st >= 300 && st < 400) {
-		errf(err, "HTTP %ld redirect without a usable Location", st);
+		gguf_errf(err, "HTTP %ld redirect without a usable Location", st);
 	} else {
-		errf(err, "HTTP %ld", st);
+		gguf_errf(err, "HTTP %ld", st);
 	}
 	return FAILED;
 }
@@ -537,7 +527,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 	enum outcome out = FAILED;
 	char commit[HTTP_COMMIT_MAX] = "";
 	if (!url || !resp) {
-		errf(err, "out of memory");
+		gguf_errf(err, "out of memory");
 		goto done;
 	}
 	for (int hops = 0;; hops++) {
@@ -568,23 +558,23 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			memcpy(commit, resp->repo_commit, sizeof commit);
 		if (st >= 300 && st < 400 && st != 304 && resp->location[0]) {
 			if (hops + 1 >= REMOTE_MAX_REDIRECTS) {
-				errf(err, "more than %d redirects", REMOTE_MAX_REDIRECTS);
+				gguf_errf(err, "more than %d redirects", REMOTE_MAX_REDIRECTS);
 				goto done;
 			}
 			char *next = url_resolve(url, resp->location);
 			if (!next) {
-				errf(err, "a redirect to a location that is not an http(s) URL");
+				gguf_errf(err, "a redirect to a location that is not an http(s) URL");
 				goto done;
 			}
 			if (is_directory_redirect(url, next)) {
-				errf(err, "not a file: the server redirects it to a directory (a URL "
+				gguf_errf(err, "not a file: the server redirects it to a directory (a URL "
 				     "ending in /)");
 				free(next);
 				goto done;
 			}
 			/* an https mount fetches only over https, wherever a redirect leads */
 			if (strncasecmp(f->url, "https://", 8) == 0 && strncasecmp(next, "https://", 8) != 0) {
-				errf(err, "a redirect from https to plain http: refused");
+				gguf_errf(err, "a redirect from https to plain http: refused");
 				free(next);
 				goto done;
 			}
@@ -702,12 +692,12 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	enum outcome o = FAILED;
 	*status = 0;
 	if (!h) {
-		errf(err, "out of memory");
+		gguf_errf(err, "out of memory");
 		return -1;
 	}
 	for (; n < REMOTE_ATTEMPTS; n++) {
 		if (pinned && atomic_load(&f->changed)) {
-			errf(err, "changed on the server");
+			gguf_errf(err, "changed on the server");
 			o = CHANGED;   /* said when it was found */
 			break;
 		}
@@ -1125,13 +1115,13 @@ static bool token_ok(const char *token)
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 {
 	if (o->token && !token_ok(o->token)) {
-		errf(err, "the token (%s) holds a space, a line break or another byte that no "
+		gguf_errf(err, "the token (%s) holds a space, a line break or another byte that no "
 		     "bearer token has", o->token_from_env ? "HF_TOKEN" : "token_file");
 		return NULL;
 	}
 	struct remote *r = calloc(1, sizeof *r);
 	if (!r) {
-		errf(err, "out of memory");
+		gguf_errf(err, "out of memory");
 		return NULL;
 	}
 	r->o = *o;
@@ -1156,7 +1146,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		}
 	}
 	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
-		errf(err, "out of memory");
+		gguf_errf(err, "out of memory");
 		remote_free(r);
 		return NULL;
 	}
@@ -1270,7 +1260,7 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 	struct remote_file *f = calloc(1, sizeof *f);
 	*status = 0;
 	if (!f) {
-		errf(err, "out of memory");
+		gguf_errf(err, "out of memory");
 		return NULL;
 	}
 	f->src.ops = &remote_ops;
@@ -1282,7 +1272,7 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 	f->display = url_display(url);
 	f->prefix = malloc(first ? first : 1);
 	if (!f->url || !f->display || !f->prefix) {
-		errf(err, "out of memory");
+		gguf_errf(err, "out of memory");
 		goto fail;
 	}
 	if (fetch(f, 0, first - 1, f->prefix, NULL, false, true, err, status) < 0)
@@ -1319,7 +1309,7 @@ int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MA
 		return 0;
 	uint8_t *p = realloc(f->prefix, len);
 	if (!p) {
-		errf(err, "out of memory for a header of %" PRIu64 " bytes", len);
+		gguf_errf(err, "out of memory for a header of %" PRIu64 " bytes", len);
 		return -1;
 	}
 	f->prefix = p;
