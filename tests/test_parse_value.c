@@ -309,7 +309,16 @@ static void test_type_names(void **state)
 	assert_int_equal(value_type_parse("array[]", 7, &t), -1);
 	assert_int_equal(value_type_parse("uint", 4, &t), -1);
 	assert_int_equal(value_type_parse("array[uint8", 11, &t), -1);
-	assert_int_equal(value_type_parse("u32", 3, &t), -1);
+	assert_int_equal(value_type_parse("u32", 3, &t), 0);   /* the short names */
+	assert_int_equal(t.leaf, GGUF_TYPE_UINT32);
+	assert_int_equal(value_type_parse("array[f64]", 10, &t), 0);
+	assert_int_equal(t.depth, 1);
+	assert_int_equal(t.leaf, GGUF_TYPE_FLOAT64);
+	assert_int_equal(value_type_parse("i64", 3, &t), 0);
+	assert_int_equal(t.leaf, GGUF_TYPE_INT64);
+	assert_int_equal(value_type_parse("u33", 3, &t), -1);
+	assert_int_equal(value_type_parse("f16", 3, &t), -1);
+	assert_int_equal(value_type_parse("str", 3, &t), -1);
 	char deep[128] = "";
 	for (int i = 0; i < GGUF_MAX_ARRAY_DEPTH + 1; i++)
 		strcat(deep, "array[");

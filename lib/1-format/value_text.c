@@ -7,12 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Scalar names in enum order, with bool: what value_type_parse accepts as a leaf. */
+/* The short names people type (setfattr -v u32, as numpy and ggml spell them), in
+ * enum order; the attribute always reads back as the long name. */
+static const char *const short_names[GGUF_TYPE_COUNT] = {
+	"u8", "i8", "u16", "i16", "u32", "i32", "f32", NULL, NULL, NULL, "u64", "i64", "f64",
+};
+
+/* Scalar names in enum order, with bool, or their short forms: what value_type_parse
+ * accepts as a leaf. */
 static int leaf_type(const char *s, size_t n)
 {
 	for (uint32_t t = 0; t < GGUF_TYPE_COUNT; t++) {
 		const char *name = t == GGUF_TYPE_BOOL ? "bool" : gguf_vtype_name(t);
 		if (t != GGUF_TYPE_ARRAY && name && strlen(name) == n && memcmp(name, s, n) == 0)
+			return (int)t;
+		if (short_names[t] && strlen(short_names[t]) == n && memcmp(short_names[t], s, n) == 0)
 			return (int)t;
 	}
 	return -1;

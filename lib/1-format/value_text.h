@@ -20,8 +20,9 @@ struct value_type {
 	uint32_t leaf;
 };
 
-/* Parses a type name [s, s + n) ("uint8" ... "float64", "bool", "string", "array[T]",
- * nested at most GGUF_MAX_ARRAY_DEPTH deep). 0, or -1 for anything else. */
+/* Parses a type name [s, s + n) ("uint8" ... "float64", or short "u8" ... "f64", "bool",
+ * "string", "array[T]", nested at most GGUF_MAX_ARRAY_DEPTH deep). 0, or -1 for
+ * anything else. */
 int value_type_parse(const char *s, size_t n, struct value_type *t);
 
 /* A value that owns its payload: v.data points into buf (or is NULL when empty), laid

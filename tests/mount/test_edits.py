@@ -99,7 +99,7 @@ class Edits(unittest.TestCase):
             put(md("tokenizer.ggml.eos_token_id"), b" 7 \n")
             os.unlink(md("general.file_type"))
             open(md("my.new.key"), "w").close()
-            os.setxattr(md("my.new.key"), "user.gguf.type", b"uint32")
+            os.setxattr(md("my.new.key"), "user.gguf.type", b"u32")   # short form: reads back as uint32
             put(md("my.new.key"), b"7\n")
             os.rename(md("general.architecture"), md("general.arch"))
             put(md("tokenizer.ggml.tokens"), b"a\nb\\nc\n\\x01\n")
