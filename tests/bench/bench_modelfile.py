@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import numpy  # noqa: E402
 
 import remote_common as rc  # noqa: E402
-from remote_common import EnvMount, FaultServer, gm  # noqa: E402
+from remote_common import EnvMount, FaultServer, gm, rss_anon  # noqa: E402
 
 LLAMA = os.path.join(HERE, "..", "llama")
 RATE = 25_000_000
@@ -123,15 +123,6 @@ def raw_files(root):
     """The raw tensor files of the mount at root, in file order."""
     with open(os.path.join(root, "gguf.json")) as f:
         return [os.path.join(root, t["file"]) for t in json.load(f)["tensors"]]
-
-
-def rss_anon(pid):
-    """The process's RssAnon in bytes."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def best_rate(model, shards, which):

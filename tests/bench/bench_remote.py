@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import numpy  # noqa: E402
 
 import remote_common as rc  # noqa: E402
-from remote_common import EnvMount, FaultServer, Nginx, gm  # noqa: E402
+from remote_common import EnvMount, FaultServer, Nginx, gm, rss_anon  # noqa: E402
 
 GGML_Q4_K = 12
 ROWS, COLS = 32000, 2048          # ne1 x ne0: 2048 wide, 32000 rows
@@ -76,15 +76,6 @@ def concurrent_curls(url, size, n):
         t.join()
     elapsed = time.monotonic() - start
     return sum(b for _, b in results) / elapsed / 1e6
-
-
-def rss_anon(pid):
-    """The process's RssAnon in bytes."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def read_all(path, pid=None, peak=None):

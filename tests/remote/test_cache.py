@@ -28,7 +28,7 @@ import threading
 import time
 import unittest
 
-from remote_common import (TINY, EnvMount, FaultServer, env_without_token, gm, range_length,
+from remote_common import (TINY, EnvMount, check_raw_files, FaultServer, env_without_token, gm, range_length,
                            read_bounded, split_gguf, tensor_extents)
 
 PATH = "/models/tinyllama-q4km.gguf"
@@ -121,11 +121,7 @@ class Cache(unittest.TestCase):
     def read_all(self, m, data=None):
         """Reads every tensor's raw file and checks its bytes against data (the local
         file's by default)."""
-        data = self.data if data is None else data
-        for name, (a, _) in sorted(self.extents.items()):
-            got = gm.read_file(m.p("tensors", name))
-            self.assertGreater(len(got), 0)
-            self.assertTrue(got == data[a:a + len(got)], "bytes of %s" % name)
+        check_raw_files(self, m, self.data if data is None else data, self.extents)
 
     def test_second_mount_fetches_no_data(self):
         token = "hf_cacheTestToken_%d_%s" % (os.getpid(), os.urandom(6).hex())

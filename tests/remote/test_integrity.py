@@ -28,12 +28,11 @@ Reads run in child processes with deadlines where a hang could happen."""
 import errno
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 import unittest
 
-from remote_common import (TINY, Body, EnvMount, FaultServer, gm, read_bounded,
+from remote_common import (TINY, Body, check_raw_files, EnvMount, FaultServer, gm, read_bounded,
                            tensor_extents)
 
 PATH = "/models/tinyllama-q4km.gguf"
@@ -88,11 +87,7 @@ class Base(unittest.TestCase):
     def read_all(self, m, data=None):
         """Reads every tensor's raw file and checks its bytes against data (the local
         file's by default)."""
-        data = self.data if data is None else data
-        for name, (a, _) in sorted(self.extents.items()):
-            got = gm.read_file(m.p("tensors", name))
-            self.assertGreater(len(got), 0)
-            self.assertTrue(got == data[a:a + len(got)], "bytes of %s" % name)
+        check_raw_files(self, m, self.data if data is None else data, self.extents)
 
     def refused(self, args, *words):
         """Runs ggufs on args (model and options; a mount point is added) and checks it

@@ -11,21 +11,13 @@ import unittest
 
 import numpy
 
-from remote_common import EnvMount, Nginx, gm, public_root
+from remote_common import EnvMount, Nginx, gm, public_root, rss_anon
 
 N_TENSORS = 4
 TENSOR_FLOATS = 10 * (1 << 20)  # 40 MB each
 CACHE = 16 << 20
 SLACK = 64 << 20
 CHUNK = 1 << 20
-
-
-def rss_anon(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no RssAnon for %d" % pid)
 
 
 def has_asan(pid):
