@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "log_escape.h"
 #include "guard.h"
 #include "names.h"
 #include "render_json.h"
@@ -446,7 +447,7 @@ int check_model(const struct options *o)
 		return 3;
 	struct tree *t = tree_build(m, err);
 	if (!t) {
-		fprintf(stderr, "ggufs: %s\n", err);
+		log_errf("%s", err);
 		model_close(m);
 		return 3;
 	}
@@ -470,7 +471,7 @@ int check_model(const struct options *o)
 		sc.health = calloc(sc.n_items + 1, sizeof *sc.health);
 	sc.errs = calloc(sc.n_items + 1, sizeof *sc.errs);
 	if (!res || !sc.items || !(sc.parts || sc.health) || !sc.errs) {
-		fprintf(stderr, "ggufs: %s: out of memory\n", m->path);
+		log_errf("%s: out of memory", m->path);
 		goto out;
 	}
 	for (uint64_t i = 0, k = 0; i < m->n_tensors; i++) {
@@ -485,7 +486,7 @@ int check_model(const struct options *o)
 	if (failed) {
 		char q[80];
 		uint64_t i = sc.items[failed - 1].tensor;
-		fprintf(stderr, "ggufs: %s: tensor '%s': cannot read: %s\n", m->path,
+		log_errf("%s: tensor '%s': cannot read: %s", m->path,
 		        gguf_quote(&m->tensors[i].t->name, q), strerror(-res[i].err));
 		goto out;
 	}
