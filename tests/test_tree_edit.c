@@ -137,7 +137,12 @@ static void test_each_edit(void **state)
 
 	/* model.gguf parses back: the edits in it, the data section byte for byte */
 	struct tree *t = tree_edits_current(f->e);
-	const struct tree_node *mn = tree_node(t, TREE_MODEL_INO);
+	/* a file of its own per state: the number of no other state */
+	const struct tree_node *mn = tree_node(t, tree_model_ino(t));
+	assert_ptr_equal(mn, tree_lookup(t, TREE_ROOT_INO, "model.gguf"));
+	assert_null(tree_node(t, TREE_MODEL_INO));
+	assert_int_equal(mn->ino, TREE_MODEL_STATE_INO + tree_state(t)->gen);
+	assert_int_equal(tree_model_ino(f->base), TREE_MODEL_INO);
 	uint8_t *img = malloc(mn->size);
 	assert_int_equal(tree_read(t, mn, (char *)img, mn->size, 0), (int64_t)mn->size);
 	struct gguf_file g;
