@@ -13,6 +13,7 @@
 
 #include "ggufs.h"
 #include "diff_plan.h"
+#include "evlog.h"
 #include "remote.h"
 #include "render_diff.h"
 #include "render_size.h"
@@ -24,6 +25,41 @@
  * mount's, so that two stay well under the 256 MB the scan may use. A scan reads each
  * byte once, so the cache only holds the read-ahead. */
 #define DIFF_CACHE_DEFAULT (REMOTE_CACHE_DEFAULT / 4)
+
+/* The first error the event log said during the comparison (a fetch that failed for
+ * good, a file that changed), kept to be the cause in the one line that names the
+ * tensor which could not be read, instead of a line of its own before it. */
+static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
+static char first_event[EVLOG_LINE_MAX];
+
+/* The evlog_sink_fn of --diff: warnings said at once, the first error kept. */
+static void keep_event(void *arg, enum evlog_level level, const char *line)
+{
+	(void)arg;
+	if (level == EVLOG_WARNING) {
+		fprintf(stderr, "ggufs: warning: %s\n", line);
+		return;
+	}
+	pthread_mutex_lock(&event_lock);
+	if (!first_event[0])
+		snprintf(first_event, sizeof first_event, "%s", line);
+	pthread_mutex_unlock(&event_lock);
+}
+
+/* The cause of a failed read of model m: the kept event without its "PATH: " (the line
+ * names the file already) when it is about one of m's files, else strerror(-err). */
+static const char *read_cause(const struct ggufs_model *m, int err, char *buf, size_t size)
+{
+	pthread_mutex_lock(&event_lock);
+	snprintf(buf, size, "%s", first_event);
+	pthread_mutex_unlock(&event_lock);
+	for (uint32_t s = 0; buf[0] && s < m->n_shards; s++) {
+		const size_t n = strlen(m->shards[s].path);
+		if (strncmp(buf, m->shards[s].path, n) == 0 && strncmp(buf + n, ": ", 2) == 0)
+			return buf + n + 2;
+	}
+	return err == -ENOMEM ? "out of memory" : strerror(-err);
+}
 
 /* What the visitor fills: per item, its sums, and which model failed a read. */
 struct diff_scan {
@@ -150,10 +186,10 @@ static int scan_pairs(struct ggufs_model *m[2], const struct diff_plan *plan,
 			}
 		}
 		const struct ggufs_model *fm = m[which];
-		char q[80];
+		char q[80], cause[EVLOG_LINE_MAX];
 		fprintf(stderr, "ggufs: %s: tensor '%s': cannot read: %s\n", fm->path,
 		        gguf_quote(&fm->tensors[job->tensor[which]].t->name, q),
-		        r == -ENOMEM ? "out of memory" : strerror(-r));
+		        read_cause(fm, r, cause, sizeof cause));
 		goto out;
 	}
 	for (uint64_t j = 0; j < sc.n_jobs; j++)
@@ -173,6 +209,8 @@ out:
 
 int diff_models(const struct options *o)
 {
+	/* before any fetch: a failed one is said in the tensor's line (keep_event) */
+	evlog_set_sink(keep_event, NULL);
 	struct ggufs_model *m[2] = { open_one(o, o->model), NULL };
 	if (!m[0])
 		return 3;
@@ -216,5 +254,9 @@ out:
 close:
 	model_close(m[0]);
 	model_close(m[1]);
+	/* an error no read failed of (a read-ahead's) is still said */
+	evlog_set_sink(NULL, NULL);
+	if (ret == 0 && first_event[0])
+		fprintf(stderr, "ggufs: %s\n", first_event);
 	return ret;
 }
