@@ -14,6 +14,7 @@
 #include "ggufs.h"
 #include "diff_plan.h"
 #include "evlog.h"
+#include "log_escape.h"
 #include "remote.h"
 #include "render_diff.h"
 #include "render_size.h"
@@ -32,7 +33,8 @@
 static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
 static char first_event[EVLOG_LINE_MAX];
 
-/* The evlog_sink_fn of --diff: warnings said at once, the first error kept. */
+/* The evlog_sink_fn of --diff: warnings said at once, the first error kept (lines come
+ * escaped already). */
 static void keep_event(void *arg, enum evlog_level level, const char *line)
 {
 	(void)arg;
@@ -46,8 +48,9 @@ static void keep_event(void *arg, enum evlog_level level, const char *line)
 	pthread_mutex_unlock(&event_lock);
 }
 
-/* The cause of a failed read of model m: the kept event without its "PATH: " (the line
- * names the file already) when it is about one of m's files, else strerror(-err). */
+/* The cause of a failed read of model m, escaped: the kept event without its "PATH: "
+ * (the line names the file already) when it is about one of m's files, else
+ * strerror(-err). */
 static const char *read_cause(const struct ggufs_model *m, int err, char *buf, size_t size)
 {
 	pthread_mutex_lock(&event_lock);
@@ -123,8 +126,7 @@ static int headers_there(const struct ggufs_model *m)
 {
 	for (uint32_t s = 0; s < m->n_shards; s++) {
 		if (source_holds(m->shards[s].src, m->shards[s].gf.data_offset) < 0) {
-			fprintf(stderr, "ggufs: %s: the file has shrunk: its header is gone\n",
-			        m->shards[s].path);
+			log_errf("%s: the file has shrunk: its header is gone", m->shards[s].path);
 			return -EIO;
 		}
 	}
@@ -186,10 +188,11 @@ static int scan_pairs(struct ggufs_model *m[2], const struct diff_plan *plan,
 			}
 		}
 		const struct ggufs_model *fm = m[which];
-		char q[80], cause[EVLOG_LINE_MAX];
-		fprintf(stderr, "ggufs: %s: tensor '%s': cannot read: %s\n", fm->path,
-		        gguf_quote(&fm->tensors[job->tensor[which]].t->name, q),
-		        read_cause(fm, r, cause, sizeof cause));
+		char q[80], cause[EVLOG_LINE_MAX], raw[GGUF_ERR_MAX + 128], line[4 * sizeof raw];
+		snprintf(raw, sizeof raw, "%s: tensor '%s': cannot read: ", fm->path,
+		         gguf_quote(&fm->tensors[job->tensor[which]].t->name, q));
+		log_escape(line, sizeof line, raw, strlen(raw));
+		fprintf(stderr, "ggufs: %s%s\n", line, read_cause(fm, r, cause, sizeof cause));
 		goto out;
 	}
 	for (uint64_t j = 0; j < sc.n_jobs; j++)
@@ -198,7 +201,7 @@ static int scan_pairs(struct ggufs_model *m[2], const struct diff_plan *plan,
 	ret = 0;
 	goto out;
 oom:
-	fprintf(stderr, "ggufs: out of memory\n");
+	log_errf("out of memory");
 out:
 	free(sc.jobs);
 	free(pair_of);
@@ -226,13 +229,13 @@ int diff_models(const struct options *o)
 	if (headers_there(m[0]) < 0 || headers_there(m[1]) < 0)
 		goto close;
 	if (diff_plan_make(m[0], m[1], &plan) < 0) {
-		fprintf(stderr, "ggufs: out of memory\n");
+		log_errf("out of memory");
 		goto close;
 	}
 	sums = calloc(plan.n_same + 1, sizeof *sums);
 	compared = calloc(plan.n_same + 1, sizeof *compared);
 	if (!sums || !compared) {
-		fprintf(stderr, "ggufs: out of memory\n");
+		log_errf("out of memory");
 		goto out;
 	}
 	if (scan_pairs(m, &plan, sums, compared) != 0)
@@ -243,7 +246,7 @@ int diff_models(const struct options *o)
 	const struct report rep = { { m[0], m[1], &plan, sums, compared }, o->json };
 	int r = print_rendered(render_report, &rep);
 	if (r < 0) {
-		fprintf(stderr, "ggufs: cannot write the report: %s\n", strerror(-r));
+		log_errf("cannot write the report: %s", strerror(-r));
 		goto out;
 	}
 	ret = 0;
