@@ -130,8 +130,17 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	if (o.check) {
-		/* ggufs --check [--json] MODEL.gguf (cli_parse saw to the rest): nothing mounted */
-		ret = check_model(&o);
+		/* ggufs --check [--json] MODEL.gguf... (cli_parse saw to the rest): nothing
+		 * mounted; every URL kept out of /proc/PID/cmdline, as the first is */
+		char **copies = calloc((size_t)o.n_operands + 1, sizeof *copies);
+		for (int k = 1; copies && k < o.n_operands; k++)
+			copies[k] = scrub_model_arg(argc, argv, &o.operands[k]);
+		if (o.n_operands)
+			o.operands[0] = o.model;
+		ret = copies ? check_models(&o) : 1;
+		for (int k = 1; copies && k < o.n_operands; k++)
+			free(copies[k]);
+		free(copies);
 		goto out_args;
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
@@ -258,6 +267,7 @@ out_args:
 	free((char *)o.log_file);
 	free((char *)o.edits_file);
 	free(model_copy);
+	free(o.operands);
 	curl_global_cleanup();
 	return ret;
 }
