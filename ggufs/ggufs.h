@@ -77,6 +77,9 @@ bool ggufs_ending(void *fs);
  * file with one name, owned by the user mounting and writable by nobody else (a new
  * one: in a directory of the user's that nobody else may write). */
 int log_open_file(const char *path);
+/* With -o log=FILE, the events said while the mount is made (a remote model's warnings
+ * at open) go to FILE already, as every later one will; log_stop ends it. */
+void log_early(struct ggufs *fs);
 /* Points the event log at fs->log_fd when open, else stderr in the foreground, else
  * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
 void log_start(struct ggufs *fs, bool foreground);

@@ -151,6 +151,8 @@ int main(int argc, char *argv[])
 	/* opened here, in the caller's directory, before the daemon moves to "/" */
 	if (o.log_file && (fs.log_fd = log_open_file(o.log_file)) < 0)
 		goto out_cmdline;
+	fs.mountpoint = mountpoint;   /* each log line names it */
+	log_early(&fs);
 
 	fs.model = open_model(&o, &shown);
 	if (!fs.model)
@@ -251,8 +253,7 @@ out_tree:
 out_model:
 	model_close(fs.model);
 out_cmdline:
-	if (fs.log_fd >= 0)
-		close(fs.log_fd);
+	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
 	free(mountpoint);
 	free(fo.mountpoint);
 	free(shown);
