@@ -2,7 +2,7 @@
  * of the tree built at mount, and replies. Modelled on libfuse's example/hello_ll.c
  * and squashfuse's front end.
  *
- * With -o edits=FILE the metadata changes (lib/8-tree/tree_edit.h): each request works
+ * With -o edits=FILE the metadata changes (lib/6-tree/tree_edit.h): each request works
  * on the tree current when it came (held for it), an open file on the tree current at
  * its open, and every accepted edit invalidates what the kernel caches of the files it
  * changed (their attributes and pages, metadata/'s listing) before the request that made

@@ -1,8 +1,8 @@
 /* The virtual tree that a mount shows: inodes, names, sizes and a read entry point,
  * built once from a model at mount time. Nothing here knows FUSE. The tree is names and
- * dispatch: a read of a file goes to its renderer (lib/7-render), to the tensor reader
- * (lib/5-reader), to the statistics files (tree_stats.c) or, for model.gguf, to the
- * model's layout as one file (lib/3-model/modelfile.h); extended attributes are
+ * dispatch: a read of a file goes to its renderer (lib/5-render), to the tensor reader
+ * (lib/3-reader), to the statistics files (tree_stats.c) or, for model.gguf, to the
+ * model's layout as one file (lib/2-model/modelfile.h); extended attributes are
  * tree_xattr.c's.
  *
  * Inode numbers are derived from position in the model's file, so they are stable for
@@ -112,7 +112,7 @@ const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum 
 
 /* stats/NAME and stats.tsv are computed by their reads only (never by lookups, sizes or
  * directory listings), each tensor at most once per tree however many threads read it
- * (lib/6-stats/stats.h). How many tensors' statistics have been computed so far: for tests. */
+ * (lib/4-stats/stats.h). How many tensors' statistics have been computed so far: for tests. */
 uint64_t tree_stats_computed(const struct tree *t);
 
 /* How many marks reads of n can start from (render_mark.h): 0 for small and

@@ -1,5 +1,5 @@
 /* What the tree's own files share (tree.c: the namespace and the dispatch of reads;
- * tree_stats.c: the statistics files): the tree itself. Nothing outside lib/8-tree/
+ * tree_stats.c: the statistics files): the tree itself. Nothing outside lib/6-tree/
  * includes this. */
 #ifndef GGUFS_TREE_IMPL_H
 #define GGUFS_TREE_IMPL_H
