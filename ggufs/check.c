@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "clock.h"
 #include "guard.h"
 #include "names.h"
 #include "render_json.h"
@@ -151,13 +152,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* n bytes in the unit that suits them, as ls -h chooses one (but in powers of 1000, as
  * disks and downloads count): "512 bytes", "14.6 KB", "3.92 MB", "638 MB", "1.52 GB",
  * three significant figures. Written into buf, which is returned. */
@@ -199,7 +193,7 @@ static void scan_all(struct scan *sc, uint64_t total, bool progress)
 		n = sc->n_items ? (unsigned)sc->n_items : 1;
 	pthread_t th[MAX_WORKERS];
 	unsigned started = 0;
-	double t0 = now();
+	double t0 = clock_now_s();
 
 	pthread_t rd;
 	const bool reading = pthread_create(&rd, NULL, reader, sc) == 0;
@@ -220,7 +214,7 @@ static void scan_all(struct scan *sc, uint64_t total, bool progress)
 		struct timespec until = realtime_in_ms(200);
 		pthread_cond_timedwait(&sc->cond, &sc->lock, &until);
 		if (progress)
-			show_progress(atomic_load(&sc->bytes_done), total, now() - t0);
+			show_progress(atomic_load(&sc->bytes_done), total, clock_now_s() - t0);
 	}
 	sc->over = true;
 	pthread_cond_signal(&sc->taken);
@@ -230,7 +224,7 @@ static void scan_all(struct scan *sc, uint64_t total, bool progress)
 	if (reading)
 		pthread_join(rd, NULL);
 	if (progress) {   /* the whole, once, however quick the scan (then the line goes) */
-		show_progress(atomic_load(&sc->bytes_done), total, now() - t0);
+		show_progress(atomic_load(&sc->bytes_done), total, clock_now_s() - t0);
 		fprintf(stderr, "\r%*s\r", 72, "");
 	}
 }

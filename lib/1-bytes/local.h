@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "gguf.h"
+#include "errline.h"
 #include "source.h"
 
 /* Opens and maps the regular, non-empty file at path: its source, with its stat in *st,

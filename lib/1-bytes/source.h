@@ -9,6 +9,7 @@
 #define GGUFS_SOURCE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct source;

@@ -100,24 +100,13 @@ static void shard_close(struct model_shard *s)
 	free(s->path);
 }
 
-/* An unsigned integer metadata value of any integer type. */
-static bool kv_uint(const struct gguf_file *f, const char *key, uint64_t *v)
+bool model_split_key(const struct gguf_str *k)
 {
-	const struct gguf_kv *kv = gguf_find_kv(f, key);
-	if (!kv)
-		return false;
-	const uint8_t *p = kv->value.data;
-	switch (kv->value.type) {
-	case GGUF_TYPE_UINT8: *v = p[0]; return true;
-	case GGUF_TYPE_UINT16: *v = gguf_le16(p); return true;
-	case GGUF_TYPE_UINT32: *v = gguf_le32(p); return true;
-	case GGUF_TYPE_UINT64: *v = gguf_le64(p); return true;
-	case GGUF_TYPE_INT8: *v = (uint64_t)(int64_t)(int8_t)p[0]; return (int8_t)p[0] >= 0;
-	case GGUF_TYPE_INT16: *v = (uint64_t)(int16_t)gguf_le16(p); return (int16_t)gguf_le16(p) >= 0;
-	case GGUF_TYPE_INT32: *v = (uint64_t)(int32_t)gguf_le32(p); return (int32_t)gguf_le32(p) >= 0;
-	case GGUF_TYPE_INT64: *v = gguf_le64(p); return (int64_t)*v >= 0;
-	default: return false;
-	}
+	static const char *const keys[] = { "split.no", "split.count", "split.tensors.count" };
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (k->len == strlen(keys[i]) && memcmp(k->ptr, keys[i], k->len) == 0)
+			return true;
+	return false;
 }
 
 /* Recognises llama.cpp's split names, PREFIX-00002-of-00003.gguf: the length of
@@ -147,7 +136,8 @@ static int split_check(struct ggufs_model *m, uint32_t i, uint64_t tensors_total
 {
 	const struct model_shard *s = &m->shards[i];
 	uint64_t no, count, total;
-	if (!kv_uint(&s->gf, "split.no", &no) || !kv_uint(&s->gf, "split.count", &count)) {
+	if (!gguf_kv_uint(gguf_find_kv(&s->gf, "split.no"), &no) ||
+	    !gguf_kv_uint(gguf_find_kv(&s->gf, "split.count"), &count)) {
 		gguf_errf(err, "%s: shard %u of %u has no split.no or split.count key", s->path, i + 1,
 		     m->n_shards);
 		return -1;
@@ -157,7 +147,7 @@ static int split_check(struct ggufs_model *m, uint32_t i, uint64_t tensors_total
 		     " and split.count %" PRIu64, s->path, i + 1, m->n_shards, no, count);
 		return -1;
 	}
-	if (kv_uint(&s->gf, "split.tensors.count", &total) && total != tensors_total) {
+	if (gguf_kv_uint(gguf_find_kv(&s->gf, "split.tensors.count"), &total) && total != tensors_total) {
 		gguf_errf(err, "%s: belongs to another model: split.tensors.count is %" PRIu64
 		     ", the first shard says %" PRIu64, s->path, total, tensors_total);
 		return -1;
@@ -218,7 +208,7 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 		if (open_one(m, &m->shards[0], path, url, &m->st, NULL, err) < 0)
 			return -1;
 		uint64_t c;
-		if (kv_uint(&m->shards[0].gf, "split.count", &c) && c > 1) {
+		if (gguf_kv_uint(gguf_find_kv(&m->shards[0].gf, "split.count"), &c) && c > 1) {
 			gguf_errf(err, "%s: shard of a model split in %" PRIu64 " files, but its name is not "
 			     "NAME-0000N-of-0000M.gguf, so the others cannot be found", path, c);
 			return -1;
@@ -265,7 +255,7 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 	for (unsigned i = 0; i < count; i++)
 		total += m->shards[i].gf.n_tensors;
 	uint64_t claimed = total;
-	kv_uint(&m->shards[0].gf, "split.tensors.count", &claimed);
+	gguf_kv_uint(gguf_find_kv(&m->shards[0].gf, "split.tensors.count"), &claimed);
 	for (unsigned i = 0; i < count; i++)
 		if (split_check(m, i, claimed, err) < 0)
 			return -1;

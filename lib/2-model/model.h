@@ -48,6 +48,11 @@ struct ggufs_model {
 struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX]);
 void model_close(struct ggufs_model *m);
 
+/* Whether k is one of the keys that make a file a shard (split.no, split.count,
+ * split.tensors.count): model.gguf of a split model has none of them, so that the
+ * merged file is never taken for a shard again. */
+bool model_split_key(const struct gguf_str *k);
+
 /* Opens the remote model at url (http or https; hf:// already expanded), all shards of
  * a split one, with one shared struct remote made from o: only each shard's header is
  * fetched (REMOTE_FIRST_BYTES first, then x REMOTE_GROWTH until it parses). shown is the

@@ -15,17 +15,6 @@
 #define ZERO_BYTES (64u << 10)
 static const uint8_t zeros[ZERO_BYTES];
 
-/* The keys that make a file a shard; the merged file has none of them, as the merge
- * tool's output must not be taken for a shard again. */
-static bool split_key(const struct gguf_str *k)
-{
-	static const char *const keys[] = { "split.no", "split.count", "split.tensors.count" };
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-		if (k->len == strlen(keys[i]) && memcmp(k->ptr, keys[i], k->len) == 0)
-			return true;
-	return false;
-}
-
 /* The merged layout of a split model: header, then each tensor at the next multiple of
  * the alignment after the one before. */
 static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
@@ -61,7 +50,7 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 	}
 	uint64_t n_kv = 0;
 	for (uint64_t k = 0; k < g0->n_kv; k++)
-		if (!split_key(&g0->kv[k].key))
+		if (!model_split_key(&g0->kv[k].key))
 			kv[n_kv++] = &g0->kv[k];
 	uint64_t data = 0;   /* the data section's length so far */
 	for (uint64_t i = 0; i < m->n_tensors; i++) {

@@ -296,15 +296,6 @@ struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change 
 	return c;
 }
 
-/* The keys that make a file a shard, which model.gguf of a split model has not. */
-static bool split_key(const struct gguf_str *k)
-{
-	return k->len > 6 && memcmp(k->ptr, "split.", 6) == 0 &&
-	       ((k->len == 8 && memcmp(k->ptr + 6, "no", 2) == 0) ||
-	        (k->len == 11 && memcmp(k->ptr + 6, "count", 5) == 0) ||
-	        (k->len == 19 && memcmp(k->ptr + 6, "tensors.count", 13) == 0));
-}
-
 int ov_identity(const struct ggufs_model *m, uint64_t *header_hash)
 {
 	const struct gguf_file *g0 = &m->shards[0].gf;
@@ -321,7 +312,7 @@ int ov_identity(const struct ggufs_model *m, uint64_t *header_hash)
 	/* the header of model.gguf unedited (modelfile.h): a split model's merged one,
 	 * which is a single file's own when the shards were cut from it */
 	for (uint64_t k = 0; k < g0->n_kv; k++)
-		if (m->n_shards == 1 || !split_key(&g0->kv[k].key))
+		if (m->n_shards == 1 || !model_split_key(&g0->kv[k].key))
 			kv[n_kv++] = &g0->kv[k];
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		ts[i] = m->tensors[i].t;

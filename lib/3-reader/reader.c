@@ -1,11 +1,11 @@
 #include "reader.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dequant.h"
+#include "thread_buf.h"
 
 int reader_raw(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
                void *buf)
@@ -53,35 +53,9 @@ static void dequant_range(const struct ggml_type *ty, const uint8_t *data, uint6
  * read's memory, whatever the tensor's size. */
 #define REMOTE_SLICE_BYTES (128u << 10)
 
-static pthread_key_t slice_key;
-static pthread_once_t slice_once = PTHREAD_ONCE_INIT;
-
-/* The key of the threads' slice buffers, freed with their threads. */
-static void slice_key_init(void)
-{
-	if (pthread_key_create(&slice_key, free) != 0)
-		abort();
-}
-
-/* A buffer of size bytes: the thread's own REMOTE_SLICE_BYTES one, kept for its life
- * (a buffer per read would come and go through malloc arenas that keep it), or for a
- * larger size a malloc'ed one that the caller frees (*owned). NULL when out of memory. */
-static uint8_t *slice_buffer(uint64_t size, bool *owned)
-{
-	*owned = size > REMOTE_SLICE_BYTES;
-	if (*owned)
-		return malloc(size);
-	pthread_once(&slice_once, slice_key_init);
-	uint8_t *buf = pthread_getspecific(slice_key);
-	if (!buf) {
-		buf = malloc(REMOTE_SLICE_BYTES);
-		if (buf && pthread_setspecific(slice_key, buf) != 0) {
-			free(buf);
-			buf = NULL;
-		}
-	}
-	return buf;
-}
+/* Each thread's slice buffer (a buffer per read would come and go through malloc
+ * arenas that keep it). */
+static struct thread_buf slice_buf = THREAD_BUF(REMOTE_SLICE_BYTES, false);
 
 /* A slice of a .f32 read: its stored blocks, from block b0 on, are dequantized into
  * out, the bytes [off, off + len) of the .f32 rendering. */
@@ -121,7 +95,7 @@ int reader_f32(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t l
 			most = 1;
 		if (slice_blocks > most)
 			slice_blocks = most;
-		slice = slice_buffer(slice_blocks * ty->block_bytes, &owned);
+		slice = thread_buf_get(&slice_buf, slice_blocks * ty->block_bytes, &owned);
 		if (!slice)
 			return -EIO;
 	}
@@ -138,8 +112,7 @@ int reader_f32(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t l
 			break;
 		pos = stop;
 	}
-	if (owned)
-		free(slice);
+	thread_buf_put(slice, owned);
 	return r < 0 ? -EIO : 0;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json_read.h"
 #include "json_string.h"
 #include "nameset.h"
 #include "render_value.h"

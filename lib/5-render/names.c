@@ -1,18 +1,8 @@
 #include "names.h"
+#include "hash.h"
 
 #include <stdio.h>
 #include <string.h>
-
-uint64_t names_fnv1a64(const void *p, uint64_t len)
-{
-	const unsigned char *b = p;
-	uint64_t h = 0xcbf29ce484222325u;
-	for (uint64_t i = 0; i < len; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3u;
-	}
-	return h;
-}
 
 /* Output under construction. Units (an escape, a whole UTF-8 character, or a lone
  * byte) go in whole or not at all, so a cut never splits one; once a unit does not
@@ -111,7 +101,7 @@ size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_
 	if (o.over) {
 		/* hashed names are longer than NAMES_CUT, so they never equal an uncut one */
 		snprintf(out + o.len, NAMES_BUF - o.len, "~%016llx",
-		         (unsigned long long)names_fnv1a64(name, len));
+		         (unsigned long long)hash_fnv1a(name, len, HASH_FNV1A_BASIS));
 		o.len += 17;
 	}
 	out[o.len] = '\0';

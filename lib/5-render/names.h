@@ -13,9 +13,6 @@
 /* Buffer size for any file name, NUL included: the cut, '~', 16 hex digits. */
 #define NAMES_BUF (NAMES_CUT + 1 + 16 + 1)
 
-/* 64-bit FNV-1a of p[0..len). */
-uint64_t names_fnv1a64(const void *p, uint64_t len);
-
 /* Writes the file name of name[0..len) into out as a NUL-terminated string and returns
  * its length (at most NAMES_BUF - 1). tensor selects rule 2's first half (a tensor name
  * ending in ".f32" or ".npy" gets that last '.' as "%2E"); any name ending in ".gguf"

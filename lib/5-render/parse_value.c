@@ -1,4 +1,5 @@
 #include "parse_value.h"
+#include "json_read.h"
 #include "render_value.h"
 
 #include <inttypes.h>

@@ -87,38 +87,6 @@ static void label(struct sink *s, const char *name)
 	putf(s, "%-18s", name);
 }
 
-/* An integer metadata value of any integer type; false for anything else or a
- * negative value. */
-static bool kv_uint(const struct gguf_kv *kv, uint64_t *out)
-{
-	if (!kv)
-		return false;
-	const struct gguf_value *v = &kv->value;
-	switch (v->type) {
-	case GGUF_TYPE_UINT8: *out = v->data[0]; return true;
-	case GGUF_TYPE_UINT16: *out = gguf_le16(v->data); return true;
-	case GGUF_TYPE_UINT32: *out = gguf_le32(v->data); return true;
-	case GGUF_TYPE_UINT64: *out = gguf_le64(v->data); return true;
-	case GGUF_TYPE_INT8: *out = (uint64_t)(int8_t)v->data[0]; return (int8_t)v->data[0] >= 0;
-	case GGUF_TYPE_INT16: {
-		int16_t x = (int16_t)gguf_le16(v->data);
-		*out = (uint64_t)x;
-		return x >= 0;
-	}
-	case GGUF_TYPE_INT32: {
-		int32_t x = (int32_t)gguf_le32(v->data);
-		*out = (uint64_t)x;
-		return x >= 0;
-	}
-	case GGUF_TYPE_INT64: {
-		int64_t x = (int64_t)gguf_le64(v->data);
-		*out = (uint64_t)x;
-		return x >= 0;
-	}
-	default: return false;
-	}
-}
-
 /* Arrays longer than this are summarized by type and count, not listed. */
 #define SUMMARY_ARRAY_LIST_MAX 64
 
@@ -266,9 +234,9 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 	label(s, "file type:");
 	const struct gguf_kv *ft = gguf_find_kv(f, "general.file_type");
 	uint64_t ftv;
-	if (kv_uint(ft, &ftv) && summary_ftype_name(ftv))
+	if (gguf_kv_uint(ft, &ftv) && summary_ftype_name(ftv))
 		putf(s, "%s\n", summary_ftype_name(ftv));
-	else if (kv_uint(ft, &ftv))
+	else if (gguf_kv_uint(ft, &ftv))
 		putf(s, "unknown (%" PRIu64 ")\n", ftv);
 	else
 		putf(s, "n/a\n");

@@ -1,5 +1,6 @@
 #include "diskcache.h"
 #include "evlog.h"
+#include "hash.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -103,16 +104,6 @@ static uint64_t next_tick(struct diskcache *dc)
 	uint64_t now = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 	dc->tick = now > dc->tick ? now : dc->tick + 1;
 	return dc->tick;
-}
-
-/* 64-bit FNV-1a of n bytes from basis. */
-static uint64_t fnv1a(const void *p, size_t n, uint64_t basis)
-{
-	const uint8_t *b = p;
-	uint64_t h = basis;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
 }
 
 /* XXH3 (libxxhash): every bit of the input reaches every bit of the result, so that
@@ -530,8 +521,8 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 	if (!e->ticks)
 		goto fail;
 	snprintf(e->name, sizeof e->name, "%016" PRIx64 "%016" PRIx64,
-	         fnv1a(key, strlen(key), 0xcbf29ce484222325ull),
-	         fnv1a(key, strlen(key), 0x84222325cbf29ce4ull));
+	         hash_fnv1a(key, strlen(key), HASH_FNV1A_BASIS),
+	         hash_fnv1a(key, strlen(key), 0x84222325cbf29ce4ull));
 
 	pthread_mutex_lock(&dc->store_lock);
 	int r = -1;

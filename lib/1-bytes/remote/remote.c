@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "blockcache.h"
+#include "clock.h"
 #include "diskcache.h"
 #include "evlog.h"
 #include "http.h"
@@ -80,7 +81,7 @@ struct remote_file {
 	char *target;               /* where the last redirect led (used first), or NULL */
 	struct {                    /* blocks whose fetch failed lately (REMOTE_FAILED_HOLD_MS) */
 		uint64_t index;
-		double until;           /* now_s() before this: reads of it fail at once */
+		double until;           /* clock_now_s() before this: reads of it fail at once */
 	} failed[REMOTE_FAILED_SLOTS];
 	unsigned failed_next;       /* the slot to use next (oldest first) */
 
@@ -143,14 +144,6 @@ static void backoff(const struct remote *r, unsigned ms)
 		struct timespec ts = { 0, 50 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
-}
-
-/* Seconds on the monotonic clock. */
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* A pseudo-random number for jitter (xorshift, one state per thread: no lock, and no
@@ -494,7 +487,7 @@ static bool poll_mount_wait(void *arg)
 {
 	struct mount_wait *w = arg;
 	struct remote *r = w->f->r;
-	double waited = now_s() - w->attempt_started;
+	double waited = clock_now_s() - w->attempt_started;
 	if (w->said != w->attempt && waited >= REMOTE_WAIT_SAY_S)
 		say_waiting(w, "%s: waiting for the server: no answer after %.0f s (attempt %u of "
 		            "%u; -o timeout=%u ends an attempt that gets no data for that long)",
@@ -638,12 +631,8 @@ static void mark_changed(struct remote_file *f, const char *why)
 static void failure_key(char *key, size_t size, const struct remote_file *f, long status,
                         const char *err)
 {
-	int n = snprintf(key, size, "fetch %s %ld ", log_name(f), status);
-	size_t k = n > 0 && (size_t)n < size ? (size_t)n : size - 1;
-	for (const char *p = err; *p && k + 1 < size; p++)
-		if (*p < '0' || *p > '9')
-			key[k++] = *p;
-	key[k] = 0;
+	snprintf(key, size, "fetch %s %ld ", log_name(f), status);
+	evlog_key_cause(key, size, err);
 }
 
 /* Notes that block index of f failed after every retry (not when the mount is ending:
@@ -655,14 +644,14 @@ static void note_failed(struct remote_file *f, uint64_t index)
 	pthread_mutex_lock(&f->lock);
 	unsigned i = f->failed_next++ % REMOTE_FAILED_SLOTS;
 	f->failed[i].index = index;
-	f->failed[i].until = now_s() + REMOTE_FAILED_HOLD_MS / 1e3;
+	f->failed[i].until = clock_now_s() + REMOTE_FAILED_HOLD_MS / 1e3;
 	pthread_mutex_unlock(&f->lock);
 }
 
 /* Whether block index of f failed less than REMOTE_FAILED_HOLD_MS ago. */
 static bool failed_lately(struct remote_file *f, uint64_t index)
 {
-	double now = now_s();
+	double now = clock_now_s();
 	bool yes = false;
 	pthread_mutex_lock(&f->lock);
 	for (unsigned i = 0; i < REMOTE_FAILED_SLOTS && !yes; i++)
@@ -685,7 +674,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	CURL *h = handle_get(r);
 	bool from_given = false;
 	int ret = -1;
-	double started = now_s();
+	double started = clock_now_s();
 	double give_up = started + (double)REMOTE_RETRY_SPAN * r->o.timeout;
 	struct mount_wait wait = { .f = f };
 	unsigned retries = 0, n = 0;
@@ -705,7 +694,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		/* blocks that came whole are the readers' already: ask only for the rest */
 		uint64_t from = sink ? first + (uint64_t)sink->done * REMOTE_BLOCK_SIZE : first;
 		wait.attempt = n + 1;
-		wait.attempt_started = now_s();
+		wait.attempt_started = clock_now_s();
 		o = attempt(f, h, from, last, buf, sink, pinned, from_given,
 		            at_mount && r->o.waiting ? &wait : NULL, status, &retry_after, err);
 		if (o == GOT) {
@@ -733,10 +722,10 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 			continue;
 		}
 		unsigned ms = pause_ms(retries++, retry_after);
-		if (now_s() + ms / 1e3 >= give_up)
+		if (clock_now_s() + ms / 1e3 >= give_up)
 			break;
 		/* a mount that has waited a while says why it waits on */
-		if (at_mount && r->o.waiting && now_s() + ms / 1e3 - started >= REMOTE_WAIT_SAY_S) {
+		if (at_mount && r->o.waiting && clock_now_s() + ms / 1e3 - started >= REMOTE_WAIT_SAY_S) {
 			wait.attempt = n + 2;
 			say_waiting(&wait, "%s: %s; trying again in %.1f s (attempt %u of %u; -o "
 			            "timeout=%u bounds each)", f->display, err, ms / 1e3, n + 2,
@@ -750,7 +739,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	if (ret < 0 && at_mount && attempts > 1 && o != CHANGED) {
 		size_t len = strlen(err);
 		snprintf(err + len, GGUF_ERR_MAX - len, " (%u attempts in %.1f s)", attempts,
-		         now_s() - started);
+		         clock_now_s() - started);
 	}
 	/* a read's fetch that failed for good: the log says why, once per cause (a changed
 	 * file has said so in mark_changed) */
@@ -760,7 +749,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		failure_key(key, sizeof key, f, *status, err);
 		evlog(EVLOG_ERR, key, "%s: bytes %" PRIu64 "-%" PRIu64 " could not be fetched after "
 		      "%u attempt%s in %.1f s: %s: reads of them fail with EIO", log_name(f), first,
-		      last, attempts, attempts == 1 ? "" : "s", now_s() - started, err);
+		      last, attempts, attempts == 1 ? "" : "s", clock_now_s() - started, err);
 	}
 	return ret;
 }

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "gguf.h"
+#include "errline.h"
 #include "source.h"
 #include "url.h"
 

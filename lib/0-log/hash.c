@@ -7,6 +7,7 @@
 static uint64_t seed;
 static pthread_once_t seed_once = PTHREAD_ONCE_INIT;
 
+/* The process's seed: random, or where the kernel has no entropy yet, the clock. */
 static void seed_init(void)
 {
 	if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed) {
@@ -17,13 +18,19 @@ static void seed_init(void)
 	}
 }
 
+uint64_t hash_fnv1a(const void *p, uint64_t n, uint64_t basis)
+{
+	const unsigned char *b = p;
+	uint64_t h = basis;
+	for (uint64_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
 uint64_t hash_bytes(const void *p, uint64_t n, uint64_t salt)
 {
 	pthread_once(&seed_once, seed_init);
-	const unsigned char *b = p;
-	uint64_t h = 0xcbf29ce484222325ull ^ seed ^ salt;
-	for (uint64_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
+	uint64_t h = hash_fnv1a(p, n, HASH_FNV1A_BASIS ^ seed ^ salt);
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdull;
 	h ^= h >> 33;
