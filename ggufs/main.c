@@ -239,6 +239,9 @@ int main(int argc, char *argv[])
 	ret = ret < 0;
 
 out_unmount:
+	/* first: a quick remount of the same model waits for this mount's disk cache
+	 * entries instead of reading without them */
+	remote_leaving(fs.model->remote);
 	watch_stop(&fs);
 	fuse_session_unmount(se);
 	log_stop(&fs);

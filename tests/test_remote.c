@@ -38,7 +38,8 @@ static void test_refused_connection(void **state)
 	assert_non_null(r);
 	long status = -1;
 	/* port 1 on loopback: nothing listens there */
-	struct remote_file *f = remote_open(r, "http://127.0.0.1:1/m.gguf", 1 << 20, err, &status);
+	struct remote_file *f = remote_open(r, "http://127.0.0.1:1/m.gguf", NULL, 1 << 20, err,
+	                                    &status);
 	assert_null(f);
 	assert_int_equal(status, 0);
 	assert_non_null(strstr(err, "connect"));

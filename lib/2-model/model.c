@@ -48,7 +48,8 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 		gguf_errf(err, "%s: out of memory", shown);
 		return -1;
 	}
-	struct remote_file *f = remote_open(m->remote, url, REMOTE_FIRST_BYTES, why, &status);
+	struct remote_file *f = remote_open(m->remote, url, shown, REMOTE_FIRST_BYTES, why,
+	                                    &status);
 	if (!f) {
 		if (missing_if_404 && (status == 404 || status == 410))
 			gguf_errf(err, "%s: %s", shown, missing);
@@ -56,7 +57,6 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 			gguf_errf(err, "%s: %s", shown, why);
 		return -1;
 	}
-	remote_set_name(f, shown);
 	s->src = remote_source(f);
 	s->size = remote_size(f);
 	if (s->size == 0) {

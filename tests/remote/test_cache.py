@@ -13,7 +13,9 @@
 - the file swapped on the server (same size, new ETag): a new entry beside the old one,
   and the new mount serves the new bytes, never the stale ones;
 - two mounts of the same version at once: the second says it runs without the disk
-  cache, and both serve the right bytes;
+  cache (naming the model as given), and both serve the right bytes; but an entry whose
+  mount is ending (its lock made shared at unmount) is waited for, and a quick remount
+  reads from the disk cache;
 - a split model: an entry per shard, and a second mount fetches only the shards' headers;
 - a cache_dir that cannot be made or is not a directory: exit 1, one line naming it,
   nothing mounted; a cache_max that is not a size: exit 2.
@@ -306,6 +308,78 @@ class Cache(unittest.TestCase):
                 err, _, _ = read_bounded(b.p("tensors", name), 0, 4096, WAIT)
                 self.assertEqual(err, 0)
         self.assertEqual(len(entries(self.cache)), 1)
+
+    def held_entry(self, s, how, seconds):
+        """Fills the cache with one mount, then holds its entry's lock as a mount would
+        (how: fcntl.LOCK_EX, a live one; fcntl.LOCK_SH, one that is ending) for seconds
+        in a thread, and returns it (started; join it)."""
+        with EnvMount(s.url + PATH, self.opts()) as m:
+            self.read_all(m)
+        (entry,) = entries(self.cache)
+        fd = os.open(os.path.join(self.cache, entry, "map"), os.O_RDONLY)
+        fcntl.flock(fd, how)
+
+        def release():
+            time.sleep(seconds)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        t = threading.Thread(target=release)
+        t.start()
+        return t
+
+    def test_ending_mount_waited_for(self):
+        """An entry whose holder is ending (its lock shared, as at unmount): a new mount
+        waits for it, then reads from the disk cache, without a warning."""
+        with FaultServer({PATH: self.data}) as s:
+            t = self.held_entry(s, fcntl.LOCK_SH, 1.5)
+            clear_when_quiet(s)
+            start = time.monotonic()
+            try:
+                with EnvMount(s.url + PATH, self.opts()) as m:
+                    self.assertGreaterEqual(time.monotonic() - start, 1.0)
+                    self.read_all(m)
+                    self.assertEqual(m.stderr(), "")
+                    self.assertGreater(int(os.getxattr(m.path, "user.ggufs.disk_cache_hits")), 0)
+            finally:
+                t.join()
+            self.assertEqual(data_requests(s.log_settled(1)), [])
+
+    def test_live_mount_not_waited_for(self):
+        """An entry a live mount holds (its lock exclusive): the new mount says at once,
+        naming the model as given (hf://), that it reads without the disk cache."""
+        with FaultServer({PATH: self.data, "/o/r/resolve/main/tinyllama-q4km.gguf":
+                          self.data}) as s:
+            env = env_without_token(HF_ENDPOINT=s.url)
+            hf = "hf://o/r/tinyllama-q4km.gguf"
+            with EnvMount(hf, self.opts(), env) as m:
+                self.read_all(m)
+            (entry,) = entries(self.cache)
+            fd = os.open(os.path.join(self.cache, entry, "map"), os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                start = time.monotonic()
+                with EnvMount(hf, self.opts(), env) as m:
+                    self.assertLess(time.monotonic() - start, 5)
+                    self.assertEqual(m.stderr(), "ggufs: warning: %s: another mount uses its "
+                                     "disk cache entry: this mount reads without the disk "
+                                     "cache\n" % hf)
+            finally:
+                os.close(fd)
+
+    def test_quick_remount_keeps_the_cache(self):
+        """Unmounted and mounted again at once, before the first daemon has exited, a
+        few times: the new mount reads from the disk cache every time."""
+        with FaultServer({PATH: self.data}) as s:
+            with EnvMount(s.url + PATH, self.opts()) as m:
+                self.read_all(m)
+            for _ in range(3):
+                a = EnvMount(s.url + PATH, self.opts()).__enter__()
+                subprocess.run(["fusermount3", "-u", a.path], check=True)
+                with EnvMount(s.url + PATH, self.opts()) as b:
+                    self.read_all(b)
+                    self.assertEqual(b.stderr(), "")
+                    self.assertGreater(int(os.getxattr(b.path, "user.ggufs.disk_cache_hits")), 0)
+                a.__exit__(None, None, None)
 
     def test_split_model_every_shard_cached(self):
         shards = split_gguf(TINY, self.tmp, "tiny", 3)

@@ -232,7 +232,7 @@ class MountWait(unittest.TestCase):
         gm.unmount(self.mnt)
         shutil.rmtree(self.tmp)
 
-    def run_on_tty(self, args, until=None, then=None, timeout=REFUSE_TIMEOUT):
+    def run_on_tty(self, args, until=None, then=None, timeout=REFUSE_TIMEOUT, env=None):
         """Runs ggufs with stderr on a pseudo-terminal: (exit status, its lines). When
         until (bytes) shows up, then() is called once."""
         import pty
@@ -241,7 +241,7 @@ class MountWait(unittest.TestCase):
         leader, follower = pty.openpty()
         p = subprocess.Popen([gm.GGUFS] + args, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=follower,
-                             env=env_without_token())
+                             env=env_without_token(**(env or {})))
         os.close(follower)
         out = b""
         deadline = time.monotonic() + timeout
@@ -292,6 +292,20 @@ class MountWait(unittest.TestCase):
             for line in lines[1:]:
                 self.assertIn("trying again in", line)
                 self.assertIn("(attempt 2 of 5;", line)
+
+    def test_waiting_names_the_hf_name(self):
+        """Waiting for the hub: the line names the model as the user gave it (hf://),
+        not the URL it became."""
+        with FaultServer({"/o/r/resolve/main/m.gguf": gm.read_file(TINY)}) as s:
+            s.stall = True
+
+            def unstall():
+                s.stall = False
+            rc, lines = self.run_on_tty(["hf://o/r/m.gguf", self.mnt], until=b"waiting",
+                                        then=unstall, env={"HF_ENDPOINT": s.url})
+            self.assertEqual(rc, 0, lines)
+            self.assertRegex(lines[0], r"^ggufs: hf://o/r/m\.gguf: waiting for the server: "
+                             r"no answer after \d+ s \(attempt 1 of 5;")
 
     def test_retries_said_and_final_words(self):
         """503 after 503, each with Retry-After: 2: the retries that come once the mount

@@ -197,6 +197,26 @@ class Log(unittest.TestCase):
                                  "long, or a write error): it is read without the disk "
                                  "cache\n" % (s.url, PATH))
 
+    def test_encoded_reply_logged(self):
+        """A read refused because the server sent an encoded (gzip) body: one line with
+        that cause, as at mount, and the first EIO it caused."""
+        with FaultServer({PATH: self.data}) as s:
+            url = s.url + PATH
+            cache = os.path.join(self.tmp, "cache")
+            with EnvMount(url, ["-o", "log=%s,cache_dir=%s" % (self.log, cache)]) as m:
+                s.content_encoding = "gzip"
+                for name in self.by_offset[-3:]:
+                    self.assertEqual(self.read(m, name, direct=False)[0], errno.EIO)
+                s.content_encoding = None
+                got = self.lines(m.path)
+                self.assertEqual(len(got), 2, got)
+                self.assertRegex(got[0], r"^%s: bytes \d+-\d+ could not be fetched after 1 "
+                                 r"attempt in [\d.]+ s: the server's reply is encoded "
+                                 r"\(Content-Encoding: gzip\), not the file's bytes: reads of "
+                                 r"them fail with EIO$" % re.escape(url))
+                self.assertTrue(got[1].startswith("EIO to a read of tensors/"), got[1])
+                self.assertIn("Content-Encoding: gzip", got[1])
+
     def test_mount_warning_to_the_log(self):
         """With -o log=FILE the same warning, raised while the mount is made, goes to
         FILE with the others, not to stderr."""

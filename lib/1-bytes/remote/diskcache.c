@@ -1,4 +1,5 @@
 #include "diskcache.h"
+#include "clock.h"
 #include "evlog.h"
 #include "hash.h"
 
@@ -47,6 +48,7 @@ struct diskcache {
 	uint32_t block_size;
 	uint64_t tick;               /* the last use given out (next_tick) */
 	struct dc_entry *entries;    /* open in this process */
+	bool leaving;                /* dc_leaving: nothing more is stored */
 };
 
 struct dc_entry {
@@ -353,6 +355,19 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 	return dc;
 }
 
+void dc_leaving(struct diskcache *dc)
+{
+	if (!dc)
+		return;
+	pthread_mutex_lock(&dc->store_lock);   /* no store under way */
+	dc->leaving = true;
+	pthread_mutex_lock(&dc->lock);
+	for (struct dc_entry *e = dc->entries; e; e = e->next)
+		flock_retry(e->mapfd, LOCK_SH);
+	pthread_mutex_unlock(&dc->lock);
+	pthread_mutex_unlock(&dc->store_lock);
+}
+
 void dc_close(struct diskcache *dc)
 {
 	if (!dc)
@@ -488,6 +503,16 @@ out:
 	return r;
 }
 
+/* Whether the mount that holds e's entry (open_entry gave -2) is ending: dc_leaving
+ * made its lock shared, which a shared lock of ours then joins. */
+static bool holder_leaving(struct dc_entry *e)
+{
+	if (flock_retry(e->mapfd, LOCK_SH | LOCK_NB) != 0)
+		return false;
+	flock_retry(e->mapfd, LOCK_UN);
+	return true;
+}
+
 /* Closes e's files (not yet in the list). */
 static void close_files(struct dc_entry *e)
 {
@@ -526,8 +551,17 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 
 	pthread_mutex_lock(&dc->store_lock);
 	int r = -1;
-	if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
+	/* an entry held by a mount that is ending (dc_leaving) is waited for, a moment */
+	const double give_up = clock_now_s() + DC_LEAVING_WAIT_S;
+	while (flock_retry(dc->lockfd, LOCK_EX) == 0) {
 		r = open_entry(e, key);
+		if (r == -2 && holder_leaving(e) && clock_now_s() < give_up) {
+			flock_retry(dc->lockfd, LOCK_UN);   /* (the holder may want it to end) */
+			close_files(e);
+			struct timespec pause = { 0, DC_LEAVING_POLL_MS * 1000000L };
+			nanosleep(&pause, NULL);
+			continue;
+		}
 		if (r == -1) {   /* missing, or not this version's, or damaged: made afresh */
 			close_files(e);
 			remove_entry(dc->dirfd, e->name);
@@ -542,6 +576,7 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 				r = open_entry(e, key);
 		}
 		flock_retry(dc->lockfd, LOCK_UN);
+		break;
 	}
 	if (r == 0) {
 		pthread_mutex_lock(&dc->lock);
@@ -834,7 +869,7 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 	pthread_mutex_lock(&dc->lock);
 	bool present = tick_of(e, index) != 0;
 	pthread_mutex_unlock(&dc->lock);
-	if (present) {
+	if (present || dc->leaving) {   /* (leaving: a new mount may hold the entry now) */
 		ok = true;
 	} else if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
 		/* no fdatasync between the bytes and the record: whatever a crash keeps of

@@ -21,7 +21,11 @@
  * bytes not matching) at its next load, and fetches the block again.
  *
  * An entry is used by one mount at a time (flock on its map); a second mount of the
- * same version gets no entry and runs from memory and the network only.
+ * same version gets no entry and runs from memory and the network only. A mount that is
+ * ending says so at once (dc_leaving: its lock becomes shared, and it stores nothing
+ * more), and a new mount waits up to DC_LEAVING_WAIT_S for such an entry instead of
+ * going without it: a quick remount keeps its cache however long the old daemon takes
+ * to exit.
  *
  * Thread-safe. */
 #ifndef GGUFS_DISKCACHE_H
@@ -34,6 +38,8 @@
 #define DC_DEFAULT_MAX (10ull << 30)  /* the default bound: at most 10 GiB ... */
 #define DC_DEFAULT_FREE_DIVISOR 4     /* ... and at most a quarter of (free + cached) */
 #define DC_KEY_MAX 3968               /* a longer key (URL) is not cached */
+#define DC_LEAVING_WAIT_S 10.0        /* how long a new mount waits for an ending one */
+#define DC_LEAVING_POLL_MS 20
 
 struct diskcache;
 struct dc_entry;
@@ -48,6 +54,10 @@ struct dc_entry;
  * symlink. */
 struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
                           size_t errlen);
+/* The mount is ending: nothing more is stored, and each entry open here is marked as
+ * being let go, so that a new mount of its file waits for it (dc_entry_open) rather
+ * than reading without the disk cache. Loads go on. NULL: nothing. */
+void dc_leaving(struct diskcache *dc);
 /* Closes it; its entries must be closed first. */
 void dc_close(struct diskcache *dc);
 
@@ -59,7 +69,8 @@ uint64_t dc_usage(struct diskcache *dc);
 /* The entry of one file version: url as url_cache_key gives it, its size,
  * and version (its ETag, or else its Last-Modified; "" means the version cannot be told
  * and nothing is cached: NULL). Created empty when missing or unreadable. NULL when
- * another mount holds it (*busy set), or it cannot be made. */
+ * another mount holds it (*busy set; one that is ending is waited for first, up to
+ * DC_LEAVING_WAIT_S), or it cannot be made. */
 struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t size,
                                const char *version, bool *busy);
 void dc_entry_close(struct dc_entry *e);

@@ -458,6 +458,13 @@ static bool is_directory_redirect(const char *url, const char *next)
 	       strcmp(url + path, next + next_path) == 0;
 }
 
+/* The file as the log names it: as the user gave it (an hf://
+ * name, not the URL it became), else the URL shown. */
+static const char *log_name(const struct remote_file *f)
+{
+	return f->name ? f->name : f->display;
+}
+
 /* The wait of a fetch at mount, for remote_opts.waiting: one line per attempt at most. */
 struct mount_wait {
 	struct remote_file *f;
@@ -491,7 +498,7 @@ static bool poll_mount_wait(void *arg)
 	if (w->said != w->attempt && waited >= REMOTE_WAIT_SAY_S)
 		say_waiting(w, "%s: waiting for the server: no answer after %.0f s (attempt %u of "
 		            "%u; -o timeout=%u ends an attempt that gets no data for that long)",
-		            w->f->display, waited, w->attempt, REMOTE_ATTEMPTS, r->o.timeout);
+		            log_name(w->f), waited, w->attempt, REMOTE_ATTEMPTS, r->o.timeout);
 	return r->o.cancelled && r->o.cancelled(r->o.cancel_arg);
 }
 
@@ -596,12 +603,6 @@ done:
 	free(url);
 	free(resp);
 	return out;
-}
-
-/* The file as the log names it: as the user gave it. */
-static const char *log_name(const struct remote_file *f)
-{
-	return f->name ? f->name : f->display;
 }
 
 /* Keeps why (one phrase about f) as the mount's last failure. */
@@ -728,7 +729,7 @@ static int fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 		if (at_mount && r->o.waiting && clock_now_s() + ms / 1e3 - started >= REMOTE_WAIT_SAY_S) {
 			wait.attempt = n + 2;
 			say_waiting(&wait, "%s: %s; trying again in %.1f s (attempt %u of %u; -o "
-			            "timeout=%u bounds each)", f->display, err, ms / 1e3, n + 2,
+			            "timeout=%u bounds each)", log_name(f), err, ms / 1e3, n + 2,
 			            REMOTE_ATTEMPTS, r->o.timeout);
 		}
 		backoff(r, ms);
@@ -1153,6 +1154,12 @@ void remote_set_cancel(struct remote *r, bool (*is_cancelled)(void *arg), void *
 	r->o.cancel_arg = arg;
 }
 
+void remote_leaving(struct remote *r)
+{
+	if (r)
+		dc_leaving(r->disk);
+}
+
 void remote_free(struct remote *r)
 {
 	if (!r)
@@ -1232,19 +1239,19 @@ static void open_disk_entry(struct remote_file *f)
 	free(key);
 	if (busy)
 		evlog(EVLOG_WARNING, NULL, "%s: another mount uses its disk cache entry: this "
-		      "mount reads without the disk cache", f->display);
+		      "mount reads without the disk cache", log_name(f));
 	else if (!f->entry && !version[0])
 		evlog(EVLOG_WARNING, NULL, "%s: the server sends neither ETag nor Last-Modified, "
 		      "so a later version could not be told apart: this file is read without the "
-		      "disk cache", f->display);
+		      "disk cache", log_name(f));
 	else if (!f->entry)
 		evlog(EVLOG_WARNING, NULL, "%s: the disk cache refused an entry for this file (no "
 		      "room under cache_max, a URL too long, or a write error): it is read without "
-		      "the disk cache", f->display);
+		      "the disk cache", log_name(f));
 }
 
-struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
-                                char err[GGUF_ERR_MAX], long *status)
+struct remote_file *remote_open(struct remote *r, const char *url, const char *name,
+                                uint64_t first, char err[GGUF_ERR_MAX], long *status)
 {
 	struct remote_file *f = calloc(1, sizeof *f);
 	*status = 0;
@@ -1259,8 +1266,9 @@ struct remote_file *remote_open(struct remote *r, const char *url, uint64_t firs
 	pthread_mutex_init(&f->lock, NULL);
 	f->url = strdup(url);
 	f->display = url_display(url);
+	f->name = name ? strdup(name) : NULL;   /* what the mount's own lines call it */
 	f->prefix = malloc(first ? first : 1);
-	if (!f->url || !f->display || !f->prefix) {
+	if (!f->url || !f->display || !f->prefix || (name && !f->name)) {
 		gguf_errf(err, "out of memory");
 		goto fail;
 	}
@@ -1316,12 +1324,6 @@ time_t remote_mtime(const struct remote_file *f)
 const char *remote_repo_commit(const struct remote_file *f)
 {
 	return f->repo_commit;
-}
-
-void remote_set_name(struct remote_file *f, const char *name)
-{
-	free(f->name);
-	f->name = strdup(name);   /* or the URL shown, when out of memory */
 }
 
 void remote_counters(struct remote *r, struct remote_counters *c)

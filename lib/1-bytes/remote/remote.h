@@ -106,6 +106,10 @@ struct remote_file;
  * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that
  * cannot be made or written). Copies what o points to. */
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
+/* The mount is ending (nothing reads any more): the disk cache lets go of its entries
+ * at once, for a new mount of the same files to take (dc_leaving), before the slower
+ * rest of the shutdown. NULL: nothing. */
+void remote_leaving(struct remote *r);
 /* Stops the read-ahead threads and frees everything; the files must be closed first. */
 void remote_free(struct remote *r);
 
@@ -114,10 +118,13 @@ void remote_free(struct remote *r);
 void remote_set_cancel(struct remote *r, bool (*cancelled)(void *arg), void *arg);
 
 /* Opens the http(s) url: one range request for its first `first` bytes, which notes
- * the size and the pins. NULL on failure with one phrase in err (no URL prefix), e.g.
- * "not found (HTTP 404)"; *status is the HTTP status that caused it (0 if none). */
-struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
-                                char err[GGUF_ERR_MAX], long *status);
+ * the size and the pins. name: the file as the user gave it (an hf:// name), which the
+ * lines said while it opens (waiting for the server, the disk cache's warnings) and
+ * later the event log call it; NULL for the URL shown. NULL on failure with one phrase
+ * in err (no URL prefix), e.g. "not found (HTTP 404)"; *status is the HTTP status that
+ * caused it (0 if none). */
+struct remote_file *remote_open(struct remote *r, const char *url, const char *name,
+                                uint64_t first, char err[GGUF_ERR_MAX], long *status);
 
 /* The header prefix fetched so far, its length, and the file's size. */
 const uint8_t *remote_prefix(const struct remote_file *f, uint64_t *len);
@@ -130,10 +137,6 @@ int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MA
 time_t remote_mtime(const struct remote_file *f);
 /* The hub's X-Repo-Commit from the first answer: the commit mounted; "" if none. */
 const char *remote_repo_commit(const struct remote_file *f);
-
-/* Names f as the user gave it (an hf:// name, not the URL it became) in the event log
- * and the last error. */
-void remote_set_name(struct remote_file *f, const char *name);
 
 /* What a mount's fetcher has done so far (counted as it happens; read for the
  * user.ggufs.* attributes of the mount's root). */
