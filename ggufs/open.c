@@ -2,6 +2,7 @@
  * hf://) with its token, CA file, cache and timeout options. Shared by a mount and by
  * --check, so that both open a model alike. */
 #include <errno.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,56 @@ static char *token_for(const struct options *o, const char *url, bool hf, const 
 	return token;
 }
 
+/* Makes directory path and its missing parents, each mode 0700 (as the XDG spec asks of
+ * $XDG_CACHE_HOME): 0, or -1 with errno. */
+static int make_dirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		int r = mkdir(path, 0700);
+		*p = '/';
+		if (r != 0 && errno != EEXIST)
+			return -1;
+	}
+	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* The disk cache directory of a remote model: -o cache_dir's; none for -o
+ * cache_dir=none; else the default, as llama.cpp's -hf and huggingface_hub keep one:
+ * $XDG_CACHE_HOME/ggufs (an absolute XDG_CACHE_HOME only, as the XDG spec says), else
+ * ~/.cache/ggufs, its parents made (mode 0700) when missing. dc_open holds the default to
+ * every rule of cache_dir. malloc'ed, or NULL for none (also without a home, or when
+ * the parents cannot be made: a cache the user did not ask for never stops a mount). */
+static char *cache_dir_for(const struct options *o)
+{
+	if (o->cache_dir)
+		return strcmp(o->cache_dir, "none") == 0 ? NULL : strdup(o->cache_dir);
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	char base[PATH_MAX];
+	if (xdg && xdg[0] == '/') {
+		snprintf(base, sizeof base, "%s", xdg);
+	} else {
+		const char *home = getenv("HOME");
+		const struct passwd *pw = home && home[0] == '/' ? NULL : getpwuid(geteuid());
+		if (pw)
+			home = pw->pw_dir;
+		if (!home || home[0] != '/')
+			return NULL;
+		snprintf(base, sizeof base, "%s/.cache", home);
+	}
+	size_t n = strlen(base);
+	while (n > 1 && base[n - 1] == '/')
+		base[--n] = 0;
+	if (n + sizeof "/ggufs" > sizeof base || make_dirs(base) != 0)
+		return NULL;
+	char *dir = malloc(n + sizeof "/ggufs");
+	if (dir)
+		snprintf(dir, n + sizeof "/ggufs", "%s/ggufs", base);
+	return dir;
+}
+
 /* remote_opts.waiting: what a remote mount waits for, on the terminal. */
 static void say_waiting(void *arg, const char *line)
 {
@@ -99,7 +150,7 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 {
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = NULL;
-	char *token = NULL;
+	char *token = NULL, *cache_dir = NULL;
 	struct url_rev rev;
 	const char *endpoint = getenv("HF_ENDPOINT");
 	char *url = url_expand(o->model, endpoint, &rev, err, sizeof err);
@@ -110,8 +161,9 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		        url ? "out of memory" : err);
 		goto out;
 	}
+	cache_dir = cache_dir_for(o);
 	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
-	                          .cache_size = o->cache_size, .cache_dir = o->cache_dir,
+	                          .cache_size = o->cache_size, .cache_dir = cache_dir,
 	                          .cache_max = o->cache_max, .hub_rev = rev,
 	                          .waiting = isatty(STDERR_FILENO) ? say_waiting : NULL };
 	bool failed;
@@ -128,6 +180,7 @@ out:
 		free(token);
 	}
 	free(url);
+	free(cache_dir);
 	return m;
 }
 

@@ -25,9 +25,30 @@ MOUNT_TIMEOUT = 20.0
 SANITIZER_MARKS = (b"Sanitizer", b"runtime error:", b"LeakSanitizer")
 
 
+REMOTE_PREFIXES = ("http://", "https://", "hf://", "s3://")
+
+
+def isolated(args):
+    """args with -o cache_dir=none added when they name a remote model without saying
+    where its disk cache goes: a test's mounts and checks never share the default disk
+    cache (each test that wants one says so)."""
+    args = list(args)
+    if any(str(a).lower().startswith(REMOTE_PREFIXES) for a in args) and \
+            not any("cache_dir=" in str(a) for a in args):
+        args = ["-o", "cache_dir=none"] + args
+    return args
+
+
 def setup():
-    """Reads the binary path from argv and skips the whole script without /dev/fuse."""
+    """Reads the binary path from argv and skips the whole script without /dev/fuse.
+    The script gets a cache home of its own (XDG_CACHE_HOME), removed at exit, so that
+    no default disk cache outside it is written or read."""
     global GGUFS
+    import atexit
+    import shutil
+    cache_home = tempfile.mkdtemp(prefix="ggufs-test-xdg-")
+    os.environ["XDG_CACHE_HOME"] = cache_home
+    atexit.register(shutil.rmtree, cache_home, True)
     if len(sys.argv) < 2:
         sys.exit("usage: %s PATH_TO_GGUFS [unittest args]" % sys.argv[0])
     GGUFS = os.path.abspath(sys.argv.pop(1))
@@ -63,7 +84,7 @@ def unmount(path):
 
 def run_ggufs(args, timeout=MOUNT_TIMEOUT, env=None):
     """Runs ggufs to completion (for refused models and daemon mode)."""
-    return subprocess.run([GGUFS] + list(args), stdin=subprocess.DEVNULL,
+    return subprocess.run([GGUFS] + isolated(args), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           timeout=timeout, env=env)
 
@@ -73,9 +94,10 @@ class Mount:
     ggufs -f in the background, waits until it is mounted, and on exit unmounts it,
     waits for the daemon and checks that it exited 0 without a sanitizer report."""
 
-    def __init__(self, model, opts=(), mountpoint=None):
+    def __init__(self, model, opts=(), mountpoint=None, default_cache=False):
         self.model = model
         self.opts = list(opts)
+        self.default_cache = default_cache   # a remote model's default disk cache on
         if mountpoint:  # the caller's, left in place
             self.dir = None
             self.path = mountpoint
@@ -88,7 +110,9 @@ class Mount:
 
     def __enter__(self):
         self.errfile = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([GGUFS, "-f"] + self.opts + [self.model, self.path],
+        args = self.opts + [self.model]
+        self.proc = subprocess.Popen([GGUFS, "-f"] + (args if self.default_cache else
+                                                      isolated(args)) + [self.path],
                                      stdin=subprocess.DEVNULL, stdout=self.errfile,
                                      stderr=self.errfile)
         deadline = time.monotonic() + MOUNT_TIMEOUT

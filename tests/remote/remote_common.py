@@ -38,8 +38,8 @@ def env_without_token(**extra):
 class EnvMount(gm.Mount):
     """gm.Mount with the daemon's environment given (HF_TOKEN, HF_ENDPOINT)."""
 
-    def __init__(self, model, opts=(), env=None):
-        super().__init__(model, opts)
+    def __init__(self, model, opts=(), env=None, default_cache=False):
+        super().__init__(model, opts, default_cache=default_cache)
         self.env = env if env is not None else env_without_token()
 
     def __enter__(self):

@@ -381,6 +381,77 @@ class Cache(unittest.TestCase):
                     self.assertGreater(int(os.getxattr(b.path, "user.ggufs.disk_cache_hits")), 0)
                 a.__exit__(None, None, None)
 
+    def default_mount(self, s, env):
+        return EnvMount(s.url + PATH, [], env, default_cache=True)
+
+    def test_default_cache_under_xdg_cache_home(self):
+        """Without -o cache_dir: $XDG_CACHE_HOME/ggufs (made, mode 0700, with missing
+        parents), and a second mount fetches no data."""
+        xdg = os.path.join(self.tmp, "xdg", "deeper")
+        with FaultServer({PATH: self.data}) as s:
+            env = env_without_token(XDG_CACHE_HOME=xdg)
+            with self.default_mount(s, env) as m:
+                self.read_all(m)
+                self.assertIn("user.ggufs.disk_cache_hits", os.listxattr(m.path))
+            clear_when_quiet(s)
+            with self.default_mount(s, env) as m:
+                self.read_all(m)
+                self.assertEqual(m.stderr(), "")
+            self.assertEqual(data_requests(s.log_settled(1)), [])
+        for d in (os.path.join(self.tmp, "xdg"), xdg, os.path.join(xdg, "ggufs")):
+            self.assertEqual(os.stat(d).st_mode & 0o7777, 0o700, d)
+        self.assertEqual(len(entries(os.path.join(xdg, "ggufs"))), 1)
+
+    def test_default_cache_under_home(self):
+        """XDG_CACHE_HOME unset, or relative (the XDG spec ignores it then):
+        ~/.cache/ggufs, ~/.cache made mode 0700."""
+        home = os.path.join(self.tmp, "home")
+        os.mkdir(home)
+        for n, xdg in enumerate((None, "relative/cache"), 1):
+            with FaultServer({PATH: self.data}) as s:
+                env = env_without_token(HOME=home)
+                env.pop("XDG_CACHE_HOME", None)
+                if xdg:
+                    env["XDG_CACHE_HOME"] = xdg
+                with self.default_mount(s, env) as m:
+                    self.read_all(m)
+            self.assertEqual(os.stat(os.path.join(home, ".cache")).st_mode & 0o7777, 0o700)
+            # (one entry per server: each has a port, so a URL, of its own)
+            self.assertEqual(len(entries(os.path.join(home, ".cache", "ggufs"))), n)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "relative")))
+
+    def test_cache_dir_none(self):
+        """-o cache_dir=none: no disk cache, nothing made under the cache home."""
+        xdg = os.path.join(self.tmp, "xdg")
+        with FaultServer({PATH: self.data}) as s:
+            env = env_without_token(XDG_CACHE_HOME=xdg)
+            with EnvMount(s.url + PATH, ["-o", "cache_dir=none"], env, default_cache=True) as m:
+                self.read_all(m)
+                self.assertNotIn("user.ggufs.disk_cache_hits", os.listxattr(m.path))
+        self.assertFalse(os.path.exists(os.path.join(xdg, "ggufs")))
+
+    def test_default_cache_trusted_only(self):
+        """The default directory is held to cache_dir's rules: another user's is refused
+        at mount, in one line naming it."""
+        xdg = os.path.join(self.tmp, "xdg")
+        os.makedirs(os.path.join(xdg, "ggufs"), 0o700)
+        os.chown(os.path.join(xdg, "ggufs"), gm.NOBODY, gm.NOBODY)
+        mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(mnt)
+        with FaultServer({PATH: self.data}) as s:
+            env = env_without_token(XDG_CACHE_HOME=xdg)
+            try:
+                r = subprocess.run([gm.GGUFS, s.url + PATH, mnt], env=env,
+                                   capture_output=True, timeout=WAIT)
+            finally:
+                if gm.is_mounted(mnt):
+                    gm.unmount(mnt)
+        err = r.stderr.decode()
+        self.assertEqual(r.returncode, 1, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("cache_dir %s: owned by uid %d" % (os.path.join(xdg, "ggufs"), gm.NOBODY),
+                      err)
+
     def test_split_model_every_shard_cached(self):
         shards = split_gguf(TINY, self.tmp, "tiny", 3)
         files = {"/s/" + os.path.basename(p): gm.read_file(p) for p in shards}
