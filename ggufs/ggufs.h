@@ -43,8 +43,6 @@ struct passthrough {
 	uint32_t stack_depth;    /* max_stack_depth asked for at INIT */
 	int fuse_fd;             /* the /dev/fuse fd the backing id belongs to, or -1 */
 	int32_t backing_id;      /* the model file's, > 0 once the kernel gave it */
-	unsigned passthrough_opens, normal_opens;  /* live opens of model.gguf by kind */
-	bool busy_logged;
 	bool debug;              /* -d: each backing id opened and closed on stderr */
 };
 
@@ -89,15 +87,10 @@ void passthrough_stop(struct ggufs *fs);
 /* The value of user.ggufs.passthrough on model.gguf of tree t: "yes", or why an open
  * now is not a passthrough one, into buf (size bytes, NUL-terminated); its length. */
 int passthrough_why_not(struct ggufs *fs, const struct tree *t, char *buf, size_t size);
-/* For an open of model.gguf of tree t, answered by this thread's next reply: *pt says
- * whether it passes through (then that reply carries the backing id; direct, an
- * O_DIRECT open, has its reads still come to the daemon); the open is
- * counted by kind until passthrough_open_end. -EBUSY when it would be a normal open of
- * an edited model.gguf while passthrough opens from before the edit are live (the
- * kernel allows one kind at a time; logged once), else 0. */
-int passthrough_open_begin(struct ggufs *fs, const struct tree *t, bool direct, bool *pt);
-/* The open counted by passthrough_open_begin is released (or its reply failed). */
-void passthrough_open_end(struct ggufs *fs, bool pt);
+/* For an open of model.gguf of tree t, answered by this thread's next reply: true
+ * when it passes through (then that reply carries the backing id; direct, an O_DIRECT
+ * open, has its reads still come to the daemon). */
+bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct);
 
 /* watch.c: for a remote model, starts the thread that sets fs->ending once the session
  * has exited or the mount has left the mount table (a lazy unmount); false if it could

@@ -53,8 +53,6 @@ static void drop_tree(struct ggufs *fs, struct tree *t)
 struct handle {
 	struct tree *tree;
 	bool writing;
-	bool model_open;        /* of model.gguf, counted (passthrough_open_begin) */
-	bool passthrough;       /* and passed through to the file */
 	bool dirty;             /* written since the last commit */
 	pthread_mutex_t lock;   /* buf, len, dirty */
 	char *buf;
@@ -171,7 +169,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs, fi);
 	struct tree *t = h ? tree_hold(h->tree) : take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n) {
@@ -322,10 +320,6 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino)
 	return r;
 }
 
-/* Without edits, the fh of an open of model.gguf: counted, and of which kind. */
-#define FH_MODEL_NORMAL 1
-#define FH_MODEL_PASSTHROUGH 2
-
 /* Opens for reading anywhere; with edits, metadata/KEY for writing too (its owner
  * only). Without edits, contents are fixed, so the page cache may be kept across
  * opens; direct_io stays off so that mmap works. With edits each open holds its tree.
@@ -349,16 +343,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else if (!fs->edits) {
 		fi->keep_cache = 1;
 		fi->direct_io = 0;
-		bool pt = false;
-		int r = n->kind == TREE_MODEL ? passthrough_open_begin(fs, t, fi->flags & O_DIRECT, &pt) : 0;
-		if (r < 0) {
-			fuse_reply_err(req, -r);
-		} else {
-			if (n->kind == TREE_MODEL)
-				fi->fh = pt ? FH_MODEL_PASSTHROUGH : FH_MODEL_NORMAL;
-			if (fuse_reply_open(req, fi) != 0 && n->kind == TREE_MODEL)
-				passthrough_open_end(fs, pt);
-		}
+		if (n->kind == TREE_MODEL)
+			passthrough_open(fs, t, fi->flags & O_DIRECT);
+		fuse_reply_open(req, fi);
 	} else {
 		struct handle *h = calloc(1, sizeof *h);
 		if (!h) {
@@ -369,16 +356,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		pthread_mutex_init(&h->lock, NULL);
 		h->tree = t;
 		h->writing = write;
-		if (n->kind == TREE_MODEL) {
-			int r = passthrough_open_begin(fs, t, fi->flags & O_DIRECT, &h->passthrough);
-			if (r < 0) {
-				free(h);
-				fuse_reply_err(req, -r);
-				drop_tree(fs, t);
-				return;
-			}
-			h->model_open = true;
-		}
 		if (write && (fi->flags & O_TRUNC)) {
 			h->dirty = true;   /* open(O_TRUNC) makes the value "" even if nothing follows */
 		} else if (write && !handle_load(h, n)) {
@@ -397,9 +374,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
 		fi->direct_io = write || changes;
 		fi->keep_cache = !write && !changes;
+		if (n->kind == TREE_MODEL)   /* a state's own inode: one kind of open each */
+			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		if (fuse_reply_open(req, fi) != 0) {
-			if (h->model_open)
-				passthrough_open_end(fs, h->passthrough);
 			free(h->buf);
 			free(h);
 			drop_tree(fs, t);
@@ -422,11 +399,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct ggufs *fs = fs_of(req);
 	struct handle *h = handle_of(fs, fi);
-	if (!fs->edits && ino == TREE_MODEL_INO && fi->fh)
-		passthrough_open_end(fs, fi->fh == FH_MODEL_PASSTHROUGH);
 	if (h) {
-		if (h->model_open)
-			passthrough_open_end(fs, h->passthrough);
 		if (h->writing)   /* a text not flushed (a close that failed to reach us) */
 			handle_commit(fs, h, ino);
 		tree_release(h->tree);

@@ -21,10 +21,10 @@
  * request this thread read last (libfuse 3.14 reads, handles and answers a request in
  * one thread), with its exact size. Anything else goes out as libfuse wrote it.
  *
- * The kernel allows one kind of open per file at a time: while model.gguf is open
- * with passthrough, a normal open of it fails (EIO from the kernel), and the other way
- * round. Without edits every open is of one kind; with edits the kinds are counted and
- * an open that would meet the other kind is answered by us (EBUSY, or a normal open). */
+ * The kernel allows one kind of open per inode at a time (a normal open of a file
+ * open with passthrough fails, and the other way round): every open of one model.gguf
+ * is of one kind, since with edits each state's model.gguf is an inode of its own
+ * (lib/8-tree/tree.h) and whether it is the file is the state's. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -335,45 +335,14 @@ int passthrough_why_not(struct ggufs *fs, const struct tree *t, char *buf, size_
 	return n;
 }
 
-int passthrough_open_begin(struct ggufs *fs, const struct tree *t, bool direct, bool *pt)
-{
-	int r = 0;
-	pthread_mutex_lock(&fs->pt.lock);
-	*pt = why_not_locked(fs, t) == NULL;
-	if (*pt && fs->pt.normal_opens) {
-		*pt = false;   /* a normal open is live: the kernel would refuse this one */
-	} else if (!*pt && fs->pt.passthrough_opens) {
-		r = -EBUSY;    /* it would refuse a normal one too, and old bytes are no answer */
-		if (!fs->pt.busy_logged)
-			evlog(EVLOG_WARNING, NULL, "model.gguf changed (an edit) while %u open%s of it "
-			      "from before read the file itself (passthrough): each new open is EBUSY "
-			      "until they close", fs->pt.passthrough_opens,
-			      fs->pt.passthrough_opens == 1 ? "" : "s");
-		fs->pt.busy_logged = true;
-	}
-	if (r == 0) {
-		if (*pt)
-			fs->pt.passthrough_opens++;
-		else
-			fs->pt.normal_opens++;
-		current_backing_id = *pt ? fs->pt.backing_id : 0;
-		/* O_DIRECT on the file itself would hold the reader to its alignment rules:
-		 * its reads come here, as before; its mappings still go to the file */
-		current_open_flags = PT_FOPEN_PASSTHROUGH | (direct ? PT_FOPEN_DIRECT_IO : 0);
-	}
-	pthread_mutex_unlock(&fs->pt.lock);
-	return r;
-}
-
-void passthrough_open_end(struct ggufs *fs, bool pt)
+bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct)
 {
 	pthread_mutex_lock(&fs->pt.lock);
-	if (pt && fs->pt.passthrough_opens) {
-		fs->pt.passthrough_opens--;
-		if (!fs->pt.passthrough_opens)
-			fs->pt.busy_logged = false;
-	} else if (!pt && fs->pt.normal_opens) {
-		fs->pt.normal_opens--;
-	}
+	bool pt = why_not_locked(fs, t) == NULL;
+	current_backing_id = pt ? fs->pt.backing_id : 0;
 	pthread_mutex_unlock(&fs->pt.lock);
+	/* O_DIRECT on the file itself would hold the reader to its alignment rules: its
+	 * reads come here, as before; its mappings still go to the file */
+	current_open_flags = PT_FOPEN_PASSTHROUGH | (direct ? PT_FOPEN_DIRECT_IO : 0);
+	return pt;
 }
