@@ -16,6 +16,7 @@
 #include "ggufs_config.h"
 #include "ggufs.h"
 #include "log_escape.h"
+#include "remote.h"
 #include "url.h"
 
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
