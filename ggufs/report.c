@@ -20,6 +20,7 @@
 #include "evlog.h"
 #include "ggufs.h"
 #include "log_escape.h"
+#include "remote.h"
 #include "url.h"
 
 /* ---- the event log's sinks ---- */
