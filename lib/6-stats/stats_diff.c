@@ -41,26 +41,62 @@ struct lanes {
 	double mx[DIFF_LANES];
 };
 
+/* Four float64 lanes, and their bits; four float32 values. GCC's and clang's vector
+ * types: each operation is the scalar one lane by lane, in the same order, so the sums
+ * are those of a plain loop over 8 lanes, bit for bit, on every target. */
+typedef double v4d __attribute__((vector_size(32)));
+typedef int64_t v4i __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+
+/* Four of block_all's lanes. */
+struct half_lanes {
+	v4d d2, a2, b2, ab, mx;
+};
+
+static inline void step(struct half_lanes *h, const v4d *xp, const v4d *yp)
+{
+	const v4d x = *xp, y = *yp;
+	const v4i sign = { INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN };
+	const v4d d = y - x;
+	const v4d ad = (v4d)((v4i)d & ~sign);
+	const v4i more = ad > h->mx;   /* ad > mx ? ad : mx, lane by lane (a NaN keeps mx) */
+	h->d2 += d * d;
+	h->a2 += x * x;
+	h->b2 += y * y;
+	h->ab += x * y;
+	h->mx = (v4d)(((v4i)ad & more) | ((v4i)h->mx & ~more));
+}
+
 /* The lanes of n (at most DIFF_BLOCK) positions, every one taken: a nonfinite value
  * makes Σa² or Σb² nonfinite (a finite float32's square, summed over any block, stays
- * finite in float64), which is how the caller tells. Written for the vectorizer: each
- * lane is its own chain of additions, so vector code adds in the same order. */
+ * finite in float64), which is how the caller tells. Lane j takes the positions i with
+ * i % 8 == j, each lane its own chain of additions. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void block_all(struct lanes *l, const float *a, const float *b, uint64_t n)
 {
-	memset(l, 0, sizeof *l);
+	struct half_lanes lo, hi;
+	memset(&lo, 0, sizeof lo);
+	memset(&hi, 0, sizeof hi);
 	uint64_t i = 0;
 	for (; i + DIFF_LANES <= n; i += DIFF_LANES) {
-		for (int j = 0; j < DIFF_LANES; j++) {
-			const double x = a[i + j], y = b[i + j], d = y - x, ad = fabs(d);
-			l->d2[j] += d * d;
-			l->a2[j] += x * x;
-			l->b2[j] += y * y;
-			l->ab[j] += x * y;
-			l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
-		}
+		v4f fa0, fa1, fb0, fb1;
+		memcpy(&fa0, a + i, sizeof fa0);
+		memcpy(&fa1, a + i + 4, sizeof fa1);
+		memcpy(&fb0, b + i, sizeof fb0);
+		memcpy(&fb1, b + i + 4, sizeof fb1);
+		const v4d x0 = __builtin_convertvector(fa0, v4d), y0 = __builtin_convertvector(fb0, v4d);
+		const v4d x1 = __builtin_convertvector(fa1, v4d), y1 = __builtin_convertvector(fb1, v4d);
+		step(&lo, &x0, &y0);
+		step(&hi, &x1, &y1);
+	}
+	for (int j = 0; j < 4; j++) {
+		l->d2[j] = lo.d2[j], l->d2[j + 4] = hi.d2[j];
+		l->a2[j] = lo.a2[j], l->a2[j + 4] = hi.a2[j];
+		l->b2[j] = lo.b2[j], l->b2[j + 4] = hi.b2[j];
+		l->ab[j] = lo.ab[j], l->ab[j + 4] = hi.ab[j];
+		l->mx[j] = lo.mx[j], l->mx[j + 4] = hi.mx[j];
 	}
 	for (int j = 0; i < n; i++, j++) {
 		const double x = a[i], y = b[i], d = y - x, ad = fabs(d);
