@@ -15,7 +15,6 @@
 #include "diff_plan.h"
 #include "evlog.h"
 #include "log_escape.h"
-#include "remote.h"
 #include "render_diff.h"
 #include "render_size.h"
 #include "stats.h"
@@ -23,9 +22,9 @@
 #include "stats_scan.h"
 
 /* Each remote model's memory cache when -o cache_size is not given: a quarter of a
- * mount's, so that two stay well under the 256 MB the scan may use. A scan reads each
- * byte once, so the cache only holds the read-ahead. */
-#define DIFF_CACHE_DEFAULT (REMOTE_CACHE_DEFAULT / 4)
+ * mount's 256 MiB, so that two stay well under the 256 MB the scan may use. A scan reads
+ * each byte once, so the cache only holds the read-ahead. */
+#define DIFF_CACHE_DEFAULT (UINT64_C(64) << 20)
 
 /* The first error the event log said during the comparison (a fetch that failed for
  * good, a file that changed), kept to be the cause in the one line that names the

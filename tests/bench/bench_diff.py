@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ggufs --diff's speed (issue 27), printed, never asserted: `meson test --benchmark diff`.
 
-    python3 bench_diff.py GGUFS_BINARY [LOCAL_GB]
+    python3 bench_diff.py GGUFS_BINARY [LOCAL_GB | remote]
 
 1. Local: two generated q8_0 models of LOCAL_GB (4) GB each, same names and dims, other
    random quants. `ggufs --diff A B` cold (both files' pages dropped with
@@ -39,6 +39,7 @@ Q8_0_BYTES = 34                   # per block of 32 values
 NE0, NE1 = 4096, 14336            # one ffn-sized tensor: 58.7 M values, 62 MB of q8_0
 RATE = 25_000_000                 # bytes/s per connection
 LATENCY = 0.05                    # seconds per request
+EXTRA = os.environ.get("BENCH_DIFF_OPTS", "").split()
 
 
 def gguf_string(s):
@@ -149,9 +150,28 @@ def curl_rate(url, length):
     return int(r.stdout) / (time.monotonic() - t0)
 
 
+def refetched(log):
+    """Bytes of the answered range requests that another request of the same file
+    also asked for."""
+    import re
+    by_path = {}
+    for r in log:
+        m = re.fullmatch(r"bytes=(\d+)-(\d+)", r.range or "")
+        if r.status == 206 and m:
+            by_path.setdefault(r.path, []).append((int(m.group(1)), int(m.group(2)) + 1))
+    again = 0
+    for spans in by_path.values():
+        end = 0
+        for a, b in sorted(spans):
+            again += max(0, min(b, end) - a)
+            end = max(end, b)
+    return again
+
+
 def remote(tmp):
     ne1 = 768          # 4096 x 768 values of q8_0: 3.3 MB a tensor...
     n_tensors = 30     # ... and 30 of them: 100 MB
+    n_tensors = int(os.environ.get("BENCH_DIFF_REMOTE_TENSORS", n_tensors))
     a, b = os.path.join(tmp, "ra.gguf"), os.path.join(tmp, "rb.gguf")
     size = write_q8_model(a, n_tensors, ne1, 3) + write_q8_model(b, n_tensors, ne1, 4)
     files = {"/a.gguf": gm.read_file(a), "/b.gguf": gm.read_file(b)}
@@ -161,12 +181,13 @@ def remote(tmp):
         s.rate = RATE
         s.latency = LATENCY
         t0 = time.monotonic()
-        r = gm.run_ggufs(["--diff", s.url + "/a.gguf", s.url + "/b.gguf"], timeout=900)
+        r = gm.run_ggufs(["--diff"] + EXTRA + [s.url + "/a.gguf", s.url + "/b.gguf"], timeout=900)
         wall = time.monotonic() - t0
         if r.returncode != 0:
             raise SystemExit("remote --diff failed: %s" % r.stderr.decode())
         log = s.log_settled()
         fetched = sum(x.bytes_sent for x in log)
+        again = refetched(log)
         one = curl_rate(s.url + "/a.gguf", 8 << 20)
         print("  one connection (curl, 8 MiB): %.1f MB/s" % (one / 1e6))
         print("  --diff by URL: %.1f s, %d requests (at most %d at once), %.0f MB fetched "
@@ -174,18 +195,20 @@ def remote(tmp):
               "nominal 25 MB/s" % (wall, len(log), s.max_in_flight, fetched / 1e6,
                                     fetched / size, fetched / wall / 1e6, fetched / wall / one,
                                     fetched / wall / RATE))
+        print("  bytes asked for twice (ranges of one file that overlap): %d" % again)
 
 
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     gm.GGUFS = os.path.abspath(sys.argv[1])
-    gb = float(sys.argv[2]) if len(sys.argv) > 2 else 4.0
+    arg = sys.argv[2] if len(sys.argv) > 2 else "4"
     with open("/proc/loadavg") as f:
         print("load average: %s" % " ".join(f.read().split()[:3]))
     tmp = tempfile.mkdtemp(prefix="ggufs-bench-diff-")
     try:
-        local(tmp, gb)
+        if arg != "remote":
+            local(tmp, float(arg))
         remote(tmp)
     finally:
         shutil.rmtree(tmp)
