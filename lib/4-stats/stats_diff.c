@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,10 +15,7 @@
  * positions alone. */
 enum { DIFF_BLOCK = 4096, DIFF_LANES = 8 };
 
-/* Values per chunk read: whole blocks, 256 KiB of float32 for each tensor, in cache
- * between the dequantizer writing them and the sums reading them. */
-enum { CHUNK_VALUES = 16 * DIFF_BLOCK };
-_Static_assert(STATS_SEGMENT % CHUNK_VALUES == 0, "segments are whole chunks");
+_Static_assert(DIFF_CHUNK % DIFF_BLOCK == 0, "chunks are whole blocks");
 
 void diff_sums_init(struct diff_sums *s)
 {
@@ -174,47 +172,69 @@ void diff_figures(const struct diff_sums *s, struct diff_figures *f)
 		f->cosine = s->ab / sqrt(s->a2 * s->b2);
 }
 
-/* Stored bytes of n values of tensor g from value first on (whole blocks). */
+/* Stored bytes of n values of tensor i (whole blocks). */
 static uint64_t stored_bytes(const struct ggufs_model *m, uint64_t i, uint64_t n)
 {
 	const struct ggml_type *ty = m->tensors[i].t->ti;
 	return (n + ty->block_elems - 1) / ty->block_elems * ty->block_bytes;
 }
 
-int diff_segment(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_model *mb,
-                 uint64_t ib, uint64_t seg, struct diff_sums *out, int *which,
-                 _Atomic uint64_t *progress)
+static pthread_key_t chunk_key;
+static pthread_once_t chunk_once = PTHREAD_ONCE_INIT;
+
+/* The key of the threads' chunk buffers, freed with their threads. */
+static void chunk_key_init(void)
+{
+	if (pthread_key_create(&chunk_key, free) != 0)
+		abort();
+}
+
+/* This thread's buffer of two chunks of values, kept for its life: a scan calls
+ * diff_range for every 64 Ki values, and a buffer of 512 KiB per call would be mapped
+ * and faulted in each time. NULL when out of memory. */
+static float *chunk_buffer(void)
+{
+	pthread_once(&chunk_once, chunk_key_init);
+	float *buf = pthread_getspecific(chunk_key);
+	if (!buf) {
+		buf = malloc(2 * DIFF_CHUNK * sizeof *buf);
+		if (buf && pthread_setspecific(chunk_key, buf) != 0) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	return buf;
+}
+
+int diff_range(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_model *mb,
+               uint64_t ib, uint64_t first, uint64_t count, struct diff_sums *out, int *which,
+               _Atomic uint64_t *progress)
 {
 	const uint64_t n_elements = ma->tensors[ia].t->n_elements;
 	if (!ma->tensors[ia].t->has_f32 || !mb->tensors[ib].t->has_f32 ||
-	    mb->tensors[ib].t->n_elements != n_elements)
+	    mb->tensors[ib].t->n_elements != n_elements || first > n_elements)
 		return -EINVAL;
-	const uint64_t first = seg * STATS_SEGMENT;
-	const uint64_t end = n_elements - first < STATS_SEGMENT ? n_elements : first + STATS_SEGMENT;
-	float *a = malloc(2 * CHUNK_VALUES * sizeof *a);
+	const uint64_t end = n_elements - first < count ? n_elements : first + count;
+	float *a = chunk_buffer();
 	if (!a)
 		return -ENOMEM;
-	float *b = a + CHUNK_VALUES;
-	int ret = 0;
+	float *b = a + DIFF_CHUNK;
 	diff_sums_init(out);
-	for (uint64_t done = first; done < end; done += CHUNK_VALUES) {
-		const uint64_t n = end - done < CHUNK_VALUES ? end - done : CHUNK_VALUES;
+	for (uint64_t done = first; done < end; done += DIFF_CHUNK) {
+		const uint64_t n = end - done < DIFF_CHUNK ? end - done : DIFF_CHUNK;
 		int r = reader_f32(ma, ia, done * sizeof *a, n * sizeof *a, a);
 		if (r < 0) {
 			*which = 0;
-			ret = r;
-			break;
+			return r;
 		}
 		r = reader_f32(mb, ib, done * sizeof *b, n * sizeof *b, b);
 		if (r < 0) {
 			*which = 1;
-			ret = r;
-			break;
+			return r;
 		}
 		diff_sums_add(out, a, b, n);
 		if (progress)
 			atomic_fetch_add(progress, stored_bytes(ma, ia, n) + stored_bytes(mb, ib, n));
 	}
-	free(a);
-	return ret;
+	return 0;
 }
