@@ -69,10 +69,8 @@ static inline void step(struct half_lanes *h, const v4d *xp, const v4d *yp)
  * makes Σa² or Σb² nonfinite (a finite float32's square, summed over any block, stays
  * finite in float64), which is how the caller tells. Lane j takes the positions i with
  * i % 8 == j, each lane its own chain of additions. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-static void block_all(struct lanes *l, const float *a, const float *b, uint64_t n)
+static inline __attribute__((always_inline)) void block_body(struct lanes *l, const float *a,
+                                                              const float *b, uint64_t n)
 {
 	struct half_lanes lo, hi;
 	memset(&lo, 0, sizeof lo);
@@ -105,6 +103,32 @@ static void block_all(struct lanes *l, const float *a, const float *b, uint64_t 
 		l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
 	}
 }
+
+static void block_portable(struct lanes *l, const float *a, const float *b, uint64_t n)
+{
+	block_body(l, a, b, n);
+}
+
+/* The same code with AVX2 (4 float64 lanes a register), chosen at run time: a check of
+ * the CPU per block costs nothing beside 4096 values, and unlike an ifunc resolver it
+ * runs after the sanitizers have started. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void block_avx2(struct lanes *l, const float *a,
+                                                       const float *b, uint64_t n)
+{
+	block_body(l, a, b, n);
+}
+
+static void block_all(struct lanes *l, const float *a, const float *b, uint64_t n)
+{
+	if (__builtin_cpu_supports("avx2"))
+		block_avx2(l, a, b, n);
+	else
+		block_portable(l, a, b, n);
+}
+#else
+#define block_all block_portable
+#endif
 
 /* The same lanes over the positions where both values are finite, counting the others:
  * for the rare block that has any, in the same lane order. */
