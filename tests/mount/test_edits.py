@@ -80,6 +80,35 @@ class Edits(unittest.TestCase):
                 self.assertEqual(m.stderr(), "")
             os.unlink(self.file)
 
+    def test_padding_not_zeros(self):
+        """Until an edit, model.gguf is the file byte for byte, even where the header's
+        padding is not zeros (a rebuilt header's is); again once the edit is undone."""
+        path = os.path.join(self.dir, "padded.gguf")
+        data = bytes(range(256)) * 16
+        (start,) = gm.write_gguf(path, [("general.architecture", "llama"),
+                                        ("general.name", "pad")],
+                                 [("t", [len(data) // 4], 0, data)])
+        # the header's own bytes: counts, two string keys, one tensor of one dimension
+        end = 24 + sum(8 + len(k) + 4 + 8 + len(v) for k, v in
+                       (("general.architecture", "llama"), ("general.name", "pad")))
+        end += 8 + 1 + 4 + 8 + 4 + 8
+        self.assertLess(end, start)   # there is padding to fill
+        with open(path, "r+b") as f:
+            f.seek(end)
+            f.write(b"\xaa" * (start - end))
+        try:
+            with self.mount(path) as m:
+                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                put(m.p("metadata", "general.name"), b"pad\n")     # the same value
+                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                put(m.p("metadata", "general.name"), b"other\n")
+                self.assertNotEqual(sha256(m.p("model.gguf")), sha256(path))
+                put(m.p("metadata", "general.name"), b"pad\n")     # undone
+                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                self.assertEqual(m.stderr(), "")
+        finally:
+            os.unlink(path)
+
     def test_without_edits_erofs(self):
         with gm.Mount(gm.TINY) as m:
             for fn in (lambda: put(m.p("metadata", "general.name"), b"x\n"),
