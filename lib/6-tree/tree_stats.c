@@ -1,0 +1,116 @@
+#include "tree_impl.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "render_stats.h"
+#include "sink.h"
+#include "stats.h"
+
+/* The statistics of one tensor, computed by the first read of its stats/NAME or its
+ * line of stats.tsv and kept for the life of the tree; lock makes a second reader wait
+ * for the first one's result instead of computing it again. */
+struct stats_slot {
+	pthread_mutex_t lock;
+	atomic_bool done;
+	struct tensor_stats s;
+};
+
+struct stats_slot *tree_stats_new(uint64_t n_tensors)
+{
+	struct stats_slot *slots = calloc(n_tensors + 1, sizeof *slots);
+	if (slots)
+		for (uint64_t i = 0; i < n_tensors; i++)
+			pthread_mutex_init(&slots[i].lock, NULL);
+	return slots;
+}
+
+void tree_stats_free(struct stats_slot *slots, uint64_t n_tensors)
+{
+	if (!slots)
+		return;
+	for (uint64_t i = 0; i < n_tensors; i++)
+		pthread_mutex_destroy(&slots[i].lock);
+	free(slots);
+}
+
+void tree_stats_layout(struct tree *t)
+{
+	/* the header, then one line per stats/ file, each of a size known now */
+	struct sink hs = sink_counter();
+	render_stats_tsv_header(&hs);
+	t->tsv_line[0] = hs.pos;
+	for (uint64_t k = 0; k < t->n_stats_children; k++) {
+		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
+		t->tsv_line[k + 1] = t->tsv_line[k] +
+		                     render_stats_tsv_line_size(t->m->tensors[sn->index].t, sn->name);
+	}
+	t->nodes[TREE_STATS_TSV_INO].size = t->tsv_line[t->n_stats_children];
+}
+
+uint64_t tree_stats_computed(const struct tree *t)
+{
+	return atomic_load(&((struct tree *)t)->stats_computed);
+}
+
+/* The statistics of tensor i into *out: the kept result, or computed now by the first
+ * caller while any other waits for it. A failed computation keeps nothing, so that a
+ * later read tries again. 0 or -errno. */
+static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_stats *out)
+{
+	struct stats_slot *slot = &t->stats[i];
+	int r = 0;
+	if (!atomic_load_explicit(&slot->done, memory_order_acquire)) {
+		pthread_mutex_lock(&slot->lock);
+		if (!atomic_load_explicit(&slot->done, memory_order_relaxed)) {
+			r = stats_tensor(t->m, i, &slot->s);
+			if (r == 0) {
+				atomic_fetch_add(&((struct tree *)t)->stats_computed, 1);
+				atomic_store_explicit(&slot->done, true, memory_order_release);
+			}
+		}
+		pthread_mutex_unlock(&slot->lock);
+	}
+	if (r == 0)
+		*out = slot->s;
+	return r;
+}
+
+int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *buf,
+                        uint64_t len, uint64_t off)
+{
+	struct tensor_stats st;
+	struct sink s = sink_window(buf, off, len);
+	int r;
+	if (n->kind == TREE_STATS) {
+		r = tensor_stats_once(t, n->index, &st);
+		if (r < 0)
+			return r;
+		render_stats(&s, t->m->tensors[n->index].t, &st);
+		return (int64_t)len;
+	}
+	if (off < t->tsv_line[0])
+		render_stats_tsv_header(&s);
+	/* each line as long as its figures: where one starts depends on the figures of
+	 * every line before it, so those are computed too (readers read the file in order;
+	 * a read of the header alone computes nothing) */
+	s.pos = t->tsv_line[0];
+	uint64_t k = 0;
+	for (; k < t->n_stats_children && s.pos < off + len; k++) {
+		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
+		r = tensor_stats_once(t, sn->index, &st);
+		if (r < 0)
+			return r;
+		render_stats_tsv_line(&s, t->m->tensors[sn->index].t, sn->name, &st);
+	}
+	/* then empty lines up to the size laid out for the widest figures */
+	if (k == t->n_stats_children && s.pos < off + len) {
+		if (s.pos < off)
+			s.pos = off;   /* what lies before the window is newlines too */
+		uint64_t end = n->size < off + len ? n->size : off + len;
+		if (end > s.pos)
+			render_stats_tsv_fill(&s, end - s.pos);
+	}
+	return (int64_t)len;
+}
