@@ -387,17 +387,19 @@ void cli_usage(const char *prog)
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
+	       "       %s [options] FOLDER MOUNTPOINT\n"
 	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
 	       "stats/NAME, stats.tsv, gguf.json and summary.txt; fusermount3 -u MOUNTPOINT\n"
-	       "unmounts it. --check scans the model for NaN, inf and bad block scales instead.\n"
+	       "unmounts it. A FOLDER mounts as a library: a directory per model, models.tsv.\n"
+	       "--check scans the model for NaN, inf and bad block scales instead.\n"
 	       "The manual: man ggufs (installed as " GGUFS_MAN_PATH "),\n"
 	       "or man -l man/ggufs.1 in the source tree.\n"
 	       "\n"
 	       "options:\n",
 	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
-	       slash ? slash + 1 : prog);
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog);
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (is_switch(&cli_options[i]))
 			usage_line(&cli_options[i]);
