@@ -171,6 +171,11 @@ struct ggufs_model *open_model(const struct options *o, char **shown);
  * the model cannot be opened or read (one line on stderr, as a mount would say). */
 int check_model(const struct options *o);
 
+/* print.c: prints what render writes into a sink (given ctx) on stdout: sized, then rendered
+ * into a buffer, then written. 0, or -ENOMEM, or -EIO when stdout failed. */
+struct sink;
+int print_rendered(void (*render)(struct sink *, const void *), const void *ctx);
+
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */
 void *raise_readahead(void *arg);
