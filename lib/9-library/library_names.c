@@ -79,7 +79,8 @@ int lib_names(struct lib_entry *e, size_t n, bool root, struct lib_name **out, s
 {
 	*out = NULL;
 	*n_out = 0;
-	qsort(e, n, sizeof *e, entry_cmp);
+	if (n)   /* e may be NULL for an empty folder */
+		qsort(e, n, sizeof *e, entry_cmp);
 	struct lib_name *names = calloc(n ? n : 1, sizeof *names);
 	struct model_file *files = calloc(n ? n : 1, sizeof *files);
 	struct gguf_str *strs = calloc(n + 2, sizeof *strs);

@@ -272,7 +272,8 @@ int library_table(struct library *lib, bool json, char **text, size_t *len)
 		if (!(rows[i] = lib_slot_row(lib, models[i])))
 			r = -ENOMEM;
 	if (r == 0) {
-		qsort(models, n, sizeof *models, path_cmp);
+		if (n)   /* models is NULL in a library without a model */
+			qsort(models, n, sizeof *models, path_cmp);
 		for (size_t i = 0; i < n; i++)
 			rows[i] = lib_slot_row(lib, models[i]);
 		struct sink count = sink_counter();

@@ -258,6 +258,12 @@ class LibraryTest(unittest.TestCase):
             rows = gm.read_file(m.p("models.tsv")).decode().splitlines()
             self.assertEqual([r.split("\t")[:2] for r in rows[1:]], [["one", "second"]])
 
+    def test_empty_library(self):
+        with gm.Mount(self.src) as m:
+            self.assertEqual(sorted(os.listdir(m.path)), ["models.json", "models.tsv"])
+            self.assertEqual(gm.read_file(m.p("models.tsv")).count(b"\n"), 1)
+            self.assertEqual(json.loads(gm.read_file(m.p("models.json"))), [])
+
     def test_refusals(self):
         self.put("x.gguf", copy=gm.TINY)
         mnt = os.path.join(self.tmp, "mnt")
