@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "log_escape.h"
 #include "render_check.h"
 #include "render_size.h"
 #include "stats.h"
@@ -104,7 +105,7 @@ int check_model(const struct options *o)
 	/* the tree is built as a mount would, so that a model it refuses is refused here */
 	struct tree *t = tree_build(m, err);
 	if (!t) {
-		fprintf(stderr, "ggufs: %s\n", err);
+		log_errf("%s", err);
 		model_close(m);
 		return 3;
 	}
@@ -127,7 +128,7 @@ int check_model(const struct options *o)
 			cs.health = calloc(n_items + 1, sizeof *cs.health);
 	}
 	if (!res || !sc.jobs || !(cs.parts || cs.health)) {
-		fprintf(stderr, "ggufs: %s: out of memory\n", m->path);
+		log_errf("%s: out of memory", m->path);
 		goto out;
 	}
 	const bool progress = isatty(STDERR_FILENO);
@@ -140,13 +141,13 @@ int check_model(const struct options *o)
 	if (progress)   /* the progress line goes */
 		fprintf(stderr, "\r%*s\r", 72, "");
 	if (r < 0 && failed == UINT64_MAX) {
-		fprintf(stderr, "ggufs: %s: out of memory\n", m->path);
+		log_errf("%s: out of memory", m->path);
 		goto out;
 	}
 	if (r < 0) {
 		char q[80];
 		const uint64_t i = sc.jobs[failed].tensor[0];
-		fprintf(stderr, "ggufs: %s: tensor '%s': cannot read: %s\n", m->path,
+		log_errf("%s: tensor '%s': cannot read: %s", m->path,
 		        gguf_quote(&m->tensors[i].t->name, q), strerror(-r));
 		goto out;
 	}
@@ -155,7 +156,7 @@ int check_model(const struct options *o)
 	check_count(m, res, &counts);
 	const struct check_report report = { m, res, &counts, o->json };
 	if (print_rendered(render_report, &report) < 0)
-		fprintf(stderr, "ggufs: cannot write the report: %s\n", strerror(errno));
+		log_errf("cannot write the report: %s", strerror(errno));
 	ret = counts.unhealthy ? 1 : 0;
 out:
 	free(res);

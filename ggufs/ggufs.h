@@ -75,7 +75,9 @@ bool ggufs_ending(void *fs);
  * user.ggufs.* counters of the mount's root. */
 
 /* Opens -o log=FILE for appending (created mode 0600): its fd, or -1 after one line on
- * stderr. */
+ * stderr. Never through a symlink, never waiting on a FIFO; refused unless a regular
+ * file with one name, owned by the user mounting and writable by nobody else (a new
+ * one: in a directory of the user's that nobody else may write). */
 int log_open_file(const char *path);
 /* Points the event log at fs->log_fd when open, else stderr in the foreground, else
  * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
