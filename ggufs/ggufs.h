@@ -109,7 +109,7 @@ void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
                      const struct tree_node *n, size_t size, uint64_t off);
 
 /* library_ops.c: the operations of a library mount (userdata: struct ggufs, whose
- * library is set), answered from lib/9-library. */
+ * library is set), answered from lib/7-library. */
 extern const struct fuse_lowlevel_ops library_ops;
 
 /* cli.c: the command line. */

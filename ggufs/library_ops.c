@@ -1,4 +1,4 @@
-/* The FUSE low-level operations of a library mount: each asks lib/9-library for the
+/* The FUSE low-level operations of a library mount: each asks lib/7-library for the
  * node of an inode or a name and replies; the reads of a model's files are ops.c's.
  *
  * What the kernel may cache: inside a model directory everything, as for one model (a

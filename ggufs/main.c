@@ -186,7 +186,7 @@ int main(int argc, char *argv[])
 	fs.max_read = o.max_read;
 	struct stat src_st;
 	if (!url_is_remote(o.model) && stat(o.model, &src_st) == 0 && S_ISDIR(src_st.st_mode)) {
-		/* a folder: a library of every model in it (lib/9-library) */
+		/* a folder: a library of every model in it (lib/7-library) */
 		ret = open_library(&fs, &o, mountpoint);
 		if (ret != 0)
 			goto out_cmdline;

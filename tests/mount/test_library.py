@@ -13,7 +13,7 @@ import unittest
 
 import ggufs_mount as gm
 
-KEEP_IDLE = 8  # LIB_KEEP_IDLE in lib/9-library/library.h
+KEEP_IDLE = 8  # LIB_KEEP_IDLE in lib/7-library/library.h
 
 
 def snapshot(root):
