@@ -7,6 +7,7 @@
  * and models.json never either. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,9 @@ static struct ggufs *fs_of(fuse_req_t req)
 /* What an open file or directory keeps: its node (a model's held built), and a plain
  * file's source handle, a table's text, or a folder's listing. */
 struct lib_handle {
+	uint64_t id;            /* what fi->fh holds for an open file (open_files) */
+	unsigned refs;          /* the open, and each read in progress */
+	bool released;
 	struct lib_ref ref;
 	void *file;
 	char *text;
@@ -32,6 +36,71 @@ struct lib_handle {
 	struct lib_list_entry *list;
 	size_t n_list;
 };
+
+/* The open files, by id. The kernel may still be answering a read of a file (async
+ * direct I/O, read-ahead) when its release arrives on another thread, and a model's
+ * file must keep its tree, and a table its text, until that read is answered: so a
+ * read finds its handle here and holds it, and the release frees it only once no read
+ * holds it (a read that comes after it finds nothing: EBADF, to a reader gone). */
+static struct {
+	pthread_mutex_t lock;
+	struct lib_handle **slots;
+	size_t cap;
+	uint32_t generation;
+} open_files = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Registers h: its id into h->id, or false out of memory. */
+static bool files_add(struct lib_handle *h)
+{
+	pthread_mutex_lock(&open_files.lock);
+	size_t i = 0;
+	while (i < open_files.cap && open_files.slots[i])
+		i++;
+	if (i == open_files.cap) {
+		size_t cap = open_files.cap ? 2 * open_files.cap : 64;
+		struct lib_handle **s = realloc(open_files.slots, cap * sizeof *s);
+		if (!s) {
+			pthread_mutex_unlock(&open_files.lock);
+			return false;
+		}
+		memset(s + open_files.cap, 0, (cap - open_files.cap) * sizeof *s);
+		open_files.slots = s;
+		open_files.cap = cap;
+	}
+	open_files.slots[i] = h;
+	h->id = (uint64_t)++open_files.generation << 32 | i;
+	h->refs = 1;
+	pthread_mutex_unlock(&open_files.lock);
+	return true;
+}
+
+/* The handle of id, held for a read (files_drop lets go), or NULL once released. */
+static struct lib_handle *files_take(uint64_t id)
+{
+	pthread_mutex_lock(&open_files.lock);
+	size_t i = (size_t)(id & 0xffffffffu);
+	struct lib_handle *h = i < open_files.cap ? open_files.slots[i] : NULL;
+	if (h && (h->id != id || h->released))
+		h = NULL;
+	if (h)
+		h->refs++;
+	pthread_mutex_unlock(&open_files.lock);
+	return h;
+}
+
+/* Drops one hold of h (release: the open's, too): true when it was the last, and h is
+ * out of the table for the caller to free. */
+static bool files_drop(struct lib_handle *h, bool release)
+{
+	pthread_mutex_lock(&open_files.lock);
+	if (release)
+		h->released = true;
+	bool last = --h->refs == 0;
+	if (last)
+		open_files.slots[h->id & 0xffffffffu] = NULL;
+	pthread_mutex_unlock(&open_files.lock);
+	return last;
+}
 
 /* True for the nodes whose attributes never change for their number. */
 static bool attr_fixed(const struct lib_ref *r)
@@ -203,17 +272,27 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)h;
+	if (!files_add(h)) {
+		handle_free(fs, h);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = h->id;
 	fi->direct_io = k == LIB_TSV || k == LIB_JSON;
 	fi->keep_cache = !fi->direct_io;
-	if (fuse_reply_open(req, fi) != 0)
+	if (fuse_reply_open(req, fi) != 0 && files_drop(h, true))
 		handle_free(fs, h);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	handle_free(fs_of(req), (struct lib_handle *)(uintptr_t)fi->fh);
+	struct lib_handle *h = files_take(fi->fh);
+	if (h) {
+		files_drop(h, false);   /* the take's */
+		if (files_drop(h, true))
+			handle_free(fs_of(req), h);
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -226,32 +305,48 @@ static void reply_slice(fuse_req_t req, const char *text, size_t n, size_t size,
 		fuse_reply_buf(req, text + off, n - off < size ? (size_t)(n - off) : size);
 }
 
+static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, size_t size,
+                        uint64_t off);
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct ggufs *fs = fs_of(req);
-	struct lib_handle *h = (struct lib_handle *)(uintptr_t)fi->fh;
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	struct lib_handle *h = files_take(fi->fh);
+	if (!h) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	read_handle(req, fs, h, size, (uint64_t)off);
+	if (files_drop(h, false))
+		handle_free(fs, h);
+}
+
+/* Replies to a read of [off, off + size) of the file open as h. */
+static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, size_t size,
+                        uint64_t off)
+{
 	switch (h->ref.kind) {
 	case LIB_TREE:
-		ggufs_read_node(req, fs, h->ref.tree, h->ref.node, size, (uint64_t)off);
+		ggufs_read_node(req, fs, h->ref.tree, h->ref.node, size, off);
 		return;
 	case LIB_TSV:
 	case LIB_JSON:
-		reply_slice(req, h->text, h->len, size, (uint64_t)off);
+		reply_slice(req, h->text, h->len, size, off);
 		return;
 	case LIB_ERROR: {
 		const char *text = library_error_text(&h->ref);
-		reply_slice(req, text, text ? strlen(text) : 0, size, (uint64_t)off);
+		reply_slice(req, text, text ? strlen(text) : 0, size, off);
 		return;
 	}
 	case LIB_PLAIN: {
 		char *buf = malloc(size ? size : 1);
-		int64_t r = buf ? library_file_read(fs->library, h->file, buf, size, (uint64_t)off)
+		int64_t r = buf ? library_file_read(fs->library, h->file, buf, size, off)
 		                : -ENOMEM;
 		if (r < 0)
 			fuse_reply_err(req, (int)-r);
