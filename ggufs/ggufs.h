@@ -33,6 +33,20 @@ static inline struct timespec realtime_in_ms(long ms)
 	return t;
 }
 
+/* passthrough.c: model.gguf handed to the kernel (FUSE passthrough), under lock. */
+struct passthrough {
+	pthread_mutex_t lock;
+	char refused[192];       /* why the mount cannot pass through, or "" */
+	bool logged;             /* refused is said (or needs no saying) */
+	bool log_running;        /* INIT came: the event log is up */
+	bool offered;            /* the kernel's INIT offers FUSE_PASSTHROUGH */
+	uint32_t kernel_minor;   /* its FUSE protocol minor version */
+	uint32_t stack_depth;    /* max_stack_depth asked for at INIT */
+	int fuse_fd;             /* the /dev/fuse fd the backing id belongs to, or -1 */
+	int32_t backing_id;      /* the model file's, > 0 once the kernel gave it */
+	bool debug;              /* -d: each backing id opened and closed on stderr */
+};
+
 struct ggufs {
 	struct ggufs_model *model;   /* NULL for a library */
 	struct library *library;     /* a folder of models (library.h), or NULL */
@@ -59,7 +73,26 @@ struct ggufs {
 	pthread_mutex_t error_lock;  /* the last error found here (a local file that shrank) */
 	char last_error[GGUF_ERR_MAX + 64];
 	time_t last_error_time;
+	struct passthrough pt;
 };
+
+/* passthrough.c: FUSE passthrough of model.gguf on libfuse 3.14 (no API for it there).
+ *
+ * Right after fuse_session_mount: sees the session's raw requests and replies
+ * (fuse_session_custom_io) when model.gguf may be the model's one local file and off
+ * (-o passthrough=no) is false; else records why not. */
+void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off);
+/* From op_init: the event log is up; a refusal found before it is said now (once). */
+void passthrough_init(struct ggufs *fs);
+/* Before fuse_session_unmount (which closes the fd): closes the backing id. */
+void passthrough_stop(struct ggufs *fs);
+/* The value of user.ggufs.passthrough on model.gguf of tree t: "yes", or why an open
+ * now is not a passthrough one, into buf (size bytes, NUL-terminated); its length. */
+int passthrough_why_not(struct ggufs *fs, const struct tree *t, char *buf, size_t size);
+/* For an open of model.gguf of tree t, answered by this thread's next reply: true
+ * when it passes through (then that reply carries the backing id; direct, an O_DIRECT
+ * open, has its reads still come to the daemon). */
+bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct);
 
 /* watch.c: for a remote model, starts the thread that sets fs->ending once the session
  * has exited or the mount has left the mount table (a lazy unmount); false if it could
@@ -79,6 +112,9 @@ bool ggufs_ending(void *fs);
  * file with one name, owned by the user mounting and writable by nobody else (a new
  * one: in a directory of the user's that nobody else may write). */
 int log_open_file(const char *path);
+/* With -o log=FILE, the events said while the mount is made (a remote model's warnings
+ * at open) go to FILE already, as every later one will; log_stop ends it. */
+void log_early(struct ggufs *fs);
 /* Points the event log at fs->log_fd when open, else stderr in the foreground, else
  * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
 void log_start(struct ggufs *fs, bool foreground);
@@ -120,7 +156,9 @@ struct options {
 	int version;
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
 	unsigned max_read;   /* -o max_read=N, read here and passed on */
-	int check;           /* --check: scan MODEL, mount nothing */
+	int check;           /* --check: scan each operand, mount nothing */
+	const char **operands;   /* every operand in order (--check takes several) */
+	int n_operands;
 	int diff;            /* --diff: compare model_b with model, mount nothing */
 	const char *model_b; /* --diff's second operand */
 	int json;            /* --json: the --check or --diff report as JSON */
@@ -135,6 +173,7 @@ struct options {
 	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
 	const char *log_file;    /* -o log=FILE: the event log goes there, or NULL */
 	const char *edits_file;  /* -o edits=FILE: metadata/ writable, edits kept there */
+	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
 };
 
 /* Checks every argument first (unknown options, -o options that neither ggufs nor
@@ -170,10 +209,13 @@ bool mounted_at(const char *path, char *what, size_t size, char *dev);
  * line on stderr naming the file or URL and the problem. */
 struct ggufs_model *open_model(const struct options *o, char **shown);
 
-/* check.c: ggufs --check [--json] MODEL|URL. Scans every tensor of the model and reports
- * the unhealthy ones on stdout; returns the exit status: 0 healthy, 1 unhealthy, 3 when
- * the model cannot be opened or read (one line on stderr, as a mount would say). */
-int check_model(const struct options *o);
+/* check.c: ggufs --check [--json] MODEL|URL... Scans every tensor of each model in turn
+ * and reports the unhealthy ones on stdout, one block of lines per model (blocks apart
+ * by an empty line; with --json and several models, a JSON array of the reports);
+ * returns the exit status of the worst: 0 healthy, 1 unhealthy, 3 when a model cannot
+ * be opened or read (one line on stderr, as a mount would say; the next one is still
+ * checked). */
+int check_models(const struct options *o);
 
 /* print.c: prints what render writes into a sink (given ctx) on stdout: sized, then rendered
  * into a buffer, then written. 0, or -ENOMEM, or -EIO when stdout failed. */

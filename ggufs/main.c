@@ -17,6 +17,7 @@
 #include "ggufs_config.h"
 #include "ggufs.h"
 #include "log_escape.h"
+#include "remote.h"
 #include "url.h"
 
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
@@ -133,7 +134,8 @@ int main(int argc, char *argv[])
 	struct fuse_cmdline_opts fo = { 0 };
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
-	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1 };
+	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1,
+	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .fuse_fd = -1 } };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	char err[GGUF_ERR_MAX];
@@ -170,8 +172,17 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	if (o.check) {
-		/* ggufs --check [--json] MODEL.gguf (cli_parse saw to the rest): nothing mounted */
-		ret = check_model(&o);
+		/* ggufs --check [--json] MODEL.gguf... (cli_parse saw to the rest): nothing
+		 * mounted; every URL kept out of /proc/PID/cmdline, as the first is */
+		char **copies = calloc((size_t)o.n_operands + 1, sizeof *copies);
+		for (int k = 1; copies && k < o.n_operands; k++)
+			copies[k] = scrub_model_arg(argc, argv, &o.operands[k]);
+		if (o.n_operands)
+			o.operands[0] = o.model;
+		ret = copies ? check_models(&o) : 1;
+		for (int k = 1; copies && k < o.n_operands; k++)
+			free(copies[k]);
+		free(copies);
 		goto out_args;
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
@@ -182,6 +193,8 @@ int main(int argc, char *argv[])
 	/* opened here, in the caller's directory, before the daemon moves to "/" */
 	if (o.log_file && (fs.log_fd = log_open_file(o.log_file)) < 0)
 		goto out_cmdline;
+	fs.mountpoint = mountpoint;   /* each log line names it */
+	log_early(&fs);
 
 	fs.max_read = o.max_read;
 	struct stat src_st;
@@ -244,6 +257,9 @@ library_ready:
 		goto out_session;
 	if (fuse_session_mount(se, mountpoint) != 0)
 		goto out_signals;
+	/* before the first request (INIT) is read */
+	fs.pt.debug = fo.debug;
+	passthrough_start(&fs, se, o.passthrough_arg && strcmp(o.passthrough_arg, "no") == 0);
 	char what[PATH_MAX + 64];
 	if (!mounted_at(mountpoint, what, sizeof what, fs.bdi))
 		fs.bdi[0] = 0;
@@ -280,6 +296,7 @@ library_ready:
 
 out_unmount:
 	watch_stop(&fs);
+	passthrough_stop(&fs);   /* while the session's fd is still open */
 	fuse_session_unmount(se);
 	log_stop(&fs);
 out_signals:
@@ -294,8 +311,7 @@ out_tree:
 out_model:
 	model_close(fs.model);
 out_cmdline:
-	if (fs.log_fd >= 0)
-		close(fs.log_fd);
+	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
 	free(mountpoint);
 	free(fo.mountpoint);
 	free(shown);
@@ -309,7 +325,9 @@ out_args:
 	free((char *)o.cache_max_arg);
 	free((char *)o.log_file);
 	free((char *)o.edits_file);
+	free((char *)o.passthrough_arg);
 	free(model_copy);
+	free(o.operands);
 	curl_global_cleanup();
 	return ret;
 }

@@ -224,30 +224,18 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	struct curl_slist *ae = curl_slist_append(headers, "Accept-Encoding: identity");
 	if (ae)
 		headers = ae;
-	char *auth = NULL;
-	if (req->token) {
-		size_t n = strlen(req->token) + 32;
-		auth = malloc(n);
-		if (auth) {
-			snprintf(auth, n, "Authorization: Bearer %s", req->token);
-			struct curl_slist *more = curl_slist_append(headers, auth);
-			if (more) {
-				headers = more;
-			} else {   /* not sent without it: out of memory, as for auth itself */
-				explicit_bzero(auth, strlen(auth));
-				free(auth);
-				auth = NULL;
-			}
-		}
+	bool complete = true;   /* a request without all its lines is not sent */
+	for (unsigned i = 0; i < req->n_headers && complete; i++) {
+		struct curl_slist *more = curl_slist_append(headers, req->headers[i]);
+		if (more)
+			headers = more;
+		else
+			complete = false;
 	}
 	if (headers)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-	resp->code = (req->token && !auth) ? CURLE_OUT_OF_MEMORY : curl_easy_perform(h);
-	/* nothing of the token stays behind in our memory or the handle */
+	resp->code = complete ? curl_easy_perform(h) : CURLE_OUT_OF_MEMORY;
+	/* nothing of the credentials stays behind in the handle */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(headers);
-	if (auth) {
-		explicit_bzero(auth, strlen(auth));
-		free(auth);
-	}
 }

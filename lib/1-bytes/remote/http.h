@@ -23,7 +23,10 @@ struct http_response;
 struct http_request {
 	const char *url;
 	uint64_t first, last;       /* inclusive */
-	const char *token;          /* Authorization: Bearer; NULL for none */
+	const char *const *headers; /* n_headers more header lines ("Name: value", no line
+	                             * break): the request's credentials (the caller makes
+	                             * them for this URL; nothing here knows what they are) */
+	unsigned n_headers;
 	const char *if_match;       /* If-Match; NULL for none */
 	const char *cafile;         /* CA file used besides the system's; NULL for none */
 	unsigned timeout;           /* s without progress before giving up; connect: <= 10 s */
