@@ -199,7 +199,7 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		size_t vlen = (size_t)(item + len - eq - 1);
 		if (!((vlen == 3 && memcmp(eq + 1, "yes", 3) == 0) ||
 		      (vlen == 2 && memcmp(eq + 1, "no", 2) == 0))) {
-			fprintf(stderr, "ggufs: option '-o %.*s' takes yes or no " SEE_HELP "\n", n, item);
+			log_errf("option '-o %.*s' takes yes or no " SEE_HELP, n, item);
 			return 2;
 		}
 	}

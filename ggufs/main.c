@@ -99,14 +99,14 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 {
 	char err[GGUF_ERR_MAX];
 	if (o->edits_file) {
-		fprintf(stderr, "ggufs: %s: -o edits= edits one model file, not a library (a folder "
-		        "of models)\n", o->model);
+		log_errf("%s: -o edits= edits one model file, not a library (a folder "
+		        "of models)", o->model);
 		return 2;
 	}
 	char *root = realpath(o->model, NULL);
 	char *mnt = realpath(mountpoint, NULL);
 	if (root && mnt && path_within(mnt, root)) {
-		fprintf(stderr, "ggufs: %s: the mount point %s is inside the library's folder\n",
+		log_errf("%s: the mount point %s is inside the library's folder",
 		        o->model, mountpoint);
 		free(root);
 		free(mnt);
@@ -117,7 +117,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 	struct lib_source *src = lib_source_local(o->model, err);
 	fs->library = src ? library_open(src, err) : NULL;
 	if (!fs->library) {
-		fprintf(stderr, "ggufs: %s\n", err);
+		log_errf("%s", err);
 		return 1;
 	}
 	return 0;
@@ -301,7 +301,8 @@ library_ready:
 out_unmount:
 	/* first: a quick remount of the same model waits for this mount's disk cache
 	 * entries instead of reading without them */
-	remote_leaving(fs.model->remote);
+	if (fs.model)   /* (a library has none of its own) */
+		remote_leaving(fs.model->remote);
 	watch_stop(&fs);
 	passthrough_stop(&fs);   /* while the session's fd is still open */
 	fuse_session_unmount(se);

@@ -94,8 +94,8 @@ bool mountpoint_holds(const char *mountpoint, const char *path)
 	free(real);
 	free(dir);
 	if (under)
-		fprintf(stderr, "ggufs: %s: inside the mount point %s, which the mount would hide "
-		        "(and every save would wait on the mount itself): keep it elsewhere\n",
+		log_errf("%s: inside the mount point %s, which the mount would hide "
+		        "(and every save would wait on the mount itself): keep it elsewhere",
 		        path, mountpoint);
 	return under;
 }
