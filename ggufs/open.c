@@ -1,5 +1,5 @@
 /* Opening the model the command line names: a local file, or a URL (http, https,
- * hf://) with its token, CA file, cache and timeout options. Shared by a mount and by
+ * hf://, s3://) with its token or AWS credentials, CA file, cache and timeout options. Shared by a mount and by
  * --check, so that both open a model alike. */
 #include <errno.h>
 #include <stdbool.h>
@@ -12,6 +12,8 @@
 
 #include "ggufs.h"
 #include "remote.h"
+#include "s3.h"
+#include "s3_config.h"
 #include "url.h"
 
 /* The bearer token in file path, without its trailing newline: malloc'ed, or NULL after
@@ -91,6 +93,21 @@ static void say_waiting(void *arg, const char *line)
 	fprintf(stderr, "ggufs: %s\n", line);
 }
 
+/* getenv as s3_config_find reads the environment. */
+static const char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+/* The remote options every remote model shares (the command line's). */
+static struct remote_opts common_opts(const struct options *o)
+{
+	return (struct remote_opts){ .cafile = o->cafile, .timeout = o->timeout,
+	                             .cache_size = o->cache_size, .cache_dir = o->cache_dir,
+	                             .cache_max = o->cache_max,
+	                             .waiting = isatty(STDERR_FILENO) ? say_waiting : NULL };
+}
+
 /* Opens the remote model named by o->model: hf:// expanded with $HF_ENDPOINT, the token
  * as token_for says. *shown gets the URL as it may be shown (malloc'ed). NULL after one
  * line on stderr. */
@@ -109,10 +126,8 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		        url ? "out of memory" : err);
 		goto out;
 	}
-	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
-	                          .cache_size = o->cache_size, .cache_dir = o->cache_dir,
-	                          .cache_max = o->cache_max, .hub_rev = rev,
-	                          .waiting = isatty(STDERR_FILENO) ? say_waiting : NULL };
+	struct remote_opts ro = common_opts(o);
+	ro.hub_rev = rev;
 	bool failed;
 	token = token_for(o, url, hf, endpoint, &ro, &failed);
 	if (failed)
@@ -126,6 +141,69 @@ out:
 		explicit_bzero(token, strlen(token));
 		free(token);
 	}
+	free(url);
+	return m;
+}
+
+/* Opens s3://BUCKET/KEY: the credentials, region and endpoint found as the AWS CLI finds
+ * them (s3_config.h), the object's URL virtual-hosted on AWS (when the bucket can be a
+ * host name) or with -o s3_virtual_host, else path style. *shown gets the name as given
+ * (it holds no secret). NULL after one line on stderr, which names the credentials'
+ * source, the region and the endpoint, never a secret. */
+static struct ggufs_model *open_s3(const struct options *o, char **shown)
+{
+	char err[GGUF_ERR_MAX], context[3 * S3_FROM_MAX + 512];
+	char *bucket = NULL, *key = NULL, *endpoint = NULL, *url = NULL;
+	struct ggufs_model *m = NULL;
+	struct s3_config c = { 0 };
+	*shown = strdup(o->model);
+	if (!*shown) {
+		fprintf(stderr, "ggufs: out of memory\n");
+		return NULL;
+	}
+	if (s3_split(o->model, &bucket, &key, err, sizeof err) < 0) {
+		fprintf(stderr, "ggufs: %s: %s\n", *shown, err);
+		goto out;
+	}
+	if (!key[0] || key[strlen(key) - 1] == '/') {
+		fprintf(stderr, "ggufs: %s: names a bucket or a prefix, not an object: mount "
+		        "s3://BUCKET/KEY.gguf\n", *shown);
+		goto out;
+	}
+	if (s3_config_find(&c, env_get, o->s3_anonymous, err, sizeof err) < 0) {
+		fprintf(stderr, "ggufs: %s: %s\n", *shown, err);
+		goto out;
+	}
+	endpoint = c.endpoint ? strdup(c.endpoint) : s3_aws_endpoint(c.region);
+	if (!endpoint) {
+		fprintf(stderr, "ggufs: out of memory\n");
+		goto out;
+	}
+	/* AWS's own endpoint names a bucket by host where it can (its certificate covers
+	 * one label); another endpoint (MinIO, Ceph, a proxy) by path unless told */
+	bool virtual_host = o->s3_virtual_host || (!c.endpoint && s3_bucket_is_host(bucket));
+	url = s3_object_url(endpoint, bucket, key, virtual_host, err, sizeof err);
+	if (!url) {
+		fprintf(stderr, "ggufs: %s: %s\n", *shown, err);
+		goto out;
+	}
+	snprintf(context, sizeof context, "credentials: %s; region %s (%s); endpoint %s (%s)",
+	         c.credentials_from, c.region, c.region_from, endpoint, c.endpoint_from);
+	struct remote_s3 s3 = {
+		.sign = { .access_key = c.access_key, .secret_key = c.secret_key,
+		          .session_token = c.session_token, .region = c.region },
+		.bucket = bucket, .context = context,
+	};
+	struct remote_opts ro = common_opts(o);
+	ro.s3 = &s3;
+	m = model_open_remote(url, *shown, &ro, err);
+	if (!m)
+		fprintf(stderr, "ggufs: %s\n", err);
+out:
+	s3_config_free(&c);
+	free(bucket);
+	free(key);
+	free(endpoint);
 	free(url);
 	return m;
 }
@@ -145,6 +223,8 @@ static size_t url_scheme_len(const char *s)
 struct ggufs_model *open_model(const struct options *o, char **shown)
 {
 	*shown = NULL;
+	if (s3_is_name(o->model))
+		return open_s3(o, shown);
 	if (url_is_remote(o->model))
 		return open_remote(o, shown);
 	/* a URL of another scheme, unless a local file has that name after all */
@@ -152,7 +232,8 @@ struct ggufs_model *open_model(const struct options *o, char **shown)
 	struct stat st;
 	if (scheme && stat(o->model, &st) != 0 && errno == ENOENT) {
 		fprintf(stderr, "ggufs: %s: unsupported URL scheme '%.*s' (ggufs reads http://, "
-		        "https:// and hf:// URLs, or a local file)\n", o->model, (int)scheme, o->model);
+		        "https://, hf:// and s3:// URLs, or a local file)\n", o->model, (int)scheme,
+		        o->model);
 		return NULL;
 	}
 	char err[GGUF_ERR_MAX];

@@ -91,6 +91,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 		r->encoding[0] = 0;
 		r->has_length = false;
 		r->retry_after = -1;
+		r->bucket_region[0] = 0;
+		r->error_body_len = 0;
 		return len;
 	}
 	const char *colon = memchr(line, ':', len);
@@ -104,6 +106,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 		keep_value(r->etag, sizeof r->etag, v, vn);
 	} else if (IS("Last-Modified")) {
 		keep_value(r->last_modified, sizeof r->last_modified, v, vn);
+	} else if (IS("x-amz-bucket-region")) {
+		keep_value(r->bucket_region, sizeof r->bucket_region, v, vn);
 	} else if (IS("X-Repo-Commit")) {
 		keep_value(r->repo_commit, sizeof r->repo_commit, v, vn);
 	} else if (IS("Location")) {
@@ -133,12 +137,20 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 }
 
 /* The body: only a 206 for exactly the range asked is kept; anything else (a 200 with
- * the whole file, an error page, a longer body) ends the transfer at its first bytes. */
+ * the whole file, an error page, a longer body) ends the transfer at its first bytes,
+ * but for an error body asked for, kept up to its bound. */
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
 {
 	struct transfer *t = arg;
 	struct http_response *r = t->resp;
 	size_t len = size * n;
+	if (r->status >= 300 && t->req->keep_error_body) {
+		size_t room = sizeof r->error_body - r->error_body_len;
+		size_t take = len < room ? len : room;
+		memcpy(r->error_body + r->error_body_len, data, take);
+		r->error_body_len += take;
+		return take == len ? len : 0;
+	}
 	if (r->status != 206 || r->encoding[0] || len > t->want - r->got) {
 		r->aborted = r->status == 206 && !r->encoding[0];
 		return 0;
@@ -162,6 +174,38 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	memcpy(t->req->buf + r->got, data, len);
 	r->got += len;
 	return len;
+}
+
+/* The SHA-256 of an empty body: a GET's payload, as x-amz-content-sha256 says it. */
+#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+/* Sets h up to sign its request for S3 with s (libcurl's signer) and adds the headers
+ * that the signer signs but does not add itself; false when out of memory. */
+static bool sign(CURL *h, const struct http_sigv4 *s, struct curl_slist **headers)
+{
+	char provider[96];
+	snprintf(provider, sizeof provider, "aws:amz:%s:s3", s->region);
+	curl_easy_setopt(h, CURLOPT_AWS_SIGV4, provider);
+	curl_easy_setopt(h, CURLOPT_USERNAME, s->access_key);
+	curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret_key);
+	struct curl_slist *more = curl_slist_append(*headers, "x-amz-content-sha256: " EMPTY_SHA256);
+	if (!more)
+		return false;
+	*headers = more;
+	if (s->session_token) {
+		size_t n = strlen(s->session_token) + 32;
+		char *line = malloc(n);
+		if (!line)
+			return false;
+		snprintf(line, n, "x-amz-security-token: %s", s->session_token);
+		more = curl_slist_append(*headers, line);
+		explicit_bzero(line, n);
+		free(line);
+		if (!more)
+			return false;
+		*headers = more;
+	}
+	return true;
 }
 
 /* Polled by libcurl about once a second and on every chunk: aborts the transfer once
@@ -240,11 +284,23 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 			}
 		}
 	}
+	/* an S3 key's "." and ".." parts are its own, not to be resolved away (and the
+	 * signature is over the path sent) */
+	if (req->path_as_is || req->sigv4)
+		curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+	bool signed_ok = !req->sigv4 || sign(h, req->sigv4, &headers);
 	if (headers)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-	resp->code = (req->token && !auth) ? CURLE_OUT_OF_MEMORY : curl_easy_perform(h);
-	/* nothing of the token stays behind in our memory or the handle */
+	resp->code = (req->token && !auth) || !signed_ok ? CURLE_OUT_OF_MEMORY : curl_easy_perform(h);
+	/* nothing of the token or the keys stays behind in our memory or the handle */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	if (req->sigv4) {
+		curl_easy_setopt(h, CURLOPT_USERNAME, NULL);
+		curl_easy_setopt(h, CURLOPT_PASSWORD, NULL);
+	}
+	for (struct curl_slist *l = headers; l; l = l->next)
+		if (strncmp(l->data, "x-amz-security-token:", 21) == 0)
+			explicit_bzero(l->data, strlen(l->data));
 	curl_slist_free_all(headers);
 	if (auth) {
 		explicit_bzero(auth, strlen(auth));

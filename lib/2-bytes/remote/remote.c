@@ -16,6 +16,7 @@
 #include "diskcache.h"
 #include "evlog.h"
 #include "http.h"
+#include "s3_error.h"
 #include "url.h"
 
 /* A job for the read-ahead threads: blocks [first, first + n) of a file, each claimed
@@ -29,7 +30,8 @@ struct ahead_job {
 };
 
 struct remote {
-	struct remote_opts o;       /* token and cafile: copies owned here */
+	struct remote_opts o;       /* token, cafile and s3: copies owned here */
+	struct remote_s3 s3;        /* what o.s3 points to (its strings owned here) */
 	struct blockcache *cache;
 	struct diskcache *disk;     /* -o cache_dir, or NULL */
 
@@ -376,6 +378,50 @@ static void network_phrase(char err[GGUF_ERR_MAX], CURLcode code, unsigned timeo
 	}
 }
 
+/* What a reply of S3 other than a 206 means, in one phrase with S3's code (from the
+ * error body) and the mount's credentials source, region and endpoint: 5xx and 429
+ * (SlowDown, InternalError) are retried, anything else is refused. */
+static enum outcome classify_s3(const struct remote_file *f, const struct http_response *resp,
+                                char err[GGUF_ERR_MAX])
+{
+	const struct remote_s3 *s3 = f->r->o.s3;
+	long st = resp->status;
+	struct s3_error e;
+	s3_error_parse(resp->error_body, resp->error_body_len, &e);
+	const char *code = e.code[0] ? e.code : "no S3 error code";
+	if (st == 429 || st >= 500) {
+		gguf_errf(err, "HTTP %ld %s", st, code);
+		return RETRY;
+	}
+	if (strcmp(e.code, "SignatureDoesNotMatch") == 0)
+		gguf_errf(err, "the endpoint refused the signature (HTTP %ld SignatureDoesNotMatch: a "
+		     "wrong secret key, or a region other than the bucket's); %s", st, s3->context);
+	else if (strcmp(e.code, "InvalidAccessKeyId") == 0)
+		gguf_errf(err, "the endpoint knows no such access key id (HTTP %ld "
+		     "InvalidAccessKeyId); %s", st, s3->context);
+	else if (strcmp(e.code, "NoSuchKey") == 0 || (st == 404 && !e.code[0]))
+		gguf_errf(err, "no such key in bucket '%s' (HTTP %ld %s); %s", s3->bucket, st, code,
+		     s3->context);
+	else if (strcmp(e.code, "NoSuchBucket") == 0)
+		gguf_errf(err, "no such bucket '%s' (HTTP %ld NoSuchBucket); %s", s3->bucket, st,
+		     s3->context);
+	else if (strcmp(e.code, "PermanentRedirect") == 0 || st == 301)
+		gguf_errf(err, "bucket '%s' is in another region%s%s%s%s (HTTP %ld %s): set AWS_REGION "
+		     "or the endpoint; %s", s3->bucket, resp->bucket_region[0] ? ", " : "",
+		     resp->bucket_region, e.endpoint[0] ? ", at " : "", e.endpoint, st, code,
+		     s3->context);
+	else if (strcmp(e.code, "AuthorizationHeaderMalformed") == 0 && e.region[0])
+		gguf_errf(err, "bucket '%s' is in region %s (HTTP %ld AuthorizationHeaderMalformed): "
+		     "set AWS_REGION; %s", s3->bucket, e.region, st, s3->context);
+	else if (st == 401 || st == 403)
+		gguf_errf(err, "access denied (HTTP %ld %s); %s", st, code, s3->context);
+	else if (st == 416 && resp->has_range && resp->total == 0)
+		gguf_errf(err, "empty file, not GGUF");
+	else
+		gguf_errf(err, "HTTP %ld %s; %s", st, code, s3->context);
+	return FAILED;
+}
+
 /* What a reply other than a 206 or a redirect means. */
 static enum outcome classify(const struct remote_file *f, const struct http_response *resp,
                              bool at_target, bool pinned, char err[GGUF_ERR_MAX])
@@ -425,6 +471,8 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		gguf_errf(err, "HTTP %ld from the redirect target", st);
 		return REFETCH;
 	}
+	if (f->r->o.s3)
+		return classify_s3(f, resp, err);
 	if (st == 429 || st >= 500) {
 		gguf_errf(err, "HTTP %ld", st);
 		return RETRY;
@@ -537,6 +585,10 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			.if_match = pinned && strong_etag(f->etag) &&
 			            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
 			.cafile = r->o.cafile, .timeout = r->o.timeout, .min_rate = REMOTE_MIN_RATE,
+			/* the keys sign requests to the endpoint only, wherever a redirect leads */
+			.sigv4 = r->o.s3 && r->s3.sign.access_key && url_same_origin(url, f->url) ?
+			         &r->s3.sign : NULL,
+			.keep_error_body = r->o.s3 != NULL, .path_as_is = r->o.s3 != NULL,
 			.cancelled = wait ? poll_mount_wait : r->o.cancelled,
 			.cancel_arg = wait ? (void *)wait : r->o.cancel_arg, .buf = buf,
 			.segs = sink ? sink->segs + sink->done : NULL, .seg_len = REMOTE_BLOCK_SIZE,
@@ -1112,6 +1164,45 @@ static bool token_ok(const char *token)
 	return *token != 0;
 }
 
+/* A copy of s (NULL stays NULL). */
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* Copies *s into r->s3 and points r->o.s3 at it; false when out of memory (what was
+ * copied is freed by free_s3). */
+static bool copy_s3(struct remote *r, const struct remote_s3 *s)
+{
+	r->s3.sign.access_key = dup_or_null(s->sign.access_key);
+	r->s3.sign.secret_key = dup_or_null(s->sign.secret_key);
+	r->s3.sign.session_token = dup_or_null(s->sign.session_token);
+	r->s3.sign.region = dup_or_null(s->sign.region);
+	r->s3.bucket = dup_or_null(s->bucket);
+	r->s3.context = dup_or_null(s->context);
+	r->o.s3 = &r->s3;
+	return (r->s3.sign.access_key || !s->sign.access_key) &&
+	       (r->s3.sign.secret_key || !s->sign.secret_key) &&
+	       (r->s3.sign.session_token || !s->sign.session_token) &&
+	       (r->s3.sign.region || !s->sign.region) && (r->s3.bucket || !s->bucket) &&
+	       (r->s3.context || !s->context);
+}
+
+/* Frees s's strings, the secrets wiped first. */
+static void free_s3(struct remote_s3 *s)
+{
+	const char *secret[] = { s->sign.access_key, s->sign.secret_key, s->sign.session_token };
+	for (size_t i = 0; i < 3; i++) {
+		if (secret[i]) {
+			explicit_bzero((char *)secret[i], strlen(secret[i]));
+			free((char *)secret[i]);
+		}
+	}
+	free((char *)s->sign.region);
+	free((char *)s->bucket);
+	free((char *)s->context);
+}
+
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 {
 	if (o->token && !token_ok(o->token)) {
@@ -1127,6 +1218,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 	r->o = *o;
 	r->o.token = o->token ? strdup(o->token) : NULL;
 	r->o.cafile = o->cafile ? strdup(o->cafile) : NULL;
+	bool s3_copied = !o->s3 || copy_s3(r, o->s3);
 	if (!r->o.timeout)
 		r->o.timeout = REMOTE_TIMEOUT_DEFAULT;
 	if (!r->o.cache_size)
@@ -1145,7 +1237,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 			return NULL;
 		}
 	}
-	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
+	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile) || !s3_copied) {
 		gguf_errf(err, "out of memory");
 		remote_free(r);
 		return NULL;
@@ -1190,6 +1282,7 @@ void remote_free(struct remote *r)
 		free((char *)r->o.token);
 	}
 	free((char *)r->o.cafile);
+	free_s3(&r->s3);
 	pthread_mutex_destroy(&r->pool_lock);
 	pthread_mutex_destroy(&r->error_lock);
 	pthread_mutex_destroy(&r->ahead_lock);

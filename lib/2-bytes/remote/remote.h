@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "gguf.h"
+#include "http.h"
 #include "source.h"
 #include "url.h"
 
@@ -76,7 +77,19 @@
  * reach us slightly out of order). */
 #define REMOTE_SEQUENTIAL_SLACK 16
 
+/* An s3:// model's S3 side: every request to the endpoint's origin signed (unless
+ * anonymous), the key's path sent as it is, and an error's S3 code read from its body
+ * for a refusal that names the credentials' source, region and endpoint (context),
+ * never a secret. */
+struct remote_s3 {
+	struct http_sigv4 sign;     /* sign.access_key NULL: anonymous, nothing signed */
+	const char *bucket;
+	const char *context;        /* "credentials from ..., region ... (from ...), endpoint
+	                             * ... (from ...)" */
+};
+
 struct remote_opts {
+	const struct remote_s3 *s3;  /* an s3:// model, or NULL */
 	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
 	bool token_from_env;        /* for the hint in a 401/403 message */
 	bool token_withheld;        /* HF_TOKEN is set, but not for this URL's server */
