@@ -7,6 +7,7 @@
 
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "log_escape.h"
 #include "size_arg.h"
 
 /* Who reads an option: ggufs alone (taken out of the arguments), libfuse alone (left in
@@ -148,8 +149,8 @@ static const struct cli_option *find_switch(const char *arg)
  * "unlimited" by some options and not others. Says so for item[0..len); returns 2. */
 static int zero_refused(const char *item, size_t len)
 {
-	fprintf(stderr, "ggufs: option '-o %.*s': 0 is not allowed, the least is 1 (leave the "
-	        "option out for its default) " SEE_HELP "\n", (int)len, item);
+	log_errf("option '-o %.*s': 0 is not allowed, the least is 1 (leave the "
+	        "option out for its default) " SEE_HELP, (int)len, item);
 	return 2;
 }
 
@@ -162,15 +163,15 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 	const char *eq = memchr(item, '=', len);
 	int n = (int)len;
 	if (!c) {
-		fprintf(stderr, "ggufs: unknown option '-o %.*s' " SEE_HELP "\n", n, item);
+		log_errf("unknown option '-o %.*s' " SEE_HELP, n, item);
 		return 2;
 	}
 	if (!takes_value(c) && eq) {
-		fprintf(stderr, "ggufs: option '-o %.*s' takes no value " SEE_HELP "\n", n, item);
+		log_errf("option '-o %.*s' takes no value " SEE_HELP, n, item);
 		return 2;
 	}
 	if (takes_value(c) && !eq) {
-		fprintf(stderr, "ggufs: option '-o %.*s' needs a value: %.*s=%s " SEE_HELP "\n", n,
+		log_errf("option '-o %.*s' needs a value: %.*s=%s " SEE_HELP, n,
 		        item, n, item, c->arg);
 		return 2;
 	}
@@ -187,8 +188,8 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		if (ok && !size)
 			return zero_refused(item, len);
 		if (!ok) {
-			fprintf(stderr, "ggufs: option '-o %.*s' needs a size: bytes, or a number with K,"
-			        " M, G or T " SEE_HELP "\n", n, item);
+			log_errf("option '-o %.*s' needs a size: bytes, or a number with K,"
+			        " M, G or T " SEE_HELP, n, item);
 			return 2;
 		}
 	}
@@ -198,8 +199,7 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		for (const char *p = v; p < end; p++)
 			digits = digits && *p >= '0' && *p <= '9';
 		if (!digits) {
-			fprintf(stderr, "ggufs: option '-o %.*s' needs a number below 10^9 " SEE_HELP
-			        "\n", n, item);
+			log_errf("option '-o %.*s' needs a number below 10^9 " SEE_HELP, n, item);
 			return 2;
 		}
 		if (strspn(v, "0") >= (size_t)(end - v))
@@ -223,7 +223,7 @@ static int check_opt_list(const char *list, const char **mount_only)
 		}
 		if (*p == ',' || !*p) {
 			if (p == start) {
-				fprintf(stderr, "ggufs: empty option in '-o %s' " SEE_HELP "\n", list);
+				log_errf("empty option in '-o %s' " SEE_HELP, list);
 				return 2;
 			}
 			const struct cli_option *c;
@@ -247,17 +247,17 @@ static int check_opt_list(const char *list, const char **mount_only)
 static int check_operands(const char *const operand[3], int n_operands, const char *mount_opt)
 {
 	if (mount_opt) {
-		fprintf(stderr, "ggufs: option '%s' does not go with --check " USAGE_CHECK "\n",
+		log_errf("option '%s' does not go with --check " USAGE_CHECK,
 		        mount_opt);
 		return 2;
 	}
 	if (n_operands > 1) {
-		fprintf(stderr, "ggufs: unexpected argument '%s' after MODEL.gguf " USAGE_CHECK "\n",
+		log_errf("unexpected argument '%s' after MODEL.gguf " USAGE_CHECK,
 		        operand[1]);
 		return 2;
 	}
 	if (n_operands == 0 || !*operand[0]) {
-		fprintf(stderr, "ggufs: %s MODEL.gguf " USAGE_CHECK "\n",
+		log_errf("%s MODEL.gguf " USAGE_CHECK,
 		        n_operands ? "empty" : "missing");
 		return 2;
 	}
@@ -285,7 +285,7 @@ static int check_args(int argc, char **argv)
 		} else if (strncmp(a, "-o", 2) == 0) {
 			const char *list = a[2] ? a + 2 : argv[++i];
 			if (!list || !*list) {
-				fprintf(stderr, "ggufs: option '-o' needs a list of options " SEE_HELP "\n");
+				log_errf("option '-o' needs a list of options " SEE_HELP);
 				return 2;
 			}
 			int r = check_opt_list(list, &mount_opt);
@@ -294,7 +294,7 @@ static int check_args(int argc, char **argv)
 		} else {
 			const struct cli_option *c = find_switch(a);
 			if (!c) {
-				fprintf(stderr, "ggufs: unknown option '%s' " SEE_HELP "\n", a);
+				log_errf("unknown option '%s' " SEE_HELP, a);
 				return 2;
 			}
 			info = info || c->alone;
@@ -307,25 +307,25 @@ static int check_args(int argc, char **argv)
 	if (info)
 		return 0;
 	if (json && !check) {
-		fprintf(stderr, "ggufs: option '--json' goes with --check " USAGE_CHECK "\n");
+		log_errf("option '--json' goes with --check " USAGE_CHECK);
 		return 2;
 	}
 	if (check)
 		return check_operands(operand, n_operands, mount_opt);
 	if (n_operands > 2) {
-		fprintf(stderr, "ggufs: unexpected argument '%s' after MODEL.gguf and MOUNTPOINT "
-		        USAGE "\n", operand[2]);
+		log_errf("unexpected argument '%s' after MODEL.gguf and MOUNTPOINT "
+		        USAGE, operand[2]);
 		return 2;
 	}
 	for (int k = 0; k < n_operands; k++) {
 		if (!*operand[k]) {
-			fprintf(stderr, "ggufs: empty %s argument '' " USAGE "\n",
+			log_errf("empty %s argument '' " USAGE,
 			        k ? "MOUNTPOINT" : "MODEL.gguf");
 			return 2;
 		}
 	}
 	if (n_operands < 2) {
-		fprintf(stderr, "ggufs: missing %s " USAGE "\n",
+		log_errf("missing %s " USAGE,
 		        n_operands ? "MOUNTPOINT" : "MODEL.gguf and MOUNTPOINT");
 		return 2;
 	}

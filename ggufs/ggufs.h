@@ -73,7 +73,9 @@ bool ggufs_ending(void *fs);
  * user.ggufs.* counters of the mount's root. */
 
 /* Opens -o log=FILE for appending (created mode 0600): its fd, or -1 after one line on
- * stderr. */
+ * stderr. Never through a symlink, never waiting on a FIFO; refused unless a regular
+ * file with one name, owned by the user mounting and writable by nobody else (a new
+ * one: in a directory of the user's that nobody else may write). */
 int log_open_file(const char *path);
 /* Points the event log at fs->log_fd when open, else stderr in the foreground, else
  * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
@@ -159,6 +161,11 @@ struct ggufs_model *open_model(const struct options *o, char **shown);
  * the unhealthy ones on stdout; returns the exit status: 0 healthy, 1 unhealthy, 3 when
  * the model cannot be opened or read (one line on stderr, as a mount would say). */
 int check_model(const struct options *o);
+
+/* print.c: prints what render writes into a sink (given ctx) on stdout: sized, then rendered
+ * into a buffer, then written. 0, or -ENOMEM, or -EIO when stdout failed. */
+struct sink;
+int print_rendered(void (*render)(struct sink *, const void *), const void *ctx);
 
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */

@@ -15,34 +15,25 @@
 
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "log_escape.h"
 #include "url.h"
 
-/* A tensor name for a one-line message: control bytes become '?' so a hostile name
- * cannot break the line. */
-static void print_name(const struct gguf_str *s)
-{
-	for (uint64_t i = 0; i < s->len; i++) {
-		unsigned char c = (unsigned char)s->ptr[i];
-		fputc(c < 0x20 || c == 0x7f ? '?' : c, stderr);
-	}
-}
-
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
- * the terminal. */
+ * the terminal (the name escaped with the rest of the line, cut at a NUL byte). */
 static void warn_raw_only(const struct ggufs_model *m)
 {
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct gguf_tensor *t = m->tensors[i].t;
 		if (t->has_f32)
 			continue;
-		fprintf(stderr, "ggufs: %s: warning: tensor '", m->path);
-		print_name(&t->name);
+		int len = t->name.len > INT_MAX ? INT_MAX : (int)t->name.len;
 		if (!t->ti) {
-			fprintf(stderr, "' has unknown type %" PRIu32 ": raw file only\n", t->type);
+			log_errf("%s: warning: tensor '%.*s' has unknown type %" PRIu32 ": raw file only",
+			         m->path, len, t->name.ptr, t->type);
 		} else {
 			char nb[16];
-			fprintf(stderr, "' has type %s, which has no dequantizer: raw file only\n",
-			        ggml_type_name(t->type, nb));
+			log_errf("%s: warning: tensor '%.*s' has type %s, which has no dequantizer: raw "
+			         "file only", m->path, len, t->name.ptr, ggml_type_name(t->type, nb));
 		}
 	}
 }
@@ -113,7 +104,7 @@ int main(int argc, char *argv[])
 
 	/* before any thread: libcurl's global state is not thread-safe to set up */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		fprintf(stderr, "ggufs: libcurl cannot start\n");
+		log_errf("libcurl cannot start");
 		return 1;
 	}
 	ret = cli_parse(&args, &o);
@@ -151,7 +142,7 @@ int main(int argc, char *argv[])
 	fs.max_read = o.max_read;
 	fs.tree = tree_build(fs.model, err);
 	if (!fs.tree) {
-		fprintf(stderr, "ggufs: %s\n", err);
+		log_errf("%s", err);
 		goto out_model;
 	}
 	if (o.edits_file) {
@@ -162,7 +153,7 @@ int main(int argc, char *argv[])
 			snprintf(err, sizeof err, "%s: out of memory", o.edits_file);
 		free(path);
 		if (!fs.edits) {
-			fprintf(stderr, "ggufs: %s\n", err);
+			log_errf("%s", err);
 			goto out_tree;
 		}
 	}
@@ -181,7 +172,7 @@ int main(int argc, char *argv[])
 	                                           : "-oro,nosuid,nodev,default_permissions");
 	free(abs);
 	if (bad) {
-		fprintf(stderr, "ggufs: out of memory\n");
+		log_errf("out of memory");
 		goto out_tree;
 	}
 	se = fuse_session_new(&args, &ggufs_ops, sizeof ggufs_ops, &fs);

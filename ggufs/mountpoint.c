@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "log_escape.h"
 
 /* 1 when directory path has no entries but . and .., 0 when it has, -errno when it
  * cannot be read. */
@@ -89,24 +90,24 @@ char *mountpoint_check(const char *given, bool nonempty)
 {
 	struct stat st;
 	if (stat(given, &st) != 0 && errno == ENOENT) {
-		fprintf(stderr, "ggufs: %s: the mount point does not exist (mkdir -p %s makes it)\n",
+		log_errf("%s: the mount point does not exist (mkdir -p %s makes it)",
 		        given, given);
 		return NULL;
 	}
 	if (stat(given, &st) != 0) {
-		fprintf(stderr, "ggufs: %s: %s%s\n", given, strerror(errno),
+		log_errf("%s: %s%s", given, strerror(errno),
 		        errno == ENOTCONN ? DEAD_MOUNT : "");
 		return NULL;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "ggufs: %s: not a directory\n", given);
+		log_errf("%s: not a directory", given);
 		return NULL;
 	}
 	/* absolute, as fuse_parse_cmdline would make it: the daemon runs in "/" and
 	 * unmounts by this name on SIGTERM */
 	char *mountpoint = realpath(given, NULL);
 	if (!mountpoint) {
-		fprintf(stderr, "ggufs: %s: %s\n", given, strerror(errno));
+		log_errf("%s: %s", given, strerror(errno));
 		return NULL;
 	}
 	/* Mounting over files hides them, and a second mount on a live one stacks a
@@ -116,17 +117,17 @@ char *mountpoint_check(const char *given, bool nonempty)
 	 * attributes still cached, so stat passed) is named. */
 	int empty = dir_is_empty(mountpoint);
 	if (empty == -ENOTCONN) {
-		fprintf(stderr, "ggufs: %s: %s%s\n", given, strerror(ENOTCONN), DEAD_MOUNT);
+		log_errf("%s: %s%s", given, strerror(ENOTCONN), DEAD_MOUNT);
 		free(mountpoint);
 		return NULL;
 	}
 	if (!nonempty && empty == 0) {
 		char what[PATH_MAX + 64];
 		if (mounted_at(mountpoint, what, sizeof what, NULL))
-			fprintf(stderr, "ggufs: %s: already mounted (%s): unmount it first\n",
+			log_errf("%s: already mounted (%s): unmount it first",
 			        given, what);
 		else
-			fprintf(stderr, "ggufs: %s: not empty (-o nonempty mounts over it)\n",
+			log_errf("%s: not empty (-o nonempty mounts over it)",
 			        given);
 		free(mountpoint);
 		return NULL;
@@ -144,19 +145,19 @@ bool fuse_device_check(void)
 	int e = errno;
 	struct stat st;
 	if (e == ENOENT || e == ENODEV || e == ENXIO) {
-		fprintf(stderr, "ggufs: /dev/fuse: %s: the kernel's FUSE is missing (modprobe fuse; "
-		        "in a container: --device /dev/fuse)\n", strerror(e));
+		log_errf("/dev/fuse: %s: the kernel's FUSE is missing (modprobe fuse; "
+		        "in a container: --device /dev/fuse)", strerror(e));
 		return false;
 	}
 	if ((e != EACCES && e != EPERM) || stat("/dev/fuse", &st) != 0) {
-		fprintf(stderr, "ggufs: /dev/fuse: %s\n", strerror(e));
+		log_errf("/dev/fuse: %s", strerror(e));
 		return false;
 	}
 	struct group *g = getgrgid(st.st_gid);
 	struct passwd *u = getpwuid(st.st_uid);
-	fprintf(stderr, "ggufs: /dev/fuse: %s (mode %04o, %s:%s): mounting needs read and write "
+	log_errf("/dev/fuse: %s (mode %04o, %s:%s): mounting needs read and write "
 	        "access to it: run ggufs as root, or give /dev/fuse mode 0666 as most systems do, "
-	        "or a group (such as fuse) that you are in\n", strerror(e),
+	        "or a group (such as fuse) that you are in", strerror(e),
 	        (unsigned)(st.st_mode & 07777), u ? u->pw_name : "?", g ? g->gr_name : "?");
 	return false;
 }

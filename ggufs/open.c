@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "log_escape.h"
 #include "remote.h"
 #include "s3.h"
 #include "s3_config.h"
@@ -24,13 +25,13 @@ static char *read_token(const char *path)
 {
 	FILE *f = fopen(path, "re");
 	if (!f) {
-		fprintf(stderr, "ggufs: %s: cannot read the token file: %s\n", path, strerror(errno));
+		log_errf("%s: cannot read the token file: %s", path, strerror(errno));
 		return NULL;
 	}
 	struct stat st;
 	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 044)) {
-		fprintf(stderr, "ggufs: %s: the token file is readable by group or others "
-		        "(mode %04o): chmod go-rw it\n", path, (unsigned)(st.st_mode & 07777));
+		log_errf("%s: the token file is readable by group or others "
+		        "(mode %04o): chmod go-rw it", path, (unsigned)(st.st_mode & 07777));
 		fclose(f);
 		return NULL;
 	}
@@ -41,12 +42,12 @@ static char *read_token(const char *path)
 	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 		line[--n] = 0;
 	if (n <= 0) {
-		fprintf(stderr, "ggufs: %s: the token file is empty\n", path);
+		log_errf("%s: the token file is empty", path);
 		free(line);
 		return NULL;
 	}
 	if (memchr(line, 0, (size_t)n)) {
-		fprintf(stderr, "ggufs: %s: the token file holds a NUL byte\n", path);
+		log_errf("%s: the token file holds a NUL byte", path);
 		explicit_bzero(line, (size_t)n);
 		free(line);
 		return NULL;
@@ -80,7 +81,7 @@ static char *token_for(const struct options *o, const char *url, bool hf, const 
 	ro->token_from_env = true;
 	char *token = strdup(env);
 	if (!token) {
-		fprintf(stderr, "ggufs: out of memory\n");
+		log_errf("out of memory");
 		*failed = true;
 	}
 	return token;
@@ -90,7 +91,7 @@ static char *token_for(const struct options *o, const char *url, bool hf, const 
 static void say_waiting(void *arg, const char *line)
 {
 	(void)arg;
-	fprintf(stderr, "ggufs: %s\n", line);
+	log_errf("%s", line);
 }
 
 /* getenv as s3_config_find reads the environment. */
@@ -122,7 +123,7 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 	bool hf = strncasecmp(o->model, "hf://", 5) == 0;
 	*shown = hf ? strdup(o->model) : url_display(o->model);
 	if (!url || !*shown) {
-		fprintf(stderr, "ggufs: %s: %s\n", *shown ? *shown : "the URL given",
+		log_errf("%s: %s", *shown ? *shown : "the URL given",
 		        url ? "out of memory" : err);
 		goto out;
 	}
@@ -135,7 +136,7 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 	ro.token = token;
 	m = model_open_remote(url, *shown, &ro, err);
 	if (!m)
-		fprintf(stderr, "ggufs: %s\n", err);
+		log_errf("%s", err);
 out:
 	if (token) {
 		explicit_bzero(token, strlen(token));
@@ -158,25 +159,25 @@ static struct ggufs_model *open_s3(const struct options *o, char **shown)
 	struct s3_config c = { 0 };
 	*shown = strdup(o->model);
 	if (!*shown) {
-		fprintf(stderr, "ggufs: out of memory\n");
+		log_errf("out of memory");
 		return NULL;
 	}
 	if (s3_split(o->model, &bucket, &key, err, sizeof err) < 0) {
-		fprintf(stderr, "ggufs: %s: %s\n", *shown, err);
+		log_errf("%s: %s", *shown, err);
 		goto out;
 	}
 	if (!key[0] || key[strlen(key) - 1] == '/') {
-		fprintf(stderr, "ggufs: %s: names a bucket or a prefix, not an object: mount "
-		        "s3://BUCKET/KEY.gguf\n", *shown);
+		log_errf("%s: names a bucket or a prefix, not an object: mount "
+		         "s3://BUCKET/KEY.gguf", *shown);
 		goto out;
 	}
 	if (s3_config_find(&c, env_get, o->s3_anonymous, err, sizeof err) < 0) {
-		fprintf(stderr, "ggufs: %s: %s\n", *shown, err);
+		log_errf("%s: %s", *shown, err);
 		goto out;
 	}
 	endpoint = c.endpoint ? strdup(c.endpoint) : s3_aws_endpoint(c.region);
 	if (!endpoint) {
-		fprintf(stderr, "ggufs: out of memory\n");
+		log_errf("out of memory");
 		goto out;
 	}
 	/* AWS's own endpoint names a bucket by host where it can (its certificate covers
@@ -184,7 +185,7 @@ static struct ggufs_model *open_s3(const struct options *o, char **shown)
 	bool virtual_host = o->s3_virtual_host || (!c.endpoint && s3_bucket_is_host(bucket));
 	url = s3_object_url(endpoint, bucket, key, virtual_host, err, sizeof err);
 	if (!url) {
-		fprintf(stderr, "ggufs: %s: %s\n", *shown, err);
+		log_errf("%s: %s", *shown, err);
 		goto out;
 	}
 	snprintf(context, sizeof context, "credentials: %s; region %s (%s); endpoint %s (%s)",
@@ -198,7 +199,7 @@ static struct ggufs_model *open_s3(const struct options *o, char **shown)
 	ro.s3 = &s3;
 	m = model_open_remote(url, *shown, &ro, err);
 	if (!m)
-		fprintf(stderr, "ggufs: %s\n", err);
+		log_errf("%s", err);
 out:
 	s3_config_free(&c);
 	free(bucket);
@@ -231,14 +232,13 @@ struct ggufs_model *open_model(const struct options *o, char **shown)
 	size_t scheme = url_scheme_len(o->model);
 	struct stat st;
 	if (scheme && stat(o->model, &st) != 0 && errno == ENOENT) {
-		fprintf(stderr, "ggufs: %s: unsupported URL scheme '%.*s' (ggufs reads http://, "
-		        "https://, hf:// and s3:// URLs, or a local file)\n", o->model, (int)scheme,
-		        o->model);
+		log_errf("%s: unsupported URL scheme '%.*s' (ggufs reads http://, https://, hf:// "
+		         "and s3:// URLs, or a local file)", o->model, (int)scheme, o->model);
 		return NULL;
 	}
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = model_open(o->model, err);
 	if (!m)
-		fprintf(stderr, "ggufs: %s\n", err);
+		log_errf("%s", err);
 	return m;
 }

@@ -152,7 +152,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (n) {
 			e.ino = n->ino;
 			e.generation = 1;
-			e.entry_timeout = CACHE_TIMEOUT;
+			/* model.gguf is another inode in each edit state (tree.h): looked up again
+			 * at every open, so an open after an edit gets the new one */
+			e.entry_timeout = fs->edits && n->kind == TREE_MODEL ? 0 : CACHE_TIMEOUT;
 			fill_stat(fs, n, &e.attr);
 		}
 		fuse_reply_entry(req, &e);
@@ -160,19 +162,25 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	drop_tree(fs, t);
 }
 
-/* Attributes never change: cached as long as names. */
+/* Attributes never change: cached as long as names. An fstat of an open file answers
+ * from the tree of its open (the model.gguf of an older edit state is in no other). */
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)fi;
 	struct ggufs *fs = fs_of(req);
-	struct tree *t = take_tree(fs);
+	struct handle *h = handle_of(fi);
+	struct tree *t = h ? tree_hold(h->tree) : take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n) {
 		struct stat st;
 		fill_stat(fs, n, &st);
+		if (h && h->writing)
+			st.st_size = (off_t)h->len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 	}
-	drop_tree(fs, t);
+	if (h)
+		tree_release(t);
+	else
+		drop_tree(fs, t);
 }
 
 /* Listings never change, so the kernel may cache them (cache_readdir) and keep the
@@ -264,11 +272,12 @@ static void reply_refused(fuse_req_t req, int r, const char *why)
 }
 
 /* After an accepted edit: the kernel forgets what it cached of the files the edit
- * changed (ino's, with metadata/'s listing, gguf.json, summary.txt and model.gguf,
- * whose pages it keeps across opens), so that no read shows stale bytes or sizes. */
+ * changed (ino's, with metadata/'s listing, gguf.json and summary.txt), so that no read
+ * shows stale bytes or sizes. model.gguf is a new inode (tree.h): the old one's pages
+ * stay, its readers' own. */
 static void invalidate(struct ggufs *fs, uint64_t ino)
 {
-	static const fuse_ino_t always[] = { 2, 4, 5, TREE_MODEL_INO };
+	static const fuse_ino_t always[] = { 2, 4, 5 };
 	if (!fs->se)
 		return;
 	if (ino)
@@ -353,12 +362,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->fh = (uint64_t)(uintptr_t)h;
 		/* The files an edit changes are read past the page cache, each open from the
 		 * tree of its open, so a reader never mixes two states, nor gets stale pages;
-		 * model.gguf keeps the cache for mmap (llama.cpp) but drops it at each open,
-		 * where a reader of an older state may have filled it. A writer's text is its
-		 * own until close. */
+		 * model.gguf is an inode of its own per state (tree.h), whose pages are that
+		 * state's alone: kept across opens, for mmap (llama.cpp). A writer's text is
+		 * its own until close. */
 		bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
 		fi->direct_io = write || changes;
-		fi->keep_cache = !write && !changes && n->kind != TREE_MODEL;
+		fi->keep_cache = !write && !changes;
 		if (fuse_reply_open(req, fi) != 0) {
 			free(h->buf);
 			free(h);

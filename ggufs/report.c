@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 #include "evlog.h"
 #include "ggufs.h"
+#include "log_escape.h"
 #include "s3.h"
 #include "url.h"
 
@@ -32,15 +34,23 @@ static const char *iso_time(time_t t, char buf[24])
 	return buf;
 }
 
+/* The mount point as a log line shows it (escaped like the rest: a user's mount point
+ * may hold a newline too), into buf. */
+static const char *shown_mountpoint(const struct ggufs *fs, char *buf, size_t size)
+{
+	log_escape(buf, size, fs->mountpoint, strlen(fs->mountpoint));
+	return buf;
+}
+
 /* evlog sink to -o log=FILE: one write per line (O_APPEND keeps lines whole), with the
  * time, the daemon's pid and the mount point. */
 static void to_file(void *arg, enum evlog_level level, const char *line)
 {
 	struct ggufs *fs = arg;
-	char when[24], out[EVLOG_LINE_MAX + PATH_MAX + 96];
+	char when[24], mnt[PATH_MAX], out[EVLOG_LINE_MAX + PATH_MAX + 96];
 	int n = snprintf(out, sizeof out, "%s ggufs[%ld]: %s: %s%s\n", iso_time(time(NULL), when),
-	                 (long)getpid(), fs->mountpoint, level == EVLOG_ERR ? "" : "warning: ",
-	                 line);
+	                 (long)getpid(), shown_mountpoint(fs, mnt, sizeof mnt),
+	                 level == EVLOG_ERR ? "" : "warning: ", line);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof out) {   /* cut, but still one line */
@@ -55,27 +65,118 @@ static void to_file(void *arg, enum evlog_level level, const char *line)
 static void to_syslog(void *arg, enum evlog_level level, const char *line)
 {
 	struct ggufs *fs = arg;
-	syslog(level == EVLOG_ERR ? LOG_ERR : LOG_WARNING, "%s: %s", fs->mountpoint, line);
+	char mnt[PATH_MAX];
+	syslog(level == EVLOG_ERR ? LOG_ERR : LOG_WARNING, "%s: %s",
+	       shown_mountpoint(fs, mnt, sizeof mnt), line);
 }
 
-/* evlog sink to stderr with -f: "ggufs: LINE", as before the mount. */
+/* evlog sink to stderr with -f: "ggufs: LINE", as before the mount (evlog escaped it). */
 static void to_stderr(void *arg, enum evlog_level level, const char *line)
 {
 	(void)arg;
 	fprintf(stderr, "ggufs: %s%s\n", level == EVLOG_ERR ? "" : "warning: ", line);
 }
 
+/* Whether the directory that a new log file path goes into may hold it: the user's
+ * own, writable by nobody else (another user could otherwise swap the name for a link
+ * between our checks and later opens, or read what it was meant to hold). False after
+ * one line on stderr. */
+static bool log_dir_trusted(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == path)
+		snprintf(dir, sizeof dir, "/");
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+	struct stat st;
+	if (stat(dir, &st) != 0) {
+		log_errf("%s: cannot open the log file: %s", path, strerror(errno));
+		return false;
+	}
+	if (st.st_uid != geteuid()) {
+		log_errf("%s: the log file would be made in %s, which is owned by uid %u, not by "
+		         "the user mounting (uid %u)", path, dir, (unsigned)st.st_uid,
+		         (unsigned)geteuid());
+		return false;
+	}
+	if (st.st_mode & 022) {
+		log_errf("%s: the log file would be made in %s, which is writable by group or "
+		         "others (mode %04o): make it elsewhere, or chmod go-w the directory", path,
+		         dir, (unsigned)(st.st_mode & 07777));
+		return false;
+	}
+	return true;
+}
+
+/* Whether the open log file fd (at path) may be written: a regular file with one name,
+ * the user's own, writable by nobody else. False after one line on stderr. */
+static bool log_file_trusted(int fd, const char *path)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		log_errf("%s: cannot open the log file: %s", path, strerror(errno));
+		return false;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		log_errf("%s: the log file is not a regular file (%s)", path,
+		         S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device" :
+		         S_ISSOCK(st.st_mode) ? "a socket" : S_ISDIR(st.st_mode) ? "a directory" :
+		         "a device");
+		return false;
+	}
+	if (st.st_uid != geteuid()) {
+		log_errf("%s: the log file is owned by uid %u, not by the user mounting (uid %u)",
+		         path, (unsigned)st.st_uid, (unsigned)geteuid());
+		return false;
+	}
+	if (st.st_mode & 022) {
+		log_errf("%s: the log file is writable by group or others (mode %04o): chmod go-w "
+		         "it", path, (unsigned)(st.st_mode & 07777));
+		return false;
+	}
+	if (st.st_nlink != 1) {
+		log_errf("%s: the log file has %ju names (hard links): give a file of its own", path,
+		         (uintmax_t)st.st_nlink);
+		return false;
+	}
+	return true;
+}
+
 int log_open_file(const char *path)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-	struct stat st;
-	if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
-		close(fd);
-		fprintf(stderr, "ggufs: %s: the log file is not a regular file\n", path);
+	/* the mount's user (often root) appends text the model chose: never through a
+	 * symlink (another user's link to a file of root's), never blocked by a FIFO, and
+	 * only to a file no other user made, can write or has a name for */
+	const int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK;
+	int fd = open(path, flags);
+	if (fd < 0 && errno == ENOENT && log_dir_trusted(path)) {
+		/* O_EXCL: a name that appeared since is opened as above, checked as above */
+		fd = open(path, flags | O_CREAT | O_EXCL, 0600);
+		if (fd < 0 && errno == EEXIST)
+			fd = open(path, flags);
+	} else if (fd < 0 && errno == ENOENT) {
+		return -1;   /* said by log_dir_trusted */
+	}
+	if (fd < 0) {
+		if (errno == ELOOP)
+			log_errf("%s: the log file is a symlink: give the file itself", path);
+		else if (errno == ENXIO)   /* a FIFO that no one reads */
+			log_errf("%s: the log file is not a regular file (a FIFO)", path);
+		else if (errno == EISDIR)
+			log_errf("%s: the log file is not a regular file (a directory)", path);
+		else
+			log_errf("%s: cannot open the log file: %s", path, strerror(errno));
 		return -1;
 	}
-	if (fd < 0)
-		fprintf(stderr, "ggufs: %s: cannot open the log file: %s\n", path, strerror(errno));
+	if (!log_file_trusted(fd, path)) {
+		close(fd);
+		return -1;
+	}
+	/* a regular file never blocks: the flag only kept open from waiting on a FIFO */
+	fcntl(fd, F_SETFL, O_APPEND);
 	return fd;
 }
 

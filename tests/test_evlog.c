@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "evlog.h"
+#include "log_escape.h"
 
 static double fake_now;
 static char lines[2 * EVLOG_KEYS][EVLOG_LINE_MAX + 64];
@@ -100,10 +101,42 @@ static void test_oldest_cause_forgotten(void **state)
 	assert_string_equal(lines[n_lines - 1], "line 0");
 }
 
+/* A line that names what a hostile model chose (a newline and a forged line after it,
+ * ESC, OSC, BEL, DEL, a backslash) reaches the sink as one line of printable bytes, with
+ * --check's escapes; bytes 0x80 and up (UTF-8) unchanged. */
+static void test_line_escaped(void **state)
+{
+	(void)state;
+	evlog(EVLOG_ERR, NULL, "EIO to a read of tensors/%s", "a\n2030-01-01T00:00:00Z ggufs[1]: "
+	      "/mnt: forged\r\t\x1b]0;t\x07\x1b[31m\x7f\\x0a \xc3\xa9");
+	assert_int_equal(n_lines, 1);
+	assert_string_equal(lines[0], "EIO to a read of tensors/a\\n2030-01-01T00:00:00Z "
+	                    "ggufs[1]: /mnt: forged\\r\\t\\x1b]0;t\\x07\\x1b[31m\\x7f\\\\x0a "
+	                    "\xc3\xa9");
+}
+
+/* log_escape: every byte below 0x20 and 0x7f as \xHH or its letter; a cut never splits
+ * an escape; NUL bytes inside the given length are escaped too. */
+static void test_escape_bytes(void **state)
+{
+	(void)state;
+	char out[64];
+	assert_int_equal(log_escape(out, sizeof out, "\0\x01\x1f ~\x7f", 6), 18);
+	assert_string_equal(out, "\\x00\\x01\\x1f ~\\x7f");
+	assert_int_equal(log_escape(out, 5, "ab\ncd", 5), 4);   /* "ab\\n" and its NUL fill 5 */
+	assert_string_equal(out, "ab\\n");
+	assert_int_equal(log_escape(out, 5, "ab\x1b", 3), 2);   /* \x1b needs 4 */
+	assert_string_equal(out, "ab");
+	assert_int_equal(log_escape(out, 1, "a", 1), 0);
+	assert_string_equal(out, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_once_then_counted, setup),
+		cmocka_unit_test_setup(test_line_escaped, setup),
+		cmocka_unit_test(test_escape_bytes),
 		cmocka_unit_test_setup(test_keys_apart, setup),
 		cmocka_unit_test_setup(test_oldest_cause_forgotten, setup),
 	};

@@ -137,7 +137,12 @@ static void test_each_edit(void **state)
 
 	/* model.gguf parses back: the edits in it, the data section byte for byte */
 	struct tree *t = tree_edits_current(f->e);
-	const struct tree_node *mn = tree_node(t, TREE_MODEL_INO);
+	/* a file of its own per state: the number of no other state */
+	const struct tree_node *mn = tree_node(t, tree_model_ino(t));
+	assert_ptr_equal(mn, tree_lookup(t, TREE_ROOT_INO, "model.gguf"));
+	assert_null(tree_node(t, TREE_MODEL_INO));
+	assert_int_equal(mn->ino, TREE_MODEL_STATE_INO + tree_state(t)->gen);
+	assert_int_equal(tree_model_ino(f->base), TREE_MODEL_INO);
 	uint8_t *img = malloc(mn->size);
 	assert_int_equal(tree_read(t, mn, (char *)img, mn->size, 0), (int64_t)mn->size);
 	struct gguf_file g;
@@ -176,6 +181,35 @@ struct race {
 };
 
 /* Reads general.name over and over: always one whole value, "vN\n" or the model's. */
+/* A name longer than any key's file name (217 bytes: a cut name with its hash) is
+ * ENAMETOOLONG before it is decoded, to create and to rename alike, up to 1,024 bytes
+ * of letters or of escapes; the longest name that is a key's is still taken. Nothing
+ * changes for a refused one. */
+static void test_long_names(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX], name[1025];
+	uint64_t ino;
+	static const size_t lens[] = { 218, 226, 255, 256, 1000, 1024 };
+	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+		for (int esc = 0; esc < 2; esc++) {
+			for (size_t k = 0; k < lens[i]; k++)
+				name[k] = esc ? "%2F"[k % 3] : 'A';
+			name[lens[i]] = 0;
+			assert_int_equal(tree_edits_create(f->e, name, &ino, err), -ENAMETOOLONG);
+			assert_non_null(strstr(err, "longer than any key's file name"));
+			assert_int_equal(tree_edits_rename(f->e, "general.name", name, err), -ENAMETOOLONG);
+			assert_int_not_equal(ino_of(f->e, "general.name"), 0);
+		}
+	memset(name, 'A', 200);   /* 200 bytes: the longest name shown uncut */
+	name[200] = 0;
+	assert_int_equal(tree_edits_create(f->e, name, &ino, err), 0);
+	assert_int_equal(ino_of(f->e, name), ino);
+	name[201] = 0;
+	name[200] = 'A';   /* 201 bytes would be shown cut with a hash: no key's name */
+	assert_int_equal(tree_edits_create(f->e, name, &ino, err), -EINVAL);
+}
+
 static void *reader(void *arg)
 {
 	struct race *r = arg;
@@ -340,6 +374,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_each_edit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test(test_every_type_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,5 @@
 #include "evlog.h"
+#include "log_escape.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -63,11 +64,15 @@ void evlog_set_sink(evlog_sink_fn *sink, void *arg)
 
 void evlog(enum evlog_level level, const char *key, const char *fmt, ...)
 {
-	char line[EVLOG_LINE_MAX];
+	/* escaped as a whole: names, keys and URLs in it came from the model or a server */
+	char raw[EVLOG_LINE_MAX], line[EVLOG_LINE_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
+	int n = vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	if (n < 0)
+		n = 0;
+	log_escape(line, sizeof line, raw, (size_t)n < sizeof raw ? (size_t)n : sizeof raw - 1);
 	if (!key)
 		key = line;
 	pthread_mutex_lock(&lock);

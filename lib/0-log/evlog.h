@@ -9,6 +9,9 @@
  * EVLOG_SUMMARY_S per key, or at evlog_flush, so that a storm of failing reads cannot
  * fill a disk. At most EVLOG_KEYS keys are remembered (the least recently seen goes).
  *
+ * Every line is escaped as a whole (log_escape.h) before a sink sees it: what the model
+ * or a server named in it cannot end the line or reach a terminal as a control byte.
+ *
  * Thread-safe. */
 #ifndef GGUFS_EVLOG_H
 #define GGUFS_EVLOG_H

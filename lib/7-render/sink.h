@@ -4,8 +4,10 @@
 #ifndef GGUFS_SINK_H
 #define GGUFS_SINK_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 struct render_marks;
@@ -67,6 +69,19 @@ static inline void sink_puts(struct sink *s, const char *str)
 static inline void sink_putc(struct sink *s, char c)
 {
 	sink_put(s, &c, 1);
+}
+
+/* printf into the sink, for reports' short lines: the text is cut at 255 bytes. */
+__attribute__((format(printf, 2, 3)))
+static inline void sink_printf(struct sink *s, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		sink_put(s, buf, (uint64_t)n < sizeof buf ? (uint64_t)n : sizeof buf - 1);
 }
 
 #endif

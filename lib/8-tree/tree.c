@@ -39,13 +39,14 @@ static uint64_t hash_entry(uint64_t dir, const char *name)
 	return hash_bytes(name, strlen(name), dir);
 }
 
-/* Enters n in the lookup table (linear probing; the table is at most half full). */
+/* Enters n, one of t's nodes, in the lookup table (linear probing; the table is at most
+ * half full) by its position in nodes, which is its ino but for model.gguf's. */
 static void slot_add(struct tree *t, const struct tree_node *n)
 {
 	uint64_t i = hash_entry(n->parent, n->name) & t->slot_mask;
 	while (t->slots[i])
 		i = (i + 1) & t->slot_mask;
-	t->slots[i] = n->ino;
+	t->slots[i] = (uint64_t)(n - t->nodes);
 }
 
 /* Emits the content of a rendered file (metadata/KEY, gguf.json, summary.txt) into s,
@@ -179,6 +180,8 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 			slot_add(t, n);
 	}
 	t->nodes[TREE_MODEL_INO].size = t->mf.size;
+	if (s && s->gen)   /* a file of its own per state (tree.h) */
+		t->nodes[TREE_MODEL_INO].ino = TREE_MODEL_STATE_INO + s->gen;
 
 	w = t->names;
 	for (uint64_t k = 0; k < n_kv; k++) {
@@ -328,9 +331,16 @@ const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum 
 
 const struct tree_node *tree_node(const struct tree *t, uint64_t ino)
 {
+	if (ino == t->nodes[TREE_MODEL_INO].ino)
+		return &t->nodes[TREE_MODEL_INO];
 	if (ino == 0 || ino >= t->n_nodes || t->nodes[ino].ino != ino)
 		return NULL;
 	return &t->nodes[ino];
+}
+
+uint64_t tree_model_ino(const struct tree *t)
+{
+	return t->nodes[TREE_MODEL_INO].ino;
 }
 
 const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const char *name)

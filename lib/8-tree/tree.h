@@ -17,6 +17,12 @@
  * .f32/.npy and no stats/NAME, a deleted key no file: those inode numbers stay unused.
  * A renamed key keeps its number, as rename(2) keeps an inode.
  *
+ * model.gguf alone is a new file in each edit state: TREE_MODEL_INO for the model's own
+ * metadata (state generation 0), TREE_MODEL_STATE_INO + gen for the state of generation
+ * gen. The kernel keeps one page cache per inode, and a reader that still maps an older
+ * state refills its pages with that state's bytes: with one number for every state, a
+ * new reader got them (the old layout, shifted).
+ *
  * With -o edits, each state of the metadata (overlay.h) has a tree of its own, built
  * from the state's view of the model; trees are held by reference (tree_hold), so a
  * reader that opened a file of one keeps reading it while a newer one serves lookups. */
@@ -36,6 +42,7 @@
 #define TREE_STATS_DIR_INO 6
 #define TREE_STATS_TSV_INO 7
 #define TREE_MODEL_INO 8
+#define TREE_MODEL_STATE_INO (UINT64_C(1) << 40)
 
 enum tree_kind {
 	TREE_ROOT,
@@ -81,6 +88,9 @@ void tree_release(struct tree *t);
 const struct ov_state *tree_state(const struct tree *t);
 /* The ino of metadata key k (the k-th key of the tree's metadata), or 0. */
 uint64_t tree_key_ino(const struct tree *t, uint64_t k);
+
+/* The ino of the tree's model.gguf (see above). */
+uint64_t tree_model_ino(const struct tree *t);
 
 /* The model the tree shows. */
 const struct ggufs_model *tree_model(const struct tree *t);

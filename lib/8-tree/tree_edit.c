@@ -317,10 +317,26 @@ int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, ui
 	return r;
 }
 
-/* The key whose file name is name: the escaping undone (%2F %25 %00 %2E), and only
- * when the key's file name is name again. 0, or -EINVAL with err. */
-static int key_of_name(const char *name, char *key, uint64_t *len, char err[GGUF_ERR_MAX])
+/* File name name for an error line (gguf_quote: printable, cut at 64 bytes). */
+static const char *quoted(const char *name, char q[80])
 {
+	struct gguf_str s = { .ptr = name, .len = strlen(name) };
+	return gguf_quote(&s, q);
+}
+
+/* The key whose file name is name: the escaping undone (%2F %25 %00 %2E), and only
+ * when the key's file name is name again. key holds NAMES_BUF bytes: a name longer than
+ * any key's file name (NAMES_BUF - 1) is refused before it is decoded, since decoding
+ * never shortens a name below its key. 0, or -ENAMETOOLONG / -EINVAL with err. */
+static int key_of_name(const char *name, char key[NAMES_BUF], uint64_t *len,
+                       char err[GGUF_ERR_MAX])
+{
+	char q[80];
+	if (strnlen(name, NAMES_BUF) >= NAMES_BUF) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: longer than any key's file name "
+		         "(%d bytes at most)", quoted(name, q), NAMES_BUF - 1);
+		return -ENAMETOOLONG;
+	}
 	uint64_t n = 0;
 	for (const char *p = name; *p; p++) {
 		if (p[0] == '%' && p[1] && p[2]) {
@@ -342,8 +358,9 @@ static int key_of_name(const char *name, char *key, uint64_t *len, char err[GGUF
 		n = 0;   /* the empty name's file */
 	names_encode(key, n, false, again);
 	if (strcmp(again, name) != 0) {
-		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: not the file name of any key GGUF can "
-		         "hold (a cut name with a hash, or an escape the names do not use)", name);
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: not the file name of any key GGUF can "
+		         "hold (a cut name with a hash, or an escape the names do not use)",
+		         quoted(name, q));
 		return -EINVAL;
 	}
 	*len = n;
@@ -353,14 +370,14 @@ static int key_of_name(const char *name, char *key, uint64_t *len, char err[GGUF
 int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
                       char err[GGUF_ERR_MAX])
 {
-	char key[NAMES_BUF + 8];
+	char key[NAMES_BUF], q[80];
 	uint64_t len;
 	int r = key_of_name(name, key, &len, err), en;
 	if (r < 0)
 		return r;
 	const char *why = ov_refusal(key, len, &en);
 	if (why) {
-		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: %s", name, why);
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(name, q), why);
 		return -en;
 	}
 	pthread_mutex_lock(&e->lock);
@@ -369,7 +386,7 @@ int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
 	struct ov_state *s = ov_create(e->cur->state, key, len, &empty);
 	if (!s) {
 		r = -errno;
-		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: %s", name, strerror(errno));
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(name, q), strerror(errno));
 	} else {
 		r = commit(e, s, err);
 		if (r == 0)   /* new keys come last */
@@ -382,11 +399,12 @@ int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
 int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
                       char err[GGUF_ERR_MAX])
 {
+	char q[80];
 	pthread_mutex_lock(&e->lock);
 	const struct tree_node *n = tree_lookup(e->cur, 2, name);
 	int r;
 	if (!n) {
-		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: no such key", name);
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: no such key", quoted(name, q));
 		r = -ENOENT;
 	} else if ((r = refused(e->cur, n->index, err)) < 0) {
 	} else {
@@ -403,21 +421,21 @@ int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
 int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
                       char err[GGUF_ERR_MAX])
 {
-	char key[NAMES_BUF + 8];
+	char key[NAMES_BUF], q[80];
 	uint64_t len;
 	int r = key_of_name(to, key, &len, err), en;
 	if (r < 0)
 		return r;
 	const char *why = ov_refusal(key, len, &en);
 	if (why) {
-		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: %s", to, why);
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(to, q), why);
 		return -en;
 	}
 	pthread_mutex_lock(&e->lock);
 	const struct tree_node *n = tree_lookup(e->cur, 2, from);
 	const struct tree_node *target = tree_lookup(e->cur, 2, to);
 	if (!n) {
-		snprintf(err, GGUF_ERR_MAX, "metadata/%.200s: no such key", from);
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: no such key", quoted(from, q));
 		r = -ENOENT;
 	} else if ((r = refused(e->cur, n->index, err)) < 0) {
 	} else if (target && (r = refused(e->cur, target->index, err)) < 0) {

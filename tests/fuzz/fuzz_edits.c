@@ -1,17 +1,23 @@
-/* libFuzzer target: one input, one edits file for the bundled model (edits_file.h), and
- * the same bytes as the text of a metadata file of each value type (parse_value.h). A
- * refused patch must leave one non-empty line; an accepted one must write back (edits_
- * render) to a patch that reads into the same state. Any broken promise aborts. Also
- * built without libFuzzer into a regression runner (replay.c) over corpus_edits/. */
+/* libFuzzer target: one input, one edits file for the bundled model (edits_file.h), the
+ * same bytes as the text of a metadata file of each value type (parse_value.h), and
+ * (its first 1,024 bytes, up to a NUL) as a file name created in and renamed into
+ * metadata/ (tree_edit.h, on the small type-vectors model). A refused patch, value or
+ * name must leave one non-empty line; an accepted patch must write back (edits_render)
+ * to a patch that reads into the same state, an accepted name must be found again. Any
+ * broken promise aborts. Also built without libFuzzer into a regression runner
+ * (replay.c) over corpus_edits/. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "edits_file.h"
 #include "model.h"
 #include "overlay.h"
 #include "parse_value.h"
+#include "tree.h"
+#include "tree_edit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -36,6 +42,83 @@ static void open_model(void)
 	if (!model || ov_identity(model, &id.header_hash) < 0)
 		broken(err);
 	id.size = 3915712;
+}
+
+static struct ggufs_model *small;
+static struct tree *small_base;
+static struct tree_edits *edits;
+static char edits_dir[4096], edits_path[4200];
+
+/* Removes the edits file of the name path at exit. */
+static void remove_edits(void)
+{
+	tree_edits_close(edits);
+	unlink(edits_path);
+	rmdir(edits_dir);
+	tree_free(small_base);
+	model_close(small);
+}
+
+/* The edits of the type vectors' model in a scratch FILE, opened once, holding the one
+ * key "fuzz.key" that names are given by rename. */
+static void open_edits(void)
+{
+	if (edits)
+		return;
+	const char *dir = getenv("GGUFS_TEST_DATA"), *tmp = getenv("TMPDIR");
+	char path[4096], err[GGUF_ERR_MAX];
+	uint64_t ino;
+	snprintf(path, sizeof path, "%s/vectors/alltypes.gguf", dir ? dir : TEST_DATA);
+	snprintf(edits_dir, sizeof edits_dir, "%s/ggufs-fuzz-edits-XXXXXX", tmp ? tmp : "/tmp");
+	if (!mkdtemp(edits_dir))
+		broken("mkdtemp");
+	snprintf(edits_path, sizeof edits_path, "%s/fix.json", edits_dir);
+	small = model_open(path, err);
+	small_base = small ? tree_build(small, err) : NULL;
+	edits = small_base ? tree_edits_open(small_base, edits_path, err) : NULL;
+	if (!edits || tree_edits_create(edits, "fuzz.key", &ino, err) < 0)
+		broken(err);
+	atexit(remove_edits);
+}
+
+/* True when metadata/name is a file of the current tree. */
+static bool listed(const char *name)
+{
+	struct tree *t = tree_edits_current(edits);
+	bool found = tree_lookup(t, 2, name) != NULL;
+	tree_release(t);
+	return found;
+}
+
+/* The input's first 1,024 bytes up to a NUL as a name: created (then removed) and
+ * renamed to (then back). */
+static void fuzz_name(const uint8_t *data, size_t size)
+{
+	open_edits();
+	char name[1025], err[GGUF_ERR_MAX];
+	size_t len = size < 1024 ? size : 1024;
+	memcpy(name, data, len);
+	name[len] = 0;
+	uint64_t ino;
+	err[0] = 0;
+	int r = tree_edits_create(edits, name, &ino, err);
+	if (r == 0) {
+		if (!listed(name) || tree_edits_unlink(edits, name, &ino, err) < 0)
+			broken("a created name is not found again");
+	} else if (!err[0] || strchr(err, '\n')) {
+		broken("a refused name without its one line");
+	}
+	err[0] = 0;
+	r = tree_edits_rename(edits, "fuzz.key", name, err);
+	if (r == 0) {
+		if (strcmp(name, "fuzz.key") != 0 &&
+		    (!listed(name) || tree_edits_rename(edits, name, "fuzz.key", err) < 0))
+			broken("a renamed key is not found again");
+	} else if (!err[0] || strchr(err, '\n')) {
+		broken("a refused rename without its one line");
+	}
+	if (!listed("fuzz.key"))
+		broken("the key renamed back is gone");
 }
 
 static bool same_state(const struct ov_state *a, const struct ov_state *b)
@@ -83,5 +166,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		else if (!err[0])
 			broken("a refused value without its line");
 	}
+	fuzz_name(data, size);
 	return 0;
 }

@@ -174,6 +174,10 @@ class Edits(unittest.TestCase):
                 (lambda: put(md("general.alignment"), b"64\n", os.O_WRONLY | os.O_CREAT), errno.EPERM),
                 (lambda: open(md("split.count"), "w"), errno.EPERM),
                 (lambda: open(md("bad%2"), "w"), errno.EINVAL),
+                # longer than any key's file name (217 bytes): refused before decoding
+                (lambda: open(md("A" * 255), "w"), errno.ENAMETOOLONG),
+                (lambda: open(md("%2F" * 85), "w"), errno.ENAMETOOLONG),
+                (lambda: os.rename(md("general.name"), md("B" * 255)), errno.ENAMETOOLONG),
                 (lambda: put(md("llama.block_count"), b"x"), errno.EINVAL),        # at write
                 (lambda: put(md("llama.block_count"), b"1 2\n"), errno.EINVAL),    # at close
                 (lambda: put(md("llama.block_count"), b"99999999999\n"), errno.EINVAL),
