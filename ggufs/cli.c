@@ -391,7 +391,7 @@ void cli_usage(const char *prog)
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
-	       "       %s [options] s3://BUCKET/KEY.gguf MOUNTPOINT   (AWS credentials: man ggufs)\n"
+	       "       %s [options] s3://BUCKET/KEY.gguf MOUNTPOINT\n"
 	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
