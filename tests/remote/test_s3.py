@@ -167,6 +167,18 @@ class S3(unittest.TestCase):
         finally:
             shutil.rmtree(d)
 
+    def test_check(self):
+        """--check reads an s3:// model as a mount does, options included."""
+        with self.server({"/%s/%s" % (BUCKET, KEY): self.data}) as s:
+            name = "s3://%s/%s" % (BUCKET, KEY)
+            r = gm.run_ggufs(["--check", name], env=self.env(s), timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(b"0 unhealthy", r.stdout)
+            self.assert_all_signed(s)
+            r = gm.run_ggufs(["--check", "-o", "s3_anonymous", name], env=self.env(s), timeout=60)
+            self.assertEqual(r.returncode, 3)
+            self.assertIn(b"HTTP 403 AccessDenied", r.stderr)
+
     # ---- credentials ----
 
     def test_session_token_from_a_profile(self):
