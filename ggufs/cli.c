@@ -29,7 +29,8 @@ struct cli_option {
 	                        * lines (options that mount(8) passes, which change nothing
 	                        * that ggufs cares about or that ggufs overrides) */
 	bool alone;            /* asks for nothing else: no operands needed (--help) */
-	bool with_check;       /* an -o option that --check takes too (how to fetch) */
+	bool with_check;       /* an -o option that --check and --diff take too (how to
+	                        * fetch) */
 };
 
 #define OURS(field) .use = USE_GGUFS, .offset = offsetof(struct options, field)
@@ -46,7 +47,9 @@ static const struct cli_option cli_options[] = {
 	{ "-s", FUSE, .help = "serve requests in a single thread" },
 	/* ggufs --check [--json] MODEL.gguf: no mount point, no other option */
 	{ "--check", OURS(check), .help = "scan MODEL.gguf for broken tensors; mount nothing" },
-	{ "--json", OURS(json), .help = "with --check: the report as JSON" },
+	/* ggufs --diff [--json] A B: two models, no mount point, no other option */
+	{ "--diff", OURS(diff), .help = "compare B with A tensor by tensor; mount nothing" },
+	{ "--json", OURS(json), .help = "with --check or --diff: the report as JSON" },
 	/* -o options of ggufs */
 	{ "nonempty", OURS(nonempty),
 	  .help = "mount over a non-empty directory or a mount" },
@@ -100,6 +103,7 @@ static const struct cli_option cli_options[] = {
 #define SEE_HELP "(ggufs --help lists them)"
 #define USAGE "(usage: ggufs [options] MODEL.gguf MOUNTPOINT; ggufs --help for more)"
 #define USAGE_CHECK "(usage: ggufs --check [--json] MODEL.gguf|URL; ggufs --help for more)"
+#define USAGE_DIFF "(usage: ggufs --diff [--json] A.gguf|URL B.gguf|URL; ggufs --help for more)"
 
 static bool is_switch(const struct cli_option *c)
 {
@@ -264,6 +268,31 @@ static int check_operands(const char *const operand[3], int n_operands, const ch
 	return 0;
 }
 
+/* The arguments of --diff: exactly two operands, the models A and B, and no option that
+ * only a mount takes. 0, or 2 after one line on stderr naming the bad argument. */
+static int diff_operands(const char *const operand[3], int n_operands, const char *mount_opt)
+{
+	if (mount_opt) {
+		log_errf("option '%s' does not go with --diff " USAGE_DIFF, mount_opt);
+		return 2;
+	}
+	if (n_operands > 2) {
+		log_errf("unexpected argument '%s' after A and B " USAGE_DIFF, operand[2]);
+		return 2;
+	}
+	for (int k = 0; k < n_operands; k++) {
+		if (!*operand[k]) {
+			log_errf("empty %s argument '' " USAGE_DIFF, k ? "B" : "A");
+			return 2;
+		}
+	}
+	if (n_operands < 2) {
+		log_errf("missing %s " USAGE_DIFF, n_operands ? "B" : "A and B");
+		return 2;
+	}
+	return 0;
+}
+
 /* Checks every argument before anything is opened: unknown switches and -o options,
  * missing values, and (unless --help or --version asked for nothing else) the two
  * operands. 0, or 2 after one line on stderr naming the bad argument. */
@@ -271,7 +300,7 @@ static int check_args(int argc, char **argv)
 {
 	const char *operand[3] = { NULL, NULL, NULL };   /* the third: the first extra one */
 	int n_operands = 0;
-	bool info = false, options_done = false, check = false, json = false;
+	bool info = false, options_done = false, check = false, diff = false, json = false;
 	const char *mount_opt = NULL;   /* the first option that only a mount takes */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -299,6 +328,7 @@ static int check_args(int argc, char **argv)
 			}
 			info = info || c->alone;
 			check = check || c->offset == offsetof(struct options, check);
+			diff = diff || c->offset == offsetof(struct options, diff);
 			json = json || c->offset == offsetof(struct options, json);
 			if (c->use == USE_FUSE && !mount_opt)
 				mount_opt = c->templ;
@@ -306,10 +336,16 @@ static int check_args(int argc, char **argv)
 	}
 	if (info)
 		return 0;
-	if (json && !check) {
-		log_errf("option '--json' goes with --check " USAGE_CHECK);
+	if (check && diff) {
+		log_errf("options '--check' and '--diff' do not go together " SEE_HELP);
 		return 2;
 	}
+	if (json && !check && !diff) {
+		log_errf("option '--json' goes with --check or --diff " SEE_HELP);
+		return 2;
+	}
+	if (diff)
+		return diff_operands(operand, n_operands, mount_opt);
 	if (check)
 		return check_operands(operand, n_operands, mount_opt);
 	if (n_operands > 2) {
@@ -393,10 +429,13 @@ void cli_usage(const char *prog)
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] s3://BUCKET/KEY.gguf MOUNTPOINT\n"
 	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL\n"
+	       "       %s --diff [--json] [-o REMOTE_OPTIONS] A.gguf|URL B.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
 	       "stats/NAME, stats.tsv, gguf.json and summary.txt; fusermount3 -u MOUNTPOINT\n"
-	       "unmounts it. --check scans the model for NaN, inf and bad block scales instead.\n"
+	       "unmounts it. --check scans the model for NaN, inf and bad block scales instead;\n"
+	       "--diff prints the error of every tensor of B against A (rmse, rel_rmse,\n"
+	       "max_abs_err, cosine), what does not pair, and a line for the whole model.\n"
 	       "The manual: man ggufs (installed as " GGUFS_MAN_PATH "),\n"
 	       "or man -l man/ggufs.1 in the source tree.\n"
 	       "\n"
@@ -440,6 +479,10 @@ int cli_parse(struct fuse_args *args, struct options *o)
 		return 2;
 	if (o->cache_max_arg && !size_arg_parse(o->cache_max_arg, &o->cache_max))
 		return 2;
+	if (o->diff) {   /* the second operand is the model B, not a mount point */
+		o->model_b = o->mountpoint;
+		o->mountpoint = NULL;
+	}
 	return 0;
 }
 

@@ -108,7 +108,9 @@ struct options {
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
 	unsigned max_read;   /* -o max_read=N, read here and passed on */
 	int check;           /* --check: scan MODEL, mount nothing */
-	int json;            /* --json: the --check report as JSON */
+	int diff;            /* --diff: compare model_b with model, mount nothing */
+	const char *model_b; /* --diff's second operand */
+	int json;            /* --json: the --check or --diff report as JSON */
 	/* remote models (http://, https://, hf://) */
 	const char *token_file;  /* -o token_file=PATH: the bearer token (else HF_TOKEN) */
 	const char *cafile;      /* -o cafile=PATH: CA certificates besides the system's */
@@ -166,6 +168,12 @@ int check_model(const struct options *o);
  * into a buffer, then written. 0, or -ENOMEM, or -EIO when stdout failed. */
 struct sink;
 int print_rendered(void (*render)(struct sink *, const void *), const void *ctx);
+
+/* diff.c: ggufs --diff [--json] A B. Compares every tensor that B has with the same name
+ * and dims as A (A the reference) and prints the report on stdout; returns the exit
+ * status: 0 when both models parse and read, 3 when either cannot be opened or read
+ * (one line on stderr, as a mount would say). */
+int diff_models(const struct options *o);
 
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */

@@ -85,7 +85,7 @@ static char *edits_path(const char *path)
 /* Parses arguments, opens and checks the model and builds its tree, and only then
  * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
  * nothing could be mounted (one line on stderr), 2 for wrong arguments. --check runs
- * check.c instead and exits with its status. */
+ * check.c instead, --diff diff.c, and exits with its status. */
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -120,6 +120,13 @@ int main(int argc, char *argv[])
 	if (o.version) {
 		printf("ggufs %s (libfuse %s)\n", GGUFS_VERSION, fuse_pkgversion());
 		ret = 0;
+		goto out_args;
+	}
+	if (o.diff) {
+		/* ggufs --diff [--json] A B (cli_parse saw to the rest): nothing mounted */
+		char *b_copy = scrub_model_arg(argc, argv, &o.model_b);
+		ret = diff_models(&o);
+		free(b_copy);
 		goto out_args;
 	}
 	if (o.check) {

@@ -107,7 +107,13 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
 	}
 	st->st_size = (off_t)n->size;
 	st->st_blksize = 4096;
-	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	/* du counts the model once: model.gguf holds its bytes; every other file is a
+	 * view of them (tensors/NAME, metadata/) or computed from them (.f32, .npy, stats,
+	 * gguf.json, summary.txt) and takes no storage of its own. Such a file shows one
+	 * block, not 0: GNU tar --sparse archives a file of 0 blocks as all holes (zeros),
+	 * and the kernel's lseek (none here) finds no hole in one of 1. */
+	st->st_blocks = n->kind == TREE_MODEL ? (blkcnt_t)((n->size + 511) / 512) :
+	                n->size && !tree_is_dir(n) ? 1 : 0;
 	st->st_atim = gs->st_atim;
 	st->st_mtim = gs->st_mtim;
 	st->st_ctim = gs->st_ctim;

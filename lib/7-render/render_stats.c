@@ -137,15 +137,23 @@ uint64_t render_stats_tsv_line_size(const struct gguf_tensor *g, const char *nam
 void render_stats_tsv_line(struct sink *s, const struct gguf_tensor *g, const char *name,
                            const struct tensor_stats *st)
 {
+	(void)g;
 	char buf[RENDER_SCALAR_MAX];
-	uint64_t slack = 0;
 	render_escaped(s, name, strlen(name));
 	for (int k = 0; k < N_FIELDS; k++) {
 		size_t len = text(st, k, buf);
 		sink_putc(s, '\t');
 		sink_put(s, buf, len);
-		slack += width(g, k) - len;
 	}
-	pad(s, slack);
 	sink_putc(s, '\n');
+}
+
+void render_stats_tsv_fill(struct sink *s, uint64_t n)
+{
+	static const char newlines[32] = "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n"
+	                                 "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n";
+	for (; n > sizeof newlines && !sink_done(s); n -= sizeof newlines)
+		sink_put(s, newlines, sizeof newlines);
+	if (!sink_done(s))
+		sink_put(s, newlines, n);
 }

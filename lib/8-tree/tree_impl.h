@@ -33,8 +33,10 @@ struct tree {
 	struct stats_slot *stats;    /* per tensor (tree_stats.c) */
 	uint64_t *stats_children;    /* inos of stats/, in file order */
 	uint64_t n_stats_children;
-	uint64_t *tsv_line;          /* n_stats_children + 1 offsets in stats.tsv: where the
-	                              * line of stats_children[k] starts, then the end */
+	uint64_t *tsv_line;          /* n_stats_children + 1 offsets in stats.tsv, were every
+	                              * line at its widest: where the line of
+	                              * stats_children[k] would start, then the end (the
+	                              * file's size; [0] is where the first line starts) */
 	atomic_uint_fast64_t stats_computed;
 	struct modelfile mf;         /* model.gguf's layout */
 };
@@ -48,7 +50,8 @@ void tree_stats_free(struct stats_slot *slots, uint64_t n_tensors);
 /* Lays stats.tsv out once stats/ is built: where each line starts, and its size. */
 void tree_stats_layout(struct tree *t);
 /* Reads [off, off + len) of stats/NAME or stats.tsv (inside the file), computing the
- * statistics of only the tensors whose text the range covers: len, or -errno. */
+ * statistics of only the tensors whose text the range covers (in stats.tsv: or comes
+ * before, as lines are as long as their figures): len, or -errno. */
 int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *buf,
                         uint64_t len, uint64_t off);
 

@@ -92,22 +92,25 @@ int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *b
 	}
 	if (off < t->tsv_line[0])
 		render_stats_tsv_header(&s);
-	/* the first line that ends after off */
-	uint64_t lo = 0, hi = t->n_stats_children;
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (t->tsv_line[mid + 1] <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (uint64_t k = lo; k < t->n_stats_children && t->tsv_line[k] < off + len; k++) {
+	/* each line as long as its figures: where one starts depends on the figures of
+	 * every line before it, so those are computed too (readers read the file in order;
+	 * a read of the header alone computes nothing) */
+	s.pos = t->tsv_line[0];
+	uint64_t k = 0;
+	for (; k < t->n_stats_children && s.pos < off + len; k++) {
 		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
 		r = tensor_stats_once(t, sn->index, &st);
 		if (r < 0)
 			return r;
-		s.pos = t->tsv_line[k];
 		render_stats_tsv_line(&s, t->m->tensors[sn->index].t, sn->name, &st);
+	}
+	/* then empty lines up to the size laid out for the widest figures */
+	if (k == t->n_stats_children && s.pos < off + len) {
+		if (s.pos < off)
+			s.pos = off;   /* what lies before the window is newlines too */
+		uint64_t end = n->size < off + len ? n->size : off + len;
+		if (end > s.pos)
+			render_stats_tsv_fill(&s, end - s.pos);
 	}
 	return (int64_t)len;
 }

@@ -4,11 +4,15 @@ stats.tsv against numpy over the .f32 files (every type of the vectors model), p
 faults found with the right counts by both stats/ and `ggufs --check` (text and JSON),
 a clean model found clean, a split model scanned whole, and bad input and arguments
 refused with the statuses of ggufs(1)."""
+import collections
+import csv
 import json
 import os
 import re
+import shlex
 import shutil
 import struct
+import subprocess
 import tempfile
 import unittest
 
@@ -129,16 +133,43 @@ class StatsCase(unittest.TestCase):
         return got
 
     def check_tsv(self, mnt, files):
-        """stats.tsv: the header, then each stats/ file's figures on its line."""
-        text = gm.read_file(os.path.join(mnt, "stats.tsv")).decode()
-        self.assertEqual(os.stat(os.path.join(mnt, "stats.tsv")).st_size, len(text))
-        lines = text.split("\n")
+        """stats.tsv: the header, then each stats/ file's figures on its line, exact
+        (no padding in or after a field), then only empty lines up to its size; and
+        TSV tools read it so: cut, awk -F'\\t', Python's csv."""
+        path = os.path.join(mnt, "stats.tsv")
+        text = gm.read_file(path).decode()
+        self.assertEqual(os.stat(path).st_size, len(text))
+        body = text.rstrip("\n") + "\n"
+        self.assertGreater(len(text), len(body), "the padding is there, as empty lines")
+        lines = body.split("\n")[:-1]
         self.assertEqual(lines[0], "\t".join(["tensor"] + KEYS))
-        self.assertEqual(lines[-1], "")
-        self.assertEqual([l.split("\t")[0] for l in lines[1:-1]], list(files))
-        for line in lines[1:-1]:
-            fields = line.rstrip(" ").split("\t")
+        self.assertEqual([l.split("\t")[0] for l in lines[1:]], list(files))
+        for line in lines[1:]:
+            self.assertNotRegex(line, r"(^|\t) | (\t|$)", "padding in a field: %r" % line)
+            fields = line.split("\t")
+            self.assertEqual(len(fields), 1 + len(KEYS), line)
             self.assertEqual(dict(zip(KEYS, fields[1:])), files[fields[0]])
+        # Python's csv: one row per tensor, every value as stats/NAME has it
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        self.assertEqual([r["tensor"] for r in rows], list(files))
+        for r in rows:
+            self.assertEqual({k: r[k] for k in KEYS}, files[r["tensor"]])
+            self.assertNotIn(None, r, "no field past the header's")
+        # cut: a column's equal values are one value (padding made each line's differ)
+        col = KEYS.index("bad_blocks") + 2
+        got = subprocess.run("cut -f%d %s | grep . | sort | uniq -c" % (col, shlex.quote(path)),
+                             shell=True, capture_output=True, text=True, check=True).stdout
+        want = collections.Counter(v["bad_blocks"] for v in files.values())
+        want["bad_blocks"] += 1
+        self.assertEqual({l.split()[1]: int(l.split()[0]) for l in got.splitlines()}, want)
+        # awk -F'\t': a string test on a field, and a numeric one
+        for prog, pick in (('$%d == "-"' % col, lambda v: v["bad_blocks"] == "-"),
+                           ('NR > 1 && $%d > 0' % (KEYS.index("elements") + 2),
+                            lambda v: True)):
+            got = subprocess.run(["awk", "-F\t", prog + " { print $1 }", path],
+                                 capture_output=True, text=True, check=True).stdout
+            self.assertEqual(got.splitlines(), [n for n, v in files.items() if pick(v)], prog)
 
 
 class Vectors(StatsCase):
@@ -158,7 +189,7 @@ class Vectors(StatsCase):
             self.assertEqual(len(set(inos)), len(inos))
             self.assertLess(max(inos), os.statvfs(m.path).f_files)
             order = [l.split("\t")[0] for l in
-                     gm.read_file(m.p("stats.tsv")).decode().split("\n")[1:-1]]
+                     gm.read_file(m.p("stats.tsv")).decode().rstrip("\n").split("\n")[1:]]
             self.check_tsv(m.path, {n: files[n] for n in order})
             # the random block bytes hold NaN scales: found in stats/ as in the raw bytes
             self.assertGreater(sum(int(f["bad_blocks"]) for f in files.values()
