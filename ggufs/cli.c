@@ -441,7 +441,7 @@ void cli_usage(const char *prog)
 	       "\n"
 	       "options:\n",
 	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
-	       slash ? slash + 1 : prog, slash ? slash + 1 : prog);
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog);
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (is_switch(&cli_options[i]))
 			usage_line(&cli_options[i]);
