@@ -2,7 +2,7 @@
  * of the tree built at mount, and replies. Modelled on libfuse's example/hello_ll.c
  * and squashfuse's front end.
  *
- * With -o edits=FILE the metadata changes (lib/8-tree/tree_edit.h): each request works
+ * With -o edits=FILE the metadata changes (lib/6-tree/tree_edit.h): each request works
  * on the tree current when it came (held for it), an open file on the tree current at
  * its open, and every accepted edit invalidates what the kernel caches of the files it
  * changed (their attributes and pages, metadata/'s listing) before the request that made
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "evlog.h"
+#include "thread_buf.h"
 #include "tree_edit.h"
 
 #include "ggufs.h"
@@ -460,45 +461,7 @@ static bool read_model_iov(fuse_req_t req, const struct tree *t, const struct tr
  * looking each up in our page tables, and a huge page makes every lookup short. Cold
  * .f32 reads measured 3.8-4.0 -> 4.6 GB/s for q4_K. It costs 2 MiB of memory per
  * thread instead of 1 (libfuse runs at most max_threads, 10 by default). */
-#define REPLY_BUF_SIZE (1u << 20)
-#define HUGE_PAGE_SIZE (2u << 20)
-
-static pthread_key_t reply_buf_key;
-static pthread_once_t reply_buf_once = PTHREAD_ONCE_INIT;
-
-static void reply_buf_key_init(void)
-{
-	if (pthread_key_create(&reply_buf_key, free) != 0)
-		abort();
-}
-
-/* A buffer of size bytes: the thread's own (release_buffer does nothing to it) or, for
- * an oversized request, a malloc'ed one. NULL when out of memory. */
-static char *reply_buffer(size_t size)
-{
-	if (size > REPLY_BUF_SIZE)
-		return malloc(size);
-	pthread_once(&reply_buf_once, reply_buf_key_init);
-	char *buf = pthread_getspecific(reply_buf_key);
-	if (!buf) {
-		void *p;
-		if (posix_memalign(&p, HUGE_PAGE_SIZE, HUGE_PAGE_SIZE) != 0)
-			return NULL;
-		madvise(p, HUGE_PAGE_SIZE, MADV_HUGEPAGE);   /* a hint: fine if refused */
-		buf = p;
-		if (pthread_setspecific(reply_buf_key, buf) != 0) {
-			free(buf);
-			buf = NULL;
-		}
-	}
-	return buf;
-}
-
-static void release_buffer(char *buf, size_t size)
-{
-	if (size > REPLY_BUF_SIZE)
-		free(buf);
-}
+static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
 
 /* Serves [off, off + size) of any file into a buffer of the request's size: the tree
  * renders or dequantizes only what the range touches (and, for a remote model, fetches
@@ -538,7 +501,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (n->kind == TREE_MODEL && read_model_iov(req, t, n, want, (uint64_t)off))
 		return;
-	char *buf = reply_buffer(want);
+	bool owned;
+	char *buf = thread_buf_get(&reply_buf, want, &owned);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -550,7 +514,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, (int)-r);
 	else
 		fuse_reply_buf(req, buf, (size_t)r);
-	release_buffer(buf, want);
+	thread_buf_put(buf, owned);
 }
 
 /* Sizes in 4 KiB blocks, nothing free: this is a read-only view of one file. */

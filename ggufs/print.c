@@ -1,4 +1,4 @@
-/* Reports on stdout: what a renderer of lib/7-render writes, printed whole. */
+/* Reports on stdout: what a renderer of lib/5-render writes, printed whole. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

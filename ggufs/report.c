@@ -277,11 +277,7 @@ void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree_node *n, uint
 	 * (the cause without its numbers: byte ranges and counts differ between failures
 	 * of one cause) */
 	char key[sizeof cause + 8] = "eio ";
-	size_t k = strlen(key);
-	for (const char *p = cause; *p && k + 1 < sizeof key; p++)
-		if (*p < '0' || *p > '9')
-			key[k++] = *p;
-	key[k] = 0;
+	evlog_key_cause(key, sizeof key, cause);
 	evlog(EVLOG_ERR, key, "EIO to a read of %s (%zu bytes at %" PRIu64 "), because %s",
 	      node_path(fs, n, path, sizeof path), len, off, cause);
 	fuse_reply_err(req, EIO);

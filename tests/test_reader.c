@@ -1,4 +1,4 @@
-/* The tensor reader (lib/5-reader/reader.h) on its own, without the tree: raw and
+/* The tensor reader (lib/3-reader/reader.h) on its own, without the tree: raw and
  * float32 ranges of a tensor at and around block boundaries against a whole-tensor
  * dequantization, ranges that reach the end, a model file that shrinks (before a read,
  * and during one: the SIGBUS guard), and byte sources that are not mapped (read slice

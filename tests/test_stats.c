@@ -1,4 +1,4 @@
-/* Tensor statistics (lib/6-stats/stats.h) and their files in the tree: exact figures against a
+/* Tensor statistics (lib/4-stats/stats.h) and their files in the tree: exact figures against a
  * reference computed apart, the same bits at every SIMD level and however the values
  * are cut into calls, ggml's block scale checks, planted faults found with the right
  * counts and a clean model found clean, fixed file sizes, and nothing computed before

@@ -1,4 +1,4 @@
-/* The sums and figures of --diff (lib/6-stats/stats_diff.h): against a long double
+/* The sums and figures of --diff (lib/4-stats/stats_diff.h): against a long double
  * reference over random values, the same bits as a plain scalar loop in the same lane
  * order (whatever SIMD the library was built with), exactly 0 and 1 for b = a, a NaN
  * or an infinity counted and left out, and the undefined figures NaN. */

@@ -1,4 +1,4 @@
-/* Statistics taken from q4_K, q6_K and q8_0 blocks (lib/6-stats/stats_quant.h) against
+/* Statistics taken from q4_K, q6_K and q8_0 blocks (lib/4-stats/stats_quant.h) against
  * the same figures taken from the float32 values that ggml's reference dequantizer gives:
  * counts, min and max exactly, mean and std to float64 rounding; the same bits at every
  * SIMD level; and blocks built to take each of its paths (q4_K sub-blocks whose values do

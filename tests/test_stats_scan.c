@@ -1,4 +1,4 @@
-/* The parallel scan (lib/6-stats/stats_scan.h): every segment of every job visited once
+/* The parallel scan (lib/4-stats/stats_scan.h): every segment of every job visited once
  * with the plan's item numbers, the figures of its parts merged equal to stats_tensor's
  * bit for bit, two models side by side, the first failure in order reported with its
  * job, and a model that shrank under the scan failing its reads, never crashing. */

@@ -1,11 +1,11 @@
 #include "evlog.h"
+#include "clock.h"
 #include "log_escape.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* One cause seen: its key, its first line, and the repeats not yet summed up. */
 struct cause {
@@ -25,13 +25,9 @@ static void *sink_arg;
 static double (*clock_fn)(void);
 
 /* Seconds on the monotonic clock (or the test's). */
-static double now_s(void)
+static double log_now_s(void)
 {
-	if (clock_fn)
-		return clock_fn();
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return clock_fn ? clock_fn() : clock_now_s();
 }
 
 /* One line to the sink. Called with the lock held. */
@@ -76,7 +72,7 @@ void evlog(enum evlog_level level, const char *key, const char *fmt, ...)
 	if (!key)
 		key = line;
 	pthread_mutex_lock(&lock);
-	double now = now_s();
+	double now = log_now_s();
 	struct cause *c = NULL, *oldest = &causes[0];
 	for (size_t i = 0; i < EVLOG_KEYS && !c; i++) {
 		if (causes[i].used && strncmp(causes[i].key, key, sizeof causes[i].key - 1) == 0)
@@ -107,7 +103,7 @@ void evlog(enum evlog_level level, const char *key, const char *fmt, ...)
 void evlog_flush(void)
 {
 	pthread_mutex_lock(&lock);
-	double now = now_s();
+	double now = log_now_s();
 	for (size_t i = 0; i < EVLOG_KEYS; i++)
 		if (causes[i].used && causes[i].repeats)
 			say_repeats(&causes[i], now);
@@ -126,4 +122,13 @@ void evlog_reset(void)
 	pthread_mutex_lock(&lock);
 	memset(causes, 0, sizeof causes);
 	pthread_mutex_unlock(&lock);
+}
+
+void evlog_key_cause(char *key, size_t size, const char *cause)
+{
+	size_t k = strnlen(key, size - 1);
+	for (const char *p = cause; *p && k + 1 < size; p++)
+		if (*p < '0' || *p > '9')
+			key[k++] = *p;
+	key[k] = 0;
 }

@@ -17,6 +17,7 @@
 #define GGUFS_EVLOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #define EVLOG_SUMMARY_S 60
 #define EVLOG_KEYS 64
@@ -37,6 +38,11 @@ void evlog_set_sink(evlog_sink_fn *sink, void *arg);
  * for the summary. */
 void evlog(enum evlog_level level, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Appends cause to the NUL-terminated key in key[0..size), its digits left out: the
+ * key of a cause whose lines differ only in numbers (byte ranges, counts, sizes), so
+ * that its repeats count as one. */
+void evlog_key_cause(char *key, size_t size, const char *cause);
 
 /* Says the summary of every key with repeats not yet summed up (at unmount). */
 void evlog_flush(void);

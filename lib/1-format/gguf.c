@@ -7,14 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void gguf_errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, GGUF_ERR_MAX, fmt, ap);
-	va_end(ap);
-}
-
 /* Shortest possible encodings, used to bound a claimed count by the bytes left before
  * anything is allocated or looped over: a key is at least a u64 length, a u32 type and a
  * one-byte value; a tensor info a u64 name length, a u32 n_dims, a u32 type, a u64 offset. */
@@ -502,6 +494,24 @@ const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key)
 		if (f->kv[i].key.len == n && memcmp(f->kv[i].key.ptr, key, n) == 0)
 			return &f->kv[i];
 	return NULL;
+}
+
+bool gguf_kv_uint(const struct gguf_kv *kv, uint64_t *out)
+{
+	if (!kv)
+		return false;
+	const uint8_t *p = kv->value.data;
+	switch (kv->value.type) {
+	case GGUF_TYPE_UINT8: *out = p[0]; return true;
+	case GGUF_TYPE_UINT16: *out = gguf_le16(p); return true;
+	case GGUF_TYPE_UINT32: *out = gguf_le32(p); return true;
+	case GGUF_TYPE_UINT64: *out = gguf_le64(p); return true;
+	case GGUF_TYPE_INT8: *out = (uint64_t)(int8_t)p[0]; return (int8_t)p[0] >= 0;
+	case GGUF_TYPE_INT16: *out = (uint64_t)(int16_t)gguf_le16(p); return (int16_t)gguf_le16(p) >= 0;
+	case GGUF_TYPE_INT32: *out = (uint64_t)(int32_t)gguf_le32(p); return (int32_t)gguf_le32(p) >= 0;
+	case GGUF_TYPE_INT64: *out = gguf_le64(p); return (int64_t)*out >= 0;
+	default: return false;
+	}
 }
 
 /* Walks elements first .. count - 1 of elem_type at *p (*p at element first); the

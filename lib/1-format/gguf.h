@@ -9,13 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errline.h"
 #include "types.h"
 
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DIMS 4           /* ggml's GGML_MAX_DIMS */
 #define GGUF_MAX_ARRAY_DEPTH 8    /* arrays of arrays nest at most this deep */
-#define GGUF_ERR_MAX 512
 
 enum gguf_vtype {
 	GGUF_TYPE_UINT8 = 0,
@@ -84,11 +84,6 @@ struct gguf_file {
 	uint64_t n_unknown;     /* tensors without a dequantizer (warned about at mount) */
 };
 
-/* Writes one error line into err from a printf format: a long path may cut it short,
- * never overflow it. For every layer that reports failures in a GGUF_ERR_MAX line. */
-void gguf_errf(char err[GGUF_ERR_MAX], const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
 /* Parses and validates the GGUF image [data, data + size). On success fills *out and
  * returns 0; on failure returns -1 and writes one line (no "ggufs: PATH: " prefix, no
  * newline) saying exactly what is wrong into err. Never reads outside the image. */
@@ -113,6 +108,10 @@ const char *gguf_quote(const struct gguf_str *s, char buf[80]);
 
 /* The kv with this key, or NULL. */
 const struct gguf_kv *gguf_find_kv(const struct gguf_file *f, const char *key);
+
+/* A non-negative integer value of any integer type as a uint64_t: true, or false for
+ * any other type or a negative value. kv may be NULL (a key not found): false. */
+bool gguf_kv_uint(const struct gguf_kv *kv, uint64_t *out);
 
 /* Walking a validated value. The callbacks see each scalar or string in order; arrays
  * nested in arrays are announced by begin/end, and each element of an array value

@@ -442,7 +442,7 @@ class Planted(StatsCase):
 
 
 class Segments(StatsCase):
-    """A tensor of several segments (lib/6-stats/stats.h: 2^22 values each), whose segments
+    """A tensor of several segments (lib/4-stats/stats.h: 2^22 values each), whose segments
     --check computes on two threads at once and stats/ one after the other: the same
     figures, bit for bit, and numpy's."""
 

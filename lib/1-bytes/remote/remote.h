@@ -1,0 +1,173 @@
+/* Remote models: a GGUF file read over HTTP(S) by range requests, pinned to the version
+ * seen at mount, through a bounded memory cache of fixed-size blocks.
+ *
+ * A struct remote is what the files of one mount share: options, a pool of libcurl easy
+ * handles (each used by one thread at a time; their connections are kept between
+ * requests), the block cache and the read-ahead threads. A struct remote_file is one
+ * URL: its header prefix (fetched at mount, kept for the mount's life: the parsed header
+ * points into it) and its pins (size, ETag, Last-Modified, X-Repo-Commit). It is a
+ * struct source (source.h) for the model's tensor bytes.
+ *
+ * The caller must have called curl_global_init before any thread exists. */
+#ifndef GGUFS_REMOTE_H
+#define GGUFS_REMOTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "errline.h"
+#include "http.h"
+#include "source.h"
+#include "url.h"
+
+#define REMOTE_BLOCK_SIZE (128u << 10)      /* fetch and cache unit, aligned in the file */
+#define REMOTE_FIRST_BYTES (1u << 20)       /* the first request at mount */
+#define REMOTE_GROWTH 4                     /* each further header request: x4 the prefix */
+#define REMOTE_HEADER_MAX (1ull << 30)      /* a header larger than this is refused */
+/* A file the server claims is larger than this is refused at mount: no GGUF file is
+ * near it (the hub takes files of 50 GB at most; larger models come split), and nothing
+ * is sized from a claim beyond it. */
+#define REMOTE_SIZE_MAX (4ull << 40)        /* 4 TiB */
+#define REMOTE_CACHE_DEFAULT (256ull << 20)
+#define REMOTE_TIMEOUT_DEFAULT 30
+#define REMOTE_MAX_REDIRECTS 10
+
+/* Retries: a fetch that meets a 5xx, a 429, a reset or refused connection, a body cut
+ * short or nothing for timeout seconds tries again, at most REMOTE_ATTEMPTS times in
+ * all, pausing REMOTE_BACKOFF_MS doubled at each retry (up to REMOTE_BACKOFF_MAX_MS),
+ * each pause a random 50-100 % of that (so that readers that failed together do not
+ * retry together), or as long as Retry-After says if longer, up to
+ * REMOTE_RETRY_AFTER_MAX. No attempt starts once REMOTE_RETRY_SPAN x timeout have
+ * passed since the first: a stalled (or dripping) server costs a read at most
+ * (REMOTE_RETRY_SPAN + 1) x timeout, 120 s with the default timeout. */
+/* A transfer that averages less than REMOTE_MIN_RATE bytes/s over timeout seconds is
+ * abandoned as stalled (a server that drips bytes: 8 bytes/s met the old 1 byte/s limit
+ * for ever), and an attempt at n bytes ends after timeout + n / REMOTE_MIN_RATE seconds
+ * whatever its pace. 4 KiB/s per connection: nine at once (a reader and its read-ahead)
+ * still work over a 300 kbit/s link. */
+#define REMOTE_MIN_RATE 4096
+/* A block whose fetch failed after every retry fails the reads that want it at once,
+ * without a fetch, for this long: the kernel sends a failed read-ahead READ again for
+ * its first page at once, and a second full retry cycle doubled the time to EIO. */
+#define REMOTE_FAILED_HOLD_MS 2000
+#define REMOTE_FAILED_SLOTS 16              /* blocks remembered so, per file */
+#define REMOTE_ATTEMPTS 5
+#define REMOTE_BACKOFF_MS 250
+#define REMOTE_BACKOFF_MAX_MS 4000
+#define REMOTE_RETRY_AFTER_MAX 10           /* seconds */
+#define REMOTE_RETRY_SPAN 3
+/* At mount, a wait this long (an attempt without an answer, or retries) is said to the
+ * user through remote_opts.waiting, once per attempt. */
+#define REMOTE_WAIT_SAY_S 3
+
+/* Read-ahead for a sequential reader: requests of REMOTE_REQUEST_MIN_BLOCKS blocks at
+ * first, doubling at each read that issues some up to REMOTE_REQUEST_MAX_BLOCKS, keeping
+ * a window of REMOTE_WINDOW_MIN_BLOCKS past the reader, doubling likewise up to
+ * REMOTE_WINDOW_MAX_BLOCKS and half the cache, fetched by REMOTE_READAHEAD_THREADS
+ * threads (each its own connection) at once. A read elsewhere starts again from the
+ * least. A request is at most half the window, so that two are in flight at least. */
+#define REMOTE_REQUEST_MIN_BLOCKS 2         /* 256 KiB */
+#define REMOTE_REQUEST_MAX_BLOCKS 32        /* 4 MiB */
+#define REMOTE_WINDOW_MIN_BLOCKS 8          /* 1 MiB */
+#define REMOTE_WINDOW_MAX_BLOCKS 512        /* 64 MiB */
+#define REMOTE_READAHEAD_THREADS 8
+/* A read this many blocks behind the furthest one read is still the same sequential
+ * reader (the kernel sends the pieces of its own read-ahead to several threads, which
+ * reach us slightly out of order). */
+#define REMOTE_SEQUENTIAL_SLACK 16
+
+/* An s3:// model's S3 side: every request to the endpoint's origin signed (unless
+ * anonymous), the key's path sent as it is, and an error's S3 code read from its body
+ * for a refusal that names the credentials' source, region and endpoint (context),
+ * never a secret. */
+struct remote_s3 {
+	struct http_sigv4 sign;     /* sign.access_key NULL: anonymous, nothing signed */
+	const char *bucket;
+	const char *context;        /* "credentials from ..., region ... (from ...), endpoint
+	                             * ... (from ...)" */
+};
+
+struct remote_opts {
+	const struct remote_s3 *s3;  /* an s3:// model, or NULL */
+	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
+	bool token_from_env;        /* for the hint in a 401/403 message */
+	bool token_withheld;        /* HF_TOKEN is set, but not for this URL's server */
+	bool hub;                   /* the URL is the hub's (hf://, or on HF_ENDPOINT), the only
+	                             * one HF_TOKEN goes to: a 401/403 hint names it only then */
+	const char *cafile;         /* extra CA file, or NULL */
+	unsigned timeout;           /* seconds without progress; 0: the default */
+	uint64_t cache_size;        /* bytes; 0: the default */
+	const char *cache_dir;      /* the disk cache's directory (diskcache.h), or NULL */
+	uint64_t cache_max;         /* its bound in bytes; 0: the default */
+	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
+	void *cancel_arg;
+	/* NULL, or told at mount, in one line without "ggufs: ", what the mount waits for
+	 * once it has waited REMOTE_WAIT_SAY_S: an attempt without an answer yet, or a
+	 * retry, at most once per attempt (a terminal shows it; silence when all is well) */
+	void (*waiting)(void *arg, const char *line);
+	void *waiting_arg;
+	struct url_rev hub_rev;     /* an hf:// model: where the revision is in each URL (the
+	                             * shards' differ only after it); once the hub names the
+	                             * commit it served, later requests ask for that commit */
+};
+
+struct remote;
+struct remote_file;
+
+/* The shared state of one mount; NULL with err on failure (a token with anything but
+ * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that
+ * cannot be made or written). Copies what o points to. */
+struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
+/* Stops the read-ahead threads and frees everything; the files must be closed first. */
+void remote_free(struct remote *r);
+
+/* Sets what ends transfers (from the moment the daemon serves; may be called once,
+ * before any read). */
+void remote_set_cancel(struct remote *r, bool (*cancelled)(void *arg), void *arg);
+
+/* Opens the http(s) url: one range request for its first `first` bytes, which notes
+ * the size and the pins. NULL on failure with one phrase in err (no URL prefix), e.g.
+ * "not found (HTTP 404)"; *status is the HTTP status that caused it (0 if none). */
+struct remote_file *remote_open(struct remote *r, const char *url, uint64_t first,
+                                char err[GGUF_ERR_MAX], long *status);
+
+/* The header prefix fetched so far, its length, and the file's size. */
+const uint8_t *remote_prefix(const struct remote_file *f, uint64_t *len);
+uint64_t remote_size(const struct remote_file *f);
+/* Grows the prefix to len bytes (<= size) with one request, pinned. 0, or -1 with err.
+ * The prefix may move: pointers into it from before are stale. */
+int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MAX]);
+
+/* Last-Modified as a time, or -1 when the server sent none. */
+time_t remote_mtime(const struct remote_file *f);
+/* The hub's X-Repo-Commit from the first answer: the commit mounted; "" if none. */
+const char *remote_repo_commit(const struct remote_file *f);
+
+/* Names f as the user gave it (an hf:// name, not the URL it became) in the event log
+ * and the last error. */
+void remote_set_name(struct remote_file *f, const char *name);
+
+/* What a mount's fetcher has done so far (counted as it happens; read for the
+ * user.ggufs.* attributes of the mount's root). */
+struct remote_counters {
+	uint64_t requests;          /* HTTP requests sent, mount's included, retries included */
+	uint64_t bytes_fetched;     /* body bytes received */
+	uint64_t memory_hits;       /* blocks a read found in the memory cache (fetched
+	                             * earlier, or by read-ahead) */
+	uint64_t disk_hits;         /* blocks read from the disk cache instead of fetched */
+	uint64_t retries;           /* attempts after a first that failed */
+	uint64_t failures;          /* fetches that failed for good, and files that changed */
+	bool disk_cache;            /* -o cache_dir is in use */
+	char last_error[GGUF_ERR_MAX];  /* "NAME: cause" of the last failure; "" if none */
+	time_t last_error_time;     /* when it happened (wall clock) */
+};
+void remote_counters(struct remote *r, struct remote_counters *c);
+
+/* The file as a byte source; closing the source closes the file. */
+struct source *remote_source(struct remote_file *f);
+/* The remote file that src (from remote_source) is. */
+const struct remote_file *remote_of_source(const struct source *src);
+void remote_close(struct remote_file *f);
+
+#endif

@@ -1,0 +1,389 @@
+#include "model.h"
+#include "local.h"
+#include "nameset.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Opens, maps and parses one file into shard; on failure err holds "PATH: problem". */
+static int shard_open(struct model_shard *s, const char *path, struct stat *st,
+                      char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+
+	s->path = strdup(path);
+	if (!s->path) {
+		gguf_errf(err, "%s: out of memory", path);
+		return -1;
+	}
+	s->src = local_open(path, st, &s->map, &s->size, err);
+	if (!s->src)
+		return -1;
+	if (gguf_parse(s->map, s->size, &s->gf, why) < 0) {
+		gguf_errf(err, "%s: %s", path, why);
+		return -1;
+	}
+	return 0;
+}
+
+/* Opens one remote shard: its header, fetched with as few requests as the parser
+ * needs, growing the prefix geometrically. On failure err holds "SHOWN: problem". */
+static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const char *url,
+                             const char *shown, bool missing_if_404, const char *missing,
+                             char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	long status;
+
+	s->map = NULL;
+	s->path = strdup(shown);
+	if (!s->path) {
+		gguf_errf(err, "%s: out of memory", shown);
+		return -1;
+	}
+	struct remote_file *f = remote_open(m->remote, url, REMOTE_FIRST_BYTES, why, &status);
+	if (!f) {
+		if (missing_if_404 && (status == 404 || status == 410))
+			gguf_errf(err, "%s: %s", shown, missing);
+		else
+			gguf_errf(err, "%s: %s", shown, why);
+		return -1;
+	}
+	remote_set_name(f, shown);
+	s->src = remote_source(f);
+	s->size = remote_size(f);
+	if (s->size == 0) {
+		gguf_errf(err, "%s: empty file, not GGUF", shown);
+		return -1;
+	}
+	for (;;) {
+		uint64_t have, need;
+		s->map = remote_prefix(f, &have);
+		int r = gguf_parse_prefix(s->map, have, s->size, &s->gf, why, &need);
+		if (r == 0)
+			return 0;
+		if (r < 0) {
+			gguf_errf(err, "%s: %s", shown, why);
+			return -1;
+		}
+		if (need > REMOTE_HEADER_MAX) {
+			gguf_errf(err, "%s: the header is larger than %llu MiB, the most ggufs fetches", shown,
+			     REMOTE_HEADER_MAX >> 20);
+			return -1;
+		}
+		uint64_t grow = have > REMOTE_HEADER_MAX / REMOTE_GROWTH ? REMOTE_HEADER_MAX :
+		                have * REMOTE_GROWTH;
+		if (grow < need)
+			grow = need;
+		/* a rest of the file smaller than this request comes with it: one round trip
+		 * saved, at most as many bytes again */
+		if (grow < s->size && s->size - grow < grow - have)
+			grow = s->size;
+		if (remote_grow_prefix(f, grow, why) < 0) {
+			gguf_errf(err, "%s: %s", shown, why);
+			return -1;
+		}
+	}
+}
+
+static void shard_close(struct model_shard *s)
+{
+	gguf_file_free(&s->gf);
+	source_close(s->src);   /* the header (map) is the source's */
+	free(s->path);
+}
+
+bool model_split_key(const struct gguf_str *k)
+{
+	static const char *const keys[] = { "split.no", "split.count", "split.tensors.count" };
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (k->len == strlen(keys[i]) && memcmp(k->ptr, keys[i], k->len) == 0)
+			return true;
+	return false;
+}
+
+/* Recognises llama.cpp's split names, PREFIX-00002-of-00003.gguf: the length of
+ * PREFIX in path, the shard number (from 1) and the shard count. */
+static bool split_name(const char *path, size_t *prefix, unsigned *no, unsigned *count)
+{
+	size_t n = strlen(path);
+	const char *tail = "-00000-of-00000.gguf";
+	size_t tl = strlen(tail);
+	if (n < tl)
+		return false;
+	const char *p = path + n - tl;
+	for (size_t i = 0; i < tl; i++) {
+		bool digit = tail[i] == '0';
+		if (digit ? !(p[i] >= '0' && p[i] <= '9') : p[i] != tail[i])
+			return false;
+	}
+	*no = (unsigned)strtoul(p + 1, NULL, 10);
+	*count = (unsigned)strtoul(p + 10, NULL, 10);
+	*prefix = n - tl;
+	return *no >= 1 && *count >= 1 && *no <= *count;
+}
+
+/* Checks that shard i (from 0) of count belongs to the set that shard 0 starts. */
+static int split_check(struct ggufs_model *m, uint32_t i, uint64_t tensors_total,
+                       char err[GGUF_ERR_MAX])
+{
+	const struct model_shard *s = &m->shards[i];
+	uint64_t no, count, total;
+	if (!gguf_kv_uint(gguf_find_kv(&s->gf, "split.no"), &no) ||
+	    !gguf_kv_uint(gguf_find_kv(&s->gf, "split.count"), &count)) {
+		gguf_errf(err, "%s: shard %u of %u has no split.no or split.count key", s->path, i + 1,
+		     m->n_shards);
+		return -1;
+	}
+	if (count != m->n_shards || no != i) {
+		gguf_errf(err, "%s: not shard %u of %u of this model: its split.no is %" PRIu64
+		     " and split.count %" PRIu64, s->path, i + 1, m->n_shards, no, count);
+		return -1;
+	}
+	if (gguf_kv_uint(gguf_find_kv(&s->gf, "split.tensors.count"), &total) && total != tensors_total) {
+		gguf_errf(err, "%s: belongs to another model: split.tensors.count is %" PRIu64
+		     ", the first shard says %" PRIu64, s->path, total, tensors_total);
+		return -1;
+	}
+	return 0;
+}
+
+/* Opens shard s at path (local), or at url shown as path (remote); missing is the
+ * message for a remote 404 when the shard is one of a split set the user did not name. */
+static int open_one(struct ggufs_model *m, struct model_shard *s, const char *path,
+                    const char *url, struct stat *st, const char *missing, char err[GGUF_ERR_MAX])
+{
+	if (!m->remote)
+		return shard_open(s, path, st, err);
+	return shard_open_remote(m, s, url, path, missing != NULL, missing, err);
+}
+
+/* The -0000K-of-0000N.gguf name of shard no of count, at prefix bytes of name, with
+ * what followed the name (a remote URL's query) kept after it: malloc'ed. */
+static char *shard_name(const char *name, size_t prefix, const char *after, unsigned no,
+                        unsigned count)
+{
+	size_t n = prefix + 32 + strlen(after);
+	char *s = malloc(n);
+	if (s)
+		snprintf(s, n, "%.*s-%05u-of-%05u.gguf%s", (int)prefix, name, no, count, after);
+	return s;
+}
+
+/* Opens every shard of the split set that path belongs to, or path alone. For a remote
+ * model path is the URL as shown and url the one fetched (whose query, if any, each
+ * shard's URL keeps). */
+static int open_shards(struct ggufs_model *m, const char *path, const char *url,
+                       char err[GGUF_ERR_MAX])
+{
+	size_t prefix, url_prefix = 0;
+	unsigned no, count, url_no, url_count;
+	struct stat st;
+	const char *query = url ? strchr(url, '?') : NULL;
+	char *url_path = url ? strndup(url, query ? (size_t)(query - url) : strlen(url)) : NULL;
+	if (url && !url_path) {
+		gguf_errf(err, "%s: out of memory", path);
+		return -1;
+	}
+	bool split = split_name(path, &prefix, &no, &count) && count > 1;
+	if (split && url)   /* both names end the same way: shown is url without credentials */
+		split = split_name(url_path, &url_prefix, &url_no, &url_count) && url_no == no &&
+		        url_count == count;
+
+	if (!split) {
+		free(url_path);
+		m->shards = calloc(1, sizeof *m->shards);
+		if (!m->shards) {
+			gguf_errf(err, "%s: out of memory", path);
+			return -1;
+		}
+		m->n_shards = 1;
+		if (open_one(m, &m->shards[0], path, url, &m->st, NULL, err) < 0)
+			return -1;
+		uint64_t c;
+		if (gguf_kv_uint(gguf_find_kv(&m->shards[0].gf, "split.count"), &c) && c > 1) {
+			gguf_errf(err, "%s: shard of a model split in %" PRIu64 " files, but its name is not "
+			     "NAME-0000N-of-0000M.gguf, so the others cannot be found", path, c);
+			return -1;
+		}
+		return 0;
+	}
+	m->shards = calloc(count, sizeof *m->shards);
+	if (!m->shards) {
+		free(url_path);
+		gguf_errf(err, "%s: out of memory", path);
+		return -1;
+	}
+	for (unsigned i = 0; i < count; i++) {
+		char missing[64];
+		char *name = shard_name(path, prefix, "", i + 1, count);
+		char *name_url = url ? shard_name(url_path, url_prefix, query ? query : "", i + 1,
+		                                  count) : NULL;
+		if (!name || (url && !name_url)) {
+			free(name);
+			free(name_url);
+			free(url_path);
+			gguf_errf(err, "%s: out of memory", path);
+			return -1;
+		}
+		snprintf(missing, sizeof missing, "shard %u of %u is missing", i + 1, count);
+		if (!url && access(name, F_OK) < 0 && errno == ENOENT) {
+			gguf_errf(err, "%s: %s", name, missing);
+			free(name);
+			free(url_path);
+			return -1;
+		}
+		m->n_shards = i + 1;
+		int r = open_one(m, &m->shards[i], name, name_url, i + 1 == no ? &m->st : &st,
+		                 i + 1 == no ? NULL : missing, err);
+		free(name);
+		free(name_url);
+		if (r < 0) {
+			free(url_path);
+			return -1;
+		}
+	}
+	free(url_path);
+	uint64_t total = 0;
+	for (unsigned i = 0; i < count; i++)
+		total += m->shards[i].gf.n_tensors;
+	uint64_t claimed = total;
+	gguf_kv_uint(gguf_find_kv(&m->shards[0].gf, "split.tensors.count"), &claimed);
+	for (unsigned i = 0; i < count; i++)
+		if (split_check(m, i, claimed, err) < 0)
+			return -1;
+	if (claimed != total) {
+		gguf_errf(err, "%s: split.tensors.count is %" PRIu64 " but the %u shards hold %" PRIu64
+		     " tensors", m->shards[0].path, claimed, count, total);
+		return -1;
+	}
+	return 0;
+}
+
+/* What both kinds of model share once the shards are open: the metadata, the one list
+ * of tensors, and the check that no name is in two shards. */
+static int model_finish(struct ggufs_model *m, char err[GGUF_ERR_MAX])
+{
+	m->meta = &m->shards[0].gf;
+	const char *slash = strrchr(m->shards[0].path, '/');
+	m->file_name = slash ? slash + 1 : m->shards[0].path;
+
+	for (uint32_t s = 0; s < m->n_shards; s++)
+		m->n_tensors += m->shards[s].gf.n_tensors;
+	m->tensors = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->tensors);
+	struct nameset seen;
+	if (!m->tensors || !nameset_init(&seen, m->n_tensors)) {
+		gguf_errf(err, "%s: out of memory", m->path);
+		return -1;
+	}
+	uint64_t k = 0;
+	for (uint32_t s = 0; s < m->n_shards; s++) {
+		for (uint64_t i = 0; i < m->shards[s].gf.n_tensors; i++, k++) {
+			const struct gguf_tensor *t = &m->shards[s].gf.tensors[i];
+			m->tensors[k] = (struct model_tensor){ .t = t, .shard = s };
+			if (!nameset_add(&seen, &t->name)) {
+				char q[80];
+				gguf_errf(err, "%s: tensor '%s' is also in an earlier shard", m->shards[s].path,
+				     gguf_quote(&t->name, q));
+				nameset_free(&seen);
+				return -1;
+			}
+		}
+	}
+	nameset_free(&seen);
+	return 0;
+}
+
+struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
+{
+	struct ggufs_model *m = calloc(1, sizeof *m);
+	if (!m || !(m->path = strdup(path))) {
+		gguf_errf(err, "%s: out of memory", path);
+		free(m);
+		return NULL;
+	}
+	if (open_shards(m, path, NULL, err) < 0 || model_finish(m, err) < 0) {
+		model_close(m);
+		return NULL;
+	}
+	return m;
+}
+
+struct ggufs_model *model_open_remote(const char *url, const char *shown,
+                                      const struct remote_opts *o, char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	struct ggufs_model *m = calloc(1, sizeof *m);
+	if (!m || !(m->path = strdup(shown))) {
+		gguf_errf(err, "%s: out of memory", shown);
+		free(m);
+		return NULL;
+	}
+	m->source = m->path;
+	m->remote = remote_new(o, why);
+	if (!m->remote) {
+		gguf_errf(err, "%s: %s", shown, why);
+		goto fail;
+	}
+	if (open_shards(m, shown, url, err) < 0 || model_finish(m, err) < 0)
+		goto fail;
+	/* what the file's own stat gives a local model: read-only, the mounting user's,
+	 * times from Last-Modified where the server sent it */
+	const struct model_shard *given = &m->shards[0];
+	for (uint32_t s = 0; s < m->n_shards; s++)
+		if (strcmp(m->shards[s].path, shown) == 0)
+			given = &m->shards[s];
+	const struct remote_file *gf = remote_of_source(given->src);
+	time_t mtime = remote_mtime(gf);
+	/* the hub names the commit it served: summary.txt's source line says which */
+	const char *commit = remote_repo_commit(gf);
+	if (*commit) {
+		size_t n = strlen(shown) + strlen(commit) + 16;
+		m->source_buf = malloc(n);
+		if (!m->source_buf) {
+			gguf_errf(err, "%s: out of memory", shown);
+			goto fail;
+		}
+		snprintf(m->source_buf, n, "%s (commit %s)", shown, commit);
+		m->source = m->source_buf;
+	}
+	m->st.st_mode = S_IFREG | 0444;
+	m->st.st_nlink = 1;
+	m->st.st_uid = getuid();
+	m->st.st_gid = getgid();
+	m->st.st_size = (off_t)given->size;
+	m->st.st_mtim.tv_sec = mtime >= 0 ? mtime : time(NULL);
+	m->st.st_atim = m->st.st_ctim = m->st.st_mtim;
+	return m;
+fail:
+	model_close(m);
+	return NULL;
+}
+
+int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
+                      void *buf)
+{
+	const struct model_shard *s = &m->shards[m->tensors[i].shard];
+	return source_read(s->src, m->tensors[i].t->offset + off, len, buf);
+}
+
+void model_close(struct ggufs_model *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; i < m->n_shards; i++)
+		shard_close(&m->shards[i]);
+	free(m->shards);
+	free(m->tensors);
+	remote_free(m->remote);
+	free(m->source_buf);
+	free(m->path);
+	free(m);
+}

@@ -1,0 +1,82 @@
+/* A mounted model: one GGUF file, or every shard of a split model, each read through a
+ * byte source (source.h: a local file mapped read-only, or a remote one read by URL)
+ * and validated, seen as one list of metadata and one list of tensors. */
+#ifndef GGUFS_MODEL_H
+#define GGUFS_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "gguf.h"
+#include "remote.h"
+#include "source.h"
+
+struct model_shard {
+	char *path;             /* a remote shard: its URL as shown (no credentials, no query) */
+	const uint8_t *map;     /* the header: a local file's whole mapping (the source's),
+	                         * a remote file's fetched prefix */
+	uint64_t size;          /* file size at open */
+	struct gguf_file gf;
+	struct source *src;     /* the file's bytes, local or remote; gf points into map */
+};
+
+struct model_tensor {
+	const struct gguf_tensor *t;  /* into shards[shard].gf.tensors */
+	uint32_t shard;
+};
+
+struct ggufs_model {
+	char *path;             /* as the user gave it */
+	const char *file_name;  /* basename of the first shard (gguf.json "file"), local or
+	                         * remote alike: the metadata is the first shard's */
+	struct stat st;         /* of the given file: modes, owner, times */
+	uint32_t n_shards;
+	struct model_shard *shards;
+	const struct gguf_file *meta;  /* &shards[0].gf: metadata comes from the first shard */
+	uint64_t n_tensors;
+	struct model_tensor *tensors;  /* shard order, then file order */
+	struct remote *remote;  /* what the shards of a remote model share; NULL if local */
+	const char *source;     /* a remote model: the URL given, as shown, and the hub's
+	                         * commit when it names one; NULL if local */
+	char *source_buf;       /* what source points to when it is not path */
+};
+
+/* Opens, maps and validates the model at path (all shards of a split model). On failure
+ * returns NULL with one line (no "ggufs: " prefix, no newline) in err, naming the file
+ * and the exact problem: "model.gguf: tensor 'x' ends at byte N, past the end ...". */
+struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX]);
+void model_close(struct ggufs_model *m);
+
+/* Whether k is one of the keys that make a file a shard (split.no, split.count,
+ * split.tensors.count): model.gguf of a split model has none of them, so that the
+ * merged file is never taken for a shard again. */
+bool model_split_key(const struct gguf_str *k);
+
+/* Opens the remote model at url (http or https; hf:// already expanded), all shards of
+ * a split one, with one shared struct remote made from o: only each shard's header is
+ * fetched (REMOTE_FIRST_BYTES first, then x REMOTE_GROWTH until it parses). shown is the
+ * URL as messages, fsname and summary.txt name it (no credentials, no query; it keeps
+ * the -0000K-of-0000N.gguf ending of url). On failure NULL with "SHOWN: problem" in err. */
+struct ggufs_model *model_open_remote(const char *url, const char *shown,
+                                      const struct remote_opts *o, char err[GGUF_ERR_MAX]);
+
+/* Copies [off, off + len) of the stored bytes of tensor i (inside them) into buf: 0 or
+ * -EIO (the bytes are gone from a local file that shrank, or could not be fetched).
+ * The tensor reader (reader.h) reads tensors without a copy where it can. */
+int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
+                      void *buf);
+
+/* True when tensor i's bytes are fetched, not mapped. */
+static inline bool model_tensor_remote(const struct ggufs_model *m, uint64_t i)
+{
+	return !source_mapped(m->shards[m->tensors[i].shard].src);
+}
+
+/* The stored bytes of tensor i of a local model: a pointer into its shard's mapping. */
+static inline const uint8_t *model_tensor_data(const struct ggufs_model *m, uint64_t i)
+{
+	return m->shards[m->tensors[i].shard].map + m->tensors[i].t->offset;
+}
+
+#endif

@@ -1,0 +1,343 @@
+#include "overlay.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "gguf_write.h"
+
+/* Bytes shared by the states that hold them. */
+struct blob {
+	atomic_uint_fast64_t refs;
+	uint64_t len;
+	uint8_t bytes[];
+};
+
+static struct blob *blob_new(const void *p, uint64_t len)
+{
+	if (len > SIZE_MAX - sizeof(struct blob))
+		return NULL;
+	struct blob *b = malloc(sizeof *b + (size_t)len);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	if (len)
+		memcpy(b->bytes, p, (size_t)len);
+	return b;
+}
+
+static struct blob *blob_get(struct blob *b)
+{
+	if (b)
+		atomic_fetch_add(&b->refs, 1);
+	return b;
+}
+
+static void blob_put(struct blob *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
+/* A state of n keys, not yet filled (keys zeroed), with its model view. */
+static struct ov_state *state_alloc(const struct ggufs_model *m, uint64_t n)
+{
+	struct ov_state *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->keys = calloc(n + 1, sizeof *s->keys);
+	s->kv = calloc(n + 1, sizeof *s->kv);
+	if (!s->keys || !s->kv) {
+		free(s->keys);
+		free(s->kv);
+		free(s);
+		return NULL;
+	}
+	atomic_init(&s->refs, 1);
+	s->n = n;
+	s->view = *m;
+	s->file = *m->meta;
+	return s;
+}
+
+/* Makes s's kv array and file from its keys: done once, before anyone else sees s. */
+static void state_seal(struct ov_state *s)
+{
+	for (uint64_t i = 0; i < s->n; i++)
+		s->kv[i] = s->keys[i].kv;
+	s->file.kv = s->kv;
+	s->file.n_kv = s->n;
+	s->view.meta = &s->file;
+}
+
+struct ov_state *ov_initial(const struct ggufs_model *m)
+{
+	struct ov_state *s = state_alloc(m, m->meta->n_kv);
+	if (!s)
+		return NULL;
+	for (uint64_t k = 0; k < s->n; k++)
+		s->keys[k] = (struct ov_key){ .kv = m->meta->kv[k], .id = k };
+	s->n_orig = s->next_id = m->meta->n_kv;
+	state_seal(s);
+	return s;
+}
+
+struct ov_state *ov_get(struct ov_state *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+	return s;
+}
+
+void ov_put(struct ov_state *s)
+{
+	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	for (uint64_t i = 0; i < s->n; i++) {
+		blob_put(s->keys[i].name_blob);
+		blob_put(s->keys[i].value_blob);
+	}
+	free(s->keys);
+	free(s->kv);
+	free(s);
+}
+
+uint64_t ov_find_id(const struct ov_state *s, uint64_t id)
+{
+	/* keys keep their order, and ids grow along it: a binary search */
+	uint64_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (s->keys[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->n && s->keys[lo].id == id ? lo : UINT64_MAX;
+}
+
+uint64_t ov_find_name(const struct ov_state *s, const char *name, uint64_t len)
+{
+	for (uint64_t i = 0; i < s->n; i++)
+		if (s->keys[i].kv.key.len == len && memcmp(s->keys[i].kv.key.ptr, name, len) == 0)
+			return i;
+	return UINT64_MAX;
+}
+
+const char *ov_refusal(const char *name, uint64_t len, int *err_no)
+{
+	*err_no = EPERM;
+	if (len == 17 && memcmp(name, "general.alignment", 17) == 0)
+		return "general.alignment would move every tensor";
+	if (len >= 6 && memcmp(name, "split.", 6) == 0)
+		return "the split.* keys describe the shards";
+	*err_no = EINVAL;
+	if (len == 0)
+		return "an empty key name";
+	if (len > 65535)
+		return "a key name longer than 65535 bytes";
+	if (memchr(name, 0, len))
+		return "a key name with a NUL byte";
+	return NULL;
+}
+
+bool ov_value_equal(const struct gguf_value *a, const struct gguf_value *b)
+{
+	if (a->type != b->type || a->size != b->size)
+		return false;
+	if (a->type == GGUF_TYPE_ARRAY && (a->elem_type != b->elem_type || a->count != b->count))
+		return false;
+	return a->size == 0 || memcmp(a->data, b->data, a->size) == 0;
+}
+
+/* A copy of s with room for extra more keys at the end (not filled), every blob
+ * shared. */
+static struct ov_state *state_copy(const struct ov_state *s, uint64_t extra)
+{
+	struct ov_state *c = state_alloc(&s->view, s->n + extra);
+	if (!c)
+		return NULL;
+	c->view = s->view;
+	c->file = s->file;
+	c->n = s->n;
+	for (uint64_t i = 0; i < s->n; i++) {
+		c->keys[i] = s->keys[i];
+		blob_get(c->keys[i].name_blob);
+		blob_get(c->keys[i].value_blob);
+	}
+	c->n_orig = s->n_orig;
+	c->next_id = s->next_id;
+	c->gen = s->gen + 1;
+	return c;
+}
+
+/* Points key k's value at a new blob holding a copy of v. False out of memory. */
+static bool put_value(struct ov_key *k, const struct gguf_value *v)
+{
+	struct blob *b = blob_new(v->data, v->size);
+	if (!b)
+		return false;
+	blob_put(k->value_blob);
+	k->value_blob = b;
+	k->kv.value = *v;
+	k->kv.value.data = b->bytes;
+	return true;
+}
+
+/* The same for its name. */
+static bool put_name(struct ov_key *k, const char *name, uint64_t len)
+{
+	struct blob *b = blob_new(name, len);
+	if (!b)
+		return false;
+	blob_put(k->name_blob);
+	k->name_blob = b;
+	k->kv.key = (struct gguf_str){ .ptr = (const char *)b->bytes, .len = len };
+	return true;
+}
+
+/* Removes position i from c (a state being made), dropping its blobs. */
+static void drop_key(struct ov_state *c, uint64_t i)
+{
+	blob_put(c->keys[i].name_blob);
+	blob_put(c->keys[i].value_blob);
+	memmove(&c->keys[i], &c->keys[i + 1], (c->n - i - 1) * sizeof *c->keys);
+	c->n--;
+}
+
+static struct ov_state *fail(struct ov_state *c, int e)
+{
+	ov_put(c);
+	errno = e;
+	return NULL;
+}
+
+struct ov_state *ov_set(const struct ov_state *s, uint64_t i, const struct gguf_value *v)
+{
+	struct ov_state *c = state_copy(s, 0);
+	if (!c || !put_value(&c->keys[i], v))
+		return fail(c, ENOMEM);
+	state_seal(c);
+	return c;
+}
+
+struct ov_state *ov_create(const struct ov_state *s, const char *name, uint64_t len,
+                           const struct gguf_value *v)
+{
+	if (ov_find_name(s, name, len) != UINT64_MAX) {
+		errno = EEXIST;
+		return NULL;
+	}
+	struct ov_state *c = state_copy(s, 1);
+	if (!c)
+		return fail(c, ENOMEM);
+	struct ov_key *k = &c->keys[c->n++];
+	*k = (struct ov_key){ .id = c->next_id++ };
+	if (!put_name(k, name, len) || !put_value(k, v))
+		return fail(c, ENOMEM);
+	state_seal(c);
+	return c;
+}
+
+struct ov_state *ov_delete(const struct ov_state *s, uint64_t i)
+{
+	struct ov_state *c = state_copy(s, 0);
+	if (!c)
+		return fail(c, ENOMEM);
+	drop_key(c, i);
+	state_seal(c);
+	return c;
+}
+
+struct ov_state *ov_rename(const struct ov_state *s, uint64_t i, const char *name, uint64_t len)
+{
+	struct ov_state *c = state_copy(s, 0);
+	if (!c || !put_name(&c->keys[i], name, len))
+		return fail(c, ENOMEM);
+	for (uint64_t j = 0; j < c->n; j++)
+		if (j != i && c->keys[j].kv.key.len == len &&
+		    memcmp(c->keys[j].kv.key.ptr, name, len) == 0) {
+			drop_key(c, j);
+			break;
+		}
+	state_seal(c);
+	return c;
+}
+
+struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change *change,
+                            const struct gguf_kv *new_kv, uint64_t n_new, uint64_t gen)
+{
+	uint64_t n_orig = m->meta->n_kv;
+	struct ov_state *c = state_alloc(m, n_orig + n_new);
+	if (!c)
+		return NULL;
+	c->n = 0;
+	for (uint64_t k = 0; k < n_orig; k++) {
+		if (change[k].deleted)
+			continue;
+		struct ov_key *key = &c->keys[c->n++];
+		*key = (struct ov_key){ .kv = m->meta->kv[k], .id = k };
+		if ((change[k].name && !put_name(key, change[k].name->ptr, change[k].name->len)) ||
+		    (change[k].value && !put_value(key, change[k].value)))
+			return fail(c, ENOMEM);
+	}
+	for (uint64_t j = 0; j < n_new; j++) {
+		struct ov_key *key = &c->keys[c->n++];
+		*key = (struct ov_key){ .id = n_orig + j };
+		if (!put_name(key, new_kv[j].key.ptr, new_kv[j].key.len) ||
+		    !put_value(key, &new_kv[j].value))
+			return fail(c, ENOMEM);
+	}
+	c->n_orig = n_orig;
+	c->next_id = n_orig + n_new;
+	c->gen = gen;
+	state_seal(c);
+	return c;
+}
+
+int ov_identity(const struct ggufs_model *m, uint64_t *header_hash)
+{
+	const struct gguf_file *g0 = &m->shards[0].gf;
+	const uint64_t align = g0->alignment;
+	const struct gguf_kv **kv = calloc(g0->n_kv + 1, sizeof *kv);
+	const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
+	uint64_t *offsets = calloc(m->n_tensors + 1, sizeof *offsets);
+	uint8_t *buf = NULL;
+	int rc = -1;
+	char err[GGUF_ERR_MAX];
+	uint64_t len, n_kv = 0, data = 0;
+	if (!kv || !ts || !offsets)
+		goto out;
+	/* the header of model.gguf unedited (modelfile.h): a split model's merged one,
+	 * which is a single file's own when the shards were cut from it */
+	for (uint64_t k = 0; k < g0->n_kv; k++)
+		if (m->n_shards == 1 || !model_split_key(&g0->kv[k].key))
+			kv[n_kv++] = &g0->kv[k];
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		ts[i] = m->tensors[i].t;
+		if (m->n_shards == 1) {
+			offsets[i] = ts[i]->offset - g0->data_offset;
+			continue;
+		}
+		offsets[i] = data;
+		if (__builtin_add_overflow(data, ts[i]->size + align - 1, &data) ||
+		    ts[i]->size > UINT64_MAX - align)
+			goto out;
+		data &= ~(align - 1);
+	}
+	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align, NULL, 0,
+	                      &len, err) < 0 || len > SIZE_MAX || !(buf = malloc((size_t)len + 1)))
+		goto out;
+	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align, buf, len,
+	                      &len, err) < 0)
+		goto out;
+	*header_hash = XXH3_64bits(buf, (size_t)len);
+	rc = 0;
+out:
+	free(kv);
+	free(ts);
+	free(offsets);
+	free(buf);
+	return rc;
+}

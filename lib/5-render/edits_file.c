@@ -1,0 +1,752 @@
+#include "edits_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json_read.h"
+#include "json_string.h"
+#include "nameset.h"
+#include "render_value.h"
+#include "sink.h"
+#include "value_text.h"
+
+/* True when key i of s is one of the model's own, with its own value. */
+static bool unchanged_value(const struct ov_state *s, uint64_t i)
+{
+	const struct ov_key *k = &s->keys[i];
+	return k->id < s->n_orig &&
+	       ov_value_equal(&k->kv.value, &s->view.shards[0].gf.kv[k->id].value);
+}
+
+/* Renders v as gguf.json does into a malloc'd buffer. NULL out of memory. */
+static char *value_json(const struct gguf_value *v, uint64_t *len)
+{
+	struct sink c = sink_counter();
+	render_value_json(&c, v);
+	if (c.pos >= SIZE_MAX)
+		return NULL;
+	char *buf = malloc((size_t)c.pos + 1);
+	if (!buf)
+		return NULL;
+	struct sink s = sink_window(buf, 0, c.pos);
+	render_value_json(&s, v);
+	*len = c.pos;
+	return buf;
+}
+
+/* True when v's JSON reads back as v exactly (else the patch carries its bytes). */
+static bool json_exact(const struct gguf_value *v)
+{
+	char tname[RENDER_TYPE_MAX];
+	struct value_type t;
+	uint64_t len;
+	if (value_type_parse(tname, render_value_type(v, tname), &t) < 0)
+		return false;
+	char *text = value_json(v, &len);
+	if (!text)
+		return false;
+	struct json_cur c = { .p = text, .end = text + len };
+	struct vbytes b = { 0 };
+	bool same = false;
+	if (json_value(&c, &t, &b) && !b.failed) {
+		struct value_buf vb;
+		value_buf_take(&vb, &t, &b);
+		same = ov_value_equal(&vb.v, v);
+		value_buf_free(&vb);
+	}
+	free(b.p);
+	free(text);
+	return same;
+}
+
+/* The payload of v as the file holds it after the type, in hex. */
+static void put_hex(struct sink *s, const struct gguf_value *v)
+{
+	static const char digits[] = "0123456789abcdef";
+	uint8_t hdr[12];
+	uint64_t nh = 0;
+	if (v->type == GGUF_TYPE_ARRAY) {
+		for (int i = 0; i < 4; i++)
+			hdr[i] = (uint8_t)(v->elem_type >> (8 * i));
+		for (int i = 0; i < 8; i++)
+			hdr[4 + i] = (uint8_t)(v->count >> (8 * i));
+		nh = 12;
+	}
+	sink_putc(s, '"');
+	for (uint64_t i = 0; i < nh + v->size && !sink_done(s); i++) {
+		uint8_t b = i < nh ? hdr[i] : v->data[i - nh];
+		char x[2] = { digits[b >> 4], digits[b & 15] };
+		sink_put(s, x, 2);
+	}
+	sink_putc(s, '"');
+}
+
+static void put_key(struct sink *s, const struct gguf_str *k)
+{
+	render_json_string(s, k->ptr, k->len);
+}
+
+/* The whole patch into s; exact[i] says whether key i's value goes as JSON. */
+static void patch(struct sink *s, const struct ov_state *st, const struct edits_identity *id,
+                  const bool *exact)
+{
+	const struct gguf_file *g0 = &st->view.shards[0].gf;
+	char num[64];
+	snprintf(num, sizeof num, "%" PRIu64 ", \"header_xxh3\": \"%016" PRIx64 "\"},\n",
+	         id->size, id->header_hash);
+	sink_puts(s, "{\"ggufs_edits\": 1,\n \"model\": {\"size\": ");
+	sink_puts(s, num);
+	/* the model's keys that are gone: walk both lists in id order */
+	sink_puts(s, " \"deleted\": [");
+	bool first = true;
+	uint64_t i = 0;
+	for (uint64_t k = 0; k < st->n_orig; k++) {
+		while (i < st->n && st->keys[i].id < k)
+			i++;
+		if (i < st->n && st->keys[i].id == k)
+			continue;
+		sink_puts(s, first ? "" : ", ");
+		first = false;
+		put_key(s, &g0->kv[k].key);
+	}
+	sink_puts(s, "],\n \"renamed\": {");
+	first = true;
+	for (i = 0; i < st->n && st->keys[i].id < st->n_orig; i++) {
+		const struct gguf_str *was = &g0->kv[st->keys[i].id].key, *is = &st->keys[i].kv.key;
+		if (was->len == is->len && memcmp(was->ptr, is->ptr, is->len) == 0)
+			continue;
+		sink_puts(s, first ? "" : ", ");
+		first = false;
+		put_key(s, was);
+		sink_puts(s, ": ");
+		put_key(s, is);
+	}
+	sink_puts(s, "},\n \"set\": {");
+	first = true;
+	for (i = 0; i < st->n; i++) {
+		if (unchanged_value(st, i))
+			continue;
+		const struct gguf_value *v = &st->keys[i].kv.value;
+		char tname[RENDER_TYPE_MAX];
+		render_value_type(v, tname);
+		sink_puts(s, first ? "\n  " : ",\n  ");
+		first = false;
+		put_key(s, &st->keys[i].kv.key);
+		sink_puts(s, ": {\"type\": \"");
+		sink_puts(s, tname);
+		if (exact[i]) {
+			sink_puts(s, "\", \"value\": ");
+			render_value_json(s, v);
+		} else {
+			sink_puts(s, "\", \"payload_hex\": ");
+			put_hex(s, v);
+		}
+		sink_putc(s, '}');
+	}
+	sink_puts(s, "}}\n");
+}
+
+int edits_render(const struct ov_state *s, const struct edits_identity *id, char **out,
+                 uint64_t *len)
+{
+	bool *exact = calloc(s->n + 1, sizeof *exact);
+	if (!exact)
+		return -1;
+	for (uint64_t i = 0; i < s->n; i++)
+		exact[i] = !unchanged_value(s, i) && json_exact(&s->keys[i].kv.value);
+	struct sink c = sink_counter();
+	patch(&c, s, id, exact);
+	char *buf = c.pos < SIZE_MAX ? malloc((size_t)c.pos + 1) : NULL;
+	if (!buf) {
+		free(exact);
+		return -1;
+	}
+	struct sink w = sink_window(buf, 0, c.pos);
+	patch(&w, s, id, exact);
+	buf[c.pos] = '\0';
+	free(exact);
+	*out = buf;
+	*len = c.pos;
+	return 0;
+}
+
+/* ---- reading ---- */
+
+/* The parse of a patch: names and values it holds, kept until the state is made. */
+struct reading {
+	const struct ggufs_model *m;
+	struct json_cur c;
+	struct ov_change *change;      /* one per key of the model */
+	struct gguf_str *new_names;    /* names renamed to (owned) */
+	struct value_buf **values;     /* every value read (owned; each apart, since
+	                                * change[] points at them) */
+	struct gguf_kv *new_kv;        /* new keys, by name and value */
+	uint64_t n_values, n_new, cap;
+	char *err;
+	bool model_seen;
+};
+
+static bool rfail(struct reading *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sets the error line unless one is set already (the innermost cause wins). False. */
+static bool rfail(struct reading *r, const char *fmt, ...)
+{
+	if (!r->err[0]) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(r->err, GGUF_ERR_MAX, fmt, ap);
+		va_end(ap);
+	}
+	return false;
+}
+
+/* The model's key called name, or UINT64_MAX; linear, but each patch entry looks up
+ * one name among the model's keys, bounded by what the file could hold. */
+static uint64_t orig_key(const struct reading *r, const struct vbytes *name)
+{
+	const struct gguf_file *g = &r->m->shards[0].gf;
+	for (uint64_t k = 0; k < g->n_kv; k++)
+		if (g->kv[k].key.len == name->len && memcmp(g->kv[k].key.ptr, name->p, name->len) == 0)
+			return k;
+	return UINT64_MAX;
+}
+
+/* Refuses a name that may not be edited: false with err. */
+static bool allowed(struct reading *r, const struct vbytes *name)
+{
+	int e;
+	const char *why = ov_refusal((const char *)name->p, name->len, &e);
+	return why ? rfail(r, "a key that cannot be edited: %s", why) : true;
+}
+
+/* Quoted name for a message (printable ASCII, cut). */
+static const char *shown(const struct vbytes *name, char buf[80])
+{
+	struct gguf_str s = { .ptr = (const char *)name->p, .len = name->len };
+	return gguf_quote(&s, buf);
+}
+
+/* A value of "payload_hex": bytes checked by parsing them as the one key of a GGUF
+ * image made around them. */
+static bool hex_value(struct reading *r, const struct value_type *t, struct value_buf *out)
+{
+	struct vbytes hex = { 0 }, img = { 0 };
+	bool ok = false;
+	if (!json_string(&r->c, &hex))
+		goto out;
+	if (hex.len % 2)
+		goto bad;
+	vbytes_put(&img, "GGUF", 4);
+	vbytes_le(&img, 3, 4);
+	vbytes_le(&img, 0, 8);
+	vbytes_le(&img, 1, 8);
+	vbytes_le(&img, 1, 8);
+	vbytes_put(&img, "x", 1);
+	vbytes_le(&img, t->depth ? GGUF_TYPE_ARRAY : t->leaf, 4);
+	uint64_t start = img.len;
+	for (uint64_t i = 0; i < hex.len; i += 2) {
+		static const char d[] = "0123456789abcdef";
+		const char *hi = memchr(d, hex.p[i], 16), *lo = memchr(d, hex.p[i + 1], 16);
+		if (!hi || !lo || !hex.p[i] || !hex.p[i + 1])
+			goto bad;
+		uint8_t b = (uint8_t)((hi - d) << 4 | (lo - d));
+		vbytes_put(&img, &b, 1);
+	}
+	uint64_t payload = img.len - start;
+	while (img.len % GGUF_DEFAULT_ALIGNMENT)
+		vbytes_put(&img, "", 1);
+	if (img.failed)
+		goto bad;
+	struct gguf_file f;
+	char err[GGUF_ERR_MAX];
+	if (gguf_parse(img.p, img.len, &f, err) < 0)
+		goto bad;
+	const struct gguf_value *v = &f.kv[0].value;
+	bool fits = v->size + (v->type == GGUF_TYPE_ARRAY ? 12 : 0) == payload &&
+	            (!t->depth || v->elem_type == (t->depth > 1 ? GGUF_TYPE_ARRAY : t->leaf));
+	ok = fits && value_buf_copy(out, v) == 0;
+	gguf_file_free(&f);
+	if (ok)
+		goto out;
+bad:
+	ok = rfail(r, "%s", "a payload_hex is not the bytes of a value of its type");
+out:
+	free(hex.p);
+	free(img.p);
+	return ok;
+}
+
+/* {"type": T, "value": V} or {"type": T, "payload_hex": H} into a new owned value. */
+static bool typed_value(struct reading *r, struct gguf_value **out)
+{
+	if (r->n_values == r->cap) {
+		uint64_t cap = r->cap ? 2 * r->cap : 16;
+		struct value_buf **vb = realloc(r->values, (size_t)cap * sizeof *vb);
+		struct gguf_kv *nk = realloc(r->new_kv, (size_t)cap * sizeof *nk);
+		if (vb)
+			r->values = vb;
+		if (nk)
+			r->new_kv = nk;
+		if (!vb || !nk)
+			return rfail(r, "%s", "out of memory");
+		r->cap = cap;
+	}
+	struct value_buf *vb = calloc(1, sizeof *vb);
+	if (!vb)
+		return rfail(r, "%s", "out of memory");
+	struct value_type t;
+	bool have_type = false, have_value = false;
+	struct vbytes name = { 0 };
+	if (!json_eat(&r->c, '{')) {
+		free(vb);
+		return rfail(r, "%s", "a value is not an object");
+	}
+	if (!json_eat(&r->c, '}')) {
+		do {
+			if (!json_string(&r->c, &name) || !json_eat(&r->c, ':'))
+				goto fail;
+			if (strcmp((char *)name.p, "type") == 0 && !have_value) {
+				struct vbytes tn = { 0 };
+				bool ok = json_string(&r->c, &tn) &&
+				          value_type_parse((char *)tn.p, tn.len, &t) == 0;
+				free(tn.p);
+				if (!ok) {
+					rfail(r, "%s", "a value's type is not a GGUF type");
+					goto fail;
+				}
+				have_type = true;
+			} else if (strcmp((char *)name.p, "value") == 0 && have_type && !have_value) {
+				struct vbytes b = { 0 };
+				r->c.depth = 0;
+				if (!json_value(&r->c, &t, &b)) {
+					free(b.p);
+					goto fail;
+				}
+				value_buf_take(vb, &t, &b);
+				have_value = true;
+			} else if (strcmp((char *)name.p, "payload_hex") == 0 && have_type && !have_value) {
+				if (!hex_value(r, &t, vb))
+					goto fail;
+				have_value = true;
+			} else if (!json_skip(&r->c)) {
+				goto fail;
+			}
+		} while (json_eat(&r->c, ','));
+		if (!json_eat(&r->c, '}'))
+			goto fail;
+	}
+	free(name.p);
+	if (!have_value) {
+		free(vb);
+		return rfail(r, "%s", "a value has no \"type\" followed by a \"value\" or \"payload_hex\"");
+	}
+	r->values[r->n_values++] = vb;
+	*out = &vb->v;
+	return true;
+fail:
+	free(name.p);
+	value_buf_free(vb);
+	free(vb);
+	return rfail(r, "%s", "a value is malformed");
+}
+
+/* A copy of name as a gguf_str the reading owns (in new_names' storage: values). */
+static bool keep_name(struct reading *r, const struct vbytes *name, struct gguf_str *out)
+{
+	char *p = malloc((size_t)name->len + 1);
+	if (!p)
+		return rfail(r, "%s", "out of memory");
+	memcpy(p, name->p, (size_t)name->len + 1);
+	*out = (struct gguf_str){ .ptr = p, .len = name->len };
+	return true;
+}
+
+static bool read_model(struct reading *r, const struct edits_identity *id)
+{
+	struct vbytes name = { 0 };
+	bool size_ok = false, hash_ok = false, ok = false;
+	uint64_t size = 0, hash = 0;
+	if (!json_eat(&r->c, '{'))
+		goto out;
+	if (!json_eat(&r->c, '}')) {
+		do {
+			if (!json_string(&r->c, &name) || !json_eat(&r->c, ':'))
+				goto out;
+			if (strcmp((char *)name.p, "size") == 0) {
+				const char *s;
+				size_t n;
+				uint8_t b[8];
+				char e[GGUF_ERR_MAX];
+				if (!json_number(&r->c, &s, &n) || value_scalar_parse(GGUF_TYPE_UINT64, s, n, b, e))
+					goto out;
+				size = gguf_le64(b);
+				size_ok = true;
+			} else if (strcmp((char *)name.p, "header_xxh3") == 0) {
+				struct vbytes h = { 0 };
+				char *end = NULL;
+				bool good = json_string(&r->c, &h) && h.len == 16;
+				if (good) {
+					errno = 0;
+					hash = strtoull((char *)h.p, &end, 16);
+					good = errno == 0 && end == (char *)h.p + 16 && h.p[0] != '-' && h.p[0] != '+' && h.p[0] != ' ';
+				}
+				free(h.p);
+				if (!good)
+					goto out;
+				hash_ok = true;
+			} else if (!json_skip(&r->c)) {
+				goto out;
+			}
+		} while (json_eat(&r->c, ','));
+		if (!json_eat(&r->c, '}'))
+			goto out;
+	}
+	if (!size_ok || !hash_ok)
+		goto out;
+	if (size != id->size || hash != id->header_hash) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "it was made for another model (model.gguf of %" PRIu64
+		         " bytes, header xxh3 %016" PRIx64 "; this one: %" PRIu64 " bytes, %016" PRIx64 ")",
+		         size, hash, id->size, id->header_hash);
+		rfail(r, "%s", msg);
+		goto out;
+	}
+	ok = true;
+out:
+	free(name.p);
+	r->model_seen = true;
+	return ok || rfail(r, "%s", "its \"model\" is not {\"size\": N, \"header_xxh3\": \"16 hex digits\"}");
+}
+
+static bool read_deleted(struct reading *r)
+{
+	struct vbytes name = { 0 };
+	char q[80];
+	bool ok = false;
+	if (!json_eat(&r->c, '['))
+		return rfail(r, "%s", "\"deleted\" is not an array");
+	if (!json_eat(&r->c, ']')) {
+		do {
+			if (!json_string(&r->c, &name) || !allowed(r, &name))
+				goto out;
+			uint64_t k = orig_key(r, &name);
+			if (k == UINT64_MAX || r->change[k].deleted) {
+				rfail(r, "it deletes '%s', which the model does not have (or twice)", shown(&name, q));
+				goto out;
+			}
+			r->change[k].deleted = true;
+		} while (json_eat(&r->c, ','));
+		if (!json_eat(&r->c, ']'))
+			goto out;
+	}
+	ok = true;
+out:
+	free(name.p);
+	return ok || rfail(r, "%s", "\"deleted\" is malformed");
+}
+
+static bool read_renamed(struct reading *r)
+{
+	struct vbytes from = { 0 }, to = { 0 };
+	char q[80];
+	bool ok = false;
+	if (!json_eat(&r->c, '{'))
+		return rfail(r, "%s", "\"renamed\" is not an object");
+	if (!json_eat(&r->c, '}')) {
+		do {
+			if (!json_string(&r->c, &from) || !json_eat(&r->c, ':') || !json_string(&r->c, &to) ||
+			    !allowed(r, &from) || !allowed(r, &to))
+				goto out;
+			uint64_t k = orig_key(r, &from);
+			if (k == UINT64_MAX || r->change[k].deleted || r->change[k].name) {
+				rfail(r, "it renames '%s', which the model does not have (or twice)", shown(&from, q));
+				goto out;
+			}
+			struct gguf_str *ns = malloc(sizeof *ns);
+			if (!ns || !keep_name(r, &to, ns)) {
+				free(ns);
+				goto out;
+			}
+			r->change[k].name = ns;
+		} while (json_eat(&r->c, ','));
+		if (!json_eat(&r->c, '}'))
+			goto out;
+	}
+	ok = true;
+out:
+	free(from.p);
+	free(to.p);
+	return ok || rfail(r, "%s", "\"renamed\" is malformed");
+}
+
+/* The model's key that is called name after the renames, or UINT64_MAX. */
+static uint64_t current_key(const struct reading *r, const struct vbytes *name)
+{
+	const struct gguf_file *g = &r->m->shards[0].gf;
+	for (uint64_t k = 0; k < g->n_kv; k++) {
+		if (r->change[k].deleted)
+			continue;
+		const struct gguf_str *s = r->change[k].name ? r->change[k].name : &g->kv[k].key;
+		if (s->len == name->len && memcmp(s->ptr, name->p, name->len) == 0)
+			return k;
+	}
+	return UINT64_MAX;
+}
+
+static bool read_set(struct reading *r)
+{
+	struct vbytes name = { 0 };
+	char q[80];
+	bool ok = false;
+	if (!json_eat(&r->c, '{'))
+		return rfail(r, "%s", "\"set\" is not an object");
+	if (!json_eat(&r->c, '}')) {
+		do {
+			struct gguf_value *v = NULL;
+			if (!json_string(&r->c, &name) || !json_eat(&r->c, ':') || !allowed(r, &name) ||
+			    !typed_value(r, &v))
+				goto out;
+			uint64_t k = current_key(r, &name);
+			if (k != UINT64_MAX) {
+				if (r->change[k].value) {
+					rfail(r, "it sets '%s' twice", shown(&name, q));
+					goto out;
+				}
+				r->change[k].value = v;
+			} else {
+				struct gguf_kv *nk = &r->new_kv[r->n_new];
+				if (!keep_name(r, &name, &nk->key))
+					goto out;
+				nk->value = *v;
+				r->n_new++;
+			}
+		} while (json_eat(&r->c, ','));
+		if (!json_eat(&r->c, '}'))
+			goto out;
+	}
+	ok = true;
+out:
+	free(name.p);
+	return ok || rfail(r, "%s", "\"set\" is malformed");
+}
+
+/* Every name of the patched metadata is different: false with err otherwise. */
+static bool names_unique(struct reading *r)
+{
+	const struct gguf_file *g = &r->m->shards[0].gf;
+	struct nameset ns;
+	if (!nameset_init(&ns, g->n_kv + r->n_new))
+		return rfail(r, "%s", "out of memory");
+	bool ok = true;
+	for (uint64_t k = 0; k < g->n_kv && ok; k++)
+		if (!r->change[k].deleted)
+			ok = nameset_add(&ns, r->change[k].name ? r->change[k].name : &g->kv[k].key);
+	for (uint64_t j = 0; j < r->n_new && ok; j++)
+		ok = nameset_add(&ns, &r->new_kv[j].key);
+	nameset_free(&ns);
+	return ok || rfail(r, "%s", "two keys would have the same name");
+}
+
+struct ov_state *edits_parse(const struct ggufs_model *m, const struct edits_identity *id,
+                             const char *p, uint64_t len, char err[GGUF_ERR_MAX])
+{
+	const struct gguf_file *g = &m->shards[0].gf;
+	struct reading r = { .m = m, .c = { .p = p, .end = p + len }, .err = err };
+	struct ov_state *s = NULL;
+	struct vbytes name = { 0 };
+	bool version = false;
+	err[0] = '\0';
+	r.change = calloc(g->n_kv + 1, sizeof *r.change);
+	if (!r.change) {
+		rfail(&r, "%s", "out of memory");
+		goto out;
+	}
+	if (!json_eat(&r.c, '{'))
+		goto bad;
+	/* the members in the order the writer puts them: deleted and renamed before set */
+	int stage = 0;
+	if (!json_eat(&r.c, '}')) {
+		do {
+			if (!json_string(&r.c, &name) || !json_eat(&r.c, ':'))
+				goto bad;
+			const char *n = (const char *)name.p;
+			if (strcmp(n, "ggufs_edits") == 0) {
+				const char *s1;
+				size_t n1;
+				if (!json_number(&r.c, &s1, &n1) || n1 != 1 || s1[0] != '1') {
+					rfail(&r, "%s", "it is of a later version of ggufs (\"ggufs_edits\" is not 1)");
+					goto out;
+				}
+				version = true;
+			} else if (strcmp(n, "model") == 0) {
+				if (!read_model(&r, id))
+					goto out;
+			} else if (strcmp(n, "deleted") == 0 && stage < 1) {
+				stage = 1;
+				if (!read_deleted(&r))
+					goto out;
+			} else if (strcmp(n, "renamed") == 0 && stage < 2) {
+				stage = 2;
+				if (!read_renamed(&r))
+					goto out;
+			} else if (strcmp(n, "set") == 0 && stage < 3) {
+				stage = 3;
+				if (!read_set(&r))
+					goto out;
+			} else if (strcmp(n, "deleted") == 0 || strcmp(n, "renamed") == 0 ||
+			           strcmp(n, "set") == 0) {
+				rfail(&r, "\"%s\" comes twice, or after what it must precede (deleted, renamed, set)", n);
+				goto out;
+			} else if (!json_skip(&r.c)) {
+				goto bad;
+			}
+		} while (json_eat(&r.c, ','));
+		if (!json_eat(&r.c, '}'))
+			goto bad;
+	}
+	json_ws(&r.c);
+	if (r.c.p != r.c.end)
+		goto bad;
+	if (!version || !r.model_seen) {
+		rfail(&r, "%s", "it has no \"ggufs_edits\": 1 or no \"model\"");
+		goto out;
+	}
+	if (!names_unique(&r))
+		goto out;
+	s = ov_patched(m, r.change, r.new_kv, r.n_new, 1);
+	if (!s)
+		rfail(&r, "%s", "out of memory");
+	goto out;
+bad:
+	if (!err[0] && r.c.err[0])
+		snprintf(err, GGUF_ERR_MAX, "%s", r.c.err);
+	rfail(&r, "%s", "it is not a JSON object of ggufs edits");
+out:
+	if (!s && r.c.err[0] && !strstr(err, r.c.err) && strlen(err) + strlen(r.c.err) + 3 < GGUF_ERR_MAX) {
+		strcat(err, ": ");
+		strcat(err, r.c.err);
+	}
+	if (!s && err[0]) {
+		/* where: the byte offset, for a hand-edited file */
+		char at[40];
+		snprintf(at, sizeof at, " (at byte %" PRIu64 ")", (uint64_t)(r.c.p - p));
+		if (strlen(err) + strlen(at) < GGUF_ERR_MAX)
+			strcat(err, at);
+	}
+	free(name.p);
+	if (r.change)
+		for (uint64_t k = 0; k < g->n_kv; k++)
+			if (r.change[k].name) {
+				free((void *)r.change[k].name->ptr);
+				free((void *)r.change[k].name);
+			}
+	free(r.change);
+	for (uint64_t j = 0; j < r.n_new; j++)
+		free((void *)r.new_kv[j].key.ptr);
+	free(r.new_kv);
+	for (uint64_t j = 0; j < r.n_values; j++) {
+		value_buf_free(r.values[j]);
+		free(r.values[j]);
+	}
+	free(r.values);
+	return s;
+}
+
+int edits_load(const char *path, char **buf, uint64_t *len, char err[GGUF_ERR_MAX])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 1;
+		snprintf(err, GGUF_ERR_MAX, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > EDITS_FILE_MAX) {
+		snprintf(err, GGUF_ERR_MAX, "%s: not a regular file of at most 1 GiB", path);
+		close(fd);
+		return -1;
+	}
+	char *b = malloc((size_t)st.st_size + 1);
+	uint64_t got = 0;
+	while (b && got < (uint64_t)st.st_size) {
+		ssize_t r = read(fd, b + got, (size_t)((uint64_t)st.st_size - got));
+		if (r <= 0)
+			break;
+		got += (uint64_t)r;
+	}
+	close(fd);
+	if (!b || got != (uint64_t)st.st_size) {
+		snprintf(err, GGUF_ERR_MAX, "%s: could not be read whole", path);
+		free(b);
+		return -1;
+	}
+	b[got] = '\0';
+	*buf = b;
+	*len = got;
+	return 0;
+}
+
+int edits_save(const char *path, const char *p, uint64_t len, char err[GGUF_ERR_MAX])
+{
+	size_t n = strlen(path);
+	char *tmp = malloc(n + 16), *dir = strdup(path);
+	int fd = -1, e = 0;
+	bool made = false;
+	if (!tmp || !dir) {
+		e = ENOMEM;
+		goto out;
+	}
+	snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
+	fd = mkostemp(tmp, O_CLOEXEC);   /* mode 0600 */
+	if (fd < 0) {
+		e = errno;
+		goto out;
+	}
+	made = true;
+	for (uint64_t done = 0; done < len;) {
+		ssize_t w = write(fd, p + done, (size_t)(len - done));
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			e = errno;
+			goto out;
+		}
+		done += (uint64_t)w;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0) {
+		e = errno;
+		fd = -1;
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		e = errno;
+		goto out;
+	}
+	made = false;
+	/* the rename itself must survive a crash */
+	int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	if (e) {
+		if (made)
+			unlink(tmp);
+		snprintf(err, GGUF_ERR_MAX, "%s: %s", path, strerror(e));
+	}
+	free(tmp);
+	free(dir);
+	return e ? -e : 0;
+}

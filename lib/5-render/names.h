@@ -1,0 +1,23 @@
+/* File names for tensors and metadata keys (SPEC "Names"): every name maps to exactly
+ * one file name, which is never "", "." or "..", has no '/' or NUL, and leaves room for
+ * the ".f32"/".npy" suffixes within NAME_MAX. */
+#ifndef GGUFS_NAMES_H
+#define GGUFS_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Escaped names longer than this are cut and get a hash suffix. */
+#define NAMES_CUT 200
+/* Buffer size for any file name, NUL included: the cut, '~', 16 hex digits. */
+#define NAMES_BUF (NAMES_CUT + 1 + 16 + 1)
+
+/* Writes the file name of name[0..len) into out as a NUL-terminated string and returns
+ * its length (at most NAMES_BUF - 1). tensor selects rule 2's first half (a tensor name
+ * ending in ".f32" or ".npy" gets that last '.' as "%2E"); any name ending in ".gguf"
+ * gets it too, so that model.gguf is the one name in the tree ending so. The name is
+ * untrusted and may hold any bytes, NUL included. */
+size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_BUF]);
+
+#endif

@@ -1,0 +1,154 @@
+/* The virtual tree that a mount shows: inodes, names, sizes and a read entry point,
+ * built once from a model at mount time. Nothing here knows FUSE. The tree is names and
+ * dispatch: a read of a file goes to its renderer (lib/5-render), to the tensor reader
+ * (lib/3-reader), to the statistics files (tree_stats.c) or, for model.gguf, to the
+ * model's layout as one file (lib/2-model/modelfile.h); extended attributes are
+ * tree_xattr.c's.
+ *
+ * Inode numbers are derived from position in the model's file, so they are stable for
+ * one model and across its metadata edits:
+ *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
+ *   6 /stats       7 /stats.tsv     8 /model.gguf
+ *   TREE_FIRST_META + k                    metadata key k of the file (file order)
+ *   TREE_FIRST_META + n_kv + 3 t + j       tensor t: j = 0 raw, 1 .f32, 2 .npy
+ *   TREE_FIRST_META + n_kv + 3 n_t + t     stats/NAME of tensor t
+ *   TREE_FIRST_META + n_kv + 4 n_t + j     the j-th key created by edits (overlay.h ids)
+ * where n_kv counts the keys of the file. A tensor without a dequantizer has no
+ * .f32/.npy and no stats/NAME, a deleted key no file: those inode numbers stay unused.
+ * A renamed key keeps its number, as rename(2) keeps an inode.
+ *
+ * model.gguf alone is a new file in each edit state: TREE_MODEL_INO for the model's own
+ * metadata (state generation 0), TREE_MODEL_STATE_INO + gen for the state of generation
+ * gen. The kernel keeps one page cache per inode, and a reader that still maps an older
+ * state refills its pages with that state's bytes: with one number for every state, a
+ * new reader got them (the old layout, shifted).
+ *
+ * With -o edits, each state of the metadata (overlay.h) has a tree of its own, built
+ * from the state's view of the model; trees are held by reference (tree_hold), so a
+ * reader that opened a file of one keeps reading it while a newer one serves lookups. */
+#ifndef GGUFS_TREE_H
+#define GGUFS_TREE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "model.h"
+#include "overlay.h"
+
+#define TREE_ROOT_INO 1
+#define TREE_FIRST_META 16
+#define TREE_STATS_DIR_INO 6
+#define TREE_STATS_TSV_INO 7
+#define TREE_MODEL_INO 8
+#define TREE_MODEL_STATE_INO (UINT64_C(1) << 40)
+
+enum tree_kind {
+	TREE_ROOT,
+	TREE_DIR_METADATA,
+	TREE_DIR_TENSORS,
+	TREE_JSON,
+	TREE_SUMMARY,
+	TREE_META,     /* metadata/KEY */
+	TREE_RAW,      /* tensors/NAME */
+	TREE_F32,      /* tensors/NAME.f32 */
+	TREE_NPY,      /* tensors/NAME.npy */
+	TREE_DIR_STATS,
+	TREE_STATS,    /* stats/NAME */
+	TREE_STATS_TSV,
+	TREE_MODEL,    /* model.gguf: the model as one GGUF file (modelfile.h) */
+};
+
+struct tree_node {
+	uint64_t ino;
+	uint64_t parent;     /* ino of the directory holding it (the root: itself) */
+	enum tree_kind kind;
+	uint64_t index;      /* key index (TREE_META) or tensor index (TREE_RAW/F32/NPY/STATS) */
+	const char *name;    /* file name, escaped per SPEC, NUL-terminated */
+	uint64_t size;       /* exact st_size; 0 for directories */
+};
+
+struct tree;
+
+/* Builds the tree of model m (which must outlive it): names, sizes of every file
+ * (rendered files are rendered once to count their bytes). NULL with err on failure. */
+struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX]);
+void tree_free(struct tree *t);
+
+/* The tree of edit state s (held while the tree lives), sharing base's statistics:
+ * base, the tree of the model's own metadata, must outlive it. NULL with err. */
+struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
+                              char err[GGUF_ERR_MAX]);
+/* Another reference to t; tree_release drops one, the last frees t. A tree from
+ * tree_build or tree_build_state starts with one. */
+struct tree *tree_hold(struct tree *t);
+void tree_release(struct tree *t);
+/* The edit state of t, or NULL for the tree of the model's own metadata. */
+const struct ov_state *tree_state(const struct tree *t);
+/* The ino of metadata key k (the k-th key of the tree's metadata), or 0. */
+uint64_t tree_key_ino(const struct tree *t, uint64_t k);
+
+/* The ino of the tree's model.gguf (see above). */
+uint64_t tree_model_ino(const struct tree *t);
+
+/* The model the tree shows. */
+const struct ggufs_model *tree_model(const struct tree *t);
+
+/* The node of inode ino, or NULL. */
+const struct tree_node *tree_node(const struct tree *t, uint64_t ino);
+/* The child called name of directory dir, or NULL. */
+const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const char *name);
+/* Children of a directory: count, and the i-th in a stable order (file order). */
+uint64_t tree_dir_count(const struct tree *t, uint64_t dir);
+const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i);
+bool tree_is_dir(const struct tree_node *n);
+
+/* st_mode for node n of a model whose file has mode gguf_mode: files r--r--r--,
+ * directories r-xr-xr-x, each limited by the read bits of the GGUF file. */
+mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
+
+/* Reads up to len bytes of node n at off into buf. Returns the number of bytes (short
+ * only at the end of the file), or -errno: -EISDIR for a directory, -EIO when the bytes
+ * have gone from the model file (it shrank under the mount) or, for a remote model,
+ * could not be fetched or belong to a changed file. Thread-safe; allocates nothing
+ * proportional to the tensor. */
+int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
+                  uint64_t off);
+
+/* The file of tensor i of this kind (TREE_RAW, TREE_F32, TREE_NPY, TREE_STATS), or NULL
+ * when the tensor has none. */
+const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind);
+
+/* stats/NAME and stats.tsv are computed by their reads only (never by lookups, sizes or
+ * directory listings), each tensor at most once per tree however many threads read it
+ * (lib/4-stats/stats.h). How many tensors' statistics have been computed so far: for tests. */
+uint64_t tree_stats_computed(const struct tree *t);
+
+/* How many marks reads of n can start from (render_mark.h): 0 for small and
+ * non-rendered files. For tests. */
+uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
+
+/* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
+ * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
+ * in the file as it is now (fewer when it shrank): reader_raw_span. False for any node
+ * not TREE_RAW, and for a remote tensor (read it with tree_read). */
+bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   int *fd, uint64_t *file_off, uint64_t *count);
+
+/* [off, off + len) of model.gguf n of a local model as at most max iovecs into memory
+ * and the shards' mappings, for a reply the kernel copies from them (as tree_raw_span):
+ * the count, checked against the files as they are now; 0 when the range needs more
+ * than max, the model is remote or n is not model.gguf (read it with tree_read); -EIO
+ * when a shard no longer holds the bytes. */
+int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                   struct iovec *iov, int max);
+
+/* Extended attributes (SPEC): listxattr fills buf with NUL-separated names, getxattr the
+ * value; both return the full length needed, with size 0 as the size query, -ERANGE
+ * when size is too small, -ENODATA for a name the node does not have. */
+int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size);
+int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
+                      char *buf, uint64_t size);
+
+#endif
