@@ -93,7 +93,10 @@ static void render_report(struct sink *s, const void *ctx)
 		render_check_text(s, r->m, r->res, r->counts);
 }
 
-int check_model(const struct options *o)
+/* Checks the model o names (o->model) and prints its report, with before in front of
+ * it (the separator from the report before); *printed is set when it was printed. The
+ * exit status for this model alone. */
+static int check_model(const struct options *o, const char *before, bool *printed)
 {
 	char err[GGUF_ERR_MAX];
 	int ret = 3;
@@ -155,6 +158,8 @@ int check_model(const struct options *o)
 	struct check_counts counts;
 	check_count(m, res, &counts);
 	const struct check_report report = { m, res, &counts, o->json };
+	fputs(before, stdout);
+	*printed = true;
 	if (print_rendered(render_report, &report) < 0)
 		log_errf("cannot write the report: %s", strerror(errno));
 	ret = counts.unhealthy ? 1 : 0;
@@ -166,4 +171,27 @@ out:
 	tree_free(t);
 	model_close(m);
 	return ret;
+}
+
+int check_models(const struct options *o)
+{
+	/* several reports: text blocks apart by an empty line, JSON reports in an array */
+	const bool array = o->json && o->n_operands > 1;
+	int worst = 0;
+	bool printed = false;
+	for (int k = 0; k < o->n_operands; k++) {
+		struct options one = *o;
+		one.model = o->operands[k];
+		const char *before = !printed ? (array ? "[\n" : "") : (array ? ",\n" : "\n");
+		int r = check_model(&one, before, &printed);
+		if (r > worst)
+			worst = r;
+	}
+	if (array)
+		fputs(printed ? "]\n" : "[]\n", stdout);
+	if (fflush(stdout) != 0 && worst < 3) {
+		log_errf("cannot write the report: %s", strerror(errno));
+		worst = 3;
+	}
+	return worst;
 }

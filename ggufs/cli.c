@@ -45,7 +45,7 @@ static const struct cli_option cli_options[] = {
 	{ "-f", FUSE, .help = "stay in the foreground" },
 	{ "-d", FUSE, .help = "FUSE debug output, every request (implies -f)" },
 	{ "-s", FUSE, .help = "serve requests in a single thread" },
-	/* ggufs --check [--json] MODEL.gguf: no mount point, no other option */
+	/* ggufs --check [--json] MODEL.gguf...: no mount point, no other option */
 	{ "--check", OURS(check), .help = "scan MODEL.gguf for broken tensors; mount nothing" },
 	/* ggufs --diff [--json] A B: two models, no mount point, no other option */
 	{ "--diff", OURS(diff), .help = "compare B with A tensor by tensor; mount nothing" },
@@ -102,7 +102,7 @@ static const struct cli_option cli_options[] = {
 /* The tail of every argument error: where to look. */
 #define SEE_HELP "(ggufs --help lists them)"
 #define USAGE "(usage: ggufs [options] MODEL.gguf MOUNTPOINT; ggufs --help for more)"
-#define USAGE_CHECK "(usage: ggufs --check [--json] MODEL.gguf|URL; ggufs --help for more)"
+#define USAGE_CHECK "(usage: ggufs --check [--json] MODEL.gguf|URL...; ggufs --help for more)"
 #define USAGE_DIFF "(usage: ggufs --diff [--json] A.gguf|URL B.gguf|URL; ggufs --help for more)"
 
 static bool is_switch(const struct cli_option *c)
@@ -246,23 +246,17 @@ static int check_opt_list(const char *list, const char **mount_only)
 	}
 }
 
-/* The arguments of --check: exactly one operand, MODEL.gguf or a URL, and no option
- * that only a mount takes (the remote ones, which say how to fetch, are welcome). 0, or 2 after one line on stderr naming the bad argument. */
-static int check_operands(const char *const operand[3], int n_operands, const char *mount_opt)
+/* The arguments of --check: one operand or more, each MODEL.gguf or a URL, none empty,
+ * and no option that only a mount takes (the remote ones, which say how to fetch, are
+ * welcome). 0, or 2 after one line on stderr naming the bad argument. */
+static int check_operands(int n_operands, int n_empty, const char *mount_opt)
 {
 	if (mount_opt) {
-		log_errf("option '%s' does not go with --check " USAGE_CHECK,
-		        mount_opt);
+		log_errf("option '%s' does not go with --check " USAGE_CHECK, mount_opt);
 		return 2;
 	}
-	if (n_operands > 1) {
-		log_errf("unexpected argument '%s' after MODEL.gguf " USAGE_CHECK,
-		        operand[1]);
-		return 2;
-	}
-	if (n_operands == 0 || !*operand[0]) {
-		log_errf("%s MODEL.gguf " USAGE_CHECK,
-		        n_operands ? "empty" : "missing");
+	if (n_operands == 0 || n_empty) {
+		log_errf("%s MODEL.gguf " USAGE_CHECK, n_operands ? "empty" : "missing");
 		return 2;
 	}
 	return 0;
@@ -299,7 +293,7 @@ static int diff_operands(const char *const operand[3], int n_operands, const cha
 static int check_args(int argc, char **argv)
 {
 	const char *operand[3] = { NULL, NULL, NULL };   /* the third: the first extra one */
-	int n_operands = 0;
+	int n_operands = 0, n_all = 0, n_empty = 0;   /* (all of them, for --check) */
 	bool info = false, options_done = false, check = false, diff = false, json = false;
 	const char *mount_opt = NULL;   /* the first option that only a mount takes */
 	for (int i = 1; i < argc; i++) {
@@ -307,6 +301,8 @@ static int check_args(int argc, char **argv)
 		if (options_done || a[0] != '-') {
 			if (n_operands < 3)
 				operand[n_operands++] = a;
+			n_all++;
+			n_empty += !*a;
 			continue;
 		}
 		if (strcmp(a, "--") == 0) {
@@ -347,7 +343,7 @@ static int check_args(int argc, char **argv)
 	if (diff)
 		return diff_operands(operand, n_operands, mount_opt);
 	if (check)
-		return check_operands(operand, n_operands, mount_opt);
+		return check_operands(n_all, n_empty, mount_opt);
 	if (n_operands > 2) {
 		log_errf("unexpected argument '%s' after MODEL.gguf and MOUNTPOINT "
 		        USAGE, operand[2]);
@@ -379,8 +375,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 1;
 	if (!o->model)
 		o->model = arg;
-	else
+	else if (!o->mountpoint)
 		o->mountpoint = arg;
+	o->operands[o->n_operands++] = arg;   /* check_args counted them: room for all */
 	return 0;
 }
 
@@ -428,7 +425,7 @@ void cli_usage(const char *prog)
 	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] s3://BUCKET/KEY.gguf MOUNTPOINT\n"
-	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL\n"
+	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL...\n"
 	       "       %s --diff [--json] [-o REMOTE_OPTIONS] A.gguf|URL B.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
@@ -459,6 +456,11 @@ int cli_parse(struct fuse_args *args, struct options *o)
 		return r;
 	/* fuse_opt templates of ggufs's options: stored, and taken out unless libfuse
 	 * reads them too */
+	o->operands = calloc((size_t)args->argc + 1, sizeof *o->operands);
+	if (!o->operands) {
+		log_errf("out of memory");
+		return 1;
+	}
 	struct fuse_opt templ[3 * N_OPTIONS + 1];   /* an option, its alias, its keep */
 	size_t n = 0;
 	for (size_t i = 0; i < N_OPTIONS; i++) {

@@ -77,6 +77,9 @@ bool ggufs_ending(void *fs);
  * file with one name, owned by the user mounting and writable by nobody else (a new
  * one: in a directory of the user's that nobody else may write). */
 int log_open_file(const char *path);
+/* With -o log=FILE, the events said while the mount is made (a remote model's warnings
+ * at open) go to FILE already, as every later one will; log_stop ends it. */
+void log_early(struct ggufs *fs);
 /* Points the event log at fs->log_fd when open, else stderr in the foreground, else
  * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
 void log_start(struct ggufs *fs, bool foreground);
@@ -107,7 +110,9 @@ struct options {
 	int version;
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
 	unsigned max_read;   /* -o max_read=N, read here and passed on */
-	int check;           /* --check: scan MODEL, mount nothing */
+	int check;           /* --check: scan each operand, mount nothing */
+	const char **operands;   /* every operand in order (--check takes several) */
+	int n_operands;
 	int diff;            /* --diff: compare model_b with model, mount nothing */
 	const char *model_b; /* --diff's second operand */
 	int json;            /* --json: the --check or --diff report as JSON */
@@ -159,10 +164,13 @@ bool mounted_at(const char *path, char *what, size_t size, char *dev);
  * line on stderr naming the file or URL and the problem. */
 struct ggufs_model *open_model(const struct options *o, char **shown);
 
-/* check.c: ggufs --check [--json] MODEL|URL. Scans every tensor of the model and reports
- * the unhealthy ones on stdout; returns the exit status: 0 healthy, 1 unhealthy, 3 when
- * the model cannot be opened or read (one line on stderr, as a mount would say). */
-int check_model(const struct options *o);
+/* check.c: ggufs --check [--json] MODEL|URL... Scans every tensor of each model in turn
+ * and reports the unhealthy ones on stdout, one block of lines per model (blocks apart
+ * by an empty line; with --json and several models, a JSON array of the reports);
+ * returns the exit status of the worst: 0 healthy, 1 unhealthy, 3 when a model cannot
+ * be opened or read (one line on stderr, as a mount would say; the next one is still
+ * checked). */
+int check_models(const struct options *o);
 
 /* print.c: prints what render writes into a sink (given ctx) on stdout: sized, then rendered
  * into a buffer, then written. 0, or -ENOMEM, or -EIO when stdout failed. */

@@ -16,6 +16,7 @@
 #include "ggufs_config.h"
 #include "ggufs.h"
 #include "log_escape.h"
+#include "remote.h"
 #include "url.h"
 
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
@@ -130,8 +131,17 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	if (o.check) {
-		/* ggufs --check [--json] MODEL.gguf (cli_parse saw to the rest): nothing mounted */
-		ret = check_model(&o);
+		/* ggufs --check [--json] MODEL.gguf... (cli_parse saw to the rest): nothing
+		 * mounted; every URL kept out of /proc/PID/cmdline, as the first is */
+		char **copies = calloc((size_t)o.n_operands + 1, sizeof *copies);
+		for (int k = 1; copies && k < o.n_operands; k++)
+			copies[k] = scrub_model_arg(argc, argv, &o.operands[k]);
+		if (o.n_operands)
+			o.operands[0] = o.model;
+		ret = copies ? check_models(&o) : 1;
+		for (int k = 1; copies && k < o.n_operands; k++)
+			free(copies[k]);
+		free(copies);
 		goto out_args;
 	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
@@ -142,6 +152,8 @@ int main(int argc, char *argv[])
 	/* opened here, in the caller's directory, before the daemon moves to "/" */
 	if (o.log_file && (fs.log_fd = log_open_file(o.log_file)) < 0)
 		goto out_cmdline;
+	fs.mountpoint = mountpoint;   /* each log line names it */
+	log_early(&fs);
 
 	fs.model = open_model(&o, &shown);
 	if (!fs.model)
@@ -242,8 +254,7 @@ out_tree:
 out_model:
 	model_close(fs.model);
 out_cmdline:
-	if (fs.log_fd >= 0)
-		close(fs.log_fd);
+	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
 	free(mountpoint);
 	free(fo.mountpoint);
 	free(shown);
@@ -258,6 +269,7 @@ out_args:
 	free((char *)o.log_file);
 	free((char *)o.edits_file);
 	free(model_copy);
+	free(o.operands);
 	curl_global_cleanup();
 	return ret;
 }

@@ -15,80 +15,11 @@
 #include "remote.h"
 #include "s3.h"
 #include "s3_config.h"
+#include "token.h"
 #include "url.h"
 
-/* The bearer token in file path, without its trailing newline: malloc'ed, or NULL after
- * one line on stderr. Never echoed. Refused, as ssh refuses a private key others can
- * read: a file readable by group or others (the token is as good as theirs), and a NUL
- * byte in the line (it would cut the token short, silently). */
-static char *read_token(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		log_errf("%s: cannot read the token file: %s", path, strerror(errno));
-		return NULL;
-	}
-	struct stat st;
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 044)) {
-		log_errf("%s: the token file is readable by group or others "
-		        "(mode %04o): chmod go-rw it", path, (unsigned)(st.st_mode & 07777));
-		fclose(f);
-		return NULL;
-	}
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n = getline(&line, &cap, f);
-	fclose(f);
-	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-		line[--n] = 0;
-	if (n <= 0) {
-		log_errf("%s: the token file is empty", path);
-		free(line);
-		return NULL;
-	}
-	if (memchr(line, 0, (size_t)n)) {
-		log_errf("%s: the token file holds a NUL byte", path);
-		explicit_bzero(line, (size_t)n);
-		free(line);
-		return NULL;
-	}
-	return line;
-}
-
-/* The token for url (the http(s) URL given, hf:// expanded): -o token_file's for any
- * URL; $HF_TOKEN's only for the hub, an hf:// URL or one on $HF_ENDPOINT's scheme, host
- * and port (ro->hub), as the hub's own client does, so that a hub token set in a shell
- * never goes to some other server named on the command line. malloc'ed, or NULL: none
- * (ro->token_withheld says that HF_TOKEN was set but not for this URL), or unreadable
- * (*failed, after one line on stderr). */
-static char *token_for(const struct options *o, const char *url, bool hf, const char *endpoint,
-                       struct remote_opts *ro, bool *failed)
-{
-	*failed = false;
-	ro->hub = hf || url_same_origin(url, endpoint && *endpoint ? endpoint : HF_ENDPOINT_DEFAULT);
-	if (o->token_file) {
-		char *token = read_token(o->token_file);
-		*failed = !token;
-		return token;
-	}
-	const char *env = getenv("HF_TOKEN");
-	if (!env || !*env)
-		return NULL;
-	if (!ro->hub) {
-		ro->token_withheld = true;
-		return NULL;
-	}
-	ro->token_from_env = true;
-	char *token = strdup(env);
-	if (!token) {
-		log_errf("out of memory");
-		*failed = true;
-	}
-	return token;
-}
-
 /* remote_opts.waiting: what a remote mount waits for, on the terminal. */
-static void say_waiting(void *arg, const char *line)
+static void print_waiting(void *arg, const char *line)
 {
 	(void)arg;
 	log_errf("%s", line);
@@ -106,11 +37,11 @@ static struct remote_opts common_opts(const struct options *o)
 	return (struct remote_opts){ .cafile = o->cafile, .timeout = o->timeout,
 	                             .cache_size = o->cache_size, .cache_dir = o->cache_dir,
 	                             .cache_max = o->cache_max,
-	                             .waiting = isatty(STDERR_FILENO) ? say_waiting : NULL };
+	                             .waiting = isatty(STDERR_FILENO) ? print_waiting : NULL };
 }
 
 /* Opens the remote model named by o->model: hf:// expanded with $HF_ENDPOINT, the token
- * as token_for says. *shown gets the URL as it may be shown (malloc'ed). NULL after one
+ * as token_choose says. *shown gets the URL as it may be shown (malloc'ed). NULL after one
  * line on stderr. */
 static struct ggufs_model *open_remote(const struct options *o, char **shown)
 {
@@ -129,19 +60,18 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 	}
 	struct remote_opts ro = common_opts(o);
 	ro.hub_rev = rev;
-	bool failed;
-	token = token_for(o, url, hf, endpoint, &ro, &failed);
-	if (failed)
+	/* which server gets which token: token.h */
+	if (token_choose(url, hf, endpoint, o->token_file, getenv("HF_TOKEN"), &ro, &token,
+	                 err) < 0) {
+		log_errf("%s", err);
 		goto out;
+	}
 	ro.token = token;
 	m = model_open_remote(url, *shown, &ro, err);
 	if (!m)
 		log_errf("%s", err);
 out:
-	if (token) {
-		explicit_bzero(token, strlen(token));
-		free(token);
-	}
+	token_free(token);
 	free(url);
 	return m;
 }
@@ -191,8 +121,8 @@ static struct ggufs_model *open_s3(const struct options *o, char **shown)
 	snprintf(context, sizeof context, "credentials: %s; region %s (%s); endpoint %s (%s)",
 	         c.credentials_from, c.region, c.region_from, endpoint, c.endpoint_from);
 	struct remote_s3 s3 = {
-		.sign = { .access_key = c.access_key, .secret_key = c.secret_key,
-		          .session_token = c.session_token, .region = c.region },
+		.access_key = c.access_key, .secret_key = c.secret_key,
+		.session_token = c.session_token, .region = c.region,
 		.bucket = bucket, .context = context,
 	};
 	struct remote_opts ro = common_opts(o);

@@ -20,6 +20,7 @@
 #include "evlog.h"
 #include "ggufs.h"
 #include "log_escape.h"
+#include "remote.h"
 #include "s3.h"
 #include "url.h"
 
@@ -180,6 +181,12 @@ int log_open_file(const char *path)
 	return fd;
 }
 
+void log_early(struct ggufs *fs)
+{
+	if (fs->log_fd >= 0)
+		evlog_set_sink(to_file, fs);
+}
+
 void log_start(struct ggufs *fs, bool foreground)
 {
 	if (fs->log_fd >= 0) {
@@ -199,6 +206,7 @@ void log_stop(struct ggufs *fs)
 	evlog_set_sink(NULL, NULL);
 	if (fs->syslog_open)
 		closelog();
+	fs->syslog_open = false;
 	if (fs->log_fd >= 0)
 		close(fs->log_fd);
 	fs->log_fd = -1;

@@ -1,6 +1,7 @@
 #include "model.h"
 #include "local.h"
 #include "nameset.h"
+#include "remote.h"
 
 #include <errno.h>
 #include <inttypes.h>

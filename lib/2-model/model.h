@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 
 #include "gguf.h"
-#include "remote.h"
 #include "source.h"
+
+struct remote;
+struct remote_opts;
 
 struct model_shard {
 	char *path;             /* a remote shard: its URL as shown (no credentials, no query) */

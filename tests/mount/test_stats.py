@@ -383,6 +383,32 @@ class Planted(StatsCase):
                          r"\( *\d+%\), [\d.]+ (bytes|KB|MB|GB|TB)/s $")
         self.assertNotIn("0.00 GB", err.decode())
 
+    def test_several_models(self):
+        """--check A B C: one block of lines per model, in order, each ending with its
+        summary line, blocks apart by an empty line; a model that cannot be opened has
+        its one line on stderr and the rest are still checked; the status is the
+        worst. With --json: a JSON array of the reports."""
+        missing = os.path.join(self.tmp, "missing.gguf")
+        r = gm.run_ggufs(["--check", self.clean, self.faulty, missing, self.clean])
+        self.assertEqual(r.returncode, 3)
+        self.assertEqual(r.stderr.decode(), "ggufs: %s: %s\n" % (missing, os.strerror(2)))
+        blocks = [b.splitlines() for b in r.stdout.decode().split("\n\n")]
+        self.assertEqual([b[-1].split(":")[0] for b in blocks],
+                         [self.clean, self.faulty, self.clean])
+        self.assertEqual(blocks[0], self.check_text(self.clean)[1])
+        self.assertEqual(blocks[1], self.check_text(self.faulty)[1])
+        self.assertEqual(blocks[2], blocks[0])
+        r = gm.run_ggufs(["--check", self.faulty, self.clean])
+        self.assertEqual(r.returncode, 1)
+        r = gm.run_ggufs(["--check", self.clean, self.clean])
+        self.assertEqual(r.returncode, 0)
+        r = gm.run_ggufs(["--check", "--json", self.faulty, self.clean])
+        self.assertEqual(r.returncode, 1)
+        reports = json.loads(r.stdout)
+        self.assertEqual([x["file"] for x in reports], [self.faulty, self.clean])
+        for x, path in zip(reports, (self.faulty, self.clean)):
+            self.assertEqual(x, json.loads(gm.run_ggufs(["--check", "--json", path]).stdout))
+
     def test_json(self):
         for model, faults in ((self.faulty, True), (self.clean, False)):
             r = gm.run_ggufs(["--check", "--json", model])
@@ -521,7 +547,7 @@ class BadInput(unittest.TestCase):
     def test_usage(self):
         model = os.path.join(self.tmp, "m.gguf")
         write_model(model, False)
-        for args in (["--check"], ["--check", model, self.mnt], ["--json", model],
+        for args in (["--check"], ["--check", model, ""], ["--json", model],
                      ["--check", "-f", model], ["--json"]):
             r = gm.run_ggufs(args)
             self.assertEqual(r.returncode, 2, args)

@@ -197,6 +197,20 @@ class Log(unittest.TestCase):
                                  "long, or a write error): it is read without the disk "
                                  "cache\n" % (s.url, PATH))
 
+    def test_mount_warning_to_the_log(self):
+        """With -o log=FILE the same warning, raised while the mount is made, goes to
+        FILE with the others, not to stderr."""
+        with FaultServer({PATH: self.data}) as s:
+            cache = os.path.join(self.tmp, "cache")
+            with EnvMount(s.url + PATH, ["-o", "log=%s,cache_dir=%s,cache_max=4K"
+                                         % (self.log, cache)]) as m:
+                self.assertEqual(self.read(m, self.by_offset[-1])[0], 0)
+                self.assertEqual(m.stderr(), "")
+                self.assertEqual(self.lines(m.path), [
+                    "warning: %s%s: the disk cache refused an entry for this file (no room "
+                    "under cache_max, a URL too long, or a write error): it is read "
+                    "without the disk cache" % (s.url, PATH)])
+
     def test_disk_cache_damaged(self):
         """A block whose bytes on disk no longer match their checksum: one warning that
         the disk cache held a damaged block, and the right bytes all the same."""

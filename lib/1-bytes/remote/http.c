@@ -176,36 +176,15 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
-/* The SHA-256 of an empty body: a GET's payload, as x-amz-content-sha256 says it. */
-#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-/* Sets h up to sign its request for S3 with s (libcurl's signer) and adds the headers
- * that the signer signs but does not add itself; false when out of memory. */
-static bool sign(CURL *h, const struct http_sigv4 *s, struct curl_slist **headers)
+/* Sets h up to have libcurl sign its request for S3 with s (the headers it signs
+ * along, x-amz-content-sha256 and x-amz-security-token, are among the request's lines). */
+static void sign_sigv4(CURL *h, const struct http_sigv4 *s)
 {
 	char provider[96];
 	snprintf(provider, sizeof provider, "aws:amz:%s:s3", s->region);
 	curl_easy_setopt(h, CURLOPT_AWS_SIGV4, provider);
 	curl_easy_setopt(h, CURLOPT_USERNAME, s->access_key);
 	curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret_key);
-	struct curl_slist *more = curl_slist_append(*headers, "x-amz-content-sha256: " EMPTY_SHA256);
-	if (!more)
-		return false;
-	*headers = more;
-	if (s->session_token) {
-		size_t n = strlen(s->session_token) + 32;
-		char *line = malloc(n);
-		if (!line)
-			return false;
-		snprintf(line, n, "x-amz-security-token: %s", s->session_token);
-		more = curl_slist_append(*headers, line);
-		explicit_bzero(line, n);
-		free(line);
-		if (!more)
-			return false;
-		*headers = more;
-	}
-	return true;
 }
 
 /* Polled by libcurl about once a second and on every chunk: aborts the transfer once
@@ -268,42 +247,30 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	struct curl_slist *ae = curl_slist_append(headers, "Accept-Encoding: identity");
 	if (ae)
 		headers = ae;
-	char *auth = NULL;
-	if (req->token) {
-		size_t n = strlen(req->token) + 32;
-		auth = malloc(n);
-		if (auth) {
-			snprintf(auth, n, "Authorization: Bearer %s", req->token);
-			struct curl_slist *more = curl_slist_append(headers, auth);
-			if (more) {
-				headers = more;
-			} else {   /* not sent without it: out of memory, as for auth itself */
-				explicit_bzero(auth, strlen(auth));
-				free(auth);
-				auth = NULL;
-			}
-		}
+	bool complete = true;   /* a request without all its lines is not sent */
+	for (unsigned i = 0; i < req->n_headers && complete; i++) {
+		struct curl_slist *more = curl_slist_append(headers, req->headers[i]);
+		if (more)
+			headers = more;
+		else
+			complete = false;
 	}
+	if (headers)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
 	/* an S3 key's "." and ".." parts are its own, not to be resolved away (and the
 	 * signature is over the path sent) */
 	if (req->path_as_is || req->sigv4)
 		curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
-	bool signed_ok = !req->sigv4 || sign(h, req->sigv4, &headers);
-	if (headers)
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-	resp->code = (req->token && !auth) || !signed_ok ? CURLE_OUT_OF_MEMORY : curl_easy_perform(h);
-	/* nothing of the token or the keys stays behind in our memory or the handle */
+	if (req->sigv4)
+		sign_sigv4(h, req->sigv4);
+	resp->code = complete ? curl_easy_perform(h) : CURLE_OUT_OF_MEMORY;
+	/* nothing of the credentials stays behind in the handle or in our copies */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	if (req->sigv4) {
 		curl_easy_setopt(h, CURLOPT_USERNAME, NULL);
 		curl_easy_setopt(h, CURLOPT_PASSWORD, NULL);
 	}
 	for (struct curl_slist *l = headers; l; l = l->next)
-		if (strncmp(l->data, "x-amz-security-token:", 21) == 0)
-			explicit_bzero(l->data, strlen(l->data));
+		explicit_bzero(l->data, strlen(l->data));
 	curl_slist_free_all(headers);
-	if (auth) {
-		explicit_bzero(auth, strlen(auth));
-		free(auth);
-	}
 }

@@ -1,6 +1,7 @@
 /* One HTTP range request with libcurl: GET bytes [first, last] of a URL into a buffer,
- * with the headers that matter to a pinned remote file noted, signed for S3 if asked. Redirects are not
- * followed here (the caller decides where the token may go); the transfer stops at the
+ * with the headers that matter to a pinned remote file noted, signed for S3 if asked
+ * (sigv4). Redirects are not followed here (the caller decides where credentials may
+ * go); the transfer stops at the
  * first body byte of anything but a 206, so a server that ignores Range costs nothing.
  * Accept-Encoding: identity is sent; a 206 with any other Content-Encoding is stopped at
  * its first body byte too, none of it kept (its bytes are not the file's). */
@@ -23,8 +24,9 @@ struct http_response;
 
 /* AWS Signature Version 4 for S3, made by libcurl (CURLOPT_AWS_SIGV4): it signs the
  * method, the path and query exactly as the URL holds them (the caller encodes them by
- * S3's rules), the Host, its own X-Amz-Date and every header below, x-amz-content-sha256
- * (the empty body's SHA-256) and x-amz-security-token (a session token) among them. */
+ * S3's rules), the Host, its own X-Amz-Date and every header line of the request, where
+ * the caller puts x-amz-content-sha256 (libcurl 7.88 does not add it) and, for a session
+ * token, x-amz-security-token. */
 struct http_sigv4 {
 	const char *access_key, *secret_key;
 	const char *session_token;  /* NULL when none */
@@ -34,7 +36,10 @@ struct http_sigv4 {
 struct http_request {
 	const char *url;
 	uint64_t first, last;       /* inclusive */
-	const char *token;          /* Authorization: Bearer; NULL for none */
+	const char *const *headers; /* n_headers more header lines ("Name: value", no line
+	                             * break): the request's credentials (the caller makes
+	                             * them for this URL; nothing here knows what they are) */
+	unsigned n_headers;
 	const char *if_match;       /* If-Match; NULL for none */
 	const char *cafile;         /* CA file used besides the system's; NULL for none */
 	const struct http_sigv4 *sigv4;  /* sign the request for S3; NULL: not signed */

@@ -17,72 +17,27 @@
 #include <time.h>
 
 #include "errline.h"
-#include "http.h"
 #include "source.h"
 #include "url.h"
 
-#define REMOTE_BLOCK_SIZE (128u << 10)      /* fetch and cache unit, aligned in the file */
-#define REMOTE_FIRST_BYTES (1u << 20)       /* the first request at mount */
-#define REMOTE_GROWTH 4                     /* each further header request: x4 the prefix */
-#define REMOTE_HEADER_MAX (1ull << 30)      /* a header larger than this is refused */
-/* A file the server claims is larger than this is refused at mount: no GGUF file is
- * near it (the hub takes files of 50 GB at most; larger models come split), and nothing
- * is sized from a claim beyond it. */
-#define REMOTE_SIZE_MAX (4ull << 40)        /* 4 TiB */
+/* The header's requests at mount (model_open_remote): the first asks for
+ * REMOTE_FIRST_BYTES, each further one for REMOTE_GROWTH times the prefix so far, up to
+ * REMOTE_HEADER_MAX (a header larger than this is refused). */
+#define REMOTE_FIRST_BYTES (1u << 20)
+#define REMOTE_GROWTH 4
+#define REMOTE_HEADER_MAX (1ull << 30)
+/* The memory cache of a mount when remote_opts.cache_size is 0. */
 #define REMOTE_CACHE_DEFAULT (256ull << 20)
-#define REMOTE_TIMEOUT_DEFAULT 30
-#define REMOTE_MAX_REDIRECTS 10
-
-/* Retries: a fetch that meets a 5xx, a 429, a reset or refused connection, a body cut
- * short or nothing for timeout seconds tries again, at most REMOTE_ATTEMPTS times in
- * all, pausing REMOTE_BACKOFF_MS doubled at each retry (up to REMOTE_BACKOFF_MAX_MS),
- * each pause a random 50-100 % of that (so that readers that failed together do not
- * retry together), or as long as Retry-After says if longer, up to
- * REMOTE_RETRY_AFTER_MAX. No attempt starts once REMOTE_RETRY_SPAN x timeout have
- * passed since the first: a stalled (or dripping) server costs a read at most
- * (REMOTE_RETRY_SPAN + 1) x timeout, 120 s with the default timeout. */
-/* A transfer that averages less than REMOTE_MIN_RATE bytes/s over timeout seconds is
- * abandoned as stalled (a server that drips bytes: 8 bytes/s met the old 1 byte/s limit
- * for ever), and an attempt at n bytes ends after timeout + n / REMOTE_MIN_RATE seconds
- * whatever its pace. 4 KiB/s per connection: nine at once (a reader and its read-ahead)
- * still work over a 300 kbit/s link. */
-#define REMOTE_MIN_RATE 4096
-/* A block whose fetch failed after every retry fails the reads that want it at once,
- * without a fetch, for this long: the kernel sends a failed read-ahead READ again for
- * its first page at once, and a second full retry cycle doubled the time to EIO. */
-#define REMOTE_FAILED_HOLD_MS 2000
-#define REMOTE_FAILED_SLOTS 16              /* blocks remembered so, per file */
-#define REMOTE_ATTEMPTS 5
-#define REMOTE_BACKOFF_MS 250
-#define REMOTE_BACKOFF_MAX_MS 4000
-#define REMOTE_RETRY_AFTER_MAX 10           /* seconds */
-#define REMOTE_RETRY_SPAN 3
-/* At mount, a wait this long (an attempt without an answer, or retries) is said to the
- * user through remote_opts.waiting, once per attempt. */
-#define REMOTE_WAIT_SAY_S 3
-
-/* Read-ahead for a sequential reader: requests of REMOTE_REQUEST_MIN_BLOCKS blocks at
- * first, doubling at each read that issues some up to REMOTE_REQUEST_MAX_BLOCKS, keeping
- * a window of REMOTE_WINDOW_MIN_BLOCKS past the reader, doubling likewise up to
- * REMOTE_WINDOW_MAX_BLOCKS and half the cache, fetched by REMOTE_READAHEAD_THREADS
- * threads (each its own connection) at once. A read elsewhere starts again from the
- * least. A request is at most half the window, so that two are in flight at least. */
-#define REMOTE_REQUEST_MIN_BLOCKS 2         /* 256 KiB */
-#define REMOTE_REQUEST_MAX_BLOCKS 32        /* 4 MiB */
-#define REMOTE_WINDOW_MIN_BLOCKS 8          /* 1 MiB */
-#define REMOTE_WINDOW_MAX_BLOCKS 512        /* 64 MiB */
-#define REMOTE_READAHEAD_THREADS 8
-/* A read this many blocks behind the furthest one read is still the same sequential
- * reader (the kernel sends the pieces of its own read-ahead to several threads, which
- * reach us slightly out of order). */
-#define REMOTE_SEQUENTIAL_SLACK 16
 
 /* An s3:// model's S3 side: every request to the endpoint's origin signed (unless
  * anonymous), the key's path sent as it is, and an error's S3 code read from its body
  * for a refusal that names the credentials' source, region and endpoint (context),
  * never a secret. */
 struct remote_s3 {
-	struct http_sigv4 sign;     /* sign.access_key NULL: anonymous, nothing signed */
+	const char *access_key;     /* NULL: anonymous, nothing signed */
+	const char *secret_key;
+	const char *session_token;  /* NULL when none */
+	const char *region;
 	const char *bucket;
 	const char *context;        /* "credentials from ..., region ... (from ...), endpoint
 	                             * ... (from ...)" */
@@ -103,8 +58,9 @@ struct remote_opts {
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
 	/* NULL, or told at mount, in one line without "ggufs: ", what the mount waits for
-	 * once it has waited REMOTE_WAIT_SAY_S: an attempt without an answer yet, or a
-	 * retry, at most once per attempt (a terminal shows it; silence when all is well) */
+	 * once it has waited a few seconds (REMOTE_WAIT_SAY_S): an attempt without an
+	 * answer yet, or a retry, at most once per attempt (a terminal shows it; silence
+	 * when all is well) */
 	void (*waiting)(void *arg, const char *line);
 	void *waiting_arg;
 	struct url_rev hub_rev;     /* an hf:// model: where the revision is in each URL (the
@@ -168,6 +124,5 @@ void remote_counters(struct remote *r, struct remote_counters *c);
 struct source *remote_source(struct remote_file *f);
 /* The remote file that src (from remote_source) is. */
 const struct remote_file *remote_of_source(const struct source *src);
-void remote_close(struct remote_file *f);
 
 #endif
