@@ -79,8 +79,7 @@
  * URL it goes to (the URL as given, or where a redirect led) and the bytes it asks
  * for. The fetch follows redirects, retries and checks the replies; what credentials a
  * request carries, and to which server, is the signer's business alone (the mount's
- * bearer token: remote_sign_bearer; a store's signature of the request would be
- * another). */
+ * bearer token: remote_sign_bearer; an S3 store's Signature V4: remote_sign_s3). */
 #define REMOTE_SIGN_LINES 4
 /* Fills lines with up to REMOTE_SIGN_LINES malloc'ed "Name: value" lines for a request
  * of bytes [first, last] of url, of the file whose URL as given is given, and sets
