@@ -74,6 +74,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "log events to FILE (else syslog; -f: stderr)" },
 	{ "edits=%s", OURS(edits_file), .arg = "FILE",
 	  .help = "metadata/ writable by you; edits kept in FILE" },
+	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",
+	  .help = "model.gguf read by the kernel from the file (yes)" },
 	/* -o options of libfuse that matter here */
 	{ "allow_other", FUSE, .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },
@@ -194,6 +196,14 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		if (!ok) {
 			log_errf("option '-o %.*s' needs a size: bytes, or a number with K,"
 			        " M, G or T " SEE_HELP, n, item);
+			return 2;
+		}
+	}
+	if (eq && c->arg && strcmp(c->arg, "yes|no") == 0) {
+		size_t vlen = (size_t)(item + len - eq - 1);
+		if (!((vlen == 3 && memcmp(eq + 1, "yes", 3) == 0) ||
+		      (vlen == 2 && memcmp(eq + 1, "no", 2) == 0))) {
+			fprintf(stderr, "ggufs: option '-o %.*s' takes yes or no " SEE_HELP "\n", n, item);
 			return 2;
 		}
 	}
@@ -425,12 +435,14 @@ void cli_usage(const char *prog)
 	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] s3://BUCKET/KEY.gguf MOUNTPOINT\n"
+	       "       %s [options] FOLDER MOUNTPOINT\n"
 	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL...\n"
 	       "       %s --diff [--json] [-o REMOTE_OPTIONS] A.gguf|URL B.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
 	       "stats/NAME, stats.tsv, gguf.json and summary.txt; fusermount3 -u MOUNTPOINT\n"
-	       "unmounts it. --check scans the model for NaN, inf and bad block scales instead;\n"
+	       "unmounts it. A FOLDER mounts as a library: a directory per model, models.tsv.\n"
+	       "--check scans the model for NaN, inf and bad block scales instead;\n"
 	       "--diff prints the error of every tensor of B against A (rmse, rel_rmse,\n"
 	       "max_abs_err, cosine), what does not pair, and a line for the whole model.\n"
 	       "The manual: man ggufs (installed as " GGUFS_MAN_PATH "),\n"
@@ -438,7 +450,8 @@ void cli_usage(const char *prog)
 	       "\n"
 	       "options:\n",
 	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
-	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog);
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
+	       slash ? slash + 1 : prog);
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (is_switch(&cli_options[i]))
 			usage_line(&cli_options[i]);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "library.h"
 #include "model.h"
 #include "tree.h"
 #include "tree_edit.h"
@@ -32,8 +33,23 @@ static inline struct timespec realtime_in_ms(long ms)
 	return t;
 }
 
+/* passthrough.c: model.gguf handed to the kernel (FUSE passthrough), under lock. */
+struct passthrough {
+	pthread_mutex_t lock;
+	char refused[192];       /* why the mount cannot pass through, or "" */
+	bool logged;             /* refused is said (or needs no saying) */
+	bool log_running;        /* INIT came: the event log is up */
+	bool offered;            /* the kernel's INIT offers FUSE_PASSTHROUGH */
+	uint32_t kernel_minor;   /* its FUSE protocol minor version */
+	uint32_t stack_depth;    /* max_stack_depth asked for at INIT */
+	int fuse_fd;             /* the /dev/fuse fd the backing id belongs to, or -1 */
+	int32_t backing_id;      /* the model file's, > 0 once the kernel gave it */
+	bool debug;              /* -d: each backing id opened and closed on stderr */
+};
+
 struct ggufs {
-	struct ggufs_model *model;
+	struct ggufs_model *model;   /* NULL for a library */
+	struct library *library;     /* a folder of models (library.h), or NULL */
 	struct tree *tree;       /* of the model's own metadata */
 	struct tree_edits *edits;  /* -o edits=FILE (tree_edit.h), or NULL: read-only */
 	unsigned max_read;   /* -o max_read=N, 0 if not given */
@@ -57,7 +73,26 @@ struct ggufs {
 	pthread_mutex_t error_lock;  /* the last error found here (a local file that shrank) */
 	char last_error[GGUF_ERR_MAX + 64];
 	time_t last_error_time;
+	struct passthrough pt;
 };
+
+/* passthrough.c: FUSE passthrough of model.gguf on libfuse 3.14 (no API for it there).
+ *
+ * Right after fuse_session_mount: sees the session's raw requests and replies
+ * (fuse_session_custom_io) when model.gguf may be the model's one local file and off
+ * (-o passthrough=no) is false; else records why not. */
+void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off);
+/* From op_init: the event log is up; a refusal found before it is said now (once). */
+void passthrough_init(struct ggufs *fs);
+/* Before fuse_session_unmount (which closes the fd): closes the backing id. */
+void passthrough_stop(struct ggufs *fs);
+/* The value of user.ggufs.passthrough on model.gguf of tree t: "yes", or why an open
+ * now is not a passthrough one, into buf (size bytes, NUL-terminated); its length. */
+int passthrough_why_not(struct ggufs *fs, const struct tree *t, char *buf, size_t size);
+/* For an open of model.gguf of tree t, answered by this thread's next reply: true
+ * when it passes through (then that reply carries the backing id; direct, an O_DIRECT
+ * open, has its reads still come to the daemon). */
+bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct);
 
 /* watch.c: for a remote model, starts the thread that sets fs->ending once the session
  * has exited or the mount has left the mount table (a lazy unmount); false if it could
@@ -85,11 +120,11 @@ void log_early(struct ggufs *fs);
 void log_start(struct ggufs *fs, bool foreground);
 /* Sums up what was counted and not yet said, and closes the log (at unmount). */
 void log_stop(struct ggufs *fs);
-/* Replies EIO to a read of [off, off + len) of n, counted; the first of each cause (the
+/* Replies EIO to a read of [off, off + len) of n of tree t, counted; the first of each cause (the
  * fetcher's last failure, or a local file that shrank, said then too) is logged with it,
  * the rest counted by the log's rate limit. */
-void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree_node *n, uint64_t off,
-               size_t len);
+void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree *t, const struct tree_node *n,
+               uint64_t off, size_t len);
 /* The root's user.ggufs.* attributes, as tree_listxattr and tree_getxattr answer (names
  * NUL-separated; the length needed, -ERANGE when size is short and not 0): the reads
  * served, EIO replies and last error of any mount; for a remote one also the URL as
@@ -101,6 +136,17 @@ int64_t counters_get(struct ggufs *fs, const char *name, char *buf, size_t size)
 
 /* ops.c: every low-level operation, answered from the tree (userdata: struct ggufs). */
 extern const struct fuse_lowlevel_ops ggufs_ops;
+/* The connection's settings, for a model or a library alike. */
+void ggufs_op_init(void *userdata, struct fuse_conn_info *conn);
+/* Replies to a read of [off, off + size) of node n of tree t: the raw bytes of a local
+ * tensor and model.gguf's from the mappings with no copy, anything else rendered,
+ * dequantized or fetched into a per-thread buffer; EIO logged (reply_eio). */
+void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
+                     const struct tree_node *n, size_t size, uint64_t off);
+
+/* library_ops.c: the operations of a library mount (userdata: struct ggufs, whose
+ * library is set), answered from lib/7-library. */
+extern const struct fuse_lowlevel_ops library_ops;
 
 /* cli.c: the command line. */
 struct options {
@@ -129,6 +175,7 @@ struct options {
 	int s3_virtual_host;     /* -o s3_virtual_host: BUCKET.ENDPOINT, not ENDPOINT/BUCKET */
 	const char *log_file;    /* -o log=FILE: the event log goes there, or NULL */
 	const char *edits_file;  /* -o edits=FILE: metadata/ writable, edits kept there */
+	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
 };
 
 /* Checks every argument first (unknown options, -o options that neither ggufs nor

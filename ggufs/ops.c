@@ -63,9 +63,10 @@ struct handle {
 /* The longest text a key takes: past it a write is EFBIG. */
 #define EDIT_TEXT_MAX (UINT64_C(1) << 30)
 
-static struct handle *handle_of(const struct fuse_file_info *fi)
+/* The handle of an open file: only with edits (without, model.gguf's fh is a mark). */
+static struct handle *handle_of(const struct ggufs *fs, const struct fuse_file_info *fi)
 {
-	return fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
+	return fs->edits && fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
 }
 
 /* The node of ino in t, or NULL after replying ENOENT (the kernel only asks for inodes
@@ -124,7 +125,7 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
  * (128 KiB by default) and is kept, and libfuse already asks for the largest requests
  * (max_pages: 1 MiB). Asynchronous reads keep several in flight; no writeback cache,
  * since nothing is ever written. */
-static void op_init(void *userdata, struct fuse_conn_info *conn)
+void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ggufs *fs = userdata;
 	/* libfuse refuses the connection unless init repeats -o max_read=N */
@@ -136,6 +137,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (fs->edits && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 
+	passthrough_init(fs);
 	pthread_mutex_lock(&fs->init_lock);
 	fs->init_seen = true;
 	pthread_cond_signal(&fs->init_cond);
@@ -174,7 +176,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs, fi);
 	struct tree *t = h ? tree_hold(h->tree) : take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n) {
@@ -327,7 +329,9 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino)
 
 /* Opens for reading anywhere; with edits, metadata/KEY for writing too (its owner
  * only). Without edits, contents are fixed, so the page cache may be kept across
- * opens; direct_io stays off so that mmap works. With edits each open holds its tree. */
+ * opens; direct_io stays off so that mmap works. With edits each open holds its tree.
+ * model.gguf, when it is the model's one local file, is opened with passthrough
+ * (passthrough.c): its reads and mappings then never come here. */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
@@ -346,6 +350,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else if (!fs->edits) {
 		fi->keep_cache = 1;
 		fi->direct_io = 0;
+		if (n->kind == TREE_MODEL)
+			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		fuse_reply_open(req, fi);
 	} else {
 		struct handle *h = calloc(1, sizeof *h);
@@ -375,6 +381,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
 		fi->direct_io = write || changes;
 		fi->keep_cache = !write && !changes;
+		if (n->kind == TREE_MODEL)   /* a state's own inode: one kind of open each */
+			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		if (fuse_reply_open(req, fi) != 0) {
 			free(h->buf);
 			free(h);
@@ -389,7 +397,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * returns; EINVAL when it does not parse (the old value stays). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs_of(req), fi);
 	int r = h && h->writing ? handle_commit(fs_of(req), h, ino) : 0;
 	fuse_reply_err(req, -r);
 }
@@ -397,7 +405,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs, fi);
 	if (h) {
 		if (h->writing)   /* a text not flushed (a close that failed to reach us) */
 			handle_commit(fs, h, ino);
@@ -418,14 +426,13 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void read_raw(fuse_req_t req, const struct tree *t, const struct tree_node *n,
                      size_t want, uint64_t off)
 {
-	struct ggufs *fs = fs_of(req);
 	int fd;
 	uint64_t file_off, count;
 	if (!tree_raw_span(t, n, off, want, &fd, &file_off, &count) || count < want) {
-		reply_eio(req, fs, n, off, want);
+		reply_eio(req, fs_of(req), t, n, off, want);
 		return;
 	}
-	fuse_reply_buf(req, (const char *)model_tensor_data(fs->model, n->index) + off, want);
+	fuse_reply_buf(req, (const char *)model_tensor_data(tree_model(t), n->index) + off, want);
 }
 
 /* model.gguf of a local model, replied as read_raw replies a tensor: from the header in
@@ -443,7 +450,7 @@ static bool read_model_iov(fuse_req_t req, const struct tree *t, const struct tr
 	if (count == 0)
 		return false;
 	if (count == -EIO)
-		reply_eio(req, fs_of(req), n, off, want);
+		reply_eio(req, fs_of(req), t, n, off, want);
 	else if (count < 0)
 		fuse_reply_err(req, -count);
 	else
@@ -470,7 +477,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs_of(req), fi);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -486,20 +493,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* an open file reads the tree of its open; else (no edits) the one tree */
 	struct tree *t = h ? h->tree : fs->tree;
 	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n)
-		return;
-	if ((uint64_t)off >= n->size || size == 0) {
+	if (n)
+		ggufs_read_node(req, fs, t, n, size, (uint64_t)off);
+}
+
+void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
+                     const struct tree_node *n, size_t size, uint64_t off)
+{
+	if (off >= n->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
-	uint64_t left = n->size - (uint64_t)off;
+	uint64_t left = n->size - off;
 	size_t want = left < size ? (size_t)left : size;
-	if (n->kind == TREE_RAW && !model_tensor_remote(fs->model, n->index)) {
-		read_raw(req, t, n, want, (uint64_t)off);
+	if (n->kind == TREE_RAW && !model_tensor_remote(tree_model(t), n->index)) {
+		read_raw(req, t, n, want, off);
 		return;
 	}
-	if (n->kind == TREE_MODEL && read_model_iov(req, t, n, want, (uint64_t)off))
+	if (n->kind == TREE_MODEL && read_model_iov(req, t, n, want, off))
 		return;
 	bool owned;
 	char *buf = thread_buf_get(&reply_buf, want, &owned);
@@ -507,9 +519,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int64_t r = tree_read(t, n, buf, want, (uint64_t)off);
+	int64_t r = tree_read(t, n, buf, want, off);
 	if (r == -EIO)
-		reply_eio(req, fs, n, (uint64_t)off, want);
+		reply_eio(req, fs, t, n, off, want);
 	else if (r < 0)
 		fuse_reply_err(req, (int)-r);
 	else
@@ -546,8 +558,27 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
-/* user.gguf.* values from the tree, and the root's user.ggufs.* counters (report.c),
- * through a buffer of the size asked for. */
+/* model.gguf's attribute: whether its opens now pass through to the file. */
+#define PASSTHROUGH_XATTR "user.ggufs.passthrough"
+
+/* The value of PASSTHROUGH_XATTR for tree t as getxattr answers it (the length; with
+ * size, the bytes into buf, or -ERANGE). */
+static int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size)
+{
+	char value[256];
+	int n = passthrough_why_not(fs, t, value, sizeof value);
+	if (n < 0)
+		return -EIO;
+	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
+	if (size && len > size)
+		return -ERANGE;
+	if (size)
+		memcpy(buf, value, len);
+	return (int64_t)len;
+}
+
+/* user.gguf.* values from the tree, the root's user.ggufs.* counters (report.c) and
+ * model.gguf's user.ggufs.passthrough, through a buffer of the size asked for. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
@@ -558,6 +589,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENOMEM);
 	} else if (n) {
 		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
+		if (n->kind == TREE_MODEL && strcmp(name, PASSTHROUGH_XATTR) == 0)
+			r = passthrough_xattr(fs, t, buf, size);
 		if (r == -ENOENT)
 			r = tree_getxattr(t, n, name, buf, size);
 		reply_xattr(req, r, buf, size);
@@ -583,10 +616,14 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	int64_t r = tree_listxattr(t, n, buf, size);
-	if (r >= 0 && n->kind == TREE_ROOT) {   /* the counters after the tree's own */
-		int64_t c = counters_list(fs_of(req), NULL, 0);
+	if (r >= 0 && (n->kind == TREE_ROOT || n->kind == TREE_MODEL)) {
+		/* the counters, or model.gguf's passthrough, after the tree's own */
+		int64_t c = n->kind == TREE_MODEL ? (int64_t)sizeof PASSTHROUGH_XATTR
+		                                  : counters_list(fs_of(req), NULL, 0);
 		if (size && (uint64_t)(r + c) > size)
 			r = -ERANGE;
+		else if (size && n->kind == TREE_MODEL)
+			memcpy(buf + r, PASSTHROUGH_XATTR, sizeof PASSTHROUGH_XATTR);
 		else if (size)
 			counters_list(fs_of(req), buf + r, size - (size_t)r);
 		if (r >= 0)
@@ -649,7 +686,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		r = -EROFS;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size > EDIT_TEXT_MAX)
 		r = -EFBIG;
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs_of(req), fi);
 	if (r == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
 		uint64_t size = (uint64_t)attr->st_size;
 		if (h && h->writing) {
@@ -860,7 +897,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs_of(req), fi);
 	uint64_t end;
 	if (!h || !h->writing) {
 		erofs(req);
@@ -908,7 +945,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 const struct fuse_lowlevel_ops ggufs_ops = {
-	.init = op_init,
+	.init = ggufs_op_init,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
 	.setattr = op_setattr,
