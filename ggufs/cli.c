@@ -70,6 +70,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "log events to FILE (else syslog; -f: stderr)" },
 	{ "edits=%s", OURS(edits_file), .arg = "FILE",
 	  .help = "metadata/ writable by you; edits kept in FILE" },
+	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",
+	  .help = "model.gguf read by the kernel from the file (yes)" },
 	/* -o options of libfuse that matter here */
 	{ "allow_other", FUSE, .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },
@@ -190,6 +192,14 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		if (!ok) {
 			log_errf("option '-o %.*s' needs a size: bytes, or a number with K,"
 			        " M, G or T " SEE_HELP, n, item);
+			return 2;
+		}
+	}
+	if (eq && c->arg && strcmp(c->arg, "yes|no") == 0) {
+		size_t vlen = (size_t)(item + len - eq - 1);
+		if (!((vlen == 3 && memcmp(eq + 1, "yes", 3) == 0) ||
+		      (vlen == 2 && memcmp(eq + 1, "no", 2) == 0))) {
+			fprintf(stderr, "ggufs: option '-o %.*s' takes yes or no " SEE_HELP "\n", n, item);
 			return 2;
 		}
 	}

@@ -32,6 +32,20 @@ static inline struct timespec realtime_in_ms(long ms)
 	return t;
 }
 
+/* passthrough.c: model.gguf handed to the kernel (FUSE passthrough), under lock. */
+struct passthrough {
+	pthread_mutex_t lock;
+	char refused[192];       /* why the mount cannot pass through, or "" */
+	bool logged;             /* refused is said (or needs no saying) */
+	bool log_running;        /* INIT came: the event log is up */
+	bool offered;            /* the kernel's INIT offers FUSE_PASSTHROUGH */
+	uint32_t kernel_minor;   /* its FUSE protocol minor version */
+	uint32_t stack_depth;    /* max_stack_depth asked for at INIT */
+	int fuse_fd;             /* the /dev/fuse fd the backing id belongs to, or -1 */
+	int32_t backing_id;      /* the model file's, > 0 once the kernel gave it */
+	bool debug;              /* -d: each backing id opened and closed on stderr */
+};
+
 struct ggufs {
 	struct ggufs_model *model;
 	struct tree *tree;       /* of the model's own metadata */
@@ -57,7 +71,26 @@ struct ggufs {
 	pthread_mutex_t error_lock;  /* the last error found here (a local file that shrank) */
 	char last_error[GGUF_ERR_MAX + 64];
 	time_t last_error_time;
+	struct passthrough pt;
 };
+
+/* passthrough.c: FUSE passthrough of model.gguf on libfuse 3.14 (no API for it there).
+ *
+ * Right after fuse_session_mount: sees the session's raw requests and replies
+ * (fuse_session_custom_io) when model.gguf may be the model's one local file and off
+ * (-o passthrough=no) is false; else records why not. */
+void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off);
+/* From op_init: the event log is up; a refusal found before it is said now (once). */
+void passthrough_init(struct ggufs *fs);
+/* Before fuse_session_unmount (which closes the fd): closes the backing id. */
+void passthrough_stop(struct ggufs *fs);
+/* The value of user.ggufs.passthrough on model.gguf of tree t: "yes", or why an open
+ * now is not a passthrough one, into buf (size bytes, NUL-terminated); its length. */
+int passthrough_why_not(struct ggufs *fs, const struct tree *t, char *buf, size_t size);
+/* For an open of model.gguf of tree t, answered by this thread's next reply: true
+ * when it passes through (then that reply carries the backing id; direct, an O_DIRECT
+ * open, has its reads still come to the daemon). */
+bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct);
 
 /* watch.c: for a remote model, starts the thread that sets fs->ending once the session
  * has exited or the mount has left the mount table (a lazy unmount); false if it could
@@ -127,6 +160,7 @@ struct options {
 	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
 	const char *log_file;    /* -o log=FILE: the event log goes there, or NULL */
 	const char *edits_file;  /* -o edits=FILE: metadata/ writable, edits kept there */
+	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
 };
 
 /* Checks every argument first (unknown options, -o options that neither ggufs nor

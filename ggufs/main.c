@@ -95,7 +95,8 @@ int main(int argc, char *argv[])
 	struct fuse_cmdline_opts fo = { 0 };
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
-	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1 };
+	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1,
+	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .fuse_fd = -1 } };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	char err[GGUF_ERR_MAX];
@@ -206,6 +207,9 @@ int main(int argc, char *argv[])
 		goto out_session;
 	if (fuse_session_mount(se, mountpoint) != 0)
 		goto out_signals;
+	/* before the first request (INIT) is read */
+	fs.pt.debug = fo.debug;
+	passthrough_start(&fs, se, o.passthrough_arg && strcmp(o.passthrough_arg, "no") == 0);
 	char what[PATH_MAX + 64];
 	if (!mounted_at(mountpoint, what, sizeof what, fs.bdi))
 		fs.bdi[0] = 0;
@@ -242,6 +246,7 @@ int main(int argc, char *argv[])
 
 out_unmount:
 	watch_stop(&fs);
+	passthrough_stop(&fs);   /* while the session's fd is still open */
 	fuse_session_unmount(se);
 	log_stop(&fs);
 out_signals:
@@ -269,6 +274,7 @@ out_args:
 	free((char *)o.cache_max_arg);
 	free((char *)o.log_file);
 	free((char *)o.edits_file);
+	free((char *)o.passthrough_arg);
 	free(model_copy);
 	free(o.operands);
 	curl_global_cleanup();

@@ -64,9 +64,10 @@ struct handle {
 /* The longest text a key takes: past it a write is EFBIG. */
 #define EDIT_TEXT_MAX (UINT64_C(1) << 30)
 
-static struct handle *handle_of(const struct fuse_file_info *fi)
+/* The handle of an open file: only with edits (without, model.gguf's fh is a mark). */
+static struct handle *handle_of(const struct ggufs *fs, const struct fuse_file_info *fi)
 {
-	return fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
+	return fs->edits && fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
 }
 
 /* The node of ino in t, or NULL after replying ENOENT (the kernel only asks for inodes
@@ -137,6 +138,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (fs->edits && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 
+	passthrough_init(fs);
 	pthread_mutex_lock(&fs->init_lock);
 	fs->init_seen = true;
 	pthread_cond_signal(&fs->init_cond);
@@ -175,7 +177,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs, fi);
 	struct tree *t = h ? tree_hold(h->tree) : take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n) {
@@ -329,7 +331,9 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino)
 
 /* Opens for reading anywhere; with edits, metadata/KEY for writing too (its owner
  * only). Without edits, contents are fixed, so the page cache may be kept across
- * opens; direct_io stays off so that mmap works. With edits each open holds its tree. */
+ * opens; direct_io stays off so that mmap works. With edits each open holds its tree.
+ * model.gguf, when it is the model's one local file, is opened with passthrough
+ * (passthrough.c): its reads and mappings then never come here. */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
@@ -348,6 +352,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else if (!fs->edits) {
 		fi->keep_cache = 1;
 		fi->direct_io = 0;
+		if (n->kind == TREE_MODEL)
+			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		fuse_reply_open(req, fi);
 	} else {
 		struct handle *h = calloc(1, sizeof *h);
@@ -377,6 +383,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
 		fi->direct_io = write || changes;
 		fi->keep_cache = !write && !changes;
+		if (n->kind == TREE_MODEL)   /* a state's own inode: one kind of open each */
+			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		if (fuse_reply_open(req, fi) != 0) {
 			free(h->buf);
 			free(h);
@@ -391,7 +399,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * returns; EINVAL when it does not parse (the old value stays). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs_of(req), fi);
 	int r = h && h->writing ? handle_commit(fs_of(req), h, ino) : 0;
 	fuse_reply_err(req, -r);
 }
@@ -399,7 +407,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs, fi);
 	if (h) {
 		if (h->writing)   /* a text not flushed (a close that failed to reach us) */
 			handle_commit(fs, h, ino);
@@ -472,7 +480,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs_of(req), fi);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -549,8 +557,27 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
-/* user.gguf.* values from the tree, and the root's user.ggufs.* counters (report.c),
- * through a buffer of the size asked for. */
+/* model.gguf's attribute: whether its opens now pass through to the file. */
+#define PASSTHROUGH_XATTR "user.ggufs.passthrough"
+
+/* The value of PASSTHROUGH_XATTR for tree t as getxattr answers it (the length; with
+ * size, the bytes into buf, or -ERANGE). */
+static int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size)
+{
+	char value[256];
+	int n = passthrough_why_not(fs, t, value, sizeof value);
+	if (n < 0)
+		return -EIO;
+	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
+	if (size && len > size)
+		return -ERANGE;
+	if (size)
+		memcpy(buf, value, len);
+	return (int64_t)len;
+}
+
+/* user.gguf.* values from the tree, the root's user.ggufs.* counters (report.c) and
+ * model.gguf's user.ggufs.passthrough, through a buffer of the size asked for. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
@@ -561,6 +588,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENOMEM);
 	} else if (n) {
 		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
+		if (n->kind == TREE_MODEL && strcmp(name, PASSTHROUGH_XATTR) == 0)
+			r = passthrough_xattr(fs, t, buf, size);
 		if (r == -ENOENT)
 			r = tree_getxattr(t, n, name, buf, size);
 		reply_xattr(req, r, buf, size);
@@ -586,10 +615,14 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	int64_t r = tree_listxattr(t, n, buf, size);
-	if (r >= 0 && n->kind == TREE_ROOT) {   /* the counters after the tree's own */
-		int64_t c = counters_list(fs_of(req), NULL, 0);
+	if (r >= 0 && (n->kind == TREE_ROOT || n->kind == TREE_MODEL)) {
+		/* the counters, or model.gguf's passthrough, after the tree's own */
+		int64_t c = n->kind == TREE_MODEL ? (int64_t)sizeof PASSTHROUGH_XATTR
+		                                  : counters_list(fs_of(req), NULL, 0);
 		if (size && (uint64_t)(r + c) > size)
 			r = -ERANGE;
+		else if (size && n->kind == TREE_MODEL)
+			memcpy(buf + r, PASSTHROUGH_XATTR, sizeof PASSTHROUGH_XATTR);
 		else if (size)
 			counters_list(fs_of(req), buf + r, size - (size_t)r);
 		if (r >= 0)
@@ -652,7 +685,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		r = -EROFS;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size > EDIT_TEXT_MAX)
 		r = -EFBIG;
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs_of(req), fi);
 	if (r == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
 		uint64_t size = (uint64_t)attr->st_size;
 		if (h && h->writing) {
@@ -863,7 +896,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
-	struct handle *h = handle_of(fi);
+	struct handle *h = handle_of(fs_of(req), fi);
 	uint64_t end;
 	if (!h || !h->writing) {
 		erofs(req);

@@ -101,10 +101,25 @@ out:
 	return rc;
 }
 
+/* True when the len bytes of header are byte for byte the first len bytes of the
+ * model's one file as it is now (read through its source: never a touch of a mapping
+ * that may have shrunk). False too when they cannot be read or out of memory. */
+static bool same_as_file(const struct ggufs_model *m, const uint8_t *header, uint64_t len)
+{
+	if (len > m->shards[0].size)
+		return false;
+	uint8_t *own = malloc(len ? len : 1);
+	bool same = own && source_read(m->shards[0].src, 0, len, own) == 0 &&
+	            memcmp(own, header, len) == 0;
+	free(own);
+	return same;
+}
+
 /* The layout of a single-file model seen with edited metadata (m->meta is not the
  * file's own parse: overlay.h): a header written from m->meta's keys and every tensor
  * at its own offset in the data section, then the file's data section from its start
- * to the end of the file, unchanged, as one span. */
+ * to the end of the file, unchanged, as one span; or, when that header is the file's own
+ * byte for byte, the file itself as one span (as for a model not edited). */
 static int build_edited(const struct ggufs_model *m, struct modelfile *mf,
                         char err[GGUF_ERR_MAX])
 {
@@ -144,6 +159,16 @@ static int build_edited(const struct ggufs_model *m, struct modelfile *mf,
 	mf->spans[0] = (struct modelfile_span){ .off = mf->header_len, .len = data,
 	                                        .shard_off = data_off, .shard = 0 };
 	mf->n_spans = data ? 1 : 0;
+	if (mf->header_len == data_off && same_as_file(m, mf->header, mf->header_len)) {
+		/* edits that change nothing (none yet, or undone): model.gguf is the file
+		 * itself, one span, so it may be handed to the kernel whole (passthrough) */
+		free(mf->header);
+		mf->header = NULL;
+		mf->header_len = 0;
+		mf->spans[0] = (struct modelfile_span){ .off = 0, .len = mf->size, .shard_off = 0,
+		                                        .shard = 0 };
+		mf->n_spans = mf->size ? 1 : 0;
+	}
 	rc = 0;
 	goto out;
 bad:

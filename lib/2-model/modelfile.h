@@ -12,7 +12,9 @@
  * A model seen with edited metadata (m->meta not the first shard's own parse: the view
  * of an overlay state, overlay.h) has its header written from those keys, the model's
  * own key order with new keys last; a single file's data section follows it at the
- * next multiple of the alignment as one span, byte for byte. */
+ * next multiple of the alignment as one span, byte for byte. When that header comes out
+ * byte for byte the file's own (no edit yet, or edits undone), model.gguf is the file
+ * itself: one span, no header in memory. */
 #ifndef GGUFS_MODELFILE_H
 #define GGUFS_MODELFILE_H
 

@@ -483,6 +483,21 @@ int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off
 	return modelfile_iov(t->m, &t->mf, off, len, iov, max);
 }
 
+int tree_model_file_fd(const struct tree *t)
+{
+	const struct ggufs_model *m = t->m;
+	const struct modelfile *mf = &t->mf;
+	int fd = -1;
+	uint64_t count;
+	if (m->n_shards != 1 || m->remote || mf->header || mf->n_spans != 1 ||
+	    mf->spans[0].off != 0 || mf->spans[0].shard_off != 0 ||
+	    mf->spans[0].len != m->shards[0].size || mf->size != m->shards[0].size)
+		return -1;
+	if (!source_span(m->shards[0].src, 0, 0, &fd, &count))
+		return -1;
+	return fd;
+}
+
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    int *fd, uint64_t *file_off, uint64_t *count)
 {

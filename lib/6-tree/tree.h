@@ -123,6 +123,12 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    struct iovec *iov, int max);
 
+/* The fd of the one local file that model.gguf of t is byte for byte (a single-file
+ * local model whose metadata is the file's own, or edited back to it: its layout one
+ * span, the whole file from offset 0), for handing to the kernel; -1 for any other
+ * model.gguf (split, remote, edited). */
+int tree_model_file_fd(const struct tree *t);
+
 /* Extended attributes (man page): listxattr fills buf with NUL-separated names, getxattr the
  * value; both return the full length needed, with size 0 as the size query, -ERANGE
  * when size is too small, -ENODATA for a name the node does not have. */
