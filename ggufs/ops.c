@@ -25,8 +25,9 @@
 
 #include "ggufs.h"
 
-/* Nothing under a mount ever changes, so the kernel may cache names and attributes
- * for as long as it likes. */
+/* Without -o edits nothing under a mount changes, so the kernel may cache names and
+ * attributes for as long as it likes; with edits, each accepted edit invalidates what
+ * it changed (invalidate) and metadata/ names are looked up afresh. */
 #define CACHE_TIMEOUT 86400.0
 
 /* The mounted model and its tree, as given to fuse_session_new. */
@@ -55,6 +56,9 @@ struct handle {
 	struct tree *tree;
 	bool writing;
 	bool dirty;             /* written since the last commit */
+	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
+	                         * "> KEY" closes a first descriptor (its dup2) before it
+	                         * writes, so that truncation is made at the last close */
 	pthread_mutex_t lock;   /* buf, len, dirty */
 	char *buf;
 	uint64_t len, cap;
@@ -156,12 +160,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		memset(&e, 0, sizeof e);
 		e.attr_timeout = CACHE_TIMEOUT;
 		/* a name that is not there now may be made by an edit: not cached then */
-		e.entry_timeout = fs->edits && parent == 2 ? 0 : CACHE_TIMEOUT;
+		e.entry_timeout = fs->edits && parent == TREE_METADATA_DIR_INO ? 0 : CACHE_TIMEOUT;
 		const struct tree_node *n = tree_lookup(t, parent, name);
 		if (n) {
 			e.ino = n->ino;
 			e.generation = 1;
-			/* model.gguf is another inode in each edit state (tree.h): looked up again
+			/* model.gguf is another inode in each edit state (tree_ino.h): looked up again
 			 * at every open, so an open after an edit gets the new one */
 			e.entry_timeout = fs->edits && n->kind == TREE_MODEL ? 0 : CACHE_TIMEOUT;
 			fill_stat(fs, n, &e.attr);
@@ -276,17 +280,18 @@ static bool owner_or_reply(fuse_req_t req)
 /* Logs a refused edit (one line naming the key and the reason) and replies it. */
 static void reply_refused(fuse_req_t req, int r, const char *why)
 {
-	evlog(EVLOG_WARNING, NULL, "edit refused (%s): %s", strerror(-r), why);
+	report_refused_edit(fs_of(req), r, why);
 	fuse_reply_err(req, -r);
 }
 
 /* After an accepted edit: the kernel forgets what it cached of the files the edit
  * changed (ino's, with metadata/'s listing, gguf.json and summary.txt), so that no read
- * shows stale bytes or sizes. model.gguf is a new inode (tree.h): the old one's pages
+ * shows stale bytes or sizes. model.gguf is a new inode (tree_ino.h): the old one's pages
  * stay, its readers' own. */
 static void invalidate(struct ggufs *fs, uint64_t ino)
 {
-	static const fuse_ino_t always[] = { 2, 4, 5 };
+	static const fuse_ino_t always[] = { TREE_METADATA_DIR_INO, TREE_JSON_INO,
+	                                     TREE_SUMMARY_INO };
 	if (!fs->se)
 		return;
 	if (ino)
@@ -309,16 +314,17 @@ static bool handle_load(struct handle *h, const struct tree_node *n)
 }
 
 /* Makes the text written through h the value of the key of ino, when it was written
- * since: 0 or -errno, logged. */
-static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino)
+ * since (a truncation at open with nothing after it: only at the last close): 0 or
+ * -errno, logged. */
+static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool last)
 {
 	pthread_mutex_lock(&h->lock);
 	int r = 0;
-	if (h->dirty) {
+	if (h->dirty && (last || !h->only_truncated)) {
 		char err[GGUF_ERR_MAX];
 		r = tree_edits_write(fs->edits, ino, h->buf ? h->buf : "", h->len, err);
 		if (r < 0)
-			evlog(EVLOG_WARNING, NULL, "edit refused (%s): %s", strerror(-r), err);
+			report_refused_edit(fs, r, err);
 		h->dirty = false;   /* refused or made: the next close has nothing new */
 	}
 	pthread_mutex_unlock(&h->lock);
@@ -364,7 +370,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h->tree = t;
 		h->writing = write;
 		if (write && (fi->flags & O_TRUNC)) {
-			h->dirty = true;   /* open(O_TRUNC) makes the value "" even if nothing follows */
+			/* open(O_TRUNC) makes the value "" even if nothing follows */
+			h->dirty = h->only_truncated = true;
 		} else if (write && !handle_load(h, n)) {
 			free(h->buf);
 			free(h);
@@ -375,7 +382,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->fh = (uint64_t)(uintptr_t)h;
 		/* The files an edit changes are read past the page cache, each open from the
 		 * tree of its open, so a reader never mixes two states, nor gets stale pages;
-		 * model.gguf is an inode of its own per state (tree.h), whose pages are that
+		 * model.gguf is an inode of its own per state (tree_ino.h), whose pages are that
 		 * state's alone: kept across opens, for mmap (llama.cpp). A writer's text is
 		 * its own until close. */
 		bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
@@ -398,7 +405,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct handle *h = handle_of(fs_of(req), fi);
-	int r = h && h->writing ? handle_commit(fs_of(req), h, ino) : 0;
+	int r = h && h->writing ? handle_commit(fs_of(req), h, ino, false) : 0;
 	fuse_reply_err(req, -r);
 }
 
@@ -408,7 +415,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct handle *h = handle_of(fs, fi);
 	if (h) {
 		if (h->writing)   /* a text not flushed (a close that failed to reach us) */
-			handle_commit(fs, h, ino);
+			handle_commit(fs, h, ino, true);
 		tree_release(h->tree);
 		pthread_mutex_destroy(&h->lock);
 		free(h->buf);
@@ -529,7 +536,8 @@ void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
 	thread_buf_put(buf, owned);
 }
 
-/* Sizes in 4 KiB blocks, nothing free: this is a read-only view of one file. */
+/* Sizes in 4 KiB blocks, nothing free: a view of one file (edits, with -o edits, go to
+ * the edits file, not to the file system). */
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
@@ -701,6 +709,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 				h->cap = size + 1 > h->cap ? size + 1 : h->cap;
 				h->len = size;
 				h->dirty = true;
+				h->only_truncated = false;
 			}
 			pthread_mutex_unlock(&h->lock);
 		} else {
@@ -929,6 +938,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		if (end > h->len)
 			h->len = end;
 		h->dirty = true;
+		h->only_truncated = false;
 	}
 	char err[GGUF_ERR_MAX];
 	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, h->buf, h->len, err)) < 0) {
