@@ -343,3 +343,32 @@ int library_table(struct library *lib, bool json, char **text, size_t *len)
 	free(models);
 	return r;
 }
+
+int library_model_names(struct library *lib, char ***names, size_t *n)
+{
+	*names = NULL;
+	*n = 0;
+	struct lib_slot **models = NULL;
+	size_t count = 0, cap = 0;
+	pthread_mutex_lock(&lib->lock);
+	int r = collect(lib, lib->slots[0], &models, &count, &cap, 0);
+	pthread_mutex_unlock(&lib->lock);
+	if (r == 0 && count)
+		qsort(models, count, sizeof *models, path_cmp);
+	char **out = r == 0 ? calloc(count ? count : 1, sizeof *out) : NULL;
+	for (size_t i = 0; out && i < count; i++) {
+		out[i] = lib->src->ops->model_name(lib->src->ctx, models[i]->src);
+		if (!out[i]) {
+			for (size_t j = 0; j < i; j++)
+				free(out[j]);
+			free(out);
+			out = NULL;
+		}
+	}
+	free(models);
+	if (!out)
+		return -ENOMEM;
+	*names = out;
+	*n = count;
+	return 0;
+}

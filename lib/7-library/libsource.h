@@ -54,6 +54,9 @@ struct lib_source_ops {
 	/* The sha256 of the file at path as the source knows it (lower-case hex), or NULL:
 	 * a local file's is never computed (NULL op). */
 	const char *(*sha256)(void *ctx, const char *path);
+	/* The name a single mount of the model whose first file is at path takes (a local
+	 * file's path, an hf://OWNER/REPO@COMMIT/PATH name), malloc'ed, or NULL. */
+	char *(*model_name)(void *ctx, const char *path);
 	/* Frees the source. */
 	void (*free)(void *ctx);
 };

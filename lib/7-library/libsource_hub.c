@@ -278,23 +278,22 @@ static char *resolve_url(const struct hub_source *hs, const char *path, struct u
 	return url;
 }
 
+static char *hub_model_name(void *ctx, const char *path);
+
 static struct ggufs_model *hub_open_model(void *ctx, const char *path, char err[GGUF_ERR_MAX])
 {
 	struct hub_source *hs = ctx;
 	struct remote_opts ro = hs->ro;
 	char *url = resolve_url(hs, path, &ro.hub_rev);
-	size_t n = strlen(hs->repo) + strlen(hs->folder) + strlen(path) + 80;
-	char *shown = malloc(n);
+	/* named as a mount of the one file would name it, pinned */
+	char *shown = hub_model_name(ctx, path);
 	if (!url || !shown) {
 		free(url);
 		free(shown);
 		gguf_errf(err, "%s: out of memory", path);
 		return NULL;
 	}
-	/* named as a mount of the one file would name it, pinned */
-	snprintf(shown, n, "hf://%s@%s/%s%s%s", hs->repo, hs->l.commit, hs->folder,
-	         *hs->folder ? "/" : "", path);
-	struct ggufs_model *m = model_open_remote(url, shown, &ro, err);
+	struct ggufs_model *m = shown ? model_open_remote(url, shown, &ro, err) : NULL;
 	free(url);
 	free(shown);
 	return m;
@@ -368,6 +367,17 @@ static const char *hub_sha256(void *ctx, const char *path)
 	return f && f->sha256[0] ? f->sha256 : NULL;
 }
 
+static char *hub_model_name(void *ctx, const char *path)
+{
+	const struct hub_source *hs = ctx;
+	size_t n = strlen(hs->repo) + strlen(hs->folder) + strlen(path) + 80;
+	char *name = malloc(n);
+	if (name)
+		snprintf(name, n, "hf://%s@%s/%s%s%s", hs->repo, hs->l.commit, hs->folder,
+		         *hs->folder ? "/" : "", path);
+	return name;
+}
+
 /* Frees what a hub source owns; the token wiped first. */
 static void hub_free(void *ctx)
 {
@@ -397,6 +407,7 @@ static const struct lib_source_ops hub_ops = {
 	.read_file = hub_read_file,
 	.close_file = hub_close_file,
 	.sha256 = hub_sha256,
+	.model_name = hub_model_name,
 	.free = hub_free,
 };
 

@@ -131,6 +131,14 @@ class HubLibrary(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertFalse(gm.is_mounted(mnt))
 
+    def test_check(self):
+        r = self.run_env(["--check", "hf://owner/repo"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        blocks = r.stdout.decode().split("\n\n")
+        self.assertEqual(len(blocks), 3, blocks)
+        self.assertTrue(blocks[0].startswith("hf://owner/repo@%s/Tiny-Q4_K_M.gguf: " % self.first),
+                        blocks[0])
+
     def test_quant_and_blob(self):
         with EnvMount("hf://owner/repo:q8_0", env=self.env()) as m:
             self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"eight\n")
