@@ -248,9 +248,13 @@ static int hub_stat(void *ctx, const char *path, struct lib_entry *e)
 		entry_stat(&e->st, f->dir, f->size);
 		return 0;
 	}
-	if (!*path)
-		return (entry_stat(&e->st, true, 0), e->type = LIB_ENTRY_DIR, e->version = 1, 0);
-	return -ENOENT;
+	if (*path)
+		return -ENOENT;
+	/* the folder listed itself */
+	entry_stat(&e->st, true, 0);
+	e->type = LIB_ENTRY_DIR;
+	e->version = 1;
+	return 0;
 }
 
 /* ENDPOINT/REPO/resolve/COMMIT/FOLDER/path (path's bytes escaped), malloc'ed, and where
