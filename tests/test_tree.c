@@ -396,6 +396,15 @@ static void test_shrink(void **state)
 	assert_int_equal(tree_model_iov(t, model, 2000000, 4096, iov, 4), 1);
 	assert_ptr_equal(iov[0].iov_base, m->shards[0].map + 2000000);
 	assert_int_equal(tree_model_iov(t, last, 0, 4096, iov, 4), 0);
+	/* the one zero-copy entry point: model.gguf as tree_model_iov, a raw tensor as one
+	 * iovec into the mapping, a rendered or dequantized file not at all */
+	assert_int_equal(tree_read_iov(t, model, 2000000, 4096, iov, 4), 1);
+	assert_ptr_equal(iov[0].iov_base, m->shards[0].map + 2000000);
+	assert_int_equal(tree_read_iov(t, last_raw, 1000, 4096, iov, 4), 1);
+	assert_ptr_equal(iov[0].iov_base, m->shards[0].map + 1856832 + 1000);
+	assert_int_equal(iov[0].iov_len, 4096);
+	assert_int_equal(tree_read_iov(t, last, 0, 4096, iov, 4), 0);
+	assert_int_equal(tree_read_iov(t, tree_node(t, TREE_JSON_INO), 0, 16, iov, 4), 0);
 
 	/* cut the file inside token_embd.weight, well past a page boundary */
 	assert_int_equal(ftruncate(fd, 1856832 + 300000), 0);
@@ -403,6 +412,8 @@ static void test_shrink(void **state)
 	assert_int_equal(tree_read(t, last_raw, buf, 4096, 1100000), -EIO);
 	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 300000 - 100), -EIO);
 	assert_int_equal(tree_model_iov(t, model, 1856832 + 300000 - 100, 4096, iov, 4), -EIO);
+	assert_int_equal(tree_read_iov(t, last_raw, 1100000, 4096, iov, 4), -EIO);
+	assert_int_equal(tree_read_iov(t, last_raw, 299000, 4096, iov, 4), -EIO);   /* a part */
 	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 200000), 4096);
 	assert_int_equal(tree_model_iov(t, model, 1856832 + 200000, 4096, iov, 4), 1);
 	/* the zero-copy span says how much is left: none past the cut, a part across it */
