@@ -218,6 +218,10 @@ int main(int argc, char *argv[])
 	if (o.edits_file) {
 		/* absolute: the daemon moves to "/" and writes FILE at every edit */
 		char *path = edits_path(o.edits_file);
+		if (path && mountpoint_holds(mountpoint, path)) {
+			free(path);
+			goto out_tree;
+		}
 		fs.edits = path ? tree_edits_open(fs.tree, path, err) : NULL;
 		if (!path)
 			snprintf(err, sizeof err, "%s: out of memory", o.edits_file);

@@ -163,7 +163,10 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	if (!t->nodes || !t->meta_ino || !t->names || !t->tensor_children || !t->npy_header_len ||
 	    !t->slots || !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
 		goto oom;
-	if (modelfile_build(m, &t->mf, err) < 0) {
+	/* a state that holds the model's own metadata is the model's own file, byte for
+	 * byte (its padding need not be zeros, as a rebuilt header's is) */
+	bool own = s && base && ov_unchanged(s, base->m);
+	if (modelfile_build(own ? base->m : m, &t->mf, err) < 0) {
 		tree_free(t);
 		return NULL;
 	}
