@@ -407,7 +407,7 @@ int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
 {
 	char q[80];
 	pthread_mutex_lock(&e->lock);
-	const struct tree_node *n = tree_lookup(e->cur, 2, name);
+	const struct tree_node *n = tree_lookup(e->cur, TREE_METADATA_DIR_INO, name);
 	int r;
 	if (!n) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: no such key", quoted(name, q));
@@ -438,8 +438,8 @@ int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
 		return -en;
 	}
 	pthread_mutex_lock(&e->lock);
-	const struct tree_node *n = tree_lookup(e->cur, 2, from);
-	const struct tree_node *target = tree_lookup(e->cur, 2, to);
+	const struct tree_node *n = tree_lookup(e->cur, TREE_METADATA_DIR_INO, from);
+	const struct tree_node *target = tree_lookup(e->cur, TREE_METADATA_DIR_INO, to);
 	if (!n) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: no such key", quoted(from, q));
 		r = -ENOENT;
