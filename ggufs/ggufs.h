@@ -171,6 +171,8 @@ struct options {
 	const char *cache_max_arg;  /* -o cache_max=SIZE as given (checked by cli_parse) */
 	uint64_t cache_max;      /* and in bytes; 0 if not given */
 	unsigned timeout;        /* -o timeout=SECONDS, 0 if not given */
+	int s3_anonymous;        /* -o s3_anonymous: s3:// requests unsigned */
+	int s3_virtual_host;     /* -o s3_virtual_host: BUCKET.ENDPOINT, not ENDPOINT/BUCKET */
 	const char *log_file;    /* -o log=FILE: the event log goes there, or NULL */
 	const char *edits_file;  /* -o edits=FILE: metadata/ writable, edits kept there */
 	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */

@@ -21,6 +21,7 @@
 #include "ggufs.h"
 #include "log_escape.h"
 #include "remote.h"
+#include "s3.h"
 #include "url.h"
 
 /* ---- the event log's sinks ---- */
@@ -330,7 +331,8 @@ static void counter_value(struct ggufs *fs, const struct remote_counters *rc, en
 	case C_URL: {
 		/* as given, less what the man page keeps out of sight (user:password@, a query
 		 * that may hold a signature): the root's attributes are every reader's */
-		bool hf = strncasecmp(fs->model->path, "hf://", 5) == 0;
+		bool hf = strncasecmp(fs->model->path, "hf://", 5) == 0 ||
+		          s3_is_name(fs->model->path);   /* names that hold no secret */
 		char *shown = hf ? NULL : url_display(fs->model->path);
 		snprintf(buf, size, "%s", hf ? fs->model->path : shown ? shown : "");
 		free(shown);
