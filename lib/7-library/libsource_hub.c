@@ -334,7 +334,8 @@ static void *hub_open_file(void *ctx, const char *path, int *error)
 	}
 	long status = 0;
 	p->size = f->size;
-	struct remote_file *rf = f->size ? remote_open(r, url, f->size < 65536 ? f->size : 65536,
+	struct remote_file *rf = f->size ? remote_open(r, url, NULL,
+	                                               f->size < 65536 ? f->size : 65536,
 	                                               err, &status) : NULL;
 	free(url);
 	if (f->size && !rf) {
