@@ -430,12 +430,14 @@ void cli_usage(const char *prog)
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
+	       "       %s [options] FOLDER MOUNTPOINT\n"
 	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL...\n"
 	       "       %s --diff [--json] [-o REMOTE_OPTIONS] A.gguf|URL B.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
 	       "stats/NAME, stats.tsv, gguf.json and summary.txt; fusermount3 -u MOUNTPOINT\n"
-	       "unmounts it. --check scans the model for NaN, inf and bad block scales instead;\n"
+	       "unmounts it. A FOLDER mounts as a library: a directory per model, models.tsv.\n"
+	       "--check scans the model for NaN, inf and bad block scales instead;\n"
 	       "--diff prints the error of every tensor of B against A (rmse, rel_rmse,\n"
 	       "max_abs_err, cosine), what does not pair, and a line for the whole model.\n"
 	       "The manual: man ggufs (installed as " GGUFS_MAN_PATH "),\n"
@@ -443,7 +445,7 @@ void cli_usage(const char *prog)
 	       "\n"
 	       "options:\n",
 	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
-	       slash ? slash + 1 : prog, slash ? slash + 1 : prog);
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog);
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (is_switch(&cli_options[i]))
 			usage_line(&cli_options[i]);

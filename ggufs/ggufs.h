@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "library.h"
 #include "model.h"
 #include "tree.h"
 #include "tree_edit.h"
@@ -47,7 +48,8 @@ struct passthrough {
 };
 
 struct ggufs {
-	struct ggufs_model *model;
+	struct ggufs_model *model;   /* NULL for a library */
+	struct library *library;     /* a folder of models (library.h), or NULL */
 	struct tree *tree;       /* of the model's own metadata */
 	struct tree_edits *edits;  /* -o edits=FILE (tree_edit.h), or NULL: read-only */
 	unsigned max_read;   /* -o max_read=N, 0 if not given */
@@ -118,11 +120,11 @@ void log_early(struct ggufs *fs);
 void log_start(struct ggufs *fs, bool foreground);
 /* Sums up what was counted and not yet said, and closes the log (at unmount). */
 void log_stop(struct ggufs *fs);
-/* Replies EIO to a read of [off, off + len) of n, counted; the first of each cause (the
+/* Replies EIO to a read of [off, off + len) of n of tree t, counted; the first of each cause (the
  * fetcher's last failure, or a local file that shrank, said then too) is logged with it,
  * the rest counted by the log's rate limit. */
-void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree_node *n, uint64_t off,
-               size_t len);
+void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree *t, const struct tree_node *n,
+               uint64_t off, size_t len);
 /* The root's user.ggufs.* attributes, as tree_listxattr and tree_getxattr answer (names
  * NUL-separated; the length needed, -ERANGE when size is short and not 0): the reads
  * served, EIO replies and last error of any mount; for a remote one also the URL as
@@ -134,6 +136,17 @@ int64_t counters_get(struct ggufs *fs, const char *name, char *buf, size_t size)
 
 /* ops.c: every low-level operation, answered from the tree (userdata: struct ggufs). */
 extern const struct fuse_lowlevel_ops ggufs_ops;
+/* The connection's settings, for a model or a library alike. */
+void ggufs_op_init(void *userdata, struct fuse_conn_info *conn);
+/* Replies to a read of [off, off + size) of node n of tree t: the raw bytes of a local
+ * tensor and model.gguf's from the mappings with no copy, anything else rendered,
+ * dequantized or fetched into a per-thread buffer; EIO logged (reply_eio). */
+void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
+                     const struct tree_node *n, size_t size, uint64_t off);
+
+/* library_ops.c: the operations of a library mount (userdata: struct ggufs, whose
+ * library is set), answered from lib/7-library. */
+extern const struct fuse_lowlevel_ops library_ops;
 
 /* cli.c: the command line. */
 struct options {

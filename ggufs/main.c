@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "ggufs_config.h"
 #include "ggufs.h"
@@ -81,6 +82,45 @@ static char *edits_path(const char *path)
 		snprintf(abs, n, "%s/%s", cwd, path);
 	free(cwd);
 	return abs;
+}
+
+/* True when path (absolute, resolved) is dir or lies inside it. */
+static bool path_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
+}
+
+/* Opens the library of folder o->model into fs (mountpoint: absolute): 0, or the exit
+ * status after one line on stderr (2 for -o edits=, which edits one model file; 1 when
+ * the folder cannot be read, or holds the mount point, which would make every listing
+ * of it wait for itself). */
+static int open_library(struct ggufs *fs, const struct options *o, const char *mountpoint)
+{
+	char err[GGUF_ERR_MAX];
+	if (o->edits_file) {
+		fprintf(stderr, "ggufs: %s: -o edits= edits one model file, not a library (a folder "
+		        "of models)\n", o->model);
+		return 2;
+	}
+	char *root = realpath(o->model, NULL);
+	char *mnt = realpath(mountpoint, NULL);
+	if (root && mnt && path_within(mnt, root)) {
+		fprintf(stderr, "ggufs: %s: the mount point %s is inside the library's folder\n",
+		        o->model, mountpoint);
+		free(root);
+		free(mnt);
+		return 1;
+	}
+	free(root);
+	free(mnt);
+	struct lib_source *src = lib_source_local(o->model, err);
+	fs->library = src ? library_open(src, err) : NULL;
+	if (!fs->library) {
+		fprintf(stderr, "ggufs: %s\n", err);
+		return 1;
+	}
+	return 0;
 }
 
 /* Parses arguments, opens and checks the model and builds its tree, and only then
@@ -156,10 +196,19 @@ int main(int argc, char *argv[])
 	fs.mountpoint = mountpoint;   /* each log line names it */
 	log_early(&fs);
 
+	fs.max_read = o.max_read;
+	struct stat src_st;
+	if (!url_is_remote(o.model) && stat(o.model, &src_st) == 0 && S_ISDIR(src_st.st_mode)) {
+		/* a folder: a library of every model in it (lib/7-library) */
+		ret = open_library(&fs, &o, mountpoint);
+		if (ret != 0)
+			goto out_cmdline;
+		ret = 1;
+		goto library_ready;
+	}
 	fs.model = open_model(&o, &shown);
 	if (!fs.model)
 		goto out_cmdline;
-	fs.max_read = o.max_read;
 	fs.tree = tree_build(fs.model, err);
 	if (!fs.tree) {
 		log_errf("%s", err);
@@ -178,6 +227,7 @@ int main(int argc, char *argv[])
 		}
 	}
 	warn_raw_only(fs.model);
+library_ready:
 	if (!fuse_device_check())
 		goto out_tree;
 
@@ -195,12 +245,13 @@ int main(int argc, char *argv[])
 		log_errf("out of memory");
 		goto out_tree;
 	}
-	se = fuse_session_new(&args, &ggufs_ops, sizeof ggufs_ops, &fs);
+	se = fs.library ? fuse_session_new(&args, &library_ops, sizeof library_ops, &fs)
+	                : fuse_session_new(&args, &ggufs_ops, sizeof ggufs_ops, &fs);
 	if (!se)
 		goto out_tree;
 	fs.se = se;
 	fs.mountpoint = mountpoint;
-	if (fs.model->remote)
+	if (fs.model && fs.model->remote)
 		remote_set_cancel(fs.model->remote, ggufs_ending, &fs);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
@@ -223,7 +274,7 @@ int main(int argc, char *argv[])
 	if (fs.bdi[0] && pthread_create(&ra_thread, NULL, raise_readahead, &fs) == 0)
 		pthread_detach(ra_thread);
 	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
-	if (fs.model->remote)
+	if (fs.model && fs.model->remote)
 		watch_start(&fs);
 
 	if (fo.singlethread) {
@@ -256,6 +307,7 @@ out_tree:
 	fuse_loop_cfg_destroy(loop);
 	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
+	library_free(fs.library);
 out_model:
 	model_close(fs.model);
 out_cmdline:

@@ -125,7 +125,7 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
  * (128 KiB by default) and is kept, and libfuse already asks for the largest requests
  * (max_pages: 1 MiB). Asynchronous reads keep several in flight; no writeback cache,
  * since nothing is ever written. */
-static void op_init(void *userdata, struct fuse_conn_info *conn)
+void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ggufs *fs = userdata;
 	/* libfuse refuses the connection unless init repeats -o max_read=N */
@@ -426,14 +426,13 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void read_raw(fuse_req_t req, const struct tree *t, const struct tree_node *n,
                      size_t want, uint64_t off)
 {
-	struct ggufs *fs = fs_of(req);
 	int fd;
 	uint64_t file_off, count;
 	if (!tree_raw_span(t, n, off, want, &fd, &file_off, &count) || count < want) {
-		reply_eio(req, fs, n, off, want);
+		reply_eio(req, fs_of(req), t, n, off, want);
 		return;
 	}
-	fuse_reply_buf(req, (const char *)model_tensor_data(fs->model, n->index) + off, want);
+	fuse_reply_buf(req, (const char *)model_tensor_data(tree_model(t), n->index) + off, want);
 }
 
 /* model.gguf of a local model, replied as read_raw replies a tensor: from the header in
@@ -451,7 +450,7 @@ static bool read_model_iov(fuse_req_t req, const struct tree *t, const struct tr
 	if (count == 0)
 		return false;
 	if (count == -EIO)
-		reply_eio(req, fs_of(req), n, off, want);
+		reply_eio(req, fs_of(req), t, n, off, want);
 	else if (count < 0)
 		fuse_reply_err(req, -count);
 	else
@@ -494,20 +493,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* an open file reads the tree of its open; else (no edits) the one tree */
 	struct tree *t = h ? h->tree : fs->tree;
 	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n)
-		return;
-	if ((uint64_t)off >= n->size || size == 0) {
+	if (n)
+		ggufs_read_node(req, fs, t, n, size, (uint64_t)off);
+}
+
+void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
+                     const struct tree_node *n, size_t size, uint64_t off)
+{
+	if (off >= n->size || size == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
-	uint64_t left = n->size - (uint64_t)off;
+	uint64_t left = n->size - off;
 	size_t want = left < size ? (size_t)left : size;
-	if (n->kind == TREE_RAW && !model_tensor_remote(fs->model, n->index)) {
-		read_raw(req, t, n, want, (uint64_t)off);
+	if (n->kind == TREE_RAW && !model_tensor_remote(tree_model(t), n->index)) {
+		read_raw(req, t, n, want, off);
 		return;
 	}
-	if (n->kind == TREE_MODEL && read_model_iov(req, t, n, want, (uint64_t)off))
+	if (n->kind == TREE_MODEL && read_model_iov(req, t, n, want, off))
 		return;
 	bool owned;
 	char *buf = thread_buf_get(&reply_buf, want, &owned);
@@ -515,9 +519,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int64_t r = tree_read(t, n, buf, want, (uint64_t)off);
+	int64_t r = tree_read(t, n, buf, want, off);
 	if (r == -EIO)
-		reply_eio(req, fs, n, (uint64_t)off, want);
+		reply_eio(req, fs, t, n, off, want);
 	else if (r < 0)
 		fuse_reply_err(req, (int)-r);
 	else
@@ -941,7 +945,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 const struct fuse_lowlevel_ops ggufs_ops = {
-	.init = op_init,
+	.init = ggufs_op_init,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
 	.setattr = op_setattr,

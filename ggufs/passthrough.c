@@ -267,10 +267,11 @@ void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off)
 		fs->pt.logged = true;   /* asked for: nothing to say */
 		return;
 	}
-	if (m->remote || m->n_shards != 1) {
+	if (!m || m->remote || m->n_shards != 1) {
 		/* model.gguf is never one local file: no refusal, just what it is */
 		snprintf(fs->pt.refused, sizeof fs->pt.refused, "%s",
-		         m->remote ? "a remote model" : "a split model, merged here");
+		         !m ? "a library (its models are opened as they are used)"
+		         : m->remote ? "a remote model" : "a split model, merged here");
 		fs->pt.logged = true;
 		return;
 	}

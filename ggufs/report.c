@@ -214,10 +214,10 @@ void log_stop(struct ggufs *fs)
 /* ---- EIO replies ---- */
 
 /* n's path in the tree ("tensors/NAME.f32", "gguf.json"), into buf. */
-static const char *node_path(const struct ggufs *fs, const struct tree_node *n, char *buf,
+static const char *node_path(const struct tree *t, const struct tree_node *n, char *buf,
                              size_t size)
 {
-	const struct tree_node *dir = tree_node(fs->tree, n->parent);
+	const struct tree_node *dir = tree_node(t, n->parent);
 	if (dir && n->parent != TREE_ROOT_INO)
 		snprintf(buf, size, "%s/%s", dir->name, n->name);
 	else
@@ -243,9 +243,8 @@ static bool note_error(struct ggufs *fs, const char *why)
 /* For a local model: the first shard that is shorter now than at mount, said in the
  * log (once per size it shrank to) and kept as the last error; its text in why. False
  * when none is. */
-static bool local_shrink(struct ggufs *fs, char *why, size_t size)
+static bool local_shrink(struct ggufs *fs, const struct ggufs_model *m, char *why, size_t size)
 {
-	const struct ggufs_model *m = fs->model;
 	for (uint32_t s = 0; s < m->n_shards; s++) {
 		int fd;
 		uint64_t now;   /* of its bytes at mount, how many the file holds now */
@@ -263,20 +262,21 @@ static bool local_shrink(struct ggufs *fs, char *why, size_t size)
 	return false;
 }
 
-void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree_node *n, uint64_t off,
-               size_t len)
+void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree *t, const struct tree_node *n,
+               uint64_t off, size_t len)
 {
 	atomic_fetch_add_explicit(&fs->eio_replies, 1, memory_order_relaxed);
 	char cause[GGUF_ERR_MAX + 64] = "", path[PATH_MAX];
-	if (fs->model->remote) {
+	const struct ggufs_model *m = tree_model(t);
+	if (m->remote) {
 		struct remote_counters *c = malloc(sizeof *c);
 		if (c) {
-			remote_counters(fs->model->remote, c);
+			remote_counters(m->remote, c);
 			snprintf(cause, sizeof cause, "%s", c->last_error);
 			free(c);
 		}
 	} else {
-		local_shrink(fs, cause, sizeof cause);
+		local_shrink(fs, m, cause, sizeof cause);
 	}
 	if (!cause[0])
 		snprintf(cause, sizeof cause, "the bytes could not be read");
@@ -286,7 +286,7 @@ void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree_node *n, uint
 	char key[sizeof cause + 8] = "eio ";
 	evlog_key_cause(key, sizeof key, cause);
 	evlog(EVLOG_ERR, key, "EIO to a read of %s (%zu bytes at %" PRIu64 "), because %s",
-	      node_path(fs, n, path, sizeof path), len, off, cause);
+	      node_path(t, n, path, sizeof path), len, off, cause);
 	fuse_reply_err(req, EIO);
 }
 
@@ -309,7 +309,7 @@ static bool applies(const struct ggufs *fs, const struct remote_counters *rc, en
 {
 	if (k <= C_LAST_ERROR)
 		return true;
-	if (!fs->model->remote)
+	if (!fs->model || !fs->model->remote)
 		return false;
 	return k != C_DISK_HITS || rc->disk_cache;
 }
@@ -360,7 +360,7 @@ static void counter_value(struct ggufs *fs, const struct remote_counters *rc, en
 static void gather(struct ggufs *fs, struct remote_counters *rc)
 {
 	memset(rc, 0, sizeof *rc);
-	if (fs->model->remote)
+	if (fs->model && fs->model->remote)
 		remote_counters(fs->model->remote, rc);
 }
 

@@ -59,6 +59,8 @@ static void test_tinyllama(void **state)
 	expect_line(txt, "layers:           2");
 	expect_line(txt, "heads:            8");
 	expect_line(txt, "kv heads:         2");
+	/* 2 layers x 2 KV heads x (32 + 32) dims (256 / 8 heads) x 2 bytes; x 2048 = 1 MiB */
+	expect_line(txt, "kv cache (f16):   512 bytes per token, 1.00 MiB at the context length (2048)");
 	expect_line(txt, "vocabulary size:  8000");
 	expect_line(txt, "chat template:    yes");
 	/* the type table: counts and bytes per type, in type id order */
@@ -158,6 +160,7 @@ static void test_hand_built(void **state)
 	expect_line(txt, "parameters:       0.12 K");
 	expect_line(txt, "heads:            [4, 8]");
 	expect_line(txt, "kv heads:         n/a");
+	expect_line(txt, "kv cache (f16):   n/a");   /* no x.block_count */
 	expect_line(txt, "vocabulary size:  n/a");
 	expect_line(txt, "chat template:    no");
 	/* f16 first, then 8 unknown ids by first appearance, then the other 3 together */
@@ -176,6 +179,40 @@ static void test_hand_built(void **state)
 	free(txt);
 }
 
+/* The KV figure from per-layer KV head counts and key and value lengths of their own,
+ * and nothing when a count does not match the layers or a product overflows. */
+static void test_kv_bytes(void **state)
+{
+	(void)state;
+	static struct bytes arch, layers, heads, kdim, vdim;
+	arch.n = layers.n = heads.n = kdim.n = vdim.n = 0;
+	put_str(&arch, "q", 1);
+	put_le(&layers, 3, 4);
+	put_le(&heads, 1, 4);
+	put_le(&heads, 4, 4);
+	put_le(&heads, 0, 4);
+	put_le(&kdim, 128, 4);
+	put_le(&vdim, 64, 8);
+	struct gguf_kv kv[5] = {
+		{ { "general.architecture", 20 }, val(GGUF_TYPE_STRING, &arch) },
+		{ { "q.block_count", 13 }, val(GGUF_TYPE_UINT32, &layers) },
+		{ { "q.attention.head_count_kv", 25 }, arr(GGUF_TYPE_INT32, 3, &heads) },
+		{ { "q.attention.key_length", 22 }, val(GGUF_TYPE_UINT32, &kdim) },
+		{ { "q.attention.value_length", 24 }, val(GGUF_TYPE_UINT64, &vdim) },
+	};
+	struct gguf_file f = { .version = 3, .n_kv = 5, .kv = kv };
+	uint64_t per_token = 0;
+	assert_true(summary_kv_bytes(&f, &per_token));
+	assert_int_equal(per_token, (1 + 4 + 0) * (128 + 64) * 2);
+	kv[2].value.count = 2;   /* two counts for three layers */
+	assert_false(summary_kv_bytes(&f, &per_token));
+	kv[2].value.count = 3;
+	vdim.n = 0;
+	put_le(&vdim, UINT64_MAX / 2, 8);   /* the sum of the dims overflows in the product */
+	kv[4] = (struct gguf_kv){ { "q.attention.value_length", 24 }, val(GGUF_TYPE_UINT64, &vdim) };
+	assert_false(summary_kv_bytes(&f, &per_token));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -183,6 +220,7 @@ int main(void)
 		cmocka_unit_test(test_count_text),
 		cmocka_unit_test(test_ftype_names),
 		cmocka_unit_test(test_hand_built),
+		cmocka_unit_test(test_kv_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

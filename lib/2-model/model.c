@@ -110,9 +110,7 @@ bool model_split_key(const struct gguf_str *k)
 	return false;
 }
 
-/* Recognises llama.cpp's split names, PREFIX-00002-of-00003.gguf: the length of
- * PREFIX in path, the shard number (from 1) and the shard count. */
-static bool split_name(const char *path, size_t *prefix, unsigned *no, unsigned *count)
+bool model_split_name(const char *path, size_t *prefix, unsigned *no, unsigned *count)
 {
 	size_t n = strlen(path);
 	const char *tail = "-00000-of-00000.gguf";
@@ -193,9 +191,9 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 		gguf_errf(err, "%s: out of memory", path);
 		return -1;
 	}
-	bool split = split_name(path, &prefix, &no, &count) && count > 1;
+	bool split = model_split_name(path, &prefix, &no, &count) && count > 1;
 	if (split && url)   /* both names end the same way: shown is url without credentials */
-		split = split_name(url_path, &url_prefix, &url_no, &url_count) && url_no == no &&
+		split = model_split_name(url_path, &url_prefix, &url_no, &url_count) && url_no == no &&
 		        url_count == count;
 
 	if (!split) {

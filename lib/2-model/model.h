@@ -5,6 +5,7 @@
 #define GGUFS_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -49,6 +50,10 @@ struct ggufs_model {
  * and the exact problem: "model.gguf: tensor 'x' ends at byte N, past the end ...". */
 struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX]);
 void model_close(struct ggufs_model *m);
+
+/* Recognises llama.cpp's split names, PREFIX-00002-of-00003.gguf: the length of
+ * PREFIX in path, the shard number (from 1) and the shard count. */
+bool model_split_name(const char *path, size_t *prefix, unsigned *no, unsigned *count);
 
 /* Whether k is one of the keys that make a file a shard (split.no, split.count,
  * split.tensors.count): model.gguf of a split model has none of them, so that the

@@ -127,6 +127,93 @@ static const struct gguf_kv *arch_kv(const struct gguf_file *f, const struct ggu
 	return gguf_find_kv(f, key);
 }
 
+/* general.architecture of f as a string, or false. */
+static bool arch_of(const struct gguf_file *f, struct gguf_str *arch)
+{
+	const struct gguf_kv *kv = gguf_find_kv(f, "general.architecture");
+	if (!kv || kv->value.type != GGUF_TYPE_STRING)
+		return false;
+	arch->len = gguf_le64(kv->value.data);
+	arch->ptr = (const char *)kv->value.data + 8;
+	return true;
+}
+
+bool summary_arch_uint(const struct gguf_file *f, const char *suffix, uint64_t *out)
+{
+	struct gguf_str arch;
+	return arch_of(f, &arch) && gguf_kv_uint(arch_kv(f, &arch, suffix), out);
+}
+
+/* Element l of a per-layer integer key (an integer array of one element per layer),
+ * or its one value for every layer (a scalar): false when absent or not integers. */
+static bool layer_uint(const struct gguf_kv *kv, uint64_t layers, uint64_t l, uint64_t *out)
+{
+	if (!kv)
+		return false;
+	if (kv->value.type != GGUF_TYPE_ARRAY)
+		return gguf_kv_uint(kv, out);
+	size_t es = gguf_vtype_size(kv->value.elem_type);
+	if (kv->value.count != layers || es == 0 || l >= layers)
+		return false;
+	/* the element as a value of its own */
+	struct gguf_kv elem = { .value = { .type = kv->value.elem_type,
+	                                   .data = kv->value.data + l * es, .size = es } };
+	return gguf_kv_uint(&elem, out);
+}
+
+/* ARCH.attention.SUFFIX (key_length or value_length), else embedding_length divided by
+ * head_count (as llama.cpp defaults both): false when neither is there. */
+static bool head_dim(const struct gguf_file *f, const struct gguf_str *arch, const char *suffix,
+                     uint64_t *out)
+{
+	if (gguf_kv_uint(arch_kv(f, arch, suffix), out))
+		return true;
+	uint64_t embd, heads;
+	if (!gguf_kv_uint(arch_kv(f, arch, "embedding_length"), &embd) ||
+	    !gguf_kv_uint(arch_kv(f, arch, "attention.head_count"), &heads) || heads == 0)
+		return false;
+	*out = embd / heads;
+	return true;
+}
+
+bool summary_kv_bytes(const struct gguf_file *f, uint64_t *per_token)
+{
+	struct gguf_str arch;
+	uint64_t layers, k_dim, v_dim;
+	if (!arch_of(f, &arch) || !gguf_kv_uint(arch_kv(f, &arch, "block_count"), &layers) ||
+	    layers == 0 || layers > (UINT64_C(1) << 20) ||
+	    !head_dim(f, &arch, "attention.key_length", &k_dim) ||
+	    !head_dim(f, &arch, "attention.value_length", &v_dim))
+		return false;
+	const struct gguf_kv *kv_heads = arch_kv(f, &arch, "attention.head_count_kv");
+	if (!kv_heads)   /* llama.cpp: as many KV heads as heads */
+		kv_heads = arch_kv(f, &arch, "attention.head_count");
+	uint64_t total = 0, dims;
+	if (__builtin_add_overflow(k_dim, v_dim, &dims))
+		return false;
+	for (uint64_t l = 0; l < layers; l++) {
+		uint64_t heads, layer;
+		/* 2 bytes a value: f16, llama.cpp's default cache type */
+		if (!layer_uint(kv_heads, layers, l, &heads) ||
+		    __builtin_mul_overflow(heads, dims, &layer) ||
+		    __builtin_mul_overflow(layer, 2, &layer) ||
+		    __builtin_add_overflow(total, layer, &total))
+			return false;
+	}
+	*per_token = total;
+	return true;
+}
+
+/* A byte count in MiB below 1 GiB, else GiB, two decimals. */
+static void put_bytes(struct sink *s, double bytes)
+{
+	double mib = bytes / 1024.0 / 1024.0;
+	if (mib < 1024.0)
+		putf(s, "%.2f MiB", mib);
+	else
+		putf(s, "%.2f GiB", mib / 1024.0);
+}
+
 /* Tensor counts per ggml type. Known ids have a row each; ids ggufs does not know get
  * a row each for the first UNKNOWN_ROWS of them and share one "other" row after that,
  * so a hostile file cannot make the table (or the work) grow with its tensor count. */
@@ -246,11 +333,7 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 	label(s, "parameters:");
 	putf(s, "%s\n", cnt);
 	label(s, "tensor data:");
-	double mib = (double)n_bytes / 1024.0 / 1024.0;
-	if (mib < 1024.0)
-		putf(s, "%.2f MiB", mib);
-	else
-		putf(s, "%.2f GiB", mib / 1024.0);
+	put_bytes(s, (double)n_bytes);
 	if (n_elements)
 		putf(s, " (%.2f bits per weight)\n", (double)n_bytes * 8.0 / (double)n_elements);
 	else
@@ -269,6 +352,21 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 		label(s, hparams[i].label);
 		put_value(s, arch_kv(f, arch_str, hparams[i].suffix));
 		sink_putc(s, '\n');
+	}
+
+	/* what a context costs beside the weights: the f16 K and V of every layer */
+	uint64_t kv_bytes, ctx;
+	label(s, "kv cache (f16):");
+	if (summary_kv_bytes(f, &kv_bytes)) {
+		putf(s, "%" PRIu64 " bytes per token", kv_bytes);
+		if (summary_arch_uint(f, "context_length", &ctx)) {
+			putf(s, ", ");
+			put_bytes(s, (double)kv_bytes * (double)ctx);
+			putf(s, " at the context length (%" PRIu64 ")", ctx);
+		}
+		sink_putc(s, '\n');
+	} else {
+		putf(s, "n/a\n");
 	}
 
 	const struct gguf_kv *tok = gguf_find_kv(f, "tokenizer.ggml.tokens");

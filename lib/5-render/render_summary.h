@@ -5,6 +5,7 @@
 #ifndef GGUFS_RENDER_SUMMARY_H
 #define GGUFS_RENDER_SUMMARY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,17 @@ const char *summary_ftype_name(uint64_t ftype);
 /* A count the way llama.cpp prints parameters: two decimals and K, M, B or T
  * ("1.10 B", "6.74 M", "0.12 K"). Returns the length. */
 size_t summary_count_text(uint64_t n, char buf[32]);
+
+/* ARCH.suffix of f (ARCH its general.architecture) as an unsigned integer: false when
+ * absent, negative or not an integer. */
+bool summary_arch_uint(const struct gguf_file *f, const char *suffix, uint64_t *out);
+
+/* The bytes llama.cpp's KV cache takes per token of context at its default f16 type:
+ * 2 bytes x (key length + value length) x KV heads, summed over the layers (per-layer
+ * head counts as given), from the model's own keys (ARCH.block_count,
+ * attention.head_count_kv, else head_count; attention.key_length and value_length,
+ * else embedding_length / head_count). False when a key it needs is missing. */
+bool summary_kv_bytes(const struct gguf_file *f, uint64_t *per_token);
 
 /* The whole summary.txt of m. Its cost is one pass over the tensors and a few metadata
  * lookups; nothing is allocated. */

@@ -5,7 +5,8 @@ nginx by URL and through hf:// with HF_ENDPOINT, and split in 3 (local and by UR
 each with mmap and with --no-mmap's reads. Every load's greedy completion of a fixed
 prompt is exactly the tokens that loading the original file gives. A mount with
 -o edits=FILE whose tokenizer.chat_template was rewritten (issue 19) loads too, reports
-the new template, and completes with the same tokens.
+the new template, and completes with the same tokens. So does model.gguf of a model
+directory inside a library (issue 26).
 
 Without node or the installed package the test is skipped (77), except where
 GGUFS_REQUIRE_LLAMA is set (CI sets it): there it fails."""
@@ -73,6 +74,18 @@ class Llama(unittest.TestCase):
     def test_local_and_split(self):
         with gm.Mount(TINY) as a, gm.Mount(self.shards[1]) as b:
             self.check([a, b])
+
+    def test_library(self):
+        """model.gguf of models inside a library (issue 26): a single file in a nested
+        folder and the split set, each a directory of the library of split/ and models/."""
+        class In:
+            def __init__(self, m, *rel):
+                self.m, self.rel = m, rel
+
+            def p(self, name):
+                return self.m.p(*self.rel, name)
+        with gm.Mount(self.root) as lib:
+            self.check([In(lib, "models", "tinyllama-q4km"), In(lib, "split", "tiny")])
 
     def test_edited(self):
         template = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"

@@ -1,0 +1,118 @@
+/* A library: a folder of models (or, later, a hub repository or a bucket) shown as one
+ * tree: every model a directory holding the whole tree of that model (tree.h), folders
+ * as folders, other files as themselves, and models.tsv / models.json at the root.
+ * Nothing here knows FUSE; the source of listings and bytes is libsource.h's.
+ *
+ * Inode numbers: every folder, file and model the library has seen gets a slot number,
+ * never reused in a mount; a node's number is slot << LIB_LOW_BITS | low, where low is
+ * 1 for the folder, file or model directory itself and, inside a model, the model's own
+ * tree inode number (tree.h: the model directory is the tree's root, 1), or 2 for the
+ * `error` file of a model that does not parse. Slot 0 is the root: 1 itself, 2
+ * models.tsv, 3 models.json. A model's tree numbers derive from its file, so a model
+ * released and built again has the same numbers; a file replaced under the same name is
+ * a new slot (a new version), as a file replaced by rename is a new inode.
+ *
+ * Lazy and bounded: listing a folder reads its source listing only; a model is opened
+ * and its tree built at the first lookup inside its directory (or a read of models.tsv,
+ * which opens every model once and keeps only its row). At most LIB_KEEP_IDLE built
+ * models without a user (a request in progress or an open file) stay built: past that
+ * the least recently used is released (tree, mapping), to be built again when used. */
+#ifndef GGUFS_LIBRARY_H
+#define GGUFS_LIBRARY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "libsource.h"
+#include "tree.h"
+
+#define LIB_LOW_BITS 40
+#define LIB_LOW_MASK ((UINT64_C(1) << LIB_LOW_BITS) - 1)
+#define LIB_ROOT_INO 1
+#define LIB_TSV_INO 2
+#define LIB_JSON_INO 3
+#define LIB_ERROR_LOW 2
+#define LIB_KEEP_IDLE 8
+
+enum lib_kind {
+	LIB_FOLDER,     /* the root or a folder of the source */
+	LIB_PLAIN,      /* a file that is not a model, shown as itself */
+	LIB_TSV,        /* models.tsv */
+	LIB_JSON,       /* models.json */
+	LIB_MODEL_DIR,  /* a model directory whose model is not built now */
+	LIB_TREE,       /* a node of a built model's tree (its root: the model directory) */
+	LIB_BROKEN,     /* the directory of a model that does not parse */
+	LIB_ERROR,      /* its `error` file */
+};
+
+struct lib_slot;
+
+/* What an inode is, for one request or an open file: a LIB_TREE ref holds its model
+ * built (library_put lets go). */
+struct lib_ref {
+	enum lib_kind kind;
+	uint64_t ino;
+	struct lib_slot *slot;          /* NULL for the root's own files */
+	struct tree *tree;              /* LIB_TREE */
+	const struct tree_node *node;   /* LIB_TREE */
+	bool held;
+};
+
+struct library;
+
+/* The library over src (taken: freed with the library). NULL with one line in err:
+ * the root cannot be listed. Mounting reads nothing but the root's listing. */
+struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX]);
+void library_free(struct library *lib);
+
+/* The node of ino into *r: 0, -ENOENT for a number never given, -ESTALE for a model
+ * whose file changed since its slot was given, or -errno. build: for a model directory,
+ * build the model (LIB_TREE or LIB_BROKEN) rather than answer LIB_MODEL_DIR. */
+int library_get(struct library *lib, uint64_t ino, bool build, struct lib_ref *r);
+/* The child called name of directory parent into *r: 0, -ENOENT, -ENOTDIR or -errno. A
+ * lookup inside a model directory builds the model; one in a folder reads its listing
+ * again if the folder changed, and looks again at the file it names. */
+int library_lookup(struct library *lib, uint64_t parent, const char *name, struct lib_ref *r);
+/* Another hold on r's model, for an open file that outlives the request. */
+void library_hold(struct library *lib, struct lib_ref *r);
+/* Lets go of r (any kind; a ref that holds nothing is fine). */
+void library_put(struct library *lib, struct lib_ref *r);
+
+/* The attributes of r (st_ino in the library's numbers): a folder's and plain file's
+ * from the source (modes limited to reading), a model's as `ggufs FILE` shows them. */
+void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st);
+/* The library's number of tree inode tree_ino of r's model (LIB_TREE). */
+uint64_t library_tree_ino(const struct lib_ref *r, uint64_t tree_ino);
+/* The number of r's parent directory. */
+uint64_t library_parent(const struct lib_ref *r);
+
+/* A listing of a folder or a broken model's directory: names, numbers, and which are
+ * directories; library_list_free frees it. */
+struct lib_list_entry {
+	char *name;
+	uint64_t ino;
+	bool dir;
+};
+int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_entry **out,
+                 size_t *n);
+void library_list_free(struct lib_list_entry *e, size_t n);
+
+/* A plain file: opened, read (the count, or -errno), closed. */
+int library_file_open(struct library *lib, const struct lib_ref *r, void **file);
+int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off);
+void library_file_close(struct library *lib, void *file);
+
+/* The `error` file's text ("ggufs: LINE\n") of r (LIB_ERROR), or NULL. */
+const char *library_error_text(const struct lib_ref *r);
+
+/* models.tsv (json false) or models.json of the whole library now, malloc'ed into *text:
+ * every folder listed, every model opened once per version (its row kept). 0 or
+ * -ENOMEM. */
+int library_table(struct library *lib, bool json, char **text, size_t *len);
+
+/* For tests and the root's attributes: models opened so far, and built now. */
+void library_counts(struct library *lib, uint64_t *opened, uint64_t *built);
+
+#endif

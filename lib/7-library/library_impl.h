@@ -1,0 +1,78 @@
+/* What library.c (slots, folders, models) and library_table.c (models.tsv and .json)
+ * share. Nothing outside lib/7-library/ includes this. */
+#ifndef GGUFS_LIBRARY_IMPL_H
+#define GGUFS_LIBRARY_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "library.h"
+#include "library_names.h"
+
+/* One line of models.tsv: what the model's header says, kept once known. */
+struct lib_row {
+	bool broken;
+	char *arch, *name;          /* general.architecture and general.name, or NULL */
+	size_t arch_len, name_len;
+	bool has_ftype, has_ctx, has_layers, has_kv;
+	uint64_t ftype, params, bytes, ctx, layers, kv, shards, tensor_bytes;
+};
+
+/* The row of model m (malloc'ed, lib_row_free), or NULL out of memory. */
+struct lib_row *lib_row_of(const struct ggufs_model *m);
+struct lib_row *lib_row_broken(void);
+void lib_row_free(struct lib_row *row);
+
+enum model_state { MODEL_UNBUILT, MODEL_BUILDING, MODEL_BUILT, MODEL_BROKEN, MODEL_STALE };
+
+struct lib_child {
+	struct lib_slot *slot;
+};
+
+struct lib_slot {
+	uint64_t no;
+	enum lib_node_type type;
+	char *name;               /* as shown in its folder */
+	char *path;               /* in the library ("" for the root) */
+	char *src;                /* in the source: the folder, the file, a model's first file */
+	uint64_t parent;          /* the number of the folder holding it */
+	uint64_t version;         /* of the entry (a model: of all its files) */
+	uint64_t first_version;   /* a model: of its first file alone */
+	struct stat st;           /* of the entry (a model: its first file) */
+	uint32_t files;           /* a model: its files in the folder */
+	/* a folder: its listing, sorted by name, and the version it was read at */
+	bool listed;
+	uint64_t dir_version;
+	struct lib_slot **children;
+	size_t n_children;
+	/* a model */
+	enum model_state state;
+	struct ggufs_model *m;
+	struct tree *t;
+	char *error;              /* a broken model's "ggufs: LINE\n" */
+	uint64_t users;           /* requests and open files that hold it built */
+	uint64_t last_used;       /* the library's clock at its last use */
+	struct lib_row *row;
+};
+
+struct library {
+	struct lib_source *src;
+	pthread_mutex_t lock;      /* everything below, and every slot's fields */
+	pthread_cond_t built;      /* a model finished building */
+	struct lib_slot **slots;   /* by number; [0] is the root */
+	size_t n_slots, cap;
+	uint64_t clock;
+	size_t idle_built;         /* built models without users */
+	atomic_uint_fast64_t opened, tsv_size, json_size;
+};
+
+/* Lists folder (when it changed, or always with force) under lib->lock: 0, or -errno
+ * with one line in err (lib_folder_refresh: in the log). */
+int lib_folder_list(struct library *lib, struct lib_slot *folder, bool force,
+                    char err[GGUF_ERR_MAX]);
+int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force);
+/* The row of model slot s, opening the model for it when not known yet; called without
+ * the lock. NULL out of memory. */
+const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s);
+
+#endif

@@ -1,0 +1,294 @@
+/* models.tsv and models.json: one row per model of the library, from its header alone,
+ * each model opened at most once per version for it (its row is kept in its slot). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_string.h"
+#include "library_impl.h"
+#include "render_summary.h"
+#include "sink.h"
+
+/* A string value of key in f, copied (it may hold any bytes), or NULL. */
+static char *str_kv(const struct gguf_file *f, const char *key, size_t *len)
+{
+	const struct gguf_kv *kv = gguf_find_kv(f, key);
+	if (!kv || kv->value.type != GGUF_TYPE_STRING)
+		return NULL;
+	*len = gguf_le64(kv->value.data);
+	char *s = malloc(*len + 1);
+	if (s) {
+		memcpy(s, kv->value.data + 8, *len);
+		s[*len] = 0;
+	}
+	return s;
+}
+
+struct lib_row *lib_row_of(const struct ggufs_model *m)
+{
+	struct lib_row *row = calloc(1, sizeof *row);
+	if (!row)
+		return NULL;
+	const struct gguf_file *f = m->meta;
+	row->arch = str_kv(f, "general.architecture", &row->arch_len);
+	row->name = str_kv(f, "general.name", &row->name_len);
+	const struct gguf_kv *ft = gguf_find_kv(f, "general.file_type");
+	if (ft && gguf_vtype_size(ft->value.type) && ft->value.type != GGUF_TYPE_FLOAT32 &&
+	    ft->value.type != GGUF_TYPE_FLOAT64 && ft->value.type != GGUF_TYPE_BOOL) {
+		uint64_t v = 0;
+		memcpy(&v, ft->value.data, gguf_vtype_size(ft->value.type));
+		row->ftype = v;   /* little-endian host: x86-64 and arm64 */
+		row->has_ftype = true;
+	}
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		row->params += m->tensors[i].t->n_elements;
+		row->tensor_bytes += m->tensors[i].t->size;
+	}
+	for (uint32_t i = 0; i < m->n_shards; i++)
+		row->bytes += m->shards[i].size;
+	row->shards = m->n_shards;
+	row->has_ctx = summary_arch_uint(f, "context_length", &row->ctx);
+	row->has_layers = summary_arch_uint(f, "block_count", &row->layers);
+	row->has_kv = summary_kv_bytes(f, &row->kv);
+	return row;
+}
+
+struct lib_row *lib_row_broken(void)
+{
+	struct lib_row *row = calloc(1, sizeof *row);
+	if (row)
+		row->broken = true;
+	return row;
+}
+
+void lib_row_free(struct lib_row *row)
+{
+	if (!row)
+		return;
+	free(row->arch);
+	free(row->name);
+	free(row);
+}
+
+const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
+{
+	pthread_mutex_lock(&lib->lock);
+	struct lib_row *row = s->row;
+	pthread_mutex_unlock(&lib->lock);
+	if (row)
+		return row;
+	/* the header alone: no tree, and the model closed again at once */
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
+	atomic_fetch_add(&lib->opened, 1);
+	row = m ? lib_row_of(m) : lib_row_broken();
+	model_close(m);
+	pthread_mutex_lock(&lib->lock);
+	if (!s->row)
+		s->row = row;
+	else
+		lib_row_free(row);
+	row = s->row;
+	pthread_mutex_unlock(&lib->lock);
+	return row;
+}
+
+/* Every model under folder f into *models (growing), listing folders as it goes (under
+ * the lock). -ENOMEM, or 0: a folder that cannot be listed is logged and left out. */
+static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***models, size_t *n,
+                   size_t *cap, unsigned depth)
+{
+	if (depth > 64 || lib_folder_refresh(lib, f, false) < 0)
+		return 0;
+	for (size_t i = 0; i < f->n_children; i++) {
+		struct lib_slot *c = f->children[i];
+		if (c->type == LIB_NODE_DIR) {
+			if (collect(lib, c, models, n, cap, depth + 1) < 0)
+				return -ENOMEM;
+		} else if (c->type == LIB_NODE_MODEL) {
+			if (*n == *cap) {
+				size_t nc = *cap ? 2 * *cap : 64;
+				struct lib_slot **m = realloc(*models, nc * sizeof *m);
+				if (!m)
+					return -ENOMEM;
+				*models = m;
+				*cap = nc;
+			}
+			(*models)[(*n)++] = c;
+		}
+	}
+	return 0;
+}
+
+static int path_cmp(const void *a, const void *b)
+{
+	return strcmp((*(struct lib_slot *const *)a)->path, (*(struct lib_slot *const *)b)->path);
+}
+
+/* A TSV field: tab, newline, carriage return and backslash escaped as \t \n \r \\,
+ * other control bytes as \xHH, so that every row stays one line of its columns. */
+static void tsv_field(struct sink *s, const char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)p[i];
+		char esc[8];
+		if (c == '\t' || c == '\n' || c == '\r' || c == '\\') {
+			esc[0] = '\\';
+			esc[1] = c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : '\\';
+			sink_put(s, esc, 2);
+		} else if (c < 0x20 || c == 0x7f) {
+			snprintf(esc, sizeof esc, "\\x%02x", c);
+			sink_put(s, esc, 4);
+		} else {
+			sink_put(s, &p[i], 1);
+		}
+	}
+}
+
+static void put_text(struct sink *s, const char *t)
+{
+	sink_put(s, t, strlen(t));
+}
+
+static void put_u64(struct sink *s, uint64_t v)
+{
+	char b[24];
+	sink_put(s, b, (size_t)snprintf(b, sizeof b, "%" PRIu64, v));
+}
+
+/* The file type's name (llama.cpp's), or its number. */
+static void put_ftype(struct sink *s, const struct lib_row *row, bool json)
+{
+	const char *name = summary_ftype_name(row->ftype);
+	if (json && name)
+		render_json_string(s, name, strlen(name));
+	else if (name)
+		put_text(s, name);
+	else
+		put_u64(s, row->ftype);
+}
+
+static const char *const columns[] = {
+	"path", "architecture", "name", "file_type", "parameters", "bytes", "bits_per_weight",
+	"context_length", "layers", "kv_bytes_per_token", "shards", "sha256",
+};
+#define N_COLUMNS (sizeof columns / sizeof columns[0])
+
+/* Column k of a row (k > 0), as TSV text or a JSON value; false when it has none. */
+static bool put_column(struct sink *s, const struct lib_row *row, size_t k, bool json)
+{
+	if (row->broken)
+		k = k == 1 ? 1 : 0;
+	char b[32];
+	switch (k) {
+	case 1:
+		if (row->broken) {
+			put_text(s, json ? "\"error\"" : "error");
+			return true;
+		}
+		if (!row->arch)
+			return false;
+		json ? render_json_string(s, row->arch, row->arch_len) : tsv_field(s, row->arch, row->arch_len);
+		return true;
+	case 2:
+		if (!row->name)
+			return false;
+		json ? render_json_string(s, row->name, row->name_len) : tsv_field(s, row->name, row->name_len);
+		return true;
+	case 3:
+		if (!row->has_ftype)
+			return false;
+		put_ftype(s, row, json);
+		return true;
+	case 4: put_u64(s, row->params); return true;
+	case 5: put_u64(s, row->bytes); return true;
+	case 6:
+		if (!row->params)
+			return false;
+		sink_put(s, b, (size_t)snprintf(b, sizeof b, "%.2f",
+		                                (double)row->tensor_bytes * 8.0 / (double)row->params));
+		return true;
+	case 7: if (row->has_ctx) put_u64(s, row->ctx); return row->has_ctx;
+	case 8: if (row->has_layers) put_u64(s, row->layers); return row->has_layers;
+	case 9: if (row->has_kv) put_u64(s, row->kv); return row->has_kv;
+	case 10: put_u64(s, row->shards); return true;
+	default: return false;   /* sha256: a local file's is not computed */
+	}
+}
+
+static void render(struct sink *s, struct lib_slot **models, const struct lib_row **rows,
+                   size_t n, bool json)
+{
+	if (json) {
+		put_text(s, "[");
+	} else {
+		for (size_t k = 0; k < N_COLUMNS; k++) {
+			put_text(s, k ? "\t" : "");
+			put_text(s, columns[k]);
+		}
+		put_text(s, "\n");
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *path = models[i]->path;
+		if (json) {
+			put_text(s, i ? ",\n  {" : "\n  {");
+			put_text(s, "\"path\": ");
+			render_json_string(s, path, strlen(path));
+		} else {
+			tsv_field(s, path, strlen(path));
+		}
+		for (size_t k = 1; k < N_COLUMNS; k++) {
+			if (json) {
+				put_text(s, ", \"");
+				put_text(s, columns[k]);
+				put_text(s, "\": ");
+			} else {
+				put_text(s, "\t");
+			}
+			if (!put_column(s, rows[i], k, json) && json)
+				put_text(s, "null");
+		}
+		put_text(s, json ? "}" : "\n");
+	}
+	put_text(s, json ? (n ? "\n]\n" : "]\n") : "");
+}
+
+int library_table(struct library *lib, bool json, char **text, size_t *len)
+{
+	*text = NULL;
+	*len = 0;
+	struct lib_slot **models = NULL;
+	size_t n = 0, cap = 0;
+	pthread_mutex_lock(&lib->lock);
+	int r = collect(lib, lib->slots[0], &models, &n, &cap, 0);
+	pthread_mutex_unlock(&lib->lock);
+	const struct lib_row **rows = r == 0 ? calloc(n ? n : 1, sizeof *rows) : NULL;
+	if (!rows)
+		r = -ENOMEM;
+	/* slots are never freed while the library lives: the pointers stay good */
+	for (size_t i = 0; r == 0 && i < n; i++)
+		if (!(rows[i] = lib_slot_row(lib, models[i])))
+			r = -ENOMEM;
+	if (r == 0) {
+		if (n)   /* models is NULL in a library without a model */
+			qsort(models, n, sizeof *models, path_cmp);
+		for (size_t i = 0; i < n; i++)
+			rows[i] = lib_slot_row(lib, models[i]);
+		struct sink count = sink_counter();
+		render(&count, models, rows, n, json);
+		*text = malloc(count.pos ? count.pos : 1);
+		if (*text) {
+			struct sink out = sink_window(*text, 0, count.pos);
+			render(&out, models, rows, n, json);
+			*len = count.pos;
+			atomic_store(json ? &lib->json_size : &lib->tsv_size, count.pos);
+		} else {
+			r = -ENOMEM;
+		}
+	}
+	free(rows);
+	free(models);
+	return r;
+}

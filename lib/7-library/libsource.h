@@ -1,0 +1,67 @@
+/* Where a library's listings and bytes come from, behind one interface: a local folder
+ * (libsource_local.c); the hub's tree API and S3's ListObjectsV2 are meant to be others.
+ * The library (library.h) asks a source for the entries of one folder at a time, for a
+ * fresh look at one entry, for a model opened from its first file, and for the bytes of
+ * a plain file; it never reads a listing it was not asked for.
+ *
+ * Paths are relative to the library's root, parts joined by '/', "" for the root
+ * itself; no part is empty, "." or "..". */
+#ifndef GGUFS_LIBSOURCE_H
+#define GGUFS_LIBSOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "gguf.h"
+#include "model.h"
+
+enum lib_entry_type { LIB_ENTRY_DIR, LIB_ENTRY_FILE };
+
+/* One entry of a folder's listing. */
+struct lib_entry {
+	char *name;               /* one path part, malloc'ed */
+	enum lib_entry_type type;
+	uint64_t version;         /* differs between two versions of one file (a local
+	                           * file's device, inode, size and times hashed) */
+	struct stat st;           /* what the library shows of it: mode, owner, size, times */
+};
+
+/* The entries of a listing and the strings they own (lib_entries_free). */
+void lib_entries_free(struct lib_entry *e, size_t n);
+
+struct lib_source_ops {
+	/* The entries of folder dir (files and folders only, in any order) into *out, and
+	 * the folder's own version into *version: 0, or -errno with one line in err. */
+	int (*list)(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
+	            uint64_t *version, char err[GGUF_ERR_MAX]);
+	/* True when folder dir still has the version a listing gave: its entries' names
+	 * are as they were. */
+	bool (*unchanged)(void *ctx, const char *dir, uint64_t version);
+	/* A fresh look at the entry at path (name, type, version, st): 0 or -errno. */
+	int (*stat)(void *ctx, const char *path, struct lib_entry *e);
+	/* The model whose first file is at path (its other shards found beside it, as a
+	 * single mount finds them), or NULL with the line `ggufs FILE` prints, less its
+	 * "ggufs: ", in err. */
+	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);
+	/* A plain file opened for reading: a handle, or NULL with -errno in *error. */
+	void *(*open_file)(void *ctx, const char *path, int *error);
+	/* Up to len bytes of an opened file at off: the count (short only at its end), or
+	 * -errno. */
+	int64_t (*read_file)(void *ctx, void *file, char *buf, uint64_t len, uint64_t off);
+	void (*close_file)(void *ctx, void *file);
+	/* Frees the source. */
+	void (*free)(void *ctx);
+};
+
+struct lib_source {
+	const struct lib_source_ops *ops;
+	void *ctx;
+};
+
+/* The local folder at root (made absolute: the daemon changes its directory to "/"):
+ * a source, or NULL with one line in err. */
+struct lib_source *lib_source_local(const char *root, char err[GGUF_ERR_MAX]);
+
+#endif

@@ -1,0 +1,230 @@
+/* A library's source in a local folder: listings by readdir, versions from stat, models
+ * opened as `ggufs FILE` opens them, plain files read with pread. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "libsource.h"
+
+/* A listing longer than this is refused: the library keeps every folder's names. */
+#define LOCAL_ENTRIES_MAX (1u << 20)
+
+struct local_source {
+	char *root;   /* absolute, no trailing '/' (but "/" itself) */
+};
+
+void lib_entries_free(struct lib_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(e[i].name);
+	free(e);
+}
+
+/* root/path (root alone for ""), malloc'ed, or NULL. */
+static char *full_path(const struct local_source *ls, const char *path)
+{
+	size_t n = strlen(ls->root) + strlen(path) + 2;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s%s%s", ls->root, *path && strcmp(ls->root, "/") ? "/" : "", path);
+	return p;
+}
+
+/* What tells two versions of a file or folder apart: where it is, its size and times
+ * (a file replaced by rename has another inode; one rewritten in place, another mtime). */
+static uint64_t version_of(const struct stat *st)
+{
+	uint64_t v[8] = { (uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+	                  (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec,
+	                  (uint64_t)st->st_ctim.tv_sec, (uint64_t)st->st_ctim.tv_nsec,
+	                  (uint64_t)(st->st_mode & S_IFMT) };
+	return XXH3_64bits(v, sizeof v);
+}
+
+static int local_list(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
+                      uint64_t *version, char err[GGUF_ERR_MAX])
+{
+	struct local_source *ls = ctx;
+	*out = NULL;
+	*n = 0;
+	char *path = full_path(ls, dir);
+	int fd = path ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct stat dst;
+	if (!d || fstat(fd, &dst) != 0) {
+		int e = path ? errno : ENOMEM;
+		snprintf(err, GGUF_ERR_MAX, "%s: cannot list the folder: %s", path ? path : dir,
+		         strerror(e));
+		if (fd >= 0 && !d)
+			close(fd);
+		if (d)
+			closedir(d);
+		free(path);
+		return -e;
+	}
+	*version = version_of(&dst);
+	size_t cap = 0;
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		/* symbolic links are followed, as ls -L would; a dangling one is left out */
+		if (fstatat(fd, de->d_name, &st, 0) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+			continue;
+		if (*n == LOCAL_ENTRIES_MAX) {
+			snprintf(err, GGUF_ERR_MAX, "%s: more than %u entries in one folder", path,
+			         LOCAL_ENTRIES_MAX);
+			r = -EFBIG;
+			break;
+		}
+		if (*n == cap) {
+			size_t nc = cap ? 2 * cap : 64;
+			struct lib_entry *ne = realloc(*out, nc * sizeof *ne);
+			if (!ne) {
+				r = -ENOMEM;
+				break;
+			}
+			*out = ne;
+			cap = nc;
+		}
+		struct lib_entry *e = &(*out)[*n];
+		e->name = strdup(de->d_name);
+		if (!e->name) {
+			r = -ENOMEM;
+			break;
+		}
+		e->type = S_ISDIR(st.st_mode) ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
+		e->version = version_of(&st);
+		e->st = st;
+		(*n)++;
+	}
+	if (r == -ENOMEM)
+		snprintf(err, GGUF_ERR_MAX, "%s: out of memory listing the folder", path);
+	closedir(d);
+	free(path);
+	if (r < 0) {
+		lib_entries_free(*out, *n);
+		*out = NULL;
+		*n = 0;
+	}
+	return r;
+}
+
+static bool local_unchanged(void *ctx, const char *dir, uint64_t version)
+{
+	char *path = full_path(ctx, dir);
+	struct stat st;
+	bool same = path && stat(path, &st) == 0 && version_of(&st) == version;
+	free(path);
+	return same;
+}
+
+static int local_stat(void *ctx, const char *path, struct lib_entry *e)
+{
+	char *full = full_path(ctx, path);
+	if (!full)
+		return -ENOMEM;
+	struct stat st;
+	int r = stat(full, &st) == 0 ? 0 : -errno;
+	free(full);
+	if (r == 0 && !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+		r = -ENOENT;
+	if (r < 0)
+		return r;
+	e->name = NULL;
+	e->type = S_ISDIR(st.st_mode) ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
+	e->version = version_of(&st);
+	e->st = st;
+	return 0;
+}
+
+static struct ggufs_model *local_open_model(void *ctx, const char *path, char err[GGUF_ERR_MAX])
+{
+	char *full = full_path(ctx, path);
+	if (!full) {
+		snprintf(err, GGUF_ERR_MAX, "%s: out of memory", path);
+		return NULL;
+	}
+	struct ggufs_model *m = model_open(full, err);
+	free(full);
+	return m;
+}
+
+/* A plain file's handle: its descriptor, biased by one so that fd 0 is not NULL. */
+static void *local_open_file(void *ctx, const char *path, int *error)
+{
+	char *full = full_path(ctx, path);
+	int fd = full ? open(full, O_RDONLY | O_CLOEXEC) : -1;
+	*error = full ? errno : ENOMEM;
+	free(full);
+	return fd < 0 ? NULL : (void *)(intptr_t)(fd + 1);
+}
+
+static int64_t local_read_file(void *ctx, void *file, char *buf, uint64_t len, uint64_t off)
+{
+	(void)ctx;
+	int fd = (int)(intptr_t)file - 1;
+	uint64_t got = 0;
+	while (got < len) {
+		ssize_t r = pread(fd, buf + got, len - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		got += (uint64_t)r;
+	}
+	return (int64_t)got;
+}
+
+static void local_close_file(void *ctx, void *file)
+{
+	(void)ctx;
+	close((int)(intptr_t)file - 1);
+}
+
+static void local_free(void *ctx)
+{
+	struct local_source *ls = ctx;
+	free(ls->root);
+	free(ls);
+}
+
+static const struct lib_source_ops local_ops = {
+	.list = local_list,
+	.unchanged = local_unchanged,
+	.stat = local_stat,
+	.open_model = local_open_model,
+	.open_file = local_open_file,
+	.read_file = local_read_file,
+	.close_file = local_close_file,
+	.free = local_free,
+};
+
+struct lib_source *lib_source_local(const char *root, char err[GGUF_ERR_MAX])
+{
+	struct lib_source *s = calloc(1, sizeof *s);
+	struct local_source *ls = calloc(1, sizeof *ls);
+	char *abs = realpath(root, NULL);
+	if (!s || !ls || !abs) {
+		snprintf(err, GGUF_ERR_MAX, "%s: %s", root, abs ? "out of memory" : strerror(errno));
+		free(s);
+		free(ls);
+		free(abs);
+		return NULL;
+	}
+	ls->root = abs;
+	s->ops = &local_ops;
+	s->ctx = ls;
+	return s;
+}
