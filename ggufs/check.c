@@ -143,10 +143,6 @@ static int check_model(const struct options *o, const char *before, bool *printe
 	int r = stats_scan_run(&sc, &failed);
 	if (progress)   /* the progress line goes */
 		fprintf(stderr, "\r%*s\r", 72, "");
-	if (r < 0 && failed == UINT64_MAX) {
-		log_errf("%s: out of memory", m->path);
-		goto out;
-	}
 	if (r < 0) {
 		char q[80];
 		const uint64_t i = sc.jobs[failed].tensor[0];

@@ -1,8 +1,7 @@
 /* ggufs --diff [--json] A B: the error of every tensor of B against its namesake in A,
- * without mounting anything. The pairing is the stats layer's (diff_plan.h), the sums
- * too (stats_diff.h), run over both models side by side by the scan --check uses
- * (stats_scan.h); the report is render's (render_diff.h). This file opens the two
- * models, says progress and prints. */
+ * without mounting anything. The pairing is the stats layer's (diff_plan.h), the scan
+ * too (diff_scan.h: both models side by side, by the engine --check uses); the report is
+ * render's (render_diff.h). This file opens the two models, says progress and prints. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -15,17 +14,14 @@
 #include "diff_plan.h"
 #include "evlog.h"
 #include "log_escape.h"
-#include "remote.h"
 #include "render_diff.h"
+#include "diff_scan.h"
 #include "render_size.h"
-#include "stats.h"
-#include "stats_diff.h"
-#include "stats_scan.h"
 
 /* Each remote model's memory cache when -o cache_size is not given: a quarter of a
- * mount's, so that two stay well under the 256 MB the scan may use. A scan reads each
- * byte once, so the cache only holds the read-ahead. */
-#define DIFF_CACHE_DEFAULT (REMOTE_CACHE_DEFAULT / 4)
+ * mount's 256 MiB, so that two stay well under the 256 MB the scan may use. A scan reads
+ * each byte once, so the cache only holds the read-ahead. */
+#define DIFF_CACHE_DEFAULT (UINT64_C(64) << 20)
 
 /* The first error the event log said during the comparison (a fetch that failed for
  * good, a file that changed), kept to be the cause in the one line that names the
@@ -62,22 +58,6 @@ static const char *read_cause(const struct ggufs_model *m, int err, char *buf, s
 			return buf + n + 2;
 	}
 	return err == -ENOMEM ? "out of memory" : strerror(-err);
-}
-
-/* What the visitor fills: per item, its sums, and which model failed a read. */
-struct diff_scan {
-	const struct ggufs_model *m[2];
-	struct diff_sums *sums;   /* per item */
-	int *which;               /* per item: 0 (A) or 1 (B) after a failed read, else -1 */
-};
-
-/* The stats_scan_visit_fn of --diff. */
-static int visit_pair(void *ctx, const struct stats_scan_job *job, uint64_t seg,
-                      uint64_t item, _Atomic uint64_t *progress)
-{
-	struct diff_scan *ds = ctx;
-	return diff_segment(ds->m[0], job->tensor[0], ds->m[1], job->tensor[1], seg,
-	                    &ds->sums[item], &ds->which[item], progress);
 }
 
 /* "bytes done / total (rate)" over the last progress line on a terminal. */
@@ -133,81 +113,29 @@ static int headers_there(const struct ggufs_model *m)
 	return 0;
 }
 
-/* Scans the pairs of the plan that can be compared into per-pair sums (*sums, one per
- * plan->same pair, merged from the items in order), compared[k] saying which. 0, or 3
- * after one line on stderr. */
+/* Scans the pairs of the plan that can be compared into per-pair sums, compared[k]
+ * saying which, showing progress on a terminal. 0, or 3 after one line on stderr naming
+ * the model and tensor that could not be read. */
 static int scan_pairs(struct ggufs_model *m[2], const struct diff_plan *plan,
                       struct diff_sums *sums, bool *compared)
 {
-	struct diff_scan ds = { .m = { m[0], m[1] } };
-	struct stats_scan sc = { .model = { m[0], m[1] }, .visit = visit_pair, .ctx = &ds };
-	uint64_t total = 0, *pair_of = NULL;
-	int ret = 3;
-	sc.jobs = calloc(plan->n_same + 1, sizeof *sc.jobs);
-	pair_of = calloc(plan->n_same + 1, sizeof *pair_of);
-	if (!sc.jobs || !pair_of)
-		goto oom;
-	for (uint64_t k = 0; k < plan->n_same; k++) {
-		const struct gguf_tensor *ga = m[0]->tensors[plan->same[k].a].t;
-		const struct gguf_tensor *gb = m[1]->tensors[plan->same[k].b].t;
-		compared[k] = ga->has_f32 && gb->has_f32;
-		diff_sums_init(&sums[k]);
-		if (!compared[k])
-			continue;
-		pair_of[sc.n_jobs] = k;
-		sc.jobs[sc.n_jobs++] = (struct stats_scan_job){ .tensor = { plan->same[k].a,
-		                                                            plan->same[k].b } };
-		total += ga->size + gb->size;
-	}
-	const uint64_t n_items = stats_scan_plan(&sc);
-	ds.sums = calloc(n_items + 1, sizeof *ds.sums);
-	ds.which = calloc(n_items + 1, sizeof *ds.which);
-	if (!ds.sums || !ds.which)
-		goto oom;
-	for (uint64_t k = 0; k < n_items; k++)
-		ds.which[k] = -1;
+	static uint64_t total;   /* show_progress's: set by diff_scan_run before it starts */
 	const bool progress = isatty(STDERR_FILENO);
-	if (progress) {
-		sc.progress = show_progress;
-		sc.progress_ctx = &total;
-	}
-	uint64_t failed;
-	int r = stats_scan_run(&sc, &failed);
+	struct diff_scan_failure fail;
+	int r = diff_scan_run(m[0], m[1], plan, sums, compared, progress ? show_progress : NULL,
+	                      &total, &total, &fail);
 	if (progress)   /* the progress line goes */
 		fprintf(stderr, "\r%*s\r", 72, "");
-	if (r < 0 && failed == UINT64_MAX)
-		goto oom;
-	if (r < 0) {
-		const struct stats_scan_job *job = &sc.jobs[failed];
-		/* the model of the job's first item that failed */
-		int which = 0;
-		for (uint64_t e = 0; e < job->segments; e++) {
-			if (ds.which[job->first_item + e] >= 0) {
-				which = ds.which[job->first_item + e];
-				break;
-			}
-		}
-		const struct ggufs_model *fm = m[which];
-		char q[80], cause[EVLOG_LINE_MAX], raw[GGUF_ERR_MAX + 128], line[4 * sizeof raw];
-		snprintf(raw, sizeof raw, "%s: tensor '%s': cannot read: ", fm->path,
-		         gguf_quote(&fm->tensors[job->tensor[which]].t->name, q));
-		log_escape(line, sizeof line, raw, strlen(raw));
-		fprintf(stderr, "ggufs: %s%s\n", line, read_cause(fm, r, cause, sizeof cause));
-		goto out;
-	}
-	for (uint64_t j = 0; j < sc.n_jobs; j++)
-		for (uint64_t e = 0; e < sc.jobs[j].segments; e++)
-			diff_sums_merge(&sums[pair_of[j]], &ds.sums[sc.jobs[j].first_item + e]);
-	ret = 0;
-	goto out;
-oom:
-	log_errf("out of memory");
-out:
-	free(sc.jobs);
-	free(pair_of);
-	free(ds.sums);
-	free(ds.which);
-	return ret;
+	if (r == 0)
+		return 0;
+	const struct ggufs_model *fm = m[fail.which];
+	const uint64_t i = fail.which ? plan->same[fail.pair].b : plan->same[fail.pair].a;
+	char q[80], cause[EVLOG_LINE_MAX], raw[GGUF_ERR_MAX + 128], line[4 * sizeof raw];
+	snprintf(raw, sizeof raw, "%s: tensor '%s': cannot read: ", fm->path,
+	         gguf_quote(&fm->tensors[i].t->name, q));
+	log_escape(line, sizeof line, raw, strlen(raw));
+	fprintf(stderr, "ggufs: %s%s\n", line, read_cause(fm, r, cause, sizeof cause));
+	return 3;
 }
 
 int diff_models(const struct options *o)

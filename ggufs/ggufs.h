@@ -195,6 +195,10 @@ int insert_escaped_opt(struct fuse_args *args, int pos, const char *name, const 
  * directory, not a dead FUSE mount, and empty unless nonempty; NULL after one line on
  * stderr saying why not. */
 char *mountpoint_check(const char *given, bool nonempty);
+/* True, after one line on stderr, when the file at path (absolute) lies in mountpoint
+ * (as mountpoint_check returned it) or below: the edits file, which the daemon writes
+ * at every edit, must not be in the tree it serves. */
+bool mountpoint_holds(const char *mountpoint, const char *path);
 /* True when /dev/fuse can be opened for a mount; false after one line on stderr saying
  * what is missing (the device, or access to it: root, its mode or its group), in
  * ggufs's words rather than libfuse's. Checked once the model is open (a bad model is

@@ -1,4 +1,5 @@
-/* ggufs: mounts a GGUF model file as a read-only directory tree (libfuse3, low level).
+/* ggufs: mounts a GGUF model file as a directory tree (libfuse3, low level), read-only
+ * but for metadata/ with -o edits.
  *
  * The front end only translates between FUSE and lib/: the model is opened and its
  * tree built before anything is mounted, and every operation is a lookup in that tree.
@@ -217,6 +218,10 @@ int main(int argc, char *argv[])
 	if (o.edits_file) {
 		/* absolute: the daemon moves to "/" and writes FILE at every edit */
 		char *path = edits_path(o.edits_file);
+		if (path && mountpoint_holds(mountpoint, path)) {
+			free(path);
+			goto out_tree;
+		}
 		fs.edits = path ? tree_edits_open(fs.tree, path, err) : NULL;
 		if (!path)
 			snprintf(err, sizeof err, "%s: out of memory", o.edits_file);
@@ -231,9 +236,9 @@ library_ready:
 	if (!fuse_device_check())
 		goto out_tree;
 
-	/* fsname and subtype first, so that the user's given later win; ro and
-	 * default_permissions last, so that nothing undoes them: mount(8) passes "rw"
-	 * unless told otherwise, and is answered with a read-only mount, as for a CD;
+	/* fsname and subtype first, so that the user's given later win; ro (but with -o
+	 * edits) and default_permissions last, so that nothing undoes them: mount(8) passes
+	 * "rw" unless told otherwise, and is answered with a read-only mount, as for a CD;
 	 * nosuid and nodev too, which mount(8) turns off with its "suid,dev" */
 	char *abs = shown ? NULL : realpath(o.model, NULL);
 	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||

@@ -25,8 +25,9 @@
 
 #include "ggufs.h"
 
-/* Nothing under a mount ever changes, so the kernel may cache names and attributes
- * for as long as it likes. */
+/* Without -o edits nothing under a mount changes, so the kernel may cache names and
+ * attributes for as long as it likes; with edits, each accepted edit invalidates what
+ * it changed (invalidate) and metadata/ names are looked up afresh. */
 #define CACHE_TIMEOUT 86400.0
 
 /* The mounted model and its tree, as given to fuse_session_new. */
@@ -156,12 +157,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		memset(&e, 0, sizeof e);
 		e.attr_timeout = CACHE_TIMEOUT;
 		/* a name that is not there now may be made by an edit: not cached then */
-		e.entry_timeout = fs->edits && parent == 2 ? 0 : CACHE_TIMEOUT;
+		e.entry_timeout = fs->edits && parent == TREE_METADATA_DIR_INO ? 0 : CACHE_TIMEOUT;
 		const struct tree_node *n = tree_lookup(t, parent, name);
 		if (n) {
 			e.ino = n->ino;
 			e.generation = 1;
-			/* model.gguf is another inode in each edit state (tree.h): looked up again
+			/* model.gguf is another inode in each edit state (tree_ino.h): looked up again
 			 * at every open, so an open after an edit gets the new one */
 			e.entry_timeout = fs->edits && n->kind == TREE_MODEL ? 0 : CACHE_TIMEOUT;
 			fill_stat(fs, n, &e.attr);
@@ -282,11 +283,12 @@ static void reply_refused(fuse_req_t req, int r, const char *why)
 
 /* After an accepted edit: the kernel forgets what it cached of the files the edit
  * changed (ino's, with metadata/'s listing, gguf.json and summary.txt), so that no read
- * shows stale bytes or sizes. model.gguf is a new inode (tree.h): the old one's pages
+ * shows stale bytes or sizes. model.gguf is a new inode (tree_ino.h): the old one's pages
  * stay, its readers' own. */
 static void invalidate(struct ggufs *fs, uint64_t ino)
 {
-	static const fuse_ino_t always[] = { 2, 4, 5 };
+	static const fuse_ino_t always[] = { TREE_METADATA_DIR_INO, TREE_JSON_INO,
+	                                     TREE_SUMMARY_INO };
 	if (!fs->se)
 		return;
 	if (ino)
@@ -375,7 +377,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->fh = (uint64_t)(uintptr_t)h;
 		/* The files an edit changes are read past the page cache, each open from the
 		 * tree of its open, so a reader never mixes two states, nor gets stale pages;
-		 * model.gguf is an inode of its own per state (tree.h), whose pages are that
+		 * model.gguf is an inode of its own per state (tree_ino.h), whose pages are that
 		 * state's alone: kept across opens, for mmap (llama.cpp). A writer's text is
 		 * its own until close. */
 		bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
@@ -529,7 +531,8 @@ void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
 	thread_buf_put(buf, owned);
 }
 
-/* Sizes in 4 KiB blocks, nothing free: this is a read-only view of one file. */
+/* Sizes in 4 KiB blocks, nothing free: a view of one file (edits, with -o edits, go to
+ * the edits file, not to the file system). */
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;

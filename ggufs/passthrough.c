@@ -24,7 +24,7 @@
  * The kernel allows one kind of open per inode at a time (a normal open of a file
  * open with passthrough fails, and the other way round): every open of one model.gguf
  * is of one kind, since with edits each state's model.gguf is an inode of its own
- * (lib/8-tree/tree.h) and whether it is the file is the state's. */
+ * (lib/6-tree/tree.h) and whether it is the file is the state's. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>

@@ -120,7 +120,7 @@ if shutil.which('jq'):
                          capture_output=True).returncode == 0, 'jq accepts gguf.json')
 
 # A hand-written GGUF with awkward values; the metadata files are checked against this
-# script's own reading of SPEC's table, and gguf.json against Python's JSON.
+# script's own reading of ggufs(1)'s table, and gguf.json against Python's JSON.
 SCALAR = {0: ('<B', 'uint8'), 1: ('<b', 'int8'), 2: ('<H', 'uint16'), 3: ('<h', 'int16'),
           4: ('<I', 'uint32'), 5: ('<i', 'int32'), 6: ('<f', 'float32'), 7: ('<?', 'bool'),
           10: ('<Q', 'uint64'), 11: ('<q', 'int64'), 12: ('<d', 'float64')}

@@ -1,6 +1,6 @@
 /* Every type's dequantizer against ggml's reference output (shared/vectors): one cmocka
  * test per tensor of the manifest, quant.* and bytes.* alike. ggml's output is matched
- * as SPEC.md asks (within 1e-6, NaN for NaN); the portable scalar code's output, which
+ * as ggufs(1) asks (within 1e-6, NaN for NaN); the portable scalar code's output, which
  * defines the bytes, byte for byte, NaN bit patterns included, at every level.
  *
  * Usage: test_dequant [LEVEL]. With a level (scalar, avx2, avx512) the active

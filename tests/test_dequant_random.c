@@ -1,5 +1,5 @@
 /* Every SIMD dequantizer this CPU runs against the scalar reference on random blocks:
- * the same bytes for every value, NaN sign and payload included (SPEC.md: a .f32
+ * the same bytes for every value, NaN sign and payload included (ggufs(1): a .f32
  * hashes the same on every CPU). The vectors test covers ggml's own output; this covers
  * the corners random bytes reach, and blocks whose every fp16 field is a random NaN
  * (signalling or quiet, either sign, any payload), inf, subnormal or zero, so that two

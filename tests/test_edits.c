@@ -291,41 +291,12 @@ static void test_patch_refusals(void **state)
 	model_close(m);
 }
 
-static void test_save(void **state)
-{
-	(void)state;
-	char dir[] = "/tmp/ggufs-edits-XXXXXX";
-	assert_non_null(mkdtemp(dir));
-	char path[64], err[GGUF_ERR_MAX];
-	snprintf(path, sizeof path, "%s/fix.json", dir);
-	char *buf;
-	uint64_t len;
-	assert_int_equal(edits_load(path, &buf, &len, err), 1);   /* missing */
-	assert_int_equal(edits_save(path, "one\n", 4, err), 0);
-	assert_int_equal(edits_save(path, "two!\n", 5, err), 0);
-	assert_int_equal(edits_load(path, &buf, &len, err), 0);
-	assert_int_equal(len, 5);
-	assert_memory_equal(buf, "two!\n", 5);
-	free(buf);
-	/* no temporary left beside it */
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "test $(ls -A %s | wc -l) = 1", dir);
-	assert_int_equal(system(cmd), 0);
-	char bad[96];
-	snprintf(bad, sizeof bad, "%s/no/such/dir/fix.json", dir);
-	assert_true(edits_save(bad, "x", 1, err) < 0);
-	assert_non_null(strstr(err, "No such file"));
-	unlink(path);
-	rmdir(dir);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_states),
 		cmocka_unit_test(test_patch_round_trip),
 		cmocka_unit_test(test_patch_refusals),
-		cmocka_unit_test(test_save),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* File names from tensor names and metadata keys: SPEC's four rules, the 200-byte cut,
+/* File names from tensor names and metadata keys: ggufs(1)'s four rules, the 200-byte cut,
  * and that distinct names stay distinct. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* Parsing metadata/KEY text back into values (parse_value.h): the exact inverse of the
  * rendering. Every key of every test model goes out as text and back to the same bytes;
- * then each rule of SPEC's metadata edits, and each refusal. */
+ * then each rule of ggufs(1)'s METADATA EDITS, and each refusal. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -253,7 +253,7 @@ static void test_document_shards(void **state)
 }
 
 /* Names that must be escaped: each kv and tensor names the file that the tree has for
- * it (the expected paths written out here, by SPEC's rules, not by names.c). */
+ * it (the expected paths written out here, by ggufs(1)'s rules, not by names.c). */
 static void test_document_paths(void **state)
 {
 	(void)state;

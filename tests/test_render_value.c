@@ -1,4 +1,4 @@
-/* metadata/KEY contents and user.gguf.type strings, one test per row of SPEC's table.
+/* metadata/KEY contents and user.gguf.type strings, one test per row of ggufs(1)'s table.
  * Expected float texts are Python's repr() of the same value (the shortest text that
  * reads back exactly), which %.Ng must match for these values. */
 #include <setjmp.h>

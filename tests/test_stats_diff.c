@@ -6,11 +6,19 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
+#include "diff_plan.h"
+#include "diff_scan.h"
+#include "gguf_writer.h"
+#include "guard.h"
+#include "model.h"
 #include "stats_diff.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1du;
@@ -156,6 +164,106 @@ static void test_undefined(void **state)
 	assert_true(isnan(f.rmse));
 }
 
+/* ---- the scan ---- */
+
+/* Two tensors per model, several chunks each: f32 and q8_0 (scale 2^-6). */
+static const struct { const char *name; uint32_t type; uint64_t n; } tensors[] = {
+	{ "w.f32", GGML_TYPE_F32, 20 * DIFF_CHUNK + 1000 },
+	{ "w.q8_0", GGML_TYPE_Q8_0, 9 * DIFF_CHUNK + 64 },
+};
+
+/* A model of those tensors, from seed (the same seed, the same values). */
+static void write_model(const char *path, uint64_t seed)
+{
+	struct gw w, data;
+	gw_init(&w);
+	gw_init(&data);
+	gw_header(&w, 3, 2, 1);
+	gw_kv_str(&w, "general.architecture", "test");
+	rng = seed;
+	for (int k = 0; k < 2; k++) {
+		const uint64_t ne[1] = { tensors[k].n };
+		gw_tensor(&w, tensors[k].name, 1, ne, tensors[k].type, data.len);
+		if (tensors[k].type == GGML_TYPE_F32) {
+			for (uint64_t i = 0; i < tensors[k].n; i++)
+				gw_f32(&data, uniform());
+		} else {
+			for (uint64_t b = 0; b < tensors[k].n / 32; b++) {
+				gw_u16(&data, 0x2400);
+				for (int i = 0; i < 32; i++)
+					gw_u8(&data, (uint8_t)next_u64());
+			}
+		}
+		gw_fill(&data, 0, (32 - data.len % 32) % 32);
+	}
+	gw_align(&w, 32);
+	gw_raw(&w, data.buf, data.len);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(w.buf, 1, w.len, f), w.len);
+	assert_int_equal(fclose(f), 0);
+	gw_free(&w);
+	gw_free(&data);
+}
+
+static struct ggufs_model *open_path(const char *path)
+{
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = model_open(path, err);
+	if (!m)
+		fail_msg("%s", err);
+	return m;
+}
+
+static void test_scan_in_order(void **state)
+{
+	(void)state;
+	guard_install();
+	char pa[] = "/tmp/ggufs-diff-a-XXXXXX", pb[] = "/tmp/ggufs-diff-b-XXXXXX";
+	close(mkstemp(pa));
+	close(mkstemp(pb));
+	write_model(pa, 1);
+	write_model(pb, 2);
+	struct ggufs_model *a = open_path(pa), *b = open_path(pb);
+	struct diff_plan plan;
+	assert_int_equal(diff_plan_make(a, b, &plan), 0);
+	assert_int_equal(plan.n_same, 2);
+	struct diff_sums sums[2];
+	bool compared[2];
+	uint64_t total = 0;
+	struct diff_scan_failure fail;
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(diff_scan_run(a, b, &plan, sums, compared, NULL, NULL, &total, &fail), 0);
+		for (int k = 0; k < 2; k++) {
+			/* one thread: the chunks in order, each from zero, merged */
+			struct diff_sums want, piece;
+			diff_sums_init(&want);
+			for (uint64_t at = 0; at < tensors[k].n; at += DIFF_CHUNK) {
+				int which;
+				assert_int_equal(diff_range(a, plan.same[k].a, b, plan.same[k].b, at,
+				                            DIFF_CHUNK, &piece, &which, NULL), 0);
+				diff_sums_merge(&want, &piece);
+			}
+			assert_true(compared[k]);
+			assert_memory_equal(&sums[k], &want, sizeof want);
+			assert_int_equal(sums[k].elements, tensors[k].n);
+			assert_true(sums[k].d2 > 0);
+		}
+	}
+	assert_int_equal(total, a->tensors[0].t->size + a->tensors[1].t->size +
+	                        b->tensors[0].t->size + b->tensors[1].t->size);
+	/* b shrinks to its first tensor and half its second: the second pair fails, in b */
+	assert_int_equal(truncate(pb, (off_t)(b->tensors[1].t->offset + b->tensors[1].t->size / 2)), 0);
+	assert_int_equal(diff_scan_run(a, b, &plan, sums, compared, NULL, NULL, &total, &fail), -EIO);
+	assert_int_equal(fail.which, 1);
+	assert_int_equal(fail.pair, 1);
+	diff_plan_free(&plan);
+	model_close(a);
+	model_close(b);
+	unlink(pa);
+	unlink(pb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -163,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_identical),
 		cmocka_unit_test(test_nonfinite),
 		cmocka_unit_test(test_undefined),
+		cmocka_unit_test(test_scan_in_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,12 +165,15 @@ static void test_each_edit(void **state)
 	free(img);
 	tree_release(t);
 
-	/* a second open of FILE gives the same metadata */
-	struct tree_edits *again = tree_edits_open(f->base, f->file, err);
-	assert_non_null(again);
-	expect_content(again, "my.key", "7\n");
-	assert_int_equal(ino_of(again, "general.name"), 0);
-	tree_edits_close(again);
+	/* FILE is held: a second open while it is is refused; once closed, an open gives
+	 * the same metadata */
+	assert_null(tree_edits_open(f->base, f->file, err));
+	assert_non_null(strstr(err, "in use by another mount"));
+	tree_edits_close(f->e);
+	f->e = tree_edits_open(f->base, f->file, err);
+	assert_non_null(f->e);
+	expect_content(f->e, "my.key", "7\n");
+	assert_int_equal(ino_of(f->e, "general.name"), 0);
 }
 
 struct race {
@@ -181,6 +184,32 @@ struct race {
 };
 
 /* Reads general.name over and over: always one whole value, "vN\n" or the model's. */
+/* An edit whose FILE would be larger than a mount loads is EFBIG and changes nothing,
+ * in the tree or in FILE (the cap made small here: the real one is 1 GiB, and the patch
+ * inflates a value, x6 for control bytes). */
+static void test_file_too_large(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX], before[4096], after[4096];
+	FILE *in = fopen(f->file, "r");
+	assert_non_null(in);
+	size_t n = fread(before, 1, sizeof before, in);
+	fclose(in);
+	tree_edits_set_file_max(f->e, n + 64);
+	uint64_t name = ino_of(f->e, "general.name");
+	char ctl[40];
+	memset(ctl, 1, sizeof ctl);   /* 40 bytes of \x01: 240 in JSON */
+	assert_int_equal(tree_edits_write(f->e, name, ctl, sizeof ctl, err), -EFBIG);
+	assert_non_null(strstr(err, "more than the"));
+	expect_content(f->e, "general.name", "tinyllama-test\n");
+	in = fopen(f->file, "r");
+	assert_non_null(in);
+	assert_int_equal(fread(after, 1, sizeof after, in), n);
+	fclose(in);
+	assert_memory_equal(before, after, n);
+	assert_int_equal(tree_edits_write(f->e, name, "ok\n", 3, err), 0);   /* within it */
+}
+
 /* A name longer than any key's file name (217 bytes: a cut name with its hash) is
  * ENAMETOOLONG before it is decoded, to create and to rename alike, up to 1,024 bytes
  * of letters or of escapes; the longest name that is a key's is still taken. Nothing
@@ -378,7 +407,10 @@ static void test_every_type_round_trip(void **state)
 	assert_int_equal(st->n, 2 * n);
 	for (uint64_t k = 0; k < n; k++)
 		assert_true(ov_value_equal(&st->keys[k].kv.value, &m->meta->kv[k].value));
-	/* FILE holds the copies exactly: a second open reads the same state */
+	/* FILE holds the copies exactly: an open after close reads the same state (t, held,
+	 * keeps the old one) */
+	tree_edits_close(e);
+	e = NULL;
 	struct tree_edits *again = tree_edits_open(base, file, err);
 	if (!again)
 		print_error("%s\n", err);
@@ -408,6 +440,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_too_large, setup, teardown),
 		cmocka_unit_test(test_every_type_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,7 +21,7 @@ void *vectors_slurp(const char *path, size_t *size);
 void *vectors_raw(const char *tensor, size_t *size);
 float *vectors_f32(const char *tensor, size_t *count);
 
-/* 0 when got matches want the way SPEC.md asks: within 1e-6 of the largest finite
+/* 0 when got matches want the way ggufs(1) asks: within 1e-6 of the largest finite
  * |want| (relative), NaN for NaN, infinities exactly; else the first bad index + 1. */
 size_t vectors_compare(const float *got, const float *want, size_t n);
 

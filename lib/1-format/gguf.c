@@ -178,7 +178,9 @@ static bool skip_array(struct cursor *c, uint32_t elem_type, uint64_t count, int
 	return !c->failed;
 }
 
-static bool parse_value(struct cursor *c, uint32_t type, struct gguf_value *v, const char *what)
+/* Reads one value of type at the cursor into v, bounded by the image (what names it in
+ * an error): true, or false with the cursor failed and why in its error line. */
+static bool read_value(struct cursor *c, uint32_t type, struct gguf_value *v, const char *what)
 {
 	v->type = type;
 	if (type >= GGUF_TYPE_COUNT)
@@ -222,7 +224,7 @@ static bool parse_kvs(struct cursor *c, struct gguf_file *f)
 			break;
 		}
 		if (take_u32(c, what, &type))
-			parse_value(c, type, &kv->value, what);
+			read_value(c, type, &kv->value, what);
 	}
 	nameset_free(&seen);
 	return !c->failed;
@@ -369,14 +371,81 @@ int gguf_parse(const uint8_t *data, uint64_t size, struct gguf_file *f, char err
 	return gguf_parse_prefix(data, size, size, f, err, &need) == 0 ? 0 : -1;
 }
 
+/* The fixed start of the header: magic, version and the two counts, each count bounded
+ * by what the file's size can hold. False with the cursor failed. */
+static bool parse_preamble(struct cursor *c, struct gguf_file *f)
+{
+	const uint8_t *data = c->base, *magic;
+	uint64_t size = c->size;
+	if (size < 4 || memcmp(data, GGUF_MAGIC, 4) != 0) {
+		if (size < 4)
+			return fail(c, "not a GGUF file: only %" PRIu64 " bytes", size);
+		return fail(c, "not a GGUF file: it starts with bytes %02x %02x %02x %02x, not 'GGUF'",
+		            data[0], data[1], data[2], data[3]);
+	}
+	take(c, 4, "the magic", &magic);
+	if (!take_u32(c, "the version", &f->version))
+		return false;
+	if (f->version == 1)
+		return fail(c, "GGUF version 1 is not supported (only versions 2 and 3)");
+	if (f->version != 2 && f->version != 3) {
+		if ((f->version & 0xffff) == 0 && f->version >> 16)
+			return fail(c, "big-endian GGUF files are not supported");
+		return fail(c, "unsupported GGUF version %" PRIu32 " (only 2 and 3)", f->version);
+	}
+	if (!take_u64(c, "the tensor count", &f->n_tensors) ||
+	    !take_u64(c, "the metadata key count", &f->n_kv))
+		return false;
+	if (f->n_kv > (size - c->pos) / KV_MIN_BYTES)
+		return fail(c, "the header claims %" PRIu64 " metadata keys, more than the file (%"
+		            PRIu64 " bytes) can hold", f->n_kv, size);
+	if (f->n_tensors > (size - c->pos) / TENSOR_INFO_MIN_BYTES)
+		return fail(c, "the header claims %" PRIu64 " tensors, more than the file (%" PRIu64
+		            " bytes) can hold", f->n_tensors, size);
+	return true;
+}
+
+/* The tensor infos, in file order, each name once. False with the cursor failed. */
+static bool parse_tensor_infos(struct cursor *c, struct gguf_file *f)
+{
+	char q[80];
+	struct nameset seen;
+	if (!nameset_init(&seen, f->n_tensors))
+		return fail(c, "out of memory for %" PRIu64 " tensors", f->n_tensors);
+	for (uint64_t i = 0; i < f->n_tensors && !c->failed; i++) {
+		if (parse_tensor_info(c, &f->tensors[i], i) &&
+		    !nameset_add(&seen, &f->tensors[i].name))
+			fail(c, "duplicate tensor name '%s'", gguf_quote(&f->tensors[i].name, q));
+	}
+	nameset_free(&seen);
+	return !c->failed;
+}
+
+/* Where the data section starts: the header's end, rounded up to the alignment. A file
+ * without tensors may end before it (the section is then empty, at the end). False with
+ * the cursor failed. */
+static bool place_data(struct cursor *c, struct gguf_file *f)
+{
+	uint64_t header_end = c->pos, size = c->size;
+	f->data_offset = header_end;
+	if (header_end % f->alignment)
+		f->data_offset = header_end - header_end % f->alignment + f->alignment;
+	if (f->data_offset > size || f->data_offset < header_end) {
+		if (f->n_tensors)
+			return fail(c, "the data section starts at byte %" PRIu64 " (alignment %" PRIu64
+			            "), past the end of the file (%" PRIu64 " bytes)",
+			            f->data_offset < header_end ? UINT64_MAX : f->data_offset,
+			            f->alignment, size);
+		f->data_offset = size;
+	}
+	return true;
+}
+
 int gguf_parse_prefix(const uint8_t *data, uint64_t avail, uint64_t size, struct gguf_file *f,
                       char err[GGUF_ERR_MAX], uint64_t *need)
 {
 	struct cursor c = { .base = data, .size = size, .avail = avail < size ? avail : size,
 	                    .err = err };
-	const uint8_t *magic;
-	uint64_t header_end;
-	char q[80];
 
 	memset(f, 0, sizeof *f);
 	err[0] = 0;
@@ -385,41 +454,8 @@ int gguf_parse_prefix(const uint8_t *data, uint64_t avail, uint64_t size, struct
 		*need = 4;
 		return 1;
 	}
-	if (size < 4 || memcmp(data, GGUF_MAGIC, 4) != 0) {
-		if (size < 4)
-			fail(&c, "not a GGUF file: only %" PRIu64 " bytes", size);
-		else
-			fail(&c, "not a GGUF file: it starts with bytes %02x %02x %02x %02x, not 'GGUF'",
-			     data[0], data[1], data[2], data[3]);
-		return -1;
-	}
-	take(&c, 4, "the magic", &magic);
-	if (!take_u32(&c, "the version", &f->version))
+	if (!parse_preamble(&c, f))
 		goto fail;
-	if (f->version == 1) {
-		fail(&c, "GGUF version 1 is not supported (only versions 2 and 3)");
-		goto fail;
-	}
-	if (f->version != 2 && f->version != 3) {
-		if ((f->version & 0xffff) == 0 && f->version >> 16)
-			fail(&c, "big-endian GGUF files are not supported");
-		else
-			fail(&c, "unsupported GGUF version %" PRIu32 " (only 2 and 3)", f->version);
-		goto fail;
-	}
-	if (!take_u64(&c, "the tensor count", &f->n_tensors) ||
-	    !take_u64(&c, "the metadata key count", &f->n_kv))
-		goto fail;
-	if (f->n_kv > (size - c.pos) / KV_MIN_BYTES) {
-		fail(&c, "the header claims %" PRIu64 " metadata keys, more than the file (%" PRIu64
-		     " bytes) can hold", f->n_kv, size);
-		goto fail;
-	}
-	if (f->n_tensors > (size - c.pos) / TENSOR_INFO_MIN_BYTES) {
-		fail(&c, "the header claims %" PRIu64 " tensors, more than the file (%" PRIu64
-		     " bytes) can hold", f->n_tensors, size);
-		goto fail;
-	}
 	/* what the claimed counts take at the least, in hand before anything is allocated
 	 * for them: memory follows the bytes fetched, not a claim (no product overflows:
 	 * both counts were bounded by the size above; a sum past the file is left to the
@@ -433,36 +469,9 @@ int gguf_parse_prefix(const uint8_t *data, uint64_t avail, uint64_t size, struct
 		fail(&c, "out of memory for the header");
 		goto fail;
 	}
-	if (!parse_kvs(&c, f) || !parse_alignment(&c, f))
+	if (!parse_kvs(&c, f) || !parse_alignment(&c, f) || !parse_tensor_infos(&c, f) ||
+	    !place_data(&c, f))
 		goto fail;
-
-	struct nameset seen;
-	if (!nameset_init(&seen, f->n_tensors)) {
-		fail(&c, "out of memory for %" PRIu64 " tensors", f->n_tensors);
-		goto fail;
-	}
-	for (uint64_t i = 0; i < f->n_tensors && !c.failed; i++) {
-		if (parse_tensor_info(&c, &f->tensors[i], i) &&
-		    !nameset_add(&seen, &f->tensors[i].name))
-			fail(&c, "duplicate tensor name '%s'", gguf_quote(&f->tensors[i].name, q));
-	}
-	nameset_free(&seen);
-	if (c.failed)
-		goto fail;
-
-	header_end = c.pos;
-	f->data_offset = header_end;
-	if (header_end % f->alignment)
-		f->data_offset = header_end - header_end % f->alignment + f->alignment;
-	if (f->data_offset > size || f->data_offset < header_end) {
-		if (f->n_tensors) {
-			fail(&c, "the data section starts at byte %" PRIu64 " (alignment %" PRIu64
-			     "), past the end of the file (%" PRIu64 " bytes)",
-			     f->data_offset < header_end ? UINT64_MAX : f->data_offset, f->alignment, size);
-			goto fail;
-		}
-		f->data_offset = size;
-	}
 	for (uint64_t i = 0; i < f->n_tensors; i++)
 		if (!size_tensor(&c, f, &f->tensors[i]))
 			goto fail;

@@ -62,7 +62,7 @@ static const struct type_row {
 static struct ggml_type table[GGML_TYPE_COUNT];
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
-static void table_init(void)
+static void type_table_init(void)
 {
 	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++) {
 		const struct type_row *r = &rows[id];
@@ -77,7 +77,7 @@ const struct ggml_type *ggml_type_get(uint32_t id)
 {
 	if (id >= GGML_TYPE_COUNT)
 		return NULL;
-	pthread_once(&table_once, table_init);
+	pthread_once(&table_once, type_table_init);
 	return &table[id];
 }
 

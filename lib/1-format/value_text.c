@@ -73,7 +73,7 @@ static bool is_space(char c)
 
 /* Decimal digits with an optional sign: the magnitude, whether negative; false when
  * not decimal or past 2^64 - 1. */
-static bool decimal(const char *s, size_t n, uint64_t *mag, bool *neg)
+static bool read_decimal(const char *s, size_t n, uint64_t *mag, bool *neg)
 {
 	size_t i = 0;
 	*neg = false;
@@ -147,7 +147,7 @@ int value_scalar_parse(uint32_t type, const char *s, size_t n, uint8_t out[8],
 		size_t size = gguf_vtype_size(type);
 		bool is_signed = type == GGUF_TYPE_INT8 || type == GGUF_TYPE_INT16 ||
 		                 type == GGUF_TYPE_INT32 || type == GGUF_TYPE_INT64;
-		if (!decimal(s, n, &mag, &neg)) {
+		if (!read_decimal(s, n, &mag, &neg)) {
 			snprintf(err, GGUF_ERR_MAX, "'%s' is not a decimal %s", shown, name);
 			return -1;
 		}

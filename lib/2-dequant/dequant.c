@@ -107,7 +107,7 @@ static enum dequant_level env_level(void)
 	return dequant_best();
 }
 
-/* dequant_select without the pthread_once, which table_init cannot re-enter. */
+/* dequant_select without the pthread_once, which dequant_table_init cannot re-enter. */
 static enum dequant_level select_level(enum dequant_level level)
 {
 	enum dequant_level best = dequant_best();
@@ -128,7 +128,7 @@ static enum dequant_level select_level(enum dequant_level level)
  * must have a scalar function and the other way round (the parser gives .f32 files to
  * exactly the types with a layout): anything else is a bug here, so it stops the
  * program. */
-static void table_init(void)
+static void dequant_table_init(void)
 {
 	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++) {
 		if (!ggml_type_get(id)->block_elems != !scalar[id]) {
@@ -149,13 +149,13 @@ static void table_init(void)
 
 enum dequant_level dequant_select(enum dequant_level level)
 {
-	pthread_once(&table_once, table_init);
+	pthread_once(&table_once, dequant_table_init);
 	return select_level(level);
 }
 
 enum dequant_level dequant_active(void)
 {
-	pthread_once(&table_once, table_init);
+	pthread_once(&table_once, dequant_table_init);
 	return active_level;
 }
 
@@ -168,6 +168,6 @@ const struct dequant_type *dequant_get(uint32_t id)
 {
 	if (id >= GGML_TYPE_COUNT)
 		return NULL;
-	pthread_once(&table_once, table_init);
+	pthread_once(&table_once, dequant_table_init);
 	return &table[id];
 }

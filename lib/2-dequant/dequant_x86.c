@@ -5,7 +5,7 @@
  * stays baseline x86-64.
  *
  * Exactness: each function gives the output of its scalar reference (dequant_*.c) bit
- * for bit, NaN payloads and signs included (SPEC.md: a .f32 hashes the same on every
+ * for bit, NaN payloads and signs included (ggufs(1): a .f32 hashes the same on every
  * CPU). Every output value is the same IEEE operations as there: block and sub-block
  * scales are multiplied out first, exactly as the reference does, and each value is
  * then one multiply (and one subtract or add, the reference's own), never an FMA: the

@@ -125,6 +125,19 @@ uint64_t ov_find_name(const struct ov_state *s, const char *name, uint64_t len)
 	return UINT64_MAX;
 }
 
+bool ov_unchanged(const struct ov_state *s, const struct ggufs_model *m)
+{
+	if (s->n != m->meta->n_kv)
+		return false;
+	for (uint64_t i = 0; i < s->n; i++) {
+		const struct gguf_kv *a = &s->keys[i].kv, *b = &m->meta->kv[i];
+		if (s->keys[i].id != i || a->key.len != b->key.len ||
+		    memcmp(a->key.ptr, b->key.ptr, a->key.len) != 0 || !ov_value_equal(&a->value, &b->value))
+			return false;
+	}
+	return true;
+}
+
 const char *ov_refusal(const char *name, uint64_t len, int *err_no)
 {
 	*err_no = EPERM;

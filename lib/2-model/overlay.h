@@ -90,6 +90,9 @@ struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change 
 
 /* True when the values are the same: type, element type, count and bytes. */
 bool ov_value_equal(const struct gguf_value *a, const struct gguf_value *b);
+/* True when s holds m's own metadata: every key of m's file, in its place, with its
+ * name and value (no edit made, or each one undone). */
+bool ov_unchanged(const struct ov_state *s, const struct ggufs_model *m);
 
 /* The identity of the model an edits file belongs to (with the size of its unedited
  * model.gguf): the XXH3-64 of model.gguf's unedited header as gguf_header_write writes

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,10 +15,7 @@
  * positions alone. */
 enum { DIFF_BLOCK = 4096, DIFF_LANES = 8 };
 
-/* Values per chunk read: whole blocks, 256 KiB of float32 for each tensor, in cache
- * between the dequantizer writing them and the sums reading them. */
-enum { CHUNK_VALUES = 16 * DIFF_BLOCK };
-_Static_assert(STATS_SEGMENT % CHUNK_VALUES == 0, "segments are whole chunks");
+_Static_assert(DIFF_CHUNK % DIFF_BLOCK == 0, "chunks are whole blocks");
 
 void diff_sums_init(struct diff_sums *s)
 {
@@ -41,26 +39,60 @@ struct lanes {
 	double mx[DIFF_LANES];
 };
 
+/* Four float64 lanes, and their bits; four float32 values. GCC's and clang's vector
+ * types: each operation is the scalar one lane by lane, in the same order, so the sums
+ * are those of a plain loop over 8 lanes, bit for bit, on every target. */
+typedef double v4d __attribute__((vector_size(32)));
+typedef int64_t v4i __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+
+/* Four of block_all's lanes. */
+struct half_lanes {
+	v4d d2, a2, b2, ab, mx;
+};
+
+static inline void step(struct half_lanes *h, const v4d *xp, const v4d *yp)
+{
+	const v4d x = *xp, y = *yp;
+	const v4i sign = { INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN };
+	const v4d d = y - x;
+	const v4d ad = (v4d)((v4i)d & ~sign);
+	const v4i more = ad > h->mx;   /* ad > mx ? ad : mx, lane by lane (a NaN keeps mx) */
+	h->d2 += d * d;
+	h->a2 += x * x;
+	h->b2 += y * y;
+	h->ab += x * y;
+	h->mx = (v4d)(((v4i)ad & more) | ((v4i)h->mx & ~more));
+}
+
 /* The lanes of n (at most DIFF_BLOCK) positions, every one taken: a nonfinite value
  * makes Σa² or Σb² nonfinite (a finite float32's square, summed over any block, stays
- * finite in float64), which is how the caller tells. Written for the vectorizer: each
- * lane is its own chain of additions, so vector code adds in the same order. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-static void block_all(struct lanes *l, const float *a, const float *b, uint64_t n)
+ * finite in float64), which is how the caller tells. Lane j takes the positions i with
+ * i % 8 == j, each lane its own chain of additions. */
+static inline __attribute__((always_inline)) void block_body(struct lanes *l, const float *a,
+                                                              const float *b, uint64_t n)
 {
-	memset(l, 0, sizeof *l);
+	struct half_lanes lo, hi;
+	memset(&lo, 0, sizeof lo);
+	memset(&hi, 0, sizeof hi);
 	uint64_t i = 0;
 	for (; i + DIFF_LANES <= n; i += DIFF_LANES) {
-		for (int j = 0; j < DIFF_LANES; j++) {
-			const double x = a[i + j], y = b[i + j], d = y - x, ad = fabs(d);
-			l->d2[j] += d * d;
-			l->a2[j] += x * x;
-			l->b2[j] += y * y;
-			l->ab[j] += x * y;
-			l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
-		}
+		v4f fa0, fa1, fb0, fb1;
+		memcpy(&fa0, a + i, sizeof fa0);
+		memcpy(&fa1, a + i + 4, sizeof fa1);
+		memcpy(&fb0, b + i, sizeof fb0);
+		memcpy(&fb1, b + i + 4, sizeof fb1);
+		const v4d x0 = __builtin_convertvector(fa0, v4d), y0 = __builtin_convertvector(fb0, v4d);
+		const v4d x1 = __builtin_convertvector(fa1, v4d), y1 = __builtin_convertvector(fb1, v4d);
+		step(&lo, &x0, &y0);
+		step(&hi, &x1, &y1);
+	}
+	for (int j = 0; j < 4; j++) {
+		l->d2[j] = lo.d2[j], l->d2[j + 4] = hi.d2[j];
+		l->a2[j] = lo.a2[j], l->a2[j + 4] = hi.a2[j];
+		l->b2[j] = lo.b2[j], l->b2[j + 4] = hi.b2[j];
+		l->ab[j] = lo.ab[j], l->ab[j + 4] = hi.ab[j];
+		l->mx[j] = lo.mx[j], l->mx[j + 4] = hi.mx[j];
 	}
 	for (int j = 0; i < n; i++, j++) {
 		const double x = a[i], y = b[i], d = y - x, ad = fabs(d);
@@ -71,6 +103,32 @@ static void block_all(struct lanes *l, const float *a, const float *b, uint64_t 
 		l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
 	}
 }
+
+static void block_portable(struct lanes *l, const float *a, const float *b, uint64_t n)
+{
+	block_body(l, a, b, n);
+}
+
+/* The same code with AVX2 (4 float64 lanes a register), chosen at run time: a check of
+ * the CPU per block costs nothing beside 4096 values, and unlike an ifunc resolver it
+ * runs after the sanitizers have started. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void block_avx2(struct lanes *l, const float *a,
+                                                       const float *b, uint64_t n)
+{
+	block_body(l, a, b, n);
+}
+
+static void block_all(struct lanes *l, const float *a, const float *b, uint64_t n)
+{
+	if (__builtin_cpu_supports("avx2"))
+		block_avx2(l, a, b, n);
+	else
+		block_portable(l, a, b, n);
+}
+#else
+#define block_all block_portable
+#endif
 
 /* The same lanes over the positions where both values are finite, counting the others:
  * for the rare block that has any, in the same lane order. */
@@ -138,47 +196,69 @@ void diff_figures(const struct diff_sums *s, struct diff_figures *f)
 		f->cosine = s->ab / sqrt(s->a2 * s->b2);
 }
 
-/* Stored bytes of n values of tensor g from value first on (whole blocks). */
+/* Stored bytes of n values of tensor i (whole blocks). */
 static uint64_t stored_bytes(const struct ggufs_model *m, uint64_t i, uint64_t n)
 {
 	const struct ggml_type *ty = m->tensors[i].t->ti;
 	return (n + ty->block_elems - 1) / ty->block_elems * ty->block_bytes;
 }
 
-int diff_segment(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_model *mb,
-                 uint64_t ib, uint64_t seg, struct diff_sums *out, int *which,
-                 _Atomic uint64_t *progress)
+static pthread_key_t chunk_key;
+static pthread_once_t chunk_once = PTHREAD_ONCE_INIT;
+
+/* The key of the threads' chunk buffers, freed with their threads. */
+static void chunk_key_init(void)
+{
+	if (pthread_key_create(&chunk_key, free) != 0)
+		abort();
+}
+
+/* This thread's buffer of two chunks of values, kept for its life: a scan calls
+ * diff_range for every 64 Ki values, and a buffer of 512 KiB per call would be mapped
+ * and faulted in each time. NULL when out of memory. */
+static float *chunk_buffer(void)
+{
+	pthread_once(&chunk_once, chunk_key_init);
+	float *buf = pthread_getspecific(chunk_key);
+	if (!buf) {
+		buf = malloc(2 * DIFF_CHUNK * sizeof *buf);
+		if (buf && pthread_setspecific(chunk_key, buf) != 0) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	return buf;
+}
+
+int diff_range(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_model *mb,
+               uint64_t ib, uint64_t first, uint64_t count, struct diff_sums *out, int *which,
+               _Atomic uint64_t *progress)
 {
 	const uint64_t n_elements = ma->tensors[ia].t->n_elements;
 	if (!ma->tensors[ia].t->has_f32 || !mb->tensors[ib].t->has_f32 ||
-	    mb->tensors[ib].t->n_elements != n_elements)
+	    mb->tensors[ib].t->n_elements != n_elements || first > n_elements)
 		return -EINVAL;
-	const uint64_t first = seg * STATS_SEGMENT;
-	const uint64_t end = n_elements - first < STATS_SEGMENT ? n_elements : first + STATS_SEGMENT;
-	float *a = malloc(2 * CHUNK_VALUES * sizeof *a);
+	const uint64_t end = n_elements - first < count ? n_elements : first + count;
+	float *a = chunk_buffer();
 	if (!a)
 		return -ENOMEM;
-	float *b = a + CHUNK_VALUES;
-	int ret = 0;
+	float *b = a + DIFF_CHUNK;
 	diff_sums_init(out);
-	for (uint64_t done = first; done < end; done += CHUNK_VALUES) {
-		const uint64_t n = end - done < CHUNK_VALUES ? end - done : CHUNK_VALUES;
+	for (uint64_t done = first; done < end; done += DIFF_CHUNK) {
+		const uint64_t n = end - done < DIFF_CHUNK ? end - done : DIFF_CHUNK;
 		int r = reader_f32(ma, ia, done * sizeof *a, n * sizeof *a, a);
 		if (r < 0) {
 			*which = 0;
-			ret = r;
-			break;
+			return r;
 		}
 		r = reader_f32(mb, ib, done * sizeof *b, n * sizeof *b, b);
 		if (r < 0) {
 			*which = 1;
-			ret = r;
-			break;
+			return r;
 		}
 		diff_sums_add(out, a, b, n);
 		if (progress)
 			atomic_fetch_add(progress, stored_bytes(ma, ia, n) + stored_bytes(mb, ib, n));
 	}
-	free(a);
-	return ret;
+	return 0;
 }

@@ -38,12 +38,17 @@ struct diff_figures {
 };
 void diff_figures(const struct diff_sums *s, struct diff_figures *f);
 
-/* The sums of segment seg (STATS_SEGMENT positions, as stats.h cuts them) of tensor ia
- * of ma against tensor ib of mb, which have the same element count and dequantizers
- * (has_f32). 0, or -errno of the read that failed with *which 0 (ma) or 1 (mb).
- * progress, when not NULL, is advanced by the stored bytes of both read so far. */
-int diff_segment(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_model *mb,
-                 uint64_t ib, uint64_t seg, struct diff_sums *out, int *which,
-                 _Atomic uint64_t *progress);
+/* Values read at a time from each tensor: whole blocks, 256 KiB of float32 for each, in
+ * cache between the dequantizer writing them and the sums reading them. */
+#define DIFF_CHUNK (UINT64_C(1) << 16)
+
+/* The sums of values [first, first + count) (clipped to the tensors) of tensor ia of ma
+ * against tensor ib of mb, which have the same element count and dequantizers
+ * (has_f32), read a chunk at a time into this thread's buffer: 0, or -errno of the read
+ * that failed with *which 0 (ma) or 1 (mb). progress, when not NULL, is advanced by the
+ * stored bytes of both read so far. */
+int diff_range(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_model *mb,
+               uint64_t ib, uint64_t first, uint64_t count, struct diff_sums *out, int *which,
+               _Atomic uint64_t *progress);
 
 #endif

@@ -13,23 +13,21 @@
 
 enum { MAX_WORKERS = 8 };
 
-/* How many items the reader (below) keeps ahead of the ones taken: 4 segments of q4_K
- * are 9.4 MB, more than a disk delivers while both CPUs scan one item each. */
-#define READ_AHEAD_ITEMS 4
-
-/* One piece of work: a segment of a job. */
-struct item {
-	uint64_t job, seg;
-};
+/* How many values the reader (below) keeps ahead of the items taken: 4 segments, 9.4 MB
+ * of q4_K, more than a disk delivers while both CPUs scan one item each. */
+#define READ_AHEAD_VALUES (4 * STATS_SEGMENT)
 
 /* A scan as it runs. */
 struct run {
 	struct stats_scan *sc;
-	struct item *items;
+	uint64_t segment;            /* values per item */
 	uint64_t n_items;
-	int *errs;                   /* per item: 0, or -errno of the visit */
+	uint64_t ahead;              /* items the reader keeps ahead */
 	atomic_uint_fast64_t next;   /* the next item to take */
 	atomic_bool failed;          /* a visit failed: take no more */
+	uint64_t first_failed;       /* the first item in order whose visit failed, or
+	                              * n_items (under lock) */
+	int first_err;               /* its -errno */
 	_Atomic uint64_t bytes_done;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;     /* a worker finished (under lock) */
@@ -38,30 +36,54 @@ struct run {
 	bool over;
 };
 
+/* The scan's values per segment. */
+static uint64_t segment_of(const struct stats_scan *sc)
+{
+	return sc->segment ? sc->segment : STATS_SEGMENT;
+}
+
 uint64_t stats_scan_plan(struct stats_scan *sc)
 {
+	const uint64_t per = segment_of(sc);
 	uint64_t n = 0;
 	for (uint64_t j = 0; j < sc->n_jobs; j++) {
 		struct stats_scan_job *job = &sc->jobs[j];
-		job->segments = stats_segments(sc->model[0]->tensors[job->tensor[0]].t);
+		const uint64_t values = sc->model[0]->tensors[job->tensor[0]].t->n_elements;
+		job->segments = values ? (values - 1) / per + 1 : 1;
 		job->first_item = n;
 		n += job->segments;
 	}
 	return n;
 }
 
-/* The byte range [*at, *at + *len) of segment seg of tensor i's stored bytes (whole
- * blocks: STATS_SEGMENT is a multiple of every block size); false for an empty one. */
-static bool segment_span(const struct ggufs_model *m, uint64_t i, uint64_t seg, uint64_t *at,
-                         uint64_t *len)
+/* The job of item k: the last whose first item is at most k (jobs are in item order). */
+static uint64_t job_of(const struct stats_scan *sc, uint64_t k)
+{
+	uint64_t lo = 0, hi = sc->n_jobs;
+	while (hi - lo > 1) {
+		const uint64_t mid = lo + (hi - lo) / 2;
+		if (sc->jobs[mid].first_item <= k)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The byte range [*at, *at + *len) of segment seg (of per values) of tensor i's stored
+ * bytes (whole blocks: a segment is a multiple of every block size); false for an empty
+ * one. */
+static bool segment_span(const struct ggufs_model *m, uint64_t i, uint64_t seg, uint64_t per,
+                         uint64_t *at, uint64_t *len)
 {
 	const struct gguf_tensor *g = m->tensors[i].t;
 	if (g->n_elements == 0 || g->size == 0)
 		return false;
 	const uint64_t per_block = g->ti->block_bytes, elems = g->ti->block_elems;
-	const uint64_t first = seg * STATS_SEGMENT;
-	const uint64_t n = g->n_elements - first < STATS_SEGMENT ? g->n_elements - first
-	                                                         : STATS_SEGMENT;
+	const uint64_t first = seg * per;
+	if (first >= g->n_elements)
+		return false;
+	const uint64_t n = g->n_elements - first < per ? g->n_elements - first : per;
 	*at = first / elems * per_block;
 	*len = (n + elems - 1) / elems * per_block;
 	if (*at > g->size)
@@ -103,20 +125,23 @@ static void *reader(void *arg)
 	struct run *r = arg;
 	const struct stats_scan *sc = r->sc;
 	struct touch t = { .page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096 };
-	for (uint64_t k = 0; k < r->n_items; k++) {
+	for (uint64_t k = 0, j = 0; k < r->n_items; k++) {
 		pthread_mutex_lock(&r->lock);
-		while (!r->over && k >= atomic_load(&r->next) + READ_AHEAD_ITEMS)
+		while (!r->over && k >= atomic_load(&r->next) + r->ahead)
 			pthread_cond_wait(&r->taken, &r->lock);
 		const bool over = r->over;
 		pthread_mutex_unlock(&r->lock);
 		if (over)
 			return NULL;
-		const struct stats_scan_job *job = &sc->jobs[r->items[k].job];
+		while (j + 1 < sc->n_jobs && sc->jobs[j + 1].first_item <= k)
+			j++;
+		const struct stats_scan_job *job = &sc->jobs[j];
+		const uint64_t seg = k - job->first_item;
 		for (int side = 0; side < 2 && sc->model[side]; side++) {
 			const struct ggufs_model *m = sc->model[side];
 			const uint64_t i = job->tensor[side];
 			uint64_t at, len;
-			if (model_tensor_remote(m, i) || !segment_span(m, i, r->items[k].seg, &at, &len))
+			if (model_tensor_remote(m, i) || !segment_span(m, i, seg, r->segment, &at, &len))
 				continue;
 			if (reader_visit_raw(m, i, at, len, NULL, touch_pages, &t) < 0)
 				return NULL;
@@ -138,10 +163,17 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&r->lock);
 		if (k >= r->n_items)
 			break;
-		const struct stats_scan_job *job = &sc->jobs[r->items[k].job];
-		r->errs[k] = sc->visit(sc->ctx, job, r->items[k].seg, k, &r->bytes_done);
-		if (r->errs[k])
+		const struct stats_scan_job *job = &sc->jobs[job_of(sc, k)];
+		const int err = sc->visit(sc->ctx, job, k - job->first_item, k, &r->bytes_done);
+		if (err) {
 			atomic_store(&r->failed, true);
+			pthread_mutex_lock(&r->lock);
+			if (k < r->first_failed) {
+				r->first_failed = k;
+				r->first_err = err;
+			}
+			pthread_mutex_unlock(&r->lock);
+		}
 	}
 	pthread_mutex_lock(&r->lock);
 	r->running--;
@@ -210,33 +242,21 @@ static void run_all(struct run *r)
 
 int stats_scan_run(struct stats_scan *sc, uint64_t *failed)
 {
-	struct run r = { .sc = sc, .lock = PTHREAD_MUTEX_INITIALIZER,
+	struct run r = { .sc = sc, .segment = segment_of(sc), .lock = PTHREAD_MUTEX_INITIALIZER,
 	                 .cond = PTHREAD_COND_INITIALIZER, .taken = PTHREAD_COND_INITIALIZER };
 	for (uint64_t j = 0; j < sc->n_jobs; j++)
 		r.n_items += sc->jobs[j].segments;
-	r.items = calloc(r.n_items + 1, sizeof *r.items);
-	r.errs = calloc(r.n_items + 1, sizeof *r.errs);
-	int ret = -ENOMEM;
-	*failed = UINT64_MAX;
-	if (!r.items || !r.errs)
-		goto out;
-	for (uint64_t j = 0, k = 0; j < sc->n_jobs; j++)
-		for (uint64_t seg = 0; seg < sc->jobs[j].segments; seg++)
-			r.items[k++] = (struct item){ j, seg };
+	r.ahead = READ_AHEAD_VALUES / r.segment;
+	r.first_failed = r.n_items;
 
 	run_all(&r);
 
-	ret = 0;
-	for (uint64_t k = 0; k < r.n_items; k++) {
-		if (r.errs[k]) {
-			ret = r.errs[k];
-			*failed = r.items[k].job;
-			break;
-		}
+	int ret = 0;
+	*failed = UINT64_MAX;
+	if (r.first_failed < r.n_items) {
+		ret = r.first_err;
+		*failed = job_of(sc, r.first_failed);
 	}
-out:
-	free(r.items);
-	free(r.errs);
 	pthread_mutex_destroy(&r.lock);
 	pthread_cond_destroy(&r.cond);
 	pthread_cond_destroy(&r.taken);

@@ -1,15 +1,11 @@
 #include "edits_file.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "json_read.h"
 #include "json_string.h"
@@ -657,96 +653,4 @@ out:
 	}
 	free(r.values);
 	return s;
-}
-
-int edits_load(const char *path, char **buf, uint64_t *len, char err[GGUF_ERR_MAX])
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return 1;
-		snprintf(err, GGUF_ERR_MAX, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > EDITS_FILE_MAX) {
-		snprintf(err, GGUF_ERR_MAX, "%s: not a regular file of at most 1 GiB", path);
-		close(fd);
-		return -1;
-	}
-	char *b = malloc((size_t)st.st_size + 1);
-	uint64_t got = 0;
-	while (b && got < (uint64_t)st.st_size) {
-		ssize_t r = read(fd, b + got, (size_t)((uint64_t)st.st_size - got));
-		if (r <= 0)
-			break;
-		got += (uint64_t)r;
-	}
-	close(fd);
-	if (!b || got != (uint64_t)st.st_size) {
-		snprintf(err, GGUF_ERR_MAX, "%s: could not be read whole", path);
-		free(b);
-		return -1;
-	}
-	b[got] = '\0';
-	*buf = b;
-	*len = got;
-	return 0;
-}
-
-int edits_save(const char *path, const char *p, uint64_t len, char err[GGUF_ERR_MAX])
-{
-	size_t n = strlen(path);
-	char *tmp = malloc(n + 16), *dir = strdup(path);
-	int fd = -1, e = 0;
-	bool made = false;
-	if (!tmp || !dir) {
-		e = ENOMEM;
-		goto out;
-	}
-	snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
-	fd = mkostemp(tmp, O_CLOEXEC);   /* mode 0600 */
-	if (fd < 0) {
-		e = errno;
-		goto out;
-	}
-	made = true;
-	for (uint64_t done = 0; done < len;) {
-		ssize_t w = write(fd, p + done, (size_t)(len - done));
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			e = errno;
-			goto out;
-		}
-		done += (uint64_t)w;
-	}
-	if (fsync(fd) < 0 || close(fd) < 0) {
-		e = errno;
-		fd = -1;
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		e = errno;
-		goto out;
-	}
-	made = false;
-	/* the rename itself must survive a crash */
-	int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-out:
-	if (fd >= 0)
-		close(fd);
-	if (e) {
-		if (made)
-			unlink(tmp);
-		snprintf(err, GGUF_ERR_MAX, "%s: %s", path, strerror(e));
-	}
-	free(tmp);
-	free(dir);
-	return e ? -e : 0;
 }

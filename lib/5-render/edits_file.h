@@ -16,7 +16,8 @@
  * hold exactly (a string that is not UTF-8, a NaN's payload, a bool byte other than 0
  * or 1) is written as {"type": T, "payload_hex": "..."}: its bytes as a GGUF file holds
  * them after the type (for an array: element type, count, elements). Members other than
- * these are ignored, so a file may carry a "comment". */
+ * these are ignored, so a file may carry a "comment". The file on disk, its lock and its
+ * durable save are the tree layer's (lib/6-tree/edits_store.h). */
 #ifndef GGUFS_EDITS_FILE_H
 #define GGUFS_EDITS_FILE_H
 
@@ -43,14 +44,7 @@ int edits_render(const struct ov_state *s, const struct edits_identity *id, char
 struct ov_state *edits_parse(const struct ggufs_model *m, const struct edits_identity *id,
                              const char *p, uint64_t len, char err[GGUF_ERR_MAX]);
 
-/* Reads path whole (at most EDITS_FILE_MAX bytes): 0 with a malloc'd *buf, 1 when it
- * does not exist, -1 with err. */
+/* The largest edits file a mount loads (edits_store.h keeps it on disk). */
 #define EDITS_FILE_MAX (UINT64_C(1) << 30)
-int edits_load(const char *path, char **buf, uint64_t *len, char err[GGUF_ERR_MAX]);
-
-/* Makes path hold exactly [p, p + len), durably and atomically: a new file beside it
- * (mode 0600) written whole and fsync'd, renamed over path, its directory fsync'd; a
- * crash at any moment leaves the old file or the new one. 0, or -errno with err. */
-int edits_save(const char *path, const char *p, uint64_t len, char err[GGUF_ERR_MAX]);
 
 #endif

@@ -1,4 +1,4 @@
-/* File names for tensors and metadata keys (SPEC "Names"): every name maps to exactly
+/* File names for tensors and metadata keys (ggufs(1), NAMES): every name maps to exactly
  * one file name, which is never "", "." or "..", has no '/' or NUL, and leaves room for
  * the ".f32"/".npy" suffixes within NAME_MAX. */
 #ifndef GGUFS_NAMES_H

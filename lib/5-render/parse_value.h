@@ -1,5 +1,5 @@
 /* Parsing the content of metadata/KEY: the exact inverse of render_value, so that what
- * a file shows, written back, is the value it showed (SPEC, metadata edits). */
+ * a file shows, written back, is the value it showed (ggufs(1), METADATA EDITS). */
 #ifndef GGUFS_PARSE_VALUE_H
 #define GGUFS_PARSE_VALUE_H
 

@@ -103,7 +103,7 @@ static void put_name(struct sink *s, const struct gguf_str *name, bool json)
 /* A metadata value as metadata/KEY shows it, its final newline dropped and cut at
  * RENDER_DIFF_VALUE_CUT bytes (never inside a UTF-8 sequence), escaped (TSV) or a JSON
  * string; *bytes gets the size of metadata/KEY. */
-static void put_value(struct sink *s, const struct gguf_value *v, bool json, uint64_t *bytes)
+static void diff_value(struct sink *s, const struct gguf_value *v, bool json, uint64_t *bytes)
 {
 	struct sink count = sink_counter();
 	render_value(&count, v);
@@ -219,7 +219,7 @@ static void tsv_unpaired(struct sink *s, const struct diff_report *r)
 			sink_putc(s, '\t');
 			put_vtype(s, &kv->value, false);
 			sink_putc(s, '\t');
-			put_value(s, &kv->value, false, &bytes);
+			diff_value(s, &kv->value, false, &bytes);
 			sink_putc(s, '\n');
 		}
 	}
@@ -233,7 +233,7 @@ static void tsv_unpaired(struct sink *s, const struct diff_report *r)
 			sink_putc(s, '\t');
 			put_vtype(s, &kv[w]->value, false);
 			sink_putc(s, '\t');
-			put_value(s, &kv[w]->value, false, &bytes);
+			diff_value(s, &kv[w]->value, false, &bytes);
 		}
 		sink_putc(s, '\n');
 	}
@@ -294,7 +294,7 @@ static void json_keys(struct sink *s, const char *key, const struct ggufs_model 
 		sink_puts(s, ", \"type\": ");
 		put_vtype(s, &kv->value, true);
 		sink_puts(s, ", \"value\": ");
-		put_value(s, &kv->value, true, &bytes);
+		diff_value(s, &kv->value, true, &bytes);
 		sink_printf(s, ", \"bytes\": %" PRIu64 "}", bytes);
 	}
 	sink_putc(s, ']');
@@ -333,7 +333,7 @@ static void json_unpaired(struct sink *s, const struct diff_report *r)
 			sink_printf(s, ", \"type_%c\": ", "ab"[w]);
 			put_vtype(s, &kv[w]->value, true);
 			sink_printf(s, ", \"value_%c\": ", "ab"[w]);
-			put_value(s, &kv[w]->value, true, &bytes);
+			diff_value(s, &kv[w]->value, true, &bytes);
 			sink_printf(s, ", \"bytes_%c\": %" PRIu64, "ab"[w], bytes);
 		}
 		sink_putc(s, '}');

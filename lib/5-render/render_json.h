@@ -1,4 +1,4 @@
-/* gguf.json: the whole header of the model as one JSON document (see SPEC). */
+/* gguf.json: the whole header of the model as one JSON document (see ggufs(1)). */
 #ifndef GGUFS_RENDER_JSON_H
 #define GGUFS_RENDER_JSON_H
 

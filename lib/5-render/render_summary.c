@@ -92,7 +92,7 @@ static void label(struct sink *s, const char *name)
 
 /* Any metadata value on one line: scalars as in metadata/, strings escaped, short
  * arrays (per-layer head counts) as JSON; "n/a" when the key is absent. */
-static void put_value(struct sink *s, const struct gguf_kv *kv)
+static void summary_value(struct sink *s, const struct gguf_kv *kv)
 {
 	if (!kv) {
 		sink_puts(s, "n/a");
@@ -255,19 +255,10 @@ static void table_row(struct sink *s, const char *name, const struct type_row *r
 	putf(s, "%-12s %8" PRIu64 " %16" PRIu64 "\n", name, r->count, r->bytes);
 }
 
-void render_summary(struct sink *s, const struct ggufs_model *m)
+/* The lines about the model's files: its name, where it came from, its shards, what
+ * model.gguf is, the GGUF version. */
+static void summary_files(struct sink *s, const struct ggufs_model *m)
 {
-	const struct gguf_file *f = m->meta;
-	struct type_table tt;
-	memset(&tt, 0, sizeof tt);
-	uint64_t n_elements = 0, n_bytes = 0;
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *t = m->tensors[i].t;
-		n_elements += t->n_elements;
-		n_bytes += t->size;
-		table_add(&tt, t->type, t->size);
-	}
-
 	label(s, "file:");
 	render_escaped(s, m->file_name, strlen(m->file_name));
 	sink_putc(s, '\n');
@@ -301,8 +292,15 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 	else
 		putf(s, "model.gguf (this file as it is)\n");
 	label(s, "GGUF version:");
-	putf(s, "%" PRIu32 "\n", f->version);
+	putf(s, "%" PRIu32 "\n", m->meta->version);
+}
 
+/* The lines about the model itself, from its metadata and tensors: architecture, name,
+ * file type, sizes, hyperparameters, vocabulary, chat template. */
+static void summary_model(struct sink *s, const struct ggufs_model *m, uint64_t n_elements,
+                          uint64_t n_bytes)
+{
+	const struct gguf_file *f = m->meta;
 	const struct gguf_kv *arch = gguf_find_kv(f, "general.architecture");
 	const struct gguf_str *arch_str = NULL;
 	struct gguf_str arch_s;
@@ -312,10 +310,10 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 		arch_str = &arch_s;
 	}
 	label(s, "architecture:");
-	put_value(s, arch);
+	summary_value(s, arch);
 	sink_putc(s, '\n');
 	label(s, "name:");
-	put_value(s, gguf_find_kv(f, "general.name"));
+	summary_value(s, gguf_find_kv(f, "general.name"));
 	sink_putc(s, '\n');
 
 	label(s, "file type:");
@@ -350,7 +348,7 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 	};
 	for (size_t i = 0; i < sizeof hparams / sizeof hparams[0]; i++) {
 		label(s, hparams[i].label);
-		put_value(s, arch_kv(f, arch_str, hparams[i].suffix));
+		summary_value(s, arch_kv(f, arch_str, hparams[i].suffix));
 		sink_putc(s, '\n');
 	}
 
@@ -377,6 +375,22 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 		putf(s, "n/a\n");
 	label(s, "chat template:");
 	putf(s, "%s\n", gguf_find_kv(f, "tokenizer.chat_template") ? "yes" : "no");
+}
+
+void render_summary(struct sink *s, const struct ggufs_model *m)
+{
+	struct type_table tt;
+	memset(&tt, 0, sizeof tt);
+	uint64_t n_elements = 0, n_bytes = 0;
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct gguf_tensor *t = m->tensors[i].t;
+		n_elements += t->n_elements;
+		n_bytes += t->size;
+		table_add(&tt, t->type, t->size);
+	}
+
+	summary_files(s, m);
+	summary_model(s, m, n_elements, n_bytes);
 
 	putf(s, "\n%-12s %8s %16s\n", "type", "tensors", "bytes");
 	for (uint32_t id = 0; id < GGML_TYPE_COUNT; id++) {

@@ -22,7 +22,7 @@ size_t render_f64(double d, char buf[RENDER_SCALAR_MAX])
 
 /* Decimal text of a magnitude with an optional minus sign: snprintf costs more than
  * the rest of a 150,000-entry token-type array's sizing at mount. */
-static size_t decimal(bool neg, uint64_t v, char buf[RENDER_SCALAR_MAX])
+static size_t format_decimal(bool neg, uint64_t v, char buf[RENDER_SCALAR_MAX])
 {
 	char tmp[24];
 	size_t n = 0, k = 0;
@@ -41,20 +41,20 @@ static size_t decimal(bool neg, uint64_t v, char buf[RENDER_SCALAR_MAX])
 /* |v| as unsigned, INT64_MIN included. */
 static size_t signed_decimal(int64_t v, char buf[RENDER_SCALAR_MAX])
 {
-	return decimal(v < 0, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, buf);
+	return format_decimal(v < 0, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, buf);
 }
 
 size_t render_scalar(uint32_t type, const uint8_t *b, char buf[RENDER_SCALAR_MAX])
 {
 	int n;
 	switch (type) {
-	case GGUF_TYPE_UINT8:  return decimal(false, b[0], buf);
+	case GGUF_TYPE_UINT8:  return format_decimal(false, b[0], buf);
 	case GGUF_TYPE_INT8:   return signed_decimal((int8_t)b[0], buf);
-	case GGUF_TYPE_UINT16: return decimal(false, gguf_le16(b), buf);
+	case GGUF_TYPE_UINT16: return format_decimal(false, gguf_le16(b), buf);
 	case GGUF_TYPE_INT16:  return signed_decimal((int16_t)gguf_le16(b), buf);
-	case GGUF_TYPE_UINT32: return decimal(false, gguf_le32(b), buf);
+	case GGUF_TYPE_UINT32: return format_decimal(false, gguf_le32(b), buf);
 	case GGUF_TYPE_INT32:  return signed_decimal((int32_t)gguf_le32(b), buf);
-	case GGUF_TYPE_UINT64: return decimal(false, gguf_le64(b), buf);
+	case GGUF_TYPE_UINT64: return format_decimal(false, gguf_le64(b), buf);
 	case GGUF_TYPE_INT64:  return signed_decimal((int64_t)gguf_le64(b), buf);
 	case GGUF_TYPE_BOOL:
 		/* any nonzero byte is true, as in llama.cpp */

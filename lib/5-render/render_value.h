@@ -35,7 +35,7 @@ size_t render_scalar(uint32_t type, const uint8_t *bytes, char buf[RENDER_SCALAR
  * 0x20 and 0x7f as \xHH (lowercase hex), every other byte unchanged. */
 void render_escaped(struct sink *s, const char *p, uint64_t len);
 
-/* The whole content of metadata/KEY for v (see SPEC: one line per scalar or string,
+/* The whole content of metadata/KEY for v (ggufs(1): one line per scalar or string,
  * one line per array element, an array of arrays as one JSON array per line). Stops
  * early once the sink's window is full. */
 void render_value(struct sink *s, const struct gguf_value *v);

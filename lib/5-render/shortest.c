@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* Writes sign, n significant digits (digits, no trailing zeros) and decimal exponent
- * exp10 (of the first digit) as SPEC's text: %.ng's layout, except that %g's exponent
+ * exp10 (of the first digit) as the man page's: %.ng's layout, except that %g's exponent
  * form is written out in full while exp10 < 16. */
 static size_t format_digits(bool neg, uint64_t digits, int n, int exp10, char *buf)
 {
@@ -54,7 +54,7 @@ static size_t format_digits(bool neg, uint64_t digits, int n, int exp10, char *b
 	return k;
 }
 
-/* The reference search: the first N whose %.Ng text reads back, then SPEC's layout. */
+/* The reference search: the first N whose %.Ng text reads back, then ggufs(1)'s layout. */
 static size_t shortest_search(double x, int max_prec, bool is_f32, char buf[SHORTEST_MAX])
 {
 	char t[SHORTEST_MAX + 16];

@@ -1,4 +1,4 @@
-/* The shortest text that reads back as the same float: SPEC's rendering of float32 and
+/* The shortest text that reads back as the same float: ggufs(1)'s rendering of float32 and
  * float64 metadata. The digits are those of the smallest N for which "%.Ng" reads back
  * bit for bit; below 1e16 the text is written out without an exponent, as Python's
  * repr does ("10000", "500000", "0.0001", "1e-05", "3.4028235e+38"). */

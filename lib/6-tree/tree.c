@@ -22,13 +22,16 @@
 #include "sink.h"
 
 static const char *const fixed_names[] = {
-	[TREE_ROOT_INO] = "", [2] = "metadata", [3] = "tensors", [4] = "gguf.json",
-	[5] = "summary.txt", [TREE_STATS_DIR_INO] = "stats", [TREE_STATS_TSV_INO] = "stats.tsv",
+	[TREE_ROOT_INO] = "", [TREE_METADATA_DIR_INO] = "metadata",
+	[TREE_TENSORS_DIR_INO] = "tensors", [TREE_JSON_INO] = "gguf.json",
+	[TREE_SUMMARY_INO] = "summary.txt", [TREE_STATS_DIR_INO] = "stats",
+	[TREE_STATS_TSV_INO] = "stats.tsv",
 	[TREE_MODEL_INO] = "model.gguf",
 };
 static const enum tree_kind fixed_kinds[] = {
-	[TREE_ROOT_INO] = TREE_ROOT, [2] = TREE_DIR_METADATA, [3] = TREE_DIR_TENSORS,
-	[4] = TREE_JSON, [5] = TREE_SUMMARY, [TREE_STATS_DIR_INO] = TREE_DIR_STATS,
+	[TREE_ROOT_INO] = TREE_ROOT, [TREE_METADATA_DIR_INO] = TREE_DIR_METADATA,
+	[TREE_TENSORS_DIR_INO] = TREE_DIR_TENSORS, [TREE_JSON_INO] = TREE_JSON,
+	[TREE_SUMMARY_INO] = TREE_SUMMARY, [TREE_STATS_DIR_INO] = TREE_DIR_STATS,
 	[TREE_STATS_TSV_INO] = TREE_STATS_TSV, [TREE_MODEL_INO] = TREE_MODEL,
 };
 #define LAST_FIXED_INO TREE_MODEL_INO
@@ -123,13 +126,6 @@ static uint64_t names_bytes(const struct ggufs_model *m)
 	return total;
 }
 
-/* The ino of a key of id: the model's own keys by position in the file, new keys after
- * every tensor's inos, so that no edit moves another file's number. */
-static uint64_t key_ino(uint64_t n_orig, uint64_t n_t, uint64_t id)
-{
-	return id < n_orig ? TREE_FIRST_META + id : TREE_FIRST_META + n_orig + 4 * n_t + (id - n_orig);
-}
-
 /* Builds the tree of m, whose keys have the ids of state s (or are the file's own, s
  * NULL), sharing base's statistics when base is given. */
 static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
@@ -148,7 +144,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	t->base = base;
 	atomic_init(&t->refs, 1);
 	t->n_orig = n_orig;
-	t->n_nodes = key_ino(n_orig, n_t, ids);
+	t->n_nodes = tree_ino_key(n_orig, n_t, ids);
 	t->nodes = calloc(t->n_nodes, sizeof *t->nodes);
 	t->meta_ino = calloc(n_kv + 1, sizeof *t->meta_ino);
 	t->names = malloc(names_bytes(m));
@@ -167,7 +163,10 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	if (!t->nodes || !t->meta_ino || !t->names || !t->tensor_children || !t->npy_header_len ||
 	    !t->slots || !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
 		goto oom;
-	if (modelfile_build(m, &t->mf, err) < 0) {
+	/* a state that holds the model's own metadata is the model's own file, byte for
+	 * byte (its padding need not be zeros, as a rebuilt header's is) */
+	bool own = s && base && ov_unchanged(s, base->m);
+	if (modelfile_build(own ? base->m : m, &t->mf, err) < 0) {
 		tree_free(t);
 		return NULL;
 	}
@@ -180,23 +179,23 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 			slot_add(t, n);
 	}
 	t->nodes[TREE_MODEL_INO].size = t->mf.size;
-	if (s && s->gen)   /* a file of its own per state (tree.h) */
+	if (s && s->gen)   /* a file of its own per state (tree_ino.h) */
 		t->nodes[TREE_MODEL_INO].ino = TREE_MODEL_STATE_INO + s->gen;
 
 	w = t->names;
 	for (uint64_t k = 0; k < n_kv; k++) {
-		uint64_t ino = key_ino(n_orig, n_t, s ? s->keys[k].id : k);
+		uint64_t ino = tree_ino_key(n_orig, n_t, s ? s->keys[k].id : k);
 		struct tree_node *n = &t->nodes[ino];
 		const struct gguf_str *key = &m->meta->kv[k].key;
 		t->meta_ino[k] = ino;
-		*n = (struct tree_node){ .ino = ino, .parent = 2, .kind = TREE_META, .index = k,
+		*n = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO, .kind = TREE_META, .index = k,
 		                         .name = w };
 		w += names_encode(key->ptr, key->len, false, w) + 1;
 		slot_add(t, n);
 	}
 	for (uint64_t i = 0; i < n_t; i++) {
 		const struct gguf_tensor *g = m->tensors[i].t;
-		uint64_t base_ino = TREE_FIRST_META + n_orig + 3 * i;
+		uint64_t base_ino = tree_ino_tensor(n_orig, i, 0);
 		const char *base_name = w;
 		size_t len = names_encode(g->name.ptr, g->name.len, true, w);
 		for (uint64_t j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
@@ -206,7 +205,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 			if (j)
 				memmove(w, base_name, len);
 			strcpy(w + len, suffix[j]);
-			*n = (struct tree_node){ .ino = base_ino + j, .parent = 3, .kind = kinds[j],
+			*n = (struct tree_node){ .ino = base_ino + j, .parent = TREE_TENSORS_DIR_INO, .kind = kinds[j],
 			                         .index = i, .name = w };
 			w += len + strlen(suffix[j]) + 1;
 			t->tensor_children[t->n_tensor_children++] = n->ino;
@@ -222,7 +221,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 		t->nodes[base_ino + 1].size = f32_size(g);
 		t->nodes[base_ino + 2].size = t->npy_header_len[i] + f32_size(g);
 
-		uint64_t sino = TREE_FIRST_META + n_orig + 3 * n_t + i;
+		uint64_t sino = tree_ino_stats(n_orig, n_t, i);
 		struct tree_node *sn = &t->nodes[sino];
 		memmove(w, base_name, len);
 		w[len] = 0;
@@ -236,8 +235,8 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	tree_stats_layout(t);
 
 	/* sized last: the renderers see a complete tree */
-	t->nodes[4].size = rendered_size(t, &t->nodes[4]);
-	t->nodes[5].size = rendered_size(t, &t->nodes[5]);
+	t->nodes[TREE_JSON_INO].size = rendered_size(t, &t->nodes[TREE_JSON_INO]);
+	t->nodes[TREE_SUMMARY_INO].size = rendered_size(t, &t->nodes[TREE_SUMMARY_INO]);
 	for (uint64_t k = 0; k < n_kv; k++)
 		t->nodes[t->meta_ino[k]].size = rendered_size(t, &t->nodes[t->meta_ino[k]]);
 	return t;
@@ -311,19 +310,18 @@ const struct ggufs_model *tree_model(const struct tree *t)
 
 const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind)
 {
-	const uint64_t base = TREE_FIRST_META + t->n_orig;
 	const uint64_t n_t = t->m->n_tensors;
 	if (i >= n_t)
 		return NULL;
 	switch (kind) {
 	case TREE_RAW:
-		return tree_node(t, base + 3 * i);
+		return tree_node(t, tree_ino_tensor(t->n_orig, i, 0));
 	case TREE_F32:
-		return tree_node(t, base + 3 * i + 1);
+		return tree_node(t, tree_ino_tensor(t->n_orig, i, 1));
 	case TREE_NPY:
-		return tree_node(t, base + 3 * i + 2);
+		return tree_node(t, tree_ino_tensor(t->n_orig, i, 2));
 	case TREE_STATS:
-		return tree_node(t, base + 3 * n_t + i);
+		return tree_node(t, tree_ino_stats(t->n_orig, n_t, i));
 	default:
 		return NULL;
 	}
@@ -359,9 +357,9 @@ uint64_t tree_dir_count(const struct tree *t, uint64_t dir)
 	switch (dir) {
 	case TREE_ROOT_INO:
 		return LAST_FIXED_INO - 1;
-	case 2:
+	case TREE_METADATA_DIR_INO:
 		return t->m->meta->n_kv;
-	case 3:
+	case TREE_TENSORS_DIR_INO:
 		return t->n_tensor_children;
 	case TREE_STATS_DIR_INO:
 		return t->n_stats_children;
@@ -375,9 +373,9 @@ const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint6
 	if (i >= tree_dir_count(t, dir))
 		return NULL;
 	switch (dir) {
-	case TREE_ROOT_INO:
-		return &t->nodes[2 + i];
-	case 2:
+	case TREE_ROOT_INO:   /* the fixed names after the root, in number order */
+		return &t->nodes[TREE_METADATA_DIR_INO + i];
+	case TREE_METADATA_DIR_INO:
 		return &t->nodes[t->meta_ino[i]];
 	case TREE_STATS_DIR_INO:
 		return &t->nodes[t->stats_children[i]];

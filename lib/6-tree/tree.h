@@ -5,23 +5,7 @@
  * model's layout as one file (lib/2-model/modelfile.h); extended attributes are
  * tree_xattr.c's.
  *
- * Inode numbers are derived from position in the model's file, so they are stable for
- * one model and across its metadata edits:
- *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
- *   6 /stats       7 /stats.tsv     8 /model.gguf
- *   TREE_FIRST_META + k                    metadata key k of the file (file order)
- *   TREE_FIRST_META + n_kv + 3 t + j       tensor t: j = 0 raw, 1 .f32, 2 .npy
- *   TREE_FIRST_META + n_kv + 3 n_t + t     stats/NAME of tensor t
- *   TREE_FIRST_META + n_kv + 4 n_t + j     the j-th key created by edits (overlay.h ids)
- * where n_kv counts the keys of the file. A tensor without a dequantizer has no
- * .f32/.npy and no stats/NAME, a deleted key no file: those inode numbers stay unused.
- * A renamed key keeps its number, as rename(2) keeps an inode.
- *
- * model.gguf alone is a new file in each edit state: TREE_MODEL_INO for the model's own
- * metadata (state generation 0), TREE_MODEL_STATE_INO + gen for the state of generation
- * gen. The kernel keeps one page cache per inode, and a reader that still maps an older
- * state refills its pages with that state's bytes: with one number for every state, a
- * new reader got them (the old layout, shifted).
+ * Inode numbers: tree_ino.h.
  *
  * With -o edits, each state of the metadata (overlay.h) has a tree of its own, built
  * from the state's view of the model; trees are held by reference (tree_hold), so a
@@ -36,13 +20,8 @@
 
 #include "model.h"
 #include "overlay.h"
+#include "tree_ino.h"
 
-#define TREE_ROOT_INO 1
-#define TREE_FIRST_META 16
-#define TREE_STATS_DIR_INO 6
-#define TREE_STATS_TSV_INO 7
-#define TREE_MODEL_INO 8
-#define TREE_MODEL_STATE_INO (UINT64_C(1) << 40)
 
 enum tree_kind {
 	TREE_ROOT,
@@ -65,7 +44,7 @@ struct tree_node {
 	uint64_t parent;     /* ino of the directory holding it (the root: itself) */
 	enum tree_kind kind;
 	uint64_t index;      /* key index (TREE_META) or tensor index (TREE_RAW/F32/NPY/STATS) */
-	const char *name;    /* file name, escaped per SPEC, NUL-terminated */
+	const char *name;    /* file name, escaped (NAMES), NUL-terminated */
 	uint64_t size;       /* exact st_size; 0 for directories */
 };
 
@@ -150,7 +129,7 @@ int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off
  * model.gguf (split, remote, edited). */
 int tree_model_file_fd(const struct tree *t);
 
-/* Extended attributes (SPEC): listxattr fills buf with NUL-separated names, getxattr the
+/* Extended attributes (man page): listxattr fills buf with NUL-separated names, getxattr the
  * value; both return the full length needed, with size 0 as the size query, -ERANGE
  * when size is too small, -ENODATA for a name the node does not have. */
 int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "edits_file.h"
+#include "edits_store.h"
 #include "names.h"
 #include "parse_value.h"
 #include "render_value.h"
@@ -17,7 +18,7 @@ struct tree_edits {
 	pthread_mutex_t lock;       /* one edit at a time; guards cur */
 	struct tree *base;          /* the model's own metadata (borrowed) */
 	struct tree *cur;           /* the current tree (one reference is ours) */
-	char *path;
+	struct edits_store *store;  /* FILE */
 	struct edits_identity id;
 	/* the types user.gguf.type set on keys, by key id: an empty array of arrays has no
 	 * inner type in the file, so the next write takes it from here */
@@ -60,23 +61,21 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 	char *text = NULL;
 	uint64_t len;
 	struct ov_state *s = NULL;
-	if (!e || !(e->path = strdup(path)))
+	if (!e)
 		goto oom;
 	pthread_mutex_init(&e->lock, NULL);
 	e->base = base;
 	e->id.size = base->mf.size;
 	if (ov_identity(base->m, &e->id.header_hash) < 0)
 		goto oom;
-	int r = edits_load(path, &text, &len, why);
-	if (r < 0) {
-		snprintf(err, GGUF_ERR_MAX, "%s", why);
+	int r = edits_store_open(path, &e->store, &text, &len, err);
+	if (r < 0)
 		goto fail;
-	}
 	if (r == 1) {   /* missing: created, holding no edits */
 		s = ov_initial(base->m);
 		if (!s || edits_render(s, &e->id, &text, &len) < 0)
 			goto oom;
-		if (edits_save(path, text, len, why) < 0) {
+		if (edits_store_save(e->store, text, len, why) < 0) {
 			snprintf(err, GGUF_ERR_MAX, "%s", why);
 			goto fail;
 		}
@@ -106,8 +105,15 @@ void tree_edits_close(struct tree_edits *e)
 	tree_release(e->cur);
 	free(e->declared);
 	pthread_mutex_destroy(&e->lock);
-	free(e->path);
+	edits_store_close(e->store);
 	free(e);
+}
+
+void tree_edits_set_file_max(struct tree_edits *e, uint64_t max)
+{
+	pthread_mutex_lock(&e->lock);
+	edits_store_set_max(e->store, max);
+	pthread_mutex_unlock(&e->lock);
 }
 
 struct tree *tree_edits_current(struct tree_edits *e)
@@ -133,7 +139,7 @@ static int commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MA
 		snprintf(err, GGUF_ERR_MAX, "out of memory for the edits file");
 		return -ENOMEM;
 	}
-	int r = edits_save(e->path, text, len, err);
+	int r = edits_store_save(e->store, text, len, err);
 	free(text);
 	if (r < 0) {
 		tree_release(t);
@@ -401,7 +407,7 @@ int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
 {
 	char q[80];
 	pthread_mutex_lock(&e->lock);
-	const struct tree_node *n = tree_lookup(e->cur, 2, name);
+	const struct tree_node *n = tree_lookup(e->cur, TREE_METADATA_DIR_INO, name);
 	int r;
 	if (!n) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: no such key", quoted(name, q));
@@ -432,8 +438,8 @@ int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
 		return -en;
 	}
 	pthread_mutex_lock(&e->lock);
-	const struct tree_node *n = tree_lookup(e->cur, 2, from);
-	const struct tree_node *target = tree_lookup(e->cur, 2, to);
+	const struct tree_node *n = tree_lookup(e->cur, TREE_METADATA_DIR_INO, from);
+	const struct tree_node *target = tree_lookup(e->cur, TREE_METADATA_DIR_INO, to);
 	if (!n) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: no such key", quoted(from, q));
 		r = -ENOENT;

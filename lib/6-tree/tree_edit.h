@@ -17,12 +17,17 @@
 
 struct tree_edits;
 
-/* The edits of base's model kept in path: the file read and checked against the model
- * (a missing one is created, holding no edits), and the tree of its state built. NULL
- * with one line in err: "FILE: it was made for another model (...)", ... base must
- * outlive the result. */
+/* The edits of base's model kept in path (edits_store.h: the user's own, locked for the
+ * result's life): the file read and checked against the model (a missing one is
+ * created, holding no edits), and the tree of its state built. NULL with one line in
+ * err: "FILE: it was made for another model (...)", "FILE: in use by another mount,
+ * pid N (...)", ... base must outlive the result. */
 struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX]);
 void tree_edits_close(struct tree_edits *e);
+
+/* For tests: the largest FILE a save makes, smaller than EDITS_FILE_MAX (a save past it
+ * is EFBIG, as one past EDITS_FILE_MAX is). */
+void tree_edits_set_file_max(struct tree_edits *e, uint64_t max);
 
 /* The current tree, held: tree_release it. */
 struct tree *tree_edits_current(struct tree_edits *e);

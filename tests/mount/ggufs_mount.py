@@ -210,10 +210,10 @@ def pread_direct(path, length, offset):
         os.close(fd)
 
 
-# ---- the SPEC's renderings, written independently of lib/ ----
+# ---- ggufs(1)'s renderings, written independently of lib/ ----
 
 def escape_name(name, tensor):
-    """File name of a metadata key or tensor name (bytes), SPEC "Names" rules 1-3
+    """File name of a metadata key or tensor name (bytes), ggufs(1) NAMES rules 1-3
     (no test name is long enough for rule 4)."""
     out = bytearray()
     for b in name:
@@ -270,7 +270,7 @@ def shortest_float(v, bits):
 
 
 def escape_array_string(s):
-    """A string element inside an array, on one line (SPEC metadata table)."""
+    """A string element inside an array, on one line (ggufs(1) metadata table)."""
     out = bytearray()
     for b in s:
         if b == 0x5C:

@@ -22,7 +22,7 @@ with open(os.path.join(gm.VECTORS, "manifest.tsv"), newline="") as f:
 
 
 def close_enough(got, want):
-    """None when the float32 arrays agree under the SPEC's rule, else a message."""
+    """None when the float32 arrays agree under ggufs(1)'s rule, else a message."""
     if got.shape != want.shape:
         return "shape %s, want %s" % (got.shape, want.shape)
     gn, wn = numpy.isnan(got), numpy.isnan(want)

@@ -19,6 +19,7 @@
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,6 +80,35 @@ class Edits(unittest.TestCase):
                 self.assertEqual(sha256(m.p("model.gguf")), sha256(model))
                 self.assertEqual(m.stderr(), "")
             os.unlink(self.file)
+
+    def test_padding_not_zeros(self):
+        """Until an edit, model.gguf is the file byte for byte, even where the header's
+        padding is not zeros (a rebuilt header's is); again once the edit is undone."""
+        path = os.path.join(self.dir, "padded.gguf")
+        data = bytes(range(256)) * 16
+        (start,) = gm.write_gguf(path, [("general.architecture", "llama"),
+                                        ("general.name", "pad")],
+                                 [("t", [len(data) // 4], 0, data)])
+        # the header's own bytes: counts, two string keys, one tensor of one dimension
+        end = 24 + sum(8 + len(k) + 4 + 8 + len(v) for k, v in
+                       (("general.architecture", "llama"), ("general.name", "pad")))
+        end += 8 + 1 + 4 + 8 + 4 + 8
+        self.assertLess(end, start)   # there is padding to fill
+        with open(path, "r+b") as f:
+            f.seek(end)
+            f.write(b"\xaa" * (start - end))
+        try:
+            with self.mount(path) as m:
+                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                put(m.p("metadata", "general.name"), b"pad\n")     # the same value
+                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                put(m.p("metadata", "general.name"), b"other\n")
+                self.assertNotEqual(sha256(m.p("model.gguf")), sha256(path))
+                put(m.p("metadata", "general.name"), b"pad\n")     # undone
+                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                self.assertEqual(m.stderr(), "")
+        finally:
+            os.unlink(path)
 
     def test_without_edits_erofs(self):
         with gm.Mount(gm.TINY) as m:
@@ -166,6 +196,79 @@ class Edits(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertEqual(r.stderr.decode().count("\n"), 1, r.stderr)
             self.assertFalse(gm.is_mounted(mnt))
+
+    def refused(self, file, want, opts=(), mnt=None):
+        """A mount of the bundled model with edits=file: refused, exit 1, one line
+        saying want, nothing mounted."""
+        with tempfile.TemporaryDirectory() as d:
+            mnt = mnt or os.path.join(d, "m")
+            os.makedirs(mnt, exist_ok=True)
+            r = gm.run_ggufs(["-f", "-o", "edits=" + file] + list(opts) + [gm.TINY, mnt])
+            err = r.stderr.decode()
+            self.assertEqual(r.returncode, 1, err)
+            self.assertEqual(err.count("\n"), 1, err)
+            self.assertIn(want, err)
+            self.assertFalse(gm.is_mounted(mnt))
+            return err
+
+    def test_file_trust(self):
+        """FILE is the mount's alone (issue 24 items 4, 5, 7): a second mount of one FILE
+        is refused naming the first; FILE and its directory must be the user's own and
+        writable by nobody else; no symlink, FIFO or directory; not inside the mount
+        point; not on a read-only file system; a killed save's temporary is removed."""
+        with self.mount() as m:
+            put(m.p("metadata", "general.name"), b"first\n")
+            err = self.refused(self.file, "in use by another mount, pid %d (" % m.proc.pid)
+            self.assertIn("ggufs", err)
+            put(m.p("metadata", "general.name"), b"second\n")   # a new FILE: locked too
+            self.refused(self.file, "in use by another mount")
+            self.assertEqual(meta(m, "general.name"), b"second\n")
+        self.assertEqual(edits_of(self.file)["set"]["general.name"]["value"], "second")
+        # another user's patch planted in a directory anyone may write to (as /tmp)
+        public = gm.public_tmpdir()
+        try:
+            os.chmod(public, 0o1777)
+            planted = os.path.join(public, "fix.json")
+            shutil.copy(self.file, planted)
+            os.chown(planted, gm.NOBODY, gm.NOBODY)
+            self.refused(planted, "writable by group or others (mode 1777)")
+            os.chmod(public, 0o755)
+            self.refused(planted, "owned by uid 65534")
+            os.unlink(planted)
+            os.symlink(self.file, planted)
+            self.refused(planted, "is a symlink")
+            os.unlink(planted)
+            os.mkfifo(planted)
+            self.refused(planted, "not a regular file")
+            os.unlink(planted)
+        finally:
+            shutil.rmtree(public)
+        # FILE in the mount point: the save would go through the mount itself
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o700)
+            self.refused(os.path.join(d, "e.json"), "inside the mount point",
+                         ["-o", "nonempty"], mnt=d)
+            os.mkdir(os.path.join(d, "sub"))
+            self.refused(os.path.join(d, "sub", "e.json"), "inside the mount point",
+                         ["-o", "nonempty"], mnt=d)
+        # what a save killed before its rename left is removed at the next mount
+        left = self.file + ".tmp.k1lled"
+        with open(left, "w") as f:
+            f.write('{"half')
+        with self.mount() as m:
+            self.assertFalse(os.path.exists(left))
+            self.assertEqual(meta(m, "general.name"), b"second\n")
+        # a read-only file system: every edit would fail at close
+        ro = tempfile.mkdtemp(prefix="ggufs-ro-")
+        try:
+            if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,mode=0700", "tmpfs", ro],
+                              stderr=subprocess.DEVNULL).returncode == 0:
+                try:
+                    self.refused(os.path.join(ro, "fix.json"), "Read-only file system")
+                finally:
+                    subprocess.run(["umount", ro], check=True)
+        finally:
+            os.rmdir(ro)
 
     def test_refusals(self):
         with self.mount() as m:

@@ -3,7 +3,7 @@
 tensors per ggml type, its bytes.* tensors full of NaN, inf and subnormal scales and
 values) is mounted with GGUFS_DEQUANT=scalar, avx2 and avx512 in turn; every .f32 and
 .npy file must hash the same at each level as on the portable code, NaN bit patterns
-included (SPEC.md: a .f32 hashes the same everywhere). A level the CPU lacks falls
+included (ggufs(1): a .f32 hashes the same everywhere). A level the CPU lacks falls
 back to the best one it has, so on such a CPU that mount repeats another level's."""
 import hashlib
 import os
