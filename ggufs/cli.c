@@ -66,6 +66,10 @@ static const struct cli_option cli_options[] = {
 	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
 	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
 	  .help = "remote: abandon a request under 4K/s this long (30)" },
+	{ "s3_anonymous", .with_check = true, OURS(s3_anonymous),
+	  .help = "s3://: no credentials, requests unsigned (public)" },
+	{ "s3_virtual_host", .with_check = true, OURS(s3_virtual_host),
+	  .help = "s3://: BUCKET.ENDPOINT, not ENDPOINT/BUCKET" },
 	{ "log=%s", OURS(log_file), .arg = "FILE",
 	  .help = "log events to FILE (else syslog; -f: stderr)" },
 	{ "edits=%s", OURS(edits_file), .arg = "FILE",
@@ -430,6 +434,7 @@ void cli_usage(const char *prog)
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
+	       "       %s [options] s3://BUCKET/KEY.gguf MOUNTPOINT\n"
 	       "       %s [options] FOLDER MOUNTPOINT\n"
 	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL...\n"
 	       "       %s --diff [--json] [-o REMOTE_OPTIONS] A.gguf|URL B.gguf|URL\n"
@@ -445,7 +450,8 @@ void cli_usage(const char *prog)
 	       "\n"
 	       "options:\n",
 	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
-	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog);
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
+	       slash ? slash + 1 : prog);
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (is_switch(&cli_options[i]))
 			usage_line(&cli_options[i]);

@@ -1,5 +1,5 @@
 /* Opening the model the command line names: a local file, or a URL (http, https,
- * hf://) with its token, CA file, cache and timeout options. Shared by a mount and by
+ * hf://, s3://) with its token or AWS credentials, CA file, cache and timeout options. Shared by a mount and by
  * --check, so that both open a model alike. */
 #include <errno.h>
 #include <stdbool.h>
@@ -13,6 +13,8 @@
 #include "ggufs.h"
 #include "log_escape.h"
 #include "remote.h"
+#include "s3.h"
+#include "s3_config.h"
 #include "token.h"
 #include "url.h"
 
@@ -21,6 +23,21 @@ static void print_waiting(void *arg, const char *line)
 {
 	(void)arg;
 	log_errf("%s", line);
+}
+
+/* getenv as s3_config_find reads the environment. */
+static const char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+/* The remote options every remote model shares (the command line's). */
+static struct remote_opts common_opts(const struct options *o)
+{
+	return (struct remote_opts){ .cafile = o->cafile, .timeout = o->timeout,
+	                             .cache_size = o->cache_size, .cache_dir = o->cache_dir,
+	                             .cache_max = o->cache_max,
+	                             .waiting = isatty(STDERR_FILENO) ? print_waiting : NULL };
 }
 
 /* Opens the remote model named by o->model: hf:// expanded with $HF_ENDPOINT, the token
@@ -41,10 +58,8 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		        url ? "out of memory" : err);
 		goto out;
 	}
-	struct remote_opts ro = { .cafile = o->cafile, .timeout = o->timeout,
-	                          .cache_size = o->cache_size, .cache_dir = o->cache_dir,
-	                          .cache_max = o->cache_max, .hub_rev = rev,
-	                          .waiting = isatty(STDERR_FILENO) ? print_waiting : NULL };
+	struct remote_opts ro = common_opts(o);
+	ro.hub_rev = rev;
 	/* which server gets which token: token.h */
 	if (token_choose(url, hf, endpoint, o->token_file, getenv("HF_TOKEN"), &ro, &token,
 	                 err) < 0) {
@@ -57,6 +72,69 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		log_errf("%s", err);
 out:
 	token_free(token);
+	free(url);
+	return m;
+}
+
+/* Opens s3://BUCKET/KEY: the credentials, region and endpoint found as the AWS CLI finds
+ * them (s3_config.h), the object's URL virtual-hosted on AWS (when the bucket can be a
+ * host name) or with -o s3_virtual_host, else path style. *shown gets the name as given
+ * (it holds no secret). NULL after one line on stderr, which names the credentials'
+ * source, the region and the endpoint, never a secret. */
+static struct ggufs_model *open_s3(const struct options *o, char **shown)
+{
+	char err[GGUF_ERR_MAX], context[3 * S3_FROM_MAX + 512];
+	char *bucket = NULL, *key = NULL, *endpoint = NULL, *url = NULL;
+	struct ggufs_model *m = NULL;
+	struct s3_config c = { 0 };
+	*shown = strdup(o->model);
+	if (!*shown) {
+		log_errf("out of memory");
+		return NULL;
+	}
+	if (s3_split(o->model, &bucket, &key, err, sizeof err) < 0) {
+		log_errf("%s: %s", *shown, err);
+		goto out;
+	}
+	if (!key[0] || key[strlen(key) - 1] == '/') {
+		log_errf("%s: names a bucket or a prefix, not an object: mount "
+		         "s3://BUCKET/KEY.gguf", *shown);
+		goto out;
+	}
+	if (s3_config_find(&c, env_get, o->s3_anonymous, err, sizeof err) < 0) {
+		log_errf("%s: %s", *shown, err);
+		goto out;
+	}
+	endpoint = c.endpoint ? strdup(c.endpoint) : s3_aws_endpoint(c.region);
+	if (!endpoint) {
+		log_errf("out of memory");
+		goto out;
+	}
+	/* AWS's own endpoint names a bucket by host where it can (its certificate covers
+	 * one label); another endpoint (MinIO, Ceph, a proxy) by path unless told */
+	bool virtual_host = o->s3_virtual_host || (!c.endpoint && s3_bucket_is_host(bucket));
+	url = s3_object_url(endpoint, bucket, key, virtual_host, err, sizeof err);
+	if (!url) {
+		log_errf("%s: %s", *shown, err);
+		goto out;
+	}
+	snprintf(context, sizeof context, "credentials: %s; region %s (%s); endpoint %s (%s)",
+	         c.credentials_from, c.region, c.region_from, endpoint, c.endpoint_from);
+	struct remote_s3 s3 = {
+		.access_key = c.access_key, .secret_key = c.secret_key,
+		.session_token = c.session_token, .region = c.region,
+		.bucket = bucket, .context = context,
+	};
+	struct remote_opts ro = common_opts(o);
+	ro.s3 = &s3;
+	m = model_open_remote(url, *shown, &ro, err);
+	if (!m)
+		log_errf("%s", err);
+out:
+	s3_config_free(&c);
+	free(bucket);
+	free(key);
+	free(endpoint);
 	free(url);
 	return m;
 }
@@ -76,14 +154,16 @@ static size_t url_scheme_len(const char *s)
 struct ggufs_model *open_model(const struct options *o, char **shown)
 {
 	*shown = NULL;
+	if (s3_is_name(o->model))
+		return open_s3(o, shown);
 	if (url_is_remote(o->model))
 		return open_remote(o, shown);
 	/* a URL of another scheme, unless a local file has that name after all */
 	size_t scheme = url_scheme_len(o->model);
 	struct stat st;
 	if (scheme && stat(o->model, &st) != 0 && errno == ENOENT) {
-		log_errf("%s: unsupported URL scheme '%.*s' (ggufs reads http://, "
-		        "https:// and hf:// URLs, or a local file)", o->model, (int)scheme, o->model);
+		log_errf("%s: unsupported URL scheme '%.*s' (ggufs reads http://, https://, hf:// "
+		         "and s3:// URLs, or a local file)", o->model, (int)scheme, o->model);
 		return NULL;
 	}
 	char err[GGUF_ERR_MAX];

@@ -56,6 +56,9 @@ struct handle {
 	struct tree *tree;
 	bool writing;
 	bool dirty;             /* written since the last commit */
+	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
+	                         * "> KEY" closes a first descriptor (its dup2) before it
+	                         * writes, so that truncation is made at the last close */
 	pthread_mutex_t lock;   /* buf, len, dirty */
 	char *buf;
 	uint64_t len, cap;
@@ -277,7 +280,7 @@ static bool owner_or_reply(fuse_req_t req)
 /* Logs a refused edit (one line naming the key and the reason) and replies it. */
 static void reply_refused(fuse_req_t req, int r, const char *why)
 {
-	evlog(EVLOG_WARNING, NULL, "edit refused (%s): %s", strerror(-r), why);
+	report_refused_edit(fs_of(req), r, why);
 	fuse_reply_err(req, -r);
 }
 
@@ -311,16 +314,17 @@ static bool handle_load(struct handle *h, const struct tree_node *n)
 }
 
 /* Makes the text written through h the value of the key of ino, when it was written
- * since: 0 or -errno, logged. */
-static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino)
+ * since (a truncation at open with nothing after it: only at the last close): 0 or
+ * -errno, logged. */
+static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool last)
 {
 	pthread_mutex_lock(&h->lock);
 	int r = 0;
-	if (h->dirty) {
+	if (h->dirty && (last || !h->only_truncated)) {
 		char err[GGUF_ERR_MAX];
 		r = tree_edits_write(fs->edits, ino, h->buf ? h->buf : "", h->len, err);
 		if (r < 0)
-			evlog(EVLOG_WARNING, NULL, "edit refused (%s): %s", strerror(-r), err);
+			report_refused_edit(fs, r, err);
 		h->dirty = false;   /* refused or made: the next close has nothing new */
 	}
 	pthread_mutex_unlock(&h->lock);
@@ -366,7 +370,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h->tree = t;
 		h->writing = write;
 		if (write && (fi->flags & O_TRUNC)) {
-			h->dirty = true;   /* open(O_TRUNC) makes the value "" even if nothing follows */
+			/* open(O_TRUNC) makes the value "" even if nothing follows */
+			h->dirty = h->only_truncated = true;
 		} else if (write && !handle_load(h, n)) {
 			free(h->buf);
 			free(h);
@@ -400,7 +405,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct handle *h = handle_of(fs_of(req), fi);
-	int r = h && h->writing ? handle_commit(fs_of(req), h, ino) : 0;
+	int r = h && h->writing ? handle_commit(fs_of(req), h, ino, false) : 0;
 	fuse_reply_err(req, -r);
 }
 
@@ -410,7 +415,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct handle *h = handle_of(fs, fi);
 	if (h) {
 		if (h->writing)   /* a text not flushed (a close that failed to reach us) */
-			handle_commit(fs, h, ino);
+			handle_commit(fs, h, ino, true);
 		tree_release(h->tree);
 		pthread_mutex_destroy(&h->lock);
 		free(h->buf);
@@ -704,6 +709,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 				h->cap = size + 1 > h->cap ? size + 1 : h->cap;
 				h->len = size;
 				h->dirty = true;
+				h->only_truncated = false;
 			}
 			pthread_mutex_unlock(&h->lock);
 		} else {
@@ -932,6 +938,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		if (end > h->len)
 			h->len = end;
 		h->dirty = true;
+		h->only_truncated = false;
 	}
 	char err[GGUF_ERR_MAX];
 	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, h->buf, h->len, err)) < 0) {

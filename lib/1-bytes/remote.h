@@ -29,7 +29,22 @@
 /* The memory cache of a mount when remote_opts.cache_size is 0. */
 #define REMOTE_CACHE_DEFAULT (256ull << 20)
 
+/* An s3:// model's S3 side: every request to the endpoint's origin signed (unless
+ * anonymous), the key's path sent as it is, and an error's S3 code read from its body
+ * for a refusal that names the credentials' source, region and endpoint (context),
+ * never a secret. */
+struct remote_s3 {
+	const char *access_key;     /* NULL: anonymous, nothing signed */
+	const char *secret_key;
+	const char *session_token;  /* NULL when none */
+	const char *region;
+	const char *bucket;
+	const char *context;        /* "credentials from ..., region ... (from ...), endpoint
+	                             * ... (from ...)" */
+};
+
 struct remote_opts {
+	const struct remote_s3 *s3;  /* an s3:// model, or NULL */
 	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
 	bool token_from_env;        /* for the hint in a 401/403 message */
 	bool token_withheld;        /* HF_TOKEN is set, but not for this URL's server */

@@ -2,7 +2,8 @@
 """llama.cpp itself loads model.gguf (issue 18), through node-llama-cpp (tests/llama/
 package.json, installed with `npm ci` there): the bundled model from a local mount, from
 nginx by URL and through hf:// with HF_ENDPOINT, and split in 3 (local and by URL),
-each with mmap and with --no-mmap's reads. Every load's greedy completion of a fixed
+and s3:// from s3rver (a real S3 implementation, tests/s3rver), each with mmap and with
+--no-mmap's reads. Every load's greedy completion of a fixed
 prompt is exactly the tokens that loading the original file gives. A mount with
 -o edits=FILE whose tokenizer.chat_template was rewritten (issue 19) loads too, reports
 the new template, and completes with the same tokens. So does model.gguf of a model
@@ -22,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 from remote_common import (TINY, EnvMount, Nginx, env_without_token, gm,  # noqa: E402
                            install, public_root, split_gguf)
+from s3rver import ACCESS_KEY, SECRET_KEY, S3rver  # noqa: E402
 
 GREEDY = os.path.join(HERE, "greedy.mjs")
 NODE_TIMEOUT = 120
@@ -106,6 +108,23 @@ class Llama(unittest.TestCase):
                 EnvMount("hf://owner/repo/tinyllama-q4km.gguf", env=env) as b, \
                 EnvMount(url + "/split/tiny-00003-of-00003.gguf") as c:
             self.check([a, b, c])
+
+    def test_s3(self):
+        why = S3rver.missing()
+        if why and os.environ.get("GGUFS_REQUIRE_S3RVER"):
+            self.fail("s3rver required (GGUFS_REQUIRE_S3RVER) but " + why)
+        if why:
+            self.skipTest(why)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        with S3rver(["models"]) as s:
+            s.put("models", "tiny/tinyllama-q4km.gguf", gm.read_file(TINY))
+            for p in self.shards:
+                s.put("models", "split/" + os.path.basename(p), gm.read_file(p))
+            env.update(HOME=self.root, AWS_ACCESS_KEY_ID=ACCESS_KEY,
+                       AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_ENDPOINT_URL=s.url)
+            with EnvMount("s3://models/tiny/tinyllama-q4km.gguf", env=env) as a, \
+                    EnvMount("s3://models/split/tiny-00002-of-00003.gguf", env=env) as b:
+                self.check([a, b])
 
 
 if __name__ == "__main__":

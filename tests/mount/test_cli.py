@@ -121,10 +121,10 @@ class Refused(unittest.TestCase):
 
     def test_unsupported_scheme(self):
         """ftp:// and the like: the schemes that work are named (not "No such file")."""
-        for url in ("ftp://host/x.gguf", "s3://bucket/x.gguf"):
+        for url in ("ftp://host/x.gguf", "gs://bucket/x.gguf"):
             line = self.refused([url, self.mnt], contains=url)
             self.assertIn("unsupported URL scheme '%s'" % url.split(":")[0], line)
-            self.assertIn("http://, https:// and hf://", line)
+            self.assertIn("http://, https://, hf:// and s3://", line)
         # a local directory that happens to be called "ftp:" is still a local file
         os.makedirs(os.path.join(self.tmp, "ftp:", "host"))
         shutil.copy(gm.TINY, os.path.join(self.tmp, "ftp:", "host", "x.gguf"))

@@ -10,7 +10,9 @@ managers that stop their server (nginx by its PID) on exit.
 - FaultServer(files, host='127.0.0.1'): a threaded HTTP/1.1 server written here, with
   its own Range handling and switches that a test flips while a mount is live: require
   a token, redirect, ignore Range, swap a file, fail the next N requests, stall, add
-  latency, limit the rate per connection, reset a connection after N bytes.
+  latency, limit the rate per connection, reset a connection after N bytes. With
+  s.s3 = S3Auth(...) (s3auth.py) it speaks S3: every request's Signature V4 checked
+  by botocore, objects addressed path style or virtual-hosted, errors as S3's XML.
 """
 import collections
 import email.utils
@@ -364,6 +366,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
             record["bytes_sent"] = len(body)
 
+    def s3_error(self, record, status, code, extra=(), fields=()):
+        """An S3 error: status, and S3's XML body naming code (and fields)."""
+        from s3auth import error_xml
+        self.simple(record, status, [("Content-Type", "application/xml")] + list(extra),
+                    error_xml(code, fields))
+
     def answer(self, fs, headers, record, with_body):
         """The switches in the order a real stack meets them (a dead or stalled server,
         injected failures, authentication, redirect, the file, If-Match, Range), then
@@ -378,10 +386,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         status = fs.take_failure()
         if status:
-            self.simple(record, status,
-                        [("Retry-After", fs.retry_after)] if status in (429, 503) else ())
+            extra = [("Retry-After", fs.retry_after)] if status in (429, 503) else []
+            if fs.s3 is not None:
+                code = {503: "SlowDown", 500: "InternalError"}.get(status, "ServiceUnavailable")
+                self.s3_error(record, status, code, extra)
+            else:
+                self.simple(record, status, extra)
             return
         path, _, query = self.path.partition("?")
+        if fs.s3 is not None:
+            refusal = fs.s3.check(self.command, headers, self.path)
+            if refusal is not None:
+                status, code, fields, extra = refusal
+                self.s3_error(record, status, code, extra, fields)
+                return
+            path = fs.s3.object_path(headers.get("host", ""), path)
+            if fs.file(path) is None:
+                bucket = path.split("/")[1]
+                if any(p.startswith("/%s/" % bucket) for p in list(fs.files)):
+                    self.s3_error(record, 404, "NoSuchKey")
+                else:
+                    self.s3_error(record, 404, "NoSuchBucket")
+                return
         if fs.token is not None and headers.get("authorization") != "Bearer " + fs.token:
             self.simple(record, 401, [("WWW-Authenticate", 'Bearer realm="ggufs-test"')],
                         b"token required\n")
@@ -395,7 +421,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if fs.require_signature and not signature_valid(query, fs.revoked_before):
             self.simple(record, 403, (), b"signature expired\n")
             return
-        f = fs.file(self.path if fs.by_query else path)
+        f = fs.file(self.path if fs.by_query and fs.s3 is None else path)
         if f is None:
             self.simple(record, 404, (), b"not found\n")
             return
@@ -408,7 +434,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         match = None if fs.ignore_if_match else headers.get("if-match")
         if match is not None and match.strip() != "*" and \
                 etag not in [m.strip() for m in match.split(",")]:
-            self.simple(record, 412, common)
+            if fs.s3 is not None:
+                self.s3_error(record, 412, "PreconditionFailed", common)
+            else:
+                self.simple(record, 412, common)
             return
         rng = None if fs.ignore_range else parse_range(headers.get("range"), size)
         if rng == "unsatisfiable":
@@ -534,7 +563,11 @@ class FaultServer:
       cut short that only counting against Content-Range detects);
     - s.reset_after = N: a body is cut after N bytes with a TCP reset;
       s.reset_next(n, after=N): only the next n bodies are;
-    - s.extra_headers = [(name, value)] added to file responses (X-Repo-Commit...).
+    - s.extra_headers = [(name, value)] added to file responses (X-Repo-Commit...);
+    - s.s3 = S3Auth(...): S3's semantics (s3auth.py): files are named /BUCKET/KEY
+      (KEY decoded), each request is checked by its Signature V4 (or its anonymity),
+      and injected failures, refusals, 404s and 412s carry S3's XML error bodies
+      (503 SlowDown, 500 InternalError, NoSuchKey, NoSuchBucket, ...).
 
     s.log() gives every request so far (FaultRecord), s.log_settled(n) once n are
     logged; s.clear_log() empties it. s.max_in_flight: the most requests that were
@@ -571,6 +604,7 @@ class FaultServer:
         self.reset_after = None
         self.retry_after = "0"
         self.extra_headers = []
+        self.s3 = None
         self._failures = []
         self._resets = []
         self._truncations = 0

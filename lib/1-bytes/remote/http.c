@@ -91,6 +91,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 		r->encoding[0] = 0;
 		r->has_length = false;
 		r->retry_after = -1;
+		r->bucket_region[0] = 0;
+		r->error_body_len = 0;
 		return len;
 	}
 	const char *colon = memchr(line, ':', len);
@@ -104,6 +106,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 		keep_value(r->etag, sizeof r->etag, v, vn);
 	} else if (IS("Last-Modified")) {
 		keep_value(r->last_modified, sizeof r->last_modified, v, vn);
+	} else if (IS("x-amz-bucket-region")) {
+		keep_value(r->bucket_region, sizeof r->bucket_region, v, vn);
 	} else if (IS("X-Repo-Commit")) {
 		keep_value(r->repo_commit, sizeof r->repo_commit, v, vn);
 	} else if (IS("Location")) {
@@ -133,12 +137,20 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 }
 
 /* The body: only a 206 for exactly the range asked is kept; anything else (a 200 with
- * the whole file, an error page, a longer body) ends the transfer at its first bytes. */
+ * the whole file, an error page, a longer body) ends the transfer at its first bytes,
+ * but for an error body asked for, kept up to its bound. */
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
 {
 	struct transfer *t = arg;
 	struct http_response *r = t->resp;
 	size_t len = size * n;
+	if (r->status >= 300 && t->req->keep_error_body) {
+		size_t room = sizeof r->error_body - r->error_body_len;
+		size_t take = len < room ? len : room;
+		memcpy(r->error_body + r->error_body_len, data, take);
+		r->error_body_len += take;
+		return take == len ? len : 0;
+	}
 	if (r->status != 206 || r->encoding[0] || len > t->want - r->got) {
 		r->aborted = r->status == 206 && !r->encoding[0];
 		return 0;
@@ -162,6 +174,17 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	memcpy(t->req->buf + r->got, data, len);
 	r->got += len;
 	return len;
+}
+
+/* Sets h up to have libcurl sign its request for S3 with s (the headers it signs
+ * along, x-amz-content-sha256 and x-amz-security-token, are among the request's lines). */
+static void sign_sigv4(CURL *h, const struct http_sigv4 *s)
+{
+	char provider[96];
+	snprintf(provider, sizeof provider, "aws:amz:%s:s3", s->region);
+	curl_easy_setopt(h, CURLOPT_AWS_SIGV4, provider);
+	curl_easy_setopt(h, CURLOPT_USERNAME, s->access_key);
+	curl_easy_setopt(h, CURLOPT_PASSWORD, s->secret_key);
 }
 
 /* Polled by libcurl about once a second and on every chunk: aborts the transfer once
@@ -234,8 +257,20 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	}
 	if (headers)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	/* an S3 key's "." and ".." parts are its own, not to be resolved away (and the
+	 * signature is over the path sent) */
+	if (req->path_as_is || req->sigv4)
+		curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+	if (req->sigv4)
+		sign_sigv4(h, req->sigv4);
 	resp->code = complete ? curl_easy_perform(h) : CURLE_OUT_OF_MEMORY;
-	/* nothing of the credentials stays behind in the handle */
+	/* nothing of the credentials stays behind in the handle or in our copies */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	if (req->sigv4) {
+		curl_easy_setopt(h, CURLOPT_USERNAME, NULL);
+		curl_easy_setopt(h, CURLOPT_PASSWORD, NULL);
+	}
+	for (struct curl_slist *l = headers; l; l = l->next)
+		explicit_bzero(l->data, strlen(l->data));
 	curl_slist_free_all(headers);
 }

@@ -1,6 +1,7 @@
 /* One HTTP range request with libcurl: GET bytes [first, last] of a URL into a buffer,
- * with the headers that matter to a pinned remote file noted. Redirects are not
- * followed here (the caller decides where the token may go); the transfer stops at the
+ * with the headers that matter to a pinned remote file noted, signed for S3 if asked
+ * (sigv4). Redirects are not followed here (the caller decides where credentials may
+ * go); the transfer stops at the
  * first body byte of anything but a 206, so a server that ignores Range costs nothing.
  * Accept-Encoding: identity is sent; a 206 with any other Content-Encoding is stopped at
  * its first body byte too, none of it kept (its bytes are not the file's). */
@@ -17,8 +18,20 @@
 #define HTTP_DATE_MAX 64
 #define HTTP_COMMIT_MAX 64
 #define HTTP_LOCATION_MAX 8192
+#define HTTP_ERROR_BODY_MAX 8192    /* an error body kept (keep_error_body) up to this */
 
 struct http_response;
+
+/* AWS Signature Version 4 for S3, made by libcurl (CURLOPT_AWS_SIGV4): it signs the
+ * method, the path and query exactly as the URL holds them (the caller encodes them by
+ * S3's rules), the Host, its own X-Amz-Date and every header line of the request, where
+ * the caller puts x-amz-content-sha256 (libcurl 7.88 does not add it) and, for a session
+ * token, x-amz-security-token. */
+struct http_sigv4 {
+	const char *access_key, *secret_key;
+	const char *session_token;  /* NULL when none */
+	const char *region;
+};
 
 struct http_request {
 	const char *url;
@@ -29,6 +42,10 @@ struct http_request {
 	unsigned n_headers;
 	const char *if_match;       /* If-Match; NULL for none */
 	const char *cafile;         /* CA file used besides the system's; NULL for none */
+	const struct http_sigv4 *sigv4;  /* sign the request for S3; NULL: not signed */
+	bool keep_error_body;       /* keep the body of a status >= 300 (S3's error XML) */
+	bool path_as_is;            /* the path sent as the URL holds it, "." and ".." parts
+	                             * too (an S3 key's own; sigv4 implies it) */
 	unsigned timeout;           /* s without progress before giving up; connect: <= 10 s */
 	unsigned min_rate;          /* bytes/s: a transfer slower than this on average over
 	                             * any timeout seconds is abandoned, and so is one not
@@ -65,6 +82,9 @@ struct http_response {
 	uint64_t content_length;
 	long retry_after;           /* Retry-After in seconds from now (a delay or a date), or
 	                             * -1 when absent or unreadable */
+	char bucket_region[64];     /* S3's x-amz-bucket-region; "" when absent */
+	char error_body[HTTP_ERROR_BODY_MAX];  /* with keep_error_body: the body of a status */
+	size_t error_body_len;                 /* >= 300, its first bytes when longer */
 };
 
 /* Performs req on handle h (reset first; its connections stay for reuse) and fills

@@ -143,6 +143,43 @@ static const struct source_ops remote_ops = {
 	.expect = remote_expect,
 };
 
+/* A copy of s (NULL stays NULL). */
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* Copies *s into r->s3 (and its keys into r->sigv4) and points r->o.s3 at it; false
+ * when out of memory (what was copied is freed by free_s3). */
+static bool copy_s3(struct remote *r, const struct remote_s3 *s)
+{
+	r->s3.access_key = dup_or_null(s->access_key);
+	r->s3.secret_key = dup_or_null(s->secret_key);
+	r->s3.session_token = dup_or_null(s->session_token);
+	r->s3.region = dup_or_null(s->region);
+	r->s3.bucket = dup_or_null(s->bucket);
+	r->s3.context = dup_or_null(s->context);
+	r->o.s3 = &r->s3;
+	r->sigv4 = (struct http_sigv4){ .access_key = r->s3.access_key,
+	                                .secret_key = r->s3.secret_key,
+	                                .session_token = r->s3.session_token,
+	                                .region = r->s3.region };
+	return (r->s3.access_key || !s->access_key) && (r->s3.secret_key || !s->secret_key) &&
+	       (r->s3.session_token || !s->session_token) && (r->s3.region || !s->region) &&
+	       (r->s3.bucket || !s->bucket) && (r->s3.context || !s->context);
+}
+
+/* Frees s's strings, the secrets wiped first. */
+static void free_s3(struct remote_s3 *s)
+{
+	token_free((char *)s->access_key);
+	token_free((char *)s->secret_key);
+	token_free((char *)s->session_token);
+	free((char *)s->region);
+	free((char *)s->bucket);
+	free((char *)s->context);
+}
+
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 {
 	if (o->token && !token_ok(o->token)) {
@@ -156,9 +193,10 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 		return NULL;
 	}
 	r->o = *o;
-	r->sign = remote_sign_bearer;
+	r->sign = o->s3 ? remote_sign_s3 : remote_sign_bearer;
 	r->o.token = o->token ? strdup(o->token) : NULL;
 	r->o.cafile = o->cafile ? strdup(o->cafile) : NULL;
+	bool s3_copied = !o->s3 || copy_s3(r, o->s3);
 	if (!r->o.timeout)
 		r->o.timeout = REMOTE_TIMEOUT_DEFAULT;
 	if (!r->o.cache_size)
@@ -177,7 +215,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 			return NULL;
 		}
 	}
-	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile)) {
+	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile) || !s3_copied) {
 		gguf_errf(err, "out of memory");
 		remote_free(r);
 		return NULL;
@@ -206,6 +244,7 @@ void remote_free(struct remote *r)
 	dc_close(r->disk);
 	token_free((char *)r->o.token);
 	free((char *)r->o.cafile);
+	free_s3(&r->s3);
 	pthread_mutex_destroy(&r->pool_lock);
 	pthread_mutex_destroy(&r->error_lock);
 	pthread_mutex_destroy(&r->ahead_lock);

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "evlog.h"
+#include "s3_error.h"
 
 /* An idle easy handle, or a new one; NULL when out of memory. */
 static CURL *handle_get(struct remote *r)
@@ -255,6 +256,50 @@ static void network_phrase(char err[GGUF_ERR_MAX], CURLcode code, unsigned timeo
 	}
 }
 
+/* What a reply of S3 other than a 206 means, in one phrase with S3's code (from the
+ * error body) and the mount's credentials source, region and endpoint: 5xx and 429
+ * (SlowDown, InternalError) are retried, anything else is refused. */
+static enum outcome classify_s3(const struct remote_file *f, const struct http_response *resp,
+                                char err[GGUF_ERR_MAX])
+{
+	const struct remote_s3 *s3 = f->r->o.s3;
+	long st = resp->status;
+	struct s3_error e;
+	s3_error_parse(resp->error_body, resp->error_body_len, &e);
+	const char *code = e.code[0] ? e.code : "no S3 error code";
+	if (st == 429 || st >= 500) {
+		gguf_errf(err, "HTTP %ld %s", st, code);
+		return RETRY;
+	}
+	if (strcmp(e.code, "SignatureDoesNotMatch") == 0)
+		gguf_errf(err, "the endpoint refused the signature (HTTP %ld SignatureDoesNotMatch: a "
+		     "wrong secret key, or a region other than the bucket's); %s", st, s3->context);
+	else if (strcmp(e.code, "InvalidAccessKeyId") == 0)
+		gguf_errf(err, "the endpoint knows no such access key id (HTTP %ld "
+		     "InvalidAccessKeyId); %s", st, s3->context);
+	else if (strcmp(e.code, "NoSuchKey") == 0 || (st == 404 && !e.code[0]))
+		gguf_errf(err, "no such key in bucket '%s' (HTTP %ld %s); %s", s3->bucket, st, code,
+		     s3->context);
+	else if (strcmp(e.code, "NoSuchBucket") == 0)
+		gguf_errf(err, "no such bucket '%s' (HTTP %ld NoSuchBucket); %s", s3->bucket, st,
+		     s3->context);
+	else if (strcmp(e.code, "PermanentRedirect") == 0 || st == 301)
+		gguf_errf(err, "bucket '%s' is in another region%s%s%s%s (HTTP %ld %s): set AWS_REGION "
+		     "or the endpoint; %s", s3->bucket, resp->bucket_region[0] ? ", " : "",
+		     resp->bucket_region, e.endpoint[0] ? ", at " : "", e.endpoint, st, code,
+		     s3->context);
+	else if (strcmp(e.code, "AuthorizationHeaderMalformed") == 0 && e.region[0])
+		gguf_errf(err, "bucket '%s' is in region %s (HTTP %ld AuthorizationHeaderMalformed): "
+		     "set AWS_REGION; %s", s3->bucket, e.region, st, s3->context);
+	else if (st == 401 || st == 403)
+		gguf_errf(err, "access denied (HTTP %ld %s); %s", st, code, s3->context);
+	else if (st == 416 && resp->has_range && resp->total == 0)
+		gguf_errf(err, "empty file, not GGUF");
+	else
+		gguf_errf(err, "HTTP %ld %s; %s", st, code, s3->context);
+	return FAILED;
+}
+
 /* What a reply other than a 206 or a redirect means. */
 static enum outcome classify(const struct remote_file *f, const struct http_response *resp,
                              bool at_target, bool pinned, char err[GGUF_ERR_MAX])
@@ -304,6 +349,8 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 		gguf_errf(err, "HTTP %ld from the redirect target", st);
 		return REFETCH;
 	}
+	if (f->r->o.s3)
+		return classify_s3(f, resp, err);
 	if (st == 429 || st >= 500) {
 		gguf_errf(err, "HTTP %ld", st);
 		return RETRY;
@@ -382,10 +429,12 @@ static bool poll_mount_wait(void *arg)
 }
 
 int remote_sign_bearer(const struct remote *r, const char *given, const char *url,
-                       uint64_t first, uint64_t last, char *lines[REMOTE_SIGN_LINES])
+                       uint64_t first, uint64_t last, char *lines[REMOTE_SIGN_LINES],
+                       const struct http_sigv4 **sigv4)
 {
 	(void)first;
 	(void)last;
+	*sigv4 = NULL;
 	if (!r->o.token || !url_same_origin(url, given))
 		return 0;
 	size_t n = strlen(r->o.token) + 32;
@@ -393,6 +442,33 @@ int remote_sign_bearer(const struct remote *r, const char *given, const char *ur
 		return -1;
 	snprintf(lines[0], n, "Authorization: Bearer %s", r->o.token);
 	return 1;
+}
+
+/* The SHA-256 of an empty body: a GET's payload, as x-amz-content-sha256 says it. */
+#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+int remote_sign_s3(const struct remote *r, const char *given, const char *url,
+                   uint64_t first, uint64_t last, char *lines[REMOTE_SIGN_LINES],
+                   const struct http_sigv4 **sigv4)
+{
+	(void)first;
+	(void)last;
+	*sigv4 = NULL;
+	if (!r->s3.access_key || !url_same_origin(url, given))
+		return 0;
+	int n = 0;
+	if (!(lines[n++] = strdup("x-amz-content-sha256: " EMPTY_SHA256)))
+		return -1;
+	if (r->s3.session_token) {
+		size_t len = strlen(r->s3.session_token) + 32;
+		if (!(lines[n] = malloc(len))) {
+			free(lines[0]);
+			return -1;
+		}
+		snprintf(lines[n++], len, "x-amz-security-token: %s", r->s3.session_token);
+	}
+	*sigv4 = &r->sigv4;
+	return n;
 }
 
 /* Wipes and frees n signed lines: nothing of the credentials stays in our memory. */
@@ -413,12 +489,14 @@ static int make_request(struct remote_file *f, const char *url, uint64_t first,
                         char *lines[REMOTE_SIGN_LINES])
 {
 	struct remote *r = f->r;
-	int n_lines = r->sign(r, f->url, url, first, last, lines);
+	const struct http_sigv4 *sigv4;
+	int n_lines = r->sign(r, f->url, url, first, last, lines, &sigv4);
 	if (n_lines < 0)
 		return -1;
 	*req = (struct http_request){
 		.url = url, .first = first, .last = last,
 		.headers = (const char *const *)lines, .n_headers = (unsigned)n_lines,
+		.sigv4 = sigv4, .keep_error_body = r->o.s3 != NULL, .path_as_is = r->o.s3 != NULL,
 		.if_match = pinned && strong_etag(f->etag) &&
 		            url_same_origin(url, f->etag_origin) ? f->etag : NULL,
 		.cafile = r->o.cafile, .timeout = r->o.timeout, .min_rate = REMOTE_MIN_RATE,

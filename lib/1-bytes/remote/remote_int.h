@@ -79,14 +79,16 @@
  * URL it goes to (the URL as given, or where a redirect led) and the bytes it asks
  * for. The fetch follows redirects, retries and checks the replies; what credentials a
  * request carries, and to which server, is the signer's business alone (the mount's
- * bearer token: remote_sign_bearer; a store's signature of the request would be
- * another). */
+ * bearer token: remote_sign_bearer; an S3 store's Signature V4: remote_sign_s3). */
 #define REMOTE_SIGN_LINES 4
 /* Fills lines with up to REMOTE_SIGN_LINES malloc'ed "Name: value" lines for a request
- * of bytes [first, last] of url, of the file whose URL as given is given. Returns how
- * many (0: none), or -1 when out of memory. The fetch wipes and frees them. */
+ * of bytes [first, last] of url, of the file whose URL as given is given, and sets
+ * *sigv4 to the keys libcurl signs the whole request with (S3's Signature V4, over the
+ * method, path, query and every line), or NULL. Returns how many lines (0: none), or -1
+ * when out of memory. The fetch wipes and frees them. */
 typedef int remote_sign_fn(const struct remote *r, const char *given, const char *url,
-                           uint64_t first, uint64_t last, char *lines[REMOTE_SIGN_LINES]);
+                           uint64_t first, uint64_t last, char *lines[REMOTE_SIGN_LINES],
+                           const struct http_sigv4 **sigv4);
 
 /* A job for the read-ahead threads: blocks [first, first + n) of a file, each claimed
  * in the cache (loading: readers of them wait), fetched with one range request. */
@@ -99,7 +101,10 @@ struct ahead_job {
 };
 
 struct remote {
-	struct remote_opts o;       /* token and cafile: copies owned here */
+	struct remote_opts o;       /* token, cafile and s3: copies owned here */
+	struct remote_s3 s3;        /* what o.s3 points to, for an s3:// model (its strings
+	                             * owned here) */
+	struct http_sigv4 sigv4;    /* s3's keys as libcurl's signer takes them */
 	remote_sign_fn *sign;       /* each request's credentials */
 	struct blockcache *cache;
 	struct diskcache *disk;     /* -o cache_dir, or NULL */
@@ -206,6 +211,11 @@ int remote_fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 /* The bearer token of the mount (remote_opts.token), to the origin of the URL as given
  * only: never to where a redirect leads (a CDN's signed URL carries its own rights). */
 remote_sign_fn remote_sign_bearer;
+/* An s3:// model's signature (remote_opts.s3), to the endpoint's origin only (the
+ * origin of the URL as given): libcurl's Signature V4 with the lines it signs along,
+ * x-amz-content-sha256 (a GET's empty body) and x-amz-security-token; nothing for an
+ * anonymous one. */
+remote_sign_fn remote_sign_s3;
 
 /* Frees the mount's idle easy handles (at remote_free). */
 void remote_fetch_pool_free(struct remote *r);

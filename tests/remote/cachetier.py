@@ -1,0 +1,116 @@
+"""The shared cache tier of the man page and README, as shipped in
+examples/nginx-cache-tier.conf, run for real: nginx-light on 127.0.0.1 with that very
+file, only its placeholders filled in (the origin, the cache directory, the port, and
+proxy_cache_valid when a test wants it shorter), in front of an origin server.
+
+`with SliceCache(origin_url) as c:` starts it; c.url is what mounts use; it stops by
+PID on exit and removes its directory."""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from servers import STOP_TIMEOUT, free_port, wait_listening
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECIPE = os.path.join(HERE, "..", "..", "examples", "nginx-cache-tier.conf")
+
+MAIN_CONF = """\
+worker_processes 1;
+user root root;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    client_body_temp_path {dir}/tmp/body;
+    proxy_temp_path {dir}/tmp/proxy;
+    fastcgi_temp_path {dir}/tmp/fastcgi;
+    uwsgi_temp_path {dir}/tmp/uwsgi;
+    scgi_temp_path {dir}/tmp/scgi;
+    log_format tier '$request_uri\\t$http_range\\t$status\\t$upstream_cache_status';
+    access_log {dir}/access.log tier;
+    include {dir}/recipe.conf;
+}}
+"""
+
+
+def recipe(origin_host_port, cache_dir, port, valid=None):
+    """The shipped recipe with its placeholders filled in."""
+    with open(RECIPE) as f:
+        text = f.read()
+    text = text.replace("proxy_pass http://ORIGIN;", "proxy_pass http://%s;" % origin_host_port)
+    text = text.replace("/var/cache/nginx/ggufs", cache_dir)
+    text = text.replace("listen 8080;", "listen 127.0.0.1:%d;" % port)
+    if valid:
+        text = re.sub(r"proxy_cache_valid 200 206 \S+;", "proxy_cache_valid 200 206 %s;" % valid,
+                      text)
+    return text
+
+
+class SliceCache:
+    def __init__(self, origin_url, valid=None):
+        self.origin = re.sub(r"^https?://", "", origin_url).rstrip("/")
+        self.valid = valid
+        self.dir = self.proc = self.port = self.url = None
+
+    def __enter__(self):
+        self.dir = tempfile.mkdtemp(prefix="ggufs-tier-")
+        os.mkdir(os.path.join(self.dir, "tmp"))
+        conf = os.path.join(self.dir, "nginx.conf")
+        last = None
+        for _ in range(5):  # another process may take the free port first
+            self.port = free_port()
+            with open(os.path.join(self.dir, "recipe.conf"), "w") as f:
+                f.write(recipe(self.origin, os.path.join(self.dir, "cache"), self.port, self.valid))
+            with open(conf, "w") as f:
+                f.write(MAIN_CONF.format(dir=self.dir))
+            self.proc = subprocess.Popen(
+                ["nginx", "-p", self.dir, "-c", conf, "-e", os.path.join(self.dir, "error.log"),
+                 "-g", "daemon off;"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE)
+            try:
+                wait_listening("127.0.0.1", self.port, self.proc)
+                break
+            except RuntimeError as e:
+                last = str(e) + " " + self.error_log()
+                self.stop()
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise RuntimeError("nginx did not start: " + last)
+        self.url = "http://127.0.0.1:%d" % self.port
+        return self
+
+    def error_log(self):
+        try:
+            with open(os.path.join(self.dir, "error.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def records(self):
+        """(uri, range, status, cache status) of each client request so far."""
+        try:
+            with open(os.path.join(self.dir, "access.log")) as f:
+                return [tuple(line.rstrip("\n").split("\t")) for line in f]
+        except FileNotFoundError:
+            return []
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        self.proc = None
+
+    def __exit__(self, *exc):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False

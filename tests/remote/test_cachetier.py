@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The shared cache tier (examples/nginx-cache-tier.conf, run as shipped by
+cachetier.py): nginx-light with slice 4m and proxy_cache_lock in front of the fault
+server.
+
+- Three mounts at once (two cache directories of their own, one with none) load the
+  same 100 MB model's model.gguf through the tier: each gets the file's sha256, and the
+  origin served each 4 MiB slice exactly once (its log: one 206 per slice, nothing
+  else, the file's size in body bytes) although the mounts' parallel read-ahead asked
+  for every block three times over.
+- The origin's faults are still seen right through it: 503s at the origin reach the
+  mounts (never cached) and are retried, the loads still right; an object changed at
+  the origin is EIO, never mixed bytes, for a mount pinned to the old one once the
+  tier revalidates (proxy_cache_valid, 1 s here), and a mount made after it gets the
+  new object whole."""
+import collections
+import errno
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+import unittest
+
+from cachetier import SliceCache
+from remote_common import EIO_TIMEOUT, EnvMount, FaultServer, gm, read_bounded
+
+SLICE = 4 << 20
+PATH = "/models/tier.gguf"
+
+
+def write_model(path, size, seed):
+    """A GGUF with one f32 tensor of size random bytes; returns the file's bytes."""
+    import random
+    raw = random.Random(seed).randbytes(size)
+    gm.write_gguf(path, [("general.architecture", "llama"), ("general.name", "tier")],
+                  [("w", [size // 4], 0, raw)])
+    return gm.read_file(path)
+
+
+def load(path, piece=1 << 20):
+    """sha256 of the whole file, read as a loader reads it (large sequential reads)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(piece)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def slices(size):
+    """The Range of every slice the tier asks the origin for."""
+    return {"bytes=%d-%d" % (i, i + SLICE - 1) for i in range(0, size, SLICE)}
+
+
+class CacheTier(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ggufs-tier-test-")
+        cls.data = write_model(os.path.join(cls.tmp, "tier.gguf"), 100 << 20, 1)
+        cls.sha = hashlib.sha256(cls.data).hexdigest()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def origin_slices(self, s):
+        """{Range: times} of the origin's 206 answers, and every status it gave."""
+        log = s.log_settled()
+        return (collections.Counter(r.range for r in log if r.status == 206),
+                [r.status for r in log], sum(r.bytes_sent for r in log))
+
+    def test_three_mounts_one_origin_fetch_per_slice(self):
+        dirs = [tempfile.mkdtemp(dir=self.tmp) for _ in range(2)]
+        with FaultServer({PATH: self.data}) as s, SliceCache(s.url) as tier:
+            url = tier.url + PATH
+            opts = [["-o", "cache_dir=" + dirs[0]], ["-o", "cache_dir=" + dirs[1]], []]
+            mounts = [EnvMount(url, o) for o in opts]
+            for m in mounts:
+                m.__enter__()
+            try:
+                got = [None] * 3
+
+                def run(i):
+                    got[i] = load(mounts[i].p("model.gguf"))
+                threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(300)
+                self.assertEqual(got, [self.sha] * 3)
+                asked = sum(int(os.getxattr(m.path, "user.ggufs.bytes_fetched")) for m in mounts)
+            finally:
+                for m in mounts:
+                    m.__exit__(None, None, None)
+            s.quiet()
+            counts, statuses, sent = self.origin_slices(s)
+        self.assertEqual(set(counts), slices(len(self.data)))
+        self.assertEqual(set(counts.values()), {1}, "each slice once: %r" % counts)
+        self.assertEqual(set(statuses), {206})
+        self.assertEqual(sent, len(self.data))
+        self.assertGreaterEqual(asked, 3 * len(self.data), "the mounts fetched it thrice")
+        for d in dirs:
+            self.assertTrue(os.listdir(d), "the disk cache was filled")
+
+    def test_origin_faults_seen_through_the_tier(self):
+        small = write_model(os.path.join(self.tmp, "small.gguf"), 20 << 20, 2)
+        new = small[:1 << 20] + bytes(b ^ 0xFF for b in small[1 << 20:])
+        with FaultServer({PATH: small}) as s, SliceCache(s.url, valid="1s") as tier:
+            url = tier.url + PATH
+            # 503s at the origin: passed on, not cached, retried by the mount
+            with EnvMount(url) as m:
+                s.fail_next(3, 503)
+                self.assertEqual(load(m.p("model.gguf")), hashlib.sha256(small).hexdigest())
+                self.assertGreaterEqual(int(os.getxattr(m.path, "user.ggufs.retries")), 1)
+            counts, statuses, _ = self.origin_slices(s)
+            self.assertEqual(set(counts.values()), {1})
+            self.assertIn(503, statuses)
+            # changed at the origin: a mount of the old object reads EIO once the tier
+            # revalidates (no read-ahead and a small memory cache: the late block is
+            # fetched when read)
+            with EnvMount(url, ["-o", "cache_size=1M"]) as m:
+                err, got, _ = read_bounded(m.p("model.gguf"), 0, 4096, EIO_TIMEOUT)
+                self.assertEqual((err, got), (0, small[:4096]))
+                s.swap(PATH, new)
+                import time
+                time.sleep(1.5)
+                at = len(small) - (3 << 20)
+                err, got, _ = read_bounded(m.p("model.gguf"), at, 65536, EIO_TIMEOUT)
+                self.assertEqual(err, errno.EIO, "read %d bytes" % len(got))
+                self.assertIn("changed on the server", m.stderr())
+            # a mount after the change gets the new object, every slice of it
+            time.sleep(1.5)
+            with EnvMount(url) as m:
+                self.assertEqual(load(m.p("model.gguf")), hashlib.sha256(new).hexdigest())
+
+
+if __name__ == "__main__":
+    gm.main()
