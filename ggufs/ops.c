@@ -427,36 +427,18 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-/* Raw tensor bytes are replied straight from the model's mapping: the kernel copies
- * them from the page cache into the reply with no copy through our memory (a pread
- * into a buffer first measured 3x slower cold). The span is checked against the file's
- * current size first; should the file still shrink before the kernel copies, that copy
- * fails inside the kernel, which answers the reader EIO: the daemon never touches the
- * gone pages itself, so never gets SIGBUS. */
-static void read_raw(fuse_req_t req, const struct tree *t, const struct tree_node *n,
+/* Raw tensor bytes of a local model, and its model.gguf, are replied straight from the
+ * mappings (tree_read_iov): the kernel copies them from the page cache into the reply
+ * with no copy through our memory (a pread into a buffer first measured 3x slower
+ * cold). False, having replied nothing, when the file is to be read through the tree
+ * (rendered, dequantized, remote, or model.gguf in more pieces than one reply takes). */
+#define READ_IOV_MAX 256
+
+static bool read_iov(fuse_req_t req, const struct tree *t, const struct tree_node *n,
                      size_t want, uint64_t off)
 {
-	int fd;
-	uint64_t file_off, count;
-	if (!tree_raw_span(t, n, off, want, &fd, &file_off, &count) || count < want) {
-		reply_eio(req, fs_of(req), t, n, off, want);
-		return;
-	}
-	fuse_reply_buf(req, (const char *)model_tensor_data(tree_model(t), n->index) + off, want);
-}
-
-/* model.gguf of a local model, replied as read_raw replies a tensor: from the header in
- * memory, zeros and the shards' mappings, which the kernel copies from (a copy through
- * a buffer first would cost what it costs raw tensor files). False, having replied
- * nothing, when the range needs more pieces than one reply takes (tiny tensors) or the
- * model is remote: the caller then reads it through the tree. */
-#define MODEL_IOV_MAX 256
-
-static bool read_model_iov(fuse_req_t req, const struct tree *t, const struct tree_node *n,
-                           size_t want, uint64_t off)
-{
-	struct iovec iov[MODEL_IOV_MAX];
-	int count = tree_model_iov(t, n, off, want, iov, MODEL_IOV_MAX);
+	struct iovec iov[READ_IOV_MAX];
+	int count = tree_read_iov(t, n, off, want, iov, READ_IOV_MAX);
 	if (count == 0)
 		return false;
 	if (count == -EIO)
@@ -517,11 +499,7 @@ void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
 	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
 	uint64_t left = n->size - off;
 	size_t want = left < size ? (size_t)left : size;
-	if (n->kind == TREE_RAW && !model_tensor_remote(tree_model(t), n->index)) {
-		read_raw(req, t, n, want, off);
-		return;
-	}
-	if (n->kind == TREE_MODEL && read_model_iov(req, t, n, want, off))
+	if (read_iov(req, t, n, want, off))
 		return;
 	bool owned;
 	char *buf = thread_buf_get(&reply_buf, want, &owned);
