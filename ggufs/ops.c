@@ -655,7 +655,9 @@ static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
 
 /* Size changes (truncate, ftruncate) of metadata/KEY: through an open writer its text
  * (made the value at close), else at once the shown text cut or zero-extended; times
- * are accepted and changed nowhere; modes and owners are EPERM. */
+ * are accepted and changed nowhere; so are modes and owners of metadata/ and its files
+ * (as vfat's "quiet": cp -a, install and rsync set them after copying, and fail on an
+ * error), EPERM elsewhere. */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
@@ -669,7 +671,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		return;
 	}
 	int r = 0;
-	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+	bool in_metadata = n->kind == TREE_META || n->kind == TREE_DIR_METADATA;
+	if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && !in_metadata)
 		r = -EPERM;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && n->kind != TREE_META)
 		r = -EROFS;

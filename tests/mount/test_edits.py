@@ -350,6 +350,29 @@ class Edits(unittest.TestCase):
             inner, _ = parses_back(self, m.path)
             self.assertEqual(list(inner["metadata"]), keys_in_order(m))
 
+    def test_chmod_chown_accepted(self):
+        """chmod, chown and utimes of metadata files succeed and change nothing (issue 24
+        item 15), so install, cp -a and rsync into metadata/ exit 0; elsewhere EPERM."""
+        with self.mount() as m:
+            k = m.p("metadata", "general.name")
+            before = os.stat(k)
+            os.chmod(k, 0o600)
+            os.chown(k, os.getuid(), os.getgid())
+            os.utime(k, (1, 1))
+            after = os.stat(k)
+            self.assertEqual((after.st_mode, after.st_uid), (before.st_mode, before.st_uid))
+            src = os.path.join(self.dir, "v.txt")
+            with open(src, "w") as f:
+                f.write("installed\n")
+            r = subprocess.run(["install", "-m", "600", src, m.p("metadata", "my.installed")],
+                               stderr=subprocess.PIPE)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(meta(m, "my.installed"), b"installed\n")
+            os.unlink(src)
+            with self.assertRaises(OSError) as e:
+                os.chmod(m.p("gguf.json"), 0o600)
+            self.assertEqual(e.exception.errno, errno.EPERM)
+
     def test_refusals(self):
         with self.mount() as m:
             md = lambda *k: m.p("metadata", *k)
