@@ -165,9 +165,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (n) {
 			e.ino = n->ino;
 			e.generation = 1;
-			/* model.gguf is another inode in each edit state (tree_ino.h): looked up again
-			 * at every open, so an open after an edit gets the new one */
-			e.entry_timeout = fs->edits && n->kind == TREE_MODEL ? 0 : CACHE_TIMEOUT;
+			/* model.gguf is another inode in each edit state (tree_ino.h), and a
+			 * rename over a key keeps the key's inode, not the renamed file's: looked
+			 * up again at every path walk, so the kernel never keeps a stale one */
+			e.entry_timeout = fs->edits && (n->kind == TREE_MODEL ||
+			                                parent == TREE_METADATA_DIR_INO) ?
+			                  0 : CACHE_TIMEOUT;
 			fill_stat(fs, n, &e.attr);
 		}
 		fuse_reply_entry(req, &e);
@@ -868,7 +871,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	e.ino = ino;
 	e.generation = 1;
 	e.attr_timeout = CACHE_TIMEOUT;
-	e.entry_timeout = CACHE_TIMEOUT;
+	e.entry_timeout = 0;   /* as op_lookup's in metadata/ with edits */
 	fill_stat(fs, n, &e.attr);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = h->writing;
