@@ -19,6 +19,7 @@
 #include "ggufs.h"
 #include "log_escape.h"
 #include "remote.h"
+#include "s3.h"
 #include "url.h"
 
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
@@ -115,7 +116,13 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 	}
 	free(root);
 	free(mnt);
-	struct lib_source *src = lib_source_local(o->model, err);
+	struct lib_source *src;
+	if (s3_names_library(o->model)) {
+		if (!(src = open_s3_library(o)))   /* said */
+			return 1;
+	} else {
+		src = lib_source_local(o->model, err);
+	}
 	fs->library = src ? library_open(src, err) : NULL;
 	if (!fs->library) {
 		fprintf(stderr, "ggufs: %s\n", err);
@@ -199,7 +206,9 @@ int main(int argc, char *argv[])
 
 	fs.max_read = o.max_read;
 	struct stat src_st;
-	if (!url_is_remote(o.model) && stat(o.model, &src_st) == 0 && S_ISDIR(src_st.st_mode)) {
+	if (s3_names_library(o.model) ||
+	    (!url_is_remote(o.model) && !s3_is_name(o.model) && stat(o.model, &src_st) == 0 &&
+	     S_ISDIR(src_st.st_mode))) {
 		/* a folder: a library of every model in it (lib/7-library) */
 		ret = open_library(&fs, &o, mountpoint);
 		if (ret != 0)
