@@ -69,7 +69,7 @@ struct ggufs {
 	/* report.c: the event log's destination and the daemon's counters */
 	int log_fd;              /* -o log=FILE, or -1 */
 	bool syslog_open;
-	atomic_uint_fast64_t reads, eio_replies;
+	atomic_uint_fast64_t reads, eio_replies, edits_refused;
 	pthread_mutex_t error_lock;  /* the last error found here (a local file that shrank) */
 	char last_error[GGUF_ERR_MAX + 64];
 	time_t last_error_time;
@@ -120,6 +120,9 @@ void log_early(struct ggufs *fs);
 void log_start(struct ggufs *fs, bool foreground);
 /* Sums up what was counted and not yet said, and closes the log (at unmount). */
 void log_stop(struct ggufs *fs);
+/* An edit refused with -errno r for why (one line naming the key): counted
+ * (user.ggufs.edits_refused), kept as the last error and logged (stderr under -f). */
+void report_refused_edit(struct ggufs *fs, int r, const char *why);
 /* Replies EIO to a read of [off, off + len) of n of tree t, counted; the first of each cause (the
  * fetcher's last failure, or a local file that shrank, said then too) is logged with it,
  * the rest counted by the log's rate limit. */

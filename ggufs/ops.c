@@ -56,6 +56,9 @@ struct handle {
 	struct tree *tree;
 	bool writing;
 	bool dirty;             /* written since the last commit */
+	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
+	                         * "> KEY" closes a first descriptor (its dup2) before it
+	                         * writes, so that truncation is made at the last close */
 	pthread_mutex_t lock;   /* buf, len, dirty */
 	char *buf;
 	uint64_t len, cap;
@@ -277,7 +280,7 @@ static bool owner_or_reply(fuse_req_t req)
 /* Logs a refused edit (one line naming the key and the reason) and replies it. */
 static void reply_refused(fuse_req_t req, int r, const char *why)
 {
-	evlog(EVLOG_WARNING, NULL, "edit refused (%s): %s", strerror(-r), why);
+	report_refused_edit(fs_of(req), r, why);
 	fuse_reply_err(req, -r);
 }
 
@@ -311,16 +314,17 @@ static bool handle_load(struct handle *h, const struct tree_node *n)
 }
 
 /* Makes the text written through h the value of the key of ino, when it was written
- * since: 0 or -errno, logged. */
-static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino)
+ * since (a truncation at open with nothing after it: only at the last close): 0 or
+ * -errno, logged. */
+static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool last)
 {
 	pthread_mutex_lock(&h->lock);
 	int r = 0;
-	if (h->dirty) {
+	if (h->dirty && (last || !h->only_truncated)) {
 		char err[GGUF_ERR_MAX];
 		r = tree_edits_write(fs->edits, ino, h->buf ? h->buf : "", h->len, err);
 		if (r < 0)
-			evlog(EVLOG_WARNING, NULL, "edit refused (%s): %s", strerror(-r), err);
+			report_refused_edit(fs, r, err);
 		h->dirty = false;   /* refused or made: the next close has nothing new */
 	}
 	pthread_mutex_unlock(&h->lock);
@@ -366,7 +370,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h->tree = t;
 		h->writing = write;
 		if (write && (fi->flags & O_TRUNC)) {
-			h->dirty = true;   /* open(O_TRUNC) makes the value "" even if nothing follows */
+			/* open(O_TRUNC) makes the value "" even if nothing follows */
+			h->dirty = h->only_truncated = true;
 		} else if (write && !handle_load(h, n)) {
 			free(h->buf);
 			free(h);
@@ -400,7 +405,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct handle *h = handle_of(fs_of(req), fi);
-	int r = h && h->writing ? handle_commit(fs_of(req), h, ino) : 0;
+	int r = h && h->writing ? handle_commit(fs_of(req), h, ino, false) : 0;
 	fuse_reply_err(req, -r);
 }
 
@@ -410,7 +415,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct handle *h = handle_of(fs, fi);
 	if (h) {
 		if (h->writing)   /* a text not flushed (a close that failed to reach us) */
-			handle_commit(fs, h, ino);
+			handle_commit(fs, h, ino, true);
 		tree_release(h->tree);
 		pthread_mutex_destroy(&h->lock);
 		free(h->buf);
@@ -419,36 +424,18 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-/* Raw tensor bytes are replied straight from the model's mapping: the kernel copies
- * them from the page cache into the reply with no copy through our memory (a pread
- * into a buffer first measured 3x slower cold). The span is checked against the file's
- * current size first; should the file still shrink before the kernel copies, that copy
- * fails inside the kernel, which answers the reader EIO: the daemon never touches the
- * gone pages itself, so never gets SIGBUS. */
-static void read_raw(fuse_req_t req, const struct tree *t, const struct tree_node *n,
+/* Raw tensor bytes of a local model, and its model.gguf, are replied straight from the
+ * mappings (tree_read_iov): the kernel copies them from the page cache into the reply
+ * with no copy through our memory (a pread into a buffer first measured 3x slower
+ * cold). False, having replied nothing, when the file is to be read through the tree
+ * (rendered, dequantized, remote, or model.gguf in more pieces than one reply takes). */
+#define READ_IOV_MAX 256
+
+static bool read_iov(fuse_req_t req, const struct tree *t, const struct tree_node *n,
                      size_t want, uint64_t off)
 {
-	int fd;
-	uint64_t file_off, count;
-	if (!tree_raw_span(t, n, off, want, &fd, &file_off, &count) || count < want) {
-		reply_eio(req, fs_of(req), t, n, off, want);
-		return;
-	}
-	fuse_reply_buf(req, (const char *)model_tensor_data(tree_model(t), n->index) + off, want);
-}
-
-/* model.gguf of a local model, replied as read_raw replies a tensor: from the header in
- * memory, zeros and the shards' mappings, which the kernel copies from (a copy through
- * a buffer first would cost what it costs raw tensor files). False, having replied
- * nothing, when the range needs more pieces than one reply takes (tiny tensors) or the
- * model is remote: the caller then reads it through the tree. */
-#define MODEL_IOV_MAX 256
-
-static bool read_model_iov(fuse_req_t req, const struct tree *t, const struct tree_node *n,
-                           size_t want, uint64_t off)
-{
-	struct iovec iov[MODEL_IOV_MAX];
-	int count = tree_model_iov(t, n, off, want, iov, MODEL_IOV_MAX);
+	struct iovec iov[READ_IOV_MAX];
+	int count = tree_read_iov(t, n, off, want, iov, READ_IOV_MAX);
 	if (count == 0)
 		return false;
 	if (count == -EIO)
@@ -509,11 +496,7 @@ void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
 	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
 	uint64_t left = n->size - off;
 	size_t want = left < size ? (size_t)left : size;
-	if (n->kind == TREE_RAW && !model_tensor_remote(tree_model(t), n->index)) {
-		read_raw(req, t, n, want, off);
-		return;
-	}
-	if (n->kind == TREE_MODEL && read_model_iov(req, t, n, want, off))
+	if (read_iov(req, t, n, want, off))
 		return;
 	bool owned;
 	char *buf = thread_buf_get(&reply_buf, want, &owned);
@@ -704,6 +687,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 				h->cap = size + 1 > h->cap ? size + 1 : h->cap;
 				h->len = size;
 				h->dirty = true;
+				h->only_truncated = false;
 			}
 			pthread_mutex_unlock(&h->lock);
 		} else {
@@ -932,6 +916,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		if (end > h->len)
 			h->len = end;
 		h->dirty = true;
+		h->only_truncated = false;
 	}
 	char err[GGUF_ERR_MAX];
 	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, h->buf, h->len, err)) < 0) {

@@ -291,25 +291,37 @@ void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree *t, const str
 	fuse_reply_err(req, EIO);
 }
 
+void report_refused_edit(struct ggufs *fs, int r, const char *why)
+{
+	char line[GGUF_ERR_MAX + 64];
+	atomic_fetch_add_explicit(&fs->edits_refused, 1, memory_order_relaxed);
+	snprintf(line, sizeof line, "edit refused (%s): %s", strerror(-r), why);
+	note_error(fs, line);
+	evlog(EVLOG_WARNING, NULL, "%s", line);
+}
+
 /* ---- user.ggufs.* on the mount's root ---- */
 
 enum counter {
-	C_READS, C_EIO, C_LAST_ERROR, C_URL, C_REQUESTS, C_BYTES, C_MEMORY_HITS, C_DISK_HITS,
-	C_RETRIES, C_COUNT
+	C_READS, C_EIO, C_LAST_ERROR, C_EDITS_REFUSED, C_URL, C_REQUESTS, C_BYTES, C_MEMORY_HITS,
+	C_DISK_HITS, C_RETRIES, C_COUNT
 };
 
 static const char *const counter_name[C_COUNT] = {
-	"user.ggufs.reads", "user.ggufs.eio_replies", "user.ggufs.last_error", "user.ggufs.url",
+	"user.ggufs.reads", "user.ggufs.eio_replies", "user.ggufs.last_error",
+	"user.ggufs.edits_refused", "user.ggufs.url",
 	"user.ggufs.requests", "user.ggufs.bytes_fetched", "user.ggufs.memory_cache_hits",
 	"user.ggufs.disk_cache_hits", "user.ggufs.retries",
 };
 
 /* Whether counter k applies to this mount: the fetcher's only to a remote model, the
- * disk cache's only with cache_dir. */
+ * disk cache's only with cache_dir, edits_refused only with edits. */
 static bool applies(const struct ggufs *fs, const struct remote_counters *rc, enum counter k)
 {
 	if (k <= C_LAST_ERROR)
 		return true;
+	if (k == C_EDITS_REFUSED)
+		return fs->edits != NULL;
 	if (!fs->model || !fs->model->remote)
 		return false;
 	return k != C_DISK_HITS || rc->disk_cache;
@@ -323,6 +335,9 @@ static void counter_value(struct ggufs *fs, const struct remote_counters *rc, en
 	switch (k) {
 	case C_READS: v = atomic_load_explicit(&fs->reads, memory_order_relaxed); break;
 	case C_EIO: v = atomic_load_explicit(&fs->eio_replies, memory_order_relaxed); break;
+	case C_EDITS_REFUSED:
+		v = atomic_load_explicit(&fs->edits_refused, memory_order_relaxed);
+		break;
 	case C_REQUESTS: v = rc->requests; break;
 	case C_BYTES: v = rc->bytes_fetched; break;
 	case C_MEMORY_HITS: v = rc->memory_hits; break;

@@ -478,6 +478,22 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 	return read_rendered(t, n, buf, len, off);
 }
 
+int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                  struct iovec *iov, int max)
+{
+	if (n->kind == TREE_MODEL)
+		return tree_model_iov(t, n, off, len, iov, max);
+	if (n->kind != TREE_RAW || model_tensor_remote(t->m, n->index) || max < 1)
+		return 0;
+	int fd;
+	uint64_t file_off, count;
+	if (!tree_raw_span(t, n, off, len, &fd, &file_off, &count) || count < len)
+		return -EIO;
+	iov[0] = (struct iovec){ .iov_base = (void *)(model_tensor_data(t->m, n->index) + off),
+	                         .iov_len = (size_t)len };
+	return 1;
+}
+
 int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                    struct iovec *iov, int max)
 {

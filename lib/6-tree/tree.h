@@ -108,6 +108,17 @@ uint64_t tree_stats_computed(const struct tree *t);
  * non-rendered files. For tests. */
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
 
+/* The zero-copy read: [off, off + len) of n (inside its size) as at most max iovecs
+ * into memory the reply may be copied from by the kernel, for the files that are bytes
+ * of the model as they lie: a raw tensor file of a local model (one iovec into its
+ * mapping) and model.gguf of a local model (tree_model_iov). The count; 0 when n is to
+ * be read with tree_read instead (any other file, a remote model, model.gguf in more
+ * than max pieces); -EIO when the file no longer holds the bytes (it shrank: checked
+ * against the file as it is now; should it shrink after, the kernel's copy fails and
+ * the reader gets EIO, never the daemon a SIGBUS). */
+int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
+                  struct iovec *iov, int max);
+
 /* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
  * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
  * in the file as it is now (fewer when it shrank): reader_raw_span. False for any node

@@ -240,6 +240,76 @@ int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint6
 	return r;
 }
 
+/* The range of integer type t: its largest value, and the magnitude of its smallest
+ * (0 for the unsigned). False for a type that is not an integer. */
+static bool int_range(enum gguf_vtype t, uint64_t *max, uint64_t *neg)
+{
+	static const struct { enum gguf_vtype t; uint64_t max, neg; } r[] = {
+		{ GGUF_TYPE_UINT8, UINT8_MAX, 0 }, { GGUF_TYPE_INT8, INT8_MAX, 128 },
+		{ GGUF_TYPE_UINT16, UINT16_MAX, 0 }, { GGUF_TYPE_INT16, INT16_MAX, 32768 },
+		{ GGUF_TYPE_UINT32, UINT32_MAX, 0 }, { GGUF_TYPE_INT32, INT32_MAX, UINT64_C(1) << 31 },
+		{ GGUF_TYPE_UINT64, UINT64_MAX, 0 }, { GGUF_TYPE_INT64, INT64_MAX, UINT64_C(1) << 63 },
+	};
+	for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+		if (r[i].t == t) {
+			*max = r[i].max;
+			*neg = r[i].neg;
+			return true;
+		}
+	return false;
+}
+
+/* Why text, the start of what is being written to a number or bool of type t, can no
+ * longer become one whatever follows, or NULL: a byte no such text has, a '-' for an
+ * unsigned type, digits already past the type's range, a second value after the first
+ * (a second line, or an append to the shown value), or more than any such text. */
+static const char *hopeless(enum gguf_vtype t, const char *text, uint64_t len, char why[96])
+{
+	bool is_bool = t == GGUF_TYPE_BOOL;
+	bool is_float = t == GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_FLOAT64;
+	uint64_t max = 0, neg = 0;
+	bool is_int = int_range(t, &max, &neg);
+	if (len > 4096)
+		return "longer than any such text";
+	uint64_t i = 0;
+	while (i < len && text[i] && strchr(" \t\r\n\v\f", text[i]))
+		i++;
+	uint64_t start = i;
+	while (i < len && !(text[i] && strchr(" \t\r\n\v\f", text[i]))) {
+		char c = text[i++];
+		bool ok = is_bool ? c && strchr("truefals", c) != NULL :
+		          (c >= '0' && c <= '9') || c == '+' || c == '-' ||
+		          (is_float && c && strchr(".eEnNaAiIfFtTyY", c));
+		if (!ok)
+			return "a byte that no such value's text has";
+	}
+	for (uint64_t k = i; k < len; k++)
+		if (!(text[k] && strchr(" \t\r\n\v\f", text[k])))
+			return "a second value after the first (one value, one line)";
+	if (!is_int || i == start)
+		return NULL;
+	/* the number so far: more digits only take it further from zero */
+	uint64_t k = start, v = 0;
+	bool minus = text[k] == '-';
+	if (text[k] == '-' || text[k] == '+')
+		k++;
+	if (minus && neg == 0)
+		return "a negative number for an unsigned type";
+	for (; k < i && text[k] >= '0' && text[k] <= '9'; k++) {
+		uint64_t d = (uint64_t)(text[k] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			v = UINT64_MAX;
+		else
+			v = v * 10 + d;
+		if (v > (minus ? neg : max)) {
+			snprintf(why, 96, "past the range of %s (%s%" PRIu64 " .. %" PRIu64 ")",
+			         gguf_vtype_name(t), neg ? "-" : "", neg, max);
+			return why;
+		}
+	}
+	return NULL;
+}
+
 int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
                         char err[GGUF_ERR_MAX])
 {
@@ -249,26 +319,14 @@ int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, ui
 	int r = 0;
 	if (k != UINT64_MAX) {
 		const struct gguf_value *v = &cur->m->meta->kv[k].value;
-		if (v->type != GGUF_TYPE_STRING && v->type != GGUF_TYPE_ARRAY) {
-			/* longer than any number's text with room for spaces, or a byte none has */
-			bool is_bool = v->type == GGUF_TYPE_BOOL;
-			bool is_float = v->type == GGUF_TYPE_FLOAT32 || v->type == GGUF_TYPE_FLOAT64;
-			bool bad = len > 4096;
-			for (uint64_t i = 0; i < len && !bad; i++) {
-				char c = text[i];
-				bool space = c && strchr(" \t\r\n\v\f", c);
-				bool ok = space || (is_bool ? c && strchr("truefals", c) != NULL :
-				          (c >= '0' && c <= '9') || c == '+' || c == '-' ||
-				          (is_float && c && strchr(".eEnNaAiIfFtTyY", c)));
-				bad = !ok;
-			}
-			if (bad) {
-				char why[96];
-				snprintf(why, sizeof why, "the text can no longer be a %s",
-				         gguf_vtype_name(v->type));
-				key_err(cur, k, why, err);
-				r = -EINVAL;
-			}
+		char buf[96], why[160];
+		const char *no = v->type != GGUF_TYPE_STRING && v->type != GGUF_TYPE_ARRAY ?
+		                 hopeless(v->type, text, len, buf) : NULL;
+		if (no) {
+			snprintf(why, sizeof why, "the text can no longer be a %s: %s",
+			         gguf_vtype_name(v->type), no);
+			key_err(cur, k, why, err);
+			r = -EINVAL;
 		}
 	}
 	pthread_mutex_unlock(&e->lock);

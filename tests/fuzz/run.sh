@@ -1,11 +1,14 @@
 #!/bin/sh
 # Usage: tests/fuzz/run.sh SECONDS
 #
-# Builds the libFuzzer target with clang in its own build directory (build-fuzz, or
-# $FUZZ_BUILD_DIR), fuzzes gguf_parse for SECONDS on a scratch copy of the seed corpus
-# (tests/fuzz/corpus/ stays as committed), and fails if anything was found: each crash,
-# leak, timeout or OOM input is copied into tests/fuzz/regressions/, which the normal
-# test suite replays (meson test fuzz-replay). FUZZ_JOBS=N runs N fuzzers in parallel.
+# Builds the libFuzzer targets with clang in their own build directory (build-fuzz, or
+# $FUZZ_BUILD_DIR) and fuzzes each for SECONDS, one after the other, on a scratch copy
+# of its seed corpus (committed corpora stay as they are):
+#   fuzz_parse  gguf_parse and the whole in-memory tree   corpus/        regressions/
+#   fuzz_edits  the edits file, metadata text, file names corpus_edits/  regressions_edits/
+# It fails if anything was found: each crash, leak, timeout or OOM input is copied into
+# the target's regressions folder, which the normal test suite replays (meson test
+# fuzz-replay, fuzz-edits-replay). FUZZ_JOBS=N runs N fuzzers of a target in parallel.
 set -eu
 
 secs=${1:?usage: $0 SECONDS}
@@ -18,36 +21,49 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 if [ ! -f "$build/build.ninja" ]; then
 	CC=clang meson setup "$build" "$src" -Dfuzz=true -Dbuildtype=debugoptimized
 fi
-ninja -C "$build" tests/fuzz/fuzz_parse
+ninja -C "$build" tests/fuzz/fuzz_parse tests/fuzz/fuzz_edits
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ggufs-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
-mkdir "$work/corpus" "$work/artifacts"
-cp "$src"/tests/fuzz/corpus/* "$work/corpus/"
 
-status=0
-# -jobs/-workers: every worker writes its own log and shares the corpus directory
-if [ "$jobs" -gt 1 ]; then
-	(cd "$work" && "$build/tests/fuzz/fuzz_parse" -max_total_time="$secs" -max_len=65536 \
-		-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-		-artifact_prefix="$work/artifacts/" -jobs="$jobs" -workers="$jobs" \
-		"$work/corpus") || status=$?
-	grep -HE '^(stat::|Done|==[0-9]+==ERROR|SUMMARY)' "$work"/fuzz-*.log || true
-else
-	"$build/tests/fuzz/fuzz_parse" -max_total_time="$secs" -max_len=65536 \
-		-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-		-artifact_prefix="$work/artifacts/" "$work/corpus" || status=$?
-fi
+failed=0
 
-found=0
-for f in "$work"/artifacts/*; do
-	[ -e "$f" ] || continue
-	cp "$f" "$src/tests/fuzz/regressions/"
-	echo "run.sh: finding saved as tests/fuzz/regressions/$(basename "$f")" >&2
-	found=$((found + 1))
-done
-if [ "$found" -gt 0 ] || [ "$status" -ne 0 ]; then
-	echo "run.sh: the fuzzer failed (exit $status, $found input(s) saved)" >&2
-	exit 1
-fi
-echo "run.sh: no findings in $secs s"
+# fuzz TARGET CORPUS REGRESSIONS: SECONDS of TARGET from tests/fuzz/CORPUS, its
+# findings saved in tests/fuzz/REGRESSIONS. Sets failed=1 on a finding or a failure.
+fuzz() {
+	target=$1
+	dir="$work/$target"
+	mkdir "$dir" "$dir/corpus" "$dir/artifacts"
+	cp "$src/tests/fuzz/$2"/* "$dir/corpus/"
+	status=0
+	# -jobs/-workers: every worker writes its own log and shares the corpus directory
+	if [ "$jobs" -gt 1 ]; then
+		(cd "$dir" && "$build/tests/fuzz/$target" -max_total_time="$secs" -max_len=65536 \
+			-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+			-artifact_prefix="$dir/artifacts/" -jobs="$jobs" -workers="$jobs" \
+			"$dir/corpus") || status=$?
+		grep -HE '^(stat::|Done|==[0-9]+==ERROR|SUMMARY)' "$dir"/fuzz-*.log || true
+	else
+		"$build/tests/fuzz/$target" -max_total_time="$secs" -max_len=65536 \
+			-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+			-artifact_prefix="$dir/artifacts/" "$dir/corpus" || status=$?
+	fi
+	found=0
+	for f in "$dir"/artifacts/*; do
+		[ -e "$f" ] || continue
+		mkdir -p "$src/tests/fuzz/$3"
+		cp "$f" "$src/tests/fuzz/$3/"
+		echo "run.sh: $target: finding saved as tests/fuzz/$3/$(basename "$f")" >&2
+		found=$((found + 1))
+	done
+	if [ "$found" -gt 0 ] || [ "$status" -ne 0 ]; then
+		echo "run.sh: $target failed (exit $status, $found input(s) saved)" >&2
+		failed=1
+	else
+		echo "run.sh: $target: no findings in $secs s"
+	fi
+}
+
+fuzz fuzz_parse corpus regressions
+fuzz fuzz_edits corpus_edits regressions_edits
+exit "$failed"

@@ -9,6 +9,7 @@ be checked after unmounting: a sanitizer report or a non-zero exit fails the tes
 when every read was right. Daemon mode itself (no -f) is tested in test_cli.py.
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -187,6 +188,23 @@ def public_tmpdir():
     d = tempfile.mkdtemp(prefix="ggufs-test-")
     os.chmod(d, 0o755)
     return d
+
+
+class RefusedMountCase(unittest.TestCase):
+    """A test of mounts that must not happen: each test gets a fresh mount point,
+    self.mnt in self.tmp (a directory others may enter), and fails if anything is
+    mounted there at its end."""
+
+    def setUp(self):
+        self.tmp = public_tmpdir()
+        self.mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(self.mnt)
+
+    def tearDown(self):
+        if is_mounted(self.mnt):
+            unmount(self.mnt)
+            self.fail("something was mounted")
+        shutil.rmtree(self.tmp)
 
 
 def read_file(path):

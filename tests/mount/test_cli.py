@@ -17,19 +17,8 @@ import unittest
 import ggufs_mount as gm
 
 
-class Refused(unittest.TestCase):
+class Refused(gm.RefusedMountCase):
     """Whatever is wrong, ggufs says so in one line and mounts nothing."""
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ggufs-test-")
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-
-    def tearDown(self):
-        if gm.is_mounted(self.mnt):
-            gm.unmount(self.mnt)
-            self.fail("something was mounted")
-        shutil.rmtree(self.tmp)
 
     def refused(self, args, status=1, contains=None):
         r = gm.run_ggufs(args)

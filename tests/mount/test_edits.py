@@ -270,6 +270,49 @@ class Edits(unittest.TestCase):
         finally:
             os.rmdir(ro)
 
+    def test_shell_redirections(self):
+        """What a shell does (issue 24 items 12, 13): "> KEY" closes a first descriptor
+        before it writes, and shows or saves no empty value; what can already be known
+        not to parse is refused at write(2), so the shell's exit status says so; every
+        refusal is counted, kept in user.ggufs.last_error and said on stderr."""
+        def sh(cmd):
+            return subprocess.run(["bash", "-c", cmd], cwd=m.p("metadata"),
+                                  stderr=subprocess.PIPE).returncode
+
+        def refused():
+            return int(os.getxattr(m.path, "user.ggufs.edits_refused"))
+
+        with self.mount() as m:
+            self.assertEqual(sh("echo 7 > tokenizer.ggml.eos_token_id"), 0)
+            self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"7\n")
+            self.assertEqual(refused(), 0)
+            self.assertEqual(os.getxattr(m.path, "user.ggufs.last_error"), b"")
+            self.assertEqual(edits_of(self.file)["set"]["tokenizer.ggml.eos_token_id"],
+                             {"type": "uint32", "value": 7})
+            self.assertEqual(sh("touch my.u8 && setfattr -n user.gguf.type -v u8 my.u8"), 0)
+            cases = [("echo -1 > llama.block_count", "a negative number for an unsigned type"),
+                     ("echo 300 > my.u8", "past the range of uint8 (0 .. 255)"),
+                     ("printf '1\\n2\\n' > llama.block_count", "a second value"),
+                     ("echo 5 >> llama.block_count", "a second value"),
+                     ("echo yes > tokenizer.ggml.add_bos_token", "a byte that no such")]
+            block = meta(m, "llama.block_count")
+            for n, (cmd, why) in enumerate(cases, 1):
+                self.assertNotEqual(sh(cmd), 0, cmd)
+                self.assertEqual(refused(), n, cmd)
+                self.assertIn(why, os.getxattr(m.path, "user.ggufs.last_error").decode(), cmd)
+            self.assertEqual(meta(m, "llama.block_count"), block)
+            self.assertEqual(meta(m, "my.u8"), b"0\n")
+            # an empty redirection empties the key, at its last close
+            self.assertEqual(sh(": > general.name"), 0)
+            deadline = time.monotonic() + 5
+            while meta(m, "general.name") != b"\n" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(meta(m, "general.name"), b"\n")
+            log = m.stderr()
+            for cmd, why in cases:   # said once each (the log counts repeats)
+                self.assertIn(why, log)
+            self.assertNotIn("''", log)
+
     def test_refusals(self):
         with self.mount() as m:
             md = lambda *k: m.p("metadata", *k)

@@ -19,7 +19,7 @@ from servers import free_port
 BIG_BODY = 256 << 20
 
 
-class Refused(unittest.TestCase):
+class Refused(gm.RefusedMountCase):
     @classmethod
     def setUpClass(cls):
         cls.root = public_root()
@@ -35,17 +35,6 @@ class Refused(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.root)
-
-    def setUp(self):
-        self.tmp = gm.public_tmpdir()
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-
-    def tearDown(self):
-        if gm.is_mounted(self.mnt):
-            gm.unmount(self.mnt)
-            self.fail("something was mounted")
-        shutil.rmtree(self.tmp)
 
     def refused(self, url, shown=None, opts=(), env=None):
         """Runs ggufs on url; asserts the refusal and returns its one line, which must

@@ -1,0 +1,629 @@
+/* The disk cache: blocks stored and loaded back, also after reopening; a torn block or a
+ * bad map record never loaded; the bound held by evicting unused entries, then the least
+ * recently used blocks, also those of another mount's entry; modes 0700/0600; every pair
+ * of flipped bits among a few positions caught by the checksum; one mount
+ * per entry; a new version a new entry. */
+#define _XOPEN_SOURCE 700
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "unit.h"
+
+#include "diskcache.h"
+
+#define BS 16384u
+#define URL "http://127.0.0.1:8080/m.gguf"
+#define ETAG "ETag \"abc\""
+
+static char root[64];   /* a fresh directory per test; the cache is root/cache */
+static char dir[PATH_MAX];
+
+/* Block index's bytes: a pattern that differs per block and per version. */
+static void fill(uint8_t *buf, size_t len, uint64_t index, unsigned version)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(i * 31 + index * 7 + version * 101 + (i >> 8));
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(root, sizeof root, "/tmp/test_diskcache.XXXXXX");
+	assert_non_null(mkdtemp(root));
+	snprintf(dir, sizeof dir, "%s/cache", root);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The path of file name ("data", "map") of entry e. */
+static const char *entry_file(const struct dc_entry *e, const char *name)
+{
+	static char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s/%s", dir, dc_entry_name(e), name);
+	return path;
+}
+
+static struct diskcache *open_cache(uint64_t max)
+{
+	char err[256];
+	struct diskcache *dc = dc_open(dir, max, BS, err, sizeof err);
+	if (!dc)
+		fail_msg("dc_open: %s", err);
+	return dc;
+}
+
+static struct dc_entry *open_entry(struct diskcache *dc, const char *url, uint64_t size,
+                                   const char *version)
+{
+	bool busy = true;
+	struct dc_entry *e = dc_entry_open(dc, url, size, version, &busy);
+	assert_non_null(e);
+	assert_false(busy);
+	return e;
+}
+
+/* Stores block index (version v) and checks that it loads back. */
+static void store(struct dc_entry *e, uint64_t index, size_t len, unsigned v)
+{
+	uint8_t want[BS], got[BS];
+	fill(want, len, index, v);
+	assert_true(dc_store(e, index, want, len));
+	memset(got, 0, sizeof got);
+	assert_true(dc_load(e, index, got, len));
+	assert_memory_equal(got, want, len);
+}
+
+/* Whether block index loads, and with version v's bytes when it does. */
+static bool loads(struct dc_entry *e, uint64_t index, size_t len, unsigned v)
+{
+	uint8_t want[BS], got[BS];
+	fill(want, len, index, v);
+	if (!dc_load(e, index, got, len))
+		return false;
+	assert_memory_equal(got, want, len);
+	return true;
+}
+
+static void test_store_load_reopen(void **state)
+{
+	(void)state;
+	uint64_t size = 3 * BS + 100;   /* the last block is short */
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, size, ETAG);
+	assert_false(loads(e, 0, BS, 1));
+	store(e, 0, BS, 1);
+	store(e, 3, 100, 1);
+	assert_false(dc_store(e, 3, (const uint8_t *)"x", 1));   /* not that block's length */
+	assert_false(dc_store(e, 4, (const uint8_t *)"x", 1));   /* past the end */
+	assert_false(loads(e, 1, BS, 1));
+	dc_entry_close(e);
+	dc_close(dc);
+
+	dc = open_cache(1 << 30);
+	e = open_entry(dc, URL, size, ETAG);
+	assert_true(loads(e, 0, BS, 1));
+	assert_true(loads(e, 3, 100, 1));
+	assert_false(loads(e, 1, BS, 1));
+	assert_false(loads(e, 2, BS, 1));
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+static void test_modes(void **state)
+{
+	(void)state;
+	mode_t old = umask(0);   /* the modes must not depend on a permissive umask */
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, 2 * BS, ETAG);
+	store(e, 1, BS, 1);
+	struct stat st;
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s", dir, dc_entry_name(e));
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(stat(entry_file(e, "data"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(stat(entry_file(e, "map"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	snprintf(path, sizeof path, "%s/lock", dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	umask(old);
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+/* Overwrites n bytes at off of file path with byte b. */
+static void scribble(const char *path, uint64_t off, size_t n, uint8_t b)
+{
+	uint8_t buf[BS];
+	memset(buf, b, n);
+	int fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, buf, n, (off_t)off), (ssize_t)n);
+	close(fd);
+}
+
+static void test_torn_block_not_served(void **state)
+{
+	(void)state;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, 4 * BS, ETAG);
+	store(e, 0, BS, 1);
+	store(e, 1, BS, 1);
+	store(e, 2, BS, 1);
+	/* block 0: its second half as a write cut short would leave it */
+	scribble(entry_file(e, "data"), BS / 2, BS / 2, 0);
+	/* block 3: its bytes written, the daemon killed before its record */
+	uint8_t b[BS];
+	fill(b, BS, 3, 1);
+	int fd = open(entry_file(e, "data"), O_WRONLY);
+	assert_int_equal(pwrite(fd, b, BS, 3 * BS), (ssize_t)BS);
+	close(fd);
+	dc_entry_close(e);
+	dc_close(dc);
+
+	dc = open_cache(1 << 30);
+	e = open_entry(dc, URL, 4 * BS, ETAG);
+	assert_false(loads(e, 0, BS, 1));
+	assert_false(loads(e, 3, BS, 1));
+	assert_true(loads(e, 1, BS, 1));
+	/* the torn block is forgotten, then stored again whole */
+	store(e, 0, BS, 1);
+	/* torn while mounted (another writer, a bad disk): checked on every load */
+	scribble(entry_file(e, "data"), 2 * BS + 10, 1, 0xee);
+	assert_false(loads(e, 2, BS, 1));
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+/* Flips bit a and bit b (bit numbers in the block) of block index on disk. */
+static void flip_bits(const char *path, uint64_t index, unsigned a, unsigned b)
+{
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	unsigned bits[2] = { a, b };
+	for (int i = 0; i < 2; i++) {
+		uint8_t byte;
+		off_t off = (off_t)(index * BS + bits[i] / 8);
+		assert_int_equal(pread(fd, &byte, 1, off), 1);
+		byte ^= (uint8_t)(1u << (bits[i] % 8));
+		assert_int_equal(pwrite(fd, &byte, 1, off), 1);
+	}
+	close(fd);
+}
+
+/* Every pair of flipped bits among a few positions of a block is caught: the checksum
+ * of every such pair differs from the block's (all pairs in its first 16 bytes), and
+ * on disk every pair among bytes 7, 15 (where FNV-1a over words cancelled), the middle
+ * and the last byte fails the load, so the block is fetched again. */
+static void test_two_bit_errors_caught(void **state)
+{
+	(void)state;
+	static uint8_t b[BS];
+	fill(b, BS, 1, 1);
+	uint64_t sum = dc_checksum(b, BS);
+	for (unsigned i = 0; i < 128; i++)
+		for (unsigned j = i + 1; j < 128; j++) {
+			b[i / 8] ^= (uint8_t)(1u << (i % 8));
+			b[j / 8] ^= (uint8_t)(1u << (j % 8));
+			assert_true(dc_checksum(b, BS) != sum);
+			b[i / 8] ^= (uint8_t)(1u << (i % 8));
+			b[j / 8] ^= (uint8_t)(1u << (j % 8));
+		}
+	assert_true(dc_checksum(b, BS) == sum);
+
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, 2 * BS, ETAG);
+	const unsigned bytes[] = { 7, 15, BS / 2 + 7, BS - 1 };
+	unsigned bits[4 * 8], n = 0;
+	for (unsigned i = 0; i < 4; i++)
+		for (unsigned k = 0; k < 8; k++)
+			bits[n++] = bytes[i] * 8 + k;
+	unsigned caught = 0;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = i + 1; j < n; j++) {
+			store(e, 1, BS, 1);
+			flip_bits(entry_file(e, "data"), 1, bits[i], bits[j]);
+			caught += !dc_load(e, 1, b, BS);
+			flip_bits(entry_file(e, "data"), 1, bits[i], bits[j]);
+		}
+	assert_int_equal(caught, n * (n - 1) / 2);
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+/* A huge claimed size costs nothing until blocks are stored: the files grow with the
+ * blocks written (sparse), and blocks at both ends load back after reopening. */
+static void test_claimed_size_sizes_nothing(void **state)
+{
+	(void)state;
+	uint64_t size = (1ull << 36) + 100, last = size / BS;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, size, ETAG);
+	struct stat st;
+	assert_int_equal(stat(entry_file(e, "data"), &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(stat(entry_file(e, "map"), &st), 0);
+	assert_int_equal(st.st_size, 4096);
+	store(e, 1, BS, 1);
+	store(e, last, 100, 1);
+	dc_entry_close(e);
+	dc_close(dc);
+
+	dc = open_cache(1 << 30);
+	e = open_entry(dc, URL, size, ETAG);
+	assert_true(loads(e, 1, BS, 1));
+	assert_true(loads(e, last, 100, 1));
+	assert_false(loads(e, 2, BS, 1));
+	assert_false(loads(e, last - 1, BS, 1));
+	assert_true(dc_usage(dc) < (1u << 20));
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+static void test_bad_map_record_not_trusted(void **state)
+{
+	(void)state;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, 4 * BS, ETAG);
+	for (uint64_t k = 0; k < 4; k++)
+		store(e, k, BS, 1);
+	dc_entry_close(e);
+	dc_close(dc);
+
+	/* records are 32 bytes after a 4096-byte header */
+	char map[PATH_MAX + 64];
+	dc = open_cache(1 << 30);
+	e = open_entry(dc, URL, 4 * BS, ETAG);
+	snprintf(map, sizeof map, "%s", entry_file(e, "map"));
+	dc_entry_close(e);
+	dc_close(dc);
+	scribble(map, 4096 + 0 * 32 + 3, 1, 0x5a);   /* block 0: a flipped checksum byte */
+	scribble(map, 4096 + 1 * 32 + 8, 8, 0xff);   /* block 1: its use time, check not redone */
+	/* block 2: block 3's record copied over it (a record at the wrong place) */
+	uint8_t rec[32];
+	int fd = open(map, O_RDWR);
+	assert_int_equal(pread(fd, rec, 32, 4096 + 3 * 32), 32);
+	assert_int_equal(pwrite(fd, rec, 32, 4096 + 2 * 32), 32);
+	close(fd);
+
+	dc = open_cache(1 << 30);
+	e = open_entry(dc, URL, 4 * BS, ETAG);
+	assert_false(loads(e, 0, BS, 1));
+	assert_false(loads(e, 1, BS, 1));
+	assert_false(loads(e, 2, BS, 1));
+	assert_true(loads(e, 3, BS, 1));
+	dc_entry_close(e);
+
+	/* a damaged header: the entry is made afresh, nothing of it served */
+	scribble(map, 0, 4, 'X');
+	e = open_entry(dc, URL, 4 * BS, ETAG);
+	assert_false(loads(e, 3, BS, 1));
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+static void test_bound_and_lru(void **state)
+{
+	(void)state;
+	uint64_t max = 24 * BS;
+	struct diskcache *dc = open_cache(max);
+	assert_int_equal(dc_max(dc), max);
+	uint64_t n = 64;
+	struct dc_entry *e = open_entry(dc, URL, n * BS, ETAG);
+	for (uint64_t k = 0; k < n; k++) {
+		if (k >= 1)
+			assert_true(loads(e, 0, BS, 1));   /* block 0 stays recently used */
+		uint8_t b[BS];
+		fill(b, BS, k, 1);
+		assert_true(dc_store(e, k, b, BS));
+		assert_true(dc_usage(dc) <= max);
+	}
+	assert_true(loads(e, 0, BS, 1));   /* used all along: never evicted */
+	uint8_t buf[BS];
+	assert_false(dc_load(e, 1, buf, BS));   /* the oldest others went */
+	assert_true(loads(e, n - 1, BS, 1));   /* the newest stayed */
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+static void test_unused_entries_evicted_first(void **state)
+{
+	(void)state;
+	uint64_t max = 24 * BS;
+	struct diskcache *dc = open_cache(max);
+	struct dc_entry *old = open_entry(dc, "http://127.0.0.1:8080/old.gguf", 8 * BS, ETAG);
+	for (uint64_t k = 0; k < 8; k++)
+		store(old, k, BS, 1);
+	char old_dir[PATH_MAX + 64];
+	snprintf(old_dir, sizeof old_dir, "%s/%s", dir, dc_entry_name(old));
+	dc_entry_close(old);   /* no mount uses it any more */
+
+	struct dc_entry *e = open_entry(dc, URL, 32 * BS, ETAG);
+	for (uint64_t k = 0; k < 20; k++) {   /* more than fits beside the old entry */
+		store(e, k, BS, 1);
+		assert_true(dc_usage(dc) <= max);
+	}
+	struct stat st;
+	assert_int_equal(stat(old_dir, &st), -1);   /* the unused entry went whole */
+	for (uint64_t k = 0; k < 20; k++)
+		assert_true(loads(e, k, BS, 1));   /* before any block of the one in use */
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+static void test_new_entry_within_bound(void **state)
+{
+	(void)state;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *old = open_entry(dc, "http://127.0.0.1:8080/old.gguf", 4 * BS, ETAG);
+	for (uint64_t k = 0; k < 4; k++)
+		store(old, k, BS, 1);
+	char old_dir[PATH_MAX + 64];
+	snprintf(old_dir, sizeof old_dir, "%s/%s", dir, dc_entry_name(old));
+	dc_entry_close(old);
+	/* a mount whose bound the cache nearly fills already: its new entry (a directory
+	 * and a map header) does not fit beside the old one */
+	uint64_t max = dc_usage(dc) + 1024;
+	struct diskcache *tight = open_cache(max);
+	struct dc_entry *e = open_entry(tight, URL, 4 * BS, ETAG);
+	assert_true(dc_usage(tight) <= max);
+	struct stat st;
+	assert_int_equal(stat(old_dir, &st), -1);
+	dc_entry_close(e);
+	dc_close(tight);
+	dc_close(dc);
+}
+
+static void test_entry_in_use_not_shared(void **state)
+{
+	(void)state;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, 2 * BS, ETAG);
+	struct diskcache *dc2 = open_cache(1 << 30);   /* as a second mount would */
+	bool busy = false;
+	assert_null(dc_entry_open(dc2, URL, 2 * BS, ETAG, &busy));
+	assert_true(busy);
+	dc_entry_close(e);
+	struct dc_entry *e2 = open_entry(dc2, URL, 2 * BS, ETAG);   /* free again */
+	dc_entry_close(e2);
+	/* a version that cannot be told is not cached */
+	assert_null(dc_entry_open(dc2, URL, 2 * BS, "", &busy));
+	assert_false(busy);
+	dc_close(dc2);
+	dc_close(dc);
+}
+
+static void test_new_version_new_entry(void **state)
+{
+	(void)state;
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *v1 = open_entry(dc, URL, 2 * BS, ETAG);
+	store(v1, 0, BS, 1);
+	char name1[64];
+	snprintf(name1, sizeof name1, "%s", dc_entry_name(v1));
+	dc_entry_close(v1);
+
+	struct dc_entry *v2 = open_entry(dc, URL, 2 * BS, "ETag \"def\"");
+	assert_string_not_equal(dc_entry_name(v2), name1);
+	assert_false(loads(v2, 0, BS, 2));   /* nothing of the old version */
+	store(v2, 0, BS, 2);
+	dc_entry_close(v2);
+	struct dc_entry *v3 = open_entry(dc, URL, 3 * BS, ETAG);   /* another size */
+	assert_string_not_equal(dc_entry_name(v3), name1);
+	assert_false(loads(v3, 0, BS, 1));
+	dc_entry_close(v3);
+
+	v1 = open_entry(dc, URL, 2 * BS, ETAG);   /* the old one is kept until evicted */
+	assert_string_equal(dc_entry_name(v1), name1);
+	assert_true(loads(v1, 0, BS, 1));
+	dc_entry_close(v1);
+	dc_close(dc);
+}
+
+struct worker {
+	struct dc_entry *e;
+	unsigned seed;
+	int wrong;      /* loads that gave other bytes than the block's */
+	int loaded;
+};
+
+/* Stores and loads random blocks of a cache too small for them all, so that evictions
+ * punch blocks that other threads are loading. */
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t want[BS], got[BS];
+	for (int i = 0; i < 400; i++) {
+		uint64_t k = (uint64_t)(rand_r(&w->seed) % 48);
+		fill(want, BS, k, 1);
+		if (rand_r(&w->seed) % 2) {
+			dc_store(w->e, k, want, BS);
+		} else if (dc_load(w->e, k, got, BS)) {
+			w->loaded++;
+			w->wrong += memcmp(got, want, BS) != 0;
+		}
+	}
+	return NULL;
+}
+
+static void test_threads_never_load_wrong_bytes(void **state)
+{
+	(void)state;
+	uint64_t max = 16 * BS;
+	struct diskcache *dc = open_cache(max);
+	struct dc_entry *e = open_entry(dc, URL, 48 * BS, ETAG);
+	pthread_t t[4];
+	struct worker w[4];
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .e = e, .seed = (unsigned)i + 1 };
+		assert_int_equal(pthread_create(&t[i], NULL, work, &w[i]), 0);
+	}
+	int loaded = 0;
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(w[i].wrong, 0);
+		loaded += w[i].loaded;
+	}
+	assert_true(loaded > 0);
+	assert_true(dc_usage(dc) <= max);
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+struct sharer {
+	struct dc_entry *e;
+	struct diskcache *dc;
+	uint64_t max;
+	int over;       /* stores after which the directory was above the bound */
+	int stored;
+};
+
+/* The directory's usage between two stores of any mount: measured holding the cache's
+ * lock as the stores do (a walk of the directory while another mount moves a block from
+ * one file to another can count it twice: 16 blocks over, once in 40 runs under load). */
+static uint64_t usage_at_rest(struct diskcache *dc)
+{
+	char path[PATH_MAX + 8];
+	snprintf(path, sizeof path, "%s/lock", dir);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX) != 0) {   /* no asserts off the main thread */
+		if (fd >= 0)
+			close(fd);
+		return UINT64_MAX;
+	}
+	uint64_t u = dc_usage(dc);
+	close(fd);
+	return u;
+}
+
+/* Stores every block of its entry in turn, twice, checking the bound after each. */
+static void *share(void *arg)
+{
+	struct sharer *w = arg;
+	uint8_t b[BS];
+	for (int round = 0; round < 2; round++) {
+		for (uint64_t k = 0; k < 24; k++) {
+			fill(b, BS, k, 1);
+			w->stored += dc_store(w->e, k, b, BS);
+			w->over += usage_at_rest(w->dc) > w->max;
+		}
+	}
+	return NULL;
+}
+
+static void test_two_mounts_share_the_bound(void **state)
+{
+	(void)state;
+	uint64_t max = 20 * BS;
+	/* two handles on one directory, as two daemons have: each its own lock file
+	 * description, so they take turns as processes would */
+	struct sharer w[2];
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++) {
+		w[i] = (struct sharer){ .dc = open_cache(max), .max = max };
+		w[i].e = open_entry(w[i].dc, i ? "http://127.0.0.1:8080/b.gguf" : URL, 24 * BS, ETAG);
+	}
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, share, &w[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(w[i].over, 0);
+		assert_true(w[i].stored > 0);
+		dc_entry_close(w[i].e);
+		dc_close(w[i].dc);
+	}
+}
+
+static void test_lru_across_mounts(void **state)
+{
+	(void)state;
+	uint64_t max = 20 * BS;
+	struct diskcache *a = open_cache(max), *b = open_cache(max);
+	struct dc_entry *ea = open_entry(a, URL, 24 * BS, ETAG);
+	struct dc_entry *eb = open_entry(b, "http://127.0.0.1:8080/b.gguf", 4 * BS, ETAG);
+	for (uint64_t k = 0; k < 24; k++)
+		store(ea, k, BS, 1);   /* fills the cache: a's oldest blocks went */
+	int before = 0;
+	for (uint64_t k = 0; k < 24; k++)
+		before += loads(ea, k, BS, 1);
+	/* another mount's blocks push out a's least recently used ones, not its own (it
+	 * has none to give) */
+	for (uint64_t k = 0; k < 4; k++) {
+		store(eb, k, BS, 1);
+		assert_true(dc_usage(b) <= max);
+	}
+	for (uint64_t k = 0; k < 4; k++)
+		assert_true(loads(eb, k, BS, 1));
+	assert_true(loads(ea, 23, BS, 1));   /* a's most recently used stays */
+	int after = 0;
+	for (uint64_t k = 0; k < 24; k++)
+		after += loads(ea, k, BS, 1);
+	assert_true(after < before);
+	dc_entry_close(ea);
+	dc_entry_close(eb);
+	dc_close(a);
+	dc_close(b);
+}
+
+static void test_default_bound(void **state)
+{
+	(void)state;
+	struct diskcache *dc = open_cache(0);
+	assert_true(dc_max(dc) > 0);
+	assert_true(dc_max(dc) <= DC_DEFAULT_MAX);
+	dc_close(dc);
+	char err[256];
+	assert_null(dc_open("/nonexistent/dir/cache", 0, BS, err, sizeof err));
+	assert_non_null(strstr(err, "/nonexistent/dir/cache"));
+}
+
+int unit_main(UNIT_ARGS)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_store_load_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_block_not_served, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_bit_errors_caught, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_claimed_size_sizes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_map_record_not_trusted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bound_and_lru, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unused_entries_evicted_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_new_entry_within_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entry_in_use_not_shared, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_new_version_new_entry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads_never_load_wrong_bytes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_mounts_share_the_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lru_across_mounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_default_bound, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,214 @@
+/* The edits file on disk (edits_store.h): a missing FILE made by the first save, each
+ * save whole with no temporary left; one store at a time (another process is refused
+ * with the holder's pid, the lock follows each save's new file); what a killed save left
+ * removed at open; a symlink, a FIFO, a directory, another user's FILE or directory, or
+ * one writable by others refused in one line without blocking; a save larger than a
+ * mount loads refused (EFBIG) with FILE unchanged. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "unit.h"
+
+#include "edits_file.h"
+#include "edits_store.h"
+
+#define NOBODY 65534
+
+struct dir {
+	char path[64];
+	char file[96];
+};
+
+static void make_dir(struct dir *d)
+{
+	strcpy(d->path, "/tmp/ggufs-store-XXXXXX");
+	assert_non_null(mkdtemp(d->path));
+	snprintf(d->file, sizeof d->file, "%s/fix.json", d->path);
+}
+
+static void remove_dir(struct dir *d)
+{
+	char cmd[96];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", d->path);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* How many entries d holds. */
+static int entries(const struct dir *d)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "exit $(ls -A %s | wc -l)", d->path);
+	int r = system(cmd);
+	return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+static void put_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* The store of path opened and closed at once: what open returned, err filled. */
+static int open_once(const char *path, char err[GGUF_ERR_MAX])
+{
+	struct edits_store *s;
+	char *text;
+	uint64_t len;
+	err[0] = 0;
+	int r = edits_store_open(path, &s, &text, &len, err);
+	edits_store_close(s);
+	free(text);
+	return r;
+}
+
+static void test_save_and_load(void **state)
+{
+	(void)state;
+	struct dir d;
+	make_dir(&d);
+	struct edits_store *s;
+	char *text, err[GGUF_ERR_MAX];
+	uint64_t len;
+	assert_int_equal(edits_store_open(d.file, &s, &text, &len, err), 1);   /* missing */
+	assert_null(text);
+	assert_int_equal(edits_store_save(s, "one\n", 4, err), 0);
+	assert_int_equal(edits_store_save(s, "two!\n", 5, err), 0);
+	assert_int_equal(entries(&d), 1);   /* no temporary left beside it */
+	/* too large for a mount to load again: refused, FILE as it was */
+	edits_store_set_max(s, 8);
+	assert_int_equal(edits_store_save(s, "123456789", 9, err), -EFBIG);
+	assert_non_null(strstr(err, "more than the 8"));
+	edits_store_close(s);
+	assert_int_equal(edits_store_open(d.file, &s, &text, &len, err), 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(text, "two!\n", 5);
+	free(text);
+	edits_store_close(s);
+	remove_dir(&d);
+}
+
+/* A child process opens the store of path: 0 when it was refused with a line naming
+ * pid holder, 1 otherwise. */
+static int child_refused(const char *path, pid_t holder)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		char err[GGUF_ERR_MAX], want[64];
+		int r = open_once(path, err);
+		snprintf(want, sizeof want, "in use by another mount, pid %d (", (int)holder);
+		_exit(r == -1 && strstr(err, want) ? 0 : 1);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static void test_one_store_at_a_time(void **state)
+{
+	(void)state;
+	struct dir d;
+	make_dir(&d);
+	struct edits_store *s;
+	char *text, err[GGUF_ERR_MAX];
+	uint64_t len;
+	assert_int_equal(edits_store_open(d.file, &s, &text, &len, err), 1);
+	assert_int_equal(edits_store_save(s, "{}\n", 3, err), 0);   /* made: locked */
+	assert_int_equal(child_refused(d.file, getpid()), 0);
+	assert_int_equal(edits_store_save(s, "{ }\n", 4, err), 0);  /* a new inode: locked too */
+	assert_int_equal(child_refused(d.file, getpid()), 0);
+	edits_store_close(s);
+	assert_int_equal(open_once(d.file, err), 0);   /* free again */
+	remove_dir(&d);
+}
+
+static void test_temporaries_removed(void **state)
+{
+	(void)state;
+	struct dir d;
+	make_dir(&d);
+	char tmp[128], other[128], err[GGUF_ERR_MAX];
+	put_file(d.file, "{}\n");
+	snprintf(tmp, sizeof tmp, "%s.tmp.k1lled", d.file);
+	put_file(tmp, "{\"half");
+	snprintf(other, sizeof other, "%s/other.json.tmp.abcdef", d.path);
+	put_file(other, "not ours");
+	assert_int_equal(open_once(d.file, err), 0);
+	assert_int_equal(access(tmp, F_OK), -1);
+	assert_int_equal(access(other, F_OK), 0);
+	remove_dir(&d);
+}
+
+static void expect_refused(const char *path, const char *why)
+{
+	char err[GGUF_ERR_MAX];
+	assert_int_equal(open_once(path, err), -1);
+	if (!strstr(err, why))
+		fail_msg("'%s' does not say '%s'", err, why);
+	assert_null(strchr(err, '\n'));
+}
+
+static void test_untrusted_refused(void **state)
+{
+	(void)state;
+	struct dir d;
+	make_dir(&d);
+	char link_to[128], real[128];
+	snprintf(real, sizeof real, "%s/real.json", d.path);
+	put_file(real, "{}\n");
+	/* a symlink is refused, not replaced by a file of ours at the first save */
+	assert_int_equal(symlink(real, d.file), 0);
+	expect_refused(d.file, "is a symlink");
+	unlink(d.file);
+	/* a FIFO is refused at once, without waiting for a writer */
+	assert_int_equal(mkfifo(d.file, 0600), 0);
+	expect_refused(d.file, "not a regular file");
+	unlink(d.file);
+	assert_int_equal(mkdir(d.file, 0700), 0);
+	expect_refused(d.file, "not a regular file");
+	rmdir(d.file);
+	put_file(d.file, "{}\n");
+	assert_int_equal(chmod(d.file, 0622), 0);
+	expect_refused(d.file, "writable by group or others (mode 0622)");
+	assert_int_equal(chmod(d.file, 0600), 0);
+	if (geteuid() == 0) {   /* another user's FILE, and directory */
+		assert_int_equal(chown(d.file, NOBODY, NOBODY), 0);
+		expect_refused(d.file, "owned by uid 65534");
+		assert_int_equal(chown(d.file, 0, 0), 0);
+		assert_int_equal(chown(d.path, NOBODY, NOBODY), 0);
+		expect_refused(d.file, "its directory is owned by uid 65534");
+		assert_int_equal(chown(d.path, 0, 0), 0);
+	}
+	/* a sticky directory everyone may write to, as /tmp */
+	assert_int_equal(chmod(d.path, 01777), 0);
+	expect_refused(d.file, "its directory is writable by group or others (mode 1777)");
+	assert_int_equal(chmod(d.path, 0700), 0);
+	char err[GGUF_ERR_MAX];
+	assert_int_equal(open_once(d.file, err), 0);
+	snprintf(link_to, sizeof link_to, "%s/no/such/fix.json", d.path);
+	expect_refused(link_to, "its directory: No such file");
+	remove_dir(&d);
+}
+
+int unit_main(UNIT_ARGS)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_save_and_load),
+		cmocka_unit_test(test_one_store_at_a_time),
+		cmocka_unit_test(test_temporaries_removed),
+		cmocka_unit_test(test_untrusted_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

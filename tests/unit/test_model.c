@@ -1,0 +1,233 @@
+/* Opening models: a single file, and split models found from any one shard. */
+#include <setjmp.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "unit.h"
+
+#include "gguf_split.h"
+#include "model.h"
+#include "scratch_dir.h"
+#include "render_summary.h"
+#include "render_util.h"
+#include "tree.h"
+#include "vectors.h"
+
+static void shard_path(char *out, size_t n, const char *prefix, unsigned no, unsigned count)
+{
+	snprintf(out, n, "%s/%s-%05u-of-%05u.gguf", scratch_dir, prefix, no, count);
+}
+
+static void test_single(void **state)
+{
+	(void)state;
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
+	assert_non_null(m);
+	assert_int_equal(m->n_shards, 1);
+	assert_int_equal(m->n_tensors, 21);
+	assert_string_equal(m->file_name, "tinyllama-q4km.gguf");
+	model_close(m);
+
+	m = model_open(TEST_DATA "/no-such-model.gguf", err);
+	assert_null(m);
+	assert_non_null(strstr(err, "no-such-model.gguf: No such file or directory"));
+	m = model_open(TEST_DATA, err);
+	assert_null(m);
+	assert_non_null(strstr(err, "is a directory"));
+}
+
+/* Every shard of a 3-way split opens the same model: same metadata, every tensor's
+ * bytes identical to the original's. */
+static void test_split(void **state)
+{
+	(void)state;
+	char prefix[128], path[256], err[GGUF_ERR_MAX];
+	snprintf(prefix, sizeof prefix, "%s/llama", scratch_dir);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	struct ggufs_model *orig = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
+	assert_non_null(orig);
+	for (unsigned no = 1; no <= 3; no++) {
+		shard_path(path, sizeof path, "llama", no, 3);
+		struct ggufs_model *m = model_open(path, err);
+		if (!m)
+			print_error("%s\n", err);
+		assert_non_null(m);
+		assert_int_equal(m->n_shards, 3);
+		assert_string_equal(m->file_name, "llama-00001-of-00003.gguf");
+		assert_int_equal(m->meta->n_kv, orig->meta->n_kv + 3);
+		assert_int_equal(m->n_tensors, orig->n_tensors);
+		for (uint64_t i = 0; i < m->n_tensors; i++) {
+			const struct gguf_tensor *a = m->tensors[i].t, *b = orig->tensors[i].t;
+			assert_int_equal(a->name.len, b->name.len);
+			assert_memory_equal(a->name.ptr, b->name.ptr, a->name.len);
+			assert_int_equal(a->size, b->size);
+			assert_memory_equal(model_tensor_data(m, i), model_tensor_data(orig, i), a->size);
+		}
+		assert_int_equal(m->tensors[0].shard, 0);
+		assert_int_equal(m->tensors[m->n_tensors - 1].shard, 2);
+		model_close(m);
+	}
+	model_close(orig);
+}
+
+static void summary_fn(struct sink *s, const void *arg)
+{
+	render_summary(s, arg);
+}
+
+/* Which shard holds what, whichever shard was given: each tensor's user.gguf.shard
+ * names its file, and summary.txt lists every shard with its size. A single file has
+ * no user.gguf.shard. */
+static void test_split_shards_named(void **state)
+{
+	(void)state;
+	char prefix[128], path[256], err[GGUF_ERR_MAX], val[64];
+	snprintf(prefix, sizeof prefix, "%s/named", scratch_dir);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	for (unsigned given = 1; given <= 3; given += 2) {
+		shard_path(path, sizeof path, "named", given, 3);
+		struct ggufs_model *m = model_open(path, err);
+		assert_non_null(m);
+		struct tree *t = tree_build(m, err);
+		assert_non_null(t);
+		for (uint64_t i = 0; i < m->n_tensors; i++) {
+			char want[64];
+			snprintf(want, sizeof want, "named-%05u-of-00003.gguf", m->tensors[i].shard + 1);
+			for (uint64_t j = 0; j < 3; j++) {
+				const struct tree_node *n =
+					tree_node(t, TREE_FIRST_META + m->meta->n_kv + 3 * i + j);
+				assert_non_null(n);
+				int64_t r = tree_getxattr(t, n, "user.gguf.shard", val, sizeof val);
+				assert_int_equal(r, (int64_t)strlen(want));
+				assert_memory_equal(val, want, (size_t)r);
+				char list[256];
+				int64_t l = tree_listxattr(t, n, list, sizeof list);
+				assert_true(l > 16);
+				assert_string_equal(list + l - 16, "user.gguf.shard");
+			}
+		}
+		size_t len;
+		char *txt = render_all(summary_fn, m, &len);
+		assert_non_null(strstr(txt, "\nshards:           3\n"));
+		for (unsigned no = 1; no <= 3; no++) {
+			struct stat st;
+			char line[128];
+			shard_path(path, sizeof path, "named", no, 3);
+			assert_int_equal(stat(path, &st), 0);
+			snprintf(line, sizeof line, "\n  named-%05u-of-00003.gguf (%lld bytes)\n", no,
+			         (long long)st.st_size);
+			if (!strstr(txt, line))
+				print_error("no %s in the summary\n", line);
+			assert_non_null(strstr(txt, line));
+		}
+		free(txt);
+		tree_free(t);
+		model_close(m);
+	}
+	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
+	assert_non_null(m);
+	struct tree *t = tree_build(m, err);
+	assert_non_null(t);
+	const struct tree_node *n = tree_node(t, TREE_FIRST_META + m->meta->n_kv);
+	assert_int_equal(tree_getxattr(t, n, "user.gguf.shard", val, sizeof val), -ENODATA);
+	size_t len;
+	char *txt = render_all(summary_fn, m, &len);
+	assert_null(strstr(txt, "shards:"));
+	free(txt);
+	tree_free(t);
+	model_close(m);
+}
+
+static void test_split_missing(void **state)
+{
+	(void)state;
+	char prefix[128], path[256], err[GGUF_ERR_MAX];
+	snprintf(prefix, sizeof prefix, "%s/gap", scratch_dir);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	shard_path(path, sizeof path, "gap", 2, 3);
+	unlink(path);
+	shard_path(path, sizeof path, "gap", 3, 3);
+	assert_null(model_open(path, err));
+	assert_non_null(strstr(err, "gap-00002-of-00003.gguf: shard 2 of 3 is missing"));
+}
+
+static unsigned tweak_shard;
+static void wrong_count(unsigned s, struct split_keys *k)
+{
+	if (s == tweak_shard)
+		k->count = 4;
+}
+static void wrong_total(unsigned s, struct split_keys *k)
+{
+	if (s == tweak_shard)
+		k->tensors_count += 1;
+}
+static void wrong_no(unsigned s, struct split_keys *k)
+{
+	if (s == tweak_shard)
+		k->no = 0;
+}
+
+/* A shard of another model or another split is refused, naming that shard's file. */
+static void test_split_foreign(void **state)
+{
+	(void)state;
+	void (*tweaks[])(unsigned, struct split_keys *) = { wrong_count, wrong_total, wrong_no };
+	const char *words[] = { "split.count 4", "split.tensors.count", "split.no is 0" };
+	for (int k = 0; k < 3; k++) {
+		char prefix[128], path[256], bad[256], err[GGUF_ERR_MAX];
+		snprintf(prefix, sizeof prefix, "%s/foreign%d", scratch_dir, k);
+		tweak_shard = 1;
+		assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, tweaks[k]), 0);
+		snprintf(bad, sizeof bad, "foreign%d-00002-of-00003.gguf:", k);
+		shard_path(path, sizeof path, prefix + strlen(scratch_dir) + 1, 1, 3);
+		assert_null(model_open(path, err));
+		if (!strstr(err, bad) || !strstr(err, words[k]))
+			print_error("%s\n", err);
+		assert_non_null(strstr(err, bad));
+		assert_non_null(strstr(err, words[k]));
+	}
+}
+
+/* Shard 2 starts one tensor early, so the last tensor of shard 1 is in both (the
+ * counts made to agree): refused, naming the later shard. */
+static void overlap(unsigned s, struct split_keys *k)
+{
+	k->tensors_count += 1;
+	if (s == 1)
+		k->first -= 1;
+}
+
+static void test_split_duplicate(void **state)
+{
+	(void)state;
+	char prefix[128], path[256], err[GGUF_ERR_MAX];
+	snprintf(prefix, sizeof prefix, "%s/dup", scratch_dir);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 2, overlap), 0);
+	shard_path(path, sizeof path, "dup", 1, 2);
+	assert_null(model_open(path, err));
+	assert_non_null(strstr(err, "dup-00002-of-00002.gguf: tensor '"));
+	assert_non_null(strstr(err, "' is also in an earlier shard"));
+}
+
+int unit_main(UNIT_ARGS)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_single),
+		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_split_shards_named),
+		cmocka_unit_test(test_split_missing),
+		cmocka_unit_test(test_split_foreign),
+		cmocka_unit_test(test_split_duplicate),
+	};
+	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
+}

@@ -1,0 +1,15 @@
+/* What every unit test shares: one main (unit_main.c) that takes the test filter and
+ * then calls the test's own unit_main. Run one case alone by its name (a glob, as
+ * cmocka_set_test_filter matches it):
+ *     meson test -C build unit-gguf --test-args=--filter=test_bad_magic
+ *     GGUFS_TEST_FILTER='test_*prefix*' meson test -C build unit-gguf_prefix */
+#ifndef GGUFS_TEST_UNIT_H
+#define GGUFS_TEST_UNIT_H
+
+/* The test's own main: its cmocka group(s), run with the filter set. argv holds the
+ * test's arguments without --filter=. Returns the exit status (77: skipped). */
+int unit_main(int argc, char **argv);
+/* unit_main's parameters, for a test that takes no arguments. */
+#define UNIT_ARGS int argc __attribute__((unused)), char **argv __attribute__((unused))
+
+#endif
