@@ -334,7 +334,8 @@ int s3_list(struct remote *r, const char *bucket_url, const char *prefix,
 		memcpy(token, pg.token, sizeof token);
 	}
 	/* sorted, each name once: a listing that changed between pages may repeat one */
-	qsort(*out, *n, sizeof **out, by_name);
+	if (*n)
+		qsort(*out, *n, sizeof **out, by_name);
 	size_t k = 0;
 	for (size_t i = 0; i < *n; i++) {
 		if (k && strcmp((*out)[k - 1].name, (*out)[i].name) == 0) {
