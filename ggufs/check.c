@@ -8,10 +8,12 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "url.h"
 #include "log_escape.h"
 #include "render_check.h"
 #include "render_size.h"
@@ -169,20 +171,75 @@ out:
 	return ret;
 }
 
+/* The single-mount names of every model of the library that name is (a folder, or an
+ * hf:// repository or folder of it) into *names (malloc'ed, n of them): 0; 1 when name
+ * is not a library; 3 after one line on stderr when it cannot be listed. */
+static int library_names_of(const struct options *o, const char *name, char ***names, size_t *n)
+{
+	struct stat st;
+	bool hub = hub_library_named(name);
+	if (!hub && (url_is_remote(name) || stat(name, &st) != 0 || !S_ISDIR(st.st_mode)))
+		return 1;
+	char err[GGUF_ERR_MAX];
+	struct options one = *o;
+	one.model = name;
+	struct lib_source *src = hub ? open_hub_library(&one, NULL, NULL) : lib_source_local(name, err);
+	if (!src && !hub)
+		log_errf("%s", err);
+	struct library *lib = src ? library_open(src, err) : NULL;
+	if (src && !lib)
+		log_errf("%s", err);
+	int r = lib && library_model_names(lib, names, n) == 0 ? 0 : 3;
+	if (lib && r)
+		log_errf("%s: out of memory", name);
+	library_free(lib);
+	return r;
+}
+
 int check_models(const struct options *o)
 {
-	/* several reports: text blocks apart by an empty line, JSON reports in an array */
-	const bool array = o->json && o->n_operands > 1;
+	/* a library's models each as an operand of their own, in the library's order */
+	char **names = NULL;
+	size_t n_names = 0;
 	int worst = 0;
-	bool printed = false;
+	bool any_library = false;
 	for (int k = 0; k < o->n_operands; k++) {
+		char **lib_names;
+		size_t n_lib;
+		int r = library_names_of(o, o->operands[k], &lib_names, &n_lib);
+		if (r == 3) {
+			worst = 3;
+			continue;
+		}
+		size_t add = r == 0 ? n_lib : 1;
+		char **grown = realloc(names, (n_names + add + 1) * sizeof *grown);
+		if (!grown) {
+			log_errf("out of memory");
+			return 3;
+		}
+		names = grown;
+		if (r == 0) {
+			any_library = true;
+			memcpy(names + n_names, lib_names, n_lib * sizeof *lib_names);
+			free(lib_names);
+		} else {
+			names[n_names] = strdup(o->operands[k]);
+		}
+		n_names += add;
+	}
+	/* several reports: text blocks apart by an empty line, JSON reports in an array */
+	const bool array = o->json && (o->n_operands > 1 || any_library);
+	bool printed = false;
+	for (size_t k = 0; k < n_names; k++) {
 		struct options one = *o;
-		one.model = o->operands[k];
+		one.model = names[k];
 		const char *before = !printed ? (array ? "[\n" : "") : (array ? ",\n" : "\n");
-		int r = check_model(&one, before, &printed);
+		int r = names[k] ? check_model(&one, before, &printed) : 3;
 		if (r > worst)
 			worst = r;
+		free(names[k]);
 	}
+	free(names);
 	if (array)
 		fputs(printed ? "]\n" : "[]\n", stdout);
 	if (fflush(stdout) != 0 && worst < 3) {

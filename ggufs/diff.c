@@ -23,13 +23,17 @@
  * each byte once, so the cache only holds the read-ahead. */
 #define DIFF_CACHE_DEFAULT (UINT64_C(64) << 20)
 
-/* The first error the event log said during the comparison (a fetch that failed for
- * good, a file that changed), kept to be the cause in the one line that names the
- * tensor which could not be read, instead of a line of its own before it. */
+/* The first errors the event log said during the comparison (a fetch that failed for
+ * good, a file that changed), each naming its file first, kept to be the cause in the
+ * one line that names the tensor which could not be read, instead of lines of their own
+ * before it. Both models' fetches may fail at once, in either order, so the cause is
+ * looked up by the failed model's files. */
+enum { KEPT_EVENTS = 16 };
 static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
-static char first_event[EVLOG_LINE_MAX];
+static char kept[KEPT_EVENTS][EVLOG_LINE_MAX];
+static unsigned n_kept;
 
-/* The evlog_sink_fn of --diff: warnings said at once, the first error kept (lines come
+/* The evlog_sink_fn of --diff: warnings said at once, the first errors kept (lines come
  * escaped already). */
 static void keep_event(void *arg, enum evlog_level level, const char *line)
 {
@@ -39,24 +43,30 @@ static void keep_event(void *arg, enum evlog_level level, const char *line)
 		return;
 	}
 	pthread_mutex_lock(&event_lock);
-	if (!first_event[0])
-		snprintf(first_event, sizeof first_event, "%s", line);
+	if (n_kept < KEPT_EVENTS)
+		snprintf(kept[n_kept++], sizeof kept[0], "%s", line);
 	pthread_mutex_unlock(&event_lock);
 }
 
-/* The cause of a failed read of model m, escaped: the kept event without its "PATH: "
- * (the line names the file already) when it is about one of m's files, else
- * strerror(-err). */
+/* The cause of a failed read of model m, escaped: the first kept event about one of m's
+ * files, without its "PATH: " (the line names the file already), else strerror(-err). */
 static const char *read_cause(const struct ggufs_model *m, int err, char *buf, size_t size)
 {
+	char path[EVLOG_LINE_MAX];
 	pthread_mutex_lock(&event_lock);
-	snprintf(buf, size, "%s", first_event);
-	pthread_mutex_unlock(&event_lock);
-	for (uint32_t s = 0; buf[0] && s < m->n_shards; s++) {
-		const size_t n = strlen(m->shards[s].path);
-		if (strncmp(buf, m->shards[s].path, n) == 0 && strncmp(buf + n, ": ", 2) == 0)
-			return buf + n + 2;
+	for (unsigned k = 0; k < n_kept; k++) {
+		for (uint32_t s = 0; s < m->n_shards; s++) {
+			/* the event's text is escaped, so its path is too */
+			const size_t n = log_escape(path, sizeof path, m->shards[s].path,
+			                            strlen(m->shards[s].path));
+			if (strncmp(kept[k], path, n) == 0 && strncmp(kept[k] + n, ": ", 2) == 0) {
+				snprintf(buf, size, "%s", kept[k] + n + 2);
+				pthread_mutex_unlock(&event_lock);
+				return buf;
+			}
+		}
 	}
+	pthread_mutex_unlock(&event_lock);
 	return err == -ENOMEM ? "out of memory" : strerror(-err);
 }
 
@@ -185,9 +195,9 @@ out:
 close:
 	model_close(m[0]);
 	model_close(m[1]);
-	/* an error no read failed of (a read-ahead's) is still said */
+	/* errors no read failed of (a read-ahead's) are still said */
 	evlog_set_sink(NULL, NULL);
-	if (ret == 0 && first_event[0])
-		fprintf(stderr, "ggufs: %s\n", first_event);
+	for (unsigned k = 0; ret == 0 && k < n_kept; k++)
+		fprintf(stderr, "ggufs: %s\n", kept[k]);
 	return ret;
 }

@@ -50,6 +50,7 @@ struct passthrough {
 struct ggufs {
 	struct ggufs_model *model;   /* NULL for a library */
 	struct library *library;     /* a folder of models (library.h), or NULL */
+	bool remote_library;         /* a hub repository's: its transfers end with the mount */
 	struct tree *tree;       /* of the model's own metadata */
 	struct tree_edits *edits;  /* -o edits=FILE (tree_edit.h), or NULL: read-only */
 	unsigned max_read;   /* -o max_read=N, 0 if not given */
@@ -223,6 +224,14 @@ bool s3_names_library(const char *model);
 /* The library source of such a name (its credentials found as for an object), or NULL
  * after one line on stderr. */
 struct lib_source *open_s3_library(const struct options *o);
+/* True when name is an hf:// name of a library: a repository or a folder in it, not a
+ * file ending in .gguf nor a :QUANT tag (libsource_hub.h). */
+bool hub_library_named(const char *name);
+/* The source of the hub library o->model names, its revision resolved and folder listed
+ * with o's token, CA file and remote options; its transfers end when cancelled(arg).
+ * NULL after one line on stderr. */
+struct lib_source *open_hub_library(const struct options *o, bool (*cancelled)(void *),
+                                    void *arg);
 
 /* check.c: ggufs --check [--json] MODEL|URL... Scans every tensor of each model in turn
  * and reports the unhealthy ones on stdout, one block of lines per model (blocks apart

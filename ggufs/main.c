@@ -93,11 +93,13 @@ static bool path_within(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
 }
 
-/* Opens the library of folder o->model into fs (mountpoint: absolute): 0, or the exit
- * status after one line on stderr (2 for -o edits=, which edits one model file; 1 when
- * the folder cannot be read, or holds the mount point, which would make every listing
- * of it wait for itself). */
-static int open_library(struct ggufs *fs, const struct options *o, const char *mountpoint)
+/* Opens the library that o->model names into fs (mountpoint: absolute): a folder, or
+ * an hf:// repository or folder in it. 0, or the exit status after one line on stderr
+ * (2 for -o edits=, which edits one model file; 1 when the source cannot be listed, or
+ * a local folder holds the mount point, which would make every listing of it wait for
+ * itself). */
+static int open_library(struct ggufs *fs, const struct options *o, const char *mountpoint,
+                        bool hub)
 {
 	char err[GGUF_ERR_MAX];
 	if (o->edits_file) {
@@ -105,25 +107,31 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 		        "of models)\n", o->model);
 		return 2;
 	}
-	char *root = realpath(o->model, NULL);
-	char *mnt = realpath(mountpoint, NULL);
-	if (root && mnt && path_within(mnt, root)) {
-		fprintf(stderr, "ggufs: %s: the mount point %s is inside the library's folder\n",
-		        o->model, mountpoint);
-		free(root);
-		free(mnt);
-		return 1;
-	}
-	free(root);
-	free(mnt);
 	struct lib_source *src;
-	if (s3_names_library(o->model)) {
-		if (!(src = open_s3_library(o)))   /* said */
+	bool s3 = s3_names_library(o->model);
+	if (hub) {
+		src = open_hub_library(o, ggufs_ending, fs);
+		if (!src)
+			return 1;
+	} else if (s3) {
+		src = open_s3_library(o);
+		if (!src)   /* said */
 			return 1;
 	} else {
+		char *root = realpath(o->model, NULL);
+		char *mnt = realpath(mountpoint, NULL);
+		bool inside = root && mnt && path_within(mnt, root);
+		free(root);
+		free(mnt);
+		if (inside) {
+			fprintf(stderr, "ggufs: %s: the mount point %s is inside the library's folder\n",
+			        o->model, mountpoint);
+			return 1;
+		}
 		src = lib_source_local(o->model, err);
 	}
 	fs->library = src ? library_open(src, err) : NULL;
+	fs->remote_library = hub || s3;
 	if (!fs->library) {
 		fprintf(stderr, "ggufs: %s\n", err);
 		return 1;
@@ -206,11 +214,13 @@ int main(int argc, char *argv[])
 
 	fs.max_read = o.max_read;
 	struct stat src_st;
-	if (s3_names_library(o.model) ||
+	bool hub = hub_library_named(o.model), s3_library = s3_names_library(o.model);
+	if (hub || s3_library ||
 	    (!url_is_remote(o.model) && !s3_is_name(o.model) && stat(o.model, &src_st) == 0 &&
 	     S_ISDIR(src_st.st_mode))) {
-		/* a folder: a library of every model in it (lib/7-library) */
-		ret = open_library(&fs, &o, mountpoint);
+		/* a folder, a hub repository or a bucket: a library of every model in it
+		 * (lib/7-library) */
+		ret = open_library(&fs, &o, mountpoint, hub);
 		if (ret != 0)
 			goto out_cmdline;
 		ret = 1;
@@ -288,7 +298,7 @@ library_ready:
 	if (fs.bdi[0] && pthread_create(&ra_thread, NULL, raise_readahead, &fs) == 0)
 		pthread_detach(ra_thread);
 	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
-	if (fs.model && fs.model->remote)
+	if ((fs.model && fs.model->remote) || fs.remote_library)
 		watch_start(&fs);
 
 	if (fo.singlethread) {

@@ -12,6 +12,7 @@
 
 #include "ggufs.h"
 #include "log_escape.h"
+#include "libsource_hub.h"
 #include "remote.h"
 #include "s3.h"
 #include "s3_config.h"
@@ -24,6 +25,144 @@ static void print_waiting(void *arg, const char *line)
 {
 	(void)arg;
 	log_errf("%s", line);
+}
+
+/* $HF_ENDPOINT, or the hub's own, without a trailing '/': malloc'ed, or NULL. */
+static char *hub_endpoint(void)
+{
+	const char *e = getenv("HF_ENDPOINT");
+	char *d = strdup(e && *e ? e : HF_ENDPOINT_DEFAULT);
+	for (size_t n = d ? strlen(d) : 0; n > 0 && d[n - 1] == '/'; n--)
+		d[n - 1] = 0;
+	return d;
+}
+
+bool hub_library_named(const char *name)
+{
+	struct hub_name n;
+	char err[GGUF_ERR_MAX];
+	if (strncasecmp(name, "hf://", 5) != 0 || !hub_name_parse(name, &n, err))
+		return false;
+	bool lib = hub_name_is_library(&n);
+	hub_name_free(&n);
+	return lib;
+}
+
+/* What the hub's API is reached with for o: its endpoint and o's token (for hf://),
+ * CA file and timeout into http (endpoint and token malloc'ed: hub_http_free), and o's
+ * remote options into ro. False after one line on stderr. */
+static bool hub_access(const struct options *o, struct hub_http *http, struct remote_opts *ro)
+{
+	memset(http, 0, sizeof *http);
+	*ro = (struct remote_opts){ .cafile = o->cafile, .timeout = o->timeout,
+	                            .cache_size = o->cache_size, .cache_dir = o->cache_dir,
+	                            .cache_max = o->cache_max,
+	                            .waiting = isatty(STDERR_FILENO) ? print_waiting : NULL };
+	char err[GGUF_ERR_MAX];
+	char *endpoint = hub_endpoint();
+	char *token = NULL;
+	if (!endpoint) {
+		log_errf("out of memory");
+		return false;
+	}
+	/* the hub's API and files are the endpoint's: HF_TOKEN goes there (token.h) */
+	if (token_choose(endpoint, true, endpoint, o->token_file, getenv("HF_TOKEN"), ro, &token,
+	                 err) < 0) {
+		log_errf("%s", err);
+		free(endpoint);
+		return false;
+	}
+	*http = (struct hub_http){ .endpoint = endpoint, .token = token, .cafile = o->cafile,
+	                           .timeout = o->timeout };
+	ro->token = token;
+	return true;
+}
+
+static void hub_http_free(struct hub_http *http)
+{
+	token_free((char *)http->token);
+	free((char *)http->endpoint);
+}
+
+struct lib_source *open_hub_library(const struct options *o, bool (*cancelled)(void *),
+                                    void *arg)
+{
+	char err[GGUF_ERR_MAX];
+	struct hub_name n;
+	if (!hub_name_parse(o->model, &n, err)) {
+		log_errf("%s", err);
+		return NULL;
+	}
+	struct hub_http http;
+	struct remote_opts ro;
+	struct lib_source *src = NULL;
+	if (hub_access(o, &http, &ro)) {
+		ro.cancelled = cancelled;
+		ro.cancel_arg = arg;
+		src = lib_source_hub(&n, &http, &ro, err);
+		if (!src)
+			log_errf("%s", err);
+		hub_http_free(&http);
+	}
+	hub_name_free(&n);
+	return src;
+}
+
+/* For hf://OWNER/REPO:QUANT, the one model's pinned hf:// name (malloc'ed: the caller
+ * frees it), said on stderr; for a browser's https://HOST/OWNER/REPO/blob/REV/PATH, its
+ * resolve/ form, with a note; else NULL with *failed false. NULL with *failed after one
+ * line on stderr. */
+static char *hub_rewrite(const struct options *o, bool *failed)
+{
+	*failed = false;
+	char err[GGUF_ERR_MAX];
+	if (strncasecmp(o->model, "hf://", 5) == 0) {
+		struct hub_name n;
+		if (!hub_name_parse(o->model, &n, err) || !n.quant) {
+			if (n.repo)
+				hub_name_free(&n);
+			return NULL;
+		}
+		struct hub_http http;
+		struct remote_opts ro;
+		char *name = NULL;
+		*failed = true;
+		if (hub_access(o, &http, &ro)) {
+			name = hub_quant_model(&n, &http, err);
+			if (name) {
+				log_errf("%s is %s", o->model, name);
+				*failed = false;
+			} else {
+				log_errf("%s", err);
+			}
+			hub_http_free(&http);
+		}
+		hub_name_free(&n);
+		return name;
+	}
+	/* https://HOST/OWNER/REPO/blob/REV/PATH: the page that shows the file */
+	const char *p = strstr(o->model, "://");
+	const char *path = p ? strchr(p + 3, '/') : NULL;
+	if (!path || strncasecmp(o->model, "http", 4) != 0)
+		return NULL;
+	const char *owner_end = strchr(path + 1, '/');
+	const char *repo_end = owner_end ? strchr(owner_end + 1, '/') : NULL;
+	if (!repo_end || strncmp(repo_end, "/blob/", 6) != 0 || owner_end == path + 1 ||
+	    repo_end == owner_end + 1)
+		return NULL;
+	size_t n = strlen(o->model) + 8;
+	char *url = malloc(n);
+	if (!url) {
+		*failed = true;
+		log_errf("out of memory");
+		return NULL;
+	}
+	snprintf(url, n, "%.*s/resolve/%s", (int)(repo_end - o->model), o->model, repo_end + 6);
+	char *shown = url_display(url);
+	log_errf("note: %s is the hub's page of the file: reading %s",
+	        o->model, shown ? shown : "its resolve/ URL");
+	free(shown);
+	return url;
 }
 
 /* getenv as s3_config_find reads the environment. */
@@ -195,8 +334,18 @@ struct ggufs_model *open_model(const struct options *o, char **shown)
 	*shown = NULL;
 	if (s3_is_name(o->model))
 		return open_s3(o, shown);
-	if (url_is_remote(o->model))
-		return open_remote(o, shown);
+	if (url_is_remote(o->model)) {
+		bool failed;
+		char *name = hub_rewrite(o, &failed);
+		if (failed)
+			return NULL;
+		struct options named = *o;
+		if (name)
+			named.model = name;
+		struct ggufs_model *m = open_remote(&named, shown);
+		free(name);
+		return m;
+	}
 	/* a URL of another scheme, unless a local file has that name after all */
 	size_t scheme = url_scheme_len(o->model);
 	struct stat st;

@@ -160,12 +160,15 @@ static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
 }
 
 /* After the INIT reply that asked for passthrough went out: the one backing id of the
- * model's file, or the kernel's refusal recorded. */
-static void open_backing(struct ggufs *fs, int fd)
+ * model's file, or the kernel's refusal recorded. On the session's own fd, which stays
+ * open until unmount (a clone_fd worker's closes when the worker ends). */
+static void open_backing(struct ggufs *fs)
 {
+	int fd = fuse_session_fd(fs->se);
+	/* fs->tree, of the model's own metadata, is the file whenever the model is one
+	 * local file (passthrough_start) */
 	struct pt_backing_map map = { .fd = tree_model_file_fd(fs->tree) };
 	if (map.fd < 0) {
-		/* the mount's own tree is never edited: only an edits file at mount does that */
 		refuse(fs, "model.gguf is not the file itself");
 		return;
 	}
@@ -239,7 +242,7 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 		struct iovec mine[2] = { iov[0], { &init, sizeof init } };
 		ssize_t r = writev(fd, mine, 2);
 		if (r >= 0)
-			open_backing(fs, fd);
+			open_backing(fs);
 		return r;
 	}
 	if (opcode == PT_OP_OPEN && backing_id > 0) {

@@ -126,6 +126,81 @@ static uint64_t names_bytes(const struct ggufs_model *m)
 	return total;
 }
 
+/* The fixed nodes: the root and the directories and files in it; model.gguf has a
+ * number of its own in each edit state (tree_ino.h). */
+static void add_fixed(struct tree *t, const struct ov_state *s)
+{
+	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++) {
+		struct tree_node *n = &t->nodes[ino];
+		*n = (struct tree_node){ .ino = ino, .parent = TREE_ROOT_INO,
+		                         .kind = fixed_kinds[ino], .name = fixed_names[ino] };
+		if (ino != TREE_ROOT_INO)
+			slot_add(t, n);
+	}
+	t->nodes[TREE_MODEL_INO].size = t->mf.size;
+	if (s && s->gen)
+		t->nodes[TREE_MODEL_INO].ino = TREE_MODEL_STATE_INO + s->gen;
+}
+
+/* metadata/KEY of every key, numbered by its id in state s (or its place in the file),
+ * its name written at w: the end of the names written. */
+static char *add_keys(struct tree *t, const struct ov_state *s, char *w)
+{
+	const struct ggufs_model *m = t->m;
+	for (uint64_t k = 0; k < m->meta->n_kv; k++) {
+		uint64_t ino = tree_ino_key(t->n_orig, m->n_tensors, s ? s->keys[k].id : k);
+		struct tree_node *n = &t->nodes[ino];
+		const struct gguf_str *key = &m->meta->kv[k].key;
+		t->meta_ino[k] = ino;
+		*n = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO,
+		                         .kind = TREE_META, .index = k, .name = w };
+		w += names_encode(key->ptr, key->len, false, w) + 1;
+		slot_add(t, n);
+	}
+	return w;
+}
+
+/* The files of tensor i: tensors/NAME, and with a dequantizer NAME.f32, NAME.npy and
+ * stats/NAME, their names written at w: the end of the names written. */
+static char *add_tensor(struct tree *t, uint64_t i, char *w)
+{
+	const struct gguf_tensor *g = t->m->tensors[i].t;
+	uint64_t base_ino = tree_ino_tensor(t->n_orig, i, 0);
+	const char *base_name = w;
+	size_t len = names_encode(g->name.ptr, g->name.len, true, w);
+	for (uint64_t j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
+		static const char *const suffix[] = { "", ".f32", ".npy" };
+		static const enum tree_kind kinds[] = { TREE_RAW, TREE_F32, TREE_NPY };
+		struct tree_node *n = &t->nodes[base_ino + j];
+		if (j)
+			memmove(w, base_name, len);
+		strcpy(w + len, suffix[j]);
+		*n = (struct tree_node){ .ino = base_ino + j, .parent = TREE_TENSORS_DIR_INO,
+		                         .kind = kinds[j], .index = i, .name = w };
+		w += len + strlen(suffix[j]) + 1;
+		t->tensor_children[t->n_tensor_children++] = n->ino;
+		slot_add(t, n);
+	}
+	t->nodes[base_ino].size = g->size;
+	if (!g->has_f32)
+		return w;
+	char hdr[NPY_HEADER_MAX];
+	t->npy_header_len[i] = (uint32_t)npy_header(g, hdr);
+	t->nodes[base_ino + 1].size = f32_size(g);
+	t->nodes[base_ino + 2].size = t->npy_header_len[i] + f32_size(g);
+
+	uint64_t sino = tree_ino_stats(t->n_orig, t->m->n_tensors, i);
+	struct tree_node *sn = &t->nodes[sino];
+	memmove(w, base_name, len);
+	w[len] = 0;
+	*sn = (struct tree_node){ .ino = sino, .parent = TREE_STATS_DIR_INO, .kind = TREE_STATS,
+	                          .index = i, .name = w, .size = render_stats_size(g) };
+	w += len + 1;
+	t->stats_children[t->n_stats_children++] = sn->ino;
+	slot_add(t, sn);
+	return w;
+}
+
 /* Builds the tree of m, whose keys have the ids of state s (or are the file's own, s
  * NULL), sharing base's statistics when base is given. */
 static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
@@ -171,66 +246,10 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 		return NULL;
 	}
 
-	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++) {
-		struct tree_node *n = &t->nodes[ino];
-		*n = (struct tree_node){ .ino = ino, .parent = TREE_ROOT_INO,
-		                         .kind = fixed_kinds[ino], .name = fixed_names[ino] };
-		if (ino != TREE_ROOT_INO)
-			slot_add(t, n);
-	}
-	t->nodes[TREE_MODEL_INO].size = t->mf.size;
-	if (s && s->gen)   /* a file of its own per state (tree_ino.h) */
-		t->nodes[TREE_MODEL_INO].ino = TREE_MODEL_STATE_INO + s->gen;
-
-	w = t->names;
-	for (uint64_t k = 0; k < n_kv; k++) {
-		uint64_t ino = tree_ino_key(n_orig, n_t, s ? s->keys[k].id : k);
-		struct tree_node *n = &t->nodes[ino];
-		const struct gguf_str *key = &m->meta->kv[k].key;
-		t->meta_ino[k] = ino;
-		*n = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO, .kind = TREE_META, .index = k,
-		                         .name = w };
-		w += names_encode(key->ptr, key->len, false, w) + 1;
-		slot_add(t, n);
-	}
-	for (uint64_t i = 0; i < n_t; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
-		uint64_t base_ino = tree_ino_tensor(n_orig, i, 0);
-		const char *base_name = w;
-		size_t len = names_encode(g->name.ptr, g->name.len, true, w);
-		for (uint64_t j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
-			static const char *const suffix[] = { "", ".f32", ".npy" };
-			static const enum tree_kind kinds[] = { TREE_RAW, TREE_F32, TREE_NPY };
-			struct tree_node *n = &t->nodes[base_ino + j];
-			if (j)
-				memmove(w, base_name, len);
-			strcpy(w + len, suffix[j]);
-			*n = (struct tree_node){ .ino = base_ino + j, .parent = TREE_TENSORS_DIR_INO, .kind = kinds[j],
-			                         .index = i, .name = w };
-			w += len + strlen(suffix[j]) + 1;
-			t->tensor_children[t->n_tensor_children++] = n->ino;
-			slot_add(t, n);
-		}
-		if (!g->has_f32) {
-			t->nodes[base_ino].size = g->size;
-			continue;
-		}
-		char hdr[NPY_HEADER_MAX];
-		t->npy_header_len[i] = (uint32_t)npy_header(g, hdr);
-		t->nodes[base_ino].size = g->size;
-		t->nodes[base_ino + 1].size = f32_size(g);
-		t->nodes[base_ino + 2].size = t->npy_header_len[i] + f32_size(g);
-
-		uint64_t sino = tree_ino_stats(n_orig, n_t, i);
-		struct tree_node *sn = &t->nodes[sino];
-		memmove(w, base_name, len);
-		w[len] = 0;
-		*sn = (struct tree_node){ .ino = sino, .parent = TREE_STATS_DIR_INO, .kind = TREE_STATS,
-		                          .index = i, .name = w, .size = render_stats_size(g) };
-		w += len + 1;
-		t->stats_children[t->n_stats_children++] = sn->ino;
-		slot_add(t, sn);
-	}
+	add_fixed(t, s);
+	w = add_keys(t, s, t->names);
+	for (uint64_t i = 0; i < n_t; i++)
+		w = add_tensor(t, i, w);
 
 	tree_stats_layout(t);
 

@@ -248,7 +248,7 @@ static void build(struct library *lib, struct lib_slot *s)
 	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
 	atomic_fetch_add(&lib->opened, 1);
 	struct tree *t = NULL;
-	bool stale = m && !same_file(s, m);
+	bool stale = m && !lib->src->pinned && !same_file(s, m);
 	if (m && !stale) {
 		/* the numbers of the tree must fit under the slot's (tree.h: four a tensor) */
 		uint64_t inos = TREE_FIRST_META + m->meta->n_kv + 4 * m->n_tensors;
@@ -257,7 +257,7 @@ static void build(struct library *lib, struct lib_slot *s)
 		else
 			t = tree_build(m, err);
 	}
-	struct lib_row *row = t && !s->row ? lib_row_of(m) : NULL;
+	struct lib_row *row = t && !s->row ? lib_row_of(m, lib_slot_sha256(lib, s)) : NULL;
 	char *line = NULL;
 	if (!t && !stale) {
 		size_t n = strlen(err) + 16;

@@ -112,6 +112,11 @@ const char *library_error_text(const struct lib_ref *r);
  * -ENOMEM. */
 int library_table(struct library *lib, bool json, char **text, size_t *len);
 
+/* The names single mounts of every model of the library take (libsource.h's
+ * model_name), sorted by the models' paths in the library, every folder listed: into
+ * *names (n of them, each and the array malloc'ed). 0 or -ENOMEM. For --check. */
+int library_model_names(struct library *lib, char ***names, size_t *n);
+
 /* For tests and the root's attributes: models opened so far, and built now. */
 void library_counts(struct library *lib, uint64_t *opened, uint64_t *built);
 

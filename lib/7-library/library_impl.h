@@ -16,10 +16,14 @@ struct lib_row {
 	size_t arch_len, name_len;
 	bool has_ftype, has_ctx, has_layers, has_kv;
 	uint64_t ftype, params, bytes, ctx, layers, kv, shards, tensor_bytes;
+	char sha256[65];            /* the source's for the first file, or "" */
 };
 
-/* The row of model m (malloc'ed, lib_row_free), or NULL out of memory. */
-struct lib_row *lib_row_of(const struct ggufs_model *m);
+/* The row of model m (malloc'ed, lib_row_free), or NULL out of memory; sha256 the
+ * source's hash of its first file, or NULL. */
+struct lib_row *lib_row_of(const struct ggufs_model *m, const char *sha256);
+/* The source's sha256 of slot s's file, or NULL. */
+const char *lib_slot_sha256(const struct library *lib, const struct lib_slot *s);
 struct lib_row *lib_row_broken(void);
 void lib_row_free(struct lib_row *row);
 

@@ -2,6 +2,8 @@
  * each model opened at most once per version for it (its row is kept in its slot). */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +28,19 @@ static char *str_kv(const struct gguf_file *f, const char *key, size_t *len)
 	return s;
 }
 
-struct lib_row *lib_row_of(const struct ggufs_model *m)
+const char *lib_slot_sha256(const struct library *lib, const struct lib_slot *s)
+{
+	const struct lib_source *src = lib->src;
+	return src->ops->sha256 ? src->ops->sha256(src->ctx, s->src) : NULL;
+}
+
+struct lib_row *lib_row_of(const struct ggufs_model *m, const char *sha256)
 {
 	struct lib_row *row = calloc(1, sizeof *row);
 	if (!row)
 		return NULL;
+	if (sha256)
+		snprintf(row->sha256, sizeof row->sha256, "%s", sha256);
 	const struct gguf_file *f = m->meta;
 	row->arch = str_kv(f, "general.architecture", &row->arch_len);
 	row->name = str_kv(f, "general.name", &row->name_len);
@@ -83,7 +93,7 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
 	atomic_fetch_add(&lib->opened, 1);
-	row = m ? lib_row_of(m) : lib_row_broken();
+	row = m ? lib_row_of(m, lib_slot_sha256(lib, s)) : lib_row_broken();
 	model_close(m);
 	pthread_mutex_lock(&lib->lock);
 	if (!s->row)
@@ -120,6 +130,42 @@ static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***m
 		}
 	}
 	return 0;
+}
+
+/* Models whose rows are opened for at once: a remote library's headers, fetched at most
+ * this many at a time. */
+#define ROW_THREADS 8
+
+struct row_jobs {
+	struct library *lib;
+	struct lib_slot **models;
+	size_t n;
+	atomic_size_t next;
+};
+
+/* A worker: the rows of the models it takes, one after another. */
+static void *row_worker(void *arg)
+{
+	struct row_jobs *j = arg;
+	for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->n; )
+		lib_slot_row(j->lib, j->models[i]);
+	return NULL;
+}
+
+/* Every model's row known, ROW_THREADS opened at a time (fewer threads if they cannot
+ * start: the caller's thread works too). */
+static void rows_fill(struct library *lib, struct lib_slot **models, size_t n)
+{
+	struct row_jobs j = { .lib = lib, .models = models, .n = n };
+	atomic_init(&j.next, 0);
+	pthread_t th[ROW_THREADS - 1];
+	size_t started = 0;
+	while (started + 1 < ROW_THREADS && started + 1 < n &&
+	       pthread_create(&th[started], NULL, row_worker, &j) == 0)
+		started++;
+	row_worker(&j);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
 }
 
 static int path_cmp(const void *a, const void *b)
@@ -214,7 +260,12 @@ static bool put_column(struct sink *s, const struct lib_row *row, size_t k, bool
 	case 8: if (row->has_layers) put_u64(s, row->layers); return row->has_layers;
 	case 9: if (row->has_kv) put_u64(s, row->kv); return row->has_kv;
 	case 10: put_u64(s, row->shards); return true;
-	default: return false;   /* sha256: a local file's is not computed */
+	case 11:   /* the source's (the hub's); a local file's is never computed */
+		if (!row->sha256[0])
+			return false;
+		json ? render_json_string(s, row->sha256, strlen(row->sha256)) : put_text(s, row->sha256);
+		return true;
+	default: return false;
 	}
 }
 
@@ -268,14 +319,14 @@ int library_table(struct library *lib, bool json, char **text, size_t *len)
 	if (!rows)
 		r = -ENOMEM;
 	/* slots are never freed while the library lives: the pointers stay good */
-	for (size_t i = 0; r == 0 && i < n; i++)
-		if (!(rows[i] = lib_slot_row(lib, models[i])))
-			r = -ENOMEM;
+	if (r == 0)
+		rows_fill(lib, models, n);
 	if (r == 0) {
 		if (n)   /* models is NULL in a library without a model */
 			qsort(models, n, sizeof *models, path_cmp);
-		for (size_t i = 0; i < n; i++)
-			rows[i] = lib_slot_row(lib, models[i]);
+		for (size_t i = 0; r == 0 && i < n; i++)
+			if (!(rows[i] = lib_slot_row(lib, models[i])))
+				r = -ENOMEM;
 		struct sink count = sink_counter();
 		render(&count, models, rows, n, json);
 		*text = malloc(count.pos ? count.pos : 1);
@@ -291,4 +342,33 @@ int library_table(struct library *lib, bool json, char **text, size_t *len)
 	free(rows);
 	free(models);
 	return r;
+}
+
+int library_model_names(struct library *lib, char ***names, size_t *n)
+{
+	*names = NULL;
+	*n = 0;
+	struct lib_slot **models = NULL;
+	size_t count = 0, cap = 0;
+	pthread_mutex_lock(&lib->lock);
+	int r = collect(lib, lib->slots[0], &models, &count, &cap, 0);
+	pthread_mutex_unlock(&lib->lock);
+	if (r == 0 && count)
+		qsort(models, count, sizeof *models, path_cmp);
+	char **out = r == 0 ? calloc(count ? count : 1, sizeof *out) : NULL;
+	for (size_t i = 0; out && i < count; i++) {
+		out[i] = lib->src->ops->model_name(lib->src->ctx, models[i]->src);
+		if (!out[i]) {
+			for (size_t j = 0; j < i; j++)
+				free(out[j]);
+			free(out);
+			out = NULL;
+		}
+	}
+	free(models);
+	if (!out)
+		return -ENOMEM;
+	*names = out;
+	*n = count;
+	return 0;
 }

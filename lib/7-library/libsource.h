@@ -52,6 +52,12 @@ struct lib_source_ops {
 	 * -errno. */
 	int64_t (*read_file)(void *ctx, void *file, char *buf, uint64_t len, uint64_t off);
 	void (*close_file)(void *ctx, void *file);
+	/* The sha256 of the file at path as the source knows it (lower-case hex), or NULL:
+	 * a local file's is never computed (NULL op). */
+	const char *(*sha256)(void *ctx, const char *path);
+	/* The name a single mount of the model whose first file is at path takes (a local
+	 * file's path, an hf://OWNER/REPO@COMMIT/PATH name), malloc'ed, or NULL. */
+	char *(*model_name)(void *ctx, const char *path);
 	/* Frees the source. */
 	void (*free)(void *ctx);
 };
@@ -59,6 +65,8 @@ struct lib_source_ops {
 struct lib_source {
 	const struct lib_source_ops *ops;
 	void *ctx;
+	bool pinned;   /* its files never change (a hub commit): a model opened is the
+	                * version listed, with no check of its file's identity */
 };
 
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):

@@ -258,6 +258,23 @@ class LibraryTest(unittest.TestCase):
             rows = gm.read_file(m.p("models.tsv")).decode().splitlines()
             self.assertEqual([r.split("\t")[:2] for r in rows[1:]], [["one", "second"]])
 
+    def test_check_a_library(self):
+        """--check of a folder checks every model in it, one block each, in the library's
+        order; a model that does not parse has its one line, and the status says so."""
+        a = self.put("a.gguf", copy=gm.TINY)
+        b = self.put("pub/b.gguf", copy=gm.TINY)
+        with open(gm.TINY, "rb") as f:
+            cut = self.put("cut.gguf", f.read(1000))
+        r = gm.run_ggufs(["--check", self.src])
+        self.assertEqual(r.returncode, 3)
+        blocks = r.stdout.decode().split("\n\n")
+        self.assertEqual(len(blocks), 2, blocks)
+        self.assertTrue(blocks[0].startswith(os.path.realpath(a) + ": 21 tensors checked"), blocks)
+        self.assertTrue(blocks[1].startswith(os.path.realpath(b) + ": 21 tensors checked"), blocks)
+        self.assertEqual(r.stderr.decode(), self.single_error(os.path.realpath(cut)))
+        r = gm.run_ggufs(["--check", "--json", self.src])
+        self.assertEqual(len(json.loads(r.stdout)), 2)
+
     def test_empty_library(self):
         with gm.Mount(self.src) as m:
             self.assertEqual(sorted(os.listdir(m.path)), ["models.json", "models.tsv"])

@@ -4,7 +4,7 @@
   it: user.ggufs.passthrough says yes, a whole read and an mmap give the file's sha256,
   and neither reaches the daemon (the root's user.ggufs.reads does not move); an
   O_DIRECT open still reads through the daemon, with the right bytes; with -d the one
-  backing id is opened at INIT and closed at unmount;
+  backing id is opened at INIT and closed at unmount; -o clone_fd passes through too;
 - the file cut short under a passthrough open reads as the file itself then reads: a
   short read at the cut, nothing past it, SIGBUS for an mmap past it;
 - with -o edits: passthrough until the first edit, then a normal open with the edited
@@ -125,6 +125,14 @@ class Passthrough(unittest.TestCase):
             gm.read_file(m.p("summary.txt"))
             self.assertGreater(reads(m), before)
             self.assertEqual(m.stderr(), "")
+
+    def test_clone_fd(self):
+        """With a /dev/fuse descriptor per thread, the backing id is the session's."""
+        with gm.Mount(gm.TINY, ["-o", "clone_fd"]) as m:
+            skip_without_kernel_passthrough(self, m)
+            before = reads(m)
+            self.assertEqual(sha256_file(m.p("model.gguf")), sha256_file(gm.TINY))
+            self.assertEqual(reads(m), before)
 
     def test_o_direct_reads_through_the_daemon(self):
         data = gm.read_file(gm.TINY)

@@ -216,6 +216,38 @@ static void test_file_too_large(void **state)
  * ENAMETOOLONG before it is decoded, to create and to rename alike, up to 1,024 bytes
  * of letters or of escapes; the longest name that is a key's is still taken. Nothing
  * changes for a refused one. */
+/* The fd of the file model.gguf of the current tree is byte for byte, or -1. */
+static int file_fd_now(struct tree_edits *e)
+{
+	struct tree *t = tree_edits_current(e);
+	int fd = tree_model_file_fd(t);
+	tree_release(t);
+	return fd;
+}
+
+/* model.gguf is the file itself (passthrough may hand it to the kernel) before any
+ * edit, not after one, and again once the edit is undone; the model's own tree always. */
+static void test_model_is_the_file(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX];
+	int fd = tree_model_file_fd(f->base);
+	assert_true(fd >= 0);
+	assert_int_equal(file_fd_now(f->e), fd);
+	char *old = content(f->e, "general.name");
+	uint64_t ino = ino_of(f->e, "general.name");
+	assert_int_equal(tree_edits_write(f->e, ino, "another\n", 8, err), 0);
+	assert_int_equal(file_fd_now(f->e), -1);
+	assert_int_equal(tree_edits_write(f->e, ino, old, strlen(old), err), 0);
+	assert_int_equal(file_fd_now(f->e), fd);
+	/* a key that is new is never undone by a value */
+	uint64_t added;
+	assert_int_equal(tree_edits_create(f->e, "x.new", &added, err), 0);
+	assert_int_equal(file_fd_now(f->e), -1);
+	assert_int_equal(tree_model_file_fd(f->base), fd);
+	free(old);
+}
+
 static void test_long_names(void **state)
 {
 	struct fixture *f = *state;
@@ -409,6 +441,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_each_edit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_too_large, setup, teardown),
 		cmocka_unit_test(test_every_type_round_trip),
 	};

@@ -1,0 +1,68 @@
+/* A hub repository's files at one commit, as the hub's API lists them:
+ *   GET ENDPOINT/api/models/OWNER/REPO/revision/REVISION   -> {"sha": COMMIT, ...}
+ *   GET ENDPOINT/api/models/OWNER/REPO/tree/COMMIT[/PATH]?recursive=true
+ *       -> [{"type": "file"|"directory", "path": P, "size": N, "lfs": {"oid": SHA256}}]
+ *          in pages, each but the last with a Link: <URL>; rel="next" header.
+ * Every reply is hostile input: bodies, pages, entries and path lengths are bounded; a
+ * path that could escape the folder (absolute, "..", ".", empty parts, NUL, control
+ * bytes) or lies outside the folder asked for is left out with one log line; a next
+ * page on another origin than the endpoint (which the token would follow) ends the
+ * listing with an error. The JSON is read with libjansson. */
+#ifndef GGUFS_HUB_LISTING_H
+#define GGUFS_HUB_LISTING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+
+#define HUB_BODY_MAX (64u << 20)     /* bytes of one reply */
+#define HUB_PAGES_MAX 10000
+#define HUB_ENTRIES_MAX 1000000
+#define HUB_PATH_MAX 4096
+
+struct hub_http {
+	const char *endpoint;    /* scheme://host[:port], no trailing '/' */
+	const char *token;       /* sent to the endpoint only; NULL for none */
+	const char *cafile;      /* extra CA file, or NULL */
+	unsigned timeout;        /* seconds without progress; 0: 30 */
+};
+
+struct hub_file {
+	char *path;              /* relative to the folder listed */
+	bool dir;
+	uint64_t size;
+	char sha256[65];         /* an LFS file's, lower-case hex; "" for others */
+};
+
+struct hub_listing {
+	char commit[65];         /* the commit the revision named */
+	struct hub_file *files;  /* sorted by path */
+	size_t n;
+};
+
+/* The commit revision names in repo (OWNER/REPO) into commit: 0, or -errno with one
+ * line in err ("the hub answered 404 to ..."); *status the HTTP status (0: none). */
+int hub_resolve(const struct hub_http *h, const char *repo, const char *revision,
+                char commit[65], long *status, char err[GGUF_ERR_MAX]);
+
+/* Every file and folder under folder ("" for the whole repository) of repo at commit,
+ * every page followed, into *out (hub_listing_free). 0, or -errno with one line in err. */
+int hub_list(const struct hub_http *h, const char *repo, const char *commit, const char *folder,
+             struct hub_listing *out, long *status, char err[GGUF_ERR_MAX]);
+void hub_listing_free(struct hub_listing *l);
+
+/* Parses one page (a JSON array) into l's files, folder's prefix taken off each path
+ * ("" for none): 0, or -EPROTO with one line in err. For tests and the fuzzer. */
+int hub_parse_page(const char *body, size_t len, const char *folder, struct hub_listing *l,
+                   char err[GGUF_ERR_MAX]);
+
+/* The URL in a Link header's rel="next" part into next (size bytes): false when none. */
+bool hub_link_next(const char *link, char *next, size_t size);
+
+/* s with every byte outside [A-Za-z0-9._~-] (and '/' unless keep_slash) as %XX:
+ * malloc'ed, or NULL. */
+char *hub_escape(const char *s, bool keep_slash);
+
+#endif

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""model.gguf with FUSE passthrough against without it (issue 30), printed, never
+asserted: `meson test --benchmark passthrough`.
+
+    python3 bench_passthrough.py GGUFS_BINARY
+
+1. `cp model.gguf /dev/null` through a fresh local mount, cold (the file's pages dropped
+   with POSIX_FADV_DONTNEED) and warm (the same cp again), against `cp` of the file
+   itself, with passthrough and with -o passthrough=no (targets with it: >= 0.95x);
+   best of TRIES, on a 1 GiB model (one random f32 tensor);
+2. llama.cpp's loadModel (node-llama-cpp, tests/llama) of model.gguf of a generated
+   113 MB q8_0 llama model (bench_modelfile's), cold, with mmap and with --no-mmap,
+   against the file itself (target with passthrough: <= 1.05x);
+3. the page cache after one whole read of model.gguf through a fresh mount (the file's
+   pages dropped first): cachestat(2) (syscall 451) of the GGUF file and of model.gguf,
+   with passthrough and without: the model held once, or twice.
+Each figure comes with the attribute user.ggufs.passthrough of the mount it ran on, and
+the reads the daemon served. Skips part 2 without node-llama-cpp."""
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "remote"))
+sys.path.insert(0, HERE)
+
+import bench_modelfile as bm  # noqa: E402
+from remote_common import gm  # noqa: E402
+
+TRIES = 3
+BIG = 1 << 30
+NR_CACHESTAT = 451
+MODES = (("passthrough", []), ("passthrough=no", ["-o", "passthrough=no"]))
+
+
+class CachestatRange(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+
+class Cachestat(ctypes.Structure):
+    _fields_ = [("nr_cache", ctypes.c_uint64), ("nr_dirty", ctypes.c_uint64),
+                ("nr_writeback", ctypes.c_uint64), ("nr_evicted", ctypes.c_uint64),
+                ("nr_recently_evicted", ctypes.c_uint64)]
+
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def cached_bytes(path):
+    """Bytes of path's own page cache (its inode's, not another file's), by cachestat."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        rng, cs = CachestatRange(0, 0), Cachestat()   # len 0: to the end of the file
+        if LIBC.syscall(NR_CACHESTAT, fd, ctypes.byref(rng), ctypes.byref(cs), 0) != 0:
+            raise OSError(ctypes.get_errno(), "cachestat(%s)" % path)
+        return cs.nr_cache * os.sysconf("SC_PAGE_SIZE")
+    finally:
+        os.close(fd)
+
+
+def cp_seconds(path, drop=None):
+    """Seconds of `cp path /dev/null`, with drop's pages dropped first if given."""
+    if drop:
+        bm.drop(drop)
+    start = time.monotonic()
+    subprocess.run(["cp", path, "/dev/null"], check=True)
+    return time.monotonic() - start
+
+
+def state(m):
+    return os.getxattr(m.p("model.gguf"), "user.ggufs.passthrough").decode()
+
+
+def reads(m):
+    return int(os.getxattr(m.path, "user.ggufs.reads"))
+
+
+def copies(model):
+    """Part 1."""
+    size = os.path.getsize(model)
+    cold_file = min(cp_seconds(model, model) for _ in range(TRIES))
+    warm_file = min(cp_seconds(model) for _ in range(TRIES))
+    print("cp of the file (%.0f MB): cold %.0f MB/s, warm %.0f MB/s"
+          % (size / 1e6, size / cold_file / 1e6, size / warm_file / 1e6))
+    for label, opts in MODES:
+        cold, warm, why, served = [], [], "", 0
+        for _ in range(TRIES):
+            with gm.Mount(model, opts) as m:
+                why = state(m)
+                before = reads(m)
+                cold.append(cp_seconds(m.p("model.gguf"), model))
+                warm.append(cp_seconds(m.p("model.gguf")))
+                served = reads(m) - before
+        print("  cp of model.gguf, %s (%s): cold %.0f MB/s = %.2fx the file, warm %.0f MB/s "
+              "= %.2fx (target with passthrough >= 0.95x); %d reads reached the daemon"
+              % (label, why, size / min(cold) / 1e6, cold_file / min(cold),
+                 size / min(warm) / 1e6, warm_file / min(warm), served))
+
+
+def loads(model):
+    """Part 2."""
+    if not bm.llama_ready():
+        print("(node-llama-cpp not installed: no loadModel figures)")
+        return
+    for mmap in (True, False):
+        direct = min(bm.load_ms(model, mmap, lambda: bm.drop(model)) for _ in range(TRIES))
+        line = "loadModel, cold, %s: the file %.0f ms" % ("mmap" if mmap else "--no-mmap",
+                                                          direct)
+        for label, opts in MODES:
+            mounted = []
+            for _ in range(TRIES):
+                with gm.Mount(model, opts) as m:
+                    mounted.append(bm.load_ms(m.p("model.gguf"), mmap, lambda: bm.drop(model)))
+            line += "; %s %.0f ms = %.2fx" % (label, min(mounted), min(mounted) / direct)
+        print(line + " (target with passthrough <= 1.05x)")
+
+
+def memory(model):
+    """Part 3."""
+    size = os.path.getsize(model)
+    for label, opts in MODES:
+        with gm.Mount(model, opts) as m:
+            bm.drop(model)
+            before_file = cached_bytes(model)
+            subprocess.run(["cp", m.p("model.gguf"), "/dev/null"], check=True)
+            f, g = cached_bytes(model), cached_bytes(m.p("model.gguf"))
+            print("page cache after one read of model.gguf (%.0f MB), %s (%s): the GGUF file "
+                  "%.0f MB (%.0f before), model.gguf %.0f MB: %.0f MB in all, %.2fx the model"
+                  % (size / 1e6, label, state(m), f / 1e6, before_file / 1e6, g / 1e6,
+                     (f + g) / 1e6, (f + g) / size))
+
+
+def main():
+    gm.setup()
+    directory = tempfile.mkdtemp(prefix="ggufs-bench-pt-", dir=os.environ.get("BENCH_DIR"))
+    try:
+        big = os.path.join(directory, "big.gguf")
+        gm.write_gguf(big, [("general.architecture", "none")],
+                      [("data", [BIG // 4], bm.GGML_F32, os.urandom(BIG))])
+        llama = os.path.join(directory, "llama.gguf")
+        bm.write_llama(llama)
+        os.sync()   # dirty pages would stay in the page cache whatever is dropped
+        print("kernel %s; load average at start: %s" % (
+            os.uname().release, " ".join(open("/proc/loadavg").read().split()[:3])))
+        only = os.environ.get("BENCH_ONLY")
+        if only in (None, "cp"):
+            copies(big)
+        if only in (None, "load"):
+            loads(llama)
+        if only in (None, "memory"):
+            memory(big)
+            memory(llama)
+    finally:
+        shutil.rmtree(directory)
+
+
+if __name__ == "__main__":
+    main()

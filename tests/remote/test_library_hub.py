@@ -1,0 +1,161 @@
+"""A hub repository mounted as a library (issue 26) against HubServer (servers.py): the
+tree API read page by page (3 entries a page), the revision resolved to a commit once
+and every file read at it (the repository changes on the server after mount, the mount
+does not), a folder of the repository, models.tsv with the hub's sha256, tokens sent
+only to the endpoint, hf://OWNER/REPO:QUANT as one model, a browser's blob URL, and a
+hub that refuses the listing."""
+import hashlib
+import os
+import shutil
+import tempfile
+import unittest
+
+from remote_common import EnvMount, env_without_token, gm
+from servers import HubServer
+
+
+def tiny_model(path, arch):
+    import struct
+    gm.write_gguf(path, [("general.architecture", arch), ("general.name", "n-" + arch)],
+                  [("t", [4], gm.GGML_F32, struct.pack("<4f", 0, 1, 2, 3))])
+
+
+class HubLibrary(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ggufs-hub-")
+        self.repo = os.path.join(self.tmp, "repo")
+        os.makedirs(os.path.join(self.repo, "sub", "deeper"))
+        shutil.copyfile(gm.TINY, os.path.join(self.repo, "Tiny-Q4_K_M.gguf"))
+        tiny_model(os.path.join(self.repo, "Tiny-Q8_0.gguf"), "eight")
+        tiny_model(os.path.join(self.repo, "sub", "deeper", "Other-F16.gguf"), "other")
+        with open(os.path.join(self.repo, "README.md"), "wb") as f:
+            f.write(b"# card\n" * 1000)
+        self.hub = HubServer("owner/repo").__enter__()
+        self.first = self.hub.commit(self.repo)
+
+    def tearDown(self):
+        self.hub.__exit__(None, None, None)
+        shutil.rmtree(self.tmp)
+
+    def env(self, **extra):
+        return env_without_token(HF_ENDPOINT=self.hub.url, **extra)
+
+    def test_library_pinned_and_paged(self):
+        with EnvMount("hf://owner/repo", env=self.env()) as m:
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["README.md", "Tiny-Q4_K_M", "Tiny-Q8_0", "models.json",
+                              "models.tsv", "sub"])
+            self.assertEqual(os.listdir(m.p("sub", "deeper")), ["Other-F16"])
+            # every page of the listing was read, each once, at the commit
+            trees = [r.path for r in self.hub.log() if "/tree/" in r.path]
+            self.assertEqual(len(trees), 2)  # 6 entries, 3 a page: the Link followed once
+            self.assertTrue(all(self.first in p for p in trees), trees)
+            self.assertEqual(len(trees), len(set(trees)))
+            # a model directory equals a single mount of the file, byte for byte
+            with EnvMount("hf://owner/repo@%s/Tiny-Q4_K_M.gguf" % self.first,
+                          env=self.env()) as single:
+                for name in ("model.gguf", "summary.txt", "gguf.json", "tensors/output.weight"):
+                    self.assertEqual(gm.read_file(m.p("Tiny-Q4_K_M", name)),
+                                     gm.read_file(single.p(name)), name)
+            with open(gm.TINY, "rb") as f:
+                want = f.read()
+            self.assertEqual(gm.read_file(m.p("Tiny-Q4_K_M", "model.gguf")), want)
+            self.assertEqual(gm.read_file(m.p("README.md")), b"# card\n" * 1000)
+            # the repository changes on the server: the mount keeps its commit
+            tiny_model(os.path.join(self.repo, "Tiny-Q8_0.gguf"), "changed")
+            os.unlink(os.path.join(self.repo, "README.md"))
+            self.hub.commit(self.repo)
+            self.assertEqual(gm.read_file(m.p("Tiny-Q8_0", "metadata", "general.architecture")),
+                             b"eight\n")
+            self.assertIn("README.md", os.listdir(m.path))
+            resolves = [r.path for r in self.hub.log() if "/resolve/" in r.path]
+            self.assertTrue(resolves and all(self.first in p for p in resolves), resolves)
+            # models.tsv: every model, with the hub's sha256
+            rows = [l.split("\t") for l in gm.read_file(m.p("models.tsv")).decode().splitlines()]
+            self.assertEqual([r[0] for r in rows[1:]],
+                             ["Tiny-Q4_K_M", "Tiny-Q8_0", "sub/deeper/Other-F16"])
+            self.assertEqual(rows[1][11], hashlib.sha256(want).hexdigest())
+            self.assertEqual(rows[2][1], "eight")
+
+    def test_folder_and_token(self):
+        self.hub.token = "sekrit"
+        env = self.env(HF_TOKEN="sekrit")
+        with EnvMount("hf://owner/repo/sub", env=env) as m:
+            self.assertEqual(sorted(os.listdir(m.path)), ["deeper", "models.json", "models.tsv"])
+            self.assertEqual(gm.read_file(m.p("deeper", "Other-F16", "metadata",
+                                              "general.architecture")), b"other\n")
+        for r in self.hub.log():
+            self.assertEqual(r.headers.get("authorization"), "Bearer sekrit", r.path)
+        # without the token: one line at mount, nothing mounted
+        mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(mnt)
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(self.env())
+        try:
+            r = gm.run_ggufs(["hf://owner/repo", mnt])
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        self.assertEqual(r.returncode, 1)
+        lines = r.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("401", lines[0])
+
+    def run_env(self, args):
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(self.env())
+        try:
+            return gm.run_ggufs(args)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    def test_refusals(self):
+        mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(mnt)
+        for status in (404, 429, 503):
+            with self.subTest(status=status):
+                self.hub.fail_next(50, status)
+                r = self.run_env(["-o", "timeout=2", "hf://owner/repo", mnt])
+                self.hub.clear_failures()
+                self.assertEqual(r.returncode, 1)
+                lines = r.stderr.decode().splitlines()
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn(str(status), lines[0])
+        r = self.run_env(["hf://owner/nothere", mnt])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("404", r.stderr.decode())
+        r = self.run_env(["-o", "edits=" + os.path.join(self.tmp, "e.json"), "hf://owner/repo", mnt])
+        self.assertEqual(r.returncode, 2)
+        self.assertFalse(gm.is_mounted(mnt))
+
+    def test_check(self):
+        r = self.run_env(["--check", "hf://owner/repo"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        blocks = r.stdout.decode().split("\n\n")
+        self.assertEqual(len(blocks), 3, blocks)
+        self.assertTrue(blocks[0].startswith("hf://owner/repo@%s/Tiny-Q4_K_M.gguf: " % self.first),
+                        blocks[0])
+
+    def test_quant_and_blob(self):
+        with EnvMount("hf://owner/repo:q8_0", env=self.env()) as m:
+            self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"eight\n")
+            self.assertIn(self.first, m.stderr())
+        mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(mnt)
+        r = self.run_env(["hf://owner/repo:IQ2_XS", mnt])
+        self.assertEqual(r.returncode, 1)
+        lines = r.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        for tag in ("Q4_K_M", "Q8_0", "F16"):
+            self.assertIn(tag, lines[0])
+        blob = "%s/owner/repo/blob/%s/Tiny-Q8_0.gguf" % (self.hub.url, self.first)
+        with EnvMount(blob, env=self.env()) as m:
+            self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"eight\n")
+            self.assertIn("resolve", m.stderr())
+
+
+if __name__ == "__main__":
+    gm.main()
