@@ -165,9 +165,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (n) {
 			e.ino = n->ino;
 			e.generation = 1;
-			/* model.gguf is another inode in each edit state (tree_ino.h): looked up again
-			 * at every open, so an open after an edit gets the new one */
-			e.entry_timeout = fs->edits && n->kind == TREE_MODEL ? 0 : CACHE_TIMEOUT;
+			/* model.gguf is another inode in each edit state (tree_ino.h), and a
+			 * rename over a key keeps the key's inode, not the renamed file's: looked
+			 * up again at every path walk, so the kernel never keeps a stale one */
+			e.entry_timeout = fs->edits && (n->kind == TREE_MODEL ||
+			                                parent == TREE_METADATA_DIR_INO) ?
+			                  0 : CACHE_TIMEOUT;
 			fill_stat(fs, n, &e.attr);
 		}
 		fuse_reply_entry(req, &e);
@@ -652,7 +655,9 @@ static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
 
 /* Size changes (truncate, ftruncate) of metadata/KEY: through an open writer its text
  * (made the value at close), else at once the shown text cut or zero-extended; times
- * are accepted and changed nowhere; modes and owners are EPERM. */
+ * are accepted and changed nowhere; so are modes and owners of metadata/ and its files
+ * (as vfat's "quiet": cp -a, install and rsync set them after copying, and fail on an
+ * error), EPERM elsewhere. */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
@@ -666,7 +671,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		return;
 	}
 	int r = 0;
-	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+	bool in_metadata = n->kind == TREE_META || n->kind == TREE_DIR_METADATA;
+	if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && !in_metadata)
 		r = -EPERM;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && n->kind != TREE_META)
 		r = -EROFS;
@@ -868,7 +874,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	e.ino = ino;
 	e.generation = 1;
 	e.attr_timeout = CACHE_TIMEOUT;
-	e.entry_timeout = CACHE_TIMEOUT;
+	e.entry_timeout = 0;   /* as op_lookup's in metadata/ with edits */
 	fill_stat(fs, n, &e.attr);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = h->writing;

@@ -482,6 +482,52 @@ int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
 	return r;
 }
 
+/* A rename of key k over key target, as an editor or a tool saves (sed -i writes a new
+ * file and renames it over the old): target's value becomes k's text (what metadata/
+ * shows of it) parsed by target's type, at target's place and with its ino, and k is
+ * gone, leaving no trace of its own name. One commit. Lock held. EINVAL when the text
+ * does not parse as target's type (nothing changes). */
+static int replace_value(struct tree_edits *e, uint64_t k, uint64_t target,
+                         char err[GGUF_ERR_MAX])
+{
+	const struct tree *cur = e->cur;
+	const struct gguf_value *v = &cur->m->meta->kv[k].value;
+	struct value_type t;
+	struct value_buf b;
+	char why[GGUF_ERR_MAX];
+	if (type_of(e, target, &t) < 0) {
+		key_err(cur, target, "a value of an unknown type cannot be written", err);
+		return -EINVAL;
+	}
+	struct sink c = sink_counter();
+	render_value(&c, v);
+	char *text = malloc(c.pos + 1);
+	if (!text) {
+		key_err(cur, target, "out of memory", err);
+		return -ENOMEM;
+	}
+	struct sink w = sink_window(text, 0, c.pos);
+	render_value(&w, v);
+	const struct gguf_value *tv = &cur->m->meta->kv[target].value;
+	int r = 0;
+	bool same = is_rendering(tv, text, c.pos);
+	if (!same && parse_value(text, c.pos, &t, &b, why) < 0) {
+		key_err(cur, target, why, err);
+		free(text);
+		return -EINVAL;
+	}
+	free(text);
+	struct ov_state *set = same ? ov_get(cur->state) : ov_set(cur->state, target, &b.v);
+	struct ov_state *s = set ? ov_delete(set, k) : NULL;
+	ov_put(set);
+	if (!same)
+		value_buf_free(&b);
+	r = s ? commit(e, s, err) : -ENOMEM;
+	if (!s)
+		key_err(cur, target, "out of memory", err);
+	return r;
+}
+
 int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
                       char err[GGUF_ERR_MAX])
 {
@@ -505,6 +551,8 @@ int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
 	} else if (target && (r = refused(e->cur, target->index, err)) < 0) {
 	} else if (n == target) {
 		r = 0;
+	} else if (target) {
+		r = replace_value(e, n->index, target->index, err);
 	} else {
 		struct ov_state *s = ov_rename(e->cur->state, n->index, key, len);
 		r = s ? commit(e, s, err) : -ENOMEM;

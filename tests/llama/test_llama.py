@@ -7,7 +7,7 @@ and s3:// from s3rver (a real S3 implementation, tests/s3rver), each with mmap a
 prompt is exactly the tokens that loading the original file gives. A mount with
 -o edits=FILE whose tokenizer.chat_template was rewritten (issue 19) loads too, reports
 the new template, and completes with the same tokens. So does model.gguf of a model
-directory inside a library (issue 26).
+directory inside a library (issue 26), a local folder and a hub repository.
 
 Without node or the installed package the test is skipped (77), except where
 GGUFS_REQUIRE_LLAMA is set (CI sets it): there it fails."""
@@ -88,6 +88,26 @@ class Llama(unittest.TestCase):
                 return self.m.p(*self.rel, name)
         with gm.Mount(self.root) as lib:
             self.check([In(lib, "models", "tinyllama-q4km"), In(lib, "split", "tiny")])
+
+    def test_hub_library(self):
+        """model.gguf of models inside a hub library (issue 26): the file and the split
+        set of a repository served by HubServer, pinned to its commit."""
+        from servers import HubServer
+
+        class In:
+            def __init__(self, m, *rel):
+                self.m, self.rel = m, rel
+
+            def p(self, name):
+                return self.m.p(*self.rel, name)
+        files = {"tinyllama-q4km.gguf": gm.read_file(TINY)}
+        for p in self.shards:
+            files["split/" + os.path.basename(p)] = gm.read_file(p)
+        with HubServer("owner/repo") as hub:
+            hub.commit(files=files)
+            env = env_without_token(HF_ENDPOINT=hub.url)
+            with EnvMount("hf://owner/repo", env=env) as lib:
+                self.check([In(lib, "tinyllama-q4km"), In(lib, "split", "tiny")])
 
     def test_edited(self):
         template = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"

@@ -49,6 +49,12 @@ def meta(m, key):
     return gm.read_file(m.p("metadata", key))
 
 
+def keys_in_order(m):
+    """metadata/'s names in the mount's listing order (the model's key order)."""
+    return json.loads(gm.read_file(m.p("gguf.json")))["metadata"].keys() and \
+        list(json.loads(gm.read_file(m.p("gguf.json")))["metadata"])
+
+
 def edits_of(path):
     with open(path) as f:
         return json.load(f)
@@ -312,6 +318,60 @@ class Edits(unittest.TestCase):
             for cmd, why in cases:   # said once each (the log counts repeats)
                 self.assertIn(why, log)
             self.assertNotIn("''", log)
+
+    def test_sed_in_place(self):
+        """sed -i writes a new file and renames it over the key (issue 24 item 10): the
+        key keeps its type, place and inode, an array stays an array, and the new file's
+        name leaves no trace in metadata/, FILE or model.gguf."""
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            keys = sorted(os.listdir(md()))
+            eos = os.stat(md("tokenizer.ggml.eos_token_id")).st_ino
+            tokens = meta(m, "tokenizer.ggml.tokens").split(b"\n")
+            for cmd in (["sed", "-i", "s/.*/7/", md("tokenizer.ggml.eos_token_id")],
+                        ["sed", "-i", "1s/.*/<UNK>/", md("tokenizer.ggml.tokens")],
+                        ["sed", "-i", "s/$/ (fixed)/", md("general.name")]):
+                r = subprocess.run(cmd, stderr=subprocess.PIPE)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(sorted(os.listdir(md())), keys)
+            self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"7\n")
+            self.assertEqual(os.getxattr(md("tokenizer.ggml.eos_token_id"), "user.gguf.type"),
+                             b"uint32")
+            self.assertEqual(os.stat(md("tokenizer.ggml.eos_token_id")).st_ino, eos)
+            self.assertEqual(os.getxattr(md("tokenizer.ggml.tokens"), "user.gguf.type"),
+                             b"array[string]")
+            self.assertEqual(meta(m, "tokenizer.ggml.tokens").split(b"\n"),
+                             [b"<UNK>"] + tokens[1:])
+            doc = edits_of(self.file)
+            self.assertEqual(doc["set"]["tokenizer.ggml.eos_token_id"], {"type": "uint32", "value": 7})
+            self.assertEqual(sorted(doc["set"]), ["general.name", "tokenizer.ggml.eos_token_id",
+                                                  "tokenizer.ggml.tokens"])
+            self.assertEqual((doc["deleted"], doc["renamed"]), ([], {}))
+            inner, _ = parses_back(self, m.path)
+            self.assertEqual(list(inner["metadata"]), keys_in_order(m))
+
+    def test_chmod_chown_accepted(self):
+        """chmod, chown and utimes of metadata files succeed and change nothing (issue 24
+        item 15), so install, cp -a and rsync into metadata/ exit 0; elsewhere EPERM."""
+        with self.mount() as m:
+            k = m.p("metadata", "general.name")
+            before = os.stat(k)
+            os.chmod(k, 0o600)
+            os.chown(k, os.getuid(), os.getgid())
+            os.utime(k, (1, 1))
+            after = os.stat(k)
+            self.assertEqual((after.st_mode, after.st_uid), (before.st_mode, before.st_uid))
+            src = os.path.join(self.dir, "v.txt")
+            with open(src, "w") as f:
+                f.write("installed\n")
+            r = subprocess.run(["install", "-m", "600", src, m.p("metadata", "my.installed")],
+                               stderr=subprocess.PIPE)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(meta(m, "my.installed"), b"installed\n")
+            os.unlink(src)
+            with self.assertRaises(OSError) as e:
+                os.chmod(m.p("gguf.json"), 0o600)
+            self.assertEqual(e.exception.errno, errno.EPERM)
 
     def test_refusals(self):
         with self.mount() as m:

@@ -2,7 +2,8 @@
 """The bundled model cut short, through the command line: at every 4,999th byte of its
 header, at each of its first 64 bytes and at 50 offsets in its data section. Each cut
 is refused with exit status 1 and exactly one line on stderr naming the file, nothing is
-mounted, and each run ends well under a second (2 s asserted: a hang, not a benchmark).
+mounted, and no run hangs (10 s asserted: a hang, not a benchmark; a run takes well under
+a second, but one took 2.7 s under the sanitizers on a loaded machine).
 Every single header offset is covered in-process by the parser's unit tests."""
 import json
 import os
@@ -14,7 +15,7 @@ import unittest
 
 import ggufs_mount as gm
 
-LIMIT = 2.0
+LIMIT = 10.0
 
 
 def data_offset():

@@ -131,6 +131,31 @@ class HubLibrary(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertFalse(gm.is_mounted(mnt))
 
+    def test_next_page_elsewhere_refused(self):
+        """A page whose Link names another origin (which the token would follow) ends
+        the mount with one line; the other server hears nothing."""
+        from servers import FaultServer
+        with FaultServer({}, host="127.0.0.2") as other:
+            page = "/api/models/owner/repo/tree/%s?recursive=true" % self.first
+            body = self.hub.file(page).slice(0, len(self.hub.file(page).content)).tobytes()
+            self.hub.swap(page, body, [("Link", '<%s%s&cursor=1>; rel="next"' % (other.url, page))])
+            self.hub.token = "sekrit"
+            mnt = os.path.join(self.tmp, "mnt")
+            os.mkdir(mnt)
+            saved = dict(os.environ)
+            os.environ.clear()
+            os.environ.update(self.env(HF_TOKEN="sekrit"))
+            try:
+                r = gm.run_ggufs(["hf://owner/repo", mnt])
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            self.assertEqual(r.returncode, 1)
+            lines = r.stderr.decode().splitlines()
+            self.assertEqual(len(lines), 1, lines)
+            self.assertIn("next page", lines[0])
+            self.assertEqual(other.log(), [])
+
     def test_check(self):
         r = self.run_env(["--check", "hf://owner/repo"])
         self.assertEqual(r.returncode, 0, r.stderr)

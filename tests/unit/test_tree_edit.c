@@ -113,15 +113,37 @@ static void test_each_edit(void **state)
 	expect_content(f->e, "my.key", "7\n");
 	assert_int_equal(tree_edits_create(f->e, "my.key", &ino, err), -EEXIST);
 
-	/* a rename keeps the ino; the name it takes is replaced */
+	/* a rename keeps the ino; a rename over a key sets that key's value, parsed by its
+	 * type, in its place and with its ino (sed -i), and the renamed key is gone */
 	uint64_t arch = ino_of(f->e, "general.architecture");
+	uint64_t gname = ino_of(f->e, "general.name");
 	assert_int_equal(tree_edits_rename(f->e, "general.architecture", "general.arch", err), 0);
 	assert_int_equal(ino_of(f->e, "general.arch"), arch);
 	assert_int_equal(ino_of(f->e, "general.architecture"), 0);
 	assert_int_equal(tree_edits_rename(f->e, "general.arch", "general.name", err), 0);
 	expect_content(f->e, "general.name", "llama\n");
+	assert_int_equal(ino_of(f->e, "general.arch"), 0);
+	assert_int_equal(tree_edits_create(f->e, "sedAbc123", &ino, err), 0);
+	uint64_t eos = ino_of(f->e, "tokenizer.ggml.eos_token_id");
+	assert_int_equal(tree_edits_write(f->e, ino, "7\n", 2, err), 0);
+	assert_int_equal(tree_edits_rename(f->e, "sedAbc123", "tokenizer.ggml.eos_token_id", err), 0);
+	assert_int_equal(ino_of(f->e, "tokenizer.ggml.eos_token_id"), eos);
+	assert_int_equal(ino_of(f->e, "sedAbc123"), 0);
+	{
+		struct tree *t = tree_edits_current(f->e);
+		const struct tree_node *n = tree_node(t, eos);
+		assert_int_equal(tree_model(t)->meta->kv[n->index].value.type, GGUF_TYPE_UINT32);
+		tree_release(t);
+	}
+	expect_content(f->e, "tokenizer.ggml.eos_token_id", "7\n");
+	assert_int_equal(tree_edits_create(f->e, "bad.tmp", &ino, err), 0);   /* not a number */
+	assert_int_equal(tree_edits_write(f->e, ino, "x\n", 2, err), 0);
+	assert_int_equal(tree_edits_rename(f->e, "bad.tmp", "tokenizer.ggml.eos_token_id", err),
+	                 -EINVAL);
+	expect_content(f->e, "tokenizer.ggml.eos_token_id", "7\n");
+	assert_int_equal(tree_edits_unlink(f->e, "bad.tmp", &ino, err), 0);
 	assert_int_equal(tree_edits_unlink(f->e, "general.name", &ino, err), 0);
-	assert_int_equal(ino, arch);
+	assert_int_equal(ino, gname);
 	assert_int_equal(tree_edits_unlink(f->e, "general.name", &ino, err), -ENOENT);
 
 	/* refusals */
