@@ -434,7 +434,7 @@ void cli_usage(const char *prog)
 	printf("usage: %s [options] MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] http[s]://HOST/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
-	       "       %s [options] s3://BUCKET/KEY.gguf MOUNTPOINT\n"
+	       "       %s [options] s3://BUCKET/KEY.gguf|s3://BUCKET[/PREFIX/] MOUNTPOINT\n"
 	       "       %s [options] FOLDER|hf://OWNER/REPO[@REVISION][/FOLDER] MOUNTPOINT\n"
 	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL...\n"
 	       "       %s --diff [--json] [-o REMOTE_OPTIONS] A.gguf|URL B.gguf|URL\n"

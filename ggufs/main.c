@@ -19,6 +19,7 @@
 #include "ggufs.h"
 #include "log_escape.h"
 #include "remote.h"
+#include "s3.h"
 #include "url.h"
 
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
@@ -107,9 +108,14 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 		return 2;
 	}
 	struct lib_source *src;
+	bool s3 = s3_names_library(o->model);
 	if (hub) {
 		src = open_hub_library(o, ggufs_ending, fs);
 		if (!src)
+			return 1;
+	} else if (s3) {
+		src = open_s3_library(o);
+		if (!src)   /* said */
 			return 1;
 	} else {
 		char *root = realpath(o->model, NULL);
@@ -125,7 +131,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 		src = lib_source_local(o->model, err);
 	}
 	fs->library = src ? library_open(src, err) : NULL;
-	fs->remote_library = hub;
+	fs->remote_library = hub || s3;
 	if (!fs->library) {
 		log_errf("%s", err);
 		return 1;
@@ -208,9 +214,12 @@ int main(int argc, char *argv[])
 
 	fs.max_read = o.max_read;
 	struct stat src_st;
-	bool hub = hub_library_named(o.model);
-	if (hub || (!url_is_remote(o.model) && stat(o.model, &src_st) == 0 && S_ISDIR(src_st.st_mode))) {
-		/* a folder or a hub repository: a library of every model in it (lib/7-library) */
+	bool hub = hub_library_named(o.model), s3_library = s3_names_library(o.model);
+	if (hub || s3_library ||
+	    (!url_is_remote(o.model) && !s3_is_name(o.model) && stat(o.model, &src_st) == 0 &&
+	     S_ISDIR(src_st.st_mode))) {
+		/* a folder, a hub repository or a bucket: a library of every model in it
+		 * (lib/7-library) */
 		ret = open_library(&fs, &o, mountpoint, hub);
 		if (ret != 0)
 			goto out_cmdline;

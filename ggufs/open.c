@@ -2,6 +2,7 @@
  * hf://, s3://) with its token or AWS credentials, CA file, cache and timeout options. Shared by a mount and by
  * --check, so that both open a model alike. */
 #include <errno.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,58 +18,9 @@
 #include "remote.h"
 #include "s3.h"
 #include "s3_config.h"
+#include "libsource.h"
 #include "token.h"
 #include "url.h"
-
-/* Makes directory path and its missing parents, each mode 0700 (as the XDG spec asks of
- * $XDG_CACHE_HOME): 0, or -1 with errno. */
-static int make_dirs(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		int r = mkdir(path, 0700);
-		*p = '/';
-		if (r != 0 && errno != EEXIST)
-			return -1;
-	}
-	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
-}
-
-/* The disk cache directory of a remote model: -o cache_dir's; none for -o
- * cache_dir=none; else the default, as llama.cpp's -hf and huggingface_hub keep one:
- * $XDG_CACHE_HOME/ggufs (an absolute XDG_CACHE_HOME only, as the XDG spec says), else
- * ~/.cache/ggufs, its parents made (mode 0700) when missing. dc_open holds the default to
- * every rule of cache_dir. malloc'ed, or NULL for none (also without a home, or when
- * the parents cannot be made: a cache the user did not ask for never stops a mount). */
-static char *cache_dir_for(const struct options *o)
-{
-	if (o->cache_dir)
-		return strcmp(o->cache_dir, "none") == 0 ? NULL : strdup(o->cache_dir);
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	char base[PATH_MAX];
-	if (xdg && xdg[0] == '/') {
-		snprintf(base, sizeof base, "%s", xdg);
-	} else {
-		const char *home = getenv("HOME");
-		const struct passwd *pw = home && home[0] == '/' ? NULL : getpwuid(geteuid());
-		if (pw)
-			home = pw->pw_dir;
-		if (!home || home[0] != '/')
-			return NULL;
-		snprintf(base, sizeof base, "%s/.cache", home);
-	}
-	size_t n = strlen(base);
-	while (n > 1 && base[n - 1] == '/')
-		base[--n] = 0;
-	if (n + sizeof "/ggufs" > sizeof base || make_dirs(base) != 0)
-		return NULL;
-	char *dir = malloc(n + sizeof "/ggufs");
-	if (dir)
-		snprintf(dir, n + sizeof "/ggufs", "%s/ggufs", base);
-	return dir;
-}
 
 /* remote_opts.waiting: what a remote mount waits for, on the terminal. */
 static void print_waiting(void *arg, const char *line)
@@ -221,12 +173,70 @@ static const char *env_get(const char *name)
 	return getenv(name);
 }
 
-/* The remote options every remote model shares (the command line's), with cache_dir
- * (cache_dir_for's) as the disk cache. */
-static struct remote_opts common_opts(const struct options *o, const char *cache_dir)
+/* Makes directory path and its missing parents, each mode 0700 (as the XDG spec asks of
+ * $XDG_CACHE_HOME): 0, or -1 with errno. */
+static int make_dirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		int r = mkdir(path, 0700);
+		*p = '/';
+		if (r != 0 && errno != EEXIST)
+			return -1;
+	}
+	return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static char *default_dir;   /* the process's default cache directory, or NULL: none */
+
+/* Sets default_dir, once: $XDG_CACHE_HOME/ggufs (an absolute XDG_CACHE_HOME only, as the
+ * XDG spec says), else ~/.cache/ggufs, its parents made (mode 0700) when missing; NULL
+ * without a home, or when the parents cannot be made (a cache the user did not ask for
+ * never stops a mount). Kept for the process's life: every remote model shares it. */
+static void find_default_dir(void)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	char base[PATH_MAX];
+	if (xdg && xdg[0] == '/') {
+		snprintf(base, sizeof base, "%s", xdg);
+	} else {
+		const char *home = getenv("HOME");
+		const struct passwd *pw = home && home[0] == '/' ? NULL : getpwuid(geteuid());
+		if (pw)
+			home = pw->pw_dir;
+		if (!home || home[0] != '/')
+			return;
+		snprintf(base, sizeof base, "%s/.cache", home);
+	}
+	size_t n = strlen(base);
+	while (n > 1 && base[n - 1] == '/')
+		base[--n] = 0;
+	if (n + sizeof "/ggufs" > sizeof base || make_dirs(base) != 0)
+		return;
+	default_dir = malloc(n + sizeof "/ggufs");
+	if (default_dir)
+		snprintf(default_dir, n + sizeof "/ggufs", "%s/ggufs", base);
+}
+
+/* The disk cache directory of a remote model: -o cache_dir's; none for -o
+ * cache_dir=none; else the default, as llama.cpp's -hf and huggingface_hub keep one
+ * (find_default_dir), which dc_open holds to every rule of cache_dir. */
+static const char *cache_dir_of(const struct options *o)
+{
+	if (o->cache_dir)
+		return strcmp(o->cache_dir, "none") == 0 ? NULL : o->cache_dir;
+	pthread_once(&default_once, find_default_dir);
+	return default_dir;
+}
+
+/* The remote options every remote model shares (the command line's). */
+static struct remote_opts common_opts(const struct options *o)
 {
 	return (struct remote_opts){ .cafile = o->cafile, .timeout = o->timeout,
-	                             .cache_size = o->cache_size, .cache_dir = cache_dir,
+	                             .cache_size = o->cache_size, .cache_dir = cache_dir_of(o),
 	                             .cache_max = o->cache_max,
 	                             .waiting = isatty(STDERR_FILENO) ? print_waiting : NULL };
 }
@@ -238,7 +248,7 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 {
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = NULL;
-	char *token = NULL, *cache_dir = NULL;
+	char *token = NULL;
 	struct url_rev rev;
 	const char *endpoint = getenv("HF_ENDPOINT");
 	char *url = url_expand(o->model, endpoint, &rev, err, sizeof err);
@@ -249,8 +259,7 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		        url ? "out of memory" : err);
 		goto out;
 	}
-	cache_dir = cache_dir_for(o);
-	struct remote_opts ro = common_opts(o, cache_dir);
+	struct remote_opts ro = common_opts(o);
 	ro.hub_rev = rev;
 	/* which server gets which token: token.h */
 	if (token_choose(url, hf, endpoint, o->token_file, getenv("HF_TOKEN"), &ro, &token,
@@ -265,73 +274,108 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 out:
 	token_free(token);
 	free(url);
-	free(cache_dir);
 	return m;
 }
 
-/* Opens s3://BUCKET/KEY: the credentials, region and endpoint found as the AWS CLI finds
- * them (s3_config.h), the object's URL virtual-hosted on AWS (when the bucket can be a
- * host name) or with -o s3_virtual_host, else path style. *shown gets the name as given
- * (it holds no secret). NULL after one line on stderr, which names the credentials'
- * source, the region and the endpoint, never a secret. */
+/* What an s3:// name is fetched with: its bucket and key, the credentials, region and
+ * endpoint found as the AWS CLI finds them (s3_config.h), the addressing, and the remote
+ * options that carry them. */
+struct s3_setup {
+	char *bucket, *key, *endpoint;
+	bool virtual_host;
+	struct s3_config c;
+	char context[3 * S3_FROM_MAX + 512];
+	struct remote_s3 s3;
+	struct remote_opts ro;
+};
+
+static void s3_setup_free(struct s3_setup *su)
+{
+	s3_config_free(&su->c);
+	free(su->bucket);
+	free(su->key);
+	free(su->endpoint);
+}
+
+/* Fills su for o->model: 0, or -1 after one line on stderr, which names the
+ * credentials' source, the region and the endpoint, never a secret. AWS's own endpoint
+ * is addressed virtual-hosted where the bucket can be a host name (its certificate
+ * covers one label), any other (MinIO, Ceph, a proxy) by path unless
+ * -o s3_virtual_host. */
+static int s3_setup(const struct options *o, struct s3_setup *su)
+{
+	char err[GGUF_ERR_MAX];
+	*su = (struct s3_setup){ 0 };
+	if (s3_split(o->model, &su->bucket, &su->key, err, sizeof err) < 0 ||
+	    s3_config_find(&su->c, env_get, o->s3_anonymous, err, sizeof err) < 0) {
+		log_errf("%s: %s", o->model, err);
+		s3_setup_free(su);
+		return -1;
+	}
+	su->endpoint = su->c.endpoint ? strdup(su->c.endpoint) : s3_aws_endpoint(su->c.region);
+	if (!su->endpoint) {
+		log_errf("out of memory");
+		s3_setup_free(su);
+		return -1;
+	}
+	su->virtual_host = o->s3_virtual_host || (!su->c.endpoint && s3_bucket_is_host(su->bucket));
+	snprintf(su->context, sizeof su->context, "credentials: %s; region %s (%s); endpoint %s (%s)",
+	         su->c.credentials_from, su->c.region, su->c.region_from, su->endpoint,
+	         su->c.endpoint_from);
+	su->s3 = (struct remote_s3){
+		.access_key = su->c.access_key, .secret_key = su->c.secret_key,
+		.session_token = su->c.session_token, .region = su->c.region,
+		.bucket = su->bucket, .context = su->context,
+	};
+	su->ro = common_opts(o);
+	su->ro.s3 = &su->s3;
+	return 0;
+}
+
+bool s3_names_library(const char *model)
+{
+	if (!s3_is_name(model))
+		return false;
+	const char *slash = strchr(model + 5, '/');
+	return !slash || !slash[1] || model[strlen(model) - 1] == '/';
+}
+
+/* Opens s3://BUCKET/KEY (s3_setup). *shown gets the name as given (it holds no
+ * secret). NULL after one line on stderr. */
 static struct ggufs_model *open_s3(const struct options *o, char **shown)
 {
-	char err[GGUF_ERR_MAX], context[3 * S3_FROM_MAX + 512];
-	char *bucket = NULL, *key = NULL, *endpoint = NULL, *url = NULL, *cache_dir = NULL;
+	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = NULL;
-	struct s3_config c = { 0 };
+	struct s3_setup su;
 	*shown = strdup(o->model);
 	if (!*shown) {
 		log_errf("out of memory");
 		return NULL;
 	}
-	if (s3_split(o->model, &bucket, &key, err, sizeof err) < 0) {
+	if (s3_setup(o, &su) < 0)
+		return NULL;
+	char *url = s3_object_url(su.endpoint, su.bucket, su.key, su.virtual_host, err, sizeof err);
+	if (!url)
 		log_errf("%s: %s", *shown, err);
-		goto out;
-	}
-	if (!key[0] || key[strlen(key) - 1] == '/') {
-		log_errf("%s: names a bucket or a prefix, not an object: mount "
-		         "s3://BUCKET/KEY.gguf", *shown);
-		goto out;
-	}
-	if (s3_config_find(&c, env_get, o->s3_anonymous, err, sizeof err) < 0) {
-		log_errf("%s: %s", *shown, err);
-		goto out;
-	}
-	endpoint = c.endpoint ? strdup(c.endpoint) : s3_aws_endpoint(c.region);
-	if (!endpoint) {
-		log_errf("out of memory");
-		goto out;
-	}
-	/* AWS's own endpoint names a bucket by host where it can (its certificate covers
-	 * one label); another endpoint (MinIO, Ceph, a proxy) by path unless told */
-	bool virtual_host = o->s3_virtual_host || (!c.endpoint && s3_bucket_is_host(bucket));
-	url = s3_object_url(endpoint, bucket, key, virtual_host, err, sizeof err);
-	if (!url) {
-		log_errf("%s: %s", *shown, err);
-		goto out;
-	}
-	snprintf(context, sizeof context, "credentials: %s; region %s (%s); endpoint %s (%s)",
-	         c.credentials_from, c.region, c.region_from, endpoint, c.endpoint_from);
-	struct remote_s3 s3 = {
-		.access_key = c.access_key, .secret_key = c.secret_key,
-		.session_token = c.session_token, .region = c.region,
-		.bucket = bucket, .context = context,
-	};
-	cache_dir = cache_dir_for(o);
-	struct remote_opts ro = common_opts(o, cache_dir);
-	ro.s3 = &s3;
-	m = model_open_remote(url, *shown, &ro, err);
-	if (!m)
+	else if (!(m = model_open_remote(url, *shown, &su.ro, err)))
 		log_errf("%s", err);
-out:
-	s3_config_free(&c);
-	free(bucket);
-	free(key);
-	free(endpoint);
 	free(url);
-	free(cache_dir);
+	s3_setup_free(&su);
 	return m;
+}
+
+struct lib_source *open_s3_library(const struct options *o)
+{
+	char err[GGUF_ERR_MAX];
+	struct s3_setup su;
+	if (s3_setup(o, &su) < 0)
+		return NULL;
+	struct lib_source *src = lib_source_s3(&su.ro, su.endpoint, su.bucket, su.key,
+	                                       su.virtual_host, err);
+	if (!src)
+		log_errf("%s", err);
+	s3_setup_free(&su);
+	return src;
 }
 
 /* The length of the scheme when s starts like a URL ("ftp://..."), else 0. */

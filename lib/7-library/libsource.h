@@ -16,6 +16,7 @@
 
 #include "gguf.h"
 #include "model.h"
+#include "remote.h"
 
 enum lib_entry_type { LIB_ENTRY_DIR, LIB_ENTRY_FILE };
 
@@ -71,5 +72,12 @@ struct lib_source {
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):
  * a source, or NULL with one line in err. */
 struct lib_source *lib_source_local(const char *root, char err[GGUF_ERR_MAX]);
+
+/* The objects under prefix ("" or ending in '/') of bucket at endpoint, addressed
+ * virtual-hosted or by path, read with ro (ro->s3: the credentials, region and context;
+ * copied): a source, or NULL with one line in err. Nothing is listed until asked. */
+struct lib_source *lib_source_s3(const struct remote_opts *ro, const char *endpoint,
+                                 const char *bucket, const char *prefix, bool virtual_host,
+                                 char err[GGUF_ERR_MAX]);
 
 #endif

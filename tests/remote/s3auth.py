@@ -9,7 +9,9 @@ A-Z a-z 0-9 - . _ ~ and '/'), the query's parameters decoded and handed to botoc
 which sorts and encodes them itself. A client that signs a path or query in any other
 form (a '+' or space left raw, lower-case hex, a query unsorted) gets S3's
 SignatureDoesNotMatch, where a lenient server would have let it through."""
+import base64
 import datetime
+import email.utils
 import hashlib
 import hmac
 import re
@@ -60,6 +62,12 @@ class S3Auth:
     gets 301 PermanentRedirect (x-amz-bucket-region: REGION), as a bucket of another
     region's endpoint does.
 
+    Listings (GET /BUCKET?list-type=2&prefix=&delimiter=/&continuation-token=): S3's
+    ListObjectsV2 XML, page_size keys and common prefixes per page, in S3's order; the
+    continuation token is opaque base64 (holding '+', '/', '='); between_pages(n), when
+    set, is called before page n > 0 is made (a listing that changes between pages).
+    lists: the query of every listing request that passed the signature check.
+
     After requests: verified (count of good signatures), refused [(code, what)],
     signed_headers [the SignedHeaders list of each good one], tokens [x-amz-security-
     token of each good one], paths [the raw path and query of each good one]."""
@@ -71,6 +79,9 @@ class S3Auth:
         self.vhost_suffix = vhost_suffix
         self.anonymous = anonymous
         self.moved = None
+        self.page_size = 1000
+        self.between_pages = None
+        self.lists = []
         self.lock = threading.Lock()
         self.verified = 0
         self.refused = []
@@ -86,6 +97,52 @@ class S3Auth:
         if name.endswith(suffix) and len(name) > len(suffix):
             return "/" + name[:-len(suffix)] + key
         return key
+
+    def listing(self, files, bucket, query):
+        """The ListObjectsV2 page that query asks for over files ({'/B/K': ServedFile})."""
+        params = dict(query_params(query))
+        prefix, delim = params.get("prefix", ""), params.get("delimiter", "")
+        after = params.get("continuation-token")
+        start = base64.b64decode(after.encode())[2:].decode() if after else None
+        if after and self.between_pages:
+            self.between_pages(len([q for q in self.lists if "continuation-token" in q]))
+        rows = {}
+        for path, f in list(files.items()):
+            b, _, key = path[1:].partition("/")
+            if b != bucket or not key.startswith(prefix):
+                continue
+            rest = key[len(prefix):]
+            if delim and delim in rest:
+                p = prefix + rest[:rest.index(delim) + 1]
+                rows[p] = None
+            else:
+                rows[key] = f
+        names = sorted(rows)
+        if start is not None:
+            names = [n for n in names if n > start]
+        page, more = names[:self.page_size], len(names) > self.page_size
+        out = ['<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns='
+               '"http://s3.amazonaws.com/doc/2006-03-01/"><Name>%s</Name><Prefix>%s</Prefix>'
+               '<KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys><Delimiter>%s</Delimiter>'
+               '<IsTruncated>%s</IsTruncated>' % (escape(bucket), escape(prefix), len(page),
+                                                 self.page_size, escape(delim),
+                                                 "true" if more else "false")]
+        for n in page:
+            f = rows[n]
+            if f is None:
+                out.append("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(n))
+            else:
+                when = datetime.datetime.fromtimestamp(f.mtime, datetime.timezone.utc)
+                out.append("<Contents><Key>%s</Key><LastModified>%s</LastModified><ETag>%s"
+                           "</ETag><Size>%d</Size><StorageClass>STANDARD</StorageClass>"
+                           "</Contents>" % (escape(n), when.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                                            escape(f.etag), len(f.content)))
+        if more:
+            # opaque, as S3's: base64, so '+', '/' and '=' go into the next query
+            token = base64.b64encode(b"\xfb\xff" + page[-1].encode()).decode()
+            out.append("<NextContinuationToken>%s</NextContinuationToken>" % token)
+        out.append("</ListBucketResult>")
+        return "".join(out).encode()
 
     def refuse(self, status, code, what, fields=(), extra=()):
         """Notes a refusal; returns what FaultServer answers with."""
@@ -158,4 +215,6 @@ class S3Auth:
             self.signed_headers.append(names)
             self.tokens.append(headers.get("x-amz-security-token"))
             self.paths.append(raw_path)
+            if "list-type=2" in query:
+                self.lists.append(query)
         return None

@@ -403,6 +403,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.s3_error(record, status, code, extra, fields)
                 return
             path = fs.s3.object_path(headers.get("host", ""), path)
+            if "list-type=2" in query:  # ListObjectsV2 of the bucket path names
+                with fs.lock:
+                    files = dict(fs.files)
+                bucket = path.strip("/").split("/")[0]
+                if not any(p.startswith("/%s/" % bucket) for p in files):
+                    self.s3_error(record, 404, "NoSuchBucket")
+                    return
+                body = fs.s3.listing(files, bucket, query)
+                record["status"] = 200
+                self.send_response(200)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                record["bytes_sent"] = len(body)
+                return
             if fs.file(path) is None:
                 bucket = path.split("/")[1]
                 if any(p.startswith("/%s/" % bucket) for p in list(fs.files)):

@@ -179,6 +179,90 @@ class S3(unittest.TestCase):
             self.assertEqual(r.returncode, 3)
             self.assertIn(b"HTTP 403 AccessDenied", r.stderr)
 
+    # ---- buckets and prefixes as libraries ----
+
+    def test_bucket_as_library(self):
+        """s3://BUCKET and s3://BUCKET/PREFIX/ mount as libraries: listed with
+        ListObjectsV2 in pages (a continuation token of '+', '/' and '=' in the signed,
+        sorted query), one directory per model (the single mount's tree), other objects
+        as themselves, hostile names left out."""
+        d = tempfile.mkdtemp(prefix="ggufs-s3-lib-")
+        try:
+            shards = split_gguf(TINY, d, "big", 2)
+            files = {"/models/tiny.gguf": self.data, "/models/README.md": b"# card\n",
+                     "/models/pub/repo/Tiny Q4+K.gguf": self.data,
+                     "/models/pub/repo/empty.txt": b"",
+                     "/models/../evil.gguf": self.data, "/models/a/./b.gguf": self.data}
+            for p in shards:
+                files["/models/pub/repo/" + os.path.basename(p)] = gm.read_file(p)
+            for i in range(5):
+                files["/models/many/f%02d.bin" % i] = b"x" * i
+            with self.server(files) as s:
+                s.s3.page_size = 2   # every folder in pages
+                with EnvMount("s3://models", env=self.env(s)) as m:
+                    self.assertEqual(sorted(os.listdir(m.path)),
+                                     ["README.md", "a", "many", "models.json", "models.tsv",
+                                      "pub", "tiny"])
+                    self.assertEqual(sorted(os.listdir(m.p("pub", "repo"))),
+                                     ["Tiny Q4+K", "big", "empty.txt"])
+                    self.assertEqual(sorted(os.listdir(m.p("many"))),
+                                     ["f%02d.bin" % i for i in range(5)])
+                    self.assertEqual(os.listdir(m.p("a")), [])   # "a/./b.gguf": no "." part
+                    self.assertEqual(gm.read_file(m.p("README.md")), b"# card\n")
+                    self.assertEqual(gm.read_file(m.p("pub", "repo", "empty.txt")), b"")
+                    self.assertEqual(gm.read_file(m.p("many", "f04.bin")), b"xxxx")
+                    with gm.Mount(TINY) as single:
+                        for rel in ("tiny", "pub/repo/Tiny Q4+K"):
+                            self.assertEqual(gm.read_file(m.p(rel, "model.gguf")),
+                                             gm.read_file(single.p("model.gguf")), rel)
+                    self.assertEqual(gm.read_file(m.p("pub", "repo", "big", "model.gguf")),
+                                     self.data_of_split(shards))
+                    rows = gm.read_file(m.p("models.tsv")).decode().splitlines()
+                    self.assertEqual(len(rows), 1 + 3, rows)
+                    self.assertIn("left out", m.stderr())
+                self.assert_all_signed(s)
+                tokens = [q for q in s.s3.lists if "continuation-token=" in q]
+                self.assertTrue(tokens, "the listings came in pages")
+                self.assertTrue(any("%2B" in q or "%2F" in q for q in tokens), tokens)
+                # a prefix of the bucket is a library of its own
+                with EnvMount("s3://models/pub/", env=self.env(s)) as m:
+                    self.assertEqual(sorted(os.listdir(m.path)),
+                                     ["models.json", "models.tsv", "repo"])
+                    self.read_tensors_at(m.p("repo", "Tiny Q4+K"))
+        finally:
+            shutil.rmtree(d)
+
+    def test_listing_that_changes_between_pages(self):
+        """Objects added and removed while a folder is listed page by page: each name
+        once, the mount right about what it lists."""
+        files = {"/models/many/f%02d.bin" % i: b"x" * i for i in range(7)}
+        with self.server(files) as s:
+            s.s3.page_size = 2
+
+            def change(n):
+                if n == 1:   # before the second page
+                    s.remove("/models/many/f05.bin")
+                    s.swap("/models/many/f00b.bin", b"late")   # before the token: unseen
+                    s.swap("/models/many/f06.bin", b"new")     # after it: seen, new
+            s.s3.between_pages = change
+            with EnvMount("s3://models/many/", env=self.env(s)) as m:
+                names = os.listdir(m.path)
+                self.assertEqual(len(names), len(set(names)), names)
+                self.assertEqual(sorted(n for n in names if n.endswith(".bin")),
+                                 ["f00.bin", "f01.bin", "f02.bin", "f03.bin", "f04.bin",
+                                  "f06.bin"])
+                self.assertEqual(gm.read_file(m.p("f06.bin")), b"new")
+            self.assert_all_signed(s)
+
+    def data_of_split(self, shards):
+        with gm.Mount(shards[0]) as single:
+            return gm.read_file(single.p("model.gguf"))
+
+    def read_tensors_at(self, root):
+        a, _ = self.extents["output.weight"]
+        got = gm.read_file(os.path.join(root, "tensors", "output.weight"))
+        self.assertEqual(got, self.data[a:a + len(got)])
+
     # ---- credentials ----
 
     def test_session_token_from_a_profile(self):
@@ -238,8 +322,11 @@ class S3(unittest.TestCase):
             s.s3.moved = None
             err = self.refused(name, aws_env(self.home, AWS_ENDPOINT_URL=s.url))
             self.assertIn("no AWS credentials", err)
-            err = self.refused("s3://%s/" % BUCKET, self.env(s))
-            self.assertIn("names a bucket or a prefix", err)
+            # a bucket is a library, listed at mount: its refusals are one line too
+            err = self.refused("s3://nobucket/", self.env(s))
+            check(err, "listing refused (HTTP 404 NoSuchBucket)")
+            err = self.refused("s3://%s" % BUCKET, self.env(s, AWS_SECRET_ACCESS_KEY="x"))
+            check(err, "SignatureDoesNotMatch")
             # an anonymous bucket is read with no signature at all
             s.s3.anonymous = True
             s.clear_log()

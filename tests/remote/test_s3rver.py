@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """s3:// against a real S3 implementation, s3rver 3.7.1 (s3rver.py): single objects
 (the mount equals the local one), a split set named by its last shard, range reads and
-ETag pinning (an object overwritten while mounted: EIO, never the new bytes), and S3's
-own error bodies at mount (NoSuchKey, NoSuchBucket, InvalidAccessKeyId) in one line.
+ETag pinning (an object overwritten while mounted: EIO, never the new bytes), the
+bucket and a prefix as libraries (s3rver's listing XML), and S3's own error bodies at mount (NoSuchKey, NoSuchBucket, InvalidAccessKeyId) in one line.
 
 Skipped (77) without node or tests/s3rver's installed package, unless
 GGUFS_REQUIRE_S3RVER is set (CI sets it): there it fails."""
@@ -76,6 +76,22 @@ class S3rverTest(unittest.TestCase):
                                        os.path.getsize(m.p("tensors", last)), EIO_TIMEOUT)
             self.assertEqual(err, errno.EIO, "%d bytes of the new object" % len(got))
             self.assertIn("changed on the server", m.stderr())
+
+    def test_bucket_and_prefix_as_libraries(self):
+        """s3rver's own ListObjectsV2 XML: the bucket and a prefix of it as libraries."""
+        with EnvMount("s3://models/", env=self.env) as m:
+            # (pin/ too once test_overwritten_object_is_eio has run)
+            self.assertEqual(sorted(set(os.listdir(m.path)) - {"pin"}),
+                             ["models.json", "models.tsv", "split", "tiny"])
+            self.assertEqual(os.listdir(m.p("split")), ["tiny"])
+            with gm.Mount(self.shards[0]) as single:
+                self.assertEqual(gm.read_file(m.p("split", "tiny", "model.gguf")),
+                                 gm.read_file(single.p("model.gguf")))
+        with EnvMount("s3://models/tiny/", env=self.env) as m:
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["models.json", "models.tsv", "tinyllama-q4km"])
+            self.assertEqual(gm.read_file(m.p("tinyllama-q4km", "metadata", "general.name")),
+                             b"tinyllama-test\n")
 
     def refused(self, name, env):
         d = tempfile.mkdtemp(prefix="ggufs-s3rver-mnt-")

@@ -144,6 +144,26 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	struct transfer *t = arg;
 	struct http_response *r = t->resp;
 	size_t len = size * n;
+	if (r->status == 200 && t->req->body) {
+		struct http_body *b = t->req->body;
+		if (len > b->max - b->len) {
+			r->aborted = true;
+			return 0;
+		}
+		if (b->len + len > b->cap) {
+			size_t cap = b->cap ? b->cap : 65536;
+			while (cap < b->len + len)
+				cap *= 2;
+			char *d = realloc(b->data, cap);
+			if (!d)
+				return 0;
+			b->data = d;
+			b->cap = cap;
+		}
+		memcpy(b->data + b->len, data, len);
+		b->len += len;
+		return len;
+	}
 	if (r->status >= 300 && t->req->keep_error_body) {
 		size_t room = sizeof r->error_body - r->error_body_len;
 		size_t take = len < room ? len : room;
@@ -212,7 +232,8 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	curl_easy_reset(h);
 	snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, req->first, req->last);
 	curl_easy_setopt(h, CURLOPT_URL, req->url);
-	curl_easy_setopt(h, CURLOPT_RANGE, range);
+	if (!req->body)
+		curl_easy_setopt(h, CURLOPT_RANGE, range);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

@@ -22,6 +22,12 @@
 
 struct http_response;
 
+/* A whole 200 body (a listing), instead of a range: grown up to max bytes. */
+struct http_body {
+	char *data;                 /* malloc'ed, the caller frees it; NULL before a byte */
+	size_t len, cap, max;
+};
+
 /* AWS Signature Version 4 for S3, made by libcurl (CURLOPT_AWS_SIGV4): it signs the
  * method, the path and query exactly as the URL holds them (the caller encodes them by
  * S3's rules), the Host, its own X-Amz-Date and every header line of the request, where
@@ -46,6 +52,9 @@ struct http_request {
 	bool keep_error_body;       /* keep the body of a status >= 300 (S3's error XML) */
 	bool path_as_is;            /* the path sent as the URL holds it, "." and ".." parts
 	                             * too (an S3 key's own; sigv4 implies it) */
+	struct http_body *body;     /* no Range: a 200's whole body into it (more than its
+	                             * max: resp->aborted); first and last only bound the
+	                             * time (min_rate) */
 	unsigned timeout;           /* s without progress before giving up; connect: <= 10 s */
 	unsigned min_rate;          /* bytes/s: a transfer slower than this on average over
 	                             * any timeout seconds is abandoned, and so is one not

@@ -1,0 +1,369 @@
+/* ListObjectsV2, page by page: each page one signed GET of the bucket's URL with the
+ * query sorted and encoded (s3_query), retried like a fetch on 5xx, 429 and a broken
+ * connection, its XML read with expat into entries. */
+#include "s3_list.h"
+
+#include <expat.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "evlog.h"
+#include "remote_int.h"
+#include "s3.h"
+#include "s3_error.h"
+
+#define PAGE_MAX (16u << 20)        /* one page's XML (S3's are about 1,000 keys) */
+#define TEXT_MAX 4096
+#define DEPTH_MAX 8
+
+/* The parse of one page. */
+struct page {
+	XML_Parser p;
+	const char *prefix;
+	struct s3_entry **out;
+	size_t *n, cap;
+	unsigned depth;
+	bool root_ok;               /* the root is <ListBucketResult> */
+	enum { IN_NONE, IN_CONTENTS, IN_PREFIXES } in;
+	char field[32];             /* the depth-3 (or depth-2) element open */
+	char text[TEXT_MAX];
+	size_t text_len;
+	bool text_bad;              /* too long, or a NUL */
+	struct s3_entry cur;        /* the Contents or CommonPrefixes being read */
+	char key[TEXT_MAX];
+	bool has_key;
+	bool truncated;
+	char token[TEXT_MAX];       /* NextContinuationToken */
+	bool failed;                /* out of memory, or too many entries */
+	unsigned refused;           /* names left out */
+};
+
+/* "2026-12-01T20:00:00.000Z" as a time, or 0. */
+static time_t iso_time(const char *s)
+{
+	struct tm tm = { 0 };
+	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+	           &tm.tm_min, &tm.tm_sec) != 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	time_t t = timegm(&tm);
+	return t < 0 ? 0 : t;
+}
+
+/* The part of key under prefix when it is one name ("" when it is not: left out). */
+static const char *name_under(const char *prefix, const char *key, bool is_prefix, size_t *len)
+{
+	size_t pn = strlen(prefix), kn = strlen(key);
+	*len = 0;
+	if (kn <= pn || strncmp(key, prefix, pn) != 0)
+		return "";
+	const char *name = key + pn;
+	size_t n = kn - pn;
+	if (is_prefix && name[n - 1] == '/')
+		n--;
+	if (n == 0 || n > S3_NAME_MAX || memchr(name, '/', n) || (n == 1 && name[0] == '.') ||
+	    (n == 2 && name[0] == '.' && name[1] == '.'))
+		return "";
+	*len = n;
+	return name;
+}
+
+/* Adds the entry read (pg->cur, pg->key) to the listing, or leaves it out. */
+static void add_entry(struct page *pg, bool is_prefix)
+{
+	size_t len;
+	const char *name = pg->has_key ? name_under(pg->prefix, pg->key, is_prefix, &len) : "";
+	if (!*name) {
+		/* a folder's own marker object (the prefix itself) is no entry, and no refusal */
+		if (!(pg->has_key && strcmp(pg->key, pg->prefix) == 0))
+			pg->refused++;
+		return;
+	}
+	if (*pg->n == S3_LIST_ENTRIES_MAX) {
+		pg->failed = true;
+		return;
+	}
+	if (*pg->n == pg->cap) {
+		size_t cap = pg->cap ? 2 * pg->cap : 256;
+		struct s3_entry *e = realloc(*pg->out, cap * sizeof *e);
+		if (!e) {
+			pg->failed = true;
+			return;
+		}
+		*pg->out = e;
+		pg->cap = cap;
+	}
+	struct s3_entry *e = &(*pg->out)[*pg->n];
+	*e = pg->cur;
+	e->is_prefix = is_prefix;
+	e->name = strndup(name, len);
+	if (!e->name) {
+		pg->failed = true;
+		return;
+	}
+	(*pg->n)++;
+}
+
+static void XMLCALL on_start(void *arg, const XML_Char *name, const XML_Char **attrs)
+{
+	(void)attrs;
+	struct page *pg = arg;
+	if (++pg->depth > DEPTH_MAX) {
+		XML_StopParser(pg->p, XML_FALSE);
+		return;
+	}
+	pg->text_len = 0;
+	pg->text_bad = false;
+	if (pg->depth == 1)
+		pg->root_ok = strcmp(name, "ListBucketResult") == 0;
+	else if (pg->depth == 2 && strcmp(name, "Contents") == 0)
+		pg->in = IN_CONTENTS;
+	else if (pg->depth == 2 && strcmp(name, "CommonPrefixes") == 0)
+		pg->in = IN_PREFIXES;
+	if (pg->depth == 2) {
+		pg->cur = (struct s3_entry){ 0 };
+		pg->has_key = false;
+	}
+	snprintf(pg->field, sizeof pg->field, "%s", name);
+}
+
+static void XMLCALL on_text(void *arg, const XML_Char *text, int len)
+{
+	struct page *pg = arg;
+	if ((size_t)len >= TEXT_MAX - pg->text_len || memchr(text, 0, (size_t)len)) {
+		pg->text_bad = true;
+		return;
+	}
+	memcpy(pg->text + pg->text_len, text, (size_t)len);
+	pg->text_len += (size_t)len;
+}
+
+static void XMLCALL on_end(void *arg, const XML_Char *name)
+{
+	struct page *pg = arg;
+	pg->text[pg->text_len] = 0;
+	const char *t = pg->text;
+	if (pg->root_ok && pg->depth == 3 && pg->in != IN_NONE && !pg->text_bad) {
+		if ((pg->in == IN_CONTENTS && strcmp(name, "Key") == 0) ||
+		    (pg->in == IN_PREFIXES && strcmp(name, "Prefix") == 0)) {
+			memcpy(pg->key, t, pg->text_len + 1);
+			pg->has_key = true;
+		} else if (strcmp(name, "Size") == 0) {
+			char *end;
+			unsigned long long v = strtoull(t, &end, 10);
+			pg->cur.size = *t >= '0' && *t <= '9' && !*end ? v : 0;
+		} else if (strcmp(name, "ETag") == 0 && pg->text_len < sizeof pg->cur.etag) {
+			memcpy(pg->cur.etag, t, pg->text_len + 1);
+		} else if (strcmp(name, "LastModified") == 0) {
+			pg->cur.mtime = iso_time(t);
+		}
+	} else if (pg->root_ok && pg->depth == 3 && pg->in != IN_NONE && pg->text_bad &&
+	           (strcmp(name, "Key") == 0 || strcmp(name, "Prefix") == 0)) {
+		pg->has_key = false;   /* a name too long, or with a NUL: refused below */
+	} else if (pg->root_ok && pg->depth == 2) {
+		if (pg->in == IN_CONTENTS && strcmp(name, "Contents") == 0)
+			add_entry(pg, false);
+		else if (pg->in == IN_PREFIXES && strcmp(name, "CommonPrefixes") == 0)
+			add_entry(pg, true);
+		else if (strcmp(name, "IsTruncated") == 0)
+			pg->truncated = !pg->text_bad && strcmp(t, "true") == 0;
+		else if (strcmp(name, "NextContinuationToken") == 0 && !pg->text_bad)
+			memcpy(pg->token, t, pg->text_len + 1);
+		pg->in = IN_NONE;
+	}
+	pg->text_len = 0;
+	pg->depth--;
+}
+
+/* A document with a DTD is not S3's: stopped before any entity is declared. */
+static void XMLCALL on_doctype(void *arg, const XML_Char *name, const XML_Char *sysid,
+                               const XML_Char *pubid, int has_internal)
+{
+	(void)name, (void)sysid, (void)pubid, (void)has_internal;
+	struct page *pg = arg;
+	XML_StopParser(pg->p, XML_FALSE);
+}
+
+/* Parses one page's XML into pg; false (err said) when it is not a listing. */
+static bool parse_page(struct page *pg, const char *xml, size_t len, char err[GGUF_ERR_MAX])
+{
+	pg->p = XML_ParserCreate("UTF-8");
+	if (!pg->p) {
+		gguf_errf(err, "out of memory");
+		return false;
+	}
+	XML_SetUserData(pg->p, pg);
+	XML_SetElementHandler(pg->p, on_start, on_end);
+	XML_SetCharacterDataHandler(pg->p, on_text);
+	XML_SetStartDoctypeDeclHandler(pg->p, on_doctype);
+	bool ok = len <= INT_MAX && XML_Parse(pg->p, xml, (int)len, XML_TRUE) == XML_STATUS_OK &&
+	          pg->root_ok;
+	XML_ParserFree(pg->p);
+	if (!ok)
+		gguf_errf(err, "the listing is not S3's ListObjectsV2 XML");
+	else if (pg->failed)
+		gguf_errf(err, "out of memory, or more than %u entries in one folder",
+		          S3_LIST_ENTRIES_MAX);
+	return ok && !pg->failed;
+}
+
+/* One page's GET, retried (5xx, 429, a broken connection) up to REMOTE_ATTEMPTS times:
+ * 0 with the XML in body, or -1 with err. */
+static int get_page(struct remote *r, const char *url, struct http_body *body,
+                    char err[GGUF_ERR_MAX])
+{
+	CURL *h = curl_easy_init();
+	struct http_response *resp = malloc(sizeof *resp);
+	int ret = -1;
+	if (!h || !resp) {
+		gguf_errf(err, "out of memory");
+		goto done;
+	}
+	for (unsigned attempt = 0; attempt < REMOTE_ATTEMPTS && !remote_cancelled(r); attempt++) {
+		if (attempt) {
+			atomic_fetch_add_explicit(&r->n_retries, 1, memory_order_relaxed);
+			struct timespec ts = { 0, (long)(REMOTE_BACKOFF_MS << (attempt - 1)) * 1000000L };
+			while (ts.tv_nsec >= 1000000000L)
+				ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+			nanosleep(&ts, NULL);
+		}
+		char *lines[REMOTE_SIGN_LINES];
+		const struct http_sigv4 *sigv4;
+		int n_lines = r->sign(r, url, url, 0, 0, lines, &sigv4);
+		if (n_lines < 0) {
+			gguf_errf(err, "out of memory");
+			goto done;
+		}
+		body->len = 0;
+		struct http_request req = {
+			.url = url, .first = 0, .last = PAGE_MAX - 1,
+			.headers = (const char *const *)lines, .n_headers = (unsigned)n_lines,
+			.sigv4 = sigv4, .keep_error_body = true, .path_as_is = true, .body = body,
+			.cafile = r->o.cafile, .timeout = r->o.timeout, .min_rate = REMOTE_MIN_RATE,
+			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg,
+		};
+		http_get_range(h, &req, resp);
+		for (int i = 0; i < n_lines; i++) {
+			explicit_bzero(lines[i], strlen(lines[i]));
+			free(lines[i]);
+		}
+		atomic_fetch_add_explicit(&r->n_requests, 1, memory_order_relaxed);
+		long st = resp->status;
+		if (st == 200 && resp->code == CURLE_OK) {
+			ret = 0;
+			goto done;
+		}
+		struct s3_error e;
+		s3_error_parse(resp->error_body, resp->error_body_len, &e);
+		if (st == 200 && resp->aborted) {
+			gguf_errf(err, "a listing page larger than %u bytes", PAGE_MAX);
+			goto done;
+		}
+		if (st == 0 || st == 429 || st >= 500) {
+			if (st)
+				gguf_errf(err, "listing: HTTP %ld %s", st, e.code[0] ? e.code : "");
+			else
+				gguf_errf(err, "listing: network error: %s", curl_easy_strerror(resp->code));
+			continue;
+		}
+		gguf_errf(err, "listing refused (HTTP %ld %s); %s", st,
+		          e.code[0] ? e.code : "no S3 error code", r->o.s3 ? r->o.s3->context : "");
+		goto done;
+	}
+done:
+	if (h)
+		curl_easy_cleanup(h);
+	free(resp);
+	return ret;
+}
+
+/* qsort: by name, then a prefix before an object of the same name. */
+static int by_name(const void *a, const void *b)
+{
+	const struct s3_entry *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (int)y->is_prefix - (int)x->is_prefix;
+}
+
+int s3_list(struct remote *r, const char *bucket_url, const char *prefix,
+            struct s3_entry **out, size_t *n, char err[GGUF_ERR_MAX])
+{
+	*out = NULL;
+	*n = 0;
+	struct page pg = { .prefix = prefix, .out = out, .n = n };
+	struct http_body body = { .max = PAGE_MAX };
+	char token[TEXT_MAX] = "";
+	int ret = -1;
+	unsigned refused = 0;
+	for (unsigned page = 0;; page++) {
+		if (page == S3_LIST_PAGES_MAX) {
+			gguf_errf(err, "a listing of more than %u pages", S3_LIST_PAGES_MAX);
+			goto done;
+		}
+		struct s3_param q[4] = { { "list-type", "2" }, { "prefix", prefix },
+		                         { "delimiter", "/" }, { "continuation-token", token } };
+		char *query = s3_query(q, token[0] ? 4 : 3);
+		size_t ulen = strlen(bucket_url) + (query ? strlen(query) : 0) + 2;
+		char *url = query ? malloc(ulen) : NULL;
+		if (!url) {
+			free(query);
+			gguf_errf(err, "out of memory");
+			goto done;
+		}
+		snprintf(url, ulen, "%s?%s", bucket_url, query);
+		free(query);
+		int got = get_page(r, url, &body, err);
+		free(url);
+		if (got < 0)
+			goto done;
+		size_t cap = pg.cap;
+		pg = (struct page){ .prefix = prefix, .out = out, .n = n, .cap = cap };
+		if (!parse_page(&pg, body.data ? body.data : "", body.len, err))
+			goto done;
+		refused += pg.refused;
+		if (!pg.truncated)
+			break;
+		if (!pg.token[0] || strcmp(pg.token, token) == 0) {
+			gguf_errf(err, "a truncated listing page without a new continuation token");
+			goto done;
+		}
+		memcpy(token, pg.token, sizeof token);
+	}
+	/* sorted, each name once: a listing that changed between pages may repeat one */
+	if (*n)
+		qsort(*out, *n, sizeof **out, by_name);
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++) {
+		if (k && strcmp((*out)[k - 1].name, (*out)[i].name) == 0) {
+			free((*out)[i].name);
+			continue;
+		}
+		(*out)[k++] = (*out)[i];
+	}
+	*n = k;
+	if (refused)
+		evlog(EVLOG_WARNING, "s3 list refused", "%s?prefix=%s: %u name%s left out of the "
+		      "listing (empty, '.', '..', holding '/' or NUL, longer than %u bytes, or not "
+		      "under the prefix)", bucket_url, prefix, refused, refused == 1 ? "" : "s",
+		      S3_NAME_MAX);
+	ret = 0;
+done:
+	free(body.data);
+	if (ret < 0) {
+		s3_entries_free(*out, *n);
+		*out = NULL;
+		*n = 0;
+	}
+	return ret;
+}
+
+void s3_entries_free(struct s3_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(e[i].name);
+	free(e);
+}

@@ -1,0 +1,329 @@
+/* A library's source in an S3 bucket (or a prefix of one): folders listed with
+ * ListObjectsV2 (s3_list.h), models opened by URL as `ggufs s3://BUCKET/KEY` opens them
+ * (each with its own fetcher and caches), plain files read by range requests through
+ * one fetcher of the library's. A folder is listed once for the mount's life (S3 keeps
+ * no folder versions to ask about cheaply); a changed object is still caught by its
+ * ETag when read. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "libsource.h"
+#include "remote.h"
+#include "s3.h"
+#include "s3_list.h"
+
+struct s3_source {
+	struct remote_opts ro;      /* for each model opened; its strings owned here */
+	struct remote_s3 s3;
+	struct remote *r;           /* listings and plain files */
+	char *endpoint, *bucket, *base;   /* base: the prefix ("" or ending in '/') */
+	char *bucket_url;
+	bool virtual_host;
+};
+
+/* An opened plain file. */
+struct s3_file {
+	struct remote_file *f;      /* NULL for an empty object */
+};
+
+/* base + path + (dir and path not "": "/"), malloc'ed. */
+static char *key_of(const struct s3_source *s, const char *path, bool dir)
+{
+	size_t n = strlen(s->base) + strlen(path) + 2;
+	char *k = malloc(n);
+	if (k)
+		snprintf(k, n, "%s%s%s", s->base, path, dir && *path ? "/" : "");
+	return k;
+}
+
+/* What the library shows of an entry: mode, owner, size, times. */
+static void entry_stat(const struct s3_entry *e, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_mode = e->is_prefix ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_nlink = e->is_prefix ? 2 : 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_size = e->is_prefix ? 0 : (off_t)e->size;
+	st->st_mtim.tv_sec = e->mtime;
+	st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+/* An object's version: its ETag, size and time; a folder's: its name. */
+static uint64_t entry_version(const struct s3_entry *e)
+{
+	XXH3_state_t *x = XXH3_createState();
+	if (!x)
+		return 0;
+	XXH3_64bits_reset(x);
+	XXH3_64bits_update(x, e->name, strlen(e->name));
+	XXH3_64bits_update(x, &e->is_prefix, sizeof e->is_prefix);
+	if (!e->is_prefix) {
+		XXH3_64bits_update(x, e->etag, strlen(e->etag));
+		XXH3_64bits_update(x, &e->size, sizeof e->size);
+		XXH3_64bits_update(x, &e->mtime, sizeof e->mtime);
+	}
+	uint64_t v = XXH3_64bits_digest(x);
+	XXH3_freeState(x);
+	return v;
+}
+
+static int s3src_list(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
+                      uint64_t *version, char err[GGUF_ERR_MAX])
+{
+	struct s3_source *s = ctx;
+	*out = NULL;
+	*n = 0;
+	char *prefix = key_of(s, dir, true);
+	struct s3_entry *e = NULL;
+	size_t ne = 0;
+	if (!prefix) {
+		snprintf(err, GGUF_ERR_MAX, "out of memory");
+		return -ENOMEM;
+	}
+	if (s3_list(s->r, s->bucket_url, prefix, &e, &ne, err) < 0) {
+		free(prefix);
+		return -EIO;
+	}
+	free(prefix);
+	struct lib_entry *le = calloc(ne ? ne : 1, sizeof *le);
+	uint64_t v = 0;
+	if (!le) {
+		s3_entries_free(e, ne);
+		snprintf(err, GGUF_ERR_MAX, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ne; i++) {
+		le[i].type = e[i].is_prefix ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
+		le[i].version = entry_version(&e[i]);
+		entry_stat(&e[i], &le[i].st);
+		le[i].name = e[i].name;
+		e[i].name = NULL;
+		v = XXH3_64bits_withSeed(&le[i].version, sizeof le[i].version, v);
+	}
+	s3_entries_free(e, ne);
+	*out = le;
+	*n = ne;
+	*version = v;
+	return 0;
+}
+
+static bool s3src_unchanged(void *ctx, const char *dir, uint64_t version)
+{
+	(void)ctx, (void)dir, (void)version;
+	return true;   /* listed once for the mount's life (see the top of this file) */
+}
+
+static int s3src_stat(void *ctx, const char *path, struct lib_entry *e)
+{
+	struct s3_source *s = ctx;
+	memset(e, 0, sizeof *e);
+	if (!*path) {
+		struct s3_entry root = { .name = (char *)"", .is_prefix = true };
+		e->type = LIB_ENTRY_DIR;
+		e->version = entry_version(&root);
+		entry_stat(&root, &e->st);
+		return 0;
+	}
+	/* the entry as its folder's listing has it */
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
+	const char *name = slash ? slash + 1 : path;
+	struct lib_entry *le;
+	size_t n;
+	uint64_t v;
+	char err[GGUF_ERR_MAX];
+	int r = dir ? s3src_list(s, dir, &le, &n, &v, err) : -ENOMEM;
+	free(dir);
+	if (r < 0)
+		return r;
+	r = -ENOENT;
+	for (size_t i = 0; i < n && r; i++) {
+		if (strcmp(le[i].name, name) == 0) {
+			e->type = le[i].type;
+			e->version = le[i].version;
+			e->st = le[i].st;
+			r = 0;
+		}
+	}
+	lib_entries_free(le, n);
+	return r;
+}
+
+/* The URL of the object at path (raw key base + path) and its s3:// name. */
+static int object_names(const struct s3_source *s, const char *path, char **url, char **shown,
+                        char err[GGUF_ERR_MAX])
+{
+	char *key = key_of(s, path, false);
+	*url = key ? s3_object_url(s->endpoint, s->bucket, key, s->virtual_host, err,
+	                           GGUF_ERR_MAX) : NULL;
+	size_t n = key ? strlen(s->bucket) + strlen(key) + 8 : 0;
+	*shown = key ? malloc(n) : NULL;
+	if (*shown)
+		snprintf(*shown, n, "s3://%s/%s", s->bucket, key);
+	free(key);
+	if (!*url || !*shown) {
+		if (*url && !*shown)
+			snprintf(err, GGUF_ERR_MAX, "out of memory");
+		free(*url);
+		free(*shown);
+		return -1;
+	}
+	return 0;
+}
+
+static struct ggufs_model *s3src_open_model(void *ctx, const char *path, char err[GGUF_ERR_MAX])
+{
+	struct s3_source *s = ctx;
+	char *url, *shown;
+	if (object_names(s, path, &url, &shown, err) < 0)
+		return NULL;
+	struct ggufs_model *m = model_open_remote(url, shown, &s->ro, err);
+	free(url);
+	free(shown);
+	return m;
+}
+
+static void *s3src_open_file(void *ctx, const char *path, int *error)
+{
+	struct s3_source *s = ctx;
+	char err[GGUF_ERR_MAX], *url, *shown;
+	struct s3_file *file = calloc(1, sizeof *file);
+	*error = ENOMEM;
+	if (!file || object_names(s, path, &url, &shown, err) < 0) {
+		free(file);
+		return NULL;
+	}
+	long status;
+	file->f = remote_open(s->r, url, 1, err, &status);
+	if (file->f) {
+		remote_set_name(file->f, shown);
+	} else if (status != 416) {   /* 416: an empty object, read as nothing */
+		*error = status == 404 ? ENOENT : status == 403 ? EACCES : EIO;
+		free(file);
+		file = NULL;
+	}
+	free(url);
+	free(shown);
+	return file;
+}
+
+static int64_t s3src_read_file(void *ctx, void *handle, char *buf, uint64_t len, uint64_t off)
+{
+	(void)ctx;
+	struct s3_file *file = handle;
+	uint64_t size = file->f ? remote_size(file->f) : 0;
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = size - off;
+	int r = source_read(remote_source(file->f), off, len, buf);
+	return r < 0 ? r : (int64_t)len;
+}
+
+static void s3src_close_file(void *ctx, void *handle)
+{
+	(void)ctx;
+	struct s3_file *file = handle;
+	if (file->f)
+		source_close(remote_source(file->f));
+	free(file);
+}
+
+/* Frees s's copies, the secrets wiped first. */
+static void s3src_free(void *ctx)
+{
+	struct s3_source *s = ctx;
+	remote_free(s->r);
+	const char *secret[] = { s->s3.access_key, s->s3.secret_key, s->s3.session_token };
+	for (size_t i = 0; i < 3; i++) {
+		if (secret[i]) {
+			explicit_bzero((char *)secret[i], strlen(secret[i]));
+			free((char *)secret[i]);
+		}
+	}
+	free((char *)s->s3.region);
+	free((char *)s->s3.bucket);
+	free((char *)s->s3.context);
+	free((char *)s->ro.cafile);
+	free((char *)s->ro.cache_dir);
+	free(s->endpoint);
+	free(s->bucket);
+	free(s->base);
+	free(s->bucket_url);
+	free(s);
+}
+
+static const struct lib_source_ops s3_ops = {
+	.list = s3src_list,
+	.unchanged = s3src_unchanged,
+	.stat = s3src_stat,
+	.open_model = s3src_open_model,
+	.open_file = s3src_open_file,
+	.read_file = s3src_read_file,
+	.close_file = s3src_close_file,
+	.free = s3src_free,
+};
+
+/* A copy of s (NULL stays NULL); *ok false when out of memory. */
+static char *dup_ok(const char *s, bool *ok)
+{
+	char *d = s ? strdup(s) : NULL;
+	*ok &= !s || d;
+	return d;
+}
+
+struct lib_source *lib_source_s3(const struct remote_opts *ro, const char *endpoint,
+                                 const char *bucket, const char *prefix, bool virtual_host,
+                                 char err[GGUF_ERR_MAX])
+{
+	struct lib_source *src = calloc(1, sizeof *src);
+	struct s3_source *s = calloc(1, sizeof *s);
+	bool ok = src && s;
+	if (ok) {
+		s->ro = *ro;
+		s->s3 = *ro->s3;
+		s->s3.access_key = dup_ok(ro->s3->access_key, &ok);
+		s->s3.secret_key = dup_ok(ro->s3->secret_key, &ok);
+		s->s3.session_token = dup_ok(ro->s3->session_token, &ok);
+		s->s3.region = dup_ok(ro->s3->region, &ok);
+		s->s3.bucket = dup_ok(ro->s3->bucket, &ok);
+		s->s3.context = dup_ok(ro->s3->context, &ok);
+		s->ro.s3 = &s->s3;
+		s->ro.cafile = dup_ok(ro->cafile, &ok);
+		s->ro.cache_dir = dup_ok(ro->cache_dir, &ok);
+		s->endpoint = dup_ok(endpoint, &ok);
+		s->bucket = dup_ok(bucket, &ok);
+		s->base = dup_ok(prefix, &ok);
+		s->virtual_host = virtual_host;
+	}
+	if (!ok) {
+		snprintf(err, GGUF_ERR_MAX, "out of memory");
+		goto fail;
+	}
+	s->bucket_url = s3_object_url(endpoint, bucket, "", virtual_host, err, GGUF_ERR_MAX);
+	if (!s->bucket_url)
+		goto fail;
+	/* listings and plain files: no disk cache of their own (models have theirs) */
+	struct remote_opts lo = s->ro;
+	lo.cache_dir = NULL;
+	char why[GGUF_ERR_MAX];
+	s->r = remote_new(&lo, why);
+	if (!s->r) {
+		gguf_errf(err, "s3://%s/%s: %s", bucket, prefix, why);
+		goto fail;
+	}
+	src->ops = &s3_ops;
+	src->ctx = s;
+	return src;
+fail:
+	if (s)
+		s3src_free(s);
+	free(src);
+	return NULL;
+}
