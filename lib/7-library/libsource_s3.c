@@ -200,10 +200,8 @@ static void *s3src_open_file(void *ctx, const char *path, int *error)
 		return NULL;
 	}
 	long status;
-	file->f = remote_open(s->r, url, 1, err, &status);
-	if (file->f) {
-		remote_set_name(file->f, shown);
-	} else if (status != 416) {   /* 416: an empty object, read as nothing */
+	file->f = remote_open(s->r, url, shown, 1, err, &status);
+	if (!file->f && status != 416) {   /* 416: an empty object, read as nothing */
 		*error = status == 404 ? ENOENT : status == 403 ? EACCES : EIO;
 		free(file);
 		file = NULL;
