@@ -36,6 +36,8 @@ static inline struct timespec realtime_in_ms(long ms)
 /* passthrough.c: model.gguf handed to the kernel (FUSE passthrough), under lock. */
 struct passthrough {
 	pthread_mutex_t lock;
+	pthread_cond_t settled;  /* signalled when pending goes false */
+	bool pending;            /* INIT's reply asked for passthrough, no backing id yet */
 	char refused[192];       /* why the mount cannot pass through, or "" */
 	bool logged;             /* refused is said (or needs no saying) */
 	bool log_running;        /* INIT came: the event log is up */

@@ -151,7 +151,8 @@ int main(int argc, char *argv[])
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
 	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1,
-	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .fuse_fd = -1 } };
+	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	                            .settled = PTHREAD_COND_INITIALIZER, .fuse_fd = -1 } };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	char err[GGUF_ERR_MAX];

@@ -168,14 +168,17 @@ static void open_backing(struct ggufs *fs)
 	/* fs->tree, of the model's own metadata, is the file whenever the model is one
 	 * local file (passthrough_start) */
 	struct pt_backing_map map = { .fd = tree_model_file_fd(fs->tree) };
-	if (map.fd < 0) {
-		refuse(fs, "model.gguf is not the file itself");
-		return;
+	int id = -1, err = 0;
+	if (map.fd >= 0) {
+		id = ioctl(fd, PT_IOC_BACKING_OPEN, &map);
+		err = errno;
 	}
-	int id = ioctl(fd, PT_IOC_BACKING_OPEN, &map);
-	int err = errno;
 	pthread_mutex_lock(&fs->pt.lock);
-	if (id > 0) {
+	fs->pt.pending = false;
+	pthread_cond_broadcast(&fs->pt.settled);
+	if (map.fd < 0) {
+		refuse_locked(fs, "model.gguf is not the file itself");
+	} else if (id > 0) {
 		fs->pt.backing_id = id;
 		fs->pt.fuse_fd = fd;
 		if (fs->pt.debug)
@@ -240,9 +243,23 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 		init.flags2 |= PT_PASSTHROUGH_FLAGS2;
 		init.max_stack_depth = fs->pt.stack_depth;
 		struct iovec mine[2] = { iov[0], { &init, sizeof init } };
+		/* Once the kernel has this reply, other threads may read requests (an open or
+		 * a getxattr of model.gguf) before the backing id below is there: they wait
+		 * for it (why_not_locked), so that no open of model.gguf is of the wrong kind. */
+		pthread_mutex_lock(&fs->pt.lock);
+		fs->pt.pending = true;
+		pthread_mutex_unlock(&fs->pt.lock);
 		ssize_t r = writev(fd, mine, 2);
-		if (r >= 0)
+		if (r >= 0) {
 			open_backing(fs);
+		} else {
+			int e = errno;
+			pthread_mutex_lock(&fs->pt.lock);
+			fs->pt.pending = false;
+			pthread_cond_broadcast(&fs->pt.settled);
+			pthread_mutex_unlock(&fs->pt.lock);
+			errno = e;
+		}
 		return r;
 	}
 	if (opcode == PT_OP_OPEN && backing_id > 0) {
@@ -321,6 +338,9 @@ void passthrough_stop(struct ggufs *fs)
  * mount's text), or NULL when it is. Called with pt.lock held. */
 static const char *why_not_locked(struct ggufs *fs, const struct tree *t)
 {
+	/* the backing id is being asked for: a moment (one ioctl) */
+	while (fs->pt.pending)
+		pthread_cond_wait(&fs->pt.settled, &fs->pt.lock);
 	if (fs->pt.refused[0])
 		return fs->pt.refused;
 	if (tree_model_file_fd(t) < 0)

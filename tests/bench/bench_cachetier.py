@@ -6,7 +6,7 @@
 Three mounts on this machine load the same 100 MB model (model.gguf read whole, as a
 loader reads it, all three at once) from an origin that stands for a remote store: the
 fault server with each connection limited to 50 MB/s and 20 ms added to every request.
-Once straight from the origin, once through the tier (examples/nginx-cache-tier.conf,
+Once straight from the origin, once through the tier (man/nginx-cache-tier.conf,
 cold), and once more through the warm tier (three new mounts, no disk cache): for each,
 the origin's body bytes and requests, and the wall time of the three loads."""
 import hashlib

@@ -1,5 +1,5 @@
 """The shared cache tier of the man page and README, as shipped in
-examples/nginx-cache-tier.conf, run for real: nginx-light on 127.0.0.1 with that very
+man/nginx-cache-tier.conf, run for real: nginx-light on 127.0.0.1 with that very
 file, only its placeholders filled in (the origin, the cache directory, the port, and
 proxy_cache_valid when a test wants it shorter), in front of an origin server.
 
@@ -14,7 +14,7 @@ import tempfile
 from servers import STOP_TIMEOUT, free_port, wait_listening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RECIPE = os.path.join(HERE, "..", "..", "examples", "nginx-cache-tier.conf")
+RECIPE = os.path.join(HERE, "..", "..", "man", "nginx-cache-tier.conf")
 
 MAIN_CONF = """\
 worker_processes 1;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The shared cache tier (examples/nginx-cache-tier.conf, run as shipped by
+"""The shared cache tier (man/nginx-cache-tier.conf, run as shipped by
 cachetier.py): nginx-light with slice 4m and proxy_cache_lock in front of the fault
 server.
 
