@@ -109,6 +109,18 @@ class Refused(gm.RefusedMountCase):
             self.assertIn("not a file", line)
             self.assertIn("directory", line)
 
+    def test_directory_listing_url(self):
+        """A server that lists a folder (its index page, 200 whatever Range says): a URL
+        ending in / is called not a file, not a server that ignores Range."""
+        with FaultServer({"/models/": b"<html><a href=m.gguf>m.gguf</a></html>\n"}) as s:
+            s.ignore_range = True
+            # the query is no part of the path (nor of the URL shown)
+            for url in (s.url + "/models/", s.url + "/models/?x=1"):
+                line = self.refused(url, shown=s.url + "/models/")
+                self.assertIn("not a file", line)
+                self.assertIn("directory", line)
+                self.assertNotIn("ignores Range", line)
+
     def test_401_with_a_wrong_token(self):
         with FaultServer({"/m.gguf": gm.read_file(TINY)}) as s:
             s.token = "right"
