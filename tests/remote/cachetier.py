@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import tempfile
 
-from servers import STOP_TIMEOUT, free_port, wait_listening
+from servers import free_port, stop_process, wait_listening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECIPE = os.path.join(HERE, "..", "..", "man", "nginx-cache-tier.conf")
@@ -97,17 +97,7 @@ class SliceCache:
             return []
 
     def stop(self):
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        stop_process(self.proc)
         self.proc = None
 
     def __exit__(self, *exc):

@@ -12,7 +12,6 @@ says why."""
 import http.client
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import urllib.parse
@@ -21,7 +20,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from servers import STOP_TIMEOUT, free_port, wait_listening
+from servers import free_port, stop_process, wait_listening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.path.join(HERE, "..", "s3rver")
@@ -97,17 +96,7 @@ class S3rver:
 
     def stop(self):
         """Stops s3rver by its PID, waiting for it."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        stop_process(self.proc)
         self.proc = None
 
     def __exit__(self, *exc):

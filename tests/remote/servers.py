@@ -106,6 +106,22 @@ http {{
 """
 
 
+def stop_process(proc):
+    """Stops a server process started by a test, by its PID: SIGTERM, then SIGKILL after
+    STOP_TIMEOUT seconds; waits for it and closes its stderr pipe. None: nothing."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stderr:
+        proc.stderr.close()
+
+
 class Nginx:
     """`with Nginx(root_dir, https=False) as n:` serves root_dir at n.url with nginx-light;
     n.cafile is the certificate to trust for https (None for http); n.records() parses
@@ -204,17 +220,7 @@ class Nginx:
 
     def stop(self):
         """Stops the master (and so its worker) by PID, waiting for it."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        stop_process(self.proc)
         self.proc = None
 
     def __exit__(self, *exc):
