@@ -16,9 +16,9 @@
 #include <linux/fs.h>   /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "edit_text.h"
 #include "evlog.h"
 #include "thread_buf.h"
 #include "tree_edit.h"
@@ -59,13 +59,9 @@ struct handle {
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
 	                         * "> KEY" closes a first descriptor (its dup2) before it
 	                         * writes, so that truncation is made at the last close */
-	pthread_mutex_t lock;   /* buf, len, dirty */
-	char *buf;
-	uint64_t len, cap;
+	pthread_mutex_t lock;   /* text, dirty */
+	struct vbytes text;     /* edit_text.h */
 };
-
-/* The longest text a key takes: past it a write is EFBIG. */
-#define EDIT_TEXT_MAX (UINT64_C(1) << 30)
 
 /* The handle of an open file: only with edits (without, model.gguf's fh is a mark). */
 static struct handle *handle_of(const struct ggufs *fs, const struct fuse_file_info *fi)
@@ -80,6 +76,18 @@ static const struct tree_node *node_or_reply(fuse_req_t req, const struct tree *
 	const struct tree_node *n = tree_node(t, ino);
 	if (!n)
 		fuse_reply_err(req, ENOENT);
+	return n;
+}
+
+/* The node of ino in the tree that serves the request now (into *t, held: drop it with
+ * drop_tree), or NULL after replying ENOENT, with nothing held. */
+static const struct tree_node *take_node(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino,
+                                         struct tree **t)
+{
+	*t = take_tree(fs);
+	const struct tree_node *n = node_or_reply(req, *t, ino);
+	if (!n)
+		drop_tree(fs, *t);
 	return n;
 }
 
@@ -190,7 +198,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		struct stat st;
 		fill_stat(fs, n, &st);
 		if (h && h->writing)
-			st.st_size = (off_t)h->len;
+			st.st_size = (off_t)h->text.len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 	}
 	if (h)
@@ -214,8 +222,21 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	drop_tree(fs, t);
 }
 
-/* The stream offset of an entry is its position: 0 ".", 1 "..", 2 + i child i. Each
- * call starts where the last one stopped, so a large directory costs O(entries). */
+/* Child i of directory dir (ctx: struct dir_of) in its tree. */
+struct dir_of {
+	const struct tree *t;
+	fuse_ino_t ino;
+};
+
+static const char *tree_child(const void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir)
+{
+	const struct dir_of *d = ctx;
+	const struct tree_node *c = tree_dir_child(d->t, d->ino, i);
+	*ino = c->ino;
+	*dir = tree_is_dir(c);
+	return c->name;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
@@ -223,42 +244,11 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ggufs *fs = fs_of(req);
 	struct tree *t = take_tree(fs);
 	const struct tree_node *dir = dir_or_reply(req, t, ino);
-	if (!dir) {
-		drop_tree(fs, t);
-		return;
+	if (dir) {
+		struct dir_of d = { t, ino };
+		reply_dir(req, size, off, dir->ino, tree_node(t, dir->parent)->ino,
+		          tree_dir_count(t, ino), tree_child, &d);
 	}
-
-	char *buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		drop_tree(fs, t);
-		return;
-	}
-	uint64_t count = tree_dir_count(t, ino);
-	size_t used = 0;
-	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < count + 2; pos++) {
-		struct stat st;
-		memset(&st, 0, sizeof st);
-		const char *name;
-		if (pos < 2) {
-			const struct tree_node *d = pos == 0 ? dir : tree_node(t, dir->parent);
-			name = pos == 0 ? "." : "..";
-			st.st_ino = d->ino;
-			st.st_mode = S_IFDIR;
-		} else {
-			const struct tree_node *c = tree_dir_child(t, ino, pos - 2);
-			name = c->name;
-			st.st_ino = c->ino;
-			st.st_mode = tree_is_dir(c) ? S_IFDIR : S_IFREG;
-		}
-		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
-		                                (off_t)(pos + 1));
-		if (need > size - used)
-			break;
-		used += need;
-	}
-	fuse_reply_buf(req, buf, used);
-	free(buf);
 	drop_tree(fs, t);
 }
 
@@ -303,17 +293,16 @@ static void invalidate(struct ggufs *fs, uint64_t ino)
 		fuse_lowlevel_notify_inval_inode(fs->se, always[i], 0, 0);
 }
 
-/* The text of the key of n as it shows now, into a new handle buffer. False out of
- * memory. */
-static bool handle_load(struct handle *h, const struct tree_node *n)
+/* Replies to an edit that returned r: refused (err says why), or made: the kernel's
+ * caches of what it changed invalidated (ino's, 0: only the lists) and 0 replied. */
+static void reply_edit(fuse_req_t req, int r, const char *err, uint64_t ino)
 {
-	h->cap = n->size + 1;
-	h->buf = malloc(h->cap);
-	if (!h->buf)
-		return false;
-	int64_t r = tree_read(h->tree, n, h->buf, n->size, 0);
-	h->len = r < 0 ? 0 : (uint64_t)r;
-	return r >= 0;
+	if (r < 0) {
+		reply_refused(req, r, err);
+		return;
+	}
+	invalidate(fs_of(req), ino);
+	fuse_reply_err(req, 0);
 }
 
 /* Makes the text written through h the value of the key of ino, when it was written
@@ -325,7 +314,7 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool 
 	int r = 0;
 	if (h->dirty && (last || !h->only_truncated)) {
 		char err[GGUF_ERR_MAX];
-		r = tree_edits_write(fs->edits, ino, h->buf ? h->buf : "", h->len, err);
+		r = tree_edits_write(fs->edits, ino, edit_text_bytes(&h->text), h->text.len, err);
 		if (r < 0)
 			report_refused_edit(fs, r, err);
 		h->dirty = false;   /* refused or made: the next close has nothing new */
@@ -344,12 +333,10 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	if (tree_is_dir(n)) {
 		fuse_reply_err(req, EISDIR);
@@ -375,8 +362,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (write && (fi->flags & O_TRUNC)) {
 			/* open(O_TRUNC) makes the value "" even if nothing follows */
 			h->dirty = h->only_truncated = true;
-		} else if (write && !handle_load(h, n)) {
-			free(h->buf);
+		} else if (write && edit_text_load(&h->text, t, n) != 0) {
+			free(h->text.p);
 			free(h);
 			fuse_reply_err(req, ENOMEM);
 			drop_tree(fs, t);
@@ -394,7 +381,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (n->kind == TREE_MODEL)   /* a state's own inode: one kind of open each */
 			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		if (fuse_reply_open(req, fi) != 0) {
-			free(h->buf);
+			free(h->text.p);
 			free(h);
 			drop_tree(fs, t);
 		}
@@ -421,7 +408,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			handle_commit(fs, h, ino, true);
 		tree_release(h->tree);
 		pthread_mutex_destroy(&h->lock);
-		free(h->buf);
+		free(h->text.p);
 		free(h);
 	}
 	fuse_reply_err(req, 0);
@@ -476,9 +463,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (h && h->writing) {   /* a writer reads back its own text */
 		pthread_mutex_lock(&h->lock);
-		uint64_t o = (uint64_t)off;
-		fuse_reply_buf(req, o < h->len ? h->buf + o : NULL,
-		               o < h->len ? (size_t)(h->len - o < size ? h->len - o : size) : 0);
+		reply_slice(req, edit_text_bytes(&h->text), h->text.len, size, (uint64_t)off);
 		pthread_mutex_unlock(&h->lock);
 		return;
 	}
@@ -522,29 +507,11 @@ void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
-	struct statvfs sv;
-	memset(&sv, 0, sizeof sv);
-	sv.f_bsize = 4096;
-	sv.f_frsize = 4096;
-	sv.f_blocks = (fsblkcnt_t)(((uint64_t)fs_of(req)->model->st.st_size + 4095) / 4096);
+	const struct ggufs *fs = fs_of(req);
 	/* the inode numbers of tree.h: four per tensor (raw, .f32, .npy, stats/) */
-	sv.f_files = TREE_FIRST_META + fs_of(req)->model->meta->n_kv +
-	             4 * fs_of(req)->model->n_tensors;
-	sv.f_namemax = 255;
-	sv.f_flag = fs_of(req)->edits ? 0 : ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
-}
-
-/* Replies to an xattr call from the tree's result: the size for a size-0 query, the
- * bytes otherwise, or the (negative) errno. */
-static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
-{
-	if (r < 0)
-		fuse_reply_err(req, (int)-r);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)r);
-	else
-		fuse_reply_buf(req, buf, (size_t)r);
+	reply_statfs(req, ((uint64_t)fs->model->st.st_size + 4095) / 4096,
+	             TREE_FIRST_META + fs->model->meta->n_kv + 4 * fs->model->n_tensors,
+	             !fs->edits);
 }
 
 /* model.gguf's attribute: whether its opens now pass through to the file. */
@@ -558,12 +525,7 @@ static int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *b
 	int n = passthrough_why_not(fs, t, value, sizeof value);
 	if (n < 0)
 		return -EIO;
-	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
-	if (size && len > size)
-		return -ERANGE;
-	if (size)
-		memcpy(buf, value, len);
-	return (int64_t)len;
+	return xattr_value(buf, size, value, (size_t)n < sizeof value ? (size_t)n : sizeof value - 1);
 }
 
 /* user.gguf.* values from the tree, the root's user.ggufs.* counters (report.c) and
@@ -592,12 +554,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	char *buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -646,7 +606,7 @@ static bool may_edit(fuse_req_t req)
  * (EROFS elsewhere). */
 static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
 {
-	if (parent != 2) {
+	if (parent != TREE_METADATA_DIR_INO) {
 		erofs(req);
 		return false;
 	}
@@ -664,12 +624,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct ggufs *fs = fs_of(req);
 	if (!may_edit(req))
 		return;
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	int r = 0;
 	bool in_metadata = n->kind == TREE_META || n->kind == TREE_DIR_METADATA;
 	if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && !in_metadata)
@@ -683,35 +641,30 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		uint64_t size = (uint64_t)attr->st_size;
 		if (h && h->writing) {
 			pthread_mutex_lock(&h->lock);
-			char *b = size + 1 > h->cap ? realloc(h->buf, size + 1) : h->buf;
-			if (!b) {
-				r = -ENOMEM;
-			} else {
-				if (size > h->len)
-					memset(b + h->len, 0, size - h->len);
-				h->buf = b;
-				h->cap = size + 1 > h->cap ? size + 1 : h->cap;
-				h->len = size;
+			r = edit_text_resize(&h->text, size);
+			if (r == 0) {
 				h->dirty = true;
 				h->only_truncated = false;
 			}
 			pthread_mutex_unlock(&h->lock);
 		} else {
-			char *b = calloc(1, size > n->size ? size + 1 : n->size + 1);
+			/* the text as shown, cut or zero-extended, made the value now */
+			struct vbytes text = { 0 };
 			char err[GGUF_ERR_MAX];
-			if (!b) {
-				r = -ENOMEM;
-			} else if ((r = (int)tree_read(t, n, b, n->size, 0)) >= 0) {
-				r = tree_edits_write(fs->edits, ino, b, size, err);
+			r = edit_text_load(&text, t, n);
+			if (r == 0)
+				r = edit_text_resize(&text, size);
+			if (r == 0) {
+				r = tree_edits_write(fs->edits, ino, edit_text_bytes(&text), size, err);
 				if (r < 0) {
-					free(b);
+					free(text.p);
 					drop_tree(fs, t);
 					reply_refused(req, r, err);
 					return;
 				}
 				invalidate(fs, ino);
 			}
-			free(b);
+			free(text.p);
 		}
 	}
 	drop_tree(fs, t);
@@ -725,7 +678,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (n) {
 		fill_stat(fs, n, &st);
 		if (h && h->writing)
-			st.st_size = (off_t)h->len;
+			st.st_size = (off_t)h->text.len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 	} else {
 		fuse_reply_err(req, ENOENT);
@@ -747,12 +700,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	char err[GGUF_ERR_MAX];
 	int r = tree_edits_set_type(fs->edits, ino, value, size, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, ino);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, ino);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
@@ -784,12 +732,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	char err[GGUF_ERR_MAX];
 	uint64_t ino;
 	int r = tree_edits_unlink(fs->edits, name, &ino, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, 0);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, 0);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -817,7 +760,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (flags & RENAME_NOREPLACE) {
 		struct tree *t = take_tree(fs);
-		bool taken = tree_lookup(t, 2, newname) != NULL;
+		bool taken = tree_lookup(t, TREE_METADATA_DIR_INO, newname) != NULL;
 		drop_tree(fs, t);
 		if (taken) {
 			fuse_reply_err(req, EEXIST);
@@ -826,12 +769,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	char err[GGUF_ERR_MAX];
 	int r = tree_edits_rename(fs->edits, name, newname, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, 0);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, 0);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -902,30 +840,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
-	int r = 0;
-	if (end + 1 > h->cap) {
-		uint64_t cap = h->cap ? h->cap : 4096;
-		while (cap < end + 1)
-			cap *= 2;
-		char *b = realloc(h->buf, cap);
-		if (!b)
-			r = -ENOMEM;
-		else {
-			h->buf = b;
-			h->cap = cap;
-		}
-	}
+	int r = edit_text_write(&h->text, (uint64_t)off, buf, size);
 	if (r == 0) {
-		if ((uint64_t)off > h->len)
-			memset(h->buf + h->len, 0, (uint64_t)off - h->len);
-		memcpy(h->buf + off, buf, size);
-		if (end > h->len)
-			h->len = end;
 		h->dirty = true;
 		h->only_truncated = false;
 	}
 	char err[GGUF_ERR_MAX];
-	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, h->buf, h->len, err)) < 0) {
+	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, edit_text_bytes(&h->text),
+	                                       h->text.len, err)) < 0) {
 		h->dirty = false;   /* refused now; the close has nothing to make of it */
 		pthread_mutex_unlock(&h->lock);
 		reply_refused(req, r, err);
