@@ -284,7 +284,8 @@ library_ready:
 		goto out_signals;
 	/* before the first request (INIT) is read */
 	fs.pt.debug = fo.debug;
-	passthrough_start(&fs, se, o.passthrough_arg && strcmp(o.passthrough_arg, "no") == 0);
+	passthrough_start(&fs, se, o.passthrough_arg && strcmp(o.passthrough_arg, "no") == 0,
+	                  fs.library && !fs.remote_library ? o.model : NULL);
 	char what[PATH_MAX + 64];
 	if (!mounted_at(mountpoint, what, sizeof what, fs.bdi))
 		fs.bdi[0] = 0;
