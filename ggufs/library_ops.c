@@ -34,6 +34,7 @@ struct lib_handle {
 	size_t len;
 	struct lib_list_entry *list;
 	size_t n_list;
+	bool passthrough;       /* a model.gguf open handed to the kernel (passthrough.c) */
 };
 
 /* The open files, by id. The kernel may still be answering a read of a file (async
@@ -164,6 +165,8 @@ static void handle_free(struct ggufs *fs, struct lib_handle *h)
 {
 	if (!h)
 		return;
+	if (h->passthrough)   /* its backing id may go with the inode's last open */
+		passthrough_release(fs, h->ref.ino);
 	if (h->file)
 		library_file_close(fs->library, h->file);
 	library_put(fs->library, &h->ref);
@@ -268,6 +271,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = h->id;
 	fi->direct_io = k == LIB_TSV || k == LIB_JSON;
 	fi->keep_cache = !fi->direct_io;
+	/* model.gguf that is its model's one local file goes to the kernel with that file;
+	 * the reply must follow at once (passthrough.c rewrites it) */
+	if (k == LIB_TREE && h->ref.node->kind == TREE_MODEL)
+		h->passthrough = passthrough_open_ino(fs, ino, h->ref.tree, fi->flags & O_DIRECT);
 	if (fuse_reply_open(req, fi) != 0 && files_drop(h, true))
 		handle_free(fs, h);
 }
@@ -383,9 +390,23 @@ static int64_t root_get(struct ggufs *fs, const char *name, char *buf, size_t si
 	return r == -ENOENT ? -ENODATA : r;
 }
 
+/* The names of a model node's attributes: the tree's, and model.gguf's passthrough
+ * after them. */
+static int64_t model_listxattr(const struct lib_ref *r, char *buf, size_t size)
+{
+	int64_t x = tree_listxattr(r->tree, r->node, buf, size);
+	if (x < 0 || r->node->kind != TREE_MODEL)
+		return x;
+	if (size && (uint64_t)x + sizeof PASSTHROUGH_XATTR > size)
+		return -ERANGE;
+	if (size)
+		memcpy(buf + x, PASSTHROUGH_XATTR, sizeof PASSTHROUGH_XATTR);
+	return x + (int64_t)sizeof PASSTHROUGH_XATTR;
+}
+
 /* getxattr of name, or listxattr when name is NULL: a model's user.gguf.* from its tree
- * (as `ggufs FILE` shows them), the root's user.ggufs.* counters; nothing on folders and
- * plain files. */
+ * (as `ggufs FILE` shows them) and model.gguf's user.ggufs.passthrough, the root's
+ * user.ggufs.* counters; nothing on folders and plain files. */
 static void reply_attrs(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
@@ -396,9 +417,12 @@ static void reply_attrs(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	int64_t x = name ? -ENODATA : 0;
 	if (size && !buf)
 		x = -ENOMEM;
+	else if (r.kind == LIB_TREE && r.node->kind == TREE_MODEL && name &&
+	         strcmp(name, PASSTHROUGH_XATTR) == 0)
+		x = passthrough_xattr(fs, r.tree, ino, buf, size);
 	else if (r.kind == LIB_TREE)
 		x = name ? tree_getxattr(r.tree, r.node, name, buf, size)
-		         : tree_listxattr(r.tree, r.node, buf, size);
+		         : model_listxattr(&r, buf, size);
 	else if (ino == LIB_ROOT_INO)
 		x = name ? root_get(fs, name, buf, size) : root_list(fs, buf, size);
 	reply_xattr(req, x, buf, size);
