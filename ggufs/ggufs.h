@@ -191,6 +191,9 @@ struct options {
  * stderr: 2 for a wrong argument (named), 1 when libfuse failed; 0 when all is well
  * (then o->model and o->mountpoint are set unless o->help or o->version). */
 int cli_parse(struct fuse_args *args, struct options *o);
+/* Frees what cli_parse allocated in o: the values of ggufs's text options (which
+ * fuse_opt_parse strdup'ed) and the operand list. */
+void cli_free(struct options *o);
 /* --help on stdout. */
 void cli_usage(const char *prog);
 /* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE
