@@ -203,7 +203,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* Child i of the directory open as h (a struct lib_handle): a model's from its tree, a
  * folder's from the listing made at its open. */
-static const char *handle_child(const void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir)
+static const char *handle_child(void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir)
 {
 	const struct lib_handle *h = ctx;
 	if (h->ref.kind == LIB_TREE) {
@@ -220,7 +220,7 @@ static const char *handle_child(const void *ctx, uint64_t i, fuse_ino_t *ino, bo
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
-	const struct lib_handle *h = (struct lib_handle *)(uintptr_t)fi->fh;
+	struct lib_handle *h = (struct lib_handle *)(uintptr_t)fi->fh;
 	const struct lib_ref *r = &h->ref;
 	uint64_t count = r->kind == LIB_TREE ? tree_dir_count(r->tree, r->node->ino) : h->n_list;
 	reply_dir(req, size, off, ino, library_parent(r), count, handle_child, h);

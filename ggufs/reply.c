@@ -18,7 +18,7 @@ void reply_slice(fuse_req_t req, const char *text, uint64_t n, size_t size, uint
 }
 
 void reply_dir(fuse_req_t req, size_t size, off_t off, fuse_ino_t self, fuse_ino_t parent,
-               uint64_t count, dir_child_fn child, const void *ctx)
+               uint64_t count, dir_child_fn child, void *ctx)
 {
 	char *buf = malloc(size);
 	if (!buf) {
@@ -35,8 +35,12 @@ void reply_dir(fuse_req_t req, size_t size, off_t off, fuse_ino_t self, fuse_ino
 			st.st_ino = pos == 0 ? self : parent;
 			st.st_mode = S_IFDIR;
 		} else {
-			bool dir;
-			name = child(ctx, pos - 2, &st.st_ino, &dir);
+			bool dir = false;
+			fuse_ino_t child_ino = 0;
+			name = child(ctx, pos - 2, &child_ino, &dir);
+			if (!name)
+				continue;
+			st.st_ino = child_ino;
 			st.st_mode = dir ? S_IFDIR : S_IFREG;
 		}
 		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
