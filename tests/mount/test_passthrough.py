@@ -21,7 +21,9 @@
   shares its backing id (the kernel allows one backing file per inode); with -d each
   backing id is opened at an inode's first open and closed after its last release; a
   mapping outlives its model released from the idle cache, and the model built again
-  passes through again; -o passthrough=no serves a library as before.
+  passes through again; a model file the kernel refuses (a symlink to a file on another
+  FUSE mount) says why before any open and is served by the daemon, logged once;
+  -o passthrough=no serves a library as before.
 The passthrough cases are skipped, with the kernel's reason, only where the kernel does
 not offer passthrough (before Linux 6.9, or without CONFIG_FUSE_PASSTHROUGH)."""
 import errno
