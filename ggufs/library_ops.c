@@ -35,6 +35,7 @@ struct lib_handle {
 	size_t len;
 	struct lib_list_entry *list;
 	size_t n_list;
+	bool passthrough;       /* a model.gguf open handed to the kernel (passthrough.c) */
 };
 
 /* The open files, by id. The kernel may still be answering a read of a file (async
@@ -161,6 +162,8 @@ static void handle_free(struct ggufs *fs, struct lib_handle *h)
 {
 	if (!h)
 		return;
+	if (h->passthrough)   /* its backing id may go with the inode's last open */
+		passthrough_release(fs, h->ref.ino);
 	if (h->file)
 		library_file_close(fs->library, h->file);
 	library_put(fs->library, &h->ref);
@@ -286,6 +289,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = h->id;
 	fi->direct_io = k == LIB_TSV || k == LIB_JSON || k == LIB_COMPARE;
 	fi->keep_cache = !fi->direct_io;
+	/* model.gguf that is its model's one local file goes to the kernel with that file;
+	 * the reply must follow at once (passthrough.c rewrites it) */
+	if (k == LIB_TREE && h->ref.node->kind == TREE_MODEL)
+		h->passthrough = passthrough_open_ino(fs, ino, h->ref.tree, fi->flags & O_DIRECT);
 	if (fuse_reply_open(req, fi) != 0 && files_drop(h, true))
 		handle_free(fs, h);
 }
@@ -434,8 +441,9 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
-/* A model's user.gguf.* from its tree (as `ggufs FILE` shows them), the root's
- * user.ggufs.* counters; nothing on folders and plain files. */
+/* A model's user.gguf.* from its tree (as `ggufs FILE` shows them) and model.gguf's
+ * user.ggufs.passthrough, the root's user.ggufs.* counters; nothing on folders and
+ * plain files. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
@@ -449,6 +457,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	int64_t x = -ENODATA;
 	if (size && !buf)
 		x = -ENOMEM;
+	else if (r.kind == LIB_TREE && r.node->kind == TREE_MODEL &&
+	         strcmp(name, PASSTHROUGH_XATTR) == 0)
+		x = passthrough_xattr(fs, r.tree, ino, buf, size);
 	else if (r.kind == LIB_TREE)
 		x = tree_getxattr(r.tree, r.node, name, buf, size);
 	else if (ino == LIB_ROOT_INO)
@@ -456,6 +467,20 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	reply_xattr(req, x, buf, size);
 	free(buf);
 	library_put(fs->library, &r);
+}
+
+/* The names of a model node's attributes: the tree's, and model.gguf's passthrough
+ * after them. */
+static int64_t model_listxattr(const struct lib_ref *r, char *buf, size_t size)
+{
+	int64_t x = tree_listxattr(r->tree, r->node, buf, size);
+	if (x < 0 || r->node->kind != TREE_MODEL)
+		return x;
+	if (size && (uint64_t)x + sizeof PASSTHROUGH_XATTR > size)
+		return -ERANGE;
+	if (size)
+		memcpy(buf + x, PASSTHROUGH_XATTR, sizeof PASSTHROUGH_XATTR);
+	return x + (int64_t)sizeof PASSTHROUGH_XATTR;
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -472,7 +497,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (size && !buf)
 		x = -ENOMEM;
 	else if (r.kind == LIB_TREE)
-		x = tree_listxattr(r.tree, r.node, buf, size);
+		x = model_listxattr(&r, buf, size);
 	else if (ino == LIB_ROOT_INO)
 		x = root_list(fs, buf, size);
 	reply_xattr(req, x, buf, size);

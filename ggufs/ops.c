@@ -547,25 +547,6 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
-/* model.gguf's attribute: whether its opens now pass through to the file. */
-#define PASSTHROUGH_XATTR "user.ggufs.passthrough"
-
-/* The value of PASSTHROUGH_XATTR for tree t as getxattr answers it (the length; with
- * size, the bytes into buf, or -ERANGE). */
-static int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size)
-{
-	char value[256];
-	int n = passthrough_why_not(fs, t, value, sizeof value);
-	if (n < 0)
-		return -EIO;
-	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
-	if (size && len > size)
-		return -ERANGE;
-	if (size)
-		memcpy(buf, value, len);
-	return (int64_t)len;
-}
-
 /* user.gguf.* values from the tree, the root's user.ggufs.* counters (report.c) and
  * model.gguf's user.ggufs.passthrough, through a buffer of the size asked for. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -579,7 +560,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	} else if (n) {
 		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
 		if (n->kind == TREE_MODEL && strcmp(name, PASSTHROUGH_XATTR) == 0)
-			r = passthrough_xattr(fs, t, buf, size);
+			r = passthrough_xattr(fs, t, 0, buf, size);
 		if (r == -ENOENT)
 			r = tree_getxattr(t, n, name, buf, size);
 		reply_xattr(req, r, buf, size);
