@@ -108,10 +108,12 @@ static bool attr_fixed(const struct lib_ref *r)
 	return r->kind != LIB_FOLDER && r->kind != LIB_TSV && r->kind != LIB_JSON;
 }
 
-/* True for the nodes inside a model directory: their names never change either. */
+/* True for the nodes inside a model directory whose names never change either (the
+ * names in compare/ follow the folder). */
 static bool inside_model(const struct lib_ref *r)
 {
-	return (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO) || r->kind == LIB_ERROR;
+	return (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO) || r->kind == LIB_ERROR ||
+	       r->kind == LIB_COMPARE_DIR;
 }
 
 /* The node of ino into *r (let go with library_put), or false after replying the error. */
@@ -201,16 +203,17 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		handle_free(fs, h);
 }
 
-/* Child i of the directory open as h (a struct lib_handle): a model's from its tree, a
- * folder's from the listing made at its open. */
+/* Child i of the directory open as h (a struct lib_handle): a model's from its tree
+ * (library_tree_dir_entry), a folder's from the listing made at its open. */
 static const char *handle_child(void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir)
 {
 	const struct lib_handle *h = ctx;
 	if (h->ref.kind == LIB_TREE) {
-		const struct tree_node *c = tree_dir_child(h->ref.tree, h->ref.node->ino, i);
-		*ino = library_tree_ino(&h->ref, c->ino);
-		*dir = tree_is_dir(c);
-		return c->name;
+		const char *name;
+		uint64_t child;
+		library_tree_dir_entry(&h->ref, i, &name, &child, dir);
+		*ino = child;
+		return name;
 	}
 	*ino = h->list[i].ino;
 	*dir = h->list[i].dir;
@@ -222,7 +225,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct lib_handle *h = (struct lib_handle *)(uintptr_t)fi->fh;
 	const struct lib_ref *r = &h->ref;
-	uint64_t count = r->kind == LIB_TREE ? tree_dir_count(r->tree, r->node->ino) : h->n_list;
+	uint64_t count = r->kind == LIB_TREE ? library_tree_dir_count(r) : h->n_list;
 	reply_dir(req, size, off, ino, library_parent(r), count, handle_child, h);
 }
 
@@ -235,7 +238,9 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* Opens for reading only. A model's file holds its model built until released; a
  * plain file is opened in the source (a replaced one keeps the version it opened);
- * models.tsv and models.json are made whole here, read past the page cache. */
+ * models.tsv and models.json are made whole here, read past the page cache; compare/
+ * files are made by their first read, also past the page cache (their size, 0, is not
+ * theirs). */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
@@ -251,7 +256,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int ret = library_get(fs->library, ino, true, &h->ref);
 	enum lib_kind k = h->ref.kind;
 	if (ret == 0) {
-		if (k == LIB_FOLDER || k == LIB_BROKEN || (k == LIB_TREE && tree_is_dir(h->ref.node)))
+		if (k == LIB_FOLDER || k == LIB_BROKEN || k == LIB_COMPARE_DIR ||
+		    (k == LIB_TREE && tree_is_dir(h->ref.node)))
 			ret = -EISDIR;
 		else if (k == LIB_PLAIN)
 			ret = library_file_open(fs->library, &h->ref, &h->file);
@@ -269,7 +275,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = h->id;
-	fi->direct_io = k == LIB_TSV || k == LIB_JSON;
+	fi->direct_io = k == LIB_TSV || k == LIB_JSON || k == LIB_COMPARE;
 	fi->keep_cache = !fi->direct_io;
 	/* model.gguf that is its model's one local file goes to the kernel with that file;
 	 * the reply must follow at once (passthrough.c rewrites it) */
@@ -330,10 +336,14 @@ static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, 
 		reply_slice(req, text, text ? strlen(text) : 0, size, off);
 		return;
 	}
-	case LIB_PLAIN: {
+	case LIB_PLAIN:
+	case LIB_COMPARE: {
 		char *buf = malloc(size ? size : 1);
-		int64_t r = buf ? library_file_read(fs->library, h->file, buf, size, off)
-		                : -ENOMEM;
+		int64_t r = !buf                       ? -ENOMEM
+		            : h->ref.kind == LIB_PLAIN ? library_file_read(fs->library, h->file, buf,
+		                                                           size, off)
+		                                       : library_compare_read(fs->library, &h->ref,
+		                                                              buf, size, off);
 		if (r < 0)
 			fuse_reply_err(req, (int)-r);
 		else
