@@ -434,24 +434,6 @@ static const char *why_not_locked(struct ggufs *fs, const struct tree *t, uint64
 	return NULL;
 }
 
-int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, uint64_t ino, char *buf,
-                          size_t size)
-{
-	pthread_mutex_lock(&fs->pt.lock);
-	const char *why = why_not_locked(fs, t, ino);
-	char value[256];
-	int n = snprintf(value, sizeof value, "%s", why ? why : "yes");
-	pthread_mutex_unlock(&fs->pt.lock);
-	if (n < 0)
-		return -EIO;
-	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
-	if (size && len > size)
-		return -ERANGE;
-	if (size)
-		memcpy(buf, value, len);
-	return (int64_t)len;
-}
-
 /* The open flags of a passthrough open: O_DIRECT on the file itself would hold the
  * reader to its alignment rules, so its reads come here, as before; its mappings still
  * go to the file. */
@@ -487,41 +469,80 @@ static struct pt_file *file_add_locked(struct ggufs *fs, uint64_t ino)
 	return f;
 }
 
+/* A new entry for library inode ino of tree t (under pt.lock) with a backing id of the
+ * model's file, or refused by the kernel (said once per cause: every model of a folder
+ * may be refused alike); NULL out of memory. */
+static struct pt_file *backing_open_locked(struct ggufs *fs, uint64_t ino, const struct tree *t)
+{
+	struct pt_backing_map map = { .fd = tree_model_file_fd(t) };
+	int id = ioctl(fs->pt.fuse_fd, PT_IOC_BACKING_OPEN, &map);
+	int err = errno;
+	struct pt_file *f = file_add_locked(fs, ino);
+	if (!f) {
+		if (id > 0)
+			close_backing_locked(fs, id);
+		return NULL;
+	}
+	if (id > 0) {
+		f->backing_id = id;
+		if (fs->pt.debug)
+			fprintf(stderr, "   passthrough: backing id %d opened for inode %#" PRIx64 "\n",
+			        id, ino);
+	} else {
+		snprintf(f->why, sizeof f->why, "the kernel refused the backing file "
+		         "(FUSE_DEV_IOC_BACKING_OPEN: %s)", strerror(id < 0 ? err : EINVAL));
+		evlog(EVLOG_WARNING, f->why, "%s: model.gguf without passthrough: %s",
+		      tree_model(t)->path, f->why);
+	}
+	return f;
+}
+
+/* Removes f from the table (under pt.lock), its backing id closed. */
+static void file_remove_locked(struct ggufs *fs, struct pt_file *f)
+{
+	close_backing_locked(fs, f->backing_id);
+	*f = fs->pt.files[--fs->pt.n_files];
+}
+
+int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, uint64_t ino, char *buf,
+                          size_t size)
+{
+	pthread_mutex_lock(&fs->pt.lock);
+	const char *why = why_not_locked(fs, t, ino);
+	if (!why && fs->pt.library && !file_of_locked(fs, ino)) {
+		/* never opened: whether the kernel takes the file is known by asking it */
+		struct pt_file *f = backing_open_locked(fs, ino, t);
+		if (f && f->backing_id > 0)
+			file_remove_locked(fs, f);
+		else if (f)
+			why = f->why;
+	}
+	char value[256];
+	int n = snprintf(value, sizeof value, "%s", why ? why : "yes");
+	pthread_mutex_unlock(&fs->pt.lock);
+	if (n < 0)
+		return -EIO;
+	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
+	if (size && len > size)
+		return -ERANGE;
+	if (size)
+		memcpy(buf, value, len);
+	return (int64_t)len;
+}
+
 bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, const struct tree *t, bool direct)
 {
 	current_backing_id = 0;
 	current_open_flags = open_flags_for(direct);
 	pthread_mutex_lock(&fs->pt.lock);
-	if (why_not_locked(fs, t, ino)) {
-		pthread_mutex_unlock(&fs->pt.lock);
-		return false;
+	struct pt_file *f = NULL;
+	if (!why_not_locked(fs, t, ino)) {
+		f = file_of_locked(fs, ino);
+		if (!f)   /* the inode's first open since it had none: its backing id */
+			f = backing_open_locked(fs, ino, t);
 	}
-	struct pt_file *f = file_of_locked(fs, ino);
-	if (!f) {
-		/* the inode's first open since it had none: its backing id */
-		struct pt_backing_map map = { .fd = tree_model_file_fd(t) };
-		int id = ioctl(fs->pt.fuse_fd, PT_IOC_BACKING_OPEN, &map);
-		int err = errno;
-		f = file_add_locked(fs, ino);
-		if (!f) {   /* out of memory: a normal open, which a later one may not follow */
-			if (id > 0)
-				close_backing_locked(fs, id);
-			pthread_mutex_unlock(&fs->pt.lock);
-			return false;
-		}
-		if (id > 0) {
-			f->backing_id = id;
-			if (fs->pt.debug)
-				fprintf(stderr, "   passthrough: backing id %d opened for inode %#" PRIx64
-				        "\n", id, ino);
-		} else {
-			snprintf(f->why, sizeof f->why, "the kernel refused the backing file "
-			         "(FUSE_DEV_IOC_BACKING_OPEN: %s)", strerror(id < 0 ? err : EINVAL));
-			evlog(EVLOG_WARNING, NULL, "%s: model.gguf without passthrough: %s",
-			      tree_model(t)->path, f->why);
-		}
-	}
-	bool pt = f->backing_id > 0;
+	/* (out of memory: a normal open, that a passthrough one must not meet; rare) */
+	bool pt = f && f->backing_id > 0;
 	if (pt) {
 		f->opens++;
 		current_backing_id = f->backing_id;
@@ -537,8 +558,7 @@ void passthrough_release(struct ggufs *fs, uint64_t ino)
 	if (f && f->backing_id > 0 && --f->opens == 0) {
 		/* the kernel let go of the inode's backing file at its last release, before
 		 * telling us: the next open may bring another id */
-		close_backing_locked(fs, f->backing_id);
-		*f = fs->pt.files[--fs->pt.n_files];
+		file_remove_locked(fs, f);
 	}
 	pthread_mutex_unlock(&fs->pt.lock);
 }
