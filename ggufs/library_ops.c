@@ -109,10 +109,12 @@ static bool attr_fixed(const struct lib_ref *r)
 	return r->kind != LIB_FOLDER && r->kind != LIB_TSV && r->kind != LIB_JSON;
 }
 
-/* True for the nodes inside a model directory: their names never change either. */
+/* True for the nodes inside a model directory whose names never change either (the
+ * names in compare/ follow the folder). */
 static bool inside_model(const struct lib_ref *r)
 {
-	return (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO) || r->kind == LIB_ERROR;
+	return (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO) || r->kind == LIB_ERROR ||
+	       r->kind == LIB_COMPARE_DIR;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -207,7 +209,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	uint64_t count = r->kind == LIB_TREE ? tree_dir_count(r->tree, r->node->ino) : h->n_list;
+	uint64_t count = r->kind == LIB_TREE ? library_tree_dir_count(r) : h->n_list;
 	size_t used = 0;
 	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < count + 2; pos++) {
 		struct stat st;
@@ -218,10 +220,11 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			st.st_ino = pos == 0 ? ino : library_parent(r);
 			st.st_mode = S_IFDIR;
 		} else if (r->kind == LIB_TREE) {
-			const struct tree_node *c = tree_dir_child(r->tree, r->node->ino, pos - 2);
-			name = c->name;
-			st.st_ino = library_tree_ino(r, c->ino);
-			st.st_mode = tree_is_dir(c) ? S_IFDIR : S_IFREG;
+			uint64_t child;
+			bool dir;
+			library_tree_dir_entry(r, pos - 2, &name, &child, &dir);
+			st.st_ino = child;
+			st.st_mode = dir ? S_IFDIR : S_IFREG;
 		} else {
 			const struct lib_list_entry *c = &h->list[pos - 2];
 			name = c->name;
@@ -247,7 +250,9 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* Opens for reading only. A model's file holds its model built until released; a
  * plain file is opened in the source (a replaced one keeps the version it opened);
- * models.tsv and models.json are made whole here, read past the page cache. */
+ * models.tsv and models.json are made whole here, read past the page cache; compare/
+ * files are made by their first read, also past the page cache (their size, 0, is not
+ * theirs). */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
@@ -263,7 +268,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int ret = library_get(fs->library, ino, true, &h->ref);
 	enum lib_kind k = h->ref.kind;
 	if (ret == 0) {
-		if (k == LIB_FOLDER || k == LIB_BROKEN || (k == LIB_TREE && tree_is_dir(h->ref.node)))
+		if (k == LIB_FOLDER || k == LIB_BROKEN || k == LIB_COMPARE_DIR ||
+		    (k == LIB_TREE && tree_is_dir(h->ref.node)))
 			ret = -EISDIR;
 		else if (k == LIB_PLAIN)
 			ret = library_file_open(fs->library, &h->ref, &h->file);
@@ -281,7 +287,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = h->id;
-	fi->direct_io = k == LIB_TSV || k == LIB_JSON;
+	fi->direct_io = k == LIB_TSV || k == LIB_JSON || k == LIB_COMPARE;
 	fi->keep_cache = !fi->direct_io;
 	/* model.gguf that is its model's one local file goes to the kernel with that file;
 	 * the reply must follow at once (passthrough.c rewrites it) */
@@ -351,10 +357,14 @@ static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, 
 		reply_slice(req, text, text ? strlen(text) : 0, size, off);
 		return;
 	}
-	case LIB_PLAIN: {
+	case LIB_PLAIN:
+	case LIB_COMPARE: {
 		char *buf = malloc(size ? size : 1);
-		int64_t r = buf ? library_file_read(fs->library, h->file, buf, size, off)
-		                : -ENOMEM;
+		int64_t r = !buf                       ? -ENOMEM
+		            : h->ref.kind == LIB_PLAIN ? library_file_read(fs->library, h->file, buf,
+		                                                           size, off)
+		                                       : library_compare_read(fs->library, &h->ref,
+		                                                              buf, size, off);
 		if (r < 0)
 			fuse_reply_err(req, (int)-r);
 		else
