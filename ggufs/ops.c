@@ -133,8 +133,11 @@ static const struct tree_node *dir_or_reply(fuse_req_t req, const struct tree *t
 	return n;
 }
 
-/* Fills st for node n: sizes from the tree, owner and times from the model file. */
-static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct stat *st)
+/* Fills st for node n of t: sizes from the tree, owner and times from the model file;
+ * with edits, the files an edit changes have its time (tree_edit_time), so make, rsync
+ * and editors see the change. */
+static void fill_stat(const struct ggufs *fs, const struct tree *t, const struct tree_node *n,
+                      struct stat *st)
 {
 	const struct stat *gs = &fs->model->st;
 
@@ -162,6 +165,9 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
 	st->st_atim = gs->st_atim;
 	st->st_mtim = gs->st_mtim;
 	st->st_ctim = gs->st_ctim;
+	struct timespec edited;
+	if (fs->edits && tree_edit_time(t, n, &edited))
+		st->st_mtim = st->st_ctim = edited;
 }
 
 /* Fills st for scratch file f of metadata/: a file as a key's is (the mount owner's,
@@ -241,7 +247,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			e.entry_timeout = fs->edits && (n->kind == TREE_MODEL ||
 			                                parent == TREE_METADATA_DIR_INO) ?
 			                  0 : CACHE_TIMEOUT;
-			fill_stat(fs, n, &e.attr);
+			fill_stat(fs, t, n, &e.attr);
 		}
 		fuse_reply_entry(req, &e);
 	}
@@ -268,7 +274,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n) {
 		struct stat st;
-		fill_stat(fs, n, &st);
+		fill_stat(fs, t, n, &st);
 		if (h && h->writing)
 			st.st_size = (off_t)h->text.len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
@@ -809,7 +815,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	n = tree_node(t, ino);
 	struct stat st;
 	if (n) {
-		fill_stat(fs, n, &st);
+		fill_stat(fs, t, n, &st);
 		if (h && h->writing)
 			st.st_size = (off_t)h->text.len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
@@ -956,7 +962,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		h->scratch = f;
 		fill_scratch_stat(fs, f, &e.attr);
 	} else {
-		fill_stat(fs, n, &e.attr);
+		fill_stat(fs, t, n, &e.attr);
 	}
 	if (r == 1 && h->writing) {
 		/* a key moved aside made again (tree_edit.h): its text starts empty, made the
