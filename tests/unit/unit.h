@@ -1,7 +1,7 @@
 /* What every unit test shares: one main (unit_main.c) that takes the test filter and
  * then calls the test's own unit_main. Run one case alone by its name (a glob, as
  * cmocka_set_test_filter matches it):
- *     meson test -C build unit-gguf --test-args=--filter=test_bad_magic
+ *     meson test -C build unit-gguf_values --test-args=--filter=test_bad_magic
  *     GGUFS_TEST_FILTER='test_*prefix*' meson test -C build unit-gguf_prefix */
 #ifndef GGUFS_TEST_UNIT_H
 #define GGUFS_TEST_UNIT_H
