@@ -300,16 +300,10 @@ static void test_overlap_order(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_alignment),
-		cmocka_unit_test(test_alignment_bad),
-		cmocka_unit_test(test_offset_misaligned),
-		cmocka_unit_test(test_offset_past_end),
-		cmocka_unit_test(test_data_past_end),
-		cmocka_unit_test(test_overlap),
-		cmocka_unit_test(test_overlap_order),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_alignment),
+           cmocka_unit_test(test_alignment_bad),
+           cmocka_unit_test(test_offset_misaligned),
+           cmocka_unit_test(test_offset_past_end),
+           cmocka_unit_test(test_data_past_end),
+           cmocka_unit_test(test_overlap),
+           cmocka_unit_test(test_overlap_order))

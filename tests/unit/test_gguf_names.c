@@ -118,11 +118,5 @@ static void test_name_lengths(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_duplicates),
-		cmocka_unit_test(test_name_lengths),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_duplicates),
+           cmocka_unit_test(test_name_lengths))

@@ -193,13 +193,7 @@ static void test_huge_arrays(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_truncation_everywhere),
-		cmocka_unit_test(test_huge_counts),
-		cmocka_unit_test(test_huge_strings),
-		cmocka_unit_test(test_huge_arrays),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_truncation_everywhere),
+           cmocka_unit_test(test_huge_counts),
+           cmocka_unit_test(test_huge_strings),
+           cmocka_unit_test(test_huge_arrays))

@@ -202,15 +202,9 @@ static void test_type_q5_1(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_too_many_dims),
-		cmocka_unit_test(test_dims_overflow),
-		cmocka_unit_test(test_dims_too_large),
-		cmocka_unit_test(test_zero_dims),
-		cmocka_unit_test(test_unknown_type_ids),
-		cmocka_unit_test(test_type_q5_1),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_too_many_dims),
+           cmocka_unit_test(test_dims_overflow),
+           cmocka_unit_test(test_dims_too_large),
+           cmocka_unit_test(test_zero_dims),
+           cmocka_unit_test(test_unknown_type_ids),
+           cmocka_unit_test(test_type_q5_1))

@@ -365,14 +365,8 @@ static void test_bad_value_types(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_all_value_types),
-		cmocka_unit_test(test_versions_refused),
-		cmocka_unit_test(test_bad_magic),
-		cmocka_unit_test(test_array_depth),
-		cmocka_unit_test(test_bad_value_types),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_all_value_types),
+           cmocka_unit_test(test_versions_refused),
+           cmocka_unit_test(test_bad_magic),
+           cmocka_unit_test(test_array_depth),
+           cmocka_unit_test(test_bad_value_types))

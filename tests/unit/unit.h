@@ -11,5 +11,13 @@
 int unit_main(int argc, char **argv);
 /* unit_main's parameters, for a test that takes no arguments. */
 #define UNIT_ARGS int argc __attribute__((unused)), char **argv __attribute__((unused))
+/* The unit_main of a test that is one group of cases (cmocka_unit_test(...), ...) with
+ * no group setup and no arguments. */
+#define UNIT_TESTS(...) \
+	int unit_main(UNIT_ARGS) \
+	{ \
+		const struct CMUnitTest tests[] = { __VA_ARGS__ }; \
+		return cmocka_run_group_tests(tests, NULL, NULL); \
+	}
 
 #endif
