@@ -88,11 +88,5 @@ static void test_release_while_reading(void **state)
 	free(tab.slots);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hold_outlives_release),
-		cmocka_unit_test(test_release_while_reading),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_hold_outlives_release),
+           cmocka_unit_test(test_release_while_reading))
