@@ -204,7 +204,7 @@ static void fixture_init(struct fixture *fx, uint32_t n_shards)
 
 static void json_doc_fn(struct sink *s, const void *arg)
 {
-	render_json(s, arg);
+	render_json(s, arg, NULL);
 }
 
 static void test_document(void **state)
@@ -375,10 +375,10 @@ static void test_window_stops_early(void **state)
 	struct ggufs_model m = { .file_name = "b.gguf", .n_shards = 1, .shards = &sh,
 	                         .meta = &sh.gf };
 	struct sink c = sink_counter();
-	render_json(&c, &m);
+	render_json(&c, &m, NULL);
 	char buf[100];
 	struct sink s = sink_window(buf, 50, sizeof buf);
-	render_json(&s, &m);
+	render_json(&s, &m, NULL);
 	assert_int_equal(sink_filled(&s), sizeof buf);
 	assert_true(s.pos < 1000);
 	assert_true(c.pos > 100000);
