@@ -75,12 +75,6 @@ static void test_load(void **state)
 	model_close(m);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_write_and_resize),
-		cmocka_unit_test(test_bounds),
-		cmocka_unit_test(test_load),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_write_and_resize),
+           cmocka_unit_test(test_bounds),
+           cmocka_unit_test(test_load))

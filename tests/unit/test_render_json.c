@@ -384,18 +384,12 @@ static void test_window_stops_early(void **state)
 	assert_true(c.pos > 100000);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_escapes),
-		cmocka_unit_test(test_utf8_valid),
-		cmocka_unit_test(test_utf8_invalid),
-		cmocka_unit_test(test_values),
-		cmocka_unit_test(test_document),
-		cmocka_unit_test(test_document_shards),
-		cmocka_unit_test(test_document_paths),
-		cmocka_unit_test(test_empty_model),
-		cmocka_unit_test(test_window_stops_early),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_escapes),
+           cmocka_unit_test(test_utf8_valid),
+           cmocka_unit_test(test_utf8_invalid),
+           cmocka_unit_test(test_values),
+           cmocka_unit_test(test_document),
+           cmocka_unit_test(test_document_shards),
+           cmocka_unit_test(test_document_paths),
+           cmocka_unit_test(test_empty_model),
+           cmocka_unit_test(test_window_stops_early))
