@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 
 #include "ggufs.h"
+#include "handle_table.h"
 
 #define CACHE_TIMEOUT 86400.0
 
@@ -27,8 +27,6 @@ static struct ggufs *fs_of(fuse_req_t req)
  * file's source handle, a table's text, or a folder's listing. */
 struct lib_handle {
 	uint64_t id;            /* what fi->fh holds for an open file (open_files) */
-	unsigned refs;          /* the open, and each read in progress */
-	bool released;
 	struct lib_ref ref;
 	void *file;
 	char *text;
@@ -38,69 +36,30 @@ struct lib_handle {
 	bool passthrough;       /* a model.gguf open handed to the kernel (passthrough.c) */
 };
 
-/* The open files, by id. The kernel may still be answering a read of a file (async
- * direct I/O, read-ahead) when its release arrives on another thread, and a model's
- * file must keep its tree, and a table its text, until that read is answered: so a
- * read finds its handle here and holds it, and the release frees it only once no read
- * holds it (a read that comes after it finds nothing: EBADF, to a reader gone). */
-static struct {
-	pthread_mutex_t lock;
-	struct lib_handle **slots;
-	size_t cap;
-	uint32_t generation;
-} open_files = { .lock = PTHREAD_MUTEX_INITIALIZER };
+/* The open files, by id (handle_table.h): the kernel may still be answering a read of a
+ * file (async direct I/O, read-ahead) when its release arrives on another thread, and a
+ * model's file must keep its tree, and a table its text, until that read is answered. A
+ * read that comes after the release finds nothing: EBADF, to a reader gone. */
+static struct handle_table open_files = HANDLE_TABLE_INIT;
 
 /* Registers h: its id into h->id, or false out of memory. */
 static bool files_add(struct lib_handle *h)
 {
-	pthread_mutex_lock(&open_files.lock);
-	size_t i = 0;
-	while (i < open_files.cap && open_files.slots[i])
-		i++;
-	if (i == open_files.cap) {
-		size_t cap = open_files.cap ? 2 * open_files.cap : 64;
-		struct lib_handle **s = realloc(open_files.slots, cap * sizeof *s);
-		if (!s) {
-			pthread_mutex_unlock(&open_files.lock);
-			return false;
-		}
-		memset(s + open_files.cap, 0, (cap - open_files.cap) * sizeof *s);
-		open_files.slots = s;
-		open_files.cap = cap;
-	}
-	open_files.slots[i] = h;
-	h->id = (uint64_t)++open_files.generation << 32 | i;
-	h->refs = 1;
-	pthread_mutex_unlock(&open_files.lock);
-	return true;
+	h->id = handle_table_add(&open_files, h);
+	return h->id != 0;
 }
 
 /* The handle of id, held for a read (files_drop lets go), or NULL once released. */
 static struct lib_handle *files_take(uint64_t id)
 {
-	pthread_mutex_lock(&open_files.lock);
-	size_t i = (size_t)(id & 0xffffffffu);
-	struct lib_handle *h = i < open_files.cap ? open_files.slots[i] : NULL;
-	if (h && (h->id != id || h->released))
-		h = NULL;
-	if (h)
-		h->refs++;
-	pthread_mutex_unlock(&open_files.lock);
-	return h;
+	return handle_table_take(&open_files, id);
 }
 
 /* Drops one hold of h (release: the open's, too): true when it was the last, and h is
  * out of the table for the caller to free. */
 static bool files_drop(struct lib_handle *h, bool release)
 {
-	pthread_mutex_lock(&open_files.lock);
-	if (release)
-		h->released = true;
-	bool last = --h->refs == 0;
-	if (last)
-		open_files.slots[h->id & 0xffffffffu] = NULL;
-	pthread_mutex_unlock(&open_files.lock);
-	return last;
+	return handle_table_drop(&open_files, h->id, release);
 }
 
 /* True for the nodes whose attributes never change for their number. */
@@ -115,6 +74,15 @@ static bool inside_model(const struct lib_ref *r)
 {
 	return (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO) || r->kind == LIB_ERROR ||
 	       r->kind == LIB_COMPARE_DIR;
+}
+
+/* The node of ino into *r (let go with library_put), or false after replying the error. */
+static bool get_or_reply(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino, struct lib_ref *r)
+{
+	int ret = library_get(fs->library, ino, false, r);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	return ret == 0;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -146,11 +114,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)fi;
 	struct ggufs *fs = fs_of(req);
 	struct lib_ref r;
-	int ret = library_get(fs->library, ino, false, &r);
-	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+	if (!get_or_reply(req, fs, ino, &r))
 		return;
-	}
 	struct stat st;
 	library_stat(fs->library, &r, &st);
 	library_put(fs->library, &r);
@@ -198,47 +163,30 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		handle_free(fs, h);
 }
 
-/* The stream offset of an entry is its position: 0 ".", 1 "..", 2 + i child i. */
+/* Child i of the directory open as h (a struct lib_handle): a model's from its tree
+ * (library_tree_dir_entry), a folder's from the listing made at its open. */
+static const char *handle_child(void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir)
+{
+	const struct lib_handle *h = ctx;
+	if (h->ref.kind == LIB_TREE) {
+		const char *name;
+		uint64_t child;
+		library_tree_dir_entry(&h->ref, i, &name, &child, dir);
+		*ino = child;
+		return name;
+	}
+	*ino = h->list[i].ino;
+	*dir = h->list[i].dir;
+	return h->list[i].name;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
 	struct lib_handle *h = (struct lib_handle *)(uintptr_t)fi->fh;
 	const struct lib_ref *r = &h->ref;
-	char *buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	uint64_t count = r->kind == LIB_TREE ? library_tree_dir_count(r) : h->n_list;
-	size_t used = 0;
-	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < count + 2; pos++) {
-		struct stat st;
-		memset(&st, 0, sizeof st);
-		const char *name;
-		if (pos < 2) {
-			name = pos == 0 ? "." : "..";
-			st.st_ino = pos == 0 ? ino : library_parent(r);
-			st.st_mode = S_IFDIR;
-		} else if (r->kind == LIB_TREE) {
-			uint64_t child;
-			bool dir;
-			library_tree_dir_entry(r, pos - 2, &name, &child, &dir);
-			st.st_ino = child;
-			st.st_mode = dir ? S_IFDIR : S_IFREG;
-		} else {
-			const struct lib_list_entry *c = &h->list[pos - 2];
-			name = c->name;
-			st.st_ino = c->ino;
-			st.st_mode = c->dir ? S_IFDIR : S_IFREG;
-		}
-		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
-		                                (off_t)(pos + 1));
-		if (need > size - used)
-			break;
-		used += need;
-	}
-	fuse_reply_buf(req, buf, used);
-	free(buf);
+	reply_dir(req, size, off, ino, library_parent(r), count, handle_child, h);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -309,15 +257,6 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-/* [off, off + len) of text (of n bytes): replied. */
-static void reply_slice(fuse_req_t req, const char *text, size_t n, size_t size, uint64_t off)
-{
-	if (!text || off >= n)
-		fuse_reply_buf(req, NULL, 0);
-	else
-		fuse_reply_buf(req, text + off, n - off < size ? (size_t)(n - off) : size);
-}
-
 static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, size_t size,
                         uint64_t off);
 
@@ -381,13 +320,7 @@ static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
-	struct statvfs sv;
-	memset(&sv, 0, sizeof sv);
-	sv.f_bsize = 4096;
-	sv.f_frsize = 4096;
-	sv.f_namemax = 255;
-	sv.f_flag = ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
+	reply_statfs(req, 0, 0, true);
 }
 
 /* The root's own counters beside the mount's: models opened so far, built now. */
@@ -420,53 +353,11 @@ static int64_t root_get(struct ggufs *fs, const char *name, char *buf, size_t si
 		uint64_t v[2];
 		library_counts(fs->library, &v[0], &v[1]);
 		char text[24];
-		size_t n = (size_t)snprintf(text, sizeof text, "%llu", (unsigned long long)v[i]);
-		if (size && n > size)
-			return -ERANGE;
-		if (size)
-			memcpy(buf, text, n);
-		return (int64_t)n;
+		int n = snprintf(text, sizeof text, "%llu", (unsigned long long)v[i]);
+		return xattr_value(buf, size, text, (size_t)n);
 	}
 	int64_t r = counters_get(fs, name, buf, size);
 	return r == -ENOENT ? -ENODATA : r;
-}
-
-static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
-{
-	if (r < 0)
-		fuse_reply_err(req, (int)-r);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)r);
-	else
-		fuse_reply_buf(req, buf, (size_t)r);
-}
-
-/* A model's user.gguf.* from its tree (as `ggufs FILE` shows them) and model.gguf's
- * user.ggufs.passthrough, the root's user.ggufs.* counters; nothing on folders and
- * plain files. */
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	struct ggufs *fs = fs_of(req);
-	struct lib_ref r;
-	int ret = library_get(fs->library, ino, false, &r);
-	if (ret < 0) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	char *buf = size ? malloc(size) : NULL;
-	int64_t x = -ENODATA;
-	if (size && !buf)
-		x = -ENOMEM;
-	else if (r.kind == LIB_TREE && r.node->kind == TREE_MODEL &&
-	         strcmp(name, PASSTHROUGH_XATTR) == 0)
-		x = passthrough_xattr(fs, r.tree, ino, buf, size);
-	else if (r.kind == LIB_TREE)
-		x = tree_getxattr(r.tree, r.node, name, buf, size);
-	else if (ino == LIB_ROOT_INO)
-		x = root_get(fs, name, buf, size);
-	reply_xattr(req, x, buf, size);
-	free(buf);
-	library_put(fs->library, &r);
 }
 
 /* The names of a model node's attributes: the tree's, and model.gguf's passthrough
@@ -483,26 +374,40 @@ static int64_t model_listxattr(const struct lib_ref *r, char *buf, size_t size)
 	return x + (int64_t)sizeof PASSTHROUGH_XATTR;
 }
 
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+/* getxattr of name, or listxattr when name is NULL: a model's user.gguf.* from its tree
+ * (as `ggufs FILE` shows them) and model.gguf's user.ggufs.passthrough, the root's
+ * user.ggufs.* counters; nothing on folders and plain files. */
+static void reply_attrs(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
 	struct lib_ref r;
-	int ret = library_get(fs->library, ino, false, &r);
-	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+	if (!get_or_reply(req, fs, ino, &r))
 		return;
-	}
 	char *buf = size ? malloc(size) : NULL;
-	int64_t x = 0;
+	int64_t x = name ? -ENODATA : 0;
 	if (size && !buf)
 		x = -ENOMEM;
+	else if (r.kind == LIB_TREE && r.node->kind == TREE_MODEL && name &&
+	         strcmp(name, PASSTHROUGH_XATTR) == 0)
+		x = passthrough_xattr(fs, r.tree, ino, buf, size);
 	else if (r.kind == LIB_TREE)
-		x = model_listxattr(&r, buf, size);
+		x = name ? tree_getxattr(r.tree, r.node, name, buf, size)
+		         : model_listxattr(&r, buf, size);
 	else if (ino == LIB_ROOT_INO)
-		x = root_list(fs, buf, size);
+		x = name ? root_get(fs, name, buf, size) : root_list(fs, buf, size);
 	reply_xattr(req, x, buf, size);
 	free(buf);
 	library_put(fs->library, &r);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	reply_attrs(req, ino, name, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	reply_attrs(req, ino, NULL, size);
 }
 
 const struct fuse_lowlevel_ops library_ops = {

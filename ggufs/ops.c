@@ -16,15 +16,16 @@
 #include <linux/fs.h>   /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "edit_text.h"
 #include "evlog.h"
 #include "scratch.h"
 #include "thread_buf.h"
 #include "tree_edit.h"
 
 #include "ggufs.h"
+#include "handle_table.h"
 
 /* Without -o edits nothing under a mount changes, so the kernel may cache names and
  * attributes for as long as it likes; with edits, each accepted edit invalidates what
@@ -62,18 +63,46 @@ struct handle {
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
 	                         * "> KEY" closes a first descriptor (its dup2) before it
 	                         * writes, so that truncation is made at the last close */
-	pthread_mutex_t lock;   /* buf, len, dirty */
-	char *buf;
-	uint64_t len, cap;
+	pthread_mutex_t lock;   /* text, dirty */
+	struct vbytes text;     /* edit_text.h */
 };
 
-/* The longest text a key takes: past it a write is EFBIG. */
-#define EDIT_TEXT_MAX (UINT64_C(1) << 30)
+/* The open files' handles, by the id fi->fh holds (handle_table.h): a read the kernel
+ * still sends after the release arrived on another thread (async direct I/O) holds the
+ * handle, and its tree, until it is answered. */
+static struct handle_table open_handles = HANDLE_TABLE_INIT;
 
-/* The handle of an open file: only with edits (without, model.gguf's fh is a mark). */
+/* The handle of an open file, held (handle_put it): only with edits (without, model.gguf's
+ * fh is a mark); NULL too once released. */
 static struct handle *handle_of(const struct ggufs *fs, const struct fuse_file_info *fi)
 {
-	return fs->edits && fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
+	return fs->edits && fi ? handle_table_take(&open_handles, fi->fh) : NULL;
+}
+
+static void handle_free(struct handle *h);
+
+/* Lets go of a hold of h (from handle_of; NULL allowed), freeing it after the last. */
+static void handle_put(const struct fuse_file_info *fi, struct handle *h)
+{
+	if (h && handle_table_drop(&open_handles, fi->fh, false))
+		handle_free(h);
+}
+
+/* Gives new handle h its id in fi->fh. False out of memory (h freed). */
+static bool handle_register(struct fuse_file_info *fi, struct handle *h)
+{
+	fi->fh = handle_table_add(&open_handles, h);
+	if (!fi->fh)
+		handle_free(h);
+	return fi->fh != 0;
+}
+
+/* The open's hold of registered h let go (its release, or an open whose reply failed):
+ * freed now, or by the last request that still holds it. */
+static void handle_unregister(const struct fuse_file_info *fi, struct handle *h)
+{
+	if (handle_table_drop(&open_handles, fi->fh, true))
+		handle_free(h);
 }
 
 /* The scratch file of ino, held (scratch_drop it), when ino is one (edits on); else NULL. */
@@ -100,7 +129,7 @@ static void handle_free(struct handle *h)
 	tree_release(h->tree);
 	scratch_drop(h->scratch);
 	pthread_mutex_destroy(&h->lock);
-	free(h->buf);
+	free(h->text.p);
 	free(h);
 }
 
@@ -111,6 +140,18 @@ static const struct tree_node *node_or_reply(fuse_req_t req, const struct tree *
 	const struct tree_node *n = tree_node(t, ino);
 	if (!n)
 		fuse_reply_err(req, ENOENT);
+	return n;
+}
+
+/* The node of ino in the tree that serves the request now (into *t, held: drop it with
+ * drop_tree), or NULL after replying ENOENT, with nothing held. */
+static const struct tree_node *take_node(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino,
+                                         struct tree **t)
+{
+	*t = take_tree(fs);
+	const struct tree_node *n = node_or_reply(req, *t, ino);
+	if (!n)
+		drop_tree(fs, *t);
 	return n;
 }
 
@@ -125,8 +166,11 @@ static const struct tree_node *dir_or_reply(fuse_req_t req, const struct tree *t
 	return n;
 }
 
-/* Fills st for node n: sizes from the tree, owner and times from the model file. */
-static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct stat *st)
+/* Fills st for node n of t: sizes from the tree, owner and times from the model file;
+ * with edits, the files an edit changes have its time (tree_edit_time), so make, rsync
+ * and editors see the change. */
+static void fill_stat(const struct ggufs *fs, const struct tree *t, const struct tree_node *n,
+                      struct stat *st)
 {
 	const struct stat *gs = &fs->model->st;
 
@@ -154,6 +198,9 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
 	st->st_atim = gs->st_atim;
 	st->st_mtim = gs->st_mtim;
 	st->st_ctim = gs->st_ctim;
+	struct timespec edited;
+	if (fs->edits && tree_edit_time(t, n, &edited))
+		st->st_mtim = st->st_ctim = edited;
 }
 
 /* Fills st for scratch file f of metadata/: a file as a key's is (the mount owner's,
@@ -233,7 +280,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			e.entry_timeout = fs->edits && (n->kind == TREE_MODEL ||
 			                                parent == TREE_METADATA_DIR_INO) ?
 			                  0 : CACHE_TIMEOUT;
-			fill_stat(fs, n, &e.attr);
+			fill_stat(fs, t, n, &e.attr);
 		}
 		fuse_reply_entry(req, &e);
 	}
@@ -242,10 +289,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 /* Attributes never change: cached as long as names. An fstat of an open file answers
  * from the tree of its open (the model.gguf of an older edit state is in no other). */
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void getattr_with(fuse_req_t req, fuse_ino_t ino, struct handle *h)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fs, fi);
 	/* a scratch file's through its open handle (it may be unlinked), else by number;
 	 * never cached, as its size changes with every write */
 	struct scratch_file *f = h && h->scratch ? NULL : scratch_of(fs, ino);
@@ -260,15 +306,22 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n) {
 		struct stat st;
-		fill_stat(fs, n, &st);
+		fill_stat(fs, t, n, &st);
 		if (h && h->writing)
-			st.st_size = (off_t)h->len;
+			st.st_size = (off_t)h->text.len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 	}
 	if (h)
 		tree_release(t);
 	else
 		drop_tree(fs, t);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fs_of(req), fi);
+	getattr_with(req, ino, h);
+	handle_put(fi, h);
 }
 
 /* Listings never change, so the kernel may cache them (cache_readdir) and keep the
@@ -286,8 +339,38 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	drop_tree(fs, t);
 }
 
-/* The stream offset of an entry is its position: 0 ".", 1 "..", 2 + i child i. Each
- * call starts where the last one stopped, so a large directory costs O(entries). */
+/* A directory being listed: its tree's children, then, in metadata/ with edits, its
+ * scratch files (scratch.h). */
+struct dir_of {
+	struct ggufs *fs;
+	const struct tree *t;
+	fuse_ino_t ino;
+	uint64_t count;                /* the tree's children */
+	struct scratch_set *scratch;   /* or NULL */
+	char scratch_name[256];
+};
+
+/* Child i of the directory (ctx: struct dir_of), or NULL for one not listed: a key
+ * moved aside (its position kept), or a scratch file gone since the count. */
+static const char *tree_child(void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir)
+{
+	struct dir_of *d = ctx;
+	if (i >= d->count) {
+		uint64_t scratch_ino;
+		if (!scratch_entry(d->scratch, i - d->count, d->scratch_name, &scratch_ino))
+			return NULL;
+		*ino = scratch_ino;
+		*dir = false;
+		return d->scratch_name;
+	}
+	const struct tree_node *c = tree_dir_child(d->t, d->ino, i);
+	if (d->scratch && tree_edits_aside(d->fs->edits, d->t, c))
+		return NULL;
+	*ino = c->ino;
+	*dir = tree_is_dir(c);
+	return c->name;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
@@ -295,57 +378,13 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ggufs *fs = fs_of(req);
 	struct tree *t = take_tree(fs);
 	const struct tree_node *dir = dir_or_reply(req, t, ino);
-	if (!dir) {
-		drop_tree(fs, t);
-		return;
+	if (dir) {
+		struct dir_of d = { .fs = fs, .t = t, .ino = ino, .count = tree_dir_count(t, ino) };
+		if (fs->edits && ino == TREE_METADATA_DIR_INO)
+			d.scratch = tree_edits_scratch(fs->edits);
+		uint64_t n = d.count + (d.scratch ? scratch_count(d.scratch) : 0);
+		reply_dir(req, size, off, dir->ino, tree_node(t, dir->parent)->ino, n, tree_child, &d);
 	}
-
-	char *buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		drop_tree(fs, t);
-		return;
-	}
-	/* with edits, metadata/'s scratch files follow its keys (keys moved aside are not
-	 * listed, their positions kept) */
-	uint64_t count = tree_dir_count(t, ino);
-	struct scratch_set *scratch = fs->edits && ino == TREE_METADATA_DIR_INO ?
-	                              tree_edits_scratch(fs->edits) : NULL;
-	uint64_t end = count + 2 + (scratch ? scratch_count(scratch) : 0);
-	size_t used = 0;
-	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < end; pos++) {
-		struct stat st;
-		memset(&st, 0, sizeof st);
-		const char *name;
-		char scratch_name[256];
-		uint64_t scratch_ino;
-		if (pos >= count + 2) {
-			if (!scratch_entry(scratch, pos - count - 2, scratch_name, &scratch_ino))
-				break;
-			name = scratch_name;
-			st.st_ino = scratch_ino;
-			st.st_mode = S_IFREG;
-		} else if (pos < 2) {
-			const struct tree_node *d = pos == 0 ? dir : tree_node(t, dir->parent);
-			name = pos == 0 ? "." : "..";
-			st.st_ino = d->ino;
-			st.st_mode = S_IFDIR;
-		} else {
-			const struct tree_node *c = tree_dir_child(t, ino, pos - 2);
-			if (scratch && tree_edits_aside(fs->edits, t, c))
-				continue;
-			name = c->name;
-			st.st_ino = c->ino;
-			st.st_mode = tree_is_dir(c) ? S_IFDIR : S_IFREG;
-		}
-		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
-		                                (off_t)(pos + 1));
-		if (need > size - used)
-			break;
-		used += need;
-	}
-	fuse_reply_buf(req, buf, used);
-	free(buf);
 	drop_tree(fs, t);
 }
 
@@ -390,17 +429,16 @@ static void invalidate(struct ggufs *fs, uint64_t ino)
 		fuse_lowlevel_notify_inval_inode(fs->se, always[i], 0, 0);
 }
 
-/* The text of the key of n as it shows now, into a new handle buffer. False out of
- * memory. */
-static bool handle_load(struct handle *h, const struct tree_node *n)
+/* Replies to an edit that returned r: refused (err says why), or made: the kernel's
+ * caches of what it changed invalidated (ino's, 0: only the lists) and 0 replied. */
+static void reply_edit(fuse_req_t req, int r, const char *err, uint64_t ino)
 {
-	h->cap = n->size + 1;
-	h->buf = malloc(h->cap);
-	if (!h->buf)
-		return false;
-	int64_t r = tree_read(h->tree, n, h->buf, n->size, 0);
-	h->len = r < 0 ? 0 : (uint64_t)r;
-	return r >= 0;
+	if (r < 0) {
+		reply_refused(req, r, err);
+		return;
+	}
+	invalidate(fs_of(req), ino);
+	fuse_reply_err(req, 0);
 }
 
 /* Makes the text written through h the value of the key of ino, when it was written
@@ -412,7 +450,7 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool 
 	int r = 0;
 	if (h->dirty && (last || !h->only_truncated)) {
 		char err[GGUF_ERR_MAX];
-		r = tree_edits_write(fs->edits, ino, h->buf ? h->buf : "", h->len, err);
+		r = tree_edits_write(fs->edits, ino, edit_text_bytes(&h->text), h->text.len, err);
 		if (r < 0)
 			report_refused_edit(fs, r, err);
 		h->dirty = false;   /* refused or made: the next close has nothing new */
@@ -441,10 +479,13 @@ static void open_scratch(fuse_req_t req, struct ggufs *fs, struct scratch_file *
 		return;
 	}
 	h->scratch = f;
-	fi->fh = (uint64_t)(uintptr_t)h;
+	if (!handle_register(fi, h)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) != 0)
-		handle_free(h);
+		handle_unregister(fi, h);
 }
 
 /* Opens for reading anywhere; with edits, metadata/KEY for writing too (its owner
@@ -460,12 +501,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		open_scratch(req, fs, f, fi);
 		return;
 	}
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	if (tree_is_dir(n)) {
 		fuse_reply_err(req, EISDIR);
@@ -488,12 +527,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (write && (fi->flags & O_TRUNC)) {
 			/* open(O_TRUNC) makes the value "" even if nothing follows */
 			h->dirty = h->only_truncated = true;
-		} else if (write && !handle_load(h, n)) {
+		} else if (write && edit_text_load(&h->text, t, n) != 0) {
 			handle_free(h);
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		fi->fh = (uint64_t)(uintptr_t)h;
+		if (!handle_register(fi, h)) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
 		/* The files an edit changes are read past the page cache, each open from the
 		 * tree of its open, so a reader never mixes two states, nor gets stale pages;
 		 * model.gguf is an inode of its own per state (tree_ino.h), whose pages are that
@@ -505,7 +547,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (n->kind == TREE_MODEL)   /* a state's own inode: one kind of open each */
 			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		if (fuse_reply_open(req, fi) != 0)
-			handle_free(h);
+			handle_unregister(fi, h);
 		return;   /* the handle keeps the tree */
 	}
 	drop_tree(fs, t);
@@ -517,6 +559,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct handle *h = handle_of(fs_of(req), fi);
 	int r = h && h->writing && !h->scratch ? handle_commit(fs_of(req), h, ino, false) : 0;
+	handle_put(fi, h);
 	fuse_reply_err(req, -r);
 }
 
@@ -528,7 +571,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		if (h->writing && !h->scratch)   /* a text not flushed (a close that failed to
 		                                  * reach us) */
 			handle_commit(fs, h, ino, true);
-		handle_free(h);
+		handle_put(fi, h);
+		handle_unregister(fi, h);
 	}
 	fuse_reply_err(req, 0);
 }
@@ -571,11 +615,9 @@ static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
 /* Serves [off, off + size) of any file into a buffer of the request's size: the tree
  * renders or dequantizes only what the range touches (and, for a remote model, fetches
  * only the blocks it needs; the raw bytes of a local tensor go zero-copy). */
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+static void read_with(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct handle *h)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fs_of(req), fi);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -592,10 +634,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (h && h->writing) {   /* a writer reads back its own text */
 		pthread_mutex_lock(&h->lock);
-		uint64_t o = (uint64_t)off;
-		fuse_reply_buf(req, o < h->len ? h->buf + o : NULL,
-		               o < h->len ? (size_t)(h->len - o < size ? h->len - o : size) : 0);
+		reply_slice(req, edit_text_bytes(&h->text), h->text.len, size, (uint64_t)off);
 		pthread_mutex_unlock(&h->lock);
+		return;
+	}
+	if (!h && fs->edits) {   /* every open has one: a read after its release */
+		fuse_reply_err(req, EBADF);
 		return;
 	}
 	/* an open file reads the tree of its open; else (no edits) the one tree */
@@ -603,6 +647,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n)
 		ggufs_read_node(req, fs, t, n, size, (uint64_t)off);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fs_of(req), fi);
+	read_with(req, ino, size, off, h);
+	handle_put(fi, h);
 }
 
 void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
@@ -638,29 +690,11 @@ void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
-	struct statvfs sv;
-	memset(&sv, 0, sizeof sv);
-	sv.f_bsize = 4096;
-	sv.f_frsize = 4096;
-	sv.f_blocks = (fsblkcnt_t)(((uint64_t)fs_of(req)->model->st.st_size + 4095) / 4096);
+	const struct ggufs *fs = fs_of(req);
 	/* the inode numbers of tree.h: four per tensor (raw, .f32, .npy, stats/) */
-	sv.f_files = TREE_FIRST_META + fs_of(req)->model->meta->n_kv +
-	             4 * fs_of(req)->model->n_tensors;
-	sv.f_namemax = 255;
-	sv.f_flag = fs_of(req)->edits ? 0 : ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
-}
-
-/* Replies to an xattr call from the tree's result: the size for a size-0 query, the
- * bytes otherwise, or the (negative) errno. */
-static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
-{
-	if (r < 0)
-		fuse_reply_err(req, (int)-r);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)r);
-	else
-		fuse_reply_buf(req, buf, (size_t)r);
+	reply_statfs(req, ((uint64_t)fs->model->st.st_size + 4095) / 4096,
+	             TREE_FIRST_META + fs->model->meta->n_kv + 4 * fs->model->n_tensors,
+	             !fs->edits);
 }
 
 /* user.gguf.* values from the tree, the root's user.ggufs.* counters (report.c) and
@@ -701,12 +735,10 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		reply_xattr(req, 0, NULL, size);
 		return;
 	}
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	char *buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -755,7 +787,7 @@ static bool may_edit(fuse_req_t req)
  * (EROFS elsewhere). */
 static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
 {
-	if (parent != 2) {
+	if (parent != TREE_METADATA_DIR_INO) {
 		erofs(req);
 		return false;
 	}
@@ -767,16 +799,15 @@ static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
  * are accepted and changed nowhere; so are modes and owners of metadata/ and its files
  * (as vfat's "quiet": cp -a, install and rsync set them after copying, and fail on an
  * error), EPERM elsewhere. */
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi)
+static void setattr_with(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                         struct handle *h)
 {
 	struct ggufs *fs = fs_of(req);
 	if (!may_edit(req))
 		return;
-	struct handle *sh = handle_of(fs, fi);
-	struct scratch_file *f = sh && sh->scratch ? NULL : scratch_of(fs, ino);
-	if (f || (sh && sh->scratch)) {   /* a scratch file: its size; the rest as a key's */
-		struct scratch_file *of = f ? f : sh->scratch;
+	struct scratch_file *f = h && h->scratch ? NULL : scratch_of(fs, ino);
+	if (f || (h && h->scratch)) {   /* a scratch file: its size; the rest as a key's */
+		struct scratch_file *of = f ? f : h->scratch;
 		int sr = to_set & FUSE_SET_ATTR_SIZE ?
 		         scratch_truncate(of, attr->st_size < 0 ? 0 : (uint64_t)attr->st_size) : 0;
 		struct stat st;
@@ -788,12 +819,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			fuse_reply_attr(req, &st, 0);
 		return;
 	}
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	int r = 0;
 	bool in_metadata = n->kind == TREE_META || n->kind == TREE_DIR_METADATA;
 	if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && !in_metadata)
@@ -802,40 +831,34 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		r = -EROFS;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size > EDIT_TEXT_MAX)
 		r = -EFBIG;
-	struct handle *h = handle_of(fs_of(req), fi);
 	if (r == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
 		uint64_t size = (uint64_t)attr->st_size;
 		if (h && h->writing) {
 			pthread_mutex_lock(&h->lock);
-			char *b = size + 1 > h->cap ? realloc(h->buf, size + 1) : h->buf;
-			if (!b) {
-				r = -ENOMEM;
-			} else {
-				if (size > h->len)
-					memset(b + h->len, 0, size - h->len);
-				h->buf = b;
-				h->cap = size + 1 > h->cap ? size + 1 : h->cap;
-				h->len = size;
+			r = edit_text_resize(&h->text, size);
+			if (r == 0) {
 				h->dirty = true;
 				h->only_truncated = false;
 			}
 			pthread_mutex_unlock(&h->lock);
 		} else {
-			char *b = calloc(1, size > n->size ? size + 1 : n->size + 1);
+			/* the text as shown, cut or zero-extended, made the value now */
+			struct vbytes text = { 0 };
 			char err[GGUF_ERR_MAX];
-			if (!b) {
-				r = -ENOMEM;
-			} else if ((r = (int)tree_read(t, n, b, n->size, 0)) >= 0) {
-				r = tree_edits_write(fs->edits, ino, b, size, err);
+			r = edit_text_load(&text, t, n);
+			if (r == 0)
+				r = edit_text_resize(&text, size);
+			if (r == 0) {
+				r = tree_edits_write(fs->edits, ino, edit_text_bytes(&text), size, err);
 				if (r < 0) {
-					free(b);
+					free(text.p);
 					drop_tree(fs, t);
 					reply_refused(req, r, err);
 					return;
 				}
 				invalidate(fs, ino);
 			}
-			free(b);
+			free(text.p);
 		}
 	}
 	drop_tree(fs, t);
@@ -847,14 +870,22 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	n = tree_node(t, ino);
 	struct stat st;
 	if (n) {
-		fill_stat(fs, n, &st);
+		fill_stat(fs, t, n, &st);
 		if (h && h->writing)
-			st.st_size = (off_t)h->len;
+			st.st_size = (off_t)h->text.len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 	} else {
 		fuse_reply_err(req, ENOENT);
 	}
 	drop_tree(fs, t);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fs_of(req), fi);
+	setattr_with(req, ino, attr, to_set, h);
+	handle_put(fi, h);
 }
 
 /* user.gguf.type of a key: its value's text parsed again as that type. */
@@ -881,12 +912,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	char err[GGUF_ERR_MAX];
 	int r = tree_edits_set_type(fs->edits, ino, value, size, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, ino);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, ino);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
@@ -918,12 +944,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	char err[GGUF_ERR_MAX];
 	uint64_t ino;
 	int r = tree_edits_unlink(fs->edits, name, &ino, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, 0);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, 0);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -955,12 +976,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	char err[GGUF_ERR_MAX];
 	int r = tree_edits_rename(fs->edits, name, newname, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, 0);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, 0);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -1009,7 +1025,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		h->scratch = f;
 		fill_scratch_stat(fs, f, &e.attr);
 	} else {
-		fill_stat(fs, n, &e.attr);
+		fill_stat(fs, t, n, &e.attr);
 	}
 	if (r == 1 && h->writing) {
 		/* a key moved aside made again (tree_edit.h): its text starts empty, made the
@@ -1017,19 +1033,21 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		h->dirty = h->only_truncated = true;
 		e.attr.st_size = 0;
 	}
-	fi->fh = (uint64_t)(uintptr_t)h;
+	if (!handle_register(fi, h)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->direct_io = h->writing || f;
 	if (fuse_reply_create(req, &e, fi) != 0)
-		handle_free(h);
+		handle_unregister(fi, h);
 }
 
 /* A write of metadata/KEY goes into the writer's text, at its offset (a hole is zeros);
  * the text becomes the value at close. EINVAL at once when the text can no longer
  * become a value of the key's type. */
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                     struct fuse_file_info *fi)
+static void write_with(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                       struct handle *h)
 {
-	struct handle *h = handle_of(fs_of(req), fi);
 	uint64_t end;
 	if (!h || !h->writing) {
 		erofs(req);
@@ -1049,30 +1067,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
-	int r = 0;
-	if (end + 1 > h->cap) {
-		uint64_t cap = h->cap ? h->cap : 4096;
-		while (cap < end + 1)
-			cap *= 2;
-		char *b = realloc(h->buf, cap);
-		if (!b)
-			r = -ENOMEM;
-		else {
-			h->buf = b;
-			h->cap = cap;
-		}
-	}
+	int r = edit_text_write(&h->text, (uint64_t)off, buf, size);
 	if (r == 0) {
-		if ((uint64_t)off > h->len)
-			memset(h->buf + h->len, 0, (uint64_t)off - h->len);
-		memcpy(h->buf + off, buf, size);
-		if (end > h->len)
-			h->len = end;
 		h->dirty = true;
 		h->only_truncated = false;
 	}
 	char err[GGUF_ERR_MAX];
-	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, h->buf, h->len, err)) < 0) {
+	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, edit_text_bytes(&h->text),
+	                                       h->text.len, err)) < 0) {
 		h->dirty = false;   /* refused now; the close has nothing to make of it */
 		pthread_mutex_unlock(&h->lock);
 		reply_refused(req, r, err);
@@ -1083,6 +1085,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_write(req, size);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fs_of(req), fi);
+	write_with(req, ino, buf, size, off, h);
+	handle_put(fi, h);
 }
 
 const struct fuse_lowlevel_ops ggufs_ops = {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "edits_file.h"
 #include "edits_store.h"
@@ -56,6 +57,53 @@ static int type_of(const struct tree_edits *e, uint64_t k, struct value_type *t)
 	return 0;
 }
 
+/* True when key a (of a new state) is key b (of the state before it) unchanged: the
+ * same id, name and value, which an edit that leaves a key alone copies as they are. */
+static bool same_key(const struct ov_key *a, const struct ov_key *b)
+{
+	return a->id == b->id && a->kv.key.ptr == b->kv.key.ptr && a->kv.key.len == b->kv.key.len &&
+	       a->kv.value.data == b->kv.value.data && a->kv.value.size == b->kv.value.size &&
+	       a->kv.value.type == b->kv.value.type;
+}
+
+/* Gives tree t its times (tree_edit_time): made at now, each key's time old's when it is
+ * unchanged from old, the tree before the edit (keys are in id order in both, so one
+ * walk pairs them), else now. base is the tree of the model's own metadata. With old NULL (the state FILE held at mount), a key that
+ * the state changes has FILE's time (now), any other the model file's. False out of
+ * memory. */
+static bool stamp(struct tree *t, const struct tree *base, const struct tree *old,
+                  struct timespec now)
+{
+	const struct ov_state *s = t->state;
+	t->key_time = malloc((s->n ? s->n : 1) * sizeof *t->key_time);
+	if (!t->key_time)
+		return false;
+	const struct timespec model_time = base->m->st.st_mtim;
+	t->made = old || !ov_unchanged(s, base->m) ? now : model_time;
+	uint64_t j = 0;
+	for (uint64_t k = 0; k < s->n; k++) {
+		const struct ov_key *key = &s->keys[k];
+		if (!old) {
+			t->key_time[k] = key->name_blob || key->value_blob || key->id >= s->n_orig ?
+			                 now : model_time;
+			continue;
+		}
+		while (j < old->state->n && old->state->keys[j].id < key->id)
+			j++;
+		bool kept = j < old->state->n && same_key(key, &old->state->keys[j]);
+		t->key_time[k] = kept ? old->key_time[j] : now;
+	}
+	return true;
+}
+
+/* The time now, as file times are (CLOCK_REALTIME). */
+static struct timespec time_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts;
+}
+
 struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX])
 {
 	struct tree_edits *e = calloc(1, sizeof *e);
@@ -90,6 +138,9 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 	e->cur = tree_build_state(base, s, err);
 	if (!e->cur)
 		goto fail;
+	struct stat fst;
+	if (!stamp(e->cur, base, NULL, stat(path, &fst) == 0 ? fst.st_mtim : time_now()))
+		goto oom;
 	ov_put(s);
 	free(text);
 	return e;
@@ -139,6 +190,11 @@ static int commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MA
 	ov_put(s);
 	if (!t)
 		return -ENOMEM;
+	if (!stamp(t, e->base, e->cur, time_now())) {
+		tree_release(t);
+		snprintf(err, GGUF_ERR_MAX, "out of memory for the edit");
+		return -ENOMEM;
+	}
 	if (edits_render(tree_state(t), &e->id, &text, &len) < 0) {
 		tree_release(t);
 		snprintf(err, GGUF_ERR_MAX, "out of memory for the edits file");

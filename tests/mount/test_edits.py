@@ -18,6 +18,7 @@
 - kill -9 during a loop of edits: the remount shows a state some close completed."""
 import errno
 import json
+import mmap
 import os
 import shutil
 import signal
@@ -481,6 +482,45 @@ class Edits(unittest.TestCase):
             self.assertNotIn(".general.name.un~", names)
             self.assertIn("%2Edot%7E", names)
 
+    def test_times_change(self):
+        """An edit changes the mtime and ctime of the key's file, metadata/, gguf.json,
+        summary.txt and model.gguf (issue 24 item 14: rsync -a kept a stale model.gguf
+        after a same-size edit); other keys and files keep the model file's times; a
+        remount gives the edited files FILE's time."""
+        model_mtime = os.stat(gm.TINY).st_mtime_ns
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            edited = [md("tokenizer.ggml.eos_token_id"), md(), m.p("gguf.json"),
+                      m.p("summary.txt"), m.p("model.gguf")]
+            kept = [md("general.name"), m.p("tensors", os.listdir(m.p("tensors"))[0]), m.p("stats.tsv")]
+            for p in edited + kept:
+                self.assertEqual(os.stat(p).st_mtime_ns, model_mtime, p)
+            size = os.stat(m.p("model.gguf")).st_size
+            before = time.time_ns()
+            time.sleep(0.02)
+            put(md("tokenizer.ggml.eos_token_id"), b"7\n")
+            after = time.time_ns()
+            self.assertEqual(os.stat(m.p("model.gguf")).st_size, size)   # a same-size edit
+            times = set()
+            for p in edited:
+                st = os.stat(p)
+                self.assertTrue(before < st.st_mtime_ns <= after, p)
+                self.assertEqual(st.st_ctime_ns, st.st_mtime_ns, p)
+                times.add(st.st_mtime_ns)
+            self.assertEqual(len(times), 1)
+            for p in kept:
+                self.assertEqual(os.stat(p).st_mtime_ns, model_mtime, p)
+            time.sleep(0.02)
+            put(md("general.name"), b"renamed\n")   # the first key keeps its time
+            self.assertEqual(os.stat(md("tokenizer.ggml.eos_token_id")).st_mtime_ns, times.pop())
+            self.assertGreater(os.stat(md("general.name")).st_mtime_ns, after)
+        file_mtime = os.stat(self.file).st_mtime_ns
+        with self.mount() as m:
+            for p in (m.p("metadata", "tokenizer.ggml.eos_token_id"), m.p("metadata", "general.name"),
+                      m.p("model.gguf"), m.p("gguf.json")):
+                self.assertEqual(os.stat(p).st_mtime_ns, file_mtime, p)
+            self.assertEqual(os.stat(m.p("metadata", "llama.block_count")).st_mtime_ns, model_mtime)
+
     def test_chmod_chown_accepted(self):
         """chmod, chown and utimes of metadata files succeed and change nothing (issue 24
         item 15), so install, cp -a and rsync into metadata/ exit 0; elsewhere EPERM."""
@@ -599,6 +639,63 @@ class Edits(unittest.TestCase):
             self.assertEqual(gm.errno_as_nobody(open, m.p("metadata", "n"), "w"), errno.EACCES)
             put(k, b"owner\n")
             self.assertEqual(meta(m, "general.name"), b"owner\n")
+
+    def check_model_offsets(self, m):
+        """gguf.json's model_data_offset and each tensor's model_offset (and its
+        user.gguf.model_offset) say where model.gguf holds the tensor's bytes."""
+        doc = json.loads(gm.read_file(m.p("gguf.json")))
+        with open(m.p("model.gguf"), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            first = min(t["model_offset"] for t in doc["tensors"])
+            self.assertEqual(first, doc["model_data_offset"])
+            for t in doc["tensors"]:
+                off, n = t["model_offset"], min(t["size"], 4096)
+                self.assertEqual(int(os.getxattr(m.p(t["file"]), "user.gguf.model_offset")), off)
+                self.assertLessEqual(off + t["size"], size)
+                with open(m.p(t["file"]), "rb") as raw:
+                    self.assertEqual(os.pread(f.fileno(), n, off), raw.read(n), t["name"])
+        return doc
+
+    def test_model_offsets(self):
+        """model.gguf's own offsets (issue 24 item 16), current across edits: an edit
+        that grows the header moves them; offset and data_offset stay the file's; a
+        merged split model publishes them too."""
+        with self.mount() as m:
+            doc = self.check_model_offsets(m)
+            self.assertEqual(doc["model_data_offset"], doc["data_offset"])
+            put(m.p("metadata", "tokenizer.chat_template"), b"x" * 5000 + b"\n")
+            doc2 = self.check_model_offsets(m)
+            self.assertEqual(doc2["data_offset"], doc["data_offset"])
+            self.assertGreater(doc2["model_data_offset"], doc["data_offset"])
+            self.assertEqual([t["offset"] for t in doc2["tensors"]], [t["offset"] for t in doc["tensors"]])
+        shards = split_gguf(gm.TINY, self.dir, "tiny", 3)
+        with self.mount(shards[0]) as m:
+            doc = self.check_model_offsets(m)
+            self.assertNotEqual([t["offset"] for t in doc["tensors"]],
+                                [t["model_offset"] for t in doc["tensors"]])
+
+    def test_mmap(self):
+        """With edits (issue 24 item 17, as the man page says): metadata files, gguf.json
+        and summary.txt map privately, with the bytes of their open's state, a mapping
+        made after an edit with the new ones; a shared mapping of them is ENODEV; tensors
+        and model.gguf map shared too."""
+        with self.mount() as m:
+            changed = (m.p("metadata", "general.name"), m.p("gguf.json"), m.p("summary.txt"))
+
+            def mapped(path, access):
+                with open(path, "rb") as f:
+                    with mmap.mmap(f.fileno(), 0, access=access) as mm:
+                        return bytes(mm)
+            for p in changed:
+                self.assertEqual(mapped(p, mmap.ACCESS_COPY), gm.read_file(p), p)
+                with self.assertRaises(OSError) as e:
+                    mapped(p, mmap.ACCESS_READ)
+                self.assertEqual(e.exception.errno, errno.ENODEV, p)
+            put(m.p("metadata", "general.name"), b"mapped after\n")
+            self.assertEqual(mapped(changed[0], mmap.ACCESS_COPY), b"mapped after\n")
+            self.assertIn(b'"mapped after"', mapped(changed[1], mmap.ACCESS_COPY))
+            for p in (m.p("model.gguf"), m.p("tensors", "output_norm.weight")):
+                self.assertEqual(mapped(p, mmap.ACCESS_READ)[:64], gm.read_file(p)[:64], p)
 
     def test_split_model(self):
         """A split model's edits apply to its merged model.gguf; split.* stay EPERM."""
