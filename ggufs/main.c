@@ -295,11 +295,12 @@ library_ready:
 	/* from now on stderr may be /dev/null: events go to the log */
 	log_start(&fs, fo.foreground);
 
+	bool remote = (fs.model && fs.model->remote) || fs.remote_library;
 	pthread_t ra_thread;
-	if (fs.bdi[0] && pthread_create(&ra_thread, NULL, raise_readahead, &fs) == 0)
+	if (fs.bdi[0] && !remote && pthread_create(&ra_thread, NULL, raise_readahead, &fs) == 0)
 		pthread_detach(ra_thread);
 	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
-	if ((fs.model && fs.model->remote) || fs.remote_library)
+	if (remote)
 		watch_start(&fs);
 
 	if (fo.singlethread) {
