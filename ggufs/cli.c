@@ -502,6 +502,21 @@ int cli_parse(struct fuse_args *args, struct options *o)
 	return 0;
 }
 
+void cli_free(struct options *o)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++) {
+		const struct cli_option *c = &cli_options[i];
+		size_t n = strlen(c->templ);
+		if (c->use != USE_FUSE && n > 3 && strcmp(c->templ + n - 3, "=%s") == 0) {
+			const char **value = (const char **)(void *)((char *)o + c->offset);
+			free((char *)*value);
+			*value = NULL;
+		}
+	}
+	free(o->operands);
+	o->operands = NULL;
+}
+
 int insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
                               const char *value)
 {

@@ -1,7 +1,8 @@
 /* ggufs --diff [--json] A B: the error of every tensor of B against its namesake in A,
- * without mounting anything. The pairing is the stats layer's (diff_plan.h), the scan
- * too (diff_scan.h: both models side by side, by the engine --check uses); the report is
- * render's (render_diff.h). This file opens the two models, says progress and prints. */
+ * without mounting anything. The report is made whole by the render layer (diff_text.h:
+ * the pairing, the scan of both models side by side by the engine --check uses, the
+ * text); this file opens the two models, says progress, prints, and names the cause
+ * of a read that failed. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -11,11 +12,9 @@
 #include <unistd.h>
 
 #include "ggufs.h"
-#include "diff_plan.h"
+#include "diff_text.h"
 #include "evlog.h"
 #include "log_escape.h"
-#include "render_diff.h"
-#include "diff_scan.h"
 #include "render_size.h"
 
 /* Each remote model's memory cache when -o cache_size is not given: a quarter of a
@@ -82,21 +81,6 @@ static void show_progress(void *ctx, uint64_t done, double elapsed)
 	fflush(stderr);
 }
 
-/* The report to print: print_rendered's ctx. */
-struct report {
-	struct diff_report r;
-	bool json;
-};
-
-static void render_report(struct sink *s, const void *ctx)
-{
-	const struct report *rep = ctx;
-	if (rep->json)
-		render_diff_json(s, &rep->r);
-	else
-		render_diff_tsv(s, &rep->r);
-}
-
 /* Opens the model named by path with o's remote options; NULL after one line. */
 static struct ggufs_model *open_one(const struct options *o, const char *path)
 {
@@ -110,39 +94,35 @@ static struct ggufs_model *open_one(const struct options *o, const char *path)
 	return m;
 }
 
-/* 0 when every shard of m still holds its header (the metadata is compared and shown
- * from it), else -EIO after one line. */
-static int headers_there(const struct ggufs_model *m)
+/* The report of m[1] against m[0], showing progress on a terminal, printed: 0, or 3
+ * after one line on stderr (naming the model and tensor that could not be read). */
+static int report(struct ggufs_model *m[2], bool json)
 {
-	for (uint32_t s = 0; s < m->n_shards; s++) {
-		if (source_holds(m->shards[s].src, m->shards[s].gf.data_offset) < 0) {
-			log_errf("%s: the file has shrunk: its header is gone", m->shards[s].path);
-			return -EIO;
-		}
-	}
-	return 0;
-}
-
-/* Scans the pairs of the plan that can be compared into per-pair sums, compared[k]
- * saying which, showing progress on a terminal. 0, or 3 after one line on stderr naming
- * the model and tensor that could not be read. */
-static int scan_pairs(struct ggufs_model *m[2], const struct diff_plan *plan,
-                      struct diff_sums *sums, bool *compared)
-{
-	static uint64_t total;   /* show_progress's: set by diff_scan_run before it starts */
+	static uint64_t total;   /* show_progress's: set by the scan before it starts */
 	const bool progress = isatty(STDERR_FILENO);
-	struct diff_scan_failure fail;
-	int r = diff_scan_run(m[0], m[1], plan, sums, compared, progress ? show_progress : NULL,
-	                      &total, &total, &fail);
+	struct diff_text_failure fail;
+	char err[GGUF_ERR_MAX], *text;
+	size_t len;
+	int r = diff_text_make(m[0], m[1], json, progress ? show_progress : NULL, &total, &total,
+	                       &text, &len, &fail, err);
 	if (progress)   /* the progress line goes */
 		fprintf(stderr, "\r%*s\r", 72, "");
-	if (r == 0)
-		return 0;
+	if (r == 0) {
+		const size_t n = fwrite(text, 1, len, stdout);
+		free(text);
+		if (n == len && fflush(stdout) == 0)
+			return 0;
+		log_errf("cannot write the report: %s", strerror(EIO));
+		return 3;
+	}
+	if (fail.tensor == UINT64_MAX) {
+		log_errf("%s", err);
+		return 3;
+	}
 	const struct ggufs_model *fm = m[fail.which];
-	const uint64_t i = fail.which ? plan->same[fail.pair].b : plan->same[fail.pair].a;
 	char q[80], cause[EVLOG_LINE_MAX], raw[GGUF_ERR_MAX + 128], line[4 * sizeof raw];
 	snprintf(raw, sizeof raw, "%s: tensor '%s': cannot read: ", fm->path,
-	         gguf_quote(&fm->tensors[i].t->name, q));
+	         gguf_quote(&fm->tensors[fail.tensor].t->name, q));
 	log_escape(line, sizeof line, raw, strlen(raw));
 	fprintf(stderr, "ggufs: %s%s\n", line, read_cause(fm, r, cause, sizeof cause));
 	return 3;
@@ -156,43 +136,7 @@ int diff_models(const struct options *o)
 	if (!m[0])
 		return 3;
 	m[1] = open_one(o, o->model_b);
-	if (!m[1]) {
-		model_close(m[0]);
-		return 3;
-	}
-	int ret = 3;
-	struct diff_plan plan;
-	struct diff_sums *sums = NULL;
-	bool *compared = NULL;
-	if (headers_there(m[0]) < 0 || headers_there(m[1]) < 0)
-		goto close;
-	if (diff_plan_make(m[0], m[1], &plan) < 0) {
-		log_errf("out of memory");
-		goto close;
-	}
-	sums = calloc(plan.n_same + 1, sizeof *sums);
-	compared = calloc(plan.n_same + 1, sizeof *compared);
-	if (!sums || !compared) {
-		log_errf("out of memory");
-		goto out;
-	}
-	if (scan_pairs(m, &plan, sums, compared) != 0)
-		goto out;
-	/* the header again: the report shows the metadata from it */
-	if (headers_there(m[0]) < 0 || headers_there(m[1]) < 0)
-		goto out;
-	const struct report rep = { { m[0], m[1], &plan, sums, compared }, o->json };
-	int r = print_rendered(render_report, &rep);
-	if (r < 0) {
-		log_errf("cannot write the report: %s", strerror(-r));
-		goto out;
-	}
-	ret = 0;
-out:
-	free(sums);
-	free(compared);
-	diff_plan_free(&plan);
-close:
+	int ret = m[1] ? report(m, o->json) : 3;
 	model_close(m[0]);
 	model_close(m[1]);
 	/* errors no read failed of (a read-ahead's) are still said */

@@ -33,6 +33,8 @@ static inline struct timespec realtime_in_ms(long ms)
 	return t;
 }
 
+struct pt_file;
+
 /* passthrough.c: model.gguf handed to the kernel (FUSE passthrough), under lock. */
 struct passthrough {
 	pthread_mutex_t lock;
@@ -47,6 +49,12 @@ struct passthrough {
 	int fuse_fd;             /* the /dev/fuse fd the backing id belongs to, or -1 */
 	int32_t backing_id;      /* the model file's, > 0 once the kernel gave it */
 	bool debug;              /* -d: each backing id opened and closed on stderr */
+	/* a local library: INIT's reply asked for passthrough; the model.gguf inodes that
+	 * have a backing id now (passthrough opens), or that the kernel refused one */
+	bool library;
+	bool negotiated;
+	struct pt_file *files;
+	size_t n_files, cap_files;
 };
 
 struct ggufs {
@@ -82,20 +90,33 @@ struct ggufs {
 /* passthrough.c: FUSE passthrough of model.gguf on libfuse 3.14 (no API for it there).
  *
  * Right after fuse_session_mount: sees the session's raw requests and replies
- * (fuse_session_custom_io) when model.gguf may be the model's one local file and off
+ * (fuse_session_custom_io) when model.gguf may be the model's one local file, or a
+ * local library's folder (folder, else NULL) may hold such files, and off
  * (-o passthrough=no) is false; else records why not. */
-void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off);
+void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off, const char *folder);
 /* From op_init: the event log is up; a refusal found before it is said now (once). */
 void passthrough_init(struct ggufs *fs);
-/* Before fuse_session_unmount (which closes the fd): closes the backing id. */
+/* Before fuse_session_unmount (which closes the fd): closes every backing id. */
 void passthrough_stop(struct ggufs *fs);
-/* The value of user.ggufs.passthrough on model.gguf of tree t: "yes", or why an open
- * now is not a passthrough one, into buf (size bytes, NUL-terminated); its length. */
-int passthrough_why_not(struct ggufs *fs, const struct tree *t, char *buf, size_t size);
 /* For an open of model.gguf of tree t, answered by this thread's next reply: true
  * when it passes through (then that reply carries the backing id; direct, an O_DIRECT
  * open, has its reads still come to the daemon). */
 bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct);
+/* The same in a library, for model.gguf of inode ino of a model of tree t: the first
+ * passthrough open of ino opens a backing id of the model's file, kept while ino has
+ * passthrough opens (the kernel wants one backing file per inode); true when it passes
+ * through, and then passthrough_release(fs, ino) must follow once the open is released
+ * (or its reply failed). An inode the kernel refused a backing id is never passed
+ * through for the mount's life: every open of one inode must be of one kind. */
+bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, const struct tree *t, bool direct);
+void passthrough_release(struct ggufs *fs, uint64_t ino);
+
+/* model.gguf's attribute: whether its opens now pass through to the file. */
+#define PASSTHROUGH_XATTR "user.ggufs.passthrough"
+/* Its value for model.gguf of tree t (inode ino of a library, or 0 on a single mount) as
+ * getxattr answers it: the length; with size, the bytes into buf, or -ERANGE. */
+int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, uint64_t ino, char *buf,
+                          size_t size);
 
 /* watch.c: for a remote model, starts the thread that sets fs->ending once the session
  * has exited or the mount has left the mount table (a lazy unmount); false if it could
@@ -191,6 +212,9 @@ struct options {
  * stderr: 2 for a wrong argument (named), 1 when libfuse failed; 0 when all is well
  * (then o->model and o->mountpoint are set unless o->help or o->version). */
 int cli_parse(struct fuse_args *args, struct options *o);
+/* Frees what cli_parse allocated in o: the values of ggufs's text options (which
+ * fuse_opt_parse strdup'ed) and the operand list. */
+void cli_free(struct options *o);
 /* --help on stdout. */
 void cli_usage(const char *prog);
 /* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE

@@ -35,6 +35,7 @@ struct lib_handle {
 	size_t len;
 	struct lib_list_entry *list;
 	size_t n_list;
+	bool passthrough;       /* a model.gguf open handed to the kernel (passthrough.c) */
 };
 
 /* The open files, by id. The kernel may still be answering a read of a file (async
@@ -108,10 +109,12 @@ static bool attr_fixed(const struct lib_ref *r)
 	return r->kind != LIB_FOLDER && r->kind != LIB_TSV && r->kind != LIB_JSON;
 }
 
-/* True for the nodes inside a model directory: their names never change either. */
+/* True for the nodes inside a model directory whose names never change either (the
+ * names in compare/ follow the folder). */
 static bool inside_model(const struct lib_ref *r)
 {
-	return (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO) || r->kind == LIB_ERROR;
+	return (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO) || r->kind == LIB_ERROR ||
+	       r->kind == LIB_COMPARE_DIR;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -159,6 +162,8 @@ static void handle_free(struct ggufs *fs, struct lib_handle *h)
 {
 	if (!h)
 		return;
+	if (h->passthrough)   /* its backing id may go with the inode's last open */
+		passthrough_release(fs, h->ref.ino);
 	if (h->file)
 		library_file_close(fs->library, h->file);
 	library_put(fs->library, &h->ref);
@@ -204,7 +209,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	uint64_t count = r->kind == LIB_TREE ? tree_dir_count(r->tree, r->node->ino) : h->n_list;
+	uint64_t count = r->kind == LIB_TREE ? library_tree_dir_count(r) : h->n_list;
 	size_t used = 0;
 	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < count + 2; pos++) {
 		struct stat st;
@@ -215,10 +220,11 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			st.st_ino = pos == 0 ? ino : library_parent(r);
 			st.st_mode = S_IFDIR;
 		} else if (r->kind == LIB_TREE) {
-			const struct tree_node *c = tree_dir_child(r->tree, r->node->ino, pos - 2);
-			name = c->name;
-			st.st_ino = library_tree_ino(r, c->ino);
-			st.st_mode = tree_is_dir(c) ? S_IFDIR : S_IFREG;
+			uint64_t child;
+			bool dir;
+			library_tree_dir_entry(r, pos - 2, &name, &child, &dir);
+			st.st_ino = child;
+			st.st_mode = dir ? S_IFDIR : S_IFREG;
 		} else {
 			const struct lib_list_entry *c = &h->list[pos - 2];
 			name = c->name;
@@ -244,7 +250,9 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 /* Opens for reading only. A model's file holds its model built until released; a
  * plain file is opened in the source (a replaced one keeps the version it opened);
- * models.tsv and models.json are made whole here, read past the page cache. */
+ * models.tsv and models.json are made whole here, read past the page cache; compare/
+ * files are made by their first read, also past the page cache (their size, 0, is not
+ * theirs). */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
@@ -260,7 +268,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int ret = library_get(fs->library, ino, true, &h->ref);
 	enum lib_kind k = h->ref.kind;
 	if (ret == 0) {
-		if (k == LIB_FOLDER || k == LIB_BROKEN || (k == LIB_TREE && tree_is_dir(h->ref.node)))
+		if (k == LIB_FOLDER || k == LIB_BROKEN || k == LIB_COMPARE_DIR ||
+		    (k == LIB_TREE && tree_is_dir(h->ref.node)))
 			ret = -EISDIR;
 		else if (k == LIB_PLAIN)
 			ret = library_file_open(fs->library, &h->ref, &h->file);
@@ -278,8 +287,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = h->id;
-	fi->direct_io = k == LIB_TSV || k == LIB_JSON;
+	fi->direct_io = k == LIB_TSV || k == LIB_JSON || k == LIB_COMPARE;
 	fi->keep_cache = !fi->direct_io;
+	/* model.gguf that is its model's one local file goes to the kernel with that file;
+	 * the reply must follow at once (passthrough.c rewrites it) */
+	if (k == LIB_TREE && h->ref.node->kind == TREE_MODEL)
+		h->passthrough = passthrough_open_ino(fs, ino, h->ref.tree, fi->flags & O_DIRECT);
 	if (fuse_reply_open(req, fi) != 0 && files_drop(h, true))
 		handle_free(fs, h);
 }
@@ -344,10 +357,14 @@ static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, 
 		reply_slice(req, text, text ? strlen(text) : 0, size, off);
 		return;
 	}
-	case LIB_PLAIN: {
+	case LIB_PLAIN:
+	case LIB_COMPARE: {
 		char *buf = malloc(size ? size : 1);
-		int64_t r = buf ? library_file_read(fs->library, h->file, buf, size, off)
-		                : -ENOMEM;
+		int64_t r = !buf                       ? -ENOMEM
+		            : h->ref.kind == LIB_PLAIN ? library_file_read(fs->library, h->file, buf,
+		                                                           size, off)
+		                                       : library_compare_read(fs->library, &h->ref,
+		                                                              buf, size, off);
 		if (r < 0)
 			fuse_reply_err(req, (int)-r);
 		else
@@ -424,8 +441,9 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
-/* A model's user.gguf.* from its tree (as `ggufs FILE` shows them), the root's
- * user.ggufs.* counters; nothing on folders and plain files. */
+/* A model's user.gguf.* from its tree (as `ggufs FILE` shows them) and model.gguf's
+ * user.ggufs.passthrough, the root's user.ggufs.* counters; nothing on folders and
+ * plain files. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
@@ -439,6 +457,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	int64_t x = -ENODATA;
 	if (size && !buf)
 		x = -ENOMEM;
+	else if (r.kind == LIB_TREE && r.node->kind == TREE_MODEL &&
+	         strcmp(name, PASSTHROUGH_XATTR) == 0)
+		x = passthrough_xattr(fs, r.tree, ino, buf, size);
 	else if (r.kind == LIB_TREE)
 		x = tree_getxattr(r.tree, r.node, name, buf, size);
 	else if (ino == LIB_ROOT_INO)
@@ -446,6 +467,20 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	reply_xattr(req, x, buf, size);
 	free(buf);
 	library_put(fs->library, &r);
+}
+
+/* The names of a model node's attributes: the tree's, and model.gguf's passthrough
+ * after them. */
+static int64_t model_listxattr(const struct lib_ref *r, char *buf, size_t size)
+{
+	int64_t x = tree_listxattr(r->tree, r->node, buf, size);
+	if (x < 0 || r->node->kind != TREE_MODEL)
+		return x;
+	if (size && (uint64_t)x + sizeof PASSTHROUGH_XATTR > size)
+		return -ERANGE;
+	if (size)
+		memcpy(buf + x, PASSTHROUGH_XATTR, sizeof PASSTHROUGH_XATTR);
+	return x + (int64_t)sizeof PASSTHROUGH_XATTR;
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -462,7 +497,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (size && !buf)
 		x = -ENOMEM;
 	else if (r.kind == LIB_TREE)
-		x = tree_listxattr(r.tree, r.node, buf, size);
+		x = model_listxattr(&r, buf, size);
 	else if (ino == LIB_ROOT_INO)
 		x = root_list(fs, buf, size);
 	reply_xattr(req, x, buf, size);

@@ -139,10 +139,209 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 	return 0;
 }
 
+/* Step 1, before anything is opened: takes the arguments into args and o, keeps URLs
+ * out of /proc/PID/cmdline (*model_copy: the copy to free) and answers what needs no
+ * mount: --help, --version, --diff and --check. True when main has nothing left to do
+ * but exit with *ret; false with *ret 1 when a mount is to follow. */
+static bool parse_arguments(int argc, char *argv[], struct fuse_args *args,
+                            struct options *o, char **model_copy, int *ret)
+{
+	*ret = cli_parse(args, o);
+	if (*ret != 0)
+		return true;
+	*model_copy = scrub_model_arg(argc, argv, &o->model);
+	*ret = 0;
+	if (o->help) {
+		cli_usage(argv[0]);
+		return true;
+	}
+	if (o->version) {
+		printf("ggufs %s (libfuse %s)\n", GGUFS_VERSION, fuse_pkgversion());
+		return true;
+	}
+	if (o->diff) {
+		/* ggufs --diff [--json] A B (cli_parse saw to the rest): nothing mounted */
+		char *b_copy = scrub_model_arg(argc, argv, &o->model_b);
+		*ret = diff_models(o);
+		free(b_copy);
+		return true;
+	}
+	if (o->check) {
+		/* ggufs --check [--json] MODEL.gguf... (cli_parse saw to the rest): nothing
+		 * mounted; every URL kept out of /proc/PID/cmdline, as the first is */
+		char **copies = calloc((size_t)o->n_operands + 1, sizeof *copies);
+		for (int k = 1; copies && k < o->n_operands; k++)
+			copies[k] = scrub_model_arg(argc, argv, &o->operands[k]);
+		if (o->n_operands)
+			o->operands[0] = o->model;
+		*ret = copies ? check_models(o) : 1;
+		for (int k = 1; copies && k < o->n_operands; k++)
+			free(copies[k]);
+		free(copies);
+		return true;
+	}
+	*ret = 1;
+	return false;
+}
+
+/* Opens -o log=FILE, here in the caller's directory before the daemon moves to "/", and
+ * holds early events until the log starts. 0, or -1 after one line on stderr. */
+static int start_early_log(struct ggufs *fs, const struct options *o, const char *mountpoint)
+{
+	if (o->log_file && (fs->log_fd = log_open_file(o->log_file)) < 0)
+		return -1;
+	fs->mountpoint = mountpoint;   /* each log line names it */
+	log_early(fs);
+	return 0;
+}
+
+/* True when o->model names a library (lib/7-library) rather than one model: a folder, a
+ * hub repository or a bucket. *hub: it is a hub repository. */
+static bool names_library(const struct options *o, bool *hub)
+{
+	struct stat st;
+	*hub = hub_library_named(o->model);
+	return *hub || s3_names_library(o->model) ||
+	       (!url_is_remote(o->model) && !s3_is_name(o->model) && stat(o->model, &st) == 0 &&
+	        S_ISDIR(st.st_mode));
+}
+
+/* Opens -o edits=FILE for fs's tree. 0, or -1 after one line on stderr. */
+static int open_edits(struct ggufs *fs, const struct options *o, const char *mountpoint)
+{
+	char err[GGUF_ERR_MAX];
+	/* absolute: the daemon moves to "/" and writes FILE at every edit */
+	char *path = edits_path(o->edits_file);
+	if (path && mountpoint_holds(mountpoint, path)) {   /* said */
+		free(path);
+		return -1;
+	}
+	fs->edits = path ? tree_edits_open(fs->tree, path, err) : NULL;
+	if (!path)
+		snprintf(err, sizeof err, "%s: out of memory", o->edits_file);
+	free(path);
+	if (!fs->edits) {
+		log_errf("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Step 2, before anything is mounted: opens the library, or the model, its tree and its
+ * edits file, into fs (*shown: the model's name as shown, malloc'ed, for the fsname).
+ * 0, or the exit status after one line on stderr; what was opened stays in fs for the
+ * caller to free either way. */
+static int open_source(struct ggufs *fs, const struct options *o, const char *mountpoint,
+                       char **shown)
+{
+	char err[GGUF_ERR_MAX];
+	bool hub;
+	if (names_library(o, &hub))
+		return open_library(fs, o, mountpoint, hub);
+	fs->model = open_model(o, shown);
+	if (!fs->model)
+		return 1;
+	fs->tree = tree_build(fs->model, err);
+	if (!fs->tree) {
+		log_errf("%s", err);
+		return 1;
+	}
+	if (o->edits_file && open_edits(fs, o, mountpoint) != 0)
+		return 1;
+	warn_raw_only(fs->model);
+	return 0;
+}
+
+/* The mount options ggufs adds to args: fsname and subtype first, so that the user's
+ * given later win; ro (but with -o edits) and default_permissions last, so that nothing
+ * undoes them: mount(8) passes "rw" unless told otherwise, and is answered with a
+ * read-only mount, as for a CD; nosuid and nodev too, which mount(8) turns off with its
+ * "suid,dev". 0, or -1 after one line on stderr. */
+static int add_mount_options(struct fuse_args *args, const struct options *o,
+                             const struct ggufs *fs, const char *shown)
+{
+	char *abs = shown ? NULL : realpath(o->model, NULL);
+	int bad = fuse_opt_insert_arg(args, 1, "-osubtype=ggufs") ||
+	          insert_escaped_opt(args, 2, "fsname", shown ? shown : abs ? abs : o->model) ||
+	          fuse_opt_add_arg(args, fs->edits ? "-onosuid,nodev,default_permissions"
+	                                           : "-oro,nosuid,nodev,default_permissions");
+	free(abs);
+	if (bad) {
+		log_errf("out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The session over fs: the library's operations or one model's. NULL when libfuse
+ * refused it (it said why). */
+static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs)
+{
+	struct fuse_session *se =
+		fs->library ? fuse_session_new(args, &library_ops, sizeof library_ops, fs)
+		            : fuse_session_new(args, &ggufs_ops, sizeof ggufs_ops, fs);
+	if (!se)
+		return NULL;
+	fs->se = se;
+	if (fs->model && fs->model->remote)
+		remote_set_cancel(fs->model->remote, ggufs_ending, fs);
+	return se;
+}
+
+/* Step 4, once mounted: passthrough before the first request (INIT) is read, then the
+ * daemon detaches (only now may the parent return to the shell), the log starts (from
+ * now on stderr may be /dev/null) and the helper threads with it. 0, or -1 when the
+ * daemon could not detach. */
+static int go_live(struct ggufs *fs, struct fuse_session *se, const struct options *o,
+                   const struct fuse_cmdline_opts *fo)
+{
+	fs->pt.debug = fo->debug;
+	passthrough_start(fs, se, o->passthrough_arg && strcmp(o->passthrough_arg, "no") == 0,
+	                  fs->library && !fs->remote_library ? o->model : NULL);
+	char what[PATH_MAX + 64];
+	if (!mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
+		fs->bdi[0] = 0;
+	if (fuse_daemonize(fo->foreground) != 0)
+		return -1;
+	log_start(fs, fo->foreground);
+	const bool remote = (fs->model && fs->model->remote) || fs->remote_library;
+	pthread_t ra_thread;
+	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, raise_readahead, fs) == 0)
+		pthread_detach(ra_thread);
+	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
+	if (remote)
+		watch_start(fs);
+	return 0;
+}
+
+/* Step 5: serves requests until unmounted, in one thread (-s) or libfuse's pool. The
+ * exit status: 0 for a clean unmount, also on SIGTERM/SIGINT/SIGHUP, else 1. */
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
+{
+	int r;
+	if (fo->singlethread) {
+		r = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *loop = fuse_loop_cfg_create();
+		if (!loop)
+			return 1;
+		fuse_loop_cfg_set_clone_fd(loop, (unsigned)fo->clone_fd);
+		/* UINT_MAX is libfuse's "not given", which its own setter rejects noisily */
+		if (fo->max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(loop, fo->max_idle_threads);
+		fuse_loop_cfg_set_max_threads(loop, fo->max_threads);
+		r = fuse_session_loop_mt(se, loop);
+		fuse_loop_cfg_destroy(loop);
+	}
+	/* the loop returns -errno on failure, or the signal that ended it */
+	return r < 0;
+}
+
 /* Parses arguments, opens and checks the model and builds its tree, and only then
- * mounts, daemonizes and serves until unmounted. Exit 0 on a clean unmount, 1 when
- * nothing could be mounted (one line on stderr), 2 for wrong arguments. --check runs
- * check.c instead, --diff diff.c, and exits with its status. */
+ * mounts, daemonizes and serves until unmounted; each step that succeeded is undone in
+ * the reverse order by the labels at the end. Exit 0 on a clean unmount, 1 when nothing
+ * could be mounted (one line on stderr), 2 for wrong arguments. --check runs check.c
+ * instead, --diff diff.c, and exits with its status. */
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -154,8 +353,6 @@ int main(int argc, char *argv[])
 	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	                            .settled = PTHREAD_COND_INITIALIZER, .fuse_fd = -1 } };
 	struct fuse_session *se = NULL;
-	struct fuse_loop_config *loop = NULL;
-	char err[GGUF_ERR_MAX];
 	char *mountpoint = NULL;
 	char *shown = NULL;
 	char *model_copy = NULL;
@@ -166,159 +363,30 @@ int main(int argc, char *argv[])
 		log_errf("libcurl cannot start");
 		return 1;
 	}
-	ret = cli_parse(&args, &o);
-	if (ret != 0)
+	if (parse_arguments(argc, argv, &args, &o, &model_copy, &ret))
 		goto out_args;
-	model_copy = scrub_model_arg(argc, argv, &o.model);
-	ret = 1;
-	if (o.help) {
-		cli_usage(argv[0]);
-		ret = 0;
-		goto out_args;
-	}
-	if (o.version) {
-		printf("ggufs %s (libfuse %s)\n", GGUFS_VERSION, fuse_pkgversion());
-		ret = 0;
-		goto out_args;
-	}
-	if (o.diff) {
-		/* ggufs --diff [--json] A B (cli_parse saw to the rest): nothing mounted */
-		char *b_copy = scrub_model_arg(argc, argv, &o.model_b);
-		ret = diff_models(&o);
-		free(b_copy);
-		goto out_args;
-	}
-	if (o.check) {
-		/* ggufs --check [--json] MODEL.gguf... (cli_parse saw to the rest): nothing
-		 * mounted; every URL kept out of /proc/PID/cmdline, as the first is */
-		char **copies = calloc((size_t)o.n_operands + 1, sizeof *copies);
-		for (int k = 1; copies && k < o.n_operands; k++)
-			copies[k] = scrub_model_arg(argc, argv, &o.operands[k]);
-		if (o.n_operands)
-			o.operands[0] = o.model;
-		ret = copies ? check_models(&o) : 1;
-		for (int k = 1; copies && k < o.n_operands; k++)
-			free(copies[k]);
-		free(copies);
-		goto out_args;
-	}
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
 	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
-	if (!mountpoint)
+	if (!mountpoint || start_early_log(&fs, &o, mountpoint) != 0)
 		goto out_cmdline;
-	/* opened here, in the caller's directory, before the daemon moves to "/" */
-	if (o.log_file && (fs.log_fd = log_open_file(o.log_file)) < 0)
-		goto out_cmdline;
-	fs.mountpoint = mountpoint;   /* each log line names it */
-	log_early(&fs);
-
 	fs.max_read = o.max_read;
-	struct stat src_st;
-	bool hub = hub_library_named(o.model), s3_library = s3_names_library(o.model);
-	if (hub || s3_library ||
-	    (!url_is_remote(o.model) && !s3_is_name(o.model) && stat(o.model, &src_st) == 0 &&
-	     S_ISDIR(src_st.st_mode))) {
-		/* a folder, a hub repository or a bucket: a library of every model in it
-		 * (lib/7-library) */
-		ret = open_library(&fs, &o, mountpoint, hub);
-		if (ret != 0)
-			goto out_cmdline;
-		ret = 1;
-		goto library_ready;
-	}
-	fs.model = open_model(&o, &shown);
-	if (!fs.model)
-		goto out_cmdline;
-	fs.tree = tree_build(fs.model, err);
-	if (!fs.tree) {
-		log_errf("%s", err);
-		goto out_model;
-	}
-	if (o.edits_file) {
-		/* absolute: the daemon moves to "/" and writes FILE at every edit */
-		char *path = edits_path(o.edits_file);
-		if (path && mountpoint_holds(mountpoint, path)) {
-			free(path);
-			goto out_tree;
-		}
-		fs.edits = path ? tree_edits_open(fs.tree, path, err) : NULL;
-		if (!path)
-			snprintf(err, sizeof err, "%s: out of memory", o.edits_file);
-		free(path);
-		if (!fs.edits) {
-			log_errf("%s", err);
-			goto out_tree;
-		}
-	}
-	warn_raw_only(fs.model);
-library_ready:
-	if (!fuse_device_check())
-		goto out_tree;
-
-	/* fsname and subtype first, so that the user's given later win; ro (but with -o
-	 * edits) and default_permissions last, so that nothing undoes them: mount(8) passes
-	 * "rw" unless told otherwise, and is answered with a read-only mount, as for a CD;
-	 * nosuid and nodev too, which mount(8) turns off with its "suid,dev" */
-	char *abs = shown ? NULL : realpath(o.model, NULL);
-	int bad = fuse_opt_insert_arg(&args, 1, "-osubtype=ggufs") ||
-	          insert_escaped_opt(&args, 2, "fsname", shown ? shown : abs ? abs : o.model) ||
-	          fuse_opt_add_arg(&args, fs.edits ? "-onosuid,nodev,default_permissions"
-	                                           : "-oro,nosuid,nodev,default_permissions");
-	free(abs);
-	if (bad) {
-		log_errf("out of memory");
-		goto out_tree;
-	}
-	se = fs.library ? fuse_session_new(&args, &library_ops, sizeof library_ops, &fs)
-	                : fuse_session_new(&args, &ggufs_ops, sizeof ggufs_ops, &fs);
+	ret = open_source(&fs, &o, mountpoint, &shown);
+	if (ret != 0)
+		goto out_source;
+	ret = 1;
+	if (!fuse_device_check() || add_mount_options(&args, &o, &fs, shown) != 0)
+		goto out_source;
+	se = new_session(&args, &fs);
 	if (!se)
-		goto out_tree;
-	fs.se = se;
-	fs.mountpoint = mountpoint;
-	if (fs.model && fs.model->remote)
-		remote_set_cancel(fs.model->remote, ggufs_ending, &fs);
+		goto out_source;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_session;
 	if (fuse_session_mount(se, mountpoint) != 0)
 		goto out_signals;
-	/* before the first request (INIT) is read */
-	fs.pt.debug = fo.debug;
-	passthrough_start(&fs, se, o.passthrough_arg && strcmp(o.passthrough_arg, "no") == 0);
-	char what[PATH_MAX + 64];
-	if (!mounted_at(mountpoint, what, sizeof what, fs.bdi))
-		fs.bdi[0] = 0;
-	/* the mount is ready: only now may the parent return to the shell */
-	if (fuse_daemonize(fo.foreground) != 0)
+	if (go_live(&fs, se, &o, &fo) != 0)
 		goto out_unmount;
-
-	/* from now on stderr may be /dev/null: events go to the log */
-	log_start(&fs, fo.foreground);
-
-	bool remote = (fs.model && fs.model->remote) || fs.remote_library;
-	pthread_t ra_thread;
-	if (fs.bdi[0] && !remote && pthread_create(&ra_thread, NULL, raise_readahead, &fs) == 0)
-		pthread_detach(ra_thread);
-	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
-	if (remote)
-		watch_start(&fs);
-
-	if (fo.singlethread) {
-		ret = fuse_session_loop(se);
-	} else {
-		loop = fuse_loop_cfg_create();
-		if (!loop)
-			goto out_unmount;
-		fuse_loop_cfg_set_clone_fd(loop, (unsigned)fo.clone_fd);
-		/* UINT_MAX is libfuse's "not given", which its own setter rejects noisily */
-		if (fo.max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(loop, fo.max_idle_threads);
-		fuse_loop_cfg_set_max_threads(loop, fo.max_threads);
-		ret = fuse_session_loop_mt(se, loop);
-	}
-	/* the loop returns -errno on failure, or the signal that ended it: a clean
-	 * unmount on SIGTERM/SIGINT/SIGHUP is a success */
-	ret = ret < 0;
+	ret = serve(se, &fo);
 
 out_unmount:
 	/* first: a quick remount of the same model waits for this mount's disk cache
@@ -333,12 +401,10 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
-out_tree:
-	fuse_loop_cfg_destroy(loop);
+out_source:
 	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
 	library_free(fs.library);
-out_model:
 	model_close(fs.model);
 out_cmdline:
 	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
@@ -347,17 +413,8 @@ out_cmdline:
 	free(shown);
 out_args:
 	fuse_opt_free_args(&args);
-	/* fuse_opt_parse strdup'ed the "%s" option values */
-	free((char *)o.token_file);
-	free((char *)o.cafile);
-	free((char *)o.cache_size_arg);
-	free((char *)o.cache_dir);
-	free((char *)o.cache_max_arg);
-	free((char *)o.log_file);
-	free((char *)o.edits_file);
-	free((char *)o.passthrough_arg);
+	cli_free(&o);
 	free(model_copy);
-	free(o.operands);
 	curl_global_cleanup();
 	return ret;
 }

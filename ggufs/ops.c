@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "evlog.h"
+#include "scratch.h"
 #include "thread_buf.h"
 #include "tree_edit.h"
 
@@ -54,6 +55,8 @@ static void drop_tree(struct ggufs *fs, struct tree *t)
  * value at flush (close) or release. */
 struct handle {
 	struct tree *tree;
+	struct scratch_file *scratch;   /* an open scratch file of metadata/ (scratch.h): its
+	                                 * reads and writes go to it, not to tree */
 	bool writing;
 	bool dirty;             /* written since the last commit */
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
@@ -71,6 +74,34 @@ struct handle {
 static struct handle *handle_of(const struct ggufs *fs, const struct fuse_file_info *fi)
 {
 	return fs->edits && fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
+}
+
+/* The scratch file of ino, held (scratch_drop it), when ino is one (edits on); else NULL. */
+static struct scratch_file *scratch_of(const struct ggufs *fs, uint64_t ino)
+{
+	return fs->edits && ino >= TREE_SCRATCH_INO ?
+	       scratch_by_ino(tree_edits_scratch(fs->edits), ino) : NULL;
+}
+
+/* A new handle on tree t (which it keeps), or NULL out of memory. */
+static struct handle *handle_new(struct tree *t, bool writing)
+{
+	struct handle *h = calloc(1, sizeof *h);
+	if (!h)
+		return NULL;
+	pthread_mutex_init(&h->lock, NULL);
+	h->tree = t;
+	h->writing = writing;
+	return h;
+}
+
+static void handle_free(struct handle *h)
+{
+	tree_release(h->tree);
+	scratch_drop(h->scratch);
+	pthread_mutex_destroy(&h->lock);
+	free(h->buf);
+	free(h);
 }
 
 /* The node of ino in t, or NULL after replying ENOENT (the kernel only asks for inodes
@@ -94,8 +125,11 @@ static const struct tree_node *dir_or_reply(fuse_req_t req, const struct tree *t
 	return n;
 }
 
-/* Fills st for node n: sizes from the tree, owner and times from the model file. */
-static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct stat *st)
+/* Fills st for node n of t: sizes from the tree, owner and times from the model file;
+ * with edits, the files an edit changes have its time (tree_edit_time), so make, rsync
+ * and editors see the change. */
+static void fill_stat(const struct ggufs *fs, const struct tree *t, const struct tree_node *n,
+                      struct stat *st)
 {
 	const struct stat *gs = &fs->model->st;
 
@@ -123,6 +157,29 @@ static void fill_stat(const struct ggufs *fs, const struct tree_node *n, struct 
 	st->st_atim = gs->st_atim;
 	st->st_mtim = gs->st_mtim;
 	st->st_ctim = gs->st_ctim;
+	struct timespec edited;
+	if (fs->edits && tree_edit_time(t, n, &edited))
+		st->st_mtim = st->st_ctim = edited;
+}
+
+/* Fills st for scratch file f of metadata/: a file as a key's is (the mount owner's,
+ * writable by them), with its own size and time. */
+static void fill_scratch_stat(const struct ggufs *fs, struct scratch_file *f, struct stat *st)
+{
+	uint64_t size;
+	struct timespec t;
+	struct tree_node as_key = { .kind = TREE_META };
+	scratch_stat(f, &size, &t);
+	memset(st, 0, sizeof *st);
+	st->st_ino = scratch_ino(f);
+	st->st_mode = tree_mode(&as_key, fs->model->st.st_mode) | S_IWUSR;
+	st->st_nlink = 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_size = (off_t)size;
+	st->st_blksize = 4096;
+	st->st_blocks = size ? 1 : 0;
+	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
 /* Reads as large as the kernel allows: max_readahead arrives as the kernel's maximum
@@ -162,7 +219,18 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		/* a name that is not there now may be made by an edit: not cached then */
 		e.entry_timeout = fs->edits && parent == TREE_METADATA_DIR_INO ? 0 : CACHE_TIMEOUT;
 		const struct tree_node *n = tree_lookup(t, parent, name);
-		if (n) {
+		struct scratch_file *f = fs->edits && parent == TREE_METADATA_DIR_INO &&
+		                         scratch_is_name(name) ?
+		                         scratch_by_name(tree_edits_scratch(fs->edits), name) : NULL;
+		if (n && fs->edits && tree_edits_aside(fs->edits, t, n))
+			n = NULL;   /* moved aside (tree_edit.h): not there */
+		if (f) {
+			e.ino = scratch_ino(f);
+			e.generation = 1;
+			e.attr_timeout = 0;
+			fill_scratch_stat(fs, f, &e.attr);
+			scratch_drop(f);
+		} else if (n) {
 			e.ino = n->ino;
 			e.generation = 1;
 			/* model.gguf is another inode in each edit state (tree_ino.h), and a
@@ -171,7 +239,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			e.entry_timeout = fs->edits && (n->kind == TREE_MODEL ||
 			                                parent == TREE_METADATA_DIR_INO) ?
 			                  0 : CACHE_TIMEOUT;
-			fill_stat(fs, n, &e.attr);
+			fill_stat(fs, t, n, &e.attr);
 		}
 		fuse_reply_entry(req, &e);
 	}
@@ -184,11 +252,21 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct ggufs *fs = fs_of(req);
 	struct handle *h = handle_of(fs, fi);
+	/* a scratch file's through its open handle (it may be unlinked), else by number;
+	 * never cached, as its size changes with every write */
+	struct scratch_file *f = h && h->scratch ? NULL : scratch_of(fs, ino);
+	if (f || (h && h->scratch)) {
+		struct stat st;
+		fill_scratch_stat(fs, f ? f : h->scratch, &st);
+		scratch_drop(f);
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	struct tree *t = h ? tree_hold(h->tree) : take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n) {
 		struct stat st;
-		fill_stat(fs, n, &st);
+		fill_stat(fs, t, n, &st);
 		if (h && h->writing)
 			st.st_size = (off_t)h->len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
@@ -234,19 +312,34 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		drop_tree(fs, t);
 		return;
 	}
+	/* with edits, metadata/'s scratch files follow its keys (keys moved aside are not
+	 * listed, their positions kept) */
 	uint64_t count = tree_dir_count(t, ino);
+	struct scratch_set *scratch = fs->edits && ino == TREE_METADATA_DIR_INO ?
+	                              tree_edits_scratch(fs->edits) : NULL;
+	uint64_t end = count + 2 + (scratch ? scratch_count(scratch) : 0);
 	size_t used = 0;
-	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < count + 2; pos++) {
+	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < end; pos++) {
 		struct stat st;
 		memset(&st, 0, sizeof st);
 		const char *name;
-		if (pos < 2) {
+		char scratch_name[256];
+		uint64_t scratch_ino;
+		if (pos >= count + 2) {
+			if (!scratch_entry(scratch, pos - count - 2, scratch_name, &scratch_ino))
+				break;
+			name = scratch_name;
+			st.st_ino = scratch_ino;
+			st.st_mode = S_IFREG;
+		} else if (pos < 2) {
 			const struct tree_node *d = pos == 0 ? dir : tree_node(t, dir->parent);
 			name = pos == 0 ? "." : "..";
 			st.st_ino = d->ino;
 			st.st_mode = S_IFDIR;
 		} else {
 			const struct tree_node *c = tree_dir_child(t, ino, pos - 2);
+			if (scratch && tree_edits_aside(fs->edits, t, c))
+				continue;
 			name = c->name;
 			st.st_ino = c->ino;
 			st.st_mode = tree_is_dir(c) ? S_IFDIR : S_IFREG;
@@ -336,6 +429,30 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool 
 	return r;
 }
 
+/* An open of scratch file f (held; the handle keeps it): reads and writes go to it
+ * straight (direct_io), shared by every open as a file's bytes are. */
+static void open_scratch(fuse_req_t req, struct ggufs *fs, struct scratch_file *f,
+                         struct fuse_file_info *fi)
+{
+	bool write = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+	if (write && !owner_or_reply(req)) {
+		scratch_drop(f);
+		return;
+	}
+	int r = write && (fi->flags & O_TRUNC) ? scratch_truncate(f, 0) : 0;
+	struct handle *h = r == 0 ? handle_new(take_tree(fs), write) : NULL;
+	if (!h) {
+		scratch_drop(f);
+		fuse_reply_err(req, r < 0 ? -r : ENOMEM);
+		return;
+	}
+	h->scratch = f;
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		handle_free(h);
+}
+
 /* Opens for reading anywhere; with edits, metadata/KEY for writing too (its owner
  * only). Without edits, contents are fixed, so the page cache may be kept across
  * opens; direct_io stays off so that mmap works. With edits each open holds its tree.
@@ -344,6 +461,11 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
+	struct scratch_file *f = scratch_of(fs, ino);
+	if (f) {
+		open_scratch(req, fs, f, fi);
+		return;
+	}
 	struct tree *t = take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (!n) {
@@ -363,23 +485,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		fuse_reply_open(req, fi);
 	} else {
-		struct handle *h = calloc(1, sizeof *h);
+		struct handle *h = handle_new(t, write);
 		if (!h) {
 			fuse_reply_err(req, ENOMEM);
 			drop_tree(fs, t);
 			return;
 		}
-		pthread_mutex_init(&h->lock, NULL);
-		h->tree = t;
-		h->writing = write;
 		if (write && (fi->flags & O_TRUNC)) {
 			/* open(O_TRUNC) makes the value "" even if nothing follows */
 			h->dirty = h->only_truncated = true;
 		} else if (write && !handle_load(h, n)) {
-			free(h->buf);
-			free(h);
+			handle_free(h);
 			fuse_reply_err(req, ENOMEM);
-			drop_tree(fs, t);
 			return;
 		}
 		fi->fh = (uint64_t)(uintptr_t)h;
@@ -393,11 +510,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->keep_cache = !write && !changes;
 		if (n->kind == TREE_MODEL)   /* a state's own inode: one kind of open each */
 			passthrough_open(fs, t, fi->flags & O_DIRECT);
-		if (fuse_reply_open(req, fi) != 0) {
-			free(h->buf);
-			free(h);
-			drop_tree(fs, t);
-		}
+		if (fuse_reply_open(req, fi) != 0)
+			handle_free(h);
 		return;   /* the handle keeps the tree */
 	}
 	drop_tree(fs, t);
@@ -408,7 +522,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct handle *h = handle_of(fs_of(req), fi);
-	int r = h && h->writing ? handle_commit(fs_of(req), h, ino, false) : 0;
+	int r = h && h->writing && !h->scratch ? handle_commit(fs_of(req), h, ino, false) : 0;
 	fuse_reply_err(req, -r);
 }
 
@@ -417,12 +531,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct ggufs *fs = fs_of(req);
 	struct handle *h = handle_of(fs, fi);
 	if (h) {
-		if (h->writing)   /* a text not flushed (a close that failed to reach us) */
+		if (h->writing && !h->scratch)   /* a text not flushed (a close that failed to
+		                                  * reach us) */
 			handle_commit(fs, h, ino, true);
-		tree_release(h->tree);
-		pthread_mutex_destroy(&h->lock);
-		free(h->buf);
-		free(h);
+		handle_free(h);
 	}
 	fuse_reply_err(req, 0);
 }
@@ -472,6 +584,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct handle *h = handle_of(fs_of(req), fi);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (h && h->scratch) {
+		char *buf = malloc(size ? size : 1);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		fuse_reply_buf(req, buf, (size_t)scratch_read(h->scratch, buf, size, (uint64_t)off));
+		free(buf);
 		return;
 	}
 	if (h && h->writing) {   /* a writer reads back its own text */
@@ -547,30 +669,17 @@ static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
 		fuse_reply_buf(req, buf, (size_t)r);
 }
 
-/* model.gguf's attribute: whether its opens now pass through to the file. */
-#define PASSTHROUGH_XATTR "user.ggufs.passthrough"
-
-/* The value of PASSTHROUGH_XATTR for tree t as getxattr answers it (the length; with
- * size, the bytes into buf, or -ERANGE). */
-static int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size)
-{
-	char value[256];
-	int n = passthrough_why_not(fs, t, value, sizeof value);
-	if (n < 0)
-		return -EIO;
-	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
-	if (size && len > size)
-		return -ERANGE;
-	if (size)
-		memcpy(buf, value, len);
-	return (int64_t)len;
-}
-
 /* user.gguf.* values from the tree, the root's user.ggufs.* counters (report.c) and
  * model.gguf's user.ggufs.passthrough, through a buffer of the size asked for. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
+	struct scratch_file *f = scratch_of(fs, ino);
+	if (f) {   /* a scratch file has no attributes (vim copies a backup's to the new file) */
+		scratch_drop(f);
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	struct tree *t = take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	char *buf = n && size ? malloc(size) : NULL;
@@ -579,7 +688,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	} else if (n) {
 		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
 		if (n->kind == TREE_MODEL && strcmp(name, PASSTHROUGH_XATTR) == 0)
-			r = passthrough_xattr(fs, t, buf, size);
+			r = passthrough_xattr(fs, t, 0, buf, size);
 		if (r == -ENOENT)
 			r = tree_getxattr(t, n, name, buf, size);
 		reply_xattr(req, r, buf, size);
@@ -592,6 +701,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
+	struct scratch_file *f = scratch_of(fs, ino);
+	if (f) {
+		scratch_drop(f);
+		reply_xattr(req, 0, NULL, size);
+		return;
+	}
 	struct tree *t = take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (!n) {
@@ -664,6 +779,21 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct ggufs *fs = fs_of(req);
 	if (!may_edit(req))
 		return;
+	struct handle *sh = handle_of(fs, fi);
+	struct scratch_file *f = sh && sh->scratch ? NULL : scratch_of(fs, ino);
+	if (f || (sh && sh->scratch)) {   /* a scratch file: its size; the rest as a key's */
+		struct scratch_file *of = f ? f : sh->scratch;
+		int sr = to_set & FUSE_SET_ATTR_SIZE ?
+		         scratch_truncate(of, attr->st_size < 0 ? 0 : (uint64_t)attr->st_size) : 0;
+		struct stat st;
+		fill_scratch_stat(fs, of, &st);
+		scratch_drop(f);
+		if (sr < 0)
+			fuse_reply_err(req, -sr);
+		else
+			fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	struct tree *t = take_tree(fs);
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (!n) {
@@ -723,7 +853,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	n = tree_node(t, ino);
 	struct stat st;
 	if (n) {
-		fill_stat(fs, n, &st);
+		fill_stat(fs, t, n, &st);
 		if (h && h->writing)
 			st.st_size = (off_t)h->len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
@@ -741,7 +871,17 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	if (!may_edit(req))
 		return;
 	struct ggufs *fs = fs_of(req);
-	if (strcmp(name, "user.gguf.type") != 0) {
+	struct tree *t = take_tree(fs);
+	const struct tree_node *n = tree_node(t, ino);
+	bool key = n && n->kind == TREE_META;
+	drop_tree(fs, t);
+	struct scratch_file *f = scratch_of(fs, ino);
+	scratch_drop(f);
+	if (!key && !f && n) {   /* the rest of the tree is read-only */
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (strcmp(name, "user.gguf.type") != 0 || f) {
 		fuse_reply_err(req, ENOTSUP);
 		return;
 	}
@@ -815,14 +955,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if (flags & RENAME_NOREPLACE) {
-		struct tree *t = take_tree(fs);
-		bool taken = tree_lookup(t, 2, newname) != NULL;
-		drop_tree(fs, t);
-		if (taken) {
-			fuse_reply_err(req, EEXIST);
-			return;
-		}
+	if ((flags & RENAME_NOREPLACE) && tree_edits_taken(fs->edits, newname)) {
+		fuse_reply_err(req, EEXIST);
+		return;
 	}
 	char err[GGUF_ERR_MAX];
 	int r = tree_edits_rename(fs->edits, name, newname, err);
@@ -857,31 +992,41 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	invalidate(fs, 0);
-	struct handle *h = calloc(1, sizeof *h);
 	struct tree *t = take_tree(fs);
-	const struct tree_node *n = tree_node(t, ino);
-	if (!h || !n) {
-		free(h);
-		drop_tree(fs, t);
+	struct handle *h = handle_new(t, (fi->flags & O_ACCMODE) != O_RDONLY);
+	struct scratch_file *f = scratch_of(fs, ino);
+	const struct tree_node *n = f ? NULL : tree_node(t, ino);
+	if (!h || (!f && !n)) {
+		scratch_drop(f);
+		if (h)
+			handle_free(h);
+		else
+			drop_tree(fs, t);
 		fuse_reply_err(req, h ? ENOENT : ENOMEM);
 		return;
 	}
-	pthread_mutex_init(&h->lock, NULL);
-	h->tree = t;
-	h->writing = (fi->flags & O_ACCMODE) != O_RDONLY;
 	struct fuse_entry_param e;
 	memset(&e, 0, sizeof e);
 	e.ino = ino;
 	e.generation = 1;
-	e.attr_timeout = CACHE_TIMEOUT;
+	e.attr_timeout = f ? 0 : CACHE_TIMEOUT;
 	e.entry_timeout = 0;   /* as op_lookup's in metadata/ with edits */
-	fill_stat(fs, n, &e.attr);
-	fi->fh = (uint64_t)(uintptr_t)h;
-	fi->direct_io = h->writing;
-	if (fuse_reply_create(req, &e, fi) != 0) {
-		tree_release(t);
-		free(h);
+	if (f) {
+		h->scratch = f;
+		fill_scratch_stat(fs, f, &e.attr);
+	} else {
+		fill_stat(fs, t, n, &e.attr);
 	}
+	if (r == 1 && h->writing) {
+		/* a key moved aside made again (tree_edit.h): its text starts empty, made the
+		 * value at the last close, as a shell's "> KEY" */
+		h->dirty = h->only_truncated = true;
+		e.attr.st_size = 0;
+	}
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = h->writing || f;
+	if (fuse_reply_create(req, &e, fi) != 0)
+		handle_free(h);
 }
 
 /* A write of metadata/KEY goes into the writer's text, at its offset (a hole is zeros);
@@ -894,6 +1039,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	uint64_t end;
 	if (!h || !h->writing) {
 		erofs(req);
+		return;
+	}
+	if (h->scratch) {
+		int sr = off < 0 ? -EINVAL : scratch_write(h->scratch, buf, size, (uint64_t)off);
+		if (sr < 0)
+			fuse_reply_err(req, -sr);
+		else
+			fuse_reply_write(req, size);
 		return;
 	}
 	if (off < 0 || __builtin_add_overflow((uint64_t)off, (uint64_t)size, &end) ||

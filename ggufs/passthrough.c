@@ -24,11 +24,21 @@
  * The kernel allows one kind of open per inode at a time (a normal open of a file
  * open with passthrough fails, and the other way round): every open of one model.gguf
  * is of one kind, since with edits each state's model.gguf is an inode of its own
- * (lib/6-tree/tree.h) and whether it is the file is the state's. */
+ * (lib/6-tree/tree.h) and whether it is the file is the state's.
+ *
+ * A local library has many model files, opened and closed as its models are built
+ * and released, so there the backing id is per model.gguf inode and lazy: opened at
+ * the first open of that inode, kept while it has opens (the kernel also wants one
+ * backing file per inode while any is open), closed after the last release; the
+ * kernel keeps what live opens and mappings use. A library's inode is one version of
+ * one file (lib/7-library/library.h: never reused in a mount), so whether it is the
+ * file never changes; an inode the kernel refused a backing id stays refused. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
@@ -101,6 +111,14 @@ _Static_assert(sizeof(struct pt_backing_map) == 16, "fuse_backing_map");
 #define PT_IOC_BACKING_OPEN _IOW(PT_IOC_MAGIC, 1, struct pt_backing_map)
 #define PT_IOC_BACKING_CLOSE _IOW(PT_IOC_MAGIC, 2, uint32_t)
 
+/* A library's model.gguf inode with a backing id (while opens > 0), or refused one. */
+struct pt_file {
+	uint64_t ino;
+	int32_t backing_id;   /* > 0, or 0: refused (why says why) */
+	uint32_t opens;       /* passthrough opens not yet released */
+	char why[160];
+};
+
 /* The request this thread read last, and the backing id its open reply is to carry
  * (0: none) with its open flags. */
 static _Thread_local uint64_t current_unique;
@@ -165,6 +183,15 @@ static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
 static void open_backing(struct ggufs *fs)
 {
 	int fd = fuse_session_fd(fs->se);
+	if (fs->pt.library) {   /* a backing id per model file, at its first open */
+		pthread_mutex_lock(&fs->pt.lock);
+		fs->pt.pending = false;
+		fs->pt.negotiated = true;
+		fs->pt.fuse_fd = fd;
+		pthread_cond_broadcast(&fs->pt.settled);
+		pthread_mutex_unlock(&fs->pt.lock);
+		return;
+	}
 	/* fs->tree, of the model's own metadata, is the file whenever the model is one
 	 * local file (passthrough_start) */
 	struct pt_backing_map map = { .fd = tree_model_file_fd(fs->tree) };
@@ -275,7 +302,20 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return writev(fd, iov, count);
 }
 
-void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off)
+/* The max_stack_depth for backing files on the file system of fd: 1 lets the mount be
+ * the lower layer of an overlay; a file on a stacked file system (a FUSE mount, which
+ * may pass through itself, or an overlay) needs 2. */
+static uint32_t stack_depth_for(int fd)
+{
+	struct statfs sfs;
+	if (fd >= 0 && fstatfs(fd, &sfs) == 0 &&
+	    (sfs.f_type == PT_FUSE_SUPER_MAGIC || sfs.f_type == PT_OVERLAYFS_SUPER_MAGIC ||
+	     sfs.f_type == PT_ECRYPTFS_SUPER_MAGIC))
+		return 2;
+	return 1;
+}
+
+void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off, const char *folder)
 {
 	const struct ggufs_model *m = fs->model;
 	fs->pt.fuse_fd = -1;
@@ -284,23 +324,29 @@ void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off)
 		fs->pt.logged = true;   /* asked for: nothing to say */
 		return;
 	}
-	if (!m || m->remote || m->n_shards != 1) {
-		/* model.gguf is never one local file: no refusal, just what it is */
-		snprintf(fs->pt.refused, sizeof fs->pt.refused, "%s",
-		         !m ? "a library (its models are opened as they are used)"
-		         : m->remote ? "a remote model" : "a split model, merged here");
+	if (!m && !folder) {
+		snprintf(fs->pt.refused, sizeof fs->pt.refused, "a remote library's model");
 		fs->pt.logged = true;
 		return;
 	}
-	/* 1 lets the mount be the lower layer of an overlay; a model on a stacked file
-	 * system (a FUSE mount, which may pass through itself, or an overlay) needs 2 */
-	struct statfs sfs;
-	int fd = tree_model_file_fd(fs->tree);
-	fs->pt.stack_depth = 1;
-	if (fd >= 0 && fstatfs(fd, &sfs) == 0 &&
-	    (sfs.f_type == PT_FUSE_SUPER_MAGIC || sfs.f_type == PT_OVERLAYFS_SUPER_MAGIC ||
-	     sfs.f_type == PT_ECRYPTFS_SUPER_MAGIC))
-		fs->pt.stack_depth = 2;
+	if (m && (m->remote || m->n_shards != 1)) {
+		/* model.gguf is never one local file: no refusal, just what it is */
+		snprintf(fs->pt.refused, sizeof fs->pt.refused, "%s",
+		         m->remote ? "a remote model" : "a split model, merged here");
+		fs->pt.logged = true;
+		return;
+	}
+	if (m) {
+		fs->pt.stack_depth = stack_depth_for(tree_model_file_fd(fs->tree));
+	} else {
+		/* the folder's file system stands for its models' (one on another, through a
+		 * symlink, that needs more is refused its backing id: served as before) */
+		int dfd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fs->pt.stack_depth = stack_depth_for(dfd);
+		if (dfd >= 0)
+			close(dfd);
+		fs->pt.library = true;
+	}
 	static const struct fuse_custom_io io = { .read = pt_read, .writev = pt_writev };
 	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)) != 0)
 		snprintf(fs->pt.refused, sizeof fs->pt.refused,
@@ -318,25 +364,57 @@ void passthrough_init(struct ggufs *fs)
 	pthread_mutex_unlock(&fs->pt.lock);
 }
 
+/* Closes backing id (under pt.lock): the kernel keeps the file for opens still alive
+ * and for mappings, only the id goes. */
+static void close_backing_locked(struct ggufs *fs, int32_t backing_id)
+{
+	uint32_t id = (uint32_t)backing_id;
+	if (ioctl(fs->pt.fuse_fd, PT_IOC_BACKING_CLOSE, &id) != 0)
+		evlog(EVLOG_WARNING, NULL, "closing backing id %" PRIu32 " of model.gguf: %s", id,
+		      strerror(errno));
+	else if (fs->pt.debug)
+		fprintf(stderr, "   passthrough: backing id %" PRIu32 " closed\n", id);
+}
+
 void passthrough_stop(struct ggufs *fs)
 {
 	pthread_mutex_lock(&fs->pt.lock);
-	if (fs->pt.backing_id > 0) {
-		uint32_t id = (uint32_t)fs->pt.backing_id;
-		/* the kernel keeps the file for opens still alive: only the id goes */
-		if (ioctl(fs->pt.fuse_fd, PT_IOC_BACKING_CLOSE, &id) != 0)
-			evlog(EVLOG_WARNING, NULL, "closing backing id %" PRIu32 " of model.gguf: %s",
-			      id, strerror(errno));
-		else if (fs->pt.debug)
-			fprintf(stderr, "   passthrough: backing id %" PRIu32 " closed\n", id);
-		fs->pt.backing_id = 0;
-	}
+	if (fs->pt.backing_id > 0)
+		close_backing_locked(fs, fs->pt.backing_id);
+	fs->pt.backing_id = 0;
+	for (size_t i = 0; i < fs->pt.n_files; i++)   /* opens not released before the end */
+		if (fs->pt.files[i].backing_id > 0)
+			close_backing_locked(fs, fs->pt.files[i].backing_id);
+	free(fs->pt.files);
+	fs->pt.files = NULL;
+	fs->pt.n_files = fs->pt.cap_files = 0;
 	pthread_mutex_unlock(&fs->pt.lock);
 }
 
-/* Why an open of model.gguf of tree t now is not a passthrough one (a static or the
- * mount's text), or NULL when it is. Called with pt.lock held. */
-static const char *why_not_locked(struct ggufs *fs, const struct tree *t)
+/* Why model.gguf of tree t is not the model's file byte for byte. */
+static const char *not_the_file(const struct tree *t)
+{
+	const struct ggufs_model *m = tree_model(t);
+	if (m->remote)
+		return "a remote model";
+	if (m->n_shards != 1)
+		return "a split model, merged here";
+	return "edited: model.gguf has a header of its own in front of the file's data";
+}
+
+/* Library inode ino's entry (under pt.lock), or NULL. */
+static struct pt_file *file_of_locked(struct ggufs *fs, uint64_t ino)
+{
+	for (size_t i = 0; i < fs->pt.n_files; i++)
+		if (fs->pt.files[i].ino == ino)
+			return &fs->pt.files[i];
+	return NULL;
+}
+
+/* Why an open of model.gguf of tree t (library inode ino, or 0) now is not a
+ * passthrough one (a static or the mount's text), or NULL when it is. Called with
+ * pt.lock held. */
+static const char *why_not_locked(struct ggufs *fs, const struct tree *t, uint64_t ino)
 {
 	/* the backing id is being asked for: a moment (one ioctl) */
 	while (fs->pt.pending)
@@ -344,29 +422,143 @@ static const char *why_not_locked(struct ggufs *fs, const struct tree *t)
 	if (fs->pt.refused[0])
 		return fs->pt.refused;
 	if (tree_model_file_fd(t) < 0)
-		return "edited: model.gguf has a header of its own in front of the file's data";
+		return not_the_file(t);
+	if (fs->pt.library) {
+		const struct pt_file *f = file_of_locked(fs, ino);
+		if (f && f->backing_id == 0)
+			return f->why;
+		return fs->pt.negotiated ? NULL : "not negotiated with the kernel yet";
+	}
 	if (fs->pt.backing_id <= 0)
 		return "not negotiated with the kernel yet";
 	return NULL;
 }
 
-int passthrough_why_not(struct ggufs *fs, const struct tree *t, char *buf, size_t size)
+/* The open flags of a passthrough open: O_DIRECT on the file itself would hold the
+ * reader to its alignment rules, so its reads come here, as before; its mappings still
+ * go to the file. */
+static uint32_t open_flags_for(bool direct)
 {
-	pthread_mutex_lock(&fs->pt.lock);
-	const char *why = why_not_locked(fs, t);
-	int n = snprintf(buf, size, "%s", why ? why : "yes");
-	pthread_mutex_unlock(&fs->pt.lock);
-	return n;
+	return PT_FOPEN_PASSTHROUGH | (direct ? PT_FOPEN_DIRECT_IO : 0);
 }
 
 bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct)
 {
 	pthread_mutex_lock(&fs->pt.lock);
-	bool pt = why_not_locked(fs, t) == NULL;
+	bool pt = why_not_locked(fs, t, 0) == NULL;
 	current_backing_id = pt ? fs->pt.backing_id : 0;
 	pthread_mutex_unlock(&fs->pt.lock);
-	/* O_DIRECT on the file itself would hold the reader to its alignment rules: its
-	 * reads come here, as before; its mappings still go to the file */
-	current_open_flags = PT_FOPEN_PASSTHROUGH | (direct ? PT_FOPEN_DIRECT_IO : 0);
+	current_open_flags = open_flags_for(direct);
 	return pt;
+}
+
+/* A new entry for ino in the table (under pt.lock), or NULL out of memory. */
+static struct pt_file *file_add_locked(struct ggufs *fs, uint64_t ino)
+{
+	if (fs->pt.n_files == fs->pt.cap_files) {
+		size_t cap = fs->pt.cap_files ? 2 * fs->pt.cap_files : 16;
+		struct pt_file *files = realloc(fs->pt.files, cap * sizeof *files);
+		if (!files)
+			return NULL;
+		fs->pt.files = files;
+		fs->pt.cap_files = cap;
+	}
+	struct pt_file *f = &fs->pt.files[fs->pt.n_files++];
+	memset(f, 0, sizeof *f);
+	f->ino = ino;
+	return f;
+}
+
+/* A new entry for library inode ino of tree t (under pt.lock) with a backing id of the
+ * model's file, or refused by the kernel (said once per cause: every model of a folder
+ * may be refused alike); NULL out of memory. */
+static struct pt_file *backing_open_locked(struct ggufs *fs, uint64_t ino, const struct tree *t)
+{
+	struct pt_backing_map map = { .fd = tree_model_file_fd(t) };
+	int id = ioctl(fs->pt.fuse_fd, PT_IOC_BACKING_OPEN, &map);
+	int err = errno;
+	struct pt_file *f = file_add_locked(fs, ino);
+	if (!f) {
+		if (id > 0)
+			close_backing_locked(fs, id);
+		return NULL;
+	}
+	if (id > 0) {
+		f->backing_id = id;
+		if (fs->pt.debug)
+			fprintf(stderr, "   passthrough: backing id %d opened for inode %#" PRIx64 "\n",
+			        id, ino);
+	} else {
+		snprintf(f->why, sizeof f->why, "the kernel refused the backing file "
+		         "(FUSE_DEV_IOC_BACKING_OPEN: %s)", strerror(id < 0 ? err : EINVAL));
+		evlog(EVLOG_WARNING, f->why, "%s: model.gguf without passthrough: %s",
+		      tree_model(t)->path, f->why);
+	}
+	return f;
+}
+
+/* Removes f from the table (under pt.lock), its backing id closed. */
+static void file_remove_locked(struct ggufs *fs, struct pt_file *f)
+{
+	close_backing_locked(fs, f->backing_id);
+	*f = fs->pt.files[--fs->pt.n_files];
+}
+
+int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, uint64_t ino, char *buf,
+                          size_t size)
+{
+	pthread_mutex_lock(&fs->pt.lock);
+	const char *why = why_not_locked(fs, t, ino);
+	if (!why && fs->pt.library && !file_of_locked(fs, ino)) {
+		/* never opened: whether the kernel takes the file is known by asking it */
+		struct pt_file *f = backing_open_locked(fs, ino, t);
+		if (f && f->backing_id > 0)
+			file_remove_locked(fs, f);
+		else if (f)
+			why = f->why;
+	}
+	char value[256];
+	int n = snprintf(value, sizeof value, "%s", why ? why : "yes");
+	pthread_mutex_unlock(&fs->pt.lock);
+	if (n < 0)
+		return -EIO;
+	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
+	if (size && len > size)
+		return -ERANGE;
+	if (size)
+		memcpy(buf, value, len);
+	return (int64_t)len;
+}
+
+bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, const struct tree *t, bool direct)
+{
+	current_backing_id = 0;
+	current_open_flags = open_flags_for(direct);
+	pthread_mutex_lock(&fs->pt.lock);
+	struct pt_file *f = NULL;
+	if (!why_not_locked(fs, t, ino)) {
+		f = file_of_locked(fs, ino);
+		if (!f)   /* the inode's first open since it had none: its backing id */
+			f = backing_open_locked(fs, ino, t);
+	}
+	/* (out of memory: a normal open, that a passthrough one must not meet; rare) */
+	bool pt = f && f->backing_id > 0;
+	if (pt) {
+		f->opens++;
+		current_backing_id = f->backing_id;
+	}
+	pthread_mutex_unlock(&fs->pt.lock);
+	return pt;
+}
+
+void passthrough_release(struct ggufs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->pt.lock);
+	struct pt_file *f = file_of_locked(fs, ino);
+	if (f && f->backing_id > 0 && --f->opens == 0) {
+		/* the kernel let go of the inode's backing file at its last release, before
+		 * telling us: the next open may bring another id */
+		file_remove_locked(fs, f);
+	}
+	pthread_mutex_unlock(&fs->pt.lock);
 }

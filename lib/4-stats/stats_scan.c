@@ -24,6 +24,8 @@ struct run {
 	uint64_t n_items;
 	uint64_t ahead;              /* items the reader keeps ahead */
 	atomic_uint_fast64_t next;   /* the next item to take */
+	atomic_uint_fast64_t wake_at;   /* the reader waits for next to reach this, or
+	                                 * UINT64_MAX */
 	atomic_bool failed;          /* a visit failed: take no more */
 	uint64_t first_failed;       /* the first item in order whose visit failed, or
 	                              * n_items (under lock) */
@@ -126,13 +128,22 @@ static void *reader(void *arg)
 	const struct stats_scan *sc = r->sc;
 	struct touch t = { .page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096 };
 	for (uint64_t k = 0, j = 0; k < r->n_items; k++) {
-		pthread_mutex_lock(&r->lock);
-		while (!r->over && k >= atomic_load(&r->next) + r->ahead)
-			pthread_cond_wait(&r->taken, &r->lock);
-		const bool over = r->over;
-		pthread_mutex_unlock(&r->lock);
-		if (over)
-			return NULL;
+		if (k >= atomic_load(&r->next) + r->ahead) {
+			/* ahead as far as it may go: it waits until half of its lead is taken, so
+			 * that it is woken once for that many items, not for every one (--diff's
+			 * small items: 57 thousand wakes and switches on 2 x 4 GB, 8% of the CPU
+			 * time) */
+			const uint64_t want = k + 1 - r->ahead + r->ahead / 2;
+			pthread_mutex_lock(&r->lock);
+			atomic_store(&r->wake_at, want);
+			while (!r->over && atomic_load(&r->next) < want)
+				pthread_cond_wait(&r->taken, &r->lock);
+			atomic_store(&r->wake_at, UINT64_MAX);
+			const bool over = r->over;
+			pthread_mutex_unlock(&r->lock);
+			if (over)
+				return NULL;
+		}
 		while (j + 1 < sc->n_jobs && sc->jobs[j + 1].first_item <= k)
 			j++;
 		const struct stats_scan_job *job = &sc->jobs[j];
@@ -158,9 +169,13 @@ static void *worker(void *arg)
 	for (;;) {
 		const uint64_t k = atomic_load(&r->failed) ? r->n_items
 		                                           : atomic_fetch_add(&r->next, 1);
-		pthread_mutex_lock(&r->lock);
-		pthread_cond_signal(&r->taken);
-		pthread_mutex_unlock(&r->lock);
+		/* next is stored before wake_at is read, and the reader stores wake_at before
+		 * it reads next: one of the two sees the other's */
+		if (k + 1 >= atomic_load(&r->wake_at)) {
+			pthread_mutex_lock(&r->lock);
+			pthread_cond_signal(&r->taken);
+			pthread_mutex_unlock(&r->lock);
+		}
 		if (k >= r->n_items)
 			break;
 		const struct stats_scan_job *job = &sc->jobs[job_of(sc, k)];
@@ -249,6 +264,7 @@ int stats_scan_run(struct stats_scan *sc, uint64_t *failed)
 	for (uint64_t j = 0; j < sc->n_jobs; j++)
 		r.n_items += sc->jobs[j].segments;
 	r.ahead = READ_AHEAD_VALUES / r.segment;
+	atomic_init(&r.wake_at, UINT64_MAX);
 	r.first_failed = r.n_items;
 
 	run_all(&r);

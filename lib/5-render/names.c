@@ -55,6 +55,21 @@ static size_t utf8_len(const unsigned char *p, uint64_t n)
 	return need;
 }
 
+/* True when name[0..len) is one of vim's probes of a directory: 4913 + 123 k in
+ * decimal, no leading zero (scratch.h has the same rule for file names). */
+static bool vim_probe(const char *name, uint64_t len)
+{
+	if (len < 4 || len > 9 || name[0] == '0')
+		return false;
+	unsigned long v = 0;
+	for (uint64_t i = 0; i < len; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		v = v * 10 + (unsigned long)(name[i] - '0');
+	}
+	return v >= 4913 && (v - 4913) % 123 == 0;
+}
+
 static bool ends_with(const char *s, uint64_t len, const char *suffix)
 {
 	size_t n = strlen(suffix);
@@ -80,9 +95,22 @@ size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_
 	else if (ends_with(name, len, ".gguf"))
 		suffix_dot = len - 5;
 
+	/* a key's file name never looks like an editor's temporary (scratch.h: a leading
+	 * '.', a trailing '~', "#...#", vim's probe 4913): that first or last byte escaped */
+	bool scratch_first = !tensor && !all_dots &&
+	                     (p[0] == '.' || (len >= 2 && p[0] == '#' && p[len - 1] == '#') ||
+	                      vim_probe(name, len));
+	bool scratch_last = !tensor && p[len - 1] == '~';
+
 	for (uint64_t i = 0; i < len && !o.over;) {
 		unsigned char c = p[i];
-		if (c == '/') {
+		if (i == 0 && scratch_first) {
+			char esc[4];
+			snprintf(esc, sizeof esc, "%%%02X", c);
+			put_unit(&o, esc, 3);
+		} else if (i == len - 1 && scratch_last) {
+			put_unit(&o, "%7E", 3);
+		} else if (c == '/') {
 			put_unit(&o, "%2F", 3);
 		} else if (c == '%') {
 			put_unit(&o, "%25", 3);

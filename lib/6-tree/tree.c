@@ -318,6 +318,7 @@ void tree_free(struct tree *t)
 	ov_put(t->state);
 	free(t->stats_children);
 	free(t->tsv_line);
+	free(t->key_time);
 	modelfile_free(&t->mf);
 	free(t);
 }
@@ -542,4 +543,23 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 	if (n->kind != TREE_RAW)
 		return false;
 	return reader_raw_span(t->m, n->index, off, len, fd, file_off, count);
+}
+
+bool tree_edit_time(const struct tree *t, const struct tree_node *n, struct timespec *ts)
+{
+	if (!t->key_time)
+		return false;
+	switch (n->kind) {
+	case TREE_META:
+		*ts = t->key_time[n->index];
+		return true;
+	case TREE_DIR_METADATA:
+	case TREE_JSON:
+	case TREE_SUMMARY:
+	case TREE_MODEL:
+		*ts = t->made;
+		return true;
+	default:
+		return false;
+	}
 }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "model.h"
 #include "overlay.h"
@@ -70,6 +71,12 @@ uint64_t tree_key_ino(const struct tree *t, uint64_t k);
 
 /* The ino of the tree's model.gguf (see above). */
 uint64_t tree_model_ino(const struct tree *t);
+
+/* With edits, when file n of t last changed (its mtime and ctime): a key's file its
+ * key's last edit; metadata/, gguf.json, summary.txt and model.gguf the state's (edits
+ * before the mount: FILE's time). False for every other file, and without edits: the
+ * model file's times hold. */
+bool tree_edit_time(const struct tree *t, const struct tree_node *n, struct timespec *ts);
 
 /* The model the tree shows. */
 const struct ggufs_model *tree_model(const struct tree *t);

@@ -7,18 +7,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "edits_file.h"
 #include "edits_store.h"
 #include "names.h"
 #include "parse_value.h"
 #include "render_value.h"
+#include "scratch.h"
 
 struct tree_edits {
 	pthread_mutex_t lock;       /* one edit at a time; guards cur */
 	struct tree *base;          /* the model's own metadata (borrowed) */
 	struct tree *cur;           /* the current tree (one reference is ours) */
 	struct edits_store *store;  /* FILE */
+	struct scratch_set *scratch;   /* metadata/'s scratch files (scratch.h) */
 	struct edits_identity id;
 	/* the types user.gguf.type set on keys, by key id: an empty array of arrays has no
 	 * inner type in the file, so the next write takes it from here */
@@ -54,6 +57,53 @@ static int type_of(const struct tree_edits *e, uint64_t k, struct value_type *t)
 	return 0;
 }
 
+/* True when key a (of a new state) is key b (of the state before it) unchanged: the
+ * same id, name and value, which an edit that leaves a key alone copies as they are. */
+static bool same_key(const struct ov_key *a, const struct ov_key *b)
+{
+	return a->id == b->id && a->kv.key.ptr == b->kv.key.ptr && a->kv.key.len == b->kv.key.len &&
+	       a->kv.value.data == b->kv.value.data && a->kv.value.size == b->kv.value.size &&
+	       a->kv.value.type == b->kv.value.type;
+}
+
+/* Gives tree t its times (tree_edit_time): made at now, each key's time old's when it is
+ * unchanged from old, the tree before the edit (keys are in id order in both, so one
+ * walk pairs them), else now. base is the tree of the model's own metadata. With old NULL (the state FILE held at mount), a key that
+ * the state changes has FILE's time (now), any other the model file's. False out of
+ * memory. */
+static bool stamp(struct tree *t, const struct tree *base, const struct tree *old,
+                  struct timespec now)
+{
+	const struct ov_state *s = t->state;
+	t->key_time = malloc((s->n ? s->n : 1) * sizeof *t->key_time);
+	if (!t->key_time)
+		return false;
+	const struct timespec model_time = base->m->st.st_mtim;
+	t->made = old || !ov_unchanged(s, base->m) ? now : model_time;
+	uint64_t j = 0;
+	for (uint64_t k = 0; k < s->n; k++) {
+		const struct ov_key *key = &s->keys[k];
+		if (!old) {
+			t->key_time[k] = key->name_blob || key->value_blob || key->id >= s->n_orig ?
+			                 now : model_time;
+			continue;
+		}
+		while (j < old->state->n && old->state->keys[j].id < key->id)
+			j++;
+		bool kept = j < old->state->n && same_key(key, &old->state->keys[j]);
+		t->key_time[k] = kept ? old->key_time[j] : now;
+	}
+	return true;
+}
+
+/* The time now, as file times are (CLOCK_REALTIME). */
+static struct timespec time_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts;
+}
+
 struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX])
 {
 	struct tree_edits *e = calloc(1, sizeof *e);
@@ -65,6 +115,8 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 		goto oom;
 	pthread_mutex_init(&e->lock, NULL);
 	e->base = base;
+	if (!(e->scratch = scratch_new()))
+		goto oom;
 	e->id.size = base->mf.size;
 	if (ov_identity(base->m, &e->id.header_hash) < 0)
 		goto oom;
@@ -86,6 +138,9 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 	e->cur = tree_build_state(base, s, err);
 	if (!e->cur)
 		goto fail;
+	struct stat fst;
+	if (!stamp(e->cur, base, NULL, stat(path, &fst) == 0 ? fst.st_mtim : time_now()))
+		goto oom;
 	ov_put(s);
 	free(text);
 	return e;
@@ -104,6 +159,7 @@ void tree_edits_close(struct tree_edits *e)
 		return;
 	tree_release(e->cur);
 	free(e->declared);
+	scratch_free(e->scratch);
 	pthread_mutex_destroy(&e->lock);
 	edits_store_close(e->store);
 	free(e);
@@ -134,6 +190,11 @@ static int commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MA
 	ov_put(s);
 	if (!t)
 		return -ENOMEM;
+	if (!stamp(t, e->base, e->cur, time_now())) {
+		tree_release(t);
+		snprintf(err, GGUF_ERR_MAX, "out of memory for the edit");
+		return -ENOMEM;
+	}
 	if (edits_render(tree_state(t), &e->id, &text, &len) < 0) {
 		tree_release(t);
 		snprintf(err, GGUF_ERR_MAX, "out of memory for the edits file");
@@ -404,13 +465,16 @@ static int key_of_name(const char *name, char key[NAMES_BUF], uint64_t *len,
 	uint64_t n = 0;
 	for (const char *p = name; *p; p++) {
 		if (p[0] == '%' && p[1] && p[2]) {
-			static const char *const esc[] = { "2F", "25", "00", "2E" };
-			static const char lit[] = { '/', '%', '\0', '.' };
-			int i;
-			for (i = 0; i < 4 && strncmp(p + 1, esc[i], 2) != 0; i++)
+			/* names.c's escapes: %2F %25 %00, a '.' (%2E), and the first or last
+			 * byte of a key that would look like a scratch name (%7E %23 %30-%39) */
+			static const char *const esc[] = { "2F", "25", "00", "2E", "7E", "23",
+			                                   "30", "31", "32", "33", "34", "35",
+			                                   "36", "37", "38", "39" };
+			size_t i, n_esc = sizeof esc / sizeof esc[0];
+			for (i = 0; i < n_esc && strncmp(p + 1, esc[i], 2) != 0; i++)
 				;
-			if (i < 4) {
-				key[n++] = lit[i];
+			if (i < n_esc) {
+				key[n++] = (char)strtol(esc[i], NULL, 16);
 				p += 2;
 				continue;
 			}
@@ -431,11 +495,135 @@ static int key_of_name(const char *name, char key[NAMES_BUF], uint64_t *len,
 	return 0;
 }
 
+/* The id of the key at position k of t (an edit state's tree). */
+static uint64_t id_at(const struct tree *t, uint64_t k)
+{
+	return t->state->keys[k].id;
+}
+
+/* The position in cur of the key whose file is name, listed or moved aside into a
+ * scratch file (*aside says which), or UINT64_MAX. Lock held. */
+static uint64_t key_named(struct tree_edits *e, const char *name, bool *aside)
+{
+	const struct tree_node *n = tree_lookup(e->cur, TREE_METADATA_DIR_INO, name);
+	*aside = n && scratch_holds(e->scratch, id_at(e->cur, n->index));
+	return n ? n->index : UINT64_MAX;
+}
+
+/* What metadata/ shows of key k of t, into a new buffer (NUL after it). 0 or -ENOMEM. */
+static int key_text(const struct tree *t, uint64_t k, char **text, uint64_t *len)
+{
+	const struct gguf_value *v = &t->m->meta->kv[k].value;
+	struct sink c = sink_counter();
+	render_value(&c, v);
+	*text = malloc(c.pos + 1);
+	if (!*text)
+		return -ENOMEM;
+	struct sink w = sink_window(*text, 0, c.pos);
+	render_value(&w, v);
+	(*text)[c.pos] = '\0';
+	*len = c.pos;
+	return 0;
+}
+
+/* Key target of cur takes text parsed by its type, in place (text that is exactly its
+ * rendering keeps it as it is), and the key at position gone (UINT64_MAX: none) is
+ * removed, in one commit. EINVAL when the text does not parse (nothing changes). Lock
+ * held. */
+static int set_key_text(struct tree_edits *e, uint64_t target, const char *text, uint64_t len,
+                        uint64_t gone, char err[GGUF_ERR_MAX])
+{
+	const struct tree *cur = e->cur;
+	struct value_type t;
+	struct value_buf b;
+	char why[GGUF_ERR_MAX];
+	int r = refused(cur, target, err);
+	if (r < 0)
+		return r;
+	if (type_of(e, target, &t) < 0) {
+		key_err(cur, target, "a value of an unknown type cannot be written", err);
+		return -EINVAL;
+	}
+	bool same = is_rendering(&cur->m->meta->kv[target].value, text, len);
+	if (!same && parse_value(text, len, &t, &b, why) < 0) {
+		key_err(cur, target, why, err);
+		return -EINVAL;
+	}
+	if (same && gone == UINT64_MAX)
+		return 0;
+	struct ov_state *set = same ? ov_get(cur->state) : ov_set(cur->state, target, &b.v);
+	struct ov_state *s = set && gone != UINT64_MAX ? ov_delete(set, gone) : set ? ov_get(set) : NULL;
+	ov_put(set);
+	if (!same)
+		value_buf_free(&b);
+	r = s ? commit(e, s, err) : -ENOMEM;
+	if (!s)
+		key_err(cur, target, "out of memory", err);
+	return r;
+}
+
+/* Key k of cur deleted. Lock held. */
+static int delete_key(struct tree_edits *e, uint64_t k, char err[GGUF_ERR_MAX])
+{
+	struct ov_state *s = ov_delete(e->cur->state, k);
+	int r = s ? commit(e, s, err) : -ENOMEM;
+	if (!s)
+		key_err(e->cur, k, "out of memory", err);
+	return r;
+}
+
+/* When no scratch file holds key id any more (it was moved aside into one that went),
+ * the key is deleted: its file went with the scratch file. Lock held. */
+static int drop_if_orphan(struct tree_edits *e, uint64_t id, char err[GGUF_ERR_MAX])
+{
+	if (id == SCRATCH_NO_KEY || scratch_holds(e->scratch, id))
+		return 0;
+	uint64_t k = ov_find_id(e->cur->state, id);
+	return k == UINT64_MAX ? 0 : delete_key(e, k, err);
+}
+
+struct scratch_set *tree_edits_scratch(struct tree_edits *e)
+{
+	return e->scratch;
+}
+
+bool tree_edits_aside(struct tree_edits *e, const struct tree *t, const struct tree_node *n)
+{
+	return n->kind == TREE_META && t->state &&
+	       scratch_holds(e->scratch, id_at(t, n->index));
+}
+
+bool tree_edits_taken(struct tree_edits *e, const char *name)
+{
+	if (scratch_is_name(name)) {
+		struct scratch_file *f = scratch_by_name(e->scratch, name);
+		scratch_drop(f);
+		return f != NULL;
+	}
+	pthread_mutex_lock(&e->lock);
+	bool aside;
+	bool taken = key_named(e, name, &aside) != UINT64_MAX && !aside;
+	pthread_mutex_unlock(&e->lock);
+	return taken;
+}
+
+/* An error line for a call on file name that failed with r; returns r. */
+static int name_err(const char *name, int r, char err[GGUF_ERR_MAX])
+{
+	char q[80];
+	snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(name, q), strerror(-r));
+	return r;
+}
+
 int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
                       char err[GGUF_ERR_MAX])
 {
 	char key[NAMES_BUF], q[80];
 	uint64_t len;
+	if (scratch_is_name(name)) {
+		int r = scratch_create(e->scratch, name, ino);
+		return r < 0 ? name_err(name, r, err) : 0;
+	}
 	int r = key_of_name(name, key, &len, err), en;
 	if (r < 0)
 		return r;
@@ -445,6 +633,16 @@ int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
 		return -en;
 	}
 	pthread_mutex_lock(&e->lock);
+	bool aside;
+	uint64_t k = key_named(e, name, &aside);
+	if (k != UINT64_MAX && aside) {
+		/* a key moved aside, made again (vim: KEY renamed to KEY~, then KEY
+		 * created): the key itself, listed again, its text written anew */
+		scratch_release_key(e->scratch, id_at(e->cur, k));
+		*ino = tree_key_ino(e->cur, k);
+		pthread_mutex_unlock(&e->lock);
+		return 1;
+	}
 	struct gguf_value empty = { .type = GGUF_TYPE_STRING, .data = (const uint8_t *)"\0\0\0\0\0\0\0\0",
 	                            .size = 8 };
 	struct ov_state *s = ov_create(e->cur->state, key, len, &empty);
@@ -464,22 +662,147 @@ int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
                       char err[GGUF_ERR_MAX])
 {
 	char q[80];
-	pthread_mutex_lock(&e->lock);
-	const struct tree_node *n = tree_lookup(e->cur, TREE_METADATA_DIR_INO, name);
 	int r;
-	if (!n) {
+	pthread_mutex_lock(&e->lock);
+	if (scratch_is_name(name)) {
+		uint64_t held;
+		struct scratch_file *f = scratch_by_name(e->scratch, name);
+		*ino = f ? scratch_ino(f) : 0;
+		scratch_drop(f);
+		r = scratch_unlink(e->scratch, name, &held);
+		if (r < 0)
+			name_err(name, r, err);
+		else   /* a key moved aside into it goes with it */
+			r = drop_if_orphan(e, held, err);
+		pthread_mutex_unlock(&e->lock);
+		return r;
+	}
+	bool aside;
+	uint64_t k = key_named(e, name, &aside);
+	if (k == UINT64_MAX || aside) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: no such key", quoted(name, q));
 		r = -ENOENT;
-	} else if ((r = refused(e->cur, n->index, err)) < 0) {
+	} else if ((r = refused(e->cur, k, err)) < 0) {
 	} else {
-		*ino = n->ino;
-		struct ov_state *s = ov_delete(e->cur->state, n->index);
-		r = s ? commit(e, s, err) : -ENOMEM;
-		if (!s)
-			key_err(e->cur, n->index, "out of memory", err);
+		*ino = tree_key_ino(e->cur, k);
+		r = delete_key(e, k, err);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return r;
+}
+
+/* Key j of cur renamed [key, len), keeping its id and place, and given text parsed by its
+ * type, in one commit (a key moved aside into a scratch file that is then renamed to a
+ * new name: as if it had been renamed there). Lock held. */
+static int rename_with_text(struct tree_edits *e, uint64_t j, const char *key, uint64_t len,
+                            const char *text, uint64_t text_len, char err[GGUF_ERR_MAX])
+{
+	const struct tree *cur = e->cur;
+	struct value_type t;
+	struct value_buf b;
+	char why[GGUF_ERR_MAX];
+	bool same = is_rendering(&cur->m->meta->kv[j].value, text, text_len);
+	if (!same && type_of(e, j, &t) < 0) {
+		key_err(cur, j, "a value of an unknown type cannot be written", err);
+		return -EINVAL;
+	}
+	if (!same && parse_value(text, text_len, &t, &b, why) < 0) {
+		key_err(cur, j, why, err);
+		return -EINVAL;
+	}
+	struct ov_state *named = ov_rename(cur->state, j, key, len);
+	struct ov_state *s = named && !same ? ov_set(named, j, &b.v) : named ? ov_get(named) : NULL;
+	ov_put(named);
+	if (!same)
+		value_buf_free(&b);
+	int r = s ? commit(e, s, err) : -ENOMEM;
+	if (!s)
+		key_err(cur, j, "out of memory", err);
+	return r;
+}
+
+/* A new key [key, len) holding text as a string (a scratch file renamed to a new name,
+ * as rsync and editors save a new file): one commit. Lock held. */
+static int create_with_text(struct tree_edits *e, const char *name, const char *key,
+                            uint64_t len, const char *text, uint64_t text_len,
+                            char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX], q[80];
+	struct value_type t = { .depth = 0, .leaf = GGUF_TYPE_STRING };
+	struct value_buf b;
+	if (parse_value(text, text_len, &t, &b, why) < 0) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %.400s", quoted(name, q), why);
+		return -EINVAL;
+	}
+	struct ov_state *s = ov_create(e->cur->state, key, len, &b.v);
+	value_buf_free(&b);
+	if (!s) {
+		int r = -errno;
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(name, q), strerror(-r));
+		return r;
+	}
+	return commit(e, s, err);
+}
+
+/* A rename of scratch file from to file name to: over a key's (listed or moved aside),
+ * its value; to a new name, the new key [key, len); to another scratch name, only the
+ * name. Lock held. */
+static int rename_scratch(struct tree_edits *e, const char *from, const char *to,
+                          const char *key, uint64_t len, char err[GGUF_ERR_MAX])
+{
+	struct scratch_file *f = scratch_by_name(e->scratch, from);
+	if (!f)
+		return name_err(from, -ENOENT, err);
+	uint64_t held = scratch_key(e->scratch, from);
+	int r;
+	if (scratch_is_name(to)) {
+		uint64_t replaced = strcmp(from, to) ? scratch_key(e->scratch, to) : SCRATCH_NO_KEY;
+		scratch_drop(f);
+		r = scratch_rename(e->scratch, from, to);
+		return r < 0 ? name_err(from, r, err) : drop_if_orphan(e, replaced, err);
+	}
+	char *text;
+	uint64_t text_len;
+	r = scratch_text(f, &text, &text_len);
+	scratch_drop(f);
+	if (r < 0)
+		return name_err(from, r, err);
+	bool aside;
+	uint64_t k = key_named(e, to, &aside);
+	uint64_t j = held == SCRATCH_NO_KEY ? UINT64_MAX : ov_find_id(e->cur->state, held);
+	uint64_t target_id = k != UINT64_MAX ? id_at(e->cur, k) : SCRATCH_NO_KEY;
+	if (k != UINT64_MAX)        /* over a key: its value, in place */
+		r = set_key_text(e, k, text, text_len, j == k ? UINT64_MAX : j, err);
+	else if (j != UINT64_MAX)   /* a key moved aside, now under a new name */
+		r = rename_with_text(e, j, key, len, text, text_len, err);
+	else
+		r = create_with_text(e, to, key, len, text, text_len, err);
+	free(text);
+	if (r == 0) {
+		uint64_t none;
+		scratch_unlink(e->scratch, from, &none);
+		if (target_id != SCRATCH_NO_KEY)
+			scratch_release_key(e->scratch, target_id);
+	}
+	return r;
+}
+
+/* A rename of key k of cur to scratch name to: the key moved aside (unlisted, still in
+ * the metadata) into a scratch file holding its text; a scratch file of that name is
+ * replaced (a key moved aside into it goes). Lock held. */
+static int move_aside(struct tree_edits *e, uint64_t k, const char *to, char err[GGUF_ERR_MAX])
+{
+	char *text;
+	uint64_t len, ino;
+	uint64_t replaced = scratch_key(e->scratch, to);
+	int r = key_text(e->cur, k, &text, &len);
+	if (r == 0) {
+		r = scratch_put_file(e->scratch, to, text, len, id_at(e->cur, k), &ino);
+		free(text);
+	}
+	if (r < 0)
+		return name_err(to, r, err);
+	return drop_if_orphan(e, replaced, err);
 }
 
 /* A rename of key k over key target, as an editor or a tool saves (sed -i writes a new
@@ -490,41 +813,14 @@ int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
 static int replace_value(struct tree_edits *e, uint64_t k, uint64_t target,
                          char err[GGUF_ERR_MAX])
 {
-	const struct tree *cur = e->cur;
-	const struct gguf_value *v = &cur->m->meta->kv[k].value;
-	struct value_type t;
-	struct value_buf b;
-	char why[GGUF_ERR_MAX];
-	if (type_of(e, target, &t) < 0) {
-		key_err(cur, target, "a value of an unknown type cannot be written", err);
-		return -EINVAL;
-	}
-	struct sink c = sink_counter();
-	render_value(&c, v);
-	char *text = malloc(c.pos + 1);
-	if (!text) {
-		key_err(cur, target, "out of memory", err);
+	char *text;
+	uint64_t len;
+	if (key_text(e->cur, k, &text, &len) < 0) {
+		key_err(e->cur, target, "out of memory", err);
 		return -ENOMEM;
 	}
-	struct sink w = sink_window(text, 0, c.pos);
-	render_value(&w, v);
-	const struct gguf_value *tv = &cur->m->meta->kv[target].value;
-	int r = 0;
-	bool same = is_rendering(tv, text, c.pos);
-	if (!same && parse_value(text, c.pos, &t, &b, why) < 0) {
-		key_err(cur, target, why, err);
-		free(text);
-		return -EINVAL;
-	}
+	int r = set_key_text(e, target, text, len, k, err);
 	free(text);
-	struct ov_state *set = same ? ov_get(cur->state) : ov_set(cur->state, target, &b.v);
-	struct ov_state *s = set ? ov_delete(set, k) : NULL;
-	ov_put(set);
-	if (!same)
-		value_buf_free(&b);
-	r = s ? commit(e, s, err) : -ENOMEM;
-	if (!s)
-		key_err(cur, target, "out of memory", err);
 	return r;
 }
 
@@ -532,32 +828,46 @@ int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
                       char err[GGUF_ERR_MAX])
 {
 	char key[NAMES_BUF], q[80];
-	uint64_t len;
-	int r = key_of_name(to, key, &len, err), en;
-	if (r < 0)
-		return r;
-	const char *why = ov_refusal(key, len, &en);
-	if (why) {
-		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(to, q), why);
-		return -en;
+	uint64_t len = 0;
+	int r, en;
+	bool to_scratch = scratch_is_name(to);
+	if (!to_scratch) {
+		if ((r = key_of_name(to, key, &len, err)) < 0)
+			return r;
+		const char *why = ov_refusal(key, len, &en);
+		if (why) {
+			snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(to, q), why);
+			return -en;
+		}
 	}
 	pthread_mutex_lock(&e->lock);
-	const struct tree_node *n = tree_lookup(e->cur, TREE_METADATA_DIR_INO, from);
-	const struct tree_node *target = tree_lookup(e->cur, TREE_METADATA_DIR_INO, to);
-	if (!n) {
+	if (scratch_is_name(from)) {
+		r = rename_scratch(e, from, to, key, len, err);
+		pthread_mutex_unlock(&e->lock);
+		return r;
+	}
+	bool aside, target_aside = false;
+	uint64_t k = key_named(e, from, &aside);
+	uint64_t target = to_scratch ? UINT64_MAX : key_named(e, to, &target_aside);
+	if (k == UINT64_MAX || aside) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: no such key", quoted(from, q));
 		r = -ENOENT;
-	} else if ((r = refused(e->cur, n->index, err)) < 0) {
-	} else if (target && (r = refused(e->cur, target->index, err)) < 0) {
-	} else if (n == target) {
+	} else if ((r = refused(e->cur, k, err)) < 0) {
+	} else if (to_scratch) {
+		r = move_aside(e, k, to, err);
+	} else if (target != UINT64_MAX && (r = refused(e->cur, target, err)) < 0) {
+	} else if (k == target) {
 		r = 0;
-	} else if (target) {
-		r = replace_value(e, n->index, target->index, err);
+	} else if (target != UINT64_MAX) {
+		uint64_t target_id = id_at(e->cur, target);
+		r = replace_value(e, k, target, err);
+		if (r == 0 && target_aside)   /* a key moved aside is made again */
+			scratch_release_key(e->scratch, target_id);
 	} else {
-		struct ov_state *s = ov_rename(e->cur->state, n->index, key, len);
+		struct ov_state *s = ov_rename(e->cur->state, k, key, len);
 		r = s ? commit(e, s, err) : -ENOMEM;
 		if (!s)
-			key_err(e->cur, n->index, "out of memory", err);
+			key_err(e->cur, k, "out of memory", err);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return r;

@@ -49,16 +49,37 @@ int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, ui
  * takes its elements' type from it at the next write. */
 int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, uint64_t len,
                         char err[GGUF_ERR_MAX]);
-/* A new key from file name name of metadata/ (the escaping undone; EINVAL for a name
- * that is not the file name of any key, EEXIST when it is taken): an empty string. Its
- * ino into *ino. */
+/* metadata/'s names are keys' file names and scratch files' (scratch.h: editors'
+ * temporaries, never keys). A key renamed to a scratch name is moved aside: unlisted
+ * but still in the metadata (model.gguf and FILE keep it), its text in the scratch
+ * file, until its name is made again (created, or renamed to: its value set as a write
+ * would, at its place, by its type) or the scratch file goes (the key is deleted then).
+ * So vim's save (KEY renamed to KEY~, KEY created and written, KEY~ removed) is a write
+ * of KEY, and one killed midway loses nothing. */
+
+/* The scratch files (scratch.h), for their reads and writes. */
+struct scratch_set *tree_edits_scratch(struct tree_edits *e);
+/* True when n, a node of t, is a key moved aside (not to be listed or looked up). */
+bool tree_edits_aside(struct tree_edits *e, const struct tree *t, const struct tree_node *n);
+/* True when file name name of metadata/ is there now: a listed key's or a scratch file's. */
+bool tree_edits_taken(struct tree_edits *e, const char *name);
+
+/* A new file called name in metadata/: for a scratch name an empty scratch file (EEXIST
+ * when there is one); for a key moved aside, that key listed again (returns 1: its text
+ * is to be written anew); else a new key, an empty string (the escaping undone; EINVAL
+ * for a name that is not the file name of any key, EEXIST when it is taken). Its ino
+ * into *ino. */
 int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
                       char err[GGUF_ERR_MAX]);
-/* The key of file name removed (ENOENT when none); its ino into *ino. */
+/* The key of file name removed (ENOENT when none), or the scratch file of that name (a
+ * key moved aside into it is deleted with it); its ino into *ino. */
 int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
                       char err[GGUF_ERR_MAX]);
-/* The key of file from renamed to the key of file name to (a key of that name is
- * replaced, as rename(2) does). */
+/* File from renamed to name to, as rename(2) replaces a target: a key to a new name is
+ * renamed; over a key (listed or moved aside), whatever file it is, sets that key's value
+ * from the file's text parsed by that key's type, in place, and from is gone; a key to a
+ * scratch name is moved aside; a scratch file to a new key name makes a key of its text
+ * (a string; or, holding a key moved aside, that key renamed and set). */
 int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
                       char err[GGUF_ERR_MAX]);
 

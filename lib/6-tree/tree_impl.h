@@ -39,6 +39,10 @@ struct tree {
 	                              * file's size; [0] is where the first line starts) */
 	atomic_uint_fast64_t stats_computed;
 	struct modelfile mf;         /* model.gguf's layout */
+	/* with edits (tree_edit.c sets them): when this state was made, and when each key
+	 * (by position in m->meta) last changed; key_time NULL otherwise */
+	struct timespec made;
+	struct timespec *key_time;
 };
 
 /* The statistics files (tree_stats.c). */

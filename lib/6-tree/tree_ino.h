@@ -15,7 +15,10 @@
  * metadata (state generation 0), TREE_MODEL_STATE_INO + gen for the state of generation
  * gen. The kernel keeps one page cache per inode, and a reader that still maps an older
  * state refills its pages with that state's bytes: with one number for every state, a
- * new reader got them (the old layout, shifted). */
+ * new reader got them (the old layout, shifted).
+ *
+ * The scratch files of metadata/ (editors' temporaries, scratch.h) are numbered from
+ * TREE_SCRATCH_INO, above every state's model.gguf. */
 #ifndef GGUFS_TREE_INO_H
 #define GGUFS_TREE_INO_H
 
@@ -31,6 +34,8 @@
 #define TREE_MODEL_INO 8
 #define TREE_FIRST_META 16
 #define TREE_MODEL_STATE_INO (UINT64_C(1) << 40)
+/* metadata/'s scratch files (scratch.h): TREE_SCRATCH_INO + n for the n-th made */
+#define TREE_SCRATCH_INO (UINT64_C(1) << 41)
 
 /* The number of metadata key id (overlay.h ids: below n_orig, the file's own keys in
  * file order; from n_orig on, keys created by edits) in a model of n_orig keys and n_t

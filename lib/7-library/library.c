@@ -10,9 +10,6 @@
 #include "evlog.h"
 #include "library_impl.h"
 
-/* Slot numbers stay below this, so that every number fits 63 bits. */
-#define LIB_SLOTS_MAX (UINT64_C(1) << 23)
-
 static uint64_t ino_of(uint64_t slot, uint64_t low)
 {
 	return slot << LIB_LOW_BITS | low;
@@ -84,6 +81,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	}
 	lib->src = src;
 	pthread_mutex_init(&lib->lock, NULL);
+	pthread_mutex_init(&lib->compare_lock, NULL);
 	pthread_cond_init(&lib->built, NULL);
 	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", "", "");
 	struct lib_entry e;
@@ -111,9 +109,11 @@ void library_free(struct library *lib)
 	for (size_t i = 0; i < lib->n_slots; i++)
 		slot_free(lib->slots[i]);
 	free(lib->slots);
+	lib_compares_free(lib);
 	lib->src->ops->free(lib->src->ctx);
 	free(lib->src);
 	pthread_mutex_destroy(&lib->lock);
+	pthread_mutex_destroy(&lib->compare_lock);
 	pthread_cond_destroy(&lib->built);
 	free(lib);
 }
@@ -250,9 +250,10 @@ static void build(struct library *lib, struct lib_slot *s)
 	struct tree *t = NULL;
 	bool stale = m && !lib->src->pinned && !same_file(s, m);
 	if (m && !stale) {
-		/* the numbers of the tree must fit under the slot's (tree.h: four a tensor) */
+		/* the numbers of the tree must fit under the slot's compare/ (tree.h: four a
+		 * tensor) */
 		uint64_t inos = TREE_FIRST_META + m->meta->n_kv + 4 * m->n_tensors;
-		if (inos >= LIB_LOW_MASK)
+		if (inos >= LIB_COMPARE_LOW)
 			snprintf(err, sizeof err, "%s: too many keys and tensors for a library", m->path);
 		else
 			t = tree_build(m, err);
@@ -304,10 +305,42 @@ static void hold(struct library *lib, struct lib_slot *s, struct lib_ref *r)
 	r->held = true;
 }
 
+/* The folder holding slot s. */
+static struct lib_slot *folder_of(const struct library *lib, const struct lib_slot *s)
+{
+	return lib->slots[s->parent >> LIB_LOW_BITS];
+}
+
+/* r for compare/ (low LIB_COMPARE_LOW) or compare/OTHER (above) of model slot s (under
+ * the lock), neither model built: there while s parses (it did, to be looked in) and
+ * OTHER is a model of s's folder as last listed (-ESTALE once it is not). */
+static int compare_ref(struct library *lib, struct lib_slot *s, uint64_t low, struct lib_ref *r)
+{
+	if (s->state == MODEL_STALE)
+		return -ESTALE;
+	if (s->state == MODEL_BROKEN)
+		return -ENOENT;
+	if (low == LIB_COMPARE_LOW) {
+		r->kind = LIB_COMPARE_DIR;
+		return 0;
+	}
+	const uint64_t no = low - LIB_COMPARE_LOW - 1;
+	struct lib_slot *o = no < lib->n_slots ? lib->slots[no] : NULL;
+	if (!o || o == s || o->type != LIB_NODE_MODEL || o->parent != s->parent)
+		return -ENOENT;
+	if (child_named(folder_of(lib, s), o->name) != o)
+		return -ESTALE;
+	r->kind = LIB_COMPARE;
+	r->other = o;
+	return 0;
+}
+
 /* r for low number low of model slot s (under the lock), building it when asked to. */
 static int model_ref(struct library *lib, struct lib_slot *s, uint64_t low, bool want_build,
                      struct lib_ref *r)
 {
+	if (low >= LIB_COMPARE_LOW)
+		return compare_ref(lib, s, low, r);
 	if (low == 1 && !want_build && (s->state == MODEL_UNBUILT || s->state == MODEL_BUILDING)) {
 		r->kind = LIB_MODEL_DIR;
 		return 0;
@@ -405,11 +438,23 @@ int library_lookup(struct library *lib, uint64_t parent, const char *name, struc
 		break;
 	}
 	case LIB_TREE: {
+		if (p.node->ino == TREE_ROOT_INO && !strcmp(name, LIB_COMPARE_NAME)) {
+			ret = get_locked(lib, ino_of(p.slot->no, LIB_COMPARE_LOW), false, r);
+			break;
+		}
 		const struct tree_node *n = tree_is_dir(p.node) ? tree_lookup(p.tree, p.node->ino, name)
 		                                                : NULL;
 		ret = !tree_is_dir(p.node) ? -ENOTDIR : n ? 0 : -ENOENT;
 		if (n)
 			ret = get_locked(lib, ino_of(p.slot->no, n->ino), true, r);
+		break;
+	}
+	case LIB_COMPARE_DIR: {
+		/* another model of the folder as it is now */
+		struct lib_slot *c = folder_child(lib, folder_of(lib, p.slot), name);
+		ret = c && c->type == LIB_NODE_MODEL && c != p.slot
+		              ? get_locked(lib, ino_of(p.slot->no, LIB_COMPARE_LOW + 1 + c->no), false, r)
+		              : -ENOENT;
 		break;
 	}
 	case LIB_BROKEN:
@@ -478,7 +523,12 @@ void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 		break;
 	case LIB_MODEL_DIR:
 	case LIB_BROKEN:
+	case LIB_COMPARE_DIR:
 		st->st_mode = tree_mode(&dir, from->st_mode);
+		break;
+	case LIB_COMPARE:
+		/* its size is not known before it is computed: 0, read past the page cache */
+		st->st_mode = S_IFREG | read_bits(from->st_mode);
 		break;
 	case LIB_ERROR:
 		st->st_mode = S_IFREG | (0444 & read_bits(from->st_mode));
@@ -510,8 +560,10 @@ uint64_t library_parent(const struct lib_ref *r)
 		return LIB_ROOT_INO;
 	if (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO)
 		return ino_of(r->slot->no, r->node->parent);
-	if (r->kind == LIB_ERROR)
+	if (r->kind == LIB_ERROR || r->kind == LIB_COMPARE_DIR)
 		return ino_of(r->slot->no, 1);
+	if (r->kind == LIB_COMPARE)
+		return ino_of(r->slot->no, LIB_COMPARE_LOW);
 	return r->slot->parent;
 }
 
@@ -520,6 +572,37 @@ void library_list_free(struct lib_list_entry *e, size_t n)
 	for (size_t i = 0; e && i < n; i++)
 		free(e[i].name);
 	free(e);
+}
+
+/* The listing of model slot s's compare/: every other model of its folder, as it is
+ * now (the folder's listing read again if it changed). */
+static int list_compare(struct library *lib, struct lib_slot *s, struct lib_list_entry **out,
+                        size_t *n)
+{
+	pthread_mutex_lock(&lib->lock);
+	struct lib_slot *f = folder_of(lib, s);
+	int ret = lib_folder_refresh(lib, f, false);
+	struct lib_list_entry *e = ret == 0 ? calloc(f->n_children + 1, sizeof *e) : NULL;
+	if (ret == 0 && !e)
+		ret = -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; e && i < f->n_children; i++) {
+		const struct lib_slot *c = f->children[i];
+		if (c->type != LIB_NODE_MODEL || c == s)
+			continue;
+		e[k++] = (struct lib_list_entry){ strdup(c->name),
+		                                  ino_of(s->no, LIB_COMPARE_LOW + 1 + c->no), false };
+		if (!e[k - 1].name)
+			ret = -ENOMEM;
+	}
+	pthread_mutex_unlock(&lib->lock);
+	if (ret < 0) {
+		library_list_free(e, k);
+		return ret;
+	}
+	*out = e;
+	*n = k;
+	return 0;
 }
 
 int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_entry **out,
@@ -538,6 +621,8 @@ int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_e
 		*n = 1;
 		return 0;
 	}
+	if (r->kind == LIB_COMPARE_DIR)
+		return list_compare(lib, r->slot, out, n);
 	if (r->kind != LIB_FOLDER)
 		return -ENOTDIR;
 	pthread_mutex_lock(&lib->lock);
@@ -569,6 +654,59 @@ int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_e
 	*out = e;
 	*n = k;
 	return 0;
+}
+
+uint64_t library_tree_dir_count(const struct lib_ref *r)
+{
+	return tree_dir_count(r->tree, r->node->ino) + (r->node->ino == TREE_ROOT_INO);
+}
+
+void library_tree_dir_entry(const struct lib_ref *r, uint64_t pos, const char **name,
+                            uint64_t *ino, bool *dir)
+{
+	if (pos == tree_dir_count(r->tree, r->node->ino)) {   /* the model directory's last */
+		*name = LIB_COMPARE_NAME;
+		*ino = ino_of(r->slot->no, LIB_COMPARE_LOW);
+		*dir = true;
+		return;
+	}
+	const struct tree_node *c = tree_dir_child(r->tree, r->node->ino, pos);
+	*name = c->name;
+	*ino = ino_of(r->slot->no, c->ino);
+	*dir = tree_is_dir(c);
+}
+
+int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs_model **m,
+                     const char **error)
+{
+	pthread_mutex_lock(&lib->lock);
+	build(lib, s);
+	int ret = 0;
+	switch (s->state) {
+	case MODEL_BUILT: {
+		struct lib_ref r;
+		hold(lib, s, &r);
+		*m = s->m;
+		break;
+	}
+	case MODEL_BROKEN:
+		*error = s->error;
+		ret = -EIO;
+		break;
+	case MODEL_STALE:
+		ret = -ESTALE;
+		break;
+	default:
+		ret = -ENOMEM;
+	}
+	pthread_mutex_unlock(&lib->lock);
+	return ret;
+}
+
+void lib_slot_release(struct library *lib, struct lib_slot *s)
+{
+	struct lib_ref r = { .slot = s, .held = true };
+	library_put(lib, &r);
 }
 
 int library_file_open(struct library *lib, const struct lib_ref *r, void **file)

@@ -8,7 +8,9 @@
  * 1 for the folder, file or model directory itself and, inside a model, the model's own
  * tree inode number (tree.h: the model directory is the tree's root, 1), or 2 for the
  * `error` file of a model that does not parse. Slot 0 is the root: 1 itself, 2
- * models.tsv, 3 models.json. A model's tree numbers derive from its file, so a model
+ * models.tsv, 3 models.json. A model directory's compare/ is LIB_COMPARE_LOW and its
+ * compare/OTHER LIB_COMPARE_LOW + 1 + OTHER's slot, above every number of the model's
+ * tree. A model's tree numbers derive from its file, so a model
  * released and built again has the same numbers; a file replaced under the same name is
  * a new slot (a new version), as a file replaced by rename is a new inode.
  *
@@ -16,7 +18,14 @@
  * and its tree built at the first lookup inside its directory (or a read of models.tsv,
  * which opens every model once and keeps only its row). At most LIB_KEEP_IDLE built
  * models without a user (a request in progress or an open file) stay built: past that
- * the least recently used is released (tree, mapping), to be built again when used. */
+ * the least recently used is released (tree, mapping), to be built again when used.
+ *
+ * compare/ (library_compare.c): in every model directory, a file for each other model
+ * of the same folder holding `ggufs --diff THIS OTHER`. Listing it reads the folder's
+ * listing only; the first read of a file computes the comparison (one at a time, on
+ * every core, in bounded memory) and keeps its text, up to LIB_COMPARE_KEEP bytes of
+ * texts, the least recently read let go past that (made again, the same, if read
+ * again). */
 #ifndef GGUFS_LIBRARY_H
 #define GGUFS_LIBRARY_H
 
@@ -35,6 +44,11 @@
 #define LIB_JSON_INO 3
 #define LIB_ERROR_LOW 2
 #define LIB_KEEP_IDLE 8
+/* Slot numbers stay below this, so that every number fits 63 bits. */
+#define LIB_SLOTS_MAX (UINT64_C(1) << 23)
+#define LIB_COMPARE_LOW (LIB_LOW_MASK - 2 * LIB_SLOTS_MAX)
+#define LIB_COMPARE_NAME "compare"
+#define LIB_COMPARE_KEEP (UINT64_C(64) << 20)
 
 enum lib_kind {
 	LIB_FOLDER,     /* the root or a folder of the source */
@@ -45,6 +59,8 @@ enum lib_kind {
 	LIB_TREE,       /* a node of a built model's tree (its root: the model directory) */
 	LIB_BROKEN,     /* the directory of a model that does not parse */
 	LIB_ERROR,      /* its `error` file */
+	LIB_COMPARE_DIR, /* a model directory's compare/ */
+	LIB_COMPARE,    /* compare/OTHER in it */
 };
 
 struct lib_slot;
@@ -57,6 +73,7 @@ struct lib_ref {
 	struct lib_slot *slot;          /* NULL for the root's own files */
 	struct tree *tree;              /* LIB_TREE */
 	const struct tree_node *node;   /* LIB_TREE */
+	struct lib_slot *other;         /* LIB_COMPARE: the model compared with slot's */
 	bool held;
 };
 
@@ -98,6 +115,21 @@ struct lib_list_entry {
 int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_entry **out,
                  size_t *n);
 void library_list_free(struct lib_list_entry *e, size_t n);
+
+/* The entries of directory r of a model's tree (LIB_TREE): the tree's own, then, in a
+ * model directory, compare/. Entry pos (below the count) into *name (the tree's or a
+ * constant), *ino (the library's number) and *dir. */
+uint64_t library_tree_dir_count(const struct lib_ref *r);
+void library_tree_dir_entry(const struct lib_ref *r, uint64_t pos, const char **name,
+                            uint64_t *ino, bool *dir);
+
+/* Up to len bytes at off of compare/OTHER (LIB_COMPARE): the count, or -EIO when a
+ * model does not parse or cannot be read (said in the log), -ESTALE, -ENOMEM. The text
+ * is computed by the first read (others of the same pair wait for it) and kept. */
+int64_t library_compare_read(struct library *lib, const struct lib_ref *r, char *buf,
+                             uint64_t len, uint64_t off);
+/* For tests: comparisons computed so far. */
+uint64_t library_compares_made(struct library *lib);
 
 /* A plain file: opened, read (the count, or -errno), closed. */
 int library_file_open(struct library *lib, const struct lib_ref *r, void **file);

@@ -59,6 +59,14 @@ struct lib_slot {
 	struct lib_row *row;
 };
 
+/* A comparison kept (library_compare.c): compare/OTHER of model slot this. */
+struct lib_compare {
+	uint64_t this_no, other_no;
+	char *text;
+	size_t len;
+	uint64_t last_used;       /* the library's clock at its last read */
+};
+
 struct library {
 	struct lib_source *src;
 	pthread_mutex_t lock;      /* everything below, and every slot's fields */
@@ -68,6 +76,12 @@ struct library {
 	uint64_t clock;
 	size_t idle_built;         /* built models without users */
 	atomic_uint_fast64_t opened, tsv_size, json_size;
+	/* the comparisons kept, and their texts' bytes (under lock) */
+	struct lib_compare *compares;
+	size_t n_compares, cap_compares;
+	uint64_t compare_bytes;
+	pthread_mutex_t compare_lock;   /* held while a comparison is computed */
+	atomic_uint_fast64_t compares_made;
 };
 
 /* Lists folder (when it changed, or always with force) under lib->lock: 0, or -errno
@@ -75,6 +89,15 @@ struct library {
 int lib_folder_list(struct library *lib, struct lib_slot *folder, bool force,
                     char err[GGUF_ERR_MAX]);
 int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force);
+/* Model slot s built and held for a computation, called without the lock: 0 with its
+ * model in *m (lib_slot_release lets go); -EIO for a model that does not parse, with
+ * its "ggufs: LINE\n" in *error; -ESTALE, -ENOMEM. */
+int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs_model **m,
+                     const char **error);
+void lib_slot_release(struct library *lib, struct lib_slot *s);
+/* Frees the comparisons kept (library_free). */
+void lib_compares_free(struct library *lib);
+
 /* The row of model slot s, opening the model for it when not known yet; called without
  * the lock. NULL out of memory. */
 const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s);

@@ -79,7 +79,8 @@ class Llama(unittest.TestCase):
 
     def test_library(self):
         """model.gguf of models inside a library (issue 26): a single file in a nested
-        folder and the split set, each a directory of the library of split/ and models/."""
+        folder, with FUSE passthrough where the kernel offers it (issue 30), and the
+        split set, each a directory of the library of split/ and models/."""
         class In:
             def __init__(self, m, *rel):
                 self.m, self.rel = m, rel
@@ -87,7 +88,13 @@ class Llama(unittest.TestCase):
             def p(self, name):
                 return self.m.p(*self.rel, name)
         with gm.Mount(self.root) as lib:
-            self.check([In(lib, "models", "tinyllama-q4km"), In(lib, "split", "tiny")])
+            single, split = In(lib, "models", "tinyllama-q4km"), In(lib, "split", "tiny")
+            why = os.getxattr(single.p("model.gguf"), "user.ggufs.passthrough").decode()
+            if not why.startswith("the kernel"):   # else a kernel without passthrough
+                self.assertEqual(why, "yes")
+            self.assertEqual(os.getxattr(split.p("model.gguf"), "user.ggufs.passthrough"),
+                             b"a split model, merged here")
+            self.check([single, split])
 
     def test_hub_library(self):
         """model.gguf of models inside a hub library (issue 26): the file and the split

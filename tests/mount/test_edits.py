@@ -350,6 +350,176 @@ class Edits(unittest.TestCase):
             inner, _ = parses_back(self, m.path)
             self.assertEqual(list(inner["metadata"]), keys_in_order(m))
 
+    def vim_save_checks(self, m, keys, eos_ino, tokens):
+        """After saves of the eos id (7), the first token (<UNK>) and general.name by
+        vim's way: types, places, inodes and values kept; no scratch name anywhere."""
+        md = lambda *k: m.p("metadata", *k)
+        self.assertEqual(sorted(os.listdir(md())), keys)
+        self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"7\n")
+        self.assertEqual(os.getxattr(md("tokenizer.ggml.eos_token_id"), "user.gguf.type"), b"uint32")
+        self.assertEqual(os.stat(md("tokenizer.ggml.eos_token_id")).st_ino, eos_ino)
+        self.assertEqual(os.getxattr(md("tokenizer.ggml.tokens"), "user.gguf.type"),
+                         b"array[string]")
+        self.assertEqual(meta(m, "tokenizer.ggml.tokens").split(b"\n"), [b"<UNK>"] + tokens[1:])
+        doc = edits_of(self.file)
+        self.assertEqual(doc["set"]["tokenizer.ggml.eos_token_id"], {"type": "uint32", "value": 7})
+        self.assertEqual(sorted(doc["set"]), ["general.name", "tokenizer.ggml.eos_token_id",
+                                              "tokenizer.ggml.tokens"])
+        self.assertEqual((doc["deleted"], doc["renamed"]), ([], {}))
+        inner, _ = parses_back(self, m.path)
+        self.assertEqual(list(inner["metadata"]), keys_in_order(m))
+        self.assertEqual(sorted(inner["metadata"]), keys)
+
+    def test_vim_save_syscalls(self):
+        """vim's save outside /tmp, call by call (issue 24 items 10, 11): its 4913 probe
+        and .KEY.swp are scratch files (listed while they exist, never keys); KEY renamed
+        to KEY~ is moved aside (model.gguf keeps it), KEY created and written is that
+        key's value by its type, in its place, with its inode; KEY~ removed leaves no
+        trace. A save killed after the rename loses nothing: the remount has the key."""
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            keys = sorted(os.listdir(md()))
+            eos_ino = os.stat(md("tokenizer.ggml.eos_token_id")).st_ino
+            tokens = meta(m, "tokenizer.ggml.tokens").split(b"\n")
+            for key, change in (("tokenizer.ggml.eos_token_id", lambda t: b"7\n"),
+                                ("tokenizer.ggml.tokens", lambda t: b"\n".join([b"<UNK>"] + t.split(b"\n")[1:])),
+                                ("general.name", lambda t: t[:-1] + b" (fixed)\n")):
+                old = meta(m, key)
+                swp = os.open(md("." + key + ".swp"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                os.pwrite(swp, b"b0VIM 9.0" + bytes(range(256)) * 16, 0)
+                os.pwrite(swp, b"\x00\x01tail", 12288)
+                self.assertEqual(os.pread(swp, 9, 0), b"b0VIM 9.0")
+                self.assertEqual(os.fstat(swp).st_size, 12294)
+                probe = os.open(md("4913"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                os.fchown(probe, os.getuid(), os.getgid())
+                st = os.stat(md("4913"))
+                self.assertEqual((st.st_uid, st.st_mode & 0o777), (os.getuid(), os.stat(md(key)).st_mode & 0o777))
+                self.assertIn("4913", os.listdir(md()))
+                os.close(probe)
+                os.unlink(md("4913"))
+                with self.assertRaises(FileNotFoundError):
+                    os.unlink(md(key + "~"))
+                os.rename(md(key), md(key + "~"))
+                self.assertNotIn(key, os.listdir(md()))
+                self.assertIn(key + "~", os.listdir(md()))
+                self.assertEqual(gm.read_file(md(key + "~")), old)
+                self.assertIn(key, json.loads(gm.read_file(m.p("gguf.json")))["metadata"])
+                fd = os.open(md(key), os.O_WRONLY | os.O_CREAT, 0o644)
+                os.write(fd, change(old))
+                os.fsync(fd)
+                os.close(fd)
+                os.chmod(md(key), 0o644)
+                os.unlink(md(key + "~"))
+                os.close(swp)
+                os.unlink(md("." + key + ".swp"))
+            self.vim_save_checks(m, keys, eos_ino, tokens)
+            # killed after the rename: the key stays in model.gguf and FILE
+            os.rename(md("general.name"), md("general.name~"))
+            os.close(os.open(md(".general.name.swp"), os.O_RDWR | os.O_CREAT, 0o600))
+        with self.mount() as m:
+            self.vim_save_checks(m, keys, eos_ino, tokens)
+            self.assertNotIn("edit refused", m.stderr())
+
+    def test_real_vim(self):
+        """vim itself (its save outside /tmp: 'backupskip' emptied, as the mount is in
+        /tmp) edits a uint32, an array and a string: each keeps its type, place and
+        inode, and FILE holds those three edits only."""
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            keys = sorted(os.listdir(md()))
+            eos_ino = os.stat(md("tokenizer.ggml.eos_token_id")).st_ino
+            tokens = meta(m, "tokenizer.ggml.tokens").split(b"\n")
+            for key, cmd in (("tokenizer.ggml.eos_token_id", "%s/.*/7/"),
+                             ("tokenizer.ggml.tokens", "1s/.*/<UNK>/"),
+                             ("general.name", "s/$/ (fixed)/")):
+                r = subprocess.run(["vim", "-N", "-es", "-u", "NONE", "-i", "NONE",
+                                    "-c", "set backupskip= writebackup nobackup backupcopy=auto",
+                                    "-c", cmd, "-c", "wq", md(key)],
+                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.vim_save_checks(m, keys, eos_ino, tokens)
+            self.assertEqual(meta(m, "general.name")[-8:], b"(fixed)\n")
+            self.assertNotIn("edit refused", m.stderr())
+
+    def test_scratch_files(self):
+        """Names of editors' and tools' temporaries (a leading '.', a trailing '~', #...#,
+        4913) are scratch files: written, read, truncated, renamed among themselves, gone
+        at unmount, never in FILE; one renamed over a key sets the key (rsync's
+        .KEY.XXXXXX), to a new name makes a string key; a key moved aside whose scratch
+        file is removed is deleted; keys with such names show escaped (%2E, %7E)."""
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            keys = sorted(os.listdir(md()))
+            put(md("#general.name#"), b"auto-save\n", os.O_WRONLY | os.O_CREAT)
+            os.truncate(md("#general.name#"), 4)
+            self.assertEqual(gm.read_file(md("#general.name#")), b"auto")
+            os.rename(md("#general.name#"), md(".general.name.un~"))
+            self.assertEqual(sorted(os.listdir(md())), sorted(keys + [".general.name.un~"]))
+            self.assertEqual(os.listxattr(md(".general.name.un~")), [])
+            put(md(".eos.XXXXXX"), b"5\n", os.O_WRONLY | os.O_CREAT)
+            os.rename(md(".eos.XXXXXX"), md("tokenizer.ggml.eos_token_id"))
+            self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"5\n")
+            put(md(".eos.YYYYYY"), b"five\n", os.O_WRONLY | os.O_CREAT)
+            with self.assertRaises(OSError) as e:
+                os.rename(md(".eos.YYYYYY"), md("tokenizer.ggml.eos_token_id"))
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+            os.rename(md(".eos.YYYYYY"), md("my.new.key"))
+            self.assertEqual(meta(m, "my.new.key"), b"five\n")
+            os.rename(md("llama.block_count"), md("llama.block_count~"))
+            os.unlink(md("llama.block_count~"))
+            put(md("%2Edot%7E"), b"escaped\n", os.O_WRONLY | os.O_CREAT)
+            self.assertIn("%2Edot%7E", os.listdir(md()))
+            with self.assertRaises(OSError) as e:
+                os.setxattr(m.p("tensors", os.listdir(m.p("tensors"))[0]), "user.gguf.type", b"u8")
+            self.assertEqual(e.exception.errno, errno.EROFS)
+            doc = edits_of(self.file)
+            self.assertEqual(sorted(doc["set"]), [".dot~", "my.new.key", "tokenizer.ggml.eos_token_id"])
+            self.assertEqual(doc["deleted"], ["llama.block_count"])
+            self.assertNotIn("un~", json.dumps(doc))
+        with self.mount() as m:
+            names = os.listdir(m.p("metadata"))
+            self.assertNotIn(".general.name.un~", names)
+            self.assertIn("%2Edot%7E", names)
+
+    def test_times_change(self):
+        """An edit changes the mtime and ctime of the key's file, metadata/, gguf.json,
+        summary.txt and model.gguf (issue 24 item 14: rsync -a kept a stale model.gguf
+        after a same-size edit); other keys and files keep the model file's times; a
+        remount gives the edited files FILE's time."""
+        model_mtime = os.stat(gm.TINY).st_mtime_ns
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            edited = [md("tokenizer.ggml.eos_token_id"), md(), m.p("gguf.json"),
+                      m.p("summary.txt"), m.p("model.gguf")]
+            kept = [md("general.name"), m.p("tensors", os.listdir(m.p("tensors"))[0]), m.p("stats.tsv")]
+            for p in edited + kept:
+                self.assertEqual(os.stat(p).st_mtime_ns, model_mtime, p)
+            size = os.stat(m.p("model.gguf")).st_size
+            before = time.time_ns()
+            time.sleep(0.02)
+            put(md("tokenizer.ggml.eos_token_id"), b"7\n")
+            after = time.time_ns()
+            self.assertEqual(os.stat(m.p("model.gguf")).st_size, size)   # a same-size edit
+            times = set()
+            for p in edited:
+                st = os.stat(p)
+                self.assertTrue(before < st.st_mtime_ns <= after, p)
+                self.assertEqual(st.st_ctime_ns, st.st_mtime_ns, p)
+                times.add(st.st_mtime_ns)
+            self.assertEqual(len(times), 1)
+            for p in kept:
+                self.assertEqual(os.stat(p).st_mtime_ns, model_mtime, p)
+            time.sleep(0.02)
+            put(md("general.name"), b"renamed\n")   # the first key keeps its time
+            self.assertEqual(os.stat(md("tokenizer.ggml.eos_token_id")).st_mtime_ns, times.pop())
+            self.assertGreater(os.stat(md("general.name")).st_mtime_ns, after)
+        file_mtime = os.stat(self.file).st_mtime_ns
+        with self.mount() as m:
+            for p in (m.p("metadata", "tokenizer.ggml.eos_token_id"), m.p("metadata", "general.name"),
+                      m.p("model.gguf"), m.p("gguf.json")):
+                self.assertEqual(os.stat(p).st_mtime_ns, file_mtime, p)
+            self.assertEqual(os.stat(m.p("metadata", "llama.block_count")).st_mtime_ns, model_mtime)
+
     def test_chmod_chown_accepted(self):
         """chmod, chown and utimes of metadata files succeed and change nothing (issue 24
         item 15), so install, cp -a and rsync into metadata/ exit 0; elsewhere EPERM."""

@@ -60,6 +60,9 @@ class HubLibrary(unittest.TestCase):
             with open(gm.TINY, "rb") as f:
                 want = f.read()
             self.assertEqual(gm.read_file(m.p("Tiny-Q4_K_M", "model.gguf")), want)
+            # served by the daemon, never passed through (FUSE passthrough: local files)
+            self.assertEqual(os.getxattr(m.p("Tiny-Q4_K_M", "model.gguf"),
+                                         "user.ggufs.passthrough"), b"a remote library's model")
             self.assertEqual(gm.read_file(m.p("README.md")), b"# card\n" * 1000)
             # the repository changes on the server: the mount keeps its commit
             tiny_model(os.path.join(self.repo, "Tiny-Q8_0.gguf"), "changed")

@@ -1,4 +1,4 @@
-/* File names from tensor names and metadata keys: ggufs(1)'s four rules, the 200-byte cut,
+/* File names from tensor names and metadata keys: ggufs(1)'s five rules, the 200-byte cut,
  * and that distinct names stay distinct. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -76,13 +76,36 @@ static void test_rule2_suffix(void **state)
 	NAME("x.gguf ", true, "x.gguf ");
 }
 
+/* Rule 5: a key's file name never looks like an editor's scratch file (a leading '.',
+ * a trailing '~', "#...#", vim's probe 4913 + 123 k); tensors keep theirs. */
+static void test_rule5_scratch(void **state)
+{
+	(void)state;
+	NAME(".hidden", false, "%2Ehidden");
+	NAME("key~", false, "key%7E");
+	NAME("~", false, "%7E");
+	NAME(".both~", false, "%2Eboth%7E");
+	NAME("#auto#", false, "%23auto#");
+	NAME("#", false, "#");
+	NAME("#x", false, "#x");
+	NAME("4913", false, "%34913");
+	NAME("5036", false, "%35036");
+	NAME("4914", false, "4914");
+	NAME("04913", false, "04913");
+	NAME("a~b", false, "a~b");
+	NAME(".hidden", true, ".hidden");
+	NAME("key~", true, "key~");
+}
+
 static void test_rule3_dots_empty(void **state)
 {
 	(void)state;
 	NAME(".", false, "%2E");
 	NAME("..", true, "%2E%2E");
-	NAME("...", false, "...");
-	NAME(".a", false, ".a");
+	NAME("...", true, "...");
+	NAME(".a", true, ".a");
+	NAME("...", false, "%2E..");   /* rule 5: a key's leading '.' */
+	NAME(".a", false, "%2Ea");
 	NAME("", false, "%");
 	NAME("", true, "%");
 	NAME("%", false, "%25");
@@ -236,6 +259,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_rule1_escapes),
 		cmocka_unit_test(test_rule2_suffix),
 		cmocka_unit_test(test_rule3_dots_empty),
+		cmocka_unit_test(test_rule5_scratch),
 		cmocka_unit_test(test_rule4_cut),
 		cmocka_unit_test(test_cut_with_suffix_dot),
 		cmocka_unit_test(test_distinct),

@@ -22,6 +22,7 @@
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "model.h"
+#include "scratch.h"
 #include "tree.h"
 #include "tree_edit.h"
 
@@ -457,10 +458,123 @@ static void test_every_type_round_trip(void **state)
 	rmdir(dir);
 }
 
+/* The text of scratch file name (NULL when there is none), malloc'd. */
+static char *scratch_content(struct tree_edits *e, const char *name)
+{
+	struct scratch_file *sf = scratch_by_name(tree_edits_scratch(e), name);
+	char *text = NULL;
+	uint64_t len;
+	if (sf)
+		assert_int_equal(scratch_text(sf, &text, &len), 0);
+	scratch_drop(sf);
+	return text;
+}
+
+/* True when the current tree's metadata holds a key called key. */
+static bool has_key(struct tree_edits *e, const char *key)
+{
+	struct tree *t = tree_edits_current(e);
+	const struct ggufs_model *m = tree_model(t);
+	bool found = false;
+	for (uint64_t k = 0; k < m->meta->n_kv; k++)
+		found |= m->meta->kv[k].key.len == strlen(key) &&
+		         memcmp(m->meta->kv[k].key.ptr, key, strlen(key)) == 0;
+	tree_release(t);
+	return found;
+}
+
+/* Editors' scratch files (issue 24 items 10, 11): they never become keys; a key renamed to
+ * one is moved aside, in the metadata still, until its name is made again (vim's save:
+ * KEY -> KEY~, create KEY, write, remove KEY~: the key keeps its type, place and ino) or
+ * the scratch file goes (the key with it); a scratch file renamed over a key sets it. */
+static void test_scratch_files(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX];
+	uint64_t ino, held;
+	struct tree *t0 = tree_edits_current(f->e);
+	uint64_t n_kv = tree_model(t0)->meta->n_kv, gen = tree_state(t0)->gen;
+	tree_release(t0);
+	const char *probes[] = { "4913", ".KEY.swp", "#KEY#", "KEY~", ".rsync.XXXXXX" };
+	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+		assert_true(scratch_is_name(probes[i]));
+		assert_int_equal(tree_edits_create(f->e, probes[i], &ino, err), 0);
+		assert_true(ino >= TREE_SCRATCH_INO);
+		assert_int_equal(tree_edits_create(f->e, probes[i], &ino, err), -EEXIST);
+		assert_true(tree_edits_taken(f->e, probes[i]));
+		assert_int_equal(tree_edits_unlink(f->e, probes[i], &ino, err), 0);
+		assert_false(tree_edits_taken(f->e, probes[i]));
+	}
+	assert_false(scratch_is_name("4914") || scratch_is_name("a~b") || scratch_is_name("#"));
+	t0 = tree_edits_current(f->e);
+	assert_int_equal(tree_model(t0)->meta->n_kv, n_kv);   /* no key made, no edit */
+	assert_int_equal(tree_state(t0)->gen, gen);
+	tree_release(t0);
+
+	/* vim's save of a uint32 */
+	const char *eos = "tokenizer.ggml.eos_token_id";
+	uint64_t eos_ino = ino_of(f->e, eos);
+	assert_int_equal(tree_edits_rename(f->e, eos, "tokenizer.ggml.eos_token_id~", err), 0);
+	assert_false(tree_edits_taken(f->e, eos));
+	assert_true(has_key(f->e, eos));   /* moved aside: still in the metadata */
+	char *text = scratch_content(f->e, "tokenizer.ggml.eos_token_id~");
+	assert_string_equal(text, "2\n");
+	free(text);
+	assert_int_equal(tree_edits_unlink(f->e, eos, &ino, err), -ENOENT);
+	assert_int_equal(tree_edits_create(f->e, eos, &ino, err), 1);
+	assert_int_equal(ino, eos_ino);
+	assert_true(tree_edits_taken(f->e, eos));
+	assert_int_equal(tree_edits_write(f->e, ino, "7\n", 2, err), 0);
+	assert_int_equal(tree_edits_unlink(f->e, "tokenizer.ggml.eos_token_id~", &ino, err), 0);
+	assert_true(has_key(f->e, eos));
+	expect_content(f->e, eos, "7\n");
+	assert_int_equal(ino_of(f->e, eos), eos_ino);
+
+	/* a key moved aside whose scratch file is removed is deleted */
+	assert_int_equal(tree_edits_rename(f->e, "general.name", ".general.name.bak", err), 0);
+	assert_int_equal(tree_edits_unlink(f->e, ".general.name.bak", &held, err), 0);
+	assert_false(has_key(f->e, "general.name"));
+
+	/* a scratch file renamed over a key (rsync's .KEY.XXXXXX) sets it by its type; one
+	 * that does not parse is refused and changes nothing; to a new name, a string key */
+	struct scratch_set *ss = tree_edits_scratch(f->e);
+	assert_int_equal(scratch_put_file(ss, ".eos.XXXX", "9\n", 2, SCRATCH_NO_KEY, &ino), 0);
+	assert_int_equal(tree_edits_rename(f->e, ".eos.XXXX", eos, err), 0);
+	expect_content(f->e, eos, "9\n");
+	assert_false(tree_edits_taken(f->e, ".eos.XXXX"));
+	assert_int_equal(scratch_put_file(ss, ".eos.YYYY", "x\n", 2, SCRATCH_NO_KEY, &ino), 0);
+	assert_int_equal(tree_edits_rename(f->e, ".eos.YYYY", eos, err), -EINVAL);
+	expect_content(f->e, eos, "9\n");
+	assert_int_equal(tree_edits_rename(f->e, ".eos.YYYY", "my.new", err), 0);
+	expect_content(f->e, "my.new", "x\n");
+
+	/* a key moved aside and its scratch file renamed back, or to a new name */
+	uint64_t bos = ino_of(f->e, "tokenizer.ggml.bos_token_id");
+	assert_int_equal(tree_edits_rename(f->e, "tokenizer.ggml.bos_token_id", "b~", err), 0);
+	assert_int_equal(tree_edits_rename(f->e, "b~", "tokenizer.ggml.bos_token_id", err), 0);
+	assert_int_equal(ino_of(f->e, "tokenizer.ggml.bos_token_id"), bos);
+	assert_int_equal(tree_edits_rename(f->e, "tokenizer.ggml.bos_token_id", "b~", err), 0);
+	assert_int_equal(tree_edits_rename(f->e, "b~", "my.bos", err), 0);
+	assert_int_equal(ino_of(f->e, "my.bos"), bos);
+	assert_false(has_key(f->e, "tokenizer.ggml.bos_token_id"));
+
+	/* keys whose names look like scratch files have escaped file names */
+	assert_int_equal(tree_edits_create(f->e, "%2Ehidden%7E", &ino, err), 0);
+	assert_true(has_key(f->e, ".hidden~"));
+	assert_int_equal(tree_edits_create(f->e, "%34913", &ino, err), 0);
+	assert_true(has_key(f->e, "4913"));
+	assert_int_equal(tree_edits_create(f->e, "%2Ehidden~", &ino, err), 0);   /* scratch */
+	assert_int_equal(tree_edits_create(f->e, "x%7E%7E", &ino, err), -EINVAL);
+	/* refused keys cannot be moved aside */
+	assert_int_equal(tree_edits_rename(f->e, "general.alignment", "general.alignment~", err),
+	                 has_key(f->e, "general.alignment") ? -EPERM : -ENOENT);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_each_edit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scratch_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),

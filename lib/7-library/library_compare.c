@@ -1,0 +1,172 @@
+/* compare/OTHER of a library's model directory (library.h): `ggufs --diff THIS OTHER`
+ * computed at the first read of the pair and kept. One comparison is computed at a time
+ * (a comparison's scan already uses every core, and so the memory stays one scan's);
+ * the texts kept are bounded by LIB_COMPARE_KEEP bytes, the least recently read let go
+ * first. A read that finds its pair kept copies from it under the library's lock,
+ * without waiting for a comparison of another pair. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diff_text.h"
+#include "evlog.h"
+#include "library_impl.h"
+
+/* The kept comparison of this_no against other_no (under lock), or NULL. */
+static struct lib_compare *find(struct library *lib, uint64_t this_no, uint64_t other_no)
+{
+	for (size_t i = 0; i < lib->n_compares; i++)
+		if (lib->compares[i].this_no == this_no && lib->compares[i].other_no == other_no)
+			return &lib->compares[i];
+	return NULL;
+}
+
+/* Copies [off, off + len) of c's text into buf (under lock), marking it used: the count. */
+static int64_t slice(struct library *lib, struct lib_compare *c, char *buf, uint64_t len,
+                     uint64_t off)
+{
+	c->last_used = ++lib->clock;
+	if (off >= c->len)
+		return 0;
+	const uint64_t n = c->len - off < len ? c->len - off : len;
+	memcpy(buf, c->text + off, n);
+	return (int64_t)n;
+}
+
+/* Lets go of the least recently read texts until room more bytes fit the bound
+ * (under lock). */
+static void make_room(struct library *lib, uint64_t room)
+{
+	while (lib->n_compares && lib->compare_bytes + room > LIB_COMPARE_KEEP) {
+		size_t lru = 0;
+		for (size_t i = 1; i < lib->n_compares; i++)
+			if (lib->compares[i].last_used < lib->compares[lru].last_used)
+				lru = i;
+		lib->compare_bytes -= lib->compares[lru].len;
+		free(lib->compares[lru].text);
+		lib->compares[lru] = lib->compares[--lib->n_compares];
+	}
+}
+
+/* Keeps text (taken) as this_no's comparison with other_no (under lock): false out of
+ * memory or when it alone is past the bound (the caller frees it). */
+static bool keep(struct library *lib, uint64_t this_no, uint64_t other_no, char *text,
+                 size_t len)
+{
+	if (len > LIB_COMPARE_KEEP)
+		return false;
+	make_room(lib, len);
+	if (lib->n_compares == lib->cap_compares) {
+		size_t cap = lib->cap_compares ? 2 * lib->cap_compares : 16;
+		struct lib_compare *c = realloc(lib->compares, cap * sizeof *c);
+		if (!c)
+			return false;
+		lib->compares = c;
+		lib->cap_compares = cap;
+	}
+	lib->compares[lib->n_compares++] = (struct lib_compare){ this_no, other_no, text, len, 0 };
+	lib->compare_bytes += len;
+	return true;
+}
+
+/* The text of s against o, both models built and held meanwhile, malloc'ed into *text:
+ * 0, or -errno after one line in the log naming the pair (name: "THIS/compare/OTHER"). */
+static int compute(struct library *lib, struct lib_slot *s, struct lib_slot *o, const char *name,
+                   char **text, size_t *len)
+{
+	const struct ggufs_model *m[2] = { NULL, NULL };
+	const char *broken = NULL;
+	int r = lib_slot_acquire(lib, s, &m[0], &broken);
+	if (r == 0) {
+		r = lib_slot_acquire(lib, o, &m[1], &broken);
+		if (r < 0)
+			lib_slot_release(lib, s);
+	}
+	if (r == -EIO) {
+		/* the model's own line, less its "ggufs: " and newline */
+		const char *line = broken && !strncmp(broken, "ggufs: ", 7) ? broken + 7 : "";
+		const int n = (int)strcspn(line, "\n");
+		evlog(EVLOG_ERR, name, "%s: cannot compare: %.*s", name, n, line);
+		return r;
+	}
+	if (r < 0)
+		return r;
+	struct diff_text_failure fail;
+	char err[GGUF_ERR_MAX];
+	uint64_t total;
+	r = diff_text_make(m[0], m[1], false, NULL, NULL, &total, text, len, &fail, err);
+	if (r < 0 && fail.tensor != UINT64_MAX) {
+		const struct ggufs_model *fm = m[fail.which];
+		char q[80];
+		evlog(EVLOG_ERR, name, "%s: cannot compare: %s: tensor '%s': cannot read: %s", name,
+		      fm->path, gguf_quote(&fm->tensors[fail.tensor].t->name, q),
+		      r == -ENOMEM ? "out of memory" : strerror(-r));
+	} else if (r < 0) {
+		evlog(EVLOG_ERR, name, "%s: cannot compare: %s", name, err);
+	}
+	lib_slot_release(lib, o);
+	lib_slot_release(lib, s);
+	if (r < 0)
+		return r == -ENOMEM ? r : -EIO;
+	atomic_fetch_add(&lib->compares_made, 1);
+	return 0;
+}
+
+int64_t library_compare_read(struct library *lib, const struct lib_ref *r, char *buf,
+                             uint64_t len, uint64_t off)
+{
+	if (r->kind != LIB_COMPARE)
+		return -EINVAL;
+	struct lib_slot *s = r->slot, *o = r->other;
+	pthread_mutex_lock(&lib->lock);
+	struct lib_compare *c = find(lib, s->no, o->no);
+	if (c) {
+		const int64_t n = slice(lib, c, buf, len, off);
+		pthread_mutex_unlock(&lib->lock);
+		return n;
+	}
+	pthread_mutex_unlock(&lib->lock);
+
+	/* one comparison at a time: the pair may have been made while this one waited */
+	pthread_mutex_lock(&lib->compare_lock);
+	pthread_mutex_lock(&lib->lock);
+	c = find(lib, s->no, o->no);
+	int64_t ret = c ? slice(lib, c, buf, len, off) : 0;
+	pthread_mutex_unlock(&lib->lock);
+	if (!c) {
+		char name[2 * 4096 + 16];
+		snprintf(name, sizeof name, "%s/%s/%s", s->path, LIB_COMPARE_NAME, o->name);
+		char *text;
+		size_t n;
+		ret = compute(lib, s, o, name, &text, &n);
+		if (ret == 0) {
+			pthread_mutex_lock(&lib->lock);
+			const bool kept = keep(lib, s->no, o->no, text, n);
+			if (kept)
+				ret = slice(lib, &lib->compares[lib->n_compares - 1], buf, len, off);
+			pthread_mutex_unlock(&lib->lock);
+			if (!kept) {
+				/* made again at every read, it would be made for every 128 KiB */
+				free(text);
+				ret = n > LIB_COMPARE_KEEP ? -EFBIG : -ENOMEM;
+				evlog(EVLOG_ERR, name, "%s: %s", name,
+				      ret == -EFBIG ? "the comparison is too long to keep" : "out of memory");
+			}
+		}
+	}
+	pthread_mutex_unlock(&lib->compare_lock);
+	return ret;
+}
+
+uint64_t library_compares_made(struct library *lib)
+{
+	return atomic_load(&lib->compares_made);
+}
+
+void lib_compares_free(struct library *lib)
+{
+	for (size_t i = 0; i < lib->n_compares; i++)
+		free(lib->compares[i].text);
+	free(lib->compares);
+}

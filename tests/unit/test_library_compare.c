@@ -1,0 +1,316 @@
+/* compare/ in a library (lib/7-library/library_compare.c, library.c): a local folder of
+ * models written here, looked at through library.h as the mount does. compare/ in a
+ * model directory lists every other model of its folder (and no folder, no plain file,
+ * not the model itself) without opening any; compare/OTHER holds exactly the text
+ * diff_text_make gives for the two models, made by the first read only; a pair with
+ * nothing in common is a report too; a model that does not parse gives -EIO; a model
+ * in another folder is not there; a file replaced is a new name's number with its new
+ * figures; readers at once of one pair wait for one comparison. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "unit.h"
+
+#include "diff_text.h"
+#include "gguf_writer.h"
+#include "guard.h"
+#include "library.h"
+#include "model.h"
+#include "scratch_dir.h"
+
+/* A model at scratch_dir/rel of n f32 tensors called prefix0.. of 1000 values each,
+ * value i of tensor k being (k + 1) * i * scale. */
+static void write_model(const char *rel, const char *prefix, int n, float scale)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", scratch_dir, rel);
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, (uint64_t)n, 1);
+	gw_kv_str(&w, "general.architecture", prefix);
+	const uint64_t ne[1] = { 1000 };
+	for (int k = 0; k < n; k++) {
+		char name[32];
+		snprintf(name, sizeof name, "%s%d", prefix, k);
+		gw_tensor(&w, name, 1, ne, GGML_TYPE_F32, (uint64_t)k * 4000);
+	}
+	gw_align(&w, 32);
+	for (int k = 0; k < n; k++)
+		for (int i = 0; i < 1000; i++)
+			gw_f32(&w, (float)(k + 1) * (float)i * scale);
+	size_t len;
+	uint8_t *img = gw_take(&w, &len);
+	char tmp[520];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(img, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(rename(tmp, path), 0);   /* a new file: a new version */
+	free(img);
+}
+
+static void write_file(const char *rel, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", scratch_dir, rel);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* The text of `ggufs --diff` of the two files, made directly. */
+static char *direct(const char *rel_a, const char *rel_b, size_t *len)
+{
+	char pa[512], pb[512], err[GGUF_ERR_MAX];
+	snprintf(pa, sizeof pa, "%s/%s", scratch_dir, rel_a);
+	snprintf(pb, sizeof pb, "%s/%s", scratch_dir, rel_b);
+	struct ggufs_model *a = model_open(pa, err), *b = model_open(pb, err);
+	assert_non_null(a);
+	assert_non_null(b);
+	char *text;
+	uint64_t total;
+	struct diff_text_failure fail;
+	assert_int_equal(diff_text_make(a, b, false, NULL, NULL, &total, &text, len, &fail, err), 0);
+	model_close(a);
+	model_close(b);
+	return text;
+}
+
+/* The whole of r's compare file, read 100 bytes at a time (as many reads do). */
+static int64_t read_all(struct library *lib, const struct lib_ref *r, char *buf, size_t size)
+{
+	uint64_t off = 0;
+	for (;;) {
+		int64_t n = library_compare_read(lib, r, buf + off, off + 100 <= size ? 100 : size - off, off);
+		if (n <= 0)
+			return n < 0 ? n : (int64_t)off;
+		off += (uint64_t)n;
+	}
+}
+
+static struct library *open_lib(void)
+{
+	char err[GGUF_ERR_MAX];
+	struct lib_source *src = lib_source_local(scratch_dir, err);
+	assert_non_null(src);
+	struct library *lib = library_open(src, err);
+	assert_non_null(lib);
+	return lib;
+}
+
+/* The ref of path's parts under the root, each looked up in turn. */
+static int walk(struct library *lib, const char *const *parts, struct lib_ref *r)
+{
+	uint64_t ino = LIB_ROOT_INO;
+	int ret = 0;
+	for (; *parts; parts++) {
+		ret = library_lookup(lib, ino, *parts, r);
+		if (ret < 0)
+			return ret;
+		ino = r->ino;
+		if (parts[1])
+			library_put(lib, r);
+	}
+	return ret;
+}
+
+static void test_compare(void **state)
+{
+	(void)state;
+	guard_install();
+	assert_int_equal(mkdir(strcat(strcpy((char[600]){ 0 }, scratch_dir), "/sub"), 0755), 0);
+	write_model("q.gguf", "t", 3, 1.0f);
+	write_model("r.gguf", "t", 2, 1.001f);   /* t0, t1 differ a little; q's t2 is unpaired */
+	write_model("x.gguf", "other", 2, 1.0f); /* nothing in common with q */
+	write_file("bad.gguf", "GGUF but not a model");
+	write_file("notes.txt", "a plain file\n");
+	write_model("sub/s.gguf", "t", 1, 1.0f); /* another folder */
+	struct library *lib = open_lib();
+	uint64_t opened, built;
+
+	/* compare/ of q: the other models of its folder, none opened for the listing */
+	struct lib_ref dir;
+	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, NULL }, &dir), 0);
+	assert_int_equal(dir.kind, LIB_COMPARE_DIR);
+	struct stat st;
+	library_stat(lib, &dir, &st);
+	assert_true(S_ISDIR(st.st_mode));
+	struct lib_list_entry *e;
+	size_t n;
+	assert_int_equal(library_list(lib, &dir, &e, &n), 0);
+	assert_int_equal(n, 3);
+	const char *want[] = { "bad", "r", "x" };
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(e[i].name, want[i]);
+		assert_false(e[i].dir);
+	}
+	library_list_free(e, n);
+	library_counts(lib, &opened, &built);
+	assert_int_equal(opened, 1);   /* q itself, to look inside it */
+
+	/* the model directory lists compare/ after its tree's own entries */
+	struct lib_ref q;
+	assert_int_equal(walk(lib, (const char *[]){ "q", "gguf.json", NULL }, &q), 0);
+	library_put(lib, &q);
+	assert_int_equal(library_get(lib, library_parent(&dir), true, &q), 0);
+	const uint64_t count = library_tree_dir_count(&q);
+	const char *name;
+	uint64_t ino;
+	bool is_dir;
+	library_tree_dir_entry(&q, count - 1, &name, &ino, &is_dir);
+	assert_string_equal(name, LIB_COMPARE_NAME);
+	assert_int_equal(ino, dir.ino);
+	assert_true(is_dir);
+	library_put(lib, &q);
+	library_put(lib, &dir);
+
+	/* not there: q itself, a plain file, a folder, a model of another folder */
+	struct lib_ref r;
+	const char *absent[] = { "q", "notes", "notes.txt", "sub", "s", "nothing" };
+	for (size_t i = 0; i < sizeof absent / sizeof *absent; i++)
+		assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, absent[i], NULL },
+		                      &r), -ENOENT);
+
+	/* compare/r: size 0 until read, then the text of --diff q r, made once */
+	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "r", NULL }, &r), 0);
+	assert_int_equal(r.kind, LIB_COMPARE);
+	library_stat(lib, &r, &st);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(library_parent(&r), dir.ino);
+	library_counts(lib, &opened, &built);
+	assert_int_equal(opened, 1);
+	static char buf[1 << 16];
+	size_t len;
+	char *text = direct("q.gguf", "r.gguf", &len);
+	assert_true(len > 0 && len < sizeof buf);
+	assert_true(strstr(text, "only_a\tt2") != NULL);
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
+		assert_memory_equal(buf, text, len);
+		assert_int_equal(library_compares_made(lib), 1);
+	}
+	free(text);
+	library_put(lib, &r);
+
+	/* the other way round is another comparison: r the reference */
+	assert_int_equal(walk(lib, (const char *[]){ "r", LIB_COMPARE_NAME, "q", NULL }, &r), 0);
+	text = direct("r.gguf", "q.gguf", &len);
+	assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
+	assert_memory_equal(buf, text, len);
+	assert_true(strstr(text, "only_b\tt2") != NULL);
+	assert_int_equal(library_compares_made(lib), 2);
+	free(text);
+	library_put(lib, &r);
+
+	/* nothing in common: every tensor unpaired, still a report */
+	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "x", NULL }, &r), 0);
+	text = direct("q.gguf", "x.gguf", &len);
+	assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
+	assert_memory_equal(buf, text, len);
+	assert_true(strstr(text, "only_a\tt0") && strstr(text, "only_b\tother1"));
+	free(text);
+	library_put(lib, &r);
+
+	/* a model that does not parse: EIO, every time */
+	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "bad", NULL }, &r), 0);
+	assert_int_equal(library_compare_read(lib, &r, buf, sizeof buf, 0), -EIO);
+	assert_int_equal(library_compare_read(lib, &r, buf, sizeof buf, 0), -EIO);
+	library_put(lib, &r);
+	/* and it has no compare/ of its own */
+	assert_int_equal(walk(lib, (const char *[]){ "bad", LIB_COMPARE_NAME, NULL }, &r), -ENOENT);
+
+	/* r replaced: compare/r is a new number with the new file's figures */
+	struct lib_ref old;
+	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "r", NULL }, &old), 0);
+	library_put(lib, &old);
+	write_model("r.gguf", "t", 3, 2.0f);
+	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "r", NULL }, &r), 0);
+	assert_int_not_equal(r.ino, old.ino);
+	assert_int_equal(library_get(lib, old.ino, false, &old), -ESTALE);
+	text = direct("q.gguf", "r.gguf", &len);
+	assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
+	assert_memory_equal(buf, text, len);
+	assert_null(strstr(text, "only_a"));
+	free(text);
+	library_put(lib, &r);
+
+	library_free(lib);
+}
+
+struct reader_arg {
+	struct library *lib;
+	struct lib_ref r;
+	char buf[1 << 16];
+	int64_t n;
+};
+
+static void *read_thread(void *p)
+{
+	struct reader_arg *a = p;
+	a->n = read_all(a->lib, &a->r, a->buf, sizeof a->buf);
+	return NULL;
+}
+
+/* Four readers of one compare file at once, and one of another pair: each pair's
+ * comparison is made once, and every reader gets the whole text. */
+static void test_concurrent_reads(void **state)
+{
+	(void)state;
+	guard_install();
+	char dir[600];
+	snprintf(dir, sizeof dir, "%s/c", scratch_dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	write_model("c/a.gguf", "t", 4, 1.0f);
+	write_model("c/b.gguf", "t", 4, 1.5f);
+	struct library *lib = open_lib();
+	enum { READERS = 5 };
+	static struct reader_arg arg[READERS];
+	pthread_t th[READERS];
+	for (int k = 0; k < READERS; k++) {
+		arg[k].lib = lib;
+		const char *this = k < READERS - 1 ? "a" : "b", *other = k < READERS - 1 ? "b" : "a";
+		assert_int_equal(walk(lib, (const char *[]){ "c", this, LIB_COMPARE_NAME, other, NULL },
+		                      &arg[k].r), 0);
+	}
+	for (int k = 0; k < READERS; k++)
+		assert_int_equal(pthread_create(&th[k], NULL, read_thread, &arg[k]), 0);
+	for (int k = 0; k < READERS; k++)
+		assert_int_equal(pthread_join(th[k], NULL), 0);
+	assert_int_equal(library_compares_made(lib), 2);
+	size_t len;
+	char *ab = direct("c/a.gguf", "c/b.gguf", &len);
+	for (int k = 0; k < READERS - 1; k++) {
+		assert_int_equal(arg[k].n, (int64_t)len);
+		assert_memory_equal(arg[k].buf, ab, len);
+	}
+	free(ab);
+	char *ba = direct("c/b.gguf", "c/a.gguf", &len);
+	assert_int_equal(arg[READERS - 1].n, (int64_t)len);
+	assert_memory_equal(arg[READERS - 1].buf, ba, len);
+	free(ba);
+	for (int k = 0; k < READERS; k++)
+		library_put(lib, &arg[k].r);
+	library_free(lib);
+}
+
+int unit_main(UNIT_ARGS)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_compare),
+		cmocka_unit_test(test_concurrent_reads),
+	};
+	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
+}
