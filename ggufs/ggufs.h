@@ -171,6 +171,28 @@ void ggufs_op_init(void *userdata, struct fuse_conn_info *conn);
 void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
                      const struct tree_node *n, size_t size, uint64_t off);
 
+/* reply.c: the replies that ops.c and library_ops.c make alike. */
+
+/* [off, off + size) of text (n bytes; NULL: none), or nothing past its end. */
+void reply_slice(fuse_req_t req, const char *text, uint64_t n, size_t size, uint64_t off);
+/* Child i (< count) of a listed directory: its name (valid until the next call), inode
+ * number and whether it is a directory; NULL for a child not listed (its position kept). */
+typedef const char *(*dir_child_fn)(void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir);
+/* A readdir of a directory (self, in parent) of count children from child, into a
+ * buffer of the request's size. The stream offset of an entry is its position: 0 ".",
+ * 1 "..", 2 + i child i, so each call starts where the last one stopped and a large
+ * directory costs O(entries). */
+void reply_dir(fuse_req_t req, size_t size, off_t off, fuse_ino_t self, fuse_ino_t parent,
+               uint64_t count, dir_child_fn child, void *ctx);
+/* statfs in 4 KiB blocks with nothing free: blocks and files (0: no fixed size). */
+void reply_statfs(fuse_req_t req, uint64_t blocks, uint64_t files, bool read_only);
+/* An attribute's value of len bytes as getxattr answers it: the length; with size,
+ * the bytes into buf, or -ERANGE when they do not fit. */
+int64_t xattr_value(char *buf, size_t size, const char *value, size_t len);
+/* Replies to an xattr call from its result r: the size for a size-0 query, the bytes
+ * otherwise, or the (negative) errno. */
+void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size);
+
 /* library_ops.c: the operations of a library mount (userdata: struct ggufs, whose
  * library is set), answered from lib/7-library. */
 extern const struct fuse_lowlevel_ops library_ops;

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 
 #include "ggufs.h"
 
@@ -117,6 +116,15 @@ static bool inside_model(const struct lib_ref *r)
 	       r->kind == LIB_COMPARE_DIR;
 }
 
+/* The node of ino into *r (let go with library_put), or false after replying the error. */
+static bool get_or_reply(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino, struct lib_ref *r)
+{
+	int ret = library_get(fs->library, ino, false, r);
+	if (ret < 0)
+		fuse_reply_err(req, -ret);
+	return ret == 0;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ggufs *fs = fs_of(req);
@@ -146,11 +154,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)fi;
 	struct ggufs *fs = fs_of(req);
 	struct lib_ref r;
-	int ret = library_get(fs->library, ino, false, &r);
-	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+	if (!get_or_reply(req, fs, ino, &r))
 		return;
-	}
 	struct stat st;
 	library_stat(fs->library, &r, &st);
 	library_put(fs->library, &r);
@@ -198,47 +203,30 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		handle_free(fs, h);
 }
 
-/* The stream offset of an entry is its position: 0 ".", 1 "..", 2 + i child i. */
+/* Child i of the directory open as h (a struct lib_handle): a model's from its tree
+ * (library_tree_dir_entry), a folder's from the listing made at its open. */
+static const char *handle_child(void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir)
+{
+	const struct lib_handle *h = ctx;
+	if (h->ref.kind == LIB_TREE) {
+		const char *name;
+		uint64_t child;
+		library_tree_dir_entry(&h->ref, i, &name, &child, dir);
+		*ino = child;
+		return name;
+	}
+	*ino = h->list[i].ino;
+	*dir = h->list[i].dir;
+	return h->list[i].name;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
 	struct lib_handle *h = (struct lib_handle *)(uintptr_t)fi->fh;
 	const struct lib_ref *r = &h->ref;
-	char *buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	uint64_t count = r->kind == LIB_TREE ? library_tree_dir_count(r) : h->n_list;
-	size_t used = 0;
-	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < count + 2; pos++) {
-		struct stat st;
-		memset(&st, 0, sizeof st);
-		const char *name;
-		if (pos < 2) {
-			name = pos == 0 ? "." : "..";
-			st.st_ino = pos == 0 ? ino : library_parent(r);
-			st.st_mode = S_IFDIR;
-		} else if (r->kind == LIB_TREE) {
-			uint64_t child;
-			bool dir;
-			library_tree_dir_entry(r, pos - 2, &name, &child, &dir);
-			st.st_ino = child;
-			st.st_mode = dir ? S_IFDIR : S_IFREG;
-		} else {
-			const struct lib_list_entry *c = &h->list[pos - 2];
-			name = c->name;
-			st.st_ino = c->ino;
-			st.st_mode = c->dir ? S_IFDIR : S_IFREG;
-		}
-		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
-		                                (off_t)(pos + 1));
-		if (need > size - used)
-			break;
-		used += need;
-	}
-	fuse_reply_buf(req, buf, used);
-	free(buf);
+	reply_dir(req, size, off, ino, library_parent(r), count, handle_child, h);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -309,15 +297,6 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-/* [off, off + len) of text (of n bytes): replied. */
-static void reply_slice(fuse_req_t req, const char *text, size_t n, size_t size, uint64_t off)
-{
-	if (!text || off >= n)
-		fuse_reply_buf(req, NULL, 0);
-	else
-		fuse_reply_buf(req, text + off, n - off < size ? (size_t)(n - off) : size);
-}
-
 static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, size_t size,
                         uint64_t off);
 
@@ -381,13 +360,7 @@ static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
-	struct statvfs sv;
-	memset(&sv, 0, sizeof sv);
-	sv.f_bsize = 4096;
-	sv.f_frsize = 4096;
-	sv.f_namemax = 255;
-	sv.f_flag = ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
+	reply_statfs(req, 0, 0, true);
 }
 
 /* The root's own counters beside the mount's: models opened so far, built now. */
@@ -420,53 +393,11 @@ static int64_t root_get(struct ggufs *fs, const char *name, char *buf, size_t si
 		uint64_t v[2];
 		library_counts(fs->library, &v[0], &v[1]);
 		char text[24];
-		size_t n = (size_t)snprintf(text, sizeof text, "%llu", (unsigned long long)v[i]);
-		if (size && n > size)
-			return -ERANGE;
-		if (size)
-			memcpy(buf, text, n);
-		return (int64_t)n;
+		int n = snprintf(text, sizeof text, "%llu", (unsigned long long)v[i]);
+		return xattr_value(buf, size, text, (size_t)n);
 	}
 	int64_t r = counters_get(fs, name, buf, size);
 	return r == -ENOENT ? -ENODATA : r;
-}
-
-static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
-{
-	if (r < 0)
-		fuse_reply_err(req, (int)-r);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)r);
-	else
-		fuse_reply_buf(req, buf, (size_t)r);
-}
-
-/* A model's user.gguf.* from its tree (as `ggufs FILE` shows them) and model.gguf's
- * user.ggufs.passthrough, the root's user.ggufs.* counters; nothing on folders and
- * plain files. */
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	struct ggufs *fs = fs_of(req);
-	struct lib_ref r;
-	int ret = library_get(fs->library, ino, false, &r);
-	if (ret < 0) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	char *buf = size ? malloc(size) : NULL;
-	int64_t x = -ENODATA;
-	if (size && !buf)
-		x = -ENOMEM;
-	else if (r.kind == LIB_TREE && r.node->kind == TREE_MODEL &&
-	         strcmp(name, PASSTHROUGH_XATTR) == 0)
-		x = passthrough_xattr(fs, r.tree, ino, buf, size);
-	else if (r.kind == LIB_TREE)
-		x = tree_getxattr(r.tree, r.node, name, buf, size);
-	else if (ino == LIB_ROOT_INO)
-		x = root_get(fs, name, buf, size);
-	reply_xattr(req, x, buf, size);
-	free(buf);
-	library_put(fs->library, &r);
 }
 
 /* The names of a model node's attributes: the tree's, and model.gguf's passthrough
@@ -483,26 +414,40 @@ static int64_t model_listxattr(const struct lib_ref *r, char *buf, size_t size)
 	return x + (int64_t)sizeof PASSTHROUGH_XATTR;
 }
 
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+/* getxattr of name, or listxattr when name is NULL: a model's user.gguf.* from its tree
+ * (as `ggufs FILE` shows them) and model.gguf's user.ggufs.passthrough, the root's
+ * user.ggufs.* counters; nothing on folders and plain files. */
+static void reply_attrs(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ggufs *fs = fs_of(req);
 	struct lib_ref r;
-	int ret = library_get(fs->library, ino, false, &r);
-	if (ret < 0) {
-		fuse_reply_err(req, -ret);
+	if (!get_or_reply(req, fs, ino, &r))
 		return;
-	}
 	char *buf = size ? malloc(size) : NULL;
-	int64_t x = 0;
+	int64_t x = name ? -ENODATA : 0;
 	if (size && !buf)
 		x = -ENOMEM;
+	else if (r.kind == LIB_TREE && r.node->kind == TREE_MODEL && name &&
+	         strcmp(name, PASSTHROUGH_XATTR) == 0)
+		x = passthrough_xattr(fs, r.tree, ino, buf, size);
 	else if (r.kind == LIB_TREE)
-		x = model_listxattr(&r, buf, size);
+		x = name ? tree_getxattr(r.tree, r.node, name, buf, size)
+		         : model_listxattr(&r, buf, size);
 	else if (ino == LIB_ROOT_INO)
-		x = root_list(fs, buf, size);
+		x = name ? root_get(fs, name, buf, size) : root_list(fs, buf, size);
 	reply_xattr(req, x, buf, size);
 	free(buf);
 	library_put(fs->library, &r);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	reply_attrs(req, ino, name, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	reply_attrs(req, ino, NULL, size);
 }
 
 const struct fuse_lowlevel_ops library_ops = {

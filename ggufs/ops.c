@@ -16,9 +16,9 @@
 #include <linux/fs.h>   /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "edit_text.h"
 #include "evlog.h"
 #include "scratch.h"
 #include "thread_buf.h"
@@ -62,13 +62,9 @@ struct handle {
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
 	                         * "> KEY" closes a first descriptor (its dup2) before it
 	                         * writes, so that truncation is made at the last close */
-	pthread_mutex_t lock;   /* buf, len, dirty */
-	char *buf;
-	uint64_t len, cap;
+	pthread_mutex_t lock;   /* text, dirty */
+	struct vbytes text;     /* edit_text.h */
 };
-
-/* The longest text a key takes: past it a write is EFBIG. */
-#define EDIT_TEXT_MAX (UINT64_C(1) << 30)
 
 /* The handle of an open file: only with edits (without, model.gguf's fh is a mark). */
 static struct handle *handle_of(const struct ggufs *fs, const struct fuse_file_info *fi)
@@ -100,7 +96,7 @@ static void handle_free(struct handle *h)
 	tree_release(h->tree);
 	scratch_drop(h->scratch);
 	pthread_mutex_destroy(&h->lock);
-	free(h->buf);
+	free(h->text.p);
 	free(h);
 }
 
@@ -111,6 +107,18 @@ static const struct tree_node *node_or_reply(fuse_req_t req, const struct tree *
 	const struct tree_node *n = tree_node(t, ino);
 	if (!n)
 		fuse_reply_err(req, ENOENT);
+	return n;
+}
+
+/* The node of ino in the tree that serves the request now (into *t, held: drop it with
+ * drop_tree), or NULL after replying ENOENT, with nothing held. */
+static const struct tree_node *take_node(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino,
+                                         struct tree **t)
+{
+	*t = take_tree(fs);
+	const struct tree_node *n = node_or_reply(req, *t, ino);
+	if (!n)
+		drop_tree(fs, *t);
 	return n;
 }
 
@@ -268,7 +276,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		struct stat st;
 		fill_stat(fs, t, n, &st);
 		if (h && h->writing)
-			st.st_size = (off_t)h->len;
+			st.st_size = (off_t)h->text.len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 	}
 	if (h)
@@ -292,8 +300,38 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	drop_tree(fs, t);
 }
 
-/* The stream offset of an entry is its position: 0 ".", 1 "..", 2 + i child i. Each
- * call starts where the last one stopped, so a large directory costs O(entries). */
+/* A directory being listed: its tree's children, then, in metadata/ with edits, its
+ * scratch files (scratch.h). */
+struct dir_of {
+	struct ggufs *fs;
+	const struct tree *t;
+	fuse_ino_t ino;
+	uint64_t count;                /* the tree's children */
+	struct scratch_set *scratch;   /* or NULL */
+	char scratch_name[256];
+};
+
+/* Child i of the directory (ctx: struct dir_of), or NULL for one not listed: a key
+ * moved aside (its position kept), or a scratch file gone since the count. */
+static const char *tree_child(void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir)
+{
+	struct dir_of *d = ctx;
+	if (i >= d->count) {
+		uint64_t scratch_ino;
+		if (!scratch_entry(d->scratch, i - d->count, d->scratch_name, &scratch_ino))
+			return NULL;
+		*ino = scratch_ino;
+		*dir = false;
+		return d->scratch_name;
+	}
+	const struct tree_node *c = tree_dir_child(d->t, d->ino, i);
+	if (d->scratch && tree_edits_aside(d->fs->edits, d->t, c))
+		return NULL;
+	*ino = c->ino;
+	*dir = tree_is_dir(c);
+	return c->name;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
@@ -301,57 +339,13 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ggufs *fs = fs_of(req);
 	struct tree *t = take_tree(fs);
 	const struct tree_node *dir = dir_or_reply(req, t, ino);
-	if (!dir) {
-		drop_tree(fs, t);
-		return;
+	if (dir) {
+		struct dir_of d = { .fs = fs, .t = t, .ino = ino, .count = tree_dir_count(t, ino) };
+		if (fs->edits && ino == TREE_METADATA_DIR_INO)
+			d.scratch = tree_edits_scratch(fs->edits);
+		uint64_t n = d.count + (d.scratch ? scratch_count(d.scratch) : 0);
+		reply_dir(req, size, off, dir->ino, tree_node(t, dir->parent)->ino, n, tree_child, &d);
 	}
-
-	char *buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		drop_tree(fs, t);
-		return;
-	}
-	/* with edits, metadata/'s scratch files follow its keys (keys moved aside are not
-	 * listed, their positions kept) */
-	uint64_t count = tree_dir_count(t, ino);
-	struct scratch_set *scratch = fs->edits && ino == TREE_METADATA_DIR_INO ?
-	                              tree_edits_scratch(fs->edits) : NULL;
-	uint64_t end = count + 2 + (scratch ? scratch_count(scratch) : 0);
-	size_t used = 0;
-	for (uint64_t pos = off < 0 ? 0 : (uint64_t)off; pos < end; pos++) {
-		struct stat st;
-		memset(&st, 0, sizeof st);
-		const char *name;
-		char scratch_name[256];
-		uint64_t scratch_ino;
-		if (pos >= count + 2) {
-			if (!scratch_entry(scratch, pos - count - 2, scratch_name, &scratch_ino))
-				break;
-			name = scratch_name;
-			st.st_ino = scratch_ino;
-			st.st_mode = S_IFREG;
-		} else if (pos < 2) {
-			const struct tree_node *d = pos == 0 ? dir : tree_node(t, dir->parent);
-			name = pos == 0 ? "." : "..";
-			st.st_ino = d->ino;
-			st.st_mode = S_IFDIR;
-		} else {
-			const struct tree_node *c = tree_dir_child(t, ino, pos - 2);
-			if (scratch && tree_edits_aside(fs->edits, t, c))
-				continue;
-			name = c->name;
-			st.st_ino = c->ino;
-			st.st_mode = tree_is_dir(c) ? S_IFDIR : S_IFREG;
-		}
-		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st,
-		                                (off_t)(pos + 1));
-		if (need > size - used)
-			break;
-		used += need;
-	}
-	fuse_reply_buf(req, buf, used);
-	free(buf);
 	drop_tree(fs, t);
 }
 
@@ -396,17 +390,16 @@ static void invalidate(struct ggufs *fs, uint64_t ino)
 		fuse_lowlevel_notify_inval_inode(fs->se, always[i], 0, 0);
 }
 
-/* The text of the key of n as it shows now, into a new handle buffer. False out of
- * memory. */
-static bool handle_load(struct handle *h, const struct tree_node *n)
+/* Replies to an edit that returned r: refused (err says why), or made: the kernel's
+ * caches of what it changed invalidated (ino's, 0: only the lists) and 0 replied. */
+static void reply_edit(fuse_req_t req, int r, const char *err, uint64_t ino)
 {
-	h->cap = n->size + 1;
-	h->buf = malloc(h->cap);
-	if (!h->buf)
-		return false;
-	int64_t r = tree_read(h->tree, n, h->buf, n->size, 0);
-	h->len = r < 0 ? 0 : (uint64_t)r;
-	return r >= 0;
+	if (r < 0) {
+		reply_refused(req, r, err);
+		return;
+	}
+	invalidate(fs_of(req), ino);
+	fuse_reply_err(req, 0);
 }
 
 /* Makes the text written through h the value of the key of ino, when it was written
@@ -418,7 +411,7 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool 
 	int r = 0;
 	if (h->dirty && (last || !h->only_truncated)) {
 		char err[GGUF_ERR_MAX];
-		r = tree_edits_write(fs->edits, ino, h->buf ? h->buf : "", h->len, err);
+		r = tree_edits_write(fs->edits, ino, edit_text_bytes(&h->text), h->text.len, err);
 		if (r < 0)
 			report_refused_edit(fs, r, err);
 		h->dirty = false;   /* refused or made: the next close has nothing new */
@@ -466,12 +459,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		open_scratch(req, fs, f, fi);
 		return;
 	}
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	bool write = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	if (tree_is_dir(n)) {
 		fuse_reply_err(req, EISDIR);
@@ -494,7 +485,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (write && (fi->flags & O_TRUNC)) {
 			/* open(O_TRUNC) makes the value "" even if nothing follows */
 			h->dirty = h->only_truncated = true;
-		} else if (write && !handle_load(h, n)) {
+		} else if (write && edit_text_load(&h->text, t, n) != 0) {
 			handle_free(h);
 			fuse_reply_err(req, ENOMEM);
 			return;
@@ -598,9 +589,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (h && h->writing) {   /* a writer reads back its own text */
 		pthread_mutex_lock(&h->lock);
-		uint64_t o = (uint64_t)off;
-		fuse_reply_buf(req, o < h->len ? h->buf + o : NULL,
-		               o < h->len ? (size_t)(h->len - o < size ? h->len - o : size) : 0);
+		reply_slice(req, edit_text_bytes(&h->text), h->text.len, size, (uint64_t)off);
 		pthread_mutex_unlock(&h->lock);
 		return;
 	}
@@ -644,29 +633,11 @@ void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
-	struct statvfs sv;
-	memset(&sv, 0, sizeof sv);
-	sv.f_bsize = 4096;
-	sv.f_frsize = 4096;
-	sv.f_blocks = (fsblkcnt_t)(((uint64_t)fs_of(req)->model->st.st_size + 4095) / 4096);
+	const struct ggufs *fs = fs_of(req);
 	/* the inode numbers of tree.h: four per tensor (raw, .f32, .npy, stats/) */
-	sv.f_files = TREE_FIRST_META + fs_of(req)->model->meta->n_kv +
-	             4 * fs_of(req)->model->n_tensors;
-	sv.f_namemax = 255;
-	sv.f_flag = fs_of(req)->edits ? 0 : ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
-}
-
-/* Replies to an xattr call from the tree's result: the size for a size-0 query, the
- * bytes otherwise, or the (negative) errno. */
-static void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size)
-{
-	if (r < 0)
-		fuse_reply_err(req, (int)-r);
-	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)r);
-	else
-		fuse_reply_buf(req, buf, (size_t)r);
+	reply_statfs(req, ((uint64_t)fs->model->st.st_size + 4095) / 4096,
+	             TREE_FIRST_META + fs->model->meta->n_kv + 4 * fs->model->n_tensors,
+	             !fs->edits);
 }
 
 /* user.gguf.* values from the tree, the root's user.ggufs.* counters (report.c) and
@@ -707,12 +678,10 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		reply_xattr(req, 0, NULL, size);
 		return;
 	}
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	char *buf = size ? malloc(size) : NULL;
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -761,7 +730,7 @@ static bool may_edit(fuse_req_t req)
  * (EROFS elsewhere). */
 static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
 {
-	if (parent != 2) {
+	if (parent != TREE_METADATA_DIR_INO) {
 		erofs(req);
 		return false;
 	}
@@ -794,12 +763,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			fuse_reply_attr(req, &st, 0);
 		return;
 	}
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	if (!n) {
-		drop_tree(fs, t);
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
 		return;
-	}
 	int r = 0;
 	bool in_metadata = n->kind == TREE_META || n->kind == TREE_DIR_METADATA;
 	if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && !in_metadata)
@@ -813,35 +780,30 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		uint64_t size = (uint64_t)attr->st_size;
 		if (h && h->writing) {
 			pthread_mutex_lock(&h->lock);
-			char *b = size + 1 > h->cap ? realloc(h->buf, size + 1) : h->buf;
-			if (!b) {
-				r = -ENOMEM;
-			} else {
-				if (size > h->len)
-					memset(b + h->len, 0, size - h->len);
-				h->buf = b;
-				h->cap = size + 1 > h->cap ? size + 1 : h->cap;
-				h->len = size;
+			r = edit_text_resize(&h->text, size);
+			if (r == 0) {
 				h->dirty = true;
 				h->only_truncated = false;
 			}
 			pthread_mutex_unlock(&h->lock);
 		} else {
-			char *b = calloc(1, size > n->size ? size + 1 : n->size + 1);
+			/* the text as shown, cut or zero-extended, made the value now */
+			struct vbytes text = { 0 };
 			char err[GGUF_ERR_MAX];
-			if (!b) {
-				r = -ENOMEM;
-			} else if ((r = (int)tree_read(t, n, b, n->size, 0)) >= 0) {
-				r = tree_edits_write(fs->edits, ino, b, size, err);
+			r = edit_text_load(&text, t, n);
+			if (r == 0)
+				r = edit_text_resize(&text, size);
+			if (r == 0) {
+				r = tree_edits_write(fs->edits, ino, edit_text_bytes(&text), size, err);
 				if (r < 0) {
-					free(b);
+					free(text.p);
 					drop_tree(fs, t);
 					reply_refused(req, r, err);
 					return;
 				}
 				invalidate(fs, ino);
 			}
-			free(b);
+			free(text.p);
 		}
 	}
 	drop_tree(fs, t);
@@ -855,7 +817,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (n) {
 		fill_stat(fs, t, n, &st);
 		if (h && h->writing)
-			st.st_size = (off_t)h->len;
+			st.st_size = (off_t)h->text.len;
 		fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 	} else {
 		fuse_reply_err(req, ENOENT);
@@ -887,12 +849,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	char err[GGUF_ERR_MAX];
 	int r = tree_edits_set_type(fs->edits, ino, value, size, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, ino);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, ino);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
@@ -924,12 +881,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	char err[GGUF_ERR_MAX];
 	uint64_t ino;
 	int r = tree_edits_unlink(fs->edits, name, &ino, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, 0);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, 0);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -961,12 +913,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	char err[GGUF_ERR_MAX];
 	int r = tree_edits_rename(fs->edits, name, newname, err);
-	if (r < 0) {
-		reply_refused(req, r, err);
-		return;
-	}
-	invalidate(fs, 0);
-	fuse_reply_err(req, 0);
+	reply_edit(req, r, err, 0);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -1055,30 +1002,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
-	int r = 0;
-	if (end + 1 > h->cap) {
-		uint64_t cap = h->cap ? h->cap : 4096;
-		while (cap < end + 1)
-			cap *= 2;
-		char *b = realloc(h->buf, cap);
-		if (!b)
-			r = -ENOMEM;
-		else {
-			h->buf = b;
-			h->cap = cap;
-		}
-	}
+	int r = edit_text_write(&h->text, (uint64_t)off, buf, size);
 	if (r == 0) {
-		if ((uint64_t)off > h->len)
-			memset(h->buf + h->len, 0, (uint64_t)off - h->len);
-		memcpy(h->buf + off, buf, size);
-		if (end > h->len)
-			h->len = end;
 		h->dirty = true;
 		h->only_truncated = false;
 	}
 	char err[GGUF_ERR_MAX];
-	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, h->buf, h->len, err)) < 0) {
+	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, edit_text_bytes(&h->text),
+	                                       h->text.len, err)) < 0) {
 		h->dirty = false;   /* refused now; the close has nothing to make of it */
 		pthread_mutex_unlock(&h->lock);
 		reply_refused(req, r, err);

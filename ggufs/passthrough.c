@@ -522,12 +522,7 @@ int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, uint64_t ino, 
 	pthread_mutex_unlock(&fs->pt.lock);
 	if (n < 0)
 		return -EIO;
-	size_t len = (size_t)n < sizeof value ? (size_t)n : sizeof value - 1;
-	if (size && len > size)
-		return -ERANGE;
-	if (size)
-		memcpy(buf, value, len);
-	return (int64_t)len;
+	return xattr_value(buf, size, value, (size_t)n < sizeof value ? (size_t)n : sizeof value - 1);
 }
 
 bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, const struct tree *t, bool direct)

@@ -408,12 +408,7 @@ int64_t counters_get(struct ggufs *fs, const char *name, char *buf, size_t size)
 			continue;
 		char value[2 * GGUF_ERR_MAX + 64];
 		counter_value(fs, &rc, (enum counter)k, value, sizeof value);
-		size_t n = strlen(value);
-		if (size && n > size)
-			return -ERANGE;
-		if (size)
-			memcpy(buf, value, n);
-		return (int64_t)n;
+		return xattr_value(buf, size, value, strlen(value));
 	}
 	return -ENODATA;
 }

@@ -21,7 +21,7 @@ struct job {
 static void render(struct sink *s, const struct job *j)
 {
 	if (strcmp(j->what, "json") == 0)
-		render_json(s, j->m);
+		render_json(s, j->m, NULL);
 	else if (strcmp(j->what, "summary") == 0)
 		render_summary(s, j->m);
 	else

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void vbytes_put(struct vbytes *b, const void *p, uint64_t n)
+/* Room for end bytes in all, grown by doubling: false (and failed) when there is none. */
+static bool reserve(struct vbytes *b, uint64_t end)
 {
-	uint64_t end;
-	if (b->failed || __builtin_add_overflow(b->len, n, &end) || end > SIZE_MAX / 2) {
+	if (b->failed || end > SIZE_MAX / 2) {
 		b->failed = true;
-		return;
+		return false;
 	}
 	if (end > b->cap) {
 		uint64_t cap = b->cap ? b->cap : 64;
@@ -18,14 +18,38 @@ void vbytes_put(struct vbytes *b, const void *p, uint64_t n)
 		uint8_t *q = realloc(b->p, (size_t)cap);
 		if (!q) {
 			b->failed = true;
-			return;
+			return false;
 		}
 		b->p = q;
 		b->cap = cap;
 	}
+	return true;
+}
+
+void vbytes_put(struct vbytes *b, const void *p, uint64_t n)
+{
+	uint64_t end;
+	if (__builtin_add_overflow(b->len, n, &end)) {
+		b->failed = true;
+		return;
+	}
+	if (!reserve(b, end))
+		return;
 	if (n)
 		memcpy(b->p + b->len, p, (size_t)n);
 	b->len = end;
+}
+
+void vbytes_resize(struct vbytes *b, uint64_t len)
+{
+	if (len > b->len) {
+		if (!reserve(b, len))
+			return;
+		memset(b->p + b->len, 0, (size_t)(len - b->len));
+	} else if (b->failed) {
+		return;
+	}
+	b->len = len;
 }
 
 void vbytes_le(struct vbytes *b, uint64_t v, int n)

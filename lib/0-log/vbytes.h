@@ -16,6 +16,8 @@ struct vbytes {
 };
 /* Appends p[0..n) (nothing once failed). */
 void vbytes_put(struct vbytes *b, const void *p, uint64_t n);
+/* Sets the length to len: cut, or grown with zero bytes (nothing once failed). */
+void vbytes_resize(struct vbytes *b, uint64_t len);
 /* Appends v as n little-endian bytes. */
 void vbytes_le(struct vbytes *b, uint64_t v, int n);
 /* Overwrites n little-endian bytes at at (at + n <= len). */

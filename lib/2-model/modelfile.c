@@ -90,6 +90,9 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 			.off = mf->header_len + offsets[i], .len = ts[i]->size,
 			.shard_off = ts[i]->offset, .shard = m->tensors[i].shard };
 	}
+	mf->data_offset = mf->header_len;
+	mf->tensor_offset = offsets;
+	offsets = NULL;
 	rc = 0;
 	goto out;
 too_large:
@@ -159,6 +162,7 @@ static int build_edited(const struct ggufs_model *m, struct modelfile *mf,
 	mf->spans[0] = (struct modelfile_span){ .off = mf->header_len, .len = data,
 	                                        .shard_off = data_off, .shard = 0 };
 	mf->n_spans = data ? 1 : 0;
+	mf->data_offset = mf->header_len;
 	if (mf->header_len == data_off && same_as_file(m, mf->header, mf->header_len)) {
 		/* edits that change nothing (none yet, or undone): model.gguf is the file
 		 * itself, one span, so it may be handed to the kernel whole (passthrough) */
@@ -204,6 +208,7 @@ int modelfile_build(const struct ggufs_model *m, struct modelfile *mf, char err[
 	mf->spans[0] = (struct modelfile_span){ .off = 0, .len = mf->size, .shard_off = 0,
 	                                        .shard = 0 };
 	mf->n_spans = mf->size ? 1 : 0;
+	mf->data_offset = m->shards[0].gf.data_offset;
 	return 0;
 }
 
@@ -211,7 +216,17 @@ void modelfile_free(struct modelfile *mf)
 {
 	free(mf->header);
 	free(mf->spans);
+	free(mf->tensor_offset);
 	memset(mf, 0, sizeof *mf);
+}
+
+uint64_t modelfile_tensor_offset(const struct modelfile *mf, const struct ggufs_model *m,
+                                 uint64_t i)
+{
+	if (mf->tensor_offset)
+		return mf->data_offset + mf->tensor_offset[i];
+	/* one file: its data section moved as a whole (model.gguf's own when unedited) */
+	return mf->data_offset + (m->tensors[i].t->offset - m->shards[0].gf.data_offset);
 }
 
 /* The first span that ends after pos (n_spans if none). */

@@ -38,6 +38,9 @@ struct modelfile {
 	uint64_t header_len;
 	uint64_t n_spans;
 	struct modelfile_span *spans;  /* by offset, none overlapping; between: zeros */
+	uint64_t data_offset;          /* where model.gguf's data section starts */
+	uint64_t *tensor_offset;       /* a split model's: each tensor's offset in that data
+	                                * section; NULL for one file (its own offsets) */
 };
 
 /* Lays out model.gguf of m (which must outlive mf). A split model whose shards disagree
@@ -46,6 +49,11 @@ struct modelfile {
  * a file past 2^63 bytes (st_size). 0 on success. */
 int modelfile_build(const struct ggufs_model *m, struct modelfile *mf, char err[GGUF_ERR_MAX]);
 void modelfile_free(struct modelfile *mf);
+
+/* Where tensor i's bytes start in model.gguf (which the file's own offsets say only for
+ * one file with no edit: an edit moves the data section, a merge every tensor). */
+uint64_t modelfile_tensor_offset(const struct modelfile *mf, const struct ggufs_model *m,
+                                 uint64_t i);
 
 /* Copies [off, off + len) of model.gguf (inside it) into buf: header and zeros from
  * memory, tensor bytes through the shards' sources (source.h: a local file's mapping

@@ -59,7 +59,8 @@ static void render_kv(struct sink *s, const struct gguf_kv *kv, uint64_t i,
 	sink_putc(s, '}');
 }
 
-static void render_tensor(struct sink *s, const struct ggufs_model *m, uint64_t i)
+static void render_tensor(struct sink *s, const struct ggufs_model *m,
+                          const struct modelfile *mf, uint64_t i)
 {
 	const struct gguf_tensor *t = m->tensors[i].t;
 	char tbuf[16];
@@ -75,6 +76,10 @@ static void render_tensor(struct sink *s, const struct ggufs_model *m, uint64_t 
 	}
 	sink_puts(s, "], \"offset\": ");
 	put_u64(s, t->offset);
+	if (mf) {
+		sink_puts(s, ", \"model_offset\": ");
+		put_u64(s, modelfile_tensor_offset(mf, m, i));
+	}
 	sink_puts(s, ", \"size\": ");
 	put_u64(s, t->size);
 	sink_puts(s, ", \"file\": ");
@@ -94,9 +99,9 @@ static void render_tensor(struct sink *s, const struct ggufs_model *m, uint64_t 
 	sink_putc(s, '}');
 }
 
-void render_json(struct sink *s, const struct ggufs_model *m)
+void render_json(struct sink *s, const struct ggufs_model *m, const struct modelfile *mf)
 {
-	render_json_from(s, m, NULL);
+	render_json_from(s, m, mf, NULL);
 }
 
 /* A mark between two kvs or tensors, when one is due. */
@@ -107,7 +112,7 @@ static void mark_boundary(struct sink *s, uint64_t kv, uint64_t tensor)
 		                                         .elem = RENDER_MARK_NO_ELEM });
 }
 
-void render_json_from(struct sink *s, const struct ggufs_model *m,
+void render_json_from(struct sink *s, const struct ggufs_model *m, const struct modelfile *mf,
                       const struct render_mark *from)
 {
 	const struct gguf_file *f = m->meta;
@@ -122,6 +127,10 @@ void render_json_from(struct sink *s, const struct ggufs_model *m,
 		put_u64(s, f->alignment);
 		sink_puts(s, ", \"data_offset\": ");
 		put_u64(s, f->data_offset);
+		if (mf) {   /* where model.gguf's own data section starts */
+			sink_puts(s, ", \"model_data_offset\": ");
+			put_u64(s, mf->data_offset);
+		}
 		sink_puts(s, ",\n \"metadata\": {");
 	} else if (from->kv < f->n_kv) {
 		i = from->kv;
@@ -146,7 +155,7 @@ void render_json_from(struct sink *s, const struct ggufs_model *m,
 			return;
 		mark_boundary(s, f->n_kv, j);
 		sink_puts(s, j ? ",\n  " : "\n  ");
-		render_tensor(s, m, j);
+		render_tensor(s, m, mf, j);
 	}
 	sink_puts(s, m->n_tensors ? "\n ]}\n" : "]}\n");
 }

@@ -67,7 +67,7 @@ static void render(const struct tree *t, const struct tree_node *n, struct sink 
 			render_value(s, &m->meta->kv[n->index].value);
 		break;
 	case TREE_JSON:
-		render_json_from(s, m, from);
+		render_json_from(s, m, &t->mf, from);
 		break;
 	case TREE_SUMMARY:
 		render_summary(s, m);

@@ -1,4 +1,5 @@
 #include "tree.h"
+#include "tree_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,6 +9,9 @@
 #include "guard.h"
 #include "render_value.h"
 
+/* The most attributes a node has (a tensor's of a split model). */
+#define XATTR_MAX 6
+
 /* The names and values of a node's extended attributes, in listing order. */
 struct xattr {
 	const char *name;
@@ -16,7 +20,8 @@ struct xattr {
 	uint64_t len;
 };
 
-static int node_xattrs(const struct tree *t, const struct tree_node *n, struct xattr x[5])
+static int node_xattrs(const struct tree *t, const struct tree_node *n,
+                       struct xattr x[XATTR_MAX])
 {
 	const struct ggufs_model *m = tree_model(t);
 	if (n->kind == TREE_META) {
@@ -51,20 +56,25 @@ static int node_xattrs(const struct tree *t, const struct tree_node *n, struct x
 	x[3].name = "user.gguf.offset";
 	x[3].len = (uint64_t)snprintf(x[3].buf, sizeof x[3].buf, "%" PRIu64, g->offset);
 	x[3].value = x[3].buf;
+	/* where the bytes are in model.gguf, which an edit or a merge moves */
+	x[4].name = "user.gguf.model_offset";
+	x[4].len = (uint64_t)snprintf(x[4].buf, sizeof x[4].buf, "%" PRIu64,
+	                              modelfile_tensor_offset(&t->mf, m, n->index));
+	x[4].value = x[4].buf;
 	if (m->n_shards == 1)
-		return 4;
+		return 5;
 	/* the file that offset is in */
 	const char *path = m->shards[m->tensors[n->index].shard].path;
 	const char *slash = strrchr(path, '/');
-	x[4].name = "user.gguf.shard";
-	x[4].value = slash ? slash + 1 : path;
-	x[4].len = strlen(x[4].value);
-	return 5;
+	x[5].name = "user.gguf.shard";
+	x[5].value = slash ? slash + 1 : path;
+	x[5].len = strlen(x[5].value);
+	return 6;
 }
 
 int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size)
 {
-	struct xattr x[5];
+	struct xattr x[XATTR_MAX];
 	int count = node_xattrs(t, n, x);
 	uint64_t need = 0;
 	for (int i = 0; i < count; i++)
@@ -97,7 +107,7 @@ static void run_copy(void *ctx)
 int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
                       char *buf, uint64_t size)
 {
-	struct xattr x[5];
+	struct xattr x[XATTR_MAX];
 	int count = node_xattrs(t, n, x);
 	for (int i = 0; i < count; i++) {
 		if (strcmp(x[i].name, name) != 0)

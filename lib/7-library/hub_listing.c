@@ -12,13 +12,13 @@
 #include "evlog.h"
 #include "hub_listing.h"
 #include "url.h"
+#include "vbytes.h"
 
 #define LINK_MAX 8192
 
 /* One reply: its body (bounded), status and Link header. */
 struct reply {
-	char *body;
-	size_t len, cap;
+	struct vbytes body;   /* body.p malloc'ed: the caller frees it */
 	bool too_long;
 	char link[LINK_MAX];
 };
@@ -27,24 +27,12 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 {
 	struct reply *r = arg;
 	size_t len = size * n;
-	if (r->len + len > HUB_BODY_MAX) {
+	if (r->body.len + len > HUB_BODY_MAX) {
 		r->too_long = true;
 		return 0;   /* ends the transfer */
 	}
-	if (r->len + len + 1 > r->cap) {
-		size_t cap = r->cap ? r->cap : 16384;
-		while (cap < r->len + len + 1)
-			cap *= 2;
-		char *b = realloc(r->body, cap);
-		if (!b)
-			return 0;
-		r->body = b;
-		r->cap = cap;
-	}
-	memcpy(r->body + r->len, p, len);
-	r->len += len;
-	r->body[r->len] = 0;
-	return len;
+	vbytes_put(&r->body, p, len);
+	return r->body.failed ? 0 : len;
 }
 
 /* Keeps the Link header (the last one, whole or not at all). */
@@ -118,7 +106,7 @@ static int get(const struct hub_http *h, const char *url, const char *what, stru
 		gguf_errf(err, "%s: the hub answered HTTP %ld%s", what, *status, why);
 		return -EIO;
 	}
-	if (!r->body) {
+	if (!r->body.len) {
 		gguf_errf(err, "%s: the hub's reply is empty", what);
 		return -EPROTO;
 	}
@@ -172,12 +160,12 @@ int hub_resolve(const struct hub_http *h, const char *repo, const char *revision
 	int ret = get(h, url, what, &r, status, err);
 	free(url);
 	if (ret < 0) {
-		free(r.body);
+		free(r.body.p);
 		return ret;
 	}
 	json_error_t je;
-	json_t *doc = json_loadb(r.body, r.len, JSON_REJECT_DUPLICATES, &je);
-	free(r.body);
+	json_t *doc = json_loadb((const char *)r.body.p, r.body.len, JSON_REJECT_DUPLICATES, &je);
+	free(r.body.p);
 	json_t *sha = json_is_object(doc) ? json_object_get(doc, "sha") : NULL;
 	const char *s = json_is_string(sha) ? json_string_value(sha) : NULL;
 	if (!s || strlen(s) != json_string_length(sha) || !is_commit(s)) {
@@ -360,7 +348,7 @@ int hub_list(const struct hub_http *h, const char *repo, const char *commit, con
 		ret = get(h, url, what, &r, status, err);
 		if (ret == 0) {
 			char perr[GGUF_ERR_MAX];
-			ret = hub_parse_page(r.body, r.len, folder, out, perr);
+			ret = hub_parse_page((const char *)r.body.p, r.body.len, folder, out, perr);
 			if (ret < 0)
 				gguf_errf(err, "%s: %s", what, perr);
 		}
@@ -377,7 +365,7 @@ int hub_list(const struct hub_http *h, const char *repo, const char *commit, con
 				url = NULL;
 			}
 		}
-		free(r.body);
+		free(r.body.p);
 	}
 	if (ret == -ENOMEM)
 		gguf_errf(err, "%s: out of memory", what);

@@ -8,7 +8,7 @@
 #   fuzz_edits  the edits file, metadata text, file names corpus_edits/  regressions_edits/
 # It fails if anything was found: each crash, leak, timeout or OOM input is copied into
 # the target's regressions folder, which the normal test suite replays (meson test
-# fuzz-replay, fuzz-edits-replay). FUZZ_JOBS=N runs N fuzzers of a target in parallel.
+# fuzz-parse, fuzz-edits). FUZZ_JOBS=N runs N fuzzers of a target in parallel.
 set -eu
 
 secs=${1:?usage: $0 SECONDS}

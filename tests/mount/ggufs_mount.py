@@ -236,10 +236,11 @@ def read_file(path):
         return f.read()
 
 
-def pread_direct(path, length, offset):
+def pread_direct(path, length, offset, direct=True):
     """pread with O_DIRECT: the kernel passes the exact (offset, length) to the daemon
-    instead of whole cached pages, so unaligned ranges reach the tree as asked."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    instead of whole cached pages, so unaligned ranges reach the tree as asked (with
+    direct false, a plain pread through the page cache). Short only at the end."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
     try:
         out = b""
         while len(out) < length:

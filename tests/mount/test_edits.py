@@ -639,6 +639,40 @@ class Edits(unittest.TestCase):
             put(k, b"owner\n")
             self.assertEqual(meta(m, "general.name"), b"owner\n")
 
+    def check_model_offsets(self, m):
+        """gguf.json's model_data_offset and each tensor's model_offset (and its
+        user.gguf.model_offset) say where model.gguf holds the tensor's bytes."""
+        doc = json.loads(gm.read_file(m.p("gguf.json")))
+        with open(m.p("model.gguf"), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            first = min(t["model_offset"] for t in doc["tensors"])
+            self.assertEqual(first, doc["model_data_offset"])
+            for t in doc["tensors"]:
+                off, n = t["model_offset"], min(t["size"], 4096)
+                self.assertEqual(int(os.getxattr(m.p(t["file"]), "user.gguf.model_offset")), off)
+                self.assertLessEqual(off + t["size"], size)
+                with open(m.p(t["file"]), "rb") as raw:
+                    self.assertEqual(os.pread(f.fileno(), n, off), raw.read(n), t["name"])
+        return doc
+
+    def test_model_offsets(self):
+        """model.gguf's own offsets (issue 24 item 16), current across edits: an edit
+        that grows the header moves them; offset and data_offset stay the file's; a
+        merged split model publishes them too."""
+        with self.mount() as m:
+            doc = self.check_model_offsets(m)
+            self.assertEqual(doc["model_data_offset"], doc["data_offset"])
+            put(m.p("metadata", "tokenizer.chat_template"), b"x" * 5000 + b"\n")
+            doc2 = self.check_model_offsets(m)
+            self.assertEqual(doc2["data_offset"], doc["data_offset"])
+            self.assertGreater(doc2["model_data_offset"], doc["data_offset"])
+            self.assertEqual([t["offset"] for t in doc2["tensors"]], [t["offset"] for t in doc["tensors"]])
+        shards = split_gguf(gm.TINY, self.dir, "tiny", 3)
+        with self.mount(shards[0]) as m:
+            doc = self.check_model_offsets(m)
+            self.assertNotEqual([t["offset"] for t in doc["tensors"]],
+                                [t["model_offset"] for t in doc["tensors"]])
+
     def test_split_model(self):
         """A split model's edits apply to its merged model.gguf; split.* stay EPERM."""
         shards = split_gguf(gm.TINY, self.dir, "tiny", 3)

@@ -392,6 +392,11 @@ class Library(unittest.TestCase):
                 self.assertEqual(sha256_file(path), want)
                 self.assertEqual(sha256_mmap(path), want)
             self.assertEqual(reads(m), before, "a read of model.gguf reached the daemon")
+            # O_DIRECT reads come to the daemon, as on a single mount
+            self.assertEqual(gm.pread_direct(tiny, 65536, 12345),
+                             gm.read_file(gm.TINY)[12345:12345 + 65536])
+            self.assertGreater(reads(m), before)
+            before = reads(m)
             # a split model is merged by the daemon, as on a single mount
             merged = m.p("parts", "model.gguf")
             self.assertEqual(state_of(merged), "a split model, merged here")

@@ -325,17 +325,12 @@ def range_length(header, size=None):
 # ---- reads that cannot hang the test ----
 
 READER = r"""
-import os, sys
-path, offset, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+import sys
+sys.path.insert(0, sys.argv[5])
+import ggufs_mount as gm
 try:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if sys.argv[4] == "direct" else 0))
-    out = b""
-    while len(out) < length:
-        b = os.pread(fd, length - len(out), offset + len(out))
-        if not b:
-            break
-        out += b
-    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.write(gm.pread_direct(sys.argv[1], int(sys.argv[3]), int(sys.argv[2]),
+                                            sys.argv[4] == "direct"))
 except OSError as e:
     sys.exit(100 + e.errno)
 """
@@ -348,7 +343,8 @@ def read_bounded(path, offset, length, timeout, direct=True):
     start = time.monotonic()
     try:
         r = subprocess.run([sys.executable, "-c", READER, path, str(offset), str(length),
-                            "direct" if direct else "cached"],
+                            "direct" if direct else "cached",
+                            os.path.dirname(os.path.abspath(gm.__file__))],
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -212,15 +212,9 @@ static void test_one_fetch_for_concurrent_readers(void **state)
 	bc_free(bc);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bound_and_lru),
-		cmocka_unit_test(test_held_blocks_survive),
-		cmocka_unit_test(test_failure_not_kept),
-		cmocka_unit_test(test_claim),
-		cmocka_unit_test(test_read_ahead_blocks_leave_in_order),
-		cmocka_unit_test(test_one_fetch_for_concurrent_readers),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_bound_and_lru),
+           cmocka_unit_test(test_held_blocks_survive),
+           cmocka_unit_test(test_failure_not_kept),
+           cmocka_unit_test(test_claim),
+           cmocka_unit_test(test_read_ahead_blocks_leave_in_order),
+           cmocka_unit_test(test_one_fetch_for_concurrent_readers))

@@ -293,12 +293,6 @@ static void test_patch_refusals(void **state)
 	model_close(m);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_states),
-		cmocka_unit_test(test_patch_round_trip),
-		cmocka_unit_test(test_patch_refusals),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_states),
+           cmocka_unit_test(test_patch_round_trip),
+           cmocka_unit_test(test_patch_refusals))

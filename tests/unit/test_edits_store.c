@@ -202,13 +202,7 @@ static void test_untrusted_refused(void **state)
 	remove_dir(&d);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_save_and_load),
-		cmocka_unit_test(test_one_store_at_a_time),
-		cmocka_unit_test(test_temporaries_removed),
-		cmocka_unit_test(test_untrusted_refused),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_save_and_load),
+           cmocka_unit_test(test_one_store_at_a_time),
+           cmocka_unit_test(test_temporaries_removed),
+           cmocka_unit_test(test_untrusted_refused))

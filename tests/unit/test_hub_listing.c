@@ -129,13 +129,7 @@ static void test_escape(void **state)
 	free(e);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_page),
-		cmocka_unit_test(test_link),
-		cmocka_unit_test(test_names),
-		cmocka_unit_test(test_escape),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_page),
+           cmocka_unit_test(test_link),
+           cmocka_unit_test(test_names),
+           cmocka_unit_test(test_escape))

@@ -130,12 +130,6 @@ static void test_empty(void **state)
 	lib_names_free(ln, count);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_models_and_sets),
-		cmocka_unit_test(test_collisions),
-		cmocka_unit_test(test_empty),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_models_and_sets),
+           cmocka_unit_test(test_collisions),
+           cmocka_unit_test(test_empty))

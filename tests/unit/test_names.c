@@ -251,18 +251,12 @@ static void test_distinct(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fnv),
-		cmocka_unit_test(test_plain),
-		cmocka_unit_test(test_rule1_escapes),
-		cmocka_unit_test(test_rule2_suffix),
-		cmocka_unit_test(test_rule3_dots_empty),
-		cmocka_unit_test(test_rule5_scratch),
-		cmocka_unit_test(test_rule4_cut),
-		cmocka_unit_test(test_cut_with_suffix_dot),
-		cmocka_unit_test(test_distinct),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_fnv),
+           cmocka_unit_test(test_plain),
+           cmocka_unit_test(test_rule1_escapes),
+           cmocka_unit_test(test_rule2_suffix),
+           cmocka_unit_test(test_rule3_dots_empty),
+           cmocka_unit_test(test_rule5_scratch),
+           cmocka_unit_test(test_rule4_cut),
+           cmocka_unit_test(test_cut_with_suffix_dot),
+           cmocka_unit_test(test_distinct))

@@ -330,17 +330,11 @@ static void test_type_names(void **state)
 	assert_int_equal(value_type_parse(deep, strlen(deep), &t), -1);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_models),
-		cmocka_unit_test(test_integers),
-		cmocka_unit_test(test_floats),
-		cmocka_unit_test(test_bools),
-		cmocka_unit_test(test_strings),
-		cmocka_unit_test(test_arrays),
-		cmocka_unit_test(test_long_array),
-		cmocka_unit_test(test_type_names),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_models),
+           cmocka_unit_test(test_integers),
+           cmocka_unit_test(test_floats),
+           cmocka_unit_test(test_bools),
+           cmocka_unit_test(test_strings),
+           cmocka_unit_test(test_arrays),
+           cmocka_unit_test(test_long_array),
+           cmocka_unit_test(test_type_names))

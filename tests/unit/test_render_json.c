@@ -204,7 +204,7 @@ static void fixture_init(struct fixture *fx, uint32_t n_shards)
 
 static void json_doc_fn(struct sink *s, const void *arg)
 {
-	render_json(s, arg);
+	render_json(s, arg, NULL);
 }
 
 static void test_document(void **state)
@@ -375,27 +375,21 @@ static void test_window_stops_early(void **state)
 	struct ggufs_model m = { .file_name = "b.gguf", .n_shards = 1, .shards = &sh,
 	                         .meta = &sh.gf };
 	struct sink c = sink_counter();
-	render_json(&c, &m);
+	render_json(&c, &m, NULL);
 	char buf[100];
 	struct sink s = sink_window(buf, 50, sizeof buf);
-	render_json(&s, &m);
+	render_json(&s, &m, NULL);
 	assert_int_equal(sink_filled(&s), sizeof buf);
 	assert_true(s.pos < 1000);
 	assert_true(c.pos > 100000);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_escapes),
-		cmocka_unit_test(test_utf8_valid),
-		cmocka_unit_test(test_utf8_invalid),
-		cmocka_unit_test(test_values),
-		cmocka_unit_test(test_document),
-		cmocka_unit_test(test_document_shards),
-		cmocka_unit_test(test_document_paths),
-		cmocka_unit_test(test_empty_model),
-		cmocka_unit_test(test_window_stops_early),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_escapes),
+           cmocka_unit_test(test_utf8_valid),
+           cmocka_unit_test(test_utf8_invalid),
+           cmocka_unit_test(test_values),
+           cmocka_unit_test(test_document),
+           cmocka_unit_test(test_document_shards),
+           cmocka_unit_test(test_document_paths),
+           cmocka_unit_test(test_empty_model),
+           cmocka_unit_test(test_window_stops_early))

@@ -87,12 +87,6 @@ static void test_length_boundaries(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_shapes),
-		cmocka_unit_test(test_longest),
-		cmocka_unit_test(test_length_boundaries),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_shapes),
+           cmocka_unit_test(test_longest),
+           cmocka_unit_test(test_length_boundaries))

@@ -215,14 +215,8 @@ static void test_kv_bytes(void **state)
 	assert_false(summary_kv_bytes(&f, &per_token));
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tinyllama),
-		cmocka_unit_test(test_count_text),
-		cmocka_unit_test(test_ftype_names),
-		cmocka_unit_test(test_hand_built),
-		cmocka_unit_test(test_kv_bytes),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_tinyllama),
+           cmocka_unit_test(test_count_text),
+           cmocka_unit_test(test_ftype_names),
+           cmocka_unit_test(test_hand_built),
+           cmocka_unit_test(test_kv_bytes))

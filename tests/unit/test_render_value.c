@@ -458,21 +458,15 @@ static void test_stops_early(void **state)
 	assert_true(c.pos > 3000);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_integers),
-		cmocka_unit_test(test_bools),
-		cmocka_unit_test(test_float32),
-		cmocka_unit_test(test_float64),
-		cmocka_unit_test(test_float_text_rule),
-		cmocka_unit_test(test_strings),
-		cmocka_unit_test(test_array_strings),
-		cmocka_unit_test(test_array_scalars),
-		cmocka_unit_test(test_empty_array),
-		cmocka_unit_test(test_array_of_arrays),
-		cmocka_unit_test(test_scalar_types),
-		cmocka_unit_test(test_stops_early),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_integers),
+           cmocka_unit_test(test_bools),
+           cmocka_unit_test(test_float32),
+           cmocka_unit_test(test_float64),
+           cmocka_unit_test(test_float_text_rule),
+           cmocka_unit_test(test_strings),
+           cmocka_unit_test(test_array_strings),
+           cmocka_unit_test(test_array_scalars),
+           cmocka_unit_test(test_empty_array),
+           cmocka_unit_test(test_array_of_arrays),
+           cmocka_unit_test(test_scalar_types),
+           cmocka_unit_test(test_stops_early))

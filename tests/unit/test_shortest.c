@@ -102,13 +102,7 @@ static void test_edges(void **state)
 	print_message("%lu floats agree\n", checked);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_random),
-		cmocka_unit_test(test_integers_and_decimals),
-		cmocka_unit_test(test_powers_of_ten),
-		cmocka_unit_test(test_edges),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_random),
+           cmocka_unit_test(test_integers_and_decimals),
+           cmocka_unit_test(test_powers_of_ten),
+           cmocka_unit_test(test_edges))

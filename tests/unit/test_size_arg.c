@@ -37,10 +37,4 @@ static void test_sizes(void **state)
 		assert_false(size_arg_parse(bad[i], &v));
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_sizes))

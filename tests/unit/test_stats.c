@@ -804,22 +804,16 @@ static void test_shrunk(void **state)
 	close_built(f);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exact),
-		cmocka_unit_test(test_same_bits),
-		cmocka_unit_test(test_merge),
-		cmocka_unit_test(test_no_finite),
-		cmocka_unit_test(test_bad_blocks),
-		cmocka_unit_test(test_widths),
-		cmocka_unit_test(test_planted),
-		cmocka_unit_test(test_health_planted),
-		cmocka_unit_test(test_health_zeros),
-		cmocka_unit_test(test_clean),
-		cmocka_unit_test(test_lazy),
-		cmocka_unit_test(test_once),
-		cmocka_unit_test(test_shrunk),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_exact),
+           cmocka_unit_test(test_same_bits),
+           cmocka_unit_test(test_merge),
+           cmocka_unit_test(test_no_finite),
+           cmocka_unit_test(test_bad_blocks),
+           cmocka_unit_test(test_widths),
+           cmocka_unit_test(test_planted),
+           cmocka_unit_test(test_health_planted),
+           cmocka_unit_test(test_health_zeros),
+           cmocka_unit_test(test_clean),
+           cmocka_unit_test(test_lazy),
+           cmocka_unit_test(test_once),
+           cmocka_unit_test(test_shrunk))

@@ -293,15 +293,9 @@ static void test_scan_in_order(void **state)
 	unlink(pb);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_against_references),
-		cmocka_unit_test(test_every_magnitude),
-		cmocka_unit_test(test_identical),
-		cmocka_unit_test(test_nonfinite),
-		cmocka_unit_test(test_undefined),
-		cmocka_unit_test(test_scan_in_order),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_against_references),
+           cmocka_unit_test(test_every_magnitude),
+           cmocka_unit_test(test_identical),
+           cmocka_unit_test(test_nonfinite),
+           cmocka_unit_test(test_undefined),
+           cmocka_unit_test(test_scan_in_order))

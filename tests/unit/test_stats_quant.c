@@ -385,13 +385,7 @@ static void test_first(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agrees),
-		cmocka_unit_test(test_kinds),
-		cmocka_unit_test(test_same_bits),
-		cmocka_unit_test(test_first),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_agrees),
+           cmocka_unit_test(test_kinds),
+           cmocka_unit_test(test_same_bits),
+           cmocka_unit_test(test_first))

@@ -164,14 +164,8 @@ static void test_token_ok(void **state)
 		assert_false(token_ok(bad[i]));
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_read_file),
-		cmocka_unit_test(test_read_file_refusals),
-		cmocka_unit_test(test_hf_token_only_to_the_hub),
-		cmocka_unit_test(test_token_file_for_any_server),
-		cmocka_unit_test(test_token_ok),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_read_file),
+           cmocka_unit_test(test_read_file_refusals),
+           cmocka_unit_test(test_hf_token_only_to_the_hub),
+           cmocka_unit_test(test_token_file_for_any_server),
+           cmocka_unit_test(test_token_ok))

@@ -166,15 +166,9 @@ static void test_same_origin(void **state)
 	assert_false(url_same_origin("http://h/a", "not a url"));
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_is_remote),
-		cmocka_unit_test(test_hf_forms),
-		cmocka_unit_test(test_display_strips_credentials_and_query),
-		cmocka_unit_test(test_cache_key_keeps_the_query),
-		cmocka_unit_test(test_redirects_resolve),
-		cmocka_unit_test(test_same_origin),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(cmocka_unit_test(test_is_remote),
+           cmocka_unit_test(test_hf_forms),
+           cmocka_unit_test(test_display_strips_credentials_and_query),
+           cmocka_unit_test(test_cache_key_keeps_the_query),
+           cmocka_unit_test(test_redirects_resolve),
+           cmocka_unit_test(test_same_origin))

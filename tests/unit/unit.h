@@ -1,7 +1,7 @@
 /* What every unit test shares: one main (unit_main.c) that takes the test filter and
  * then calls the test's own unit_main. Run one case alone by its name (a glob, as
  * cmocka_set_test_filter matches it):
- *     meson test -C build unit-gguf --test-args=--filter=test_bad_magic
+ *     meson test -C build unit-gguf_values --test-args=--filter=test_bad_magic
  *     GGUFS_TEST_FILTER='test_*prefix*' meson test -C build unit-gguf_prefix */
 #ifndef GGUFS_TEST_UNIT_H
 #define GGUFS_TEST_UNIT_H
@@ -11,5 +11,13 @@
 int unit_main(int argc, char **argv);
 /* unit_main's parameters, for a test that takes no arguments. */
 #define UNIT_ARGS int argc __attribute__((unused)), char **argv __attribute__((unused))
+/* The unit_main of a test that is one group of cases (cmocka_unit_test(...), ...) with
+ * no group setup and no arguments. */
+#define UNIT_TESTS(...) \
+	int unit_main(UNIT_ARGS) \
+	{ \
+		const struct CMUnitTest tests[] = { __VA_ARGS__ }; \
+		return cmocka_run_group_tests(tests, NULL, NULL); \
+	}
 
 #endif

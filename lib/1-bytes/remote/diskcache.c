@@ -124,12 +124,12 @@ static uint64_t record_check(const struct dc_record *r, uint64_t index)
 	return h ? h : 1;
 }
 
-/* pread of exactly n bytes: 0, or -1 (a short file counts as an error). */
-static int pread_full(int fd, void *buf, size_t n, uint64_t off)
+/* pread, or with write pwrite, of exactly n bytes at off: 0, or -1 (a short file counts
+ * as an error). */
+static int io_full(int fd, uint8_t *p, size_t n, uint64_t off, bool write)
 {
-	uint8_t *p = buf;
 	while (n) {
-		ssize_t k = pread(fd, p, n, (off_t)off);
+		ssize_t k = write ? pwrite(fd, p, n, (off_t)off) : pread(fd, p, n, (off_t)off);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
@@ -141,21 +141,15 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off)
 	return 0;
 }
 
-/* pwrite of exactly n bytes: 0, or -1. */
+static int pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+	return io_full(fd, buf, n, off, false);
+}
+
+/* (pwrite only reads buf) */
 static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
 {
-	const uint8_t *p = buf;
-	while (n) {
-		ssize_t k = pwrite(fd, p, n, (off_t)off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-		off += (uint64_t)k;
-	}
-	return 0;
+	return io_full(fd, (uint8_t *)(uintptr_t)buf, n, off, true);
 }
 
 /* Where block index's record is in the map. */

@@ -146,23 +146,12 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	size_t len = size * n;
 	if (r->status == 200 && t->req->body) {
 		struct http_body *b = t->req->body;
-		if (len > b->max - b->len) {
+		if (len > b->max - b->data.len) {
 			r->aborted = true;
 			return 0;
 		}
-		if (b->len + len > b->cap) {
-			size_t cap = b->cap ? b->cap : 65536;
-			while (cap < b->len + len)
-				cap *= 2;
-			char *d = realloc(b->data, cap);
-			if (!d)
-				return 0;
-			b->data = d;
-			b->cap = cap;
-		}
-		memcpy(b->data + b->len, data, len);
-		b->len += len;
-		return len;
+		vbytes_put(&b->data, data, len);
+		return b->data.failed ? 0 : len;
 	}
 	if (r->status >= 300 && t->req->keep_error_body) {
 		size_t room = sizeof r->error_body - r->error_body_len;

@@ -14,6 +14,8 @@
 
 #include <curl/curl.h>
 
+#include "vbytes.h"
+
 #define HTTP_ETAG_MAX 256
 #define HTTP_DATE_MAX 64
 #define HTTP_COMMIT_MAX 64
@@ -24,8 +26,8 @@ struct http_response;
 
 /* A whole 200 body (a listing), instead of a range: grown up to max bytes. */
 struct http_body {
-	char *data;                 /* malloc'ed, the caller frees it; NULL before a byte */
-	size_t len, cap, max;
+	struct vbytes data;         /* data.p malloc'ed, the caller frees it */
+	size_t max;
 };
 
 /* AWS Signature Version 4 for S3, made by libcurl (CURLOPT_AWS_SIGV4): it signs the

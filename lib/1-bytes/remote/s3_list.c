@@ -238,7 +238,8 @@ static int get_page(struct remote *r, const char *url, struct http_body *body,
 			gguf_errf(err, "out of memory");
 			goto done;
 		}
-		body->len = 0;
+		body->data.len = 0;   /* (a retry starts afresh) */
+		body->data.failed = false;
 		struct http_request req = {
 			.url = url, .first = 0, .last = PAGE_MAX - 1,
 			.headers = (const char *const *)lines, .n_headers = (unsigned)n_lines,
@@ -322,7 +323,7 @@ int s3_list(struct remote *r, const char *bucket_url, const char *prefix,
 			goto done;
 		size_t cap = pg.cap;
 		pg = (struct page){ .prefix = prefix, .out = out, .n = n, .cap = cap };
-		if (!parse_page(&pg, body.data ? body.data : "", body.len, err))
+		if (!parse_page(&pg, body.data.p ? (const char *)body.data.p : "", body.data.len, err))
 			goto done;
 		refused += pg.refused;
 		if (!pg.truncated)
@@ -352,7 +353,7 @@ int s3_list(struct remote *r, const char *bucket_url, const char *prefix,
 		      S3_NAME_MAX);
 	ret = 0;
 done:
-	free(body.data);
+	free(body.data.p);
 	if (ret < 0) {
 		s3_entries_free(*out, *n);
 		*out = NULL;
