@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ggufs.h"
+#include "handle_table.h"
 
 #define CACHE_TIMEOUT 86400.0
 
@@ -26,8 +27,6 @@ static struct ggufs *fs_of(fuse_req_t req)
  * file's source handle, a table's text, or a folder's listing. */
 struct lib_handle {
 	uint64_t id;            /* what fi->fh holds for an open file (open_files) */
-	unsigned refs;          /* the open, and each read in progress */
-	bool released;
 	struct lib_ref ref;
 	void *file;
 	char *text;
@@ -37,69 +36,30 @@ struct lib_handle {
 	bool passthrough;       /* a model.gguf open handed to the kernel (passthrough.c) */
 };
 
-/* The open files, by id. The kernel may still be answering a read of a file (async
- * direct I/O, read-ahead) when its release arrives on another thread, and a model's
- * file must keep its tree, and a table its text, until that read is answered: so a
- * read finds its handle here and holds it, and the release frees it only once no read
- * holds it (a read that comes after it finds nothing: EBADF, to a reader gone). */
-static struct {
-	pthread_mutex_t lock;
-	struct lib_handle **slots;
-	size_t cap;
-	uint32_t generation;
-} open_files = { .lock = PTHREAD_MUTEX_INITIALIZER };
+/* The open files, by id (handle_table.h): the kernel may still be answering a read of a
+ * file (async direct I/O, read-ahead) when its release arrives on another thread, and a
+ * model's file must keep its tree, and a table its text, until that read is answered. A
+ * read that comes after the release finds nothing: EBADF, to a reader gone. */
+static struct handle_table open_files = HANDLE_TABLE_INIT;
 
 /* Registers h: its id into h->id, or false out of memory. */
 static bool files_add(struct lib_handle *h)
 {
-	pthread_mutex_lock(&open_files.lock);
-	size_t i = 0;
-	while (i < open_files.cap && open_files.slots[i])
-		i++;
-	if (i == open_files.cap) {
-		size_t cap = open_files.cap ? 2 * open_files.cap : 64;
-		struct lib_handle **s = realloc(open_files.slots, cap * sizeof *s);
-		if (!s) {
-			pthread_mutex_unlock(&open_files.lock);
-			return false;
-		}
-		memset(s + open_files.cap, 0, (cap - open_files.cap) * sizeof *s);
-		open_files.slots = s;
-		open_files.cap = cap;
-	}
-	open_files.slots[i] = h;
-	h->id = (uint64_t)++open_files.generation << 32 | i;
-	h->refs = 1;
-	pthread_mutex_unlock(&open_files.lock);
-	return true;
+	h->id = handle_table_add(&open_files, h);
+	return h->id != 0;
 }
 
 /* The handle of id, held for a read (files_drop lets go), or NULL once released. */
 static struct lib_handle *files_take(uint64_t id)
 {
-	pthread_mutex_lock(&open_files.lock);
-	size_t i = (size_t)(id & 0xffffffffu);
-	struct lib_handle *h = i < open_files.cap ? open_files.slots[i] : NULL;
-	if (h && (h->id != id || h->released))
-		h = NULL;
-	if (h)
-		h->refs++;
-	pthread_mutex_unlock(&open_files.lock);
-	return h;
+	return handle_table_take(&open_files, id);
 }
 
 /* Drops one hold of h (release: the open's, too): true when it was the last, and h is
  * out of the table for the caller to free. */
 static bool files_drop(struct lib_handle *h, bool release)
 {
-	pthread_mutex_lock(&open_files.lock);
-	if (release)
-		h->released = true;
-	bool last = --h->refs == 0;
-	if (last)
-		open_files.slots[h->id & 0xffffffffu] = NULL;
-	pthread_mutex_unlock(&open_files.lock);
-	return last;
+	return handle_table_drop(&open_files, h->id, release);
 }
 
 /* True for the nodes whose attributes never change for their number. */

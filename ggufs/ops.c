@@ -25,6 +25,7 @@
 #include "tree_edit.h"
 
 #include "ggufs.h"
+#include "handle_table.h"
 
 /* Without -o edits nothing under a mount changes, so the kernel may cache names and
  * attributes for as long as it likes; with edits, each accepted edit invalidates what
@@ -66,10 +67,42 @@ struct handle {
 	struct vbytes text;     /* edit_text.h */
 };
 
-/* The handle of an open file: only with edits (without, model.gguf's fh is a mark). */
+/* The open files' handles, by the id fi->fh holds (handle_table.h): a read the kernel
+ * still sends after the release arrived on another thread (async direct I/O) holds the
+ * handle, and its tree, until it is answered. */
+static struct handle_table open_handles = HANDLE_TABLE_INIT;
+
+/* The handle of an open file, held (handle_put it): only with edits (without, model.gguf's
+ * fh is a mark); NULL too once released. */
 static struct handle *handle_of(const struct ggufs *fs, const struct fuse_file_info *fi)
 {
-	return fs->edits && fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
+	return fs->edits && fi ? handle_table_take(&open_handles, fi->fh) : NULL;
+}
+
+static void handle_free(struct handle *h);
+
+/* Lets go of a hold of h (from handle_of; NULL allowed), freeing it after the last. */
+static void handle_put(const struct fuse_file_info *fi, struct handle *h)
+{
+	if (h && handle_table_drop(&open_handles, fi->fh, false))
+		handle_free(h);
+}
+
+/* Gives new handle h its id in fi->fh. False out of memory (h freed). */
+static bool handle_register(struct fuse_file_info *fi, struct handle *h)
+{
+	fi->fh = handle_table_add(&open_handles, h);
+	if (!fi->fh)
+		handle_free(h);
+	return fi->fh != 0;
+}
+
+/* The open's hold of registered h let go (its release, or an open whose reply failed):
+ * freed now, or by the last request that still holds it. */
+static void handle_unregister(const struct fuse_file_info *fi, struct handle *h)
+{
+	if (handle_table_drop(&open_handles, fi->fh, true))
+		handle_free(h);
 }
 
 /* The scratch file of ino, held (scratch_drop it), when ino is one (edits on); else NULL. */
@@ -256,10 +289,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 /* Attributes never change: cached as long as names. An fstat of an open file answers
  * from the tree of its open (the model.gguf of an older edit state is in no other). */
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void getattr_with(fuse_req_t req, fuse_ino_t ino, struct handle *h)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fs, fi);
 	/* a scratch file's through its open handle (it may be unlinked), else by number;
 	 * never cached, as its size changes with every write */
 	struct scratch_file *f = h && h->scratch ? NULL : scratch_of(fs, ino);
@@ -283,6 +315,13 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		tree_release(t);
 	else
 		drop_tree(fs, t);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fs_of(req), fi);
+	getattr_with(req, ino, h);
+	handle_put(fi, h);
 }
 
 /* Listings never change, so the kernel may cache them (cache_readdir) and keep the
@@ -440,10 +479,13 @@ static void open_scratch(fuse_req_t req, struct ggufs *fs, struct scratch_file *
 		return;
 	}
 	h->scratch = f;
-	fi->fh = (uint64_t)(uintptr_t)h;
+	if (!handle_register(fi, h)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) != 0)
-		handle_free(h);
+		handle_unregister(fi, h);
 }
 
 /* Opens for reading anywhere; with edits, metadata/KEY for writing too (its owner
@@ -490,7 +532,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		fi->fh = (uint64_t)(uintptr_t)h;
+		if (!handle_register(fi, h)) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
 		/* The files an edit changes are read past the page cache, each open from the
 		 * tree of its open, so a reader never mixes two states, nor gets stale pages;
 		 * model.gguf is an inode of its own per state (tree_ino.h), whose pages are that
@@ -502,7 +547,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (n->kind == TREE_MODEL)   /* a state's own inode: one kind of open each */
 			passthrough_open(fs, t, fi->flags & O_DIRECT);
 		if (fuse_reply_open(req, fi) != 0)
-			handle_free(h);
+			handle_unregister(fi, h);
 		return;   /* the handle keeps the tree */
 	}
 	drop_tree(fs, t);
@@ -514,6 +559,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct handle *h = handle_of(fs_of(req), fi);
 	int r = h && h->writing && !h->scratch ? handle_commit(fs_of(req), h, ino, false) : 0;
+	handle_put(fi, h);
 	fuse_reply_err(req, -r);
 }
 
@@ -525,7 +571,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		if (h->writing && !h->scratch)   /* a text not flushed (a close that failed to
 		                                  * reach us) */
 			handle_commit(fs, h, ino, true);
-		handle_free(h);
+		handle_put(fi, h);
+		handle_unregister(fi, h);
 	}
 	fuse_reply_err(req, 0);
 }
@@ -568,11 +615,9 @@ static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
 /* Serves [off, off + size) of any file into a buffer of the request's size: the tree
  * renders or dequantizes only what the range touches (and, for a remote model, fetches
  * only the blocks it needs; the raw bytes of a local tensor go zero-copy). */
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+static void read_with(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct handle *h)
 {
 	struct ggufs *fs = fs_of(req);
-	struct handle *h = handle_of(fs_of(req), fi);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -593,11 +638,23 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		pthread_mutex_unlock(&h->lock);
 		return;
 	}
+	if (!h && fs->edits) {   /* every open has one: a read after its release */
+		fuse_reply_err(req, EBADF);
+		return;
+	}
 	/* an open file reads the tree of its open; else (no edits) the one tree */
 	struct tree *t = h ? h->tree : fs->tree;
 	const struct tree_node *n = node_or_reply(req, t, ino);
 	if (n)
 		ggufs_read_node(req, fs, t, n, size, (uint64_t)off);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fs_of(req), fi);
+	read_with(req, ino, size, off, h);
+	handle_put(fi, h);
 }
 
 void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
@@ -742,16 +799,15 @@ static bool may_edit_in(fuse_req_t req, fuse_ino_t parent)
  * are accepted and changed nowhere; so are modes and owners of metadata/ and its files
  * (as vfat's "quiet": cp -a, install and rsync set them after copying, and fail on an
  * error), EPERM elsewhere. */
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi)
+static void setattr_with(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                         struct handle *h)
 {
 	struct ggufs *fs = fs_of(req);
 	if (!may_edit(req))
 		return;
-	struct handle *sh = handle_of(fs, fi);
-	struct scratch_file *f = sh && sh->scratch ? NULL : scratch_of(fs, ino);
-	if (f || (sh && sh->scratch)) {   /* a scratch file: its size; the rest as a key's */
-		struct scratch_file *of = f ? f : sh->scratch;
+	struct scratch_file *f = h && h->scratch ? NULL : scratch_of(fs, ino);
+	if (f || (h && h->scratch)) {   /* a scratch file: its size; the rest as a key's */
+		struct scratch_file *of = f ? f : h->scratch;
 		int sr = to_set & FUSE_SET_ATTR_SIZE ?
 		         scratch_truncate(of, attr->st_size < 0 ? 0 : (uint64_t)attr->st_size) : 0;
 		struct stat st;
@@ -775,7 +831,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		r = -EROFS;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size > EDIT_TEXT_MAX)
 		r = -EFBIG;
-	struct handle *h = handle_of(fs_of(req), fi);
 	if (r == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
 		uint64_t size = (uint64_t)attr->st_size;
 		if (h && h->writing) {
@@ -823,6 +878,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, ENOENT);
 	}
 	drop_tree(fs, t);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fs_of(req), fi);
+	setattr_with(req, ino, attr, to_set, h);
+	handle_put(fi, h);
 }
 
 /* user.gguf.type of a key: its value's text parsed again as that type. */
@@ -970,19 +1033,21 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		h->dirty = h->only_truncated = true;
 		e.attr.st_size = 0;
 	}
-	fi->fh = (uint64_t)(uintptr_t)h;
+	if (!handle_register(fi, h)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->direct_io = h->writing || f;
 	if (fuse_reply_create(req, &e, fi) != 0)
-		handle_free(h);
+		handle_unregister(fi, h);
 }
 
 /* A write of metadata/KEY goes into the writer's text, at its offset (a hole is zeros);
  * the text becomes the value at close. EINVAL at once when the text can no longer
  * become a value of the key's type. */
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                     struct fuse_file_info *fi)
+static void write_with(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                       struct handle *h)
 {
-	struct handle *h = handle_of(fs_of(req), fi);
 	uint64_t end;
 	if (!h || !h->writing) {
 		erofs(req);
@@ -1020,6 +1085,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_write(req, size);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+	struct handle *h = handle_of(fs_of(req), fi);
+	write_with(req, ino, buf, size, off, h);
+	handle_put(fi, h);
 }
 
 const struct fuse_lowlevel_ops ggufs_ops = {

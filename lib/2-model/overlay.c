@@ -138,21 +138,22 @@ bool ov_unchanged(const struct ov_state *s, const struct ggufs_model *m)
 	return true;
 }
 
-const char *ov_refusal(const char *name, uint64_t len, int *err_no)
+int ov_refusal(const char *name, uint64_t len, const char **why)
 {
-	*err_no = EPERM;
+	*why = NULL;
 	if (len == 17 && memcmp(name, "general.alignment", 17) == 0)
-		return "general.alignment would move every tensor";
-	if (len >= 6 && memcmp(name, "split.", 6) == 0)
-		return "the split.* keys describe the shards";
-	*err_no = EINVAL;
+		*why = "general.alignment would move every tensor";
+	else if (len >= 6 && memcmp(name, "split.", 6) == 0)
+		*why = "the split.* keys describe the shards";
+	if (*why)
+		return -EPERM;
 	if (len == 0)
-		return "an empty key name";
-	if (len > 65535)
-		return "a key name longer than 65535 bytes";
-	if (memchr(name, 0, len))
-		return "a key name with a NUL byte";
-	return NULL;
+		*why = "an empty key name";
+	else if (len > 65535)
+		*why = "a key name longer than 65535 bytes";
+	else if (memchr(name, 0, len))
+		*why = "a key name with a NUL byte";
+	return *why ? -EINVAL : 0;
 }
 
 bool ov_value_equal(const struct gguf_value *a, const struct gguf_value *b)
@@ -219,10 +220,10 @@ static void drop_key(struct ov_state *c, uint64_t i)
 	c->n--;
 }
 
-static struct ov_state *fail(struct ov_state *c, int e)
+/* A state being made that could not be (out of memory): let go of, NULL. */
+static struct ov_state *fail(struct ov_state *c)
 {
 	ov_put(c);
-	errno = e;
 	return NULL;
 }
 
@@ -230,34 +231,36 @@ struct ov_state *ov_set(const struct ov_state *s, uint64_t i, const struct gguf_
 {
 	struct ov_state *c = state_copy(s, 0);
 	if (!c || !put_value(&c->keys[i], v))
-		return fail(c, ENOMEM);
+		return fail(c);
 	state_seal(c);
 	return c;
 }
 
-struct ov_state *ov_create(const struct ov_state *s, const char *name, uint64_t len,
-                           const struct gguf_value *v)
+int ov_create(const struct ov_state *s, const char *name, uint64_t len,
+              const struct gguf_value *v, struct ov_state **next)
 {
-	if (ov_find_name(s, name, len) != UINT64_MAX) {
-		errno = EEXIST;
-		return NULL;
-	}
+	*next = NULL;
+	if (ov_find_name(s, name, len) != UINT64_MAX)
+		return -EEXIST;
 	struct ov_state *c = state_copy(s, 1);
 	if (!c)
-		return fail(c, ENOMEM);
+		return -ENOMEM;
 	struct ov_key *k = &c->keys[c->n++];
 	*k = (struct ov_key){ .id = c->next_id++ };
-	if (!put_name(k, name, len) || !put_value(k, v))
-		return fail(c, ENOMEM);
+	if (!put_name(k, name, len) || !put_value(k, v)) {
+		fail(c);
+		return -ENOMEM;
+	}
 	state_seal(c);
-	return c;
+	*next = c;
+	return 0;
 }
 
 struct ov_state *ov_delete(const struct ov_state *s, uint64_t i)
 {
 	struct ov_state *c = state_copy(s, 0);
 	if (!c)
-		return fail(c, ENOMEM);
+		return fail(c);
 	drop_key(c, i);
 	state_seal(c);
 	return c;
@@ -267,7 +270,7 @@ struct ov_state *ov_rename(const struct ov_state *s, uint64_t i, const char *nam
 {
 	struct ov_state *c = state_copy(s, 0);
 	if (!c || !put_name(&c->keys[i], name, len))
-		return fail(c, ENOMEM);
+		return fail(c);
 	for (uint64_t j = 0; j < c->n; j++)
 		if (j != i && c->keys[j].kv.key.len == len &&
 		    memcmp(c->keys[j].kv.key.ptr, name, len) == 0) {
@@ -293,14 +296,14 @@ struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change 
 		*key = (struct ov_key){ .kv = m->meta->kv[k], .id = k };
 		if ((change[k].name && !put_name(key, change[k].name->ptr, change[k].name->len)) ||
 		    (change[k].value && !put_value(key, change[k].value)))
-			return fail(c, ENOMEM);
+			return fail(c);
 	}
 	for (uint64_t j = 0; j < n_new; j++) {
 		struct ov_key *key = &c->keys[c->n++];
 		*key = (struct ov_key){ .id = n_orig + j };
 		if (!put_name(key, new_kv[j].key.ptr, new_kv[j].key.len) ||
 		    !put_value(key, &new_kv[j].value))
-			return fail(c, ENOMEM);
+			return fail(c);
 	}
 	c->n_orig = n_orig;
 	c->next_id = n_orig + n_new;

@@ -56,19 +56,19 @@ uint64_t ov_find_id(const struct ov_state *s, uint64_t id);
 /* The position of the key called [name, name + len) in s, or UINT64_MAX. */
 uint64_t ov_find_name(const struct ov_state *s, const char *name, uint64_t len);
 
-/* Why a key may not be edited: "general.alignment would move every tensor", "split.*
- * keys describe the shards", "..." for a name GGUF cannot hold (empty, or with a NUL);
- * NULL when it may. EPERM for the first two, EINVAL for a name. */
-const char *ov_refusal(const char *name, uint64_t len, int *err_no);
+/* Whether a key may be edited: 0, or -EPERM ("general.alignment would move every
+ * tensor", "the split.* keys describe the shards") or -EINVAL for a name GGUF cannot
+ * hold (empty, too long, with a NUL), with the reason (a constant) in *why. */
+int ov_refusal(const char *name, uint64_t len, const char **why);
 
-/* The next states, made from s (which is not changed): NULL with errno set (ENOMEM, or
- * EEXIST/ENOENT as each says). The new state has one reference, the caller's. */
+/* The next states, made from s (which is not changed): NULL out of memory (ov_create:
+ * 0 or -errno). The new state has one reference, the caller's. */
 /* Key at position i gets value v (copied). */
 struct ov_state *ov_set(const struct ov_state *s, uint64_t i, const struct gguf_value *v);
-/* A new key [name, len) with value v (copied), at the end, with id next_id; EEXIST when
- * the name is taken. */
-struct ov_state *ov_create(const struct ov_state *s, const char *name, uint64_t len,
-                           const struct gguf_value *v);
+/* A new key [name, len) with value v (copied), at the end, with id next_id, into *next:
+ * 0, -EEXIST when the name is taken or -ENOMEM. */
+int ov_create(const struct ov_state *s, const char *name, uint64_t len,
+              const struct gguf_value *v, struct ov_state **next);
 /* Key at position i removed. */
 struct ov_state *ov_delete(const struct ov_state *s, uint64_t i);
 /* Key at position i renamed [name, len), keeping its id and place; a key already called

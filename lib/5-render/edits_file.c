@@ -217,9 +217,9 @@ static uint64_t orig_key(const struct reading *r, const struct vbytes *name)
 /* Refuses a name that may not be edited: false with err. */
 static bool allowed(struct reading *r, const struct vbytes *name)
 {
-	int e;
-	const char *why = ov_refusal((const char *)name->p, name->len, &e);
-	return why ? rfail(r, "a key that cannot be edited: %s", why) : true;
+	const char *why;
+	return ov_refusal((const char *)name->p, name->len, &why) < 0 ?
+	       rfail(r, "a key that cannot be edited: %s", why) : true;
 }
 
 /* Quoted name for a message (printable ASCII, cut). */

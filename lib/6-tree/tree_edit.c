@@ -229,13 +229,12 @@ static void key_err(const struct tree *t, uint64_t k, const char *why, char err[
 /* The refusal of editing key k of t at all (general.alignment, split.*): -errno, or 0. */
 static int refused(const struct tree *t, uint64_t k, char err[GGUF_ERR_MAX])
 {
-	int e;
+	const char *why;
 	const struct gguf_str *key = &t->m->meta->kv[k].key;
-	const char *why = ov_refusal(key->ptr, key->len, &e);
-	if (!why)
-		return 0;
-	key_err(t, k, why, err);
-	return -e;
+	int r = ov_refusal(key->ptr, key->len, &why);
+	if (r < 0)
+		key_err(t, k, why, err);
+	return r;
 }
 
 /* True when text is exactly what metadata/KEY shows for v. */
@@ -624,13 +623,13 @@ int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
 		int r = scratch_create(e->scratch, name, ino);
 		return r < 0 ? name_err(name, r, err) : 0;
 	}
-	int r = key_of_name(name, key, &len, err), en;
+	int r = key_of_name(name, key, &len, err);
 	if (r < 0)
 		return r;
-	const char *why = ov_refusal(key, len, &en);
-	if (why) {
+	const char *why;
+	if ((r = ov_refusal(key, len, &why)) < 0) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(name, q), why);
-		return -en;
+		return r;
 	}
 	pthread_mutex_lock(&e->lock);
 	bool aside;
@@ -645,10 +644,10 @@ int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
 	}
 	struct gguf_value empty = { .type = GGUF_TYPE_STRING, .data = (const uint8_t *)"\0\0\0\0\0\0\0\0",
 	                            .size = 8 };
-	struct ov_state *s = ov_create(e->cur->state, key, len, &empty);
-	if (!s) {
-		r = -errno;
-		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(name, q), strerror(errno));
+	struct ov_state *s;
+	r = ov_create(e->cur->state, key, len, &empty, &s);
+	if (r < 0) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(name, q), strerror(-r));
 	} else {
 		r = commit(e, s, err);
 		if (r == 0)   /* new keys come last */
@@ -734,10 +733,10 @@ static int create_with_text(struct tree_edits *e, const char *name, const char *
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %.400s", quoted(name, q), why);
 		return -EINVAL;
 	}
-	struct ov_state *s = ov_create(e->cur->state, key, len, &b.v);
+	struct ov_state *s;
+	int r = ov_create(e->cur->state, key, len, &b.v, &s);
 	value_buf_free(&b);
-	if (!s) {
-		int r = -errno;
+	if (r < 0) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(name, q), strerror(-r));
 		return r;
 	}
@@ -829,15 +828,15 @@ int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
 {
 	char key[NAMES_BUF], q[80];
 	uint64_t len = 0;
-	int r, en;
+	int r;
 	bool to_scratch = scratch_is_name(to);
 	if (!to_scratch) {
 		if ((r = key_of_name(to, key, &len, err)) < 0)
 			return r;
-		const char *why = ov_refusal(key, len, &en);
-		if (why) {
+		const char *why;
+		if ((r = ov_refusal(key, len, &why)) < 0) {
 			snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", quoted(to, q), why);
-			return -en;
+			return r;
 		}
 	}
 	pthread_mutex_lock(&e->lock);

@@ -46,8 +46,8 @@ struct lib_source_ops {
 	 * single mount finds them), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
 	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);
-	/* A plain file opened for reading: a handle, or NULL with -errno in *error. */
-	void *(*open_file)(void *ctx, const char *path, int *error);
+	/* A plain file opened for reading: 0 with its handle in *file, or -errno. */
+	int (*open_file)(void *ctx, const char *path, void **file);
 	/* Up to len bytes of an opened file at off: the count (short only at its end), or
 	 * -errno. */
 	int64_t (*read_file)(void *ctx, void *file, char *buf, uint64_t len, uint64_t off);

@@ -309,16 +309,14 @@ struct hub_plain {
 	uint64_t size;
 };
 
-static void *hub_open_file(void *ctx, const char *path, int *error)
+static int hub_open_file(void *ctx, const char *path, void **file)
 {
 	struct hub_source *hs = ctx;
 	const struct hub_file *f = find(hs, path);
 	char err[GGUF_ERR_MAX];
-	*error = EIO;
-	if (!f || f->dir) {
-		*error = ENOENT;
-		return NULL;
-	}
+	*file = NULL;
+	if (!f || f->dir)
+		return -ENOENT;
 	pthread_mutex_lock(&hs->lock);
 	if (!hs->plain)
 		hs->plain = remote_new(&hs->ro, err);
@@ -330,7 +328,7 @@ static void *hub_open_file(void *ctx, const char *path, int *error)
 	if (!r || !p || !url) {
 		free(p);
 		free(url);
-		return NULL;
+		return -EIO;
 	}
 	long status = 0;
 	p->size = f->size;
@@ -340,10 +338,11 @@ static void *hub_open_file(void *ctx, const char *path, int *error)
 	free(url);
 	if (f->size && !rf) {
 		free(p);
-		return NULL;
+		return -EIO;
 	}
 	p->src = rf ? remote_source(rf) : NULL;
-	return p;
+	*file = p;
+	return 0;
 }
 
 static int64_t hub_read_file(void *ctx, void *file, char *buf, uint64_t len, uint64_t off)

@@ -160,13 +160,14 @@ static struct ggufs_model *local_open_model(void *ctx, const char *path, char er
 }
 
 /* A plain file's handle: its descriptor, biased by one so that fd 0 is not NULL. */
-static void *local_open_file(void *ctx, const char *path, int *error)
+static int local_open_file(void *ctx, const char *path, void **file)
 {
 	char *full = full_path(ctx, path);
 	int fd = full ? open(full, O_RDONLY | O_CLOEXEC) : -1;
-	*error = full ? errno : ENOMEM;
+	int r = !full ? -ENOMEM : fd < 0 ? -errno : 0;
 	free(full);
-	return fd < 0 ? NULL : (void *)(intptr_t)(fd + 1);
+	*file = fd < 0 ? NULL : (void *)(intptr_t)(fd + 1);
+	return r;
 }
 
 static int64_t local_read_file(void *ctx, void *file, char *buf, uint64_t len, uint64_t off)

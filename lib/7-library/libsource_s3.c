@@ -189,26 +189,28 @@ static struct ggufs_model *s3src_open_model(void *ctx, const char *path, char er
 	return m;
 }
 
-static void *s3src_open_file(void *ctx, const char *path, int *error)
+static int s3src_open_file(void *ctx, const char *path, void **handle)
 {
 	struct s3_source *s = ctx;
 	char err[GGUF_ERR_MAX], *url, *shown;
 	struct s3_file *file = calloc(1, sizeof *file);
-	*error = ENOMEM;
+	*handle = NULL;
 	if (!file || object_names(s, path, &url, &shown, err) < 0) {
 		free(file);
-		return NULL;
+		return -ENOMEM;
 	}
 	long status;
+	int r = 0;
 	file->f = remote_open(s->r, url, shown, 1, err, &status);
 	if (!file->f && status != 416) {   /* 416: an empty object, read as nothing */
-		*error = status == 404 ? ENOENT : status == 403 ? EACCES : EIO;
+		r = status == 404 ? -ENOENT : status == 403 ? -EACCES : -EIO;
 		free(file);
 		file = NULL;
 	}
 	free(url);
 	free(shown);
-	return file;
+	*handle = file;
+	return r;
 }
 
 static int64_t s3src_read_file(void *ctx, void *handle, char *buf, uint64_t len, uint64_t off)

@@ -39,8 +39,8 @@ static int fetch(void *arg, uint64_t index, uint8_t *buf, size_t len)
 static void get_check(struct blockcache *bc, const void *owner, uint64_t index)
 {
 	struct bc_block *held;
-	int error = 0;
-	const uint8_t *p = bc_get(bc, owner, index, BS, fetch, NULL, &error, &held);
+	const uint8_t *p;
+	assert_int_equal(bc_get(bc, owner, index, BS, fetch, NULL, &p, &held), 0);
 	assert_non_null(p);
 	assert_int_equal(p[0], index & 0xff);
 	assert_int_equal(p[BS - 1], index & 0xff);
@@ -86,9 +86,8 @@ static void test_held_blocks_survive(void **state)
 	struct blockcache *bc = bc_new(4 * BS, BS);
 	struct bc_block *held[6];
 	const uint8_t *data[6];
-	int error;
 	for (uint64_t k = 0; k < 6; k++) {
-		data[k] = bc_get(bc, &owner, k, BS, fetch, NULL, &error, &held[k]);
+		assert_int_equal(bc_get(bc, &owner, k, BS, fetch, NULL, &data[k], &held[k]), 0);
 		assert_non_null(data[k]);
 	}
 	/* over the bound while readers hold them, and every one intact */
@@ -110,10 +109,10 @@ static void test_failure_not_kept(void **state)
 	int owner;
 	struct blockcache *bc = bc_new(8 * BS, BS);
 	struct bc_block *held;
-	int error = 0;
+	const uint8_t *p;
 	atomic_store(&fail_next, 1);
-	assert_null(bc_get(bc, &owner, 3, BS, fetch, NULL, &error, &held));
-	assert_int_equal(error, -EIO);
+	assert_int_equal(bc_get(bc, &owner, 3, BS, fetch, NULL, &p, &held), -EIO);
+	assert_null(p);
 	assert_false(bc_contains(bc, &owner, 3));
 	get_check(bc, &owner, 3);
 	bc_free(bc);
@@ -183,9 +182,8 @@ static void *read_block_9(void *arg)
 {
 	struct reader *r = arg;
 	struct bc_block *held;
-	int error;
-	const uint8_t *p = bc_get(r->bc, r->owner, 9, BS, fetch, &r->delay_ms, &error, &held);
-	if (p) {
+	const uint8_t *p;
+	if (bc_get(r->bc, r->owner, 9, BS, fetch, &r->delay_ms, &p, &held) == 0) {
 		r->ok = p[0] == 9 && p[BS - 1] == 9;
 		bc_release(r->bc, held);
 	}

@@ -81,10 +81,11 @@ static void test_states(void **state)
 	assert_ptr_equal(s1->view.meta, &s1->file);
 
 	v = text_value("uint32", "7\n", 2);
-	struct ov_state *s2 = ov_create(s1, "my.new.key", 10, &v.v);
+	struct ov_state *s2, *taken;
+	assert_int_equal(ov_create(s1, "my.new.key", 10, &v.v, &s2), 0);
 	assert_non_null(s2);
-	assert_null(ov_create(s2, "my.new.key", 10, &v.v));
-	assert_int_equal(errno, EEXIST);
+	assert_int_equal(ov_create(s2, "my.new.key", 10, &v.v, &taken), -EEXIST);
+	assert_null(taken);
 	value_buf_free(&v);
 	assert_int_equal(s2->n, n + 1);
 	assert_int_equal(s2->keys[n].id, n);   /* a new key's id: after the model's */
@@ -106,15 +107,17 @@ static void test_states(void **state)
 	assert_int_equal(s4->keys[at].id, s3->keys[arch].id);
 	assert_int_equal(s4->keys[at].kv.value.type, GGUF_TYPE_STRING);
 
-	int e;
-	assert_non_null(ov_refusal("general.alignment", 17, &e));
-	assert_int_equal(e, EPERM);
-	assert_non_null(ov_refusal("split.count", 11, &e));
-	assert_int_equal(e, EPERM);
-	assert_non_null(ov_refusal("", 0, &e));
-	assert_int_equal(e, EINVAL);
-	assert_non_null(ov_refusal("a\0b", 3, &e));
-	assert_null(ov_refusal("general.name", 12, &e));
+	const char *why;
+	assert_int_equal(ov_refusal("general.alignment", 17, &why), -EPERM);
+	assert_non_null(why);
+	assert_int_equal(ov_refusal("split.count", 11, &why), -EPERM);
+	assert_non_null(why);
+	assert_int_equal(ov_refusal("", 0, &why), -EINVAL);
+	assert_non_null(why);
+	assert_int_equal(ov_refusal("a\0b", 3, &why), -EINVAL);
+	assert_non_null(why);
+	assert_int_equal(ov_refusal("general.name", 12, &why), 0);
+	assert_null(why);
 
 	ov_put(s0);
 	ov_put(s2);   /* out of order: each state holds its own blobs */
@@ -137,7 +140,7 @@ static struct ov_state *edited(const struct ggufs_model *m)
 	free(tmpl);
 	uint64_t ct = find(s, "tokenizer.chat_template");
 	if (ct == UINT64_MAX)
-		t = ov_create(s, "tokenizer.chat_template", 23, &v.v);
+		ov_create(s, "tokenizer.chat_template", 23, &v.v, &t);
 	else
 		t = ov_set(s, ct, &v.v);
 	value_buf_free(&v);
@@ -149,12 +152,12 @@ static struct ov_state *edited(const struct ggufs_model *m)
 	ov_put(s);
 	s = t;
 	v = text_value("string", "bad \xff\xfe utf-8\n", 13);
-	t = ov_create(s, "my.bytes", 8, &v.v);
+	ov_create(s, "my.bytes", 8, &v.v, &t);
 	value_buf_free(&v);
 	ov_put(s);
 	s = t;
 	v = text_value("float32", "0.1", 3);
-	t = ov_create(s, "my.float", 8, &v.v);
+	ov_create(s, "my.float", 8, &v.v, &t);
 	value_buf_free(&v);
 	ov_put(s);
 	s = t;

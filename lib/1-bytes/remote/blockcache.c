@@ -219,9 +219,10 @@ void bc_fill_done(struct blockcache *bc, struct bc_block *b, int error)
 	bc_release(bc, b);
 }
 
-const uint8_t *bc_get(struct blockcache *bc, const void *owner, uint64_t index, size_t len,
-                      bc_fetch_fn fetch, void *arg, int *error, struct bc_block **held)
+int bc_get(struct blockcache *bc, const void *owner, uint64_t index, size_t len,
+           bc_fetch_fn fetch, void *arg, const uint8_t **data, struct bc_block **held)
 {
+	*data = NULL;
 	pthread_mutex_lock(&bc->lock);
 	struct bc_block *b = find(bc, owner, index);
 	if (b) {
@@ -239,12 +240,13 @@ const uint8_t *bc_get(struct blockcache *bc, const void *owner, uint64_t index, 
 			pthread_cond_wait(&bc->filled, &bc->lock);
 		pthread_mutex_unlock(&bc->lock);
 		if (b->state == BC_FAILED || b->len < len) {
-			*error = b->state == BC_FAILED ? b->error : -EIO;
+			int r = b->state == BC_FAILED ? b->error : -EIO;
 			bc_release(bc, b);
-			return NULL;
+			return r;
 		}
 		*held = b;
-		return b->data;
+		*data = b->data;
+		return 0;
 	}
 	b = insert(bc, owner, index, len, true);
 	/* the filler's hold ends in bc_fill_done; this one is the caller's. Taken under the
@@ -253,19 +255,17 @@ const uint8_t *bc_get(struct blockcache *bc, const void *owner, uint64_t index, 
 	if (b)
 		b->refs++;
 	pthread_mutex_unlock(&bc->lock);
-	if (!b) {
-		*error = -ENOMEM;
-		return NULL;
-	}
+	if (!b)
+		return -ENOMEM;
 	int r = fetch(arg, index, b->data, len);
 	bc_fill_done(bc, b, r);
 	if (r) {
-		*error = r;
 		bc_release(bc, b);
-		return NULL;
+		return r;
 	}
 	*held = b;
-	return b->data;
+	*data = b->data;
+	return 0;
 }
 
 void bc_release(struct blockcache *bc, struct bc_block *b)

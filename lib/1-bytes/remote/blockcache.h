@@ -19,11 +19,11 @@ typedef int (*bc_fetch_fn)(void *arg, uint64_t index, uint8_t *buf, size_t len);
 struct blockcache *bc_new(uint64_t bound, size_t block_size);
 void bc_free(struct blockcache *bc);
 
-/* The len (<= block size) bytes of block index of owner, from the cache or fetched into
- * it by fetch(arg, ...), held for the caller until bc_release(*held). NULL with
- * *error (-errno) when the fetch failed; nothing is kept then. */
-const uint8_t *bc_get(struct blockcache *bc, const void *owner, uint64_t index, size_t len,
-                      bc_fetch_fn fetch, void *arg, int *error, struct bc_block **held);
+/* The len (<= block size) bytes of block index of owner into *data, from the cache or
+ * fetched into it by fetch(arg, ...), held for the caller until bc_release(*held): 0, or
+ * -errno when the fetch failed (*data NULL, nothing kept). */
+int bc_get(struct blockcache *bc, const void *owner, uint64_t index, size_t len,
+           bc_fetch_fn fetch, void *arg, const uint8_t **data, struct bc_block **held);
 void bc_release(struct blockcache *bc, struct bc_block *b);
 
 /* For read-ahead: a new empty block for (owner, index) that the caller fills and ends

@@ -100,14 +100,13 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 			memcpy(dst, f->prefix + bstart + from, to - from);
 		} else {
 			struct bc_block *held;
-			int error;
+			const uint8_t *data;
 			if (failed_lately(f, k))   /* the kernel's READ again after a failed one */
 				return -EIO;
 			if (ahead_run_queued(f, k))
 				return -EIO;
 			fetched_here = false;
-			const uint8_t *data = bc_get(f->r->cache, f, k, blen, fetch_block, f, &error, &held);
-			if (!data)
+			if (bc_get(f->r->cache, f, k, blen, fetch_block, f, &data, &held) < 0)
 				return -EIO;
 			if (!fetched_here)
 				atomic_fetch_add_explicit(&f->r->n_memory_hits, 1, memory_order_relaxed);
