@@ -3,7 +3,7 @@ tree API read page by page (3 entries a page), the revision resolved to a commit
 and every file read at it (the repository changes on the server after mount, the mount
 does not), a folder of the repository, models.tsv with the hub's sha256, tokens sent
 only to the endpoint, hf://OWNER/REPO:QUANT as one model, a browser's blob URL, and a
-hub that refuses the listing."""
+hub that refuses the listing, compare/ of two of its models."""
 import hashlib
 import os
 import shutil
@@ -158,6 +158,20 @@ class HubLibrary(unittest.TestCase):
             self.assertEqual(len(lines), 1, lines)
             self.assertIn("next page", lines[0])
             self.assertEqual(other.log(), [])
+
+    def test_compare(self):
+        """compare/ of a hub library: listed without fetching the other model, read as
+        ggufs --diff of the two files at the commit."""
+        with EnvMount("hf://owner/repo", env=self.env()) as m:
+            self.assertEqual(os.listdir(m.p("Tiny-Q4_K_M", "compare")), ["Tiny-Q8_0"])
+            self.assertEqual(os.listdir(m.p("sub", "deeper", "Other-F16", "compare")), [])
+            self.assertFalse([r.path for r in self.hub.log() if "Tiny-Q8_0" in r.path])
+            got = gm.read_file(m.p("Tiny-Q4_K_M", "compare", "Tiny-Q8_0"))
+        at = "hf://owner/repo@%s/" % self.first
+        r = self.run_env(["--diff", at + "Tiny-Q4_K_M.gguf", at + "Tiny-Q8_0.gguf"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(got, r.stdout)
+        self.assertIn(b"only_a\toutput.weight", got)
 
     def test_check(self):
         r = self.run_env(["--check", "hf://owner/repo"])
