@@ -39,6 +39,16 @@ static int visit_segment(void *ctx, const struct stats_scan_job *job, uint64_t s
 	return stats_segment(cs->m, job->tensor[0], seg, &cs->parts[item], progress);
 }
 
+/* qsort's order of jobs by where their tensor's bytes start in the file (cmp_model: qsort has no context). */
+static const struct ggufs_model *cmp_model;
+
+static int by_offset(const void *a, const void *b)
+{
+	const uint64_t oa = cmp_model->tensors[((const struct stats_scan_job *)a)->tensor[0]].t->offset;
+	const uint64_t ob = cmp_model->tensors[((const struct stats_scan_job *)b)->tensor[0]].t->offset;
+	return oa < ob ? -1 : oa > ob;
+}
+
 /* "bytes done / total (rate)" over the last progress line on a terminal. */
 static void show_progress(void *ctx, uint64_t done, double elapsed)
 {
@@ -126,6 +136,12 @@ static int check_model(const struct options *o, const char *before, bool *printe
 			sc.jobs[sc.n_jobs++].tensor[0] = i;
 			total += m->tensors[i].t->size;
 		}
+		if (model_streamed(m)) {
+			/* one reader, front to back: the stream lets go of what it has passed */
+			cmp_model = m;
+			qsort(sc.jobs, sc.n_jobs, sizeof *sc.jobs, by_offset);
+			sc.threads = 1;
+		}
 		const uint64_t n_items = stats_scan_plan(&sc);
 		if (o->json)
 			cs.parts = calloc(n_items + 1, sizeof *cs.parts);
@@ -148,8 +164,9 @@ static int check_model(const struct options *o, const char *before, bool *printe
 	if (r < 0) {
 		char q[80];
 		const uint64_t i = sc.jobs[failed].tensor[0];
+		const char *why = model_streamed(m) ? stream_error(m->shards[0].src) : NULL;
 		log_errf("%s: tensor '%s': cannot read: %s", m->path,
-		        gguf_quote(&m->tensors[i].t->name, q), strerror(-r));
+		        gguf_quote(&m->tensors[i].t->name, q), why ? why : strerror(-r));
 		goto out;
 	}
 	merge_items(&cs, &sc, res);

@@ -304,11 +304,12 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 	if (fuse_daemonize(fo->foreground) != 0)
 		return -1;
 	log_start(fs, fo->foreground);
+	const bool remote = (fs->model && fs->model->remote) || fs->remote_library;
 	pthread_t ra_thread;
-	if (fs->bdi[0] && pthread_create(&ra_thread, NULL, raise_readahead, fs) == 0)
+	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, raise_readahead, fs) == 0)
 		pthread_detach(ra_thread);
 	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
-	if ((fs->model && fs->model->remote) || fs->remote_library)
+	if (remote)
 		watch_start(fs);
 	return 0;
 }

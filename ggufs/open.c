@@ -268,7 +268,15 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 		goto out;
 	}
 	ro.token = token;
-	m = model_open_remote(url, *shown, &ro, err);
+	long status;
+	m = model_open_remote(url, *shown, &ro, err, &status);
+	/* --check reads the file in order, so a server that ignores Range requests (a 200
+	 * to the first one) is read as one stream instead; a URL of a folder is not a file */
+	size_t n = strcspn(url, "?#");
+	if (!m && status == 200 && o->check && n && url[n - 1] != '/') {
+		struct stream_opts so = { .token = token, .cafile = ro.cafile, .timeout = ro.timeout };
+		m = model_open_stream(url, *shown, &so, err);
+	}
 	if (!m)
 		log_errf("%s", err);
 out:
@@ -357,7 +365,7 @@ static struct ggufs_model *open_s3(const struct options *o, char **shown)
 	char *url = s3_object_url(su.endpoint, su.bucket, su.key, su.virtual_host, err, sizeof err);
 	if (!url)
 		log_errf("%s: %s", *shown, err);
-	else if (!(m = model_open_remote(url, *shown, &su.ro, err)))
+	else if (!(m = model_open_remote(url, *shown, &su.ro, err, NULL)))
 		log_errf("%s", err);
 	free(url);
 	s3_setup_free(&su);

@@ -17,7 +17,13 @@
  * again. The thread never touches the mount itself (a stat of it, in flight, would make
  * an unmount right after mounting fail with EBUSY): the bdi comes from mountinfo, and
  * the write follows op_init by a moment, then once more in case it was early. Failure
- * (not root) changes nothing. */
+ * (not root) changes nothing.
+ *
+ * Local mounts only: a remote one keeps the kernel's 128 KiB. The kernel reads a whole
+ * read-ahead window around every page fault of a mapping (numpy's mmap_mode,
+ * np.memmap), so at 4 MiB one touched page fetched 4-7 MB from the server where a
+ * pread fetches one 128 KiB block; the remote file's own read-ahead (remote_ahead.c)
+ * keeps a sequential reader's fetches ahead of it without the kernel's window. */
 #define MOUNT_READAHEAD_KB 4096
 
 static void write_readahead(const char *bdi)

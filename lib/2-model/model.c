@@ -52,6 +52,7 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 	struct remote_file *f = remote_open(m->remote, url, shown, REMOTE_FIRST_BYTES, why,
 	                                    &status);
 	if (!f) {
+		m->open_status = status;
 		if (missing_if_404 && (status == 404 || status == 410))
 			gguf_errf(err, "%s: %s", shown, missing);
 		else
@@ -316,9 +317,12 @@ struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
 }
 
 struct ggufs_model *model_open_remote(const char *url, const char *shown,
-                                      const struct remote_opts *o, char err[GGUF_ERR_MAX])
+                                      const struct remote_opts *o, char err[GGUF_ERR_MAX],
+                                      long *status)
 {
 	char why[GGUF_ERR_MAX];
+	if (status)
+		*status = 0;
 	struct ggufs_model *m = calloc(1, sizeof *m);
 	if (!m || !(m->path = strdup(shown))) {
 		gguf_errf(err, "%s: out of memory", shown);
@@ -359,6 +363,88 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 	m->st.st_gid = getgid();
 	m->st.st_size = (off_t)given->size;
 	m->st.st_mtim.tv_sec = mtime >= 0 ? mtime : time(NULL);
+	m->st.st_atim = m->st.st_ctim = m->st.st_mtim;
+	return m;
+fail:
+	if (status)
+		*status = m->open_status;
+	model_close(m);
+	return NULL;
+}
+
+struct ggufs_model *model_open_stream(const char *url, const char *shown,
+                                      const struct stream_opts *o, char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	size_t prefix;
+	unsigned no, count;
+	struct ggufs_model *m = calloc(1, sizeof *m);
+	if (!m || !(m->path = strdup(shown)) || !(m->shards = calloc(1, sizeof *m->shards))) {
+		gguf_errf(err, "%s: out of memory", shown);
+		if (m)
+			free(m->path);
+		free(m);
+		return NULL;
+	}
+	m->source = m->path;
+	struct model_shard *s = &m->shards[0];
+	m->n_shards = 1;
+	if (model_split_name(shown, &prefix, &no, &count) && count > 1) {
+		gguf_errf(err, "%s: the server ignores Range requests, and a split model's shards "
+		          "cannot be read without them", shown);
+		goto fail;
+	}
+	if (!(s->path = strdup(shown))) {
+		gguf_errf(err, "%s: out of memory", shown);
+		goto fail;
+	}
+	s->src = stream_open(url, o, &s->size, why);
+	if (!s->src) {
+		gguf_errf(err, "%s: %s", shown, why);
+		goto fail;
+	}
+	if (s->size == 0) {
+		gguf_errf(err, "%s: empty file, not GGUF", shown);
+		goto fail;
+	}
+	/* the header, kept apart as it arrives: as much as the parser asks for, at least
+	 * REMOTE_FIRST_BYTES and x REMOTE_GROWTH at a time (the bytes come anyway) */
+	for (uint64_t have = REMOTE_FIRST_BYTES;;) {
+		uint64_t need;
+		if (have > s->size)
+			have = s->size;
+		s->map = stream_prefix(s->src, have, why);
+		if (!s->map) {
+			gguf_errf(err, "%s: %s", shown, why);
+			goto fail;
+		}
+		int r = gguf_parse_prefix(s->map, have, s->size, &s->gf, why, &need);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			gguf_errf(err, "%s: %s", shown, why);
+			goto fail;
+		}
+		if (have == s->size) {   /* never: the parser knows the size */
+			gguf_errf(err, "%s: the header does not fit in the file", shown);
+			goto fail;
+		}
+		have = have * REMOTE_GROWTH > need ? have * REMOTE_GROWTH : need;
+	}
+	uint64_t c;
+	if (gguf_kv_uint(gguf_find_kv(&s->gf, "split.count"), &c) && c > 1) {
+		gguf_errf(err, "%s: shard of a model split in %" PRIu64 " files: the server ignores "
+		          "Range requests, and the shards cannot be read without them", shown, c);
+		goto fail;
+	}
+	if (model_finish(m, err) < 0)
+		goto fail;
+	m->st.st_mode = S_IFREG | 0444;
+	m->st.st_nlink = 1;
+	m->st.st_uid = getuid();
+	m->st.st_gid = getgid();
+	m->st.st_size = (off_t)s->size;
+	m->st.st_mtim.tv_sec = time(NULL);
 	m->st.st_atim = m->st.st_ctim = m->st.st_mtim;
 	return m;
 fail:

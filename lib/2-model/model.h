@@ -11,6 +11,7 @@
 
 #include "gguf.h"
 #include "source.h"
+#include "stream.h"
 
 struct remote;
 struct remote_opts;
@@ -43,6 +44,8 @@ struct ggufs_model {
 	const char *source;     /* a remote model: the URL given, as shown, and the hub's
 	                         * commit when it names one; NULL if local */
 	char *source_buf;       /* what source points to when it is not path */
+	long open_status;       /* while a remote model is opened: the HTTP status of the
+	                         * answer that made a shard fail (0 for none) */
 };
 
 /* Opens, maps and validates the model at path (all shards of a split model). On failure
@@ -64,9 +67,19 @@ bool model_split_key(const struct gguf_str *k);
  * a split one, with one shared struct remote made from o: only each shard's header is
  * fetched (REMOTE_FIRST_BYTES first, then x REMOTE_GROWTH until it parses). shown is the
  * URL as messages, fsname and summary.txt name it (no credentials, no query; it keeps
- * the -0000K-of-0000N.gguf ending of url). On failure NULL with "SHOWN: problem" in err. */
+ * the -0000K-of-0000N.gguf ending of url). On failure NULL with "SHOWN: problem" in err,
+ * and *status (if not NULL) the HTTP status of the answer that made it fail, or 0: 200
+ * when the server ignores Range requests. */
 struct ggufs_model *model_open_remote(const char *url, const char *shown,
-                                      const struct remote_opts *o, char err[GGUF_ERR_MAX]);
+                                      const struct remote_opts *o, char err[GGUF_ERR_MAX],
+                                      long *status);
+
+/* Opens the model at url, on a server that ignores Range requests, as one stream read
+ * front to back (stream.h): for a reader of its tensors in file order, one at a time
+ * (ggufs --check). Only a single file: a split model's shards need Range. On failure
+ * NULL with "SHOWN: problem" in err. */
+struct ggufs_model *model_open_stream(const char *url, const char *shown,
+                                      const struct stream_opts *o, char err[GGUF_ERR_MAX]);
 
 /* Copies [off, off + len) of the stored bytes of tensor i (inside them) into buf: 0 or
  * -EIO (the bytes are gone from a local file that shrank, or could not be fetched).
@@ -78,6 +91,12 @@ int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uin
 static inline bool model_tensor_remote(const struct ggufs_model *m, uint64_t i)
 {
 	return !source_mapped(m->shards[m->tensors[i].shard].src);
+}
+
+/* True when the model is read as one stream (model_open_stream): in order, once. */
+static inline bool model_streamed(const struct ggufs_model *m)
+{
+	return !m->remote && m->n_shards == 1 && !source_mapped(m->shards[0].src);
 }
 
 /* The stored bytes of tensor i of a local model: a pointer into its shard's mapping. */

@@ -217,6 +217,8 @@ static void run_all(struct run *r)
 	struct stats_scan *sc = r->sc;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = cpus < 1 ? 1 : cpus > MAX_WORKERS ? MAX_WORKERS : (unsigned)cpus;
+	if (sc->threads && n > sc->threads)
+		n = sc->threads;
 	if (n > r->n_items)
 		n = r->n_items ? (unsigned)r->n_items : 1;
 	pthread_t th[MAX_WORKERS];

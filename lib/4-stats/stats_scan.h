@@ -47,6 +47,9 @@ struct stats_scan {
 	 * of 65536 (so of every block size). Smaller segments keep the threads' reads of
 	 * one file close together (a remote file has one sequential reader's read-ahead). */
 	uint64_t segment;
+	/* at most this many worker threads; 0: one per core, at most 8. One for a model
+	 * streamed (stream.h), which must be read in order */
+	unsigned threads;
 };
 
 /* Fills in each job's segments and first item (segments of model[0]'s tensor) and

@@ -297,7 +297,7 @@ static struct ggufs_model *hub_open_model(void *ctx, const char *path, char err[
 		gguf_errf(err, "%s: out of memory", path);
 		return NULL;
 	}
-	struct ggufs_model *m = shown ? model_open_remote(url, shown, &ro, err) : NULL;
+	struct ggufs_model *m = shown ? model_open_remote(url, shown, &ro, err, NULL) : NULL;
 	free(url);
 	free(shown);
 	return m;

@@ -183,7 +183,7 @@ static struct ggufs_model *s3src_open_model(void *ctx, const char *path, char er
 	char *url, *shown;
 	if (object_names(s, path, &url, &shown, err) < 0)
 		return NULL;
-	struct ggufs_model *m = model_open_remote(url, shown, &s->ro, err);
+	struct ggufs_model *m = model_open_remote(url, shown, &s->ro, err, NULL);
 	free(url);
 	free(shown);
 	return m;

@@ -14,6 +14,11 @@
 4. Against nginx on loopback with no limits: the same cold .f32 read through a remote
    mount and a local mount, their ratio (target >= 0.5x), and the daemon's peak RssAnon
    during it against cache_size + 64 MB.
+5. numpy's mmap on a remote mount (issue 29): the bytes fetched for one row's first
+   values by np.load(mmap_mode='r') and np.memmap against a 16 KiB pread of the same
+   place (target: within 4x), and a sequential read of model.gguf; each with the
+   mount's read-ahead as ggufs leaves it for a remote model (the kernel's 128 KiB) and
+   as it was before (4 MiB, written here to the mount's bdi).
 
 The models are generated here, in a temporary directory removed at the end."""
 import os
@@ -172,6 +177,70 @@ def nginx_compare(directory, model):
           % (peak[0] / 1e6, (CACHE + (64 << 20)) / 1e6))
 
 
+def bdi_readahead(mountpoint, kb=None):
+    """The mount's read_ahead_kb (its bdi is its st_dev), written first when kb is given."""
+    dev = os.stat(mountpoint).st_dev
+    path = "/sys/class/bdi/%d:%d/read_ahead_kb" % (os.major(dev), os.minor(dev))
+    if kb is not None:
+        with open(path, "w") as f:
+            f.write("%d\n" % kb)
+    with open(path) as f:
+        return int(f.read())
+
+
+def mmap_fetches(directory):
+    """Part 5."""
+    root = rc.public_root()
+    rows, cols = 4096, 4096
+    try:
+        raw = numpy.random.default_rng(5).standard_normal(rows * cols, dtype=numpy.float32)
+        gm.write_gguf(os.path.join(root, "m.gguf"), [("general.architecture", "llama")],
+                      [("w", [cols, rows], 0, raw.tobytes())])
+        row = 100
+
+        def pread(p):
+            fd = os.open(os.path.join(p, "tensors", "w"), os.O_RDONLY)
+            try:
+                os.pread(fd, 16384, row * cols * 4)
+            finally:
+                os.close(fd)
+
+        def load(p):
+            a = numpy.load(os.path.join(p, "tensors", "w.npy"), mmap_mode="r")
+            assert numpy.array_equal(a[row, :4], raw[row * cols:row * cols + 4])
+
+        def memmap(p):
+            a = numpy.memmap(os.path.join(p, "tensors", "w"), dtype=numpy.float32, mode="r")
+            assert numpy.array_equal(a[row * cols:row * cols + 4], raw[row * cols:row * cols + 4])
+
+        def sequential(p):
+            secs, n = read_all(os.path.join(p, "model.gguf"))
+            return " (%.0f MB/s)" % (n / secs / 1e6)
+        with Nginx(root) as n:
+            for kb in [None if k == "-" else int(k) for k in os.environ.get("BENCH_RA_KB", "-,4096").split(",")]:
+                figures = {}
+                for name, fn in (("pread 16 KiB", pread), ("np.load mmap", load),
+                                 ("np.memmap", memmap), ("model.gguf read", sequential)):
+                    with EnvMount(n.url + "/m.gguf") as m:
+                        time.sleep(0.5)   # after the daemon's own write, if any
+                        ra = bdi_readahead(m.path, kb)
+                        before = int(os.getxattr(m.path, "user.ggufs.bytes_fetched"))
+                        note = fn(m.path) or ""
+                        got = int(os.getxattr(m.path, "user.ggufs.bytes_fetched")) - before
+                        figures[name] = got
+                        if name == "model.gguf read":
+                            print("  read_ahead_kb %d: model.gguf sequential read%s"
+                                  % (ra, note))
+                base = figures["pread 16 KiB"]
+                print("  read_ahead_kb %d: fetched for one row: pread 16 KiB %d KiB, "
+                      "np.load mmap %d KiB (%.1fx), np.memmap %d KiB (%.1fx) (target <= 4x)"
+                      % (ra, base >> 10, figures["np.load mmap"] >> 10,
+                         figures["np.load mmap"] / base, figures["np.memmap"] >> 10,
+                         figures["np.memmap"] / base))
+    finally:
+        shutil.rmtree(root)
+
+
 def main():
     gm.setup()
     directory = tempfile.mkdtemp(prefix="ggufs-bench-")
@@ -188,6 +257,8 @@ def main():
             big_vocab_mount(directory)
         if only in (None, "nginx"):
             nginx_compare(directory, model)
+        if only in (None, "mmap"):
+            mmap_fetches(directory)
     finally:
         shutil.rmtree(directory)
 

@@ -200,13 +200,21 @@ void ahead_read(struct remote_file *f, uint64_t k0, uint64_t k1)
 		f->ra_window = REMOTE_WINDOW_MIN_BLOCKS;
 		f->ra_next = k1 + 1;
 		f->ra_end = k0 + 1;
+		f->ra_run = k1 + 1 - k0;
 		if (k1 > k0)
 			f->ra_end = queue_blocks(f, k0 + 1, k1 + 1, REMOTE_REQUEST_MAX_BLOCKS);
 	} else if (k1 + 1 > f->ra_next) {   /* a read behind the furthest issues nothing */
+		f->ra_run += k1 + 1 - f->ra_next;
 		f->ra_next = k1 + 1;
 		if (f->ra_end < k0 + 1)
 			f->ra_end = k0 + 1;
 		unsigned window = f->ra_window < r->window_max ? f->ra_window : r->window_max;
+		/* the pace of bytes read, not of reads: 128 KiB reads (the kernel's read-ahead
+		 * on a remote mount) would otherwise reach the 64 MiB window after 768 KiB, and
+		 * a reader of a 4 MB file have 64 MiB past its end fetched */
+		if (window > REMOTE_WINDOW_MIN_BLOCKS && window > 2 * f->ra_run)
+			window = 2 * f->ra_run > REMOTE_WINDOW_MIN_BLOCKS ? (unsigned)(2 * f->ra_run)
+			                                                 : REMOTE_WINDOW_MIN_BLOCKS;
 		unsigned request = f->ra_request < window / 2 ? f->ra_request : window / 2;
 		if (!request)
 			request = 1;
@@ -256,6 +264,7 @@ void ahead_take_over(struct remote_file *f, uint64_t off, const struct remote_fi
 	if (f->ra_next == UINT64_MAX && prev->ra_next != UINT64_MAX) {
 		f->ra_next = off / REMOTE_BLOCK_SIZE;
 		f->ra_end = f->ra_next;
+		f->ra_run = prev->ra_run;   /* the run goes on from the other file */
 		f->ra_request = prev->ra_request;
 		f->ra_window = prev->ra_window;
 	}

@@ -167,6 +167,8 @@ struct remote_file {
 	uint64_t ra_end;            /* blocks before this one are fetched or being fetched */
 	unsigned ra_request;        /* blocks per request now */
 	unsigned ra_window;         /* blocks kept ahead of the reader now */
+	uint64_t ra_run;            /* blocks the reader's sequential run has gone: the
+	                             * window is at most twice that */
 	unsigned ahead_pending;     /* jobs queued or running for this file */
 };
 
