@@ -59,6 +59,7 @@ struct handle {
 	struct scratch_file *scratch;   /* an open scratch file of metadata/ (scratch.h): its
 	                                 * reads and writes go to it, not to tree */
 	bool writing;
+	bool key_writer;        /* holds one of EDIT_WRITERS_MAX */
 	bool dirty;             /* written since the last commit */
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
 	                         * "> KEY" closes a first descriptor (its dup2) before it
@@ -112,6 +113,25 @@ static struct scratch_file *scratch_of(const struct ggufs *fs, uint64_t ino)
 	       scratch_by_ino(tree_edits_scratch(fs->edits), ino) : NULL;
 }
 
+/* The most writers of keys open at once (ENFILE past it): each may hold EDIT_TEXT_MAX
+ * of text, so this bounds what writers can make the daemon hold (ggufs(1)). */
+#define EDIT_WRITERS_MAX 16
+static atomic_uint key_writers;
+
+/* A writer's place among EDIT_WRITERS_MAX: false when all are taken. */
+static bool writer_reserve(void)
+{
+	if (atomic_fetch_add(&key_writers, 1) < EDIT_WRITERS_MAX)
+		return true;
+	atomic_fetch_sub(&key_writers, 1);
+	return false;
+}
+
+static void writer_release(void)
+{
+	atomic_fetch_sub(&key_writers, 1);
+}
+
 /* A new handle on tree t (which it keeps), or NULL out of memory. */
 static struct handle *handle_new(struct tree *t, bool writing)
 {
@@ -126,6 +146,8 @@ static struct handle *handle_new(struct tree *t, bool writing)
 
 static void handle_free(struct handle *h)
 {
+	if (h->key_writer)
+		writer_release();
 	tree_release(h->tree);
 	scratch_drop(h->scratch);
 	pthread_mutex_destroy(&h->lock);
@@ -522,6 +544,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (!h) {
 			fuse_reply_err(req, ENOMEM);
 			drop_tree(fs, t);
+			return;
+		}
+		if (write && !(h->key_writer = writer_reserve())) {
+			handle_free(h);
+			reply_refused(req, -ENFILE, "too many keys open for writing at once (16)");
 			return;
 		}
 		if (write && (fi->flags & O_TRUNC)) {
@@ -1003,14 +1030,26 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct ggufs *fs = fs_of(req);
 	char err[GGUF_ERR_MAX];
 	uint64_t ino;
+	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	bool key_writer = writing && !scratch_is_name(name);
+	if (key_writer && !writer_reserve()) {
+		reply_refused(req, -ENFILE, "too many keys open for writing at once (16)");
+		return;
+	}
 	int r = tree_edits_create(fs->edits, name, &ino, err);
 	if (r < 0) {
+		if (key_writer)
+			writer_release();
 		reply_refused(req, r, err);
 		return;
 	}
 	invalidate(fs, 0);
 	struct tree *t = take_tree(fs);
-	struct handle *h = handle_new(t, (fi->flags & O_ACCMODE) != O_RDONLY);
+	struct handle *h = handle_new(t, writing);
+	if (h)
+		h->key_writer = key_writer;
+	else if (key_writer)
+		writer_release();
 	struct scratch_file *f = scratch_of(fs, ino);
 	const struct tree_node *n = f ? NULL : tree_node(t, ino);
 	if (!h || (!f && !n)) {

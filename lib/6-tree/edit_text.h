@@ -10,8 +10,11 @@
 #include "tree.h"
 #include "vbytes.h"
 
-/* The longest text a key takes: past it a write or a truncation is EFBIG. */
-#define EDIT_TEXT_MAX (UINT64_C(1) << 30)
+/* The longest text a key takes: past it a write or a truncation is EFBIG (ggufs(1)
+ * states it). The largest values real models hold are a few MB of text (a 262,144-token
+ * vocabulary, a 280,000-entry merges list; chat templates tens of KB), so 64 MiB holds
+ * any with room, while bounding what each writer and each commit may cost. */
+#define EDIT_TEXT_MAX (UINT64_C(64) << 20)
 
 /* text (empty) becomes the text of n (a key) in t as it shows now: 0, -ENOMEM or the
  * read's -errno (then text is empty). */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "edits_file.h"
+#include "edit_text.h"
 #include "edits_store.h"
 #include "names.h"
 #include "parse_value.h"
@@ -17,9 +18,14 @@
 #include "scratch.h"
 
 struct tree_edits {
-	pthread_mutex_t lock;       /* one edit at a time; guards cur */
+	pthread_mutex_t lock;       /* one edit at a time, held while its state is built and
+	                             * saved; only edits change cur, so they read it here */
+	pthread_mutex_t cur_lock;   /* cur, held only to take or swap it: the one lock a
+	                             * reader takes, never held across a commit */
 	struct tree *base;          /* the model's own metadata (borrowed) */
 	struct tree *cur;           /* the current tree (one reference is ours) */
+	void (*commit_hook)(void *);   /* for tests: called inside each commit */
+	void *commit_hook_ctx;
 	struct edits_store *store;  /* FILE */
 	struct scratch_set *scratch;   /* metadata/'s scratch files (scratch.h) */
 	struct edits_identity id;
@@ -114,6 +120,7 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 	if (!e)
 		goto oom;
 	pthread_mutex_init(&e->lock, NULL);
+	pthread_mutex_init(&e->cur_lock, NULL);
 	e->base = base;
 	if (!(e->scratch = scratch_new()))
 		goto oom;
@@ -161,6 +168,7 @@ void tree_edits_close(struct tree_edits *e)
 	free(e->declared);
 	scratch_free(e->scratch);
 	pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->cur_lock);
 	edits_store_close(e->store);
 	free(e);
 }
@@ -172,16 +180,25 @@ void tree_edits_set_file_max(struct tree_edits *e, uint64_t max)
 	pthread_mutex_unlock(&e->lock);
 }
 
-struct tree *tree_edits_current(struct tree_edits *e)
+void tree_edits_set_commit_hook(struct tree_edits *e, void (*hook)(void *), void *ctx)
 {
 	pthread_mutex_lock(&e->lock);
-	struct tree *t = tree_hold(e->cur);
+	e->commit_hook = hook;
+	e->commit_hook_ctx = ctx;
 	pthread_mutex_unlock(&e->lock);
+}
+
+struct tree *tree_edits_current(struct tree_edits *e)
+{
+	pthread_mutex_lock(&e->cur_lock);
+	struct tree *t = tree_hold(e->cur);
+	pthread_mutex_unlock(&e->cur_lock);
 	return t;
 }
 
 /* Makes s (the next state, ours) current: its tree built, FILE written, then the swap.
- * Called with the lock held; takes s. 0 or -errno with err. */
+ * Called with the lock held (not cur_lock: readers go on with the current tree all the
+ * while, and only the swap is theirs to wait for); takes s. 0 or -errno with err. */
 static int commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MAX])
 {
 	char *text = NULL;
@@ -200,14 +217,18 @@ static int commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MA
 		snprintf(err, GGUF_ERR_MAX, "out of memory for the edits file");
 		return -ENOMEM;
 	}
+	if (e->commit_hook)
+		e->commit_hook(e->commit_hook_ctx);
 	int r = edits_store_save(e->store, text, len, err);
 	free(text);
 	if (r < 0) {
 		tree_release(t);
 		return r;
 	}
+	pthread_mutex_lock(&e->cur_lock);
 	struct tree *old = e->cur;
 	e->cur = t;
+	pthread_mutex_unlock(&e->cur_lock);
 	tree_release(old);
 	return 0;
 }
@@ -287,6 +308,9 @@ int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint6
 	if (k == UINT64_MAX) {
 		snprintf(err, GGUF_ERR_MAX, "a key that is gone was written");
 		r = -ENOENT;
+	} else if (len > EDIT_TEXT_MAX) {
+		key_err(cur, k, "the text is longer than a key takes (64 MiB)", err);
+		r = -EFBIG;
 	} else if ((r = refused(cur, k, err)) < 0) {
 	} else if (is_rendering(&cur->m->meta->kv[k].value, text, len)) {
 		r = 0;   /* what it shows: the same value, bytes and all */
@@ -373,8 +397,7 @@ static const char *hopeless(enum gguf_vtype t, const char *text, uint64_t len, c
 int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
                         char err[GGUF_ERR_MAX])
 {
-	pthread_mutex_lock(&e->lock);
-	const struct tree *cur = e->cur;
+	struct tree *cur = tree_edits_current(e);   /* a write need not wait for an edit */
 	uint64_t k = key_at(cur, ino);
 	int r = 0;
 	if (k != UINT64_MAX) {
@@ -389,7 +412,7 @@ int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, ui
 			r = -EINVAL;
 		}
 	}
-	pthread_mutex_unlock(&e->lock);
+	tree_release(cur);
 	return r;
 }
 
@@ -539,6 +562,10 @@ static int set_key_text(struct tree_edits *e, uint64_t target, const char *text,
 	int r = refused(cur, target, err);
 	if (r < 0)
 		return r;
+	if (len > EDIT_TEXT_MAX) {
+		key_err(cur, target, "the text is longer than a key takes (64 MiB)", err);
+		return -EFBIG;
+	}
 	if (type_of(e, target, &t) < 0) {
 		key_err(cur, target, "a value of an unknown type cannot be written", err);
 		return -EINVAL;
@@ -700,6 +727,10 @@ static int rename_with_text(struct tree_edits *e, uint64_t j, const char *key, u
 	struct value_type t;
 	struct value_buf b;
 	char why[GGUF_ERR_MAX];
+	if (text_len > EDIT_TEXT_MAX) {
+		key_err(cur, j, "the text is longer than a key takes (64 MiB)", err);
+		return -EFBIG;
+	}
 	bool same = is_rendering(&cur->m->meta->kv[j].value, text, text_len);
 	if (!same && type_of(e, j, &t) < 0) {
 		key_err(cur, j, "a value of an unknown type cannot be written", err);
@@ -729,6 +760,11 @@ static int create_with_text(struct tree_edits *e, const char *name, const char *
 	char why[GGUF_ERR_MAX], q[80];
 	struct value_type t = { .depth = 0, .leaf = GGUF_TYPE_STRING };
 	struct value_buf b;
+	if (text_len > EDIT_TEXT_MAX) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: the text is longer than a key takes "
+		         "(64 MiB)", quoted(name, q));
+		return -EFBIG;
+	}
 	if (parse_value(text, text_len, &t, &b, why) < 0) {
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %.400s", quoted(name, q), why);
 		return -EINVAL;

@@ -4,8 +4,9 @@
  * knows FUSE: the daemon translates calls and invalidates the kernel's caches.
  *
  * Every function is thread-safe: edits are made one at a time under a lock, and the
- * current tree is swapped under it, so a reader holding a tree keeps a consistent
- * whole. Each returns 0 or -errno, with one line in err naming the key and the reason
+ * current tree is swapped under another that readers take only for that pointer, so a
+ * reader never waits for an edit's build or save, and one holding a tree keeps a
+ * consistent whole. Each returns 0 or -errno, with one line in err naming the key and the reason
  * on failure (the caller logs it); a failed edit changes nothing, in the tree or in
  * FILE. */
 #ifndef GGUFS_TREE_EDIT_H
@@ -29,7 +30,12 @@ void tree_edits_close(struct tree_edits *e);
  * is EFBIG, as one past EDITS_FILE_MAX is). */
 void tree_edits_set_file_max(struct tree_edits *e, uint64_t max);
 
-/* The current tree, held: tree_release it. */
+/* For tests: hook(ctx) is called inside every commit, once the new state is built and
+ * before FILE is written, with the edit lock held (NULL: none). */
+void tree_edits_set_commit_hook(struct tree_edits *e, void (*hook)(void *), void *ctx);
+
+/* The current tree, held: tree_release it. Never waits for an edit in progress (its
+ * build and save): only for the swap of one pointer. */
 struct tree *tree_edits_current(struct tree_edits *e);
 
 /* The value of the key of file ino becomes text parsed by the key's type (parse_value.h);

@@ -697,6 +697,49 @@ class Edits(unittest.TestCase):
             for p in (m.p("model.gguf"), m.p("tensors", "output_norm.weight")):
                 self.assertEqual(mapped(p, mmap.ACCESS_READ)[:64], gm.read_file(p)[:64], p)
 
+    def test_key_and_writer_bounds(self):
+        """What one key may take is 64 MiB of text (issue 24 item 8): past it a write, a
+        truncate, a rename of a scratch file over a key are EFBIG at once; at most 16 keys
+        are open for writing at once (ENFILE past that, the others unharmed)."""
+        with self.mount() as m:
+            k = m.p("metadata", "general.name")
+            fd = os.open(k, os.O_WRONLY)
+            try:
+                with self.assertRaises(OSError) as e:
+                    os.pwrite(fd, b"x", 64 << 20)
+                self.assertEqual(e.exception.errno, errno.EFBIG)
+                os.pwrite(fd, b"y", (64 << 20) - 1 - 8)   # up to the bound is fine
+                os.ftruncate(fd, 5)
+            finally:
+                os.close(fd)
+            with self.assertRaises(OSError) as e:
+                os.truncate(k, (64 << 20) + 1)
+            self.assertEqual(e.exception.errno, errno.EFBIG)
+            fd = os.open(m.p("metadata", ".big.XXXXXX"), os.O_WRONLY | os.O_CREAT)
+            os.pwrite(fd, b"z", 64 << 20)
+            os.close(fd)
+            with self.assertRaises(OSError) as e:
+                os.rename(m.p("metadata", ".big.XXXXXX"), k)
+            self.assertEqual(e.exception.errno, errno.EFBIG)
+            os.unlink(m.p("metadata", ".big.XXXXXX"))
+            self.assertEqual(meta(m, "general.name")[:5], b"tinyl")
+            keys = sorted(os.listdir(m.p("metadata")))[:17]
+            fds = [os.open(m.p("metadata", key), os.O_WRONLY) for key in keys[:16]]
+            try:
+                with self.assertRaises(OSError) as e:
+                    os.open(m.p("metadata", keys[16]), os.O_WRONLY)
+                self.assertEqual(e.exception.errno, errno.ENFILE)
+                with self.assertRaises(OSError) as e:
+                    os.open(m.p("metadata", "my.new"), os.O_WRONLY | os.O_CREAT)
+                self.assertEqual(e.exception.errno, errno.ENFILE)
+                self.assertNotIn("my.new", os.listdir(m.p("metadata")))
+                os.close(fds.pop())
+                os.close(os.open(m.p("metadata", keys[16]), os.O_WRONLY))
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            self.assertIn("too many keys open for writing", m.stderr())
+
     def test_split_model(self):
         """A split model's edits apply to its merged model.gguf; split.* stay EPERM."""
         shards = split_gguf(gm.TINY, self.dir, "tiny", 3)

@@ -570,11 +570,74 @@ static void test_scratch_files(void **state)
 	                 has_key(f->e, "general.alignment") ? -EPERM : -ENOENT);
 }
 
+/* What the commit hook saw: whether a reader on another thread got the current tree
+ * (and which text it read) while the commit was in progress. */
+struct during {
+	struct tree_edits *e;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool got, started;
+	pthread_t th;
+	char name[64];
+};
+
+static void *read_current(void *arg)
+{
+	struct during *d = arg;
+	char *text = content(d->e, "general.name");
+	pthread_mutex_lock(&d->lock);
+	snprintf(d->name, sizeof d->name, "%s", text);
+	d->got = true;
+	pthread_cond_signal(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	free(text);
+	return NULL;
+}
+
+/* Inside the commit (edit lock held, FILE not yet written): a reader on another thread
+ * must get the current tree, not wait for the commit to end. Waits at most 10 s. */
+static void reader_in_commit(void *ctx)
+{
+	struct during *d = ctx;
+	if (pthread_create(&d->th, NULL, read_current, d) != 0)
+		return;
+	d->started = true;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&d->lock);
+	while (!d->got && pthread_cond_timedwait(&d->cond, &d->lock, &until) == 0)
+		;
+	if (!d->got)   /* blocked on the commit: it ends once we return */
+		snprintf(d->name, sizeof d->name, "(blocked)");
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Item 8 of issue 24: the commit (tree build, FILE rendered and fsync'd) runs outside
+ * the lock readers take; they read the state before it meanwhile, whole. */
+static void test_readers_during_commit(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX];
+	struct during d = { .e = f->e, .lock = PTHREAD_MUTEX_INITIALIZER,
+	                    .cond = PTHREAD_COND_INITIALIZER };
+	char *before = content(f->e, "general.name");
+	tree_edits_set_commit_hook(f->e, reader_in_commit, &d);
+	assert_int_equal(tree_edits_write(f->e, ino_of(f->e, "general.name"), "during\n", 7, err), 0);
+	tree_edits_set_commit_hook(f->e, NULL, NULL);
+	assert_true(d.started);
+	pthread_join(d.th, NULL);   /* (a reader that was blocked ends with the commit) */
+	assert_string_equal(d.name, before);   /* read during the commit: the old state */
+	expect_content(f->e, "general.name", "during\n");
+	free(before);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_each_edit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scratch_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readers_during_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
