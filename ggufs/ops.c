@@ -584,6 +584,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * returns; EINVAL when it does not parse (the old value stays). */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	if (!fs_of(req)->edits) {
+		/* nothing to flush: ENOSYS has the kernel stop sending FLUSH (no_flush), so
+		 * that a close no longer waits for the daemon (a passthrough model.gguf's
+		 * opens and closes are all it still asks us about) */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	struct handle *h = handle_of(fs_of(req), fi);
 	int r = h && h->writing && !h->scratch ? handle_commit(fs_of(req), h, ino, false) : 0;
 	handle_put(fi, h);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "json_read.h"
 #include "json_string.h"
 #include "nameset.h"
@@ -188,7 +189,72 @@ struct reading {
 	uint64_t n_values, n_new, cap;
 	char *err;
 	bool model_seen;
+	struct key_index *orig, *now;   /* the model's keys by name: their own, and after
+	                                 * the renames (made at the first "set" entry) */
 };
+
+/* The model's keys by name, hashed: a patch entry finds its key in O(1), not by a walk
+ * of every key (100,000 keys and 10,000 entries took 6.9 s to mount). */
+struct key_index {
+	uint64_t *slots;   /* key + 1; 0 = empty */
+	uint64_t mask;
+};
+
+/* The name of key k: its own, or (now) after the renames; NULL for one deleted (now). */
+static const struct gguf_str *key_name(const struct reading *r, uint64_t k, bool now)
+{
+	if (now && r->change[k].deleted)
+		return NULL;
+	return now && r->change[k].name ? r->change[k].name : &r->m->shards[0].gf.kv[k].key;
+}
+
+static void index_free(struct key_index *ix)
+{
+	if (ix)
+		free(ix->slots);
+	free(ix);
+}
+
+/* The index of the model's keys by their names (now: after the renames), or NULL out
+ * of memory. Equal names (never in a parsed model) find the first. */
+static struct key_index *index_build(const struct reading *r, bool now)
+{
+	const struct gguf_file *g = &r->m->shards[0].gf;
+	struct key_index *ix = calloc(1, sizeof *ix);
+	uint64_t cap = 16;
+	while (cap < 2 * g->n_kv)
+		cap *= 2;
+	if (ix && !(ix->slots = calloc(cap, sizeof *ix->slots))) {
+		free(ix);
+		return NULL;
+	}
+	if (!ix)
+		return NULL;
+	ix->mask = cap - 1;
+	for (uint64_t k = 0; k < g->n_kv; k++) {
+		const struct gguf_str *n = key_name(r, k, now);
+		if (!n)
+			continue;
+		uint64_t i = hash_fnv1a(n->ptr, n->len, HASH_FNV1A_BASIS) & ix->mask;
+		while (ix->slots[i])
+			i = (i + 1) & ix->mask;
+		ix->slots[i] = k + 1;
+	}
+	return ix;
+}
+
+/* The key called name in ix, or UINT64_MAX. */
+static uint64_t index_find(const struct reading *r, const struct key_index *ix, bool now,
+                           const struct vbytes *name)
+{
+	for (uint64_t i = hash_fnv1a(name->p, name->len, HASH_FNV1A_BASIS) & ix->mask;
+	     ix->slots[i]; i = (i + 1) & ix->mask) {
+		const struct gguf_str *n = key_name(r, ix->slots[i] - 1, now);
+		if (n && n->len == name->len && memcmp(n->ptr, name->p, name->len) == 0)
+			return ix->slots[i] - 1;
+	}
+	return UINT64_MAX;
+}
 
 static bool rfail(struct reading *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Sets the error line unless one is set already (the innermost cause wins). False. */
@@ -203,15 +269,10 @@ static bool rfail(struct reading *r, const char *fmt, ...)
 	return false;
 }
 
-/* The model's key called name, or UINT64_MAX; linear, but each patch entry looks up
- * one name among the model's keys, bounded by what the file could hold. */
+/* The model's key called name, or UINT64_MAX. */
 static uint64_t orig_key(const struct reading *r, const struct vbytes *name)
 {
-	const struct gguf_file *g = &r->m->shards[0].gf;
-	for (uint64_t k = 0; k < g->n_kv; k++)
-		if (g->kv[k].key.len == name->len && memcmp(g->kv[k].key.ptr, name->p, name->len) == 0)
-			return k;
-	return UINT64_MAX;
+	return index_find(r, r->orig, false, name);
 }
 
 /* Refuses a name that may not be edited: false with err. */
@@ -482,18 +543,15 @@ out:
 	return ok || rfail(r, "%s", "\"renamed\" is malformed");
 }
 
-/* The model's key that is called name after the renames, or UINT64_MAX. */
-static uint64_t current_key(const struct reading *r, const struct vbytes *name)
+/* The model's key that is called name after the renames (all read before "set"), or
+ * UINT64_MAX; also UINT64_MAX, with err, out of memory. */
+static uint64_t current_key(struct reading *r, const struct vbytes *name)
 {
-	const struct gguf_file *g = &r->m->shards[0].gf;
-	for (uint64_t k = 0; k < g->n_kv; k++) {
-		if (r->change[k].deleted)
-			continue;
-		const struct gguf_str *s = r->change[k].name ? r->change[k].name : &g->kv[k].key;
-		if (s->len == name->len && memcmp(s->ptr, name->p, name->len) == 0)
-			return k;
+	if (!r->now && !(r->now = index_build(r, true))) {
+		rfail(r, "%s", "out of memory");
+		return UINT64_MAX;
 	}
-	return UINT64_MAX;
+	return index_find(r, r->now, true, name);
 }
 
 static bool read_set(struct reading *r)
@@ -510,6 +568,8 @@ static bool read_set(struct reading *r)
 			    !typed_value(r, &v))
 				goto out;
 			uint64_t k = current_key(r, &name);
+			if (r->err[0])
+				goto out;
 			if (k != UINT64_MAX) {
 				if (r->change[k].value) {
 					rfail(r, "it sets '%s' twice", shown(&name, q));
@@ -560,7 +620,8 @@ struct ov_state *edits_parse(const struct ggufs_model *m, const struct edits_ide
 	bool version = false;
 	err[0] = '\0';
 	r.change = calloc(g->n_kv + 1, sizeof *r.change);
-	if (!r.change) {
+	r.orig = r.change ? index_build(&r, false) : NULL;
+	if (!r.change || !r.orig) {
 		rfail(&r, "%s", "out of memory");
 		goto out;
 	}
@@ -644,6 +705,8 @@ out:
 				free((void *)r.change[k].name);
 			}
 	free(r.change);
+	index_free(r.orig);
+	index_free(r.now);
 	for (uint64_t j = 0; j < r.n_new; j++)
 		free((void *)r.new_kv[j].key.ptr);
 	free(r.new_kv);

@@ -46,7 +46,7 @@
 #define LIB_KEEP_IDLE 8
 /* Slot numbers stay below this, so that every number fits 63 bits. */
 #define LIB_SLOTS_MAX (UINT64_C(1) << 23)
-#define LIB_COMPARE_LOW (LIB_LOW_MASK - 2 * LIB_SLOTS_MAX)
+#define LIB_COMPARE_LOW ((UINT64_C(1) << LIB_LOW_BITS) - 2 * LIB_SLOTS_MAX)
 #define LIB_COMPARE_NAME "compare"
 #define LIB_COMPARE_KEEP (UINT64_C(64) << 20)
 

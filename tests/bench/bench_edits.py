@@ -10,7 +10,13 @@ a chat template, then one 4 GiB int8 tensor in a sparse file, so it costs no dis
    same time: an edit costs what the header costs);
 2. the latency of one edit of a 64 KiB chat template (open with O_TRUNC, write, close,
    which returns once FILE is on disk and every view shows it), median and worst of 20
-   (target: well under 50 ms, whatever the model's size)."""
+   (target: well under 50 ms, whatever the model's size);
+3. what one edit costs as the metadata grows (issue 24 item 9): models of 1,000, 10,000
+   and 100,000 uint32 keys and one small tensor, the median of 10 edits of one key, the
+   daemon's memory per state held by an open file (one gguf.json reader opened before
+   each of 10 edits, RSS growth / 10), and the mount itself (ggufs started to mounted,
+   FILE loading an edit of every 10th key)."""
+import json
 import os
 import statistics
 import struct
@@ -77,6 +83,61 @@ def edit(path, text):
     return time.monotonic() - t0
 
 
+def keys_model(path, n):
+    """A GGUF of n uint32 keys k.000000 ... and one 32-element f32 tensor."""
+    kv = b"".join(struct.pack("<Q", 8) + b"k.%06d" % i + struct.pack("<II", 4, i) for i in range(n))
+    name = b"t.weight"
+    hdr = b"GGUF" + struct.pack("<IQQ", 3, 1, n) + kv
+    hdr += struct.pack("<Q", len(name)) + name + struct.pack("<IQ", 1, 32) + struct.pack("<IQ", 0, 0)
+    hdr += b"\0" * (-len(hdr) % 32)
+    with open(path, "wb") as f:
+        f.write(hdr + b"\0" * 128)
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def keys_cost(d):
+    """Section 3: per edit, per held state, and at mount, at 1k, 10k and 100k keys."""
+    for n in (1000, 10000, 100000):
+        model = os.path.join(d, "keys%d.gguf" % n)
+        fix = os.path.join(d, "keys%d.json" % n)
+        keys_model(model, n)
+        with gm.Mount(model, ["-o", "edits=" + fix]) as m:
+            k = m.p("metadata", "k.000000")
+            times = [edit(k, b"%d\n" % (7 + i)) for i in range(10)]
+            base = rss_kb(m.proc.pid)
+            readers = []
+            for i in range(10):
+                readers.append(open(m.p("gguf.json"), "rb"))
+                readers[-1].read(1)
+                edit(k, b"%d\n" % (100 + i))
+            held = (rss_kb(m.proc.pid) - base) / 10
+            for r in readers:
+                r.close()
+            # every 10th key edited: FILE holds n / 10 edits for the next mount
+            doc = {"ggufs_edits": 1, "set": {}}
+            with open(fix) as f:
+                doc = json.load(f)
+            doc["set"] = {"k.%06d" % i: {"type": "uint32", "value": i + 1} for i in range(0, n, 10)}
+        with open(fix, "w") as f:
+            json.dump(doc, f)
+        t0 = time.monotonic()
+        with gm.Mount(model, ["-o", "edits=" + fix]) as m:
+            mounted = time.monotonic() - t0
+            assert gm.read_file(m.p("metadata", "k.000010")) == b"11\n"
+        print("%6d keys: one edit median %.1f ms (worst %.1f ms of 10); a state held by an "
+              "open file %.0f KiB; mount with %d edits in FILE %.2f s"
+              % (n, 1000 * statistics.median(times), 1000 * max(times), held, n // 10, mounted))
+        os.unlink(model)
+        os.unlink(fix)
+
+
 def main():
     gm.setup()
     d = tempfile.mkdtemp(prefix="ggufs-bench-edits-")
@@ -108,6 +169,8 @@ def main():
             assert gm.read_file(k) == body + b"\n"
     print("64 KiB chat template edit (open, write, close; FILE fsync'd): median %.1f ms, "
           "worst %.1f ms of %d" % (1000 * statistics.median(times), 1000 * max(times), len(times)))
+    if os.environ.get("BENCH_EDITS_KEYS", "1") != "0":
+        keys_cost(d)
     for f in os.listdir(d):
         os.unlink(os.path.join(d, f))
     os.rmdir(d)
