@@ -16,7 +16,6 @@
 #include "url.h"
 #include "log_escape.h"
 #include "render_check.h"
-#include "render_size.h"
 #include "stats.h"
 #include "stats_scan.h"
 
@@ -52,13 +51,7 @@ static int by_offset(const void *a, const void *b)
 /* "bytes done / total (rate)" over the last progress line on a terminal. */
 static void show_progress(void *ctx, uint64_t done, double elapsed)
 {
-	const uint64_t total = *(const uint64_t *)ctx;
-	char a[RENDER_SIZE_MAX], b[RENDER_SIZE_MAX], c[RENDER_SIZE_MAX];
-	double rate = elapsed > 0 ? (double)done / elapsed : 0;
-	fprintf(stderr, "\rggufs: checking: %s / %s (%3.0f%%), %s/s ",
-	        render_size((double)done, a), render_size((double)total, b),
-	        total ? 100.0 * (double)done / (double)total : 100.0, render_size(rate, c));
-	fflush(stderr);
+	print_progress("checking", done, *(const uint64_t *)ctx, elapsed);
 }
 
 /* Each job's figures from its items, merged in order into res (of its tensor). */
@@ -160,7 +153,7 @@ static int check_model(const struct options *o, const char *before, bool *printe
 	uint64_t failed;
 	int r = stats_scan_run(&sc, &failed);
 	if (progress)   /* the progress line goes */
-		fprintf(stderr, "\r%*s\r", 72, "");
+		print_progress_end();
 	if (r < 0) {
 		char q[80];
 		const uint64_t i = sc.jobs[failed].tensor[0];

@@ -15,7 +15,6 @@
 #include "diff_text.h"
 #include "evlog.h"
 #include "log_escape.h"
-#include "render_size.h"
 
 /* Each remote model's memory cache when -o cache_size is not given: a quarter of a
  * mount's 256 MiB, so that two stay well under the 256 MB the scan may use. A scan reads
@@ -72,13 +71,7 @@ static const char *read_cause(const struct ggufs_model *m, int err, char *buf, s
 /* "bytes done / total (rate)" over the last progress line on a terminal. */
 static void show_progress(void *ctx, uint64_t done, double elapsed)
 {
-	const uint64_t total = *(const uint64_t *)ctx;
-	char a[RENDER_SIZE_MAX], b[RENDER_SIZE_MAX], c[RENDER_SIZE_MAX];
-	double rate = elapsed > 0 ? (double)done / elapsed : 0;
-	fprintf(stderr, "\rggufs: comparing: %s / %s (%3.0f%%), %s/s ",
-	        render_size((double)done, a), render_size((double)total, b),
-	        total ? 100.0 * (double)done / (double)total : 100.0, render_size(rate, c));
-	fflush(stderr);
+	print_progress("comparing", done, *(const uint64_t *)ctx, elapsed);
 }
 
 /* Opens the model named by path with o's remote options; NULL after one line. */
@@ -106,7 +99,7 @@ static int report(struct ggufs_model *m[2], bool json)
 	int r = diff_text_make(m[0], m[1], json, progress ? show_progress : NULL, &total, &total,
 	                       &text, &len, &fail, err);
 	if (progress)   /* the progress line goes */
-		fprintf(stderr, "\r%*s\r", 72, "");
+		print_progress_end();
 	if (r == 0) {
 		const size_t n = fwrite(text, 1, len, stdout);
 		free(text);

@@ -293,6 +293,10 @@ int check_models(const struct options *o);
  * into a buffer, then written. 0, or -ENOMEM, or -EIO when stdout failed. */
 struct sink;
 int print_rendered(void (*render)(struct sink *, const void *), const void *ctx);
+/* "ggufs: DOING: bytes done / total (percent), rate/s" over the last progress line on
+ * stderr (a terminal's); print_progress_end blanks it out when the scan is over. */
+void print_progress(const char *doing, uint64_t done, uint64_t total, double elapsed);
+void print_progress_end(void);
 
 /* diff.c: ggufs --diff [--json] A B. Compares every tensor that B has with the same name
  * and dims as A (A the reference) and prints the report on stdout; returns the exit

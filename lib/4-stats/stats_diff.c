@@ -65,6 +65,22 @@ static inline void step(struct half_lanes *h, const v4d *xp, const v4d *yp)
 	h->mx = (v4d)(((v4i)ad & more) | ((v4i)h->mx & ~more));
 }
 
+/* Positions i to n (fewer than DIFF_LANES) into lanes 0.. of l, one by one: the tail
+ * of a block, whichever way the rest of it was summed. */
+static inline __attribute__((always_inline)) void block_tail(struct lanes *l, const float *a,
+                                                              const float *b, uint64_t i,
+                                                              uint64_t n)
+{
+	for (int j = 0; i < n; i++, j++) {
+		const double x = a[i], y = b[i], d = y - x, ad = fabs(d);
+		l->d2[j] += d * d;
+		l->a2[j] += x * x;
+		l->b2[j] += y * y;
+		l->ab[j] += x * y;
+		l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
+	}
+}
+
 /* The lanes of n (at most DIFF_BLOCK) positions, every one taken: a nonfinite value
  * makes Σa² or Σb² nonfinite (a finite float32's square, summed over any block, stays
  * finite in float64), which is how the caller tells. Lane j takes the positions i with
@@ -94,14 +110,7 @@ static inline __attribute__((always_inline)) void block_body(struct lanes *l, co
 		l->ab[j] = lo.ab[j], l->ab[j + 4] = hi.ab[j];
 		l->mx[j] = lo.mx[j], l->mx[j + 4] = hi.mx[j];
 	}
-	for (int j = 0; i < n; i++, j++) {
-		const double x = a[i], y = b[i], d = y - x, ad = fabs(d);
-		l->d2[j] += d * d;
-		l->a2[j] += x * x;
-		l->b2[j] += y * y;
-		l->ab[j] += x * y;
-		l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
-	}
+	block_tail(l, a, b, i, n);
 }
 
 static void block_portable(struct lanes *l, const float *a, const float *b, uint64_t n)
@@ -148,14 +157,7 @@ __attribute__((target("avx2,fma"))) static void block_avx2(struct lanes *l, cons
 		_mm256_storeu_pd(l->ab + 4 * h, ab[h]);
 		_mm256_storeu_pd(l->mx + 4 * h, mx[h]);
 	}
-	for (int j = 0; i < n; i++, j++) {
-		const double x = a[i], y = b[i], d = y - x, ad = fabs(d);
-		l->d2[j] += d * d;
-		l->a2[j] += x * x;
-		l->b2[j] += y * y;
-		l->ab[j] += x * y;
-		l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
-	}
+	block_tail(l, a, b, i, n);
 }
 
 static void block_all(struct lanes *l, const float *a, const float *b, uint64_t n)

@@ -11,23 +11,15 @@ import shutil
 import subprocess
 import tempfile
 
-from servers import free_port, stop_process, wait_listening
+from servers import NGINX_TEMP_PATHS, NGINX_TOP, ProcessServer, free_port, wait_listening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECIPE = os.path.join(HERE, "..", "..", "man", "nginx-cache-tier.conf")
 
-MAIN_CONF = """\
-worker_processes 1;
-user root root;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
+MAIN_CONF = NGINX_TOP + """\
 events {{ worker_connections 1024; }}
 http {{
-    client_body_temp_path {dir}/tmp/body;
-    proxy_temp_path {dir}/tmp/proxy;
-    fastcgi_temp_path {dir}/tmp/fastcgi;
-    uwsgi_temp_path {dir}/tmp/uwsgi;
-    scgi_temp_path {dir}/tmp/scgi;
+""" + NGINX_TEMP_PATHS + """\
     log_format tier '$request_uri\\t$http_range\\t$status\\t$upstream_cache_status';
     access_log {dir}/access.log tier;
     include {dir}/recipe.conf;
@@ -48,7 +40,7 @@ def recipe(origin_host_port, cache_dir, port, valid=None):
     return text
 
 
-class SliceCache:
+class SliceCache(ProcessServer):
     def __init__(self, origin_url, valid=None):
         self.origin = re.sub(r"^https?://", "", origin_url).rstrip("/")
         self.valid = valid
@@ -96,11 +88,3 @@ class SliceCache:
         except FileNotFoundError:
             return []
 
-    def stop(self):
-        stop_process(self.proc)
-        self.proc = None
-
-    def __exit__(self, *exc):
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return False

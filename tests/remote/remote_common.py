@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "mount"))
@@ -33,6 +34,16 @@ def env_without_token(**extra):
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_ENDPOINT")}
     env.update(extra)
     return env
+
+
+class TinyCase(unittest.TestCase):
+    """Tests of the bundled model served remotely: cls.data is its bytes, cls.extents
+    its tensors' extents (tensor_extents)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.data = gm.read_file(TINY)
+        cls.extents = tensor_extents(TINY)
 
 
 class EnvMount(gm.Mount):

@@ -20,7 +20,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from servers import free_port, stop_process, wait_listening
+from servers import ProcessServer, free_port, wait_listening
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.path.join(HERE, "..", "s3rver")
@@ -30,7 +30,7 @@ ACCESS_KEY = "S3RVER"
 SECRET_KEY = "S3RVER"
 
 
-class S3rver:
+class S3rver(ProcessServer):
     def __init__(self, buckets):
         self.buckets = list(buckets)
         self.dir = None
@@ -94,12 +94,3 @@ class S3rver:
         if status != 204:
             raise RuntimeError("DELETE %s/%s: %d %r" % (bucket, key, status, body[:200]))
 
-    def stop(self):
-        """Stops s3rver by its PID, waiting for it."""
-        stop_process(self.proc)
-        self.proc = None
-
-    def __exit__(self, *exc):
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return False

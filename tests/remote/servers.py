@@ -77,18 +77,26 @@ def make_cert(directory, host="127.0.0.1"):
 # for nginx ($bytes_sent), body only for the fault server.
 NginxRecord = collections.namedtuple("NginxRecord", "method path range status bytes_sent auth")
 
-NGINX_CONF = """\
+# What every nginx configuration of the tests begins with (events and http follow):
+# one worker, run as root, every file in the server's scratch directory {dir}.
+NGINX_TOP = """\
 worker_processes 1;
 user root root;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
+"""
+# The temporary paths of an http block, in {dir}/tmp.
+NGINX_TEMP_PATHS = """\
     client_body_temp_path {dir}/tmp/body;
     proxy_temp_path {dir}/tmp/proxy;
     fastcgi_temp_path {dir}/tmp/fastcgi;
     uwsgi_temp_path {dir}/tmp/uwsgi;
     scgi_temp_path {dir}/tmp/scgi;
+"""
+NGINX_CONF = NGINX_TOP + """\
+events {{ worker_connections 256; }}
+http {{
+""" + NGINX_TEMP_PATHS + """\
     types {{ }}
     default_type application/octet-stream;
     map $http_authorization $ggufs_auth {{ "" "-"; default "auth"; }}
@@ -122,7 +130,25 @@ def stop_process(proc):
         proc.stderr.close()
 
 
-class Nginx:
+class ProcessServer:
+    """A server run as a child process (self.proc) with a scratch directory of its own
+    (self.dir): stop() ends it by its PID; leaving the with block stops it and removes
+    the directory."""
+    proc = None
+    dir = None
+
+    def stop(self):
+        """Stops the server by its PID, waiting for it."""
+        stop_process(self.proc)
+        self.proc = None
+
+    def __exit__(self, *exc):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+
+class Nginx(ProcessServer):
     """`with Nginx(root_dir, https=False) as n:` serves root_dir at n.url with nginx-light;
     n.cafile is the certificate to trust for https (None for http); n.records() parses
     the access log."""
@@ -218,16 +244,6 @@ class Nginx:
         with open(self.access_log, "w"):
             pass
 
-    def stop(self):
-        """Stops the master (and so its worker) by PID, waiting for it."""
-        stop_process(self.proc)
-        self.proc = None
-
-    def __exit__(self, *exc):
-        """Stops nginx and removes its temporary directory."""
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return False
 
 
 # ---- the fault server ----

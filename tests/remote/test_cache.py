@@ -30,8 +30,8 @@ import threading
 import time
 import unittest
 
-from remote_common import (TINY, EnvMount, check_raw_files, FaultServer, env_without_token, gm, range_length,
-                           read_bounded, split_gguf, tensor_extents)
+from remote_common import (TinyCase, TINY, EnvMount, check_raw_files, FaultServer, env_without_token, gm, range_length,
+                           read_bounded, split_gguf)
 
 PATH = "/models/tinyllama-q4km.gguf"
 HEADER_REQUEST_BYTES = 1 << 20   # the mount's first request: bytes=0-1048575
@@ -103,12 +103,7 @@ def data_requests(log):
     return [r for r in log if r.range != "bytes=0-%d" % (HEADER_REQUEST_BYTES - 1)]
 
 
-class Cache(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.data = gm.read_file(TINY)
-        cls.extents = tensor_extents(TINY)
-
+class Cache(TinyCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ggufs-cache-test-")
         self.cache = os.path.join(self.tmp, "cache")   # made by ggufs

@@ -15,20 +15,31 @@
   and the daemon ends within seconds.
 Every read runs in a child process with a deadline, so a hang fails instead of hanging."""
 import errno
+import os
+import subprocess
+import sys
 import time
 import unittest
 
-from remote_common import (EIO_TIMEOUT, FAILED_HOLD, TINY, EnvMount, FaultServer, gm,
-                           range_length, read_bounded, tensor_extents)
+from remote_common import (TinyCase, EIO_TIMEOUT, FAILED_HOLD, TINY, EnvMount, FaultServer, gm,
+                           range_length, read_bounded)
 
 PATH = "/models/tinyllama-q4km.gguf"
 
 
-class Faults(unittest.TestCase):
+def stalled_reader(path):
+    """A child reading 4 KiB of path with O_DIRECT (so the read reaches the daemon): its
+    exit status is the read's errno, 0 when it succeeded."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import os,sys\ntry:\n os.pread(os.open(sys.argv[1],"
+         " os.O_RDONLY|os.O_DIRECT), 4096, 0)\nexcept OSError as e:\n sys.exit(e.errno)",
+         path], stdin=subprocess.DEVNULL)
+
+
+class Faults(TinyCase):
     @classmethod
     def setUpClass(cls):
-        cls.data = gm.read_file(TINY)
-        cls.extents = tensor_extents(TINY)
+        super().setUpClass()
         by_offset = sorted(cls.extents, key=lambda n: cls.extents[n][0])
         # the first tensor in the file is read before a fault, the last ones after it:
         # they are megabytes apart, so no fetch block holds both
@@ -199,10 +210,7 @@ class Faults(unittest.TestCase):
                 self.assert_served(m, self.early)
                 s.stall = True
                 path = m.p("tensors", self.late)
-                reader = subprocess.Popen(
-                    [sys.executable, "-c", "import os,sys\ntry:\n os.pread(os.open(sys.argv[1],"
-                     " os.O_RDONLY|os.O_DIRECT), 4096, 0)\nexcept OSError as e:\n sys.exit(e.errno)",
-                     path], stdin=subprocess.DEVNULL)
+                reader = stalled_reader(path)
                 deadline = time.monotonic() + 10
                 while not any(r.method == "GET" for r in s.log()[1:]) and time.monotonic() < deadline:
                     time.sleep(0.02)  # until the read's request hangs at the server
@@ -221,16 +229,7 @@ class Faults(unittest.TestCase):
                     self.fail("the reader still hangs after the daemon ended")
                 self.assertNotEqual(rc, 0, "the stalled read cannot have succeeded")
             finally:
-                s.stall = False
-                gm.unmount(m.path)
-                if m.proc.poll() is None:
-                    m.proc.kill()
-                m.proc.wait()
-                err = m.stderr()
-                m.errfile.close()
-                if not gm.is_mounted(m.path):
-                    os.rmdir(m.path)
-                    os.rmdir(m.dir)
+                err = self.end_stalled(s, m)
             self.assertFalse(any(mark.decode() in err for mark in gm.SANITIZER_MARKS), err)
 
     # ---- transient faults: retried, and the read succeeds ----
@@ -317,11 +316,7 @@ class Faults(unittest.TestCase):
                 self.assert_served(m, self.early)
                 s.stall = True
                 s.clear_log()
-                reader = subprocess.Popen(
-                    [sys.executable, "-c", "import os,sys\ntry:\n os.pread(os.open(sys.argv[1],"
-                     " os.O_RDONLY|os.O_DIRECT), 4096, 0)\nexcept OSError as e:\n"
-                     " sys.exit(e.errno)", m.p("tensors", self.late)],
-                    stdin=subprocess.DEVNULL)
+                reader = stalled_reader(m.p("tensors", self.late))
                 deadline = time.monotonic() + 10
                 while s.max_in_flight == 0 and time.monotonic() < deadline:
                     time.sleep(0.02)  # until the read's request hangs at the server
@@ -347,17 +342,24 @@ class Faults(unittest.TestCase):
                       % (time.monotonic() - start))
                 self.assertEqual(rc, 0)
             finally:
-                s.stall = False
-                gm.unmount(m.path)
-                if m.proc.poll() is None:
-                    m.proc.kill()
-                m.proc.wait()
-                err = m.stderr()
-                m.errfile.close()
-                if not gm.is_mounted(m.path):
-                    os.rmdir(m.path)
-                    os.rmdir(m.dir)
+                err = self.end_stalled(s, m)
             self.assertFalse(any(mark.decode() in err for mark in gm.SANITIZER_MARKS), err)
+
+    @staticmethod
+    def end_stalled(s, m):
+        """After a test of a stalled server s: the stall lifted and mount m (entered by
+        hand) ended whatever state it is in, its directories removed; its stderr."""
+        s.stall = False
+        gm.unmount(m.path)
+        if m.proc.poll() is None:
+            m.proc.kill()
+        m.proc.wait()
+        err = m.stderr()
+        m.errfile.close()
+        if not gm.is_mounted(m.path):
+            os.rmdir(m.path)
+            os.rmdir(m.dir)
+        return err
 
     def test_hang_up(self):
         def hang_up(s):

@@ -32,8 +32,7 @@ import tempfile
 import time
 import unittest
 
-from remote_common import (TINY, Body, check_raw_files, EnvMount, FaultServer, gm, read_bounded,
-                           tensor_extents)
+from remote_common import (TinyCase, TINY, Body, check_raw_files, EnvMount, FaultServer, gm, read_bounded)
 
 PATH = "/models/tinyllama-q4km.gguf"
 BLOCK = 128 << 10
@@ -62,11 +61,10 @@ def chown_tree(path, uid):
             os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
-class Base(unittest.TestCase):
+class Base(TinyCase):
     @classmethod
     def setUpClass(cls):
-        cls.data = gm.read_file(TINY)
-        cls.extents = tensor_extents(TINY)
+        super().setUpClass()
         # one block of tensor data with every byte inverted: another version's bytes
         # (in output.weight, past the header's 1 MiB prefix, which is never re-read)
         a, e = cls.extents["output.weight"]

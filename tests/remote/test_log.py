@@ -20,8 +20,8 @@ import shutil
 import time
 import unittest
 
-from remote_common import (EIO_TIMEOUT, FAILED_HOLD, TINY, EnvMount, FaultServer,
-                           env_without_token, gm, read_bounded, tensor_extents)
+from remote_common import (TinyCase, EIO_TIMEOUT, FAILED_HOLD, TINY, EnvMount, FaultServer,
+                           env_without_token, gm, read_bounded)
 
 PATH = "/o/r/resolve/main/tinyllama-q4km.gguf"
 HF = "hf://o/r/tinyllama-q4km.gguf"
@@ -34,11 +34,10 @@ def counters(path):
             if n.startswith("user.ggufs.")}
 
 
-class Log(unittest.TestCase):
+class Log(TinyCase):
     @classmethod
     def setUpClass(cls):
-        cls.data = gm.read_file(TINY)
-        cls.extents = tensor_extents(TINY)
+        super().setUpClass()
         cls.by_offset = sorted(cls.extents, key=lambda n: cls.extents[n][0])
 
     def setUp(self):

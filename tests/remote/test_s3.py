@@ -23,8 +23,8 @@ import shutil
 import tempfile
 import unittest
 
-from remote_common import (EIO_TIMEOUT, TINY, EnvMount, FaultServer, compare_mounts, gm,
-                           read_bounded, split_gguf, tensor_extents)
+from remote_common import (TinyCase, EIO_TIMEOUT, TINY, EnvMount, FaultServer, compare_mounts, gm,
+                           read_bounded, split_gguf)
 from s3auth import S3Auth
 
 AKID = "AKIAGGUFSTEST0000001"
@@ -44,11 +44,10 @@ def aws_env(home, **extra):
     return env
 
 
-class S3(unittest.TestCase):
+class S3(TinyCase):
     @classmethod
     def setUpClass(cls):
-        cls.data = gm.read_file(TINY)
-        cls.extents = tensor_extents(TINY)
+        super().setUpClass()
         cls.local = gm.Mount(TINY).__enter__()
 
     @classmethod

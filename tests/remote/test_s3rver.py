@@ -13,8 +13,8 @@ import sys
 import tempfile
 import unittest
 
-from remote_common import (EIO_TIMEOUT, TINY, EnvMount, compare_mounts, gm, read_bounded,
-                           split_gguf, tensor_extents)
+from remote_common import (TinyCase, EIO_TIMEOUT, TINY, EnvMount, compare_mounts, gm, read_bounded,
+                           split_gguf)
 from s3rver import ACCESS_KEY, SECRET_KEY, S3rver
 
 
@@ -27,11 +27,10 @@ def s3_env(home, url, **extra):
     return env
 
 
-class S3rverTest(unittest.TestCase):
+class S3rverTest(TinyCase):
     @classmethod
     def setUpClass(cls):
-        cls.data = gm.read_file(TINY)
-        cls.extents = tensor_extents(TINY)
+        super().setUpClass()
         cls.home = tempfile.mkdtemp(prefix="ggufs-s3rver-home-")
         cls.split_dir = tempfile.mkdtemp(prefix="ggufs-s3rver-split-")
         cls.shards = split_gguf(TINY, cls.split_dir, "tiny", 3)

@@ -14,19 +14,14 @@ import tempfile
 import time
 import unittest
 
-from remote_common import (TINY, EnvMount, FaultServer, compare_mounts, env_without_token,
-                           gm, proc_mounts_line, tensor_extents)
+from remote_common import (TinyCase, TINY, EnvMount, FaultServer, compare_mounts, env_without_token,
+                           gm, proc_mounts_line)
 
 TOKEN = "hf_T0kenThatMustNotLeak"
 PATH = "/o/r/resolve/main/tinyllama-q4km.gguf"
 
 
-class Token(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.data = gm.read_file(TINY)
-        cls.extents = tensor_extents(TINY)
-
+class Token(TinyCase):
     def read_some_tensors(self, m):
         """Reads two raw tensors through m and checks them against the file."""
         for name in ("output.weight", "blk.1.ffn_down.weight"):
