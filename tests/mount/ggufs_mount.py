@@ -90,6 +90,22 @@ def run_ggufs(args, timeout=MOUNT_TIMEOUT, env=None):
                           timeout=timeout, env=env)
 
 
+def refused_mount(args, env=None, prefix="ggufs-refused-"):
+    """Runs `ggufs -f ARGS MOUNTPOINT` for a mount that must not happen, on a scratch
+    mount point removed after: its one stderr line, once it exited 1 having said just
+    that (AssertionError otherwise)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    try:
+        r = run_ggufs(["-f"] + list(args) + [d], env=env, timeout=60)
+    finally:
+        unmount(d)
+        os.rmdir(d)
+    err = r.stderr.decode(errors="replace")
+    if r.returncode != 1 or len(err.splitlines()) != 1:
+        raise AssertionError("exit %d, not 1 with one line on stderr: %r" % (r.returncode, err))
+    return err
+
+
 class Mount:
     """`with Mount(model) as m:` mounts model on a fresh temporary directory m.path with
     ggufs -f in the background, waits until it is mounted, and on exit unmounts it,

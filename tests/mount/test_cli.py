@@ -42,6 +42,18 @@ class Refused(gm.RefusedMountCase):
             f.write(data if nbytes is None else data[:nbytes])
         return path
 
+    def mount_as_nobody(self, path):
+        """`ggufs path self.mnt` run as nobody, the mount point nobody's, from a copy of
+        the binary that nobody may run (the build directory may be private): its end."""
+        os.chmod(self.tmp, 0o755)
+        os.chown(self.mnt, gm.NOBODY, gm.NOBODY)
+        exe = os.path.join(self.tmp, "ggufs")
+        shutil.copy(gm.GGUFS, exe)
+        os.chmod(exe, 0o755)
+        return subprocess.run([exe, path, self.mnt], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=gm.MOUNT_TIMEOUT,
+                              preexec_fn=gm.drop_to_nobody)
+
     def test_truncated_names_the_tensor(self):
         size = os.path.getsize(gm.TINY)
         path = self.model_copy(size - 1)
@@ -69,16 +81,9 @@ class Refused(gm.RefusedMountCase):
     def test_unreadable_model(self):
         """Mode 000, run as nobody (root reads everything): refused before the mount,
         which nobody could not do anyway."""
-        os.chmod(self.tmp, 0o755)
-        os.chown(self.mnt, gm.NOBODY, gm.NOBODY)
         path = self.model_copy()
         os.chmod(path, 0)
-        exe = os.path.join(self.tmp, "ggufs")  # the build directory may be private
-        shutil.copy(gm.GGUFS, exe)
-        os.chmod(exe, 0o755)
-        r = subprocess.run([exe, path, self.mnt], stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=gm.MOUNT_TIMEOUT,
-                           preexec_fn=gm.drop_to_nobody)
+        r = self.mount_as_nobody(path)
         err = r.stderr.decode(errors="replace")
         self.assertEqual(r.returncode, 1, err)
         self.assertEqual(err, "ggufs: %s: %s\n" % (path, os.strerror(errno.EACCES)))
@@ -131,16 +136,9 @@ class Refused(gm.RefusedMountCase):
             self.skipTest("no /dev/fuse")
         if st.st_mode & 0o006 == 0o006:
             self.skipTest("/dev/fuse is open to every user here")
-        os.chmod(self.tmp, 0o755)
-        os.chown(self.mnt, gm.NOBODY, gm.NOBODY)
         path = self.model_copy()
         os.chmod(path, 0o644)
-        exe = os.path.join(self.tmp, "ggufs")  # the build directory may be private
-        shutil.copy(gm.GGUFS, exe)
-        os.chmod(exe, 0o755)
-        r = subprocess.run([exe, path, self.mnt], stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=gm.MOUNT_TIMEOUT,
-                           preexec_fn=gm.drop_to_nobody)
+        r = self.mount_as_nobody(path)
         err = r.stderr.decode(errors="replace")
         self.assertEqual(r.returncode, 1, err)
         lines = err.splitlines()

@@ -92,23 +92,17 @@ class HubLibrary(unittest.TestCase):
         # without the token: one line at mount, nothing mounted
         mnt = os.path.join(self.tmp, "mnt")
         os.mkdir(mnt)
-        saved = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(self.env())
-        try:
-            r = gm.run_ggufs(["hf://owner/repo", mnt])
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        r = self.run_env(["hf://owner/repo", mnt])
         self.assertEqual(r.returncode, 1)
         lines = r.stderr.decode().splitlines()
         self.assertEqual(len(lines), 1, lines)
         self.assertIn("401", lines[0])
 
-    def run_env(self, args):
+    def run_env(self, args, **extra):
+        """ggufs ARGS run to its end in self.env(**extra) alone."""
         saved = dict(os.environ)
         os.environ.clear()
-        os.environ.update(self.env())
+        os.environ.update(self.env(**extra))
         try:
             return gm.run_ggufs(args)
         finally:
@@ -145,14 +139,7 @@ class HubLibrary(unittest.TestCase):
             self.hub.token = "sekrit"
             mnt = os.path.join(self.tmp, "mnt")
             os.mkdir(mnt)
-            saved = dict(os.environ)
-            os.environ.clear()
-            os.environ.update(self.env(HF_TOKEN="sekrit"))
-            try:
-                r = gm.run_ggufs(["hf://owner/repo", mnt])
-            finally:
-                os.environ.clear()
-                os.environ.update(saved)
+            r = self.run_env(["hf://owner/repo", mnt], HF_TOKEN="sekrit")
             self.assertEqual(r.returncode, 1)
             lines = r.stderr.decode().splitlines()
             self.assertEqual(len(lines), 1, lines)

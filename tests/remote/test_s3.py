@@ -93,15 +93,7 @@ class S3(TinyCase):
 
     def refused(self, name, env, opts=()):
         """The mount's refusal: its one stderr line (exit 1, nothing mounted)."""
-        d = tempfile.mkdtemp(prefix="ggufs-s3-mnt-")
-        try:
-            r = gm.run_ggufs(["-f"] + list(opts) + [name, d], env=env, timeout=60)
-        finally:
-            gm.unmount(d)
-            os.rmdir(d)
-        err = r.stderr.decode(errors="replace")
-        self.assertEqual(r.returncode, 1, err)
-        self.assertEqual(len(err.splitlines()), 1, err)
+        err = gm.refused_mount(list(opts) + [name], env=env, prefix="ggufs-s3-mnt-")
         self.assertNotIn(SECRET, err)
         self.assertNotIn(TOKEN, err)
         return err
