@@ -142,7 +142,7 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 		snprintf(err, GGUF_ERR_MAX, "%.100s: %.400s", path, why);
 		goto fail;
 	}
-	e->cur = tree_build_state(base, s, err);
+	e->cur = tree_build_state(base, s, NULL, err);
 	if (!e->cur)
 		goto fail;
 	struct stat fst;
@@ -203,7 +203,7 @@ static int commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MA
 {
 	char *text = NULL;
 	uint64_t len;
-	struct tree *t = tree_build_state(e->base, s, err);
+	struct tree *t = tree_build_state(e->base, s, e->cur, err);
 	ov_put(s);
 	if (!t)
 		return -ENOMEM;
