@@ -201,10 +201,46 @@ static char *add_tensor(struct tree *t, uint64_t i, char *w)
 	return w;
 }
 
+/* The node in prev (the tree of the state before s) of the key at position k of s when
+ * that key is unchanged (same id and the very same value: an edit copies the keys it
+ * leaves alone), else NULL. Keys are in id order in both states, so *j, where the last
+ * call stopped in prev, only moves forward. */
+static const struct tree_node *kept_key(const struct tree *prev, const struct ov_state *s,
+                                        uint64_t k, uint64_t *j)
+{
+	const struct ov_state *ps = prev->state;
+	const struct ov_key *key = &s->keys[k];
+	while (*j < ps->n && ps->keys[*j].id < key->id)
+		(*j)++;
+	if (*j >= ps->n)
+		return NULL;
+	const struct ov_key *was = &ps->keys[*j];
+	bool same = was->id == key->id && was->kv.value.data == key->kv.value.data &&
+	            was->kv.value.size == key->kv.value.size &&
+	            was->kv.value.type == key->kv.value.type;
+	return same ? &prev->nodes[prev->meta_ino[*j]] : NULL;
+}
+
+/* A copy of marks from into to (empty): false out of memory. */
+static bool copy_marks(struct render_marks *to, const struct render_marks *from)
+{
+	if (!from->n)
+		return true;
+	to->v = malloc(from->n * sizeof *to->v);
+	if (!to->v)
+		return false;
+	memcpy(to->v, from->v, from->n * sizeof *to->v);
+	to->n = to->cap = from->n;
+	return true;
+}
+
 /* Builds the tree of m, whose keys have the ids of state s (or are the file's own, s
- * NULL), sharing base's statistics when base is given. */
+ * NULL), sharing base's statistics when base is given. With prev, the tree of the state
+ * s was made from, a key left unchanged takes its size and marks from there instead of
+ * being rendered again (a 262,144-token vocabulary is megabytes of text). */
 static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
-                          const struct tree *base, char err[GGUF_ERR_MAX])
+                          const struct tree *base, const struct tree *prev,
+                          char err[GGUF_ERR_MAX])
 {
 	struct tree *t = calloc(1, sizeof *t);
 	uint64_t n_kv = m->meta->n_kv, n_t = m->n_tensors;
@@ -256,8 +292,15 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	/* sized last: the renderers see a complete tree */
 	t->nodes[TREE_JSON_INO].size = rendered_size(t, &t->nodes[TREE_JSON_INO]);
 	t->nodes[TREE_SUMMARY_INO].size = rendered_size(t, &t->nodes[TREE_SUMMARY_INO]);
-	for (uint64_t k = 0; k < n_kv; k++)
-		t->nodes[t->meta_ino[k]].size = rendered_size(t, &t->nodes[t->meta_ino[k]]);
+	uint64_t j = 0;
+	for (uint64_t k = 0; k < n_kv; k++) {
+		struct tree_node *n = &t->nodes[t->meta_ino[k]];
+		const struct tree_node *was = prev && prev->state && s ? kept_key(prev, s, k, &j) : NULL;
+		if (was && copy_marks(&t->marks[n->ino], &prev->marks[was->ino]))
+			n->size = was->size;
+		else
+			n->size = rendered_size(t, n);
+	}
 	return t;
 oom:
 	snprintf(err, GGUF_ERR_MAX, "%s: out of memory for the tree of %" PRIu64 " keys and %"
@@ -268,13 +311,13 @@ oom:
 
 struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 {
-	return build(m, NULL, NULL, err);
+	return build(m, NULL, NULL, NULL, err);
 }
 
 struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
-                              char err[GGUF_ERR_MAX])
+                              const struct tree *prev, char err[GGUF_ERR_MAX])
 {
-	return build(&s->view, s, base, err);
+	return build(&s->view, s, base, prev, err);
 }
 
 struct tree *tree_hold(struct tree *t)

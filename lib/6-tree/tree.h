@@ -57,9 +57,11 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX]);
 void tree_free(struct tree *t);
 
 /* The tree of edit state s (held while the tree lives), sharing base's statistics:
- * base, the tree of the model's own metadata, must outlive it. NULL with err. */
+ * base, the tree of the model's own metadata, must outlive it. prev (or NULL), the tree
+ * of the state s was made from, lends the sizes of the keys s leaves unchanged, so an
+ * edit renders only what it changed. NULL with err. */
 struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
-                              char err[GGUF_ERR_MAX]);
+                              const struct tree *prev, char err[GGUF_ERR_MAX]);
 /* Another reference to t; tree_release drops one, the last frees t. A tree from
  * tree_build or tree_build_state starts with one. */
 struct tree *tree_hold(struct tree *t);

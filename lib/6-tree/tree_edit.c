@@ -142,7 +142,7 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 		snprintf(err, GGUF_ERR_MAX, "%.100s: %.400s", path, why);
 		goto fail;
 	}
-	e->cur = tree_build_state(base, s, err);
+	e->cur = tree_build_state(base, s, NULL, err);
 	if (!e->cur)
 		goto fail;
 	struct stat fst;
@@ -203,7 +203,7 @@ static int commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MA
 {
 	char *text = NULL;
 	uint64_t len;
-	struct tree *t = tree_build_state(e->base, s, err);
+	struct tree *t = tree_build_state(e->base, s, e->cur, err);
 	ov_put(s);
 	if (!t)
 		return -ENOMEM;
@@ -275,6 +275,33 @@ static bool is_rendering(const struct gguf_value *v, const char *text, uint64_t 
 	return same;
 }
 
+/* The most bytes a value parsed from a key's text may take in the file: an array's text
+ * is one line per element, and an element can take more than its line (a string 8 bytes
+ * of length for an empty line), so 64 MiB of newlines would make 512 MB of empty
+ * strings. The largest values real models hold are a few MB. */
+#define EDIT_VALUE_MAX (UINT64_C(128) << 20)
+
+/* parse_value, refusing first (EFBIG, with why) a text whose value would take more than
+ * EDIT_VALUE_MAX, counted before anything is allocated. 0, -EFBIG or -EINVAL. */
+static int parse_bounded(const char *text, uint64_t len, const struct value_type *t,
+                         struct value_buf *b, char why[GGUF_ERR_MAX])
+{
+	if (t->depth > 0) {
+		uint64_t lines = 1;
+		for (const char *p = text; (p = memchr(p, '\n', (size_t)(text + len - p))); p++)
+			lines++;
+		uint64_t each = t->depth > 1 ? 12 :   /* an inner array: its type and count */
+		                t->leaf == GGUF_TYPE_STRING ? 8 : gguf_vtype_size(t->leaf);
+		uint64_t cost = lines * (each ? each : 1) + (t->leaf == GGUF_TYPE_STRING ? len : 0);
+		if (cost > EDIT_VALUE_MAX) {
+			snprintf(why, GGUF_ERR_MAX, "%" PRIu64 " elements: the value would take %" PRIu64
+			         " MB, more than a key holds (128 MiB)", lines, cost >> 20);
+			return -EFBIG;
+		}
+	}
+	return parse_value(text, len, t, b, why) < 0 ? -EINVAL : 0;
+}
+
 /* Sets key k of cur to text parsed as type t. Lock held. */
 static int set_text(struct tree_edits *e, uint64_t k, const struct value_type *t,
                     const char *text, uint64_t len, char err[GGUF_ERR_MAX])
@@ -282,11 +309,11 @@ static int set_text(struct tree_edits *e, uint64_t k, const struct value_type *t
 	const struct tree *cur = e->cur;
 	char why[GGUF_ERR_MAX];
 	struct value_buf b;
-	if (parse_value(text, len, t, &b, why) < 0) {
+	int r = parse_bounded(text, len, t, &b, why);
+	if (r < 0) {
 		key_err(cur, k, why, err);
-		return -EINVAL;
+		return r;
 	}
-	int r = 0;
 	if (!ov_value_equal(&b.v, &cur->m->meta->kv[k].value)) {
 		struct ov_state *s = ov_set(cur->state, k, &b.v);
 		r = s ? commit(e, s, err) : -ENOMEM;
@@ -571,9 +598,9 @@ static int set_key_text(struct tree_edits *e, uint64_t target, const char *text,
 		return -EINVAL;
 	}
 	bool same = is_rendering(&cur->m->meta->kv[target].value, text, len);
-	if (!same && parse_value(text, len, &t, &b, why) < 0) {
+	if (!same && (r = parse_bounded(text, len, &t, &b, why)) < 0) {
 		key_err(cur, target, why, err);
-		return -EINVAL;
+		return r;
 	}
 	if (same && gone == UINT64_MAX)
 		return 0;
@@ -736,16 +763,17 @@ static int rename_with_text(struct tree_edits *e, uint64_t j, const char *key, u
 		key_err(cur, j, "a value of an unknown type cannot be written", err);
 		return -EINVAL;
 	}
-	if (!same && parse_value(text, text_len, &t, &b, why) < 0) {
+	int r = same ? 0 : parse_bounded(text, text_len, &t, &b, why);
+	if (r < 0) {
 		key_err(cur, j, why, err);
-		return -EINVAL;
+		return r;
 	}
 	struct ov_state *named = ov_rename(cur->state, j, key, len);
 	struct ov_state *s = named && !same ? ov_set(named, j, &b.v) : named ? ov_get(named) : NULL;
 	ov_put(named);
 	if (!same)
 		value_buf_free(&b);
-	int r = s ? commit(e, s, err) : -ENOMEM;
+	r = s ? commit(e, s, err) : -ENOMEM;
 	if (!s)
 		key_err(cur, j, "out of memory", err);
 	return r;

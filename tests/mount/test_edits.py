@@ -699,8 +699,9 @@ class Edits(unittest.TestCase):
 
     def test_key_and_writer_bounds(self):
         """What one key may take is 64 MiB of text (issue 24 item 8): past it a write, a
-        truncate, a rename of a scratch file over a key are EFBIG at once; at most 16 keys
-        are open for writing at once (ENFILE past that, the others unharmed)."""
+        truncate, a rename of a scratch file over a key are EFBIG at once; a value that
+        would take more than 128 MiB is EFBIG at close; at most 16 keys are open for
+        writing at once (ENFILE past that, the others unharmed)."""
         with self.mount() as m:
             k = m.p("metadata", "general.name")
             fd = os.open(k, os.O_WRONLY)
@@ -723,6 +724,13 @@ class Edits(unittest.TestCase):
             self.assertEqual(e.exception.errno, errno.EFBIG)
             os.unlink(m.p("metadata", ".big.XXXXXX"))
             self.assertEqual(meta(m, "general.name")[:5], b"tinyl")
+            # 17 Mi empty lines into an array of strings: 136 MB of empty strings, past
+            # the 128 MiB a value may take, refused before it is parsed
+            tokens = meta(m, "tokenizer.ggml.tokens")
+            with self.assertRaises(OSError) as e:
+                put(m.p("metadata", "tokenizer.ggml.tokens"), b"\n" * (17 << 20))
+            self.assertEqual(e.exception.errno, errno.EFBIG)
+            self.assertEqual(meta(m, "tokenizer.ggml.tokens"), tokens)
             keys = sorted(os.listdir(m.p("metadata")))[:17]
             fds = [os.open(m.p("metadata", key), os.O_WRONLY) for key in keys[:16]]
             try:

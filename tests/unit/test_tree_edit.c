@@ -632,12 +632,53 @@ static void test_readers_during_commit(void **state)
 	free(before);
 }
 
+/* A state's tree takes the sizes and marks of the keys an edit left alone from the tree
+ * before it (issue 24 item 9): every key file of the current tree, read whole and from
+ * offsets deep inside (where reads start from a mark), is what a tree built afresh for
+ * the same state shows. */
+static void test_kept_keys_as_fresh(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX];
+	uint64_t ino;
+	assert_int_equal(tree_edits_write(f->e, ino_of(f->e, "general.name"), "kept\n", 5, err), 0);
+	assert_int_equal(tree_edits_unlink(f->e, "general.file_type", &ino, err), 0);
+	assert_int_equal(tree_edits_create(f->e, "my.key", &ino, err), 0);
+	assert_int_equal(tree_edits_write(f->e, ino, "x\n", 2, err), 0);
+	assert_int_equal(tree_edits_write(f->e, ino_of(f->e, "tokenizer.ggml.bos_token_id"), "3\n", 2,
+	                                  err), 0);
+	struct tree *t = tree_edits_current(f->e);
+	struct tree *fresh = tree_build_state(f->base, (struct ov_state *)tree_state(t), NULL, err);
+	assert_non_null(fresh);
+	uint64_t n_kv = tree_model(t)->meta->n_kv;
+	assert_int_equal(tree_model(fresh)->meta->n_kv, n_kv);
+	for (uint64_t k = 0; k < n_kv; k++) {
+		const struct tree_node *a = tree_node(t, tree_key_ino(t, k));
+		const struct tree_node *b = tree_node(fresh, tree_key_ino(fresh, k));
+		assert_non_null(a);
+		assert_non_null(b);
+		assert_int_equal(a->size, b->size);
+		char *x = malloc(a->size + 1), *y = malloc(b->size + 1);
+		for (uint64_t off = 0; off < a->size; off += a->size / 7 + 1) {
+			uint64_t len = a->size - off < 70000 ? a->size - off : 70000;
+			assert_int_equal(tree_read(t, a, x, len, off), (int64_t)len);
+			assert_int_equal(tree_read(fresh, b, y, len, off), (int64_t)len);
+			assert_memory_equal(x, y, len);
+		}
+		free(x);
+		free(y);
+	}
+	tree_release(fresh);
+	tree_release(t);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_each_edit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scratch_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_during_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_keys_as_fresh, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
