@@ -81,13 +81,11 @@ static void open_edits(void)
 	atexit(remove_edits);
 }
 
-/* True when metadata/name is a file of the current tree. */
+/* True when metadata/name is there now: a listed key's file, or a scratch file (an
+ * editor's name: .x, x~, #x#, 4913; a key renamed to one is moved aside into it). */
 static bool listed(const char *name)
 {
-	struct tree *t = tree_edits_current(edits);
-	bool found = tree_lookup(t, 2, name) != NULL;
-	tree_release(t);
-	return found;
+	return tree_edits_taken(edits, name);
 }
 
 /* The input's first 1,024 bytes up to a NUL as a name: created (then removed) and
