@@ -133,8 +133,7 @@ int main(int argc, char **argv)
 	if (vary)
 		gw_fill(&w, 0, 64 * width);
 	free(buf);
-	FILE *f = fopen(argv[2], "wb");
-	if (!f || fwrite(w.buf, 1, w.len, f) != w.len || fclose(f) != 0) {
+	if (!gw_save(&w, argv[2])) {
 		fprintf(stderr, "diff_pair: %s: %s\n", argv[2], strerror(errno));
 		return 1;
 	}

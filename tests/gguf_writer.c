@@ -23,6 +23,15 @@ uint8_t *gw_take(struct gw *w, size_t *len)
 	return p;
 }
 
+bool gw_save(const struct gw *w, const char *path)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return false;
+	bool whole = fwrite(w->buf, 1, w->len, f) == w->len;
+	return fclose(f) == 0 && whole;
+}
+
 /* Room for n more bytes; returns where they go. */
 static uint8_t *grow(struct gw *w, size_t n)
 {

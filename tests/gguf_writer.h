@@ -5,6 +5,7 @@
 #ifndef GGUFS_TESTS_GGUF_WRITER_H
 #define GGUFS_TESTS_GGUF_WRITER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,9 @@ void gw_init(struct gw *w);
 void gw_free(struct gw *w);
 /* Hands the image over to the caller (free() it); w is empty afterwards. */
 uint8_t *gw_take(struct gw *w, size_t *len);
+/* The image written to a new file at path: true when it was, whole (errno says why
+ * not). */
+bool gw_save(const struct gw *w, const char *path);
 
 /* The raw escape hatch: any bytes at all. */
 void gw_raw(struct gw *w, const void *p, size_t n);

@@ -227,10 +227,7 @@ static void write_model(const char *path, uint64_t seed)
 	}
 	gw_align(&w, 32);
 	gw_raw(&w, data.buf, data.len);
-	FILE *f = fopen(path, "wb");
-	assert_non_null(f);
-	assert_int_equal(fwrite(w.buf, 1, w.len, f), w.len);
-	assert_int_equal(fclose(f), 0);
+	assert_true(gw_save(&w, path));
 	gw_free(&w);
 	gw_free(&data);
 }
