@@ -266,6 +266,40 @@ struct ov_state *ov_delete(const struct ov_state *s, uint64_t i)
 	return c;
 }
 
+int ov_restore(const struct ov_state *s, const struct ov_key *k, struct ov_state **next)
+{
+	*next = NULL;
+	if (ov_find_name(s, k->kv.key.ptr, k->kv.key.len) != UINT64_MAX ||
+	    ov_find_id(s, k->id) != UINT64_MAX)
+		return -EEXIST;
+	struct ov_state *c = state_copy(s, 1);
+	if (!c)
+		return -ENOMEM;
+	uint64_t at = 0;   /* keys are in id order: the file's, then new ones as made */
+	while (at < c->n && c->keys[at].id < k->id)
+		at++;
+	memmove(&c->keys[at + 1], &c->keys[at], (c->n - at) * sizeof *c->keys);
+	ov_key_hold(k, &c->keys[at]);
+	c->n++;
+	state_seal(c);
+	*next = c;
+	return 0;
+}
+
+void ov_key_hold(const struct ov_key *k, struct ov_key *out)
+{
+	*out = *k;
+	blob_get(out->name_blob);
+	blob_get(out->value_blob);
+}
+
+void ov_key_drop(struct ov_key *k)
+{
+	blob_put(k->name_blob);
+	blob_put(k->value_blob);
+	memset(k, 0, sizeof *k);
+}
+
 struct ov_state *ov_rename(const struct ov_state *s, uint64_t i, const char *name, uint64_t len)
 {
 	struct ov_state *c = state_copy(s, 0);

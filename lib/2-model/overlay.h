@@ -71,6 +71,14 @@ int ov_create(const struct ov_state *s, const char *name, uint64_t len,
               const struct gguf_value *v, struct ov_state **next);
 /* Key at position i removed. */
 struct ov_state *ov_delete(const struct ov_state *s, uint64_t i);
+/* Key k (a key of some state of this model, held with ov_key_hold) back in its place:
+ * in id order, with its id, name and value, into *next: 0, -EEXIST when its name or id
+ * is there, or -ENOMEM. */
+int ov_restore(const struct ov_state *s, const struct ov_key *k, struct ov_state **next);
+/* A copy of key k that keeps its name and value (their blobs held) after every state
+ * holding it is gone; ov_key_drop lets go of them. */
+void ov_key_hold(const struct ov_key *k, struct ov_key *out);
+void ov_key_drop(struct ov_key *k);
 /* Key at position i renamed [name, len), keeping its id and place; a key already called
  * so is removed (rename(2) replaces its target). */
 struct ov_state *ov_rename(const struct ov_state *s, uint64_t i, const char *name, uint64_t len);

@@ -17,6 +17,9 @@
 #include "render_value.h"
 #include "scratch.h"
 
+/* How many deleted keys a create can bring back (tree_edit.h). */
+#define TOMBSTONES 8
+
 struct tree_edits {
 	pthread_mutex_t lock;       /* one edit at a time, held while its state is built and
 	                             * saved; only edits change cur, so they read it here */
@@ -33,6 +36,10 @@ struct tree_edits {
 	 * inner type in the file, so the next write takes it from here */
 	struct declared { uint64_t id; struct value_type t; } *declared;
 	uint64_t n_declared;
+	/* the last keys deleted, newest last: a file made again under one's name (install
+	 * unlinks its target, then creates it) is that key again, in its place */
+	struct ov_key gone[TOMBSTONES];
+	uint64_t n_gone;
 };
 
 /* Remembers type t set on the key of id (the last one set wins). */
@@ -166,6 +173,8 @@ void tree_edits_close(struct tree_edits *e)
 		return;
 	tree_release(e->cur);
 	free(e->declared);
+	for (uint64_t i = 0; i < e->n_gone; i++)
+		ov_key_drop(&e->gone[i]);
 	scratch_free(e->scratch);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->cur_lock);
@@ -615,13 +624,50 @@ static int set_key_text(struct tree_edits *e, uint64_t target, const char *text,
 	return r;
 }
 
-/* Key k of cur deleted. Lock held. */
+/* Remembers key (of cur, being deleted) among the last TOMBSTONES gone. Lock held. */
+static void remember_gone(struct tree_edits *e, const struct ov_key *key)
+{
+	if (e->n_gone == TOMBSTONES) {
+		ov_key_drop(&e->gone[0]);
+		memmove(&e->gone[0], &e->gone[1], (TOMBSTONES - 1) * sizeof e->gone[0]);
+		e->n_gone--;
+	}
+	ov_key_hold(key, &e->gone[e->n_gone++]);
+}
+
+/* The position in gone of the key whose file name is name, newest first, or UINT64_MAX. */
+static uint64_t find_gone(const struct tree_edits *e, const char *name)
+{
+	char file[NAMES_BUF];
+	for (uint64_t i = e->n_gone; i-- > 0;) {
+		const struct gguf_str *k = &e->gone[i].kv.key;
+		names_encode(k->ptr, k->len, false, file);
+		if (strcmp(file, name) == 0)
+			return i;
+	}
+	return UINT64_MAX;
+}
+
+/* Forgets gone[i]. Lock held. */
+static void forget_gone(struct tree_edits *e, uint64_t i)
+{
+	ov_key_drop(&e->gone[i]);
+	memmove(&e->gone[i], &e->gone[i + 1], (e->n_gone - i - 1) * sizeof e->gone[0]);
+	e->n_gone--;
+}
+
+/* Key k of cur deleted, and remembered for a create of its name. Lock held. */
 static int delete_key(struct tree_edits *e, uint64_t k, char err[GGUF_ERR_MAX])
 {
+	struct ov_key key;
+	ov_key_hold(&e->cur->state->keys[k], &key);
 	struct ov_state *s = ov_delete(e->cur->state, k);
 	int r = s ? commit(e, s, err) : -ENOMEM;
 	if (!s)
 		key_err(e->cur, k, "out of memory", err);
+	if (r == 0)
+		remember_gone(e, &key);
+	ov_key_drop(&key);
 	return r;
 }
 
@@ -695,6 +741,19 @@ int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
 		*ino = tree_key_ino(e->cur, k);
 		pthread_mutex_unlock(&e->lock);
 		return 1;
+	}
+	uint64_t g = find_gone(e, name);
+	struct ov_state *back;
+	if (g != UINT64_MAX && ov_restore(e->cur->state, &e->gone[g], &back) == 0) {
+		/* a key deleted a moment ago, made again (install removes its target first):
+		 * the key itself, in its place and type, its text written anew */
+		uint64_t id = e->gone[g].id;
+		forget_gone(e, g);
+		r = commit(e, back, err);
+		if (r == 0)
+			*ino = tree_key_ino(e->cur, ov_find_id(e->cur->state, id));
+		pthread_mutex_unlock(&e->lock);
+		return r < 0 ? r : 1;
 	}
 	struct gguf_value empty = { .type = GGUF_TYPE_STRING, .data = (const uint8_t *)"\0\0\0\0\0\0\0\0",
 	                            .size = 8 };

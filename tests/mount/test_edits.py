@@ -521,6 +521,36 @@ class Edits(unittest.TestCase):
                 self.assertEqual(os.stat(p).st_mtime_ns, file_mtime, p)
             self.assertEqual(os.stat(m.p("metadata", "llama.block_count")).st_mtime_ns, model_mtime)
 
+    def test_install_over_key(self):
+        """install(1) removes its target, then creates it (issue 24 item 10: a create of
+        a name that was a key a moment ago): the key comes back in its place, type and
+        inode, its value the new text parsed by its type; FILE has a set, no delete."""
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            order = keys_in_order(m)
+            eos = os.stat(md("tokenizer.ggml.eos_token_id")).st_ino
+            src = os.path.join(self.dir, "eos.txt")
+            with open(src, "w") as f:
+                f.write("9\n")
+            r = subprocess.run(["install", "-m", "644", src, md("tokenizer.ggml.eos_token_id")],
+                               stderr=subprocess.PIPE)
+            os.unlink(src)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"9\n")
+            self.assertEqual(os.getxattr(md("tokenizer.ggml.eos_token_id"), "user.gguf.type"), b"uint32")
+            self.assertEqual(os.stat(md("tokenizer.ggml.eos_token_id")).st_ino, eos)
+            # the same call by call, for an array
+            tokens = meta(m, "tokenizer.ggml.tokens").split(b"\n")
+            os.unlink(md("tokenizer.ggml.tokens"))
+            put(md("tokenizer.ggml.tokens"), b"\n".join([b"<X>"] + tokens[1:]),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            self.assertEqual(os.getxattr(md("tokenizer.ggml.tokens"), "user.gguf.type"), b"array[string]")
+            self.assertEqual(keys_in_order(m), order)
+            doc = edits_of(self.file)
+            self.assertEqual(doc["deleted"], [])
+            self.assertEqual(doc["set"]["tokenizer.ggml.eos_token_id"], {"type": "uint32", "value": 9})
+            self.assertEqual(sorted(doc["set"]), ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.tokens"])
+
     def test_chmod_chown_accepted(self):
         """chmod, chown and utimes of metadata files succeed and change nothing (issue 24
         item 15), so install, cp -a and rsync into metadata/ exit 0; elsewhere EPERM."""

@@ -558,6 +558,15 @@ static void test_scratch_files(void **state)
 	assert_int_equal(ino_of(f->e, "my.bos"), bos);
 	assert_false(has_key(f->e, "tokenizer.ggml.bos_token_id"));
 
+	/* a key deleted, then its name created (install): the key again, in its place */
+	uint64_t eos_at = ino_of(f->e, eos);
+	assert_int_equal(tree_edits_unlink(f->e, eos, &ino, err), 0);
+	assert_int_equal(tree_edits_create(f->e, eos, &ino, err), 1);
+	assert_int_equal(ino, eos_at);
+	assert_int_equal(tree_edits_write(f->e, ino, "11\n", 3, err), 0);
+	expect_content(f->e, eos, "11\n");
+	assert_int_equal(tree_edits_create(f->e, eos, &ino, err), -EEXIST);
+
 	/* keys whose names look like scratch files have escaped file names */
 	assert_int_equal(tree_edits_create(f->e, "%2Ehidden%7E", &ino, err), 0);
 	assert_true(has_key(f->e, ".hidden~"));
