@@ -7,11 +7,9 @@ proxy_cache_valid when a test wants it shorter), in front of an origin server.
 PID on exit and removes its directory."""
 import os
 import re
-import shutil
-import subprocess
 import tempfile
 
-from servers import NGINX_TEMP_PATHS, NGINX_TOP, ProcessServer, free_port, wait_listening
+from servers import NGINX_TEMP_PATHS, NGINX_TOP, NginxProcess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECIPE = os.path.join(HERE, "..", "..", "man", "nginx-cache-tier.conf")
@@ -40,7 +38,7 @@ def recipe(origin_host_port, cache_dir, port, valid=None):
     return text
 
 
-class SliceCache(ProcessServer):
+class SliceCache(NginxProcess):
     def __init__(self, origin_url, valid=None):
         self.origin = re.sub(r"^https?://", "", origin_url).rstrip("/")
         self.valid = valid
@@ -49,36 +47,15 @@ class SliceCache(ProcessServer):
     def __enter__(self):
         self.dir = tempfile.mkdtemp(prefix="ggufs-tier-")
         os.mkdir(os.path.join(self.dir, "tmp"))
-        conf = os.path.join(self.dir, "nginx.conf")
-        last = None
-        for _ in range(5):  # another process may take the free port first
-            self.port = free_port()
+
+        def write_conf(port):
             with open(os.path.join(self.dir, "recipe.conf"), "w") as f:
-                f.write(recipe(self.origin, os.path.join(self.dir, "cache"), self.port, self.valid))
-            with open(conf, "w") as f:
+                f.write(recipe(self.origin, os.path.join(self.dir, "cache"), port, self.valid))
+            with open(self.conf_path(), "w") as f:
                 f.write(MAIN_CONF.format(dir=self.dir))
-            self.proc = subprocess.Popen(
-                ["nginx", "-p", self.dir, "-c", conf, "-e", os.path.join(self.dir, "error.log"),
-                 "-g", "daemon off;"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE)
-            try:
-                wait_listening("127.0.0.1", self.port, self.proc)
-                break
-            except RuntimeError as e:
-                last = str(e) + " " + self.error_log()
-                self.stop()
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise RuntimeError("nginx did not start: " + last)
+        self.start_nginx(write_conf)
         self.url = "http://127.0.0.1:%d" % self.port
         return self
-
-    def error_log(self):
-        try:
-            with open(os.path.join(self.dir, "error.log")) as f:
-                return f.read()
-        except OSError:
-            return ""
 
     def records(self):
         """(uri, range, status, cache status) of each client request so far."""

@@ -148,7 +148,51 @@ class ProcessServer:
         return False
 
 
-class Nginx(ProcessServer):
+class NginxProcess(ProcessServer):
+    """An nginx of a test's own, everything in its scratch directory self.dir."""
+
+    def start_nginx(self, write_conf):
+        """Starts nginx with self.dir/nginx.conf as write_conf(port) writes it, on a free
+        port of 127.0.0.1 (self.port; another process may take it first: five tries).
+        RuntimeError, self.dir removed, when it does not start."""
+        last = None
+        for _ in range(5):
+            self.port = free_port()
+            write_conf(self.port)
+            self.proc = subprocess.Popen(
+                ["nginx", "-p", self.dir, "-c", self.conf_path(),
+                 "-e", os.path.join(self.dir, "error.log"), "-g", "daemon off;"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE)
+            try:
+                wait_listening("127.0.0.1", self.port, self.proc)
+                return
+            except RuntimeError as e:
+                last = "%s: %s %s" % (e, self.proc_stderr(), self.error_log())
+                self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        raise RuntimeError("nginx did not start: " + last)
+
+    def conf_path(self):
+        """The temporary nginx.conf this server runs with."""
+        return os.path.join(self.dir, "nginx.conf")
+
+    def proc_stderr(self):
+        """What nginx wrote to stderr, once it has exited (for a failed start)."""
+        if self.proc and self.proc.poll() is not None and self.proc.stderr:
+            return self.proc.stderr.read().decode(errors="replace")
+        return ""
+
+    def error_log(self):
+        """nginx's error log, or "" before there is one."""
+        try:
+            with open(os.path.join(self.dir, "error.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+class Nginx(NginxProcess):
     """`with Nginx(root_dir, https=False) as n:` serves root_dir at n.url with nginx-light;
     n.cafile is the certificate to trust for https (None for http); n.records() parses
     the access log."""
@@ -170,51 +214,19 @@ class Nginx(ProcessServer):
             cert, key = make_cert(self.dir)
             self.cafile = cert
             tls = "ssl_certificate %s; ssl_certificate_key %s;" % (cert, key)
-        last = None
-        for _ in range(5):  # another process may take the free port before nginx does
-            self.port = free_port()
+
+        def write_conf(port):
             with open(self.conf_path(), "w") as f:
-                f.write(NGINX_CONF.format(dir=self.dir, port=self.port, root=self.root,
+                f.write(NGINX_CONF.format(dir=self.dir, port=port, root=self.root,
                                           ssl=" ssl" if self.https else "", tls=tls))
-            self.proc = subprocess.Popen(
-                ["nginx", "-p", self.dir, "-c", self.conf_path(),
-                 "-e", os.path.join(self.dir, "error.log"), "-g", "daemon off;"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE)
-            try:
-                wait_listening("127.0.0.1", self.port, self.proc)
-                break
-            except RuntimeError as e:
-                last = "%s: %s %s" % (e, self.proc_stderr(), self.error_log())
-                self.stop()
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise RuntimeError("nginx did not start: " + last)
+        self.start_nginx(write_conf)
         self.url = "%s://127.0.0.1:%d" % ("https" if self.https else "http", self.port)
         return self
-
-    def conf_path(self):
-        """The temporary nginx.conf this server runs with."""
-        return os.path.join(self.dir, "nginx.conf")
 
     @property
     def access_log(self):
         """The access log's path (one line per request, format ggufs above)."""
         return os.path.join(self.dir, "access.log")
-
-    def proc_stderr(self):
-        """What nginx wrote to stderr, once it has exited (for a failed start)."""
-        if self.proc and self.proc.poll() is not None and self.proc.stderr:
-            return self.proc.stderr.read().decode(errors="replace")
-        return ""
-
-    def error_log(self):
-        """nginx's error log, or "" before there is one."""
-        try:
-            with open(os.path.join(self.dir, "error.log")) as f:
-                return f.read()
-        except OSError:
-            return ""
 
     def records(self):
         """Every request logged so far, oldest first."""
