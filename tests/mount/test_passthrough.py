@@ -409,6 +409,19 @@ class Library(unittest.TestCase):
             self.assertGreater(reads(m), before)
             self.assertEqual(m.stderr(), "")
 
+    def test_clone_fd(self):
+        """With a /dev/fuse descriptor per thread, a backing id asked for at an open
+        (on the session's descriptor) serves it too."""
+        small = os.path.join(self.src, "a.gguf")
+        small_model(small, 1)
+        with gm.Mount(self.src, ["-o", "clone_fd"]) as m:
+            p = m.p("a", "model.gguf")
+            self.skip_without(p)
+            before = reads(m)
+            self.assertEqual(sha256_file(p), sha256_file(small))
+            self.assertEqual(sha256_mmap(p), sha256_file(small))
+            self.assertEqual(reads(m), before)
+
     def test_replaced_file_gives_the_new_bytes(self):
         model = os.path.join(self.src, "a.gguf")
         small_model(model, 1)
