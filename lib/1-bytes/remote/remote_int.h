@@ -69,6 +69,7 @@
 #define REMOTE_REQUEST_MAX_BLOCKS 32        /* 4 MiB */
 #define REMOTE_WINDOW_MIN_BLOCKS 8          /* 1 MiB */
 #define REMOTE_WINDOW_MAX_BLOCKS 512        /* 64 MiB */
+#define REMOTE_WINDOW_FREE_BLOCKS 256       /* 32 MiB: past it, at most twice the run */
 #define REMOTE_READAHEAD_THREADS 8
 /* A read this many blocks behind the furthest one read is still the same sequential
  * reader (the kernel sends the pieces of its own read-ahead to several threads, which
