@@ -272,8 +272,7 @@ static struct ggufs_model *open_remote(const struct options *o, char **shown)
 	m = model_open_remote(url, *shown, &ro, err, &status);
 	/* --check reads the file in order, so a server that ignores Range requests (a 200
 	 * to the first one) is read as one stream instead; a URL of a folder is not a file */
-	size_t n = strcspn(url, "?#");
-	if (!m && status == 200 && o->check && n && url[n - 1] != '/') {
+	if (!m && status == 200 && o->check && !url_names_folder(url)) {
 		struct stream_opts so = { .token = token, .cafile = ro.cafile, .timeout = ro.timeout };
 		m = model_open_stream(url, *shown, &so, err);
 	}

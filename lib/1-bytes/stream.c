@@ -208,9 +208,12 @@ static void wait_for(struct stream *s, uint64_t end)
 static int stream_read(struct source *src, uint64_t off, uint64_t len, void *buf)
 {
 	struct stream *s = stream_of(src);
-	if (len > STREAM_WINDOW)
-		return -EIO;
 	pthread_mutex_lock(&s->lock);
+	if (len > STREAM_WINDOW) {
+		fail_locked(s, "a read larger than the stream's window");
+		pthread_mutex_unlock(&s->lock);
+		return -EIO;
+	}
 	if (off > s->low) {
 		s->low = off;
 		pthread_cond_broadcast(&s->cond);
@@ -227,9 +230,10 @@ static int stream_read(struct source *src, uint64_t off, uint64_t len, void *buf
 			done += k;
 		}
 	} else if (!s->failed) {
-		snprintf(s->err, sizeof s->err, "a read of bytes the stream had passed (at %" PRIu64
+		char why[GGUF_ERR_MAX];
+		snprintf(why, sizeof why, "a read of bytes the stream had passed (at %" PRIu64
 		         ", the stream at %" PRIu64 ")", off, s->pos);
-		s->failed = true;
+		fail_locked(s, why);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return have ? 0 : -EIO;

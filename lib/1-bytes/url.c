@@ -229,3 +229,9 @@ char *url_with_revision(const char *url, struct url_rev rev, const char *revisio
 	memcpy(out + rev.at + r, url + rev.at + rev.len, n - rev.at - rev.len + 1);
 	return out;
 }
+
+bool url_names_folder(const char *url)
+{
+	size_t n = strcspn(url, "?#");
+	return n > 0 && url[n - 1] == '/';
+}

@@ -47,4 +47,8 @@ char *url_resolve(const char *base, const char *loc);
  * scheme's default when none is given). */
 bool url_same_origin(const char *a, const char *b);
 
+/* Whether url's path ends in '/' (its query and fragment aside): a folder, whose page
+ * a server sends whole (an index) whatever Range says. */
+bool url_names_folder(const char *url);
+
 #endif

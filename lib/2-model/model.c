@@ -316,6 +316,19 @@ struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
 	return m;
 }
 
+/* What the file's own stat gives a local model, for one fetched: read-only, the mounting
+ * user's, of size bytes, times from mtime (Last-Modified) or, without one (-1), now. */
+static void fetched_stat(struct ggufs_model *m, uint64_t size, time_t mtime)
+{
+	m->st.st_mode = S_IFREG | 0444;
+	m->st.st_nlink = 1;
+	m->st.st_uid = getuid();
+	m->st.st_gid = getgid();
+	m->st.st_size = (off_t)size;
+	m->st.st_mtim.tv_sec = mtime >= 0 ? mtime : time(NULL);
+	m->st.st_atim = m->st.st_ctim = m->st.st_mtim;
+}
+
 struct ggufs_model *model_open_remote(const char *url, const char *shown,
                                       const struct remote_opts *o, char err[GGUF_ERR_MAX],
                                       long *status)
@@ -337,8 +350,7 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 	}
 	if (open_shards(m, shown, url, err) < 0 || model_finish(m, err) < 0)
 		goto fail;
-	/* what the file's own stat gives a local model: read-only, the mounting user's,
-	 * times from Last-Modified where the server sent it */
+	/* the stat is that of the shard named (fetched_stat) */
 	const struct model_shard *given = &m->shards[0];
 	for (uint32_t s = 0; s < m->n_shards; s++)
 		if (strcmp(m->shards[s].path, shown) == 0)
@@ -357,13 +369,7 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 		snprintf(m->source_buf, n, "%s (commit %s)", shown, commit);
 		m->source = m->source_buf;
 	}
-	m->st.st_mode = S_IFREG | 0444;
-	m->st.st_nlink = 1;
-	m->st.st_uid = getuid();
-	m->st.st_gid = getgid();
-	m->st.st_size = (off_t)given->size;
-	m->st.st_mtim.tv_sec = mtime >= 0 ? mtime : time(NULL);
-	m->st.st_atim = m->st.st_ctim = m->st.st_mtim;
+	fetched_stat(m, given->size, mtime);
 	return m;
 fail:
 	if (status)
@@ -439,13 +445,7 @@ struct ggufs_model *model_open_stream(const char *url, const char *shown,
 	}
 	if (model_finish(m, err) < 0)
 		goto fail;
-	m->st.st_mode = S_IFREG | 0444;
-	m->st.st_nlink = 1;
-	m->st.st_uid = getuid();
-	m->st.st_gid = getgid();
-	m->st.st_size = (off_t)s->size;
-	m->st.st_mtim.tv_sec = time(NULL);
-	m->st.st_atim = m->st.st_ctim = m->st.st_mtim;
+	fetched_stat(m, s->size, -1);
 	return m;
 fail:
 	model_close(m);

@@ -300,14 +300,6 @@ static enum outcome classify_s3(const struct remote_file *f, const struct http_r
 	return FAILED;
 }
 
-/* Whether url's path ends in '/' (its query and fragment aside): a folder, whose page
- * a server sends whole (an index) whatever Range says. */
-static bool names_a_folder(const char *url)
-{
-	size_t n = strcspn(url, "?#");
-	return n > 0 && url[n - 1] == '/';
-}
-
 /* What a reply other than a 206 or a redirect means. */
 static enum outcome classify(const struct remote_file *f, const struct http_response *resp,
                              bool at_target, bool pinned, char err[GGUF_ERR_MAX])
@@ -342,7 +334,7 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 			return RETRY;
 		}
 	}
-	if (st == 200 && names_a_folder(f->url)) {
+	if (st == 200 && url_names_folder(f->url)) {
 		gguf_errf(err, "not a file: the URL names a directory (it ends in /); give the "
 		     "URL of a .gguf file in it");
 		return FAILED;
