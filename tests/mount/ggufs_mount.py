@@ -230,21 +230,40 @@ def public_tmpdir():
     return d
 
 
-class RefusedMountCase(unittest.TestCase):
+class ScratchCase(unittest.TestCase):
+    """A test with a fresh directory self.tmp of its own (prefix; with public, one that
+    others may enter), removed at its end, holding an empty folder per entry of `folders`
+    (attribute: its name in self.tmp). A mount still on self.mnt at the end is unmounted
+    first; with must_not_mount, it also fails the test."""
+
+    prefix = "ggufs-test-"
+    public = False
+    folders = {"mnt": "mnt"}
+    must_not_mount = False
+
+    def setUp(self):
+        self.tmp = public_tmpdir() if self.public else tempfile.mkdtemp(prefix=self.prefix)
+        for attr, name in self.folders.items():
+            setattr(self, attr, os.path.join(self.tmp, name))
+            os.mkdir(getattr(self, attr))
+
+    def tearDown(self):
+        mnt = getattr(self, "mnt", None)
+        mounted = mnt is not None and is_mounted(mnt)
+        if mounted:
+            unmount(mnt)
+        shutil.rmtree(self.tmp)
+        if mounted and self.must_not_mount:
+            self.fail("something was mounted")
+
+
+class RefusedMountCase(ScratchCase):
     """A test of mounts that must not happen: each test gets a fresh mount point,
     self.mnt in self.tmp (a directory others may enter), and fails if anything is
     mounted there at its end."""
 
-    def setUp(self):
-        self.tmp = public_tmpdir()
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-
-    def tearDown(self):
-        if is_mounted(self.mnt):
-            unmount(self.mnt)
-            self.fail("something was mounted")
-        shutil.rmtree(self.tmp)
+    public = True
+    must_not_mount = True
 
 
 def read_file(path):

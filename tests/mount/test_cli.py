@@ -330,16 +330,7 @@ class Info(unittest.TestCase):
                 self.assertTrue(any(re.match(pat, l) for l in help_lines), name)
 
 
-class Daemon(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ggufs-test-")
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-
-    def tearDown(self):
-        if gm.is_mounted(self.mnt):
-            gm.unmount(self.mnt)
-        shutil.rmtree(self.tmp)
+class Daemon(gm.ScratchCase):
 
     def wait_gone(self, timeout=20):
         deadline = time.monotonic() + timeout
