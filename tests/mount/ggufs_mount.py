@@ -58,7 +58,15 @@ def setup():
         sys.exit(77)
 
 
-def main():
+def main(what=None, missing=None):
+    """Runs the script's tests. what, missing: a tool they need ("llama") and why it is
+    absent (None: it is there); without it the script is skipped, or fails where
+    GGUFS_REQUIRE_<WHAT> is set (CI requires it)."""
+    if missing:
+        if os.environ.get("GGUFS_REQUIRE_" + what.upper()):
+            sys.exit("%s tests required (GGUFS_REQUIRE_%s) but %s" % (what, what.upper(), missing))
+        print(missing + ": skipping", file=sys.stderr)
+        sys.exit(77)
     setup()
     unittest.main(verbosity=2)
 
