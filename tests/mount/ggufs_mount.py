@@ -402,9 +402,11 @@ def gguf_string(b):
     return struct.pack("<Q", len(b)) + b
 
 
-def write_gguf(path, kvs, tensors, alignment=32):
+def write_gguf(path, kvs, tensors, alignment=32, order=None):
     """A GGUF v3 file. kvs: [(key, value)] with str or int (uint32) values; tensors:
-    [(name, dims, ggml_type, data bytes)], each placed at the next aligned offset."""
+    [(name, dims, ggml_type, data bytes)], each placed at the next aligned offset, their
+    data in the file in the order of `order` (indices into tensors; None: as listed).
+    Returns the tensors' data offsets in the file."""
     import struct
     out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
     for key, value in kvs:
@@ -413,10 +415,11 @@ def write_gguf(path, kvs, tensors, alignment=32):
             out += struct.pack("<II", GGUF_UINT32, value)
         else:
             out += struct.pack("<I", GGUF_STRING) + gguf_string(value)
-    offsets, off = [], 0
-    for name, dims, gtype, data in tensors:
-        offsets.append(off)
-        off += len(data)
+    order = range(len(tensors)) if order is None else order
+    offsets, off = [0] * len(tensors), 0
+    for i in order:
+        offsets[i] = off
+        off += len(tensors[i][3])
         off += -off % alignment
     for (name, dims, gtype, data), toff in zip(tensors, offsets):
         out += gguf_string(name) + struct.pack("<I", len(dims))
@@ -424,8 +427,8 @@ def write_gguf(path, kvs, tensors, alignment=32):
         out += struct.pack("<IQ", gtype, toff)
     out += b"\0" * (-len(out) % alignment)
     data_start = len(out)
-    for (name, dims, gtype, data), toff in zip(tensors, offsets):
-        out += b"\0" * (data_start + toff - len(out)) + data
+    for i in order:
+        out += b"\0" * (data_start + offsets[i] - len(out)) + tensors[i][3]
     with open(path, "wb") as f:
         f.write(out)
     return [data_start + o for o in offsets]
