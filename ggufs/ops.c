@@ -437,18 +437,23 @@ static void reply_refused(fuse_req_t req, int r, const char *why)
 
 /* After an accepted edit: the kernel forgets what it cached of the files the edit
  * changed (ino's, with metadata/'s listing, gguf.json and summary.txt), so that no read
- * shows stale bytes or sizes. model.gguf is a new inode (tree_ino.h): the old one's pages
- * stay, its readers' own. */
+ * shows stale bytes or sizes, nor a mapping stale pages (fill_tree). model.gguf is a new
+ * inode (tree_ino.h): the old one's pages stay, its readers' own. The kernel drops a
+ * file's pages only once the reads filling them are answered (and dirty ones of a
+ * shared writable mapping written back to us) before the notice returns, which with
+ * -s no other thread would do: there the files' pages go at their next open or mmap
+ * (the kernel drops a direct_io file's then), and only sizes and times now (offset -1). */
 static void invalidate(struct ggufs *fs, uint64_t ino)
 {
-	static const fuse_ino_t always[] = { TREE_METADATA_DIR_INO, TREE_JSON_INO,
-	                                     TREE_SUMMARY_INO };
+	static const fuse_ino_t files[] = { TREE_JSON_INO, TREE_SUMMARY_INO };
 	if (!fs->se)
 		return;
+	off_t pages = fs->single_thread ? -1 : 0;
 	if (ino)
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
-	for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
-		fuse_lowlevel_notify_inval_inode(fs->se, always[i], 0, 0);
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, pages, 0);
+	fuse_lowlevel_notify_inval_inode(fs->se, TREE_METADATA_DIR_INO, 0, 0);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, files[i], pages, 0);
 }
 
 /* Replies to an edit that returned r: refused (err says why), or made: the kernel's
@@ -478,8 +483,8 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool 
 		h->dirty = false;   /* refused or made: the next close has nothing new */
 	}
 	pthread_mutex_unlock(&h->lock);
-	if (r == 0)
-		invalidate(fs, ino);
+	/* refused too: a shared mapping's pages may hold the text refused (fill_tree) */
+	invalidate(fs, ino);
 	return r;
 }
 
@@ -646,6 +651,27 @@ static bool read_iov(fuse_req_t req, const struct tree *t, const struct tree_nod
  * thread instead of 1 (libfuse runs at most max_threads, 10 by default). */
 static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
 
+/* With edits, the tree a fill of the kernel's page cache for ino reads (held: drop it
+ * with drop_tree), or NULL for the tree of the open. The files an edit changes are
+ * opened direct_io: a read(2) reads the state of its open, but the kernel fills the
+ * one page cache of their inode, for any mapping of any open (fs/fuse/file.c
+ * fuse_file_mmap drops it at each mmap and each open), through the open that faults.
+ * Filled from the state now, it never holds another state's pages than that one,
+ * since each edit drops them after making its state current (invalidate): an old open
+ * that keeps faulting cannot bring its state's pages back under a mapping made after.
+ * A key gone from the state now is read in the open's. */
+static struct tree *fill_tree(struct ggufs *fs, uint64_t ino)
+{
+	if (!fs->edits || !wire_read_fills_cache())
+		return NULL;
+	struct tree *now = take_tree(fs);
+	const struct tree_node *n = tree_node(now, ino);
+	if (n && (n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY))
+		return now;
+	drop_tree(fs, now);
+	return NULL;
+}
+
 /* Serves [off, off + size) of any file into a buffer of the request's size: the tree
  * renders or dequantizes only what the range touches (and, for a remote model, fetches
  * only the blocks it needs; the raw bytes of a local tensor go zero-copy). */
@@ -678,9 +704,12 @@ static void read_with(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, st
 	}
 	/* an open file reads the tree of its open; else (no edits) the one tree */
 	struct tree *t = h ? h->tree : fs->tree;
-	const struct tree_node *n = node_or_reply(req, t, ino);
+	struct tree *now = h ? fill_tree(fs, ino) : NULL;
+	const struct tree_node *n = node_or_reply(req, now ? now : t, ino);
 	if (n)
-		ggufs_read_node(req, fs, t, n, size, (uint64_t)off);
+		ggufs_read_node(req, fs, now ? now : t, n, size, (uint64_t)off);
+	if (now)
+		drop_tree(fs, now);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
