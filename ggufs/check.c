@@ -38,14 +38,34 @@ static int visit_segment(void *ctx, const struct stats_scan_job *job, uint64_t s
 	return stats_segment(cs->m, job->tensor[0], seg, &cs->parts[item], progress);
 }
 
-/* qsort's order of jobs by where their tensor's bytes start in the file (cmp_model: qsort has no context). */
-static const struct ggufs_model *cmp_model;
+/* A job's tensor and where its bytes start in the file, to sort jobs by. */
+struct job_offset {
+	uint64_t offset;
+	uint64_t tensor;
+};
 
 static int by_offset(const void *a, const void *b)
 {
-	const uint64_t oa = cmp_model->tensors[((const struct stats_scan_job *)a)->tensor[0]].t->offset;
-	const uint64_t ob = cmp_model->tensors[((const struct stats_scan_job *)b)->tensor[0]].t->offset;
+	const uint64_t oa = ((const struct job_offset *)a)->offset;
+	const uint64_t ob = ((const struct job_offset *)b)->offset;
 	return oa < ob ? -1 : oa > ob;
+}
+
+/* Puts the jobs of sc (one tensor each, of m) in the order of their bytes in the file.
+ * False out of memory. */
+static bool sort_by_offset(struct stats_scan *sc, const struct ggufs_model *m)
+{
+	struct job_offset *keys = calloc(sc->n_jobs + 1, sizeof *keys);
+	if (!keys)
+		return false;
+	for (uint64_t j = 0; j < sc->n_jobs; j++)
+		keys[j] = (struct job_offset){ m->tensors[sc->jobs[j].tensor[0]].t->offset,
+		                               sc->jobs[j].tensor[0] };
+	qsort(keys, sc->n_jobs, sizeof *keys, by_offset);
+	for (uint64_t j = 0; j < sc->n_jobs; j++)
+		sc->jobs[j].tensor[0] = keys[j].tensor;
+	free(keys);
+	return true;
 }
 
 /* "bytes done / total (rate)" over the last progress line on a terminal. */
@@ -131,8 +151,10 @@ static int check_model(const struct options *o, const char *before, bool *printe
 		}
 		if (model_streamed(m)) {
 			/* one reader, front to back: the stream lets go of what it has passed */
-			cmp_model = m;
-			qsort(sc.jobs, sc.n_jobs, sizeof *sc.jobs, by_offset);
+			if (!sort_by_offset(&sc, m)) {
+				log_errf("%s: out of memory", m->path);
+				goto out;
+			}
 			sc.threads = 1;
 		}
 		const uint64_t n_items = stats_scan_plan(&sc);

@@ -183,7 +183,8 @@ void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree *t, const str
 int64_t counters_list(struct ggufs *fs, char *buf, size_t size);
 int64_t counters_get(struct ggufs *fs, const char *name, char *buf, size_t size);
 
-/* ops.c: every low-level operation, answered from the tree (userdata: struct ggufs). */
+/* ops.c (and edit_ops.c): every low-level operation, answered from the tree (userdata:
+ * struct ggufs). */
 extern const struct fuse_lowlevel_ops ggufs_ops;
 /* The connection's settings, for a model or a library alike. */
 void ggufs_op_init(void *userdata, struct fuse_conn_info *conn);

@@ -238,98 +238,104 @@ static int load(const char *path, const char *profile, bool config, struct profi
 	return 0;
 }
 
-int s3_config_find(struct s3_config *c, s3_env_fn env, bool anonymous, char *err, size_t size)
+/* What s3_config_find has read: the profile's name and the two AWS files' paths and
+ * sections, each file's section with whether others may read that file. */
+struct aws_files {
+	const char *profile;
+	char *cred_path, *conf_path;
+	struct profile cred, conf;
+	bool cred_open, conf_open;
+};
+
+/* Takes the credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+ * AWS_SESSION_TOKEN, of which at least one of the first two is set; 0, or -1 with err. */
+static int credentials_from_env(struct s3_config *c, s3_env_fn env, char *err, size_t size)
 {
-	*c = (struct s3_config){ 0 };
-	const char *profile_env = env_set(env, "AWS_PROFILE");
-	const char *profile = profile_env ? profile_env : "default";
-	char *cred_path = aws_file(env, "AWS_SHARED_CREDENTIALS_FILE", "credentials");
-	char *conf_path = aws_file(env, "AWS_CONFIG_FILE", "config");
-	struct profile cred = { 0 }, conf = { 0 };
-	bool cred_open = false, conf_open = false;
-	int ret = -1;
 	const char *akid = env_set(env, "AWS_ACCESS_KEY_ID");
 	const char *secret = env_set(env, "AWS_SECRET_ACCESS_KEY");
-	bool from_env = !anonymous && (akid || secret);
-
-	/* the credentials file only when the credentials may come from it */
-	if (!anonymous && !from_env &&
-	    load(cred_path, profile, false, &cred, &cred_open, err, size) < 0)
-		goto done;
-	if (load(conf_path, profile, true, &conf, &conf_open, err, size) < 0)
-		goto done;
-	if (profile_env && !from_env && !cred.found && !conf.found && !anonymous) {
-		snprintf(err, size, "AWS_PROFILE '%s' is in neither %s nor %s", profile,
-		         cred_path ? cred_path : "~/.aws/credentials",
-		         conf_path ? conf_path : "~/.aws/config");
-		goto done;
+	if (!akid || !secret) {
+		snprintf(err, size, "%s is set but %s is not", akid ? "AWS_ACCESS_KEY_ID" :
+		         "AWS_SECRET_ACCESS_KEY", akid ? "AWS_SECRET_ACCESS_KEY" :
+		         "AWS_ACCESS_KEY_ID");
+		return -1;
 	}
-
-	if (anonymous) {
-		snprintf(c->credentials_from, S3_FROM_MAX, "none (-o s3_anonymous)");
-	} else if (from_env) {
-		if (!akid || !secret) {
-			snprintf(err, size, "%s is set but %s is not", akid ? "AWS_ACCESS_KEY_ID" :
-			         "AWS_SECRET_ACCESS_KEY", akid ? "AWS_SECRET_ACCESS_KEY" :
-			         "AWS_ACCESS_KEY_ID");
-			goto done;
-		}
-		c->access_key = strdup(akid);
-		c->secret_key = strdup(secret);
-		const char *token = env_set(env, "AWS_SESSION_TOKEN");
-		c->session_token = token ? strdup(token) : NULL;
-		if (!c->access_key || !c->secret_key || (token && !c->session_token)) {
-			snprintf(err, size, "out of memory");
-			goto done;
-		}
-		snprintf(c->credentials_from, S3_FROM_MAX, "AWS_ACCESS_KEY_ID%s",
-		         token ? " and AWS_SESSION_TOKEN" : "");
-	} else {
-		struct profile *p = cred.access_key || cred.secret_key ? &cred : &conf;
-		const char *path = p == &cred ? cred_path : conf_path;
-		if (!p->access_key && !p->secret_key) {
-			snprintf(err, size, "no AWS credentials: none in AWS_ACCESS_KEY_ID and "
-			         "AWS_SECRET_ACCESS_KEY, nor for profile '%s' in %s or %s (-o "
-			         "s3_anonymous reads a public bucket without)", profile,
-			         cred_path ? cred_path : "~/.aws/credentials",
-			         conf_path ? conf_path : "~/.aws/config");
-			goto done;
-		}
-		if (p == &cred ? cred_open : conf_open) {
-			snprintf(err, size, "%s: holds an AWS secret and is readable by group or others: "
-			         "chmod go-rw it", path);
-			goto done;
-		}
-		if (!p->access_key || !p->secret_key) {
-			snprintf(err, size, "%s: profile '%s' has %s but not %s", path, profile,
-			         p->access_key ? "aws_access_key_id" : "aws_secret_access_key",
-			         p->access_key ? "aws_secret_access_key" : "aws_access_key_id");
-			goto done;
-		}
-		c->access_key = p->access_key, p->access_key = NULL;
-		c->secret_key = p->secret_key, p->secret_key = NULL;
-		c->session_token = p->session_token, p->session_token = NULL;
-		snprintf(c->credentials_from, S3_FROM_MAX, "profile '%s' in %s", profile, path);
+	c->access_key = strdup(akid);
+	c->secret_key = strdup(secret);
+	const char *token = env_set(env, "AWS_SESSION_TOKEN");
+	c->session_token = token ? strdup(token) : NULL;
+	if (!c->access_key || !c->secret_key || (token && !c->session_token)) {
+		snprintf(err, size, "out of memory");
+		return -1;
 	}
+	snprintf(c->credentials_from, S3_FROM_MAX, "AWS_ACCESS_KEY_ID%s",
+	         token ? " and AWS_SESSION_TOKEN" : "");
+	return 0;
+}
+
+/* Takes the credentials of f's profile from the credentials file, or else from the
+ * config file, as the AWS CLI does; a file others may read is refused. 0, or -1 with
+ * err. */
+static int credentials_from_files(struct s3_config *c, struct aws_files *f, char *err,
+                                  size_t size)
+{
+	struct profile *p = f->cred.access_key || f->cred.secret_key ? &f->cred : &f->conf;
+	const char *path = p == &f->cred ? f->cred_path : f->conf_path;
+	if (!p->access_key && !p->secret_key) {
+		snprintf(err, size, "no AWS credentials: none in AWS_ACCESS_KEY_ID and "
+		         "AWS_SECRET_ACCESS_KEY, nor for profile '%s' in %s or %s (-o "
+		         "s3_anonymous reads a public bucket without)", f->profile,
+		         f->cred_path ? f->cred_path : "~/.aws/credentials",
+		         f->conf_path ? f->conf_path : "~/.aws/config");
+		return -1;
+	}
+	if (p == &f->cred ? f->cred_open : f->conf_open) {
+		snprintf(err, size, "%s: holds an AWS secret and is readable by group or others: "
+		         "chmod go-rw it", path);
+		return -1;
+	}
+	if (!p->access_key || !p->secret_key) {
+		snprintf(err, size, "%s: profile '%s' has %s but not %s", path, f->profile,
+		         p->access_key ? "aws_access_key_id" : "aws_secret_access_key",
+		         p->access_key ? "aws_secret_access_key" : "aws_access_key_id");
+		return -1;
+	}
+	c->access_key = p->access_key, p->access_key = NULL;
+	c->secret_key = p->secret_key, p->secret_key = NULL;
+	c->session_token = p->session_token, p->session_token = NULL;
+	snprintf(c->credentials_from, S3_FROM_MAX, "profile '%s' in %s", f->profile, path);
+	return 0;
+}
+
+/* Refuses credentials that no AWS key has (an id with ':' or any with a space or a
+ * control byte would break the signed header); 0, or -1 with err. */
+static int credentials_check(const struct s3_config *c, char *err, size_t size)
+{
 	if (c->access_key && (!visible(c->access_key) || strchr(c->access_key, ':'))) {
 		snprintf(err, size, "the access key id (%s) holds a byte no access key id has",
 		         c->credentials_from);
-		goto done;
+		return -1;
 	}
 	if ((c->secret_key && !visible(c->secret_key)) ||
 	    (c->session_token && !visible(c->session_token))) {
 		snprintf(err, size, "the secret key or session token (%s) holds a space, a line "
 		         "break or another byte that none has", c->credentials_from);
-		goto done;
+		return -1;
 	}
+	return 0;
+}
 
+/* Sets the region and where it came from: AWS_REGION, AWS_DEFAULT_REGION, the profile's
+ * config, else us-east-1; 0, or -1 with err. */
+static int region_find(struct s3_config *c, s3_env_fn env, const struct aws_files *f,
+                       char *err, size_t size)
+{
 	const char *region;
 	if ((region = env_set(env, "AWS_REGION"))) {
 		snprintf(c->region_from, S3_FROM_MAX, "AWS_REGION");
 	} else if ((region = env_set(env, "AWS_DEFAULT_REGION"))) {
 		snprintf(c->region_from, S3_FROM_MAX, "AWS_DEFAULT_REGION");
-	} else if ((region = conf.region)) {
-		snprintf(c->region_from, S3_FROM_MAX, "profile '%s' in %s", profile, conf_path);
+	} else if ((region = f->conf.region)) {
+		snprintf(c->region_from, S3_FROM_MAX, "profile '%s' in %s", f->profile, f->conf_path);
 	} else {
 		region = "us-east-1";
 		snprintf(c->region_from, S3_FROM_MAX, "the default");
@@ -337,32 +343,79 @@ int s3_config_find(struct s3_config *c, s3_env_fn env, bool anonymous, char *err
 	if (!region_ok(region)) {
 		snprintf(err, size, "the region (%s) is not a region name (letters, digits, '-')",
 		         c->region_from);
-		goto done;
+		return -1;
 	}
-	c->region = strdup(region);
+	if (!(c->region = strdup(region))) {
+		snprintf(err, size, "out of memory");
+		return -1;
+	}
+	return 0;
+}
 
+/* Sets the endpoint (NULL: AWS's own for the region) and where it came from:
+ * AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's config (its s3 block first); 0,
+ * or -1 with err. */
+static int endpoint_find(struct s3_config *c, s3_env_fn env, const struct aws_files *f,
+                         char *err, size_t size)
+{
 	const char *endpoint;
 	if ((endpoint = env_set(env, "AWS_ENDPOINT_URL_S3")))
 		snprintf(c->endpoint_from, S3_FROM_MAX, "AWS_ENDPOINT_URL_S3");
 	else if ((endpoint = env_set(env, "AWS_ENDPOINT_URL")))
 		snprintf(c->endpoint_from, S3_FROM_MAX, "AWS_ENDPOINT_URL");
-	else if ((endpoint = conf.s3_endpoint ? conf.s3_endpoint : conf.endpoint))
-		snprintf(c->endpoint_from, S3_FROM_MAX, "profile '%s' in %s", profile, conf_path);
+	else if ((endpoint = f->conf.s3_endpoint ? f->conf.s3_endpoint : f->conf.endpoint))
+		snprintf(c->endpoint_from, S3_FROM_MAX, "profile '%s' in %s", f->profile, f->conf_path);
 	else
 		snprintf(c->endpoint_from, S3_FROM_MAX, "AWS's, for the region");
 	c->endpoint = endpoint ? strdup(endpoint) : NULL;
-	if (!c->region || (endpoint && !c->endpoint)) {
+	if (endpoint && !c->endpoint) {
 		snprintf(err, size, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+int s3_config_find(struct s3_config *c, s3_env_fn env, bool anonymous, char *err, size_t size)
+{
+	*c = (struct s3_config){ 0 };
+	const char *profile_env = env_set(env, "AWS_PROFILE");
+	struct aws_files f = {
+		.profile = profile_env ? profile_env : "default",
+		.cred_path = aws_file(env, "AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+		.conf_path = aws_file(env, "AWS_CONFIG_FILE", "config"),
+	};
+	bool from_env = !anonymous && (env_set(env, "AWS_ACCESS_KEY_ID") ||
+	                               env_set(env, "AWS_SECRET_ACCESS_KEY"));
+	int ret = -1;
+
+	/* the credentials file only when the credentials may come from it */
+	if (!anonymous && !from_env &&
+	    load(f.cred_path, f.profile, false, &f.cred, &f.cred_open, err, size) < 0)
+		goto done;
+	if (load(f.conf_path, f.profile, true, &f.conf, &f.conf_open, err, size) < 0)
+		goto done;
+	if (profile_env && !from_env && !f.cred.found && !f.conf.found && !anonymous) {
+		snprintf(err, size, "AWS_PROFILE '%s' is in neither %s nor %s", f.profile,
+		         f.cred_path ? f.cred_path : "~/.aws/credentials",
+		         f.conf_path ? f.conf_path : "~/.aws/config");
 		goto done;
 	}
+	if (anonymous)
+		snprintf(c->credentials_from, S3_FROM_MAX, "none (-o s3_anonymous)");
+	else if ((from_env ? credentials_from_env(c, env, err, size)
+	                   : credentials_from_files(c, &f, err, size)) < 0)
+		goto done;
+	if (credentials_check(c, err, size) < 0 || region_find(c, env, &f, err, size) < 0 ||
+	    endpoint_find(c, env, &f, err, size) < 0)
+		goto done;
 	ret = 0;
 done:
 	if (ret < 0)
 		s3_config_free(c);
-	profile_free(&cred);
-	profile_free(&conf);
-	free(cred_path);
-	free(conf_path);
+	profile_free(&f.cred);
+	profile_free(&f.conf);
+	free(f.cred_path);
+	free(f.conf_path);
 	return ret;
 }
 

@@ -34,6 +34,67 @@ static int shard_open(struct model_shard *s, const char *path, struct stat *st,
 	return 0;
 }
 
+/* Where a shard's header comes from when the file is fetched: its first bytes, as many
+ * as the parser asks for (remote_prefix, stream_prefix). */
+struct header_reader {
+	/* At least want (at most the file's size) of the file's first bytes: their start,
+	 * their count into *have, or NULL with why. */
+	const uint8_t *(*prefix)(void *ctx, uint64_t want, uint64_t *have, char why[GGUF_ERR_MAX]);
+	void *ctx;
+	uint64_t max;        /* a larger header is refused here (0: prefix's own bound) */
+	bool rest_with_it;   /* a rest of the file smaller than a step comes with it */
+};
+
+/* Parses the header of shard s (of s->size bytes) from ever longer prefixes:
+ * REMOTE_FIRST_BYTES first, then REMOTE_GROWTH times the last, or what the parser says
+ * it needs where that is more (at most hr->max). On failure err holds "SHOWN: problem". */
+static int parse_header(struct model_shard *s, const char *shown, const struct header_reader *hr,
+                        char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	for (uint64_t want = REMOTE_FIRST_BYTES;;) {
+		uint64_t have, need;
+		s->map = hr->prefix(hr->ctx, want < s->size ? want : s->size, &have, why);
+		if (!s->map) {
+			gguf_errf(err, "%s: %s", shown, why);
+			return -1;
+		}
+		int r = gguf_parse_prefix(s->map, have, s->size, &s->gf, why, &need);
+		if (r == 0)
+			return 0;
+		if (r < 0) {
+			gguf_errf(err, "%s: %s", shown, why);
+			return -1;
+		}
+		if (hr->max && need > hr->max) {
+			gguf_errf(err, "%s: the header is larger than %llu MiB, the most ggufs fetches",
+			          shown, (unsigned long long)(hr->max >> 20));
+			return -1;
+		}
+		if (have >= s->size) {   /* never: the parser knows the size */
+			gguf_errf(err, "%s: the header does not fit in the file", shown);
+			return -1;
+		}
+		want = hr->max && have > hr->max / REMOTE_GROWTH ? hr->max : have * REMOTE_GROWTH;
+		if (want < need)
+			want = need;
+		/* a rest of the file smaller than this request comes with it: one round trip
+		 * saved, at most as many bytes again */
+		if (hr->rest_with_it && want < s->size && s->size - want < want - have)
+			want = s->size;
+	}
+}
+
+/* header_reader.prefix of a remote file (ctx): what it holds, fetched further when
+ * that is short of want (remote_grow_prefix). */
+static const uint8_t *remote_header_prefix(void *ctx, uint64_t want, uint64_t *have,
+                                           char why[GGUF_ERR_MAX])
+{
+	if (remote_grow_prefix(ctx, want, why) < 0)
+		return NULL;
+	return remote_prefix(ctx, have);
+}
+
 /* Opens one remote shard: its header, fetched with as few requests as the parser
  * needs, growing the prefix geometrically. On failure err holds "SHOWN: problem". */
 static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const char *url,
@@ -65,34 +126,8 @@ static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const
 		gguf_errf(err, "%s: empty file, not GGUF", shown);
 		return -1;
 	}
-	for (;;) {
-		uint64_t have, need;
-		s->map = remote_prefix(f, &have);
-		int r = gguf_parse_prefix(s->map, have, s->size, &s->gf, why, &need);
-		if (r == 0)
-			return 0;
-		if (r < 0) {
-			gguf_errf(err, "%s: %s", shown, why);
-			return -1;
-		}
-		if (need > REMOTE_HEADER_MAX) {
-			gguf_errf(err, "%s: the header is larger than %llu MiB, the most ggufs fetches", shown,
-			     REMOTE_HEADER_MAX >> 20);
-			return -1;
-		}
-		uint64_t grow = have > REMOTE_HEADER_MAX / REMOTE_GROWTH ? REMOTE_HEADER_MAX :
-		                have * REMOTE_GROWTH;
-		if (grow < need)
-			grow = need;
-		/* a rest of the file smaller than this request comes with it: one round trip
-		 * saved, at most as many bytes again */
-		if (grow < s->size && s->size - grow < grow - have)
-			grow = s->size;
-		if (remote_grow_prefix(f, grow, why) < 0) {
-			gguf_errf(err, "%s: %s", shown, why);
-			return -1;
-		}
-	}
+	struct header_reader hr = { remote_header_prefix, f, REMOTE_HEADER_MAX, true };
+	return parse_header(s, shown, &hr, err);
 }
 
 static void shard_close(struct model_shard *s)
@@ -378,6 +413,14 @@ fail:
 	return NULL;
 }
 
+/* header_reader.prefix of a stream (ctx: its source): exactly want bytes. */
+static const uint8_t *stream_header_prefix(void *ctx, uint64_t want, uint64_t *have,
+                                           char why[GGUF_ERR_MAX])
+{
+	*have = want;
+	return stream_prefix(ctx, want, why);
+}
+
 struct ggufs_model *model_open_stream(const char *url, const char *shown,
                                       const struct stream_opts *o, char err[GGUF_ERR_MAX])
 {
@@ -413,30 +456,11 @@ struct ggufs_model *model_open_stream(const char *url, const char *shown,
 		gguf_errf(err, "%s: empty file, not GGUF", shown);
 		goto fail;
 	}
-	/* the header, kept apart as it arrives: as much as the parser asks for, at least
-	 * REMOTE_FIRST_BYTES and x REMOTE_GROWTH at a time (the bytes come anyway) */
-	for (uint64_t have = REMOTE_FIRST_BYTES;;) {
-		uint64_t need;
-		if (have > s->size)
-			have = s->size;
-		s->map = stream_prefix(s->src, have, why);
-		if (!s->map) {
-			gguf_errf(err, "%s: %s", shown, why);
-			goto fail;
-		}
-		int r = gguf_parse_prefix(s->map, have, s->size, &s->gf, why, &need);
-		if (r == 0)
-			break;
-		if (r < 0) {
-			gguf_errf(err, "%s: %s", shown, why);
-			goto fail;
-		}
-		if (have == s->size) {   /* never: the parser knows the size */
-			gguf_errf(err, "%s: the header does not fit in the file", shown);
-			goto fail;
-		}
-		have = have * REMOTE_GROWTH > need ? have * REMOTE_GROWTH : need;
-	}
+	/* the header, kept apart as it arrives (stream_prefix bounds it; the bytes come
+	 * anyway) */
+	struct header_reader hr = { stream_header_prefix, s->src, 0, false };
+	if (parse_header(s, shown, &hr, err) < 0)
+		goto fail;
 	uint64_t c;
 	if (gguf_kv_uint(gguf_find_kv(&s->gf, "split.count"), &c) && c > 1) {
 		gguf_errf(err, "%s: shard of a model split in %" PRIu64 " files: the server ignores "

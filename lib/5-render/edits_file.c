@@ -610,110 +610,128 @@ static bool names_unique(struct reading *r)
 	return ok || rfail(r, "%s", "two keys would have the same name");
 }
 
+/* Reads the value of the top-level member called n: 1 when read, 0 when the text is
+ * malformed there, -1 when it fails with a reason of its own in err. *stage keeps the
+ * order the writer puts them in (deleted and renamed before set); *version is set by a
+ * good "ggufs_edits". */
+static int read_member(struct reading *r, const struct edits_identity *id, const char *n,
+                       int *stage, bool *version)
+{
+	static const char *const staged[] = { "deleted", "renamed", "set" };
+	static bool (*const read_staged[])(struct reading *) = { read_deleted, read_renamed, read_set };
+	if (strcmp(n, "ggufs_edits") == 0) {
+		const char *s1;
+		size_t n1;
+		if (!json_number(&r->c, &s1, &n1) || n1 != 1 || s1[0] != '1') {
+			rfail(r, "%s", "it is of a later version of ggufs (\"ggufs_edits\" is not 1)");
+			return -1;
+		}
+		*version = true;
+		return 1;
+	}
+	if (strcmp(n, "model") == 0)
+		return read_model(r, id) ? 1 : -1;
+	for (int i = 0; i < 3; i++) {
+		if (strcmp(n, staged[i]) != 0)
+			continue;
+		if (*stage > i) {
+			rfail(r, "\"%s\" comes twice, or after what it must precede (deleted, renamed, set)", n);
+			return -1;
+		}
+		*stage = i + 1;
+		return read_staged[i](r) ? 1 : -1;
+	}
+	return json_skip(&r->c) ? 1 : 0;
+}
+
+/* Reads the top-level object of FILE into r: true, or false with err (empty when the
+ * text is malformed, said by the caller). */
+static bool read_edits(struct reading *r, const struct edits_identity *id)
+{
+	struct vbytes name = { 0 };
+	int stage = 0, got = 1;
+	bool version = false;
+	if (!json_eat(&r->c, '{'))
+		return false;
+	if (!json_eat(&r->c, '}')) {
+		do {
+			if (!json_string(&r->c, &name) || !json_eat(&r->c, ':'))
+				got = 0;
+			else
+				got = read_member(r, id, (const char *)name.p, &stage, &version);
+		} while (got == 1 && json_eat(&r->c, ','));
+		if (got == 1 && !json_eat(&r->c, '}'))
+			got = 0;
+	}
+	free(name.p);
+	if (got != 1)
+		return false;
+	json_ws(&r->c);
+	if (r->c.p != r->c.end)
+		return false;
+	if (!version || !r->model_seen)
+		return rfail(r, "%s", "it has no \"ggufs_edits\": 1 or no \"model\"");
+	return names_unique(r);
+}
+
+/* Completes a refusal's line: the JSON reader's own reason, and the byte offset where
+ * reading stopped, for a hand-edited file. */
+static void say_where(const struct reading *r, const char *p, char err[GGUF_ERR_MAX])
+{
+	if (r->c.err[0] && !strstr(err, r->c.err) && strlen(err) + strlen(r->c.err) + 3 < GGUF_ERR_MAX) {
+		strcat(err, ": ");
+		strcat(err, r->c.err);
+	}
+	char at[40];
+	snprintf(at, sizeof at, " (at byte %" PRIu64 ")", (uint64_t)(r->c.p - p));
+	if (strlen(err) + strlen(at) < GGUF_ERR_MAX)
+		strcat(err, at);
+}
+
+/* Frees what r holds (the state made from it owns copies of its own). */
+static void reading_free(struct reading *r, uint64_t n_kv)
+{
+	if (r->change)
+		for (uint64_t k = 0; k < n_kv; k++)
+			if (r->change[k].name) {
+				free((void *)r->change[k].name->ptr);
+				free((void *)r->change[k].name);
+			}
+	free(r->change);
+	index_free(r->orig);
+	index_free(r->now);
+	for (uint64_t j = 0; j < r->n_new; j++)
+		free((void *)r->new_kv[j].key.ptr);
+	free(r->new_kv);
+	for (uint64_t j = 0; j < r->n_values; j++) {
+		value_buf_free(r->values[j]);
+		free(r->values[j]);
+	}
+	free(r->values);
+}
+
 struct ov_state *edits_parse(const struct ggufs_model *m, const struct edits_identity *id,
                              const char *p, uint64_t len, char err[GGUF_ERR_MAX])
 {
 	const struct gguf_file *g = &m->shards[0].gf;
 	struct reading r = { .m = m, .c = { .p = p, .end = p + len }, .err = err };
 	struct ov_state *s = NULL;
-	struct vbytes name = { 0 };
-	bool version = false;
 	err[0] = '\0';
 	r.change = calloc(g->n_kv + 1, sizeof *r.change);
 	r.orig = r.change ? index_build(&r, false) : NULL;
 	if (!r.change || !r.orig) {
 		rfail(&r, "%s", "out of memory");
-		goto out;
-	}
-	if (!json_eat(&r.c, '{'))
-		goto bad;
-	/* the members in the order the writer puts them: deleted and renamed before set */
-	int stage = 0;
-	if (!json_eat(&r.c, '}')) {
-		do {
-			if (!json_string(&r.c, &name) || !json_eat(&r.c, ':'))
-				goto bad;
-			const char *n = (const char *)name.p;
-			if (strcmp(n, "ggufs_edits") == 0) {
-				const char *s1;
-				size_t n1;
-				if (!json_number(&r.c, &s1, &n1) || n1 != 1 || s1[0] != '1') {
-					rfail(&r, "%s", "it is of a later version of ggufs (\"ggufs_edits\" is not 1)");
-					goto out;
-				}
-				version = true;
-			} else if (strcmp(n, "model") == 0) {
-				if (!read_model(&r, id))
-					goto out;
-			} else if (strcmp(n, "deleted") == 0 && stage < 1) {
-				stage = 1;
-				if (!read_deleted(&r))
-					goto out;
-			} else if (strcmp(n, "renamed") == 0 && stage < 2) {
-				stage = 2;
-				if (!read_renamed(&r))
-					goto out;
-			} else if (strcmp(n, "set") == 0 && stage < 3) {
-				stage = 3;
-				if (!read_set(&r))
-					goto out;
-			} else if (strcmp(n, "deleted") == 0 || strcmp(n, "renamed") == 0 ||
-			           strcmp(n, "set") == 0) {
-				rfail(&r, "\"%s\" comes twice, or after what it must precede (deleted, renamed, set)", n);
-				goto out;
-			} else if (!json_skip(&r.c)) {
-				goto bad;
-			}
-		} while (json_eat(&r.c, ','));
-		if (!json_eat(&r.c, '}'))
-			goto bad;
-	}
-	json_ws(&r.c);
-	if (r.c.p != r.c.end)
-		goto bad;
-	if (!version || !r.model_seen) {
-		rfail(&r, "%s", "it has no \"ggufs_edits\": 1 or no \"model\"");
-		goto out;
-	}
-	if (!names_unique(&r))
-		goto out;
-	s = ov_patched(m, r.change, r.new_kv, r.n_new, 1);
-	if (!s)
+	} else if (!read_edits(&r, id)) {
+		if (!err[0]) {
+			if (r.c.err[0])
+				snprintf(err, GGUF_ERR_MAX, "%s", r.c.err);
+			rfail(&r, "%s", "it is not a JSON object of ggufs edits");
+		}
+	} else if (!(s = ov_patched(m, r.change, r.new_kv, r.n_new, 1))) {
 		rfail(&r, "%s", "out of memory");
-	goto out;
-bad:
-	if (!err[0] && r.c.err[0])
-		snprintf(err, GGUF_ERR_MAX, "%s", r.c.err);
-	rfail(&r, "%s", "it is not a JSON object of ggufs edits");
-out:
-	if (!s && r.c.err[0] && !strstr(err, r.c.err) && strlen(err) + strlen(r.c.err) + 3 < GGUF_ERR_MAX) {
-		strcat(err, ": ");
-		strcat(err, r.c.err);
 	}
-	if (!s && err[0]) {
-		/* where: the byte offset, for a hand-edited file */
-		char at[40];
-		snprintf(at, sizeof at, " (at byte %" PRIu64 ")", (uint64_t)(r.c.p - p));
-		if (strlen(err) + strlen(at) < GGUF_ERR_MAX)
-			strcat(err, at);
-	}
-	free(name.p);
-	if (r.change)
-		for (uint64_t k = 0; k < g->n_kv; k++)
-			if (r.change[k].name) {
-				free((void *)r.change[k].name->ptr);
-				free((void *)r.change[k].name);
-			}
-	free(r.change);
-	index_free(r.orig);
-	index_free(r.now);
-	for (uint64_t j = 0; j < r.n_new; j++)
-		free((void *)r.new_kv[j].key.ptr);
-	free(r.new_kv);
-	for (uint64_t j = 0; j < r.n_values; j++) {
-		value_buf_free(r.values[j]);
-		free(r.values[j]);
-	}
-	free(r.values);
+	if (!s && err[0])
+		say_where(&r, p, err);
+	reading_free(&r, g->n_kv);
 	return s;
 }

@@ -32,6 +32,8 @@ struct model_file {
 	size_t prefix;     /* the length of NAME in its name */
 	unsigned no, count;  /* shard number and count; 0 and 0 for a single file */
 	const char *name;
+	uint32_t files;      /* after grouping: the model's number of files */
+	uint64_t version;    /* after grouping: its files' versions together */
 };
 
 /* Shards of one set together, in shard order: by NAME, then count, then number. */
@@ -75,6 +77,88 @@ static bool claim(struct nameset *set, struct gguf_str *str, const char *name)
 	return nameset_add(set, str);
 }
 
+/* Names every entry of e that is not a model file into names (its own name: already
+ * unique in a folder, but models.tsv and models.json at the root are taken) and lists
+ * the model files in files; 0, or -ENOMEM. */
+static int name_others(const struct lib_entry *e, size_t n, struct nameset *set,
+                       struct gguf_str *strs, struct lib_name *names, size_t *n_names,
+                       struct model_file *files, size_t *n_files)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (is_model_file(&e[i])) {
+			struct model_file *f = &files[(*n_files)++];
+			f->entry = i;
+			f->name = e[i].name;
+			if (!model_split_name(e[i].name, &f->prefix, &f->no, &f->count) || f->count < 2) {
+				f->prefix = strlen(e[i].name) - 5;
+				f->no = f->count = 0;
+			}
+			continue;
+		}
+		if (!claim(set, &strs[i], e[i].name))
+			continue;   /* models.tsv or models.json at the root */
+		struct lib_name *ln = &names[*n_names];
+		if (!(ln->name = strdup(e[i].name)))
+			return -ENOMEM;
+		ln->type = e[i].type == LIB_ENTRY_DIR ? LIB_NODE_DIR : LIB_NODE_FILE;
+		ln->entry = i;
+		ln->version = e[i].version;
+		(*n_names)++;
+	}
+	return 0;
+}
+
+/* Sorts files and keeps one per model, its first file, with the number of its files and
+ * their versions hashed together; returns the number of models. */
+static size_t group_sets(const struct lib_entry *e, struct model_file *files, size_t n_files)
+{
+	qsort(files, n_files, sizeof *files, file_cmp);
+	size_t n_models = 0;
+	for (size_t i = 0; i < n_files; i++) {
+		struct model_file *m = n_models ? &files[n_models - 1] : NULL;
+		if (m && same_set(m, &files[i])) {
+			m->files++;
+			uint64_t pair[2] = { m->version, e[files[i].entry].version };
+			m->version = XXH3_64bits(pair, sizeof pair);
+			continue;
+		}
+		files[n_models] = files[i];
+		files[n_models].files = 1;
+		files[n_models].version = e[files[i].entry].version;
+		n_models++;
+	}
+	return n_models;
+}
+
+/* Claims the model f's name into ln: NAME, else its first file's name, else that name
+ * with ~2, ~3, ... as the rules say; 0, or -ENOMEM. */
+static int name_model(struct nameset *set, struct gguf_str *strs, const struct model_file *f,
+                      struct lib_name *ln)
+{
+	ln->name = f->prefix ? strndup(f->name, f->prefix) : NULL;
+	if (f->prefix && !ln->name)
+		return -ENOMEM;
+	if (!ln->name || !claim(set, &strs[f->entry], ln->name)) {
+		free(ln->name);
+		if (!(ln->name = strdup(f->name)))
+			return -ENOMEM;
+		for (unsigned k = 2; !claim(set, &strs[f->entry], ln->name); k++) {
+			size_t len = strlen(f->name) + 16;
+			char *alt = malloc(len);
+			if (!alt)
+				return -ENOMEM;
+			snprintf(alt, len, "%s~%u", f->name, k);
+			free(ln->name);
+			ln->name = alt;
+		}
+	}
+	ln->type = LIB_NODE_MODEL;
+	ln->entry = f->entry;
+	ln->files = f->files;
+	ln->version = f->version;
+	return 0;
+}
+
 int lib_names(struct lib_entry *e, size_t n, bool root, struct lib_name **out, size_t *n_out)
 {
 	*out = NULL;
@@ -91,94 +175,18 @@ int lib_names(struct lib_entry *e, size_t n, bool root, struct lib_name **out, s
 		goto out;
 	if (root && (!claim(&set, &strs[n], LIB_TSV_NAME) || !claim(&set, &strs[n + 1], LIB_JSON_NAME)))
 		goto out;
-	/* folders and other files first: their names are their own, and already unique */
-	for (size_t i = 0; i < n; i++) {
-		if (is_model_file(&e[i])) {
-			struct model_file *f = &files[n_files++];
-			f->entry = i;
-			f->name = e[i].name;
-			if (!model_split_name(e[i].name, &f->prefix, &f->no, &f->count) || f->count < 2) {
-				f->prefix = strlen(e[i].name) - 5;
-				f->no = f->count = 0;
-			}
-			continue;
-		}
-		if (!claim(&set, &strs[i], e[i].name))
-			continue;   /* models.tsv or models.json at the root */
-		struct lib_name *ln = &names[n_names];
-		ln->name = strdup(e[i].name);
-		if (!ln->name)
-			goto out;
-		ln->type = e[i].type == LIB_ENTRY_DIR ? LIB_NODE_DIR : LIB_NODE_FILE;
-		ln->entry = i;
-		ln->version = e[i].version;
-		n_names++;
-	}
-	/* one model per set: its first file, how many, and their versions together */
-	qsort(files, n_files, sizeof *files, file_cmp);
-	size_t n_models = 0;
-	uint64_t *versions = calloc(n_files ? n_files : 1, sizeof *versions);
-	uint32_t *counts = calloc(n_files ? n_files : 1, sizeof *counts);
-	if (!versions || !counts) {
-		free(versions);
-		free(counts);
+	/* folders and other files first: their names are their own */
+	if (name_others(e, n, &set, strs, names, &n_names, files, &n_files) < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < n_files; i++) {
-		if (i > 0 && same_set(&files[n_models - 1], &files[i])) {
-			counts[n_models - 1]++;
-			uint64_t pair[2] = { versions[n_models - 1], e[files[i].entry].version };
-			versions[n_models - 1] = XXH3_64bits(pair, sizeof pair);
-			continue;
-		}
-		files[n_models] = files[i];
-		versions[n_models] = e[files[i].entry].version;
-		counts[n_models] = 1;
-		n_models++;
-	}
-	/* names claimed in the order of the first files' names; counts and versions follow
-	 * the models through the sort by riding in their entry's slot */
-	uint64_t *v_by_entry = calloc(n ? n : 1, sizeof *v_by_entry);
-	uint32_t *c_by_entry = calloc(n ? n : 1, sizeof *c_by_entry);
-	if (!v_by_entry || !c_by_entry) {
-		free(versions);
-		free(counts);
-		free(v_by_entry);
-		free(c_by_entry);
-		goto out;
-	}
-	for (size_t i = 0; i < n_models; i++) {
-		v_by_entry[files[i].entry] = versions[i];
-		c_by_entry[files[i].entry] = counts[i];
-	}
-	free(versions);
-	free(counts);
+	/* then one name per model, claimed in the order of their first files' names */
+	size_t n_models = group_sets(e, files, n_files);
 	qsort(files, n_models, sizeof *files, first_cmp);
 	for (size_t i = 0; i < n_models; i++) {
-		const struct model_file *f = &files[i];
-		struct lib_name *ln = &names[n_names];
-		ln->name = f->prefix ? strndup(f->name, f->prefix) : NULL;
-		if (f->prefix && !ln->name)
-			goto out_models;
-		if (!ln->name || !claim(&set, &strs[f->entry], ln->name)) {
-			free(ln->name);
-			ln->name = strdup(f->name);
-			if (!ln->name)
-				goto out_models;
-			for (unsigned k = 2; !claim(&set, &strs[f->entry], ln->name); k++) {
-				size_t len = strlen(f->name) + 16;
-				char *alt = malloc(len);
-				if (!alt)
-					goto out_models;
-				snprintf(alt, len, "%s~%u", f->name, k);
-				free(ln->name);
-				ln->name = alt;
-			}
+		int m = name_model(&set, strs, &files[i], &names[n_names]);
+		if (m < 0) {
+			free(names[n_names].name);
+			goto out;
 		}
-		ln->type = LIB_NODE_MODEL;
-		ln->entry = f->entry;
-		ln->files = c_by_entry[f->entry];
-		ln->version = v_by_entry[f->entry];
 		n_names++;
 	}
 	qsort(names, n_names, sizeof *names, name_cmp);
@@ -186,9 +194,6 @@ int lib_names(struct lib_entry *e, size_t n, bool root, struct lib_name **out, s
 	*n_out = n_names;
 	names = NULL;
 	r = 0;
-out_models:
-	free(v_by_entry);
-	free(c_by_entry);
 out:
 	lib_names_free(names, n_names);
 	free(files);

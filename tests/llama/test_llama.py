@@ -155,10 +155,4 @@ class Llama(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    why = node_ready()
-    if why:
-        if os.environ.get("GGUFS_REQUIRE_LLAMA"):
-            sys.exit("llama tests required (GGUFS_REQUIRE_LLAMA) but " + why)
-        print(why + ": skipping", file=sys.stderr)
-        sys.exit(77)
-    gm.main()
+    gm.main("llama", node_ready())

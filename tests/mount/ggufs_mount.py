@@ -58,7 +58,15 @@ def setup():
         sys.exit(77)
 
 
-def main():
+def main(what=None, missing=None):
+    """Runs the script's tests. what, missing: a tool they need ("llama") and why it is
+    absent (None: it is there); without it the script is skipped, or fails where
+    GGUFS_REQUIRE_<WHAT> is set (CI requires it)."""
+    if missing:
+        if os.environ.get("GGUFS_REQUIRE_" + what.upper()):
+            sys.exit("%s tests required (GGUFS_REQUIRE_%s) but %s" % (what, what.upper(), missing))
+        print(missing + ": skipping", file=sys.stderr)
+        sys.exit(77)
     setup()
     unittest.main(verbosity=2)
 
@@ -230,21 +238,40 @@ def public_tmpdir():
     return d
 
 
-class RefusedMountCase(unittest.TestCase):
+class ScratchCase(unittest.TestCase):
+    """A test with a fresh directory self.tmp of its own (prefix; with public, one that
+    others may enter), removed at its end, holding an empty folder per entry of `folders`
+    (attribute: its name in self.tmp). A mount still on self.mnt at the end is unmounted
+    first; with must_not_mount, it also fails the test."""
+
+    prefix = "ggufs-test-"
+    public = False
+    folders = {"mnt": "mnt"}
+    must_not_mount = False
+
+    def setUp(self):
+        self.tmp = public_tmpdir() if self.public else tempfile.mkdtemp(prefix=self.prefix)
+        for attr, name in self.folders.items():
+            setattr(self, attr, os.path.join(self.tmp, name))
+            os.mkdir(getattr(self, attr))
+
+    def tearDown(self):
+        mnt = getattr(self, "mnt", None)
+        mounted = mnt is not None and is_mounted(mnt)
+        if mounted:
+            unmount(mnt)
+        shutil.rmtree(self.tmp)
+        if mounted and self.must_not_mount:
+            self.fail("something was mounted")
+
+
+class RefusedMountCase(ScratchCase):
     """A test of mounts that must not happen: each test gets a fresh mount point,
     self.mnt in self.tmp (a directory others may enter), and fails if anything is
     mounted there at its end."""
 
-    def setUp(self):
-        self.tmp = public_tmpdir()
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-
-    def tearDown(self):
-        if is_mounted(self.mnt):
-            unmount(self.mnt)
-            self.fail("something was mounted")
-        shutil.rmtree(self.tmp)
+    public = True
+    must_not_mount = True
 
 
 def read_file(path):
@@ -375,9 +402,11 @@ def gguf_string(b):
     return struct.pack("<Q", len(b)) + b
 
 
-def write_gguf(path, kvs, tensors, alignment=32):
+def write_gguf(path, kvs, tensors, alignment=32, order=None):
     """A GGUF v3 file. kvs: [(key, value)] with str or int (uint32) values; tensors:
-    [(name, dims, ggml_type, data bytes)], each placed at the next aligned offset."""
+    [(name, dims, ggml_type, data bytes)], each placed at the next aligned offset, their
+    data in the file in the order of `order` (indices into tensors; None: as listed).
+    Returns the tensors' data offsets in the file."""
     import struct
     out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
     for key, value in kvs:
@@ -386,10 +415,11 @@ def write_gguf(path, kvs, tensors, alignment=32):
             out += struct.pack("<II", GGUF_UINT32, value)
         else:
             out += struct.pack("<I", GGUF_STRING) + gguf_string(value)
-    offsets, off = [], 0
-    for name, dims, gtype, data in tensors:
-        offsets.append(off)
-        off += len(data)
+    order = range(len(tensors)) if order is None else order
+    offsets, off = [0] * len(tensors), 0
+    for i in order:
+        offsets[i] = off
+        off += len(tensors[i][3])
         off += -off % alignment
     for (name, dims, gtype, data), toff in zip(tensors, offsets):
         out += gguf_string(name) + struct.pack("<I", len(dims))
@@ -397,8 +427,8 @@ def write_gguf(path, kvs, tensors, alignment=32):
         out += struct.pack("<IQ", gtype, toff)
     out += b"\0" * (-len(out) % alignment)
     data_start = len(out)
-    for (name, dims, gtype, data), toff in zip(tensors, offsets):
-        out += b"\0" * (data_start + toff - len(out)) + data
+    for i in order:
+        out += b"\0" * (data_start + offsets[i] - len(out)) + tensors[i][3]
     with open(path, "wb") as f:
         f.write(out)
     return [data_start + o for o in offsets]

@@ -17,6 +17,16 @@ import unittest
 import ggufs_mount as gm
 
 
+def wait_mounted(test, p):
+    """Waits until test.mnt is mounted by foreground daemon p: fails the test when p
+    ends first or the mount takes longer than gm.MOUNT_TIMEOUT."""
+    deadline = time.monotonic() + gm.MOUNT_TIMEOUT
+    while not gm.is_mounted(test.mnt):
+        test.assertIsNone(p.poll())
+        test.assertLess(time.monotonic(), deadline)
+        time.sleep(0.02)
+
+
 class Refused(gm.RefusedMountCase):
     """Whatever is wrong, ggufs says so in one line and mounts nothing."""
 
@@ -191,11 +201,7 @@ class Refused(gm.RefusedMountCase):
         p = subprocess.Popen([gm.GGUFS, "-f", gm.TINY, self.mnt], stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + gm.MOUNT_TIMEOUT
-            while not gm.is_mounted(self.mnt):
-                self.assertIsNone(p.poll())
-                self.assertLess(time.monotonic(), deadline)
-                time.sleep(0.02)
+            wait_mounted(self, p)
             p.kill()
             p.wait()
             r = gm.run_ggufs([gm.TINY, self.mnt])
@@ -330,16 +336,7 @@ class Info(unittest.TestCase):
                 self.assertTrue(any(re.match(pat, l) for l in help_lines), name)
 
 
-class Daemon(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ggufs-test-")
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-
-    def tearDown(self):
-        if gm.is_mounted(self.mnt):
-            gm.unmount(self.mnt)
-        shutil.rmtree(self.tmp)
+class Daemon(gm.ScratchCase):
 
     def wait_gone(self, timeout=20):
         deadline = time.monotonic() + timeout
@@ -400,11 +397,7 @@ class Daemon(unittest.TestCase):
         p = subprocess.Popen([gm.GGUFS, "-f", gm.TINY, self.mnt], stdin=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
         try:
-            deadline = time.monotonic() + gm.MOUNT_TIMEOUT
-            while not gm.is_mounted(self.mnt):
-                self.assertIsNone(p.poll())
-                self.assertLess(time.monotonic(), deadline)
-                time.sleep(0.02)
+            wait_mounted(self, p)
             os.listdir(self.mnt)
             p.send_signal(signal.SIGTERM)
             self.assertEqual(p.wait(timeout=20), 0)

@@ -333,26 +333,11 @@ class Edits(unittest.TestCase):
                         ["sed", "-i", "s/$/ (fixed)/", md("general.name")]):
                 r = subprocess.run(cmd, stderr=subprocess.PIPE)
                 self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertEqual(sorted(os.listdir(md())), keys)
-            self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"7\n")
-            self.assertEqual(os.getxattr(md("tokenizer.ggml.eos_token_id"), "user.gguf.type"),
-                             b"uint32")
-            self.assertEqual(os.stat(md("tokenizer.ggml.eos_token_id")).st_ino, eos)
-            self.assertEqual(os.getxattr(md("tokenizer.ggml.tokens"), "user.gguf.type"),
-                             b"array[string]")
-            self.assertEqual(meta(m, "tokenizer.ggml.tokens").split(b"\n"),
-                             [b"<UNK>"] + tokens[1:])
-            doc = edits_of(self.file)
-            self.assertEqual(doc["set"]["tokenizer.ggml.eos_token_id"], {"type": "uint32", "value": 7})
-            self.assertEqual(sorted(doc["set"]), ["general.name", "tokenizer.ggml.eos_token_id",
-                                                  "tokenizer.ggml.tokens"])
-            self.assertEqual((doc["deleted"], doc["renamed"]), ([], {}))
-            inner, _ = parses_back(self, m.path)
-            self.assertEqual(list(inner["metadata"]), keys_in_order(m))
+            self.vim_save_checks(m, keys, eos, tokens)
 
     def vim_save_checks(self, m, keys, eos_ino, tokens):
         """After saves of the eos id (7), the first token (<UNK>) and general.name by
-        vim's way: types, places, inodes and values kept; no scratch name anywhere."""
+        vim's way (or sed -i's): types, places, inodes and values kept; no scratch name anywhere."""
         md = lambda *k: m.p("metadata", *k)
         self.assertEqual(sorted(os.listdir(md())), keys)
         self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"7\n")
@@ -439,6 +424,39 @@ class Edits(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.vim_save_checks(m, keys, eos_ino, tokens)
             self.assertEqual(meta(m, "general.name")[-8:], b"(fixed)\n")
+            self.assertNotIn("edit refused", m.stderr())
+
+    def test_real_emacs(self):
+        """emacs itself (batch; backups enabled in /tmp, where the mount is) edits a
+        uint32, an array and a string: its first save renames KEY to KEY~ and writes a
+        new KEY, which keeps the key's type, place and inode; its lock file (.#KEY, a
+        symlink) is refused and emacs saves anyway; KEY~ stays a scratch file with the
+        old text until unmount, and FILE holds those three edits only."""
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            keys = sorted(os.listdir(md()))
+            eos_ino = os.stat(md("tokenizer.ggml.eos_token_id")).st_ino
+            tokens = meta(m, "tokenizer.ggml.tokens").split(b"\n")
+            old_name = meta(m, "general.name")
+            for key, edit in (("tokenizer.ggml.eos_token_id", '(progn (erase-buffer) (insert "7\\n"))'),
+                              ("tokenizer.ggml.tokens", "(progn (goto-char (point-min)) (kill-line)"
+                                                        ' (insert "<UNK>"))'),
+                              ("general.name", '(progn (goto-char (point-min)) (end-of-line)'
+                                               ' (insert " (fixed)"))')):
+                r = subprocess.run(["emacs", "-Q", "--batch",
+                                    "--eval", "(setq backup-enable-predicate (lambda (f) t))",
+                                    md(key), "--eval", edit, "-f", "save-buffer"],
+                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn(key + "~", os.listdir(md()))
+            self.assertEqual(gm.read_file(md("general.name~")), old_name)
+            backups = sorted(k for k in os.listdir(md()) if k.endswith("~"))
+            self.assertEqual(backups, ["general.name~", "tokenizer.ggml.eos_token_id~",
+                                       "tokenizer.ggml.tokens~"])
+            for b in backups:   # the user's clean-up; they would go at unmount anyway
+                os.unlink(md(b))
+            self.vim_save_checks(m, keys, eos_ino, tokens)
+            self.assertEqual(meta(m, "general.name"), old_name[:-1] + b" (fixed)\n")
             self.assertNotIn("edit refused", m.stderr())
 
     def test_scratch_files(self):

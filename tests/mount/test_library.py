@@ -7,9 +7,7 @@ import json
 import os
 import shutil
 import struct
-import tempfile
 import time
-import unittest
 
 import ggufs_mount as gm
 
@@ -61,14 +59,9 @@ def xattr_int(path, name):
     return int(os.getxattr(path, name))
 
 
-class LibraryTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ggufs-lib-")
-        self.src = os.path.join(self.tmp, "models")
-        os.mkdir(self.src)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp)
+class LibraryTest(gm.ScratchCase):
+    prefix = "ggufs-lib-"
+    folders = {"src": "models"}
 
     def put(self, rel, data=None, copy=None):
         p = os.path.join(self.src, rel)

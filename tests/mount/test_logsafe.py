@@ -13,7 +13,6 @@ import re
 import shutil
 import stat
 import struct
-import tempfile
 import unittest
 
 import ggufs_mount as gm
@@ -94,22 +93,15 @@ class Escaped(unittest.TestCase):
             gm.unmount(mnt)
 
 
-class LogFileRules(unittest.TestCase):
+class LogFileRules(gm.ScratchCase):
     """Each refusal is one line on stderr naming the file, exit status 1, nothing
     mounted, and nothing written where the name leads."""
 
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ggufs-test-")   # 0700, root's
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-        self.log = os.path.join(self.tmp, "ggufs.log")
+    must_not_mount = True   # and self.tmp is 0700, root's
 
-    def tearDown(self):
-        mounted = gm.is_mounted(self.mnt)
-        if mounted:
-            gm.unmount(self.mnt)
-        shutil.rmtree(self.tmp)
-        self.assertFalse(mounted, "something was mounted")
+    def setUp(self):
+        super().setUp()
+        self.log = os.path.join(self.tmp, "ggufs.log")
 
     def refused(self, log, says):
         r = gm.run_ggufs(["-o", "log=" + log, gm.TINY, self.mnt])

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 
 import ggufs_mount as gm
 
@@ -59,7 +58,7 @@ def ggufs_pid(mountpoint):
     return pids
 
 
-class MountCommand(unittest.TestCase):
+class MountCommand(gm.ScratchCase):
 
     @classmethod
     def setUpClass(cls):
@@ -82,9 +81,7 @@ class MountCommand(unittest.TestCase):
         shutil.rmtree(cls.bin)
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ggufs-test-")
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
+        super().setUp()
         self.model = os.path.realpath(gm.TINY)
         self.env = dict(os.environ)
         log = os.path.join(self.tmp, "san")

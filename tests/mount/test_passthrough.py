@@ -363,16 +363,11 @@ def small_model(path, seed, size=1 << 16):
                   [("data", [size // 4], gm.GGML_F32, os.urandom(size))])
 
 
-class Library(unittest.TestCase):
+class Library(gm.ScratchCase):
     """model.gguf inside a local library (a folder of models)."""
 
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ggufs-pt-lib-")
-        self.src = os.path.join(self.tmp, "models")
-        os.mkdir(self.src)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp)
+    prefix = "ggufs-pt-lib-"
+    folders = {"src": "models"}
 
     def skip_without(self, path):
         why = os.getxattr(path, XATTR).decode()

@@ -504,15 +504,8 @@ class Segments(StatsCase):
             shutil.rmtree(tmp)
 
 
-class BadInput(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ggufs-test-")
-        self.mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(self.mnt)
-
-    def tearDown(self):
-        self.assertFalse(gm.is_mounted(self.mnt))
-        shutil.rmtree(self.tmp)
+class BadInput(gm.ScratchCase):
+    must_not_mount = True
 
     def same_line_as_mount(self, path):
         mount = gm.run_ggufs([path, self.mnt])

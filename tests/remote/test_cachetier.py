@@ -91,7 +91,15 @@ class CacheTier(unittest.TestCase):
                 for t in threads:
                     t.join(300)
                 self.assertEqual(got, [self.sha] * 3)
-                asked = sum(int(os.getxattr(m.path, "user.ggufs.bytes_fetched")) for m in mounts)
+                # a request's bytes are counted when it ends, which can be just after a
+                # reader waiting on it got its last bytes: wait (bounded) for the count
+                deadline = time.monotonic() + 10
+                while True:
+                    asked = sum(int(os.getxattr(m.path, "user.ggufs.bytes_fetched"))
+                                for m in mounts)
+                    if asked >= 3 * len(self.data) or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
             finally:
                 for m in mounts:
                     m.__exit__(None, None, None)

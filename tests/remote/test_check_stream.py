@@ -11,7 +11,6 @@ request) instead of refused:
 - a mount of the same URL is still refused (a mount reads anywhere: it needs Range)."""
 import os
 import shutil
-import struct
 import tempfile
 import unittest
 
@@ -22,28 +21,6 @@ from remote_common import TINY, FaultServer, gm
 MIB = 1 << 20
 
 
-def write_gguf_reversed(path, tensors, alignment=32):
-    """A GGUF of f32 tensors [(name, values)] whose data lie in the file last first."""
-    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), 1)
-    out += gm.gguf_string("general.architecture") + struct.pack("<I", gm.GGUF_STRING)
-    out += gm.gguf_string("llama")
-    offsets, off = {}, 0
-    for name, values in reversed(tensors):
-        offsets[name] = off
-        off += values.nbytes
-        off += -off % alignment
-    for name, values in tensors:
-        out += gm.gguf_string(name) + struct.pack("<IQ", 1, values.size)
-        out += struct.pack("<IQ", gm.GGML_F32, offsets[name])
-    out += b"\0" * (-len(out) % alignment)
-    start = len(out)
-    for name, values in reversed(tensors):
-        out += b"\0" * (start + offsets[name] - len(out)) + values.tobytes()
-    with open(path, "wb") as f:
-        f.write(out)
-    return out
-
-
 class CheckStream(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -52,8 +29,11 @@ class CheckStream(unittest.TestCase):
         values = [rng.standard_normal(n, dtype=numpy.float32) for n in (9 * MIB, 12 * MIB, 3 * MIB)]
         values[1][12345] = numpy.nan    # one unhealthy tensor, so the report says something
         cls.big = os.path.join(cls.dir, "big.gguf")
-        cls.big_data = write_gguf_reversed(cls.big, [("a", values[0]), ("b", values[1]),
-                                                     ("c", values[2])])
+        # the tensors' data lie in the file last first
+        gm.write_gguf(cls.big, [("general.architecture", "llama")],
+                      [(name, [v.size], gm.GGML_F32, v.tobytes())
+                       for name, v in zip("abc", values)], order=(2, 1, 0))
+        cls.big_data = gm.read_file(cls.big)
 
     @classmethod
     def tearDownClass(cls):

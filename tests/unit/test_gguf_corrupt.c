@@ -15,6 +15,7 @@
 #include "unit.h"
 
 #include "gguf.h"
+#include "test_rng.h"
 
 #ifndef TEST_DATA
 #error "TEST_DATA must name tests/data"
@@ -51,14 +52,6 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static uint64_t xorshift(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
 }
 
 static int setup(void **state)
@@ -147,7 +140,7 @@ static int parse_and_check(const uint8_t *img, uint64_t size, const char *what)
  * or the last 4 KB (the tensor infos), where every byte is structure. */
 static size_t pick_pos(uint64_t *rng, uint64_t header)
 {
-	uint64_t r = xorshift(rng);
+	uint64_t r = xorshift64(rng);
 	switch (r % 3) {
 	case 0: return (size_t)((r >> 8) % header);
 	case 1: return (size_t)((r >> 8) % (header < 2048 ? header : 2048));
@@ -174,15 +167,15 @@ static void test_random_corruption(void **state)
 		size_t pos[16];
 		uint8_t old[16][8];
 		size_t len[16];
-		int n_edits = 1 + (int)(xorshift(&rng) % 4 == 0 ? xorshift(&rng) % 16 : 0);
+		int n_edits = 1 + (int)(xorshift64(&rng) % 4 == 0 ? xorshift64(&rng) % 16 : 0);
 		for (int e = 0; e < n_edits; e++) {
-			uint64_t kind = xorshift(&rng) % 4;
+			uint64_t kind = xorshift64(&rng) % 4;
 			pos[e] = pick_pos(&rng, header);
 			len[e] = kind >= 2 ? 8 : 1;
 			if (pos[e] + len[e] > header)
 				len[e] = header - pos[e];
 			memcpy(old[e], m->img + pos[e], len[e]);
-			uint64_t r = xorshift(&rng);
+			uint64_t r = xorshift64(&rng);
 			switch (kind) {
 			case 0:   /* one random byte */
 				m->img[pos[e]] = (uint8_t)r;

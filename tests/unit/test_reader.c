@@ -22,6 +22,7 @@
 #include "guard.h"
 #include "model.h"
 #include "reader.h"
+#include "test_rng.h"
 #include "types.h"
 
 /* Tensor 0: q8_0, 8192 blocks (278528 bytes, more than a slice of a fetched read);
@@ -49,10 +50,7 @@ static uint64_t rng = 0x9e3779b97f4a7c15u;
 
 static uint8_t next_byte(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint8_t)(rng >> 24);
+	return (uint8_t)(xorshift64(&rng) >> 24);
 }
 
 /* The stored bytes of tensor i in the file as written. */

@@ -23,19 +23,17 @@
 #include "gguf_writer.h"
 #include "render_stats.h"
 #include "stats.h"
+#include "test_rng.h"
 #include "tree.h"
 
 /* ---- values ---- */
 
 static uint64_t rng = 88172645463325252u;
 
-/* xorshift64: a fixed sequence, so a failure reproduces. */
+/* The sequence of this test (test_rng.h). */
 static uint64_t next_u64(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return xorshift64(&rng);
 }
 
 /* Roughly normal values around mean with spread sd (sum of four uniforms). */
@@ -226,12 +224,6 @@ static void test_no_finite(void **state)
 }
 
 /* ---- block scales ---- */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
 
 static void test_bad_blocks(void **state)
 {

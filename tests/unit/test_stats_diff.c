@@ -22,16 +22,14 @@
 #include "guard.h"
 #include "model.h"
 #include "stats_diff.h"
+#include "test_rng.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1du;
 
-/* xorshift64: a fixed sequence, so a failure reproduces. */
+/* The sequence of this test (test_rng.h). */
 static uint64_t next_u64(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return xorshift64(&rng);
 }
 
 static float uniform(void)

@@ -20,22 +20,15 @@
 #include "dequant.h"
 #include "stats.h"
 #include "stats_quant.h"
+#include "test_rng.h"
 #include "types.h"
 
 static uint64_t rng = 0x243f6a8885a308d3u;
 
+/* The sequence of this test (test_rng.h). */
 static uint64_t next_u64(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
+	return xorshift64(&rng);
 }
 
 /* Sets sub-block j's 6-bit scale and min in q4_K's 12 scale bytes (blocks.h). */

@@ -21,16 +21,14 @@
 #include "model.h"
 #include "stats.h"
 #include "stats_scan.h"
+#include "test_rng.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 
-/* xorshift64: a fixed sequence, so a failure reproduces. */
+/* The sequence of this test (test_rng.h). */
 static uint64_t next_u64(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return xorshift64(&rng);
 }
 
 /* The model's tensors: q8_0 over three segments (the last short), f32 of one short
