@@ -23,14 +23,14 @@
 #include "gguf_writer.h"
 #include "render_stats.h"
 #include "stats.h"
-#include "test_rng.h"
+#include "test_data.h"
 #include "tree.h"
 
 /* ---- values ---- */
 
 static uint64_t rng = 88172645463325252u;
 
-/* The sequence of this test (test_rng.h). */
+/* The sequence of this test (test_data.h). */
 static uint64_t next_u64(void)
 {
 	return xorshift64(&rng);
@@ -43,13 +43,6 @@ static float next_value(float mean, float sd)
 	for (int k = 0; k < 4; k++)
 		u += (double)(next_u64() >> 11) * 0x1p-53 - 0.5;
 	return (float)(mean + sd * u * 1.7);
-}
-
-static float from_bits(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
 }
 
 /* The reference: two passes in long double over the finite values, counts by
@@ -100,15 +93,15 @@ static float *planted_values(uint64_t *n)
 	for (uint64_t i = 0; i < *n; i++)
 		x[i] = next_value(3.0f, 0.01f);
 	x[0] = NAN;                      /* before any finite value */
-	x[17] = from_bits(0xffc00001);   /* a negative NaN with a payload */
+	x[17] = float_of_bits(0xffc00001);   /* a negative NaN with a payload */
 	x[5000] = INFINITY;
 	x[5001] = -INFINITY;
 	x[5002] = -INFINITY;
 	x[7] = 0.0f;
 	x[99999] = -0.0f;
-	x[123] = from_bits(0x00000001);  /* the smallest subnormal */
-	x[124] = from_bits(0x807fffff);  /* the largest negative one */
-	x[100001] = from_bits(0x007fffff);  /* in the scalar tail of the last block */
+	x[123] = float_of_bits(0x00000001);  /* the smallest subnormal */
+	x[124] = float_of_bits(0x807fffff);  /* the largest negative one */
+	x[100001] = float_of_bits(0x007fffff);  /* in the scalar tail of the last block */
 	x[50000] = -7.5f;                /* the min */
 	x[60000] = 11.25f;               /* the max and absmax */
 	return x;
@@ -358,7 +351,7 @@ static void tensor_data(int k, bool faults, struct gw *w, uint64_t *ne0, uint32_
 			if (faults && k == 6)
 				v = i % 3 ? 0.0f : -0.0f;
 			if (faults && k == 7 && i % 70 == 0 && i < 490)
-				v = from_bits(0x00000100u + (uint32_t)i);
+				v = float_of_bits(0x00000100u + (uint32_t)i);
 			gw_f32(w, v);
 		}
 		return;

@@ -22,11 +22,11 @@
 #include "guard.h"
 #include "model.h"
 #include "stats_diff.h"
-#include "test_rng.h"
+#include "test_data.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1du;
 
-/* The sequence of this test (test_rng.h). */
+/* The sequence of this test (test_data.h). */
 static uint64_t next_u64(void)
 {
 	return xorshift64(&rng);

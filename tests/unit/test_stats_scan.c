@@ -21,11 +21,11 @@
 #include "model.h"
 #include "stats.h"
 #include "stats_scan.h"
-#include "test_rng.h"
+#include "test_data.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 
-/* The sequence of this test (test_rng.h). */
+/* The sequence of this test (test_data.h). */
 static uint64_t next_u64(void)
 {
 	return xorshift64(&rng);
