@@ -93,24 +93,26 @@ static void test_bools(void **state)
 	EXPECT(&vf, "false\n");
 }
 
-static void check_f32(float x, const char *want)
+/* A value of type stored as the size bytes of bits, little-endian, renders as want and
+ * a newline. */
+static void check_line(uint32_t type, uint64_t bits, int size, const char *want)
 {
 	struct bytes w = { .n = 0 };
-	put_f32(&w, x);
-	struct gguf_value v = val(GGUF_TYPE_FLOAT32, &w);
+	put_le(&w, bits, size);
+	struct gguf_value v = val(type, &w);
 	char line[64];
 	snprintf(line, sizeof line, "%s\n", want);
 	expect_render(&v, line, strlen(line));
 }
 
+static void check_f32(float x, const char *want)
+{
+	check_line(GGUF_TYPE_FLOAT32, bits_of_float(x), 4, want);
+}
+
 static void check_f64(double x, const char *want)
 {
-	struct bytes w = { .n = 0 };
-	put_f64(&w, x);
-	struct gguf_value v = val(GGUF_TYPE_FLOAT64, &w);
-	char line[64];
-	snprintf(line, sizeof line, "%s\n", want);
-	expect_render(&v, line, strlen(line));
+	check_line(GGUF_TYPE_FLOAT64, bits_of_double(x), 8, want);
 }
 
 static void test_float32(void **state)
