@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 
-from servers import STOP_TIMEOUT, make_cert
+from servers import STOP_TIMEOUT, make_cert, settled
 
 
 class Body:
@@ -547,12 +547,7 @@ class FaultServer:
     def log_settled(self, at_least=0, timeout=5.0):
         """log() once at least at_least requests are logged (a request is logged when
         its answer has been written, so a client may be a moment ahead of the log)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            r = self.log()
-            if len(r) >= at_least or time.monotonic() > deadline:
-                return r
-            time.sleep(0.02)
+        return settled(self.log, at_least, timeout)
 
     def quiet(self, for_s=0.3, timeout=10.0):
         """Waits until no request is being answered and none has ended for for_s seconds

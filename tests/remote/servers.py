@@ -48,6 +48,18 @@ def wait_listening(host, port, proc, timeout=START_TIMEOUT):
             time.sleep(0.02)
 
 
+def settled(read_log, at_least, timeout):
+    """read_log() once it holds at least at_least requests, or after timeout seconds:
+    a server logs a request once its answer has gone, so a client may be a moment ahead
+    of the log."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = read_log()
+        if len(r) >= at_least or time.monotonic() > deadline:
+            return r
+        time.sleep(0.02)
+
+
 def make_cert(directory, host="127.0.0.1"):
     """A self-signed certificate for IP host, made with openssl: returns (cert, key)
     paths. The certificate is its own CA, so it is also the cafile clients verify with."""
@@ -234,12 +246,7 @@ class Nginx(NginxProcess):
     def records_settled(self, at_least=0, timeout=5.0):
         """records() once at least at_least requests are logged (nginx writes the line
         after the response has gone, so a client may be a moment ahead of the log)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            r = self.records()
-            if len(r) >= at_least or time.monotonic() > deadline:
-                return r
-            time.sleep(0.02)
+        return settled(self.records, at_least, timeout)
 
     def clear_log(self):
         """Empties the access log (nginx keeps appending to the same open file)."""
