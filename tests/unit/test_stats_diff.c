@@ -65,6 +65,18 @@ static void scalar_sums(const float *a, const float *b, uint64_t n, double out[5
 	}
 }
 
+/* s's sums of a and b (N values each) are the scalar loop's, bit for bit. */
+static void expect_scalar_sums(const struct diff_sums *s, const float *a, const float *b)
+{
+	double want[5];
+	scalar_sums(a, b, N, want);
+	assert_memory_equal(&s->d2, &want[0], sizeof(double));
+	assert_memory_equal(&s->a2, &want[1], sizeof(double));
+	assert_memory_equal(&s->b2, &want[2], sizeof(double));
+	assert_memory_equal(&s->ab, &want[3], sizeof(double));
+	assert_memory_equal(&s->max_abs, &want[4], sizeof(double));
+}
+
 static void test_against_references(void **state)
 {
 	(void)state;
@@ -76,13 +88,7 @@ static void test_against_references(void **state)
 	struct diff_sums s;
 	diff_sums_init(&s);
 	diff_sums_add(&s, a, b, N);
-	double want[5];
-	scalar_sums(a, b, N, want);
-	assert_memory_equal(&s.d2, &want[0], sizeof(double));
-	assert_memory_equal(&s.a2, &want[1], sizeof(double));
-	assert_memory_equal(&s.b2, &want[2], sizeof(double));
-	assert_memory_equal(&s.ab, &want[3], sizeof(double));
-	assert_memory_equal(&s.max_abs, &want[4], sizeof(double));
+	expect_scalar_sums(&s, a, b);
 	long double d2 = 0, a2 = 0, b2 = 0, ab = 0;
 	for (int i = 0; i < N; i++) {
 		const long double x = a[i], y = b[i];
@@ -118,13 +124,7 @@ static void test_every_magnitude(void **state)
 	diff_sums_init(&s);
 	diff_sums_add(&s, a, b, N);
 	assert_int_equal(s.nonfinite, 0);
-	double want[5];
-	scalar_sums(a, b, N, want);
-	assert_memory_equal(&s.d2, &want[0], sizeof(double));
-	assert_memory_equal(&s.a2, &want[1], sizeof(double));
-	assert_memory_equal(&s.b2, &want[2], sizeof(double));
-	assert_memory_equal(&s.ab, &want[3], sizeof(double));
-	assert_memory_equal(&s.max_abs, &want[4], sizeof(double));
+	expect_scalar_sums(&s, a, b);
 }
 
 static void test_identical(void **state)
