@@ -199,35 +199,35 @@ static const struct { const char *name; uint32_t type; uint64_t n; } tensors[] =
 	{ "w.q8_0", GGML_TYPE_Q8_0, 9 * DIFF_CHUNK + 64 },
 };
 
+/* gw_flat_model's tensor k: tensors[k], random values of the sequence. */
+static void flat_tensor(void *ctx, int k, const char **name, uint32_t *type, uint64_t *n,
+                        struct gw *data)
+{
+	(void)ctx;
+	*name = tensors[k].name;
+	*type = tensors[k].type;
+	*n = tensors[k].n;
+	if (tensors[k].type == GGML_TYPE_F32) {
+		for (uint64_t i = 0; i < tensors[k].n; i++)
+			gw_f32(data, uniform());
+	} else {
+		for (uint64_t b = 0; b < tensors[k].n / 32; b++) {
+			gw_u16(data, 0x2400);
+			for (int i = 0; i < 32; i++)
+				gw_u8(data, (uint8_t)next_u64());
+		}
+	}
+}
+
 /* A model of those tensors, from seed (the same seed, the same values). */
 static void write_model(const char *path, uint64_t seed)
 {
-	struct gw w, data;
+	struct gw w;
 	gw_init(&w);
-	gw_init(&data);
-	gw_header(&w, 3, 2, 1);
-	gw_kv_str(&w, "general.architecture", "test");
 	rng = seed;
-	for (int k = 0; k < 2; k++) {
-		const uint64_t ne[1] = { tensors[k].n };
-		gw_tensor(&w, tensors[k].name, 1, ne, tensors[k].type, data.len);
-		if (tensors[k].type == GGML_TYPE_F32) {
-			for (uint64_t i = 0; i < tensors[k].n; i++)
-				gw_f32(&data, uniform());
-		} else {
-			for (uint64_t b = 0; b < tensors[k].n / 32; b++) {
-				gw_u16(&data, 0x2400);
-				for (int i = 0; i < 32; i++)
-					gw_u8(&data, (uint8_t)next_u64());
-			}
-		}
-		gw_fill(&data, 0, (32 - data.len % 32) % 32);
-	}
-	gw_align(&w, 32);
-	gw_raw(&w, data.buf, data.len);
+	gw_flat_model(&w, 2, flat_tensor, NULL);
 	assert_true(gw_save(&w, path));
 	gw_free(&w);
-	gw_free(&data);
 }
 
 static struct ggufs_model *open_path(const char *path)
