@@ -22,4 +22,16 @@ int gguf_header_write(uint32_t version, const struct gguf_kv *const *kv, uint64_
                       uint64_t n_t, uint64_t alignment, uint8_t *out, uint64_t cap,
                       uint64_t *len, char err[GGUF_ERR_MAX]);
 
+/* That header in two pieces, for one assembled from them (modelfile.h: every metadata
+ * state of a model shares its tensor infos): gguf_header_head_write writes "GGUF"
+ * through the last key (a header of n_t tensors), gguf_tensor_infos_write the tensor
+ * infos; neither pads. The two, then zeros to the alignment, are gguf_header_write's
+ * bytes. out, cap, *len and the returns as above. */
+int gguf_header_head_write(uint32_t version, uint64_t n_t, const struct gguf_kv *const *kv,
+                           uint64_t n_kv, uint8_t *out, uint64_t cap, uint64_t *len,
+                           char err[GGUF_ERR_MAX]);
+int gguf_tensor_infos_write(const struct gguf_tensor *const *tensors, const uint64_t *offsets,
+                            uint64_t n_t, uint8_t *out, uint64_t cap, uint64_t *len,
+                            char err[GGUF_ERR_MAX]);
+
 #endif

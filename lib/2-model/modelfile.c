@@ -15,14 +15,11 @@
 #define ZERO_BYTES (64u << 10)
 static const uint8_t zeros[ZERO_BYTES];
 
-/* The merged layout of a split model: header, then each tensor at the next multiple of
- * the alignment after the one before. */
-static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
-                        char err[GGUF_ERR_MAX])
+/* The shards of a split model agree on what a merged file has one of (the GGUF version,
+ * the alignment): 0, or -1 with err naming the first that does not. */
+static int shards_agree(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 {
-	const struct gguf_file *g0 = m->meta;
-	const uint64_t align = g0->alignment;
-	char why[GGUF_ERR_MAX];
+	const struct gguf_file *g0 = &m->shards[0].gf;
 	for (uint32_t s = 1; s < m->n_shards; s++) {
 		const struct gguf_file *g = &m->shards[s].gf;
 		if (g->version != g0->version) {
@@ -31,89 +28,193 @@ static int build_merged(const struct ggufs_model *m, struct modelfile *mf,
 			         m->shards[s].path, g->version, g0->version);
 			return -1;
 		}
-		if (g->alignment != align) {
+		if (g->alignment != g0->alignment) {
 			gguf_errf(err, "%s: alignment %" PRIu64 ", but the first shard's is "
 			         "%" PRIu64 ": the shards do not merge into one model.gguf",
-			         m->shards[s].path, g->alignment, align);
+			         m->shards[s].path, g->alignment, g0->alignment);
 			return -1;
 		}
 	}
+	return 0;
+}
 
-	int rc = -1;
-	const struct gguf_kv **kv = calloc(g0->n_kv + 1, sizeof *kv);
-	const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
-	uint64_t *offsets = calloc(m->n_tensors + 1, sizeof *offsets);
-	mf->spans = calloc(m->n_tensors + 1, sizeof *mf->spans);
-	if (!kv || !ts || !offsets || !mf->spans) {
+/* A split model's merged data section into mt: each tensor at the next multiple of the
+ * alignment after the one before, its span, and the section's length. -1 past 2^64
+ * (err) or out of memory. */
+static int lay_out_merged(const struct ggufs_model *m, struct modelfile_tensors *mt,
+                          char err[GGUF_ERR_MAX])
+{
+	const uint64_t align = m->shards[0].gf.alignment;
+	mt->tensor_offset = calloc(m->n_tensors + 1, sizeof *mt->tensor_offset);
+	mt->spans = calloc(m->n_tensors + 1, sizeof *mt->spans);
+	if (!mt->tensor_offset || !mt->spans) {
 		gguf_errf(err, "%s: out of memory for model.gguf", m->path);
-		goto out;
+		return -1;
+	}
+	uint64_t data = 0;   /* the data section's length so far */
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct gguf_tensor *t = m->tensors[i].t;
+		uint64_t end;
+		mt->tensor_offset[i] = data;
+		/* end rounded up: align is a power of two, so this overflows only past 2^64 */
+		if (__builtin_add_overflow(data, t->size, &end) ||
+		    __builtin_add_overflow(end, align - 1, &end)) {
+			gguf_errf(err, "%s: the merged model.gguf would be larger than 2^63 bytes",
+			          m->path);
+			return -1;
+		}
+		if (t->size)
+			mt->spans[mt->n_spans++] = (struct modelfile_span){
+				.off = data, .len = t->size, .shard_off = t->offset,
+				.shard = m->tensors[i].shard };
+		data = end & ~(align - 1);
+	}
+	mt->data_len = data;
+	mt->n_tensors = m->n_tensors;
+	return 0;
+}
+
+int modelfile_tensors_build(const struct ggufs_model *m, struct modelfile_tensors *mt,
+                            char err[GGUF_ERR_MAX])
+{
+	memset(mt, 0, sizeof *mt);
+	char why[GGUF_ERR_MAX];
+	int rc = -1;
+	const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
+	uint64_t *own_offsets = NULL;
+	const uint64_t *offsets;
+	if (!ts)
+		goto oom;
+	for (uint64_t i = 0; i < m->n_tensors; i++)
+		ts[i] = m->tensors[i].t;
+	if (m->n_shards > 1) {
+		if (shards_agree(m, err) < 0 || lay_out_merged(m, mt, err) < 0)
+			goto out;
+		offsets = mt->tensor_offset;
+	} else {
+		/* one file: each tensor where it is in the file's own data section */
+		if (!(own_offsets = calloc(m->n_tensors + 1, sizeof *own_offsets)))
+			goto oom;
+		for (uint64_t i = 0; i < m->n_tensors; i++)
+			own_offsets[i] = ts[i]->offset - m->shards[0].gf.data_offset;
+		offsets = own_offsets;
+	}
+	if (gguf_tensor_infos_write(ts, offsets, m->n_tensors, NULL, 0, &mt->infos_len, why) < 0)
+		goto bad;
+	if (!(mt->infos = malloc(mt->infos_len ? mt->infos_len : 1)))
+		goto oom;
+	if (gguf_tensor_infos_write(ts, offsets, m->n_tensors, mt->infos, mt->infos_len,
+	                            &mt->infos_len, why) < 0)
+		goto bad;
+	rc = 0;
+	goto out;
+bad:
+	gguf_errf(err, "%s: model.gguf: %s", m->path, why);
+	goto out;
+oom:
+	gguf_errf(err, "%s: out of memory for model.gguf", m->path);
+out:
+	free(ts);
+	free(own_offsets);
+	if (rc < 0)
+		modelfile_tensors_free(mt);
+	return rc;
+}
+
+void modelfile_tensors_free(struct modelfile_tensors *mt)
+{
+	free(mt->infos);
+	free(mt->spans);
+	free(mt->tensor_offset);
+	memset(mt, 0, sizeof *mt);
+}
+
+uint64_t modelfile_tensors_bytes(const struct modelfile_tensors *mt)
+{
+	return mt->infos_len + mt->n_spans * sizeof *mt->spans +
+	       (mt->tensor_offset ? mt->n_tensors * sizeof *mt->tensor_offset : 0);
+}
+
+/* The header of m's keys (kv, n_kv of them) in front of mt's tensor infos into mf: its
+ * first part written, the infos borrowed, and where the data section starts (the
+ * next multiple of the alignment); the size with data bytes of data section after it.
+ * 0, or -1 with err. */
+static int write_header(const struct ggufs_model *m, const struct gguf_kv *const *kv,
+                        uint64_t n_kv, const struct modelfile_tensors *mt, uint64_t data,
+                        struct modelfile *mf, char err[GGUF_ERR_MAX])
+{
+	const uint32_t version = m->shards[0].gf.version;
+	const uint64_t align = m->shards[0].gf.alignment;
+	char why[GGUF_ERR_MAX];
+	if (gguf_header_head_write(version, m->n_tensors, kv, n_kv, NULL, 0, &mf->head_len,
+	                           why) < 0)
+		goto bad;
+	if (!(mf->header = malloc(mf->head_len ? mf->head_len : 1))) {
+		gguf_errf(err, "%s: out of memory for the header of model.gguf", m->path);
+		return -1;
+	}
+	if (gguf_header_head_write(version, m->n_tensors, kv, n_kv, mf->header, mf->head_len,
+	                           &mf->head_len, why) < 0)
+		goto bad;
+	mf->infos = mt->infos;
+	/* align is a power of two (the parser checked); st_size is an off_t */
+	if (__builtin_add_overflow(mf->head_len, mt->infos_len, &mf->header_len) ||
+	    __builtin_add_overflow(mf->header_len, align - 1, &mf->data_offset) ||
+	    __builtin_add_overflow(mf->data_offset & ~(align - 1), data, &mf->size) ||
+	    mf->size > INT64_MAX) {
+		gguf_errf(err, "%s: model.gguf would be larger than 2^63 bytes", m->path);
+		return -1;
+	}
+	mf->data_offset &= ~(align - 1);
+	return 0;
+bad:
+	gguf_errf(err, "%s: model.gguf: %s", m->path, why);
+	return -1;
+}
+
+/* The merged layout of a split model: its header (the first shard's keys, or the edit
+ * state's, less the split.* ones), then each tensor where mt put it. */
+static int build_merged(const struct ggufs_model *m, const struct modelfile_tensors *mt,
+                        struct modelfile *mf, char err[GGUF_ERR_MAX])
+{
+	const struct gguf_file *g0 = m->meta;
+	const struct gguf_kv **kv = calloc(g0->n_kv + 1, sizeof *kv);
+	if (!kv) {
+		gguf_errf(err, "%s: out of memory for model.gguf", m->path);
+		return -1;
 	}
 	uint64_t n_kv = 0;
 	for (uint64_t k = 0; k < g0->n_kv; k++)
 		if (!model_split_key(&g0->kv[k].key))
 			kv[n_kv++] = &g0->kv[k];
-	uint64_t data = 0;   /* the data section's length so far */
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *t = m->tensors[i].t;
-		uint64_t end;
-		ts[i] = t;
-		offsets[i] = data;
-		/* end rounded up: align is a power of two, so this overflows only past 2^64 */
-		if (__builtin_add_overflow(data, t->size, &end) ||
-		    __builtin_add_overflow(end, align - 1, &end))
-			goto too_large;
-		data = end & ~(align - 1);
-	}
-	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align, NULL, 0,
-	                      &mf->header_len, why) < 0) {
-		gguf_errf(err, "%s: model.gguf: %s", m->path, why);
-		goto out;
-	}
-	/* st_size is an off_t */
-	if (__builtin_add_overflow(mf->header_len, data, &mf->size) || mf->size > INT64_MAX)
-		goto too_large;
-	mf->header = malloc(mf->header_len ? mf->header_len : 1);
-	if (!mf->header) {
-		gguf_errf(err, "%s: out of memory for the %" PRIu64 "-byte header of "
-		         "model.gguf", m->path, mf->header_len);
-		goto out;
-	}
-	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align,
-	                      mf->header, mf->header_len, &mf->header_len, why) < 0) {
-		gguf_errf(err, "%s: model.gguf: %s", m->path, why);
-		goto out;
-	}
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		if (ts[i]->size == 0)
-			continue;
-		mf->spans[mf->n_spans++] = (struct modelfile_span){
-			.off = mf->header_len + offsets[i], .len = ts[i]->size,
-			.shard_off = ts[i]->offset, .shard = m->tensors[i].shard };
-	}
-	mf->data_offset = mf->header_len;
-	mf->tensor_offset = offsets;
-	offsets = NULL;
-	rc = 0;
-	goto out;
-too_large:
-	gguf_errf(err, "%s: the merged model.gguf would be larger than 2^63 bytes", m->path);
-out:
+	int rc = write_header(m, kv, n_kv, mt, mt->data_len, mf, err);
 	free(kv);
-	free(ts);
-	free(offsets);
-	return rc;
+	if (rc < 0)
+		return -1;
+	mf->spans = mt->spans;
+	mf->n_spans = mt->n_spans;
+	mf->span_base = mf->data_offset;
+	mf->tensor_offset = mt->tensor_offset;
+	return 0;
 }
 
-/* True when the len bytes of header are byte for byte the first len bytes of the
- * model's one file as it is now (read through its source: never a touch of a mapping
- * that may have shrunk). False too when they cannot be read or out of memory. */
-static bool same_as_file(const struct ggufs_model *m, const uint8_t *header, uint64_t len)
+/* True when the header mf holds in memory, then zeros to its data section, is byte for
+ * byte the start of the model's one file as it is now (read through its source: never
+ * a touch of a mapping that may have shrunk). Its first part is compared first, so an
+ * edit that changed a key reads only that far. False too when it cannot be read. */
+static bool same_as_file(const struct ggufs_model *m, const struct modelfile *mf)
 {
-	if (len > m->shards[0].size)
+	const struct model_shard *sh = &m->shards[0];
+	if (mf->data_offset != sh->gf.data_offset || mf->data_offset > sh->size)
 		return false;
+	uint64_t len = mf->data_offset;
 	uint8_t *own = malloc(len ? len : 1);
-	bool same = own && source_read(m->shards[0].src, 0, len, own) == 0 &&
-	            memcmp(own, header, len) == 0;
+	bool same = own && source_read(sh->src, 0, mf->head_len, own) == 0 &&
+	            memcmp(own, mf->header, mf->head_len) == 0 &&
+	            source_read(sh->src, mf->head_len, len - mf->head_len, own + mf->head_len) == 0 &&
+	            memcmp(own + mf->head_len, mf->infos, mf->header_len - mf->head_len) == 0;
+	for (uint64_t i = mf->header_len; same && i < len; i++)
+		same = own[i] == 0;
 	free(own);
 	return same;
 }
@@ -123,100 +224,92 @@ static bool same_as_file(const struct ggufs_model *m, const uint8_t *header, uin
  * at its own offset in the data section, then the file's data section from its start
  * to the end of the file, unchanged, as one span; or, when that header is the file's own
  * byte for byte, the file itself as one span (as for a model not edited). */
-static int build_edited(const struct ggufs_model *m, struct modelfile *mf,
-                        char err[GGUF_ERR_MAX])
+static int build_edited(const struct ggufs_model *m, const struct modelfile_tensors *mt,
+                        struct modelfile *mf, char err[GGUF_ERR_MAX])
 {
 	const struct gguf_file *g = m->meta, *own = &m->shards[0].gf;
 	const uint64_t data_off = own->data_offset, data = m->shards[0].size - data_off;
-	char why[GGUF_ERR_MAX];
-	int rc = -1;
 	const struct gguf_kv **kv = calloc(g->n_kv + 1, sizeof *kv);
-	const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
-	uint64_t *offsets = calloc(m->n_tensors + 1, sizeof *offsets);
-	mf->spans = calloc(1, sizeof *mf->spans);
-	if (!kv || !ts || !offsets || !mf->spans) {
+	if (!kv) {
 		gguf_errf(err, "%s: out of memory for model.gguf", m->path);
-		goto out;
+		return -1;
 	}
 	for (uint64_t k = 0; k < g->n_kv; k++)
 		kv[k] = &g->kv[k];
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		ts[i] = m->tensors[i].t;
-		offsets[i] = ts[i]->offset - data_off;
-	}
-	if (gguf_header_write(g->version, kv, g->n_kv, ts, offsets, m->n_tensors, own->alignment,
-	                      NULL, 0, &mf->header_len, why) < 0)
-		goto bad;
-	if (__builtin_add_overflow(mf->header_len, data, &mf->size) || mf->size > INT64_MAX) {
-		gguf_errf(err, "%s: the edited model.gguf would be larger than 2^63 bytes", m->path);
-		goto out;
-	}
-	mf->header = malloc(mf->header_len ? mf->header_len : 1);
-	if (!mf->header) {
-		gguf_errf(err, "%s: out of memory for the header of model.gguf", m->path);
-		goto out;
-	}
-	if (gguf_header_write(g->version, kv, g->n_kv, ts, offsets, m->n_tensors, own->alignment,
-	                      mf->header, mf->header_len, &mf->header_len, why) < 0)
-		goto bad;
-	mf->spans[0] = (struct modelfile_span){ .off = mf->header_len, .len = data,
-	                                        .shard_off = data_off, .shard = 0 };
+	int rc = write_header(m, kv, g->n_kv, mt, data, mf, err);
+	free(kv);
+	if (rc < 0)
+		return -1;
+	mf->one = (struct modelfile_span){ .off = mf->data_offset, .len = data,
+	                                   .shard_off = data_off, .shard = 0 };
 	mf->n_spans = data ? 1 : 0;
-	mf->data_offset = mf->header_len;
-	if (mf->header_len == data_off && same_as_file(m, mf->header, mf->header_len)) {
+	if (same_as_file(m, mf)) {
 		/* edits that change nothing (none yet, or undone): model.gguf is the file
 		 * itself, one span, so it may be handed to the kernel whole (passthrough) */
 		free(mf->header);
 		mf->header = NULL;
-		mf->header_len = 0;
-		mf->spans[0] = (struct modelfile_span){ .off = 0, .len = mf->size, .shard_off = 0,
-		                                        .shard = 0 };
+		mf->infos = NULL;
+		mf->head_len = mf->header_len = 0;
+		mf->one = (struct modelfile_span){ .off = 0, .len = mf->size, .shard_off = 0,
+		                                   .shard = 0 };
 		mf->n_spans = mf->size ? 1 : 0;
 	}
-	rc = 0;
-	goto out;
-bad:
-	gguf_errf(err, "%s: model.gguf: %s", m->path, why);
-out:
-	free(kv);
-	free(ts);
-	free(offsets);
+	return 0;
+}
+
+int modelfile_build_with(const struct ggufs_model *m, const struct modelfile_tensors *mt,
+                         struct modelfile *mf, char err[GGUF_ERR_MAX])
+{
+	memset(mf, 0, sizeof *mf);
+	if (m->n_shards == 1 && m->meta == &m->shards[0].gf) {
+		/* the file itself */
+		mf->size = m->shards[0].size;
+		mf->one = (struct modelfile_span){ .off = 0, .len = mf->size, .shard_off = 0,
+		                                   .shard = 0 };
+		mf->n_spans = mf->size ? 1 : 0;
+		mf->data_offset = m->shards[0].gf.data_offset;
+		return 0;
+	}
+	if (!mt) {
+		if (!(mf->own = calloc(1, sizeof *mf->own))) {
+			gguf_errf(err, "%s: out of memory for model.gguf", m->path);
+			return -1;
+		}
+		if (modelfile_tensors_build(m, mf->own, err) < 0) {
+			modelfile_free(mf);
+			return -1;
+		}
+		mt = mf->own;
+	}
+	int rc = m->n_shards > 1 ? build_merged(m, mt, mf, err) : build_edited(m, mt, mf, err);
+	if (rc < 0)
+		modelfile_free(mf);
 	return rc;
 }
 
 int modelfile_build(const struct ggufs_model *m, struct modelfile *mf, char err[GGUF_ERR_MAX])
 {
-	memset(mf, 0, sizeof *mf);
-	if (m->n_shards == 1 && m->meta != &m->shards[0].gf) {
-		if (build_edited(m, mf, err) == 0)
-			return 0;
-		modelfile_free(mf);
-		return -1;
-	}
-	if (m->n_shards > 1) {
-		if (build_merged(m, mf, err) == 0)
-			return 0;
-		modelfile_free(mf);
-		return -1;
-	}
-	mf->spans = malloc(sizeof *mf->spans);
-	if (!mf->spans) {
-		gguf_errf(err, "%s: out of memory for model.gguf", m->path);
-		return -1;
-	}
-	mf->size = m->shards[0].size;
-	mf->spans[0] = (struct modelfile_span){ .off = 0, .len = mf->size, .shard_off = 0,
-	                                        .shard = 0 };
-	mf->n_spans = mf->size ? 1 : 0;
-	mf->data_offset = m->shards[0].gf.data_offset;
-	return 0;
+	return modelfile_build_with(m, NULL, mf, err);
+}
+
+bool modelfile_is_file(const struct modelfile *mf, const struct ggufs_model *m)
+{
+	return m->n_shards == 1 && !mf->header && mf->n_spans == 1 && !mf->spans &&
+	       mf->one.off == 0 && mf->one.shard_off == 0 && mf->one.len == m->shards[0].size &&
+	       mf->size == m->shards[0].size;
+}
+
+uint64_t modelfile_bytes(const struct modelfile *mf)
+{
+	return mf->head_len + (mf->own ? sizeof *mf->own + modelfile_tensors_bytes(mf->own) : 0);
 }
 
 void modelfile_free(struct modelfile *mf)
 {
 	free(mf->header);
-	free(mf->spans);
-	free(mf->tensor_offset);
+	if (mf->own)
+		modelfile_tensors_free(mf->own);
+	free(mf->own);
 	memset(mf, 0, sizeof *mf);
 }
 
@@ -229,13 +322,20 @@ uint64_t modelfile_tensor_offset(const struct modelfile *mf, const struct ggufs_
 	return mf->data_offset + (m->tensors[i].t->offset - m->shards[0].gf.data_offset);
 }
 
+/* mf's spans: its own one, or the shared part's. */
+static const struct modelfile_span *spans_of(const struct modelfile *mf)
+{
+	return mf->spans ? mf->spans : &mf->one;
+}
+
 /* The first span that ends after pos (n_spans if none). */
 static uint64_t span_after(const struct modelfile *mf, uint64_t pos)
 {
+	const struct modelfile_span *sp = spans_of(mf);
 	uint64_t lo = 0, hi = mf->n_spans;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
-		if (mf->spans[mid].off + mf->spans[mid].len <= pos)
+		if (mf->span_base + sp[mid].off + sp[mid].len <= pos)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -259,25 +359,34 @@ struct piece {
 static bool walk(const struct modelfile *mf, uint64_t pos, uint64_t end,
                  bool (*fn)(void *ctx, const struct piece *p), void *ctx)
 {
-	if (pos < mf->header_len) {
-		uint64_t stop = end < mf->header_len ? end : mf->header_len;
-		struct piece p = { .mem = mf->header + pos, .len = stop - pos };
+	/* the header in memory: its own first part, then the shared tensor infos */
+	while (pos < mf->header_len && pos < end) {
+		bool head = pos < mf->head_len;
+		uint64_t stop = head ? mf->head_len : mf->header_len;
+		if (end < stop)
+			stop = end;
+		struct piece p = { .mem = head ? mf->header + pos : mf->infos + (pos - mf->head_len),
+		                   .len = stop - pos };
 		if (!fn(ctx, &p))
 			return false;
 		pos = stop;
 	}
+	const struct modelfile_span *spans = spans_of(mf);
+	const uint64_t base = mf->span_base;
 	for (uint64_t k = span_after(mf, pos); pos < end;) {
-		const struct modelfile_span *sp = k < mf->n_spans ? &mf->spans[k] : NULL;
+		const struct modelfile_span *sp = k < mf->n_spans ? &spans[k] : NULL;
 		struct piece p = { 0 };
-		if (sp && sp->off <= pos) {
-			uint64_t stop = sp->off + sp->len < end ? sp->off + sp->len : end;
-			p = (struct piece){ .shard = sp->shard, .shard_off = sp->shard_off + (pos - sp->off),
+		if (sp && base + sp->off <= pos) {
+			uint64_t sp_end = base + sp->off + sp->len;
+			uint64_t stop = sp_end < end ? sp_end : end;
+			p = (struct piece){ .shard = sp->shard,
+			                    .shard_off = sp->shard_off + (pos - (base + sp->off)),
 			                    .len = stop - pos };
-			if (k + 1 < mf->n_spans && mf->spans[k + 1].shard != sp->shard)
-				p.next = &mf->spans[k + 1];
+			if (k + 1 < mf->n_spans && spans[k + 1].shard != sp->shard)
+				p.next = &spans[k + 1];
 			k++;
 		} else {
-			uint64_t stop = sp && sp->off < end ? sp->off : end;
+			uint64_t stop = sp && base + sp->off < end ? base + sp->off : end;
 			p = (struct piece){ .mem = zeros, .len = stop - pos < ZERO_BYTES ? stop - pos :
 			                                          ZERO_BYTES };
 		}

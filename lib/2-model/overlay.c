@@ -84,6 +84,11 @@ struct ov_state *ov_initial(const struct ggufs_model *m)
 	return s;
 }
 
+uint64_t ov_state_bytes(const struct ov_state *s)
+{
+	return sizeof *s + (s->n + 1) * (sizeof *s->keys + sizeof *s->kv);
+}
+
 struct ov_state *ov_get(struct ov_state *s)
 {
 	atomic_fetch_add(&s->refs, 1);

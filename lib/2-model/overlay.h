@@ -46,6 +46,9 @@ struct ov_state {
 /* The state of the model's own metadata (gen 0, one reference), or NULL out of memory.
  * m must outlive every state made from it. */
 struct ov_state *ov_initial(const struct ggufs_model *m);
+/* The bytes s holds of its own: its key table (the blobs of edited names and values are
+ * shared with the states that keep them, and not counted). */
+uint64_t ov_state_bytes(const struct ov_state *s);
 /* Another reference to s. */
 struct ov_state *ov_get(struct ov_state *s);
 /* Drops a reference; the last frees s (NULL is allowed). */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "edits_file.h"
@@ -47,32 +48,39 @@ static const char *distrust(const struct stat *st, bool dir, char why[160])
 	return why;
 }
 
-/* The process other than us that has the file of st open, as "pid N (command line)",
- * found in /proc; "another process" when none is found. */
+/* The pid other than ours that holds a flock(2) of the file of st, from /proc/locks
+ * (never by looking at other processes' open files: a stat of one on a FUSE mount whose
+ * daemon hangs would hang us too), or 0 when none is listed. */
+static long lock_holder(const struct stat *st)
+{
+	FILE *f = fopen("/proc/locks", "re");
+	char line[256];
+	long found = 0;
+	while (f && !found && fgets(line, sizeof line, f)) {
+		/* "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a blocked waiter's line
+		 * starts "1: -> FLOCK") */
+		char kind[16], mode[16], rw[16];
+		long pid;
+		unsigned maj, min;
+		unsigned long long ino;
+		if (sscanf(line, "%*[^:]: %15s %15s %15s %ld %x:%x:%llu", kind, mode, rw, &pid, &maj,
+		           &min, &ino) == 7 &&
+		    strcmp(kind, "FLOCK") == 0 && pid > 0 && pid != (long)getpid() &&
+		    maj == major(st->st_dev) && min == minor(st->st_dev) && ino == st->st_ino)
+			found = pid;
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* The process other than us that holds the lock of the file of st, as "pid N (command
+ * line)"; "another process" when none is found. */
 static void holder_of(const struct stat *st, char out[256])
 {
 	snprintf(out, 256, "another process");
-	DIR *proc = opendir("/proc");
-	if (!proc)
-		return;
-	for (struct dirent *p; (p = readdir(proc));) {
-		char *end;
-		long pid = strtol(p->d_name, &end, 10);
-		if (*end || pid <= 0 || pid == (long)getpid())
-			continue;
-		char dir[64];
-		snprintf(dir, sizeof dir, "/proc/%ld/fd", pid);
-		DIR *fds = opendir(dir);
-		bool found = false;
-		for (struct dirent *f; fds && !found && (f = readdir(fds));) {
-			struct stat fst;
-			found = f->d_name[0] != '.' && fstatat(dirfd(fds), f->d_name, &fst, 0) == 0 &&
-			        fst.st_dev == st->st_dev && fst.st_ino == st->st_ino;
-		}
-		if (fds)
-			closedir(fds);
-		if (!found)
-			continue;
+	long pid = lock_holder(st);
+	if (pid) {
 		char cmd[160] = "", path[64];
 		snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
 		FILE *c = fopen(path, "re");
@@ -85,9 +93,7 @@ static void holder_of(const struct stat *st, char out[256])
 			n--;
 		cmd[n] = 0;
 		snprintf(out, 256, "pid %ld (%s)", pid, cmd);
-		break;
 	}
-	closedir(proc);
 }
 
 /* Removes NAME.tmp.XXXXXX beside FILE: what a save killed before its rename left. Called

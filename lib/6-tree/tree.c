@@ -42,14 +42,39 @@ static uint64_t hash_entry(uint64_t dir, const char *name)
 	return hash_bytes(name, strlen(name), dir);
 }
 
-/* Enters n, one of t's nodes, in the lookup table (linear probing; the table is at most
- * half full) by its position in nodes, which is its ino but for model.gguf's. */
-static void slot_add(struct tree *t, const struct tree_node *n)
+/* An empty index for n names: false out of memory. */
+static bool index_init(struct name_index *x, uint64_t n)
 {
-	uint64_t i = hash_entry(n->parent, n->name) & t->slot_mask;
-	while (t->slots[i])
-		i = (i + 1) & t->slot_mask;
-	t->slots[i] = (uint64_t)(n - t->nodes);
+	uint64_t cap = 16;
+	while (cap < 2 * n)
+		cap <<= 1;
+	x->slots = calloc(cap, sizeof *x->slots);
+	x->mask = cap - 1;
+	return x->slots != NULL;
+}
+
+/* Enters nodes[i] in x (linear probing). */
+static void index_add(struct name_index *x, const struct tree_node *nodes, uint64_t i)
+{
+	uint64_t h = hash_entry(nodes[i].parent, nodes[i].name) & x->mask;
+	while (x->slots[h])
+		h = (h + 1) & x->mask;
+	x->slots[h] = i + 1;
+}
+
+/* The node of nodes called name in dir that x holds, or NULL. */
+static const struct tree_node *index_find(const struct name_index *x,
+                                          const struct tree_node *nodes, uint64_t dir,
+                                          const char *name)
+{
+	if (!x->slots)
+		return NULL;
+	for (uint64_t h = hash_entry(dir, name) & x->mask; x->slots[h]; h = (h + 1) & x->mask) {
+		const struct tree_node *n = &nodes[x->slots[h] - 1];
+		if (n->parent == dir && strcmp(n->name, name) == 0)
+			return n;
+	}
+	return NULL;
 }
 
 /* Emits the content of a rendered file (metadata/KEY, gguf.json, summary.txt) into s,
@@ -81,7 +106,10 @@ static void render(const struct tree *t, const struct tree_node *n, struct sink 
  * metadata/KEY; summary.txt is small and cannot), else NULL. */
 static struct render_marks *marks_of(const struct tree *t, const struct tree_node *n)
 {
-	return n->kind == TREE_JSON || n->kind == TREE_META ? &t->marks[n->ino] : NULL;
+	struct tree *w = (struct tree *)t;   /* marks are filled while sizing, before use */
+	if (n->kind == TREE_JSON)
+		return &w->json_marks;
+	return n->kind == TREE_META ? &w->key_marks[n->index] : NULL;
 }
 
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n)
@@ -109,18 +137,26 @@ static uint64_t f32_size(const struct gguf_tensor *g)
 	return g->n_elements * sizeof(float);
 }
 
-/* Bytes that every file name takes, NULs included: names are escaped twice at mount
+/* Bytes that every key's file name takes, NULs included: names are escaped twice
  * rather than reserving the worst case for each, so memory follows the header. */
-static uint64_t names_bytes(const struct ggufs_model *m)
+static uint64_t key_names_bytes(const struct ggufs_model *m)
 {
 	char buf[NAMES_BUF];
 	uint64_t total = 1;
 	for (uint64_t k = 0; k < m->meta->n_kv; k++)
 		total += names_encode(m->meta->kv[k].key.ptr, m->meta->kv[k].key.len, false, buf) + 1;
+	return total;
+}
+
+/* The same for every tensor's files: NAME, and with a dequantizer NAME.f32, NAME.npy
+ * and stats/NAME. */
+static uint64_t tensor_names_bytes(const struct ggufs_model *m)
+{
+	char buf[NAMES_BUF];
+	uint64_t total = 1;
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct gguf_tensor *g = m->tensors[i].t;
 		uint64_t len = names_encode(g->name.ptr, g->name.len, true, buf);
-		/* NAME, and with a dequantizer NAME.f32, NAME.npy and stats/NAME */
 		total += len + 1 + (g->has_f32 ? 2 * (len + 5) + len + 1 : 0);
 	}
 	return total;
@@ -130,75 +166,147 @@ static uint64_t names_bytes(const struct ggufs_model *m)
  * number of its own in each edit state (tree_ino.h). */
 static void add_fixed(struct tree *t, const struct ov_state *s)
 {
-	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++) {
-		struct tree_node *n = &t->nodes[ino];
-		*n = (struct tree_node){ .ino = ino, .parent = TREE_ROOT_INO,
-		                         .kind = fixed_kinds[ino], .name = fixed_names[ino] };
-		if (ino != TREE_ROOT_INO)
-			slot_add(t, n);
-	}
-	t->nodes[TREE_MODEL_INO].size = t->mf.size;
+	for (uint64_t ino = TREE_ROOT_INO; ino <= LAST_FIXED_INO; ino++)
+		t->fixed[ino] = (struct tree_node){ .ino = ino, .parent = TREE_ROOT_INO,
+		                                    .kind = fixed_kinds[ino], .name = fixed_names[ino] };
+	const struct tree_tensors *tt = t->tensors;
+	t->fixed[TREE_STATS_TSV_INO].size = tt->tsv_line[tt->n_stats_children];
+	t->fixed[TREE_MODEL_INO].size = t->mf.size;
 	if (s && s->gen)
-		t->nodes[TREE_MODEL_INO].ino = TREE_MODEL_STATE_INO + s->gen;
+		t->fixed[TREE_MODEL_INO].ino = TREE_MODEL_STATE_INO + s->gen;
 }
 
 /* metadata/KEY of every key, numbered by its id in state s (or its place in the file),
- * its name written at w: the end of the names written. */
-static char *add_keys(struct tree *t, const struct ov_state *s, char *w)
+ * in the order of the keys, and entered in the tree's index. */
+static void add_keys(struct tree *t, const struct ov_state *s)
 {
 	const struct ggufs_model *m = t->m;
-	for (uint64_t k = 0; k < m->meta->n_kv; k++) {
+	char *w = t->key_names;
+	for (uint64_t k = 0; k < t->n_keys; k++) {
 		uint64_t ino = tree_ino_key(t->n_orig, m->n_tensors, s ? s->keys[k].id : k);
-		struct tree_node *n = &t->nodes[ino];
 		const struct gguf_str *key = &m->meta->kv[k].key;
-		t->meta_ino[k] = ino;
-		*n = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO,
-		                         .kind = TREE_META, .index = k, .name = w };
+		t->keys[k] = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO,
+		                                 .kind = TREE_META, .index = k, .name = w };
 		w += names_encode(key->ptr, key->len, false, w) + 1;
-		slot_add(t, n);
+		index_add(&t->key_index, t->keys, k);
 	}
-	return w;
 }
 
-/* The files of tensor i: tensors/NAME, and with a dequantizer NAME.f32, NAME.npy and
- * stats/NAME, their names written at w: the end of the names written. */
-static char *add_tensor(struct tree *t, uint64_t i, char *w)
+/* The files of tensor i of m into tt: tensors/NAME, and with a dequantizer NAME.f32,
+ * NAME.npy and stats/NAME, their names written at w: the end of the names written. */
+static char *add_tensor(struct tree_tensors *tt, const struct ggufs_model *m, uint64_t n_orig,
+                        uint64_t i, char *w)
 {
-	const struct gguf_tensor *g = t->m->tensors[i].t;
-	uint64_t base_ino = tree_ino_tensor(t->n_orig, i, 0);
+	const struct gguf_tensor *g = m->tensors[i].t;
+	uint64_t base_ino = tree_ino_tensor(n_orig, i, 0);
+	struct tree_node *at = &tt->nodes[base_ino - tt->first_ino];
 	const char *base_name = w;
 	size_t len = names_encode(g->name.ptr, g->name.len, true, w);
 	for (uint64_t j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
 		static const char *const suffix[] = { "", ".f32", ".npy" };
 		static const enum tree_kind kinds[] = { TREE_RAW, TREE_F32, TREE_NPY };
-		struct tree_node *n = &t->nodes[base_ino + j];
 		if (j)
 			memmove(w, base_name, len);
 		strcpy(w + len, suffix[j]);
-		*n = (struct tree_node){ .ino = base_ino + j, .parent = TREE_TENSORS_DIR_INO,
-		                         .kind = kinds[j], .index = i, .name = w };
+		at[j] = (struct tree_node){ .ino = base_ino + j, .parent = TREE_TENSORS_DIR_INO,
+		                            .kind = kinds[j], .index = i, .name = w };
 		w += len + strlen(suffix[j]) + 1;
-		t->tensor_children[t->n_tensor_children++] = n->ino;
-		slot_add(t, n);
+		tt->tensor_children[tt->n_tensor_children++] = at[j].ino;
+		index_add(&tt->index, tt->nodes, (uint64_t)(&at[j] - tt->nodes));
 	}
-	t->nodes[base_ino].size = g->size;
+	at[0].size = g->size;
 	if (!g->has_f32)
 		return w;
 	char hdr[NPY_HEADER_MAX];
-	t->npy_header_len[i] = (uint32_t)npy_header(g, hdr);
-	t->nodes[base_ino + 1].size = f32_size(g);
-	t->nodes[base_ino + 2].size = t->npy_header_len[i] + f32_size(g);
+	tt->npy_header_len[i] = (uint32_t)npy_header(g, hdr);
+	at[1].size = f32_size(g);
+	at[2].size = tt->npy_header_len[i] + f32_size(g);
 
-	uint64_t sino = tree_ino_stats(t->n_orig, t->m->n_tensors, i);
-	struct tree_node *sn = &t->nodes[sino];
+	uint64_t sino = tree_ino_stats(n_orig, m->n_tensors, i);
+	struct tree_node *sn = &tt->nodes[sino - tt->first_ino];
 	memmove(w, base_name, len);
 	w[len] = 0;
 	*sn = (struct tree_node){ .ino = sino, .parent = TREE_STATS_DIR_INO, .kind = TREE_STATS,
 	                          .index = i, .name = w, .size = render_stats_size(g) };
 	w += len + 1;
-	t->stats_children[t->n_stats_children++] = sn->ino;
-	slot_add(t, sn);
+	tt->stats_children[tt->n_stats_children++] = sn->ino;
+	index_add(&tt->index, tt->nodes, (uint64_t)(sn - tt->nodes));
 	return w;
+}
+
+/* Frees the tensor part (NULL too). */
+static void tensors_free(struct tree_tensors *tt, uint64_t n_t)
+{
+	if (!tt)
+		return;
+	free(tt->nodes);
+	free(tt->names);
+	free(tt->index.slots);
+	free(tt->tensor_children);
+	free(tt->npy_header_len);
+	tree_stats_free(tt->stats, n_t);
+	free(tt->stats_children);
+	free(tt->tsv_line);
+	if (tt->layout)
+		modelfile_tensors_free(tt->layout);
+	free(tt->layout);
+	pthread_mutex_destroy(&tt->layout_lock);
+	free(tt);
+}
+
+/* The tensor part of m's trees (see tree_impl.h), numbered after n_orig keys, or NULL
+ * out of memory. */
+static struct tree_tensors *tensors_build(const struct ggufs_model *m, uint64_t n_orig)
+{
+	const uint64_t n_t = m->n_tensors;
+	struct tree_tensors *tt = calloc(1, sizeof *tt);
+	if (!tt)
+		return NULL;
+	pthread_mutex_init(&tt->layout_lock, NULL);
+	atomic_init(&tt->stats_computed, 0);
+	tt->first_ino = tree_ino_tensor(n_orig, 0, 0);
+	tt->n_nodes = 4 * n_t;
+	tt->nodes = calloc(tt->n_nodes + 1, sizeof *tt->nodes);
+	tt->names_len = tensor_names_bytes(m);
+	tt->names = malloc(tt->names_len);
+	tt->tensor_children = calloc(3 * n_t + 1, sizeof *tt->tensor_children);
+	tt->npy_header_len = calloc(n_t + 1, sizeof *tt->npy_header_len);
+	tt->stats = tree_stats_new(n_t);
+	tt->stats_children = calloc(n_t + 1, sizeof *tt->stats_children);
+	tt->tsv_line = calloc(n_t + 1, sizeof *tt->tsv_line);
+	if (!tt->nodes || !tt->names || !tt->tensor_children || !tt->npy_header_len ||
+	    !tt->stats || !tt->stats_children || !tt->tsv_line || !index_init(&tt->index, tt->n_nodes)) {
+		tensors_free(tt, n_t);
+		return NULL;
+	}
+	char *w = tt->names;
+	for (uint64_t i = 0; i < n_t; i++)
+		w = add_tensor(tt, m, n_orig, i, w);
+	tree_stats_layout(m, tt);
+	return tt;
+}
+
+/* The tensor part of model.gguf's layouts of tt's model m (made the first time; a
+ * single file's unedited model.gguf needs none, so a mount without edits never makes
+ * it): NULL with err. */
+static const struct modelfile_tensors *tensor_layout(struct tree_tensors *tt,
+                                                     const struct ggufs_model *m,
+                                                     char err[GGUF_ERR_MAX])
+{
+	pthread_mutex_lock(&tt->layout_lock);
+	if (!tt->layout) {
+		struct modelfile_tensors *mt = calloc(1, sizeof *mt);
+		if (!mt)
+			gguf_errf(err, "%s: out of memory for model.gguf", m->path);
+		else if (modelfile_tensors_build(m, mt, err) < 0) {
+			free(mt);
+			mt = NULL;
+		}
+		tt->layout = mt;
+	}
+	const struct modelfile_tensors *mt = tt->layout;
+	pthread_mutex_unlock(&tt->layout_lock);
+	return mt;
 }
 
 /* The node in prev (the tree of the state before s) of the key at position k of s when
@@ -218,7 +326,7 @@ static const struct tree_node *kept_key(const struct tree *prev, const struct ov
 	bool same = was->id == key->id && was->kv.value.data == key->kv.value.data &&
 	            was->kv.value.size == key->kv.value.size &&
 	            was->kv.value.type == key->kv.value.type;
-	return same ? &prev->nodes[prev->meta_ino[*j]] : NULL;
+	return same ? &prev->keys[*j] : NULL;
 }
 
 /* A copy of marks from into to (empty): false out of memory. */
@@ -234,8 +342,47 @@ static bool copy_marks(struct render_marks *to, const struct render_marks *from)
 	return true;
 }
 
+/* Sizes gguf.json and summary.txt of t (rendered: they describe every key and
+ * tensor), so a node handed out has its size. */
+static void run_sizing(void *ctx)
+{
+	struct tree *t = ctx;
+	t->fixed[TREE_JSON_INO].size = rendered_size(t, &t->fixed[TREE_JSON_INO]);
+	t->fixed[TREE_SUMMARY_INO].size = rendered_size(t, &t->fixed[TREE_SUMMARY_INO]);
+}
+
+/* Makes sure gguf.json's and summary.txt's sizes are known (done once per tree, by the
+ * first caller; the others wait). They render the header, which lies in the shards'
+ * mappings: under the SIGBUS guard, and when a page has gone the sizes stay unknown (0)
+ * for a later call to try again. */
+static void size_rendered(const struct tree *t)
+{
+	struct tree *w = (struct tree *)t;
+	if (atomic_load_explicit(&w->sized, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&w->size_lock);
+	if (!atomic_load_explicit(&w->sized, memory_order_relaxed)) {
+		bool held = true;
+		for (uint32_t s = 0; s < t->m->n_shards; s++)
+			held = held && source_holds(t->m->shards[s].src,
+			                            t->m->shards[s].gf.data_offset) == 0;
+		render_marks_free(&w->json_marks);
+		if (held && guard_call(run_sizing, w) == 0)
+			atomic_store_explicit(&w->sized, true, memory_order_release);
+	}
+	pthread_mutex_unlock(&w->size_lock);
+}
+
+/* n, a node of t, ready to be handed out: gguf.json and summary.txt sized. */
+static const struct tree_node *complete(const struct tree *t, const struct tree_node *n)
+{
+	if (n && (n->kind == TREE_JSON || n->kind == TREE_SUMMARY))
+		size_rendered(t);
+	return n;
+}
+
 /* Builds the tree of m, whose keys have the ids of state s (or are the file's own, s
- * NULL), sharing base's statistics when base is given. With prev, the tree of the state
+ * NULL), sharing base's tensor part when base is given. With prev, the tree of the state
  * s was made from, a key left unchanged takes its size and marks from there instead of
  * being rendered again (a 262,144-token vocabulary is megabytes of text). */
 static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
@@ -244,8 +391,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 {
 	struct tree *t = calloc(1, sizeof *t);
 	uint64_t n_kv = m->meta->n_kv, n_t = m->n_tensors;
-	uint64_t n_orig = s ? s->n_orig : n_kv, ids = s ? s->next_id : n_kv;
-	char *w;
+	uint64_t n_orig = s ? s->n_orig : n_kv;
 
 	guard_install();
 	if (!t)
@@ -254,53 +400,50 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	t->state = s ? ov_get(s) : NULL;
 	t->base = base;
 	atomic_init(&t->refs, 1);
+	atomic_init(&t->sized, false);
+	pthread_mutex_init(&t->size_lock, NULL);
 	t->n_orig = n_orig;
-	t->n_nodes = tree_ino_key(n_orig, n_t, ids);
-	t->nodes = calloc(t->n_nodes, sizeof *t->nodes);
-	t->meta_ino = calloc(n_kv + 1, sizeof *t->meta_ino);
-	t->names = malloc(names_bytes(m));
-	t->tensor_children = calloc(3 * n_t + 1, sizeof *t->tensor_children);
-	t->npy_header_len = calloc(n_t + 1, sizeof *t->npy_header_len);
-	uint64_t cap = 16;
-	while (cap < 2 * t->n_nodes)
-		cap <<= 1;
-	t->slots = calloc(cap, sizeof *t->slots);
-	t->slot_mask = cap - 1;
-	t->n_marks = t->n_nodes;
-	t->marks = calloc(t->n_marks, sizeof *t->marks);
-	t->stats = base ? base->stats : tree_stats_new(n_t);
-	t->stats_children = calloc(n_t + 1, sizeof *t->stats_children);
-	t->tsv_line = calloc(n_t + 1, sizeof *t->tsv_line);
-	if (!t->nodes || !t->meta_ino || !t->names || !t->tensor_children || !t->npy_header_len ||
-	    !t->slots || !t->marks || !t->stats || !t->stats_children || !t->tsv_line)
+	t->n_keys = n_kv;
+	t->tensors = base ? base->tensors : tensors_build(m, n_orig);
+	t->keys = calloc(n_kv + 1, sizeof *t->keys);
+	t->key_names_len = key_names_bytes(m);
+	t->key_names = malloc(t->key_names_len);
+	t->key_marks = calloc(n_kv + 1, sizeof *t->key_marks);
+	if (!t->tensors || !t->keys || !t->key_names || !t->key_marks ||
+	    !index_init(&t->key_index, n_kv))
 		goto oom;
 	/* a state that holds the model's own metadata is the model's own file, byte for
 	 * byte (its padding need not be zeros, as a rebuilt header's is) */
 	bool own = s && base && ov_unchanged(s, base->m);
-	if (modelfile_build(own ? base->m : m, &t->mf, err) < 0) {
+	const struct ggufs_model *shown = own ? base->m : m;
+	const struct modelfile_tensors *mt = NULL;
+	if ((shown->n_shards > 1 || shown->meta != &shown->shards[0].gf) &&
+	    !(mt = tensor_layout(t->tensors, shown, err))) {
+		tree_free(t);
+		return NULL;
+	}
+	if (modelfile_build_with(shown, mt, &t->mf, err) < 0) {
 		tree_free(t);
 		return NULL;
 	}
 
 	add_fixed(t, s);
-	w = add_keys(t, s, t->names);
-	for (uint64_t i = 0; i < n_t; i++)
-		w = add_tensor(t, i, w);
-
-	tree_stats_layout(t);
+	add_keys(t, s);
 
 	/* sized last: the renderers see a complete tree */
-	t->nodes[TREE_JSON_INO].size = rendered_size(t, &t->nodes[TREE_JSON_INO]);
-	t->nodes[TREE_SUMMARY_INO].size = rendered_size(t, &t->nodes[TREE_SUMMARY_INO]);
 	uint64_t j = 0;
 	for (uint64_t k = 0; k < n_kv; k++) {
-		struct tree_node *n = &t->nodes[t->meta_ino[k]];
+		struct tree_node *n = &t->keys[k];
 		const struct tree_node *was = prev && prev->state && s ? kept_key(prev, s, k, &j) : NULL;
-		if (was && copy_marks(&t->marks[n->ino], &prev->marks[was->ino]))
+		if (was && copy_marks(&t->key_marks[k], &prev->key_marks[was->index]))
 			n->size = was->size;
 		else
 			n->size = rendered_size(t, n);
 	}
+	/* the model's own tree, made at mount, sizes gguf.json and summary.txt now; a
+	 * state's when they are first asked for */
+	if (!s)
+		size_rendered(t);
 	return t;
 oom:
 	snprintf(err, GGUF_ERR_MAX, "%s: out of memory for the tree of %" PRIu64 " keys and %"
@@ -334,7 +477,7 @@ void tree_release(struct tree *t)
 
 uint64_t tree_key_ino(const struct tree *t, uint64_t k)
 {
-	return k < t->m->meta->n_kv ? t->meta_ino[k] : 0;
+	return k < t->n_keys ? t->keys[k].ino : 0;
 }
 
 const struct ov_state *tree_state(const struct tree *t)
@@ -346,24 +489,44 @@ void tree_free(struct tree *t)
 {
 	if (!t)
 		return;
-	free(t->nodes);
-	free(t->names);
-	free(t->tensor_children);
-	free(t->npy_header_len);
-	free(t->slots);
-	if (t->marks)
-		for (uint64_t ino = 0; ino < t->n_marks; ino++)
-			render_marks_free(&t->marks[ino]);
-	free(t->marks);
+	free(t->keys);
+	free(t->key_names);
+	free(t->key_index.slots);
+	if (t->key_marks)
+		for (uint64_t k = 0; k < t->n_keys; k++)
+			render_marks_free(&t->key_marks[k]);
+	free(t->key_marks);
+	render_marks_free(&t->json_marks);
 	if (!t->base)
-		tree_stats_free(t->stats, t->m->n_tensors);
-	free(t->meta_ino);
+		tensors_free(t->tensors, t->m->n_tensors);
 	ov_put(t->state);
-	free(t->stats_children);
-	free(t->tsv_line);
 	free(t->key_time);
 	modelfile_free(&t->mf);
+	pthread_mutex_destroy(&t->size_lock);
 	free(t);
+}
+
+uint64_t tree_held_bytes(const struct tree *t)
+{
+	uint64_t b = sizeof *t + (t->n_keys + 1) * (sizeof *t->keys + sizeof *t->key_marks) +
+	             t->key_names_len + (t->key_index.mask + 1) * sizeof *t->key_index.slots +
+	             modelfile_bytes(&t->mf) + t->json_marks.cap * sizeof *t->json_marks.v;
+	for (uint64_t k = 0; k < t->n_keys; k++)
+		b += t->key_marks[k].cap * sizeof *t->key_marks[k].v;
+	if (t->key_time)
+		b += t->n_keys * sizeof *t->key_time;
+	if (t->state)
+		b += ov_state_bytes(t->state);
+	if (!t->base) {
+		const struct tree_tensors *tt = t->tensors;
+		uint64_t n_t = t->m->n_tensors;
+		b += sizeof *tt + (tt->n_nodes + 1) * sizeof *tt->nodes + tt->names_len +
+		     (tt->index.mask + 1) * sizeof *tt->index.slots +
+		     (3 * n_t + 1) * sizeof *tt->tensor_children + (n_t + 1) * sizeof(uint32_t) +
+		     (n_t + 1) * 2 * sizeof(uint64_t) +
+		     (tt->layout ? modelfile_tensors_bytes(tt->layout) : 0);
+	}
+	return b;
 }
 
 const struct ggufs_model *tree_model(const struct tree *t)
@@ -390,29 +553,59 @@ const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum 
 	}
 }
 
+/* The node of key file ino (tree_ino.h: the file's keys below the tensors, created ones
+ * above), found by its key's id, or NULL. */
+static const struct tree_node *key_node(const struct tree *t, uint64_t ino)
+{
+	const struct tree_tensors *tt = t->tensors;
+	uint64_t id, k;
+	if (ino >= TREE_FIRST_META && ino < tt->first_ino)
+		id = ino - TREE_FIRST_META;
+	else if (ino >= tt->first_ino + tt->n_nodes && ino < TREE_MODEL_STATE_INO)
+		id = t->n_orig + (ino - (tt->first_ino + tt->n_nodes));
+	else
+		return NULL;
+	k = t->state ? ov_find_id(t->state, id) : id;
+	return k < t->n_keys && t->keys[k].ino == ino ? &t->keys[k] : NULL;
+}
+
 const struct tree_node *tree_node(const struct tree *t, uint64_t ino)
 {
-	if (ino == t->nodes[TREE_MODEL_INO].ino)
-		return &t->nodes[TREE_MODEL_INO];
-	if (ino == 0 || ino >= t->n_nodes || t->nodes[ino].ino != ino)
+	const struct tree_tensors *tt = t->tensors;
+	if (ino == t->fixed[TREE_MODEL_INO].ino)
+		return &t->fixed[TREE_MODEL_INO];
+	if (ino == 0)
 		return NULL;
-	return &t->nodes[ino];
+	if (ino <= LAST_FIXED_INO)
+		return t->fixed[ino].ino == ino ? complete(t, &t->fixed[ino]) : NULL;
+	if (ino >= tt->first_ino && ino - tt->first_ino < tt->n_nodes) {
+		const struct tree_node *n = &tt->nodes[ino - tt->first_ino];
+		return n->ino == ino ? n : NULL;
+	}
+	return key_node(t, ino);
 }
 
 uint64_t tree_model_ino(const struct tree *t)
 {
-	return t->nodes[TREE_MODEL_INO].ino;
+	return t->fixed[TREE_MODEL_INO].ino;
 }
 
 const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const char *name)
 {
-	for (uint64_t i = hash_entry(dir, name) & t->slot_mask; t->slots[i];
-	     i = (i + 1) & t->slot_mask) {
-		const struct tree_node *n = &t->nodes[t->slots[i]];
-		if (n->parent == dir && strcmp(n->name, name) == 0)
-			return n;
+	switch (dir) {
+	case TREE_ROOT_INO:
+		for (uint64_t ino = TREE_ROOT_INO + 1; ino <= LAST_FIXED_INO; ino++)
+			if (strcmp(t->fixed[ino].name, name) == 0)
+				return complete(t, &t->fixed[ino]);
+		return NULL;
+	case TREE_METADATA_DIR_INO:
+		return index_find(&t->key_index, t->keys, dir, name);
+	case TREE_TENSORS_DIR_INO:
+	case TREE_STATS_DIR_INO:
+		return index_find(&t->tensors->index, t->tensors->nodes, dir, name);
+	default:
+		return NULL;
 	}
-	return NULL;
 }
 
 uint64_t tree_dir_count(const struct tree *t, uint64_t dir)
@@ -421,11 +614,11 @@ uint64_t tree_dir_count(const struct tree *t, uint64_t dir)
 	case TREE_ROOT_INO:
 		return LAST_FIXED_INO - 1;
 	case TREE_METADATA_DIR_INO:
-		return t->m->meta->n_kv;
+		return t->n_keys;
 	case TREE_TENSORS_DIR_INO:
-		return t->n_tensor_children;
+		return t->tensors->n_tensor_children;
 	case TREE_STATS_DIR_INO:
-		return t->n_stats_children;
+		return t->tensors->n_stats_children;
 	default:
 		return 0;
 	}
@@ -433,17 +626,18 @@ uint64_t tree_dir_count(const struct tree *t, uint64_t dir)
 
 const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i)
 {
+	const struct tree_tensors *tt = t->tensors;
 	if (i >= tree_dir_count(t, dir))
 		return NULL;
 	switch (dir) {
 	case TREE_ROOT_INO:   /* the fixed names after the root, in number order */
-		return &t->nodes[TREE_METADATA_DIR_INO + i];
+		return complete(t, &t->fixed[TREE_METADATA_DIR_INO + i]);
 	case TREE_METADATA_DIR_INO:
-		return &t->nodes[t->meta_ino[i]];
+		return &t->keys[i];
 	case TREE_STATS_DIR_INO:
-		return &t->nodes[t->stats_children[i]];
+		return &tt->nodes[tt->stats_children[i] - tt->first_ino];
 	default:
-		return &t->nodes[t->tensor_children[i]];
+		return &tt->nodes[tt->tensor_children[i] - tt->first_ino];
 	}
 }
 
@@ -568,12 +762,9 @@ int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off
 int tree_model_file_fd(const struct tree *t)
 {
 	const struct ggufs_model *m = t->m;
-	const struct modelfile *mf = &t->mf;
 	int fd = -1;
 	uint64_t count;
-	if (m->n_shards != 1 || m->remote || mf->header || mf->n_spans != 1 ||
-	    mf->spans[0].off != 0 || mf->spans[0].shard_off != 0 ||
-	    mf->spans[0].len != m->shards[0].size || mf->size != m->shards[0].size)
+	if (m->remote || !modelfile_is_file(&t->mf, m))
 		return -1;
 	if (!source_span(m->shards[0].src, 0, 0, &fd, &count))
 		return -1;

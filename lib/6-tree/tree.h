@@ -9,7 +9,10 @@
  *
  * With -o edits, each state of the metadata (overlay.h) has a tree of its own, built
  * from the state's view of the model; trees are held by reference (tree_hold), so a
- * reader that opened a file of one keeps reading it while a newer one serves lookups. */
+ * reader that opened a file of one keeps reading it while a newer one serves lookups.
+ * What no edit changes (tensors/, stats/, the tensor infos of model.gguf's header) is
+ * built once, with the tree of the model's own metadata, and shared by every state's
+ * tree, which holds only its metadata part. */
 #ifndef GGUFS_TREE_H
 #define GGUFS_TREE_H
 
@@ -66,6 +69,12 @@ struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
  * tree_build or tree_build_state starts with one. */
 struct tree *tree_hold(struct tree *t);
 void tree_release(struct tree *t);
+/* The bytes t holds of its own, for tests and benchmarks: the tree of the model's own
+ * metadata everything, a state's tree its metadata part only (its state's key table,
+ * its keys' nodes, names and marks, model.gguf's header up to the last key), since it shares the tensor part
+ * (tensors/, stats/, model.gguf's tensor infos) with the former; gguf.json's and
+ * summary.txt's sizes and marks are made when first asked for. */
+uint64_t tree_held_bytes(const struct tree *t);
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);
 /* The ino of metadata key k (the k-th key of the tree's metadata), or 0. */

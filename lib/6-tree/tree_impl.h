@@ -4,7 +4,9 @@
 #ifndef GGUFS_TREE_IMPL_H
 #define GGUFS_TREE_IMPL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "modelfile.h"
@@ -12,24 +14,28 @@
 #include "render_mark.h"
 #include "tree.h"
 
-struct tree {
-	const struct ggufs_model *m;
-	struct ov_state *state;      /* the edit state whose view m is (held), or NULL */
-	const struct tree *base;     /* the tree whose statistics this one shares, or NULL */
-	atomic_uint_fast64_t refs;   /* tree_hold / tree_release */
-	uint64_t n_orig;             /* keys of the model's file: where tensor inos start */
-	uint64_t *meta_ino;          /* ino of the key at each position of m->meta */
-	uint64_t n_nodes;            /* inode numbers 0 .. n_nodes - 1; 0 and gaps unused */
+/* A lookup table of names in directories: open addressing over the positions of nodes
+ * in one array (+ 1; 0 = empty), at most half full. */
+struct name_index {
+	uint64_t *slots;
+	uint64_t mask;
+};
+
+/* What no metadata edit changes, built once with the tree of the model's own metadata
+ * (which owns it) and shared by the tree of every edit state: tensors/ and stats/, their
+ * files' nodes, names and sizes, the statistics and stats.tsv's layout, and the tensor
+ * part of model.gguf's layout. A state's tree then holds only its metadata part. */
+struct tree_tensors {
+	uint64_t first_ino;          /* the first tensor file's number (tree_ino.h) */
+	uint64_t n_nodes;            /* nodes[i] is ino first_ino + i (4 per tensor; one
+	                              * without a dequantizer leaves 3 unused: ino 0) */
 	struct tree_node *nodes;
-	char *names;                 /* every escaped name, NUL-terminated, back to back */
+	char *names;                 /* their names, NUL-terminated, back to back */
+	uint64_t names_len;
+	struct name_index index;     /* tensors/ and stats/ by name */
 	uint64_t *tensor_children;   /* inos of tensors/, in file order */
 	uint64_t n_tensor_children;
-	uint64_t *slots;             /* lookup hash: ino, 0 = empty */
-	uint64_t slot_mask;
 	uint32_t *npy_header_len;    /* per tensor, 0 without .npy */
-	uint64_t n_marks;
-	struct render_marks *marks;  /* per ino below n_marks: restart points
-	                              * of gguf.json and metadata/KEY (render_mark.h) */
 	struct stats_slot *stats;    /* per tensor (tree_stats.c) */
 	uint64_t *stats_children;    /* inos of stats/, in file order */
 	uint64_t n_stats_children;
@@ -38,6 +44,32 @@ struct tree {
 	                              * stats_children[k] would start, then the end (the
 	                              * file's size; [0] is where the first line starts) */
 	atomic_uint_fast64_t stats_computed;
+	/* the tensor part of model.gguf's layouts (modelfile.h), made by the first layout
+	 * that needs it (a split model's own; a single file's first edit state) */
+	pthread_mutex_t layout_lock;
+	struct modelfile_tensors *layout;
+};
+
+struct tree {
+	const struct ggufs_model *m;
+	struct ov_state *state;      /* the edit state whose view m is (held), or NULL */
+	const struct tree *base;     /* the tree whose tensor part this one shares, or NULL */
+	atomic_uint_fast64_t refs;   /* tree_hold / tree_release */
+	uint64_t n_orig;             /* keys of the model's file: where tensor inos start */
+	struct tree_tensors *tensors;   /* owned when base is NULL, else base's */
+	struct tree_node fixed[TREE_MODEL_INO + 1];   /* by ino: the root and its files */
+	uint64_t n_keys;             /* = m->meta->n_kv */
+	struct tree_node *keys;      /* metadata/KEY of the key at each position of m->meta */
+	char *key_names;
+	uint64_t key_names_len;
+	struct name_index key_index; /* metadata/ by name */
+	struct render_marks *key_marks;  /* per key position: restart points (render_mark.h) */
+	struct render_marks json_marks;  /* gguf.json's */
+	/* gguf.json's and summary.txt's sizes, rendered when first asked for (a lookup,
+	 * a listing, a read), not when the tree is built: an edit then costs what it
+	 * changed, not a rendering of every tensor */
+	pthread_mutex_t size_lock;
+	atomic_bool sized;
 	struct modelfile mf;         /* model.gguf's layout */
 	/* with edits (tree_edit.c sets them): when this state was made, and when each key
 	 * (by position in m->meta) last changed; key_time NULL otherwise */
@@ -51,8 +83,9 @@ struct stats_slot;
  * of memory. tree_stats_free takes NULL too. */
 struct stats_slot *tree_stats_new(uint64_t n_tensors);
 void tree_stats_free(struct stats_slot *slots, uint64_t n_tensors);
-/* Lays stats.tsv out once stats/ is built: where each line starts, and its size. */
-void tree_stats_layout(struct tree *t);
+/* Lays stats.tsv out once stats/ is built: where each line starts; its size is the
+ * last. */
+void tree_stats_layout(const struct ggufs_model *m, struct tree_tensors *tt);
 /* Reads [off, off + len) of stats/NAME or stats.tsv (inside the file), computing the
  * statistics of only the tensors whose text the range covers (in stats.tsv: or comes
  * before, as lines are as long as their figures): len, or -errno. */

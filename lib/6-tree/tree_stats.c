@@ -35,23 +35,22 @@ void tree_stats_free(struct stats_slot *slots, uint64_t n_tensors)
 	free(slots);
 }
 
-void tree_stats_layout(struct tree *t)
+void tree_stats_layout(const struct ggufs_model *m, struct tree_tensors *tt)
 {
 	/* the header, then one line per stats/ file, each of a size known now */
 	struct sink hs = sink_counter();
 	render_stats_tsv_header(&hs);
-	t->tsv_line[0] = hs.pos;
-	for (uint64_t k = 0; k < t->n_stats_children; k++) {
-		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
-		t->tsv_line[k + 1] = t->tsv_line[k] +
-		                     render_stats_tsv_line_size(t->m->tensors[sn->index].t, sn->name);
+	tt->tsv_line[0] = hs.pos;
+	for (uint64_t k = 0; k < tt->n_stats_children; k++) {
+		const struct tree_node *sn = &tt->nodes[tt->stats_children[k] - tt->first_ino];
+		tt->tsv_line[k + 1] = tt->tsv_line[k] +
+		                      render_stats_tsv_line_size(m->tensors[sn->index].t, sn->name);
 	}
-	t->nodes[TREE_STATS_TSV_INO].size = t->tsv_line[t->n_stats_children];
 }
 
 uint64_t tree_stats_computed(const struct tree *t)
 {
-	return atomic_load(&((struct tree *)t)->stats_computed);
+	return atomic_load(&t->tensors->stats_computed);
 }
 
 /* The statistics of tensor i into *out: the kept result, or computed now by the first
@@ -59,14 +58,14 @@ uint64_t tree_stats_computed(const struct tree *t)
  * later read tries again. 0 or -errno. */
 static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_stats *out)
 {
-	struct stats_slot *slot = &t->stats[i];
+	struct stats_slot *slot = &t->tensors->stats[i];
 	int r = 0;
 	if (!atomic_load_explicit(&slot->done, memory_order_acquire)) {
 		pthread_mutex_lock(&slot->lock);
 		if (!atomic_load_explicit(&slot->done, memory_order_relaxed)) {
 			r = stats_tensor(t->m, i, &slot->s);
 			if (r == 0) {
-				atomic_fetch_add(&((struct tree *)t)->stats_computed, 1);
+				atomic_fetch_add(&t->tensors->stats_computed, 1);
 				atomic_store_explicit(&slot->done, true, memory_order_release);
 			}
 		}
@@ -90,22 +89,23 @@ int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *b
 		render_stats(&s, t->m->tensors[n->index].t, &st);
 		return (int64_t)len;
 	}
-	if (off < t->tsv_line[0])
+	const struct tree_tensors *tt = t->tensors;
+	if (off < tt->tsv_line[0])
 		render_stats_tsv_header(&s);
 	/* each line as long as its figures: where one starts depends on the figures of
 	 * every line before it, so those are computed too (readers read the file in order;
 	 * a read of the header alone computes nothing) */
-	s.pos = t->tsv_line[0];
+	s.pos = tt->tsv_line[0];
 	uint64_t k = 0;
-	for (; k < t->n_stats_children && s.pos < off + len; k++) {
-		const struct tree_node *sn = &t->nodes[t->stats_children[k]];
+	for (; k < tt->n_stats_children && s.pos < off + len; k++) {
+		const struct tree_node *sn = &tt->nodes[tt->stats_children[k] - tt->first_ino];
 		r = tensor_stats_once(t, sn->index, &st);
 		if (r < 0)
 			return r;
 		render_stats_tsv_line(&s, t->m->tensors[sn->index].t, sn->name, &st);
 	}
 	/* then empty lines up to the size laid out for the widest figures */
-	if (k == t->n_stats_children && s.pos < off + len) {
+	if (k == tt->n_stats_children && s.pos < off + len) {
 		if (s.pos < off)
 			s.pos = off;   /* what lies before the window is newlines too */
 		uint64_t end = n->size < off + len ? n->size : off + len;

@@ -15,7 +15,13 @@ a chat template, then one 4 GiB int8 tensor in a sparse file, so it costs no dis
    and 100,000 uint32 keys and one small tensor, the median of 10 edits of one key, the
    daemon's memory per state held by an open file (one gguf.json reader opened before
    each of 10 edits, RSS growth / 10), and the mount itself (ggufs started to mounted,
-   FILE loading an edit of every 10th key)."""
+   FILE loading an edit of every 10th key);
+4. what a held state costs as the tensors grow (issue 24 item 9): models of 1,000, 10,000
+   and 100,000 small f32 tensors and a few keys, the daemon's memory per state held by an
+   open file (as in 3) and the median of 10 edits of one key.
+Memory per held state is the RSS growth over 10 edits with a gguf.json reader opened
+before each, less that of 10 readers of one state, over 10.
+BENCH_EDITS_ONLY=keys|tensors runs only that section (and skips 1 and 2)."""
 import json
 import os
 import statistics
@@ -102,6 +108,64 @@ def rss_kb(pid):
     return 0
 
 
+def tensors_model(path, n):
+    """A GGUF of 3 uint32 keys and n f32 tensors of 8 elements blk.N.ffn_up.weight, each
+    with a .f32, a .npy and a stats file."""
+    kv = b"".join(struct.pack("<Q", 8) + b"k.%06d" % i + struct.pack("<II", 4, i) for i in range(3))
+    ti = b""
+    for i in range(n):
+        name = b"blk.%d.ffn_up.weight" % i
+        ti += struct.pack("<Q", len(name)) + name + struct.pack("<IQ", 1, 8) + struct.pack("<IQ", 0, 32 * i)
+    hdr = b"GGUF" + struct.pack("<IQQ", 3, n, 3) + kv + ti
+    hdr += b"\0" * (-len(hdr) % 32)
+    with open(path, "wb") as f:
+        f.write(hdr)
+        f.truncate(len(hdr) + 32 * n)
+
+
+def held_and_edit(m, k, rounds=10):
+    """The median of rounds edits of key file k, and the daemon's memory per state held
+    by an open gguf.json: the RSS growth over rounds edits, each after a reader opened,
+    less that of as many readers of one state (what an open file and the daemon's
+    threads cost without a state of its own, once those threads are made), over
+    rounds."""
+    times = [edit(k, b"%d\n" % (7 + i)) for i in range(rounds)]
+
+    def readers_rss(edit_between):
+        base = rss_kb(m.proc.pid)
+        readers = []
+        for i in range(rounds):
+            readers.append(open(m.p("gguf.json"), "rb"))
+            readers[-1].read(1)
+            if edit_between:
+                edit(k, b"%d\n" % (100 + i))
+        grown = rss_kb(m.proc.pid) - base
+        for r in readers:
+            r.close()
+        return grown
+    readers_rss(False)   # the daemon's threads and buffers, made once
+    same = readers_rss(False)
+    held = (readers_rss(True) - same) / rounds
+    return times, held
+
+
+def tensors_cost(d):
+    """Section 4: per held state and per edit, at 1k, 10k and 100k tensors."""
+    for n in (1000, 10000, 100000):
+        model = os.path.join(d, "tensors%d.gguf" % n)
+        fix = os.path.join(d, "tensors%d.json" % n)
+        tensors_model(model, n)
+        t0 = time.monotonic()
+        with gm.Mount(model, ["-o", "edits=" + fix]) as m:
+            mounted = time.monotonic() - t0
+            times, held = held_and_edit(m, m.p("metadata", "k.000000"))
+        print("%6d tensors: a state held by an open file %.0f KiB; one edit median %.1f ms "
+              "(worst %.1f ms of 10); mount %.2f s"
+              % (n, held, 1000 * statistics.median(times), 1000 * max(times), mounted))
+        os.unlink(model)
+        os.unlink(fix)
+
+
 def keys_cost(d):
     """Section 3: per edit, per held state, and at mount, at 1k, 10k and 100k keys."""
     for n in (1000, 10000, 100000):
@@ -109,17 +173,7 @@ def keys_cost(d):
         fix = os.path.join(d, "keys%d.json" % n)
         keys_model(model, n)
         with gm.Mount(model, ["-o", "edits=" + fix]) as m:
-            k = m.p("metadata", "k.000000")
-            times = [edit(k, b"%d\n" % (7 + i)) for i in range(10)]
-            base = rss_kb(m.proc.pid)
-            readers = []
-            for i in range(10):
-                readers.append(open(m.p("gguf.json"), "rb"))
-                readers[-1].read(1)
-                edit(k, b"%d\n" % (100 + i))
-            held = (rss_kb(m.proc.pid) - base) / 10
-            for r in readers:
-                r.close()
+            times, held = held_and_edit(m, m.p("metadata", "k.000000"))
             # every 10th key edited: FILE holds n / 10 edits for the next mount
             doc = {"ggufs_edits": 1, "set": {}}
             with open(fix) as f:
@@ -141,6 +195,11 @@ def keys_cost(d):
 def main():
     gm.setup()
     d = tempfile.mkdtemp(prefix="ggufs-bench-edits-")
+    only = os.environ.get("BENCH_EDITS_ONLY")
+    if only:
+        {"keys": keys_cost, "tensors": tensors_cost}[only](d)
+        os.rmdir(d)
+        return
     model = os.path.join(d, "big.gguf")
     make_model(model)
     subprocess.run(["cat", model], stdout=subprocess.DEVNULL, check=True)  # warm the holes
@@ -171,6 +230,7 @@ def main():
           "worst %.1f ms of %d" % (1000 * statistics.median(times), 1000 * max(times), len(times)))
     if os.environ.get("BENCH_EDITS_KEYS", "1") != "0":
         keys_cost(d)
+        tensors_cost(d)
     for f in os.listdir(d):
         os.unlink(os.path.join(d, f))
     os.rmdir(d)

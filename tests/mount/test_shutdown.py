@@ -17,6 +17,11 @@ import unittest
 
 import ggufs_mount as gm
 
+# A signal ignored at the daemon's start stays ignored (libfuse keeps it so, and the man
+# page says it): a suite run under nohup would make ggufs deaf to SIGHUP, and these tests
+# are of ggufs's handling, so its daemons start with SIGHUP as it is by default.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 PR_SET_CHILD_SUBREAPER = 36
 BIG = ["output.weight.f32", "token_embd.weight.f32", "output.weight.npy", "token_embd.weight.npy"]
 

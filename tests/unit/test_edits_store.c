@@ -122,6 +122,46 @@ static void test_one_store_at_a_time(void **state)
 	assert_int_equal(open_once(file, err), 0);   /* free again */
 }
 
+/* The refusal names the process that holds FILE's lock, not any process that merely
+ * has FILE open (found in /proc/locks: looking at every process's open files stat'ed
+ * them all, and one on a hung FUSE mount hung the mount that asked). Here the test
+ * itself, whose pid comes first in /proc, has FILE open without the lock, and a child
+ * holds it. */
+static void test_holder_is_the_locker(void **state)
+{
+	(void)state;
+	char err[GGUF_ERR_MAX];
+	put_file(file, "{}\n");
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	int ready[2], done[2];
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(done), 0);
+	pid_t holder = fork();
+	if (holder == 0) {
+		struct edits_store *s;
+		char *text;
+		uint64_t len;
+		char c = edits_store_open(file, &s, &text, &len, err) >= 0 ? 'y' : 'n';
+		close(done[1]);
+		if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) < 0)
+			_exit(2);
+		_exit(0);
+	}
+	close(done[0]);
+	char c = 0;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	assert_int_equal(c, 'y');
+	assert_int_equal(child_refused(file, holder), 0);
+	close(done[1]);
+	int status;
+	assert_int_equal(waitpid(holder, &status, 0), holder);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(ready[0]);
+	close(ready[1]);
+	close(fd);
+}
+
 static void test_temporaries_removed(void **state)
 {
 	(void)state;
@@ -186,5 +226,6 @@ static void test_untrusted_refused(void **state)
 
 UNIT_TESTS(cmocka_unit_test_setup_teardown(test_save_and_load, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_one_store_at_a_time, setup, scratch_dir_remove),
+           cmocka_unit_test_setup_teardown(test_holder_is_the_locker, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_temporaries_removed, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_untrusted_refused, setup, scratch_dir_remove))

@@ -72,6 +72,23 @@ static void test_header_roundtrip(void **state)
 	assert_int_equal(gguf_header_write(gf.version, kv, gf.n_kv, ts, offs, gf.n_tensors,
 	                                   gf.alignment, out, len, &len, err), 0);
 	assert_memory_equal(out, img, len);
+	/* in two pieces (the head, then the tensor infos every edit state shares): the same
+	 * bytes, then only zeros up to the data section */
+	uint64_t head_len, infos_len;
+	assert_int_equal(gguf_header_head_write(gf.version, gf.n_tensors, kv, gf.n_kv, NULL, 0,
+	                                        &head_len, err), 0);
+	assert_int_equal(gguf_tensor_infos_write(ts, offs, gf.n_tensors, NULL, 0, &infos_len,
+	                                         err), 0);
+	assert_true(head_len + infos_len <= len && len - (head_len + infos_len) < gf.alignment);
+	uint8_t *pieces = calloc(1, len);
+	assert_int_equal(gguf_header_head_write(gf.version, gf.n_tensors, kv, gf.n_kv, pieces,
+	                                        head_len - 1, &head_len, err), -1);
+	assert_int_equal(gguf_header_head_write(gf.version, gf.n_tensors, kv, gf.n_kv, pieces,
+	                                        head_len, &head_len, err), 0);
+	assert_int_equal(gguf_tensor_infos_write(ts, offs, gf.n_tensors, pieces + head_len,
+	                                         infos_len, &infos_len, err), 0);
+	assert_memory_equal(pieces, img, len);
+	free(pieces);
 	/* bad alignments */
 	assert_int_equal(gguf_header_write(3, kv, 0, ts, offs, 0, 0, NULL, 0, &len, err), -1);
 	assert_int_equal(gguf_header_write(3, kv, 0, ts, offs, 0, 48, NULL, 0, &len, err), -1);

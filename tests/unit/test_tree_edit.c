@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -681,6 +682,111 @@ static void test_kept_keys_as_fresh(void **state)
 	tree_release(t);
 }
 
+/* A model of n_t f32 tensors of 8 elements called t.N and two keys, at path. */
+static void write_many_tensors(const char *path, uint64_t n_t)
+{
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, n_t, 2);
+	gw_kv_str(&w, "general.name", "many");
+	gw_kv_u32(&w, "general.file_type", 0);
+	uint64_t ne = 8;
+	char name[32];
+	for (uint64_t i = 0; i < n_t; i++) {
+		snprintf(name, sizeof name, "t.%" PRIu64, i);
+		gw_tensor(&w, name, 1, &ne, 0 /* f32 */, i * 32);
+	}
+	gw_align(&w, 32);
+	for (uint64_t i = 0; i < n_t; i++)
+		for (int j = 0; j < 8; j++)
+			gw_f32(&w, (float)i + (float)j / 8);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
+}
+
+/* What no edit changes is built once and shared (issue 24 item 9): the tree of each
+ * edit state of a model of 4000 tensors holds a few KiB of its own (its keys, model.gguf's
+ * header up to the last key), not the 4000 tensors' nodes, names and tensor infos
+ * again, and its tensor files are the very nodes of the base's; model.gguf and gguf.json
+ * of a state are still whole and right: the edited value in them, every tensor's bytes
+ * where the header says. */
+static void test_states_share_tensors(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ggufs-share-XXXXXX", path[64], file[64], err[GGUF_ERR_MAX];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/many.gguf", dir);
+	snprintf(file, sizeof file, "%s/fix.json", dir);
+	const uint64_t n_t = 4000;
+	write_many_tensors(path, n_t);
+	struct ggufs_model *m = model_open(path, err);
+	assert_non_null(m);
+	struct tree *base = tree_build(m, err);
+	assert_non_null(base);
+	struct tree_edits *e = tree_edits_open(base, file, err);
+	assert_non_null(e);
+	struct tree *held[5];
+	for (int i = 0; i < 5; i++) {
+		char text[32];
+		int len = snprintf(text, sizeof text, "edit %d\n", i);
+		assert_int_equal(tree_edits_write(e, ino_of(e, "general.name"), text, (uint64_t)len,
+		                                  err), 0);
+		held[i] = tree_edits_current(e);
+	}
+	uint64_t base_bytes = tree_held_bytes(base);
+	assert_true(base_bytes > n_t * 100);
+	for (int i = 0; i < 5; i++) {
+		uint64_t b = tree_held_bytes(held[i]);
+		if (b > 16384)
+			print_error("state %d holds %" PRIu64 " bytes (base %" PRIu64 ")\n", i, b,
+			            base_bytes);
+		assert_true(b <= 16384);
+		assert_ptr_equal(tree_lookup(held[i], TREE_TENSORS_DIR_INO, "t.3999.npy"),
+		                 tree_lookup(base, TREE_TENSORS_DIR_INO, "t.3999.npy"));
+		assert_ptr_equal(tree_lookup(held[i], TREE_STATS_DIR_INO, "t.7"),
+		                 tree_lookup(base, TREE_STATS_DIR_INO, "t.7"));
+	}
+	/* the oldest state held still reads whole: its model.gguf parses with its value and
+	 * every tensor's bytes at its offset are the file's */
+	struct tree *t = held[1];
+	const struct tree_node *mn = tree_node(t, tree_model_ino(t));
+	assert_non_null(mn);
+	uint8_t *whole = malloc(mn->size), *file_bytes = malloc(m->shards[0].size);
+	assert_int_equal(tree_read(t, mn, (char *)whole, mn->size, 0), (int64_t)mn->size);
+	const struct tree_node *on = tree_node(base, tree_model_ino(base));
+	assert_int_equal(tree_read(base, on, (char *)file_bytes, on->size, 0), (int64_t)on->size);
+	struct gguf_file gf;
+	assert_int_equal(gguf_parse(whole, mn->size, &gf, err), 0);
+	assert_int_equal(gf.n_tensors, n_t);
+	assert_int_equal(gf.kv[0].value.size, 8 + 6);
+	assert_memory_equal(gf.kv[0].value.data + 8, "edit 1", 6);
+	for (uint64_t i = 0; i < n_t; i += 333)
+		assert_memory_equal(whole + gf.tensors[i].offset,
+		                    file_bytes + m->tensors[i].t->offset, 32);
+	gguf_file_free(&gf);
+	/* gguf.json, sized when first asked for, holds the state's value, whole */
+	const struct tree_node *jn = tree_lookup(t, TREE_ROOT_INO, "gguf.json");
+	assert_non_null(jn);
+	assert_true(jn->size > n_t * 50);
+	char *json = malloc(jn->size + 1);
+	assert_int_equal(tree_read(t, jn, json, jn->size, 0), (int64_t)jn->size);
+	json[jn->size] = 0;
+	assert_non_null(strstr(json, "\"edit 1\""));
+	assert_non_null(strstr(json, "\"t.3999\""));
+	assert_int_equal(json[jn->size - 1], '\n');
+	free(json);
+	free(whole);
+	free(file_bytes);
+	for (int i = 0; i < 5; i++)
+		tree_release(held[i]);
+	tree_edits_close(e);
+	tree_free(base);
+	model_close(m);
+	unlink(path);
+	unlink(file);
+	rmdir(dir);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest tests[] = {
@@ -693,6 +799,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_too_large, setup, teardown),
 		cmocka_unit_test(test_every_type_round_trip),
+		cmocka_unit_test(test_states_share_tensors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
