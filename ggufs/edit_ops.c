@@ -37,18 +37,24 @@ static void reply_refused(fuse_req_t req, int r, const char *why)
 
 /* After an accepted edit: the kernel forgets what it cached of the files the edit
  * changed (ino's, with metadata/'s listing, gguf.json and summary.txt), so that no read
- * shows stale bytes or sizes. model.gguf is a new inode (tree_ino.h): the old one's pages
- * stay, its readers' own. */
+ * shows stale bytes or sizes, nor a mapping stale pages (ops.c fill_tree). model.gguf is
+ * a new inode (tree_ino.h): the old one's pages stay, its readers' own. The kernel
+ * drops a file's pages only once the reads filling them are answered (and dirty ones
+ * of a shared writable mapping written back to us) before the notice returns, which
+ * with -s no other thread would do: there the files' pages go at their next open or
+ * mmap (the kernel drops a direct_io file's then), and only sizes and times now
+ * (offset -1). */
 static void invalidate(struct ggufs *fs, uint64_t ino)
 {
-	static const fuse_ino_t always[] = { TREE_METADATA_DIR_INO, TREE_JSON_INO,
-	                                     TREE_SUMMARY_INO };
+	static const fuse_ino_t files[] = { TREE_JSON_INO, TREE_SUMMARY_INO };
 	if (!fs->se)
 		return;
+	off_t pages = fs->single_thread ? -1 : 0;
 	if (ino)
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
-	for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
-		fuse_lowlevel_notify_inval_inode(fs->se, always[i], 0, 0);
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, pages, 0);
+	fuse_lowlevel_notify_inval_inode(fs->se, TREE_METADATA_DIR_INO, 0, 0);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		fuse_lowlevel_notify_inval_inode(fs->se, files[i], pages, 0);
 }
 
 /* Replies to an edit that returned r: refused (err says why), or made: the kernel's
@@ -78,8 +84,8 @@ static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool 
 		h->dirty = false;   /* refused or made: the next close has nothing new */
 	}
 	pthread_mutex_unlock(&h->lock);
-	if (r == 0)
-		invalidate(fs, ino);
+	/* refused too: a shared mapping's pages may hold the text refused (fill_tree) */
+	invalidate(fs, ino);
 	return r;
 }
 

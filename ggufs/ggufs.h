@@ -43,8 +43,7 @@ struct passthrough {
 	char refused[192];       /* why the mount cannot pass through, or "" */
 	bool logged;             /* refused is said (or needs no saying) */
 	bool log_running;        /* INIT came: the event log is up */
-	bool offered;            /* the kernel's INIT offers FUSE_PASSTHROUGH */
-	uint32_t kernel_minor;   /* its FUSE protocol minor version */
+	bool wanted;             /* model.gguf may pass through: INIT asks for it */
 	uint32_t stack_depth;    /* max_stack_depth asked for at INIT */
 	int fuse_fd;             /* the /dev/fuse fd the backing id belongs to, or -1 */
 	int32_t backing_id;      /* the model file's, > 0 once the kernel gave it */
@@ -68,6 +67,7 @@ struct ggufs {
 	pthread_mutex_t init_lock;
 	pthread_cond_t init_cond;
 	bool init_seen;
+	bool single_thread;  /* -s: one thread reads and answers every request */
 	char bdi[64];        /* "MAJ:MIN" of the mount, from mountinfo; "" if unknown */
 	/* a remote model's watcher (watch.c) */
 	struct fuse_session *se;
@@ -87,13 +87,35 @@ struct ggufs {
 	struct passthrough pt;
 };
 
+/* wire.c: the raw requests and replies of the session (fuse_session_custom_io), for
+ * what libfuse 3.14 has no API for. Right after passthrough_start: sees them when
+ * passthrough is wanted or edits are on (INIT then asks for FUSE_DIRECT_IO_ALLOW_MMAP,
+ * so that the direct_io files an edit changes map shared). */
+void wire_start(struct ggufs *fs, struct fuse_session *se);
+/* This thread's next reply, to an OPEN, carries open_flags and backing_id (0: the
+ * reply as libfuse makes it). */
+void wire_open_reply(uint32_t open_flags, int32_t backing_id);
+/* True when the READ this thread serves fills the kernel's page cache (a mapping's
+ * page, read-ahead, a splice), false for a read(2) of a direct_io open (or when the
+ * wire is not seen). */
+bool wire_read_fills_cache(void);
+
 /* passthrough.c: FUSE passthrough of model.gguf on libfuse 3.14 (no API for it there).
  *
- * Right after fuse_session_mount: sees the session's raw requests and replies
- * (fuse_session_custom_io) when model.gguf may be the model's one local file, or a
- * local library's folder (folder, else NULL) may hold such files, and off
- * (-o passthrough=no) is false; else records why not. */
-void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off, const char *folder);
+ * Right after fuse_session_mount: wants passthrough (wire.c then sees INIT and the
+ * opens) when model.gguf may be the model's one local file, or a local library's
+ * folder (folder, else NULL) may hold such files, and off (-o passthrough=no) is
+ * false; else records why not. */
+void passthrough_start(struct ggufs *fs, bool off, const char *folder);
+/* At INIT (wire.c), the kernel's protocol minor version, whether it offers
+ * passthrough, whether libfuse's reply is the kernel's size and its flags: true when
+ * the reply is to ask for passthrough, with *stack_depth; else records why not. */
+bool passthrough_ask(struct ggufs *fs, uint32_t kernel_minor, bool offered, bool reply_fits,
+                     uint32_t reply_flags, uint32_t *stack_depth);
+/* After the INIT reply that asked went out (sent) or could not: the backing id. */
+void passthrough_asked(struct ggufs *fs, bool sent);
+/* Records why the mount cannot pass through (the first reason stays), said once. */
+void passthrough_refuse(struct ggufs *fs, const char *why);
 /* From op_init: the event log is up; a refusal found before it is said now (once). */
 void passthrough_init(struct ggufs *fs);
 /* Before fuse_session_unmount (which closes the fd): closes every backing id. */

@@ -296,8 +296,10 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
                    const struct fuse_cmdline_opts *fo)
 {
 	fs->pt.debug = fo->debug;
-	passthrough_start(fs, se, o->passthrough_arg && strcmp(o->passthrough_arg, "no") == 0,
+	fs->single_thread = fo->singlethread;
+	passthrough_start(fs, o->passthrough_arg && strcmp(o->passthrough_arg, "no") == 0,
 	                  fs->library && !fs->remote_library ? o->model : NULL);
+	wire_start(fs, se);
 	char what[PATH_MAX + 64];
 	if (!mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;

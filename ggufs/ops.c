@@ -359,6 +359,27 @@ static bool read_iov(fuse_req_t req, const struct tree *t, const struct tree_nod
  * thread instead of 1 (libfuse runs at most max_threads, 10 by default). */
 static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
 
+/* With edits, the tree a fill of the kernel's page cache for ino reads (held: drop it
+ * with drop_tree), or NULL for the tree of the open. The files an edit changes are
+ * opened direct_io: a read(2) reads the state of its open, but the kernel fills the
+ * one page cache of their inode, for any mapping of any open (fs/fuse/file.c
+ * fuse_file_mmap drops it at each mmap and each open), through the open that faults.
+ * Filled from the state now, it never holds another state's pages than that one,
+ * since each edit drops them after making its state current (edit_ops.c invalidate):
+ * an old open that keeps faulting cannot bring its state's pages back under a mapping
+ * made after. A key gone from the state now is read in the open's. */
+static struct tree *fill_tree(struct ggufs *fs, uint64_t ino)
+{
+	if (!fs->edits || !wire_read_fills_cache())
+		return NULL;
+	struct tree *now = take_tree(fs);
+	const struct tree_node *n = tree_node(now, ino);
+	if (n && (n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY))
+		return now;
+	drop_tree(fs, now);
+	return NULL;
+}
+
 /* Serves [off, off + size) of any file into a buffer of the request's size: the tree
  * renders or dequantizes only what the range touches (and, for a remote model, fetches
  * only the blocks it needs; the raw bytes of a local tensor go zero-copy). */
@@ -391,9 +412,12 @@ static void read_with(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, st
 	}
 	/* an open file reads the tree of its open; else (no edits) the one tree */
 	struct tree *t = h ? h->tree : fs->tree;
-	const struct tree_node *n = node_or_reply(req, t, ino);
+	struct tree *now = h ? fill_tree(fs, ino) : NULL;
+	const struct tree_node *n = node_or_reply(req, now ? now : t, ino);
 	if (n)
-		ggufs_read_node(req, fs, t, n, size, (uint64_t)off);
+		ggufs_read_node(req, fs, now ? now : t, n, size, (uint64_t)off);
+	if (now)
+		drop_tree(fs, now);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -4,22 +4,17 @@
  * kernel reads and maps the file itself, through its own page cache, never asking us.
  *
  * The three pieces of the kernel's protocol (include/uapi/linux/fuse.h, 7.40, and
- * fs/fuse/backing.c, passthrough.c, iomode.c) are put in by seeing the raw requests
- * and replies through fuse_session_custom_io:
+ * fs/fuse/backing.c, passthrough.c, iomode.c), the replies put in by wire.c:
  *   - INIT: when the kernel offers FUSE_PASSTHROUGH (flags2) and speaks 7.40 or later,
  *     libfuse's reply gets FUSE_PASSTHROUGH and max_stack_depth 1 (the mount may be the
- *     lower layer of an overlay), or 2 for a model on a stacked file system. The reply
- *     keeps libfuse's own minor version (38): the kernel's fuse_init_out has the same 64
- *     bytes, and max_stack_depth is the word that 7.38 calls unused[0].
+ *     lower layer of an overlay), or 2 for a model on a stacked file system
+ *     (passthrough_ask).
  *   - FUSE_DEV_IOC_BACKING_OPEN of the model's fd, once, just after that reply, when
  *     the kernel has set up the connection: one backing id for the mount's life (one
  *     backing file per inode is all the kernel allows), closed before unmount.
  *   - OPEN of model.gguf: libfuse's reply gets FOPEN_PASSTHROUGH (without keep_cache,
  *     which the kernel refuses with it; with direct_io for an O_DIRECT open, whose
  *     reads then still come here) and the backing id in what 7.38 calls padding.
- * A reply is only rewritten when it is the one expected, whole: the reply to the
- * request this thread read last (libfuse 3.14 reads, handles and answers a request in
- * one thread), with its exact size. Anything else goes out as libfuse wrote it.
  *
  * The kernel allows one kind of open per inode at a time (a normal open of a file
  * open with passthrough fails, and the other way round): every open of one model.gguf
@@ -41,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -51,57 +45,16 @@
 
 /* The kernel's ABI, as include/uapi/linux/fuse.h has it (protocol 7.40 and later);
  * Debian 12's headers (linux 6.1, libfuse 3.14) predate it. */
-struct pt_in_header {
-	uint32_t len, opcode;
-	uint64_t unique, nodeid;
-	uint32_t uid, gid, pid;
-	uint16_t total_extlen, padding;
-};
-struct pt_out_header {
-	uint32_t len;
-	int32_t error;
-	uint64_t unique;
-};
-struct pt_init_in {
-	uint32_t major, minor, max_readahead, flags, flags2;
-	uint32_t unused[11];
-};
-struct pt_init_out {
-	uint32_t major, minor, max_readahead, flags;
-	uint16_t max_background, congestion_threshold;
-	uint32_t max_write, time_gran;
-	uint16_t max_pages, map_alignment;
-	uint32_t flags2, max_stack_depth;
-	uint16_t request_timeout;
-	uint16_t unused[11];
-};
-struct pt_open_out {
-	uint64_t fh;
-	uint32_t open_flags;
-	int32_t backing_id;
-};
 struct pt_backing_map {
 	int32_t fd;
 	uint32_t flags;
 	uint64_t padding;
 };
-_Static_assert(sizeof(struct pt_in_header) == 40, "fuse_in_header");
-_Static_assert(sizeof(struct pt_out_header) == 16, "fuse_out_header");
-_Static_assert(offsetof(struct pt_init_in, flags2) == 16, "fuse_init_in.flags2");
-_Static_assert(sizeof(struct pt_init_out) == 64, "fuse_init_out");
-_Static_assert(offsetof(struct pt_init_out, flags2) == 32, "fuse_init_out.flags2");
-_Static_assert(offsetof(struct pt_init_out, max_stack_depth) == 36, "max_stack_depth");
-_Static_assert(sizeof(struct pt_open_out) == 16, "fuse_open_out");
-_Static_assert(offsetof(struct pt_open_out, backing_id) == 12, "fuse_open_out.backing_id");
 _Static_assert(sizeof(struct pt_backing_map) == 16, "fuse_backing_map");
 
-#define PT_OP_OPEN 14
-#define PT_OP_INIT 26
-#define PT_KERNEL_VERSION 7
 #define PT_MINOR_PASSTHROUGH 40
 #define PT_INIT_EXT (1u << 30)
 #define PT_WRITEBACK_CACHE (1u << 16)
-#define PT_PASSTHROUGH_FLAGS2 (1u << (37 - 32))   /* FUSE_PASSTHROUGH, 1ULL << 37 */
 #define PT_FOPEN_DIRECT_IO (1u << 0)
 #define PT_FOPEN_PASSTHROUGH (1u << 7)
 #define PT_FUSE_SUPER_MAGIC 0x65735546
@@ -119,13 +72,6 @@ struct pt_file {
 	char why[160];
 };
 
-/* The request this thread read last, and the backing id its open reply is to carry
- * (0: none) with its open flags. */
-static _Thread_local uint64_t current_unique;
-static _Thread_local uint32_t current_opcode;
-static _Thread_local int32_t current_backing_id;
-static _Thread_local uint32_t current_open_flags;
-
 /* Records why the mount cannot pass through (the first reason stays), and logs it once
  * when the log is running (else at INIT: passthrough_init). Called with pt.lock held. */
 static void refuse_locked(struct ggufs *fs, const char *why)
@@ -139,42 +85,11 @@ static void refuse_locked(struct ggufs *fs, const char *why)
 	}
 }
 
-static void refuse(struct ggufs *fs, const char *why)
+void passthrough_refuse(struct ggufs *fs, const char *why)
 {
 	pthread_mutex_lock(&fs->pt.lock);
 	refuse_locked(fs, why);
 	pthread_mutex_unlock(&fs->pt.lock);
-}
-
-/* The custom io's read: the request as the kernel wrote it, noted for the reply. The
- * kernel's INIT says whether it offers passthrough. */
-static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
-{
-	struct ggufs *fs = userdata;
-	ssize_t r = read(fd, buf, len);
-	current_unique = 0;
-	current_opcode = 0;
-	current_backing_id = 0;
-	if (r < (ssize_t)sizeof(struct pt_in_header))
-		return r;
-	struct pt_in_header in;
-	memcpy(&in, buf, sizeof in);
-	current_unique = in.unique;
-	current_opcode = in.opcode;
-	if (in.opcode == PT_OP_INIT) {
-		struct pt_init_in init;
-		memset(&init, 0, sizeof init);
-		size_t have = (size_t)r - sizeof in;
-		memcpy(&init, (const char *)buf + sizeof in, have < sizeof init ? have : sizeof init);
-		pthread_mutex_lock(&fs->pt.lock);
-		fs->pt.kernel_minor = init.minor;
-		/* flags2 only exists with FUSE_INIT_EXT, and only 7.40 has the fields */
-		fs->pt.offered = init.major == PT_KERNEL_VERSION && init.minor >= PT_MINOR_PASSTHROUGH &&
-		                 (init.flags & PT_INIT_EXT) && have >= offsetof(struct pt_init_in, unused) &&
-		                 (init.flags2 & PT_PASSTHROUGH_FLAGS2);
-		pthread_mutex_unlock(&fs->pt.lock);
-	}
-	return r;
 }
 
 /* After the INIT reply that asked for passthrough went out: the one backing id of the
@@ -221,85 +136,46 @@ static void open_backing(struct ggufs *fs)
 	pthread_mutex_unlock(&fs->pt.lock);
 }
 
-/* The custom io's writev: libfuse's reply, rewritten when it is INIT's (passthrough
- * asked for) or a passthrough open's; everything else as it is. */
-static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
+bool passthrough_ask(struct ggufs *fs, uint32_t kernel_minor, bool offered, bool reply_fits,
+                     uint32_t reply_flags, uint32_t *stack_depth)
 {
-	struct ggufs *fs = userdata;
-	struct pt_out_header out;
-	if (count < 1 || iov[0].iov_len != sizeof out || current_unique == 0)
-		return writev(fd, iov, count);
-	memcpy(&out, iov[0].iov_base, sizeof out);
-	if (out.unique != current_unique)   /* a notification (unique 0), or not ours */
-		return writev(fd, iov, count);
-	uint32_t opcode = current_opcode;
-	int32_t backing_id = current_backing_id;
-	uint32_t open_flags = current_open_flags;
-	current_unique = 0;
-	current_backing_id = 0;
-	bool whole2 = count == 2 && out.error == 0;
-
-	if (opcode == PT_OP_INIT) {
-		pthread_mutex_lock(&fs->pt.lock);
-		bool offered = fs->pt.offered;
-		uint32_t minor = fs->pt.kernel_minor;
-		pthread_mutex_unlock(&fs->pt.lock);
-		if (!offered) {
-			if (minor < PT_MINOR_PASSTHROUGH) {
-				char why[96];
-				snprintf(why, sizeof why, "the kernel speaks FUSE 7.%" PRIu32
-				         ", passthrough came with 7.40 (Linux 6.9)", minor);
-				refuse(fs, why);
-			} else {
-				refuse(fs, "the kernel does not offer FUSE passthrough "
-				       "(CONFIG_FUSE_PASSTHROUGH)");
-			}
-			return writev(fd, iov, count);
-		}
-		struct pt_init_out init;
-		if (!whole2 || iov[1].iov_len != sizeof init || out.len != sizeof out + sizeof init) {
-			refuse(fs, "libfuse's INIT reply is not the size the kernel's has");
-			return writev(fd, iov, count);
-		}
-		memcpy(&init, iov[1].iov_base, sizeof init);
-		if (init.major != PT_KERNEL_VERSION || !(init.flags & PT_INIT_EXT) ||
-		    (init.flags & PT_WRITEBACK_CACHE)) {
-			refuse(fs, "the connection is not one passthrough goes with");
-			return writev(fd, iov, count);
-		}
-		init.flags2 |= PT_PASSTHROUGH_FLAGS2;
-		init.max_stack_depth = fs->pt.stack_depth;
-		struct iovec mine[2] = { iov[0], { &init, sizeof init } };
-		/* Once the kernel has this reply, other threads may read requests (an open or
-		 * a getxattr of model.gguf) before the backing id below is there: they wait
-		 * for it (why_not_locked), so that no open of model.gguf is of the wrong kind. */
-		pthread_mutex_lock(&fs->pt.lock);
+	char why[96];
+	const char *no = NULL;
+	if (!offered && kernel_minor < PT_MINOR_PASSTHROUGH) {
+		snprintf(why, sizeof why, "the kernel speaks FUSE 7.%" PRIu32
+		         ", passthrough came with 7.40 (Linux 6.9)", kernel_minor);
+		no = why;
+	} else if (!offered) {
+		no = "the kernel does not offer FUSE passthrough (CONFIG_FUSE_PASSTHROUGH)";
+	} else if (!reply_fits) {
+		no = "libfuse's INIT reply is not the size the kernel's has";
+	} else if (!(reply_flags & PT_INIT_EXT) || (reply_flags & PT_WRITEBACK_CACHE)) {
+		no = "the connection is not one passthrough goes with";
+	}
+	pthread_mutex_lock(&fs->pt.lock);
+	if (no) {
+		refuse_locked(fs, no);
+	} else {
+		/* Once the kernel has the reply, other threads may read requests (an open or a
+		 * getxattr of model.gguf) before the backing id is there: they wait for it
+		 * (why_not_locked), so that no open of model.gguf is of the wrong kind. */
 		fs->pt.pending = true;
-		pthread_mutex_unlock(&fs->pt.lock);
-		ssize_t r = writev(fd, mine, 2);
-		if (r >= 0) {
-			open_backing(fs);
-		} else {
-			int e = errno;
-			pthread_mutex_lock(&fs->pt.lock);
-			fs->pt.pending = false;
-			pthread_cond_broadcast(&fs->pt.settled);
-			pthread_mutex_unlock(&fs->pt.lock);
-			errno = e;
-		}
-		return r;
+		*stack_depth = fs->pt.stack_depth;
 	}
-	if (opcode == PT_OP_OPEN && backing_id > 0) {
-		struct pt_open_out open;
-		if (!whole2 || iov[1].iov_len != sizeof open || out.len != sizeof out + sizeof open)
-			return writev(fd, iov, count);   /* an error reply: nothing to hand over */
-		memcpy(&open, iov[1].iov_base, sizeof open);
-		open.open_flags = open_flags;
-		open.backing_id = backing_id;
-		struct iovec mine[2] = { iov[0], { &open, sizeof open } };
-		return writev(fd, mine, 2);
+	pthread_mutex_unlock(&fs->pt.lock);
+	return no == NULL;
+}
+
+void passthrough_asked(struct ggufs *fs, bool sent)
+{
+	if (sent) {
+		open_backing(fs);
+		return;
 	}
-	return writev(fd, iov, count);
+	pthread_mutex_lock(&fs->pt.lock);
+	fs->pt.pending = false;
+	pthread_cond_broadcast(&fs->pt.settled);
+	pthread_mutex_unlock(&fs->pt.lock);
 }
 
 /* The max_stack_depth for backing files on the file system of fd: 1 lets the mount be
@@ -315,7 +191,7 @@ static uint32_t stack_depth_for(int fd)
 	return 1;
 }
 
-void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off, const char *folder)
+void passthrough_start(struct ggufs *fs, bool off, const char *folder)
 {
 	const struct ggufs_model *m = fs->model;
 	fs->pt.fuse_fd = -1;
@@ -347,10 +223,7 @@ void passthrough_start(struct ggufs *fs, struct fuse_session *se, bool off, cons
 			close(dfd);
 		fs->pt.library = true;
 	}
-	static const struct fuse_custom_io io = { .read = pt_read, .writev = pt_writev };
-	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)) != 0)
-		snprintf(fs->pt.refused, sizeof fs->pt.refused,
-		         "libfuse would not let ggufs see its replies (fuse_session_custom_io)");
+	fs->pt.wanted = true;   /* wire.c sees INIT and the opens' replies */
 }
 
 void passthrough_init(struct ggufs *fs)
@@ -446,9 +319,9 @@ bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct)
 {
 	pthread_mutex_lock(&fs->pt.lock);
 	bool pt = why_not_locked(fs, t, 0) == NULL;
-	current_backing_id = pt ? fs->pt.backing_id : 0;
+	int32_t backing_id = pt ? fs->pt.backing_id : 0;
 	pthread_mutex_unlock(&fs->pt.lock);
-	current_open_flags = open_flags_for(direct);
+	wire_open_reply(open_flags_for(direct), backing_id);
 	return pt;
 }
 
@@ -527,8 +400,7 @@ int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, uint64_t ino, 
 
 bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, const struct tree *t, bool direct)
 {
-	current_backing_id = 0;
-	current_open_flags = open_flags_for(direct);
+	int32_t backing_id = 0;
 	pthread_mutex_lock(&fs->pt.lock);
 	struct pt_file *f = NULL;
 	if (!why_not_locked(fs, t, ino)) {
@@ -540,9 +412,10 @@ bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, const struct tree *t, 
 	bool pt = f && f->backing_id > 0;
 	if (pt) {
 		f->opens++;
-		current_backing_id = f->backing_id;
+		backing_id = f->backing_id;
 	}
 	pthread_mutex_unlock(&fs->pt.lock);
+	wire_open_reply(open_flags_for(direct), backing_id);
 	return pt;
 }
 
