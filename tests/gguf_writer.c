@@ -182,3 +182,23 @@ void gw_align(struct gw *w, uint64_t alignment)
 	if (alignment && w->len % alignment)
 		gw_fill(w, 0, (size_t)(alignment - w->len % alignment));
 }
+
+void gw_flat_model(struct gw *w, int n_tensors, gw_flat_tensor_fn tensor, void *ctx)
+{
+	struct gw data;
+	gw_init(&data);
+	gw_header(w, 3, (uint64_t)n_tensors, 1);
+	gw_kv_str(w, "general.architecture", "test");
+	for (int k = 0; k < n_tensors; k++) {
+		const char *name;
+		uint32_t type;
+		uint64_t ne[1];
+		const size_t at = data.len;
+		tensor(ctx, k, &name, &type, &ne[0], &data);
+		gw_tensor(w, name, 1, ne, type, at);
+		gw_fill(&data, 0, (32 - data.len % 32) % 32);
+	}
+	gw_align(w, 32);
+	gw_raw(w, data.buf, data.len);
+	gw_free(&data);
+}

@@ -71,4 +71,14 @@ void gw_tensor(struct gw *w, const char *name, uint32_t n_dims, const uint64_t *
 /* Zero padding up to the next multiple of alignment (the data section's start). */
 void gw_align(struct gw *w, uint64_t alignment);
 
+/* Tensor k of a model gw_flat_model writes: its name, type and count of values (one
+ * dimension) into the out-parameters, its bytes appended to data. */
+typedef void (*gw_flat_tensor_fn)(void *ctx, int k, const char **name, uint32_t *type,
+                                  uint64_t *n, struct gw *data);
+
+/* Appends to w a whole GGUF v3 file of n_tensors one-dimensional tensors made by
+ * tensor(ctx, k) in order, each at the next 32-byte boundary, with general.architecture
+ * "test" as its one key. */
+void gw_flat_model(struct gw *w, int n_tensors, gw_flat_tensor_fn tensor, void *ctx);
+
 #endif

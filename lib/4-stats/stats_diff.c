@@ -65,20 +65,26 @@ static inline void step(struct half_lanes *h, const v4d *xp, const v4d *yp)
 	h->mx = (v4d)(((v4i)ad & more) | ((v4i)h->mx & ~more));
 }
 
+/* The pair (x, y) into lane j of l, in float64. */
+static inline __attribute__((always_inline)) void lane_add(struct lanes *l, int j, double x,
+                                                            double y)
+{
+	const double d = y - x, ad = fabs(d);
+	l->d2[j] += d * d;
+	l->a2[j] += x * x;
+	l->b2[j] += y * y;
+	l->ab[j] += x * y;
+	l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
+}
+
 /* Positions i to n (fewer than DIFF_LANES) into lanes 0.. of l, one by one: the tail
  * of a block, whichever way the rest of it was summed. */
 static inline __attribute__((always_inline)) void block_tail(struct lanes *l, const float *a,
                                                               const float *b, uint64_t i,
                                                               uint64_t n)
 {
-	for (int j = 0; i < n; i++, j++) {
-		const double x = a[i], y = b[i], d = y - x, ad = fabs(d);
-		l->d2[j] += d * d;
-		l->a2[j] += x * x;
-		l->b2[j] += y * y;
-		l->ab[j] += x * y;
-		l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
-	}
+	for (int j = 0; i < n; i++, j++)
+		lane_add(l, j, a[i], b[i]);
 }
 
 /* The lanes of n (at most DIFF_BLOCK) positions, every one taken: a nonfinite value
@@ -182,13 +188,7 @@ static uint64_t block_finite(struct lanes *l, const float *a, const float *b, ui
 			nonfinite++;
 			continue;
 		}
-		const int j = (int)(i % DIFF_LANES);
-		const double x = a[i], y = b[i], d = y - x, ad = fabs(d);
-		l->d2[j] += d * d;
-		l->a2[j] += x * x;
-		l->b2[j] += y * y;
-		l->ab[j] += x * y;
-		l->mx[j] = ad > l->mx[j] ? ad : l->mx[j];
+		lane_add(l, (int)(i % DIFF_LANES), a[i], b[i]);
 	}
 	return nonfinite;
 }

@@ -55,9 +55,7 @@ static size_t utf8_len(const unsigned char *p, uint64_t n)
 	return need;
 }
 
-/* True when name[0..len) is one of vim's probes of a directory: 4913 + 123 k in
- * decimal, no leading zero (scratch.h has the same rule for file names). */
-static bool vim_probe(const char *name, uint64_t len)
+bool names_vim_probe(const char *name, uint64_t len)
 {
 	if (len < 4 || len > 9 || name[0] == '0')
 		return false;
@@ -99,7 +97,7 @@ size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_
 	 * '.', a trailing '~', "#...#", vim's probe 4913): that first or last byte escaped */
 	bool scratch_first = !tensor && !all_dots &&
 	                     (p[0] == '.' || (len >= 2 && p[0] == '#' && p[len - 1] == '#') ||
-	                      vim_probe(name, len));
+	                      names_vim_probe(name, len));
 	bool scratch_last = !tensor && p[len - 1] == '~';
 
 	for (uint64_t i = 0; i < len && !o.over;) {

@@ -20,4 +20,10 @@
  * untrusted and may hold any bytes, NUL included. */
 size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_BUF]);
 
+/* True when name[0..len) is one of vim's probes of a directory (a file it makes and
+ * deletes to learn whether it may write there): 4913 + 123 k in decimal, no leading
+ * zero. A key's file name is never one (names_encode), and a file made with one in
+ * metadata/ is a scratch file (scratch.h). */
+bool names_vim_probe(const char *name, uint64_t len);
+
 #endif

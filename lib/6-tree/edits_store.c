@@ -74,26 +74,87 @@ static long lock_holder(const struct stat *st)
 	return found;
 }
 
-/* The process other than us that holds the lock of the file of st, as "pid N (command
- * line)"; "another process" when none is found. */
-static void holder_of(const struct stat *st, char out[256])
+/* The mount id and inode number /proc/PID/fdinfo/FD shows (0 and 0 when it cannot be
+ * read); reading it never reaches the file's own file system. */
+static void fd_ids(long pid, const char *fd, unsigned long long *mnt, unsigned long long *ino)
+{
+	char path[96], line[128];
+	*mnt = *ino = 0;
+	snprintf(path, sizeof path, "/proc/%ld/fdinfo/%s", pid, fd);
+	FILE *f = fopen(path, "re");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "mnt_id: %llu", mnt) != 1)
+			sscanf(line, "ino: %llu", ino);
+	if (f)
+		fclose(f);
+}
+
+/* True when process pid has a descriptor of the file at inode ino of mount mnt. */
+static bool has_open(long pid, unsigned long long mnt, unsigned long long ino)
+{
+	char dir[64];
+	snprintf(dir, sizeof dir, "/proc/%ld/fdinfo", pid);
+	DIR *fds = opendir(dir);
+	bool found = false;
+	for (struct dirent *f; fds && !found && (f = readdir(fds));) {
+		unsigned long long m, i;
+		if (f->d_name[0] == '.')
+			continue;
+		fd_ids(pid, f->d_name, &m, &i);
+		found = m == mnt && i == ino;
+	}
+	if (fds)
+		closedir(fds);
+	return found;
+}
+
+/* The pid other than ours that has open the file that our descriptor fd is of, the
+ * lock's taker first (/proc/locks: only a candidate, since for a lock taken before the
+ * mount became a daemon it names the parent, which has exited, and its pid may be
+ * another process's by now); 0 when none is found. */
+static long holder_pid(int fd, const struct stat *st)
+{
+	unsigned long long mnt, ino;
+	char self[24];
+	snprintf(self, sizeof self, "%d", fd);
+	fd_ids(getpid(), self, &mnt, &ino);
+	if (!ino)
+		return 0;
+	long pid = lock_holder(st);
+	if (pid && has_open(pid, mnt, ino))
+		return pid;
+	DIR *proc = opendir("/proc");
+	long found = 0;
+	for (struct dirent *p; proc && !found && (p = readdir(proc));) {
+		char *end;
+		pid = strtol(p->d_name, &end, 10);
+		if (!*end && pid > 0 && pid != (long)getpid() && has_open(pid, mnt, ino))
+			found = pid;
+	}
+	if (proc)
+		closedir(proc);
+	return found;
+}
+
+/* The process other than us that holds the lock of the file of st (our descriptor of it:
+ * fd), as "pid N (command line)"; "another process" when none is found. */
+static void holder_of(int fd, const struct stat *st, char out[256])
 {
 	snprintf(out, 256, "another process");
-	long pid = lock_holder(st);
-	if (pid) {
-		char cmd[160] = "", path[64];
-		snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
-		FILE *c = fopen(path, "re");
-		size_t n = c ? fread(cmd, 1, sizeof cmd - 1, c) : 0;
-		if (c)
-			fclose(c);
-		for (size_t i = 0; i < n; i++)   /* arguments apart by spaces, printable only */
-			cmd[i] = cmd[i] == 0 ? ' ' : cmd[i] < 0x20 || cmd[i] > 0x7e ? '?' : cmd[i];
-		while (n && cmd[n - 1] == ' ')
-			n--;
-		cmd[n] = 0;
-		snprintf(out, 256, "pid %ld (%s)", pid, cmd);
-	}
+	long pid = holder_pid(fd, st);
+	char cmd[160] = "", path[64];
+	snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+	FILE *c = pid ? fopen(path, "re") : NULL;
+	if (!c)
+		return;
+	size_t n = fread(cmd, 1, sizeof cmd - 1, c);
+	fclose(c);
+	for (size_t i = 0; i < n; i++)   /* arguments apart by spaces, printable only */
+		cmd[i] = cmd[i] == 0 ? ' ' : cmd[i] < 0x20 || cmd[i] > 0x7e ? '?' : cmd[i];
+	while (n && cmd[n - 1] == ' ')
+		n--;
+	cmd[n] = 0;
+	snprintf(out, 256, "pid %ld (%s)", pid, cmd);
 }
 
 /* Removes NAME.tmp.XXXXXX beside FILE: what a save killed before its rename left. Called
@@ -167,7 +228,7 @@ static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 		}
 		if (flock_retry(s->fd, LOCK_EX | LOCK_NB) != 0) {
 			char who[256];
-			holder_of(&st, who);
+			holder_of(s->fd, &st, who);
 			snprintf(err, GGUF_ERR_MAX, "%s: in use by another mount, %s; it is the edits "
 			         "file of one mount at a time", s->path, who);
 			return -1;

@@ -1,3 +1,4 @@
+#include "names.h"
 #include "scratch.h"
 #include "tree_ino.h"
 
@@ -25,28 +26,13 @@ struct scratch_set {
 	uint64_t bytes;             /* cap of every file, named or still held */
 };
 
-/* True when name is vim's probe of the directory (4913 + 123 k, no leading zero). */
-static bool vim_probe(const char *name)
-{
-	size_t n = strlen(name);
-	if (n < 4 || n > 9 || name[0] == '0')
-		return false;
-	unsigned long v = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (name[i] < '0' || name[i] > '9')
-			return false;
-		v = v * 10 + (unsigned long)(name[i] - '0');
-	}
-	return v >= 4913 && (v - 4913) % 123 == 0;
-}
-
 bool scratch_is_name(const char *name)
 {
 	size_t n = strlen(name);
 	if (n == 0)
 		return false;
 	return name[0] == '.' || name[n - 1] == '~' ||
-	       (n >= 2 && name[0] == '#' && name[n - 1] == '#') || vim_probe(name);
+	       (n >= 2 && name[0] == '#' && name[n - 1] == '#') || names_vim_probe(name, n);
 }
 
 struct scratch_set *scratch_new(void)

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "mount"))
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import ggufs_mount as gm  # noqa: E402
 from remote_common import EnvMount, env_without_token  # noqa: E402
-from servers import HubServer  # noqa: E402
+from hub_server import HubServer  # noqa: E402
 
 N_LOCAL = 1000
 N_HUB = 25

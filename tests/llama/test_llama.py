@@ -99,7 +99,7 @@ class Llama(unittest.TestCase):
     def test_hub_library(self):
         """model.gguf of models inside a hub library (issue 26): the file and the split
         set of a repository served by HubServer, pinned to its commit."""
-        from servers import HubServer
+        from hub_server import HubServer
 
         class In:
             def __init__(self, m, *rel):

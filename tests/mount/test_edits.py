@@ -230,6 +230,17 @@ class Edits(unittest.TestCase):
             self.refused(self.file, "in use by another mount")
             self.assertEqual(meta(m, "general.name"), b"second\n")
         self.assertEqual(edits_of(self.file)["set"]["general.name"]["value"], "second")
+        # a daemon locks FILE before it forks away from its parent, which /proc/locks
+        # then names: the refusal names the daemon, which has FILE open
+        with tempfile.TemporaryDirectory() as d:
+            r = gm.run_ggufs(["-o", "edits=" + self.file, gm.TINY, d])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            try:
+                pids = gm.ggufs_processes(d)
+                self.assertEqual(len(pids), 1, pids)
+                self.refused(self.file, "in use by another mount, pid %d (" % pids[0])
+            finally:
+                gm.unmount(d)
         # another user's patch planted in a directory anyone may write to (as /tmp)
         public = gm.public_tmpdir()
         try:

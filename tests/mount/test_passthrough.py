@@ -43,7 +43,7 @@ import ggufs_mount as gm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
 from remote_common import split_gguf  # noqa: E402
-from servers import FaultServer  # noqa: E402
+from fault_server import FaultServer  # noqa: E402
 
 XATTR = "user.ggufs.passthrough"
 KEEP_IDLE = 8  # LIB_KEEP_IDLE in lib/7-library/library.h: built models kept idle

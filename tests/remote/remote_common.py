@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "mount"))
 sys.path.insert(0, HERE)
 
 import ggufs_mount as gm  # noqa: E402
-from servers import Body, FaultServer, Nginx  # noqa: E402,F401
+from fault_server import Body, FaultServer  # noqa: E402,F401
+from servers import Nginx  # noqa: E402,F401
 
 TINY = gm.TINY
 ALLTYPES = os.path.join(gm.VECTORS, "alltypes.gguf")

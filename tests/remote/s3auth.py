@@ -1,4 +1,4 @@
-"""S3's side of a request, for the fault server (servers.py, FaultServer.s3): the
+"""S3's side of a request, for the fault server (fault_server.py, FaultServer.s3): the
 object a request names (path style or virtual-hosted) and whether its Signature V4 is
 right, recomputed by an independent signer, Debian's python3-botocore
 (botocore.auth.S3SigV4Auth), from what arrived.

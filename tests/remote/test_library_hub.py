@@ -1,4 +1,4 @@
-"""A hub repository mounted as a library (issue 26) against HubServer (servers.py): the
+"""A hub repository mounted as a library (issue 26) against HubServer (hub_server.py): the
 tree API read page by page (3 entries a page), the revision resolved to a commit once
 and every file read at it (the repository changes on the server after mount, the mount
 does not), a folder of the repository, models.tsv with the hub's sha256, tokens sent
@@ -11,7 +11,7 @@ import tempfile
 import unittest
 
 from remote_common import EnvMount, env_without_token, gm
-from servers import HubServer
+from hub_server import HubServer
 
 
 def tiny_model(path, arch):
@@ -131,7 +131,7 @@ class HubLibrary(unittest.TestCase):
     def test_next_page_elsewhere_refused(self):
         """A page whose Link names another origin (which the token would follow) ends
         the mount with one line; the other server hears nothing."""
-        from servers import FaultServer
+        from fault_server import FaultServer
         with FaultServer({}, host="127.0.0.2") as other:
             page = "/api/models/owner/repo/tree/%s?recursive=true" % self.first
             body = self.hub.file(page).slice(0, len(self.hub.file(page).content)).tobytes()

@@ -15,7 +15,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from servers import Body, FaultServer, Nginx, parse_range  # noqa: E402
+from fault_server import Body, FaultServer, parse_range  # noqa: E402
+from servers import Nginx  # noqa: E402
 
 DATA = bytes(range(256)) * 4096 + b"tail"  # 1 MiB + 4, every byte position distinct mod 256
 

@@ -22,33 +22,27 @@
 
 #include "edits_file.h"
 #include "edits_store.h"
+#include "scratch_dir.h"
 
 #define NOBODY 65534
 
-struct dir {
-	char path[64];
-	char file[96];
-};
+/* Each test's FILE: fix.json in a directory of its own (scratch_dir, made fresh by
+ * setup, removed with all it holds by scratch_dir_remove). */
+static char file[96];
 
-static void make_dir(struct dir *d)
+static int setup(void **state)
 {
-	strcpy(d->path, "/tmp/ggufs-store-XXXXXX");
-	assert_non_null(mkdtemp(d->path));
-	snprintf(d->file, sizeof d->file, "%s/fix.json", d->path);
+	if (scratch_dir_make(state) != 0)
+		return -1;
+	snprintf(file, sizeof file, "%s/fix.json", scratch_dir);
+	return 0;
 }
 
-static void remove_dir(struct dir *d)
-{
-	char cmd[96];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", d->path);
-	assert_int_equal(system(cmd), 0);
-}
-
-/* How many entries d holds. */
-static int entries(const struct dir *d)
+/* How many entries the test's directory holds. */
+static int entries(void)
 {
 	char cmd[128];
-	snprintf(cmd, sizeof cmd, "exit $(ls -A %s | wc -l)", d->path);
+	snprintf(cmd, sizeof cmd, "exit $(ls -A %s | wc -l)", scratch_dir);
 	int r = system(cmd);
 	return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
 }
@@ -77,27 +71,24 @@ static int open_once(const char *path, char err[GGUF_ERR_MAX])
 static void test_save_and_load(void **state)
 {
 	(void)state;
-	struct dir d;
-	make_dir(&d);
 	struct edits_store *s;
 	char *text, err[GGUF_ERR_MAX];
 	uint64_t len;
-	assert_int_equal(edits_store_open(d.file, &s, &text, &len, err), 1);   /* missing */
+	assert_int_equal(edits_store_open(file, &s, &text, &len, err), 1);   /* missing */
 	assert_null(text);
 	assert_int_equal(edits_store_save(s, "one\n", 4, err), 0);
 	assert_int_equal(edits_store_save(s, "two!\n", 5, err), 0);
-	assert_int_equal(entries(&d), 1);   /* no temporary left beside it */
+	assert_int_equal(entries(), 1);   /* no temporary left beside it */
 	/* too large for a mount to load again: refused, FILE as it was */
 	edits_store_set_max(s, 8);
 	assert_int_equal(edits_store_save(s, "123456789", 9, err), -EFBIG);
 	assert_non_null(strstr(err, "more than the 8"));
 	edits_store_close(s);
-	assert_int_equal(edits_store_open(d.file, &s, &text, &len, err), 0);
+	assert_int_equal(edits_store_open(file, &s, &text, &len, err), 0);
 	assert_int_equal(len, 5);
 	assert_memory_equal(text, "two!\n", 5);
 	free(text);
 	edits_store_close(s);
-	remove_dir(&d);
 }
 
 /* A child process opens the store of path: 0 when it was refused with a line naming
@@ -119,19 +110,16 @@ static int child_refused(const char *path, pid_t holder)
 static void test_one_store_at_a_time(void **state)
 {
 	(void)state;
-	struct dir d;
-	make_dir(&d);
 	struct edits_store *s;
 	char *text, err[GGUF_ERR_MAX];
 	uint64_t len;
-	assert_int_equal(edits_store_open(d.file, &s, &text, &len, err), 1);
+	assert_int_equal(edits_store_open(file, &s, &text, &len, err), 1);
 	assert_int_equal(edits_store_save(s, "{}\n", 3, err), 0);   /* made: locked */
-	assert_int_equal(child_refused(d.file, getpid()), 0);
+	assert_int_equal(child_refused(file, getpid()), 0);
 	assert_int_equal(edits_store_save(s, "{ }\n", 4, err), 0);  /* a new inode: locked too */
-	assert_int_equal(child_refused(d.file, getpid()), 0);
+	assert_int_equal(child_refused(file, getpid()), 0);
 	edits_store_close(s);
-	assert_int_equal(open_once(d.file, err), 0);   /* free again */
-	remove_dir(&d);
+	assert_int_equal(open_once(file, err), 0);   /* free again */
 }
 
 /* The refusal names the process that holds FILE's lock, not any process that merely
@@ -142,11 +130,9 @@ static void test_one_store_at_a_time(void **state)
 static void test_holder_is_the_locker(void **state)
 {
 	(void)state;
-	struct dir d;
-	make_dir(&d);
 	char err[GGUF_ERR_MAX];
-	put_file(d.file, "{}\n");
-	int fd = open(d.file, O_RDONLY | O_CLOEXEC);
+	put_file(file, "{}\n");
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
 	int ready[2], done[2];
 	assert_int_equal(pipe(ready), 0);
@@ -156,7 +142,7 @@ static void test_holder_is_the_locker(void **state)
 		struct edits_store *s;
 		char *text;
 		uint64_t len;
-		char c = edits_store_open(d.file, &s, &text, &len, err) >= 0 ? 'y' : 'n';
+		char c = edits_store_open(file, &s, &text, &len, err) >= 0 ? 'y' : 'n';
 		close(done[1]);
 		if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) < 0)
 			_exit(2);
@@ -166,7 +152,7 @@ static void test_holder_is_the_locker(void **state)
 	char c = 0;
 	assert_int_equal(read(ready[0], &c, 1), 1);
 	assert_int_equal(c, 'y');
-	assert_int_equal(child_refused(d.file, holder), 0);
+	assert_int_equal(child_refused(file, holder), 0);
 	close(done[1]);
 	int status;
 	assert_int_equal(waitpid(holder, &status, 0), holder);
@@ -174,24 +160,20 @@ static void test_holder_is_the_locker(void **state)
 	close(ready[0]);
 	close(ready[1]);
 	close(fd);
-	remove_dir(&d);
 }
 
 static void test_temporaries_removed(void **state)
 {
 	(void)state;
-	struct dir d;
-	make_dir(&d);
 	char tmp[128], other[128], err[GGUF_ERR_MAX];
-	put_file(d.file, "{}\n");
-	snprintf(tmp, sizeof tmp, "%s.tmp.k1lled", d.file);
+	put_file(file, "{}\n");
+	snprintf(tmp, sizeof tmp, "%s.tmp.k1lled", file);
 	put_file(tmp, "{\"half");
-	snprintf(other, sizeof other, "%s/other.json.tmp.abcdef", d.path);
+	snprintf(other, sizeof other, "%s/other.json.tmp.abcdef", scratch_dir);
 	put_file(other, "not ours");
-	assert_int_equal(open_once(d.file, err), 0);
+	assert_int_equal(open_once(file, err), 0);
 	assert_int_equal(access(tmp, F_OK), -1);
 	assert_int_equal(access(other, F_OK), 0);
-	remove_dir(&d);
 }
 
 static void expect_refused(const char *path, const char *why)
@@ -206,47 +188,44 @@ static void expect_refused(const char *path, const char *why)
 static void test_untrusted_refused(void **state)
 {
 	(void)state;
-	struct dir d;
-	make_dir(&d);
 	char link_to[128], real[128];
-	snprintf(real, sizeof real, "%s/real.json", d.path);
+	snprintf(real, sizeof real, "%s/real.json", scratch_dir);
 	put_file(real, "{}\n");
 	/* a symlink is refused, not replaced by a file of ours at the first save */
-	assert_int_equal(symlink(real, d.file), 0);
-	expect_refused(d.file, "is a symlink");
-	unlink(d.file);
+	assert_int_equal(symlink(real, file), 0);
+	expect_refused(file, "is a symlink");
+	unlink(file);
 	/* a FIFO is refused at once, without waiting for a writer */
-	assert_int_equal(mkfifo(d.file, 0600), 0);
-	expect_refused(d.file, "not a regular file");
-	unlink(d.file);
-	assert_int_equal(mkdir(d.file, 0700), 0);
-	expect_refused(d.file, "not a regular file");
-	rmdir(d.file);
-	put_file(d.file, "{}\n");
-	assert_int_equal(chmod(d.file, 0622), 0);
-	expect_refused(d.file, "writable by group or others (mode 0622)");
-	assert_int_equal(chmod(d.file, 0600), 0);
+	assert_int_equal(mkfifo(file, 0600), 0);
+	expect_refused(file, "not a regular file");
+	unlink(file);
+	assert_int_equal(mkdir(file, 0700), 0);
+	expect_refused(file, "not a regular file");
+	rmdir(file);
+	put_file(file, "{}\n");
+	assert_int_equal(chmod(file, 0622), 0);
+	expect_refused(file, "writable by group or others (mode 0622)");
+	assert_int_equal(chmod(file, 0600), 0);
 	if (geteuid() == 0) {   /* another user's FILE, and directory */
-		assert_int_equal(chown(d.file, NOBODY, NOBODY), 0);
-		expect_refused(d.file, "owned by uid 65534");
-		assert_int_equal(chown(d.file, 0, 0), 0);
-		assert_int_equal(chown(d.path, NOBODY, NOBODY), 0);
-		expect_refused(d.file, "its directory is owned by uid 65534");
-		assert_int_equal(chown(d.path, 0, 0), 0);
+		assert_int_equal(chown(file, NOBODY, NOBODY), 0);
+		expect_refused(file, "owned by uid 65534");
+		assert_int_equal(chown(file, 0, 0), 0);
+		assert_int_equal(chown(scratch_dir, NOBODY, NOBODY), 0);
+		expect_refused(file, "its directory is owned by uid 65534");
+		assert_int_equal(chown(scratch_dir, 0, 0), 0);
 	}
 	/* a sticky directory everyone may write to, as /tmp */
-	assert_int_equal(chmod(d.path, 01777), 0);
-	expect_refused(d.file, "its directory is writable by group or others (mode 1777)");
-	assert_int_equal(chmod(d.path, 0700), 0);
+	assert_int_equal(chmod(scratch_dir, 01777), 0);
+	expect_refused(file, "its directory is writable by group or others (mode 1777)");
+	assert_int_equal(chmod(scratch_dir, 0700), 0);
 	char err[GGUF_ERR_MAX];
-	assert_int_equal(open_once(d.file, err), 0);
-	snprintf(link_to, sizeof link_to, "%s/no/such/fix.json", d.path);
+	assert_int_equal(open_once(file, err), 0);
+	snprintf(link_to, sizeof link_to, "%s/no/such/fix.json", scratch_dir);
 	expect_refused(link_to, "its directory: No such file");
-	remove_dir(&d);
 }
 
-UNIT_TESTS(cmocka_unit_test(test_save_and_load),
-           cmocka_unit_test(test_one_store_at_a_time),
-           cmocka_unit_test(test_holder_is_the_locker),
-           cmocka_unit_test(test_temporaries_removed),
-           cmocka_unit_test(test_untrusted_refused))
+UNIT_TESTS(cmocka_unit_test_setup_teardown(test_save_and_load, setup, scratch_dir_remove),
+           cmocka_unit_test_setup_teardown(test_one_store_at_a_time, setup, scratch_dir_remove),
+           cmocka_unit_test_setup_teardown(test_holder_is_the_locker, setup, scratch_dir_remove),
+           cmocka_unit_test_setup_teardown(test_temporaries_removed, setup, scratch_dir_remove),
+           cmocka_unit_test_setup_teardown(test_untrusted_refused, setup, scratch_dir_remove))

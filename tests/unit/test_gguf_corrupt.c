@@ -15,7 +15,7 @@
 #include "unit.h"
 
 #include "gguf.h"
-#include "test_rng.h"
+#include "test_data.h"
 
 #ifndef TEST_DATA
 #error "TEST_DATA must name tests/data"

@@ -155,6 +155,20 @@ static void check_ranges(const struct ggufs_model *m, const struct modelfile *mf
 	free(buf);
 }
 
+/* model.gguf of m (laid out in mf) reads as img (size bytes), whole and by ranges; m and
+ * mf are closed after. */
+static void expect_image(struct ggufs_model *m, struct modelfile *mf, const uint8_t *img,
+                         uint64_t size)
+{
+	uint8_t *whole = malloc(size);
+	assert_int_equal(modelfile_read(m, mf, 0, size, whole), 0);
+	assert_memory_equal(whole, img, size);
+	check_ranges(m, mf, img);
+	free(whole);
+	modelfile_free(mf);
+	model_close(m);
+}
+
 /* A single-file model is its file, byte for byte. */
 static void test_single(void **state)
 {
@@ -168,13 +182,7 @@ static void test_single(void **state)
 	assert_int_equal(modelfile_build(m, &mf, err), 0);
 	assert_int_equal(mf.size, size);
 	assert_null(mf.header);
-	uint8_t *whole = malloc(size);
-	assert_int_equal(modelfile_read(m, &mf, 0, size, whole), 0);
-	assert_memory_equal(whole, img, size);
-	check_ranges(m, &mf, img);
-	free(whole);
-	modelfile_free(&mf);
-	model_close(m);
+	expect_image(m, &mf, img, size);
 	free(img);
 }
 
@@ -197,13 +205,7 @@ static void test_split_merges_back(void **state)
 		assert_int_equal(modelfile_build(m, &mf, err), 0);
 		assert_int_equal(mf.size, size);
 		assert_int_equal(mf.n_spans, m->n_tensors);
-		uint8_t *whole = malloc(size);
-		assert_int_equal(modelfile_read(m, &mf, 0, size, whole), 0);
-		assert_memory_equal(whole, img, size);
-		check_ranges(m, &mf, img);
-		free(whole);
-		modelfile_free(&mf);
-		model_close(m);
+		expect_image(m, &mf, img, size);
 	}
 	free(img);
 }

@@ -17,6 +17,7 @@
 #include "parse_value.h"
 #include "render_value.h"
 #include "render_util.h"
+#include "test_data.h"
 
 static void render_value_fn(struct sink *s, const void *arg)
 {
@@ -144,36 +145,22 @@ static void test_integers(void **state)
 	expect_refused("uint32", "99999999999999999999999999");
 }
 
-static uint32_t f32u(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static uint64_t f64u(double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, 8);
-	return u;
-}
-
 /* Any decimal text, as the nearest float; nan and infinities; no hex. */
 static void test_floats(void **state)
 {
 	(void)state;
-	expect_scalar("float32", "1e-05\n", f32u(1e-05f), 4);
-	expect_scalar("float32", "0.1", f32u(0.1f), 4);
-	expect_scalar("float32", "0.100000001490116119384765625", f32u(0.1f), 4);
+	expect_scalar("float32", "1e-05\n", bits_of_float(1e-05f), 4);
+	expect_scalar("float32", "0.1", bits_of_float(0.1f), 4);
+	expect_scalar("float32", "0.100000001490116119384765625", bits_of_float(0.1f), 4);
 	expect_scalar("float32", "-0\n", 0x80000000u, 4);
-	expect_scalar("float32", "3e+38", f32u(3e38f), 4);
-	expect_scalar("float32", "1e39", f32u(INFINITY), 4);   /* nearest is inf */
-	expect_scalar("float32", "inf\n", f32u(INFINITY), 4);
-	expect_scalar("float32", "-inf\n", f32u(-INFINITY), 4);
-	expect_scalar("float64", "0.1\n", f64u(0.1), 8);
-	expect_scalar("float64", "-2.2250738585072014e-308", f64u(-2.2250738585072014e-308), 8);
-	expect_scalar("float64", "10000", f64u(10000.0), 8);
-	expect_scalar("float64", ".5", f64u(0.5), 8);
+	expect_scalar("float32", "3e+38", bits_of_float(3e38f), 4);
+	expect_scalar("float32", "1e39", bits_of_float(INFINITY), 4);   /* nearest is inf */
+	expect_scalar("float32", "inf\n", bits_of_float(INFINITY), 4);
+	expect_scalar("float32", "-inf\n", bits_of_float(-INFINITY), 4);
+	expect_scalar("float64", "0.1\n", bits_of_double(0.1), 8);
+	expect_scalar("float64", "-2.2250738585072014e-308", bits_of_double(-2.2250738585072014e-308), 8);
+	expect_scalar("float64", "10000", bits_of_double(10000.0), 8);
+	expect_scalar("float64", ".5", bits_of_double(0.5), 8);
 	struct value_buf b;
 	assert_int_equal(PARSE("float32", "nan\n", &b), 0);
 	float f;

@@ -22,7 +22,7 @@
 #include "guard.h"
 #include "model.h"
 #include "reader.h"
-#include "test_rng.h"
+#include "test_data.h"
 #include "types.h"
 
 /* Tensor 0: q8_0, 8192 blocks (278528 bytes, more than a slice of a fetched read);

@@ -46,19 +46,24 @@ static void expect_header(const struct gguf_tensor *t, const char *shape)
 static void test_shapes(void **state)
 {
 	(void)state;
-	struct gguf_tensor t1 = tensor(1, 256, 1, 1, 1);
-	expect_header(&t1, "(256,)");
-	struct gguf_tensor t2 = tensor(2, 256, 8000, 1, 1);
-	expect_header(&t2, "(8000, 256)");
-	struct gguf_tensor t3 = tensor(3, 64, 32, 8, 1);
-	expect_header(&t3, "(8, 32, 64)");
-	struct gguf_tensor t4 = tensor(4, 2, 3, 4, 5);
-	expect_header(&t4, "(5, 4, 3, 2)");
-	/* trailing 1 dims within n_dims are kept: they are part of the tensor's shape */
-	struct gguf_tensor t21 = tensor(2, 7, 1, 1, 1);
-	expect_header(&t21, "(1, 7)");
-	struct gguf_tensor t0 = tensor(1, 0, 1, 1, 1);
-	expect_header(&t0, "(0,)");
+	static const struct {
+		uint32_t n_dims;
+		uint64_t ne[4];
+		const char *shape;
+	} rows[] = {
+		{ 1, { 256, 1, 1, 1 }, "(256,)" },
+		{ 2, { 256, 8000, 1, 1 }, "(8000, 256)" },
+		{ 3, { 64, 32, 8, 1 }, "(8, 32, 64)" },
+		{ 4, { 2, 3, 4, 5 }, "(5, 4, 3, 2)" },
+		/* trailing 1 dims within n_dims are kept: they are part of the tensor's shape */
+		{ 2, { 7, 1, 1, 1 }, "(1, 7)" },
+		{ 1, { 0, 1, 1, 1 }, "(0,)" },
+	};
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		struct gguf_tensor t = tensor(rows[i].n_dims, rows[i].ne[0], rows[i].ne[1],
+		                              rows[i].ne[2], rows[i].ne[3]);
+		expect_header(&t, rows[i].shape);
+	}
 }
 
 static void test_longest(void **state)

@@ -16,6 +16,7 @@
 
 #include "render_value.h"
 #include "render_util.h"
+#include "test_data.h"
 
 static void render_value_fn(struct sink *s, const void *arg)
 {
@@ -92,38 +93,26 @@ static void test_bools(void **state)
 	EXPECT(&vf, "false\n");
 }
 
-static void check_f32(float x, const char *want)
+/* A value of type stored as the size bytes of bits, little-endian, renders as want and
+ * a newline. */
+static void check_line(uint32_t type, uint64_t bits, int size, const char *want)
 {
 	struct bytes w = { .n = 0 };
-	put_f32(&w, x);
-	struct gguf_value v = val(GGUF_TYPE_FLOAT32, &w);
+	put_le(&w, bits, size);
+	struct gguf_value v = val(type, &w);
 	char line[64];
 	snprintf(line, sizeof line, "%s\n", want);
 	expect_render(&v, line, strlen(line));
+}
+
+static void check_f32(float x, const char *want)
+{
+	check_line(GGUF_TYPE_FLOAT32, bits_of_float(x), 4, want);
 }
 
 static void check_f64(double x, const char *want)
 {
-	struct bytes w = { .n = 0 };
-	put_f64(&w, x);
-	struct gguf_value v = val(GGUF_TYPE_FLOAT64, &w);
-	char line[64];
-	snprintf(line, sizeof line, "%s\n", want);
-	expect_render(&v, line, strlen(line));
-}
-
-static float f32_bits(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static double f64_bits(uint64_t u)
-{
-	double d;
-	memcpy(&d, &u, 8);
-	return d;
+	check_line(GGUF_TYPE_FLOAT64, bits_of_double(x), 8, want);
 }
 
 static void test_float32(void **state)
@@ -145,14 +134,14 @@ static void test_float32(void **state)
 	check_f32(0.0001f, "0.0001");
 	check_f32(FLT_MAX, "3.4028235e+38");
 	check_f32(16777217.0f, "16777216");     /* rounds to 2^24 on the way in */
-	check_f32(f32_bits(1), "1e-45");        /* smallest denormal */
-	check_f32(f32_bits(0x007fffff), "1.1754942e-38");   /* largest denormal */
+	check_f32(float_of_bits(1), "1e-45");        /* smallest denormal */
+	check_f32(float_of_bits(0x007fffff), "1.1754942e-38");   /* largest denormal */
 	check_f32(-0.0f, "-0");
 	check_f32(0.0f, "0");
 	check_f32(-2.5f, "-2.5");
 	check_f32(NAN, "nan");
-	check_f32(f32_bits(0xffc00000), "nan");   /* negative quiet NaN */
-	check_f32(f32_bits(0x7f800001), "nan");   /* signalling NaN */
+	check_f32(float_of_bits(0xffc00000), "nan");   /* negative quiet NaN */
+	check_f32(float_of_bits(0x7f800001), "nan");   /* signalling NaN */
 	check_f32(INFINITY, "inf");
 	check_f32(-INFINITY, "-inf");
 }
@@ -173,7 +162,7 @@ static void test_float64(void **state)
 	check_f64(1000000.0, "1000000");
 	check_f64(9007199254740993.0, "9007199254740992");
 	check_f64(DBL_MAX, "1.7976931348623157e+308");
-	check_f64(f64_bits(1), "5e-324");
+	check_f64(double_of_bits(1), "5e-324");
 	check_f64(-0.0, "-0");
 	check_f64(NAN, "nan");
 	check_f64(-NAN, "nan");
@@ -230,7 +219,7 @@ static void test_float_text_rule(void **state)
 	for (int i = 0; i < 20000; i++) {
 		u = u * 6364136223846793005u + 1442695040888963407u;
 		char buf[RENDER_SCALAR_MAX];
-		float f = f32_bits((uint32_t)(u >> 32));
+		float f = float_of_bits((uint32_t)(u >> 32));
 		/* small integers and round numbers too, where the exponent question arises */
 		if (i % 4 == 1)
 			f = (float)(int32_t)(u >> 40);
@@ -245,7 +234,7 @@ static void test_float_text_rule(void **state)
 			assert_memory_equal(&back, &f, 4);
 			check_rule((double)f, 9, buf, true);
 		}
-		double d = f64_bits(u);
+		double d = double_of_bits(u);
 		if (i % 4 == 1)
 			d = (double)(int64_t)u / 1024.0;
 		if (i % 4 == 2)

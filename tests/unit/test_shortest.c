@@ -14,6 +14,7 @@
 #include "unit.h"
 
 #include "shortest.h"
+#include "test_data.h"
 
 static unsigned long checked;
 
@@ -31,20 +32,13 @@ static void check(float f)
 	}
 }
 
-static float from_bits(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 static void test_random(void **state)
 {
 	(void)state;
 	uint64_t u = 0x9e3779b97f4a7c15ull;
 	for (int i = 0; i < 300000; i++) {
 		u = u * 6364136223846793005ull + 1442695040888963407ull;
-		check(from_bits((uint32_t)(u >> 32)));
+		check(float_of_bits((uint32_t)(u >> 32)));
 	}
 }
 
@@ -86,9 +80,9 @@ static void test_edges(void **state)
 {
 	(void)state;
 	for (uint32_t b = 1; b < 5000; b++)
-		check(from_bits(b)), check(from_bits(b | 0x80000000u));
+		check(float_of_bits(b)), check(float_of_bits(b | 0x80000000u));
 	for (uint32_t b = 0x7f7fffffu; b > 0x7f7fffffu - 5000; b--)
-		check(from_bits(b)), check(from_bits(b | 0x80000000u));
+		check(float_of_bits(b)), check(float_of_bits(b | 0x80000000u));
 	float edges[] = { 1e-30f, 1e30f };
 	for (int e = 0; e < 2; e++) {
 		float lo = edges[e], hi = edges[e];

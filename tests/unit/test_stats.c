@@ -23,14 +23,14 @@
 #include "gguf_writer.h"
 #include "render_stats.h"
 #include "stats.h"
-#include "test_rng.h"
+#include "test_data.h"
 #include "tree.h"
 
 /* ---- values ---- */
 
 static uint64_t rng = 88172645463325252u;
 
-/* The sequence of this test (test_rng.h). */
+/* The sequence of this test (test_data.h). */
 static uint64_t next_u64(void)
 {
 	return xorshift64(&rng);
@@ -43,13 +43,6 @@ static float next_value(float mean, float sd)
 	for (int k = 0; k < 4; k++)
 		u += (double)(next_u64() >> 11) * 0x1p-53 - 0.5;
 	return (float)(mean + sd * u * 1.7);
-}
-
-static float from_bits(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
 }
 
 /* The reference: two passes in long double over the finite values, counts by
@@ -100,15 +93,15 @@ static float *planted_values(uint64_t *n)
 	for (uint64_t i = 0; i < *n; i++)
 		x[i] = next_value(3.0f, 0.01f);
 	x[0] = NAN;                      /* before any finite value */
-	x[17] = from_bits(0xffc00001);   /* a negative NaN with a payload */
+	x[17] = float_of_bits(0xffc00001);   /* a negative NaN with a payload */
 	x[5000] = INFINITY;
 	x[5001] = -INFINITY;
 	x[5002] = -INFINITY;
 	x[7] = 0.0f;
 	x[99999] = -0.0f;
-	x[123] = from_bits(0x00000001);  /* the smallest subnormal */
-	x[124] = from_bits(0x807fffff);  /* the largest negative one */
-	x[100001] = from_bits(0x007fffff);  /* in the scalar tail of the last block */
+	x[123] = float_of_bits(0x00000001);  /* the smallest subnormal */
+	x[124] = float_of_bits(0x807fffff);  /* the largest negative one */
+	x[100001] = float_of_bits(0x007fffff);  /* in the scalar tail of the last block */
 	x[50000] = -7.5f;                /* the min */
 	x[60000] = 11.25f;               /* the max and absmax */
 	return x;
@@ -358,7 +351,7 @@ static void tensor_data(int k, bool faults, struct gw *w, uint64_t *ne0, uint32_
 			if (faults && k == 6)
 				v = i % 3 ? 0.0f : -0.0f;
 			if (faults && k == 7 && i % 70 == 0 && i < 490)
-				v = from_bits(0x00000100u + (uint32_t)i);
+				v = float_of_bits(0x00000100u + (uint32_t)i);
 			gw_f32(w, v);
 		}
 		return;
@@ -595,45 +588,48 @@ static void test_health_planted(void **state)
 /* Quantized tensors of two groups of STATS_BLOCK values where the health scan cannot
  * stop at its first value: all zero, zero up to a late non-zero value or a late NaN
  * scale. */
+static const struct {
+	const char *name;
+	uint32_t type;
+	int kind;     /* 0: all zero, 1: zero then random, 2: zero then a NaN scale */
+} health_tensors[] = {
+	{ "q4_K.zero", GGML_TYPE_Q4_K, 0 }, { "q4_K.late", GGML_TYPE_Q4_K, 1 },
+	{ "q6_K.zero", GGML_TYPE_Q6_K, 0 }, { "q6_K.late", GGML_TYPE_Q6_K, 1 },
+	{ "q8_0.zero", GGML_TYPE_Q8_0, 0 }, { "q8_0.nan", GGML_TYPE_Q8_0, 2 },
+};
+
+/* gw_flat_model's tensor k: health_tensors[k]. */
+static void health_tensor(void *ctx, int k, const char **name, uint32_t *type, uint64_t *n,
+                          struct gw *data)
+{
+	(void)ctx;
+	const struct ggml_type *ty = ggml_type_get(health_tensors[k].type);
+	const uint64_t blocks = 2 * STATS_BLOCK / ty->block_elems;
+	const size_t d_at = health_tensors[k].type == GGML_TYPE_Q6_K ?
+	                    offsetof(struct block_q6_K, d) : 0;
+	*name = health_tensors[k].name;
+	*type = health_tensors[k].type;
+	*n = blocks * ty->block_elems;
+	for (uint64_t b = 0; b < blocks; b++) {
+		uint8_t blk[256] = { 0 };
+		if (health_tensors[k].kind && b >= blocks - 3) {
+			for (uint32_t i = 0; i < ty->block_bytes; i++)
+				blk[i] = (uint8_t)next_u64();
+			put16(blk + d_at, health_tensors[k].kind == 2 && b == blocks - 2 ? 0x7e00 : 0x1c00);
+			if (health_tensors[k].type == GGML_TYPE_Q4_K)
+				put16(blk + offsetof(struct block_q4_K, dmin), 0x1c00);
+		}
+		gw_raw(data, blk, ty->block_bytes);
+	}
+}
+
 static void test_health_zeros(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *name;
-		uint32_t type;
-		int kind;     /* 0: all zero, 1: zero then random, 2: zero then a NaN scale */
-	} ts[] = {
-		{ "q4_K.zero", GGML_TYPE_Q4_K, 0 }, { "q4_K.late", GGML_TYPE_Q4_K, 1 },
-		{ "q6_K.zero", GGML_TYPE_Q6_K, 0 }, { "q6_K.late", GGML_TYPE_Q6_K, 1 },
-		{ "q8_0.zero", GGML_TYPE_Q8_0, 0 }, { "q8_0.nan", GGML_TYPE_Q8_0, 2 },
-	};
-	enum { N = sizeof ts / sizeof ts[0] };
-	struct gw w, data;
+	enum { N = sizeof health_tensors / sizeof health_tensors[0] };
+	struct gw w;
 	gw_init(&w);
-	gw_init(&data);
-	gw_header(&w, 3, N, 1);
-	gw_kv_str(&w, "general.architecture", "test");
-	for (int k = 0; k < N; k++) {
-		const struct ggml_type *ty = ggml_type_get(ts[k].type);
-		const uint64_t blocks = 2 * STATS_BLOCK / ty->block_elems;
-		const size_t d_at = ts[k].type == GGML_TYPE_Q6_K ? offsetof(struct block_q6_K, d) : 0;
-		uint64_t ne[1] = { blocks * ty->block_elems };
-		gw_tensor(&w, ts[k].name, 1, ne, ts[k].type, data.len);
-		for (uint64_t b = 0; b < blocks; b++) {
-			uint8_t blk[256] = { 0 };
-			if (ts[k].kind && b >= blocks - 3) {
-				for (uint32_t i = 0; i < ty->block_bytes; i++)
-					blk[i] = (uint8_t)next_u64();
-				put16(blk + d_at, ts[k].kind == 2 && b == blocks - 2 ? 0x7e00 : 0x1c00);
-				if (ts[k].type == GGML_TYPE_Q4_K)
-					put16(blk + offsetof(struct block_q4_K, dmin), 0x1c00);
-			}
-			gw_raw(&data, blk, ty->block_bytes);
-		}
-		gw_fill(&data, 0, (32 - data.len % 32) % 32);
-	}
-	gw_align(&w, 32);
-	gw_raw(&w, data.buf, data.len);
+	gw_flat_model(&w, N, health_tensor, NULL);
 	size_t len;
 	uint8_t *img = gw_take(&w, &len);
 	char path[] = "/tmp/ggufs-health-XXXXXX";
@@ -642,7 +638,6 @@ static void test_health_zeros(void **state)
 	assert_int_equal(write(fd, img, len), (ssize_t)len);
 	close(fd);
 	free(img);
-	gw_free(&data);
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = model_open(path, err);
 	if (!m)
@@ -654,8 +649,8 @@ static void test_health_zeros(void **state)
 	for (int k = 0; k < N; k++) {
 		struct stats_health h;
 		assert_int_equal(stats_segment_health(m, (uint64_t)k, 0, &h, NULL), 0);
-		assert_int_equal(h.all_zero, ts[k].kind == 0);
-		assert_int_equal(h.bad_blocks, ts[k].kind == 2);
+		assert_int_equal(h.all_zero, health_tensors[k].kind == 0);
+		assert_int_equal(h.bad_blocks, health_tensors[k].kind == 2);
 	}
 	tree_free(t);
 	model_close(m);

@@ -22,11 +22,11 @@
 #include "guard.h"
 #include "model.h"
 #include "stats_diff.h"
-#include "test_rng.h"
+#include "test_data.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1du;
 
-/* The sequence of this test (test_rng.h). */
+/* The sequence of this test (test_data.h). */
 static uint64_t next_u64(void)
 {
 	return xorshift64(&rng);
@@ -65,6 +65,18 @@ static void scalar_sums(const float *a, const float *b, uint64_t n, double out[5
 	}
 }
 
+/* s's sums of a and b (N values each) are the scalar loop's, bit for bit. */
+static void expect_scalar_sums(const struct diff_sums *s, const float *a, const float *b)
+{
+	double want[5];
+	scalar_sums(a, b, N, want);
+	assert_memory_equal(&s->d2, &want[0], sizeof(double));
+	assert_memory_equal(&s->a2, &want[1], sizeof(double));
+	assert_memory_equal(&s->b2, &want[2], sizeof(double));
+	assert_memory_equal(&s->ab, &want[3], sizeof(double));
+	assert_memory_equal(&s->max_abs, &want[4], sizeof(double));
+}
+
 static void test_against_references(void **state)
 {
 	(void)state;
@@ -76,13 +88,7 @@ static void test_against_references(void **state)
 	struct diff_sums s;
 	diff_sums_init(&s);
 	diff_sums_add(&s, a, b, N);
-	double want[5];
-	scalar_sums(a, b, N, want);
-	assert_memory_equal(&s.d2, &want[0], sizeof(double));
-	assert_memory_equal(&s.a2, &want[1], sizeof(double));
-	assert_memory_equal(&s.b2, &want[2], sizeof(double));
-	assert_memory_equal(&s.ab, &want[3], sizeof(double));
-	assert_memory_equal(&s.max_abs, &want[4], sizeof(double));
+	expect_scalar_sums(&s, a, b);
 	long double d2 = 0, a2 = 0, b2 = 0, ab = 0;
 	for (int i = 0; i < N; i++) {
 		const long double x = a[i], y = b[i];
@@ -118,13 +124,7 @@ static void test_every_magnitude(void **state)
 	diff_sums_init(&s);
 	diff_sums_add(&s, a, b, N);
 	assert_int_equal(s.nonfinite, 0);
-	double want[5];
-	scalar_sums(a, b, N, want);
-	assert_memory_equal(&s.d2, &want[0], sizeof(double));
-	assert_memory_equal(&s.a2, &want[1], sizeof(double));
-	assert_memory_equal(&s.b2, &want[2], sizeof(double));
-	assert_memory_equal(&s.ab, &want[3], sizeof(double));
-	assert_memory_equal(&s.max_abs, &want[4], sizeof(double));
+	expect_scalar_sums(&s, a, b);
 }
 
 static void test_identical(void **state)
@@ -199,35 +199,35 @@ static const struct { const char *name; uint32_t type; uint64_t n; } tensors[] =
 	{ "w.q8_0", GGML_TYPE_Q8_0, 9 * DIFF_CHUNK + 64 },
 };
 
+/* gw_flat_model's tensor k: tensors[k], random values of the sequence. */
+static void flat_tensor(void *ctx, int k, const char **name, uint32_t *type, uint64_t *n,
+                        struct gw *data)
+{
+	(void)ctx;
+	*name = tensors[k].name;
+	*type = tensors[k].type;
+	*n = tensors[k].n;
+	if (tensors[k].type == GGML_TYPE_F32) {
+		for (uint64_t i = 0; i < tensors[k].n; i++)
+			gw_f32(data, uniform());
+	} else {
+		for (uint64_t b = 0; b < tensors[k].n / 32; b++) {
+			gw_u16(data, 0x2400);
+			for (int i = 0; i < 32; i++)
+				gw_u8(data, (uint8_t)next_u64());
+		}
+	}
+}
+
 /* A model of those tensors, from seed (the same seed, the same values). */
 static void write_model(const char *path, uint64_t seed)
 {
-	struct gw w, data;
+	struct gw w;
 	gw_init(&w);
-	gw_init(&data);
-	gw_header(&w, 3, 2, 1);
-	gw_kv_str(&w, "general.architecture", "test");
 	rng = seed;
-	for (int k = 0; k < 2; k++) {
-		const uint64_t ne[1] = { tensors[k].n };
-		gw_tensor(&w, tensors[k].name, 1, ne, tensors[k].type, data.len);
-		if (tensors[k].type == GGML_TYPE_F32) {
-			for (uint64_t i = 0; i < tensors[k].n; i++)
-				gw_f32(&data, uniform());
-		} else {
-			for (uint64_t b = 0; b < tensors[k].n / 32; b++) {
-				gw_u16(&data, 0x2400);
-				for (int i = 0; i < 32; i++)
-					gw_u8(&data, (uint8_t)next_u64());
-			}
-		}
-		gw_fill(&data, 0, (32 - data.len % 32) % 32);
-	}
-	gw_align(&w, 32);
-	gw_raw(&w, data.buf, data.len);
+	gw_flat_model(&w, 2, flat_tensor, NULL);
 	assert_true(gw_save(&w, path));
 	gw_free(&w);
-	gw_free(&data);
 }
 
 static struct ggufs_model *open_path(const char *path)

@@ -20,12 +20,12 @@
 #include "dequant.h"
 #include "stats.h"
 #include "stats_quant.h"
-#include "test_rng.h"
+#include "test_data.h"
 #include "types.h"
 
 static uint64_t rng = 0x243f6a8885a308d3u;
 
-/* The sequence of this test (test_rng.h). */
+/* The sequence of this test (test_data.h). */
 static uint64_t next_u64(void)
 {
 	return xorshift64(&rng);

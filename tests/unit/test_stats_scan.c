@@ -21,11 +21,11 @@
 #include "model.h"
 #include "stats.h"
 #include "stats_scan.h"
-#include "test_rng.h"
+#include "test_data.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 
-/* The sequence of this test (test_rng.h). */
+/* The sequence of this test (test_data.h). */
 static uint64_t next_u64(void)
 {
 	return xorshift64(&rng);
@@ -60,24 +60,24 @@ static void tensor_bytes(struct gw *w, uint32_t type, uint64_t n)
 	}
 }
 
+/* gw_flat_model's tensor k: tensors[k]. */
+static void flat_tensor(void *ctx, int k, const char **name, uint32_t *type, uint64_t *n,
+                        struct gw *data)
+{
+	(void)ctx;
+	*name = tensors[k].name;
+	*type = tensors[k].type;
+	*n = tensors[k].n;
+	tensor_bytes(data, tensors[k].type, tensors[k].n);
+}
+
 static void write_model(const char *path)
 {
-	struct gw w, data;
+	struct gw w;
 	gw_init(&w);
-	gw_init(&data);
-	gw_header(&w, 3, N_TENSORS, 1);
-	gw_kv_str(&w, "general.architecture", "test");
-	for (int k = 0; k < N_TENSORS; k++) {
-		const uint64_t ne[1] = { tensors[k].n };
-		gw_tensor(&w, tensors[k].name, 1, ne, tensors[k].type, data.len);
-		tensor_bytes(&data, tensors[k].type, tensors[k].n);
-		gw_fill(&data, 0, (32 - data.len % 32) % 32);
-	}
-	gw_align(&w, 32);
-	gw_raw(&w, data.buf, data.len);
+	gw_flat_model(&w, N_TENSORS, flat_tensor, NULL);
 	assert_true(gw_save(&w, path));
 	gw_free(&w);
-	gw_free(&data);
 }
 
 static char path[64];

@@ -215,45 +215,34 @@ static bool block_ready(void *arg, const struct http_response *resp, size_t i)
  * reached", "Couldn't connect to server"), with the option that bears on it. */
 static void network_phrase(char err[GGUF_ERR_MAX], CURLcode code, unsigned timeout)
 {
-	switch (code) {
-	case CURLE_COULDNT_CONNECT:
-		gguf_errf(err, "cannot connect to the server (refused, or no route to it)");
-		break;
-	case CURLE_COULDNT_RESOLVE_HOST:
-		gguf_errf(err, "cannot resolve the server's host name");
-		break;
-	case CURLE_COULDNT_RESOLVE_PROXY:
-		gguf_errf(err, "cannot resolve the proxy's host name");
-		break;
-	case CURLE_OPERATION_TIMEDOUT:
+	static const struct {
+		CURLcode code;
+		const char *phrase;
+	} phrases[] = {
+		{ CURLE_COULDNT_CONNECT, "cannot connect to the server (refused, or no route to it)" },
+		{ CURLE_COULDNT_RESOLVE_HOST, "cannot resolve the server's host name" },
+		{ CURLE_COULDNT_RESOLVE_PROXY, "cannot resolve the proxy's host name" },
+		{ CURLE_PEER_FAILED_VERIFICATION, "the server's TLS certificate is not trusted "
+		  "(failed verification; -o cafile=PATH trusts its CA)" },
+		{ CURLE_SSL_CACERT_BADFILE, "the CA certificates of -o cafile cannot be read" },
+		{ CURLE_SSL_CONNECT_ERROR, "the TLS handshake with the server failed" },
+		{ CURLE_GOT_NOTHING, "the server closed the connection without an answer" },
+		{ CURLE_RECV_ERROR, "the connection broke (reset by the server or the network)" },
+		{ CURLE_SEND_ERROR, "the connection broke (reset by the server or the network)" },
+		{ CURLE_PARTIAL_FILE, "the server's reply was cut short" },
+	};
+	if (code == CURLE_OPERATION_TIMEDOUT) {
 		gguf_errf(err, "no answer from the server in time, or too slow (at most 10 s to "
-		     "connect, then less than %u bytes/s for %u s: -o timeout=%u)", REMOTE_MIN_RATE,
-		     timeout, timeout);
-		break;
-	case CURLE_PEER_FAILED_VERIFICATION:
-		gguf_errf(err, "the server's TLS certificate is not trusted (failed verification; "
-		     "-o cafile=PATH trusts its CA)");
-		break;
-	case CURLE_SSL_CACERT_BADFILE:
-		gguf_errf(err, "the CA certificates of -o cafile cannot be read");
-		break;
-	case CURLE_SSL_CONNECT_ERROR:
-		gguf_errf(err, "the TLS handshake with the server failed");
-		break;
-	case CURLE_GOT_NOTHING:
-		gguf_errf(err, "the server closed the connection without an answer");
-		break;
-	case CURLE_RECV_ERROR:
-	case CURLE_SEND_ERROR:
-		gguf_errf(err, "the connection broke (reset by the server or the network)");
-		break;
-	case CURLE_PARTIAL_FILE:
-		gguf_errf(err, "the server's reply was cut short");
-		break;
-	default:
-		gguf_errf(err, "network error: %s", curl_easy_strerror(code));
-		break;
+		          "connect, then less than %u bytes/s for %u s: -o timeout=%u)",
+		          REMOTE_MIN_RATE, timeout, timeout);
+		return;
 	}
+	for (size_t i = 0; i < sizeof phrases / sizeof phrases[0]; i++)
+		if (phrases[i].code == code) {
+			gguf_errf(err, "%s", phrases[i].phrase);
+			return;
+		}
+	gguf_errf(err, "network error: %s", curl_easy_strerror(code));
 }
 
 /* What a reply of S3 other than a 206 means, in one phrase with S3's code (from the
