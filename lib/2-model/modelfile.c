@@ -198,25 +198,36 @@ static int build_merged(const struct ggufs_model *m, const struct modelfile_tens
 	return 0;
 }
 
+/* True when bytes [off, off + len) of shard sh are mem's, read through its source in
+ * pieces so that the first difference ends the compare. False too when they cannot be
+ * read or out of memory. */
+static bool file_holds(const struct model_shard *sh, uint64_t off, const uint8_t *mem,
+                       uint64_t len)
+{
+	enum { PIECE = ZERO_BYTES };   /* zeros is as long */
+	uint8_t *buf = malloc(PIECE);
+	bool same = buf != NULL;
+	for (uint64_t at = 0; same && at < len; at += PIECE) {
+		uint64_t n = len - at < PIECE ? len - at : PIECE;
+		same = source_read(sh->src, off + at, n, buf) == 0 &&
+		       (mem ? memcmp(buf, mem + at, n) == 0 : memcmp(buf, zeros, n) == 0);
+	}
+	free(buf);
+	return same;
+}
+
 /* True when the header mf holds in memory, then zeros to its data section, is byte for
  * byte the start of the model's one file as it is now (read through its source: never
- * a touch of a mapping that may have shrunk). Its first part is compared first, so an
- * edit that changed a key reads only that far. False too when it cannot be read. */
+ * a touch of a mapping that may have shrunk); the first difference ends the compare, so
+ * an edit that changed a key reads the file only up to it. */
 static bool same_as_file(const struct ggufs_model *m, const struct modelfile *mf)
 {
 	const struct model_shard *sh = &m->shards[0];
 	if (mf->data_offset != sh->gf.data_offset || mf->data_offset > sh->size)
 		return false;
-	uint64_t len = mf->data_offset;
-	uint8_t *own = malloc(len ? len : 1);
-	bool same = own && source_read(sh->src, 0, mf->head_len, own) == 0 &&
-	            memcmp(own, mf->header, mf->head_len) == 0 &&
-	            source_read(sh->src, mf->head_len, len - mf->head_len, own + mf->head_len) == 0 &&
-	            memcmp(own + mf->head_len, mf->infos, mf->header_len - mf->head_len) == 0;
-	for (uint64_t i = mf->header_len; same && i < len; i++)
-		same = own[i] == 0;
-	free(own);
-	return same;
+	return file_holds(sh, 0, mf->header, mf->head_len) &&
+	       file_holds(sh, mf->head_len, mf->infos, mf->header_len - mf->head_len) &&
+	       file_holds(sh, mf->header_len, NULL, mf->data_offset - mf->header_len);
 }
 
 /* The layout of a single-file model seen with edited metadata (m->meta is not the

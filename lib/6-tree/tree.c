@@ -100,14 +100,46 @@ static void render(const struct tree *t, const struct tree_node *n, struct sink 
 	}
 }
 
-/* The marks of n, when its renderer can start again from one (gguf.json and
- * metadata/KEY; summary.txt is small and cannot), else NULL. */
-static struct render_marks *marks_of(const struct tree *t, const struct tree_node *n)
+/* The marks of the key at position k of t, or NULL when it has none (most keys: a
+ * value's text gets one per RENDER_MARK_STRIDE bytes). */
+static struct render_marks *key_marks_of(const struct tree *t, uint64_t k)
 {
-	struct tree *w = (struct tree *)t;   /* marks are filled while sizing, before use */
+	uint64_t lo = 0, hi = t->n_marked;   /* by position: a binary search */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (t->marked[mid].k < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < t->n_marked && t->marked[lo].k == k ? &t->marked[lo].ms : NULL;
+}
+
+/* Keeps ms (taken) as the marks of the key at position k of t, after those of every key
+ * before it (the tree is sized in key order). Out of memory they are dropped: marks
+ * only save time. */
+static void keep_key_marks(struct tree *t, uint64_t k, struct render_marks *ms)
+{
+	if (t->n_marked == t->cap_marked) {
+		uint64_t cap = t->cap_marked ? 2 * t->cap_marked : 4;
+		struct key_marks *v = realloc(t->marked, cap * sizeof *v);
+		if (!v) {
+			render_marks_free(ms);
+			return;
+		}
+		t->marked = v;
+		t->cap_marked = cap;
+	}
+	t->marked[t->n_marked++] = (struct key_marks){ .k = k, .ms = *ms };
+}
+
+/* The marks of n, when its renderer can start again from one (gguf.json and
+ * metadata/KEY; summary.txt is small and cannot) and has them, else NULL. */
+static const struct render_marks *marks_of(const struct tree *t, const struct tree_node *n)
+{
 	if (n->kind == TREE_JSON)
-		return &w->json_marks;
-	return n->kind == TREE_META ? &w->key_marks[n->index] : NULL;
+		return &t->json_marks;
+	return n->kind == TREE_META ? key_marks_of(t, n->index) : NULL;
 }
 
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n)
@@ -116,15 +148,22 @@ uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n)
 	return ms ? ms->n : 0;
 }
 
-/* Runs a renderer into a counting sink: the exact size of the file it renders. Its
- * marks are kept for the reads. */
-static uint64_t rendered_size(const struct tree *t, const struct tree_node *n)
+/* Runs a renderer into a counting sink: the exact size of the file it renders. The
+ * marks of gguf.json and of a key are kept for the reads (a key's, when it has any, by
+ * keep_key_marks: t is being built or sized, so nobody reads them yet). */
+static uint64_t rendered_size(struct tree *t, const struct tree_node *n)
 {
 	struct sink s = sink_counter();
-	struct render_marks *ms = marks_of(t, n);
-	if (ms)
-		render_marks_record(&s, ms);
+	struct render_marks key = { 0 };
+	if (n->kind == TREE_JSON)
+		render_marks_record(&s, &t->json_marks);
+	else if (n->kind == TREE_META)
+		render_marks_record(&s, &key);
 	render(t, n, &s, NULL);
+	if (key.n)
+		keep_key_marks(t, n->index, &key);
+	else
+		render_marks_free(&key);
 	return s.pos;
 }
 
@@ -174,20 +213,62 @@ static void add_fixed(struct tree *t, const struct ov_state *s)
 		t->fixed[TREE_MODEL_INO].ino = TREE_MODEL_STATE_INO + s->gen;
 }
 
+/* Lets go of a reference to kn (NULL too); the last frees it. */
+static void names_put(struct key_names *kn)
+{
+	if (!kn || atomic_fetch_sub(&kn->refs, 1) != 1)
+		return;
+	free(kn->names);
+	free(kn->index.slots);
+	free(kn);
+}
+
+/* True when the keys of a and b have the same ids and names (the very same bytes, as
+ * an edit copies what it leaves alone) at every position. */
+static bool same_names(const struct ov_state *a, const struct ov_state *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (uint64_t k = 0; k < a->n; k++)
+		if (a->keys[k].id != b->keys[k].id || a->keys[k].kv.key.ptr != b->keys[k].kv.key.ptr ||
+		    a->keys[k].kv.key.len != b->keys[k].kv.key.len)
+			return false;
+	return true;
+}
+
 /* metadata/KEY of every key, numbered by its id in state s (or its place in the file),
- * in the order of the keys, and entered in the tree's index. */
-static void add_keys(struct tree *t, const struct ov_state *s)
+ * in the order of the keys: with prev's names when s's are prev's state's (its nodes
+ * copied, sizes to be set), else with names and an index made for t. False out of
+ * memory. */
+static bool add_keys(struct tree *t, const struct ov_state *s, const struct tree *prev)
 {
 	const struct ggufs_model *m = t->m;
-	char *w = t->key_names;
+	if (prev && prev->state && s && same_names(prev->state, s)) {
+		t->names = prev->names;
+		atomic_fetch_add(&t->names->refs, 1);
+		memcpy(t->keys, prev->keys, t->n_keys * sizeof *t->keys);
+		return true;
+	}
+	struct key_names *kn = calloc(1, sizeof *kn);
+	if (!kn)
+		return false;
+	atomic_init(&kn->refs, 1);
+	t->names = kn;
+	t->names_made = true;
+	kn->len = key_names_bytes(m);
+	kn->names = malloc(kn->len);
+	if (!kn->names || !index_init(&kn->index, t->n_keys))
+		return false;
+	char *w = kn->names;
 	for (uint64_t k = 0; k < t->n_keys; k++) {
 		uint64_t ino = tree_ino_key(t->n_orig, m->n_tensors, s ? s->keys[k].id : k);
 		const struct gguf_str *key = &m->meta->kv[k].key;
 		t->keys[k] = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO,
 		                                 .kind = TREE_META, .index = k, .name = w };
 		w += names_encode(key->ptr, key->len, false, w) + 1;
-		index_add(&t->key_index, t->keys, k);
+		index_add(&kn->index, t->keys, k);
 	}
+	return true;
 }
 
 /* The files of tensor i of m into tt: tensors/NAME, and with a dequantizer NAME.f32,
@@ -404,11 +485,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	t->n_keys = n_kv;
 	t->tensors = base ? base->tensors : tensors_build(m, n_orig);
 	t->keys = calloc(n_kv + 1, sizeof *t->keys);
-	t->key_names_len = key_names_bytes(m);
-	t->key_names = malloc(t->key_names_len);
-	t->key_marks = calloc(n_kv + 1, sizeof *t->key_marks);
-	if (!t->tensors || !t->keys || !t->key_names || !t->key_marks ||
-	    !index_init(&t->key_index, n_kv))
+	if (!t->tensors || !t->keys || !add_keys(t, s, prev))
 		goto oom;
 	/* a state that holds the model's own metadata is the model's own file, byte for
 	 * byte (its padding need not be zeros, as a rebuilt header's is) */
@@ -426,17 +503,21 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	}
 
 	add_fixed(t, s);
-	add_keys(t, s);
 
 	/* sized last: the renderers see a complete tree */
 	uint64_t j = 0;
 	for (uint64_t k = 0; k < n_kv; k++) {
 		struct tree_node *n = &t->keys[k];
 		const struct tree_node *was = prev && prev->state && s ? kept_key(prev, s, k, &j) : NULL;
-		if (was && copy_marks(&t->key_marks[k], &prev->key_marks[was->index]))
+		const struct render_marks *from = was ? key_marks_of(prev, was->index) : NULL;
+		struct render_marks copy = { 0 };
+		if (was && (!from || copy_marks(&copy, from))) {
 			n->size = was->size;
-		else
+			if (copy.n)
+				keep_key_marks(t, k, &copy);
+		} else {
 			n->size = rendered_size(t, n);
+		}
 	}
 	/* the model's own tree, made at mount, sizes gguf.json and summary.txt now; a
 	 * state's when they are first asked for */
@@ -488,12 +569,10 @@ void tree_free(struct tree *t)
 	if (!t)
 		return;
 	free(t->keys);
-	free(t->key_names);
-	free(t->key_index.slots);
-	if (t->key_marks)
-		for (uint64_t k = 0; k < t->n_keys; k++)
-			render_marks_free(&t->key_marks[k]);
-	free(t->key_marks);
+	names_put(t->names);
+	for (uint64_t i = 0; i < t->n_marked; i++)
+		render_marks_free(&t->marked[i].ms);
+	free(t->marked);
 	render_marks_free(&t->json_marks);
 	if (!t->base)
 		tensors_free(t->tensors, t->m->n_tensors);
@@ -506,11 +585,14 @@ void tree_free(struct tree *t)
 
 uint64_t tree_held_bytes(const struct tree *t)
 {
-	uint64_t b = sizeof *t + (t->n_keys + 1) * (sizeof *t->keys + sizeof *t->key_marks) +
-	             t->key_names_len + (t->key_index.mask + 1) * sizeof *t->key_index.slots +
+	uint64_t b = sizeof *t + (t->n_keys + 1) * sizeof *t->keys +
+	             t->cap_marked * sizeof *t->marked +
 	             modelfile_bytes(&t->mf) + t->json_marks.cap * sizeof *t->json_marks.v;
-	for (uint64_t k = 0; k < t->n_keys; k++)
-		b += t->key_marks[k].cap * sizeof *t->key_marks[k].v;
+	if (t->names_made)   /* shared names are counted once, by the tree that made them */
+		b += sizeof *t->names + t->names->len +
+		     (t->names->index.mask + 1) * sizeof *t->names->index.slots;
+	for (uint64_t i = 0; i < t->n_marked; i++)
+		b += t->marked[i].ms.cap * sizeof *t->marked[i].ms.v;
 	if (t->key_time)
 		b += t->n_keys * sizeof *t->key_time;
 	if (t->state)
@@ -597,7 +679,7 @@ const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const ch
 				return complete(t, &t->fixed[ino]);
 		return NULL;
 	case TREE_METADATA_DIR_INO:
-		return index_find(&t->key_index, t->keys, dir, name);
+		return index_find(&t->names->index, t->keys, dir, name);
 	case TREE_TENSORS_DIR_INO:
 	case TREE_STATS_DIR_INO:
 		return index_find(&t->tensors->index, t->tensors->nodes, dir, name);

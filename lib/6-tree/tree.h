@@ -12,7 +12,8 @@
  * reader that opened a file of one keeps reading it while a newer one serves lookups.
  * What no edit changes (tensors/, stats/, the tensor infos of model.gguf's header) is
  * built once, with the tree of the model's own metadata, and shared by every state's
- * tree, which holds only its metadata part. */
+ * tree, which holds only its metadata part; an edit of a value also keeps the key
+ * names and their index of the tree before. */
 #ifndef GGUFS_TREE_H
 #define GGUFS_TREE_H
 
@@ -72,8 +73,9 @@ void tree_release(struct tree *t);
 /* The bytes t holds of its own, for tests and benchmarks: the tree of the model's own
  * metadata everything, a state's tree its metadata part only (its state's key table,
  * its keys' nodes, names and marks, model.gguf's header up to the last key), since it shares the tensor part
- * (tensors/, stats/, model.gguf's tensor infos) with the former; gguf.json's and
- * summary.txt's sizes and marks are made when first asked for. */
+ * (tensors/, stats/, model.gguf's tensor infos) with the former; the key names and
+ * their index when an edit kept every name (counted by the tree that made them);
+ * gguf.json's and summary.txt's sizes and marks are made when first asked for. */
 uint64_t tree_held_bytes(const struct tree *t);
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);

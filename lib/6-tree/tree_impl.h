@@ -50,6 +50,16 @@ struct tree_tensors {
 	struct modelfile_tensors *layout;
 };
 
+/* metadata/'s file names and their index, shared by the trees of states whose keys have
+ * the same names and ids in the same places (an edit of a value, the commonest, changes
+ * none of them, and rebuilding the index was most of an edit of 100,000 keys). */
+struct key_names {
+	atomic_uint_fast64_t refs;
+	char *names;                 /* every key's file name, NUL-terminated, back to back */
+	uint64_t len;
+	struct name_index index;     /* metadata/ by name: positions of keys */
+};
+
 struct tree {
 	const struct ggufs_model *m;
 	struct ov_state *state;      /* the edit state whose view m is (held), or NULL */
@@ -60,10 +70,15 @@ struct tree {
 	struct tree_node fixed[TREE_MODEL_INO + 1];   /* by ino: the root and its files */
 	uint64_t n_keys;             /* = m->meta->n_kv */
 	struct tree_node *keys;      /* metadata/KEY of the key at each position of m->meta */
-	char *key_names;
-	uint64_t key_names_len;
-	struct name_index key_index; /* metadata/ by name */
-	struct render_marks *key_marks;  /* per key position: restart points (render_mark.h) */
+	struct key_names *names;     /* the keys' names and index (held): made for this
+	                              * tree, or the tree before's when they are its */
+	bool names_made;             /* made for this tree (tree_held_bytes counts them) */
+	struct key_marks {           /* the restart points (render_mark.h) of the keys that
+	                              * have any, by position */
+		uint64_t k;
+		struct render_marks ms;
+	} *marked;
+	uint64_t n_marked, cap_marked;
 	struct render_marks json_marks;  /* gguf.json's */
 	/* gguf.json's and summary.txt's sizes, rendered when first asked for (a lookup,
 	 * a listing, a read), not when the tree is built: an edit then costs what it

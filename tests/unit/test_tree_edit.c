@@ -682,6 +682,35 @@ static void test_kept_keys_as_fresh(void **state)
 	tree_release(t);
 }
 
+/* A loop that creates and removes keys does not grow later trees (issue 24 item 9): a
+ * state's tree is its keys, however many were ever made, so after 200 keys made and
+ * removed the tree holds what it held before, to the byte. Their inode numbers are
+ * never used again (each new key's is past every earlier one's), so no page or
+ * attribute the kernel cached of a removed key can be taken for a new one's. */
+static void test_create_remove_loop(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX], name[32];
+	uint64_t ino, last = 0;
+	struct tree *t = tree_edits_current(f->e);
+	uint64_t before = tree_held_bytes(t);
+	tree_release(t);
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof name, "loop.%d", i);
+		assert_int_equal(tree_edits_create(f->e, name, &ino, err), 0);
+		assert_true(ino > last);
+		last = ino;
+		assert_int_equal(tree_edits_write(f->e, ino, "x\n", 2, err), 0);
+		uint64_t gone;
+		assert_int_equal(tree_edits_unlink(f->e, name, &gone, err), 0);
+		assert_int_equal(gone, ino);
+	}
+	t = tree_edits_current(f->e);
+	assert_int_equal(tree_held_bytes(t), before);
+	assert_null(tree_node(t, last));
+	tree_release(t);
+}
+
 /* A model of n_t f32 tensors of 8 elements called t.N and two keys, at path. */
 static void write_many_tensors(const char *path, uint64_t n_t)
 {
@@ -707,7 +736,8 @@ static void write_many_tensors(const char *path, uint64_t n_t)
 /* What no edit changes is built once and shared (issue 24 item 9): the tree of each
  * edit state of a model of 4000 tensors holds a few KiB of its own (its keys, model.gguf's
  * header up to the last key), not the 4000 tensors' nodes, names and tensor infos
- * again, and its tensor files are the very nodes of the base's; model.gguf and gguf.json
+ * again, and its tensor files are the very nodes of the base's; an edit of a value
+ * shares the key names and their index of the state before; model.gguf and gguf.json
  * of a state are still whole and right: the edited value in them, every tensor's bytes
  * where the header says. */
 static void test_states_share_tensors(void **state)
@@ -745,6 +775,22 @@ static void test_states_share_tensors(void **state)
 		                 tree_lookup(base, TREE_TENSORS_DIR_INO, "t.3999.npy"));
 		assert_ptr_equal(tree_lookup(held[i], TREE_STATS_DIR_INO, "t.7"),
 		                 tree_lookup(base, TREE_STATS_DIR_INO, "t.7"));
+		/* an edit of a value keeps every name: the names and their index are the
+		 * state before's, the nodes (their sizes) the state's own */
+		const struct tree_node *a = tree_lookup(held[i], TREE_METADATA_DIR_INO, "general.name");
+		const struct tree_node *ft = tree_lookup(held[i], TREE_METADATA_DIR_INO,
+		                                         "general.file_type");
+		assert_non_null(a);
+		assert_non_null(ft);
+		assert_int_equal(a->index, 0);
+		assert_int_equal(ft->index, 1);
+		assert_int_equal(ft->ino, tree_key_ino(held[i], 1));
+		if (i) {
+			const struct tree_node *was = tree_lookup(held[i - 1], TREE_METADATA_DIR_INO,
+			                                          "general.name");
+			assert_ptr_equal(a->name, was->name);
+			assert_ptr_not_equal(a, was);
+		}
 	}
 	/* the oldest state held still reads whole: its model.gguf parses with its value and
 	 * every tensor's bytes at its offset are the file's */
@@ -794,6 +840,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_scratch_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_during_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_keys_as_fresh, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_remove_loop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
