@@ -16,8 +16,14 @@ asserted: `meson test --benchmark passthrough`.
    pages dropped first): cachestat(2) (syscall 451) of the GGUF file and of model.gguf,
    with passthrough and without: the model held once, or twice.
 Each figure comes with the attribute user.ggufs.passthrough of the mount it ran on, and
-the reads the daemon served. Skips part 2 without node-llama-cpp. BENCH_ONLY=cp, load
-or memory runs one part; BENCH_TRIES=N takes the best of N (3)."""
+the reads the daemon served.
+4. cp's posix_fadvise(POSIX_FADV_SEQUENTIAL) under passthrough: how far the kernel
+   reads ahead of a reader 32 MiB into the 1 GiB file, on the file and on model.gguf,
+   with and without the advice (cachestat); then BENCH_ROUNDS (10) interleaved rounds
+   of cold cp, cold 128 KiB reads with and without the advice, and warm cp, of the file
+   and of model.gguf: medians and spread of the ratios, pair by pair, with the load.
+Skips part 2 without node-llama-cpp. BENCH_ONLY=cp, load, memory or advice runs one
+part; BENCH_TRIES=N takes the best of N (3)."""
 import ctypes
 import os
 import shutil
@@ -107,6 +113,94 @@ def copies(model):
                  size / min(warm) / 1e6, warm_file / min(warm), served))
 
 
+AHEAD_AT = 32 << 20   # how far into the file the read-ahead is looked at
+PIECE = 128 << 10     # cp's read size (coreutils 9)
+
+
+def read_cold(path, model, advice, upto=None):
+    """Seconds to read path from its start (to upto, else whole) in PIECE reads as cp
+    does, model's pages dropped first, after posix_fadvise(advice) on path if given."""
+    bm.drop(model)
+    buf = bytearray(PIECE)
+    start = time.monotonic()
+    with open(path, "rb", buffering=0) as f:
+        if advice is not None:
+            os.posix_fadvise(f.fileno(), 0, 0, advice)
+        n = 0
+        while upto is None or n < upto:
+            got = f.readinto(buf)
+            if not got:
+                break
+            n += got
+    return time.monotonic() - start
+
+
+def spread(values):
+    """'median (min-max)' of values."""
+    v = sorted(values)
+    return "%.3f (%.3f-%.3f)" % (v[len(v) // 2] if len(v) % 2 else
+                                 (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2, v[0], v[-1])
+
+
+def advice(model):
+    """Part 4: cp's posix_fadvise(POSIX_FADV_SEQUENTIAL) under passthrough. How far the
+    kernel reads ahead of a reader AHEAD_AT into the file (cachestat of the file), then
+    ROUNDS interleaved rounds of cold reads (cp, and PIECE reads with and without the
+    advice) of the file and of model.gguf through one passthrough mount: the median and
+    spread of the ratios file time / model.gguf time, pair by pair."""
+    rounds = int(os.environ.get("BENCH_ROUNDS", "10"))
+    seq = os.POSIX_FADV_SEQUENTIAL
+    with gm.Mount(model, []) as m:
+        path = m.p("model.gguf")
+        print("advice: model.gguf %s; read-ahead %d KiB (%s), kernel read-ahead cached "
+              "past a reader %d MiB in:" % (
+                  state(m, path), int(open("/sys/block/%s/queue/read_ahead_kb" % disk_of(model))
+                                      .read()) if disk_of(model) else -1,
+                  disk_of(model) or "device unknown", AHEAD_AT >> 20))
+        for label, p in (("file", model), ("model.gguf", path)):
+            for name, adv in (("no advice", None), ("POSIX_FADV_SEQUENTIAL", seq)):
+                read_cold(p, model, adv, AHEAD_AT)
+                time.sleep(0.5)   # the read-ahead in flight lands (and the next drop drops it)
+                ahead = cached_bytes(model) - AHEAD_AT
+                print("  %-10s %-22s %6d KiB ahead" % (label, name, ahead >> 10))
+        kinds = (("cp", lambda p: cp_seconds(p, model)),
+                 ("read, POSIX_FADV_SEQUENTIAL", lambda p: read_cold(p, model, seq)),
+                 ("read, no advice", lambda p: read_cold(p, model, None)),
+                 ("cp warm", lambda p: cp_seconds(p)))
+        if rounds < 1:
+            return
+        times = {k: ([], []) for k, _ in kinds}
+        loads = []
+        for r in range(rounds):
+            loads.append(os.getloadavg()[0])
+            for k, run in kinds:
+                pair = (model, path) if r % 2 == 0 else (path, model)   # each first in turn
+                got = {p: run(p) for p in pair}
+                times[k][0].append(got[model])
+                times[k][1].append(got[path])
+        size = os.path.getsize(model)
+        print("  %d rounds, load average %s (1 min, median (min-max))" % (rounds, spread(loads)))
+        for k, _ in kinds:
+            f, g = times[k]
+            print("  %-28s file %4.0f MB/s, model.gguf %4.0f MB/s: %sx the file" % (
+                k, size / sorted(f)[len(f) // 2] / 1e6, size / sorted(g)[len(g) // 2] / 1e6,
+                spread([a / b for a, b in zip(f, g)])))
+
+
+def disk_of(path):
+    """The block device name (vda) of path's file system, or None."""
+    try:
+        dev = os.stat(path).st_dev
+        name = os.path.basename(os.readlink("/sys/dev/block/%d:%d" % (os.major(dev), os.minor(dev))))
+        if os.path.exists("/sys/block/%s/queue/read_ahead_kb" % name):
+            return name
+        parent = os.path.basename(os.path.dirname(os.readlink(
+            "/sys/dev/block/%d:%d" % (os.major(dev), os.minor(dev)))))
+        return parent if os.path.exists("/sys/block/%s/queue/read_ahead_kb" % parent) else None
+    except OSError:
+        return None
+
+
 def loads(model):
     """Part 2."""
     if not bm.llama_ready():
@@ -161,6 +255,8 @@ def main():
         if only in (None, "memory"):
             memory(big)
             memory(llama)
+        if only in (None, "advice"):
+            advice(big)
     finally:
         shutil.rmtree(directory)
 
