@@ -38,3 +38,11 @@ uint64_t hash_bytes(const void *p, uint64_t n, uint64_t salt)
 	h ^= h >> 33;
 	return h;
 }
+
+uint64_t hash_slots(uint64_t n)
+{
+	uint64_t cap = 16;
+	while (cap < 2 * n)
+		cap <<= 1;
+	return cap;
+}

@@ -22,4 +22,8 @@ uint64_t hash_fnv1a(const void *p, uint64_t n, uint64_t basis);
 /* A seeded 64-bit hash of p[0..n) (FNV-1a from a random start, then murmur3's fmix64). */
 uint64_t hash_bytes(const void *p, uint64_t n, uint64_t salt);
 
+/* The slots of an open-addressing table of n entries (linear probing, mask = slots - 1):
+ * a power of two, at least 16 and twice n, so that it stays at most half full. */
+uint64_t hash_slots(uint64_t n);
+
 #endif

@@ -6,9 +6,7 @@
 
 bool nameset_init(struct nameset *s, uint64_t n)
 {
-	uint64_t cap = 16;
-	while (cap < 2 * n)
-		cap <<= 1;
+	uint64_t cap = hash_slots(n);
 	s->slots = calloc(cap, sizeof *s->slots);
 	s->mask = cap - 1;
 	return s->slots != NULL;

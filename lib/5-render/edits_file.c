@@ -221,9 +221,7 @@ static struct key_index *index_build(const struct reading *r, bool now)
 {
 	const struct gguf_file *g = &r->m->shards[0].gf;
 	struct key_index *ix = calloc(1, sizeof *ix);
-	uint64_t cap = 16;
-	while (cap < 2 * g->n_kv)
-		cap *= 2;
+	uint64_t cap = hash_slots(g->n_kv);
 	if (ix && !(ix->slots = calloc(cap, sizeof *ix->slots))) {
 		free(ix);
 		return NULL;

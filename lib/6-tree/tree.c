@@ -45,9 +45,7 @@ static uint64_t hash_entry(uint64_t dir, const char *name)
 /* An empty index for n names: false out of memory. */
 static bool index_init(struct name_index *x, uint64_t n)
 {
-	uint64_t cap = 16;
-	while (cap < 2 * n)
-		cap <<= 1;
+	uint64_t cap = hash_slots(n);
 	x->slots = calloc(cap, sizeof *x->slots);
 	x->mask = cap - 1;
 	return x->slots != NULL;

@@ -8,6 +8,7 @@ The daemon runs with -f as a child of the test, so that its exit status and stde
 be checked after unmounting: a sanitizer report or a non-zero exit fails the test even
 when every read was right. Daemon mode itself (no -f) is tested in test_cli.py.
 """
+import contextlib
 import os
 import shutil
 import subprocess
@@ -272,6 +273,19 @@ class RefusedMountCase(ScratchCase):
 
     public = True
     must_not_mount = True
+
+
+@contextlib.contextmanager
+def model_copy(prefix, model=None):
+    """A copy of model (None: TINY) as m.gguf in a fresh directory, removed after: its
+    path and its bytes, for a test that changes the file under a mount."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    try:
+        path = os.path.join(d, "m.gguf")
+        shutil.copyfile(model or TINY, path)
+        yield path, read_file(path)
+    finally:
+        shutil.rmtree(d)
 
 
 def read_file(path):

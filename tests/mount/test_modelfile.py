@@ -185,11 +185,7 @@ class Readers(unittest.TestCase):
 
 class Shrunk(unittest.TestCase):
     def test_cut_under_the_mount(self):
-        d = tempfile.mkdtemp(prefix="ggufs-modelfile-")
-        try:
-            model = os.path.join(d, "m.gguf")
-            shutil.copyfile(gm.TINY, model)
-            data = gm.read_file(model)
+        with gm.model_copy("ggufs-modelfile-") as (model, data):
             cut = 2500000
             with gm.Mount(model) as m:
                 os.truncate(model, cut)
@@ -204,8 +200,6 @@ class Shrunk(unittest.TestCase):
                 self.assertIn("EIO to a read of model.gguf (65536 bytes at %d), because %s: the "
                               "file shrank from %d to %d bytes" % (cut - 4096, model, len(data),
                                                                    cut), m.stderr())
-        finally:
-            shutil.rmtree(d)
 
 
 if __name__ == "__main__":

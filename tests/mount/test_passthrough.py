@@ -232,11 +232,7 @@ class Passthrough(unittest.TestCase):
         self.assertEqual(text.count("opcode: FLUSH"), 1, text[-2000:])
 
     def test_shrunk_file_reads_as_the_file(self):
-        d = tempfile.mkdtemp(prefix="ggufs-pt-")
-        try:
-            model = os.path.join(d, "m.gguf")
-            shutil.copyfile(gm.TINY, model)
-            data = gm.read_file(model)
+        with gm.model_copy("ggufs-pt-") as (model, data):
             cut = 2500000
             with gm.Mount(model) as m:
                 skip_without_kernel_passthrough(self, m)
@@ -264,8 +260,6 @@ class Passthrough(unittest.TestCase):
                     self.assertEqual(child.result(), (-signal.SIGBUS, data[1 << 20:(1 << 20) + 1]))
                 self.assertEqual(reads(m), before)
                 self.assertIsNone(m.proc.poll(), "the daemon lives")
-        finally:
-            shutil.rmtree(d)
 
     def test_edits(self):
         """With -o edits: passthrough until the first edit; the next open reads the

@@ -9,9 +9,7 @@ import json
 import os
 import random
 import shutil
-import tempfile
 import time
-import unittest
 
 import ggufs_mount as gm
 
@@ -23,7 +21,7 @@ def data_offset():
         return min(t["file_offset"] for t in json.load(f)["tensors"])
 
 
-class Truncated(unittest.TestCase):
+class Truncated(gm.ScratchCase):
 
     def test_cuts(self):
         size = os.path.getsize(gm.TINY)
@@ -37,35 +35,28 @@ class Truncated(unittest.TestCase):
         cuts |= data
         self.assertEqual(len(data), 50)
 
-        tmp = tempfile.mkdtemp(prefix="ggufs-test-")
-        try:
-            mnt = os.path.join(tmp, "mnt")
-            os.mkdir(mnt)
-            model = os.path.join(tmp, "model.gguf")
-            shutil.copyfile(gm.TINY, model)
-            slowest = 0.0
-            # one copy, cut shorter and shorter
-            for n in sorted(cuts, reverse=True):
-                with self.subTest(bytes=n):
-                    os.truncate(model, n)
-                    t0 = time.monotonic()
-                    r = gm.run_ggufs([model, mnt])
-                    took = time.monotonic() - t0
-                    slowest = max(slowest, took)
-                    err = r.stderr.decode(errors="replace")
-                    self.assertEqual(r.returncode, 1, err)
-                    self.assertEqual(r.stdout, b"")
-                    self.assertTrue(err.endswith("\n"), repr(err))
-                    self.assertEqual(len(err.splitlines()), 1, err)
-                    self.assertTrue(err.startswith("ggufs: %s: " % model), err)
-                    self.assertLess(took, LIMIT, err)
-                    self.assertFalse(gm.is_mounted(mnt))
-            self.assertEqual(os.listdir(mnt), [])
-            print("\n%d cuts, slowest run %.3f s" % (len(cuts), slowest))
-        finally:
-            if gm.is_mounted(mnt):
-                gm.unmount(mnt)
-            shutil.rmtree(tmp)
+        tmp, mnt = self.tmp, self.mnt
+        model = os.path.join(tmp, "model.gguf")
+        shutil.copyfile(gm.TINY, model)
+        slowest = 0.0
+        # one copy, cut shorter and shorter
+        for n in sorted(cuts, reverse=True):
+            with self.subTest(bytes=n):
+                os.truncate(model, n)
+                t0 = time.monotonic()
+                r = gm.run_ggufs([model, mnt])
+                took = time.monotonic() - t0
+                slowest = max(slowest, took)
+                err = r.stderr.decode(errors="replace")
+                self.assertEqual(r.returncode, 1, err)
+                self.assertEqual(r.stdout, b"")
+                self.assertTrue(err.endswith("\n"), repr(err))
+                self.assertEqual(len(err.splitlines()), 1, err)
+                self.assertTrue(err.startswith("ggufs: %s: " % model), err)
+                self.assertLess(took, LIMIT, err)
+                self.assertFalse(gm.is_mounted(mnt))
+        self.assertEqual(os.listdir(mnt), [])
+        print("\n%d cuts, slowest run %.3f s" % (len(cuts), slowest))
 
 
 if __name__ == "__main__":

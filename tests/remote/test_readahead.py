@@ -53,14 +53,21 @@ class ReadAhead(unittest.TestCase):
         """The lengths asked for by the data requests logged so far, in order."""
         return [range_length(r.range) for r in s.log() if r.range]
 
+    def sequential(self, s, m, n_pieces):
+        """The lengths of the data requests that n_pieces read in order from the start
+        make, at 20 ms per request: so that read-ahead requests are in flight together
+        however busy the machine (without it, a loaded CI run once had each answered
+        before the next was sent)."""
+        s.latency = 0.02
+        s.clear_log()
+        self.read_run(m, 0, n_pieces)
+        s.log_settled(1)
+        return self.lengths(s)
+
     def test_grows_then_resets(self):
         with FaultServer({"/m.gguf": gm.read_file(self.model)}) as s, \
                 EnvMount(s.url + "/m.gguf", ["-o", "cache_size=32M"]) as m:
-            s.latency = 0.02
-            s.clear_log()
-            self.read_run(m, 0, 24)
-            s.log_settled(1)
-            grown = self.lengths(s)
+            grown = self.sequential(s, m, 24)
             in_flight = s.max_in_flight
             self.assertLessEqual(max(grown), 4 * MIB, grown)
             self.assertEqual(max(grown), 4 * MIB, "requests grow to 4 MiB: %r" % grown)
@@ -86,14 +93,7 @@ class ReadAhead(unittest.TestCase):
     def test_window_within_a_small_cache(self):
         with FaultServer({"/m.gguf": gm.read_file(self.model)}) as s, \
                 EnvMount(s.url + "/m.gguf", ["-o", "cache_size=4M"]) as m:
-            # 20 ms per request, as in the test above, so that read-ahead requests are
-            # in flight together however busy the machine (without it, a loaded CI run
-            # once had each answered before the next was sent)
-            s.latency = 0.02
-            s.clear_log()
-            self.read_run(m, 0, 16)
-            s.log_settled(1)
-            lengths = self.lengths(s)
+            lengths = self.sequential(s, m, 16)
             self.assertLessEqual(max(lengths), MIB, lengths)
             self.assertGreaterEqual(s.max_in_flight, 2)
 
