@@ -326,6 +326,10 @@ static void test_readers_while_editing(void **state)
 	uint64_t ino = ino_of(f->e, "general.name");
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, reader, &r), 0);
+	/* the readers under way first (10 s at most): 40 edits take a few ms, and a loaded
+	 * machine may not run a reader before they are done */
+	for (int w = 0; w < 10000 && atomic_load(&r.reads) < 2; w++)
+		usleep(1000);
 	for (int i = 0; i < 40; i++) {
 		int n = snprintf(text, sizeof text, "v%d\n", i * 1000);
 		assert_int_equal(tree_edits_write(f->e, ino, text, (uint64_t)n, err), 0);
