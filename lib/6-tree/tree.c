@@ -220,6 +220,7 @@ static void names_put(struct key_names *kn)
 		return;
 	free(kn->names);
 	free(kn->index.slots);
+	free(kn->nodes);
 	free(kn);
 }
 
@@ -236,17 +237,32 @@ static bool same_names(const struct ov_state *a, const struct ov_state *b)
 	return true;
 }
 
+/* metadata/KEY of the key at position k of t (below n_keys). */
+static const struct tree_node *key_at(const struct tree *t, uint64_t k)
+{
+	if (t->keys)
+		return &t->keys[k];
+	uint64_t lo = 0, hi = t->n_over;   /* the overrides by position: a binary search */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (t->over[mid].k < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < t->n_over && t->over[lo].k == k ? &t->over[lo].node : &t->names->nodes[k];
+}
+
 /* metadata/KEY of every key, numbered by its id in state s (or its place in the file),
- * in the order of the keys: with prev's names when s's are prev's state's (its nodes
- * copied, sizes to be set), else with names and an index made for t. False out of
- * memory. */
+ * in the order of the keys: prev's names, index and nodes when s's keys are prev's
+ * state's (sizes to be set by set_key_size), else made for t (sizes to be set too).
+ * False out of memory. */
 static bool add_keys(struct tree *t, const struct ov_state *s, const struct tree *prev)
 {
 	const struct ggufs_model *m = t->m;
 	if (prev && prev->state && s && same_names(prev->state, s)) {
 		t->names = prev->names;
 		atomic_fetch_add(&t->names->refs, 1);
-		memcpy(t->keys, prev->keys, t->n_keys * sizeof *t->keys);
 		return true;
 	}
 	struct key_names *kn = calloc(1, sizeof *kn);
@@ -257,17 +273,56 @@ static bool add_keys(struct tree *t, const struct ov_state *s, const struct tree
 	t->names_made = true;
 	kn->len = key_names_bytes(m);
 	kn->names = malloc(kn->len);
-	if (!kn->names || !index_init(&kn->index, t->n_keys))
+	kn->nodes = calloc(t->n_keys + 1, sizeof *kn->nodes);
+	if (!kn->names || !kn->nodes || !index_init(&kn->index, t->n_keys))
 		return false;
 	char *w = kn->names;
 	for (uint64_t k = 0; k < t->n_keys; k++) {
 		uint64_t ino = tree_ino_key(t->n_orig, m->n_tensors, s ? s->keys[k].id : k);
 		const struct gguf_str *key = &m->meta->kv[k].key;
-		t->keys[k] = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO,
-		                                 .kind = TREE_META, .index = k, .name = w };
+		kn->nodes[k] = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO,
+		                                   .kind = TREE_META, .index = k, .name = w };
 		w += names_encode(key->ptr, key->len, false, w) + 1;
-		index_add(&kn->index, t->keys, k);
+		index_add(&kn->index, kn->nodes, k);
 	}
+	return true;
+}
+
+/* Sets the size of the key at position k of t, being built in key order: in the nodes
+ * made for it, or, sharing another tree's, as an override when it differs from theirs
+ * (past n_keys / 8 of them, the nodes are copied and the tree's own). False out of
+ * memory. */
+static bool set_key_size(struct tree *t, uint64_t k, uint64_t size)
+{
+	struct key_names *kn = t->names;
+	if (t->names_made) {
+		kn->nodes[k].size = size;
+		return true;
+	}
+	if (!t->keys && kn->nodes[k].size == size)
+		return true;
+	if (!t->keys && t->n_over >= t->n_keys / 8 + 16) {
+		if (!(t->keys = malloc((t->n_keys + 1) * sizeof *t->keys)))
+			return false;
+		memcpy(t->keys, kn->nodes, t->n_keys * sizeof *t->keys);
+		for (uint64_t i = 0; i < t->n_over; i++)
+			t->keys[t->over[i].k] = t->over[i].node;
+		free(t->over);
+		t->over = NULL;
+		t->n_over = 0;
+	}
+	if (t->keys) {
+		t->keys[k].size = size;
+		return true;
+	}
+	if (!(t->n_over & (t->n_over - 1)) || !t->over) {   /* 0, 1, 2, 4, ...: grow */
+		struct key_override *v = realloc(t->over, (t->n_over ? 2 * t->n_over : 1) * sizeof *v);
+		if (!v)
+			return false;
+		t->over = v;
+	}
+	t->over[t->n_over] = (struct key_override){ .k = k, .node = kn->nodes[k] };
+	t->over[t->n_over++].node.size = size;
 	return true;
 }
 
@@ -405,7 +460,7 @@ static const struct tree_node *kept_key(const struct tree *prev, const struct ov
 	bool same = was->id == key->id && was->kv.value.data == key->kv.value.data &&
 	            was->kv.value.size == key->kv.value.size &&
 	            was->kv.value.type == key->kv.value.type;
-	return same ? &prev->keys[*j] : NULL;
+	return same ? key_at(prev, *j) : NULL;
 }
 
 /* A copy of marks from into to (empty): false out of memory. */
@@ -484,8 +539,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	t->n_orig = n_orig;
 	t->n_keys = n_kv;
 	t->tensors = base ? base->tensors : tensors_build(m, n_orig);
-	t->keys = calloc(n_kv + 1, sizeof *t->keys);
-	if (!t->tensors || !t->keys || !add_keys(t, s, prev))
+	if (!t->tensors || !add_keys(t, s, prev))
 		goto oom;
 	/* a state that holds the model's own metadata is the model's own file, byte for
 	 * byte (its padding need not be zeros, as a rebuilt header's is) */
@@ -507,17 +561,20 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	/* sized last: the renderers see a complete tree */
 	uint64_t j = 0;
 	for (uint64_t k = 0; k < n_kv; k++) {
-		struct tree_node *n = &t->keys[k];
 		const struct tree_node *was = prev && prev->state && s ? kept_key(prev, s, k, &j) : NULL;
 		const struct render_marks *from = was ? key_marks_of(prev, was->index) : NULL;
 		struct render_marks copy = { 0 };
+		uint64_t size;
 		if (was && (!from || copy_marks(&copy, from))) {
-			n->size = was->size;
+			size = was->size;
 			if (copy.n)
 				keep_key_marks(t, k, &copy);
 		} else {
-			n->size = rendered_size(t, n);
+			struct tree_node n = t->names->nodes[k];   /* its name and place */
+			size = rendered_size(t, &n);
 		}
+		if (!set_key_size(t, k, size))
+			goto oom;
 	}
 	/* the model's own tree, made at mount, sizes gguf.json and summary.txt now; a
 	 * state's when they are first asked for */
@@ -556,7 +613,7 @@ void tree_release(struct tree *t)
 
 uint64_t tree_key_ino(const struct tree *t, uint64_t k)
 {
-	return k < t->n_keys ? t->keys[k].ino : 0;
+	return k < t->n_keys ? key_at(t, k)->ino : 0;
 }
 
 const struct ov_state *tree_state(const struct tree *t)
@@ -569,6 +626,7 @@ void tree_free(struct tree *t)
 	if (!t)
 		return;
 	free(t->keys);
+	free(t->over);
 	names_put(t->names);
 	for (uint64_t i = 0; i < t->n_marked; i++)
 		render_marks_free(&t->marked[i].ms);
@@ -585,11 +643,15 @@ void tree_free(struct tree *t)
 
 uint64_t tree_held_bytes(const struct tree *t)
 {
-	uint64_t b = sizeof *t + (t->n_keys + 1) * sizeof *t->keys +
+	uint64_t over_cap = 1;   /* set_key_size grows over by doubling */
+	while (over_cap < t->n_over)
+		over_cap <<= 1;
+	uint64_t b = sizeof *t + (t->keys ? (t->n_keys + 1) * sizeof *t->keys : 0) +
+	             (t->over ? over_cap * sizeof *t->over : 0) +
 	             t->cap_marked * sizeof *t->marked +
 	             modelfile_bytes(&t->mf) + t->json_marks.cap * sizeof *t->json_marks.v;
 	if (t->names_made)   /* shared names are counted once, by the tree that made them */
-		b += sizeof *t->names + t->names->len +
+		b += sizeof *t->names + t->names->len + (t->n_keys + 1) * sizeof *t->names->nodes +
 		     (t->names->index.mask + 1) * sizeof *t->names->index.slots;
 	for (uint64_t i = 0; i < t->n_marked; i++)
 		b += t->marked[i].ms.cap * sizeof *t->marked[i].ms.v;
@@ -646,7 +708,7 @@ static const struct tree_node *key_node(const struct tree *t, uint64_t ino)
 	else
 		return NULL;
 	k = t->state ? ov_find_id(t->state, id) : id;
-	return k < t->n_keys && t->keys[k].ino == ino ? &t->keys[k] : NULL;
+	return k < t->n_keys && key_at(t, k)->ino == ino ? key_at(t, k) : NULL;
 }
 
 const struct tree_node *tree_node(const struct tree *t, uint64_t ino)
@@ -679,7 +741,10 @@ const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const ch
 				return complete(t, &t->fixed[ino]);
 		return NULL;
 	case TREE_METADATA_DIR_INO:
-		return index_find(&t->names->index, t->keys, dir, name);
+	{
+		const struct tree_node *n = index_find(&t->names->index, t->names->nodes, dir, name);
+		return n ? key_at(t, n->index) : NULL;
+	}
 	case TREE_TENSORS_DIR_INO:
 	case TREE_STATS_DIR_INO:
 		return index_find(&t->tensors->index, t->tensors->nodes, dir, name);
@@ -713,7 +778,7 @@ const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint6
 	case TREE_ROOT_INO:   /* the fixed names after the root, in number order */
 		return complete(t, &t->fixed[TREE_METADATA_DIR_INO + i]);
 	case TREE_METADATA_DIR_INO:
-		return &t->keys[i];
+		return key_at(t, i);
 	case TREE_STATS_DIR_INO:
 		return &tt->nodes[tt->stats_children[i] - tt->first_ino];
 	default:

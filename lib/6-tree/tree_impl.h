@@ -58,6 +58,9 @@ struct key_names {
 	char *names;                 /* every key's file name, NUL-terminated, back to back */
 	uint64_t len;
 	struct name_index index;     /* metadata/ by name: positions of keys */
+	struct tree_node *nodes;     /* metadata/KEY by position, with the sizes of the tree
+	                              * that made them; a tree sharing them differs in the
+	                              * sizes of the keys edited since (struct tree) */
 };
 
 struct tree {
@@ -69,7 +72,12 @@ struct tree {
 	struct tree_tensors *tensors;   /* owned when base is NULL, else base's */
 	struct tree_node fixed[TREE_MODEL_INO + 1];   /* by ino: the root and its files */
 	uint64_t n_keys;             /* = m->meta->n_kv */
-	struct tree_node *keys;      /* metadata/KEY of the key at each position of m->meta */
+	/* metadata/KEY of the key at each position of m->meta (key_at): names->nodes, but
+	 * for the keys whose size differs from there, in over (by position); or, when
+	 * those are many, keys: all of them, the tree's own */
+	struct tree_node *keys;
+	struct key_override { uint64_t k; struct tree_node node; } *over;
+	uint64_t n_over;
 	struct key_names *names;     /* the keys' names and index (held): made for this
 	                              * tree, or the tree before's when they are its */
 	bool names_made;             /* made for this tree (tree_held_bytes counts them) */

@@ -19,6 +19,8 @@ a chat template, then one 4 GiB int8 tensor in a sparse file, so it costs no dis
 4. what a held state costs as the tensors grow (issue 24 item 9): models of 1,000, 10,000
    and 100,000 small f32 tensors and a few keys, the daemon's memory per state held by an
    open file (as in 3) and the median of 10 edits of one key.
+The daemon's CPU per edit (its threads' schedstat over the 10 edits) says what an edit
+costs on a loaded machine, where the wall time is mostly waiting (fsync, the scheduler).
 Memory per held state is the RSS growth over 10 edits with a gguf.json reader opened
 before each, less that of 10 readers of one state, over 10.
 BENCH_EDITS_ONLY=keys|tensors runs only that section (and skips 1 and 2)."""
@@ -123,13 +125,27 @@ def tensors_model(path, n):
         f.truncate(len(hdr) + 32 * n)
 
 
+def cpu_ns(pid):
+    """The CPU time the daemon's threads have taken, in ns (schedstat)."""
+    total = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
 def held_and_edit(m, k, rounds=10):
     """The median of rounds edits of key file k, and the daemon's memory per state held
     by an open gguf.json: the RSS growth over rounds edits, each after a reader opened,
     less that of as many readers of one state (what an open file and the daemon's
     threads cost without a state of its own, once those threads are made), over
     rounds."""
+    cpu0 = cpu_ns(m.proc.pid)
     times = [edit(k, b"%d\n" % (7 + i)) for i in range(rounds)]
+    cpu_ms = (cpu_ns(m.proc.pid) - cpu0) / rounds / 1e6
 
     def readers_rss(edit_between):
         base = rss_kb(m.proc.pid)
@@ -146,7 +162,7 @@ def held_and_edit(m, k, rounds=10):
     readers_rss(False)   # the daemon's threads and buffers, made once
     same = readers_rss(False)
     held = (readers_rss(True) - same) / rounds
-    return times, held
+    return times, held, cpu_ms
 
 
 def tensors_cost(d):
@@ -158,10 +174,10 @@ def tensors_cost(d):
         t0 = time.monotonic()
         with gm.Mount(model, ["-o", "edits=" + fix]) as m:
             mounted = time.monotonic() - t0
-            times, held = held_and_edit(m, m.p("metadata", "k.000000"))
+            times, held, cpu = held_and_edit(m, m.p("metadata", "k.000000"))
         print("%6d tensors: a state held by an open file %.0f KiB; one edit median %.1f ms "
-              "(worst %.1f ms of 10); mount %.2f s"
-              % (n, held, 1000 * statistics.median(times), 1000 * max(times), mounted))
+              "(worst %.1f ms of 10), the daemon's CPU %.1f ms an edit; mount %.2f s"
+              % (n, held, 1000 * statistics.median(times), 1000 * max(times), cpu, mounted))
         os.unlink(model)
         os.unlink(fix)
 
@@ -173,7 +189,7 @@ def keys_cost(d):
         fix = os.path.join(d, "keys%d.json" % n)
         keys_model(model, n)
         with gm.Mount(model, ["-o", "edits=" + fix]) as m:
-            times, held = held_and_edit(m, m.p("metadata", "k.000000"))
+            times, held, cpu = held_and_edit(m, m.p("metadata", "k.000000"))
             # every 10th key edited: FILE holds n / 10 edits for the next mount
             doc = {"ggufs_edits": 1, "set": {}}
             with open(fix) as f:
@@ -185,9 +201,10 @@ def keys_cost(d):
         with gm.Mount(model, ["-o", "edits=" + fix]) as m:
             mounted = time.monotonic() - t0
             assert gm.read_file(m.p("metadata", "k.000010")) == b"11\n"
-        print("%6d keys: one edit median %.1f ms (worst %.1f ms of 10); a state held by an "
-              "open file %.0f KiB; mount with %d edits in FILE %.2f s"
-              % (n, 1000 * statistics.median(times), 1000 * max(times), held, n // 10, mounted))
+        print("%6d keys: one edit median %.1f ms (worst %.1f ms of 10), the daemon's CPU %.1f ms "
+              "an edit; a state held by an open file %.0f KiB; mount with %d edits in FILE %.2f s"
+              % (n, 1000 * statistics.median(times), 1000 * max(times), cpu, held, n // 10,
+                 mounted))
         os.unlink(model)
         os.unlink(fix)
 

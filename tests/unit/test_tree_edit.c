@@ -779,6 +779,98 @@ static void test_header_pieces(void **state)
 	}
 }
 
+/* A model of n uint32 keys k.0000 ... (value i) and one tensor, at path. */
+static void write_many_keys(const char *path, uint64_t n)
+{
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, 1, n);
+	char name[32];
+	for (uint64_t i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "k.%04" PRIu64, i);
+		gw_kv_u32(&w, name, (uint32_t)i);
+	}
+	uint64_t ne = 8;
+	gw_tensor(&w, "t", 1, &ne, 0, 0);
+	gw_align(&w, 32);
+	gw_fill(&w, 0, 32);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
+}
+
+/* Every key file of t has the size of its text, found by name and by number. */
+static void expect_key_sizes(struct tree *t, uint64_t n)
+{
+	char name[32], text[64];
+	for (uint64_t i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "k.%04" PRIu64, i);
+		const struct tree_node *a = tree_lookup(t, TREE_METADATA_DIR_INO, name);
+		assert_non_null(a);
+		assert_ptr_equal(tree_node(t, a->ino), a);
+		assert_ptr_equal(tree_dir_child(t, TREE_METADATA_DIR_INO, a->index), a);
+		assert_true(a->size < sizeof text);
+		assert_int_equal(tree_read(t, a, text, a->size, 0), (int64_t)a->size);
+		assert_true(a->size >= 2 && text[a->size - 1] == '\n');
+	}
+}
+
+/* An edit of values keeps its tree's key nodes too (issue 24 item 9): a state holds the
+ * nodes of only the keys whose size changed since the nodes were made, not one per key
+ * (200 keys, 5 edits: a few hundred bytes besides its key table and times), and past
+ * n / 8 + 16 such keys it has all its own again; every key's size stays right in every
+ * state, held or current. */
+static void test_value_edits_share_nodes(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ggufs-nodes-XXXXXX", path[64], file[64], err[GGUF_ERR_MAX];
+	char name[32], text[32];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/keys.gguf", dir);
+	snprintf(file, sizeof file, "%s/fix.json", dir);
+	const uint64_t n = 200;
+	write_many_keys(path, n);
+	struct ggufs_model *m = model_open(path, err);
+	assert_non_null(m);
+	struct tree *base = tree_build(m, err);
+	struct tree_edits *e = tree_edits_open(base, file, err);
+	assert_non_null(e);
+	struct tree *first = NULL;
+	for (uint64_t i = 0; i < 60; i++) {
+		snprintf(name, sizeof name, "k.%04" PRIu64, i);
+		int len = snprintf(text, sizeof text, "%" PRIu64 "\n", 1000000 + i);
+		assert_int_equal(tree_edits_write(e, ino_of(e, name), text, (uint64_t)len, err), 0);
+		if (i == 4) {
+			first = tree_edits_current(e);
+			uint64_t own = tree_held_bytes(first), table = ov_state_bytes(tree_state(first));
+			if (own > table + n * 16 + 4096)
+				print_error("a state holds %" PRIu64 " bytes, its key table %" PRIu64 "\n",
+				            own, table);
+			assert_true(own <= table + n * 16 + 4096);
+			expect_key_sizes(first, n);
+		}
+	}
+	struct tree *t = tree_edits_current(e);
+	expect_key_sizes(t, n);
+	const struct tree_node *k3 = tree_lookup(t, TREE_METADATA_DIR_INO, "k.0003");
+	const struct tree_node *k59 = tree_lookup(t, TREE_METADATA_DIR_INO, "k.0059");
+	const struct tree_node *k60 = tree_lookup(t, TREE_METADATA_DIR_INO, "k.0060");
+	assert_int_equal(k3->size, 8);
+	assert_int_equal(k59->size, 8);
+	assert_int_equal(k60->size, 3);
+	/* the state held after 5 edits: k.0004 edited, k.0005 not yet */
+	assert_int_equal(tree_lookup(first, TREE_METADATA_DIR_INO, "k.0004")->size, 8);
+	assert_int_equal(tree_lookup(first, TREE_METADATA_DIR_INO, "k.0005")->size, 2);
+	expect_key_sizes(first, n);
+	tree_release(t);
+	tree_release(first);
+	tree_edits_close(e);
+	tree_free(base);
+	model_close(m);
+	unlink(path);
+	unlink(file);
+	rmdir(dir);
+}
+
 /* A model of n_t f32 tensors of 8 elements called t.N and two keys, at path. */
 static void write_many_tensors(const char *path, uint64_t n_t)
 {
@@ -916,6 +1008,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_file_too_large, setup, teardown),
 		cmocka_unit_test(test_every_type_round_trip),
 		cmocka_unit_test(test_states_share_tensors),
+		cmocka_unit_test(test_value_edits_share_nodes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
