@@ -13,7 +13,10 @@ a shared mapping is ENODEV, as the man page says).
   the value: at msync and close, or after the close when it is unmapped later (the
   kernel writes the pages back then, and the release commits them); bytes that do
   not parse are refused (msync fails with EINVAL, the old value stays, a new mapping
-  shows it)."""
+  shows it);
+- the same with -s (one thread), whose edits then leave the pages for the kernel to
+  drop at the next open;
+- on a kernel before 6.6: a shared mapping is ENODEV, a private one maps."""
 import ctypes
 import errno
 import mmap
@@ -101,8 +104,8 @@ class EditsMmap(unittest.TestCase):
             os.unlink(os.path.join(self.dir, f))
         os.rmdir(self.dir)
 
-    def mount(self):
-        return gm.Mount(gm.TINY, ["-o", "edits=" + self.file])
+    def mount(self, opts=()):
+        return gm.Mount(gm.TINY, ["-o", "edits=" + self.file] + list(opts))
 
     def check_maps(self, paths):
         for p in paths:
@@ -125,10 +128,10 @@ class EditsMmap(unittest.TestCase):
             for p in (m.p("model.gguf"), m.p("tensors", "output_norm.weight")):
                 self.assertEqual(mapped(p, mmap.MAP_SHARED)[:64], gm.read_file(p)[:64], p)
 
-    def test_old_open_refilling_never_shows(self):
+    def test_old_open_refilling_never_shows(self, opts=()):
         """A mapping made after an edit never holds a page of an old state, though an
         old open keeps faulting that state's pages into the inode's one page cache."""
-        with self.mount() as m:
+        with self.mount(opts) as m:
             key, doc = m.p("metadata", "general.name"), m.p("gguf.json")
             put(key, b"v0-" + b"o" * 6000 + b"\n")
             old = subprocess.Popen([sys.executable, "-c", OLD_READER, key, doc],
@@ -153,11 +156,19 @@ class EditsMmap(unittest.TestCase):
             finally:
                 old.stdin.close()
                 passes = int(old.stdout.readline() or 0)
+                old.stdout.close()
                 self.assertEqual(old.wait(timeout=30), 0)
             self.assertGreater(passes, ROUNDS)   # it did refill while the edits went on
 
-    def test_writable_shared_mapping(self):
-        with self.mount() as m:
+    def test_single_thread(self):
+        """With -s the same holds, and no edit waits on the kernel for a page that only
+        the one thread could fill (it did: the mount hung)."""
+        self.test_old_open_refilling_never_shows(["-s"])
+        os.unlink(self.file)
+        self.test_writable_shared_mapping(["-s"])
+
+    def test_writable_shared_mapping(self, opts=()):
+        with self.mount(opts) as m:
             key = m.p("metadata", "general.name")
             # msync, then close: the value is the mapping's bytes
             with open(key, "r+b") as f:
@@ -200,9 +211,21 @@ class EditsMmap(unittest.TestCase):
                     pass   # the refusal may be told again at close
             self.assertEqual(gm.read_file(num), b"2048\n")
             self.assertEqual(mapped(num, mmap.MAP_SHARED), b"2048\n")
-        with self.mount() as m:   # what was made is in FILE
+        with self.mount(opts) as m:   # what was made is in FILE
             self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"latellama-test\n")
             self.assertEqual(gm.read_file(m.p("metadata", "llama.context_length")), b"2048\n")
+
+
+@unittest.skipIf(kernel_maps_direct_io_shared(), "Linux 6.6 or later maps them shared")
+class EditsMmapOldKernel(unittest.TestCase):
+    def test_shared_enodev_private_maps(self):
+        with tempfile.TemporaryDirectory(prefix="ggufs-edits-mmap-") as d:
+            with gm.Mount(gm.TINY, ["-o", "edits=" + os.path.join(d, "fix.json")]) as m:
+                for p in (m.p("metadata", "general.name"), m.p("gguf.json")):
+                    self.assertEqual(mapped(p, mmap.MAP_PRIVATE), gm.read_file(p), p)
+                    with self.assertRaises(OSError) as e:
+                        mapped(p, mmap.MAP_SHARED)
+                    self.assertEqual(e.exception.errno, errno.ENODEV, p)
 
 
 if __name__ == "__main__":
