@@ -53,6 +53,20 @@ static void hw_str(struct hw *w, const struct gguf_str *s)
 	hw_put(w, s->ptr, s->len);
 }
 
+/* One key and its value into w, as a header holds them. */
+static void put_kv(struct hw *w, const struct gguf_kv *kv)
+{
+	const struct gguf_value *v = &kv->value;
+	hw_str(w, &kv->key);
+	hw_u32(w, v->type);
+	/* an array's payload starts after its element type and count (gguf.h) */
+	if (v->type == GGUF_TYPE_ARRAY) {
+		hw_u32(w, v->elem_type);
+		hw_u64(w, v->count);
+	}
+	hw_put(w, v->data, v->size);
+}
+
 /* The header's first part, "GGUF" through the last key, into w. */
 static void put_head(struct hw *w, uint32_t version, uint64_t n_t,
                      const struct gguf_kv *const *kv, uint64_t n_kv)
@@ -61,17 +75,8 @@ static void put_head(struct hw *w, uint32_t version, uint64_t n_t,
 	hw_u32(w, version);
 	hw_u64(w, n_t);
 	hw_u64(w, n_kv);
-	for (uint64_t i = 0; i < n_kv; i++) {
-		const struct gguf_value *v = &kv[i]->value;
-		hw_str(w, &kv[i]->key);
-		hw_u32(w, v->type);
-		/* an array's payload starts after its element type and count (gguf.h) */
-		if (v->type == GGUF_TYPE_ARRAY) {
-			hw_u32(w, v->elem_type);
-			hw_u64(w, v->count);
-		}
-		hw_put(w, v->data, v->size);
-	}
+	for (uint64_t i = 0; i < n_kv; i++)
+		put_kv(w, kv[i]);
 }
 
 /* The tensor infos into w: 0, or -1 with err for a tensor of too many dimensions. */
@@ -147,5 +152,13 @@ int gguf_tensor_infos_write(const struct gguf_tensor *const *tensors, const uint
 	struct hw w = { .out = out, .cap = cap };
 	if (put_infos(&w, tensors, offsets, n_t, err) < 0)
 		return -1;
+	return finish(&w, len, err);
+}
+
+int gguf_kv_write(const struct gguf_kv *kv, uint8_t *out, uint64_t cap, uint64_t *len,
+                  char err[GGUF_ERR_MAX])
+{
+	struct hw w = { .out = out, .cap = cap };
+	put_kv(&w, kv);
 	return finish(&w, len, err);
 }

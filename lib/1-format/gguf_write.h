@@ -30,6 +30,10 @@ int gguf_header_write(uint32_t version, const struct gguf_kv *const *kv, uint64_
 int gguf_header_head_write(uint32_t version, uint64_t n_t, const struct gguf_kv *const *kv,
                            uint64_t n_kv, uint8_t *out, uint64_t cap, uint64_t *len,
                            char err[GGUF_ERR_MAX]);
+/* One key and its value as a header holds them (a piece of the head above), into out as
+ * above. */
+int gguf_kv_write(const struct gguf_kv *kv, uint8_t *out, uint64_t cap, uint64_t *len,
+                  char err[GGUF_ERR_MAX]);
 int gguf_tensor_infos_write(const struct gguf_tensor *const *tensors, const uint64_t *offsets,
                             uint64_t n_t, uint8_t *out, uint64_t cap, uint64_t *len,
                             char err[GGUF_ERR_MAX]);

@@ -135,27 +135,91 @@ uint64_t modelfile_tensors_bytes(const struct modelfile_tensors *mt)
 	       (mt->tensor_offset ? mt->n_tensors * sizeof *mt->tensor_offset : 0);
 }
 
-/* The header of m's keys (kv, n_kv of them) in front of mt's tensor infos into mf: its
- * first part written, the infos borrowed, and where the data section starts (the
- * next multiple of the alignment); the size with data bytes of data section after it.
- * 0, or -1 with err. */
+/* Where key kv lies in shard sh's header as a header holds it, when it lies there as
+ * is (its name and value both the file's own, parsed there: a key an edit left alone),
+ * into [*at, *at + *len) of the file. False for a key with a new name or value. */
+static bool kv_in_file(const struct model_shard *sh, const struct gguf_kv *kv, uint64_t *at,
+                       uint64_t *len)
+{
+	/* addresses as numbers: name and value may be in blobs, apart from the header */
+	const uintptr_t base = (uintptr_t)sh->map, name = (uintptr_t)kv->key.ptr;
+	const uint64_t end = sh->gf.data_offset;
+	if (!base || name < base + 8 || name - base > end)
+		return false;
+	uint64_t from = (uint64_t)(name - base) - 8, data;
+	/* the value's bytes follow the name, its type and (an array) element type and count */
+	uint64_t fields = kv->key.len + 4 + (kv->value.type == GGUF_TYPE_ARRAY ? 12 : 0);
+	if (__builtin_add_overflow(from + 8, fields, &data) || data > end ||
+	    (uintptr_t)kv->value.data != base + data || kv->value.size > end - data)
+		return false;
+	*at = from;
+	*len = data + kv->value.size - from;
+	return true;
+}
+
+/* Little-endian v into p[0 .. n). */
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The header of m's keys (kv, n_kv of them) in front of mt's tensor infos into mf, and
+ * where the data section starts (the next multiple of the alignment); the size with data
+ * bytes of data section after it. The head is pieces: runs of keys an edit left alone,
+ * as the file holds them (read from shard 0: nothing copied), and the bytes written here
+ * for the preamble and every other key; the infos are borrowed. 0, or -1 with err. */
 static int write_header(const struct ggufs_model *m, const struct gguf_kv *const *kv,
                         uint64_t n_kv, const struct modelfile_tensors *mt, uint64_t data,
                         struct modelfile *mf, char err[GGUF_ERR_MAX])
 {
-	const uint32_t version = m->shards[0].gf.version;
-	const uint64_t align = m->shards[0].gf.alignment;
+	const struct model_shard *sh = &m->shards[0];
+	const uint64_t align = sh->gf.alignment;
+	const bool mapped = source_mapped(sh->src);   /* else map is a fetched prefix */
 	char why[GGUF_ERR_MAX];
-	if (gguf_header_head_write(version, m->n_tensors, kv, n_kv, NULL, 0, &mf->head_len,
-	                           why) < 0)
-		goto bad;
-	if (!(mf->header = malloc(mf->head_len ? mf->head_len : 1))) {
+	uint64_t own = 24, at, len;
+	for (uint64_t i = 0; i < n_kv; i++) {
+		if (kv_in_file(sh, kv[i], &at, &len))
+			continue;
+		if (gguf_kv_write(kv[i], NULL, 0, &len, why) < 0 ||
+		    __builtin_add_overflow(own, len, &own))
+			goto bad;
+	}
+	mf->header = malloc(own);
+	mf->head = calloc(n_kv + 1, sizeof *mf->head);
+	if (!mf->header || !mf->head) {
 		gguf_errf(err, "%s: out of memory for the header of model.gguf", m->path);
 		return -1;
 	}
-	if (gguf_header_head_write(version, m->n_tensors, kv, n_kv, mf->header, mf->head_len,
-	                           &mf->head_len, why) < 0)
-		goto bad;
+	memcpy(mf->header, GGUF_MAGIC, 4);
+	put_le(mf->header + 4, sh->gf.version, 4);
+	put_le(mf->header + 8, m->n_tensors, 8);
+	put_le(mf->header + 16, n_kv, 8);
+	mf->head[0] = (struct modelfile_piece){ .off = 0, .len = 24, .mem = mf->header };
+	mf->n_head = 1;
+	uint64_t pos = 24, w = 24;   /* in model.gguf; in mf->header */
+	for (uint64_t i = 0; i < n_kv; i++) {
+		struct modelfile_piece *last = &mf->head[mf->n_head - 1], p = { .off = pos };
+		if (kv_in_file(sh, kv[i], &at, &len)) {
+			p = (struct modelfile_piece){ .off = pos, .len = len, .from = at,
+			                              .mem = mapped ? NULL : sh->map + at };
+			bool runs_on = last->mem != mf->header && last->from + last->len == at;
+			if (runs_on)
+				last->len += len;
+		} else {
+			if (gguf_kv_write(kv[i], mf->header + w, own - w, &len, why) < 0)
+				goto bad;
+			p = (struct modelfile_piece){ .off = pos, .len = len, .from = w, .mem = mf->header };
+			w += len;
+			if (last->mem == mf->header)
+				last->len += len;
+		}
+		if (last->off + last->len != pos + len)   /* not run on: a piece of its own */
+			mf->head[mf->n_head++] = p;
+		pos += len;   /* no overflow: bounded by own and the file */
+	}
+	mf->own_len = own;
+	mf->head_len = pos;
 	mf->infos = mt->infos;
 	/* align is a power of two (the parser checked); st_size is an off_t */
 	if (__builtin_add_overflow(mf->head_len, mt->infos_len, &mf->header_len) ||
@@ -216,17 +280,42 @@ static bool file_holds(const struct model_shard *sh, uint64_t off, const uint8_t
 	return same;
 }
 
-/* True when the header mf holds in memory, then zeros to its data section, is byte for
- * byte the start of the model's one file as it is now (read through its source: never
- * a touch of a mapping that may have shrunk); the first difference ends the compare, so
- * an edit that changed a key reads the file only up to it. */
+/* True when bytes [a, a + len) and [b, b + len) of shard sh are the same, read in pieces
+ * (the first difference ends the compare). */
+static bool file_same(const struct model_shard *sh, uint64_t a, uint64_t b, uint64_t len)
+{
+	enum { PIECE = ZERO_BYTES };
+	uint8_t *buf = malloc(2 * PIECE);
+	bool same = buf != NULL;
+	for (uint64_t at = 0; same && at < len; at += PIECE) {
+		uint64_t n = len - at < PIECE ? len - at : PIECE;
+		same = source_read(sh->src, a + at, n, buf) == 0 &&
+		       source_read(sh->src, b + at, n, buf + PIECE) == 0 &&
+		       memcmp(buf, buf + PIECE, n) == 0;
+	}
+	free(buf);
+	return same;
+}
+
+/* True when the header mf holds (its pieces, the infos, then zeros to its data section)
+ * is byte for byte the start of the model's one file as it is now (read through its
+ * source: never a touch of a mapping that may have shrunk); a run of keys that lies
+ * where the file has it is the file's already, and the first difference ends the
+ * compare, so an edit that changed a key reads the file only up to it. */
 static bool same_as_file(const struct ggufs_model *m, const struct modelfile *mf)
 {
 	const struct model_shard *sh = &m->shards[0];
 	if (mf->data_offset != sh->gf.data_offset || mf->data_offset > sh->size)
 		return false;
-	return file_holds(sh, 0, mf->header, mf->head_len) &&
-	       file_holds(sh, mf->head_len, mf->infos, mf->header_len - mf->head_len) &&
+	for (uint64_t i = 0; i < mf->n_head; i++) {
+		const struct modelfile_piece *p = &mf->head[i];
+		bool same = p->mem ? file_holds(sh, p->off, p->mem == mf->header ? p->mem + p->from :
+		                                p->mem, p->len) :
+		            p->from == p->off || file_same(sh, p->off, p->from, p->len);
+		if (!same)
+			return false;
+	}
+	return file_holds(sh, mf->head_len, mf->infos, mf->header_len - mf->head_len) &&
 	       file_holds(sh, mf->header_len, NULL, mf->data_offset - mf->header_len);
 }
 
@@ -258,9 +347,11 @@ static int build_edited(const struct ggufs_model *m, const struct modelfile_tens
 		/* edits that change nothing (none yet, or undone): model.gguf is the file
 		 * itself, one span, so it may be handed to the kernel whole (passthrough) */
 		free(mf->header);
+		free(mf->head);
 		mf->header = NULL;
+		mf->head = NULL;
 		mf->infos = NULL;
-		mf->head_len = mf->header_len = 0;
+		mf->n_head = mf->own_len = mf->head_len = mf->header_len = 0;
 		mf->one = (struct modelfile_span){ .off = 0, .len = mf->size, .shard_off = 0,
 		                                   .shard = 0 };
 		mf->n_spans = mf->size ? 1 : 0;
@@ -305,19 +396,21 @@ int modelfile_build(const struct ggufs_model *m, struct modelfile *mf, char err[
 
 bool modelfile_is_file(const struct modelfile *mf, const struct ggufs_model *m)
 {
-	return m->n_shards == 1 && !mf->header && mf->n_spans == 1 && !mf->spans &&
+	return m->n_shards == 1 && !mf->n_head && mf->n_spans == 1 && !mf->spans &&
 	       mf->one.off == 0 && mf->one.shard_off == 0 && mf->one.len == m->shards[0].size &&
 	       mf->size == m->shards[0].size;
 }
 
 uint64_t modelfile_bytes(const struct modelfile *mf)
 {
-	return mf->head_len + (mf->own ? sizeof *mf->own + modelfile_tensors_bytes(mf->own) : 0);
+	return mf->own_len + mf->n_head * sizeof *mf->head +
+	       (mf->own ? sizeof *mf->own + modelfile_tensors_bytes(mf->own) : 0);
 }
 
 void modelfile_free(struct modelfile *mf)
 {
 	free(mf->header);
+	free(mf->head);
 	if (mf->own)
 		modelfile_tensors_free(mf->own);
 	free(mf->own);
@@ -370,14 +463,32 @@ struct piece {
 static bool walk(const struct modelfile *mf, uint64_t pos, uint64_t end,
                  bool (*fn)(void *ctx, const struct piece *p), void *ctx)
 {
-	/* the header in memory: its own first part, then the shared tensor infos */
-	while (pos < mf->header_len && pos < end) {
-		bool head = pos < mf->head_len;
-		uint64_t stop = head ? mf->head_len : mf->header_len;
-		if (end < stop)
-			stop = end;
-		struct piece p = { .mem = head ? mf->header + pos : mf->infos + (pos - mf->head_len),
-		                   .len = stop - pos };
+	/* the header: its pieces, then the shared tensor infos */
+	while (pos < mf->head_len && pos < end) {
+		uint64_t lo = 0, hi = mf->n_head;   /* the last piece starting at or before pos */
+		while (hi - lo > 1) {
+			uint64_t mid = lo + (hi - lo) / 2;
+			if (mf->head[mid].off <= pos)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		const struct modelfile_piece *hp = &mf->head[lo];
+		uint64_t in = pos - hp->off, stop = hp->off + hp->len < end ? hp->off + hp->len : end;
+		struct piece p = { .len = stop - pos };
+		if (hp->mem == mf->header)
+			p.mem = mf->header + hp->from + in;
+		else if (hp->mem)
+			p.mem = hp->mem + in;
+		else
+			p.shard_off = hp->from + in;   /* shard 0 */
+		if (!fn(ctx, &p))
+			return false;
+		pos = stop;
+	}
+	if (pos < mf->header_len && pos < end) {
+		uint64_t stop = end < mf->header_len ? end : mf->header_len;
+		struct piece p = { .mem = mf->infos + (pos - mf->head_len), .len = stop - pos };
 		if (!fn(ctx, &p))
 			return false;
 		pos = stop;

@@ -9,8 +9,9 @@
  * the shard that holds them, zeros between tensors (the merge tool's padding) and after
  * the last one up to the alignment. Memory is the header plus one span per tensor; the
  * tensor infos and spans are the same for every metadata state of a model, so they are
- * made once (struct modelfile_tensors) and shared, and a state's layout owns only the
- * header's first part, "GGUF" through its last key.
+ * made once (struct modelfile_tensors) and shared, and a state's layout holds only the
+ * header's first part, "GGUF" through its last key, as pieces: the keys an edit left
+ * alone are read from the file where it has them, and only the others are written.
  *
  * A model seen with edited metadata (m->meta not the first shard's own parse: the view
  * of an overlay state, overlay.h) has its header written from those keys, the model's
@@ -51,11 +52,23 @@ struct modelfile_tensors {
 	uint64_t data_len;             /* split: the merged data section's length */
 };
 
+/* [off, off + len) of a written header's head ("GGUF" through the last key): bytes of
+ * memory at mem (+ from when mem is the layout's own header buffer), or with mem NULL
+ * bytes [from, from + len) of shard 0's file (a run of keys an edit left alone, as the
+ * file holds them). */
+struct modelfile_piece {
+	uint64_t off, len, from;
+	const uint8_t *mem;
+};
+
 struct modelfile {
 	uint64_t size;                 /* st_size of model.gguf */
-	uint8_t *header;               /* [0, head_len): "GGUF" through the last key of a
-	                                * written header (edited or merged); NULL for the
-	                                * file itself */
+	uint8_t *header;               /* the bytes written for a header (edited or merged):
+	                                * its preamble and the keys not in the file as they
+	                                * are; NULL for the file itself */
+	uint64_t own_len;
+	struct modelfile_piece *head;  /* [0, head_len) in order: the head's pieces */
+	uint64_t n_head;
 	uint64_t head_len;
 	const uint8_t *infos;          /* [head_len, header_len): its tensor infos (the
 	                                * shared part's); zeros after, to data_offset */

@@ -21,6 +21,7 @@
 
 #include "edits_file.h"
 #include "gguf.h"
+#include "gguf_write.h"
 #include "gguf_writer.h"
 #include "model.h"
 #include "scratch.h"
@@ -325,6 +326,10 @@ static void test_readers_while_editing(void **state)
 	uint64_t ino = ino_of(f->e, "general.name");
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, reader, &r), 0);
+	/* the readers under way first (10 s at most): 40 edits take a few ms, and a loaded
+	 * machine may not run a reader before they are done */
+	for (int w = 0; w < 10000 && atomic_load(&r.reads) < 2; w++)
+		usleep(1000);
 	for (int i = 0; i < 40; i++) {
 		int n = snprintf(text, sizeof text, "v%d\n", i * 1000);
 		assert_int_equal(tree_edits_write(f->e, ino, text, (uint64_t)n, err), 0);
@@ -711,6 +716,69 @@ static void test_create_remove_loop(void **state)
 	tree_release(t);
 }
 
+/* model.gguf's header of an edit state is pieces (issue 24 item 9): the keys an edit left
+ * alone are read from the file where it has them, so a state keeps a few KiB of header
+ * of its own, not a copy of a 32,000-token vocabulary; and the pieces are byte for byte
+ * the header written whole from the state's keys (gguf_header_write), after a value
+ * edit, a rename, a delete and a new key. */
+static void test_header_pieces(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX];
+	uint64_t ino;
+	const uint64_t file_header = f->m->shards[0].gf.data_offset;
+	assert_int_equal(tree_edits_write(f->e, ino_of(f->e, "general.name"), "pieces\n", 7, err), 0);
+	struct tree *t = tree_edits_current(f->e);
+	if (tree_held_bytes(t) * 8 > file_header)
+		print_error("a state holds %" PRIu64 " bytes, the header is %" PRIu64 "\n",
+		            tree_held_bytes(t), file_header);
+	assert_true(tree_held_bytes(t) * 8 < file_header);
+	tree_release(t);
+	assert_int_equal(tree_edits_rename(f->e, "general.architecture", "general.arch", err), 0);
+	assert_int_equal(tree_edits_unlink(f->e, "general.file_type", &ino, err), 0);
+	assert_int_equal(tree_edits_create(f->e, "my.key", &ino, err), 0);
+	assert_int_equal(tree_edits_write(f->e, ino, "new\n", 4, err), 0);
+	for (int round = 0; round < 2; round++) {
+		t = tree_edits_current(f->e);
+		const struct ggufs_model *m = tree_model(t);
+		const struct gguf_file *g = m->meta;
+		const struct gguf_kv **kv = calloc(g->n_kv + 1, sizeof *kv);
+		const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
+		uint64_t *offs = calloc(m->n_tensors + 1, sizeof *offs), len;
+		for (uint64_t k = 0; k < g->n_kv; k++)
+			kv[k] = &g->kv[k];
+		for (uint64_t i = 0; i < m->n_tensors; i++) {
+			ts[i] = m->tensors[i].t;
+			offs[i] = ts[i]->offset - m->shards[0].gf.data_offset;
+		}
+		assert_int_equal(gguf_header_write(g->version, kv, g->n_kv, ts, offs, m->n_tensors,
+		                                   m->shards[0].gf.alignment, NULL, 0, &len, err), 0);
+		uint8_t *want = malloc(len), *got = malloc(len);
+		assert_int_equal(gguf_header_write(g->version, kv, g->n_kv, ts, offs, m->n_tensors,
+		                                   m->shards[0].gf.alignment, want, len, &len, err), 0);
+		const struct tree_node *mn = tree_node(t, tree_model_ino(t));
+		assert_true(mn->size > len);
+		assert_int_equal(tree_read(t, mn, (char *)got, len, 0), (int64_t)len);
+		assert_memory_equal(got, want, len);
+		/* and in odd windows, across the pieces' edges */
+		for (uint64_t off = 0; off < len; off += 4093) {
+			uint64_t n = len - off < 777 ? len - off : 777;
+			assert_int_equal(tree_read(t, mn, (char *)got, n, off), (int64_t)n);
+			assert_memory_equal(got, want + off, n);
+		}
+		free(want);
+		free(got);
+		free(kv);
+		free(ts);
+		free(offs);
+		tree_release(t);
+		/* then the rename undone: the keys before the deleted one are the file's */
+		if (round == 0)
+			assert_int_equal(tree_edits_rename(f->e, "general.arch", "general.architecture",
+			                                   err), 0);
+	}
+}
+
 /* A model of n_t f32 tensors of 8 elements called t.N and two keys, at path. */
 static void write_many_tensors(const char *path, uint64_t n_t)
 {
@@ -841,6 +909,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_readers_during_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_keys_as_fresh, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_remove_loop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_header_pieces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
