@@ -33,30 +33,6 @@
 #define TRIES 5           /* each figure is the best of this many: the machine is shared */
 #define KERNEL_VALUES (4u << 20)
 
-static void put(FILE *f, const void *p, size_t n)
-{
-	if (fwrite(p, 1, n, f) != n) {
-		perror("bench_check: write");
-		exit(1);
-	}
-}
-
-static void put_u32(FILE *f, uint32_t v)
-{
-	put(f, &v, 4);
-}
-
-static void put_u64(FILE *f, uint64_t v)
-{
-	put(f, &v, 8);
-}
-
-static void put_str(FILE *f, const char *s)
-{
-	put_u64(f, strlen(s));
-	put(f, s, strlen(s));
-}
-
 /* An fp16 of 2^e for e in -14..15. */
 static uint16_t f16_pow2(int e)
 {
@@ -86,30 +62,22 @@ static uint64_t write_model(const char *path)
 {
 	const struct ggml_type *q4k = ggml_type_get(GGML_TYPE_Q4_K);
 	const uint64_t size = (uint64_t)NE0 * NE1 / q4k->block_elems * q4k->block_bytes;
-	FILE *f = fopen(path, "wb");
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	put(f, "GGUF", 4);
-	put_u32(f, 3);
-	put_u64(f, N_TENSORS);
-	put_u64(f, 1);
-	put_str(f, "general.architecture");
-	put_u32(f, 8);
-	put_str(f, "bench");
+	FILE *f = bench_open_gguf(path, N_TENSORS, 1);
+	bench_put_str(f, "general.architecture");
+	bench_put_u32(f, 8);
+	bench_put_str(f, "bench");
 	for (int i = 0; i < N_TENSORS; i++) {
 		char name[64];
 		snprintf(name, sizeof name, "blk.%d.ffn_up.weight", i);
-		put_str(f, name);
-		put_u32(f, 2);
-		put_u64(f, NE0);
-		put_u64(f, NE1);
-		put_u32(f, GGML_TYPE_Q4_K);
-		put_u64(f, (uint64_t)i * size);   /* size is a multiple of 32 */
+		bench_put_str(f, name);
+		bench_put_u32(f, 2);
+		bench_put_u64(f, NE0);
+		bench_put_u64(f, NE1);
+		bench_put_u32(f, GGML_TYPE_Q4_K);
+		bench_put_u64(f, (uint64_t)i * size);   /* size is a multiple of 32 */
 	}
 	static const uint8_t zeros[32];
-	put(f, zeros, (32 - (uint64_t)ftell(f) % 32) % 32);
+	bench_put(f, zeros, (32 - (uint64_t)ftell(f) % 32) % 32);
 	uint8_t *b = malloc(size);
 	if (!b) {
 		fprintf(stderr, "bench_check: out of memory\n");
@@ -117,7 +85,7 @@ static uint64_t write_model(const char *path)
 	}
 	for (int i = 0; i < N_TENSORS; i++) {
 		fill_q4_K(b, size, 0x5eed + (uint64_t)i);
-		put(f, b, size);
+		bench_put(f, b, size);
 	}
 	free(b);
 	if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0) {

@@ -32,35 +32,11 @@
 
 /* ---- writing GGUF files ---- */
 
-static void put(FILE *f, const void *p, size_t n)
-{
-	if (fwrite(p, 1, n, f) != n) {
-		perror("bench_mount: write");
-		exit(1);
-	}
-}
-
-static void put_u32(FILE *f, uint32_t v)
-{
-	put(f, &v, 4);   /* x86: already little-endian, as GGUF is */
-}
-
-static void put_u64(FILE *f, uint64_t v)
-{
-	put(f, &v, 8);
-}
-
-static void put_str(FILE *f, const char *s)
-{
-	put_u64(f, strlen(s));
-	put(f, s, strlen(s));
-}
-
 static void put_kv_str(FILE *f, const char *key, const char *value)
 {
-	put_str(f, key);
-	put_u32(f, 8);   /* string */
-	put_str(f, value);
+	bench_put_str(f, key);
+	bench_put_u32(f, 8);   /* string */
+	bench_put_str(f, value);
 }
 
 /* The padding that brings offset up to the alignment. */
@@ -72,7 +48,7 @@ static uint64_t pad(uint64_t off)
 static void put_zeros(FILE *f, uint64_t n)
 {
 	static const uint8_t zeros[ALIGNMENT];
-	put(f, zeros, n);
+	bench_put(f, zeros, n);
 }
 
 struct wtensor {
@@ -91,12 +67,12 @@ static uint64_t put_tensors(FILE *f, struct wtensor *t, size_t n)
 		t[i].size = t[i].ne0 * t[i].ne1 / t[i].type->block_elems * t[i].type->block_bytes;
 		t[i].offset = off;
 		off += t[i].size + pad(t[i].size);
-		put_str(f, t[i].name);
-		put_u32(f, 2);
-		put_u64(f, t[i].ne0);
-		put_u64(f, t[i].ne1);
-		put_u32(f, t[i].type->id);
-		put_u64(f, t[i].offset);
+		bench_put_str(f, t[i].name);
+		bench_put_u32(f, 2);
+		bench_put_u64(f, t[i].ne0);
+		bench_put_u64(f, t[i].ne1);
+		bench_put_u32(f, t[i].type->id);
+		bench_put_u64(f, t[i].offset);
 	}
 	put_zeros(f, pad((uint64_t)ftell(f)));
 	uint64_t data = (uint64_t)ftell(f);
@@ -107,25 +83,11 @@ static uint64_t put_tensors(FILE *f, struct wtensor *t, size_t n)
 			exit(1);
 		}
 		bench_fill_random(bytes, t[i].size, 0x9e3779b97f4a7c15u + i);
-		put(f, bytes, t[i].size);
+		bench_put(f, bytes, t[i].size);
 		put_zeros(f, pad(t[i].size));
 		free(bytes);
 	}
 	return data;
-}
-
-static FILE *open_gguf(const char *path, uint64_t n_tensors, uint64_t n_kv)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	put(f, "GGUF", 4);
-	put_u32(f, 3);
-	put_u64(f, n_tensors);
-	put_u64(f, n_kv);
-	return f;
 }
 
 /* Closes a written model only once it is on disk, so that the kernel is not writing
@@ -147,7 +109,7 @@ static void write_big_model(const char *path, const struct ggml_type *const *typ
 		t[i] = (struct wtensor){ .type = types[i], .ne0 = BENCH_NE0, .ne1 = BENCH_NE1 };
 		snprintf(t[i].name, sizeof t[i].name, "%s", types[i]->name);
 	}
-	FILE *f = open_gguf(path, n, 1);
+	FILE *f = bench_open_gguf(path, n, 1);
 	put_kv_str(f, "general.architecture", "bench");
 	uint64_t data = put_tensors(f, t, n);
 	close_synced(f, path);
@@ -181,32 +143,32 @@ static void write_meta_model(const char *path)
 		t[i] = (struct wtensor){ .type = ggml_type_get(GGML_TYPE_Q4_K), .ne0 = 256, .ne1 = 4 };
 		snprintf(t[i].name, sizeof t[i].name, "blk.%d.ffn_up.weight", i);
 	}
-	FILE *f = open_gguf(path, META_TENSORS, 4);
+	FILE *f = bench_open_gguf(path, META_TENSORS, 4);
 	put_kv_str(f, "general.architecture", "llama");
 
-	put_str(f, "tokenizer.ggml.tokens");
-	put_u32(f, 9);   /* array */
-	put_u32(f, 8);   /* of strings */
-	put_u64(f, META_TOKENS);
+	bench_put_str(f, "tokenizer.ggml.tokens");
+	bench_put_u32(f, 9);   /* array */
+	bench_put_u32(f, 8);   /* of strings */
+	bench_put_u64(f, META_TOKENS);
 	for (int i = 0; i < META_TOKENS; i++) {
 		char tok[32];
 		snprintf(tok, sizeof tok, "\xe2\x96\x81tok%d", i);
-		put_str(f, tok);
+		bench_put_str(f, tok);
 	}
-	put_str(f, "tokenizer.ggml.scores");
-	put_u32(f, 9);
-	put_u32(f, 6);   /* of float32 */
-	put_u64(f, META_TOKENS);
+	bench_put_str(f, "tokenizer.ggml.scores");
+	bench_put_u32(f, 9);
+	bench_put_u32(f, 6);   /* of float32 */
+	bench_put_u64(f, META_TOKENS);
 	for (int i = 0; i < META_TOKENS; i++) {
 		float score = -(float)i / 7.0f;
-		put(f, &score, 4);
+		bench_put(f, &score, 4);
 	}
-	put_str(f, "tokenizer.ggml.token_type");
-	put_u32(f, 9);
-	put_u32(f, 5);   /* of int32 */
-	put_u64(f, META_TOKENS);
+	bench_put_str(f, "tokenizer.ggml.token_type");
+	bench_put_u32(f, 9);
+	bench_put_u32(f, 5);   /* of int32 */
+	bench_put_u64(f, META_TOKENS);
 	for (int i = 0; i < META_TOKENS; i++)
-		put_u32(f, i < 3 ? 3 : 1);
+		bench_put_u32(f, i < 3 ? 3 : 1);
 	put_tensors(f, t, META_TENSORS);
 	close_synced(f, path);
 }

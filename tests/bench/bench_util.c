@@ -1,4 +1,6 @@
 /* The helpers of bench.h that every benchmark program links. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -24,4 +26,42 @@ void bench_fill_random(uint8_t *p, size_t n, uint64_t seed)
 	}
 	for (; i < n; i++)
 		p[i] = (uint8_t)(s >> (8 * (i % 8)));
+}
+
+void bench_put(FILE *f, const void *p, size_t n)
+{
+	if (fwrite(p, 1, n, f) != n) {
+		perror("bench: write");
+		exit(1);
+	}
+}
+
+void bench_put_u32(FILE *f, uint32_t v)
+{
+	bench_put(f, &v, 4);
+}
+
+void bench_put_u64(FILE *f, uint64_t v)
+{
+	bench_put(f, &v, 8);
+}
+
+void bench_put_str(FILE *f, const char *s)
+{
+	bench_put_u64(f, strlen(s));
+	bench_put(f, s, strlen(s));
+}
+
+FILE *bench_open_gguf(const char *path, uint64_t n_tensors, uint64_t n_kv)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	bench_put(f, "GGUF", 4);
+	bench_put_u32(f, 3);
+	bench_put_u64(f, n_tensors);
+	bench_put_u64(f, n_kv);
+	return f;
 }

@@ -312,20 +312,16 @@ def pread_direct(path, length, offset, direct=True):
 
 # ---- ggufs(1)'s renderings, written independently of lib/ ----
 
+# The bytes a file name escapes (ggufs(1) NAMES rule 1), and those a string in an array
+# does (besides other control bytes as \xHH).
+NAME_ESCAPES = {0x2F: b"%2F", 0x25: b"%25", 0: b"%00"}
+ARRAY_ESCAPES = {0x5C: b"\\\\", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
+
+
 def escape_name(name, tensor):
     """File name of a metadata key or tensor name (bytes), ggufs(1) NAMES rules 1-3
     (no test name is long enough for rule 4)."""
-    out = bytearray()
-    for b in name:
-        if b == 0x2F:
-            out += b"%2F"
-        elif b == 0x25:
-            out += b"%25"
-        elif b == 0:
-            out += b"%00"
-        else:
-            out.append(b)
-    out = bytes(out)
+    out = b"".join(NAME_ESCAPES.get(b, bytes([b])) for b in name)
     if tensor and (out.endswith(b".f32") or out.endswith(b".npy")):
         out = out[:-4] + b"%2E" + out[-3:]
     if out == b".":
@@ -371,21 +367,11 @@ def shortest_float(v, bits):
 
 def escape_array_string(s):
     """A string element inside an array, on one line (ggufs(1) metadata table)."""
-    out = bytearray()
-    for b in s:
-        if b == 0x5C:
-            out += b"\\\\"
-        elif b == 0x0A:
-            out += b"\\n"
-        elif b == 0x0D:
-            out += b"\\r"
-        elif b == 0x09:
-            out += b"\\t"
-        elif b < 0x20 or b == 0x7F:
-            out += b"\\x%02x" % b
-        else:
-            out.append(b)
-    return bytes(out)
+    def one(b):
+        if b in ARRAY_ESCAPES:
+            return ARRAY_ESCAPES[b]
+        return b"\\x%02x" % b if b < 0x20 or b == 0x7F else bytes([b])
+    return b"".join(map(one, s))
 
 
 def render_scalar(vtype, value, in_array=False):

@@ -26,6 +26,16 @@ static void shard_path(char *out, size_t n, const char *prefix, unsigned no, uns
 	snprintf(out, n, "%s/%s-%05u-of-%05u.gguf", scratch_dir, prefix, no, count);
 }
 
+/* The bundled model split in count shards as scratch_dir/NAME-0000K-of-0000N.gguf, each
+ * shard's split keys through tweak (gguf_split.h; NULL: as they are). */
+static void split_as(const char *name, unsigned count,
+                     void (*tweak)(unsigned, struct split_keys *))
+{
+	char prefix[128];
+	snprintf(prefix, sizeof prefix, "%s/%s", scratch_dir, name);
+	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, count, tweak), 0);
+}
+
 static void test_single(void **state)
 {
 	(void)state;
@@ -50,9 +60,8 @@ static void test_single(void **state)
 static void test_split(void **state)
 {
 	(void)state;
-	char prefix[128], path[256], err[GGUF_ERR_MAX];
-	snprintf(prefix, sizeof prefix, "%s/llama", scratch_dir);
-	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	char path[256], err[GGUF_ERR_MAX];
+	split_as("llama", 3, NULL);
 	struct ggufs_model *orig = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
 	assert_non_null(orig);
 	for (unsigned no = 1; no <= 3; no++) {
@@ -90,9 +99,8 @@ static void summary_fn(struct sink *s, const void *arg)
 static void test_split_shards_named(void **state)
 {
 	(void)state;
-	char prefix[128], path[256], err[GGUF_ERR_MAX], val[64];
-	snprintf(prefix, sizeof prefix, "%s/named", scratch_dir);
-	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	char path[256], err[GGUF_ERR_MAX], val[64];
+	split_as("named", 3, NULL);
 	for (unsigned given = 1; given <= 3; given += 2) {
 		shard_path(path, sizeof path, "named", given, 3);
 		struct ggufs_model *m = model_open(path, err);
@@ -150,9 +158,8 @@ static void test_split_shards_named(void **state)
 static void test_split_missing(void **state)
 {
 	(void)state;
-	char prefix[128], path[256], err[GGUF_ERR_MAX];
-	snprintf(prefix, sizeof prefix, "%s/gap", scratch_dir);
-	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 3, NULL), 0);
+	char path[256], err[GGUF_ERR_MAX];
+	split_as("gap", 3, NULL);
 	shard_path(path, sizeof path, "gap", 2, 3);
 	unlink(path);
 	shard_path(path, sizeof path, "gap", 3, 3);
@@ -210,9 +217,8 @@ static void overlap(unsigned s, struct split_keys *k)
 static void test_split_duplicate(void **state)
 {
 	(void)state;
-	char prefix[128], path[256], err[GGUF_ERR_MAX];
-	snprintf(prefix, sizeof prefix, "%s/dup", scratch_dir);
-	assert_int_equal(gguf_split(TEST_DATA "/tinyllama-q4km.gguf", prefix, 2, overlap), 0);
+	char path[256], err[GGUF_ERR_MAX];
+	split_as("dup", 2, overlap);
 	shard_path(path, sizeof path, "dup", 1, 2);
 	assert_null(model_open(path, err));
 	assert_non_null(strstr(err, "dup-00002-of-00002.gguf: tensor '"));

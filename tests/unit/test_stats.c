@@ -418,13 +418,8 @@ static void build_model(const char *path, bool faults)
 	}
 	gw_align(&w, 32);
 	gw_raw(&w, data.buf, data.len);
-	size_t len;
-	uint8_t *img = gw_take(&w, &len);
-	FILE *f = fopen(path, "wb");
-	assert_non_null(f);
-	assert_int_equal(fwrite(img, 1, len, f), len);
-	assert_int_equal(fclose(f), 0);
-	free(img);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
 	gw_free(&data);
 }
 

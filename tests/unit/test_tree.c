@@ -301,13 +301,8 @@ static void write_big_metadata_model(const char *path)
 	}
 	gw_align(&w, 32);
 	gw_fill(&w, 0, (size_t)TENSORS * 32);
-	size_t len;
-	uint8_t *img = gw_take(&w, &len);
-	FILE *f = fopen(path, "wb");
-	assert_non_null(f);
-	assert_int_equal(fwrite(img, 1, len, f), len);
-	assert_int_equal(fclose(f), 0);
-	free(img);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
 }
 
 /* Reads of gguf.json and metadata/KEY that start at the marks the sizing pass left:
