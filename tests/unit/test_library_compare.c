@@ -126,6 +126,23 @@ static int walk(struct library *lib, const char *const *parts, struct lib_ref *r
 	return ret;
 }
 
+/* Model a's compare/b (into *r, held) reads as ggufs --diff a.gguf b.gguf: that text
+ * (free it). */
+static char *expect_compare(struct library *lib, const char *a, const char *b,
+                            struct lib_ref *r)
+{
+	static char buf[1 << 16];
+	char pa[64], pb[64];
+	size_t len;
+	snprintf(pa, sizeof pa, "%s.gguf", a);
+	snprintf(pb, sizeof pb, "%s.gguf", b);
+	assert_int_equal(walk(lib, (const char *[]){ a, LIB_COMPARE_NAME, b, NULL }, r), 0);
+	char *text = direct(pa, pb, &len);
+	assert_int_equal(read_all(lib, r, buf, sizeof buf), (int64_t)len);
+	assert_memory_equal(buf, text, len);
+	return text;
+}
+
 static void test_compare(void **state)
 {
 	(void)state;
@@ -206,20 +223,14 @@ static void test_compare(void **state)
 	library_put(lib, &r);
 
 	/* the other way round is another comparison: r the reference */
-	assert_int_equal(walk(lib, (const char *[]){ "r", LIB_COMPARE_NAME, "q", NULL }, &r), 0);
-	text = direct("r.gguf", "q.gguf", &len);
-	assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
-	assert_memory_equal(buf, text, len);
+	text = expect_compare(lib, "r", "q", &r);
 	assert_true(strstr(text, "only_b\tt2") != NULL);
 	assert_int_equal(library_compares_made(lib), 2);
 	free(text);
 	library_put(lib, &r);
 
 	/* nothing in common: every tensor unpaired, still a report */
-	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "x", NULL }, &r), 0);
-	text = direct("q.gguf", "x.gguf", &len);
-	assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
-	assert_memory_equal(buf, text, len);
+	text = expect_compare(lib, "q", "x", &r);
 	assert_true(strstr(text, "only_a\tt0") && strstr(text, "only_b\tother1"));
 	free(text);
 	library_put(lib, &r);
