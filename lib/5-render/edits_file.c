@@ -118,7 +118,9 @@ static void patch(struct sink *s, const struct ov_state *st, const struct edits_
 	first = true;
 	for (i = 0; i < st->n && st->keys[i].id < st->n_orig; i++) {
 		const struct gguf_str *was = &g0->kv[st->keys[i].id].key, *is = &st->keys[i].kv.key;
-		if (was->len == is->len && memcmp(was->ptr, is->ptr, is->len) == 0)
+		/* a name an edit left alone is the file's own bytes: no compare */
+		if (was->len == is->len &&
+		    (was->ptr == is->ptr || memcmp(was->ptr, is->ptr, is->len) == 0))
 			continue;
 		sink_puts(s, first ? "" : ", ");
 		first = false;
