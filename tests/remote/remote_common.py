@@ -386,6 +386,17 @@ def install(src, root, rel):
     return dst
 
 
+def served_root():
+    """A public_root holding TINY where the remote tests ask for it: models/tinyllama-q4km.gguf,
+    the hub's owner/repo/resolve/main/tinyllama-q4km.gguf, and split/tiny-0000N-of-00003.gguf.
+    Returns (root, the first copy's path, the shards' paths)."""
+    root = public_root()
+    tiny = install(TINY, root, "models/tinyllama-q4km.gguf")
+    install(TINY, root, "owner/repo/resolve/main/tinyllama-q4km.gguf")
+    os.makedirs(os.path.join(root, "split"))
+    return root, tiny, split_gguf(TINY, os.path.join(root, "split"), "tiny", 3)
+
+
 def read_sequentially(path, piece=128 * 1024):
     """The file read by one reader with O_DIRECT, piece after piece (so no kernel
     read-ahead): any request in flight beside the one it waits for is the daemon's."""
