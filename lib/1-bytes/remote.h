@@ -43,6 +43,14 @@ struct remote_s3 {
 	                             * ... (from ...)" */
 };
 
+/* Copies *s into *d, d owning its strings (remote_s3_free): for whoever keeps an S3
+ * store's options beyond the caller's. False when out of memory; what was copied is in
+ * d to free all the same. */
+bool remote_s3_copy(struct remote_s3 *d, const struct remote_s3 *s);
+
+/* Frees the strings of a remote_s3_copy, the secrets wiped first. */
+void remote_s3_free(struct remote_s3 *s);
+
 struct remote_opts {
 	const struct remote_s3 *s3;  /* an s3:// model, or NULL */
 	const char *token;          /* sent only to the origin of each URL as given; may be NULL */

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "token.h"
+
 #define FILE_MAX (1u << 20)   /* an AWS file larger than this is not one */
 
 /* What a profile's section of one file says (each NULL when it does not). */
@@ -15,19 +17,11 @@ struct profile {
 	char *s3_endpoint;       /* endpoint_url inside its "s3 =" block */
 };
 
-static void wipe_free(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
 static void profile_free(struct profile *p)
 {
-	wipe_free(p->access_key);
-	wipe_free(p->secret_key);
-	wipe_free(p->session_token);
+	token_free(p->access_key);
+	token_free(p->secret_key);
+	token_free(p->session_token);
 	free(p->region);
 	free(p->endpoint);
 	free(p->s3_endpoint);
@@ -169,7 +163,7 @@ static int read_file(const char *path, char **text, bool *open_mode, char *err, 
 	t[got] = 0;
 	if (memchr(t, 0, got)) {
 		snprintf(err, size, "%s: holds a NUL byte: not an AWS file", path);
-		wipe_free(t);
+		token_free(t);
 		return -1;
 	}
 	*text = t;
@@ -230,7 +224,7 @@ static int load(const char *path, const char *profile, bool config, struct profi
 	if (!text)
 		return 0;
 	bool ok = parse_profile(text, profile, config, p);
-	wipe_free(text);
+	token_free(text);
 	if (!ok) {
 		snprintf(err, size, "out of memory");
 		return -1;
@@ -421,9 +415,9 @@ done:
 
 void s3_config_free(struct s3_config *c)
 {
-	wipe_free(c->access_key);
-	wipe_free(c->secret_key);
-	wipe_free(c->session_token);
+	token_free(c->access_key);
+	token_free(c->secret_key);
+	token_free(c->session_token);
 	free(c->region);
 	free(c->endpoint);
 	c->access_key = c->secret_key = c->session_token = c->region = c->endpoint = NULL;

@@ -34,7 +34,8 @@ char *token_read_file(const char *path, char err[GGUF_ERR_MAX]);
  * fewer). Anything else, a CR LF above all, would make a header of its own. */
 bool token_ok(const char *token);
 
-/* Wipes and frees a token (NULL: nothing). */
+/* Wipes and frees a token, or any other secret string (an S3 key, a signed header
+ * line, a credentials file's text): nothing of it stays in freed memory. NULL: nothing. */
 void token_free(char *token);
 
 #endif

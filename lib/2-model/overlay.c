@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "gguf_write.h"
+#include "sorted_find.h"
 
 /* Bytes shared by the states that hold them. */
 struct blob {
@@ -110,16 +111,9 @@ void ov_put(struct ov_state *s)
 
 uint64_t ov_find_id(const struct ov_state *s, uint64_t id)
 {
-	/* keys keep their order, and ids grow along it: a binary search */
-	uint64_t lo = 0, hi = s->n;
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (s->keys[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < s->n && s->keys[lo].id == id ? lo : UINT64_MAX;
+	/* keys keep their order, and ids grow along it */
+	uint64_t i = sorted_find_u64(s->keys, s->n, sizeof *s->keys, offsetof(struct ov_key, id), id);
+	return i < s->n ? i : UINT64_MAX;
 }
 
 uint64_t ov_find_name(const struct ov_state *s, const char *name, uint64_t len)

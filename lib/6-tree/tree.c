@@ -20,6 +20,7 @@
 #include "render_summary.h"
 #include "render_value.h"
 #include "sink.h"
+#include "sorted_find.h"
 
 static const char *const fixed_names[] = {
 	[TREE_ROOT_INO] = "", [TREE_METADATA_DIR_INO] = "metadata",
@@ -104,15 +105,9 @@ static void render(const struct tree *t, const struct tree_node *n, struct sink 
  * value's text gets one per RENDER_MARK_STRIDE bytes). */
 static struct render_marks *key_marks_of(const struct tree *t, uint64_t k)
 {
-	uint64_t lo = 0, hi = t->n_marked;   /* by position: a binary search */
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (t->marked[mid].k < k)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < t->n_marked && t->marked[lo].k == k ? &t->marked[lo].ms : NULL;
+	uint64_t i = sorted_find_u64(t->marked, t->n_marked, sizeof *t->marked,
+	                             offsetof(struct key_marks, k), k);
+	return i < t->n_marked ? &t->marked[i].ms : NULL;
 }
 
 /* Keeps ms (taken) as the marks of the key at position k of t, after those of every key
@@ -242,15 +237,10 @@ static const struct tree_node *key_at(const struct tree *t, uint64_t k)
 {
 	if (t->keys)
 		return &t->keys[k];
-	uint64_t lo = 0, hi = t->n_over;   /* the overrides by position: a binary search */
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (t->over[mid].k < k)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < t->n_over && t->over[lo].k == k ? &t->over[lo].node : &t->names->nodes[k];
+	/* the overrides, by position */
+	uint64_t i = sorted_find_u64(t->over, t->n_over, sizeof *t->over,
+	                             offsetof(struct key_override, k), k);
+	return i < t->n_over ? &t->over[i].node : &t->names->nodes[k];
 }
 
 /* metadata/KEY of every key, numbered by its id in state s (or its place in the file),

@@ -12,6 +12,8 @@
 #include "libsource_hub.h"
 #include "model.h"
 #include "source.h"
+#include "sort_unique.h"
+#include "token.h"
 
 struct hub_source {
 	struct hub_http http;     /* its strings owned */
@@ -217,17 +219,7 @@ static int hub_list_dir(void *ctx, const char *dir, struct lib_entry **out, size
 		return r;
 	}
 	/* a folder named by its files' paths only once */
-	if (*n)
-		qsort(*out, *n, sizeof **out, name_cmp);
-	size_t k = 0;
-	for (size_t i = 0; i < *n; i++) {
-		if (k && strcmp((*out)[k - 1].name, (*out)[i].name) == 0) {
-			free((*out)[i].name);
-			continue;
-		}
-		(*out)[k++] = (*out)[i];
-	}
-	*n = k;
+	*n = sort_unique(*out, *n, sizeof **out, offsetof(struct lib_entry, name), name_cmp);
 	return 0;
 }
 
@@ -389,10 +381,7 @@ static void hub_free(void *ctx)
 	if (hs->plain)
 		remote_free(hs->plain);
 	hub_listing_free(&hs->l);
-	if (hs->http.token) {
-		explicit_bzero((char *)hs->http.token, strlen(hs->http.token));
-		free((char *)hs->http.token);
-	}
+	token_free((char *)hs->http.token);
 	free((char *)hs->http.endpoint);
 	free((char *)hs->http.cafile);
 	free((char *)hs->ro.cache_dir);

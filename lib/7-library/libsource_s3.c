@@ -240,16 +240,7 @@ static void s3src_free(void *ctx)
 {
 	struct s3_source *s = ctx;
 	remote_free(s->r);
-	const char *secret[] = { s->s3.access_key, s->s3.secret_key, s->s3.session_token };
-	for (size_t i = 0; i < 3; i++) {
-		if (secret[i]) {
-			explicit_bzero((char *)secret[i], strlen(secret[i]));
-			free((char *)secret[i]);
-		}
-	}
-	free((char *)s->s3.region);
-	free((char *)s->s3.bucket);
-	free((char *)s->s3.context);
+	remote_s3_free(&s->s3);
 	free((char *)s->ro.cafile);
 	free((char *)s->ro.cache_dir);
 	free(s->endpoint);
@@ -287,13 +278,7 @@ struct lib_source *lib_source_s3(const struct remote_opts *ro, const char *endpo
 	bool ok = src && s;
 	if (ok) {
 		s->ro = *ro;
-		s->s3 = *ro->s3;
-		s->s3.access_key = dup_ok(ro->s3->access_key, &ok);
-		s->s3.secret_key = dup_ok(ro->s3->secret_key, &ok);
-		s->s3.session_token = dup_ok(ro->s3->session_token, &ok);
-		s->s3.region = dup_ok(ro->s3->region, &ok);
-		s->s3.bucket = dup_ok(ro->s3->bucket, &ok);
-		s->s3.context = dup_ok(ro->s3->context, &ok);
+		ok = remote_s3_copy(&s->s3, ro->s3);
 		s->ro.s3 = &s->s3;
 		s->ro.cafile = dup_ok(ro->cafile, &ok);
 		s->ro.cache_dir = dup_ok(ro->cache_dir, &ok);

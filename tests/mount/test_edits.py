@@ -60,15 +60,13 @@ def edits_of(path):
         return json.load(f)
 
 
-class Edits(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="ggufs-edits-")
-        self.file = os.path.join(self.dir, "fix.json")
+class Edits(gm.ScratchCase):
+    prefix = "ggufs-edits-"
+    folders = {}
 
-    def tearDown(self):
-        for f in os.listdir(self.dir):
-            os.unlink(os.path.join(self.dir, f))
-        os.rmdir(self.dir)
+    def setUp(self):
+        super().setUp()
+        self.file = os.path.join(self.tmp, "fix.json")
 
     def mount(self, model=gm.TINY, opts=()):
         return gm.Mount(model, ["-o", "edits=" + self.file] + list(opts))
@@ -90,7 +88,7 @@ class Edits(unittest.TestCase):
     def test_padding_not_zeros(self):
         """Until an edit, model.gguf is the file byte for byte, even where the header's
         padding is not zeros (a rebuilt header's is); again once the edit is undone."""
-        path = os.path.join(self.dir, "padded.gguf")
+        path = os.path.join(self.tmp, "padded.gguf")
         data = bytes(range(256)) * 16
         (start,) = gm.write_gguf(path, [("general.architecture", "llama"),
                                         ("general.name", "pad")],
@@ -557,7 +555,7 @@ class Edits(unittest.TestCase):
             md = lambda *k: m.p("metadata", *k)
             order = keys_in_order(m)
             eos = os.stat(md("tokenizer.ggml.eos_token_id")).st_ino
-            src = os.path.join(self.dir, "eos.txt")
+            src = os.path.join(self.tmp, "eos.txt")
             with open(src, "w") as f:
                 f.write("9\n")
             r = subprocess.run(["install", "-m", "644", src, md("tokenizer.ggml.eos_token_id")],
@@ -590,7 +588,7 @@ class Edits(unittest.TestCase):
             os.utime(k, (1, 1))
             after = os.stat(k)
             self.assertEqual((after.st_mode, after.st_uid), (before.st_mode, before.st_uid))
-            src = os.path.join(self.dir, "v.txt")
+            src = os.path.join(self.tmp, "v.txt")
             with open(src, "w") as f:
                 f.write("installed\n")
             r = subprocess.run(["install", "-m", "600", src, m.p("metadata", "my.installed")],
@@ -726,7 +724,7 @@ class Edits(unittest.TestCase):
             self.assertEqual(doc2["data_offset"], doc["data_offset"])
             self.assertGreater(doc2["model_data_offset"], doc["data_offset"])
             self.assertEqual([t["offset"] for t in doc2["tensors"]], [t["offset"] for t in doc["tensors"]])
-        shards = split_gguf(gm.TINY, self.dir, "tiny", 3)
+        shards = split_gguf(gm.TINY, self.tmp, "tiny", 3)
         with self.mount(shards[0]) as m:
             doc = self.check_model_offsets(m)
             self.assertNotEqual([t["offset"] for t in doc["tensors"]],
@@ -785,7 +783,7 @@ class Edits(unittest.TestCase):
 
     def test_split_model(self):
         """A split model's edits apply to its merged model.gguf; split.* stay EPERM."""
-        shards = split_gguf(gm.TINY, self.dir, "tiny", 3)
+        shards = split_gguf(gm.TINY, self.tmp, "tiny", 3)
         with self.mount(shards[1]) as m:
             put(m.p("metadata", "general.name"), b"merged and fixed\n")
             with self.assertRaises(OSError) as e:

@@ -94,15 +94,13 @@ LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 @unittest.skipUnless(kernel_maps_direct_io_shared(), "Linux < 6.6: shared mappings ENODEV")
-class EditsMmap(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="ggufs-edits-mmap-")
-        self.file = os.path.join(self.dir, "fix.json")
+class EditsMmap(gm.ScratchCase):
+    prefix = "ggufs-edits-mmap-"
+    folders = {}
 
-    def tearDown(self):
-        for f in os.listdir(self.dir):
-            os.unlink(os.path.join(self.dir, f))
-        os.rmdir(self.dir)
+    def setUp(self):
+        super().setUp()
+        self.file = os.path.join(self.tmp, "fix.json")
 
     def mount(self, opts=()):
         return gm.Mount(gm.TINY, ["-o", "edits=" + self.file] + list(opts))

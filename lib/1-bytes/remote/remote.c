@@ -148,28 +148,20 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-/* Copies *s into r->s3 (and its keys into r->sigv4) and points r->o.s3 at it; false
- * when out of memory (what was copied is freed by free_s3). */
-static bool copy_s3(struct remote *r, const struct remote_s3 *s)
+bool remote_s3_copy(struct remote_s3 *d, const struct remote_s3 *s)
 {
-	r->s3.access_key = dup_or_null(s->access_key);
-	r->s3.secret_key = dup_or_null(s->secret_key);
-	r->s3.session_token = dup_or_null(s->session_token);
-	r->s3.region = dup_or_null(s->region);
-	r->s3.bucket = dup_or_null(s->bucket);
-	r->s3.context = dup_or_null(s->context);
-	r->o.s3 = &r->s3;
-	r->sigv4 = (struct http_sigv4){ .access_key = r->s3.access_key,
-	                                .secret_key = r->s3.secret_key,
-	                                .session_token = r->s3.session_token,
-	                                .region = r->s3.region };
-	return (r->s3.access_key || !s->access_key) && (r->s3.secret_key || !s->secret_key) &&
-	       (r->s3.session_token || !s->session_token) && (r->s3.region || !s->region) &&
-	       (r->s3.bucket || !s->bucket) && (r->s3.context || !s->context);
+	d->access_key = dup_or_null(s->access_key);
+	d->secret_key = dup_or_null(s->secret_key);
+	d->session_token = dup_or_null(s->session_token);
+	d->region = dup_or_null(s->region);
+	d->bucket = dup_or_null(s->bucket);
+	d->context = dup_or_null(s->context);
+	return (d->access_key || !s->access_key) && (d->secret_key || !s->secret_key) &&
+	       (d->session_token || !s->session_token) && (d->region || !s->region) &&
+	       (d->bucket || !s->bucket) && (d->context || !s->context);
 }
 
-/* Frees s's strings, the secrets wiped first. */
-static void free_s3(struct remote_s3 *s)
+void remote_s3_free(struct remote_s3 *s)
 {
 	token_free((char *)s->access_key);
 	token_free((char *)s->secret_key);
@@ -177,6 +169,19 @@ static void free_s3(struct remote_s3 *s)
 	free((char *)s->region);
 	free((char *)s->bucket);
 	free((char *)s->context);
+}
+
+/* Copies *s into r->s3 (and its keys into r->sigv4) and points r->o.s3 at it; false
+ * when out of memory (what was copied is freed by remote_s3_free). */
+static bool copy_s3(struct remote *r, const struct remote_s3 *s)
+{
+	bool copied = remote_s3_copy(&r->s3, s);
+	r->o.s3 = &r->s3;
+	r->sigv4 = (struct http_sigv4){ .access_key = r->s3.access_key,
+	                                .secret_key = r->s3.secret_key,
+	                                .session_token = r->s3.session_token,
+	                                .region = r->s3.region };
+	return copied;
 }
 
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
@@ -249,7 +254,7 @@ void remote_free(struct remote *r)
 	dc_close(r->disk);
 	token_free((char *)r->o.token);
 	free((char *)r->o.cafile);
-	free_s3(&r->s3);
+	remote_s3_free(&r->s3);
 	pthread_mutex_destroy(&r->pool_lock);
 	pthread_mutex_destroy(&r->error_lock);
 	pthread_mutex_destroy(&r->ahead_lock);

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "evlog.h"
 #include "s3_error.h"
+#include "token.h"
 
 /* An idle easy handle, or a new one; NULL when out of memory. */
 static CURL *handle_get(struct remote *r)
@@ -465,13 +466,10 @@ int remote_sign_s3(const struct remote *r, const char *given, const char *url,
 	return n;
 }
 
-/* Wipes and frees n signed lines: nothing of the credentials stays in our memory. */
-static void unsign(char *lines[REMOTE_SIGN_LINES], int n)
+void remote_unsign(char *lines[REMOTE_SIGN_LINES], int n)
 {
-	for (int i = 0; i < n; i++) {
-		explicit_bzero(lines[i], strlen(lines[i]));
-		free(lines[i]);
-	}
+	for (int i = 0; i < n; i++)
+		token_free(lines[i]);
 }
 
 /* The request for bytes [first, last] of f at url, made afresh for each hop: the
@@ -590,7 +588,7 @@ static enum outcome attempt(struct remote_file *f, CURL *h, uint64_t first, uint
 			sink->checked = false;
 		}
 		http_get_range(h, &req, resp);
-		unsign(lines, n_lines);
+		remote_unsign(lines, n_lines);
 		atomic_fetch_add_explicit(&r->n_requests, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&r->n_bytes, resp->got, memory_order_relaxed);
 		*status = resp->status;

@@ -90,6 +90,9 @@
 typedef int remote_sign_fn(const struct remote *r, const char *given, const char *url,
                            uint64_t first, uint64_t last, char *lines[REMOTE_SIGN_LINES],
                            const struct http_sigv4 **sigv4);
+/* Wipes and frees the n lines a signer made, once the request is sent: nothing of the
+ * credentials stays in our memory. */
+void remote_unsign(char *lines[REMOTE_SIGN_LINES], int n);
 
 /* A job for the read-ahead threads: blocks [first, first + n) of a file, each claimed
  * in the cache (loading: readers of them wait), fetched with one range request. */

@@ -14,6 +14,7 @@
 #include "remote_int.h"
 #include "s3.h"
 #include "s3_error.h"
+#include "sort_unique.h"
 
 #define PAGE_MAX (16u << 20)        /* one page's XML (S3's are about 1,000 keys) */
 #define TEXT_MAX 4096
@@ -248,10 +249,7 @@ static int get_page(struct remote *r, const char *url, struct http_body *body,
 			.cancelled = r->o.cancelled, .cancel_arg = r->o.cancel_arg,
 		};
 		http_get_range(h, &req, resp);
-		for (int i = 0; i < n_lines; i++) {
-			explicit_bzero(lines[i], strlen(lines[i]));
-			free(lines[i]);
-		}
+		remote_unsign(lines, n_lines);
 		atomic_fetch_add_explicit(&r->n_requests, 1, memory_order_relaxed);
 		long st = resp->status;
 		if (st == 200 && resp->code == CURLE_OK) {
@@ -335,17 +333,7 @@ int s3_list(struct remote *r, const char *bucket_url, const char *prefix,
 		memcpy(token, pg.token, sizeof token);
 	}
 	/* sorted, each name once: a listing that changed between pages may repeat one */
-	if (*n)
-		qsort(*out, *n, sizeof **out, by_name);
-	size_t k = 0;
-	for (size_t i = 0; i < *n; i++) {
-		if (k && strcmp((*out)[k - 1].name, (*out)[i].name) == 0) {
-			free((*out)[i].name);
-			continue;
-		}
-		(*out)[k++] = (*out)[i];
-	}
-	*n = k;
+	*n = sort_unique(*out, *n, sizeof **out, offsetof(struct s3_entry, name), by_name);
 	if (refused)
 		evlog(EVLOG_WARNING, "s3 list refused", "%s?prefix=%s: %u name%s left out of the "
 		      "listing (empty, '.', '..', holding '/' or NUL, longer than %u bytes, or not "
