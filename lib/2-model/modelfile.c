@@ -177,16 +177,26 @@ static int write_header(const struct ggufs_model *m, const struct gguf_kv *const
 	const uint64_t align = sh->gf.alignment;
 	const bool mapped = source_mapped(sh->src);   /* else map is a fetched prefix */
 	char why[GGUF_ERR_MAX];
-	uint64_t own = 24, at, len;
+	/* first the bytes to write and the pieces, counted as the loop below makes them (a
+	 * key written runs on from written bytes, a key in the file from the file bytes
+	 * just before it): they follow the keys an edit changed, not all keys */
+	uint64_t own = 24, n_pieces = 1, at, len, file_end = 0;
+	bool last_in_file = false;
 	for (uint64_t i = 0; i < n_kv; i++) {
-		if (kv_in_file(sh, kv[i], &at, &len))
+		if (kv_in_file(sh, kv[i], &at, &len)) {
+			n_pieces += !(last_in_file && file_end == at);
+			last_in_file = true;
+			file_end = at + len;
 			continue;
+		}
 		if (gguf_kv_write(kv[i], NULL, 0, &len, why) < 0 ||
 		    __builtin_add_overflow(own, len, &own))
 			goto bad;
+		n_pieces += last_in_file;
+		last_in_file = false;
 	}
 	mf->header = malloc(own);
-	mf->head = calloc(n_kv + 1, sizeof *mf->head);
+	mf->head = calloc(n_pieces, sizeof *mf->head);
 	if (!mf->header || !mf->head) {
 		gguf_errf(err, "%s: out of memory for the header of model.gguf", m->path);
 		return -1;
@@ -214,8 +224,13 @@ static int write_header(const struct ggufs_model *m, const struct gguf_kv *const
 			if (last->mem == mf->header)
 				last->len += len;
 		}
-		if (last->off + last->len != pos + len)   /* not run on: a piece of its own */
+		if (last->off + last->len != pos + len) {   /* not run on: a piece of its own */
+			if (mf->n_head == n_pieces) {   /* the count above missed one: never past it */
+				gguf_errf(err, "%s: model.gguf: the header's pieces miscounted", m->path);
+				return -1;
+			}
 			mf->head[mf->n_head++] = p;
+		}
 		pos += len;   /* no overflow: bounded by own and the file */
 	}
 	mf->own_len = own;
