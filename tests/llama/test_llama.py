@@ -22,7 +22,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 from remote_common import (TINY, EnvMount, Nginx, env_without_token, gm,  # noqa: E402
-                           install, public_root, split_gguf)
+                           served_root)
 from s3rver import ACCESS_KEY, SECRET_KEY, S3rver  # noqa: E402
 
 GREEDY = os.path.join(HERE, "greedy.mjs")
@@ -51,11 +51,7 @@ def greedy(paths, *flags):
 class Llama(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.root = public_root()
-        install(TINY, cls.root, "models/tinyllama-q4km.gguf")
-        install(TINY, cls.root, "owner/repo/resolve/main/tinyllama-q4km.gguf")
-        os.makedirs(os.path.join(cls.root, "split"))
-        cls.shards = split_gguf(TINY, os.path.join(cls.root, "split"), "tiny", 3)
+        cls.root, _, cls.shards = served_root()
         base = greedy([TINY], "--both")
         cls.tokens = base[0]["tokens"]
         assert len(cls.tokens) == 8 and base[1]["tokens"] == cls.tokens, base

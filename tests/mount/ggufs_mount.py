@@ -18,6 +18,7 @@ import time
 import unittest
 
 GGUFS = None
+DIFF_PAIR = None  # tests/diff_pair, for the scripts that ask setup for it
 DATA = os.environ.get("GGUFS_TEST_DATA", os.path.join(os.path.dirname(__file__), "..", "data"))
 TINY = os.path.join(DATA, "tinyllama-q4km.gguf")
 TINY_EXPECTED = os.path.join(DATA, "tinyllama-q4km.expected.json")
@@ -41,11 +42,12 @@ def isolated(args):
     return args
 
 
-def setup():
+def setup(diff_pair=False):
     """Reads the binary path from argv and skips the whole script without /dev/fuse.
     The script gets a cache home of its own (XDG_CACHE_HOME), removed at exit, so that
-    no default disk cache outside it is written or read."""
-    global GGUFS
+    no default disk cache outside it is written or read. With diff_pair, the script is
+    run as `SCRIPT GGUFS DIFF_PAIR`: the next argument is tests/diff_pair (make_pair)."""
+    global GGUFS, DIFF_PAIR
     import atexit
     import shutil
     cache_home = tempfile.mkdtemp(prefix="ggufs-test-xdg-")
@@ -57,19 +59,27 @@ def setup():
     if not os.path.exists("/dev/fuse"):
         print("/dev/fuse is absent: skipping", file=sys.stderr)
         sys.exit(77)
+    if diff_pair:
+        DIFF_PAIR = os.path.abspath(sys.argv.pop(1))
 
 
-def main(what=None, missing=None):
+def main(what=None, missing=None, diff_pair=False):
     """Runs the script's tests. what, missing: a tool they need ("llama") and why it is
     absent (None: it is there); without it the script is skipped, or fails where
-    GGUFS_REQUIRE_<WHAT> is set (CI requires it)."""
+    GGUFS_REQUIRE_<WHAT> is set (CI requires it). diff_pair: as setup's."""
     if missing:
         if os.environ.get("GGUFS_REQUIRE_" + what.upper()):
             sys.exit("%s tests required (GGUFS_REQUIRE_%s) but %s" % (what, what.upper(), missing))
         print(missing + ": skipping", file=sys.stderr)
         sys.exit(77)
-    setup()
+    setup(diff_pair)
     unittest.main(verbosity=2)
+
+
+def make_pair(out, *args):
+    """Writes at out the partner tests/diff_pair makes of TINY, args naming its tensors'
+    type and --vary: the second model of the tests of --diff and --compare."""
+    subprocess.run([DIFF_PAIR, TINY, out] + list(args), check=True)
 
 
 def is_mounted(path):

@@ -11,14 +11,10 @@ Run as `python3 test_compare.py GGUFS DIFF_PAIR`."""
 import errno
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 
 import ggufs_mount as gm
-
-DIFF_PAIR = None
 
 
 def opened(m):
@@ -31,8 +27,8 @@ class CompareTest(unittest.TestCase):
         self.src = os.path.join(self.tmp, "models")
         os.makedirs(os.path.join(self.src, "sub"))
         shutil.copyfile(gm.TINY, self.path("q4.gguf"))
-        subprocess.run([DIFF_PAIR, gm.TINY, self.path("f16.gguf"), "f16"], check=True)
-        subprocess.run([DIFF_PAIR, gm.TINY, self.path("f32v.gguf"), "f32", "--vary"], check=True)
+        gm.make_pair(self.path("f16.gguf"), "f16")
+        gm.make_pair(self.path("f32v.gguf"), "f32", "--vary")
         with open(self.path("bad.gguf"), "wb") as f:
             f.write(b"GGUF\x03\x00\x00\x00 and then nothing")
         with open(self.path("README.md"), "wb") as f:
@@ -104,6 +100,4 @@ class CompareTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    gm.setup()
-    DIFF_PAIR = os.path.abspath(sys.argv.pop(1))
-    unittest.main(verbosity=2)
+    gm.main(diff_pair=True)

@@ -16,7 +16,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
@@ -25,7 +24,6 @@ import numpy as np
 
 import ggufs_mount as gm
 
-DIFF_PAIR = None
 COLUMNS = ["name", "type_a", "type_b", "elements", "rmse", "rel_rmse", "max_abs_err",
            "cosine", "nonfinite"]
 FIGURES = ["rmse", "rel_rmse", "max_abs_err", "cosine"]
@@ -130,7 +128,7 @@ class Numpy(unittest.TestCase):
         cls.b16 = os.path.join(cls.tmp, "b16.gguf")
         cls.b16v = os.path.join(cls.tmp, "b16v.gguf")
         for out, args in ((cls.b32, ["f32"]), (cls.b16, ["f16"]), (cls.b16v, ["f16", "--vary"])):
-            subprocess.run([DIFF_PAIR, gm.TINY, out] + args, check=True)
+            gm.make_pair(out, *args)
 
     @classmethod
     def tearDownClass(cls):
@@ -432,6 +430,4 @@ class BadInput(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    gm.setup()
-    DIFF_PAIR = os.path.abspath(sys.argv.pop(1))
-    unittest.main(verbosity=2)
+    gm.main(diff_pair=True)

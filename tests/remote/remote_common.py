@@ -11,6 +11,8 @@ import tempfile
 import time
 import unittest
 
+import numpy
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "mount"))
 sys.path.insert(0, HERE)
@@ -384,6 +386,29 @@ def install(src, root, rel):
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     shutil.copy2(src, dst)
     return dst
+
+
+def write_noise_model(path, shapes, seed):
+    """A GGUF at path of F32 tensors (name, shape) of standard normal values drawn from
+    seed, one tensor after another: a model as large as a test of caching or read-ahead
+    needs, whose every block differs. Returns each tensor's bytes."""
+    rng = numpy.random.default_rng(seed)
+    data = [rng.standard_normal(int(numpy.prod(shape)), dtype=numpy.float32).tobytes()
+            for _, shape in shapes]
+    gm.write_gguf(path, [("general.architecture", "test")],
+                  [(name, list(shape), gm.GGML_F32, d) for (name, shape), d in zip(shapes, data)])
+    return data
+
+
+def served_root():
+    """A public_root holding TINY where the remote tests ask for it: models/tinyllama-q4km.gguf,
+    the hub's owner/repo/resolve/main/tinyllama-q4km.gguf, and split/tiny-0000N-of-00003.gguf.
+    Returns (root, the first copy's path, the shards' paths)."""
+    root = public_root()
+    tiny = install(TINY, root, "models/tinyllama-q4km.gguf")
+    install(TINY, root, "owner/repo/resolve/main/tinyllama-q4km.gguf")
+    os.makedirs(os.path.join(root, "split"))
+    return root, tiny, split_gguf(TINY, os.path.join(root, "split"), "tiny", 3)
 
 
 def read_sequentially(path, piece=128 * 1024):

@@ -10,19 +10,15 @@ import shutil
 import unittest
 
 from remote_common import (ALLTYPES, TINY, EnvMount, Nginx, compare_mounts, env_without_token,
-                           gm, install, proc_mounts_line, public_root, split_gguf)
+                           gm, install, proc_mounts_line, served_root)
 
 
 class Compare(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.root = public_root()
-        cls.tiny = install(TINY, cls.root, "models/tinyllama-q4km.gguf")
+        cls.root, cls.tiny, cls.shards = served_root()
         cls.alltypes = install(ALLTYPES, cls.root, "vectors/alltypes.gguf")
-        install(TINY, cls.root, "owner/repo/resolve/main/tinyllama-q4km.gguf")
         install(TINY, cls.root, "owner/repo/resolve/0123abc/sub/dir/tinyllama-q4km.gguf")
-        os.makedirs(os.path.join(cls.root, "split"))
-        cls.shards = split_gguf(TINY, os.path.join(cls.root, "split"), "tiny", 3)
 
     @classmethod
     def tearDownClass(cls):

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -18,7 +17,6 @@ import unittest
 
 from remote_common import EIO_TIMEOUT, TINY, FaultServer, gm, tensor_extents
 
-DIFF_PAIR = None
 BLOCK = 128 << 10        # the man page's fetch block (REMOTE_BLOCK_SIZE), aligned in the file
 FIRST_BYTES = 1 << 20    # the first request of a remote model (REMOTE_FIRST_BYTES)
 
@@ -39,7 +37,7 @@ class Remote(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="ggufs-diff-")
         cls.b16 = os.path.join(cls.tmp, "b16v.gguf")
-        subprocess.run([DIFF_PAIR, TINY, cls.b16, "f16", "--vary"], check=True)
+        gm.make_pair(cls.b16, "f16", "--vary")
         cls.files = {"/a.gguf": gm.read_file(TINY), "/b.gguf": gm.read_file(cls.b16)}
 
     @classmethod
@@ -106,6 +104,4 @@ class Remote(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    gm.setup()
-    DIFF_PAIR = os.path.abspath(sys.argv.pop(1))
-    unittest.main(verbosity=2)
+    gm.main(diff_pair=True)

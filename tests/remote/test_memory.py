@@ -9,9 +9,7 @@ import os
 import shutil
 import unittest
 
-import numpy
-
-from remote_common import EnvMount, Nginx, gm, public_root, rss_anon
+from remote_common import EnvMount, Nginx, gm, public_root, rss_anon, write_noise_model
 
 N_TENSORS = 4
 TENSOR_FLOATS = 10 * (1 << 20)  # 40 MB each
@@ -30,11 +28,7 @@ class Memory(unittest.TestCase):
     def setUpClass(cls):
         cls.root = public_root()
         cls.model = os.path.join(cls.root, "big.gguf")
-        rng = numpy.random.default_rng(10)
-        tensors = [("w.%d" % i, [1 << 20, 10], gm.GGML_F32,
-                    rng.standard_normal(TENSOR_FLOATS, dtype=numpy.float32).tobytes())
-                   for i in range(N_TENSORS)]
-        gm.write_gguf(cls.model, [("general.architecture", "test")], tensors)
+        write_noise_model(cls.model, [("w.%d" % i, [1 << 20, 10]) for i in range(N_TENSORS)], 10)
 
     @classmethod
     def tearDownClass(cls):

@@ -23,7 +23,7 @@ import unittest
 
 from remote_common import (EIO_TIMEOUT, ALLTYPES, FAILED_HOLD, TINY, EnvMount, FaultServer,
                            Nginx, env_without_token, gm, install, public_root, range_length,
-                           read_bounded, read_sequentially, split_gguf)
+                           read_bounded, read_sequentially, served_root, split_gguf)
 from modelfile_check import parses_back, sha256
 
 PATH = "/models/tinyllama-q4km.gguf"
@@ -37,12 +37,8 @@ def digest(b):
 class Served(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.root = public_root()
-        install(TINY, cls.root, "models/tinyllama-q4km.gguf")
+        cls.root = served_root()[0]
         install(ALLTYPES, cls.root, "vectors/alltypes.gguf")
-        install(TINY, cls.root, "owner/repo/resolve/main/tinyllama-q4km.gguf")
-        os.makedirs(os.path.join(cls.root, "split"))
-        split_gguf(TINY, os.path.join(cls.root, "split"), "tiny", 3)
         split_gguf(ALLTYPES, os.path.join(cls.root, "split"), "alltypes", 4)
         cls.nginx = Nginx(cls.root).__enter__()
 

@@ -21,7 +21,8 @@ import unittest
 
 import numpy
 
-from remote_common import EnvMount, FaultServer, Nginx, gm, public_root, range_length
+from remote_common import (EnvMount, FaultServer, Nginx, gm, public_root, range_length,
+                           write_noise_model)
 
 MIB = 1 << 20
 PIECE = MIB
@@ -32,10 +33,7 @@ class ReadAhead(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="ggufs-readahead-")
         cls.model = os.path.join(cls.dir, "m.gguf")
-        rng = numpy.random.default_rng(13)
-        cls.raw = rng.standard_normal(16 * MIB, dtype=numpy.float32).tobytes()  # 64 MiB
-        gm.write_gguf(cls.model, [("general.architecture", "test")],
-                      [("w", [MIB, 16], gm.GGML_F32, cls.raw)])
+        cls.raw = write_noise_model(cls.model, [("w", [MIB, 16])], 13)[0]  # 64 MiB
 
     @classmethod
     def tearDownClass(cls):

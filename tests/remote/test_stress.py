@@ -13,9 +13,7 @@ import threading
 import time
 import unittest
 
-import numpy
-
-from remote_common import EnvMount, FaultServer, gm
+from remote_common import EnvMount, FaultServer, gm, write_noise_model
 
 THREADS = 8
 DURATION = 15.0          # seconds of reading
@@ -27,11 +25,8 @@ class Stress(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="ggufs-stress-")
         cls.model = os.path.join(cls.dir, "m.gguf")
-        rng = numpy.random.default_rng(12)
-        tensors = [("w.%d" % i, [1024, 1024 + 512 * i], gm.GGML_F32,
-                    rng.standard_normal(1024 * (1024 + 512 * i), dtype=numpy.float32).tobytes())
-                   for i in range(4)]  # 4, 6, 8 and 10 MiB
-        gm.write_gguf(cls.model, [("general.architecture", "test")], tensors)
+        write_noise_model(cls.model, [("w.%d" % i, [1024, 1024 + 512 * i]) for i in range(4)],
+                          12)  # 4, 6, 8 and 10 MiB
 
     @classmethod
     def tearDownClass(cls):
