@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "copy_or_null.h"
 #include "libsource_hub.h"
 #include "model.h"
 #include "source.h"
@@ -404,15 +405,6 @@ static const struct lib_source_ops hub_ops = {
 	.free = hub_free,
 };
 
-/* strdup of s, NULL staying NULL; *ok false when out of memory. */
-static char *dup_or_null(const char *s, bool *ok)
-{
-	char *d = s ? strdup(s) : NULL;
-	if (s && !d)
-		*ok = false;
-	return d;
-}
-
 struct lib_source *lib_source_hub(const struct hub_name *n, const struct hub_http *http,
                                   const struct remote_opts *ro, char err[GGUF_ERR_MAX])
 {
@@ -421,16 +413,16 @@ struct lib_source *lib_source_hub(const struct hub_name *n, const struct hub_htt
 	bool ok = hs && s;
 	if (ok) {
 		pthread_mutex_init(&hs->lock, NULL);
-		hs->http.endpoint = dup_or_null(http->endpoint, &ok);
-		hs->http.token = dup_or_null(http->token, &ok);
-		hs->http.cafile = dup_or_null(http->cafile, &ok);
+		hs->http.endpoint = copy_or_null(http->endpoint, &ok);
+		hs->http.token = copy_or_null(http->token, &ok);
+		hs->http.cafile = copy_or_null(http->cafile, &ok);
 		hs->http.timeout = http->timeout;
 		hs->ro = *ro;
 		hs->ro.token = hs->http.token;
 		hs->ro.cafile = hs->http.cafile;
-		hs->ro.cache_dir = dup_or_null(ro->cache_dir, &ok);
-		hs->repo = dup_or_null(n->repo, &ok);
-		hs->folder = dup_or_null(n->path, &ok);
+		hs->ro.cache_dir = copy_or_null(ro->cache_dir, &ok);
+		hs->repo = copy_or_null(n->repo, &ok);
+		hs->folder = copy_or_null(n->path, &ok);
 	}
 	if (!ok) {
 		gguf_errf(err, "out of memory");

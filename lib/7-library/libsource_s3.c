@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "copy_or_null.h"
 #include "libsource.h"
 #include "remote.h"
 #include "s3.h"
@@ -261,14 +262,6 @@ static const struct lib_source_ops s3_ops = {
 	.free = s3src_free,
 };
 
-/* A copy of s (NULL stays NULL); *ok false when out of memory. */
-static char *dup_ok(const char *s, bool *ok)
-{
-	char *d = s ? strdup(s) : NULL;
-	*ok &= !s || d;
-	return d;
-}
-
 struct lib_source *lib_source_s3(const struct remote_opts *ro, const char *endpoint,
                                  const char *bucket, const char *prefix, bool virtual_host,
                                  char err[GGUF_ERR_MAX])
@@ -280,11 +273,11 @@ struct lib_source *lib_source_s3(const struct remote_opts *ro, const char *endpo
 		s->ro = *ro;
 		ok = remote_s3_copy(&s->s3, ro->s3);
 		s->ro.s3 = &s->s3;
-		s->ro.cafile = dup_ok(ro->cafile, &ok);
-		s->ro.cache_dir = dup_ok(ro->cache_dir, &ok);
-		s->endpoint = dup_ok(endpoint, &ok);
-		s->bucket = dup_ok(bucket, &ok);
-		s->base = dup_ok(prefix, &ok);
+		s->ro.cafile = copy_or_null(ro->cafile, &ok);
+		s->ro.cache_dir = copy_or_null(ro->cache_dir, &ok);
+		s->endpoint = copy_or_null(endpoint, &ok);
+		s->bucket = copy_or_null(bucket, &ok);
+		s->base = copy_or_null(prefix, &ok);
 		s->virtual_host = virtual_host;
 	}
 	if (!ok) {

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "copy_or_null.h"
 #include "evlog.h"
 #include "token.h"
 
@@ -142,23 +143,16 @@ static const struct source_ops remote_ops = {
 	.expect = remote_expect,
 };
 
-/* A copy of s (NULL stays NULL). */
-static char *dup_or_null(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
 bool remote_s3_copy(struct remote_s3 *d, const struct remote_s3 *s)
 {
-	d->access_key = dup_or_null(s->access_key);
-	d->secret_key = dup_or_null(s->secret_key);
-	d->session_token = dup_or_null(s->session_token);
-	d->region = dup_or_null(s->region);
-	d->bucket = dup_or_null(s->bucket);
-	d->context = dup_or_null(s->context);
-	return (d->access_key || !s->access_key) && (d->secret_key || !s->secret_key) &&
-	       (d->session_token || !s->session_token) && (d->region || !s->region) &&
-	       (d->bucket || !s->bucket) && (d->context || !s->context);
+	bool ok = true;
+	d->access_key = copy_or_null(s->access_key, &ok);
+	d->secret_key = copy_or_null(s->secret_key, &ok);
+	d->session_token = copy_or_null(s->session_token, &ok);
+	d->region = copy_or_null(s->region, &ok);
+	d->bucket = copy_or_null(s->bucket, &ok);
+	d->context = copy_or_null(s->context, &ok);
+	return ok;
 }
 
 void remote_s3_free(struct remote_s3 *s)
@@ -198,9 +192,11 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 	}
 	r->o = *o;
 	r->sign = o->s3 ? remote_sign_s3 : remote_sign_bearer;
-	r->o.token = o->token ? strdup(o->token) : NULL;
-	r->o.cafile = o->cafile ? strdup(o->cafile) : NULL;
-	bool s3_copied = !o->s3 || copy_s3(r, o->s3);
+	bool copied = true;
+	r->o.token = copy_or_null(o->token, &copied);
+	r->o.cafile = copy_or_null(o->cafile, &copied);
+	if (o->s3 && !copy_s3(r, o->s3))
+		copied = false;
 	if (!r->o.timeout)
 		r->o.timeout = REMOTE_TIMEOUT_DEFAULT;
 	if (!r->o.cache_size)
@@ -219,7 +215,7 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 			return NULL;
 		}
 	}
-	if (!r->cache || (o->token && !r->o.token) || (o->cafile && !r->o.cafile) || !s3_copied) {
+	if (!r->cache || !copied) {
 		gguf_errf(err, "out of memory");
 		remote_free(r);
 		return NULL;
