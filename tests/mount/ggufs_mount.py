@@ -285,6 +285,20 @@ class RefusedMountCase(ScratchCase):
     must_not_mount = True
 
 
+class EditsCase(ScratchCase):
+    """A test of mounts with edits: self.file, the edits file's path, is in the test's
+    own folder (self.tmp), and mount() mounts a model with it."""
+
+    folders = {}
+
+    def setUp(self):
+        super().setUp()
+        self.file = os.path.join(self.tmp, "fix.json")
+
+    def mount(self, model=TINY, opts=()):
+        return Mount(model, ["-o", "edits=" + self.file] + list(opts))
+
+
 @contextlib.contextmanager
 def model_copy(prefix, model=None):
     """A copy of model (None: TINY) as m.gguf in a fresh directory, removed after: its

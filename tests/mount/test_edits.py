@@ -51,16 +51,8 @@ def edits_of(path):
         return json.load(f)
 
 
-class Edits(gm.ScratchCase):
+class Edits(gm.EditsCase):
     prefix = "ggufs-edits-"
-    folders = {}
-
-    def setUp(self):
-        super().setUp()
-        self.file = os.path.join(self.tmp, "fix.json")
-
-    def mount(self, model=gm.TINY, opts=()):
-        return gm.Mount(model, ["-o", "edits=" + self.file] + list(opts))
 
     def test_round_trip_every_key(self):
         for model in (gm.TINY, ALLTYPES):

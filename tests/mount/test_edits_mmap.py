@@ -85,16 +85,8 @@ LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 @unittest.skipUnless(kernel_maps_direct_io_shared(), "Linux < 6.6: shared mappings ENODEV")
-class EditsMmap(gm.ScratchCase):
+class EditsMmap(gm.EditsCase):
     prefix = "ggufs-edits-mmap-"
-    folders = {}
-
-    def setUp(self):
-        super().setUp()
-        self.file = os.path.join(self.tmp, "fix.json")
-
-    def mount(self, opts=()):
-        return gm.Mount(gm.TINY, ["-o", "edits=" + self.file] + list(opts))
 
     def check_maps(self, paths):
         for p in paths:
@@ -120,7 +112,7 @@ class EditsMmap(gm.ScratchCase):
     def test_old_open_refilling_never_shows(self, opts=()):
         """A mapping made after an edit never holds a page of an old state, though an
         old open keeps faulting that state's pages into the inode's one page cache."""
-        with self.mount(opts) as m:
+        with self.mount(opts=opts) as m:
             key, doc = m.p("metadata", "general.name"), m.p("gguf.json")
             gm.put(key, b"v0-" + b"o" * 6000 + b"\n")
             old = subprocess.Popen([sys.executable, "-c", OLD_READER, key, doc],
@@ -157,7 +149,7 @@ class EditsMmap(gm.ScratchCase):
         self.test_writable_shared_mapping(["-s"])
 
     def test_writable_shared_mapping(self, opts=()):
-        with self.mount(opts) as m:
+        with self.mount(opts=opts) as m:
             key = m.p("metadata", "general.name")
             # msync, then close: the value is the mapping's bytes
             with open(key, "r+b") as f:
@@ -200,7 +192,7 @@ class EditsMmap(gm.ScratchCase):
                     pass   # the refusal may be told again at close
             self.assertEqual(gm.read_file(num), b"2048\n")
             self.assertEqual(mapped(num, mmap.MAP_SHARED), b"2048\n")
-        with self.mount(opts) as m:   # what was made is in FILE
+        with self.mount(opts=opts) as m:   # what was made is in FILE
             self.assertEqual(gm.read_file(m.p("metadata", "general.name")), b"latellama-test\n")
             self.assertEqual(gm.read_file(m.p("metadata", "llama.context_length")), b"2048\n")
 
