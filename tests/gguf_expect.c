@@ -62,6 +62,13 @@ void expect_fail(const struct gw *w, ...)
 	parsed_free(&p);
 }
 
+void one_key(struct gw *w, const char *key, uint32_t type)
+{
+	gw_init(w);
+	gw_header(w, 3, 0, 1);
+	gw_key(w, key, type);
+}
+
 void one_tensor(struct gw *w, const char *name, uint32_t n_dims, const uint64_t *ne,
                 uint32_t type, uint64_t offset, size_t data_bytes)
 {

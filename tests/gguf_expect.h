@@ -29,6 +29,9 @@ void expect_ok(const struct gw *w, struct parsed *p);
 /* The whole of w must fail, with an error containing each of the NULL-terminated
  * substrings, and leave nothing allocated. */
 void expect_fail(const struct gw *w, ...);
+/* A file of one metadata key called key, of value type type, its value for the
+ * caller to write next: the start of most of the files the parser must refuse. */
+void one_key(struct gw *w, const char *key, uint32_t type);
 /* A file of one tensor info and its data section: n_dims dims ne, type, offset, then
  * data_bytes zero bytes of data after the aligned header. */
 void one_tensor(struct gw *w, const char *name, uint32_t n_dims, const uint64_t *ne,

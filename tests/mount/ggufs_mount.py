@@ -303,6 +303,16 @@ def read_file(path):
         return f.read()
 
 
+def put(path, data, flags=os.O_WRONLY | os.O_TRUNC):
+    """Writes data to path in one open and one close (errors of either raised): to a
+    mount, one write between an open and a release, which is when an edit commits."""
+    fd = os.open(path, flags)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def pread_direct(path, length, offset, direct=True):
     """pread with O_DIRECT: the kernel passes the exact (offset, length) to the daemon
     instead of whole cached pages, so unaligned ranges reach the tree as asked (with

@@ -36,15 +36,6 @@ from remote_common import split_gguf  # noqa: E402
 ALLTYPES = os.path.join(gm.VECTORS, "alltypes.gguf")
 
 
-def put(path, data, flags=os.O_WRONLY | os.O_TRUNC):
-    """Writes data to path in one open and one close (errors of either raised)."""
-    fd = os.open(path, flags)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
 def meta(m, key):
     return gm.read_file(m.p("metadata", key))
 
@@ -77,7 +68,7 @@ class Edits(gm.ScratchCase):
                 keys = sorted(os.listdir(m.p("metadata")))
                 for k in keys:
                     text = meta(m, k)
-                    put(m.p("metadata", k), text)
+                    gm.put(m.p("metadata", k), text)
                     self.assertEqual(meta(m, k), text, k)
                 doc = edits_of(self.file)
                 self.assertEqual((doc["set"], doc["deleted"], doc["renamed"]), ({}, [], {}))
@@ -104,11 +95,11 @@ class Edits(gm.ScratchCase):
         try:
             with self.mount(path) as m:
                 self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
-                put(m.p("metadata", "general.name"), b"pad\n")     # the same value
+                gm.put(m.p("metadata", "general.name"), b"pad\n")     # the same value
                 self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
-                put(m.p("metadata", "general.name"), b"other\n")
+                gm.put(m.p("metadata", "general.name"), b"other\n")
                 self.assertNotEqual(sha256(m.p("model.gguf")), sha256(path))
-                put(m.p("metadata", "general.name"), b"pad\n")     # undone
+                gm.put(m.p("metadata", "general.name"), b"pad\n")     # undone
                 self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
                 self.assertEqual(m.stderr(), "")
         finally:
@@ -116,7 +107,7 @@ class Edits(gm.ScratchCase):
 
     def test_without_edits_erofs(self):
         with gm.Mount(gm.TINY) as m:
-            for fn in (lambda: put(m.p("metadata", "general.name"), b"x\n"),
+            for fn in (lambda: gm.put(m.p("metadata", "general.name"), b"x\n"),
                        lambda: os.unlink(m.p("metadata", "general.name")),
                        lambda: open(m.p("metadata", "new.key"), "w")):
                 with self.assertRaises(OSError) as e:
@@ -128,20 +119,20 @@ class Edits(gm.ScratchCase):
         self.assertEqual(len(template), 65536)
         with self.mount() as m:
             md = lambda *k: m.p("metadata", *k)
-            put(md("general.name"), b"Llama (fixed)\n")
-            put(md("tokenizer.chat_template"), template + b"\n")
-            put(md("tokenizer.ggml.eos_token_id"), b" 7 \n")
+            gm.put(md("general.name"), b"Llama (fixed)\n")
+            gm.put(md("tokenizer.chat_template"), template + b"\n")
+            gm.put(md("tokenizer.ggml.eos_token_id"), b" 7 \n")
             os.unlink(md("general.file_type"))
             open(md("my.new.key"), "w").close()
             os.setxattr(md("my.new.key"), "user.gguf.type", b"u32")   # short form: reads back as uint32
-            put(md("my.new.key"), b"7\n")
+            gm.put(md("my.new.key"), b"7\n")
             os.rename(md("general.architecture"), md("general.arch"))
-            put(md("tokenizer.ggml.tokens"), b"a\nb\\nc\n\\x01\n")
+            gm.put(md("tokenizer.ggml.tokens"), b"a\nb\\nc\n\\x01\n")
             open(md("my.big"), "w").close()
             os.setxattr(md("my.big"), "user.gguf.type", b"array[uint32]")
-            put(md("my.big"), b"".join(b"%d\n" % i for i in range(150000)))
+            gm.put(md("my.big"), b"".join(b"%d\n" % i for i in range(150000)))
             self.assertEqual(os.getxattr(md("my.big"), "user.gguf.count"), b"150000")
-            put(md("my.big"), b"1\n2\n")
+            gm.put(md("my.big"), b"1\n2\n")
 
             self.check_edited(m, template)
             doc = edits_of(self.file)
@@ -221,10 +212,10 @@ class Edits(gm.ScratchCase):
         writable by nobody else; no symlink, FIFO or directory; not inside the mount
         point; not on a read-only file system; a killed save's temporary is removed."""
         with self.mount() as m:
-            put(m.p("metadata", "general.name"), b"first\n")
+            gm.put(m.p("metadata", "general.name"), b"first\n")
             err = self.refused(self.file, "in use by another mount, pid %d (" % m.proc.pid)
             self.assertIn("ggufs", err)
-            put(m.p("metadata", "general.name"), b"second\n")   # a new FILE: locked too
+            gm.put(m.p("metadata", "general.name"), b"second\n")   # a new FILE: locked too
             self.refused(self.file, "in use by another mount")
             self.assertEqual(meta(m, "general.name"), b"second\n")
         self.assertEqual(edits_of(self.file)["set"]["general.name"]["value"], "second")
@@ -477,16 +468,16 @@ class Edits(gm.ScratchCase):
         with self.mount() as m:
             md = lambda *k: m.p("metadata", *k)
             keys = sorted(os.listdir(md()))
-            put(md("#general.name#"), b"auto-save\n", os.O_WRONLY | os.O_CREAT)
+            gm.put(md("#general.name#"), b"auto-save\n", os.O_WRONLY | os.O_CREAT)
             os.truncate(md("#general.name#"), 4)
             self.assertEqual(gm.read_file(md("#general.name#")), b"auto")
             os.rename(md("#general.name#"), md(".general.name.un~"))
             self.assertEqual(sorted(os.listdir(md())), sorted(keys + [".general.name.un~"]))
             self.assertEqual(os.listxattr(md(".general.name.un~")), [])
-            put(md(".eos.XXXXXX"), b"5\n", os.O_WRONLY | os.O_CREAT)
+            gm.put(md(".eos.XXXXXX"), b"5\n", os.O_WRONLY | os.O_CREAT)
             os.rename(md(".eos.XXXXXX"), md("tokenizer.ggml.eos_token_id"))
             self.assertEqual(meta(m, "tokenizer.ggml.eos_token_id"), b"5\n")
-            put(md(".eos.YYYYYY"), b"five\n", os.O_WRONLY | os.O_CREAT)
+            gm.put(md(".eos.YYYYYY"), b"five\n", os.O_WRONLY | os.O_CREAT)
             with self.assertRaises(OSError) as e:
                 os.rename(md(".eos.YYYYYY"), md("tokenizer.ggml.eos_token_id"))
             self.assertEqual(e.exception.errno, errno.EINVAL)
@@ -494,7 +485,7 @@ class Edits(gm.ScratchCase):
             self.assertEqual(meta(m, "my.new.key"), b"five\n")
             os.rename(md("llama.block_count"), md("llama.block_count~"))
             os.unlink(md("llama.block_count~"))
-            put(md("%2Edot%7E"), b"escaped\n", os.O_WRONLY | os.O_CREAT)
+            gm.put(md("%2Edot%7E"), b"escaped\n", os.O_WRONLY | os.O_CREAT)
             self.assertIn("%2Edot%7E", os.listdir(md()))
             with self.assertRaises(OSError) as e:
                 os.setxattr(m.p("tensors", os.listdir(m.p("tensors"))[0]), "user.gguf.type", b"u8")
@@ -524,7 +515,7 @@ class Edits(gm.ScratchCase):
             size = os.stat(m.p("model.gguf")).st_size
             before = time.time_ns()
             time.sleep(0.02)
-            put(md("tokenizer.ggml.eos_token_id"), b"7\n")
+            gm.put(md("tokenizer.ggml.eos_token_id"), b"7\n")
             after = time.time_ns()
             self.assertEqual(os.stat(m.p("model.gguf")).st_size, size)   # a same-size edit
             times = set()
@@ -537,7 +528,7 @@ class Edits(gm.ScratchCase):
             for p in kept:
                 self.assertEqual(os.stat(p).st_mtime_ns, model_mtime, p)
             time.sleep(0.02)
-            put(md("general.name"), b"renamed\n")   # the first key keeps its time
+            gm.put(md("general.name"), b"renamed\n")   # the first key keeps its time
             self.assertEqual(os.stat(md("tokenizer.ggml.eos_token_id")).st_mtime_ns, times.pop())
             self.assertGreater(os.stat(md("general.name")).st_mtime_ns, after)
         file_mtime = os.stat(self.file).st_mtime_ns
@@ -568,7 +559,7 @@ class Edits(gm.ScratchCase):
             # the same call by call, for an array
             tokens = meta(m, "tokenizer.ggml.tokens").split(b"\n")
             os.unlink(md("tokenizer.ggml.tokens"))
-            put(md("tokenizer.ggml.tokens"), b"\n".join([b"<X>"] + tokens[1:]),
+            gm.put(md("tokenizer.ggml.tokens"), b"\n".join([b"<X>"] + tokens[1:]),
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             self.assertEqual(os.getxattr(md("tokenizer.ggml.tokens"), "user.gguf.type"), b"array[string]")
             self.assertEqual(keys_in_order(m), order)
@@ -604,20 +595,20 @@ class Edits(gm.ScratchCase):
         with self.mount() as m:
             md = lambda *k: m.p("metadata", *k)
             cases = [
-                (lambda: put(md("general.alignment"), b"64\n", os.O_WRONLY | os.O_CREAT), errno.EPERM),
+                (lambda: gm.put(md("general.alignment"), b"64\n", os.O_WRONLY | os.O_CREAT), errno.EPERM),
                 (lambda: open(md("split.count"), "w"), errno.EPERM),
                 (lambda: open(md("bad%2"), "w"), errno.EINVAL),
                 # longer than any key's file name (217 bytes): refused before decoding
                 (lambda: open(md("A" * 255), "w"), errno.ENAMETOOLONG),
                 (lambda: open(md("%2F" * 85), "w"), errno.ENAMETOOLONG),
                 (lambda: os.rename(md("general.name"), md("B" * 255)), errno.ENAMETOOLONG),
-                (lambda: put(md("llama.block_count"), b"x"), errno.EINVAL),        # at write
-                (lambda: put(md("llama.block_count"), b"1 2\n"), errno.EINVAL),    # at close
-                (lambda: put(md("llama.block_count"), b"99999999999\n"), errno.EINVAL),
-                (lambda: put(md("tokenizer.ggml.add_bos_token"), b"yes\n"), errno.EINVAL),
+                (lambda: gm.put(md("llama.block_count"), b"x"), errno.EINVAL),        # at write
+                (lambda: gm.put(md("llama.block_count"), b"1 2\n"), errno.EINVAL),    # at close
+                (lambda: gm.put(md("llama.block_count"), b"99999999999\n"), errno.EINVAL),
+                (lambda: gm.put(md("tokenizer.ggml.add_bos_token"), b"yes\n"), errno.EINVAL),
                 (lambda: os.setxattr(md("general.name"), "user.gguf.type", b"uint32"), errno.EINVAL),
                 (lambda: os.setxattr(md("general.name"), "user.gguf.type", b"int3"), errno.EINVAL),
-                (lambda: put(m.p("gguf.json"), b"{}"), errno.EROFS),
+                (lambda: gm.put(m.p("gguf.json"), b"{}"), errno.EROFS),
                 (lambda: os.unlink(m.p("model.gguf")), errno.EROFS),
             ]
             before = {k: meta(m, k) for k in os.listdir(m.p("metadata"))}
@@ -672,7 +663,7 @@ class Edits(gm.ScratchCase):
         with self.mount() as m:
             fd = os.open(m.p("gguf.json"), os.O_RDONLY | os.O_DIRECT)
             old_size = os.fstat(fd).st_size
-            put(m.p("metadata", "general.name"), b"x" * 5000 + b"\n")
+            gm.put(m.p("metadata", "general.name"), b"x" * 5000 + b"\n")
             got = b""
             while True:
                 b = os.pread(fd, 1 << 16, len(got))
@@ -690,10 +681,10 @@ class Edits(gm.ScratchCase):
         with self.mount(opts=["-o", "allow_other"]) as m:
             k = m.p("metadata", "general.name")
             self.assertEqual(gm.errno_as_nobody(gm.read_file, k), 0)
-            self.assertEqual(gm.errno_as_nobody(put, k, b"evil\n"), errno.EACCES)
+            self.assertEqual(gm.errno_as_nobody(gm.put, k, b"evil\n"), errno.EACCES)
             self.assertEqual(gm.errno_as_nobody(os.unlink, k), errno.EACCES)
             self.assertEqual(gm.errno_as_nobody(open, m.p("metadata", "n"), "w"), errno.EACCES)
-            put(k, b"owner\n")
+            gm.put(k, b"owner\n")
             self.assertEqual(meta(m, "general.name"), b"owner\n")
 
     def check_model_offsets(self, m):
@@ -719,7 +710,7 @@ class Edits(gm.ScratchCase):
         with self.mount() as m:
             doc = self.check_model_offsets(m)
             self.assertEqual(doc["model_data_offset"], doc["data_offset"])
-            put(m.p("metadata", "tokenizer.chat_template"), b"x" * 5000 + b"\n")
+            gm.put(m.p("metadata", "tokenizer.chat_template"), b"x" * 5000 + b"\n")
             doc2 = self.check_model_offsets(m)
             self.assertEqual(doc2["data_offset"], doc["data_offset"])
             self.assertGreater(doc2["model_data_offset"], doc["data_offset"])
@@ -761,7 +752,7 @@ class Edits(gm.ScratchCase):
             # the 128 MiB a value may take, refused before it is parsed
             tokens = meta(m, "tokenizer.ggml.tokens")
             with self.assertRaises(OSError) as e:
-                put(m.p("metadata", "tokenizer.ggml.tokens"), b"\n" * (17 << 20))
+                gm.put(m.p("metadata", "tokenizer.ggml.tokens"), b"\n" * (17 << 20))
             self.assertEqual(e.exception.errno, errno.EFBIG)
             self.assertEqual(meta(m, "tokenizer.ggml.tokens"), tokens)
             keys = sorted(os.listdir(m.p("metadata")))[:17]
@@ -785,9 +776,9 @@ class Edits(gm.ScratchCase):
         """A split model's edits apply to its merged model.gguf; split.* stay EPERM."""
         shards = split_gguf(gm.TINY, self.tmp, "tiny", 3)
         with self.mount(shards[1]) as m:
-            put(m.p("metadata", "general.name"), b"merged and fixed\n")
+            gm.put(m.p("metadata", "general.name"), b"merged and fixed\n")
             with self.assertRaises(OSError) as e:
-                put(m.p("metadata", "split.count"), b"1\n")
+                gm.put(m.p("metadata", "split.count"), b"1\n")
             self.assertEqual(e.exception.errno, errno.EPERM)
             self.assertIn("(the 3 shards merged into one GGUF, with the metadata edits)",
                           gm.read_file(m.p("summary.txt")).decode())
@@ -814,7 +805,7 @@ class Edits(gm.ScratchCase):
                 if i == 40 or time.monotonic() - start > 5:
                     proc.kill()  # SIGKILL, in the middle of the loop
                 try:
-                    put(os.path.join(mnt, "metadata", "general.name"), b"v%d\n" % i)
+                    gm.put(os.path.join(mnt, "metadata", "general.name"), b"v%d\n" % i)
                     done.append(i)
                 except OSError:
                     break

@@ -57,15 +57,6 @@ def memmapped(path):
         a._mmap.close()
 
 
-def put(path, data, flags=os.O_WRONLY | os.O_TRUNC):
-    """Writes data to path in one open and one close."""
-    fd = os.open(path, flags)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
 # The old reader: opens and maps gguf.json and a key once, then until stdin closes
 # drops the pages of its mappings (madvise, then fadvise on its open) and faults them
 # all in again, through its old open.
@@ -117,11 +108,11 @@ class EditsMmap(gm.ScratchCase):
             changed = [m.p("metadata", "general.name"), m.p("gguf.json"), m.p("summary.txt"),
                        m.p("metadata", "tokenizer.ggml.tokens")]
             self.check_maps(changed)
-            put(changed[0], b"mapped after\n")
+            gm.put(changed[0], b"mapped after\n")
             self.check_maps(changed)
             self.assertEqual(mapped(changed[0], mmap.MAP_SHARED), b"mapped after\n")
             self.assertIn(b'"mapped after"', memmapped(changed[1]))
-            put(changed[0], b"x" * 9000 + b"\n")   # longer than a page: sizes move
+            gm.put(changed[0], b"x" * 9000 + b"\n")   # longer than a page: sizes move
             self.check_maps(changed)
             for p in (m.p("model.gguf"), m.p("tensors", "output_norm.weight")):
                 self.assertEqual(mapped(p, mmap.MAP_SHARED)[:64], gm.read_file(p)[:64], p)
@@ -131,7 +122,7 @@ class EditsMmap(gm.ScratchCase):
         old open keeps faulting that state's pages into the inode's one page cache."""
         with self.mount(opts) as m:
             key, doc = m.p("metadata", "general.name"), m.p("gguf.json")
-            put(key, b"v0-" + b"o" * 6000 + b"\n")
+            gm.put(key, b"v0-" + b"o" * 6000 + b"\n")
             old = subprocess.Popen([sys.executable, "-c", OLD_READER, key, doc],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             try:
@@ -143,7 +134,7 @@ class EditsMmap(gm.ScratchCase):
                     # touches its whole mapping, which past the file's end (for a
                     # while 0 after an O_TRUNC open) is SIGBUS, as with any file
                     value = b"v%d-" % (i + 1) + b"n" * (7000 + 100 * i) + b"\n"
-                    put(key, value, os.O_WRONLY)
+                    gm.put(key, value, os.O_WRONLY)
                     for flags in (mmap.MAP_SHARED, mmap.MAP_PRIVATE):
                         got = mapped(key, flags)
                         self.assertTrue(got == value, "round %d %d: key %r..." % (i, flags, got[:8]))

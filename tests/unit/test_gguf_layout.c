@@ -123,9 +123,7 @@ static void test_alignment_bad(void **state)
 	gw_kv_str(&w, "general.alignment", "32");
 	expect_fail(&w, "general.alignment has type string, not uint32", NULL);
 	gw_free(&w);
-	gw_init(&w);
-	gw_header(&w, 3, 0, 1);
-	gw_key(&w, "general.alignment", GGUF_TYPE_ARRAY);
+	one_key(&w, "general.alignment", GGUF_TYPE_ARRAY);
 	gw_array(&w, GGUF_TYPE_UINT32, 1);
 	gw_u32(&w, 32);
 	expect_fail(&w, "general.alignment has type array, not uint32", NULL);

@@ -120,27 +120,21 @@ static void test_huge_strings(void **state)
 	gw_free(&w);
 
 	/* a string value */
-	gw_init(&w);
-	gw_header(&w, 3, 0, 1);
-	gw_key(&w, "k", GGUF_TYPE_STRING);
+	one_key(&w, "k", GGUF_TYPE_STRING);
 	gw_u64(&w, big);
 	gw_fill(&w, 'x', 64);
 	expect_fail(&w, "metadata key 'k' claims 1152921504606846976 bytes", NULL);
 	gw_free(&w);
 
 	/* UINT64_MAX: position + length would wrap */
-	gw_init(&w);
-	gw_header(&w, 3, 0, 1);
-	gw_key(&w, "k", GGUF_TYPE_STRING);
+	one_key(&w, "k", GGUF_TYPE_STRING);
 	gw_u64(&w, UINT64_MAX);
 	gw_fill(&w, 'x', 64);
 	expect_fail(&w, "metadata key 'k' claims 18446744073709551615 bytes", NULL);
 	gw_free(&w);
 
 	/* a string in an array */
-	gw_init(&w);
-	gw_header(&w, 3, 0, 1);
-	gw_key(&w, "k", GGUF_TYPE_ARRAY);
+	one_key(&w, "k", GGUF_TYPE_ARRAY);
 	gw_array(&w, GGUF_TYPE_STRING, 2);
 	gw_str(&w, "ok");
 	gw_u64(&w, big);
@@ -171,17 +165,13 @@ static void test_huge_arrays(void **state)
 			snprintf(want, sizeof want, "metadata key 'k' claims %llu elements",
 			         (unsigned long long)counts[i]);
 			/* at the top level */
-			gw_init(&w);
-			gw_header(&w, 3, 0, 1);
-			gw_key(&w, "k", GGUF_TYPE_ARRAY);
+			one_key(&w, "k", GGUF_TYPE_ARRAY);
 			gw_array(&w, elem_types[e], counts[i]);
 			gw_fill(&w, 0, 64);
 			expect_fail(&w, want, NULL);
 			gw_free(&w);
 			/* inside an array of arrays */
-			gw_init(&w);
-			gw_header(&w, 3, 0, 1);
-			gw_key(&w, "k", GGUF_TYPE_ARRAY);
+			one_key(&w, "k", GGUF_TYPE_ARRAY);
 			gw_array(&w, GGUF_TYPE_ARRAY, 2);
 			gw_array(&w, GGUF_TYPE_UINT8, 1);
 			gw_u8(&w, 1);

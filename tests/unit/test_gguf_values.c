@@ -315,9 +315,7 @@ static void test_array_depth(void **state)
 	}
 
 	/* an empty array of arrays at the cap still names a type one level too deep */
-	gw_init(&w);
-	gw_header(&w, 3, 0, 1);
-	gw_key(&w, "k", GGUF_TYPE_ARRAY);
+	one_key(&w, "k", GGUF_TYPE_ARRAY);
 	for (unsigned i = 1; i < GGUF_MAX_ARRAY_DEPTH; i++)
 		gw_array(&w, GGUF_TYPE_ARRAY, 1);
 	gw_array(&w, GGUF_TYPE_ARRAY, 0);
@@ -334,9 +332,7 @@ static void test_bad_value_types(void **state)
 		struct gw w;
 
 		snprintf(want, sizeof want, "metadata key 'k' has unknown value type %u", bad[i]);
-		gw_init(&w);
-		gw_header(&w, 3, 0, 1);
-		gw_key(&w, "k", bad[i]);
+		one_key(&w, "k", bad[i]);
 		gw_fill(&w, 0, 64);
 		expect_fail(&w, want, NULL);
 		gw_free(&w);
@@ -344,18 +340,14 @@ static void test_bad_value_types(void **state)
 		snprintf(want, sizeof want, "metadata key 'k' is an array of unknown value type %u",
 		         bad[i]);
 		for (uint64_t count = 0; count <= 2; count += 2) {
-			gw_init(&w);
-			gw_header(&w, 3, 0, 1);
-			gw_key(&w, "k", GGUF_TYPE_ARRAY);
+			one_key(&w, "k", GGUF_TYPE_ARRAY);
 			gw_array(&w, bad[i], count);
 			gw_fill(&w, 0, 64);
 			expect_fail(&w, want, NULL);
 			gw_free(&w);
 		}
 
-		gw_init(&w);
-		gw_header(&w, 3, 0, 1);
-		gw_key(&w, "k", GGUF_TYPE_ARRAY);
+		one_key(&w, "k", GGUF_TYPE_ARRAY);
 		gw_array(&w, GGUF_TYPE_ARRAY, 2);
 		gw_array(&w, GGUF_TYPE_STRING, 0);
 		gw_array(&w, bad[i], 0);
