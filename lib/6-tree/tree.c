@@ -9,14 +9,12 @@
 #include <string.h>
 
 #include "guard.h"
-#include "hash.h"
 #include "modelfile.h"
 #include "names.h"
 #include "reader.h"
 #include "render_json.h"
 #include "render_mark.h"
 #include "render_npy.h"
-#include "render_stats.h"
 #include "render_summary.h"
 #include "render_value.h"
 #include "sink.h"
@@ -36,45 +34,6 @@ static const enum tree_kind fixed_kinds[] = {
 	[TREE_STATS_TSV_INO] = TREE_STATS_TSV, [TREE_MODEL_INO] = TREE_MODEL,
 };
 #define LAST_FIXED_INO TREE_MODEL_INO
-
-/* The lookup hash of name in directory dir. */
-static uint64_t hash_entry(uint64_t dir, const char *name)
-{
-	return hash_bytes(name, strlen(name), dir);
-}
-
-/* An empty index for n names: false out of memory. */
-static bool index_init(struct name_index *x, uint64_t n)
-{
-	uint64_t cap = hash_slots(n);
-	x->slots = calloc(cap, sizeof *x->slots);
-	x->mask = cap - 1;
-	return x->slots != NULL;
-}
-
-/* Enters nodes[i] in x (linear probing). */
-static void index_add(struct name_index *x, const struct tree_node *nodes, uint64_t i)
-{
-	uint64_t h = hash_entry(nodes[i].parent, nodes[i].name) & x->mask;
-	while (x->slots[h])
-		h = (h + 1) & x->mask;
-	x->slots[h] = i + 1;
-}
-
-/* The node of nodes called name in dir that x holds, or NULL. */
-static const struct tree_node *index_find(const struct name_index *x,
-                                          const struct tree_node *nodes, uint64_t dir,
-                                          const char *name)
-{
-	if (!x->slots)
-		return NULL;
-	for (uint64_t h = hash_entry(dir, name) & x->mask; x->slots[h]; h = (h + 1) & x->mask) {
-		const struct tree_node *n = &nodes[x->slots[h] - 1];
-		if (n->parent == dir && strcmp(n->name, name) == 0)
-			return n;
-	}
-	return NULL;
-}
 
 /* Emits the content of a rendered file (metadata/KEY, gguf.json, summary.txt) into s,
  * which keeps the window it was asked for: all of it, or what follows the mark from
@@ -162,13 +121,6 @@ static uint64_t rendered_size(struct tree *t, const struct tree_node *n)
 	return s.pos;
 }
 
-/* Bytes of the .f32 rendering of tensor i; the parser bounded n_elements by 2^63, and a
- * known layout bounds it by 8 x the file size, so x4 cannot overflow. */
-static uint64_t f32_size(const struct gguf_tensor *g)
-{
-	return g->n_elements * sizeof(float);
-}
-
 /* Bytes that every key's file name takes, NULs included: names are escaped twice
  * rather than reserving the worst case for each, so memory follows the header. */
 static uint64_t key_names_bytes(const struct ggufs_model *m)
@@ -177,20 +129,6 @@ static uint64_t key_names_bytes(const struct ggufs_model *m)
 	uint64_t total = 1;
 	for (uint64_t k = 0; k < m->meta->n_kv; k++)
 		total += names_encode(m->meta->kv[k].key.ptr, m->meta->kv[k].key.len, false, buf) + 1;
-	return total;
-}
-
-/* The same for every tensor's files: NAME, and with a dequantizer NAME.f32, NAME.npy
- * and stats/NAME. */
-static uint64_t tensor_names_bytes(const struct ggufs_model *m)
-{
-	char buf[NAMES_BUF];
-	uint64_t total = 1;
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
-		uint64_t len = names_encode(g->name.ptr, g->name.len, true, buf);
-		total += len + 1 + (g->has_f32 ? 2 * (len + 5) + len + 1 : 0);
-	}
 	return total;
 }
 
@@ -264,7 +202,7 @@ static bool add_keys(struct tree *t, const struct ov_state *s, const struct tree
 	kn->len = key_names_bytes(m);
 	kn->names = malloc(kn->len);
 	kn->nodes = calloc(t->n_keys + 1, sizeof *kn->nodes);
-	if (!kn->names || !kn->nodes || !index_init(&kn->index, t->n_keys))
+	if (!kn->names || !kn->nodes || !name_index_init(&kn->index, t->n_keys))
 		return false;
 	char *w = kn->names;
 	for (uint64_t k = 0; k < t->n_keys; k++) {
@@ -273,7 +211,7 @@ static bool add_keys(struct tree *t, const struct ov_state *s, const struct tree
 		kn->nodes[k] = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO,
 		                                   .kind = TREE_META, .index = k, .name = w };
 		w += names_encode(key->ptr, key->len, false, w) + 1;
-		index_add(&kn->index, kn->nodes, k);
+		name_index_add(&kn->index, kn->nodes, k);
 	}
 	return true;
 }
@@ -314,123 +252,6 @@ static bool set_key_size(struct tree *t, uint64_t k, uint64_t size)
 	t->over[t->n_over] = (struct key_override){ .k = k, .node = kn->nodes[k] };
 	t->over[t->n_over++].node.size = size;
 	return true;
-}
-
-/* The files of tensor i of m into tt: tensors/NAME, and with a dequantizer NAME.f32,
- * NAME.npy and stats/NAME, their names written at w: the end of the names written. */
-static char *add_tensor(struct tree_tensors *tt, const struct ggufs_model *m, uint64_t n_orig,
-                        uint64_t i, char *w)
-{
-	const struct gguf_tensor *g = m->tensors[i].t;
-	uint64_t base_ino = tree_ino_tensor(n_orig, i, 0);
-	struct tree_node *at = &tt->nodes[base_ino - tt->first_ino];
-	const char *base_name = w;
-	size_t len = names_encode(g->name.ptr, g->name.len, true, w);
-	for (uint64_t j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
-		static const char *const suffix[] = { "", ".f32", ".npy" };
-		static const enum tree_kind kinds[] = { TREE_RAW, TREE_F32, TREE_NPY };
-		if (j)
-			memmove(w, base_name, len);
-		strcpy(w + len, suffix[j]);
-		at[j] = (struct tree_node){ .ino = base_ino + j, .parent = TREE_TENSORS_DIR_INO,
-		                            .kind = kinds[j], .index = i, .name = w };
-		w += len + strlen(suffix[j]) + 1;
-		tt->tensor_children[tt->n_tensor_children++] = at[j].ino;
-		index_add(&tt->index, tt->nodes, (uint64_t)(&at[j] - tt->nodes));
-	}
-	at[0].size = g->size;
-	if (!g->has_f32)
-		return w;
-	char hdr[NPY_HEADER_MAX];
-	tt->npy_header_len[i] = (uint32_t)npy_header(g, hdr);
-	at[1].size = f32_size(g);
-	at[2].size = tt->npy_header_len[i] + f32_size(g);
-
-	uint64_t sino = tree_ino_stats(n_orig, m->n_tensors, i);
-	struct tree_node *sn = &tt->nodes[sino - tt->first_ino];
-	memmove(w, base_name, len);
-	w[len] = 0;
-	*sn = (struct tree_node){ .ino = sino, .parent = TREE_STATS_DIR_INO, .kind = TREE_STATS,
-	                          .index = i, .name = w, .size = render_stats_size(g) };
-	w += len + 1;
-	tt->stats_children[tt->n_stats_children++] = sn->ino;
-	index_add(&tt->index, tt->nodes, (uint64_t)(sn - tt->nodes));
-	return w;
-}
-
-/* Frees the tensor part (NULL too). */
-static void tensors_free(struct tree_tensors *tt, uint64_t n_t)
-{
-	if (!tt)
-		return;
-	free(tt->nodes);
-	free(tt->names);
-	free(tt->index.slots);
-	free(tt->tensor_children);
-	free(tt->npy_header_len);
-	tree_stats_free(tt->stats, n_t);
-	free(tt->stats_children);
-	free(tt->tsv_line);
-	if (tt->layout)
-		modelfile_tensors_free(tt->layout);
-	free(tt->layout);
-	pthread_mutex_destroy(&tt->layout_lock);
-	free(tt);
-}
-
-/* The tensor part of m's trees (see tree_impl.h), numbered after n_orig keys, or NULL
- * out of memory. */
-static struct tree_tensors *tensors_build(const struct ggufs_model *m, uint64_t n_orig)
-{
-	const uint64_t n_t = m->n_tensors;
-	struct tree_tensors *tt = calloc(1, sizeof *tt);
-	if (!tt)
-		return NULL;
-	pthread_mutex_init(&tt->layout_lock, NULL);
-	atomic_init(&tt->stats_computed, 0);
-	tt->first_ino = tree_ino_tensor(n_orig, 0, 0);
-	tt->n_nodes = 4 * n_t;
-	tt->nodes = calloc(tt->n_nodes + 1, sizeof *tt->nodes);
-	tt->names_len = tensor_names_bytes(m);
-	tt->names = malloc(tt->names_len);
-	tt->tensor_children = calloc(3 * n_t + 1, sizeof *tt->tensor_children);
-	tt->npy_header_len = calloc(n_t + 1, sizeof *tt->npy_header_len);
-	tt->stats = tree_stats_new(n_t);
-	tt->stats_children = calloc(n_t + 1, sizeof *tt->stats_children);
-	tt->tsv_line = calloc(n_t + 1, sizeof *tt->tsv_line);
-	if (!tt->nodes || !tt->names || !tt->tensor_children || !tt->npy_header_len ||
-	    !tt->stats || !tt->stats_children || !tt->tsv_line || !index_init(&tt->index, tt->n_nodes)) {
-		tensors_free(tt, n_t);
-		return NULL;
-	}
-	char *w = tt->names;
-	for (uint64_t i = 0; i < n_t; i++)
-		w = add_tensor(tt, m, n_orig, i, w);
-	tree_stats_layout(m, tt);
-	return tt;
-}
-
-/* The tensor part of model.gguf's layouts of tt's model m (made the first time; a
- * single file's unedited model.gguf needs none, so a mount without edits never makes
- * it): NULL with err. */
-static const struct modelfile_tensors *tensor_layout(struct tree_tensors *tt,
-                                                     const struct ggufs_model *m,
-                                                     char err[GGUF_ERR_MAX])
-{
-	pthread_mutex_lock(&tt->layout_lock);
-	if (!tt->layout) {
-		struct modelfile_tensors *mt = calloc(1, sizeof *mt);
-		if (!mt)
-			gguf_errf(err, "%s: out of memory for model.gguf", m->path);
-		else if (modelfile_tensors_build(m, mt, err) < 0) {
-			free(mt);
-			mt = NULL;
-		}
-		tt->layout = mt;
-	}
-	const struct modelfile_tensors *mt = tt->layout;
-	pthread_mutex_unlock(&tt->layout_lock);
-	return mt;
 }
 
 /* The node in prev (the tree of the state before s) of the key at position k of s when
@@ -528,7 +349,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	pthread_mutex_init(&t->size_lock, NULL);
 	t->n_orig = n_orig;
 	t->n_keys = n_kv;
-	t->tensors = base ? base->tensors : tensors_build(m, n_orig);
+	t->tensors = base ? base->tensors : tree_tensors_build(m, n_orig);
 	if (!t->tensors || !add_keys(t, s, prev))
 		goto oom;
 	/* a state that holds the model's own metadata is the model's own file, byte for
@@ -537,7 +358,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	const struct ggufs_model *shown = own ? base->m : m;
 	const struct modelfile_tensors *mt = NULL;
 	if ((shown->n_shards > 1 || shown->meta != &shown->shards[0].gf) &&
-	    !(mt = tensor_layout(t->tensors, shown, err))) {
+	    !(mt = tree_tensor_layout(t->tensors, shown, err))) {
 		tree_free(t);
 		return NULL;
 	}
@@ -623,7 +444,7 @@ void tree_free(struct tree *t)
 	free(t->marked);
 	render_marks_free(&t->json_marks);
 	if (!t->base)
-		tensors_free(t->tensors, t->m->n_tensors);
+		tree_tensors_free(t->tensors, t->m->n_tensors);
 	ov_put(t->state);
 	free(t->key_time);
 	modelfile_free(&t->mf);
@@ -732,12 +553,12 @@ const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const ch
 		return NULL;
 	case TREE_METADATA_DIR_INO:
 	{
-		const struct tree_node *n = index_find(&t->names->index, t->names->nodes, dir, name);
+		const struct tree_node *n = name_index_find(&t->names->index, t->names->nodes, dir, name);
 		return n ? key_at(t, n->index) : NULL;
 	}
 	case TREE_TENSORS_DIR_INO:
 	case TREE_STATS_DIR_INO:
-		return index_find(&t->tensors->index, t->tensors->nodes, dir, name);
+		return name_index_find(&t->tensors->index, t->tensors->nodes, dir, name);
 	default:
 		return NULL;
 	}

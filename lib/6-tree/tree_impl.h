@@ -1,6 +1,7 @@
-/* What the tree's own files share (tree.c: the namespace and the dispatch of reads;
- * tree_stats.c: the statistics files): the tree itself. Nothing outside lib/6-tree/
- * includes this. */
+/* What the tree's own files share (tree.c: the namespace, a state's metadata part and
+ * the dispatch of reads; tree_tensors.c: the part no edit changes; tree_index.c: the
+ * name lookup; tree_stats.c: the statistics files; tree_edit.c: the edits): the tree
+ * itself. Nothing outside lib/6-tree/ includes this. */
 #ifndef GGUFS_TREE_IMPL_H
 #define GGUFS_TREE_IMPL_H
 
@@ -99,6 +100,24 @@ struct tree {
 	struct timespec made;
 	struct timespec *key_time;
 };
+
+/* The name index (tree_index.c): an empty one for n names (false out of memory);
+ * nodes[i] entered; the node of nodes called name in dir that x holds, or NULL. */
+bool name_index_init(struct name_index *x, uint64_t n);
+void name_index_add(struct name_index *x, const struct tree_node *nodes, uint64_t i);
+const struct tree_node *name_index_find(const struct name_index *x,
+                                        const struct tree_node *nodes, uint64_t dir,
+                                        const char *name);
+
+/* The tensor part (tree_tensors.c): built for model m whose file has n_orig keys (NULL
+ * out of memory); freed (NULL too) with m's tensor count; the tensor part of model.gguf's
+ * layouts of m, made the first time it is asked for (a single file's unedited
+ * model.gguf needs none, so a mount without edits never makes it), NULL with err. */
+struct tree_tensors *tree_tensors_build(const struct ggufs_model *m, uint64_t n_orig);
+void tree_tensors_free(struct tree_tensors *tt, uint64_t n_t);
+const struct modelfile_tensors *tree_tensor_layout(struct tree_tensors *tt,
+                                                   const struct ggufs_model *m,
+                                                   char err[GGUF_ERR_MAX]);
 
 /* The statistics files (tree_stats.c). */
 struct stats_slot;
