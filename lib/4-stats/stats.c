@@ -90,17 +90,6 @@ static void exact_sums(struct stats_lanes *l, const float *x, uint64_t n, double
 	}
 }
 
-/* Sums the 16 lanes of v pairwise, in an order fixed for every target. */
-static double lanes_sum(const double *v)
-{
-	double t[STATS_LANES];
-	memcpy(t, v, sizeof t);
-	for (int w = STATS_LANES / 2; w >= 1; w /= 2)
-		for (int j = 0; j < w; j++)
-			t[j] += t[j + w];
-	return t[0];
-}
-
 /* Folds the lanes of the tensor's next block of n values, summed about shift, into
  * the running part: the block's count, mean and squared deviations merged into the
  * running ones. x, the block's values, is read only when a lane counted a non-finite
@@ -130,7 +119,8 @@ static void fold_block(struct stats_acc *a, struct stats_lanes *l, const float *
 	b.s.finite = n - nonfinite;
 	if (b.s.finite) {
 		const double nb = (double)b.s.finite;
-		const double s1 = lanes_sum(l->s1), s2 = lanes_sum(l->s2);
+		const double s1 = stats_lanes_sum(l->s1, STATS_LANES);
+		const double s2 = stats_lanes_sum(l->s2, STATS_LANES);
 		b.s.mean = shift + s1 / nb;
 		b.m2 = s2 - s1 * (s1 / nb);
 		if (b.m2 < 0.0)

@@ -9,28 +9,19 @@
 #include "model.h"
 #include "reader.h"
 #include "stats.h"
+#include "stats_kernel.h"
 
 /* Positions summed in lanes of their own before they join the running sums: a block's
  * partial sums keep their digits, and the order of additions is fixed by the values'
  * positions alone. */
 enum { DIFF_BLOCK = 4096, DIFF_LANES = 8 };
+_Static_assert((int)DIFF_LANES <= (int)STATS_LANES, "stats_lanes_sum sums at most STATS_LANES");
 
 _Static_assert(DIFF_CHUNK % DIFF_BLOCK == 0, "chunks are whole blocks");
 
 void diff_sums_init(struct diff_sums *s)
 {
 	memset(s, 0, sizeof *s);
-}
-
-/* Sums the lanes of v pairwise, in an order fixed for every target. */
-static double lanes_sum(const double *v)
-{
-	double t[DIFF_LANES];
-	memcpy(t, v, sizeof t);
-	for (int w = DIFF_LANES / 2; w >= 1; w /= 2)
-		for (int j = 0; j < w; j++)
-			t[j] += t[j + w];
-	return t[0];
 }
 
 /* One block's lane sums. */
@@ -200,11 +191,13 @@ void diff_sums_add(struct diff_sums *s, const float *a, const float *b, uint64_t
 		struct lanes l;
 		uint64_t nonfinite = 0;
 		block_all(&l, a + at, b + at, k);
-		if (!isfinite(lanes_sum(l.a2) + lanes_sum(l.b2)))
-			nonfinite = block_finite(&l, a + at, b + at, k);
+		if (!isfinite(stats_lanes_sum(l.a2, DIFF_LANES) + stats_lanes_sum(l.b2, DIFF_LANES)))
+			nonfinite = block_finite(&l, a + at, b + at, k);   /* l anew, finite pairs only */
 		struct diff_sums blk = { .elements = k, .nonfinite = nonfinite,
-		                         .d2 = lanes_sum(l.d2), .a2 = lanes_sum(l.a2),
-		                         .b2 = lanes_sum(l.b2), .ab = lanes_sum(l.ab) };
+		                         .d2 = stats_lanes_sum(l.d2, DIFF_LANES),
+		                         .a2 = stats_lanes_sum(l.a2, DIFF_LANES),
+		                         .b2 = stats_lanes_sum(l.b2, DIFF_LANES),
+		                         .ab = stats_lanes_sum(l.ab, DIFF_LANES) };
 		for (int j = 0; j < DIFF_LANES; j++)
 			blk.max_abs = l.mx[j] > blk.max_abs ? l.mx[j] : blk.max_abs;
 		diff_sums_merge(s, &blk);

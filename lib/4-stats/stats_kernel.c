@@ -17,6 +17,16 @@ void stats_lanes_init(struct stats_lanes *l)
 	}
 }
 
+double stats_lanes_sum(const double *v, int n)
+{
+	double t[STATS_LANES];
+	memcpy(t, v, (size_t)n * sizeof *t);
+	for (int w = n / 2; w >= 1; w /= 2)
+		for (int j = 0; j < w; j++)
+			t[j] += t[j + w];
+	return t[0];
+}
+
 /* One value into lane j: the scalar tail of every kernel, and the specification that
  * the vector bodies below follow lane for lane. A finite value is one whose exponent
  * bits are not all ones; a non-finite one adds 0 to s1 and s2 after the shift, which

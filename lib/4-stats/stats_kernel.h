@@ -22,6 +22,11 @@ struct stats_lanes {
 	uint32_t sub[STATS_LANES];
 };
 
+/* The sum of the n lanes of v (n a power of two, at most STATS_LANES), pairwise in an
+ * order fixed for every target and SIMD level, so that a figure is the same bit for bit
+ * everywhere: for the statistics' lanes and the diff's alike. */
+double stats_lanes_sum(const double *v, int n);
+
 /* Clears l for a new block. */
 void stats_lanes_init(struct stats_lanes *l);
 
