@@ -254,16 +254,23 @@ static bool is_entry_name(const char *name)
 	return strlen(name) == 32 && strspn(name, "0123456789abcdef") == 32;
 }
 
-/* Removes what a crash left of entries being made. Called with the flock held. */
-static void remove_leftovers(struct diskcache *dc)
+/* The cache directory open for a listing, on a descriptor of its own (closedir closes
+ * the one fdopendir was given, and dc->dirfd stays open for the cache's life), or NULL. */
+static DIR *list_cache(const struct diskcache *dc)
 {
 	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
+/* Removes what a crash left of entries being made. Called with the flock held. */
+static void remove_leftovers(struct diskcache *dc)
+{
+	DIR *d = list_cache(dc);
+	if (!d)
 		return;
-	}
 	for (struct dirent *de; (de = readdir(d));)
 		if (!strncmp(de->d_name, NEW_PREFIX, strlen(NEW_PREFIX)))
 			remove_entry(dc->dirfd, de->d_name);
@@ -672,13 +679,9 @@ bool dc_holds(struct dc_entry *e, uint64_t index)
  * Called with the flock held. */
 static bool evict_entry(struct diskcache *dc)
 {
-	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	DIR *d = list_cache(dc);
+	if (!d)
 		return false;
-	}
 	char oldest[33] = "";
 	struct timespec oldest_t = { 0, 0 };
 	for (struct dirent *de; (de = readdir(d));) {
@@ -730,8 +733,7 @@ static bool ours(struct diskcache *dc, const char *name)
 static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
 {
 	enum { CHUNK = 2048 };
-	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	DIR *d = list_cache(dc);
 	struct dc_record *recs = malloc(CHUNK * sizeof *recs);
 	bool found = false;
 	v->tick = UINT64_MAX;
@@ -767,8 +769,6 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
 	free(recs);
 	if (d)
 		closedir(d);
-	else if (fd >= 0)
-		close(fd);
 	return found;
 }
 
