@@ -54,6 +54,64 @@ static void write_many_tensors(const char *path, uint64_t n_t)
 	gw_free(&w);
 }
 
+/* A model of n uint32 keys k.0000 ... (value i) and one tensor, at path. */
+static void write_many_keys(const char *path, uint64_t n)
+{
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, 1, n);
+	char name[32];
+	for (uint64_t i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "k.%04" PRIu64, i);
+		gw_kv_u32(&w, name, (uint32_t)i);
+	}
+	uint64_t ne = 8;
+	gw_tensor(&w, "t", 1, &ne, 0, 0);
+	gw_align(&w, 32);
+	gw_fill(&w, 0, 32);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
+}
+
+/* A model written to a fresh temporary folder, its tree and its edit states (kept in
+ * fix.json beside it): what both tests start from. */
+struct states_fixture {
+	char dir[32], path[64], file[64];
+	struct ggufs_model *m;
+	struct tree *base;
+	struct tree_edits *e;
+};
+
+/* Makes a folder from the mkdtemp template dir, writes name in it with write(path, n) and
+ * opens the model, its tree and its edits; fails the test where any does not open. */
+static void fixture_open(struct states_fixture *f, const char *dir, const char *name,
+                         void (*write)(const char *path, uint64_t n), uint64_t n)
+{
+	char err[GGUF_ERR_MAX];
+	snprintf(f->dir, sizeof f->dir, "%s", dir);
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
+	snprintf(f->file, sizeof f->file, "%s/fix.json", f->dir);
+	write(f->path, n);
+	f->m = model_open(f->path, err);
+	assert_non_null(f->m);
+	f->base = tree_build(f->m, err);
+	assert_non_null(f->base);
+	f->e = tree_edits_open(f->base, f->file, err);
+	assert_non_null(f->e);
+}
+
+/* Closes what fixture_open opened and removes its files and folder. */
+static void fixture_close(struct states_fixture *f)
+{
+	tree_edits_close(f->e);
+	tree_free(f->base);
+	model_close(f->m);
+	unlink(f->path);
+	unlink(f->file);
+	rmdir(f->dir);
+}
+
 /* What no edit changes is built once and shared (issue 24 item 9): the tree of each
  * edit state of a model of 4000 tensors holds a few KiB of its own (its keys, model.gguf's
  * header up to the last key), not the 4000 tensors' nodes, names and tensor infos
@@ -64,18 +122,13 @@ static void write_many_tensors(const char *path, uint64_t n_t)
 static void test_states_share_tensors(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/ggufs-share-XXXXXX", path[64], file[64], err[GGUF_ERR_MAX];
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof path, "%s/many.gguf", dir);
-	snprintf(file, sizeof file, "%s/fix.json", dir);
+	char err[GGUF_ERR_MAX];
 	const uint64_t n_t = 4000;
-	write_many_tensors(path, n_t);
-	struct ggufs_model *m = model_open(path, err);
-	assert_non_null(m);
-	struct tree *base = tree_build(m, err);
-	assert_non_null(base);
-	struct tree_edits *e = tree_edits_open(base, file, err);
-	assert_non_null(e);
+	struct states_fixture f;
+	fixture_open(&f, "/tmp/ggufs-share-XXXXXX", "many.gguf", write_many_tensors, n_t);
+	struct ggufs_model *m = f.m;
+	struct tree *base = f.base;
+	struct tree_edits *e = f.e;
 	struct tree *held[5];
 	for (int i = 0; i < 5; i++) {
 		char text[32];
@@ -146,31 +199,7 @@ static void test_states_share_tensors(void **state)
 	free(file_bytes);
 	for (int i = 0; i < 5; i++)
 		tree_release(held[i]);
-	tree_edits_close(e);
-	tree_free(base);
-	model_close(m);
-	unlink(path);
-	unlink(file);
-	rmdir(dir);
-}
-
-/* A model of n uint32 keys k.0000 ... (value i) and one tensor, at path. */
-static void write_many_keys(const char *path, uint64_t n)
-{
-	struct gw w;
-	gw_init(&w);
-	gw_header(&w, 3, 1, n);
-	char name[32];
-	for (uint64_t i = 0; i < n; i++) {
-		snprintf(name, sizeof name, "k.%04" PRIu64, i);
-		gw_kv_u32(&w, name, (uint32_t)i);
-	}
-	uint64_t ne = 8;
-	gw_tensor(&w, "t", 1, &ne, 0, 0);
-	gw_align(&w, 32);
-	gw_fill(&w, 0, 32);
-	assert_true(gw_save(&w, path));
-	gw_free(&w);
+	fixture_close(&f);
 }
 
 /* Every key file of t has the size of its text, found by name and by number. */
@@ -197,18 +226,11 @@ static void expect_key_sizes(struct tree *t, uint64_t n)
 static void test_value_edits_share_nodes(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/ggufs-nodes-XXXXXX", path[64], file[64], err[GGUF_ERR_MAX];
-	char name[32], text[32];
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof path, "%s/keys.gguf", dir);
-	snprintf(file, sizeof file, "%s/fix.json", dir);
+	char err[GGUF_ERR_MAX], name[32], text[32];
 	const uint64_t n = 200;
-	write_many_keys(path, n);
-	struct ggufs_model *m = model_open(path, err);
-	assert_non_null(m);
-	struct tree *base = tree_build(m, err);
-	struct tree_edits *e = tree_edits_open(base, file, err);
-	assert_non_null(e);
+	struct states_fixture f;
+	fixture_open(&f, "/tmp/ggufs-nodes-XXXXXX", "keys.gguf", write_many_keys, n);
+	struct tree_edits *e = f.e;
 	struct tree *first = NULL;
 	for (uint64_t i = 0; i < 60; i++) {
 		snprintf(name, sizeof name, "k.%04" PRIu64, i);
@@ -238,12 +260,7 @@ static void test_value_edits_share_nodes(void **state)
 	expect_key_sizes(first, n);
 	tree_release(t);
 	tree_release(first);
-	tree_edits_close(e);
-	tree_free(base);
-	model_close(m);
-	unlink(path);
-	unlink(file);
-	rmdir(dir);
+	fixture_close(&f);
 }
 
 UNIT_TESTS(cmocka_unit_test(test_states_share_tensors),
