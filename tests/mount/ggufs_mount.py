@@ -82,6 +82,24 @@ def make_pair(out, *args):
     subprocess.run([DIFF_PAIR, TINY, out] + list(args), check=True)
 
 
+class PairsCase(unittest.TestCase):
+    """A test class of --diff whose second models are made once for the class, in a
+    temporary folder removed after it: PAIRS maps an attribute to (file name, make_pair's
+    args), and the attribute holds that model's path."""
+    PAIRS = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ggufs-diff-")
+        for attr, (name, args) in cls.PAIRS.items():
+            setattr(cls, attr, os.path.join(cls.tmp, name))
+            make_pair(getattr(cls, attr), *args)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+
 def is_mounted(path):
     """True when a ggufs mount sits exactly at path (by /proc/self/mountinfo)."""
     path = os.path.realpath(path)

@@ -120,19 +120,9 @@ def diff(*args):
     return r
 
 
-class Numpy(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="ggufs-diff-")
-        cls.b32 = os.path.join(cls.tmp, "b32.gguf")
-        cls.b16 = os.path.join(cls.tmp, "b16.gguf")
-        cls.b16v = os.path.join(cls.tmp, "b16v.gguf")
-        for out, args in ((cls.b32, ["f32"]), (cls.b16, ["f16"]), (cls.b16v, ["f16", "--vary"])):
-            gm.make_pair(out, *args)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp)
+class Numpy(gm.PairsCase):
+    PAIRS = {"b32": ("b32.gguf", ["f32"]), "b16": ("b16.gguf", ["f16"]),
+             "b16v": ("b16v.gguf", ["f16", "--vary"])}
 
     def check_against_numpy(self, a_path, b_path, identical=False):
         """Every line of --diff A B against numpy over both mounts' .f32 files; returns

@@ -8,12 +8,9 @@ one line naming the tensor that could not be read.
 Run as `python3 test_diff.py GGUFS DIFF_PAIR`."""
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
-import unittest
 
 from remote_common import EIO_TIMEOUT, TINY, FaultServer, gm, tensor_extents
 
@@ -32,17 +29,13 @@ def ranges(records, path):
     return out
 
 
-class Remote(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="ggufs-diff-")
-        cls.b16 = os.path.join(cls.tmp, "b16v.gguf")
-        gm.make_pair(cls.b16, "f16", "--vary")
-        cls.files = {"/a.gguf": gm.read_file(TINY), "/b.gguf": gm.read_file(cls.b16)}
+class Remote(gm.PairsCase):
+    PAIRS = {"b16": ("b16v.gguf", ["f16", "--vary"])}
 
     @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp)
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.files = {"/a.gguf": gm.read_file(TINY), "/b.gguf": gm.read_file(cls.b16)}
 
     def test_same_report_fetching_only_what_is_compared(self):
         want = gm.run_ggufs(["--diff", TINY, self.b16])
