@@ -286,28 +286,38 @@ static void test_long_array(void **state)
 static void test_type_names(void **state)
 {
 	(void)state;
+	/* each name, whether it parses and what it names: depth arrays around leaf */
+	static const struct {
+		const char *name;
+		int r;
+		uint32_t depth;
+		uint32_t leaf;
+	} names[] = {
+		{ "array[array[uint8]]", 0, 2, GGUF_TYPE_UINT8 },
+		{ "bool", 0, 0, GGUF_TYPE_BOOL },
+		{ "array[array]", 0, 1, GGUF_TYPE_ARRAY },
+		{ "array", -1, 0, 0 },
+		{ "array[]", -1, 0, 0 },
+		{ "uint", -1, 0, 0 },
+		{ "array[uint8", -1, 0, 0 },
+		{ "u32", 0, 0, GGUF_TYPE_UINT32 },   /* the short names */
+		{ "array[f64]", 0, 1, GGUF_TYPE_FLOAT64 },
+		{ "i64", 0, 0, GGUF_TYPE_INT64 },
+		{ "u33", -1, 0, 0 },
+		{ "f16", -1, 0, 0 },
+		{ "str", -1, 0, 0 },
+	};
 	struct value_type t;
-	assert_int_equal(value_type_parse("array[array[uint8]]", 19, &t), 0);
-	assert_int_equal(t.depth, 2);
-	assert_int_equal(t.leaf, GGUF_TYPE_UINT8);
-	assert_int_equal(value_type_parse("bool", 4, &t), 0);
-	assert_int_equal(t.leaf, GGUF_TYPE_BOOL);
-	assert_int_equal(value_type_parse("array[array]", 12, &t), 0);
-	assert_int_equal(t.leaf, GGUF_TYPE_ARRAY);
-	assert_int_equal(value_type_parse("array", 5, &t), -1);
-	assert_int_equal(value_type_parse("array[]", 7, &t), -1);
-	assert_int_equal(value_type_parse("uint", 4, &t), -1);
-	assert_int_equal(value_type_parse("array[uint8", 11, &t), -1);
-	assert_int_equal(value_type_parse("u32", 3, &t), 0);   /* the short names */
-	assert_int_equal(t.leaf, GGUF_TYPE_UINT32);
-	assert_int_equal(value_type_parse("array[f64]", 10, &t), 0);
-	assert_int_equal(t.depth, 1);
-	assert_int_equal(t.leaf, GGUF_TYPE_FLOAT64);
-	assert_int_equal(value_type_parse("i64", 3, &t), 0);
-	assert_int_equal(t.leaf, GGUF_TYPE_INT64);
-	assert_int_equal(value_type_parse("u33", 3, &t), -1);
-	assert_int_equal(value_type_parse("f16", 3, &t), -1);
-	assert_int_equal(value_type_parse("str", 3, &t), -1);
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		int r = value_type_parse(names[i].name, strlen(names[i].name), &t);
+		if (r != names[i].r || (r == 0 && (t.depth != names[i].depth || t.leaf != names[i].leaf)))
+			print_error("type name %s\n", names[i].name);
+		assert_int_equal(r, names[i].r);
+		if (r == 0) {
+			assert_int_equal(t.depth, names[i].depth);
+			assert_int_equal(t.leaf, names[i].leaf);
+		}
+	}
 	char deep[128] = "";
 	for (int i = 0; i < GGUF_MAX_ARRAY_DEPTH + 1; i++)
 		strcat(deep, "array[");
