@@ -72,6 +72,24 @@ static inline char *render_all(render_fn fn, const void *arg, size_t *len)
 	return buf;
 }
 
+/* What rendering a window of a stream came to: the whole stream's length, how far the
+ * window's pass walked (a renderer that stops early keeps it small) and the bytes it
+ * put in the window. */
+struct window_render {
+	uint64_t whole, walked, filled;
+};
+
+/* Renders the stream once counting and once into the window [off, off + cap) of buf. */
+static inline struct window_render render_window(render_fn fn, const void *arg, char *buf,
+                                                 uint64_t off, size_t cap)
+{
+	struct sink c = sink_counter();
+	fn(&c, arg);
+	struct sink s = sink_window(buf, off, cap);
+	fn(&s, arg);
+	return (struct window_render){ .whole = c.pos, .walked = s.pos, .filled = sink_filled(&s) };
+}
+
 /* Renders the stream as many random windows and checks that they tile the whole: 1 when
  * every window agrees with whole[0..len), else 0. */
 static inline int render_windows_agree(render_fn fn, const void *arg, const char *whole,
