@@ -226,6 +226,14 @@ static uint64_t key_at(const struct tree *t, uint64_t ino)
 	return n && n->kind == TREE_META ? n->index : UINT64_MAX;
 }
 
+int edit_commit_key(struct tree_edits *e, struct ov_state *s, uint64_t k, char err[GGUF_ERR_MAX])
+{
+	if (s)
+		return edit_commit(e, s, err);
+	edit_key_err(e->cur, k, "out of memory", err);
+	return -ENOMEM;
+}
+
 /* One line naming key k of t and why: "general.name: line 2: ...". */
 void edit_key_err(const struct tree *t, uint64_t k, const char *why, char err[GGUF_ERR_MAX])
 {
@@ -302,9 +310,7 @@ static int set_text(struct tree_edits *e, uint64_t k, const struct value_type *t
 	}
 	if (!ov_value_equal(&b.v, &cur->m->meta->kv[k].value)) {
 		struct ov_state *s = ov_set(cur->state, k, &b.v);
-		r = s ? edit_commit(e, s, err) : -ENOMEM;
-		if (!s)
-			edit_key_err(cur, k, "out of memory", err);
+		r = edit_commit_key(e, s, k, err);
 	}
 	value_buf_free(&b);
 	return r;

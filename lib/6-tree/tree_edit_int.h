@@ -42,6 +42,9 @@ struct tree_edits {
 /* Makes s (the next state, taken) current: its tree built, FILE written, then the swap;
  * lock held. 0 or -errno with err. */
 int edit_commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MAX]);
+/* edit_commit of s, the state an ov_* call made of key k of the current tree: NULL, its
+ * failure, is out of memory said for that key. */
+int edit_commit_key(struct tree_edits *e, struct ov_state *s, uint64_t k, char err[GGUF_ERR_MAX]);
 /* One line naming key k of t and why into err. */
 void edit_key_err(const struct tree *t, uint64_t k, const char *why, char err[GGUF_ERR_MAX]);
 /* The refusal of editing key k of t at all (general.alignment, split.*): -errno with

@@ -132,9 +132,7 @@ static int set_key_text(struct tree_edits *e, uint64_t target, const char *text,
 	ov_put(set);
 	if (!same)
 		value_buf_free(&b);
-	r = s ? edit_commit(e, s, err) : -ENOMEM;
-	if (!s)
-		edit_key_err(cur, target, "out of memory", err);
+	r = edit_commit_key(e, s, target, err);
 	return r;
 }
 
@@ -176,9 +174,7 @@ static int delete_key(struct tree_edits *e, uint64_t k, char err[GGUF_ERR_MAX])
 	struct ov_key key;
 	ov_key_hold(&e->cur->state->keys[k], &key);
 	struct ov_state *s = ov_delete(e->cur->state, k);
-	int r = s ? edit_commit(e, s, err) : -ENOMEM;
-	if (!s)
-		edit_key_err(e->cur, k, "out of memory", err);
+	int r = edit_commit_key(e, s, k, err);
 	if (r == 0)
 		remember_gone(e, &key);
 	ov_key_drop(&key);
@@ -346,9 +342,7 @@ static int rename_with_text(struct tree_edits *e, uint64_t j, const char *key, u
 	ov_put(named);
 	if (!same)
 		value_buf_free(&b);
-	r = s ? edit_commit(e, s, err) : -ENOMEM;
-	if (!s)
-		edit_key_err(cur, j, "out of memory", err);
+	r = edit_commit_key(e, s, j, err);
 	return r;
 }
 
@@ -501,9 +495,7 @@ int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
 			scratch_release_key(e->scratch, target_id);
 	} else {
 		struct ov_state *s = ov_rename(e->cur->state, k, key, len);
-		r = s ? edit_commit(e, s, err) : -ENOMEM;
-		if (!s)
-			edit_key_err(e->cur, k, "out of memory", err);
+		r = edit_commit_key(e, s, k, err);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return r;
