@@ -1,6 +1,6 @@
 /* The quantizers' dispatch: which function makes each ggml type. The block geometry is
  * the type table's (types.h); the family files (quant_float.c, quant_legacy.c,
- * quant_k.c, ...) hold the functions. */
+ * quant_k.c, quant_iq4.c, quant_iq3s.c, quant_misc.c) hold the functions. */
 #include "quant.h"
 #include "quant_impl.h"
 
@@ -16,6 +16,14 @@ static const quant_fn makers[GGML_TYPE_COUNT] = {
 	[GGML_TYPE_Q5_0] = quant_q5_0,
 	[GGML_TYPE_Q5_1] = quant_q5_1,
 	[GGML_TYPE_Q8_0] = quant_q8_0,
+	[GGML_TYPE_IQ4_NL] = quant_iq4_nl,
+	[GGML_TYPE_IQ4_XS] = quant_iq4_xs,
+	[GGML_TYPE_IQ3_S] = quant_iq3_s,
+	[GGML_TYPE_TQ1_0] = quant_tq1_0,
+	[GGML_TYPE_TQ2_0] = quant_tq2_0,
+	[GGML_TYPE_MXFP4] = quant_mxfp4,
+	[GGML_TYPE_Q1_0] = quant_q1_0,
+	[GGML_TYPE_Q2_0] = quant_q2_0,
 };
 
 bool quant_can_make(enum ggml_type_id type)

@@ -31,6 +31,20 @@ void quant_q4_K(const float *x, uint8_t *y, int64_t nblocks);
 void quant_q5_K(const float *x, uint8_t *y, int64_t nblocks);
 void quant_q6_K(const float *x, uint8_t *y, int64_t nblocks);
 
+/* quant_iq4.c: the non-linear 4-bit types, blocks of 32 and super-blocks of 256. */
+void quant_iq4_nl(const float *x, uint8_t *y, int64_t nblocks);
+void quant_iq4_xs(const float *x, uint8_t *y, int64_t nblocks);
+
+/* quant_iq3s.c (with its grid's neighbour lists, quant_iq3s_grid.c): 256 values. */
+void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks);
+
+/* quant_misc.c: ternary (256), MXFP4 (32), q1_0 (128) and q2_0 (64). */
+void quant_tq1_0(const float *x, uint8_t *y, int64_t nblocks);
+void quant_tq2_0(const float *x, uint8_t *y, int64_t nblocks);
+void quant_mxfp4(const float *x, uint8_t *y, int64_t nblocks);
+void quant_q1_0(const float *x, uint8_t *y, int64_t nblocks);
+void quant_q2_0(const float *x, uint8_t *y, int64_t nblocks);
+
 /* ggml's nearest_int: adding 1.5 * 2^23 leaves round-to-nearest-even(f) in the low
  * mantissa bits, read back as an integer. Exact for |f| <= 2^22 - 1; for larger values,
  * inf and NaN it gives what those bits give (some integer, never a trap), as ggml's does

@@ -1,0 +1,249 @@
+/* iq3_s: 256 values in sub-blocks of 32, each value a sign and one of 8 odd magnitudes
+ * (1, 3, .. 15), four at a time from a grid of 512 allowed combinations, as
+ * ggml_quantize_chunk makes it without an importance matrix (quantize_iq3_s, which
+ * quantize_row_iq3_s_ref also calls): for each sub-block, 19 trial scales, each value
+ * rounded to its level and each group of four moved to the nearest grid row where it
+ * is off the grid, the trial with the best weighted least-squares fit kept, then
+ * refitted; a value's weight is its square. The same float operations in the same order
+ * as ggml, so the same bytes; and ggml's quirks kept, which the bytes show: an all-zero
+ * sub-block does not advance the qs and signs it writes (the next sub-block's go where
+ * its would have), and a block's d is 1.033 times the scale its sub-block scales are
+ * rounded against. */
+#include "quant_impl.h"
+#include "quant_iq3s_grid.h"
+
+#include "blocks.h"
+#include "ggml_tables.h"
+#include "half.h"
+
+#include <float.h>
+#include <math.h>
+
+#define IQ3S_SUB 32             /* values a sub-block (ggml's IQ3S_BLOCK_SIZE) */
+#define IQ3S_GROUPS (IQ3S_SUB / 4)
+#define IQ3S_KMAXQ 8            /* levels per magnitude */
+
+/* Level k (0..7) of grid row r: its byte k is 2 * level + 1. */
+static int grid_level(int r, int k)
+{
+	return (int)(((iq3s_grid[r] >> (8 * k)) & 0xff) - 1) / 2;
+}
+
+/* Which grid row is nearest to the four magnitudes xval at scale: the first in the
+ * point's neighbour list nb (a count, then rows) with the smallest sum of
+ * w * (scale * q - x)^2, q the row's odd values; L receives the row's levels. A sum
+ * must be below FLT_MAX to count: where none is (huge or NaN input), ggml aborts, and
+ * this takes the list's first row. Returns the row. */
+static int nearest_row(const uint16_t *nb, const float *xval, const float *w, float scale,
+                       int8_t *L)
+{
+	float best_d2 = FLT_MAX;
+	int best = nb[1];
+
+	for (int j = 1; j <= nb[0]; j++) {
+		float d2 = 0;
+		for (int i = 0; i < 4; i++) {
+			const float q = (float)(2 * grid_level(nb[j], i) + 1);
+			const float diff = scale * q - xval[i];
+			d2 += w[i] * diff * diff;
+		}
+		if (d2 < best_d2) {
+			best_d2 = d2;
+			best = nb[j];
+		}
+	}
+	for (int i = 0; i < 4; i++)
+		L[i] = (int8_t)grid_level(best, i);
+	return best;
+}
+
+/* The level (0..7) of magnitude v at inverse scale id: round((id * v - 1) / 2). */
+static int level_of(float v, float id)
+{
+	const int l = quant_nearest_int(0.5f * (id * v - 1));
+	return quant_maxi(0, quant_mini(IQ3S_KMAXQ - 1, l));
+}
+
+/* The point of four levels. */
+static int point_of(const int8_t *L)
+{
+	int u = 0;
+
+	for (int i = 0; i < 4; i++)
+		u |= L[i] << (3 * i);
+	return u;
+}
+
+/* The levels of group k's four magnitudes at inverse scale id into L[4k..], moved to
+ * the nearest grid row (at scale, weights waux) where they are off the grid. Returns
+ * whether they were on it. */
+static bool group_levels(const struct iq3s_cube *c, const float *xval, const float *waux,
+                         float id, float scale, int k, int8_t *L)
+{
+	for (int i = 0; i < 4; i++)
+		L[4 * k + i] = (int8_t)level_of(xval[4 * k + i], id);
+	const int u = point_of(L + 4 * k);
+	if (c->map[u] >= 0)
+		return true;
+	nearest_row(c->neighbours - c->map[u] - 1, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
+	return false;
+}
+
+/* sum w x q and sum w q q over the sub-block, q = 2L + 1, accumulated in order as ggml
+ * does ((w * x) * q, then (w * q) * q). */
+static void fit_sums(const float *w, const float *xval, const int8_t *L, float *sumqx,
+                     float *sumq2)
+{
+	float sqx = 0, sq2 = 0;
+
+	for (int i = 0; i < IQ3S_SUB; i++) {
+		const float q = (float)(2 * L[i] + 1);
+		sqx += w[i] * xval[i] * q;
+		sq2 += w[i] * q * q;
+	}
+	*sumqx = sqx;
+	*sumq2 = sq2;
+}
+
+/* One sub-block: its scale (>= 0), and its levels in L and sign bits in signs (bit i of
+ * byte k: value 8k + i negative). A sub-block of zeros returns 0 with L and signs
+ * unset (the caller skips it). */
+static float sub_block(const struct iq3s_cube *c, const float *xb, int8_t *L, uint8_t *signs,
+                       bool *zero)
+{
+	float weight[IQ3S_SUB], waux[IQ3S_SUB], xval[IQ3S_SUB];
+	int8_t Laux[IQ3S_SUB];
+	bool on_grid[IQ3S_GROUPS], on_grid_aux[IQ3S_GROUPS];
+
+	for (int i = 0; i < IQ3S_SUB; i++)
+		weight[i] = xb[i] * xb[i];
+	for (int i = 0; i < IQ3S_SUB; i++)
+		waux[i] = sqrtf(weight[i]);
+	for (int k = 0; k < IQ3S_SUB / 8; k++) {
+		uint8_t s = 0;
+		for (int i = 0; i < 8; i++) {
+			if (xb[8 * k + i] >= 0) {
+				xval[8 * k + i] = xb[8 * k + i];
+			} else {
+				xval[8 * k + i] = -xb[8 * k + i];
+				s |= (uint8_t)(1u << i);
+			}
+		}
+		signs[k] = s;
+	}
+	float max = xval[0];
+	for (int i = 1; i < IQ3S_SUB; i++)
+		max = quant_maxf(max, xval[i]);
+	*zero = max == 0;
+	if (*zero)
+		return 0;
+
+	/* the trials: max lands on level 7 +- 0.2 steps; L starts at all zeros, all
+	 * groups counted off the grid, as ggml's scratch does */
+	memset(L, 0, IQ3S_SUB);
+	float best = 0;
+	float scale = max / (2 * IQ3S_KMAXQ - 1);
+	for (int k = 0; k < IQ3S_GROUPS; k++)
+		on_grid[k] = false;
+	for (int is = -9; is <= 9; is++) {
+		const float id = (2 * IQ3S_KMAXQ - 1 + is * 0.2f) / max;
+		const float this_scale = 1 / id;
+		for (int k = 0; k < IQ3S_GROUPS; k++)
+			on_grid_aux[k] = group_levels(c, xval, waux, id, this_scale, k, Laux);
+		float sumqx, sumq2;
+		fit_sums(weight, xval, Laux, &sumqx, &sumq2);
+		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+			scale = sumqx / sumq2;
+			best = scale * sumqx;
+			memcpy(L, Laux, IQ3S_SUB);
+			memcpy(on_grid, on_grid_aux, sizeof on_grid);
+		}
+	}
+
+	/* a group moved to a neighbour: every group again at the best scale, and refit */
+	int n_off = 0;
+	for (int k = 0; k < IQ3S_GROUPS; k++)
+		n_off += !on_grid[k];
+	if (n_off > 0 && scale > 0) {
+		const float id = 1 / scale;
+		for (int k = 0; k < IQ3S_GROUPS; k++)
+			group_levels(c, xval, waux, id, scale, k, L);
+		float sumqx, sumq2;
+		fit_sums(weight, xval, L, &sumqx, &sumq2);
+		if (sumq2 > 0)
+			scale = sumqx / sumq2;
+	}
+	if (scale < 0) {
+		/* never, says ggml; but if so the magnitudes change sign */
+		scale = -scale;
+		for (int k = 0; k < IQ3S_SUB / 8; k++)
+			signs[k] = (uint8_t)~signs[k];
+	}
+	return scale;
+}
+
+/* iq3_s, 110 bytes a block of 256:
+ *
+ *   0    2                   66      74                 106         110
+ *   +----+-------------------+-------+------------------+-----------+
+ *   | d  | qs[64]            | qh[8] | signs[32]        | scales[4] |
+ *   +----+-------------------+-------+------------------+-----------+
+ *         low 8 bits of the   bit k   bit i of byte j:   low nibble: sub-block 2m,
+ *         9-bit grid row of   of qh   value 8j + i is    high: 2m + 1; scale =
+ *         group k, 8 per sub  [s]:    negative           d * (1 + 2 * nibble)
+ *                             bit 8 of group k of sub-block s
+ *
+ * Sub-block s's groups go to qs[8n..], its signs to signs[4n..], where n counts the
+ * sub-blocks before it that were not all zeros (ggml's pointers advance only past
+ * those); qh is indexed by s itself. d = 1.033 * the largest sub-block scale / 31, and
+ * the nibbles round each scale against 1 / (that scale / 31) without the 1.033. */
+void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks)
+{
+	const struct iq3s_cube *c = iq3s_cube_get();
+
+	for (int64_t ibl = 0; ibl < nblocks; ibl++, x += QK_K, y += sizeof(struct block_iq3_s)) {
+		float scales[QK_K / IQ3S_SUB];
+		float max_scale = 0;
+		uint8_t *qs = y + offsetof(struct block_iq3_s, qs);
+		uint8_t *qh = y + offsetof(struct block_iq3_s, qh);
+		uint8_t *signs = y + offsetof(struct block_iq3_s, signs);
+
+		memset(y, 0, sizeof(struct block_iq3_s));
+		quant_put16(y + offsetof(struct block_iq3_s, d), f32_to_fp16(0.0f));
+		for (int ib = 0; ib < QK_K / IQ3S_SUB; ib++) {
+			int8_t L[IQ3S_SUB];
+			uint8_t block_signs[IQ3S_SUB / 8];
+			bool zero;
+			const float scale = sub_block(c, x + IQ3S_SUB * ib, L, block_signs, &zero);
+
+			if (zero) {
+				scales[ib] = 0;
+				continue;
+			}
+			for (int k = 0; k < IQ3S_GROUPS; k++) {
+				/* on the grid by construction: every group's levels are a row's */
+				const int32_t row = c->map[point_of(L + 4 * k)];
+				const uint32_t r = row >= 0 ? (uint32_t)row : 0;
+				qs[k] = (uint8_t)(r & 0xff);
+				qh[ib] |= (uint8_t)((r >> 8) << k);
+			}
+			qs += IQ3S_GROUPS;
+			memcpy(signs, block_signs, sizeof block_signs);
+			signs += sizeof block_signs;
+			scales[ib] = scale;
+			max_scale = quant_maxf(max_scale, scale);
+		}
+		if (max_scale == 0)
+			continue;
+
+		const float d = max_scale / 31;
+		const float id = 1 / d;
+		uint8_t *sc = y + offsetof(struct block_iq3_s, scales);
+		quant_put16(y + offsetof(struct block_iq3_s, d), f32_to_fp16(d * 1.033f));
+		for (int ib = 0; ib < QK_K / IQ3S_SUB; ib += 2) {
+			const int l1 = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
+			const int l2 = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib + 1] - 1))));
+			sc[ib / 2] = (uint8_t)(l1 | l2 << 4);
+		}
+	}
+}
