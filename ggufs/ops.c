@@ -457,7 +457,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	} else if (n) {
 		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
 		if (n->kind == TREE_MODEL && strcmp(name, PASSTHROUGH_XATTR) == 0)
-			r = passthrough_xattr(fs, t, 0, buf, size);
+			r = passthrough_xattr(fs, t, buf, size);
 		if (r == -ENOENT)
 			r = tree_getxattr(t, n, name, buf, size);
 		reply_xattr(req, r, buf, size);
