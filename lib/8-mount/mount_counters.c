@@ -120,6 +120,13 @@ void mount_counted_eio(struct mount_counters *c, const struct tree *t, const str
 	         node_path(t, n, path, sizeof path), len, off, cause);
 }
 
+void mount_counted_eio_said(struct mount_counters *c, const char *why, struct mount_err *err)
+{
+	atomic_fetch_add_explicit(&c->eio_replies, 1, memory_order_relaxed);
+	note_error(c, why[0] ? why : "the bytes could not be read");
+	mount_fail(err, EIO);
+}
+
 /* ---- user.ggufs.* on the mount's root ---- */
 
 enum counter {

@@ -73,6 +73,9 @@ static inline void mount_counted_read(struct mount_counters *c)
  * is then said and kept as the last error), keyed so that each cause is said once. */
 void mount_counted_eio(struct mount_counters *c, const struct tree *t, const struct tree_node *n,
                        uint64_t off, uint64_t len, struct mount_err *err);
+/* An EIO whose cause lib said already (why, or "" when unknown): counted and kept as
+ * the last error; err gets EIO and nothing more to say. */
+void mount_counted_eio_said(struct mount_counters *c, const char *why, struct mount_err *err);
 /* What user.ggufs.* shows besides the counters of every mount: the model's (NULL for a
  * library: no URL, no fetcher), whether edits are on, and extra attributes (names, and
  * their values by get), shown after the rest. */

@@ -39,6 +39,26 @@ static bool inside_model(const struct lib_ref *r)
 	       r->kind == LIB_COMPARE_DIR;
 }
 
+/* For compare/OTHER: its length, computed by its first lookup (st_size is exact, as
+ * every file's): true, or false with the error (an EIO counted with its cause, as a
+ * read's), r let go. */
+static bool compare_sized(struct mount *m, struct lib_ref *r, struct mount_err *err)
+{
+	if (r->kind != LIB_COMPARE)
+		return true;
+	char why[GGUF_ERR_MAX] = "";
+	uint64_t size;
+	const int ret = library_compare_size(m->library, r, &size, why);
+	if (ret == 0)
+		return true;
+	library_put(m->library, r);
+	if (ret == -EIO)
+		mount_counted_eio_said(&m->counters, why, err);
+	else
+		mount_fail(err, -ret);
+	return false;
+}
+
 /* -ret into err when ret < 0: true when ret is 0. */
 static bool ok_or_fail(int ret, struct mount_err *err)
 {
@@ -54,6 +74,8 @@ static bool lib_lookup(struct mount *m, uint64_t parent, const char *name, struc
 		return true;   /* a negative entry, not cached */
 	if (ret < 0)
 		return mount_fail(err, -ret);
+	if (!compare_sized(m, &r, err))
+		return false;
 	e->ino = r.ino;
 	library_stat(m->library, &r, &e->attr);
 	e->attr_ttl = attr_fixed(&r) ? MOUNT_TTL_FOREVER : 0;
@@ -67,7 +89,8 @@ static bool lib_getattr(struct mount *m, uint64_t ino, void *file, struct stat *
 {
 	(void)file;
 	struct lib_ref r;
-	if (!ok_or_fail(library_get(m->library, ino, false, &r), err))
+	if (!ok_or_fail(library_get(m->library, ino, false, &r), err) ||
+	    !compare_sized(m, &r, err))
 		return false;
 	library_stat(m->library, &r, st);
 	*ttl = attr_fixed(&r) ? MOUNT_TTL_FOREVER : 0;
@@ -192,15 +215,20 @@ static bool lib_read(struct mount *m, uint64_t ino, void *file, uint64_t off, ui
 	case LIB_PLAIN:
 	case LIB_COMPARE: {
 		char *buf = malloc(len ? len : 1);
+		char why[GGUF_ERR_MAX] = "";
 		int64_t r = !buf                       ? -ENOMEM
 		            : h->ref.kind == LIB_PLAIN ? library_file_read(m->library, h->file, buf,
 		                                                           len, off)
 		                                       : library_compare_read(m->library, &h->ref,
-		                                                              buf, len, off);
+		                                                              buf, len, off, why);
 		if (r >= 0)
 			mount_reply_slice(buf, (uint64_t)r, 0, len, reply, ctx);
+		else if (r == -EIO && h->ref.kind == LIB_COMPARE)
+			mount_counted_eio_said(&m->counters, why, err);
+		else
+			mount_fail(err, (int)-r);
 		free(buf);
-		return r >= 0 || mount_fail(err, (int)-r);
+		return r >= 0;
 	}
 	default:
 		return mount_fail(err, EISDIR);
