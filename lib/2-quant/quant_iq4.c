@@ -20,25 +20,23 @@
 /* How far the trial scales go either side of the first one (ggml's ntry). */
 #define IQ4_NTRY 7
 
-/* The index of the level of kvalues_iq4nl nearest to v (a bisection of the sorted
- * levels as ggml's best_index_int8 does it: the lower of two levels on a tie, 15 for a
- * NaN, 0 and 15 for values beyond the ends). */
+/* The index of the level of kvalues_iq4nl nearest to v, as ggml's best_index_int8
+ * finds it: 0 at or below the first level, 15 at or above the last (and for NaN, where
+ * its bisection ends), else the lower of the two levels around v where
+ * v - lower < upper - v in floats, the upper one otherwise (a tie goes up). The
+ * bisection's upper bound is the count of levels <= v, which is counted here instead,
+ * without branches: the same index, several times faster on values that take turns. */
 static int iq4_nearest(float v)
 {
 	const int8_t *kv = kvalues_iq4nl;
 
 	if (v <= kv[0])
 		return 0;
-	if (v >= kv[15])
+	if (!(v < kv[15]))
 		return 15;
-	int lo = 0, hi = 15;
-	while (hi - lo > 1) {
-		const int mid = (lo + hi) / 2;
-		if (v < kv[mid])
-			hi = mid;
-		else
-			lo = mid;
-	}
+	int hi = 1;
+	for (int m = 1; m < 15; m++)
+		hi += kv[m] <= v;
 	return v - kv[hi - 1] < kv[hi] - v ? hi - 1 : hi;
 }
 

@@ -15,6 +15,7 @@
 #include "half.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 /* The largest |x[j]| of n values as ggml's MAX(amax, fabsf(v)) folds them: a NaN wins
  * only where it is last (amax > NaN is false, NaN > v is false too). */
@@ -128,22 +129,32 @@ static float e8m0_half(uint8_t e)
 	return f;
 }
 
-/* The E2M1 code (index into kvalues_fp4, which holds twice each value) nearest to v
- * at half-scale d: the first of the smallest |kvalues_fp4[i] * d - v|, from 0 up, so
- * +0 wins over -0 and a tie goes to the lower code; a NaN v gives 0. */
-static uint8_t fp4_nearest(float v, float d)
+/* The E2M1 codes (indexes into kvalues_fp4, which holds twice each value) nearest to
+ * the 32 values x at half-scale d, as ggml's best_index_mxfp4 picks each: the first of
+ * the smallest |kvalues_fp4[i] * d - v|, from 0 up, so +0 wins over -0 and a tie goes
+ * to the lower code; a NaN v gives 0. The same operations as ggml's, code by code for
+ * all 32 values at once rather than value by value, which the compiler vectorizes. */
+static void fp4_nearest32(const float *x, float d, uint8_t code[QK_MXFP4])
 {
-	uint8_t best = 0;
-	float best_err = fabsf((float)kvalues_fp4[0] * d - v);
+	float best_err[QK_MXFP4];
+	int32_t best[QK_MXFP4];
+	const float c0 = (float)kvalues_fp4[0] * d;
 
+	for (int j = 0; j < QK_MXFP4; j++) {
+		best_err[j] = fabsf(c0 - x[j]);
+		best[j] = 0;
+	}
 	for (int i = 1; i < 16; i++) {
-		const float err = fabsf((float)kvalues_fp4[i] * d - v);
-		if (err < best_err) {
-			best = (uint8_t)i;
-			best_err = err;
+		const float c = (float)kvalues_fp4[i] * d;
+		for (int j = 0; j < QK_MXFP4; j++) {
+			const float err = fabsf(c - x[j]);
+			const int32_t better = -(int32_t)(err < best_err[j]);   /* all ones or 0 */
+			best_err[j] = err < best_err[j] ? err : best_err[j];
+			best[j] = (best[j] & ~better) | (i & better);
 		}
 	}
-	return best;
+	for (int j = 0; j < QK_MXFP4; j++)
+		code[j] = (uint8_t)best[j];
 }
 
 /* mxfp4, 17 bytes a block of 32:
@@ -173,11 +184,11 @@ void quant_mxfp4(const float *x, uint8_t *y, int64_t nblocks)
 		uint8_t *qs = y + offsetof(struct block_mxfp4, qs);
 
 		y[offsetof(struct block_mxfp4, e)] = e;
-		for (int j = 0; j < QK_MXFP4 / 2; j++) {
-			const uint8_t lo = fp4_nearest(x[j], d);
-			const uint8_t hi = fp4_nearest(x[j + QK_MXFP4 / 2], d);
-			qs[j] = (uint8_t)(lo | hi << 4);
-		}
+		uint8_t code[QK_MXFP4];
+
+		fp4_nearest32(x, d, code);
+		for (int j = 0; j < QK_MXFP4 / 2; j++)
+			qs[j] = (uint8_t)(code[j] | code[j + QK_MXFP4 / 2] << 4);
 	}
 }
 
