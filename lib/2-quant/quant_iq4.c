@@ -40,17 +40,54 @@ static int iq4_nearest(float v)
 	return v - kv[hi - 1] < kv[hi] - v ? hi - 1 : hi;
 }
 
-/* The sums of the weighted least-squares fit of x (32 values, weights w) to the levels
- * chosen at inverse scale id: sum w q x and sum w q q, accumulated in order as ggml
- * does ((w * q) * x, then (w * q) * q). */
-static void iq4_sums(const float *x, const float *w, float id, float *sumqx, float *sumq2)
+/* The levels (as floats) nearest to id * x[j] for the 32 values of a sub-block, the
+ * same as kvalues_iq4nl[iq4_nearest(id * x[j])] but for all 32 at once, in loops the
+ * compiler vectorizes: the level at or below v and the one above it are found by
+ * selecting through the sorted levels, then the same comparison picks one. */
+static void iq4_levels32(const float *x, float id, float q[32])
 {
-	float sqx = 0.0f, sq2 = 0.0f;
+	const int8_t *kv = kvalues_iq4nl;
+	const float first = kv[0], last = kv[15];
+	float v[32], below[32], above[32];
 
 	for (int j = 0; j < 32; j++) {
-		const float q = kvalues_iq4nl[iq4_nearest(id * x[j])];
-		sqx += w[j] * q * x[j];
-		sq2 += w[j] * q * q;
+		v[j] = id * x[j];
+		below[j] = first;
+		above[j] = last;
+	}
+	for (int m = 1; m < 15; m++) {
+		const float level = kv[m];
+		for (int j = 0; j < 32; j++)
+			below[j] = level <= v[j] ? level : below[j];
+	}
+	for (int m = 14; m > 0; m--) {
+		const float level = kv[m];
+		for (int j = 0; j < 32; j++)
+			above[j] = level > v[j] ? level : above[j];
+	}
+	for (int j = 0; j < 32; j++) {
+		float l = v[j] - below[j] < above[j] - v[j] ? below[j] : above[j];
+		l = v[j] <= first ? first : l;
+		q[j] = v[j] < last ? l : last;      /* and for NaN */
+	}
+}
+
+/* The sums of the weighted least-squares fit of x (32 values, weights w) to the levels
+ * chosen at inverse scale id: sum w q x and sum w q q, accumulated in order as ggml
+ * does ((w * q) * x, then (w * q) * q); the products are made first, all at once. */
+static void iq4_sums(const float *x, const float *w, float id, float *sumqx, float *sumq2)
+{
+	float q[32], pqx[32], pq2[32];
+	float sqx = 0.0f, sq2 = 0.0f;
+
+	iq4_levels32(x, id, q);
+	for (int j = 0; j < 32; j++) {
+		pqx[j] = w[j] * q[j] * x[j];
+		pq2[j] = w[j] * q[j] * q[j];
+	}
+	for (int j = 0; j < 32; j++) {
+		sqx += pqx[j];
+		sq2 += pq2[j];
 	}
 	*sumqx = sqx;
 	*sumq2 = sq2;
