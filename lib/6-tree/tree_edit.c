@@ -158,7 +158,7 @@ void tree_edits_close(struct tree_edits *e)
 		return;
 	tree_release(e->cur);
 	for (uint64_t i = 0; i < e->n_past; i++)
-		tree_release(e->past[i]);
+		tree_release(e->past[i].t);
 	free(e->past);
 	free(e->declared);
 	for (uint64_t i = 0; i < e->n_gone; i++)
@@ -195,26 +195,52 @@ struct tree *tree_edits_current(struct tree_edits *e)
 	return t;
 }
 
-/* How many of the states before the current one are kept whether an open file holds
- * them or not (tree_edits_holding): the kernel opens a name it looked up a moment
- * before, and an edit may come in between. */
+/* The states before the current one that are kept whether an open file holds them or
+ * not (tree_edits_holding): the kernel opens a name it looked up a moment before, and
+ * edits may come in between. The last PAST_KEPT always; up to PAST_YOUNG of them for
+ * PAST_YOUNG_MS after they stopped being current (a reader stalled between its lookup
+ * and its open on a loaded machine, while edits go on; this bounds what they hold:
+ * PAST_YOUNG states, each 0.1 to 9 MB for 100 to 100,000 keys). The kernel retries an
+ * open that fails with ESTALE once, looking the name up again. */
 #define PAST_KEPT 2
+#define PAST_YOUNG 8
+#define PAST_YOUNG_MS 1000
 
-/* Makes t current, old (our reference: the tree current until now) one of the states
- * before, and lets go of those that no one else holds any more, but the last
- * PAST_KEPT. A tree that past alone holds (its count 1) cannot be taken again but from
- * past, under cur_lock, so dropping it races with nothing; the trees dropped are
- * released after cur_lock (freeing one may take a while). Lock held: commits alone
- * change past. Out of memory, old is released at once (looked up no more) or nothing is
- * dropped this time. */
+/* True when state i of e's past (of n) is to be kept at now (cur_lock held). A tree that
+ * past alone holds (its count 1) cannot be taken again but from past, under cur_lock,
+ * so dropping it races with nothing. */
+static bool keep_past(const struct tree_edits *e, uint64_t i, struct timespec now)
+{
+	uint64_t from_end = e->n_past - i;
+	if (from_end <= PAST_KEPT || atomic_load(&e->past[i].t->refs) > 1)
+		return true;
+	const struct timespec *u = &e->past[i].until;
+	return from_end <= PAST_YOUNG &&
+	       (now.tv_sec < u->tv_sec || (now.tv_sec == u->tv_sec && now.tv_nsec < u->tv_nsec));
+}
+
+/* Makes t current, the tree current until now (our reference) one of the states
+ * before, and lets go of those keep_past does not keep; they are released after
+ * cur_lock (freeing one may take a while). Lock held: commits alone change past. Out of
+ * memory, the old tree is released at once (looked up no more) or nothing is dropped
+ * this time. */
 static void swap_current(struct tree_edits *e, struct tree *t)
 {
 	/* allocated before cur_lock, and past's array replaced under it: readers walk it */
 	uint64_t n = e->n_past, cap = n < e->cap_past ? e->cap_past : (n ? 2 * n : 8);
 	struct tree **drop = malloc((n + 1) * sizeof *drop);
-	struct tree **grown = cap != e->cap_past ? malloc(cap * sizeof *grown) : NULL;
-	struct tree **was = NULL;
+	struct past *grown = cap != e->cap_past ? malloc(cap * sizeof *grown) : NULL;
+	struct past *was = NULL;
 	uint64_t n_drop = 0;
+	struct timespec now, until;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	until = now;
+	until.tv_sec += PAST_YOUNG_MS / 1000;
+	until.tv_nsec += (long)(PAST_YOUNG_MS % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
 	pthread_mutex_lock(&e->cur_lock);
 	struct tree *old = e->cur;
 	e->cur = t;
@@ -226,21 +252,20 @@ static void swap_current(struct tree_edits *e, struct tree *t)
 		e->cap_past = cap;
 	}
 	if (e->n_past < e->cap_past)
-		e->past[e->n_past++] = old;
+		e->past[e->n_past++] = (struct past){ .t = old, .until = until };
 	else if (drop)
 		drop[n_drop++] = old;
 	if (drop) {
 		uint64_t w = 0;
 		for (uint64_t i = 0; i < e->n_past; i++) {
-			struct tree *p = e->past[i];
-			if (i + PAST_KEPT < e->n_past && atomic_load(&p->refs) == 1)
-				drop[n_drop++] = p;
+			if (keep_past(e, i, now))
+				e->past[w++] = e->past[i];
 			else
-				e->past[w++] = p;
+				drop[n_drop++] = e->past[i].t;
 		}
 		e->n_past = w;
 	}
-	bool kept = e->n_past && e->past[e->n_past - 1] == old;
+	bool kept = e->n_past && e->past[e->n_past - 1].t == old;
 	pthread_mutex_unlock(&e->cur_lock);
 	if (!kept && !drop)
 		tree_release(old);
@@ -261,8 +286,8 @@ struct tree *tree_edits_holding(struct tree_edits *e, uint64_t ino)
 	t = NULL;
 	pthread_mutex_lock(&e->cur_lock);
 	for (uint64_t i = e->n_past; !t && i-- > 0;)
-		if (tree_node(e->past[i], ino))
-			t = tree_hold(e->past[i]);
+		if (tree_node(e->past[i].t, ino))
+			t = tree_hold(e->past[i].t);
 	pthread_mutex_unlock(&e->cur_lock);
 	return t;
 }

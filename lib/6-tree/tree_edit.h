@@ -40,10 +40,10 @@ struct tree *tree_edits_current(struct tree_edits *e);
 
 /* The tree, held (tree_release it), that holds file ino: the current one when it has
  * it, else the newest older state that has it and that an open file still holds, or one
- * of the last two states (held or not: a lookup answered just before an edit, whose
- * open comes after it). NULL when none has it: a file of a state gone, whose name is to
- * be looked up again (model.gguf is a new inode in each state, tree_ino.h), or no file
- * at all. */
+ * of the last states, held or not (two always, eight for a second after they stopped
+ * being current: a lookup answered just before edits, whose open comes after them).
+ * NULL when none has it: a file of a state gone, whose name is to be looked up again
+ * (model.gguf is a new inode in each state, tree_ino.h), or no file at all. */
 struct tree *tree_edits_holding(struct tree_edits *e, uint64_t ino);
 
 /* A truncation by a writer closed but not yet made: a shell's "> KEY" closes a first

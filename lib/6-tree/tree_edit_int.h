@@ -25,11 +25,12 @@ struct tree_edits {
 	struct tree *base;          /* the model's own metadata (borrowed) */
 	struct tree *cur;           /* the current tree (one reference is ours) */
 	/* the trees that were current before (one reference each is ours, under cur_lock),
-	 * oldest first: an inode the kernel was given in an older state (model.gguf is one
-	 * per state) is answered from the state that holds it (tree_edits_holding) while an
-	 * open file still holds it, or for the last PAST_KEPT states, held or not (a lookup
-	 * just answered, whose open comes after the next edit) */
-	struct tree **past;
+	 * oldest first, each with when it stopped being current: an inode the kernel was
+	 * given in an older state (model.gguf is one per state) is answered from the state
+	 * that has it (tree_edits_holding) while an open file still holds it, or for a
+	 * while after, held or not (a lookup just answered, whose open comes after the
+	 * next edits: tree_edit.c keep_past) */
+	struct past { struct tree *t; struct timespec until; } *past;
 	uint64_t n_past, cap_past;
 	/* truncations closed but not yet made (tree_edits_truncation_closed), the time of
 	 * the last one, and the signal of each made: settle_lock guards them */

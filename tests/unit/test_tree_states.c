@@ -274,10 +274,10 @@ static int write_key(struct tree_edits *e, const char *name, const char *text)
 }
 
 /* model.gguf is a new inode in each state (issue 38 item 1): tree_edits_holding answers
- * an older state's from that state while something holds it, and for the last two
- * states whether held or not; once no one holds an older one, the next edit lets it go
- * (NULL: the kernel is told ESTALE and looks the name up again). A key's inode is the
- * current tree's. */
+ * an older state's from that state while something holds it, and for the last states
+ * whether held or not (two always, eight for a second); once no one holds an older one
+ * and it is past those, the next edit lets it go (NULL: the kernel is told ESTALE and
+ * looks the name up again). A key's inode is the current tree's. */
 static void test_older_states_held(void **state)
 {
 	(void)state;
@@ -309,9 +309,14 @@ static void test_older_states_held(void **state)
 	assert_non_null(t);
 	assert_int_equal(tree_model_ino(t), model_before);
 	tree_release(t);
-	/* let go of: gone at the next edits, past the two kept */
+	/* let go of: kept for a while (8 states, 1 s), then gone at the next edits */
 	tree_release(first);
 	for (int i = 0; i < 3; i++)
+		assert_int_equal(write_key(f.e, "k.0000", i % 2 ? "9\n" : "10\n"), 0);
+	t = tree_edits_holding(f.e, model_before);
+	assert_non_null(t);   /* young */
+	tree_release(t);
+	for (int i = 0; i < 8; i++)
 		assert_int_equal(write_key(f.e, "k.0000", i % 2 ? "9\n" : "10\n"), 0);
 	assert_null(tree_edits_holding(f.e, first_model));
 	assert_null(tree_edits_holding(f.e, model_before));
