@@ -105,9 +105,10 @@ static void fit_sums(const float *w, const float *xval, const int8_t *L, float *
 	*sumq2 = sq2;
 }
 
-/* One sub-block: its scale (>= 0), and its levels in L and sign bits in signs (bit i of
- * byte k: value 8k + i negative). A sub-block of zeros returns 0 with L and signs
- * unset (the caller skips it). */
+/* One sub-block of 32 values xb: returns its scale (>= 0), with its levels in L (a
+ * grid row's for each group of four) and its sign bits in signs (bit i of byte k:
+ * value 8k + i negative). *zero says whether every magnitude is 0; it then returns 0
+ * and leaves L unset, and the caller skips the sub-block. */
 static float sub_block(const struct iq3s_cube *c, const float *xb, int8_t *L, uint8_t *signs,
                        bool *zero)
 {
