@@ -712,7 +712,7 @@ void lib_slot_release(struct library *lib, struct lib_slot *s)
 int library_file_open(struct library *lib, const struct lib_ref *r, void **file)
 {
 	*file = NULL;
-	return lib->src->ops->open_file(lib->src->ctx, r->slot->src, file);
+	return lib->src->ops->open_file(lib->src->ctx, r->slot->src, r->slot->first_version, file);
 }
 
 int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off)

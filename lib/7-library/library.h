@@ -131,7 +131,8 @@ int64_t library_compare_read(struct library *lib, const struct lib_ref *r, char 
 /* For tests: comparisons computed so far. */
 uint64_t library_compares_made(struct library *lib);
 
-/* A plain file: opened, read (the count, or -errno), closed. */
+/* A plain file: opened (-ESTALE when its name leads to another file than the version
+ * looked up), read (the count, or -errno), closed. */
 int library_file_open(struct library *lib, const struct lib_ref *r, void **file);
 int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off);
 void library_file_close(struct library *lib, void *file);

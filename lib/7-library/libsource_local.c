@@ -159,15 +159,48 @@ static struct ggufs_model *local_open_model(void *ctx, const char *path, char er
 	return m;
 }
 
-/* A plain file's handle: its descriptor, biased by one so that fd 0 is not NULL. */
-static int local_open_file(void *ctx, const char *path, void **file)
+/* A plain file's handle: its descriptor, biased by one so that fd 0 is not NULL.
+ *
+ * The daemon opens as its own user (often root) what the kernel let a reader open for
+ * the attributes of the lookup, so the file opened must be the one looked up: its name
+ * is resolved (symbolic links followed, as the listing follows them) to a descriptor
+ * that opens nothing (O_PATH: a FIFO waits for no writer, a device is not opened), that
+ * descriptor's file must be a regular file of the version given (device, inode, type,
+ * size, times), and only then is that same file opened for reading, through /proc
+ * (O_NONBLOCK all the same). A name exchanged meanwhile for a symlink to another file,
+ * or for a FIFO, is -ESTALE. */
+static int local_open_file(void *ctx, const char *path, uint64_t version, void **file)
 {
+	*file = NULL;
 	char *full = full_path(ctx, path);
-	int fd = full ? open(full, O_RDONLY | O_CLOEXEC) : -1;
-	int r = !full ? -ENOMEM : fd < 0 ? -errno : 0;
+	if (!full)
+		return -ENOMEM;
+	int pfd = open(full, O_PATH | O_CLOEXEC);
 	free(full);
-	*file = fd < 0 ? NULL : (void *)(intptr_t)(fd + 1);
-	return r;
+	if (pfd < 0)
+		return -errno;
+	struct stat st, got;
+	int r = fstat(pfd, &st) == 0 ? 0 : -errno;
+	if (r == 0 && (!S_ISREG(st.st_mode) || version_of(&st) != version))
+		r = -ESTALE;
+	int fd = -1;
+	if (r == 0) {
+		char proc[40];
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", pfd);
+		fd = open(proc, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		if (fd < 0)
+			r = -errno;
+		else if (fstat(fd, &got) != 0 || got.st_dev != st.st_dev || got.st_ino != st.st_ino)
+			r = -ESTALE;
+	}
+	close(pfd);
+	if (r < 0) {
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	*file = (void *)(intptr_t)(fd + 1);
+	return 0;
 }
 
 static int64_t local_read_file(void *ctx, void *file, char *buf, uint64_t len, uint64_t off)

@@ -1,0 +1,209 @@
+"""A local library that other people write to (issue 37, local folders): a name swapped
+after its lookup (for a symlink to a root-only file, or for a FIFO) is never opened as
+the daemon's user; symlink loops neither hang models.tsv nor grow it; with allow_other
+no symlink leads out of the library's root; a model rewritten in place is not rebuilt
+under the numbers of its old version; and the slots of versions gone are freed, their
+numbers never given again.
+
+The other user is played by forked children that setuid to nobody (65534); files are
+swapped with renameat2(RENAME_EXCHANGE), as an attacker would. Every loop is bounded in
+count and in time."""
+import ctypes
+import errno
+import os
+import platform
+import threading
+import time
+
+import ggufs_mount as gm
+
+NOBODY = gm.NOBODY
+SECRET = b"TOPSECRET\n"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def exchange(a, b):
+    """renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE): a and b trade places."""
+    at_fdcwd, rename_exchange = -100, 2
+    args = (at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if hasattr(_libc, "renameat2"):
+        r = _libc.renameat2(*args)
+    else:  # glibc before 2.28: the system call itself
+        r = _libc.syscall({"x86_64": 316, "aarch64": 276}[platform.machine()], *args)
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), a)
+
+
+def as_nobody(fn, limit=1 << 16):
+    """fn() run in a forked child as nobody: ("ok", the bytes it returned) or ("errno",
+    the errno of the OSError it raised); anything else fails the test."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            gm.drop_to_nobody()
+            out = b"ok:" + bytes(fn())[:limit]
+        except OSError as e:
+            out = b"errno:%d" % (e.errno or 0)
+        except BaseException as e:  # noqa: B902 - reported to the parent
+            out = b"fail:" + repr(e).encode()
+        try:
+            os.write(w, out)
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        c = os.read(r, 1 << 16)
+        if not c:
+            break
+        chunks.append(c)
+    os.close(r)
+    os.waitpid(pid, 0)
+    kind, _, value = b"".join(chunks).partition(b":")
+    if kind == b"errno":
+        return "errno", int(value)
+    if kind != b"ok":
+        raise AssertionError("the child failed: %r" % value)
+    return "ok", value
+
+
+def read_fd_path(fd):
+    """The bytes of the file that O_PATH descriptor fd holds, opened anew through /proc
+    (what the kernel checked at its lookup is what it checks at this open)."""
+    with open("/proc/self/fd/%d" % fd, "rb") as f:
+        return f.read()
+
+
+class LocalTrust(gm.ScratchCase):
+    prefix = "ggufs-trust-"
+    public = True            # nobody reaches the folder, to swap names in it
+    folders = {"src": "models"}
+
+    def setUp(self):
+        super().setUp()
+        os.chown(self.src, NOBODY, NOBODY)   # the folder is the other user's to write
+        # root's own file, beside the folder: nobody cannot read it
+        self.secret = os.path.join(self.tmp, "secret")
+        with open(self.secret, "wb") as f:
+            f.write(SECRET)
+        os.chmod(self.secret, 0o600)
+
+    def put(self, rel, data, owner=NOBODY):
+        p = os.path.join(self.src, rel)
+        with open(p, "wb") as f:
+            f.write(data)
+        os.chmod(p, 0o644)
+        os.chown(p, owner, owner)
+        return p
+
+    def test_swapped_symlink_is_not_followed(self):
+        """Item 1: a name exchanged for a symlink to a root-only file between its lookup
+        and its open is ESTALE, never the file's bytes (they were TOPSECRET)."""
+        decoy = self.put("decoy.txt", b"decoy\n")
+        link = os.path.join(self.src, "link")
+        self.assertEqual(as_nobody(lambda: open(self.secret, "rb").read()),
+                         ("errno", errno.EACCES))
+        with gm.Mount(self.src, ["-o", "allow_other"]) as m:
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("decoy.txt"))), ("ok", b"decoy\n"))
+
+            # looked up as the decoy, exchanged, then opened: deterministic
+            def swap_then_open():
+                fd = os.open(m.p("decoy.txt"), os.O_PATH)
+                os.symlink(self.secret, link)
+                exchange(decoy, link)
+                try:
+                    return read_fd_path(fd)
+                finally:
+                    os.close(fd)
+            self.assertEqual(as_nobody(swap_then_open), ("errno", errno.ESTALE))
+            # the name leads to root's file now: its lookup shows root's mode, so nobody
+            # is refused by the kernel, and root (the mount's user) reads it
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("decoy.txt"))),
+                             ("errno", errno.EACCES))
+            self.assertEqual(gm.read_file(m.p("decoy.txt")), SECRET)
+            self.assertEqual(gm.read_file(m.p("link")), b"decoy\n")
+
+            # the race the review ran: exchanges and reads by name at once, bounded
+            def race():
+                stop = time.monotonic() + 3.0
+                pid = os.fork()
+                if pid == 0:   # the swapper (nobody too)
+                    try:
+                        while time.monotonic() < stop:
+                            exchange(decoy, link)
+                    finally:
+                        os._exit(0)
+                got, errors = set(), set()
+                try:
+                    for _ in range(3000):
+                        if time.monotonic() >= stop:
+                            break
+                        try:
+                            got.add(gm.read_file(m.p("decoy.txt")))
+                        except OSError as e:
+                            errors.add(e.errno)
+                finally:
+                    os.waitpid(pid, 0)
+                return b"|".join(sorted(got)) + b"#" + b",".join(b"%d" % e for e in sorted(errors))
+            kind, value = as_nobody(race)
+            self.assertEqual(kind, "ok")
+            self.assertNotIn(b"TOPSECRET", value)
+            self.assertLessEqual(set(value.split(b"#")[1].split(b",")) - {b""},
+                                 {b"%d" % errno.EACCES, b"%d" % errno.ESTALE,
+                                  b"%d" % errno.ENOENT}, value)
+
+    def test_fifo_swapped_in_does_not_hang(self):
+        """Item 2: a plain file replaced by a FIFO after its lookup is ESTALE at once; the
+        daemon does not wait in the FIFO for a writer (its reader sat in D state)."""
+        plain = self.put("plain.txt", b"plain\n")
+        with gm.Mount(self.src, ["-o", "max_threads=2"]) as m:
+            fds = [os.open(m.p("plain.txt"), os.O_PATH) for _ in range(3)]
+            fifo = os.path.join(self.tmp, "fifo")
+            os.mkfifo(fifo)
+            os.rename(fifo, plain)
+            results = []
+
+            def opener(fd):
+                try:
+                    results.append(read_fd_path(fd))
+                except OSError as e:
+                    results.append(e.errno)
+            threads = [threading.Thread(target=opener, args=(fd,), daemon=True) for fd in fds]
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 10
+            for t in threads:
+                t.join(max(0.1, deadline - time.monotonic()))
+            hung = sum(t.is_alive() for t in threads)
+            # the root answers meanwhile (stat in a thread: it would hang too)
+            root = threading.Thread(target=os.stat, args=(m.path,), daemon=True)
+            root.start()
+            root.join(5)
+            root_hung = root.is_alive()
+            for _ in range(len(threads)):
+                if not any(t.is_alive() for t in threads):
+                    break
+                # an old daemon waits in the FIFO: a writer lets it go
+                try:
+                    os.close(os.open(plain, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass
+                time.sleep(0.5)
+            for t in threads:
+                t.join(5)
+            root.join(5)
+            for fd in fds:
+                os.close(fd)
+            self.assertEqual(hung, 0, "opens waited in the FIFO")
+            self.assertFalse(root_hung, "the mount stopped answering")
+            self.assertEqual(results, [errno.ESTALE] * len(fds))
+            # the FIFO is not shown
+            self.assertNotIn("plain.txt", os.listdir(m.path))
+
+
+if __name__ == "__main__":
+    gm.main()
