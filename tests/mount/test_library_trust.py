@@ -204,6 +204,62 @@ class LocalTrust(gm.ScratchCase):
             # the FIFO is not shown
             self.assertNotIn("plain.txt", os.listdir(m.path))
 
+    def test_slots_of_versions_gone_are_freed(self):
+        """Item 6: each round makes a new version of every file (one listing of them);
+        the slots of the versions gone are freed and their places taken again under a
+        new generation, so the places stay about as many as the files (they grew with
+        every version), no number is given twice, a number of a folder gone names
+        nothing (ESTALE), and what is open keeps its version."""
+        n_files, rounds = 40, 100
+        paths = [self.put("f%02d.txt" % i, b"data %d\n" % i) for i in range(n_files)]
+        os.mkdir(os.path.join(self.src, "d"))
+        self.put("d/inside.txt", b"inside\n")
+        model = os.path.join(self.src, "m.gguf")
+        gm.write_gguf(model, [("general.architecture", "first")], [])
+        with gm.Mount(self.src) as m:
+            arch = open(m.p("m", "metadata", "general.architecture"), "rb")
+            plain = open(m.p("f00.txt"), "rb")
+            dfd = os.open(m.p("d"), os.O_PATH)
+            try:
+                numbers = set()
+                deadline = time.monotonic() + 120
+                for r in range(rounds):
+                    self.assertLess(time.monotonic(), deadline, "round %d" % r)
+                    for p in paths:
+                        os.utime(p, ns=(r * 1000 + 1, r * 1000 + 1))
+                    names = [n for n in os.listdir(m.path) if n.startswith("f")]
+                    self.assertEqual(len(names), n_files)
+                    for n in names:
+                        numbers.add(os.stat(m.p(n)).st_ino)
+                    if r == 0:
+                        # the model replaced, and folder d removed (listed without it)
+                        # and made again: new versions
+                        gm.write_gguf(model + ".new", [("general.architecture", "second")], [])
+                        os.rename(model + ".new", model)
+                        os.rename(os.path.join(self.src, "d"), os.path.join(self.tmp, "d"))
+                        os.listdir(m.path)
+                        os.rename(os.path.join(self.tmp, "d"), os.path.join(self.src, "d"))
+                self.assertEqual(len(numbers), n_files * rounds, "a number given twice")
+                places = {(ino >> 32) & ((1 << 23) - 1) for ino in numbers}
+                generations = {ino >> (32 + 23) for ino in numbers}
+                # places: the files' and the queue of freed ones (1,024), not 4,000
+                self.assertLess(max(places), 1024 + 8 * n_files, "slots never freed")
+                self.assertGreater(max(generations), 0)
+                # the number of d as it was names nothing now; d's new one its files
+                with self.assertRaises(OSError) as cm:
+                    os.listdir("/proc/self/fd/%d" % dfd)
+                self.assertEqual(cm.exception.errno, errno.ESTALE)
+                self.assertEqual(os.listdir(m.p("d")), ["inside.txt"])
+                # the open files keep the versions they opened; the names show the new
+                self.assertEqual(arch.read(), b"first\n")
+                self.assertEqual(plain.read(), b"data 0\n")
+                self.assertEqual(gm.read_file(m.p("m", "metadata", "general.architecture")),
+                                 b"second\n")
+            finally:
+                arch.close()
+                plain.close()
+                os.close(dfd)
+
 
 if __name__ == "__main__":
     gm.main()
