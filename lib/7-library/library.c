@@ -172,6 +172,8 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 		r = -ENOTDIR;
 	if (r == 0) {
 		root->st = e.st;
+		root->dev = e.st.st_dev;
+		root->ino = e.st.st_ino;
 		root->parent = LIB_ROOT_INO;
 		r = lib_folder_list(lib, root, true, err);
 	} else {
@@ -218,6 +220,26 @@ static struct lib_slot *child_named(const struct lib_slot *f, const char *name)
 	return NULL;
 }
 
+/* Leaves out of e (n entries) the folders that are folder f itself or a folder above
+ * it, by device and inode (a symbolic link back up: x -> ., up -> ..): a walk that
+ * followed them would never end, as models.tsv's did. A source without inode numbers
+ * has no such links. The names left out are freed. */
+static void drop_loops(const struct lib_slot *f, struct lib_entry *e, size_t *n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++) {
+		bool loop = false;
+		for (const struct lib_slot *a = f; e[i].type == LIB_ENTRY_DIR && e[i].st.st_ino &&
+		                                   a && !loop; a = a->folder)
+			loop = a->dev == e[i].st.st_dev && a->ino == e[i].st.st_ino;
+		if (loop)
+			free(e[i].name);
+		else
+			e[k++] = e[i];
+	}
+	*n = k;
+}
+
 int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char err[GGUF_ERR_MAX])
 {
 	const struct lib_source *src = lib->src;
@@ -229,6 +251,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	int r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
 	if (r < 0)
 		return r;
+	drop_loops(f, e, &n);
 	struct lib_name *names;
 	size_t n_names;
 	r = lib_names(e, n, f->no == 0, &names, &n_names);
@@ -244,6 +267,8 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		    (ln->type == LIB_NODE_DIR || old->version == ln->version)) {
 			children[i] = old;
 			lib_slot_hold(old);
+			old->dev = le->st.st_dev;
+			old->ino = le->st.st_ino;
 			continue;
 		}
 		char *path = join(f->path, ln->name), *srcpath = join(f->src, le->name);
@@ -259,6 +284,8 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		s->version = ln->version;
 		s->first_version = le->version;
 		s->st = le->st;
+		s->dev = le->st.st_dev;
+		s->ino = le->st.st_ino;
 		s->files = ln->files;
 		children[i] = s;
 		lib_slot_hold(s);
@@ -318,12 +345,17 @@ static void trim(struct library *lib)
 	}
 }
 
-/* True when m is the version of the file that slot s was given for. */
-static bool same_file(const struct lib_slot *s, const struct ggufs_model *m)
+/* ctime too: a file rewritten in place with its size kept and its mtime put back (as
+ * cp -p, rsync and tar do) is another version, and a model rebuilt from it under the
+ * old numbers would name its keys by the old positions. */
+bool lib_same_file(const struct library *lib, const struct lib_slot *s,
+                   const struct ggufs_model *m)
 {
 	const struct stat *a = &s->st, *b = &m->st;
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+	return lib->src->pinned ||
+	       (a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	        a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	        a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec);
 }
 
 /* Builds model slot s unless it is (under the lock, which it drops while opening):
@@ -341,7 +373,7 @@ static void build(struct library *lib, struct lib_slot *s)
 	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
 	atomic_fetch_add(&lib->opened, 1);
 	struct tree *t = NULL;
-	bool stale = m && !lib->src->pinned && !same_file(s, m);
+	bool stale = m && !lib_same_file(lib, s, m);
 	if (m && !stale) {
 		/* the numbers of the tree must fit under the slot's compare/ (tree.h: four a
 		 * tensor) */

@@ -50,6 +50,10 @@ struct lib_slot {
 	uint64_t version;         /* of the entry (a model: of all its files) */
 	uint64_t first_version;   /* a model: of its first file alone */
 	struct stat st;           /* of the entry (a model: its first file) */
+	/* a folder: its device and inode now (st's may be older: a folder keeps its slot
+	 * while its name stays a folder), 0 for a source without them */
+	dev_t dev;
+	ino_t ino;
 	uint32_t files;           /* a model: its files in the folder */
 	/* a folder: its listing, sorted by name, and the version it was read at */
 	bool listed;
@@ -115,6 +119,11 @@ void lib_slot_release(struct library *lib, struct lib_slot *s);
 void lib_compares_free(struct library *lib);
 /* Lets go of the comparisons kept of slot number no, freed (under lib->lock). */
 void lib_compares_forget(struct library *lib, uint64_t no);
+
+/* True when model m, opened for slot s, is the version the slot was given for (its
+ * first file's device, inode, size, mtime and ctime; always for a pinned source). */
+bool lib_same_file(const struct library *lib, const struct lib_slot *s,
+                   const struct ggufs_model *m);
 
 /* The row of model slot s, opening the model for it when not known yet; called without
  * the lock. NULL out of memory. */
