@@ -74,8 +74,11 @@ struct lib_source {
 };
 
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):
- * a source, or NULL with one line in err. */
-struct lib_source *lib_source_local(const char *root, char err[GGUF_ERR_MAX]);
+ * a source, or NULL with one line in err. Symbolic links are followed; confine (a mount
+ * that other users read, allow_other) leaves out every file and folder whose real path
+ * leaves root, since the daemon reads what its own user may, and a symlink would show
+ * others what the modes of the directories on its way keep from them. */
+struct lib_source *lib_source_local(const char *root, bool confine, char err[GGUF_ERR_MAX]);
 
 /* The objects under prefix ("" or ending in '/') of bucket at endpoint, addressed
  * virtual-hosted or by path, read with ro (ro->s3: the credentials, region and context;

@@ -103,14 +103,16 @@ class LocalTrust(gm.ScratchCase):
     def test_swapped_symlink_is_not_followed(self):
         """Item 1: a name exchanged for a symlink to a root-only file between its lookup
         and its open is ESTALE, never the file's bytes (they were TOPSECRET)."""
-        decoy = self.put("decoy.txt", b"decoy\n")
+        # as long as the secret: a read of the decoy's size would get all of it
+        decoy_bytes = b"decoy....\n"
+        self.assertEqual(len(decoy_bytes), len(SECRET))
+        decoy = self.put("decoy.txt", decoy_bytes)
         link = os.path.join(self.src, "link")
         self.assertEqual(as_nobody(lambda: open(self.secret, "rb").read()),
                          ("errno", errno.EACCES))
         with gm.Mount(self.src, ["-o", "allow_other"]) as m:
-            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("decoy.txt"))), ("ok", b"decoy\n"))
-
-            # looked up as the decoy, exchanged, then opened: deterministic
+            # looked up as the decoy (and never read: no page of it cached), exchanged,
+            # then opened: deterministic
             def swap_then_open():
                 fd = os.open(m.p("decoy.txt"), os.O_PATH)
                 os.symlink(self.secret, link)
@@ -120,12 +122,10 @@ class LocalTrust(gm.ScratchCase):
                 finally:
                     os.close(fd)
             self.assertEqual(as_nobody(swap_then_open), ("errno", errno.ESTALE))
-            # the name leads to root's file now: its lookup shows root's mode, so nobody
-            # is refused by the kernel, and root (the mount's user) reads it
+            # the name is a symlink out of the library's folder now: not shown (item 4)
             self.assertEqual(as_nobody(lambda: gm.read_file(m.p("decoy.txt"))),
-                             ("errno", errno.EACCES))
-            self.assertEqual(gm.read_file(m.p("decoy.txt")), SECRET)
-            self.assertEqual(gm.read_file(m.p("link")), b"decoy\n")
+                             ("errno", errno.ENOENT))
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("link"))), ("ok", decoy_bytes))
 
             # the race the review ran: exchanges and reads by name at once, bounded
             def race():
@@ -151,7 +151,7 @@ class LocalTrust(gm.ScratchCase):
                 return b"|".join(sorted(got)) + b"#" + b",".join(b"%d" % e for e in sorted(errors))
             kind, value = as_nobody(race)
             self.assertEqual(kind, "ok")
-            self.assertNotIn(b"TOPSECRET", value)
+            self.assertIn(value.split(b"#")[0], (b"", decoy_bytes), value)   # never SECRET
             self.assertLessEqual(set(value.split(b"#")[1].split(b",")) - {b""},
                                  {b"%d" % errno.EACCES, b"%d" % errno.ESTALE,
                                   b"%d" % errno.ENOENT}, value)
@@ -203,6 +203,122 @@ class LocalTrust(gm.ScratchCase):
             self.assertEqual(results, [errno.ESTALE] * len(fds))
             # the FIFO is not shown
             self.assertNotIn("plain.txt", os.listdir(m.path))
+
+    def tsv_paths(self, m, timeout=20):
+        """The paths of models.tsv, read in a thread that must finish within timeout s
+        (a walk that never ends holds the library meanwhile)."""
+        out = []
+        t = threading.Thread(target=lambda: out.append(gm.read_file(m.p("models.tsv"))),
+                             daemon=True)
+        t.start()
+        t.join(timeout)
+        self.assertFalse(t.is_alive(), "models.tsv took more than %d s" % timeout)
+        return [line.split("\t")[0] for line in out[0].decode().splitlines()[1:]]
+
+    def test_symlink_loops_are_left_out(self):
+        """Item 3: a symlinked folder that leads back to itself or a folder above it is
+        not shown, so models.tsv and --check walk each model once and end (two of them
+        made a binary tree of depth 64: gigabytes, minutes)."""
+        tiny = os.path.join(self.src, "a.gguf")
+        gm.write_gguf(tiny, [("general.architecture", "a")], [])
+        os.mkdir(os.path.join(self.src, "sub"))
+        gm.write_gguf(os.path.join(self.src, "sub", "b.gguf"), [("general.architecture", "b")], [])
+        os.mkdir(os.path.join(self.src, "real"))
+        os.symlink("real", os.path.join(self.src, "alias"))   # no loop: shown
+        os.symlink(".", os.path.join(self.src, "x"))
+        with gm.Mount(self.src) as m:
+            # one loop: the old walk stopped at depth 64, with each model 65 times
+            self.assertEqual(self.tsv_paths(m), ["a", "sub/b"])
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["a", "alias", "models.json", "models.tsv", "real", "sub"])
+            self.assertFalse(os.path.exists(m.p("x")))
+            # two, and one up from a subfolder
+            os.symlink(".", os.path.join(self.src, "y"))
+            os.symlink("..", os.path.join(self.src, "sub", "up"))
+            os.symlink("../sub", os.path.join(self.src, "real", "side"))  # no loop: shown
+            self.assertEqual(self.tsv_paths(m), ["a", "alias/side/b", "real/side/b", "sub/b"])
+            self.assertEqual(sorted(os.listdir(m.p("sub"))), ["b"])
+            self.assertEqual(sorted(os.listdir(m.p("real", "side"))), ["b"])
+            self.assertFalse(os.path.exists(m.p("real", "side", "up")))
+        r = gm.run_ggufs(["--check", self.src], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout.decode().split("\n\n")), 4, r.stdout)
+
+    def test_symlinks_out_of_the_root_with_allow_other(self):
+        """Item 4: with allow_other, a symlink whose target leaves the library's folder is
+        not shown (a 0644 file in a 0700 directory was served to every user); without
+        it, symlinks are followed as before."""
+        private = os.path.join(self.tmp, "private")
+        os.mkdir(private, 0o700)
+        with open(os.path.join(private, "pub.txt"), "wb") as f:
+            f.write(b"PRIVATE\n")
+        os.chmod(os.path.join(private, "pub.txt"), 0o644)
+        gm.write_gguf(os.path.join(private, "p.gguf"), [("general.architecture", "p")], [])
+        os.chmod(os.path.join(private, "p.gguf"), 0o644)
+        self.put("inside.txt", b"inside\n")
+        os.symlink(os.path.join(private, "pub.txt"), os.path.join(self.src, "out.txt"))
+        os.symlink(private, os.path.join(self.src, "outdir"))
+        os.symlink(os.path.join(private, "p.gguf"), os.path.join(self.src, "outmodel.gguf"))
+        os.symlink("inside.txt", os.path.join(self.src, "in.txt"))
+        self.assertEqual(as_nobody(lambda: gm.read_file(os.path.join(private, "pub.txt"))),
+                         ("errno", errno.EACCES))
+        with gm.Mount(self.src, ["-o", "allow_other"]) as m:
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["in.txt", "inside.txt", "models.json", "models.tsv"])
+            for name in ("out.txt", "outdir", "outmodel"):
+                self.assertEqual(as_nobody(lambda: os.stat(m.p(name)) and b""),
+                                 ("errno", errno.ENOENT), name)
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("outdir", "pub.txt"))),
+                             ("errno", errno.ENOENT))
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("in.txt"))), ("ok", b"inside\n"))
+            self.assertEqual(self.tsv_paths(m), [])
+            # a symlink retargeted out after its listing is not followed either
+            os.rename(os.path.join(self.src, "in.txt"), os.path.join(self.tmp, "in.txt"))
+            os.symlink(os.path.join(private, "pub.txt"), os.path.join(self.src, "in.txt"))
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("in.txt"))),
+                             ("errno", errno.ENOENT))
+        # the mounting user alone: symlinks followed wherever they lead, as before
+        with gm.Mount(self.src) as m:
+            self.assertEqual(gm.read_file(m.p("out.txt")), b"PRIVATE\n")
+            self.assertEqual(gm.read_file(m.p("outdir", "pub.txt")), b"PRIVATE\n")
+            self.assertEqual(self.tsv_paths(m), ["outdir/p", "outmodel"])
+
+    def test_model_rewritten_in_place_is_stale(self):
+        """Item 5: a model released, then rewritten in place with its size kept and its
+        mtime put back, is not rebuilt under its old numbers (a cached path named another
+        key by position: general.name read general.architecture's value): they are
+        ESTALE, and its name leads to a new version with new numbers."""
+        model = os.path.join(self.src, "m.gguf")
+        kvs = [("general.architecture", "arch"), ("general.name", "name")]
+        gm.write_gguf(model, kvs, [])
+        for i in range(8 + 1):   # LIB_KEEP_IDLE + 1: touching them all releases m
+            gm.write_gguf(os.path.join(self.src, "o%d.gguf" % i), kvs, [])
+        with gm.Mount(self.src) as m:
+            old_dir = os.stat(m.p("m")).st_ino
+            self.assertEqual(gm.read_file(m.p("m", "metadata", "general.name")), b"name\n")
+            cwd = os.open(m.p("m", "metadata"), os.O_PATH)   # a shell's cwd
+            try:
+                for i in range(8 + 1):
+                    os.listdir(m.p("o%d" % i, "metadata"))
+                self.assertLessEqual(int(os.getxattr(m.path, "user.ggufs.models_built")), 8)
+                st = os.stat(model)
+                size = st.st_size
+                gm.write_gguf(model + ".x", list(reversed(kvs)), [])
+                with open(model + ".x", "rb") as f:
+                    data = f.read()
+                self.assertEqual(len(data), size)
+                with open(model, "r+b") as f:   # in place: the same inode
+                    f.write(data)
+                os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+                with self.assertRaises(OSError) as cm:
+                    with open(os.path.join("/proc/self/fd/%d" % cwd, "general.name"), "rb") as f:
+                        f.read()
+                self.assertEqual(cm.exception.errno, errno.ESTALE)
+            finally:
+                os.close(cwd)
+            self.assertNotEqual(os.stat(m.p("m")).st_ino, old_dir)
+            self.assertEqual(gm.read_file(m.p("m", "metadata", "general.name")), b"name\n")
+            self.assertEqual(gm.read_file(m.p("m", "metadata", "general.architecture")), b"arch\n")
 
     def test_slots_of_versions_gone_are_freed(self):
         """Item 6: each round makes a new version of every file (one listing of them);
