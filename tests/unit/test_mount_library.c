@@ -49,7 +49,7 @@ static void write_model(const char *rel)
 static struct mount *mount_scratch(void)
 {
 	char err[GGUF_ERR_MAX];
-	struct lib_source *src = lib_source_local(scratch_dir, err);
+	struct lib_source *src = lib_source_local(scratch_dir, false, err);
 	assert_non_null(src);
 	struct library *lib = library_open(src, err);
 	assert_non_null(lib);
