@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include "edit_text.h"
+#include "evlog.h"
 #include "scratch.h"
 #include "thread_buf.h"
 #include "tree_edit.h"
 
+#include "compat/fuse_compat.h"
 #include "ops_int.h"
 
 /* The scratch file of ino, held (scratch_drop it), when ino is one (edits on); else NULL. */
@@ -23,6 +25,15 @@ struct scratch_file *scratch_of(const struct ggufs *fs, uint64_t ino)
 {
 	return fs->edits && ino >= TREE_SCRATCH_INO ?
 	       scratch_by_ino(tree_edits_scratch(fs->edits), ino) : NULL;
+}
+
+/* With edits, waits for a truncation just closed to be made (tree_edits_settle), so
+ * that a lookup, stat or open right after a close sees what it made; not with -s, whose
+ * one thread is the one that would make it. */
+static void settle(struct ggufs *fs)
+{
+	if (fs->edits && !fs->single_thread)
+		tree_edits_settle(fs->edits);
 }
 
 /* The node of ino in t, or NULL after replying ENOENT (the kernel only asks for inodes
@@ -40,11 +51,15 @@ const struct tree_node *node_or_reply(fuse_req_t req, const struct tree *t, fuse
 const struct tree_node *take_node(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino,
                                   struct tree **t)
 {
-	*t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, *t, ino);
-	if (!n)
-		drop_tree(fs, *t);
-	return n;
+	if (!fs->edits) {
+		*t = fs->tree;
+		return node_or_reply(req, *t, ino);
+	}
+	settle(fs);
+	*t = tree_edits_holding(fs->edits, ino);
+	if (!*t)
+		fuse_reply_err(req, tree_ino_is_model(ino) ? ESTALE : ENOENT);
+	return *t ? tree_node(*t, ino) : NULL;
 }
 
 /* The directory of ino, or NULL after replying ENOENT or ENOTDIR. */
@@ -58,41 +73,11 @@ static const struct tree_node *dir_or_reply(fuse_req_t req, const struct tree *t
 	return n;
 }
 
-/* Fills st for node n of t: sizes from the tree, owner and times from the model file;
- * with edits, the files an edit changes have its time (tree_edit_time), so make, rsync
- * and editors see the change. */
+/* Fills st for node n of t: the tree's rule (tree_stat), metadata/ writable with edits. */
 void fill_stat(const struct ggufs *fs, const struct tree *t, const struct tree_node *n,
                struct stat *st)
 {
-	const struct stat *gs = &fs->model->st;
-
-	memset(st, 0, sizeof *st);
-	st->st_ino = n->ino;
-	st->st_mode = tree_mode(n, gs->st_mode);
-	st->st_nlink = tree_is_dir(n) ? 2 : 1;
-	st->st_uid = gs->st_uid;
-	st->st_gid = gs->st_gid;
-	if (fs->edits && (n->kind == TREE_META || n->kind == TREE_DIR_METADATA)) {
-		/* writable by the mount's owner alone */
-		st->st_mode |= S_IWUSR;
-		st->st_uid = getuid();
-		st->st_gid = getgid();
-	}
-	st->st_size = (off_t)n->size;
-	st->st_blksize = 4096;
-	/* du counts the model once: model.gguf holds its bytes; every other file is a
-	 * view of them (tensors/NAME, metadata/) or computed from them (.f32, .npy, stats,
-	 * gguf.json, summary.txt) and takes no storage of its own. Such a file shows one
-	 * block, not 0: GNU tar --sparse archives a file of 0 blocks as all holes (zeros),
-	 * and the kernel's lseek (none here) finds no hole in one of 1. */
-	st->st_blocks = n->kind == TREE_MODEL ? (blkcnt_t)((n->size + 511) / 512) :
-	                n->size && !tree_is_dir(n) ? 1 : 0;
-	st->st_atim = gs->st_atim;
-	st->st_mtim = gs->st_mtim;
-	st->st_ctim = gs->st_ctim;
-	struct timespec edited;
-	if (fs->edits && tree_edit_time(t, n, &edited))
-		st->st_mtim = st->st_ctim = edited;
+	tree_stat(t, n, fs->edits != NULL, st);
 }
 
 /* Fills st for scratch file f of metadata/: a file as a key's is (the mount owner's,
@@ -130,6 +115,14 @@ void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 	/* open(O_TRUNC) of a key starts its text empty, in one request */
 	if (fs->edits && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* the files an edit changes are opened direct_io (edit_ops.c): without this, the
+	 * kernel refuses a shared mapping of them (ENODEV) */
+	if (fs->edits && compat_capable(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP))
+		compat_want(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP);
+	else if (fs->edits && !compat_refused())   /* (else said at the start) */
+		evlog(EVLOG_WARNING, NULL, "metadata/, gguf.json and summary.txt map privately "
+		      "only (a shared mapping is ENODEV): the kernel does not offer "
+		      "FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6)");
 
 	passthrough_init(fs);
 	pthread_mutex_lock(&fs->init_lock);
@@ -143,6 +136,7 @@ void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ggufs *fs = fs_of(req);
+	settle(fs);
 	struct tree *t = take_tree(fs);
 	const struct tree_node *dir = dir_or_reply(req, t, parent);
 	if (dir) {
@@ -194,8 +188,9 @@ static void getattr_with(fuse_req_t req, fuse_ino_t ino, struct handle *h)
 		fuse_reply_attr(req, &st, 0);
 		return;
 	}
-	struct tree *t = h ? tree_hold(h->tree) : take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
+	struct tree *t = NULL;
+	const struct tree_node *n = h ? node_or_reply(req, t = tree_hold(h->tree), ino) :
+	                            take_node(req, fs, ino, &t);
 	if (n) {
 		struct stat st;
 		fill_stat(fs, t, n, &st);
@@ -205,7 +200,7 @@ static void getattr_with(fuse_req_t req, fuse_ino_t ino, struct handle *h)
 	}
 	if (h)
 		tree_release(t);
-	else
+	else if (n)
 		drop_tree(fs, t);
 }
 
@@ -311,12 +306,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else if (write && (!fs->edits || n->kind != TREE_META)) {
 		fuse_reply_err(req, EROFS);
 	} else if (write && !owner_or_reply(req)) {
-	} else if (!fs->edits) {
-		fi->keep_cache = 1;
-		fi->direct_io = 0;
-		if (n->kind == TREE_MODEL)
-			passthrough_open(fs, t, fi->flags & O_DIRECT);
-		fuse_reply_open(req, fi);
 	} else {
 		open_with_edits(req, fs, t, n, fi, write);
 		return;   /* t kept by the handle, or dropped */
@@ -370,7 +359,7 @@ static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
  * made after. A key gone from the state now is read in the open's. */
 static struct tree *fill_tree(struct ggufs *fs, uint64_t ino)
 {
-	if (!fs->edits || !wire_read_fills_cache())
+	if (!fs->edits || !compat_read_fills_cache())
 		return NULL;
 	struct tree *now = take_tree(fs);
 	const struct tree_node *n = tree_node(now, ino);
@@ -479,15 +468,17 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	char *buf = n && size ? malloc(size) : NULL;
-	if (n && size && !buf) {
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
+		return;
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
-	} else if (n) {
+	} else {
 		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
 		if (n->kind == TREE_MODEL && strcmp(name, PASSTHROUGH_XATTR) == 0)
-			r = passthrough_xattr(fs, t, 0, buf, size);
+			r = passthrough_xattr(fs, t, buf, size);
 		if (r == -ENOENT)
 			r = tree_getxattr(t, n, name, buf, size);
 		reply_xattr(req, r, buf, size);

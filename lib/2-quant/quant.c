@@ -16,6 +16,11 @@ static const quant_fn makers[GGML_TYPE_COUNT] = {
 	[GGML_TYPE_Q5_0] = quant_q5_0,
 	[GGML_TYPE_Q5_1] = quant_q5_1,
 	[GGML_TYPE_Q8_0] = quant_q8_0,
+	[GGML_TYPE_Q2_K] = quant_q2_K,
+	[GGML_TYPE_Q3_K] = quant_q3_K,
+	[GGML_TYPE_Q4_K] = quant_q4_K,
+	[GGML_TYPE_Q5_K] = quant_q5_K,
+	[GGML_TYPE_Q6_K] = quant_q6_K,
 };
 
 bool quant_can_make(enum ggml_type_id type)

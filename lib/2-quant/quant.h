@@ -3,7 +3,14 @@
  * bf16 conversions of ggml.c) write them when no importance matrix is given, which is
  * what llama_model_quantize() does without one (ggml_quantize_chunk with imatrix NULL).
  * Every block depends on its own block_elems values only, so any run of whole blocks
- * can be quantized alone and in any order. */
+ * can be quantized alone and in any order.
+ *
+ * NaN and inf inputs give ggml's bytes too, with one exception that no file holds: a
+ * block whose fp16 scale or minimum comes out inf or NaN, which llama.cpp's check
+ * (ggml_validate_row_data) refuses, so that llama_model_quantize() stops with
+ * "quantized data validation failed" rather than write it. In such a block ggml's
+ * quants depend on which of two NaNs its compiler's code keeps in an addition (it is
+ * not the same in every unrolled copy of one loop), and these may differ. */
 #ifndef GGUFS_QUANT_H
 #define GGUFS_QUANT_H
 

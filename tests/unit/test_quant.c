@@ -15,6 +15,7 @@
 #include "unit.h"
 
 #include "blocks.h"
+#include "dequant.h"
 #include "half.h"
 #include "quant.h"
 #include "types.h"
@@ -38,7 +39,8 @@ static void test_can_make(void **state)
 	(void)state;
 	const enum ggml_type_id made[] = {
 		GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1,
-		GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0,
+		GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q8_0, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+		GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
 	};
 	for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
 		assert_true(quant_can_make(made[i]));
@@ -340,6 +342,109 @@ static void test_blocks_independent(void **state)
 	}
 }
 
+/* The k-quants of all zeros are all zero bytes: no scale, no minimum, and quants 0, not
+ * the offset quant (q3_K's 4, q6_K's 32) that would decode to 0 as well, because ggml's
+ * searches give up on an all-zero group before they offset anything, and a zero scale
+ * leaves the search's quants in place. */
+static void test_k_zeros(void **state)
+{
+	(void)state;
+	static float x[QK_K];
+	uint8_t y[256];
+	const enum ggml_type_id types[] = { GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
+	                                    GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		uint32_t bytes = ggml_type_get(types[t])->block_bytes;
+		memset(y, 0xa5, sizeof y);
+		assert_int_equal(quant_row(types[t], x, y, QK_K), 0);
+		for (uint32_t i = 0; i < bytes; i++)
+			if (y[i] != 0)
+				fail_msg("%s of zeros: byte %u is %02x", ggml_type_get(types[t])->name, i, y[i]);
+		assert_int_equal(y[bytes], 0xa5);     /* and not one byte more */
+	}
+}
+
+/* The 6-bit quant of value i in a q6_K block (0..63, q - 32 being the signed quant). */
+static int q6_quant(const uint8_t *y, int i)
+{
+	const uint8_t *ql = y + offsetof(struct block_q6_K, ql) + 64 * (i / 128);
+	const uint8_t *qh = y + offsetof(struct block_q6_K, qh) + 32 * (i / 128);
+	int l = i % 32, part = (i % 128) / 32;
+	int low = (ql[l + 32 * (part & 1)] >> (4 * (part >> 1))) & 0xf;
+	return low | ((qh[l] >> (2 * part)) & 3) << 4;
+}
+
+/* q6_K with one value 2^20 in zeros, at 37 (sub-block 2). Everything is exact in floats:
+ * the sub-block's search starts from -32 / 2^20, quant -32 (weighted fit scale -2^15);
+ * its trials at -(32 + 0.1 is) / 2^20 give -32 again or -31, whose fit ties exactly
+ * (961 * 2^120 both sides) and so does not replace it. The super-block scale is
+ * -2^15 / -128 = 256 (fp16 0x5c00), the sub-block's int8 scale -128; then 2^20 / -32768
+ * is quant -32 (stored 0), the zeros beside it quant 0 (stored 32), and the other
+ * sub-blocks, scale 0, keep the quants 0 their search left. */
+static void test_q6_K_one_value(void **state)
+{
+	(void)state;
+	static float x[QK_K];
+	uint8_t y[sizeof(struct block_q6_K)];
+	x[37] = 1048576.0f;
+	assert_int_equal(quant_row(GGML_TYPE_Q6_K, x, y, QK_K), 0);
+	assert_int_equal(gguf_le16(y + offsetof(struct block_q6_K, d)), 0x5c00);
+	for (int s = 0; s < QK_K / 16; s++)
+		assert_int_equal((int8_t)y[offsetof(struct block_q6_K, scales) + s], s == 2 ? -128 : 0);
+	for (int i = 0; i < QK_K; i++) {
+		int want = i == 37 ? 0 : i / 16 == 2 ? 32 : 0;
+		if (q6_quant(y, i) != want)
+			fail_msg("value %d: quant %d, not %d", i, q6_quant(y, i), want);
+	}
+}
+
+/* deterministic values for the round trips: a sum of sines, every sub-block at its own
+ * scale and offset, some all above zero, some all below */
+static void wavy(float *x, int n, int seed)
+{
+	for (int i = 0; i < n; i++) {
+		float scale = (float)(1 + (i / 16 + seed) % 7) * 0.01f;
+		float offset = (i / 32) % 3 == 1 ? 3.0f * scale : (i / 32) % 3 == 2 ? -3.0f * scale : 0;
+		x[i] = offset + scale * (sinf((float)i * 0.37f + (float)seed) +
+		                         0.5f * sinf((float)i * 1.91f));
+	}
+}
+
+/* Every k-quant decodes (lib/2-dequant, ggml's decoders) to within its type's error of
+ * the values it was made from: the bits are where the decoder looks for them, and the
+ * scales describe the values. The root-mean-square error relative to that of the values
+ * falls with the bits: about 0.11, 0.10, 0.028, 0.014, 0.011 from q2_K to q6_K on these
+ * values (q6_K's scales have no minimum for the offset sub-blocks), bounded a third
+ * above that. */
+static void test_k_round_trip(void **state)
+{
+	(void)state;
+	enum { N = 8 * QK_K };
+	static float x[N], back[N];
+	static uint8_t y[8 * sizeof(struct block_q6_K)];
+	const struct { enum ggml_type_id type; double bound; } cases[] = {
+		{ GGML_TYPE_Q2_K, 0.15 }, { GGML_TYPE_Q3_K, 0.13 }, { GGML_TYPE_Q4_K, 0.04 },
+		{ GGML_TYPE_Q5_K, 0.02 }, { GGML_TYPE_Q6_K, 0.015 },
+	};
+	for (int seed = 0; seed < 3; seed++) {
+		wavy(x, N, seed);
+		double energy = 0;
+		for (int i = 0; i < N; i++)
+			energy += (double)x[i] * x[i];
+		for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+			assert_int_equal(quant_row(cases[c].type, x, y, N), 0);
+			dequant_get(cases[c].type)->to_float_ref(y, back, N / QK_K);
+			double err = 0;
+			for (int i = 0; i < N; i++)
+				err += ((double)back[i] - x[i]) * ((double)back[i] - x[i]);
+			double rel = sqrt(err / energy);
+			if (!(rel < cases[c].bound))
+				fail_msg("%s seed %d: relative error %g, not under %g",
+				         ggml_type_get(cases[c].type)->name, seed, rel, cases[c].bound);
+		}
+	}
+}
+
 UNIT_TESTS(
 	cmocka_unit_test(test_can_make),
 	cmocka_unit_test(test_refusals),
@@ -351,4 +456,7 @@ UNIT_TESTS(
 	cmocka_unit_test(test_q4_1),
 	cmocka_unit_test(test_q5),
 	cmocka_unit_test(test_blocks_independent),
+	cmocka_unit_test(test_k_zeros),
+	cmocka_unit_test(test_q6_K_one_value),
+	cmocka_unit_test(test_k_round_trip),
 )
