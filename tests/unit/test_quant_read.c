@@ -137,6 +137,8 @@ static void check_type(const struct fixture *f, uint64_t i, uint32_t to)
 	uint8_t *buf = malloc(size + 1);
 	assert_non_null(buf);
 	for (size_t a = 0; a < sizeof offs / sizeof offs[0]; a++) {
+		if (offs[a] >= size)   /* a tensor of few blocks */
+			continue;
 		for (size_t b = 0; b < sizeof lens / sizeof lens[0]; b++) {
 			const uint64_t off = offs[a];
 			const uint64_t len = lens[b] < size - off ? lens[b] : size - off;
