@@ -95,17 +95,21 @@ static bool path_within(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
 }
 
-/* fs->mount over fs's library or (without edits, which ops.c serves) its model's tree,
- * asking passthrough.c about model.gguf. 0, or 1 after one line on stderr. */
+/* fs->mount over fs's library or its model's tree (with edits or not), asking
+ * passthrough.c about model.gguf and telling the kernel what an edit changed. 0, or 1
+ * after one line on stderr. */
 static int start_mount(struct ggufs *fs)
 {
-	fs->mount = fs->library ? mount_library(fs->library) : mount_model(fs->tree);
+	fs->mount = fs->library ? mount_library(fs->library) :
+	            fs->edits   ? mount_model_edits(fs->tree, fs->edits, fs->single_thread) :
+	                          mount_model(fs->tree);
 	if (!fs->mount) {
 		log_errf("out of memory");
 		return 1;
 	}
 	mount_set_passthrough(fs->mount,
 	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
+	mount_set_notify(fs->mount, &(struct mount_notify){ .forget = ggufs_forget, .arg = fs });
 	return 0;
 }
 
@@ -264,7 +268,7 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 	}
 	if (o->edits_file && open_edits(fs, o, mountpoint) != 0)
 		return 1;
-	if (!fs->edits && start_mount(fs) != 0)
+	if (start_mount(fs) != 0)
 		return 1;
 	warn_raw_only(fs->model);
 	return 0;
@@ -291,13 +295,12 @@ static int add_mount_options(struct fuse_args *args, const struct options *o,
 	return 0;
 }
 
-/* The session over fs: the library's operations or one model's. NULL when libfuse
+/* The session over fs's mount. NULL when libfuse
  * refused it (it said why). */
 static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs)
 {
 	struct fuse_session *se =
-		fs->mount ? fuse_session_new(args, &mount_ops, sizeof mount_ops, fs)
-		            : fuse_session_new(args, &ggufs_ops, sizeof ggufs_ops, fs);
+		fuse_session_new(args, &ggufs_ops, sizeof ggufs_ops, fs);
 	if (!se)
 		return NULL;
 	fs->se = se;
@@ -314,7 +317,6 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
                    const struct fuse_cmdline_opts *fo)
 {
 	fs->pt.debug = fo->debug;
-	fs->single_thread = fo->singlethread;
 	passthrough_start(fs, o->passthrough_arg && strcmp(o->passthrough_arg, "no") == 0,
 	                  fs->library && !fs->remote_library ? o->model : NULL);
 	/* libfuse 3.14 has no API for passthrough nor for shared mappings of direct_io
@@ -378,7 +380,7 @@ int main(int argc, char *argv[])
 	struct fuse_cmdline_opts fo = { 0 };
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
-	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1,
+	                    .log_fd = -1,
 	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
@@ -399,6 +401,7 @@ int main(int argc, char *argv[])
 	if (!mountpoint || start_early_log(&fs, &o, mountpoint) != 0)
 		goto out_cmdline;
 	fs.max_read = o.max_read;
+	fs.single_thread = fo.singlethread;
 	ret = open_source(&fs, &o, mountpoint, &shown);
 	if (ret != 0)
 		goto out_source;

@@ -338,30 +338,3 @@ void passthrough_release(struct ggufs *fs, uint64_t ino)
 	pthread_mutex_unlock(&fs->pt.lock);
 }
 
-/* Why model.gguf of t is not the model's file byte for byte, or NULL when it is. */
-static const char *not_the_file(const struct tree *t)
-{
-	const struct ggufs_model *m = tree_model(t);
-	if (tree_model_file_fd(t) >= 0)
-		return NULL;
-	if (m->remote)
-		return "a remote model";
-	if (m->n_shards != 1)
-		return "a split model, merged here";
-	return "edited: model.gguf has a header of its own in front of the file's data";
-}
-
-int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size)
-{
-	char value[256];
-	passthrough_why_not(fs, 0, tree_model_file_fd(t), not_the_file(t), tree_model(t)->path,
-	                    value, sizeof value);
-	return xattr_value(buf, size, value, strlen(value));
-}
-
-int passthrough_reply_open_tree(fuse_req_t req, struct ggufs *fs, struct fuse_file_info *fi,
-                                const struct tree *t)
-{
-	return passthrough_reply_open(req, fs, fi, 0, tree_model_file_fd(t), not_the_file(t),
-	                              tree_model(t)->path);
-}

@@ -149,9 +149,10 @@ static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o)
 	return ret;
 }
 
-static bool lib_open(struct mount *m, uint64_t ino, bool dir, int flags, void **file,
+static bool lib_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
                      struct mount_open *o, struct mount_err *err)
 {
+	(void)uid;
 	if (!dir && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
 		return mount_fail(err, EROFS);
 	struct lib_file *h = calloc(1, sizeof *h);

@@ -59,9 +59,10 @@ static bool mm_getattr(struct mount *m, uint64_t ino, void *file, struct stat *s
  * be kept across opens; direct_io stays off so that mmap works. model.gguf tells the
  * front end its file, which the kernel may read itself (passthrough). The open file is
  * the tree (nothing is held per open). */
-static bool mm_open(struct mount *m, uint64_t ino, bool dir, int flags, void **file,
+static bool mm_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
                        struct mount_open *o, struct mount_err *err)
 {
+	(void)uid;
 	const struct tree_node *n = dir ? dir_of(m->tree, ino, err) : node_of(m->tree, ino, err);
 	if (!n)
 		return false;

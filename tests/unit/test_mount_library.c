@@ -144,9 +144,9 @@ static void test_read_then_release(void **state)
 	struct mount_err err;
 	struct mount_entry f = walk(m, "tiny/tensors/w.f32");
 	struct mount_open o;
-	assert_false(mount_open(m, f.ino, O_WRONLY, &o, &err));
+	assert_false(mount_open(m, f.ino, O_WRONLY, 0, &o, &err));
 	assert_int_equal(err.no, EROFS);
-	assert_true(mount_open(m, f.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
 	assert_int_not_equal(o.fh, 0);
 	assert_int_equal(o.pt_fd, -1);   /* only model.gguf is a file to pass through */
 	struct got *g = calloc(1, sizeof *g);
@@ -169,7 +169,7 @@ static void test_read_then_release(void **state)
 	assert_int_equal(err.no, EBADF);
 	/* model.gguf names its file for passthrough */
 	struct mount_entry mg = walk(m, "tiny/model.gguf");
-	assert_true(mount_open(m, mg.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, mg.ino, O_RDONLY, 0, &o, &err));
 	assert_true(o.pt_fd >= 0);
 	assert_non_null(o.pt_path);
 	mount_release(m, mg.ino, o.fh);
@@ -250,7 +250,7 @@ static void test_counters_and_eio_cause(void **state)
 
 	struct mount_entry f = walk(m, "shrinks/tensors/w");
 	struct mount_open o;
-	assert_true(mount_open(m, f.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
 	struct got *g = calloc(1, sizeof *g);
 	assert_non_null(g);
 	assert_true(mount_read(m, f.ino, o.fh, 0, 64, false, take, g, &err));

@@ -124,9 +124,9 @@ static void test_read_f32_one_call(void **state)
 	struct mount_err err;
 	assert_true(mount_lookup(m, TREE_TENSORS_DIR_INO, "w.f32", &e, &err));
 	struct mount_open o;
-	assert_false(mount_open(m, e.ino, O_RDWR, &o, &err));
+	assert_false(mount_open(m, e.ino, O_RDWR, 0, &o, &err));
 	assert_int_equal(err.no, EROFS);
-	assert_true(mount_open(m, e.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, e.ino, O_RDONLY, 0, &o, &err));
 	assert_true(o.keep_cache && !o.direct_io);
 	assert_int_equal(o.pt_fd, -1);
 	long long before = reads_of(m);
@@ -142,7 +142,7 @@ static void test_read_f32_one_call(void **state)
 	assert_false(mount_read(m, e.ino, o.fh, 0, 8, false, take, &g, &err));
 	assert_int_equal(err.no, EBADF);
 	/* a directory opened as a file, a file listed */
-	assert_false(mount_open(m, TREE_TENSORS_DIR_INO, O_RDONLY, &o, &err));
+	assert_false(mount_open(m, TREE_TENSORS_DIR_INO, O_RDONLY, 0, &o, &err));
 	assert_int_equal(err.no, EISDIR);
 	assert_false(mount_opendir(m, e.ino, &o, &err));
 	assert_int_equal(err.no, ENOTDIR);
@@ -199,7 +199,7 @@ static void test_attributes_listing_statfs(void **state)
 	assert_true(asked_fd >= 0);   /* the model is its one local file */
 	assert_int_equal(asked_ino, 0);
 	struct mount_open o;
-	assert_true(mount_open(m, e.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, e.ino, O_RDONLY, 0, &o, &err));
 	assert_int_equal(o.pt_fd, asked_fd);
 	assert_null(o.pt_not_file);
 	mount_release(m, e.ino, o.fh);
