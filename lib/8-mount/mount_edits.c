@@ -11,7 +11,7 @@
 #include "edit_text.h"
 #include "mount_edits.h"
 
-struct edit_file *edit_file_new(struct tree *t, bool writing)
+struct edit_file *mount_edit_file_new(struct tree *t, bool writing)
 {
 	struct edit_file *f = calloc(1, sizeof *f);
 	if (!f)
@@ -22,10 +22,10 @@ struct edit_file *edit_file_new(struct tree *t, bool writing)
 	return f;
 }
 
-void edit_file_free(struct mount *m, struct edit_file *f)
+void mount_edit_file_free(struct mount *m, struct edit_file *f)
 {
 	if (f->key_writer)
-		edit_writer_release(m);
+		mount_edit_writer_release(m);
 	tree_release(f->tree);
 	scratch_drop(f->scratch);
 	pthread_mutex_destroy(&f->lock);
@@ -33,7 +33,7 @@ void edit_file_free(struct mount *m, struct edit_file *f)
 	free(f);
 }
 
-bool edit_writer_reserve(struct mount *m)
+bool mount_edit_writer_reserve(struct mount *m)
 {
 	if (atomic_fetch_add(&m->key_writers, 1) < EDIT_WRITERS_MAX)
 		return true;
@@ -41,29 +41,29 @@ bool edit_writer_reserve(struct mount *m)
 	return false;
 }
 
-void edit_writer_release(struct mount *m)
+void mount_edit_writer_release(struct mount *m)
 {
 	atomic_fetch_sub(&m->key_writers, 1);
 }
 
-struct scratch_file *edit_scratch_of(struct mount *m, uint64_t ino)
+struct scratch_file *mount_edit_scratch_of(struct mount *m, uint64_t ino)
 {
 	return ino >= TREE_SCRATCH_INO ? scratch_by_ino(tree_edits_scratch(m->edits), ino) : NULL;
 }
 
-void edit_settle(struct mount *m)
+void mount_edit_settle(struct mount *m)
 {
 	/* not with -s, whose one thread is the one that would make it */
 	if (!m->single_thread)
 		tree_edits_settle(m->edits);
 }
 
-void edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st)
+void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st)
 {
 	tree_stat(t, n, true, st);
 }
 
-void edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st)
+void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st)
 {
 	uint64_t size;
 	struct timespec t;
@@ -81,10 +81,10 @@ void edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st)
 	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
-const struct tree_node *edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
+const struct tree_node *mount_edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
                                        struct mount_err *err)
 {
-	edit_settle(m);
+	mount_edit_settle(m);
 	*t = tree_edits_holding(m->edits, ino);
 	if (!*t) {
 		mount_fail(err, tree_ino_is_model(ino) ? ESTALE : ENOENT);
@@ -112,7 +112,7 @@ static const struct tree_node *dir_of(const struct tree *t, uint64_t ino, struct
 static bool ed_lookup(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
                       struct mount_err *err)
 {
-	edit_settle(m);
+	mount_edit_settle(m);
 	struct tree *t = tree_edits_current(m->edits);
 	bool ok = dir_of(t, parent, err) != NULL;
 	if (ok) {
@@ -126,13 +126,13 @@ static bool ed_lookup(struct mount *m, uint64_t parent, const char *name, struct
 		if (f) {
 			e->ino = scratch_ino(f);
 			e->attr_ttl = 0;
-			edit_scratch_stat(m, f, &e->attr);
+			mount_edit_scratch_stat(m, f, &e->attr);
 			scratch_drop(f);
 		} else if (n) {
 			e->ino = n->ino;
 			if (n->kind == TREE_MODEL)
 				e->entry_ttl = 0;
-			edit_stat(t, n, &e->attr);
+			mount_edit_stat(t, n, &e->attr);
 		}
 	}
 	tree_release(t);
@@ -147,9 +147,9 @@ static bool ed_getattr(struct mount *m, uint64_t ino, void *file, struct stat *s
                        struct mount_err *err)
 {
 	struct edit_file *h = file;
-	struct scratch_file *f = h && h->scratch ? NULL : edit_scratch_of(m, ino);
+	struct scratch_file *f = h && h->scratch ? NULL : mount_edit_scratch_of(m, ino);
 	if (f || (h && h->scratch)) {
-		edit_scratch_stat(m, f ? f : h->scratch, st);
+		mount_edit_scratch_stat(m, f ? f : h->scratch, st);
 		scratch_drop(f);
 		*ttl = 0;
 		return true;
@@ -162,10 +162,10 @@ static bool ed_getattr(struct mount *m, uint64_t ino, void *file, struct stat *s
 		if (!n)
 			mount_fail(err, ENOENT);
 	} else {
-		n = edit_take_node(m, ino, &t, err);
+		n = mount_edit_take_node(m, ino, &t, err);
 	}
 	if (n) {
-		edit_stat(t, n, st);
+		mount_edit_stat(t, n, st);
 		if (h && h->writing)
 			st->st_size = (off_t)h->text.len;
 		*ttl = MOUNT_TTL_FOREVER;
@@ -181,9 +181,9 @@ static bool open_scratch(struct mount *m, struct scratch_file *f, int flags, uid
                          void **file, struct mount_open *o, struct mount_err *err)
 {
 	bool write = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
-	int r = write && !edit_owner(uid, err) ? -1 :
+	int r = write && !mount_edit_owner(uid, err) ? -1 :
 	        write && (flags & O_TRUNC) ? scratch_truncate(f, 0) : 0;
-	struct edit_file *h = r == 0 ? edit_file_new(tree_edits_current(m->edits), write) : NULL;
+	struct edit_file *h = r == 0 ? mount_edit_file_new(tree_edits_current(m->edits), write) : NULL;
 	if (!h) {
 		scratch_drop(f);
 		return r == -1 ? false : mount_fail(err, r < 0 ? -r : ENOMEM);
@@ -194,11 +194,11 @@ static bool open_scratch(struct mount *m, struct scratch_file *f, int flags, uid
 	return true;
 }
 
-bool edit_open_writer(struct mount *m, struct edit_file *h, const struct tree_node *n,
+bool mount_edit_open_writer(struct mount *m, struct edit_file *h, const struct tree_node *n,
                       int flags, struct mount_err *err)
 {
-	if (!(h->key_writer = edit_writer_reserve(m)))
-		return edit_refused(m, -ENFILE, "too many keys open for writing at once (16)", err);
+	if (!(h->key_writer = mount_edit_writer_reserve(m)))
+		return mount_edit_refused(m, -ENFILE, "too many keys open for writing at once (16)", err);
 	if (flags & O_TRUNC) {
 		/* open(O_TRUNC) makes the value "" even if nothing follows */
 		h->dirty = h->only_truncated = true;
@@ -222,18 +222,18 @@ static bool ed_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 		bool ok = dir_of(t, ino, err) != NULL;
 		/* listings may be cached: an edit has the kernel forget metadata/'s */
 		o->cache_readdir = o->keep_cache = true;
-		*file = ok ? edit_file_new(t, false) : NULL;
+		*file = ok ? mount_edit_file_new(t, false) : NULL;
 		if (ok && !*file)
 			mount_fail(err, ENOMEM);
 		if (!*file)
 			tree_release(t);
 		return *file != NULL;
 	}
-	struct scratch_file *f = edit_scratch_of(m, ino);
+	struct scratch_file *f = mount_edit_scratch_of(m, ino);
 	if (f)
 		return open_scratch(m, f, flags, uid, file, o, err);
 	struct tree *t;
-	const struct tree_node *n = edit_take_node(m, ino, &t, err);
+	const struct tree_node *n = mount_edit_take_node(m, ino, &t, err);
 	if (!n)
 		return false;
 	bool write = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
@@ -243,16 +243,16 @@ static bool ed_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 		mount_fail(err, EISDIR);
 	else if (write && n->kind != TREE_META)
 		mount_fail(err, EROFS);
-	else if (write && !edit_owner(uid, err))
+	else if (write && !mount_edit_owner(uid, err))
 		;
-	else if (!(h = edit_file_new(t, write)))
+	else if (!(h = mount_edit_file_new(t, write)))
 		mount_fail(err, ENOMEM);
 	else
-		ok = !write || edit_open_writer(m, h, n, flags, err);
+		ok = !write || mount_edit_open_writer(m, h, n, flags, err);
 	if (!h)
 		tree_release(t);
 	else if (!ok)
-		edit_file_free(m, h);
+		mount_edit_file_free(m, h);
 	if (!ok)
 		return false;
 	bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
@@ -311,7 +311,7 @@ static bool ed_readdir(struct mount *m, uint64_t ino, void *file, uint64_t off, 
  * for any mapping of any open (fs/fuse/file.c fuse_file_mmap drops it at each mmap and
  * each open), through the open that faults. Filled from the state now, it never holds
  * another state's pages than that one, since each edit drops them after making its
- * state current (edit_forget): an old open that keeps faulting cannot bring its state's
+ * state current (mount_edit_forget): an old open that keeps faulting cannot bring its state's
  * pages back under a mapping made after. A key gone from the state now is read in the
  * open's. */
 static struct tree *fill_tree(struct mount *m, uint64_t ino, bool fills_cache)
@@ -357,7 +357,7 @@ static bool ed_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uin
 
 static void ed_file_free(struct mount *m, void *file)
 {
-	edit_file_free(m, file);
+	mount_edit_file_free(m, file);
 }
 
 /* Sizes in 4 KiB blocks, nothing free: a view of one file (edits go to the edits file,
@@ -377,13 +377,13 @@ static void ed_statfs(struct mount *m, struct statvfs *sv)
 static int64_t ed_xattr(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
                         struct mount_err *err)
 {
-	struct scratch_file *f = edit_scratch_of(m, ino);
+	struct scratch_file *f = mount_edit_scratch_of(m, ino);
 	if (f) {
 		scratch_drop(f);
 		return name ? -ENODATA : 0;
 	}
 	struct tree *t;
-	const struct tree_node *n = edit_take_node(m, ino, &t, err);
+	const struct tree_node *n = mount_edit_take_node(m, ino, &t, err);
 	if (!n)
 		return -err->no;
 	struct mount_counted what = { .model = tree_model(t), .edits = true };
@@ -421,15 +421,15 @@ static const struct mount_kind edits_kind = {
 	.statfs = ed_statfs,
 	.xattr = ed_xattr,
 	.free = ed_free,
-	.flush = edit_flush,
-	.release = edit_release,
-	.setattr = edit_setattr,
-	.write = edit_write,
-	.create = edit_create,
-	.unlink = edit_unlink,
-	.rename = edit_rename,
-	.setxattr = edit_setxattr,
-	.removexattr = edit_removexattr,
+	.flush = mount_edit_flush,
+	.release = mount_edit_release,
+	.setattr = mount_edit_setattr,
+	.write = mount_edit_write,
+	.create = mount_edit_create,
+	.unlink = mount_edit_unlink,
+	.rename = mount_edit_rename,
+	.setxattr = mount_edit_setxattr,
+	.removexattr = mount_edit_removexattr,
 };
 
 struct mount *mount_model_edits(struct tree *base, struct tree_edits *e, bool single_thread)

@@ -49,59 +49,59 @@ struct edit_file {
 /* mount_edits.c */
 
 /* A new open file on tree t (which it keeps), or NULL out of memory. */
-struct edit_file *edit_file_new(struct tree *t, bool writing);
+struct edit_file *mount_edit_file_new(struct tree *t, bool writing);
 /* Frees f with its tree, scratch file and writer place (the mount's). */
-void edit_file_free(struct mount *m, struct edit_file *f);
+void mount_edit_file_free(struct mount *m, struct edit_file *f);
 /* A writer's place among EDIT_WRITERS_MAX: false when all are taken. */
-bool edit_writer_reserve(struct mount *m);
-void edit_writer_release(struct mount *m);
+bool mount_edit_writer_reserve(struct mount *m);
+void mount_edit_writer_release(struct mount *m);
 /* The scratch file of ino, held (scratch_drop it), when ino is one; else NULL. */
-struct scratch_file *edit_scratch_of(struct mount *m, uint64_t ino);
+struct scratch_file *mount_edit_scratch_of(struct mount *m, uint64_t ino);
 /* The attributes of node n of t (the tree's rule, metadata/ writable), and of scratch
  * file f (a file as a key's is, with its own size and time). */
-void edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st);
-void edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st);
+void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st);
+void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st);
 /* The node of ino in the tree that holds it now (into *t, held: tree_release it), a
  * truncation just closed made first; or NULL with ESTALE for a model.gguf of a state
  * gone (the kernel looks its name up again), else ENOENT, nothing held. */
-const struct tree_node *edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
+const struct tree_node *mount_edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
                                        struct mount_err *err);
 /* With edits, waits for a truncation just closed to be made (tree_edits_settle). */
-void edit_settle(struct mount *m);
+void mount_edit_settle(struct mount *m);
 /* The open of a file whose name an edit may change, for writing when write (checked:
  * metadata/KEY, its owner asking): f gets its text (or the truncation's empty one). */
-bool edit_open_writer(struct mount *m, struct edit_file *f, const struct tree_node *n,
+bool mount_edit_open_writer(struct mount *m, struct edit_file *f, const struct tree_node *n,
                       int flags, struct mount_err *err);
 
 /* mount_writer.c */
 
 /* True when uid is the mount's owner, who alone may edit; else EACCES into err. */
-bool edit_owner(uid_t uid, struct mount_err *err);
+bool mount_edit_owner(uid_t uid, struct mount_err *err);
 /* The kernel forgets what it cached of ino (0: only metadata/'s listing) and of the
  * files every edit changes (gguf.json, summary.txt). */
-void edit_forget(struct mount *m, uint64_t ino);
+void mount_edit_forget(struct mount *m, uint64_t ino);
 /* An edit refused with -errno r for why: counted, kept as the last error, into err
  * (said as a warning by whoever says err). */
-bool edit_refused(struct mount *m, int r, const char *why, struct mount_err *err);
+bool mount_edit_refused(struct mount *m, int r, const char *why, struct mount_err *err);
 /* The flush and the last close of writer f of ino (last: its release). */
-bool edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
+bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
                  struct mount_err *err);
 /* The changes, as struct mount_kind's of the same names (mount_impl.h). */
-bool edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
-void edit_release(struct mount *m, uint64_t ino, void *file);
-bool edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
+bool mount_edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
+void mount_edit_release(struct mount *m, uint64_t ino, void *file);
+bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
                   uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
-bool edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
+bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
                 uint64_t off, struct mount_err *err);
-bool edit_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+bool mount_edit_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
                  struct mount_entry *e, void **file, struct mount_open *o,
                  struct mount_err *err);
-bool edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+bool mount_edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
                  struct mount_err *err);
-bool edit_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+bool mount_edit_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
                  const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
-bool edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+bool mount_edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
                    size_t size, uid_t uid, struct mount_err *err);
-bool edit_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err);
+bool mount_edit_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err);
 
 #endif

@@ -11,13 +11,13 @@
 #include "edit_text.h"
 #include "mount_edits.h"
 
-bool edit_owner(uid_t uid, struct mount_err *err)
+bool mount_edit_owner(uid_t uid, struct mount_err *err)
 {
 	/* allow_other lets others read, never write */
 	return uid == getuid() || mount_fail(err, EACCES);
 }
 
-bool edit_refused(struct mount *m, int r, const char *why, struct mount_err *err)
+bool mount_edit_refused(struct mount *m, int r, const char *why, struct mount_err *err)
 {
 	mount_counted_refusal(&m->counters, r, why, err);
 	return false;
@@ -31,7 +31,7 @@ bool edit_refused(struct mount *m, int r, const char *why, struct mount_err *err
  * writable mapping written back to us) before the notice returns, which with -s no
  * other thread would do: there the files' pages go at their next open or mmap (the
  * kernel drops a direct_io file's then), and only sizes and times now. */
-void edit_forget(struct mount *m, uint64_t ino)
+void mount_edit_forget(struct mount *m, uint64_t ino)
 {
 	static const uint64_t files[] = { TREE_JSON_INO, TREE_SUMMARY_INO };
 	if (!m->notify.forget)
@@ -46,12 +46,12 @@ void edit_forget(struct mount *m, uint64_t ino)
 
 /* An edit that returned r: refused (why says why), or made: the kernel's caches of what
  * it changed forgotten (ino's, 0: only the lists). */
-static bool edit_done(struct mount *m, int r, const char *why, uint64_t ino,
+static bool mount_edit_done(struct mount *m, int r, const char *why, uint64_t ino,
                       struct mount_err *err)
 {
 	if (r < 0)
-		return edit_refused(m, r, why, err);
-	edit_forget(m, ino);
+		return mount_edit_refused(m, r, why, err);
+	mount_edit_forget(m, ino);
 	return true;
 }
 
@@ -74,7 +74,7 @@ static void truncation_gone(struct mount *m, struct edit_file *f)
  * before that fails when the empty text would be refused (a number's), and otherwise
  * has lookups wait for the last (tree_edits_settle), so that what follows close(2)
  * sees it made. */
-bool edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
+bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
                  struct mount_err *err)
 {
 	pthread_mutex_lock(&f->lock);
@@ -93,60 +93,60 @@ bool edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
 	} else if (f->dirty) {
 		r = tree_edits_write(m->edits, ino, edit_text_bytes(&f->text), f->text.len, why);
 		if (r < 0)
-			edit_refused(m, r, why, err);
+			mount_edit_refused(m, r, why, err);
 		f->dirty = false;   /* refused or made: the next close has nothing new */
 	}
 	if (last)
 		truncation_gone(m, f);
 	pthread_mutex_unlock(&f->lock);
 	/* refused too: a shared mapping's pages may hold the text refused (fill_tree) */
-	edit_forget(m, ino);
+	mount_edit_forget(m, ino);
 	return r == 0;
 }
 
 /* close(2): the text a writer wrote becomes the key's value, durably, before close
  * returns; EINVAL when it does not parse (the old value stays). */
-bool edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err)
+bool mount_edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err)
 {
 	struct edit_file *f = file;
-	return !f || !f->writing || f->scratch || edit_commit(m, f, ino, false, err);
+	return !f || !f->writing || f->scratch || mount_edit_commit(m, f, ino, false, err);
 }
 
 /* The last close: a writer's text that no flush made a value (a close that failed to
  * reach us) is made one now. */
-void edit_release(struct mount *m, uint64_t ino, void *file)
+void mount_edit_release(struct mount *m, uint64_t ino, void *file)
 {
 	struct edit_file *f = file;
 	struct mount_err err;
-	if (f->writing && !f->scratch && !edit_commit(m, f, ino, true, &err))
+	if (f->writing && !f->scratch && !mount_edit_commit(m, f, ino, true, &err))
 		mount_err_say(&err);   /* no reply carries it */
 }
 
 /* True when uid may edit; else EACCES. */
-#define may_edit(uid, err) edit_owner(uid, err)
+#define may_edit(uid, err) mount_edit_owner(uid, err)
 
 /* Size changes (truncate, ftruncate) of metadata/KEY: through an open writer its text
  * (made the value at close), else at once the shown text cut or zero-extended; times
  * are accepted and changed nowhere; so are modes and owners of metadata/ and its files
  * (as vfat's "quiet": cp -a, install and rsync set them after copying, and fail on an
  * error), EPERM elsewhere. */
-bool edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
+bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
                   uid_t uid, struct stat *st, double *ttl, struct mount_err *err)
 {
 	struct edit_file *h = file;
 	if (!may_edit(uid, err))
 		return false;
-	struct scratch_file *f = h && h->scratch ? NULL : edit_scratch_of(m, ino);
+	struct scratch_file *f = h && h->scratch ? NULL : mount_edit_scratch_of(m, ino);
 	if (f || (h && h->scratch)) {   /* a scratch file: its size; the rest as a key's */
 		struct scratch_file *of = f ? f : h->scratch;
 		int sr = to_set & MOUNT_SET_SIZE ? scratch_truncate(of, size) : 0;
-		edit_scratch_stat(m, of, st);
+		mount_edit_scratch_stat(m, of, st);
 		scratch_drop(f);
 		*ttl = 0;
 		return sr == 0 || mount_fail(err, -sr);
 	}
 	struct tree *t;
-	const struct tree_node *n = edit_take_node(m, ino, &t, err);
+	const struct tree_node *n = mount_edit_take_node(m, ino, &t, err);
 	if (!n)
 		return false;
 	int r = 0;
@@ -177,9 +177,9 @@ bool edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, ui
 			if (r < 0) {
 				free(text.p);
 				tree_release(t);
-				return edit_refused(m, r, why, err);
+				return mount_edit_refused(m, r, why, err);
 			}
-			edit_forget(m, ino);
+			mount_edit_forget(m, ino);
 		}
 		free(text.p);
 	}
@@ -189,7 +189,7 @@ bool edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, ui
 	t = tree_edits_current(m->edits);
 	n = tree_node(t, ino);
 	if (n) {
-		edit_stat(t, n, st);
+		mount_edit_stat(t, n, st);
 		if (h && h->writing)
 			st->st_size = (off_t)h->text.len;
 		*ttl = MOUNT_TTL_FOREVER;
@@ -203,7 +203,7 @@ bool edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, ui
 /* A write of metadata/KEY goes into the writer's text, at its offset (a hole is zeros);
  * the text becomes the value at close. EINVAL at once when the text can no longer
  * become a value of the key's type. */
-bool edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
+bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
                 uint64_t off, struct mount_err *err)
 {
 	struct edit_file *h = file;
@@ -229,7 +229,7 @@ bool edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size
 		h->refused = r;   /* the close fails with it too, and makes nothing */
 	pthread_mutex_unlock(&h->lock);
 	if (r < 0 && why[0])   /* the precheck's refusal, said once */
-		return edit_refused(m, r, why, err);
+		return mount_edit_refused(m, r, why, err);
 	return r == 0 || mount_fail(err, -r);
 }
 
@@ -242,7 +242,7 @@ static bool may_edit_in(uint64_t parent, uid_t uid, struct mount_err *err)
 
 /* A new file in metadata/ is a new key, an empty string until written (and typed with
  * user.gguf.type); the open it comes with is a writer's. */
-bool edit_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+bool mount_edit_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
                  struct mount_entry *e, void **file, struct mount_open *o,
                  struct mount_err *err)
 {
@@ -252,27 +252,27 @@ bool edit_create(struct mount *m, uint64_t parent, const char *name, int flags, 
 	uint64_t ino;
 	bool writing = (flags & O_ACCMODE) != O_RDONLY;
 	bool key_writer = writing && !scratch_is_name(name);
-	if (key_writer && !edit_writer_reserve(m))
-		return edit_refused(m, -ENFILE, "too many keys open for writing at once (16)", err);
+	if (key_writer && !mount_edit_writer_reserve(m))
+		return mount_edit_refused(m, -ENFILE, "too many keys open for writing at once (16)", err);
 	int r = tree_edits_create(m->edits, name, &ino, why);
 	if (r < 0) {
 		if (key_writer)
-			edit_writer_release(m);
-		return edit_refused(m, r, why, err);
+			mount_edit_writer_release(m);
+		return mount_edit_refused(m, r, why, err);
 	}
-	edit_forget(m, 0);
+	mount_edit_forget(m, 0);
 	struct tree *t = tree_edits_current(m->edits);
-	struct edit_file *h = edit_file_new(t, writing);
+	struct edit_file *h = mount_edit_file_new(t, writing);
 	if (h)
 		h->key_writer = key_writer;
 	else if (key_writer)
-		edit_writer_release(m);
-	struct scratch_file *f = edit_scratch_of(m, ino);
+		mount_edit_writer_release(m);
+	struct scratch_file *f = mount_edit_scratch_of(m, ino);
 	const struct tree_node *n = f ? NULL : tree_node(t, ino);
 	if (!h || (!f && !n)) {
 		scratch_drop(f);
 		if (h)
-			edit_file_free(m, h);
+			mount_edit_file_free(m, h);
 		else
 			tree_release(t);
 		return mount_fail(err, h ? ENOENT : ENOMEM);
@@ -282,9 +282,9 @@ bool edit_create(struct mount *m, uint64_t parent, const char *name, int flags, 
 	e->entry_ttl = 0;   /* as a lookup's in metadata/ */
 	if (f) {
 		h->scratch = f;
-		edit_scratch_stat(m, f, &e->attr);
+		mount_edit_scratch_stat(m, f, &e->attr);
 	} else {
-		edit_stat(t, n, &e->attr);
+		mount_edit_stat(t, n, &e->attr);
 	}
 	if (r == 1 && h->writing) {
 		/* a key moved aside made again (tree_edit.h): its text starts empty, made the
@@ -298,7 +298,7 @@ bool edit_create(struct mount *m, uint64_t parent, const char *name, int flags, 
 }
 
 /* rm metadata/KEY deletes the key. */
-bool edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+bool mount_edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
                  struct mount_err *err)
 {
 	if (!may_edit_in(parent, uid, err))
@@ -306,11 +306,11 @@ bool edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
 	char why[GGUF_ERR_MAX];
 	uint64_t ino;
 	int r = tree_edits_unlink(m->edits, name, &ino, why);
-	return edit_done(m, r, why, 0, err);
+	return mount_edit_done(m, r, why, 0, err);
 }
 
 /* mv metadata/A metadata/B renames key A to B (a key B is replaced). */
-bool edit_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+bool mount_edit_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
                  const char *newname, unsigned flags, uid_t uid, struct mount_err *err)
 {
 	if (!may_edit_in(parent == newparent ? parent : 0, uid, err))
@@ -321,11 +321,11 @@ bool edit_rename(struct mount *m, uint64_t parent, const char *name, uint64_t ne
 		return mount_fail(err, EEXIST);
 	char why[GGUF_ERR_MAX];
 	int r = tree_edits_rename(m->edits, name, newname, why);
-	return edit_done(m, r, why, 0, err);
+	return mount_edit_done(m, r, why, 0, err);
 }
 
 /* user.gguf.type of a key: its value's text parsed again as that type. */
-bool edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+bool mount_edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
                    size_t size, uid_t uid, struct mount_err *err)
 {
 	if (!may_edit(uid, err))
@@ -334,7 +334,7 @@ bool edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *
 	const struct tree_node *n = tree_node(t, ino);
 	bool key = n && n->kind == TREE_META, node = n != NULL;
 	tree_release(t);
-	struct scratch_file *f = edit_scratch_of(m, ino);
+	struct scratch_file *f = mount_edit_scratch_of(m, ino);
 	scratch_drop(f);
 	if (!key && !f && node)   /* the rest of the tree is read-only */
 		return mount_fail(err, EROFS);
@@ -342,10 +342,10 @@ bool edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *
 		return mount_fail(err, ENOTSUP);
 	char why[GGUF_ERR_MAX];
 	int r = tree_edits_set_type(m->edits, ino, value, size, why);
-	return edit_done(m, r, why, ino, err);
+	return mount_edit_done(m, r, why, ino, err);
 }
 
-bool edit_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err)
+bool mount_edit_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err)
 {
 	(void)m, (void)ino;
 	return may_edit(uid, err) && mount_fail(err, ENOTSUP);
