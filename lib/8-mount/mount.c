@@ -10,11 +10,22 @@
 #include "mount_impl.h"
 #include "thread_buf.h"
 
-void mount_init(struct mount *m, const struct mount_kind *kind)
+struct mount *mount_new(const struct mount_kind *kind)
 {
+	struct mount *m = calloc(1, sizeof *m);
+	if (!m)
+		return NULL;
 	m->kind = kind;
 	m->files = (struct handle_table)HANDLE_TABLE_INIT;
 	mount_counters_init(&m->counters);
+	return m;
+}
+
+/* Frees open file (a kind's), when the kind has anything to free. */
+static void file_free(struct mount *m, void *file)
+{
+	if (m->kind->file_free)
+		file_free(m, file);
 }
 
 bool mount_fail(struct mount_err *err, int no)
@@ -36,12 +47,11 @@ void mount_free(struct mount *m)
 {
 	if (!m)
 		return;
-	m->kind->free(m);
 	mount_counters_destroy(&m->counters);
 	/* open files never released (the kernel's releases lost at an unmount) */
 	for (size_t i = 0; i < m->files.cap; i++)
 		if (m->files.slots && handle_table_slot(&m->files, i))
-			m->kind->file_free(m, handle_table_slot(&m->files, i));
+			file_free(m, handle_table_slot(&m->files, i));
 	free(m->files.slots);
 	pthread_mutex_destroy(&m->files.lock);
 	free(m);
@@ -72,7 +82,7 @@ static void *take_file(struct mount *m, uint64_t fh)
 static void put_file(struct mount *m, uint64_t fh, void *file, bool release)
 {
 	if (file && handle_table_drop(&m->files, fh, release))
-		m->kind->file_free(m, file);
+		file_free(m, file);
 }
 
 bool mount_getattr(struct mount *m, uint64_t ino, uint64_t fh, struct stat *st, double *ttl,
@@ -89,7 +99,7 @@ static bool add_file(struct mount *m, void *file, struct mount_open *o, struct m
 {
 	o->fh = handle_table_add(&m->files, file);
 	if (!o->fh) {
-		m->kind->file_free(m, file);
+		file_free(m, file);
 		return mount_fail(err, ENOMEM);
 	}
 	return true;

@@ -406,11 +406,6 @@ static int64_t ed_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 	return r;
 }
 
-static void ed_free(struct mount *m)
-{
-	(void)m;   /* the edits and their tree are the caller's */
-}
-
 static const struct mount_kind edits_kind = {
 	.lookup = ed_lookup,
 	.getattr = ed_getattr,
@@ -420,7 +415,6 @@ static const struct mount_kind edits_kind = {
 	.file_free = ed_file_free,
 	.statfs = ed_statfs,
 	.xattr = ed_xattr,
-	.free = ed_free,
 	.flush = mount_edit_flush,
 	.release = mount_edit_release,
 	.setattr = mount_edit_setattr,
@@ -434,10 +428,9 @@ static const struct mount_kind edits_kind = {
 
 struct mount *mount_model_edits(struct tree *base, struct tree_edits *e, bool single_thread)
 {
-	struct mount *m = calloc(1, sizeof *m);
+	struct mount *m = mount_new(&edits_kind);
 	if (!m)
 		return NULL;
-	mount_init(m, &edits_kind);
 	m->edits = e;
 	m->tree = base;   /* of the model's own metadata: for its file's attributes */
 	m->single_thread = single_thread;

@@ -30,12 +30,11 @@ struct mount_kind {
 	                void *ctx, struct mount_err *err);
 	bool (*read)(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
 	             bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
-	/* frees an open file once released and no request holds it */
+	/* frees an open file once released and no request holds it (NULL: nothing to) */
 	void (*file_free)(struct mount *m, void *file);
 	void (*statfs)(struct mount *m, struct statvfs *sv);
 	int64_t (*xattr)(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
 	                 struct mount_err *err);
-	void (*free)(struct mount *m);
 	/* The changes (a model's with edits: mount_writer.c); NULL: ENOSYS for flush,
 	 * nothing for release (before the open's hold goes), EROFS for the rest. */
 	bool (*flush)(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
@@ -77,8 +76,8 @@ struct mount {
 	atomic_uint key_writers;        /* writers of keys open now (mount_edits.h) */
 };
 
-/* Sets up m's common parts for kind. */
-void mount_init(struct mount *m, const struct mount_kind *kind);
+/* A new mount of kind, its common parts set up; NULL out of memory. */
+struct mount *mount_new(const struct mount_kind *kind);
 
 /* Fills err with errno no and nothing to say; false, for "return mount_fail(...)". */
 bool mount_fail(struct mount_err *err, int no);

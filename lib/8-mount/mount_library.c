@@ -282,11 +282,6 @@ static int64_t lib_xattr(struct mount *m, uint64_t ino, const char *name, char *
 	return x == -ENOENT ? -ENODATA : x;
 }
 
-static void lib_free(struct mount *m)
-{
-	(void)m;   /* the library is the caller's */
-}
-
 static const struct mount_kind library_kind = {
 	.lookup = lib_lookup,
 	.getattr = lib_getattr,
@@ -296,15 +291,12 @@ static const struct mount_kind library_kind = {
 	.file_free = lib_file_free,
 	.statfs = lib_statfs,
 	.xattr = lib_xattr,
-	.free = lib_free,
 };
 
 struct mount *mount_library(struct library *lib)
 {
-	struct mount *m = calloc(1, sizeof *m);
-	if (!m)
-		return NULL;
-	mount_init(m, &library_kind);
-	m->library = lib;
+	struct mount *m = mount_new(&library_kind);
+	if (m)
+		m->library = lib;
 	return m;
 }

@@ -24,6 +24,7 @@
 #include "guard.h"
 #include "model.h"
 #include "mount.h"
+#include "mount_fixture.h"
 #include "scratch_dir.h"
 #include "tree.h"
 #include "tree_edit.h"
@@ -104,22 +105,8 @@ static void unmount(struct mount *m)
 	tree_edits_close(edits);
 }
 
-struct got {
-	char buf[256];
-	size_t len;
-};
-
-static void take(void *ctx, const struct iovec *iov, int count)
-{
-	struct got *g = ctx;
-	for (int i = 0; i < count; i++) {
-		memcpy(g->buf + g->len, iov[i].iov_base, iov[i].iov_len);
-		g->len += iov[i].iov_len;
-	}
-}
-
 /* The text of metadata/name now, read through a fresh open. */
-static void read_key(struct mount *m, const char *name, struct got *g)
+static void read_key(struct mount *m, const char *name, struct mount_got *g)
 {
 	struct mount_entry e;
 	struct mount_open o;
@@ -129,7 +116,7 @@ static void read_key(struct mount *m, const char *name, struct got *g)
 	assert_true(mount_open(m, e.ino, O_RDONLY, getuid(), &o, &err));
 	assert_true(o.direct_io);   /* an edit changes it: past the page cache */
 	memset(g, 0, sizeof *g);
-	assert_true(mount_read(m, e.ino, o.fh, 0, sizeof g->buf, false, take, g, &err));
+	assert_true(mount_read(m, e.ino, o.fh, 0, sizeof g->buf, false, mount_got_take, g, &err));
 	assert_int_equal(g->len, (size_t)e.attr.st_size);
 	mount_release(m, e.ino, o.fh);
 }
@@ -153,7 +140,7 @@ static void test_writer_makes_the_value(void **state)
 	assert_true(mount_write(m, e.ino, o.fh, "new\n", 4, 0, &err));
 	assert_true(mount_flush(m, e.ino, o.fh, &err));
 	mount_release(m, e.ino, o.fh);
-	struct got g;
+	struct mount_got g;
 	read_key(m, "general.name", &g);
 	assert_int_equal(g.len, 4);
 	assert_memory_equal(g.buf, "new\n", 4);
@@ -194,7 +181,7 @@ static void test_refusal_carries_its_cause(void **state)
 	assert_false(mount_flush(m, e.ino, o.fh, &err));
 	assert_int_equal(err.no, EINVAL);
 	mount_release(m, e.ino, o.fh);
-	struct got g;
+	struct mount_got g;
 	read_key(m, "test.context_length", &g);
 	assert_memory_equal(g.buf, "2048\n", 5);
 	unmount(m);
@@ -215,7 +202,7 @@ static void test_create_unlink_rename(void **state)
 	assert_true(o.direct_io);
 	assert_true(mount_write(m, e.ino, o.fh, "hi\n", 3, 0, &err));
 	mount_release(m, e.ino, o.fh);   /* the last close makes it */
-	struct got g;
+	struct mount_got g;
 	read_key(m, "user.note", &g);
 	assert_memory_equal(g.buf, "hi\n", 3);
 	assert_true(mount_rename(m, TREE_METADATA_DIR_INO, "user.note", TREE_METADATA_DIR_INO,
