@@ -407,22 +407,11 @@ static int64_t ed_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 }
 
 static const struct mount_kind edits_kind = {
-	.lookup = ed_lookup,
-	.getattr = ed_getattr,
-	.open = ed_open,
-	.readdir = ed_readdir,
-	.read = ed_read,
-	.file_free = ed_file_free,
-	.statfs = ed_statfs,
-	.xattr = ed_xattr,
-	.flush = mount_edit_flush,
-	.release = mount_edit_release,
-	.setattr = mount_edit_setattr,
-	.write = mount_edit_write,
-	.create = mount_edit_create,
-	.unlink = mount_edit_unlink,
-	.rename = mount_edit_rename,
-	.setxattr = mount_edit_setxattr,
+	.lookup = ed_lookup, .getattr = ed_getattr, .open = ed_open, .readdir = ed_readdir,
+	.read = ed_read, .file_free = ed_file_free, .statfs = ed_statfs, .xattr = ed_xattr,
+	.flush = mount_edit_flush, .release = mount_edit_release, .setattr = mount_edit_setattr,
+	.write = mount_edit_write, .create = mount_edit_create, .unlink = mount_edit_unlink,
+	.rename = mount_edit_rename, .setxattr = mount_edit_setxattr,
 	.removexattr = mount_edit_removexattr,
 };
 

@@ -283,14 +283,8 @@ static int64_t lib_xattr(struct mount *m, uint64_t ino, const char *name, char *
 }
 
 static const struct mount_kind library_kind = {
-	.lookup = lib_lookup,
-	.getattr = lib_getattr,
-	.open = lib_open,
-	.readdir = lib_readdir,
-	.read = lib_read,
-	.file_free = lib_file_free,
-	.statfs = lib_statfs,
-	.xattr = lib_xattr,
+	.lookup = lib_lookup, .getattr = lib_getattr, .open = lib_open, .readdir = lib_readdir,
+	.read = lib_read, .file_free = lib_file_free, .statfs = lib_statfs, .xattr = lib_xattr,
 };
 
 struct mount *mount_library(struct library *lib)

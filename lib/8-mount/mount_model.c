@@ -147,13 +147,8 @@ static int64_t mm_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 }
 
 static const struct mount_kind mm_kind = {
-	.lookup = mm_lookup,
-	.getattr = mm_getattr,
-	.open = mm_open,
-	.readdir = mm_readdir,
-	.read = mm_read,
-	.statfs = mm_statfs,
-	.xattr = mm_xattr,
+	.lookup = mm_lookup, .getattr = mm_getattr, .open = mm_open, .readdir = mm_readdir,
+	.read = mm_read, .statfs = mm_statfs, .xattr = mm_xattr,
 };
 
 struct mount *mount_model(struct tree *t)
