@@ -14,10 +14,14 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "library.h"
-#include "model.h"
-#include "tree.h"
-#include "tree_edit.h"
+#include "errline.h"
+
+/* What main.c opens, for the mount (lib/8-mount/mount.h) and its start. */
+struct ggufs_model;
+struct library;
+struct tree;
+struct tree_edits;
+struct mount;
 
 /* The CLOCK_REALTIME time ms milliseconds (under a second) from now: the deadline of a
  * pthread_cond_timedwait on a condition variable of the default clock. */

@@ -18,10 +18,14 @@
 #include "compat/fuse_compat.h"
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "library.h"
 #include "log_escape.h"
+#include "model.h"
 #include "mount.h"
 #include "remote.h"
 #include "s3.h"
+#include "tree.h"
+#include "tree_edit.h"
 #include "url.h"
 
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from

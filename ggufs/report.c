@@ -17,9 +17,6 @@
 #include "evlog.h"
 #include "ggufs.h"
 #include "log_escape.h"
-#include "remote.h"
-#include "s3.h"
-#include "url.h"
 
 /* ---- the event log's sinks ---- */
 

@@ -25,7 +25,7 @@ struct mount *mount_new(const struct mount_kind *kind)
 static void file_free(struct mount *m, void *file)
 {
 	if (m->kind->file_free)
-		file_free(m, file);
+		m->kind->file_free(m, file);
 }
 
 bool mount_fail(struct mount_err *err, int no)
@@ -286,6 +286,12 @@ int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct tree
 		m->pt.why_not(m->pt.arg, ino, tree_model_file_fd(t), mount_not_file(t),
 		              tree_model(t)->path, value, sizeof value);
 	return mount_xattr_value(buf, size, value, strnlen(value, sizeof value - 1));
+}
+
+int mount_passthrough_file(struct mount *m, const char **not_file)
+{
+	*not_file = m->tree ? mount_not_file(m->tree) : NULL;
+	return m->tree ? tree_model_file_fd(m->tree) : -1;
 }
 
 const char *mount_not_file(const struct tree *t)

@@ -108,6 +108,11 @@ void mount_free(struct mount *m);
 /* The front end's passthrough, asked for model.gguf's attribute (NULL: "off"). */
 void mount_set_passthrough(struct mount *m, const struct mount_passthrough *pt);
 
+/* The file a single model's model.gguf is byte for byte, for passthrough: its fd, or -1
+ * (a library, whose models are each its own; or a model that is not one local file,
+ * *not_file says why). */
+int mount_passthrough_file(struct mount *m, const char **not_file);
+
 /* The child name of directory parent, with its attributes and timeouts. A name that is
  * not there is an entry of ino 0 (a negative entry, cached e->entry_ttl). */
 bool mount_lookup(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
