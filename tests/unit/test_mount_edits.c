@@ -2,7 +2,8 @@
  * front end asks it, with no FUSE: a writer of metadata/KEY opened, written and closed
  * makes the value, the kernel told to forget the key, metadata/ and the files every edit
  * changes; a write that can never parse fails at once with EINVAL and its cause, counted
- * in user.ggufs.edits_refused, and the close fails with it too; only the mount's owner
+ * in user.ggufs.edits_refused, and the close fails with it too; a released writer gives
+ * its place back, and at most 16 are open at once; only the mount's owner
  * may open for writing (EACCES), and only a key (EROFS); a created key is an entry and a
  * writer in one call; rm and mv of keys; statfs is writable. */
 #include <setjmp.h>
@@ -150,6 +151,21 @@ static void test_writer_makes_the_value(void **state)
 	struct statvfs sv;
 	mount_statfs(m, &sv);
 	assert_false(sv.f_flag & ST_RDONLY);
+	/* a writer released gives its place back: more than EDIT_WRITERS_MAX (16) in turn */
+	for (int i = 0; i < 40; i++) {
+		assert_true(mount_open(m, e.ino, O_RDWR, getuid(), &o, &err));
+		mount_release(m, e.ino, o.fh);
+	}
+	/* but 16 at once at most: ENFILE, said as a refusal */
+	uint64_t fh[17];
+	for (int i = 0; i < 16; i++) {
+		assert_true(mount_open(m, e.ino, O_RDWR, getuid(), &o, &err));
+		fh[i] = o.fh;
+	}
+	assert_false(mount_open(m, e.ino, O_RDWR, getuid(), &o, &err));
+	assert_int_equal(err.no, ENFILE);
+	for (int i = 0; i < 16; i++)
+		mount_release(m, e.ino, fh[i]);
 	unmount(m);
 }
 
