@@ -6,14 +6,16 @@ edits=FILE (issue 38 items 1-5), on real mounts:
   passthrough), and an open from before an edit still fstat's and reads its own state;
 - a write refused at write(2) (EFBIG past 64 MiB, EINVAL for what cannot parse) makes
   the close fail with the same error and nothing of the text a value: the old value
-  stays and FILE is byte for byte as it was (cat of a big file, a writer's own bytes);
+  stays and FILE is byte for byte as it was (cat of a big file, a Python write of
+  64 MiB + 1, a writer's own bytes);
 - a truncation alone (open with O_TRUNC, close: ": > KEY", cp /dev/null) is made before
   what follows the close looks: the key's size, its bytes and gguf.json's size agree at
   once, after a short and after a big value;
 - emptying a number or bool that way fails the close with EINVAL (cp /dev/null, a
   Python open for writing), the value and FILE unchanged, while "echo 7 > KEY" still
   makes 7 with nothing refused;
-- an edit refused at close because it is too large (EFBIG) leaves FILE byte for byte."""
+- an edit refused at close because its value is too large (EFBIG) leaves FILE byte for
+  byte."""
 import errno
 import os
 import subprocess
@@ -197,12 +199,23 @@ class Closes(gm.EditsCase):
             self.assertEqual(meta(m, "llama.context_length"), b"7\n")
             self.assertEqual(refused(), 3)
 
-    def test_too_large_at_close_keeps_file(self):
-        """Item 5: an edit refused at close for its size (an array of 17 Mi empty lines,
-        past the 128 MiB a value may take) leaves the value and FILE byte for byte."""
+    def test_too_large_keeps_file(self):
+        """Item 5: an edit refused for its size leaves the value and FILE byte for byte:
+        a Python write of 64 MiB + 1 bytes (EFBIG at write and at close), an array of
+        17 Mi empty lines (past the 128 MiB a value may take: EFBIG at close)."""
         with self.mount() as m:
             gm.put(m.p("metadata", "general.name"), b"before\n")
             before = gm.read_file(self.file)
+            f = open(m.p("metadata", "general.name"), "wb")
+            with self.assertRaises(OSError) as e:
+                try:
+                    f.write(b"z" * ((64 << 20) + 1))   # the last byte may wait in the buffer
+                finally:
+                    f.close()
+            self.assertEqual(e.exception.errno, errno.EFBIG)
+            self.assertTrue(f.closed)
+            self.assertEqual(meta(m, "general.name"), b"before\n")
+            self.assertEqual(gm.read_file(self.file), before)
             tokens = meta(m, "tokenizer.ggml.tokens")
             with self.assertRaises(OSError) as e:
                 gm.put(m.p("metadata", "tokenizer.ggml.tokens"), b"\n" * (17 << 20))
