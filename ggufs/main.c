@@ -437,9 +437,9 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_source:
+	mount_free(fs.mount);   /* first: its open files hold states of the edits, models */
 	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
-	mount_free(fs.mount);
 	library_free(fs.library);
 	model_close(fs.model);
 out_cmdline:
