@@ -125,10 +125,9 @@ bool watch_start(struct ggufs *fs);
 /* Sets fs->ending for good and stops the watcher (before the session is destroyed). */
 void watch_stop(struct ggufs *fs);
 /* The remote fetcher's cancel callback (arg: struct ggufs). */
-bool ggufs_ending(void *fs);
+bool watch_ending(void *fs);
 
-/* report.c: the event log (lib/'s evlog.h) after the mount, the EIO replies and the
- * user.ggufs.* counters of the mount's root. */
+/* report.c: where the event log (lib/'s evlog.h) goes after the mount. */
 
 /* Opens -o log=FILE for appending (created mode 0600): its fd, or -1 after one line on
  * stderr. Never through a symlink, never waiting on a FIFO; refused unless a regular
@@ -198,7 +197,8 @@ void cli_free(struct options *o);
 void cli_usage(const char *prog);
 /* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE
  * escaped (fuse_opt_parse undoes that), so that any model path can be the fsname. */
-int insert_escaped_opt(struct fuse_args *args, int pos, const char *name, const char *value);
+int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
+                           const char *value);
 
 /* mountpoint.c: is the mount point fit to mount on? */
 
@@ -214,10 +214,10 @@ bool mountpoint_holds(const char *mountpoint, const char *path);
  * what is missing (the device, or access to it: root, its mode or its group), in
  * ggufs's words rather than libfuse's. Checked once the model is open (a bad model is
  * named first), before fuse_session_mount. */
-bool fuse_device_check(void);
+bool mountpoint_device_check(void);
 /* True when a file system is mounted at path (absolute, symlinks resolved); what gets
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
-bool mounted_at(const char *path, char *what, size_t size, char *dev);
+bool mountpoint_mounted_at(const char *path, char *what, size_t size, char *dev);
 
 /* open.c: the model o->model names, local or remote (o's remote options); *shown gets
  * a remote URL as it may be shown (malloc'ed; NULL for a local file). NULL after one
@@ -263,6 +263,6 @@ int diff_models(const struct options *o);
 
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */
-void *raise_readahead(void *arg);
+void *readahead_raise(void *arg);
 
 #endif

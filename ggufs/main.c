@@ -134,7 +134,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 	struct lib_source *src;
 	bool s3 = s3_names_library(o->model);
 	if (hub) {
-		src = open_hub_library(o, ggufs_ending, fs);
+		src = open_hub_library(o, watch_ending, fs);
 		if (!src)
 			return 1;
 	} else if (s3) {
@@ -288,7 +288,7 @@ static int add_mount_options(struct fuse_args *args, const struct options *o,
 {
 	char *abs = shown ? NULL : realpath(o->model, NULL);
 	int bad = fuse_opt_insert_arg(args, 1, "-osubtype=ggufs") ||
-	          insert_escaped_opt(args, 2, "fsname", shown ? shown : abs ? abs : o->model) ||
+	          cli_insert_escaped_opt(args, 2, "fsname", shown ? shown : abs ? abs : o->model) ||
 	          fuse_opt_add_arg(args, fs->edits ? "-onosuid,nodev,default_permissions"
 	                                           : "-oro,nosuid,nodev,default_permissions");
 	free(abs);
@@ -309,7 +309,7 @@ static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs
 		return NULL;
 	fs->se = se;
 	if (fs->model && fs->model->remote)
-		remote_set_cancel(fs->model->remote, ggufs_ending, fs);
+		remote_set_cancel(fs->model->remote, watch_ending, fs);
 	return se;
 }
 
@@ -334,14 +334,14 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 			         "mapping is ENODEV): libfuse would not let ggufs see its replies");
 	}
 	char what[PATH_MAX + 64];
-	if (!mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
+	if (!mountpoint_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
 	if (fuse_daemonize(fo->foreground) != 0)
 		return -1;
 	log_start(fs, fo->foreground);
 	const bool remote = (fs->model && fs->model->remote) || fs->remote_library;
 	pthread_t ra_thread;
-	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, raise_readahead, fs) == 0)
+	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, readahead_raise, fs) == 0)
 		pthread_detach(ra_thread);
 	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
 	if (remote)
@@ -410,7 +410,7 @@ int main(int argc, char *argv[])
 	if (ret != 0)
 		goto out_source;
 	ret = 1;
-	if (!fuse_device_check() || add_mount_options(&args, &o, &fs, shown) != 0)
+	if (!mountpoint_device_check() || add_mount_options(&args, &o, &fs, shown) != 0)
 		goto out_source;
 	se = new_session(&args, &fs);
 	if (!se)

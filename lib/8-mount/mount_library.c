@@ -123,11 +123,11 @@ static int open_dir(struct mount *m, struct lib_file *h, struct mount_open *o)
 	return ret;
 }
 
-/* A file (opened for reading: lib_open refused the rest). A model's file holds its model built until released; a
- * plain file is opened in the source (a replaced one keeps the version it opened);
- * models.tsv and models.json are made whole here, read past the page cache; compare/
- * files are made by their first read, also past the page cache (their size, 0, is not
- * theirs). model.gguf tells the front end its file, which the kernel may read itself. */
+/* A file (opened for reading: lib_open refused the rest). A model's file holds its
+ * model built until released; a plain file is opened in the source (a replaced one
+ * keeps the version it opened); models.tsv and models.json are made whole here, read
+ * past the page cache, and so are compare/ files. model.gguf tells the front end its
+ * file, which the kernel may read itself. */
 static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o)
 {
 	enum lib_kind k = h->ref.kind;
