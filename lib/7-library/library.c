@@ -83,6 +83,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	pthread_mutex_init(&lib->lock, NULL);
 	pthread_mutex_init(&lib->compare_lock, NULL);
 	pthread_cond_init(&lib->built, NULL);
+	pthread_cond_init(&lib->listed, NULL);
 	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", "", "");
 	struct lib_entry e;
 	int r = root ? src->ops->stat(src->ctx, "", &e) : -ENOMEM;
@@ -91,7 +92,9 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	if (r == 0) {
 		root->st = e.st;
 		root->parent = LIB_ROOT_INO;
+		pthread_mutex_lock(&lib->lock);
 		r = lib_folder_list(lib, root, true, err);
+		pthread_mutex_unlock(&lib->lock);
 	} else {
 		snprintf(err, GGUF_ERR_MAX, "%s", strerror(-r));
 	}
@@ -115,6 +118,7 @@ void library_free(struct library *lib)
 	pthread_mutex_destroy(&lib->lock);
 	pthread_mutex_destroy(&lib->compare_lock);
 	pthread_cond_destroy(&lib->built);
+	pthread_cond_destroy(&lib->listed);
 	free(lib);
 }
 
@@ -140,10 +144,25 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	const struct lib_source *src = lib->src;
 	if (f->listed && !force && src->ops->unchanged(src->ctx, f->src, f->dir_version))
 		return 0;
+	/* one listing of a folder at a time: one that ends while this waits was asked for
+	 * after this was, and is as fresh as this one would be */
+	const uint64_t asked = f->lists_done;
+	while (f->listing)
+		pthread_cond_wait(&lib->listed, &lib->lock);
+	if (f->lists_done != asked && f->listed)
+		return 0;
+	/* the source is asked without the lock: a listing may take many requests, and
+	 * every other lookup and read goes on meanwhile (slots, their names and paths stay
+	 * while the library lives) */
 	struct lib_entry *e;
 	size_t n;
 	uint64_t version;
+	f->listing = true;
+	pthread_mutex_unlock(&lib->lock);
 	int r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
+	pthread_mutex_lock(&lib->lock);
+	f->listing = false;
+	pthread_cond_broadcast(&lib->listed);
 	if (r < 0)
 		return r;
 	struct lib_name *names;
@@ -183,6 +202,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		f->children = children;
 		f->n_children = n_names;
 		f->listed = true;
+		f->lists_done++;
 		f->dir_version = version;
 	} else {
 		free(children);
@@ -248,7 +268,11 @@ static void build(struct library *lib, struct lib_slot *s)
 	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
 	atomic_fetch_add(&lib->opened, 1);
 	struct tree *t = NULL;
-	bool stale = m && !lib->src->pinned && !same_file(s, m);
+	const struct lib_source *src = lib->src;
+	bool stale = m && !src->pinned &&
+	             !(src->ops->same_version ? src->ops->same_version(src->ctx, s->src,
+	                                                               s->first_version, m)
+	                                      : same_file(s, m));
 	if (m && !stale) {
 		/* the numbers of the tree must fit under the slot's compare/ (tree.h: four a
 		 * tensor) */
@@ -400,14 +424,15 @@ int library_get(struct library *lib, uint64_t ino, bool want_build, struct lib_r
 	return ret;
 }
 
-/* The child called name of folder f (under the lock): its listing read again when the
- * folder changed, or when the file the name had is another version now. */
+/* The child called name of folder f (under the lock, which a listing drops): its
+ * listing read again when the folder changed, or when the file the name had is another
+ * version now (a source whose listings stand, listed_once: as listed). */
 static struct lib_slot *folder_child(struct library *lib, struct lib_slot *f, const char *name)
 {
 	if (lib_folder_refresh(lib, f, false) < 0)
 		return NULL;
 	struct lib_slot *c = child_named(f, name);
-	if (!c || c->type == LIB_NODE_DIR)
+	if (!c || c->type == LIB_NODE_DIR || lib->src->listed_once)
 		return c;
 	struct lib_entry e;
 	const struct lib_source *src = lib->src;

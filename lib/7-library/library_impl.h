@@ -46,6 +46,8 @@ struct lib_slot {
 	uint32_t files;           /* a model: its files in the folder */
 	/* a folder: its listing, sorted by name, and the version it was read at */
 	bool listed;
+	bool listing;             /* a thread is listing it, without the lock */
+	uint64_t lists_done;      /* listings read into it so far */
 	uint64_t dir_version;
 	struct lib_slot **children;
 	size_t n_children;
@@ -71,6 +73,7 @@ struct library {
 	struct lib_source *src;
 	pthread_mutex_t lock;      /* everything below, and every slot's fields */
 	pthread_cond_t built;      /* a model finished building */
+	pthread_cond_t listed;     /* a folder's listing ended */
 	struct lib_slot **slots;   /* by number; [0] is the root */
 	size_t n_slots, cap;
 	uint64_t clock;
@@ -84,8 +87,10 @@ struct library {
 	atomic_uint_fast64_t compares_made;
 };
 
-/* Lists folder (when it changed, or always with force) under lib->lock: 0, or -errno
- * with one line in err (lib_folder_refresh: in the log). */
+/* Lists folder (when it changed, or always with force) under lib->lock, which it drops
+ * while the source lists (a caller must not keep pointers into a folder's children
+ * across it); a listing another thread is making is waited for. 0, or -errno with one
+ * line in err (lib_folder_refresh: in the log). */
 int lib_folder_list(struct library *lib, struct lib_slot *folder, bool force,
                     char err[GGUF_ERR_MAX]);
 int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force);

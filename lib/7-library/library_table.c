@@ -106,30 +106,41 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 }
 
 /* Every model under folder f into *models (growing), listing folders as it goes (under
- * the lock). -ENOMEM, or 0: a folder that cannot be listed is logged and left out. */
+ * the lock, which listing drops: f's children are read from a copy, since another
+ * thread may list f again meanwhile). -ENOMEM, or 0: a folder that cannot be listed is
+ * logged and left out. */
 static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***models, size_t *n,
                    size_t *cap, unsigned depth)
 {
 	if (depth > 64 || lib_folder_refresh(lib, f, false) < 0)
 		return 0;
-	for (size_t i = 0; i < f->n_children; i++) {
-		struct lib_slot *c = f->children[i];
+	size_t count = f->n_children;
+	struct lib_slot **children = malloc((count ? count : 1) * sizeof *children);
+	if (!children)
+		return -ENOMEM;
+	if (count)
+		memcpy(children, f->children, count * sizeof *children);
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < count; i++) {
+		struct lib_slot *c = children[i];
 		if (c->type == LIB_NODE_DIR) {
-			if (collect(lib, c, models, n, cap, depth + 1) < 0)
-				return -ENOMEM;
+			r = collect(lib, c, models, n, cap, depth + 1);
 		} else if (c->type == LIB_NODE_MODEL) {
 			if (*n == *cap) {
 				size_t nc = *cap ? 2 * *cap : 64;
 				struct lib_slot **m = realloc(*models, nc * sizeof *m);
-				if (!m)
-					return -ENOMEM;
+				if (!m) {
+					r = -ENOMEM;
+					break;
+				}
 				*models = m;
 				*cap = nc;
 			}
 			(*models)[(*n)++] = c;
 		}
 	}
-	return 0;
+	free(children);
+	return r;
 }
 
 /* Models whose rows are opened for at once: a remote library's headers, fetched at most

@@ -1,5 +1,7 @@
 /* Where a library's listings and bytes come from, behind one interface: a local folder
- * (libsource_local.c); the hub's tree API and S3's ListObjectsV2 are meant to be others.
+ * (libsource_local.c), a hub repository at one commit (libsource_hub.c), an S3 prefix
+ * (libsource_s3.c). A source may be asked from several threads at once; a listing is
+ * asked for without the library's lock held.
  * The library (library.h) asks a source for the entries of one folder at a time, for a
  * fresh look at one entry, for a model opened from its first file, and for the bytes of
  * a plain file; it never reads a listing it was not asked for.
@@ -40,8 +42,15 @@ struct lib_source_ops {
 	/* True when folder dir still has the version a listing gave: its entries' names
 	 * are as they were. */
 	bool (*unchanged)(void *ctx, const char *dir, uint64_t version);
-	/* A fresh look at the entry at path (name, type, version, st): 0 or -errno. */
+	/* A fresh look at the entry at path (name, type, version, st): 0 or -errno. A source
+	 * whose listings stand for the mount's life (lib_source.listed_once) is asked only
+	 * about its root (""). */
 	int (*stat)(void *ctx, const char *path, struct lib_entry *e);
+	/* True when model m, just opened from its first file at path, is the version the
+	 * listing gave that file (version); NULL: the library compares the file's identity
+	 * (device, inode, size, times) with the listing's instead. */
+	bool (*same_version)(void *ctx, const char *path, uint64_t version,
+	                     const struct ggufs_model *m);
 	/* The model whose first file is at path (its other shards found beside it, as a
 	 * single mount finds them), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
@@ -67,6 +76,10 @@ struct lib_source {
 	void *ctx;
 	bool pinned;   /* its files never change (a hub commit): a model opened is the
 	                * version listed, with no check of its file's identity */
+	bool listed_once;   /* a folder's listing stands for the mount's life (S3 keeps no
+	                     * folder versions to ask about cheaply): a lookup is answered
+	                     * from it, with no fresh look at the entry (a changed object is
+	                     * still caught by its ETag when read) */
 };
 
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):
