@@ -34,40 +34,52 @@ static void slot_free(struct lib_slot *s)
 	lib_row_free(s->row);
 	free(s->children);
 	free(s->error);
-	free(s->name);
-	free(s->path);
-	free(s->src);
+	if (s->src != s->path)
+		free(s->src);
+	free(s->path);   /* (name is inside it) */
 	free(s);
 }
 
-/* A new slot with the next number (under the lock), or NULL. */
+/* A new slot with the next number (under the lock), or NULL. path (malloc'ed, ending in
+ * name) and src are taken, freed on failure too: the name is the end of the path, and a
+ * src equal to the path is the path (a folder's and a plain file's always are), so a
+ * slot keeps one copy of its name. */
 static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, const char *name,
-                                 const char *path, const char *src)
+                                 char *path, char *src)
 {
+	if (!path || !src || strlen(path) < strlen(name))
+		goto fail;
 	if (lib->n_slots >= LIB_SLOTS_MAX)
-		return NULL;
+		goto fail;
 	if (lib->n_slots == lib->cap) {
 		size_t cap = lib->cap ? 2 * lib->cap : 256;
 		struct lib_slot **s = realloc(lib->slots, cap * sizeof *s);
 		if (!s)
-			return NULL;
+			goto fail;
 		lib->slots = s;
 		lib->cap = cap;
 	}
 	struct lib_slot *s = calloc(1, sizeof *s);
 	if (!s)
-		return NULL;
+		goto fail;
 	s->type = type;
-	s->name = strdup(name);
-	s->path = strdup(path);
-	s->src = strdup(src);
-	if (!s->name || !s->path || !s->src) {
-		slot_free(s);
-		return NULL;
+	s->path = path;
+	s->name = path + strlen(path) - strlen(name);
+	if (src == path || strcmp(src, path) == 0) {
+		if (src != path)
+			free(src);
+		s->src = path;
+	} else {
+		s->src = src;
 	}
 	s->no = lib->n_slots;
 	lib->slots[lib->n_slots++] = s;
 	return s;
+fail:
+	if (src != path)
+		free(src);
+	free(path);
+	return NULL;
 }
 
 struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
@@ -84,7 +96,8 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	pthread_mutex_init(&lib->compare_lock, NULL);
 	pthread_cond_init(&lib->built, NULL);
 	pthread_cond_init(&lib->listed, NULL);
-	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", "", "");
+	char *path = strdup("");
+	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", path, path);
 	struct lib_entry e;
 	int r = root ? src->ops->stat(src->ctx, "", &e) : -ENOMEM;
 	if (r == 0 && e.type != LIB_ENTRY_DIR)
@@ -139,6 +152,22 @@ static struct lib_slot *child_named(const struct lib_slot *f, const char *name)
 	return NULL;
 }
 
+/* Takes folder f, which its source says is no folder, out of its parent's listing
+ * (under the lock): lookups and listings no longer find it (its slot stays). */
+static void forget_child(struct library *lib, struct lib_slot *f)
+{
+	struct lib_slot *p = lib->slots[f->parent >> LIB_LOW_BITS];
+	for (size_t i = 0; i < p->n_children; i++) {
+		if (p->children[i] == f) {
+			memmove(&p->children[i], &p->children[i + 1],
+			        (p->n_children - i - 1) * sizeof *p->children);
+			p->n_children--;
+			break;
+		}
+	}
+	f->n_children = 0;
+}
+
 int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char err[GGUF_ERR_MAX])
 {
 	const struct lib_source *src = lib->src;
@@ -163,6 +192,8 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	pthread_mutex_lock(&lib->lock);
 	f->listing = false;
 	pthread_cond_broadcast(&lib->listed);
+	if (r == -ENOENT && f->no != 0)
+		forget_child(lib, f);
 	if (r < 0)
 		return r;
 	struct lib_name *names;
@@ -181,11 +212,8 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 			children[i] = old;
 			continue;
 		}
-		char *path = join(f->path, ln->name), *srcpath = join(f->src, le->name);
-		struct lib_slot *s = path && srcpath ? slot_new(lib, ln->type, ln->name, path, srcpath)
-		                                     : NULL;
-		free(path);
-		free(srcpath);
+		struct lib_slot *s = slot_new(lib, ln->type, ln->name, join(f->path, ln->name),
+		                              join(f->src, le->name));
 		if (!s) {
 			r = -ENOMEM;
 			break;
@@ -735,10 +763,21 @@ void lib_slot_release(struct library *lib, struct lib_slot *s)
 	library_put(lib, &r);
 }
 
-int library_file_open(struct library *lib, const struct lib_ref *r, void **file)
+int library_file_open(struct library *lib, const struct lib_ref *r, void **file,
+                      char why[GGUF_ERR_MAX])
 {
 	*file = NULL;
-	return lib->src->ops->open_file(lib->src->ctx, r->slot->src, file);
+	why[0] = 0;
+	int ret = lib->src->ops->open_file(lib->src->ctx, r->slot->src, file, why);
+	if (ret == -EIO) {
+		if (!why[0])
+			gguf_errf(why, "%s: the source could not open it", r->slot->path);
+		/* said once per cause (its numbers aside), as a read's EIO is */
+		char key[GGUF_ERR_MAX + 16] = "eio open ";
+		evlog_key_cause(key, sizeof key, why);
+		evlog(EVLOG_ERR, key, "EIO to an open of %s, because %s", r->slot->path, why);
+	}
+	return ret;
 }
 
 int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off)

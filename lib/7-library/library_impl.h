@@ -36,9 +36,10 @@ struct lib_child {
 struct lib_slot {
 	uint64_t no;
 	enum lib_node_type type;
-	char *name;               /* as shown in its folder */
+	const char *name;         /* as shown in its folder: the end of path */
 	char *path;               /* in the library ("" for the root) */
-	char *src;                /* in the source: the folder, the file, a model's first file */
+	char *src;                /* in the source: the folder, the file, a model's first file;
+	                           * path itself when they are equal (one copy of the name) */
 	uint64_t parent;          /* the number of the folder holding it */
 	uint64_t version;         /* of the entry (a model: of all its files) */
 	uint64_t first_version;   /* a model: of its first file alone */

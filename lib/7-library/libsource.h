@@ -36,7 +36,9 @@ void lib_entries_free(struct lib_entry *e, size_t n);
 
 struct lib_source_ops {
 	/* The entries of folder dir (files and folders only, in any order) into *out, and
-	 * the folder's own version into *version: 0, or -errno with one line in err. */
+	 * the folder's own version into *version: 0, or -errno with one line in err;
+	 * -ENOENT when dir is no folder (any more), which takes it out of its parent's
+	 * listing. */
 	int (*list)(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
 	            uint64_t *version, char err[GGUF_ERR_MAX]);
 	/* True when folder dir still has the version a listing gave: its entries' names
@@ -55,8 +57,9 @@ struct lib_source_ops {
 	 * single mount finds them), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
 	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);
-	/* A plain file opened for reading: 0 with its handle in *file, or -errno. */
-	int (*open_file)(void *ctx, const char *path, void **file);
+	/* A plain file opened for reading: 0 with its handle in *file, or -errno; for -EIO,
+	 * its cause in err (one line naming the file; left as it was when not known). */
+	int (*open_file)(void *ctx, const char *path, void **file, char err[GGUF_ERR_MAX]);
 	/* Up to len bytes of an opened file at off: the count (short only at its end), or
 	 * -errno. */
 	int64_t (*read_file)(void *ctx, void *file, char *buf, uint64_t len, uint64_t off);

@@ -302,7 +302,7 @@ struct hub_plain {
 	uint64_t size;
 };
 
-static int hub_open_file(void *ctx, const char *path, void **file)
+static int hub_open_file(void *ctx, const char *path, void **file, char why[GGUF_ERR_MAX])
 {
 	struct hub_source *hs = ctx;
 	const struct hub_file *f = find(hs, path);
@@ -321,7 +321,11 @@ static int hub_open_file(void *ctx, const char *path, void **file)
 	if (!r || !p || !url) {
 		free(p);
 		free(url);
-		return -EIO;
+		if (r)
+			gguf_errf(why, "%s: out of memory", path);
+		else
+			gguf_errf(why, "%s: %s", path, err);
+		return r ? -ENOMEM : -EIO;
 	}
 	long status = 0;
 	p->size = f->size;
@@ -331,6 +335,7 @@ static int hub_open_file(void *ctx, const char *path, void **file)
 	free(url);
 	if (f->size && !rf) {
 		free(p);
+		gguf_errf(why, "%s: %s", path, err);
 		return -EIO;
 	}
 	p->src = rf ? remote_source(rf) : NULL;

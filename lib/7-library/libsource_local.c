@@ -160,8 +160,9 @@ static struct ggufs_model *local_open_model(void *ctx, const char *path, char er
 }
 
 /* A plain file's handle: its descriptor, biased by one so that fd 0 is not NULL. */
-static int local_open_file(void *ctx, const char *path, void **file)
+static int local_open_file(void *ctx, const char *path, void **file, char err[GGUF_ERR_MAX])
 {
+	(void)err;   /* an errno says it all */
 	char *full = full_path(ctx, path);
 	int fd = full ? open(full, O_RDONLY | O_CLOEXEC) : -1;
 	int r = !full ? -ENOMEM : fd < 0 ? -errno : 0;

@@ -127,9 +127,18 @@ static int s3src_list(void *ctx, const char *dir, struct lib_entry **out, size_t
 	 * meanwhile may have taken some: then this one is refused) */
 	const uint64_t budget = atomic_load(&s->names_left);
 	uint64_t left = budget;
-	if (s3_list(s->r, s->bucket_url, prefix, &left, &e, &ne, err) < 0) {
+	unsigned left_out;
+	if (s3_list(s->r, s->bucket_url, prefix, &left, &e, &ne, &left_out, err) < 0) {
 		free(prefix);
 		return -EIO;
+	}
+	/* S3 has no empty folders: a prefix is there because keys are under it, so one
+	 * whose keys were all left out (a/../../x) is no folder */
+	if (*dir && !ne && left_out) {
+		gguf_errf(err, "s3://%s/%s: every name under it was left out: no folder", s->bucket,
+		          prefix);
+		free(prefix);
+		return -ENOENT;
 	}
 	free(prefix);
 	if (!names_take(s, budget - left)) {
@@ -224,7 +233,7 @@ static struct ggufs_model *s3src_open_model(void *ctx, const char *path, char er
 	return m;
 }
 
-static int s3src_open_file(void *ctx, const char *path, void **handle)
+static int s3src_open_file(void *ctx, const char *path, void **handle, char why[GGUF_ERR_MAX])
 {
 	struct s3_source *s = ctx;
 	char err[GGUF_ERR_MAX], *url, *shown;
@@ -239,6 +248,7 @@ static int s3src_open_file(void *ctx, const char *path, void **handle)
 	file->f = remote_open(s->r, url, shown, 1, err, &status);
 	if (!file->f && status != 416) {   /* 416: an empty object, read as nothing */
 		r = status == 404 ? -ENOENT : status == 403 ? -EACCES : -EIO;
+		gguf_errf(why, "%s: %s", shown, err);   /* the server's answer, kept */
 		free(file);
 		file = NULL;
 	}

@@ -13,7 +13,8 @@ the fault server in S3 mode (s3auth.py):
 - an object's version is its ETag and size: a listing's LastModified a second off the
   object's, or absent, still serves the model; a changed object is ESTALE;
 - names longer than 255 bytes are left out with a log line;
-- a folder that holds only names left out (lib/a/../../x.gguf) is no folder."""
+- a folder that holds only names left out (lib/a/../../x.gguf) is no folder once it is
+  looked in (S3 has no empty folders)."""
 import errno
 import os
 import subprocess
@@ -170,6 +171,16 @@ class S3Library(TinyCase):
             self.assertEqual(sorted(os.listdir(m.path)), sorted(["models.json", "models.tsv", fits]))
             self.assertEqual(gm.read_file(m.p(fits)), b"f")
             self.assertIn("longer than 255 bytes", m.stderr())
+
+    def test_a_folder_of_names_left_out_is_no_folder(self):
+        files = {"/models/lib/a/../../escape2.gguf": tiny_model("one"),
+                 "/models/lib/ok.txt": b"ok"}
+        with self.server(files) as s, self.mount(s) as m:
+            with self.assertRaises(FileNotFoundError):
+                os.listdir(m.p("a"))
+            self.assertEqual(sorted(os.listdir(m.path)), ["models.json", "models.tsv", "ok.txt"])
+            self.assertFalse(os.path.exists(m.p("a")))
+            self.assertIn("left out", m.stderr())
 
 
 if __name__ == "__main__":
