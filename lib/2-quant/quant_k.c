@@ -29,6 +29,35 @@ static int clampi(int v, int lo, int hi)
 	return quant_maxi(lo, quant_mini(hi, v));
 }
 
+/* make_qx_quants tries 18 scales on the same values, and ggml runs each trial as its
+ * own loop of additions, a chain where every step waits on the one before. The trials
+ * do not depend on each other until the best is picked, so here they run side by side,
+ * one trial a lane of a vector (gcc's vector extensions, 4 lanes: one SSE2 register):
+ * each lane does its trial's operations in ggml's order, and the pick then walks the
+ * trials in ggml's order. Exact: IEEE arithmetic gives a lane the bits the scalar
+ * operation gives. (make_qkx2_quants's trials cannot: each starts from the minimum of
+ * the best one before it.) */
+#define QK_LANES 4
+typedef float qk_vf __attribute__((vector_size(4 * QK_LANES)));
+typedef int32_t qk_vi __attribute__((vector_size(4 * QK_LANES)));
+
+/* quant_nearest_int in every lane. */
+static inline __attribute__((always_inline)) qk_vi v_nearest_int(qk_vf f)
+{
+	qk_vi i = (qk_vi)(f + 12582912.f);
+	return (i & 0x007fffff) - 0x00400000;
+}
+
+/* clampi in every lane. */
+static inline __attribute__((always_inline)) qk_vi v_clamp(qk_vi v, int lo, int hi)
+{
+	qk_vi vlo = (qk_vi){ 0 } + lo, vhi = (qk_vi){ 0 } + hi;
+	qk_vi below = v < vlo;
+	v = (v & ~below) | (vlo & below);
+	qk_vi above = v > vhi;
+	return (v & ~above) | (vhi & above);
+}
+
 /* The value of largest magnitude among n (the first of equal ones), signed, and its
  * magnitude in *amax; 0 and 0 when every value is 0 or NaN. */
 static float signed_absmax(int n, const float *x, float *amax)
@@ -70,23 +99,39 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
 	}
 	float scale = suml2 ? sumlx / suml2 : 0.0f;
 	float best = scale * sumlx;
-	for (int is = -9; is <= 9; is++) {
-		if (is == 0)
-			continue;
-		int8_t trial[32];
-		iscale = -(nmax + 0.1f * is) / max;
-		sumlx = suml2 = 0;
-		for (int i = 0; i < n; i++) {
-			int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-			trial[i] = (int8_t)(l + nmax);
-			float w = x[i] * x[i];
-			sumlx += w * x[i] * l;
-			suml2 += w * l * l;
+
+	/* the 18 trials is = -9..-1, 1..9, side by side (the last 2 lanes idle) */
+	enum { G = 5 };
+	float isc[G * QK_LANES];
+	for (int t = 0; t < G * QK_LANES; t++) {
+		int is = t < 9 ? t - 9 : t - 8;
+		isc[t] = -(nmax + 0.1f * is) / max;
+	}
+	qk_vf vis[G], vlx[G], vl2[G];
+	qk_vi lv[G][32];
+	for (int g = 0; g < G; g++) {
+		memcpy(&vis[g], isc + g * QK_LANES, sizeof vis[g]);
+		vlx[g] = vl2[g] = (qk_vf){ 0 };
+	}
+	for (int i = 0; i < n; i++) {
+		float w = x[i] * x[i];
+		float wx = w * x[i];
+		for (int g = 0; g < G; g++) {
+			qk_vi l = v_clamp(v_nearest_int(vis[g] * x[i]), -nmax, nmax - 1);
+			qk_vf lf = __builtin_convertvector(l, qk_vf);
+			lv[g][i] = l;
+			vlx[g] += wx * lf;
+			vl2[g] += (w * lf) * lf;
 		}
-		if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-			memcpy(L, trial, (size_t)n);
-			scale = sumlx / suml2;
-			best = scale * sumlx;
+	}
+	for (int t = 0; t < 18; t++) {
+		int g = t / QK_LANES, k = t % QK_LANES;
+		float trial_lx = vlx[g][k], trial_l2 = vl2[g][k];
+		if (trial_l2 > 0 && trial_lx * trial_lx > best * trial_l2) {
+			for (int i = 0; i < n; i++)
+				L[i] = (int8_t)(nmax + lv[g][i][k]);
+			scale = trial_lx / trial_l2;
+			best = scale * trial_lx;
 		}
 	}
 	return scale;
@@ -146,10 +191,9 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L)
  * quants L[i] in 0..nmax (x ~ scale * L - the minimum), the best by weighted error
  * (absolute with use_mad, else squared) among the plain fit from the range and
  * nstep + 1 least-squares fits of trial inverse scales (rmin + rdelta * is + nmax) /
- * range. Returns the scale; the minimum, negated (so >= 0), in *the_min. Laux is scratch
- * for n quants. */
+ * range. Returns the scale; the minimum, negated (so >= 0), in *the_min. n <= 32. */
 static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights,
-                              uint8_t *L, float *the_min, uint8_t *Laux,
+                              uint8_t *L, float *the_min,
                               float rmin, float rdelta, int nstep, bool use_mad)
 {
 	float min = x[0], max = x[0];
@@ -182,6 +226,9 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
 		diff = use_mad ? fabsf(diff) : diff * diff;
 		best_error += weights[i] * diff;
 	}
+	/* Each trial starts from the minimum the best trial so far found: the trials depend
+	 * on each other, and run one after the other. */
+	uint8_t Laux[32];
 	for (int is = 0; is <= nstep; is++) {
 		iscale = (rmin + rdelta * is + nmax) / (max - min);
 		float sum_l = 0, sum_l2 = 0, sum_xl = 0;
@@ -247,7 +294,7 @@ static void pack_2bit_planes(const uint8_t *L, uint8_t *qs)
 void quant_q2_K(const float *x, uint8_t *y, int64_t nblocks)
 {
 	const float q4scale = 15.f;
-	uint8_t L[QK_K], Laux[16];
+	uint8_t L[QK_K];
 	float weights[16], mins[QK_K / 16], scales[QK_K / 16];
 
 	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_q2_K)) {
@@ -258,7 +305,7 @@ void quant_q2_K(const float *x, uint8_t *y, int64_t nblocks)
 			for (int l = 0; l < 16; l++)
 				weights[l] = fabsf(x[16 * j + l]);
 			scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j],
-			                             Laux, -0.5f, 0.1f, 15, true);
+			                             -0.5f, 0.1f, 15, true);
 			if (scales[j] > max_scale)
 				max_scale = scales[j];
 			if (mins[j] > max_min)
@@ -418,7 +465,7 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 static void quant_k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *sc,
                             uint8_t *dp, uint8_t *dminp, uint8_t L[QK_K])
 {
-	uint8_t Laux[32], ls[QK_K / 32], lm[QK_K / 32];
+	uint8_t ls[QK_K / 32], lm[QK_K / 32];
 	float weights[32], mins[QK_K / 32], scales[QK_K / 32];
 	float max_scale = 0, max_min = 0;
 
@@ -430,7 +477,7 @@ static void quant_k4_scales(const float *x, int nmax, float rmin, int nstep, uin
 		for (int l = 0; l < 32; l++)
 			weights[l] = av_x + fabsf(x[32 * j + l]);
 		scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j],
-		                             Laux, rmin, 0.1f, nstep, false);
+		                             rmin, 0.1f, nstep, false);
 		if (scales[j] > max_scale)
 			max_scale = scales[j];
 		if (mins[j] > max_min)
