@@ -147,6 +147,10 @@ int log_open_file(const char *path);
 /* With -o log=FILE, the events said while the mount is made (a remote model's warnings
  * at open) go to FILE already, as every later one will; log_stop ends it. */
 void log_early(struct ggufs *fs);
+/* Before the daemon detaches: one line on stderr when its event log would go to syslog
+ * (no -f, no -o log=FILE) and nothing listens on /dev/log (most containers), naming
+ * -o log=FILE. */
+void log_warn_unheard(const struct ggufs *fs, bool foreground);
 /* Points the event log at fs->log_fd when open, else stderr in the foreground, else
  * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
 void log_start(struct ggufs *fs, bool foreground);

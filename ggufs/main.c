@@ -330,6 +330,7 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 	char what[PATH_MAX + 64];
 	if (!mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
+	log_warn_unheard(fs, fo->foreground);
 	if (fuse_daemonize(fo->foreground) != 0)
 		return -1;
 	log_start(fs, fo->foreground);
