@@ -260,8 +260,9 @@ int insert_escaped_opt(struct fuse_args *args, int pos, const char *name, const 
 
 /* The absolute path of mount point given (malloc'ed), after checking that it is a
  * directory, not a dead FUSE mount, and empty unless nonempty; NULL after one line on
- * stderr saying why not. */
-char *mountpoint_check(const char *given, bool nonempty);
+ * stderr saying why not (that the operands look swapped when given is a file and model,
+ * the model operand or NULL, an empty folder). */
+char *mountpoint_check(const char *given, const char *model, bool nonempty);
 /* True, after one line on stderr, when the file at path (absolute) lies in mountpoint
  * (as mountpoint_check returned it) or below: the edits file, which the daemon writes
  * at every edit, must not be in the tree it serves. */

@@ -396,7 +396,7 @@ int main(int argc, char *argv[])
 		goto out_args;
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
-	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
+	mountpoint = mountpoint_check(o.mountpoint, o.model, o.nonempty);
 	if (!mountpoint || start_early_log(&fs, &o, mountpoint) != 0)
 		goto out_cmdline;
 	fs.max_read = o.max_read;

@@ -108,6 +108,29 @@ class Refused(gm.RefusedMountCase):
         self.assertIn("mkdir -p " + mnt, line)
         self.assertFalse(os.path.exists(mnt))
 
+    def test_missing_mountpoint_read_only(self):
+        """A missing mount point under a folder that cannot be written (here inside a
+        ggufs mount, read-only) is not answered with a mkdir -p that would fail too
+        (issue 38 item 12)."""
+        with gm.Mount(gm.TINY) as m:
+            mnt = m.p("metadata", "nowhere")
+            line = self.refused([gm.TINY, mnt], contains=mnt)
+            self.assertIn("mount point does not exist", line)
+            self.assertNotIn("mkdir", line)
+            self.assertIn("%s cannot be written (%s)" % (m.p("metadata"),
+                                                         os.strerror(errno.EROFS)), line)
+
+    def test_swapped_operands(self):
+        """ggufs MOUNTPOINT MODEL: an empty folder first and a file second says that
+        the operands look swapped (issue 38 item 12); a file that is not a folder
+        without that says only so."""
+        line = self.refused([self.mnt, gm.TINY], contains=gm.TINY)
+        self.assertIn("the operands look swapped", line)
+        self.assertIn(self.mnt, line)
+        line = self.refused([gm.TINY, gm.TINY], contains=gm.TINY)
+        self.assertNotIn("swapped", line)
+        self.assertIn("not a directory", line)
+
     def test_log_file_refused(self):
         """-o log=FILE that cannot be opened: refused at mount, not lost later."""
         path = os.path.join(self.tmp, "no-such-dir", "ggufs.log")

@@ -135,7 +135,8 @@ class Refused(gm.RefusedMountCase):
             s.ignore_range = True
             line = self.refused(s.url + "/m.gguf")
             self.assertIn("range", line.lower())
-            self.assertIn("download the file and mount the local copy", line)
+            # use, not mount: --check and --diff say it too (issue 38 item 12)
+            self.assertIn("download the file and use the local copy", line)
             recs = s.log_settled(1, timeout=30)
             self.assertTrue(recs and all(r.status == 200 for r in recs), recs)
             sent = sum(r.bytes_sent for r in recs)
@@ -348,6 +349,8 @@ class MountWait(unittest.TestCase):
             self.assertNotIn("Timeout was reached", line)
             self.assertIn("no answer from the server in time", line)
             self.assertIn("-o timeout=1", line)
+            # the connection's bound that applied, not the 10 s of the default
+            self.assertIn("at most 1 s to connect", line)
 
 
 if __name__ == "__main__":
