@@ -18,6 +18,7 @@
 #include "ggufs_config.h"
 #include "ggufs.h"
 #include "log_escape.h"
+#include "mount.h"
 #include "remote.h"
 #include "s3.h"
 #include "url.h"
@@ -136,6 +137,13 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 		log_errf("%s", err);
 		return 1;
 	}
+	fs->mount = mount_library(fs->library);   /* the library is the mount's now */
+	if (!fs->mount) {
+		log_errf("out of memory");
+		return 1;
+	}
+	mount_set_passthrough(fs->mount,
+	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
 	return 0;
 }
 
@@ -278,7 +286,7 @@ static int add_mount_options(struct fuse_args *args, const struct options *o,
 static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs)
 {
 	struct fuse_session *se =
-		fs->library ? fuse_session_new(args, &library_ops, sizeof library_ops, fs)
+		fs->mount ? fuse_session_new(args, &mount_ops, sizeof mount_ops, fs)
 		            : fuse_session_new(args, &ggufs_ops, sizeof ggufs_ops, fs);
 	if (!se)
 		return NULL;
@@ -406,7 +414,10 @@ out_session:
 out_source:
 	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
-	library_free(fs.library);
+	if (fs.mount)
+		mount_free(fs.mount);   /* with its library */
+	else
+		library_free(fs.library);
 	model_close(fs.model);
 out_cmdline:
 	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
