@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "compat/fuse_compat.h"
 #include "ggufs_config.h"
 #include "ggufs.h"
 #include "log_escape.h"
@@ -94,6 +95,20 @@ static bool path_within(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
 }
 
+/* fs->mount over fs's library or (without edits, which ops.c serves) its model's tree,
+ * asking passthrough.c about model.gguf. 0, or 1 after one line on stderr. */
+static int start_mount(struct ggufs *fs)
+{
+	fs->mount = fs->library ? mount_library(fs->library) : mount_model(fs->tree);
+	if (!fs->mount) {
+		log_errf("out of memory");
+		return 1;
+	}
+	mount_set_passthrough(fs->mount,
+	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
+	return 0;
+}
+
 /* Opens the library that o->model names into fs (mountpoint: absolute): a folder, or
  * an hf:// repository or folder in it. 0, or the exit status after one line on stderr
  * (2 for -o edits=, which edits one model file; 1 when the source cannot be listed, or
@@ -137,14 +152,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 		log_errf("%s", err);
 		return 1;
 	}
-	fs->mount = mount_library(fs->library);   /* the library is the mount's now */
-	if (!fs->mount) {
-		log_errf("out of memory");
-		return 1;
-	}
-	mount_set_passthrough(fs->mount,
-	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
-	return 0;
+	return start_mount(fs);
 }
 
 /* Step 1, before anything is opened: takes the arguments into args and o, keeps URLs
@@ -256,6 +264,8 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 	}
 	if (o->edits_file && open_edits(fs, o, mountpoint) != 0)
 		return 1;
+	if (!fs->edits && start_mount(fs) != 0)
+		return 1;
 	warn_raw_only(fs->model);
 	return 0;
 }
@@ -307,7 +317,16 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 	fs->single_thread = fo->singlethread;
 	passthrough_start(fs, o->passthrough_arg && strcmp(o->passthrough_arg, "no") == 0,
 	                  fs->library && !fs->remote_library ? o->model : NULL);
-	wire_start(fs, se);
+	/* libfuse 3.14 has no API for passthrough nor for shared mappings of direct_io
+	 * files (edits): compat/ gives 3.17's */
+	if ((fs->pt.wanted || fs->edits) && !compat_start(se)) {
+		if (fs->pt.wanted)
+			passthrough_refuse(fs, compat_refused());
+		/* with edits, INIT never asks for shared mappings then: ENODEV */
+		if (fs->edits)
+			log_errf("metadata/, gguf.json and summary.txt map privately only (a shared "
+			         "mapping is ENODEV): libfuse would not let ggufs see its replies");
+	}
 	char what[PATH_MAX + 64];
 	if (!mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
@@ -360,8 +379,7 @@ int main(int argc, char *argv[])
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
 	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1,
-	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER,
-	                            .settled = PTHREAD_COND_INITIALIZER, .fuse_fd = -1 } };
+	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
 	char *shown = NULL;
@@ -414,10 +432,8 @@ out_session:
 out_source:
 	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
-	if (fs.mount)
-		mount_free(fs.mount);   /* with its library */
-	else
-		library_free(fs.library);
+	mount_free(fs.mount);
+	library_free(fs.library);
 	model_close(fs.model);
 out_cmdline:
 	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
