@@ -160,10 +160,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		} else if (n) {
 			e.ino = n->ino;
 			e.generation = 1;
-			/* model.gguf is another inode in each edit state (tree_ino.h), and a
-			 * rename over a key keeps the key's inode, not the renamed file's: looked
-			 * up again at every path walk, so the kernel never keeps a stale one */
+			/* model.gguf and quants/'s files are other inodes in each edit state
+			 * (tree_ino.h), and a rename over a key keeps the key's inode, not the
+			 * renamed file's: looked up again at every path walk, so the kernel never
+			 * keeps a stale one */
 			e.entry_timeout = fs->edits && (n->kind == TREE_MODEL ||
+			                                parent == TREE_QUANTS_DIR_INO ||
 			                                parent == TREE_METADATA_DIR_INO) ?
 			                  0 : CACHE_TIMEOUT;
 			fill_stat(fs, t, n, &e.attr);

@@ -2,10 +2,12 @@
  * NAME (quant_plan.h; with requantize, llama-quantize --allow-requantize's), for tests/quant/test_quant_plan.py to compare with what
  * llama.cpp's llama_model_quantize() writes. OUT gets the file as far as the plan makes
  * it without a quantizer: the whole header, every tensor whose type stays copied from
- * MODEL, zeros in place of the converted ones, the padding. stdout gets one line
- * "size N data_offset N", then one line per tensor in file order: "name type offset
- * size copied" (type a ggml id, offset from the data section). A model llama.cpp makes
- * no such file from: exit 3 with the reason on stderr. */
+ * MODEL, every converted one quantized (reader_quant.h: its values through the
+ * reader, lib/2-quant's quantizers), the padding. stdout gets one line "size N
+ * data_offset N", then one line per tensor in file order: "name type offset size how"
+ * (type a ggml id, offset from the data section, how 1 copied, 2 quantized, 3 zeros: a
+ * type lib/2-quant does not make yet). A model
+ * llama.cpp makes no such file from: exit 3 with the reason on stderr. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,9 @@
 
 #include "guard.h"
 #include "model.h"
+#include "quant.h"
 #include "quant_plan.h"
+#include "reader_quant.h"
 
 int main(int argc, char **argv)
 {
@@ -56,13 +60,15 @@ int main(int argc, char **argv)
 		const struct quant_tensor *qt = &qp.tensors[i];
 		const struct gguf_tensor *t = m->tensors[qt->src].t;
 		const bool copied = qt->type == t->type;
+		const bool makes = copied || quant_can_make((enum ggml_type_id)qt->type);
 		uint8_t *data = calloc(1, qt->size ? qt->size : 1);
 		if (!data) {
 			perror("quant_plan_dump");
 			return 1;
 		}
-		if (copied && model_tensor_read(m, qt->src, 0, qt->size, data) < 0) {
-			fprintf(stderr, "quant_plan_dump: cannot read %.*s\n", (int)t->name.len,
+		if (makes && (copied ? model_tensor_read(m, qt->src, 0, qt->size, data)
+		                     : reader_quant(m, qt->src, qt->type, 0, qt->size, data)) < 0) {
+			fprintf(stderr, "quant_plan_dump: cannot make %.*s\n", (int)t->name.len,
 			        t->name.ptr);
 			rc = 1;
 		}
@@ -72,7 +78,7 @@ int main(int argc, char **argv)
 		fwrite(zeros, 1, (QUANT_ALIGNMENT - qt->size % QUANT_ALIGNMENT) % QUANT_ALIGNMENT, out);
 		free(data);
 		printf("%.*s %" PRIu32 " %" PRIu64 " %" PRIu64 " %d\n", (int)t->name.len, t->name.ptr,
-		       qt->type, qt->offset, qt->size, copied);
+		       qt->type, qt->offset, qt->size, copied ? 1 : makes ? 2 : 3);
 	}
 	if (fclose(out) != 0)
 		rc = 1;

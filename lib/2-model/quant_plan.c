@@ -308,7 +308,8 @@ uint32_t quant_plan_type_counts(const struct quant_plan *qp, uint32_t *types, ui
 	return n;
 }
 
-int quant_set_build(const struct ggufs_model *m, bool requantize, struct quant_set *qs)
+int quant_set_build(const struct ggufs_model *m, bool requantize, bool (*can_make)(uint32_t type),
+                    struct quant_set *qs)
 {
 	*qs = (struct quant_set){ .requantize = requantize };
 	qs->names = quant_names(&qs->n);
@@ -322,8 +323,21 @@ int quant_set_build(const struct ggufs_model *m, bool requantize, struct quant_s
 		struct quant_params p;
 		quant_params_default(&p, qs->names[i].ftype);
 		p.allow_requantize = requantize;
-		if (quant_plan_build(m, &p, &qs->plans[i], qs->why[i]) < 0 && !qs->why[i][0])
-			snprintf(qs->why[i], GGUF_ERR_MAX, "not planned");
+		if (quant_plan_build(m, &p, &qs->plans[i], qs->why[i]) < 0) {
+			if (!qs->why[i][0])
+				snprintf(qs->why[i], GGUF_ERR_MAX, "not planned");
+			continue;
+		}
+		for (uint64_t k = 0; can_make && k < qs->plans[i].n_tensors; k++) {
+			const struct quant_tensor *qt = &qs->plans[i].tensors[k];
+			char b[16];
+			if (qt->type != m->tensors[qt->src].t->type && !can_make(qt->type)) {
+				snprintf(qs->why[i], GGUF_ERR_MAX, "this ggufs does not quantize to %s "
+				         "yet", ggml_type_name(qt->type, b));
+				quant_plan_free(&qs->plans[i]);
+				break;
+			}
+		}
 	}
 	return 0;
 }

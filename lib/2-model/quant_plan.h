@@ -95,9 +95,12 @@ struct quant_set {
 };
 
 /* Plans every NAME for m (which must outlive the set) with llama-quantize's defaults,
- * allow_requantize as requantize says. 0, or -1 out of memory for the set (a plan
- * that runs out of memory says so in its why). */
-int quant_set_build(const struct ggufs_model *m, bool requantize, struct quant_set *qs);
+ * allow_requantize as requantize says. can_make (or NULL: every type) says which types
+ * the quantizers at hand make: a NAME that needs another is not made either, its why
+ * saying so. 0, or -1 out of memory for the set (a plan that runs out of memory says so
+ * in its why). */
+int quant_set_build(const struct ggufs_model *m, bool requantize, bool (*can_make)(uint32_t type),
+                    struct quant_set *qs);
 void quant_set_free(struct quant_set *qs);
 /* The bytes the set holds. */
 uint64_t quant_set_bytes(const struct quant_set *qs);
