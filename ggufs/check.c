@@ -215,7 +215,8 @@ static int library_names_of(const struct options *o, const char *name, char ***n
 	char err[GGUF_ERR_MAX];
 	struct options one = *o;
 	one.model = name;
-	struct lib_source *src = hub ? open_hub_library(&one, NULL, NULL) : lib_source_local(name, err);
+	struct lib_source *src = hub ? open_hub_library(&one, NULL, NULL)
+	                             : lib_source_local(name, false, err);
 	if (!src && !hub)
 		log_errf("%s", err);
 	struct library *lib = src ? library_open(src, err) : NULL;

@@ -144,7 +144,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 			         mountpoint);
 			return 1;
 		}
-		src = lib_source_local(o->model, err);
+		src = lib_source_local(o->model, o->allow_other, err);
 	}
 	fs->library = src ? library_open(src, err) : NULL;
 	fs->remote_library = hub || s3;

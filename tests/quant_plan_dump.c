@@ -2,7 +2,7 @@
  * NAME (quant_plan.h; with requantize, llama-quantize --allow-requantize's), for tests/quant/test_quant_plan.py to compare with what
  * llama.cpp's llama_model_quantize() writes. OUT gets the file as far as the plan makes
  * it without a quantizer: the whole header, every tensor whose type stays copied from
- * MODEL, every converted one quantized (reader_quant.h: its values through the
+ * MODEL, every converted one quantized (quant_read.h: its values through the
  * reader, lib/2-quant's quantizers), the padding. stdout gets one line "size N
  * data_offset N", then one line per tensor in file order: "name type offset size how"
  * (type a ggml id, offset from the data section, how 1 copied, 2 quantized, 3 zeros: a
@@ -17,7 +17,7 @@
 #include "model.h"
 #include "quant.h"
 #include "quant_plan.h"
-#include "reader_quant.h"
+#include "quant_read.h"
 
 int main(int argc, char **argv)
 {

@@ -4,7 +4,7 @@
  * stat of a file in quants/, never at mount, and hold no tensor data: a file's size is
  * known without quantizing anything. A read makes its header from the plan, copies the
  * tensors whose type stays, and quantizes only the blocks of the others its range
- * touches (reader_quant.h). */
+ * touches (quant_read.h). */
 #include "tree_impl.h"
 
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include "guard.h"
 #include "quant.h"
 #include "reader.h"
-#include "reader_quant.h"
+#include "quant_read.h"
 #include "render_quants.h"
 #include "sink.h"
 

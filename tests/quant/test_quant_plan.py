@@ -3,7 +3,7 @@
 itself (issue 36): for every NAME and a set of models made here, llama_model_quantize()
 of the libllama that tests/llama pins (default parameters, ftype NAME, called through
 ctypes) writes a file, and quant_plan_dump writes what ggufs makes of the same model
-(quant_plan.h, reader_quant.h). Both agree on whether the file is made at all; when it
+(quant_plan.h, quant_read.h). Both agree on whether the file is made at all; when it
 is, on every byte: the header (keys, tensor order, types, dimensions, offsets,
 padding), the file's size, the zeros after every tensor, the bytes of every tensor
 whose type stays and of every tensor quantized (the types lib/2-quant makes: a file
