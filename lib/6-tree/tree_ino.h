@@ -19,8 +19,10 @@
  *
  * The files of quants/ too: TREE_QUANT_INO + TREE_QUANT_SLOTS gen + j in the state of
  * generation gen (0: the model's own metadata), j the NAME's place in quant_names(), or
- * TREE_QUANT_TSV_SLOT for quants.tsv: below TREE_MODEL_STATE_INO for 2^34 states, and below a
- * library's compare/ numbers (library.h) for the one state a library has.
+ * TREE_QUANT_TSV_SLOT for quants.tsv: above the numbers of keys and tensors of a model
+ * (a library refuses a model whose numbers reach TREE_QUANT_INO), below a library's
+ * compare/ numbers (library.h) for the one state a library has, and below
+ * TREE_MODEL_STATE_INO for 2^35 states.
  *
  * The scratch files of metadata/ (editors' temporaries, scratch.h) are numbered from
  * TREE_SCRATCH_INO, above every state's model.gguf. */
@@ -41,7 +43,7 @@
 #define TREE_QUANTS_DIR_INO 9
 #define TREE_FIRST_META 16
 #define TREE_MODEL_STATE_INO (UINT64_C(1) << 40)
-#define TREE_QUANT_INO (UINT64_C(1) << 39)
+#define TREE_QUANT_INO (UINT64_C(1) << 30)
 #define TREE_QUANT_SLOTS 32
 #define TREE_QUANT_TSV_SLOT 26    /* quants.tsv's j; NAME.gguf's are below it */
 /* metadata/'s scratch files (scratch.h): TREE_SCRATCH_INO + n for the n-th made */
