@@ -13,6 +13,10 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "library.h"
+#include "model.h"
+#include "stream.h"
+#include "tree.h"
 #include "url.h"
 #include "log_escape.h"
 #include "render_check.h"

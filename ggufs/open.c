@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "model.h"
 #include "log_escape.h"
 #include "libsource_hub.h"
 #include "remote.h"
