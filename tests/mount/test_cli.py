@@ -201,8 +201,8 @@ class Refused(gm.RefusedMountCase):
         self.assertFalse(gm.is_mounted(self.mnt))
         with gm.Mount(gm.TINY, ["-o", "nonempty"], mountpoint=self.mnt):
             self.assertEqual(sorted(os.listdir(self.mnt)),
-                             ["gguf.json", "metadata", "model.gguf", "stats", "stats.tsv", "summary.txt",
-                              "tensors"])
+                             ["gguf.json", "metadata", "model.gguf", "quants", "stats", "stats.tsv",
+                              "summary.txt", "tensors"])
         self.assertEqual(os.listdir(self.mnt), ["keep"])
         os.unlink(os.path.join(self.mnt, "keep"))
 
@@ -539,8 +539,8 @@ class Shrunk(unittest.TestCase):
             self.assertEIO(gm.pread_direct, m.p("metadata", "tokenizer.ggml.tokens"), 100, 0)
             self.assertEIO(gm.pread_direct, m.p("gguf.json"), 100, 0)
             self.assertEqual(sorted(os.listdir(m.path)),
-                             ["gguf.json", "metadata", "model.gguf", "stats", "stats.tsv", "summary.txt",
-                              "tensors"])
+                             ["gguf.json", "metadata", "model.gguf", "quants", "stats", "stats.tsv",
+                              "summary.txt", "tensors"])
             self.assertIsNone(m.proc.poll(), "the daemon died")
 
             # the bytes come back (same file, rewritten): served again
