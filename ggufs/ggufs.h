@@ -137,6 +137,10 @@ int log_open_file(const char *path);
 /* With -o log=FILE, the events said while the mount is made (a remote model's warnings
  * at open) go to FILE already, as every later one will; log_stop ends it. */
 void log_early(struct ggufs *fs);
+/* Before the daemon detaches: one line on stderr when its event log would go to syslog
+ * (no -f, no -o log=FILE) and nothing listens on /dev/log (most containers), naming
+ * -o log=FILE. */
+void log_warn_unheard(const struct ggufs *fs, bool foreground);
 /* Points the event log at fs->log_fd when open, else stderr in the foreground, else
  * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
 void log_start(struct ggufs *fs, bool foreground);
@@ -206,8 +210,9 @@ int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
 
 /* The absolute path of mount point given (malloc'ed), after checking that it is a
  * directory, not a dead FUSE mount, and empty unless nonempty; NULL after one line on
- * stderr saying why not. */
-char *mountpoint_check(const char *given, bool nonempty);
+ * stderr saying why not (that the operands look swapped when given is a file and model,
+ * the model operand or NULL, an empty folder). */
+char *mountpoint_check(const char *given, const char *model, bool nonempty);
 /* True, after one line on stderr, when the file at path (absolute) lies in mountpoint
  * (as mountpoint_check returned it) or below: the edits file, which the daemon writes
  * at every edit, must not be in the tree it serves. */

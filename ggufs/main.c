@@ -336,6 +336,7 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 	char what[PATH_MAX + 64];
 	if (!mountpoint_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
+	log_warn_unheard(fs, fo->foreground);
 	if (fuse_daemonize(fo->foreground) != 0)
 		return -1;
 	log_start(fs, fo->foreground);
@@ -401,7 +402,7 @@ int main(int argc, char *argv[])
 		goto out_args;
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
-	mountpoint = mountpoint_check(o.mountpoint, o.nonempty);
+	mountpoint = mountpoint_check(o.mountpoint, o.model, o.nonempty);
 	if (!mountpoint || start_early_log(&fs, &o, mountpoint) != 0)
 		goto out_cmdline;
 	fs.max_read = o.max_read;

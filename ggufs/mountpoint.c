@@ -103,12 +103,43 @@ bool mountpoint_holds(const char *mountpoint, const char *path)
 /* The hint after "Transport endpoint is not connected". */
 #define DEAD_MOUNT " (a FUSE mount whose daemon is gone: unmount it)"
 
-char *mountpoint_check(const char *given, bool nonempty)
+/* Says that mount point given does not exist: with the mkdir -p that makes it, unless
+ * its nearest existing folder cannot be written (a read-only file system, another
+ * ggufs mount among them), where that would fail too. */
+static void say_missing(const char *given)
+{
+	char *dir = strdup(given);
+	int e = 0;
+	while (dir) {
+		char *slash = strrchr(dir, '/');
+		if (!slash) {
+			snprintf(dir, strlen(dir) + 1, ".");
+		} else if (slash == dir) {
+			dir[1] = 0;
+		} else {
+			*slash = 0;
+		}
+		struct stat st;
+		if (stat(dir, &st) == 0) {
+			e = access(dir, W_OK) == 0 ? 0 : errno;
+			break;
+		}
+		if (strcmp(dir, ".") == 0 || strcmp(dir, "/") == 0)
+			break;
+	}
+	if (dir && e)
+		log_errf("%s: the mount point does not exist, and %s cannot be written (%s): "
+		         "mount on a folder elsewhere", given, dir, strerror(e));
+	else
+		log_errf("%s: the mount point does not exist (mkdir -p %s makes it)", given, given);
+	free(dir);
+}
+
+char *mountpoint_check(const char *given, const char *model, bool nonempty)
 {
 	struct stat st;
 	if (stat(given, &st) != 0 && errno == ENOENT) {
-		log_errf("%s: the mount point does not exist (mkdir -p %s makes it)",
-		        given, given);
+		say_missing(given);
 		return NULL;
 	}
 	if (stat(given, &st) != 0) {
@@ -117,7 +148,12 @@ char *mountpoint_check(const char *given, bool nonempty)
 		return NULL;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		log_errf("%s: not a directory", given);
+		struct stat ms;
+		if (model && stat(model, &ms) == 0 && S_ISDIR(ms.st_mode) && dir_is_empty(model) == 1)
+			log_errf("%s: not a directory, and %s is an empty one: the operands look "
+			         "swapped (ggufs MODEL MOUNTPOINT)", given, model);
+		else
+			log_errf("%s: not a directory", given);
 		return NULL;
 	}
 	/* absolute, as fuse_parse_cmdline would make it: the daemon runs in "/" and

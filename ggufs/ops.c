@@ -37,9 +37,9 @@ void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 	/* open(O_TRUNC) of a key starts its text empty, in one request */
 	if (fs->edits && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-	/* the files an edit changes are opened direct_io: without this, the kernel refuses
-	 * a shared mapping of them (ENODEV) */
-	if (fs->edits && compat_capable(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP))
+	/* the files an edit changes and a library's models.tsv and models.json are opened
+	 * direct_io: without this, the kernel refuses a shared mapping of them (ENODEV) */
+	if (compat_capable(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP))
 		compat_want(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP);
 	else if (fs->edits && !compat_refused())   /* (else said at the start) */
 		evlog(EVLOG_WARNING, NULL, "metadata/, gguf.json and summary.txt map privately "

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,6 +181,27 @@ void log_early(struct ggufs *fs)
 {
 	if (fs->log_fd >= 0)
 		evlog_set_sink(to_file, fs);
+}
+
+/* True when something listens for syslog's lines on /dev/log (a syslog daemon, or
+ * journald's socket there): syslog(3) drops every line silently where nothing does. */
+static bool syslog_listens(void)
+{
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	struct sockaddr_un a = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
+	bool ok = connect(fd, (const struct sockaddr *)&a, sizeof a) == 0;
+	close(fd);
+	return ok;
+}
+
+void log_warn_unheard(const struct ggufs *fs, bool foreground)
+{
+	if (!foreground && fs->log_fd < 0 && !syslog_listens())
+		log_errf("warning: no syslog listens on /dev/log here, so the mount's events "
+		         "(refused edits, failed reads) would be lost: mount with -o log=FILE to "
+		         "keep them");
 }
 
 void log_start(struct ggufs *fs, bool foreground)

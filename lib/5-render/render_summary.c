@@ -1,4 +1,5 @@
 #include "render_summary.h"
+#include "render_size.h"
 #include "render_value.h"
 
 #include <inttypes.h>
@@ -204,14 +205,12 @@ bool summary_kv_bytes(const struct gguf_file *f, uint64_t *per_token)
 	return true;
 }
 
-/* A byte count in MiB below 1 GiB, else GiB, two decimals. */
+/* A byte count as every line of ggufs gives one (render_size: MB of 10^6 bytes, as
+ * --check's summary says the same tensors' bytes). */
 static void put_bytes(struct sink *s, double bytes)
 {
-	double mib = bytes / 1024.0 / 1024.0;
-	if (mib < 1024.0)
-		putf(s, "%.2f MiB", mib);
-	else
-		putf(s, "%.2f GiB", mib / 1024.0);
+	char buf[RENDER_SIZE_MAX];
+	putf(s, "%s", render_size(bytes, buf));
 }
 
 /* Tensor counts per ggml type. Known ids have a row each; ids ggufs does not know get

@@ -25,15 +25,16 @@ static const char *const fixed_names[] = {
 	[TREE_TENSORS_DIR_INO] = "tensors", [TREE_JSON_INO] = "gguf.json",
 	[TREE_SUMMARY_INO] = "summary.txt", [TREE_STATS_DIR_INO] = "stats",
 	[TREE_STATS_TSV_INO] = "stats.tsv",
-	[TREE_MODEL_INO] = "model.gguf",
+	[TREE_MODEL_INO] = "model.gguf", [TREE_QUANTS_DIR_INO] = "quants",
 };
 static const enum tree_kind fixed_kinds[] = {
 	[TREE_ROOT_INO] = TREE_ROOT, [TREE_METADATA_DIR_INO] = TREE_DIR_METADATA,
 	[TREE_TENSORS_DIR_INO] = TREE_DIR_TENSORS, [TREE_JSON_INO] = TREE_JSON,
 	[TREE_SUMMARY_INO] = TREE_SUMMARY, [TREE_STATS_DIR_INO] = TREE_DIR_STATS,
 	[TREE_STATS_TSV_INO] = TREE_STATS_TSV, [TREE_MODEL_INO] = TREE_MODEL,
+	[TREE_QUANTS_DIR_INO] = TREE_DIR_QUANTS,
 };
-#define LAST_FIXED_INO TREE_MODEL_INO
+#define LAST_FIXED_INO TREE_QUANTS_DIR_INO
 
 /* Emits the content of a rendered file (metadata/KEY, gguf.json, summary.txt) into s,
  * which keeps the window it was asked for: all of it, or what follows the mark from
@@ -341,6 +342,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	guard_install();
 	if (!t)
 		goto oom;
+	tree_quants_init(t);
 	t->m = m;
 	t->state = s ? ov_get(s) : NULL;
 	t->base = base;
@@ -448,6 +450,7 @@ void tree_free(struct tree *t)
 	ov_put(t->state);
 	free(t->key_time);
 	modelfile_free(&t->mf);
+	tree_quants_free(t);
 	pthread_mutex_destroy(&t->size_lock);
 	free(t);
 }
@@ -461,6 +464,7 @@ uint64_t tree_held_bytes(const struct tree *t)
 	             (t->over ? over_cap * sizeof *t->over : 0) +
 	             t->cap_marked * sizeof *t->marked +
 	             modelfile_bytes(&t->mf) + t->json_marks.cap * sizeof *t->json_marks.v;
+	b += tree_quants_bytes(t);
 	if (t->names_made)   /* shared names are counted once, by the tree that made them */
 		b += sizeof *t->names + t->names->len + (t->n_keys + 1) * sizeof *t->names->nodes +
 		     (t->names->index.mask + 1) * sizeof *t->names->index.slots;
@@ -531,6 +535,8 @@ const struct tree_node *tree_node(const struct tree *t, uint64_t ino)
 		return NULL;
 	if (ino <= LAST_FIXED_INO)
 		return t->fixed[ino].ino == ino ? complete(t, &t->fixed[ino]) : NULL;
+	if (ino >= TREE_QUANT_INO && ino < TREE_MODEL_STATE_INO)
+		return tree_quants_node(t, ino);
 	if (ino >= tt->first_ino && ino - tt->first_ino < tt->n_nodes) {
 		const struct tree_node *n = &tt->nodes[ino - tt->first_ino];
 		return n->ino == ino ? n : NULL;
@@ -559,6 +565,8 @@ const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const ch
 	case TREE_TENSORS_DIR_INO:
 	case TREE_STATS_DIR_INO:
 		return name_index_find(&t->tensors->index, t->tensors->nodes, dir, name);
+	case TREE_QUANTS_DIR_INO:
+		return tree_quants_lookup(t, name);
 	default:
 		return NULL;
 	}
@@ -575,6 +583,8 @@ uint64_t tree_dir_count(const struct tree *t, uint64_t dir)
 		return t->tensors->n_tensor_children;
 	case TREE_STATS_DIR_INO:
 		return t->tensors->n_stats_children;
+	case TREE_QUANTS_DIR_INO:
+		return tree_quants_count(t);
 	default:
 		return 0;
 	}
@@ -592,6 +602,8 @@ const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint6
 		return key_at(t, i);
 	case TREE_STATS_DIR_INO:
 		return &tt->nodes[tt->stats_children[i] - tt->first_ino];
+	case TREE_QUANTS_DIR_INO:
+		return tree_quants_child(t, i);
 	default:
 		return &tt->nodes[tt->tensor_children[i] - tt->first_ino];
 	}
@@ -600,7 +612,7 @@ const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint6
 bool tree_is_dir(const struct tree_node *n)
 {
 	return n->kind == TREE_ROOT || n->kind == TREE_DIR_METADATA || n->kind == TREE_DIR_TENSORS ||
-	       n->kind == TREE_DIR_STATS;
+	       n->kind == TREE_DIR_STATS || n->kind == TREE_DIR_QUANTS;
 }
 
 mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
@@ -679,6 +691,8 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 		return 0;
 	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
 		return tree_stats_read(t, n, buf, len, off);
+	if (n->kind == TREE_QUANT || n->kind == TREE_QUANTS_TSV)
+		return tree_quants_read(t, n, buf, len, off);
 	if (n->kind == TREE_MODEL) {   /* the sources guard and fetch (modelfile.h) */
 		int r = modelfile_read(t->m, &t->mf, off, len, buf);
 		return r < 0 ? r : (int64_t)len;
@@ -747,6 +761,9 @@ bool tree_edit_time(const struct tree *t, const struct tree_node *n, struct time
 	case TREE_JSON:
 	case TREE_SUMMARY:
 	case TREE_MODEL:
+	case TREE_DIR_QUANTS:
+	case TREE_QUANT:
+	case TREE_QUANTS_TSV:
 		*ts = t->made;
 		return true;
 	default:

@@ -42,6 +42,9 @@ enum tree_kind {
 	TREE_STATS,    /* stats/NAME */
 	TREE_STATS_TSV,
 	TREE_MODEL,    /* model.gguf: the model as one GGUF file (modelfile.h) */
+	TREE_DIR_QUANTS,
+	TREE_QUANT,    /* quants/NAME.gguf (quant_plan.h); index: NAME's place in quant_names() */
+	TREE_QUANTS_TSV,
 };
 
 struct tree_node {

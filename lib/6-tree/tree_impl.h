@@ -12,6 +12,7 @@
 
 #include "modelfile.h"
 #include "overlay.h"
+#include "quant_plan.h"
 #include "render_mark.h"
 #include "tree.h"
 
@@ -64,6 +65,20 @@ struct key_names {
 	                              * sizes of the keys edited since (struct tree) */
 };
 
+/* quants/ (tree_quants.c): every NAME's plan, made at the first lookup, listing or
+ * stat in quants/ and kept; the nodes of the NAMEs made and quants.tsv, by j
+ * (tree_ino.h). */
+#define TREE_QUANT_NAME_MAX 16   /* "MXFP4_MOE.gguf" and its NUL */
+struct tree_quants {
+	pthread_mutex_t lock;
+	atomic_bool made;
+	struct quant_set qs;
+	struct tree_node nodes[TREE_QUANT_TSV_SLOT + 1];
+	char names[TREE_QUANT_TSV_SLOT][TREE_QUANT_NAME_MAX];
+	unsigned children[TREE_QUANT_TSV_SLOT + 1];   /* quants/'s listing: the NAMEs made, quants.tsv */
+	uint64_t n_children;
+};
+
 struct tree {
 	const struct ggufs_model *m;
 	struct ov_state *state;      /* the edit state whose view m is (held), or NULL */
@@ -71,7 +86,7 @@ struct tree {
 	atomic_uint_fast64_t refs;   /* tree_hold / tree_release */
 	uint64_t n_orig;             /* keys of the model's file: where tensor inos start */
 	struct tree_tensors *tensors;   /* owned when base is NULL, else base's */
-	struct tree_node fixed[TREE_MODEL_INO + 1];   /* by ino: the root and its files */
+	struct tree_node fixed[TREE_QUANTS_DIR_INO + 1];   /* by ino: the root and its files */
 	uint64_t n_keys;             /* = m->meta->n_kv */
 	/* metadata/KEY of the key at each position of m->meta (key_at): names->nodes, but
 	 * for the keys whose size differs from there, in over (by position); or, when
@@ -99,6 +114,7 @@ struct tree {
 	 * (by position in m->meta) last changed; key_time NULL otherwise */
 	struct timespec made;
 	struct timespec *key_time;
+	struct tree_quants quants;
 };
 
 /* The name index (tree_index.c): an empty one for n names (false out of memory);
@@ -133,5 +149,20 @@ void tree_stats_layout(const struct ggufs_model *m, struct tree_tensors *tt);
  * before, as lines are as long as their figures): len, or -errno. */
 int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *buf,
                         uint64_t len, uint64_t off);
+
+/* quants/ (tree_quants.c). tree_quants_init before anything can free the tree. Nodes are
+ * NULL (or the count 0) when the plans could not be made (out of memory, a page of the
+ * model's header gone): a later call tries again. */
+void tree_quants_init(struct tree *t);
+void tree_quants_free(struct tree *t);
+uint64_t tree_quants_bytes(const struct tree *t);
+const struct tree_node *tree_quants_node(const struct tree *t, uint64_t ino);
+const struct tree_node *tree_quants_lookup(const struct tree *t, const char *name);
+uint64_t tree_quants_count(const struct tree *t);
+const struct tree_node *tree_quants_child(const struct tree *t, uint64_t i);
+/* Reads [off, off + len) of quants/NAME.gguf or quants.tsv n (inside it): len, or
+ * -EIO (the model's bytes could not be read). */
+int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *buf,
+                         uint64_t len, uint64_t off);
 
 #endif

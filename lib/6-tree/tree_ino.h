@@ -2,7 +2,7 @@
  * number derived from position in the model's file, so they are stable for
  * one model and across its metadata edits:
  *   1 /            2 /metadata      3 /tensors      4 /gguf.json     5 /summary.txt
- *   6 /stats       7 /stats.tsv     8 /model.gguf
+ *   6 /stats       7 /stats.tsv     8 /model.gguf    9 /quants
  *   TREE_FIRST_META + k                    metadata key k of the file (file order)
  *   TREE_FIRST_META + n_kv + 3 t + j       tensor t: j = 0 raw, 1 .f32, 2 .npy
  *   TREE_FIRST_META + n_kv + 3 n_t + t     stats/NAME of tensor t
@@ -16,6 +16,13 @@
  * gen. The kernel keeps one page cache per inode, and a reader that still maps an older
  * state refills its pages with that state's bytes: with one number for every state, a
  * new reader got them (the old layout, shifted).
+ *
+ * The files of quants/ too: TREE_QUANT_INO + TREE_QUANT_SLOTS gen + j in the state of
+ * generation gen (0: the model's own metadata), j the NAME's place in quant_names(), or
+ * TREE_QUANT_TSV_SLOT for quants.tsv: above the numbers of keys and tensors of a model
+ * (a library refuses a model whose numbers reach TREE_QUANT_INO), below a library's
+ * compare/ numbers (library.h) for the one state a library has, and below
+ * TREE_MODEL_STATE_INO for 2^35 states.
  *
  * The scratch files of metadata/ (editors' temporaries, scratch.h) are numbered from
  * TREE_SCRATCH_INO, above every state's model.gguf. */
@@ -33,8 +40,12 @@
 #define TREE_STATS_DIR_INO 6
 #define TREE_STATS_TSV_INO 7
 #define TREE_MODEL_INO 8
+#define TREE_QUANTS_DIR_INO 9
 #define TREE_FIRST_META 16
 #define TREE_MODEL_STATE_INO (UINT64_C(1) << 40)
+#define TREE_QUANT_INO (UINT64_C(1) << 30)
+#define TREE_QUANT_SLOTS 32
+#define TREE_QUANT_TSV_SLOT 26    /* quants.tsv's j; NAME.gguf's are below it */
 /* metadata/'s scratch files (scratch.h): TREE_SCRATCH_INO + n for the n-th made */
 #define TREE_SCRATCH_INO (UINT64_C(1) << 41)
 
@@ -62,6 +73,12 @@ static inline uint64_t tree_ino_tensor(uint64_t n_orig, uint64_t i, unsigned j)
 static inline uint64_t tree_ino_stats(uint64_t n_orig, uint64_t n_t, uint64_t i)
 {
 	return TREE_FIRST_META + n_orig + 3 * n_t + i;
+}
+
+/* The number of quants/'s file j in the state of generation gen. */
+static inline uint64_t tree_ino_quant(uint64_t gen, unsigned j)
+{
+	return TREE_QUANT_INO + TREE_QUANT_SLOTS * gen + j;
 }
 
 #endif

@@ -438,10 +438,10 @@ static void build(struct library *lib, struct lib_slot *s)
 	struct tree *t = NULL;
 	bool stale = m && !lib_same_file(lib, s, m);
 	if (m && !stale) {
-		/* the numbers of the tree must fit under the slot's compare/ (tree.h: four a
-		 * tensor) */
+		/* the numbers of the tree must fit under its quants/ and the slot's compare/
+		 * (tree_ino.h: four a tensor) */
 		uint64_t inos = TREE_FIRST_META + m->meta->n_kv + 4 * m->n_tensors;
-		if (inos >= LIB_COMPARE_LOW)
+		if (inos >= TREE_QUANT_INO || tree_ino_quant(0, TREE_QUANT_TSV_SLOT) >= LIB_COMPARE_LOW)
 			snprintf(err, sizeof err, "%s: too many keys and tensors for a library", m->path);
 		else
 			t = tree_build(m, err);

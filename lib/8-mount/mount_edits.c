@@ -130,7 +130,8 @@ static bool ed_lookup(struct mount *m, uint64_t parent, const char *name, struct
 			scratch_drop(f);
 		} else if (n) {
 			e->ino = n->ino;
-			if (n->kind == TREE_MODEL)
+			/* model.gguf and quants/'s files are other inodes in each state */
+			if (n->kind == TREE_MODEL || parent == TREE_QUANTS_DIR_INO)
 				e->entry_ttl = 0;
 			mount_edit_stat(t, n, &e->attr);
 		}

@@ -31,6 +31,32 @@ SANITIZER_MARKS = (b"Sanitizer", b"runtime error:", b"LeakSanitizer")
 REMOTE_PREFIXES = ("http://", "https://", "hf://", "s3://")
 
 
+# What a mount in the background says on stderr where nothing listens on /dev/log
+# (report.c log_warn_unheard), the one line of a mount that went well there.
+UNHEARD_LINE = ("ggufs: warning: no syslog listens on /dev/log here, so the mount's events "
+                "(refused edits, failed reads) would be lost: mount with -o log=FILE to "
+                "keep them\n")
+
+
+def syslog_listens():
+    """True when something listens on /dev/log, as the daemon checks."""
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.connect("/dev/log")
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def background_stderr():
+    """What a mount in the background that went well says on stderr here: nothing, or
+    UNHEARD_LINE where nothing listens on /dev/log."""
+    return "" if syslog_listens() else UNHEARD_LINE
+
+
 def isolated(args):
     """args with -o cache_dir=none added when they name a remote model without saying
     where its disk cache goes: a test's mounts and checks never share the default disk

@@ -108,6 +108,29 @@ class Refused(gm.RefusedMountCase):
         self.assertIn("mkdir -p " + mnt, line)
         self.assertFalse(os.path.exists(mnt))
 
+    def test_missing_mountpoint_read_only(self):
+        """A missing mount point under a folder that cannot be written (here inside a
+        ggufs mount, read-only) is not answered with a mkdir -p that would fail too
+        (issue 38 item 12)."""
+        with gm.Mount(gm.TINY) as m:
+            mnt = m.p("metadata", "nowhere")
+            line = self.refused([gm.TINY, mnt], contains=mnt)
+            self.assertIn("mount point does not exist", line)
+            self.assertNotIn("mkdir", line)
+            self.assertIn("%s cannot be written (%s)" % (m.p("metadata"),
+                                                         os.strerror(errno.EROFS)), line)
+
+    def test_swapped_operands(self):
+        """ggufs MOUNTPOINT MODEL: an empty folder first and a file second says that
+        the operands look swapped (issue 38 item 12); a file that is not a folder
+        without that says only so."""
+        line = self.refused([self.mnt, gm.TINY], contains=gm.TINY)
+        self.assertIn("the operands look swapped", line)
+        self.assertIn(self.mnt, line)
+        line = self.refused([gm.TINY, gm.TINY], contains=gm.TINY)
+        self.assertNotIn("swapped", line)
+        self.assertIn("not a directory", line)
+
     def test_log_file_refused(self):
         """-o log=FILE that cannot be opened: refused at mount, not lost later."""
         path = os.path.join(self.tmp, "no-such-dir", "ggufs.log")
@@ -178,8 +201,8 @@ class Refused(gm.RefusedMountCase):
         self.assertFalse(gm.is_mounted(self.mnt))
         with gm.Mount(gm.TINY, ["-o", "nonempty"], mountpoint=self.mnt):
             self.assertEqual(sorted(os.listdir(self.mnt)),
-                             ["gguf.json", "metadata", "model.gguf", "stats", "stats.tsv", "summary.txt",
-                              "tensors"])
+                             ["gguf.json", "metadata", "model.gguf", "quants", "stats", "stats.tsv",
+                              "summary.txt", "tensors"])
         self.assertEqual(os.listdir(self.mnt), ["keep"])
         os.unlink(os.path.join(self.mnt, "keep"))
 
@@ -355,7 +378,7 @@ class Daemon(gm.ScratchCase):
         env["UBSAN_OPTIONS"] = (env.get("UBSAN_OPTIONS", "") + ":log_path=" + asan_log).lstrip(":")
         r = gm.run_ggufs([gm.TINY, self.mnt], env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stderr, b"")
+        self.assertEqual(r.stderr.decode(), gm.background_stderr())
         self.assertTrue(gm.is_mounted(self.mnt), "mounted when ggufs returns")
         self.assertEqual(gm.read_file(os.path.join(self.mnt, "metadata", "general.name")),
                          b"tinyllama-test\n")
@@ -516,8 +539,8 @@ class Shrunk(unittest.TestCase):
             self.assertEIO(gm.pread_direct, m.p("metadata", "tokenizer.ggml.tokens"), 100, 0)
             self.assertEIO(gm.pread_direct, m.p("gguf.json"), 100, 0)
             self.assertEqual(sorted(os.listdir(m.path)),
-                             ["gguf.json", "metadata", "model.gguf", "stats", "stats.tsv", "summary.txt",
-                              "tensors"])
+                             ["gguf.json", "metadata", "model.gguf", "quants", "stats", "stats.tsv",
+                              "summary.txt", "tensors"])
             self.assertIsNone(m.proc.poll(), "the daemon died")
 
             # the bytes come back (same file, rewritten): served again

@@ -172,6 +172,17 @@ class LibraryTest(gm.ScratchCase):
             # the KV figure in summary.txt too
             self.assertIn("512 bytes per token", gm.read_file(m.p("b", "tiny", "summary.txt")).decode())
             self.assertEqual(os.stat(m.p("models.tsv")).st_size, len("\n".join(lines)))
+            # mapped, shared and private, as every file can be (issue 38 item 13: they
+            # were ENODEV); shared from Linux 6.6 on (FUSE_DIRECT_IO_ALLOW_MMAP)
+            import mmap
+            kernel = tuple(int(x) for x in os.uname().release.split(".")[:2])
+            for name in ("models.tsv", "models.json"):
+                data = gm.read_file(m.p(name))
+                with open(m.p(name), "rb") as f:
+                    for flags in ((mmap.MAP_SHARED,) if kernel >= (6, 6) else ()) + \
+                            (mmap.MAP_PRIVATE,):
+                        with mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ) as mm:
+                            self.assertEqual(bytes(mm), data, name)
 
     def test_collisions(self):
         """The man page's rule: folders and other files keep their names; a model whose

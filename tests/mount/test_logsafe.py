@@ -88,7 +88,7 @@ class Escaped(unittest.TestCase):
             self.assertEqual(r.returncode, 0, err)
             self.assertEqual(control_bytes(err), [], repr(err))
             self.assertEqual(err, "ggufs: %s: warning: tensor '%s' has unknown type 1000: raw "
-                             "file only\n" % (model, EVIL_SHOWN))
+                             "file only\n" % (model, EVIL_SHOWN) + gm.background_stderr())
         finally:
             gm.unmount(mnt)
 

@@ -67,7 +67,7 @@ class Permissions(unittest.TestCase):
             self.assertEqual(self.as_nobody(os.stat, m.p("gguf.json")), errno.EACCES)
             self.assertEqual(self.as_nobody(read, m.p("metadata", "general.name")), errno.EACCES)
             self.assertEqual(os.listdir(m.path), ["metadata", "tensors", "gguf.json", "summary.txt",
-                                                  "stats", "stats.tsv", "model.gguf"])
+                                                  "stats", "stats.tsv", "model.gguf", "quants"])
 
     def test_allow_other(self):
         with gm.Mount(self.model, ["-o", "allow_other"]) as m:

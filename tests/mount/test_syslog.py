@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """In the background the daemon logs to syslog: ident ggufs, the mount point in each
-line. The test runs in a private mount namespace (unshare -m) with a /dev of its own,
+line; where nothing listens on /dev/log, the mount says so on stderr in one line naming
+-o log=FILE (not with that option, nor with -f). The test runs in a private mount namespace (unshare -m) with a /dev of its own,
 where it binds /dev/log itself and reads what the daemon sends there: the host's /dev
 and syslog are not touched. The event is a local model that shrinks under the mount:
 one line says so, one the first EIO it caused."""
@@ -18,12 +19,38 @@ import ggufs_mount as gm
 INSIDE = "--inside-namespace"
 
 
+def unheard(ggufs, model):
+    """In the namespace, before /dev/log is there: a mount in the background says on
+    stderr, in one line, that its events would be lost and which option keeps them
+    (issue 38 item 6); with that option, or -f, it says nothing."""
+    gm.GGUFS = ggufs
+    tmp = tempfile.mkdtemp(prefix="ggufs-unheard-")
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    try:
+        for opts, want in (([], gm.UNHEARD_LINE),
+                           (["-o", "log=" + os.path.join(tmp, "log")], "")):
+            r = subprocess.run([ggufs] + opts + [model, mnt], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=gm.MOUNT_TIMEOUT)
+            assert r.returncode == 0 and r.stderr == want, r
+            assert gm.is_mounted(mnt)
+            subprocess.run(["fusermount3", "-u", mnt], check=True)
+            deadline = time.monotonic() + 10
+            while gm.is_mounted(mnt) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        with gm.Mount(model, mountpoint=mnt) as m:   # -f: nothing (said before serving)
+            assert m.stderr() == "", m.stderr()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def inside(ggufs, model):
     """In the namespace: a /dev with null, fuse and our /dev/log; ggufs in daemon mode;
     the model cut; a read; the lines syslog got, printed one per line of stdout."""
     subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/dev"], check=True)
     os.mknod("/dev/null", 0o666 | 0o020000, os.makedev(1, 3))
     os.mknod("/dev/fuse", 0o600 | 0o020000, os.makedev(10, 229))
+    unheard(ggufs, model)
     log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     log.bind("/dev/log")
     log.settimeout(10)

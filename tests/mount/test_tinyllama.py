@@ -32,8 +32,8 @@ class Tree(gm.MountedTestCase):
 
     def test_root_listing(self):
         self.assertEqual(sorted(os.listdir(self.p())),
-                         ["gguf.json", "metadata", "model.gguf", "stats", "stats.tsv", "summary.txt",
-                          "tensors"])
+                         ["gguf.json", "metadata", "model.gguf", "quants", "stats", "stats.tsv",
+                          "summary.txt", "tensors"])
 
     def test_metadata_listing_in_file_order(self):
         want = [gm.escape_name(k.encode(), tensor=False) for k in EXPECTED["metadata"]]

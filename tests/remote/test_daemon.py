@@ -51,7 +51,7 @@ class Daemon(unittest.TestCase):
                 s.token = TOKEN
                 url = s.url + PATH
                 r = gm.run_ggufs(["-o", "token_file=" + token_file, url, mnt], env=env)
-                self.assertEqual((r.returncode, r.stderr), (0, b""))
+                self.assertEqual((r.returncode, r.stderr.decode()), (0, gm.background_stderr()))
                 self.assertTrue(gm.is_mounted(mnt))
                 daemons = gm.ggufs_processes(mnt)
                 self.assertEqual(len(daemons), 1)

@@ -181,7 +181,7 @@ static void test_attributes_listing_statfs(void **state)
 	assert_true(mount_readdir(m, TREE_ROOT_INO, o.fh, 0, add_name, listed, &err));
 	mount_releasedir(m, o.fh);
 	assert_string_equal(listed, ". .. metadata tensors gguf.json summary.txt stats stats.tsv "
-	                    "model.gguf ");
+	                    "model.gguf quants ");
 	struct statvfs sv;
 	mount_statfs(m, &sv);
 	assert_true(sv.f_flag & ST_RDONLY);

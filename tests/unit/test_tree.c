@@ -77,13 +77,13 @@ static void test_shape(void **state)
 {
 	struct fixture *f = *state;
 	const struct tree *t = f->t;
-	assert_int_equal(tree_dir_count(t, TREE_ROOT_INO), 7);
+	assert_int_equal(tree_dir_count(t, TREE_ROOT_INO), 8);
 	assert_int_equal(tree_dir_count(t, 2), 23);
 	assert_int_equal(tree_dir_count(t, 3), 21 * 3);
 	assert_int_equal(tree_dir_count(t, TREE_STATS_DIR_INO), 21);
 	const char *top[] = { "metadata", "tensors", "gguf.json", "summary.txt", "stats",
-	                      "stats.tsv", "model.gguf" };
-	for (int i = 0; i < 7; i++) {
+	                      "stats.tsv", "model.gguf", "quants" };
+	for (int i = 0; i < 8; i++) {
 		const struct tree_node *n = tree_lookup(t, TREE_ROOT_INO, top[i]);
 		assert_non_null(n);
 		assert_ptr_equal(n, tree_dir_child(t, TREE_ROOT_INO, (uint64_t)i));
@@ -118,6 +118,52 @@ static void test_shape(void **state)
 	assert_int_equal(tree_mode(raw, 0640) & 07777, 0440);
 	assert_int_equal(tree_mode(tree_node(t, 2), 0640) & 07777, 0550);
 	assert_int_equal(tree_mode(tree_node(t, 2), 0755) & 07777, 0555);
+}
+
+/* quants/ of the Q4_K_M model: only the NAMEs llama.cpp makes without requantizing, here
+ * Q4_K_M alone, whose every tensor keeps its type: the file itself, byte for byte
+ * (llama.cpp's order and keys are the file's), in any window; quants.tsv says the rest
+ * are not made and why. */
+static void test_quants(void **state)
+{
+	struct fixture *f = *state;
+	const struct tree *t = f->t;
+	const struct tree_node *d = tree_lookup(t, TREE_ROOT_INO, "quants");
+	assert_non_null(d);
+	assert_true(tree_is_dir(d));
+	assert_int_equal(tree_dir_count(t, d->ino), 2);
+	const struct tree_node *q = tree_dir_child(t, d->ino, 0);
+	const struct tree_node *tsv = tree_dir_child(t, d->ino, 1);
+	assert_string_equal(q->name, "Q4_K_M.gguf");
+	assert_string_equal(tsv->name, "quants.tsv");
+	assert_ptr_equal(tree_lookup(t, d->ino, "Q4_K_M.gguf"), q);
+	assert_ptr_equal(tree_node(t, q->ino), q);
+	assert_ptr_equal(tree_node(t, tsv->ino), tsv);
+	assert_null(tree_lookup(t, d->ino, "Q8_0.gguf"));
+	assert_int_equal(tree_read(t, d, NULL, 1, 0), -EISDIR);
+
+	FILE *fp = fopen(TEST_DATA "/tinyllama-q4km.gguf", "rb");
+	assert_non_null(fp);
+	char *want = malloc(q->size);
+	assert_int_equal(fread(want, 1, q->size, fp), q->size);
+	assert_int_equal(fgetc(fp), EOF);
+	fclose(fp);
+	char *got = read_all(t, q);
+	assert_memory_equal(got, want, q->size);
+	char piece[5000];
+	for (uint64_t off = 0; off < q->size; off += q->size / 7 + 1) {
+		assert_int_equal(tree_read(t, q, piece, sizeof piece, off),
+		                 q->size - off < sizeof piece ? q->size - off : sizeof piece);
+		assert_memory_equal(piece, want + off, q->size - off < sizeof piece ? q->size - off
+		                                                                     : sizeof piece);
+	}
+	free(got);
+	free(want);
+	char *text = read_all(t, tsv);
+	assert_non_null(strstr(text, "\nQ4_K_M\t15\t3915712\t"));
+	assert_non_null(strstr(text, "\n# Q8_0: not made: requantizing from type q6_K is disabled\n"));
+	assert_non_null(strstr(text, "-o requantize"));
+	free(text);
 }
 
 static void test_metadata(void **state)
@@ -485,6 +531,7 @@ int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest llama[] = {
 		cmocka_unit_test(test_shape),
+		cmocka_unit_test(test_quants),
 		cmocka_unit_test(test_metadata),
 		cmocka_unit_test(test_xattrs),
 	};

@@ -227,8 +227,7 @@ void http_get_range(CURL *h, const struct http_request *req, struct http_respons
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "ggufs/" GGUFS_VERSION);
-	unsigned connect = req->timeout < 10 ? req->timeout : 10;
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)(connect ? connect : 1));
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)http_connect_timeout(req->timeout));
 	/* a server that drips bytes slower than min_rate is as good as stalled, and even one
 	 * just faster may not hold a reader past the attempt's deadline */
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)(req->min_rate ? req->min_rate : 1));

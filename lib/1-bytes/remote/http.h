@@ -57,7 +57,8 @@ struct http_request {
 	struct http_body *body;     /* no Range: a 200's whole body into it (more than its
 	                             * max: resp->aborted); first and last only bound the
 	                             * time (min_rate) */
-	unsigned timeout;           /* s without progress before giving up; connect: <= 10 s */
+	unsigned timeout;           /* s without progress before giving up; connect:
+	                             * http_connect_timeout */
 	unsigned min_rate;          /* bytes/s: a transfer slower than this on average over
 	                             * any timeout seconds is abandoned, and so is one not
 	                             * done after timeout + its length / min_rate s (0: only
@@ -97,6 +98,13 @@ struct http_response {
 	char error_body[HTTP_ERROR_BODY_MAX];  /* with keep_error_body: the body of a status */
 	size_t error_body_len;                 /* >= 300, its first bytes when longer */
 };
+
+/* The seconds a request of timeout seconds (http_request.timeout) waits for its
+ * connection: the timeout, but at most 10 and at least 1. */
+static inline unsigned http_connect_timeout(unsigned timeout)
+{
+	return timeout < 1 ? 1 : timeout < 10 ? timeout : 10;
+}
 
 /* Performs req on handle h (reset first; its connections stay for reuse) and fills
  * resp. Never follows a redirect, never sends anything but the headers above. */

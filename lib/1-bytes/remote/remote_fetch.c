@@ -233,9 +233,9 @@ static void network_phrase(char err[GGUF_ERR_MAX], CURLcode code, unsigned timeo
 		{ CURLE_PARTIAL_FILE, "the server's reply was cut short" },
 	};
 	if (code == CURLE_OPERATION_TIMEDOUT) {
-		gguf_errf(err, "no answer from the server in time, or too slow (at most 10 s to "
+		gguf_errf(err, "no answer from the server in time, or too slow (at most %u s to "
 		          "connect, then less than %u bytes/s for %u s: -o timeout=%u)",
-		          REMOTE_MIN_RATE, timeout, timeout);
+		          http_connect_timeout(timeout), REMOTE_MIN_RATE, timeout, timeout);
 		return;
 	}
 	for (size_t i = 0; i < sizeof phrases / sizeof phrases[0]; i++)
@@ -331,7 +331,7 @@ static enum outcome classify(const struct remote_file *f, const struct http_resp
 	}
 	if (st == 200) {
 		gguf_errf(err, "the server ignores Range requests (HTTP 200 instead of 206): download "
-		     "the file and mount the local copy");
+		     "the file and use the local copy");
 		return FAILED;
 	}
 	if (pinned && (st == 412 || st == 416)) {

@@ -1,0 +1,89 @@
+/* quant_plan_dump MODEL NAME OUT [requantize]: the quant file ggufs plans for MODEL and file type
+ * NAME (quant_plan.h; with requantize, llama-quantize --allow-requantize's), for tests/quant/test_quant_plan.py to compare with what
+ * llama.cpp's llama_model_quantize() writes. OUT gets the file as far as the plan makes
+ * it without a quantizer: the whole header, every tensor whose type stays copied from
+ * MODEL, every converted one quantized (quant_read.h: its values through the
+ * reader, lib/2-quant's quantizers), the padding. stdout gets one line "size N
+ * data_offset N", then one line per tensor in file order: "name type offset size how"
+ * (type a ggml id, offset from the data section, how 1 copied, 2 quantized, 3 zeros: a
+ * type lib/2-quant does not make yet). A model
+ * llama.cpp makes no such file from: exit 3 with the reason on stderr. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+#include "model.h"
+#include "quant.h"
+#include "quant_plan.h"
+#include "quant_read.h"
+
+int main(int argc, char **argv)
+{
+	if (argc != 4 && !(argc == 5 && strcmp(argv[4], "requantize") == 0)) {
+		fprintf(stderr, "usage: quant_plan_dump MODEL NAME OUT [requantize]\n");
+		return 2;
+	}
+	const struct quant_name *qn = quant_name_find(argv[2]);
+	if (!qn) {
+		fprintf(stderr, "quant_plan_dump: no file type %s\n", argv[2]);
+		return 2;
+	}
+	char err[GGUF_ERR_MAX];
+	guard_install();
+	struct ggufs_model *m = model_open(argv[1], err);
+	if (!m) {
+		fprintf(stderr, "quant_plan_dump: %s\n", err);
+		return 1;
+	}
+	struct quant_params p;
+	quant_params_default(&p, qn->ftype);
+	p.allow_requantize = argc == 5;
+	struct quant_plan qp;
+	if (quant_plan_build(m, &p, &qp, err) < 0) {
+		fprintf(stderr, "quant_plan_dump: %s\n", err);
+		model_close(m);
+		return 3;
+	}
+	FILE *out = fopen(argv[3], "wb");
+	uint8_t *buf = malloc(qp.data_offset ? qp.data_offset : 1);
+	if (!out || !buf) {
+		perror("quant_plan_dump");
+		return 1;
+	}
+	quant_plan_header_read(&qp, 0, qp.data_offset, buf);
+	fwrite(buf, 1, qp.data_offset, out);
+	printf("size %" PRIu64 " data_offset %" PRIu64 "\n", qp.size, qp.data_offset);
+	int rc = 0;
+	for (uint64_t i = 0; i < qp.n_tensors; i++) {
+		const struct quant_tensor *qt = &qp.tensors[i];
+		const struct gguf_tensor *t = m->tensors[qt->src].t;
+		const bool copied = qt->type == t->type;
+		const bool makes = copied || quant_can_make((enum ggml_type_id)qt->type);
+		uint8_t *data = calloc(1, qt->size ? qt->size : 1);
+		if (!data) {
+			perror("quant_plan_dump");
+			return 1;
+		}
+		if (makes && (copied ? model_tensor_read(m, qt->src, 0, qt->size, data)
+		                     : reader_quant(m, qt->src, qt->type, 0, qt->size, data)) < 0) {
+			fprintf(stderr, "quant_plan_dump: cannot make %.*s\n", (int)t->name.len,
+			        t->name.ptr);
+			rc = 1;
+		}
+		static const uint8_t zeros[QUANT_ALIGNMENT];
+		fseeko(out, (off_t)(qp.data_offset + qt->offset), SEEK_SET);
+		fwrite(data, 1, qt->size, out);
+		fwrite(zeros, 1, (QUANT_ALIGNMENT - qt->size % QUANT_ALIGNMENT) % QUANT_ALIGNMENT, out);
+		free(data);
+		printf("%.*s %" PRIu32 " %" PRIu64 " %" PRIu64 " %d\n", (int)t->name.len, t->name.ptr,
+		       qt->type, qt->offset, qt->size, copied ? 1 : makes ? 2 : 3);
+	}
+	if (fclose(out) != 0)
+		rc = 1;
+	free(buf);
+	quant_plan_free(&qp);
+	model_close(m);
+	return rc;
+}
