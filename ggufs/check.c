@@ -8,13 +8,12 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ggufs.h"
-#include "url.h"
 #include "log_escape.h"
+#include "name_kind.h"
 #include "render_check.h"
 #include "stats.h"
 #include "stats_scan.h"
@@ -118,18 +117,14 @@ static void render_report(struct sink *s, const void *ctx)
 		render_check_text(s, r->m, r->res, r->counts);
 }
 
-/* Checks the model o names (o->model) and prints its report, with before in front of
+/* Checks model m (taken: closed here) and prints its report, with before in front of
  * it (the separator from the report before); *printed is set when it was printed. The
  * exit status for this model alone. */
-static int check_model(const struct options *o, const char *before, bool *printed)
+static int check_model(const struct options *o, struct ggufs_model *m, const char *before,
+                       bool *printed)
 {
 	char err[GGUF_ERR_MAX];
 	int ret = 3;
-	char *shown;
-	struct ggufs_model *m = open_model(o, &shown);
-	free(shown);
-	if (!m)
-		return 3;
 	/* the tree is built as a mount would, so that a model it refuses is refused here */
 	struct tree *t = tree_build(m, err);
 	if (!t) {
@@ -203,75 +198,114 @@ out:
 	return ret;
 }
 
-/* The single-mount names of every model of the library that name is (a folder, or an
- * hf:// repository or folder of it) into *names (malloc'ed, n of them): 0; 1 when name
- * is not a library; 3 after one line on stderr when it cannot be listed. */
-static int library_names_of(const struct options *o, const char *name, char ***names, size_t *n)
+/* What --check checks, in order: an operand that names one model, or a model of an
+ * operand that names a library (its path in the library's source). */
+struct check_item {
+	const char *name;          /* the operand naming one model, or NULL */
+	struct library *lib;       /* else the library (owned by the list) */
+	char *path;                /* and the model's first file in it (owned) */
+};
+
+/* The library that name is (kind: name_kind_of's) opened as a mount opens it, with o's
+ * options: NULL after one line on stderr. */
+static struct library *open_check_library(const struct options *o, const char *name,
+                                          enum name_kind kind)
 {
-	struct stat st;
-	bool hub = hub_library_named(name);
-	if (!hub && (url_is_remote(name) || stat(name, &st) != 0 || !S_ISDIR(st.st_mode)))
-		return 1;
 	char err[GGUF_ERR_MAX];
 	struct options one = *o;
 	one.model = name;
-	struct lib_source *src = hub ? open_hub_library(&one, NULL, NULL) : lib_source_local(name, err);
-	if (!src && !hub)
+	struct lib_source *src = NULL;
+	if (kind == NAME_KIND_HUB_LIBRARY)
+		src = open_hub_library(&one, NULL, NULL);   /* (said) */
+	else if (kind == NAME_KIND_S3_LIBRARY)
+		src = open_s3_library(&one);   /* (said) */
+	else if (!(src = lib_source_local(name, err)))
 		log_errf("%s", err);
 	struct library *lib = src ? library_open(src, err) : NULL;
 	if (src && !lib)
 		log_errf("%s", err);
-	int r = lib && library_model_names(lib, names, n) == 0 ? 0 : 3;
-	if (lib && r)
-		log_errf("%s: out of memory", name);
-	library_free(lib);
-	return r;
+	return lib;
+}
+
+/* Every operand of o into *items (n of them; a library's models each an item of their
+ * own, in the library's order), *libs the libraries opened (n_libs of them, to free
+ * after the items): the worst exit status so far, 0 or 3 (a library that cannot be
+ * listed, said, left out); -1 out of memory (said). */
+static int list_items(const struct options *o, struct check_item **items, size_t *n,
+                      struct library ***libs, size_t *n_libs)
+{
+	*items = NULL;
+	*n = 0;
+	*libs = calloc((size_t)o->n_operands + 1, sizeof **libs);
+	*n_libs = 0;
+	if (!*libs)
+		goto oom;
+	int worst = 0;
+	for (int k = 0; k < o->n_operands; k++) {
+		const enum name_kind kind = name_kind_of(o->operands[k]);
+		char **paths = NULL;
+		size_t add = 1;
+		struct library *lib = NULL;
+		if (name_kind_is_library(kind)) {
+			lib = open_check_library(o, o->operands[k], kind);
+			if (!lib) {
+				worst = 3;
+				continue;
+			}
+			(*libs)[(*n_libs)++] = lib;
+			if (library_model_paths(lib, &paths, &add) < 0)
+				goto oom;
+		}
+		struct check_item *grown = realloc(*items, (*n + add + 1) * sizeof *grown);
+		if (!grown) {
+			for (size_t i = 0; i < add && paths; i++)
+				free(paths[i]);
+			free(paths);
+			goto oom;
+		}
+		*items = grown;
+		for (size_t i = 0; i < add; i++)
+			(*items)[(*n)++] = lib ? (struct check_item){ NULL, lib, paths[i] }
+			                       : (struct check_item){ o->operands[k], NULL, NULL };
+		free(paths);
+	}
+	return worst;
+oom:
+	log_errf("out of memory");
+	return -1;
 }
 
 int check_models(const struct options *o)
 {
-	/* a library's models each as an operand of their own, in the library's order */
-	char **names = NULL;
-	size_t n_names = 0;
-	int worst = 0;
-	bool any_library = false;
-	for (int k = 0; k < o->n_operands; k++) {
-		char **lib_names;
-		size_t n_lib;
-		int r = library_names_of(o, o->operands[k], &lib_names, &n_lib);
-		if (r == 3) {
-			worst = 3;
-			continue;
-		}
-		size_t add = r == 0 ? n_lib : 1;
-		char **grown = realloc(names, (n_names + add + 1) * sizeof *grown);
-		if (!grown) {
-			log_errf("out of memory");
-			return 3;
-		}
-		names = grown;
-		if (r == 0) {
-			any_library = true;
-			memcpy(names + n_names, lib_names, n_lib * sizeof *lib_names);
-			free(lib_names);
-		} else {
-			names[n_names] = strdup(o->operands[k]);
-		}
-		n_names += add;
-	}
+	struct check_item *items;
+	struct library **libs;
+	size_t n_items, n_libs;
+	int worst = list_items(o, &items, &n_items, &libs, &n_libs);
 	/* several reports: text blocks apart by an empty line, JSON reports in an array */
-	const bool array = o->json && (o->n_operands > 1 || any_library);
+	const bool array = o->json && (o->n_operands > 1 || n_libs);
 	bool printed = false;
-	for (size_t k = 0; k < n_names; k++) {
-		struct options one = *o;
-		one.model = names[k];
+	for (size_t k = 0; worst >= 0 && k < n_items; k++) {
 		const char *before = !printed ? (array ? "[\n" : "") : (array ? ",\n" : "\n");
-		int r = names[k] ? check_model(&one, before, &printed) : 3;
+		char err[GGUF_ERR_MAX], *shown = NULL;
+		struct options one = *o;
+		one.model = items[k].name;
+		struct ggufs_model *m = items[k].lib ? library_model_open(items[k].lib, items[k].path, err)
+		                                     : open_model(&one, &shown);
+		free(shown);
+		if (!m && items[k].lib)
+			log_errf("%s", err);
+		int r = m ? check_model(o, m, before, &printed) : 3;
 		if (r > worst)
 			worst = r;
-		free(names[k]);
 	}
-	free(names);
+	for (size_t k = 0; k < n_items; k++)
+		free(items[k].path);
+	free(items);
+	for (size_t k = 0; k < n_libs; k++)
+		library_free(libs[k]);
+	free(libs);
+	if (worst < 0)
+		return 3;
 	if (array)
 		fputs(printed ? "]\n" : "[]\n", stdout);
 	if (fflush(stdout) != 0 && worst < 3) {

@@ -289,15 +289,9 @@ bool mounted_at(const char *path, char *what, size_t size, char *dev);
  * a remote URL as it may be shown (malloc'ed; NULL for a local file). NULL after one
  * line on stderr naming the file or URL and the problem. */
 struct ggufs_model *open_model(const struct options *o, char **shown);
-/* True when the s3:// name model is a bucket or a prefix (s3://BUCKET, s3://BUCKET/,
- * s3://BUCKET/PREFIX/): a library, not one object. */
-bool s3_names_library(const char *model);
 /* The library source of such a name (its credentials found as for an object), or NULL
  * after one line on stderr. */
 struct lib_source *open_s3_library(const struct options *o);
-/* True when name is an hf:// name of a library: a repository or a folder in it, not a
- * file ending in .gguf nor a :QUANT tag (libsource_hub.h). */
-bool hub_library_named(const char *name);
 /* The source of the hub library o->model names, its revision resolved and folder listed
  * with o's token, CA file and remote options; its transfers end when cancelled(arg).
  * NULL after one line on stderr. */

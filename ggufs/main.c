@@ -18,8 +18,8 @@
 #include "ggufs_config.h"
 #include "ggufs.h"
 #include "log_escape.h"
+#include "name_kind.h"
 #include "remote.h"
-#include "s3.h"
 #include "url.h"
 
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
@@ -99,7 +99,7 @@ static bool path_within(const char *path, const char *dir)
  * a local folder holds the mount point, which would make every listing of it wait for
  * itself). */
 static int open_library(struct ggufs *fs, const struct options *o, const char *mountpoint,
-                        bool hub)
+                        enum name_kind kind)
 {
 	char err[GGUF_ERR_MAX];
 	if (o->edits_file) {
@@ -108,7 +108,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 		return 2;
 	}
 	struct lib_source *src;
-	bool s3 = s3_names_library(o->model);
+	const bool hub = kind == NAME_KIND_HUB_LIBRARY, s3 = kind == NAME_KIND_S3_LIBRARY;
 	if (hub) {
 		src = open_hub_library(o, ggufs_ending, fs);
 		if (!src)
@@ -195,17 +195,6 @@ static int start_early_log(struct ggufs *fs, const struct options *o, const char
 	return 0;
 }
 
-/* True when o->model names a library (lib/7-library) rather than one model: a folder, a
- * hub repository or a bucket. *hub: it is a hub repository. */
-static bool names_library(const struct options *o, bool *hub)
-{
-	struct stat st;
-	*hub = hub_library_named(o->model);
-	return *hub || s3_names_library(o->model) ||
-	       (!url_is_remote(o->model) && !s3_is_name(o->model) && stat(o->model, &st) == 0 &&
-	        S_ISDIR(st.st_mode));
-}
-
 /* Opens -o edits=FILE for fs's tree. 0, or -1 after one line on stderr. */
 static int open_edits(struct ggufs *fs, const struct options *o, const char *mountpoint)
 {
@@ -235,9 +224,9 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
                        char **shown)
 {
 	char err[GGUF_ERR_MAX];
-	bool hub;
-	if (names_library(o, &hub))
-		return open_library(fs, o, mountpoint, hub);
+	const enum name_kind kind = name_kind_of(o->model);
+	if (name_kind_is_library(kind))
+		return open_library(fs, o, mountpoint, kind);
 	fs->model = open_model(o, shown);
 	if (!fs->model)
 		return 1;

@@ -14,6 +14,7 @@
 
 #include "ggufs.h"
 #include "log_escape.h"
+#include "name_kind.h"
 #include "libsource_hub.h"
 #include "remote.h"
 #include "s3.h"
@@ -37,17 +38,6 @@ static char *hub_endpoint(void)
 	for (size_t n = d ? strlen(d) : 0; n > 0 && d[n - 1] == '/'; n--)
 		d[n - 1] = 0;
 	return d;
-}
-
-bool hub_library_named(const char *name)
-{
-	struct hub_name n;
-	char err[GGUF_ERR_MAX];
-	if (strncasecmp(name, "hf://", 5) != 0 || !hub_name_parse(name, &n, err))
-		return false;
-	bool lib = hub_name_is_library(&n);
-	hub_name_free(&n);
-	return lib;
 }
 
 /* What the hub's API is reached with for o: its endpoint and o's token (for hf://),
@@ -339,14 +329,6 @@ static int s3_setup(const struct options *o, struct s3_setup *su)
 	return 0;
 }
 
-bool s3_names_library(const char *model)
-{
-	if (!s3_is_name(model))
-		return false;
-	const char *slash = strchr(model + 5, '/');
-	return !slash || !slash[1] || model[strlen(model) - 1] == '/';
-}
-
 /* Opens s3://BUCKET/KEY (s3_setup). *shown gets the name as given (it holds no
  * secret). NULL after one line on stderr. */
 static struct ggufs_model *open_s3(const struct options *o, char **shown)
@@ -385,24 +367,14 @@ struct lib_source *open_s3_library(const struct options *o)
 	return src;
 }
 
-/* The length of the scheme when s starts like a URL ("ftp://..."), else 0. */
-static size_t url_scheme_len(const char *s)
-{
-	size_t n = 0;
-	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
-		return 0;
-	while (s[n] && (strchr("+-.", s[n]) || (s[n] >= '0' && s[n] <= '9') ||
-	                (s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z')))
-		n++;
-	return strncmp(s + n, "://", 3) == 0 ? n : 0;
-}
-
 struct ggufs_model *open_model(const struct options *o, char **shown)
 {
 	*shown = NULL;
-	if (s3_is_name(o->model))
+	const enum name_kind kind = name_kind_of(o->model);
+	if (kind == NAME_KIND_S3_OBJECT || kind == NAME_KIND_S3_LIBRARY)
 		return open_s3(o, shown);
-	if (url_is_remote(o->model)) {
+	if (kind == NAME_KIND_URL || kind == NAME_KIND_HUB_FILE || kind == NAME_KIND_HUB_QUANT ||
+	    kind == NAME_KIND_HUB_LIBRARY) {
 		bool failed;
 		char *name = hub_rewrite(o, &failed);
 		if (failed)
@@ -414,10 +386,8 @@ struct ggufs_model *open_model(const struct options *o, char **shown)
 		free(name);
 		return m;
 	}
-	/* a URL of another scheme, unless a local file has that name after all */
-	size_t scheme = url_scheme_len(o->model);
-	struct stat st;
-	if (scheme && stat(o->model, &st) != 0 && errno == ENOENT) {
+	if (kind == NAME_KIND_SCHEME) {
+		const size_t scheme = name_kind_scheme_len(o->model);
 		log_errf("%s: unsupported URL scheme '%.*s' (ggufs reads http://, https://, hf:// "
 		         "and s3:// URLs, or a local file)", o->model, (int)scheme, o->model);
 		return NULL;

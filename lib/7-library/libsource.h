@@ -43,7 +43,8 @@ struct lib_source_ops {
 	/* A fresh look at the entry at path (name, type, version, st): 0 or -errno. */
 	int (*stat)(void *ctx, const char *path, struct lib_entry *e);
 	/* The model whose first file is at path (its other shards found beside it, as a
-	 * single mount finds them), or NULL with the line `ggufs FILE` prints, less its
+	 * single mount finds them), named as a single mount of it is (a local file's path,
+	 * hf://OWNER/REPO@COMMIT/PATH, s3://BUCKET/KEY), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
 	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);
 	/* A plain file opened for reading: 0 with its handle in *file, or -errno. */
@@ -55,9 +56,6 @@ struct lib_source_ops {
 	/* The sha256 of the file at path as the source knows it (lower-case hex), or NULL:
 	 * a local file's is never computed (NULL op). */
 	const char *(*sha256)(void *ctx, const char *path);
-	/* The name a single mount of the model whose first file is at path takes (a local
-	 * file's path, an hf://OWNER/REPO@COMMIT/PATH name), malloc'ed, or NULL. */
-	char *(*model_name)(void *ctx, const char *path);
 	/* Frees the source. */
 	void (*free)(void *ctx);
 };

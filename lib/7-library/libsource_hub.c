@@ -401,7 +401,6 @@ static const struct lib_source_ops hub_ops = {
 	.read_file = hub_read_file,
 	.close_file = hub_close_file,
 	.sha256 = hub_sha256,
-	.model_name = hub_model_name,
 	.free = hub_free,
 };
 
