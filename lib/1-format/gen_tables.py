@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns lib/2-dequant/ggml-tables.txt into C: ggml's quantization grids and value tables.
+"""Turns lib/1-format/ggml-tables.txt into C: ggml's quantization grids and value tables.
 
 usage: gen_tables.py INPUT.txt OUTPUT.h OUTPUT.c
 
