@@ -166,6 +166,9 @@ void log_early(struct ggufs *fs);
 void log_start(struct ggufs *fs, bool foreground);
 /* Sums up what was counted and not yet said, and closes the log (at unmount). */
 void log_stop(struct ggufs *fs);
+/* An EIO replied for why (said in the log already, by lib): counted, kept as the last
+ * error. */
+void report_eio(struct ggufs *fs, const char *why);
 /* An edit refused with -errno r for why (one line naming the key): counted
  * (user.ggufs.edits_refused), kept as the last error and logged (stderr under -f). */
 void report_refused_edit(struct ggufs *fs, int r, const char *why);

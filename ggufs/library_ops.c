@@ -85,6 +85,25 @@ static bool get_or_reply(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino, struc
 	return ret == 0;
 }
 
+/* For compare/OTHER: its length, computed by its first lookup (st_size is exact, as
+ * every file's): true, or false after replying the error (an EIO counted with its
+ * cause, as a read's). */
+static bool compare_sized(fuse_req_t req, struct ggufs *fs, struct lib_ref *r)
+{
+	if (r->kind != LIB_COMPARE)
+		return true;
+	char err[GGUF_ERR_MAX] = "";
+	uint64_t size;
+	const int ret = library_compare_size(fs->library, r, &size, err);
+	if (ret == 0)
+		return true;
+	library_put(fs->library, r);
+	if (ret == -EIO)
+		report_eio(fs, err);
+	fuse_reply_err(req, -ret);
+	return false;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ggufs *fs = fs_of(req);
@@ -100,6 +119,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -ret);
 		return;
 	}
+	if (!compare_sized(req, fs, &r))
+		return;
 	e.ino = r.ino;
 	e.generation = 1;
 	library_stat(fs->library, &r, &e.attr);
@@ -114,7 +135,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)fi;
 	struct ggufs *fs = fs_of(req);
 	struct lib_ref r;
-	if (!get_or_reply(req, fs, ino, &r))
+	if (!get_or_reply(req, fs, ino, &r) || !compare_sized(req, fs, &r))
 		return;
 	struct stat st;
 	library_stat(fs->library, &r, &st);
@@ -299,11 +320,14 @@ static void read_handle(fuse_req_t req, struct ggufs *fs, struct lib_handle *h, 
 	case LIB_PLAIN:
 	case LIB_COMPARE: {
 		char *buf = malloc(size ? size : 1);
+		char err[GGUF_ERR_MAX] = "";
 		int64_t r = !buf                       ? -ENOMEM
 		            : h->ref.kind == LIB_PLAIN ? library_file_read(fs->library, h->file, buf,
 		                                                           size, off)
 		                                       : library_compare_read(fs->library, &h->ref,
-		                                                              buf, size, off);
+		                                                              buf, size, off, err);
+		if (r == -EIO && h->ref.kind == LIB_COMPARE)
+			report_eio(fs, err);
 		if (r < 0)
 			fuse_reply_err(req, (int)-r);
 		else

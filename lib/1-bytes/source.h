@@ -14,6 +14,11 @@
 
 struct source;
 
+/* Bytes [off, off + len) of a file. */
+struct source_range {
+	uint64_t off, len;
+};
+
 /* Called on bytes [off, off + len) of a source where they lie: in a local file's
  * mapping with the SIGBUS guard armed (so it must neither lock nor allocate: a page that
  * has gone jumps out of it), else in the caller's buffer once read into it. */
@@ -38,6 +43,11 @@ struct source_ops {
 	 * into the next; the first read there is then taken as that reader's next, and
 	 * read-ahead goes on at prev's pace instead of starting small. */
 	void (*expect)(struct source *src, uint64_t off, struct source *prev);
+	/* Optional, for a fetched file: from now on its reader reads only bytes inside the
+	 * n ranges (sorted, not overlapping), in order; read-ahead fetches nothing outside
+	 * them and goes from the end of one to the start of the next as one sequential run.
+	 * false (nothing changed) when out of memory. */
+	bool (*want)(struct source *src, const struct source_range *ranges, size_t n);
 };
 
 struct source {
@@ -93,6 +103,14 @@ static inline void source_expect(struct source *src, uint64_t off, struct source
 {
 	if (src->ops->expect && prev->ops == src->ops)
 		src->ops->expect(src, off, prev);
+}
+
+/* Tells src that its reader reads only inside ranges (source_ops.want), so that a scan
+ * of some tensors fetches no byte of the others: true, or false out of memory (the
+ * read-ahead then goes on as before). Nothing for a source without read-ahead. */
+static inline bool source_want(struct source *src, const struct source_range *ranges, size_t n)
+{
+	return src->ops->want ? src->ops->want(src, ranges, n) : true;
 }
 
 /* Where bytes [off, off + len) lie for a zero-copy reply: the fd, and how many of them

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "source.h"
 
 /* Pieces whose sums wait for the ones before them: a thread that would take a piece this
  * far past the oldest one not yet merged waits, so the ring is never overrun. Pieces in
@@ -74,6 +75,37 @@ static int visit_piece(void *ctx, const struct stats_scan_job *job, uint64_t seg
 	return r;
 }
 
+/* Tells each fetched shard of m (side w of the plan) that the scan reads only the
+ * compared tensors' bytes, so that its read-ahead fetches none of the others' (a tensor
+ * renamed, or only in one model): each byte fetched is a compared one. Out of memory
+ * only loses that limit. */
+static void want_compared(const struct ggufs_model *m, int w, const struct diff_plan *plan,
+                          const bool *compared)
+{
+	if (!m->remote)
+		return;
+	bool *read = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *read);
+	struct source_range *ranges = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *ranges);
+	if (read && ranges) {
+		for (uint64_t k = 0; k < plan->n_same; k++)
+			if (compared[k])
+				read[w ? plan->same[k].b : plan->same[k].a] = true;
+		/* tensors are in shard order, then file order: each shard's ranges sorted */
+		for (uint64_t i = 0, n = 0; i < m->n_tensors; i++) {
+			const uint32_t shard = m->tensors[i].shard;
+			if (read[i])
+				ranges[n++] = (struct source_range){ m->tensors[i].t->offset,
+				                                     m->tensors[i].t->size };
+			if (i + 1 == m->n_tensors || m->tensors[i + 1].shard != shard) {
+				source_want(m->shards[shard].src, ranges, n);
+				n = 0;
+			}
+		}
+	}
+	free(read);
+	free(ranges);
+}
+
 int diff_scan_run(const struct ggufs_model *a, const struct ggufs_model *b,
                   const struct diff_plan *plan, struct diff_sums *sums, bool *compared,
                   stats_scan_progress_fn progress, void *progress_ctx, uint64_t *total,
@@ -101,6 +133,8 @@ int diff_scan_run(const struct ggufs_model *a, const struct ggufs_model *b,
 		                                                         plan->same[k].b } };
 		*total += ga->size + gb->size;
 	}
+	want_compared(a, 0, plan, compared);
+	want_compared(b, 1, plan, compared);
 	stats_scan_plan(&sc);
 	*d = (struct diff_run){ .m = { a, b }, .jobs = jobs, .pair_of = pair_of, .sums = sums,
 	                        .lock = PTHREAD_MUTEX_INITIALIZER,

@@ -15,6 +15,9 @@ struct totals {
 	struct diff_sums sums;   /* over them */
 	double lowest_cosine;    /* NaN when no tensor has a cosine */
 	uint64_t lowest_at;      /* its pair */
+	/* compared tensors whose cosine or rel_rmse is undefined (an all-zero side: a
+	 * destroyed tensor must not hide behind the lowest cosine), and the first of them */
+	uint64_t undefined, first_undefined;
 	uint64_t bytes_a, bytes_b, elements_a, elements_b;
 };
 
@@ -30,6 +33,8 @@ static void totals_of(const struct diff_report *r, struct totals *t)
 		diff_figures(&r->sums[k], &f);
 		t->tensors++;
 		diff_sums_merge(&t->sums, &r->sums[k]);
+		if ((isnan(f.cosine) || isnan(f.rel_rmse)) && t->undefined++ == 0)
+			t->first_undefined = k;
 		if (!isnan(f.cosine) && (isnan(t->lowest_cosine) || f.cosine < t->lowest_cosine)) {
 			t->lowest_cosine = f.cosine;
 			t->lowest_at = k;
@@ -102,12 +107,20 @@ static void put_name(struct sink *s, const struct gguf_str *name, bool json)
 
 /* A metadata value as metadata/KEY shows it, its final newline dropped and cut at
  * RENDER_DIFF_VALUE_CUT bytes (never inside a UTF-8 sequence), escaped (TSV) or a JSON
- * string; *bytes gets the size of metadata/KEY. */
+ * string; *bytes gets the length of that text uncut: metadata/KEY's size less the final
+ * newline, the value's own length (a 300-byte string is 300 bytes, not 301). */
 static void diff_value(struct sink *s, const struct gguf_value *v, bool json, uint64_t *bytes)
 {
 	struct sink count = sink_counter();
 	render_value(&count, v);
 	*bytes = count.pos;
+	if (*bytes > 0) {
+		char last;
+		struct sink end = sink_window(&last, *bytes - 1, 1);
+		render_value(&end, v);
+		if (sink_filled(&end) == 1 && last == '\n')
+			(*bytes)--;
+	}
 	char text[RENDER_DIFF_VALUE_CUT + 1];
 	struct sink w = sink_window(text, 0, sizeof text);
 	render_value(&w, v);
@@ -121,8 +134,8 @@ static void diff_value(struct sink *s, const struct gguf_value *v, bool json, ui
 		if (k < len && ((unsigned char)text[k] & 0xc0) == 0x80)
 			k = len;   /* not UTF-8 after all: cut where asked */
 		len = k;
-	} else if (len == *bytes && len > 0 && text[len - 1] == '\n') {
-		len--;
+	} else if (len > *bytes) {
+		len = *bytes;   /* the final newline */
 	}
 	if (json)
 		render_json_string(s, text, len);
@@ -256,6 +269,9 @@ void render_diff_tsv(struct sink *s, const struct diff_report *r)
 	sink_puts(s, "\tlowest_cosine_tensor=");
 	if (!isnan(t.lowest_cosine))
 		put_name(s, &r->a->tensors[r->plan->same[t.lowest_at].a].t->name, false);
+	sink_printf(s, "\tundefined=%" PRIu64 "\tundefined_tensor=", t.undefined);
+	if (t.undefined)
+		put_name(s, &r->a->tensors[r->plan->same[t.first_undefined].a].t->name, false);
 	sink_printf(s, "\tbytes_a=%" PRIu64 "\tbytes_b=%" PRIu64 "\tbpw_a=", t.bytes_a, t.bytes_b);
 	put_f64(s, bpw(t.bytes_a, t.elements_a), false);
 	sink_puts(s, "\tbpw_b=");
@@ -367,6 +383,11 @@ void render_diff_json(struct sink *s, const struct diff_report *r)
 		sink_puts(s, "null");
 	else
 		put_name(s, &r->a->tensors[r->plan->same[t.lowest_at].a].t->name, true);
+	sink_printf(s, ", \"undefined\": %" PRIu64 ", \"undefined_tensor\": ", t.undefined);
+	if (t.undefined)
+		put_name(s, &r->a->tensors[r->plan->same[t.first_undefined].a].t->name, true);
+	else
+		sink_puts(s, "null");
 	sink_printf(s, ", \"bytes_a\": %" PRIu64 ", \"bytes_b\": %" PRIu64 ", \"bpw_a\": ",
 	            t.bytes_a, t.bytes_b);
 	put_f64(s, bpw(t.bytes_a, t.elements_a), true);

@@ -527,8 +527,9 @@ void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 		st->st_mode = tree_mode(&dir, from->st_mode);
 		break;
 	case LIB_COMPARE:
-		/* its size is not known before it is computed: 0, read past the page cache */
+		/* the length of its text, known once a lookup made it (library_compare_size) */
 		st->st_mode = S_IFREG | read_bits(from->st_mode);
+		st->st_size = (off_t)library_compare_known(lib, r);
 		break;
 	case LIB_ERROR:
 		st->st_mode = S_IFREG | (0444 & read_bits(from->st_mode));

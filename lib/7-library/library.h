@@ -22,10 +22,10 @@
  *
  * compare/ (library_compare.c): in every model directory, a file for each other model
  * of the same folder holding `ggufs --diff THIS OTHER`. Listing it reads the folder's
- * listing only; the first read of a file computes the comparison (one at a time, on
+ * listing only; the first lookup or read of a file computes the comparison (one at a time, on
  * every core, in bounded memory) and keeps its text, up to LIB_COMPARE_KEEP bytes of
  * texts, the least recently read let go past that (made again, the same, if read
- * again). */
+ * again); its length (st_size) is computed at its first lookup and kept. */
 #ifndef GGUFS_LIBRARY_H
 #define GGUFS_LIBRARY_H
 
@@ -124,10 +124,19 @@ void library_tree_dir_entry(const struct lib_ref *r, uint64_t pos, const char **
                             uint64_t *ino, bool *dir);
 
 /* Up to len bytes at off of compare/OTHER (LIB_COMPARE): the count, or -EIO when a
- * model does not parse or cannot be read (said in the log), -ESTALE, -ENOMEM. The text
- * is computed by the first read (others of the same pair wait for it) and kept. */
+ * model does not parse or cannot be read (said in the log and in err), -ESTALE, -ENOMEM.
+ * The text
+ * is computed by the first lookup or read (others of the same pair wait for it) and
+ * kept. */
 int64_t library_compare_read(struct library *lib, const struct lib_ref *r, char *buf,
-                             uint64_t len, uint64_t off);
+                             uint64_t len, uint64_t off, char err[GGUF_ERR_MAX]);
+/* The length of compare/OTHER's text (LIB_COMPARE) into *size, computing the comparison
+ * when no length is kept (its first lookup): 0, or -errno as library_compare_read. The
+ * length stays known for the mount even when the text is let go. */
+int library_compare_size(struct library *lib, const struct lib_ref *r, uint64_t *size,
+                         char err[GGUF_ERR_MAX]);
+/* That length if known (under the library's lock), else 0. */
+uint64_t library_compare_known(struct library *lib, const struct lib_ref *r);
 /* For tests: comparisons computed so far. */
 uint64_t library_compares_made(struct library *lib);
 

@@ -1,9 +1,11 @@
 /* compare/OTHER of a library's model directory (library.h): `ggufs --diff THIS OTHER`
- * computed at the first read of the pair and kept. One comparison is computed at a time
- * (a comparison's scan already uses every core, and so the memory stays one scan's);
- * the texts kept are bounded by LIB_COMPARE_KEEP bytes, the least recently read let go
- * first. A read that finds its pair kept copies from it under the library's lock,
- * without waiting for a comparison of another pair. */
+ * computed at the first lookup or read of the pair and kept. One comparison is computed
+ * at a time (a comparison's scan already uses every core, and so the memory stays one
+ * scan's); the texts kept are bounded by LIB_COMPARE_KEEP bytes, the least recently read
+ * let go first, but every pair's length stays known (its st_size: rsync and tar copy
+ * the bytes a stat promises), and a text let go is made again, the same, when read. A
+ * read that finds its pair kept copies from it under the library's lock, without waiting
+ * for a comparison of another pair. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,8 @@ static struct lib_compare *find(struct library *lib, uint64_t this_no, uint64_t 
 	return NULL;
 }
 
-/* Copies [off, off + len) of c's text into buf (under lock), marking it used: the count. */
+/* Copies [off, off + len) of c's text (held) into buf (under lock), marking it used: the
+ * count. */
 static int64_t slice(struct library *lib, struct lib_compare *c, char *buf, uint64_t len,
                      uint64_t off)
 {
@@ -35,45 +38,57 @@ static int64_t slice(struct library *lib, struct lib_compare *c, char *buf, uint
 }
 
 /* Lets go of the least recently read texts until room more bytes fit the bound
- * (under lock). */
+ * (under lock); their lengths stay. */
 static void make_room(struct library *lib, uint64_t room)
 {
-	while (lib->n_compares && lib->compare_bytes + room > LIB_COMPARE_KEEP) {
-		size_t lru = 0;
-		for (size_t i = 1; i < lib->n_compares; i++)
-			if (lib->compares[i].last_used < lib->compares[lru].last_used)
+	while (lib->compare_bytes && lib->compare_bytes + room > LIB_COMPARE_KEEP) {
+		size_t lru = SIZE_MAX;
+		for (size_t i = 0; i < lib->n_compares; i++)
+			if (lib->compares[i].text &&
+			    (lru == SIZE_MAX || lib->compares[i].last_used < lib->compares[lru].last_used))
 				lru = i;
+		if (lru == SIZE_MAX)
+			break;
 		lib->compare_bytes -= lib->compares[lru].len;
 		free(lib->compares[lru].text);
-		lib->compares[lru] = lib->compares[--lib->n_compares];
+		lib->compares[lru].text = NULL;
 	}
 }
 
-/* Keeps text (taken) as this_no's comparison with other_no (under lock): false out of
- * memory or when it alone is past the bound (the caller frees it). */
-static bool keep(struct library *lib, uint64_t this_no, uint64_t other_no, char *text,
-                 size_t len)
+/* Keeps text (taken) as this_no's comparison with other_no (under lock), into the
+ * pair's entry c when it has one (its text let go): the entry, or NULL out of memory or
+ * when it alone is past the bound (the caller frees it). */
+static struct lib_compare *keep(struct library *lib, struct lib_compare *c, uint64_t this_no,
+                                uint64_t other_no, char *text, size_t len)
 {
 	if (len > LIB_COMPARE_KEEP)
-		return false;
+		return NULL;
 	make_room(lib, len);
+	if (c) {
+		c->text = text;
+		c->len = len;
+		lib->compare_bytes += len;
+		return c;
+	}
 	if (lib->n_compares == lib->cap_compares) {
 		size_t cap = lib->cap_compares ? 2 * lib->cap_compares : 16;
-		struct lib_compare *c = realloc(lib->compares, cap * sizeof *c);
-		if (!c)
-			return false;
-		lib->compares = c;
+		struct lib_compare *grown = realloc(lib->compares, cap * sizeof *grown);
+		if (!grown)
+			return NULL;
+		lib->compares = grown;
 		lib->cap_compares = cap;
 	}
-	lib->compares[lib->n_compares++] = (struct lib_compare){ this_no, other_no, text, len, 0 };
+	c = &lib->compares[lib->n_compares++];
+	*c = (struct lib_compare){ this_no, other_no, text, len, 0 };
 	lib->compare_bytes += len;
-	return true;
+	return c;
 }
 
 /* The text of s against o, both models built and held meanwhile, malloc'ed into *text:
- * 0, or -errno after one line in the log naming the pair (name: "THIS/compare/OTHER"). */
+ * 0, or -errno after one line in the log naming the pair (name: "THIS/compare/OTHER"),
+ * the same line in err. */
 static int compute(struct library *lib, struct lib_slot *s, struct lib_slot *o, const char *name,
-                   char **text, size_t *len)
+                   char **text, size_t *len, char err[GGUF_ERR_MAX])
 {
 	const struct ggufs_model *m[2] = { NULL, NULL };
 	const char *broken = NULL;
@@ -87,23 +102,26 @@ static int compute(struct library *lib, struct lib_slot *s, struct lib_slot *o, 
 		/* the model's own line, less its "ggufs: " and newline */
 		const char *line = broken && !strncmp(broken, "ggufs: ", 7) ? broken + 7 : "";
 		const int n = (int)strcspn(line, "\n");
-		evlog(EVLOG_ERR, name, "%s: cannot compare: %.*s", name, n, line);
+		gguf_errf(err, "%s: cannot compare: %.*s", name, n, line);
+		evlog(EVLOG_ERR, name, "%s", err);
 		return r;
 	}
 	if (r < 0)
 		return r;
 	struct diff_text_failure fail;
-	char err[GGUF_ERR_MAX];
+	char why[GGUF_ERR_MAX];
 	uint64_t total;
-	r = diff_text_make(m[0], m[1], false, NULL, NULL, &total, text, len, &fail, err);
+	r = diff_text_make(m[0], m[1], false, NULL, NULL, &total, text, len, &fail, why);
 	if (r < 0 && fail.tensor != UINT64_MAX) {
 		const struct ggufs_model *fm = m[fail.which];
 		char q[80];
-		evlog(EVLOG_ERR, name, "%s: cannot compare: %s: tensor '%s': cannot read: %s", name,
-		      fm->path, gguf_quote(&fm->tensors[fail.tensor].t->name, q),
-		      r == -ENOMEM ? "out of memory" : strerror(-r));
+		gguf_errf(err, "%s: cannot compare: %s: tensor '%s': cannot read: %s", name,
+		          fm->path, gguf_quote(&fm->tensors[fail.tensor].t->name, q),
+		          r == -ENOMEM ? "out of memory" : strerror(-r));
+		evlog(EVLOG_ERR, name, "%s", err);
 	} else if (r < 0) {
-		evlog(EVLOG_ERR, name, "%s: cannot compare: %s", name, err);
+		gguf_errf(err, "%s: cannot compare: %s", name, why);
+		evlog(EVLOG_ERR, name, "%s", err);
 	}
 	lib_slot_release(lib, o);
 	lib_slot_release(lib, s);
@@ -113,50 +131,86 @@ static int compute(struct library *lib, struct lib_slot *s, struct lib_slot *o, 
 	return 0;
 }
 
-int64_t library_compare_read(struct library *lib, const struct lib_ref *r, char *buf,
-                             uint64_t len, uint64_t off)
+/* Makes the text of r's pair unless it is kept, under the library's compare lock (one
+ * comparison at a time: the pair may have been made while this one waited); then, with
+ * buf, copies [off, off + len) of it: the count (0 without buf), or -errno after one
+ * line in the log and in err; *size gets the text's length. */
+static int64_t made(struct library *lib, const struct lib_ref *r, char *buf, uint64_t len,
+                    uint64_t off, uint64_t *size, char err[GGUF_ERR_MAX])
 {
-	if (r->kind != LIB_COMPARE)
-		return -EINVAL;
 	struct lib_slot *s = r->slot, *o = r->other;
 	pthread_mutex_lock(&lib->lock);
 	struct lib_compare *c = find(lib, s->no, o->no);
-	if (c) {
-		const int64_t n = slice(lib, c, buf, len, off);
+	if (c && (c->text || !buf)) {
+		*size = c->len;
+		const int64_t n = buf ? slice(lib, c, buf, len, off) : 0;
 		pthread_mutex_unlock(&lib->lock);
 		return n;
 	}
 	pthread_mutex_unlock(&lib->lock);
 
-	/* one comparison at a time: the pair may have been made while this one waited */
 	pthread_mutex_lock(&lib->compare_lock);
 	pthread_mutex_lock(&lib->lock);
 	c = find(lib, s->no, o->no);
-	int64_t ret = c ? slice(lib, c, buf, len, off) : 0;
+	const bool ready = c && (c->text || !buf);
+	int64_t ret = 0;
+	if (ready) {
+		*size = c->len;
+		ret = buf ? slice(lib, c, buf, len, off) : 0;
+	}
 	pthread_mutex_unlock(&lib->lock);
-	if (!c) {
+	if (!ready) {
 		char name[2 * 4096 + 16];
 		snprintf(name, sizeof name, "%s/%s/%s", s->path, LIB_COMPARE_NAME, o->name);
 		char *text;
 		size_t n;
-		ret = compute(lib, s, o, name, &text, &n);
+		ret = compute(lib, s, o, name, &text, &n, err);
 		if (ret == 0) {
+			*size = n;
 			pthread_mutex_lock(&lib->lock);
-			const bool kept = keep(lib, s->no, o->no, text, n);
-			if (kept)
-				ret = slice(lib, &lib->compares[lib->n_compares - 1], buf, len, off);
+			c = keep(lib, find(lib, s->no, o->no), s->no, o->no, text, n);
+			if (c && buf)
+				ret = slice(lib, c, buf, len, off);
 			pthread_mutex_unlock(&lib->lock);
-			if (!kept) {
+			if (!c) {
 				/* made again at every read, it would be made for every 128 KiB */
 				free(text);
 				ret = n > LIB_COMPARE_KEEP ? -EFBIG : -ENOMEM;
-				evlog(EVLOG_ERR, name, "%s: %s", name,
-				      ret == -EFBIG ? "the comparison is too long to keep" : "out of memory");
+				gguf_errf(err, "%s: %s", name, ret == -EFBIG ? "the comparison is too long to keep"
+				                                             : "out of memory");
+				evlog(EVLOG_ERR, name, "%s", err);
 			}
 		}
 	}
 	pthread_mutex_unlock(&lib->compare_lock);
 	return ret;
+}
+
+int64_t library_compare_read(struct library *lib, const struct lib_ref *r, char *buf,
+                             uint64_t len, uint64_t off, char err[GGUF_ERR_MAX])
+{
+	if (r->kind != LIB_COMPARE)
+		return -EINVAL;
+	uint64_t size;
+	return made(lib, r, buf, len, off, &size, err);
+}
+
+int library_compare_size(struct library *lib, const struct lib_ref *r, uint64_t *size,
+                         char err[GGUF_ERR_MAX])
+{
+	if (r->kind != LIB_COMPARE)
+		return -EINVAL;
+	const int64_t ret = made(lib, r, NULL, 0, 0, size, err);
+	return ret < 0 ? (int)ret : 0;
+}
+
+uint64_t library_compare_known(struct library *lib, const struct lib_ref *r)
+{
+	pthread_mutex_lock(&lib->lock);
+	const struct lib_compare *c = find(lib, r->slot->no, r->other->no);
+	const uint64_t size = c ? c->len : 0;
+	pthread_mutex_unlock(&lib->lock);
+	return size;
 }
 
 uint64_t library_compares_made(struct library *lib)

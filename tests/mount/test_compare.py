@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """compare/ in a library mount (issue 27): every model directory has compare/OTHER for
 each other model of its folder, holding exactly what `ggufs --diff THIS OTHER` prints;
-`ls compare/` opens no other model; the files are size 0 and read past the page cache;
-a model that does not parse gives EIO (and one line in the log); folders, plain files
+`ls compare/` opens no other model; each file's size is exact from its first lookup
+(which computes the comparison: rsync and tar copy what stat promises); a model that
+does not parse gives EIO to that lookup and to reads (one line in the log, counted in
+eio_replies, kept as last_error); folders, plain files
 and models of other folders are not there; the listing follows the folder. The folder
 holds the bundled model and the same weights at other precisions, written here by
 diff_pair: a real quantization's figures.
@@ -11,6 +13,7 @@ Run as `python3 test_compare.py GGUFS DIFF_PAIR`."""
 import errno
 import os
 import shutil
+import subprocess
 import tempfile
 import unittest
 
@@ -50,14 +53,23 @@ class CompareTest(unittest.TestCase):
         with gm.Mount(self.src) as m:
             self.assertIn("compare", os.listdir(m.p("q4")))
             self.assertEqual(opened(m), 1)   # q4, to look inside it
-            # every other model of the folder, none of them opened to list or stat
+            # every other model of the folder, none of them opened to list
             names = sorted(os.listdir(m.p("q4", "compare")))
             self.assertEqual(names, ["bad", "f16", "f32v"])
-            for n in names:
-                st = os.stat(m.p("q4", "compare", n))
-                self.assertEqual(st.st_size, 0)
-                self.assertEqual(st.st_mode & 0o777, 0o444)
             self.assertEqual(opened(m), 1)
+            # the exact size from the first lookup on: the comparison is made then
+            for n in ("f16", "f32v"):
+                st = os.stat(m.p("q4", "compare", n))
+                self.assertEqual(st.st_size, len(self.diff("q4.gguf", n + ".gguf")), n)
+                self.assertEqual(st.st_mode & 0o777, 0o444)
+            self.assertEqual(opened(m), 3)   # q4, f16, f32v
+            eio = int(os.getxattr(m.path, "user.ggufs.eio_replies"))
+            with self.assertRaises(OSError) as e:
+                os.stat(m.p("q4", "compare", "bad"))
+            self.assertEqual(e.exception.errno, errno.EIO)
+            self.assertEqual(int(os.getxattr(m.path, "user.ggufs.eio_replies")), eio + 1)
+            self.assertIn("q4/compare/bad: cannot compare: ",
+                          os.getxattr(m.path, "user.ggufs.last_error").decode())
             # the numbers the man page gives: slot << 40 | 2^40 - 2^24 (+ 1 + OTHER's slot)
             slot = os.stat(m.p("q4")).st_ino >> 40
             low = 2 ** 40 - 2 ** 24
@@ -66,6 +78,13 @@ class CompareTest(unittest.TestCase):
                              slot << 40 | (low + 1 + (os.stat(m.p("f16")).st_ino >> 40)))
             for absent in ("q4", "README", "README.md", "sub", "elsewhere", "models"):
                 self.assertFalse(os.path.exists(m.p("q4", "compare", absent)), absent)
+            # what rsync copies is the whole text, not an empty file
+            out = os.path.join(self.tmp, "copied")
+            r = subprocess.run(["cp", "-r", m.p("q4", "compare"), out],
+                                  stderr=subprocess.PIPE)
+            self.assertNotEqual(r.returncode, 0)   # bad: EIO, said
+            self.assertEqual(gm.read_file(os.path.join(out, "f16")),
+                             self.diff("q4.gguf", "f16.gguf"))
             # the text of ggufs --diff, whole and by slices, and again
             for this, other in (("q4", "f16"), ("q4", "f32v"), ("f16", "q4"), ("f32v", "f16")):
                 with self.subTest(this=this, other=other):

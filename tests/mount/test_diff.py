@@ -141,7 +141,7 @@ class Numpy(gm.PairsCase):
             self.assertEqual([unescape(x["name"]).decode() for x in rows],
                              [t["name"] for t in want])
             total = {"d2": 0.0, "a2": 0.0, "n": 0, "nonfinite": 0}
-            lowest = None
+            lowest, undefined = None, []
             for row, t in zip(rows, want):
                 name = t["name"]
                 self.assertEqual(row["type_a"].decode(), t["type"])
@@ -162,6 +162,8 @@ class Numpy(gm.PairsCase):
                         self.assertEqual((row["rel_rmse"], row["cosine"]), (b"0", b"1"), name)
                 for k in ("d2", "a2", "n", "nonfinite"):
                     total[k] += s[k]
+                if fig["cosine"] is None or fig["rel_rmse"] is None:
+                    undefined.append(name)
                 if fig["cosine"] is not None and (lowest is None or fig["cosine"] < lowest[0]):
                     lowest = (fig["cosine"], name)
             self.assertEqual(int(model["tensors"]), len([t for t in want if t["name"] in fa]))
@@ -174,6 +176,9 @@ class Numpy(gm.PairsCase):
             else:
                 close(self, model["lowest_cosine"].encode(), lowest[0], "lowest cosine")
                 self.assertEqual(unescape(model["lowest_cosine_tensor"]).decode(), lowest[1])
+            self.assertEqual(int(model["undefined"]), len(undefined))
+            self.assertEqual(unescape(model["undefined_tensor"]).decode(),
+                             undefined[0] if undefined else "")
             for side, doc in (("a", doc_a), ("b", doc_b)):
                 size = sum(t["size"] for t in doc["tensors"])
                 elements = sum(int(np.prod(t["dims"])) for t in doc["tensors"])
@@ -318,14 +323,19 @@ class Fields(unittest.TestCase):
         changed = {unescape(x[0]): x for x in other["key_changed"]}
         self.assertEqual(changed[b"k\tey"], [b"k\\tey", b"string", b"v\\n1", b"string", b"v\\n2"])
         # 200 bytes of 2-byte characters: 100 of them, then the length of metadata/long
-        self.assertEqual(changed[b"long"][2], b"\xc3\xa9" * 100 + b"... (601 bytes)")
-        self.assertEqual(changed[b"long"][4], b"y" * 200 + b"... (301 bytes)")
+        # the value's own length: 600 and 300 bytes (metadata/long adds a newline)
+        self.assertEqual(changed[b"long"][2], b"\xc3\xa9" * 100 + b"... (600 bytes)")
+        self.assertEqual(changed[b"long"][4], b"y" * 200 + b"... (300 bytes)")
         self.assertEqual(unescape(model["lowest_cosine_tensor"]), odd)
+        # the all-zero tensors are not hidden behind the lowest cosine
+        self.assertEqual((model["undefined"], model["undefined_tensor"]), ("2", "zero_a"))
         js = json.loads(diff("--json", a, b).stdout)
         self.assertEqual([js["tensors"][1][k] for k in FIGURES], [1, None, 1, None])
         self.assertEqual(js["tensors"][0]["name"].encode("utf-8", "surrogateescape"), odd)
         self.assertEqual(js["keys_changed"][1]["value_a"], "\u00e9" * 100)
-        self.assertEqual(js["keys_changed"][1]["bytes_a"], 601)
+        self.assertEqual(js["keys_changed"][1]["bytes_a"], 600)
+        self.assertEqual((js["model"]["undefined"], js["model"]["undefined_tensor"]),
+                         (2, "zero_a"))
 
     def test_nothing_in_common(self):
         a, b = os.path.join(self.tmp, "a.gguf"), os.path.join(self.tmp, "b.gguf")
@@ -338,6 +348,7 @@ class Fields(unittest.TestCase):
         self.assertEqual(doc["model"]["tensors"], 0)
         self.assertIsNone(doc["model"]["rel_rmse"])
         self.assertIsNone(doc["model"]["lowest_cosine"])
+        self.assertEqual((doc["model"]["undefined"], doc["model"]["undefined_tensor"]), (0, None))
         rows, other, model = parse_tsv(diff(a, b).stdout)
         self.assertEqual((rows, other["only_a"], other["only_b"]), ([], [[b"p", b"f32", b"1"]],
                                                                    [[b"q", b"f32", b"1"]]))

@@ -12,7 +12,8 @@ import subprocess
 import threading
 import time
 
-from remote_common import EIO_TIMEOUT, TINY, FaultServer, gm, tensor_extents
+from remote_common import (EIO_TIMEOUT, TINY, FaultServer, gm, tensor_extents,
+                           write_noise_model)
 
 BLOCK = 128 << 10        # the man page's fetch block (REMOTE_BLOCK_SIZE), aligned in the file
 FIRST_BYTES = 1 << 20    # the first request of a remote model (REMOTE_FIRST_BYTES)
@@ -60,6 +61,36 @@ class Remote(gm.PairsCase):
             spans = sorted(ranges(log, path))
             for (a0, b0), (a1, b1) in zip(spans, spans[1:]):
                 self.assertLessEqual(b0, a1, "%s: %d-%d fetched twice" % (path, a1, b0))
+
+    def test_renamed_tensors_are_not_fetched(self):
+        """Tensors that do not pair (renamed in B), between compared ones: the read-ahead
+        of neither file fetches a byte of them, beyond the fetch blocks they share with
+        a compared tensor (issue 38: 6 of 21 renamed fetched 1.30 x what was compared)."""
+        shapes = [("t%02d.weight" % i, (1024, 512)) for i in range(12)]   # 2 MiB each
+        a = os.path.join(self.tmp, "a.gguf")
+        write_noise_model(a, shapes, 7)
+        data = gm.read_file(a)
+        renamed = {"t02", "t03", "t06", "t07", "t09", "t10"}
+        b = data
+        for n in renamed:   # the same length: every offset stays
+            b = b.replace(n.encode() + b".weight", n.upper().encode() + b".weight", 1)
+        want = gm.run_ggufs(["--diff", a, a])
+        self.assertEqual(want.returncode, 0, want.stderr)
+        with FaultServer({"/a.gguf": data, "/b.gguf": b}) as s:
+            got = gm.run_ggufs(["--diff", s.url + "/a.gguf", s.url + "/b.gguf"], timeout=120)
+            self.assertEqual(got.returncode, 0, got.stderr)
+            log = s.log()
+        self.assertEqual(got.stdout.count(b"\nonly_a\t"), len(renamed))
+        extents = tensor_extents(a)
+        for path in ("/a.gguf", "/b.gguf"):
+            asked = ranges(log, path)
+            self.assertTrue(asked)
+            for n in renamed:
+                lo, hi = extents[n + ".weight"]
+                lo = max(-(-lo // BLOCK) * BLOCK, FIRST_BYTES)   # whole blocks of it only
+                hi = hi // BLOCK * BLOCK
+                inside = sum(max(0, min(y, hi) - max(x, lo)) for x, y in asked)
+                self.assertEqual(inside, 0, "%s: fetched %d bytes of %s" % (path, inside, n))
 
     def test_stalled_server(self):
         """The server stalls once both headers are in: EIO within the bound, one line

@@ -91,9 +91,11 @@ static char *direct(const char *rel_a, const char *rel_b, size_t *len)
 /* The whole of r's compare file, read 100 bytes at a time (as many reads do). */
 static int64_t read_all(struct library *lib, const struct lib_ref *r, char *buf, size_t size)
 {
+	char err[GGUF_ERR_MAX];
 	uint64_t off = 0;
 	for (;;) {
-		int64_t n = library_compare_read(lib, r, buf + off, off + 100 <= size ? 100 : size - off, off);
+		int64_t n = library_compare_read(lib, r, buf + off, off + 100 <= size ? 100 : size - off, off,
+		                                 err);
 		if (n <= 0)
 			return n < 0 ? n : (int64_t)off;
 		off += (uint64_t)n;
@@ -200,7 +202,8 @@ static void test_compare(void **state)
 		assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, absent[i], NULL },
 		                      &r), -ENOENT);
 
-	/* compare/r: size 0 until read, then the text of --diff q r, made once */
+	/* compare/r: no size known from the listing alone; its size (the mount asks for it
+	 * at lookup) makes the text of --diff q r, once, and stat says it from then on */
 	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "r", NULL }, &r), 0);
 	assert_int_equal(r.kind, LIB_COMPARE);
 	library_stat(lib, &r, &st);
@@ -213,6 +216,13 @@ static void test_compare(void **state)
 	size_t len;
 	char *text = direct("q.gguf", "r.gguf", &len);
 	assert_true(len > 0 && len < sizeof buf);
+	char err[GGUF_ERR_MAX];
+	uint64_t size = 0;
+	assert_int_equal(library_compare_size(lib, &r, &size, err), 0);
+	assert_int_equal(size, len);
+	assert_int_equal(library_compares_made(lib), 1);
+	library_stat(lib, &r, &st);
+	assert_int_equal(st.st_size, (off_t)len);
 	assert_true(strstr(text, "only_a\tt2") != NULL);
 	for (int round = 0; round < 2; round++) {
 		assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
@@ -237,8 +247,9 @@ static void test_compare(void **state)
 
 	/* a model that does not parse: EIO, every time */
 	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "bad", NULL }, &r), 0);
-	assert_int_equal(library_compare_read(lib, &r, buf, sizeof buf, 0), -EIO);
-	assert_int_equal(library_compare_read(lib, &r, buf, sizeof buf, 0), -EIO);
+	assert_int_equal(library_compare_read(lib, &r, buf, sizeof buf, 0, err), -EIO);
+	assert_int_equal(library_compare_size(lib, &r, &size, err), -EIO);
+	assert_true(strstr(err, "compare/bad: cannot compare: ") != NULL);
 	library_put(lib, &r);
 	/* and it has no compare/ of its own */
 	assert_int_equal(walk(lib, (const char *[]){ "bad", LIB_COMPARE_NAME, NULL }, &r), -ENOENT);

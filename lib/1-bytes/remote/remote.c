@@ -137,10 +137,17 @@ static void remote_expect(struct source *src, uint64_t off, struct source *prev)
 		ahead_take_over(f, off, p);
 }
 
+/* Source want: read-ahead only inside the ranges (ahead_want). */
+static bool remote_want(struct source *src, const struct source_range *ranges, size_t n)
+{
+	return ahead_want((struct remote_file *)src, ranges, n);
+}
+
 static const struct source_ops remote_ops = {
 	.read = remote_read,
 	.close = remote_source_close,
 	.expect = remote_expect,
+	.want = remote_want,
 };
 
 bool remote_s3_copy(struct remote_s3 *d, const struct remote_s3 *s)
@@ -431,6 +438,7 @@ void remote_close(struct remote_file *f)
 	free(f->name);
 	free(f->prefix);
 	free(f->target);
+	free(f->want);
 	free(f->etag_origin);
 	pthread_mutex_destroy(&f->lock);
 	free(f);

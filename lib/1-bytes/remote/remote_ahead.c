@@ -178,6 +178,52 @@ static uint64_t queue_blocks(struct remote_file *f, uint64_t from, uint64_t to, 
 	return k;
 }
 
+/* The first block at or after k that f's reader wants (source_want): k itself without
+ * a want list, UINT64_MAX past the last wanted block. Under ahead_lock. */
+static uint64_t wanted_from(const struct remote_file *f, uint64_t k)
+{
+	if (!f->want)
+		return k;
+	size_t lo = 0, hi = f->n_want;   /* the first span that ends after k */
+	while (lo < hi) {
+		const size_t mid = lo + (hi - lo) / 2;
+		if (f->want[mid].end <= k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == f->n_want)
+		return UINT64_MAX;
+	return k > f->want[lo].first ? k : f->want[lo].first;
+}
+
+/* Queues up to count wanted blocks of f from block from on (queue_blocks over the
+ * wanted spans only, the gaps skipped): the block where it stopped, past the last one
+ * queued. Under ahead_lock. */
+static uint64_t queue_wanted(struct remote_file *f, uint64_t from, uint64_t count,
+                             unsigned request)
+{
+	while (count > 0) {
+		const uint64_t k = wanted_from(f, from);
+		if (k == UINT64_MAX)
+			return from;
+		uint64_t end = k + count;
+		if (f->want) {
+			size_t i = 0;   /* the span holding k: the first ending after it */
+			while (f->want[i].end <= k)
+				i++;
+			if (end > f->want[i].end)
+				end = f->want[i].end;
+		}
+		const uint64_t got = queue_blocks(f, k, end, request);
+		if (got < end)
+			return got;   /* no room */
+		count -= end - k;
+		from = end;
+	}
+	return from;
+}
+
 /* Read-ahead for a read of blocks [k0, k1]: its own blocks after the first are fetched
  * beside it, and a sequential reader (one that reads on from near where its furthest
  * read ended) gets the window past it kept fetched when it goes further, the window and
@@ -193,8 +239,11 @@ void ahead_read(struct remote_file *f, uint64_t k0, uint64_t k1)
 		pthread_mutex_unlock(&r->ahead_lock);
 		return;
 	}
+	/* a reader that wants some ranges only goes on sequentially across a gap */
+	const uint64_t expected = f->ra_next == UINT64_MAX ? UINT64_MAX : wanted_from(f, f->ra_next);
 	bool sequential = f->ra_next != UINT64_MAX && k0 + REMOTE_SEQUENTIAL_SLACK >= f->ra_next &&
-	                  k0 <= f->ra_next + f->ra_window;
+	                  (k0 <= f->ra_next + f->ra_window ||
+	                   (expected != UINT64_MAX && k0 <= expected + f->ra_window));
 	if (!sequential) {
 		f->ra_request = REMOTE_REQUEST_MIN_BLOCKS;
 		f->ra_window = REMOTE_WINDOW_MIN_BLOCKS;
@@ -227,8 +276,16 @@ void ahead_read(struct remote_file *f, uint64_t k0, uint64_t k1)
 		uint64_t target = f->ra_next + window;
 		if (f->ra_end < target && target < n_blocks)
 			target -= (target - f->ra_end) % request;
+		if (f->want) {
+			/* the window counts wanted blocks: from the reader's next wanted one */
+			const uint64_t next = wanted_from(f, f->ra_next);
+			if (next != UINT64_MAX && f->ra_end < next)
+				f->ra_end = next;
+			target = next == UINT64_MAX ? f->ra_end : next + window;
+		}
 		if (f->ra_end < target) {
-			f->ra_end = queue_blocks(f, f->ra_end, target, request);
+			f->ra_end = f->want ? queue_wanted(f, f->ra_end, target - f->ra_end, request)
+			                    : queue_blocks(f, f->ra_end, target, request);
 			if (f->ra_request < REMOTE_REQUEST_MAX_BLOCKS)
 				f->ra_request *= 2;
 			if (f->ra_window < r->window_max)
@@ -272,6 +329,34 @@ void ahead_take_over(struct remote_file *f, uint64_t off, const struct remote_fi
 		f->ra_window = prev->ra_window;
 	}
 	pthread_mutex_unlock(&f->r->ahead_lock);
+}
+
+bool ahead_want(struct remote_file *f, const struct source_range *ranges, size_t n)
+{
+	struct ahead_span *want = malloc((n ? n : 1) * sizeof *want);
+	if (!want)
+		return false;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!ranges[i].len || ranges[i].off >= f->size)
+			continue;
+		const uint64_t last = ranges[i].len > f->size - ranges[i].off
+		                              ? f->size - 1 : ranges[i].off + ranges[i].len - 1;
+		const uint64_t first = ranges[i].off / REMOTE_BLOCK_SIZE;
+		const uint64_t end = last / REMOTE_BLOCK_SIZE + 1;
+		if (k && first <= want[k - 1].end) {   /* touching or sharing a block: one span */
+			if (end > want[k - 1].end)
+				want[k - 1].end = end;
+			continue;
+		}
+		want[k++] = (struct ahead_span){ first, end };
+	}
+	pthread_mutex_lock(&f->r->ahead_lock);
+	free(f->want);
+	f->want = want;
+	f->n_want = k;
+	pthread_mutex_unlock(&f->r->ahead_lock);
+	return true;
 }
 
 void ahead_forget(struct remote_file *f)

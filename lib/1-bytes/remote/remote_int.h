@@ -174,6 +174,10 @@ struct remote_file {
 	uint64_t ra_run;            /* blocks the reader's sequential run has gone: the
 	                             * window is at most twice that */
 	unsigned ahead_pending;     /* jobs queued or running for this file */
+	/* the blocks the reader wants (source_want), sorted, merged: [first, end) each;
+	 * NULL for all of them */
+	struct ahead_span { uint64_t first, end; } *want;
+	size_t n_want;
 };
 
 /* A read-ahead job's blocks, filled by one request (and by its retries, each asking
@@ -244,6 +248,8 @@ int ahead_run_queued(struct remote_file *f, uint64_t k);
 void ahead_take_over(struct remote_file *f, uint64_t off, const struct remote_file *prev);
 /* Drops f's queued jobs and waits for its running ones (at remote_close). */
 void ahead_forget(struct remote_file *f);
+/* Limits f's read-ahead to the blocks of ranges (source_want): false out of memory. */
+bool ahead_want(struct remote_file *f, const struct source_range *ranges, size_t n);
 /* Stops the read-ahead threads and drops what is queued (at remote_free). */
 void ahead_stop(struct remote *r);
 
