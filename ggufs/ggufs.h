@@ -16,6 +16,7 @@
 
 #include "library.h"
 #include "model.h"
+#include "open_name.h"
 #include "tree.h"
 #include "tree_edit.h"
 
@@ -288,18 +289,15 @@ bool fuse_device_check(void);
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
 bool mounted_at(const char *path, char *what, size_t size, char *dev);
 
-/* open.c: the model o->model names, local or remote (o's remote options); *shown gets
- * a remote URL as it may be shown (malloc'ed; NULL for a local file). NULL after one
- * line on stderr naming the file or URL and the problem. */
+/* open.c: the command line's names opened through lib/8-mount (open_name.h). */
+
+/* o's remote options, and stderr for the notes (and, on a terminal, what a remote open
+ * waits for): what the mount, --check and --diff open names with. */
+struct open_name_opts open_opts(const struct options *o);
+/* The model o->model names, local or remote (open_name_model); *shown gets a remote URL
+ * as it may be shown (malloc'ed; NULL for a local file). NULL after one line on stderr
+ * naming the file or URL and the problem. */
 struct ggufs_model *open_model(const struct options *o, char **shown);
-/* The library source of such a name (its credentials found as for an object), or NULL
- * after one line on stderr. */
-struct lib_source *open_s3_library(const struct options *o);
-/* The source of the hub library o->model names, its revision resolved and folder listed
- * with o's token, CA file and remote options; its transfers end when cancelled(arg).
- * NULL after one line on stderr. */
-struct lib_source *open_hub_library(const struct options *o, bool (*cancelled)(void *),
-                                    void *arg);
 
 /* check.c: ggufs --check [--json] MODEL|URL... Scans every tensor of each model in turn
  * and reports the unhealthy ones on stdout, one block of lines per model (blocks apart
@@ -309,11 +307,7 @@ struct lib_source *open_hub_library(const struct options *o, bool (*cancelled)(v
  * checked). */
 int check_models(const struct options *o);
 
-/* print.c: prints what render writes into a sink (given ctx) on stdout: sized, then rendered
- * into a buffer, then written. 0, or -ENOMEM, or -EIO when stdout failed. */
-struct sink;
-int print_rendered(void (*render)(struct sink *, const void *), const void *ctx);
-/* "ggufs: DOING: bytes done / total (percent), rate/s" over the last progress line on
+/* print.c: "ggufs: DOING: bytes done / total (percent), rate/s" over the last progress line on
  * stderr (a terminal's); print_progress_end blanks it out when the scan is over. */
 void print_progress(const char *doing, uint64_t done, uint64_t total, double elapsed);
 void print_progress_end(void);

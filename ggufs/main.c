@@ -86,57 +86,21 @@ static char *edits_path(const char *path)
 	return abs;
 }
 
-/* True when path (absolute, resolved) is dir or lies inside it. */
-static bool path_within(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
-}
-
-/* Opens the library that o->model names into fs (mountpoint: absolute): a folder, or
- * an hf:// repository or folder in it. 0, or the exit status after one line on stderr
- * (2 for -o edits=, which edits one model file; 1 when the source cannot be listed, or
- * a local folder holds the mount point, which would make every listing of it wait for
- * itself). */
-static int open_library(struct ggufs *fs, const struct options *o, const char *mountpoint,
-                        enum name_kind kind)
+/* Opens the library that o->model names (kind: a library's) into fs (mountpoint:
+ * absolute, which a local folder must not hold). True, or false after one line on
+ * stderr. */
+static bool open_library(struct ggufs *fs, const struct options *o, const char *mountpoint,
+                         enum name_kind kind)
 {
 	char err[GGUF_ERR_MAX];
-	if (o->edits_file) {
-		log_errf("%s: -o edits= edits one model file, not a library (a folder "
-		        "of models)", o->model);
-		return 2;
-	}
-	struct lib_source *src;
-	const bool hub = kind == NAME_KIND_HUB_LIBRARY, s3 = kind == NAME_KIND_S3_LIBRARY;
-	if (hub) {
-		src = open_hub_library(o, ggufs_ending, fs);
-		if (!src)
-			return 1;
-	} else if (s3) {
-		src = open_s3_library(o);
-		if (!src)   /* said */
-			return 1;
-	} else {
-		char *root = realpath(o->model, NULL);
-		char *mnt = realpath(mountpoint, NULL);
-		bool inside = root && mnt && path_within(mnt, root);
-		free(root);
-		free(mnt);
-		if (inside) {
-			log_errf("%s: the mount point %s is inside the library's folder", o->model,
-			         mountpoint);
-			return 1;
-		}
-		src = lib_source_local(o->model, err);
-	}
-	fs->library = src ? library_open(src, err) : NULL;
-	fs->remote_library = hub || s3;
-	if (!fs->library) {
+	struct open_name_opts oo = open_opts(o);
+	oo.cancelled = ggufs_ending;
+	oo.cancel_arg = fs;
+	fs->library = open_name_library(o->model, kind, &oo, mountpoint, err);
+	fs->remote_library = kind != NAME_KIND_FOLDER;
+	if (!fs->library)
 		log_errf("%s", err);
-		return 1;
-	}
-	return 0;
+	return fs->library != NULL;
 }
 
 /* Step 1, before anything is opened: takes the arguments into args and o, keeps URLs
@@ -225,8 +189,13 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 {
 	char err[GGUF_ERR_MAX];
 	const enum name_kind kind = name_kind_of(o->model);
+	if (name_kind_is_library(kind) && o->edits_file) {
+		log_errf("%s: -o edits= edits one model file, not a library (a folder "
+		         "of models)", o->model);
+		return 2;
+	}
 	if (name_kind_is_library(kind))
-		return open_library(fs, o, mountpoint, kind);
+		return open_library(fs, o, mountpoint, kind) ? 0 : 1;
 	fs->model = open_model(o, shown);
 	if (!fs->model)
 		return 1;
