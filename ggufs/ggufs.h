@@ -59,7 +59,8 @@ struct passthrough {
 
 struct ggufs {
 	struct ggufs_model *model;   /* NULL for a library */
-	struct library *library;     /* a folder of models (library.h), or NULL */
+	struct library *library;     /* a folder of models (library.h), or NULL: the mount's */
+	struct mount *mount;         /* the library's mount (mount.h), or NULL */
 	bool remote_library;         /* a hub repository's: its transfers end with the mount */
 	struct tree *tree;       /* of the model's own metadata */
 	struct tree_edits *edits;  /* -o edits=FILE (tree_edit.h), or NULL: read-only */
@@ -125,21 +126,29 @@ void passthrough_stop(struct ggufs *fs);
  * when it passes through (then that reply carries the backing id; direct, an O_DIRECT
  * open, has its reads still come to the daemon). */
 bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct);
-/* The same in a library, for model.gguf of inode ino of a model of tree t: the first
+/* The same in a library, for model.gguf of inode ino whose file is fd (-1: not one file
+ * as it lies, not_file says why; path names the model in a log line): the first
  * passthrough open of ino opens a backing id of the model's file, kept while ino has
  * passthrough opens (the kernel wants one backing file per inode); true when it passes
  * through, and then passthrough_release(fs, ino) must follow once the open is released
  * (or its reply failed). An inode the kernel refused a backing id is never passed
  * through for the mount's life: every open of one inode must be of one kind. */
-bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, const struct tree *t, bool direct);
+bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, int fd, const char *not_file,
+                          const char *path, bool direct);
+/* An open of ino released: its backing id closed after the inode's last passthrough open
+ * (nothing for an inode without one). */
 void passthrough_release(struct ggufs *fs, uint64_t ino);
 
 /* model.gguf's attribute: whether its opens now pass through to the file. */
 #define PASSTHROUGH_XATTR "user.ggufs.passthrough"
-/* Its value for model.gguf of tree t (inode ino of a library, or 0 on a single mount) as
- * getxattr answers it: the length; with size, the bytes into buf, or -ERANGE. */
-int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, uint64_t ino, char *buf,
-                          size_t size);
+/* Its value for model.gguf of tree t on a single mount as getxattr answers it: the
+ * length; with size, the bytes into buf, or -ERANGE. */
+int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size);
+/* The same for the mount (mount.h's struct mount_passthrough, arg: struct ggufs): why an
+ * open of model.gguf inode ino (0 on a single mount) whose file is fd would not pass
+ * through, or "yes", into buf. */
+void passthrough_why_not(void *arg, uint64_t ino, int fd, const char *not_file,
+                         const char *path, char *buf, size_t size);
 
 /* watch.c: for a remote model, starts the thread that sets fs->ending once the session
  * has exited or the mount has left the mount table (a lazy unmount); false if it could
@@ -167,9 +176,6 @@ void log_early(struct ggufs *fs);
 void log_start(struct ggufs *fs, bool foreground);
 /* Sums up what was counted and not yet said, and closes the log (at unmount). */
 void log_stop(struct ggufs *fs);
-/* An EIO replied for why (said in the log already, by lib): counted, kept as the last
- * error. */
-void report_eio(struct ggufs *fs, const char *why);
 /* An edit refused with -errno r for why (one line naming the key): counted
  * (user.ggufs.edits_refused), kept as the last error and logged (stderr under -f). */
 void report_refused_edit(struct ggufs *fs, int r, const char *why);
@@ -220,9 +226,9 @@ int64_t xattr_value(char *buf, size_t size, const char *value, size_t len);
  * otherwise, or the (negative) errno. */
 void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size);
 
-/* library_ops.c: the operations of a library mount (userdata: struct ggufs, whose
- * library is set), answered from lib/7-library. */
-extern const struct fuse_lowlevel_ops library_ops;
+/* mount_ops.c: the operations over the mount (mount.h; userdata: struct ggufs, whose
+ * mount is set), each one call and one reply: a library's. */
+extern const struct fuse_lowlevel_ops mount_ops;
 
 /* cli.c: the command line. */
 struct options {

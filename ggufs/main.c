@@ -18,6 +18,7 @@
 #include "ggufs_config.h"
 #include "ggufs.h"
 #include "log_escape.h"
+#include "mount.h"
 #include "name_kind.h"
 #include "remote.h"
 #include "url.h"
@@ -98,9 +99,18 @@ static bool open_library(struct ggufs *fs, const struct options *o, const char *
 	oo.cancel_arg = fs;
 	fs->library = open_name_library(o->model, kind, &oo, mountpoint, err);
 	fs->remote_library = kind != NAME_KIND_FOLDER;
-	if (!fs->library)
+	if (!fs->library) {
 		log_errf("%s", err);
-	return fs->library != NULL;
+		return false;
+	}
+	fs->mount = mount_library(fs->library);   /* the library is the mount's now */
+	if (!fs->mount) {
+		log_errf("out of memory");
+		return false;
+	}
+	mount_set_passthrough(fs->mount,
+	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
+	return true;
 }
 
 /* Step 1, before anything is opened: takes the arguments into args and o, keeps URLs
@@ -236,7 +246,7 @@ static int add_mount_options(struct fuse_args *args, const struct options *o,
 static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs)
 {
 	struct fuse_session *se =
-		fs->library ? fuse_session_new(args, &library_ops, sizeof library_ops, fs)
+		fs->mount ? fuse_session_new(args, &mount_ops, sizeof mount_ops, fs)
 		            : fuse_session_new(args, &ggufs_ops, sizeof ggufs_ops, fs);
 	if (!se)
 		return NULL;
@@ -364,7 +374,10 @@ out_session:
 out_source:
 	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
-	library_free(fs.library);
+	if (fs.mount)
+		mount_free(fs.mount);   /* with its library */
+	else
+		library_free(fs.library);
 	model_close(fs.model);
 out_cmdline:
 	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */

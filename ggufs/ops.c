@@ -58,41 +58,11 @@ static const struct tree_node *dir_or_reply(fuse_req_t req, const struct tree *t
 	return n;
 }
 
-/* Fills st for node n of t: sizes from the tree, owner and times from the model file;
- * with edits, the files an edit changes have its time (tree_edit_time), so make, rsync
- * and editors see the change. */
+/* Fills st for node n of t: the tree's rule (tree_stat), metadata/ writable with edits. */
 void fill_stat(const struct ggufs *fs, const struct tree *t, const struct tree_node *n,
                struct stat *st)
 {
-	const struct stat *gs = &fs->model->st;
-
-	memset(st, 0, sizeof *st);
-	st->st_ino = n->ino;
-	st->st_mode = tree_mode(n, gs->st_mode);
-	st->st_nlink = tree_is_dir(n) ? 2 : 1;
-	st->st_uid = gs->st_uid;
-	st->st_gid = gs->st_gid;
-	if (fs->edits && (n->kind == TREE_META || n->kind == TREE_DIR_METADATA)) {
-		/* writable by the mount's owner alone */
-		st->st_mode |= S_IWUSR;
-		st->st_uid = getuid();
-		st->st_gid = getgid();
-	}
-	st->st_size = (off_t)n->size;
-	st->st_blksize = 4096;
-	/* du counts the model once: model.gguf holds its bytes; every other file is a
-	 * view of them (tensors/NAME, metadata/) or computed from them (.f32, .npy, stats,
-	 * gguf.json, summary.txt) and takes no storage of its own. Such a file shows one
-	 * block, not 0: GNU tar --sparse archives a file of 0 blocks as all holes (zeros),
-	 * and the kernel's lseek (none here) finds no hole in one of 1. */
-	st->st_blocks = n->kind == TREE_MODEL ? (blkcnt_t)((n->size + 511) / 512) :
-	                n->size && !tree_is_dir(n) ? 1 : 0;
-	st->st_atim = gs->st_atim;
-	st->st_mtim = gs->st_mtim;
-	st->st_ctim = gs->st_ctim;
-	struct timespec edited;
-	if (fs->edits && tree_edit_time(t, n, &edited))
-		st->st_mtim = st->st_ctim = edited;
+	tree_stat(t, n, fs->edits != NULL, st);
 }
 
 /* Fills st for scratch file f of metadata/: a file as a key's is (the mount owner's,
@@ -487,7 +457,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	} else if (n) {
 		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
 		if (n->kind == TREE_MODEL && strcmp(name, PASSTHROUGH_XATTR) == 0)
-			r = passthrough_xattr(fs, t, 0, buf, size);
+			r = passthrough_xattr(fs, t, buf, size);
 		if (r == -ENOENT)
 			r = tree_getxattr(t, n, name, buf, size);
 		reply_xattr(req, r, buf, size);

@@ -264,17 +264,6 @@ void passthrough_stop(struct ggufs *fs)
 	pthread_mutex_unlock(&fs->pt.lock);
 }
 
-/* Why model.gguf of tree t is not the model's file byte for byte. */
-static const char *not_the_file(const struct tree *t)
-{
-	const struct ggufs_model *m = tree_model(t);
-	if (m->remote)
-		return "a remote model";
-	if (m->n_shards != 1)
-		return "a split model, merged here";
-	return "edited: model.gguf has a header of its own in front of the file's data";
-}
-
 /* Library inode ino's entry (under pt.lock), or NULL. */
 static struct pt_file *file_of_locked(struct ggufs *fs, uint64_t ino)
 {
@@ -284,18 +273,18 @@ static struct pt_file *file_of_locked(struct ggufs *fs, uint64_t ino)
 	return NULL;
 }
 
-/* Why an open of model.gguf of tree t (library inode ino, or 0) now is not a
- * passthrough one (a static or the mount's text), or NULL when it is. Called with
- * pt.lock held. */
-static const char *why_not_locked(struct ggufs *fs, const struct tree *t, uint64_t ino)
+/* Why an open of model.gguf (library inode ino, or 0) whose file is fd (-1: not one
+ * file as it lies, not_file says why) now is not a passthrough one (a static or the
+ * mount's text), or NULL when it is. Called with pt.lock held. */
+static const char *why_not_locked(struct ggufs *fs, int fd, const char *not_file, uint64_t ino)
 {
 	/* the backing id is being asked for: a moment (one ioctl) */
 	while (fs->pt.pending)
 		pthread_cond_wait(&fs->pt.settled, &fs->pt.lock);
 	if (fs->pt.refused[0])
 		return fs->pt.refused;
-	if (tree_model_file_fd(t) < 0)
-		return not_the_file(t);
+	if (fd < 0)
+		return not_file;
 	if (fs->pt.library) {
 		const struct pt_file *f = file_of_locked(fs, ino);
 		if (f && f->backing_id == 0)
@@ -315,10 +304,23 @@ static uint32_t open_flags_for(bool direct)
 	return PT_FOPEN_PASSTHROUGH | (direct ? PT_FOPEN_DIRECT_IO : 0);
 }
 
+/* Why model.gguf of t is not the model's file byte for byte, or NULL when it is. */
+static const char *not_the_file(const struct tree *t)
+{
+	const struct ggufs_model *m = tree_model(t);
+	if (tree_model_file_fd(t) >= 0)
+		return NULL;
+	if (m->remote)
+		return "a remote model";
+	if (m->n_shards != 1)
+		return "a split model, merged here";
+	return "edited: model.gguf has a header of its own in front of the file's data";
+}
+
 bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct)
 {
 	pthread_mutex_lock(&fs->pt.lock);
-	bool pt = why_not_locked(fs, t, 0) == NULL;
+	bool pt = why_not_locked(fs, tree_model_file_fd(t), not_the_file(t), 0) == NULL;
 	int32_t backing_id = pt ? fs->pt.backing_id : 0;
 	pthread_mutex_unlock(&fs->pt.lock);
 	wire_open_reply(open_flags_for(direct), backing_id);
@@ -342,12 +344,13 @@ static struct pt_file *file_add_locked(struct ggufs *fs, uint64_t ino)
 	return f;
 }
 
-/* A new entry for library inode ino of tree t (under pt.lock) with a backing id of the
- * model's file, or refused by the kernel (said once per cause: every model of a folder
- * may be refused alike); NULL out of memory. */
-static struct pt_file *backing_open_locked(struct ggufs *fs, uint64_t ino, const struct tree *t)
+/* A new entry for library inode ino, model.gguf of the model at path whose file is fd,
+ * (under pt.lock) with a backing id of that file, or refused by the kernel (said once
+ * per cause: every model of a folder may be refused alike); NULL out of memory. */
+static struct pt_file *backing_open_locked(struct ggufs *fs, uint64_t ino, int fd,
+                                           const char *path)
 {
-	struct pt_backing_map map = { .fd = tree_model_file_fd(t) };
+	struct pt_backing_map map = { .fd = fd };
 	int id = ioctl(fs->pt.fuse_fd, PT_IOC_BACKING_OPEN, &map);
 	int err = errno;
 	struct pt_file *f = file_add_locked(fs, ino);
@@ -364,8 +367,7 @@ static struct pt_file *backing_open_locked(struct ggufs *fs, uint64_t ino, const
 	} else {
 		snprintf(f->why, sizeof f->why, "the kernel refused the backing file "
 		         "(FUSE_DEV_IOC_BACKING_OPEN: %s)", strerror(id < 0 ? err : EINVAL));
-		evlog(EVLOG_WARNING, f->why, "%s: model.gguf without passthrough: %s",
-		      tree_model(t)->path, f->why);
+		evlog(EVLOG_WARNING, f->why, "%s: model.gguf without passthrough: %s", path, f->why);
 	}
 	return f;
 }
@@ -377,36 +379,42 @@ static void file_remove_locked(struct ggufs *fs, struct pt_file *f)
 	*f = fs->pt.files[--fs->pt.n_files];
 }
 
-int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, uint64_t ino, char *buf,
-                          size_t size)
+void passthrough_why_not(void *arg, uint64_t ino, int fd, const char *not_file,
+                         const char *path, char *buf, size_t size)
 {
+	struct ggufs *fs = arg;
 	pthread_mutex_lock(&fs->pt.lock);
-	const char *why = why_not_locked(fs, t, ino);
+	const char *why = why_not_locked(fs, fd, not_file, ino);
 	if (!why && fs->pt.library && !file_of_locked(fs, ino)) {
 		/* never opened: whether the kernel takes the file is known by asking it */
-		struct pt_file *f = backing_open_locked(fs, ino, t);
+		struct pt_file *f = backing_open_locked(fs, ino, fd, path);
 		if (f && f->backing_id > 0)
 			file_remove_locked(fs, f);
 		else if (f)
 			why = f->why;
 	}
-	char value[256];
-	int n = snprintf(value, sizeof value, "%s", why ? why : "yes");
+	snprintf(buf, size, "%s", why ? why : "yes");
 	pthread_mutex_unlock(&fs->pt.lock);
-	if (n < 0)
-		return -EIO;
-	return xattr_value(buf, size, value, (size_t)n < sizeof value ? (size_t)n : sizeof value - 1);
 }
 
-bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, const struct tree *t, bool direct)
+int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size)
+{
+	char value[256];
+	passthrough_why_not(fs, 0, tree_model_file_fd(t), not_the_file(t), tree_model(t)->path,
+	                    value, sizeof value);
+	return xattr_value(buf, size, value, strlen(value));
+}
+
+bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, int fd, const char *not_file,
+                          const char *path, bool direct)
 {
 	int32_t backing_id = 0;
 	pthread_mutex_lock(&fs->pt.lock);
 	struct pt_file *f = NULL;
-	if (!why_not_locked(fs, t, ino)) {
+	if (!why_not_locked(fs, fd, not_file, ino)) {
 		f = file_of_locked(fs, ino);
 		if (!f)   /* the inode's first open since it had none: its backing id */
-			f = backing_open_locked(fs, ino, t);
+			f = backing_open_locked(fs, ino, fd, path);
 	}
 	/* (out of memory: a normal open, that a passthrough one must not meet; rare) */
 	bool pt = f && f->backing_id > 0;

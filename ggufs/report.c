@@ -291,12 +291,6 @@ void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree *t, const str
 	fuse_reply_err(req, EIO);
 }
 
-void report_eio(struct ggufs *fs, const char *why)
-{
-	atomic_fetch_add_explicit(&fs->eio_replies, 1, memory_order_relaxed);
-	note_error(fs, why[0] ? why : "the bytes could not be read");
-}
-
 void report_refused_edit(struct ggufs *fs, int r, const char *why)
 {
 	char line[GGUF_ERR_MAX + 64];

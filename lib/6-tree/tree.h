@@ -107,6 +107,16 @@ bool tree_is_dir(const struct tree_node *n);
  * directories r-xr-xr-x, each limited by the read bits of the GGUF file. */
 mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
 
+/* The attributes of node n of t (tree_stat.c), the one rule for a model wherever it is
+ * mounted (alone or in a library): sizes from the tree; mode (tree_mode), owner and
+ * times from the model file; st_blocks the model's bytes once, in model.gguf, and one
+ * block for every other non-empty file (a view of those bytes or computed from them);
+ * with editable (-o edits), metadata/ and its keys the mount owner's and writable by
+ * them, and the files an edit changed dated by it (tree_edit_time). st_ino is the
+ * tree's number (a library gives its own). */
+struct stat;
+void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, struct stat *st);
+
 /* Reads up to len bytes of node n at off into buf. Returns the number of bytes (short
  * only at the end of the file), or -errno: -EISDIR for a directory, -EIO when the bytes
  * have gone from the model file (it shrank under the mount) or, for a remote model,

@@ -536,10 +536,10 @@ void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 		st->st_size = r->slot->error ? (off_t)strlen(r->slot->error) : 0;
 		break;
 	case LIB_TREE:
-		from = &r->slot->m->st;
-		st->st_mode = tree_mode(r->node, from->st_mode);
-		st->st_size = (off_t)r->node->size;
-		break;
+		/* a model's files as its single mount shows them (du counts it once) */
+		tree_stat(r->tree, r->node, false, st);
+		st->st_ino = r->ino;
+		return;
 	}
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = from->st_uid;

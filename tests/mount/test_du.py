@@ -61,5 +61,39 @@ class Du(gm.MountedTestCase):
             self.copied(lambda d: ["rsync", "-S", "-R"] + names + [d], names)
 
 
+class LibraryDu(gm.ScratchCase):
+    """A model in a library shows what its single mount shows, blocks included: du of a
+    library counts each model once (it counted every computed file at its full size)."""
+    folders = {"src": "models"}
+
+    def blocks(self, root):
+        """{path relative to root: st_blocks} of every file and directory under root,
+        compare/ of a library's model directory left out (a single mount has none)."""
+        out = {}
+        for d, dirs, names in os.walk(root):
+            if d == root and "compare" in dirs:
+                dirs.remove("compare")
+            for n in dirs + names:
+                p = os.path.join(d, n)
+                out[os.path.relpath(p, root)] = os.stat(p).st_blocks
+        return out
+
+    def du(self, path):
+        return int(subprocess.run(["du", "-sB1", "--exclude=compare", path],
+                                  capture_output=True, text=True, check=True).stdout.split()[0])
+
+    def test_library_blocks_are_the_single_mounts(self):
+        shutil.copyfile(gm.TINY, os.path.join(self.src, "tiny.gguf"))
+        with gm.Mount(os.path.join(self.src, "tiny.gguf")) as single:
+            want, want_du = self.blocks(single.path), self.du(single.path)
+        with gm.Mount(self.src) as lib:
+            got, got_du = self.blocks(lib.p("tiny")), self.du(lib.p("tiny"))
+        self.assertEqual(sorted(got), sorted(want))
+        for k in want:
+            self.assertEqual(got[k], want[k], k)
+        self.assertEqual(got_du, want_du)
+        self.assertLess(got_du, 1.05 * os.path.getsize(gm.TINY))
+
+
 if __name__ == "__main__":
     gm.main()

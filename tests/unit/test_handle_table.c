@@ -1,4 +1,4 @@
-/* The front end's table of open files (ggufs/handle_table.h): a handle held by a request
+/* The mount's table of open files (lib/8-mount/handle_table.h): a handle held by a request
  * outlives its release until that request lets go; after the release nothing finds it;
  * ids are never 0 and a slot's next id differs; threads taking and dropping while the
  * open is released free each handle exactly once (this test runs under ThreadSanitizer

@@ -1,0 +1,143 @@
+/* The mount: what a file system front end asks of a mounted model or library, one call
+ * per request, and knows nothing of FUSE. A single model and a library implement it
+ * alike (mount_model.c, mount_library.c); the front end translates each request into
+ * one call here and the answer into one reply.
+ *
+ * Inode numbers are the tree's (tree_ino.h) for a model and the library's (library.h)
+ * for a library; the front end passes them through. An open file is an id (fh) into the
+ * mount's table of open files (handle_table.h): a request that arrives after the
+ * release of its file (async direct I/O, read-ahead on another thread) finds nothing
+ * and fails with EBADF, never a freed handle.
+ *
+ * Errors: a call that fails returns false (or a negative count) and fills one struct
+ * mount_err, which carries the errno for the reply and, where there is one, the cause,
+ * made where the failure was seen (the fetcher's last error, a file that shrank, an
+ * edit refused): the front end says it (mount_err_say) and replies the errno; it never
+ * goes looking for a cause after the fact. */
+#ifndef GGUFS_MOUNT_H
+#define GGUFS_MOUNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+
+#include "errline.h"
+#include "evlog.h"
+
+/* The longest cause a mount_err carries: an error line with the file it names. */
+#define MOUNT_CAUSE_MAX 1024
+/* An error's key: a cause without its numbers (evlog_key_cause), and a word. */
+#define MOUNT_KEY_MAX (GGUF_ERR_MAX + 72)
+/* How long the kernel may keep a name or attribute that never changes (a day). */
+#define MOUNT_TTL_FOREVER 86400.0
+/* model.gguf's attribute: whether its opens now pass through to the file. */
+#define MOUNT_PASSTHROUGH_XATTR "user.ggufs.passthrough"
+
+/* A failed call: the errno to reply, and why, to say. */
+struct mount_err {
+	int no;                       /* > 0 */
+	enum evlog_level level;       /* how to say cause */
+	char cause[MOUNT_CAUSE_MAX];  /* one line, or "" when the errno says it all */
+	char key[MOUNT_KEY_MAX];      /* "": said each time; else the evlog key under which
+	                               * the first of a cause is said and the rest counted */
+};
+
+/* Says e->cause in the event log (nothing when it is empty), under e->key: a storm of
+ * one failure is said once and counted. */
+void mount_err_say(const struct mount_err *e);
+
+struct mount;
+
+/* What a front end's passthrough (its kernel side) tells the mount, for the attribute
+ * MOUNT_PASSTHROUGH_XATTR of model.gguf: why_not(arg, ino, fd, not_file, path, buf,
+ * size) writes into buf why an open of model.gguf inode ino, whose file is fd (-1 when
+ * model.gguf is not one file as it lies: not_file says why), would not pass through, or
+ * "yes"; path names the model for a log line. */
+struct mount_passthrough {
+	void (*why_not)(void *arg, uint64_t ino, int fd, const char *not_file, const char *path,
+	                char *buf, size_t size);
+	void *arg;
+};
+
+/* A name looked up: its number (0: no such name) and attributes, and how long the
+ * kernel may keep each (seconds; 0: ask again every time). */
+struct mount_entry {
+	uint64_t ino;
+	struct stat attr;
+	double entry_ttl, attr_ttl;
+};
+
+/* What an open answers: the id of the open file and how the kernel is to treat it. */
+struct mount_open {
+	uint64_t fh;
+	bool direct_io;       /* reads past the page cache */
+	bool keep_cache;      /* the page cache stays across opens */
+	bool cache_readdir;   /* a directory's listing may be cached */
+	/* model.gguf when it is byte for byte one local file: its fd, which the kernel may
+	 * read itself (passthrough); else -1, and pt_not_file says why (NULL: not model.gguf) */
+	int pt_fd;
+	const char *pt_not_file;
+	const char *pt_path;  /* the model's name, for a log line */
+};
+
+/* A library mount over lib (library.h, taken: freed with the mount). NULL out of
+ * memory. */
+struct library;
+struct mount *mount_library(struct library *lib);
+/* Frees the mount and what it was made over; every open file must be released. */
+void mount_free(struct mount *m);
+/* The front end's passthrough, asked for model.gguf's attribute (NULL: "off"). */
+void mount_set_passthrough(struct mount *m, const struct mount_passthrough *pt);
+
+/* The child name of directory parent, with its attributes and timeouts. A name that is
+ * not there is an entry of ino 0 (a negative entry, cached e->entry_ttl). */
+bool mount_lookup(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
+                  struct mount_err *err);
+/* The attributes of ino (of open file fh when not 0: a file opened keeps what it
+ * opened), and how long they may be kept. */
+bool mount_getattr(struct mount *m, uint64_t ino, uint64_t fh, struct stat *st, double *ttl,
+                   struct mount_err *err);
+
+/* Opens directory ino for listing (o->fh, o->cache_readdir, o->keep_cache). */
+bool mount_opendir(struct mount *m, uint64_t ino, struct mount_open *o, struct mount_err *err);
+/* One entry of a listing: its name, number and whether it is a directory, and the
+ * offset of the entry after it; false when the reply buffer is full (the entry is not
+ * taken). */
+typedef bool (*mount_dir_fn)(void *ctx, const char *name, uint64_t ino, bool dir,
+                             uint64_t next);
+/* The entries of directory ino open as fh from offset off ("." and ".." first: the
+ * offset of an entry is its position), each given to add until it is full. */
+bool mount_readdir(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, mount_dir_fn add,
+                   void *ctx, struct mount_err *err);
+void mount_releasedir(struct mount *m, uint64_t fh);
+
+/* Opens file ino with open(2)'s flags (o: the answer). */
+bool mount_open(struct mount *m, uint64_t ino, int flags, struct mount_open *o,
+                struct mount_err *err);
+/* The bytes of a read, in count pieces (count 0: end of file); valid during the call. */
+typedef void (*mount_data_fn)(void *ctx, const struct iovec *iov, int count);
+/* Reads up to len bytes at off of file ino open as fh, given to reply once (memory of
+ * the model's mapping where the bytes lie in it, else a per-thread buffer). fills_cache:
+ * the read fills the kernel's page cache (a mapping's fault, read-ahead) rather than
+ * answer a read(2) past it. */
+bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64_t len,
+                bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
+/* The open of fh let go; the file stays until the last request that still holds it is
+ * answered. */
+void mount_release(struct mount *m, uint64_t ino, uint64_t fh);
+
+/* statfs: sizes in 4 KiB blocks, nothing free, read-only unless edits are on. */
+void mount_statfs(struct mount *m, struct statvfs *sv);
+
+/* Extended attributes: getxattr's value of name, or listxattr's NUL-separated names
+ * (name NULL), of ino: the length; with size, the bytes into buf; or -1 with err
+ * (ERANGE when size is short and not 0, ENODATA for a name ino does not have). The
+ * model's user.gguf.* (tree_xattr.c), model.gguf's MOUNT_PASSTHROUGH_XATTR, and the
+ * root's user.ggufs.* counters (mount_counters.c). */
+int64_t mount_xattr(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
+                    struct mount_err *err);
+
+#endif

@@ -1,0 +1,126 @@
+/* What the mount's files share (private to lib/8-mount): struct mount, the operations
+ * each kind of mount implements (a model, a library), the table of open files and the
+ * counters. */
+#ifndef GGUFS_MOUNT_IMPL_H
+#define GGUFS_MOUNT_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "handle_table.h"
+#include "mount.h"
+#include "tree.h"
+
+/* The operations of one kind of mount, as mount.h's of the same name (mount.c checks
+ * what is common: arguments, the open file of fh). A file handle here is the kind's
+ * own open file (void *), found by fh and held for the call. */
+struct mount_kind {
+	bool (*lookup)(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
+	               struct mount_err *err);
+	bool (*getattr)(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
+	                struct mount_err *err);
+	/* a new open file of ino (directory or not, as dir asks), with o's flags set */
+	bool (*open)(struct mount *m, uint64_t ino, bool dir, int flags, void **file,
+	             struct mount_open *o, struct mount_err *err);
+	bool (*readdir)(struct mount *m, uint64_t ino, void *file, uint64_t off, mount_dir_fn add,
+	                void *ctx, struct mount_err *err);
+	bool (*read)(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
+	             bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
+	/* frees an open file once released and no request holds it */
+	void (*file_free)(struct mount *m, void *file);
+	void (*statfs)(struct mount *m, struct statvfs *sv);
+	int64_t (*xattr)(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
+	                 struct mount_err *err);
+	void (*free)(struct mount *m);
+};
+
+/* The counters of user.ggufs.* and the last error (mount_counters.c). */
+struct mount_counters {
+	atomic_uint_fast64_t reads, eio_replies, edits_refused;
+	pthread_mutex_t error_lock;  /* the last error found here (a local file that shrank) */
+	char last_error[MOUNT_CAUSE_MAX];
+	time_t last_error_time;
+};
+
+struct mount {
+	const struct mount_kind *kind;
+	struct handle_table files;      /* open files and directories, by fh */
+	struct mount_counters counters;
+	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
+	struct library *library;        /* mount_library.c's, or NULL */
+};
+
+/* Sets up m's common parts for kind. */
+void mount_init(struct mount *m, const struct mount_kind *kind);
+
+/* Fills err with errno no and nothing to say; false, for "return mount_fail(...)". */
+bool mount_fail(struct mount_err *err, int no);
+
+/* mount_counters.c */
+
+void mount_counters_init(struct mount_counters *c);
+void mount_counters_destroy(struct mount_counters *c);
+/* A read of a tree's file served: counted (user.ggufs.reads). */
+static inline void mount_counted_read(struct mount_counters *c)
+{
+	atomic_fetch_add_explicit(&c->reads, 1, memory_order_relaxed);
+}
+/* A read of [off, off + len) of node n of tree t that failed with EIO: counted, and err
+ * filled with the cause (the fetcher's last failure, or a local file that shrank, which
+ * is then said and kept as the last error), keyed so that each cause is said once. */
+void mount_counted_eio(struct mount_counters *c, const struct tree *t, const struct tree_node *n,
+                       uint64_t off, uint64_t len, struct mount_err *err);
+/* An EIO whose cause lib said already (why, or "" when unknown): counted and kept as
+ * the last error; err gets EIO and nothing more to say. */
+void mount_counted_eio_said(struct mount_counters *c, const char *why, struct mount_err *err);
+/* What user.ggufs.* shows besides the counters of every mount: the model's (NULL for a
+ * library: no URL, no fetcher), whether edits are on, and extra attributes (names, and
+ * their values by get), shown after the rest. */
+struct mount_counted {
+	const struct ggufs_model *model;
+	bool edits;
+	const char *const *extra;
+	size_t n_extra;
+	uint64_t (*extra_value)(struct mount *m, size_t i);
+};
+/* The root's user.ggufs.* names (NUL-separated) into buf: the length; -ERANGE when size
+ * is short and not 0. */
+int64_t mount_counters_list(struct mount *m, const struct mount_counted *what, char *buf,
+                            size_t size);
+/* The value of user.ggufs.NAME: the length (with size, the bytes in buf); -ERANGE,
+ * -ENOENT for a name outside user.ggufs. (the tree's), -ENODATA for one that does not
+ * apply. */
+int64_t mount_counters_get(struct mount *m, const struct mount_counted *what, const char *name,
+                           char *buf, size_t size);
+
+/* An attribute's value of len bytes as getxattr answers it: the length; with size,
+ * the bytes into buf, or -ERANGE when they do not fit. */
+int64_t mount_xattr_value(char *buf, size_t size, const char *value, size_t len);
+/* The value of MOUNT_PASSTHROUGH_XATTR for model.gguf inode ino of tree t, from the
+ * front end's passthrough: as mount_xattr_value. */
+int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct tree *t, char *buf,
+                                size_t size);
+/* Why model.gguf of t is not the model's file byte for byte (remote, split, edited),
+ * or NULL when it is (tree_model_file_fd). */
+const char *mount_not_file(const struct tree *t);
+/* The names of node n's attributes in tree t: the tree's, then model.gguf's
+ * MOUNT_PASSTHROUGH_XATTR; as tree_listxattr. */
+int64_t mount_tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf,
+                             size_t size);
+
+/* Reads [off, off + len) of node n of tree t (the one read of a model's file, in a
+ * single mount or a library): the raw bytes of a local tensor and model.gguf from the
+ * mappings with no copy, anything else rendered, dequantized or fetched into a
+ * per-thread buffer; counted; EIO with its cause. */
+bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_node *n,
+                     uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,
+                     struct mount_err *err);
+/* [off, off + len) of text (n bytes; NULL: none) given to reply, or nothing past its
+ * end. */
+void mount_reply_slice(const char *text, uint64_t n, uint64_t off, uint64_t len,
+                       mount_data_fn reply, void *ctx);
+
+#endif

@@ -1,0 +1,283 @@
+/* A library's mount (lib/8-mount/mount.h over mount_library.c), asked as the front end
+ * asks it, with no FUSE: a lookup answers the entry with its attributes and timeouts in
+ * one call (a negative entry for a missing name); a model's files inside the library
+ * have the stat of the tree's one rule (du counts the model once); an open file reads
+ * and, once released, answers EBADF; a listing gives ".", ".." and the names from
+ * offsets; writes are EROFS; the root's user.ggufs.* counters count reads; and a read
+ * of a model that shrank fails with EIO carrying its cause, counted in eio_replies. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "unit.h"
+
+#include "gguf_writer.h"
+#include "guard.h"
+#include "library.h"
+#include "mount.h"
+#include "scratch_dir.h"
+
+#define N_VALUES 4096
+
+/* scratch_dir/rel: a model of one f32 tensor "w" of N_VALUES values i * 0.5. */
+static void write_model(const char *rel)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", scratch_dir, rel);
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, 1, 1);
+	gw_kv_str(&w, "general.architecture", "test");
+	const uint64_t ne[1] = { N_VALUES };
+	gw_tensor(&w, "w", 1, ne, GGML_TYPE_F32, 0);
+	gw_align(&w, 32);
+	for (int i = 0; i < N_VALUES; i++)
+		gw_f32(&w, (float)i * 0.5f);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
+}
+
+static struct mount *mount_scratch(void)
+{
+	char err[GGUF_ERR_MAX];
+	struct lib_source *src = lib_source_local(scratch_dir, err);
+	assert_non_null(src);
+	struct library *lib = library_open(src, err);
+	assert_non_null(lib);
+	struct mount *m = mount_library(lib);
+	assert_non_null(m);
+	return m;
+}
+
+/* The entry of path (names apart by '/') from the root. */
+static struct mount_entry walk(struct mount *m, const char *path)
+{
+	char copy[256];
+	snprintf(copy, sizeof copy, "%s", path);
+	struct mount_entry e = { .ino = LIB_ROOT_INO };
+	struct mount_err err;
+	for (char *save, *name = strtok_r(copy, "/", &save); name; name = strtok_r(NULL, "/", &save))
+		assert_true(mount_lookup(m, e.ino, name, &e, &err));
+	return e;
+}
+
+/* What a read gave: the bytes, joined. */
+struct got {
+	char buf[1 << 16];
+	size_t len;
+	int calls;
+};
+
+static void take(void *ctx, const struct iovec *iov, int count)
+{
+	struct got *g = ctx;
+	g->calls++;
+	for (int i = 0; i < count; i++) {
+		assert_true(g->len + iov[i].iov_len <= sizeof g->buf);
+		memcpy(g->buf + g->len, iov[i].iov_base, iov[i].iov_len);
+		g->len += iov[i].iov_len;
+	}
+}
+
+static int setup(void **state)
+{
+	if (scratch_dir_make(state) != 0)
+		return -1;
+	write_model("tiny.gguf");
+	return 0;
+}
+
+static void test_lookup_is_one_call_with_attributes(void **state)
+{
+	(void)state;
+	struct mount *m = mount_scratch();
+	struct mount_err err;
+	struct mount_entry e;
+	assert_true(mount_lookup(m, LIB_ROOT_INO, "no-such-model", &e, &err));
+	assert_int_equal(e.ino, 0);   /* a negative entry */
+	assert_true(mount_lookup(m, LIB_ROOT_INO, "tiny", &e, &err));
+	assert_int_not_equal(e.ino, 0);
+	assert_true(S_ISDIR(e.attr.st_mode));
+	/* inside a model, names and attributes never change; library folders' names do */
+	assert_true(e.entry_ttl == 0);
+	struct mount_entry f = walk(m, "tiny/tensors/w.f32");
+	assert_true(S_ISREG(f.attr.st_mode));
+	assert_int_equal(f.attr.st_size, N_VALUES * 4);
+	assert_true(f.attr_ttl > 0 && f.entry_ttl > 0);
+	/* the tree's stat rule: a computed file one block, model.gguf the model's bytes */
+	assert_int_equal(f.attr.st_blocks, 1);
+	assert_int_equal(walk(m, "tiny/gguf.json").attr.st_blocks, 1);
+	struct mount_entry g = walk(m, "tiny/model.gguf");
+	assert_int_equal(g.attr.st_blocks, (g.attr.st_size + 511) / 512);
+	/* getattr agrees with the lookup */
+	struct stat st;
+	double ttl;
+	assert_true(mount_getattr(m, f.ino, 0, &st, &ttl, &err));
+	assert_int_equal(st.st_ino, f.ino);
+	assert_int_equal(st.st_size, f.attr.st_size);
+	assert_int_equal(st.st_blocks, 1);
+	mount_free(m);
+}
+
+static void test_read_then_release(void **state)
+{
+	(void)state;
+	struct mount *m = mount_scratch();
+	struct mount_err err;
+	struct mount_entry f = walk(m, "tiny/tensors/w.f32");
+	struct mount_open o;
+	assert_false(mount_open(m, f.ino, O_WRONLY, &o, &err));
+	assert_int_equal(err.no, EROFS);
+	assert_true(mount_open(m, f.ino, O_RDONLY, &o, &err));
+	assert_int_not_equal(o.fh, 0);
+	assert_int_equal(o.pt_fd, -1);   /* only model.gguf is a file to pass through */
+	struct got *g = calloc(1, sizeof *g);
+	assert_non_null(g);
+	assert_true(mount_read(m, f.ino, o.fh, 8, 16, false, take, g, &err));
+	assert_int_equal(g->calls, 1);
+	assert_int_equal(g->len, 16);
+	float v[4];
+	memcpy(v, g->buf, sizeof v);
+	for (int i = 0; i < 4; i++)
+		assert_true(v[i] == (float)(i + 2) * 0.5f);
+	/* past the end: nothing, in one reply */
+	g->len = 0;
+	g->calls = 0;
+	assert_true(mount_read(m, f.ino, o.fh, N_VALUES * 4, 16, false, take, g, &err));
+	assert_int_equal(g->calls, 1);
+	assert_int_equal(g->len, 0);
+	mount_release(m, f.ino, o.fh);
+	assert_false(mount_read(m, f.ino, o.fh, 0, 16, false, take, g, &err));
+	assert_int_equal(err.no, EBADF);
+	/* model.gguf names its file for passthrough */
+	struct mount_entry mg = walk(m, "tiny/model.gguf");
+	assert_true(mount_open(m, mg.ino, O_RDONLY, &o, &err));
+	assert_true(o.pt_fd >= 0);
+	assert_non_null(o.pt_path);
+	mount_release(m, mg.ino, o.fh);
+	free(g);
+	mount_free(m);
+}
+
+/* A listing's names, in order, joined by spaces, from offset off. */
+struct names {
+	char text[512];
+	int max;   /* entries the "buffer" takes */
+	uint64_t next;
+};
+
+static bool add_name(void *ctx, const char *name, uint64_t ino, bool dir, uint64_t next)
+{
+	(void)ino, (void)dir;
+	struct names *n = ctx;
+	if (n->max-- == 0)
+		return false;
+	size_t at = strlen(n->text);
+	snprintf(n->text + at, sizeof n->text - at, "%s%s", at ? " " : "", name);
+	n->next = next;
+	return true;
+}
+
+static void test_readdir_from_offsets(void **state)
+{
+	(void)state;
+	struct mount *m = mount_scratch();
+	struct mount_err err;
+	struct mount_entry t = walk(m, "tiny/tensors");
+	struct mount_open o;
+	assert_true(mount_opendir(m, t.ino, &o, &err));
+	assert_true(o.cache_readdir);
+	struct names n = { .max = 2 };
+	assert_true(mount_readdir(m, t.ino, o.fh, 0, add_name, &n, &err));
+	assert_string_equal(n.text, ". ..");   /* the "buffer" was full */
+	uint64_t next = n.next;
+	n = (struct names){ .max = 100 };
+	assert_true(mount_readdir(m, t.ino, o.fh, next, add_name, &n, &err));
+	assert_string_equal(n.text, "w w.f32 w.npy");
+	mount_releasedir(m, o.fh);
+	assert_false(mount_readdir(m, t.ino, o.fh, 0, add_name, &n, &err));
+	assert_int_equal(err.no, EBADF);
+	/* a file is not a directory */
+	assert_false(mount_opendir(m, walk(m, "tiny/gguf.json").ino, &o, &err));
+	assert_int_equal(err.no, ENOTDIR);
+	mount_free(m);
+}
+
+/* The value of attribute name of ino as a number. */
+static long long xattr_number(struct mount *m, uint64_t ino, const char *name)
+{
+	char buf[64] = "";
+	struct mount_err err;
+	int64_t r = mount_xattr(m, ino, name, buf, sizeof buf - 1, &err);
+	assert_true(r > 0);
+	return atoll(buf);
+}
+
+static void test_counters_and_eio_cause(void **state)
+{
+	(void)state;
+	write_model("shrinks.gguf");
+	struct mount *m = mount_scratch();
+	struct mount_err err;
+	char names[1024];
+	int64_t r = mount_xattr(m, LIB_ROOT_INO, NULL, names, sizeof names, &err);
+	assert_true(r > 0);
+	assert_true(memmem(names, (size_t)r, "user.ggufs.reads", 17) != NULL);
+	assert_true(memmem(names, (size_t)r, "user.ggufs.models_opened", 25) != NULL);
+	assert_false(mount_xattr(m, LIB_ROOT_INO, NULL, names, 4, &err) >= 0);
+	assert_int_equal(err.no, ERANGE);
+	assert_false(mount_xattr(m, LIB_ROOT_INO, "user.ggufs.nothing", names, 0, &err) >= 0);
+	assert_int_equal(err.no, ENODATA);
+	long long reads = xattr_number(m, LIB_ROOT_INO, "user.ggufs.reads");
+
+	struct mount_entry f = walk(m, "shrinks/tensors/w");
+	struct mount_open o;
+	assert_true(mount_open(m, f.ino, O_RDONLY, &o, &err));
+	struct got *g = calloc(1, sizeof *g);
+	assert_non_null(g);
+	assert_true(mount_read(m, f.ino, o.fh, 0, 64, false, take, g, &err));
+	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.reads"), reads + 1);
+	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.eio_replies"), 0);
+
+	/* the file shrinks under the mount: the read fails with its cause said */
+	char path[512];
+	snprintf(path, sizeof path, "%s/shrinks.gguf", scratch_dir);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(truncate(path, st.st_size - 1024), 0);
+	assert_false(mount_read(m, f.ino, o.fh, (uint64_t)N_VALUES * 4 - 64, 64, false, take, g,
+	                        &err));
+	assert_int_equal(err.no, EIO);
+	assert_non_null(strstr(err.cause, "EIO to a read of tensors/w"));
+	assert_non_null(strstr(err.cause, "shrank"));
+	assert_true(err.key[0] != 0);   /* said once per cause */
+	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.eio_replies"), 1);
+	char last[1024] = "";
+	assert_true(mount_xattr(m, LIB_ROOT_INO, "user.ggufs.last_error", last, sizeof last - 1,
+	                        &err) > 0);
+	assert_non_null(strstr(last, "shrank"));
+	mount_release(m, f.ino, o.fh);
+	free(g);
+	mount_free(m);
+}
+
+int unit_main(UNIT_ARGS)
+{
+	guard_install();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lookup_is_one_call_with_attributes),
+		cmocka_unit_test(test_read_then_release),
+		cmocka_unit_test(test_readdir_from_offsets),
+		cmocka_unit_test(test_counters_and_eio_cause),
+	};
+	return cmocka_run_group_tests(tests, setup, scratch_dir_remove);
+}
