@@ -153,9 +153,9 @@ void open_with_edits(fuse_req_t req, struct ggufs *fs, struct tree *t,
 	bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
 	fi->direct_io = write || changes;
 	fi->keep_cache = !write && !changes;
-	if (n->kind == TREE_MODEL)   /* a state's own inode: one kind of open each */
-		passthrough_open(fs, t, fi->flags & O_DIRECT);
-	if (fuse_reply_open(req, fi) != 0)
+	/* model.gguf: a state's own inode, one kind of open each */
+	if ((n->kind == TREE_MODEL ? passthrough_reply_open_tree(req, fs, fi, t)
+	                           : fuse_reply_open(req, fi)) != 0)
 		handle_unregister(fi, h);
 }
 

@@ -39,20 +39,16 @@ struct pt_file;
 /* passthrough.c: model.gguf handed to the kernel (FUSE passthrough), under lock. */
 struct passthrough {
 	pthread_mutex_t lock;
-	pthread_cond_t settled;  /* signalled when pending goes false */
-	bool pending;            /* INIT's reply asked for passthrough, no backing id yet */
 	char refused[192];       /* why the mount cannot pass through, or "" */
 	bool logged;             /* refused is said (or needs no saying) */
-	bool log_running;        /* INIT came: the event log is up */
+	bool log_running;        /* INIT came: the event log is up, passthrough asked for */
 	bool wanted;             /* model.gguf may pass through: INIT asks for it */
 	uint32_t stack_depth;    /* max_stack_depth asked for at INIT */
-	int fuse_fd;             /* the /dev/fuse fd the backing id belongs to, or -1 */
-	int32_t backing_id;      /* the model file's, > 0 once the kernel gave it */
+	int32_t backing_id;      /* a single mount's model file's, > 0 once opened */
 	bool debug;              /* -d: each backing id opened and closed on stderr */
-	/* a local library: INIT's reply asked for passthrough; the model.gguf inodes that
-	 * have a backing id now (passthrough opens), or that the kernel refused one */
+	/* a local library: the model.gguf inodes that have a backing id now (passthrough
+	 * opens), or that the kernel refused one */
 	bool library;
-	bool negotiated;
 	struct pt_file *files;
 	size_t n_files, cap_files;
 };
@@ -60,7 +56,8 @@ struct passthrough {
 struct ggufs {
 	struct ggufs_model *model;   /* NULL for a library */
 	struct library *library;     /* a folder of models (library.h), or NULL: the mount's */
-	struct mount *mount;         /* the library's mount (mount.h), or NULL */
+	struct mount *mount;         /* the mount (mount.h) of the library or of the model
+	                              * without edits; NULL with edits (ops.c) */
 	bool remote_library;         /* a hub repository's: its transfers end with the mount */
 	struct tree *tree;       /* of the model's own metadata */
 	struct tree_edits *edits;  /* -o edits=FILE (tree_edit.h), or NULL: read-only */
@@ -89,60 +86,40 @@ struct ggufs {
 	struct passthrough pt;
 };
 
-/* wire.c: the raw requests and replies of the session (fuse_session_custom_io), for
- * what libfuse 3.14 has no API for. Right after passthrough_start: sees them when
- * passthrough is wanted or edits are on (INIT then asks for FUSE_DIRECT_IO_ALLOW_MMAP,
- * so that the direct_io files an edit changes map shared). */
-void wire_start(struct ggufs *fs, struct fuse_session *se);
-/* This thread's next reply, to an OPEN, carries open_flags and backing_id (0: the
- * reply as libfuse makes it). */
-void wire_open_reply(uint32_t open_flags, int32_t backing_id);
-/* True when the READ this thread serves fills the kernel's page cache (a mapping's
- * page, read-ahead, a splice), false for a read(2) of a direct_io open (or when the
- * wire is not seen). */
-bool wire_read_fills_cache(void);
-
-/* passthrough.c: FUSE passthrough of model.gguf on libfuse 3.14 (no API for it there).
+/* passthrough.c: FUSE passthrough of model.gguf (libfuse 3.17's way, compat/ on 3.14).
  *
- * Right after fuse_session_mount: wants passthrough (wire.c then sees INIT and the
- * opens) when model.gguf may be the model's one local file, or a local library's
- * folder (folder, else NULL) may hold such files, and off (-o passthrough=no) is
- * false; else records why not. */
+ * Right after fuse_session_mount: wants passthrough when model.gguf may be the model's
+ * one local file, or a local library's folder (folder, else NULL) may hold such files,
+ * and off (-o passthrough=no) is false; else records why not. */
 void passthrough_start(struct ggufs *fs, bool off, const char *folder);
-/* At INIT (wire.c), the kernel's protocol minor version, whether it offers
- * passthrough, whether libfuse's reply is the kernel's size and its flags: true when
- * the reply is to ask for passthrough, with *stack_depth; else records why not. */
-bool passthrough_ask(struct ggufs *fs, uint32_t kernel_minor, bool offered, bool reply_fits,
-                     uint32_t reply_flags, uint32_t *stack_depth);
-/* After the INIT reply that asked went out (sent) or could not: the backing id. */
-void passthrough_asked(struct ggufs *fs, bool sent);
 /* Records why the mount cannot pass through (the first reason stays), said once. */
 void passthrough_refuse(struct ggufs *fs, const char *why);
-/* From op_init: the event log is up; a refusal found before it is said now (once). */
+/* From the init operation: asks for passthrough when the kernel offers it, or records
+ * why not; the event log is up, and a refusal found before it is said now (once). */
 void passthrough_init(struct ggufs *fs);
 /* Before fuse_session_unmount (which closes the fd): closes every backing id. */
 void passthrough_stop(struct ggufs *fs);
-/* For an open of model.gguf of tree t, answered by this thread's next reply: true
- * when it passes through (then that reply carries the backing id; direct, an O_DIRECT
- * open, has its reads still come to the daemon). */
-bool passthrough_open(struct ggufs *fs, const struct tree *t, bool direct);
-/* The same in a library, for model.gguf of inode ino whose file is fd (-1: not one file
- * as it lies, not_file says why; path names the model in a log line): the first
- * passthrough open of ino opens a backing id of the model's file, kept while ino has
- * passthrough opens (the kernel wants one backing file per inode); true when it passes
- * through, and then passthrough_release(fs, ino) must follow once the open is released
- * (or its reply failed). An inode the kernel refused a backing id is never passed
- * through for the mount's life: every open of one inode must be of one kind. */
-bool passthrough_open_ino(struct ggufs *fs, uint64_t ino, int fd, const char *not_file,
-                          const char *path, bool direct);
-/* An open of ino released: its backing id closed after the inode's last passthrough open
- * (nothing for an inode without one). */
+/* Replies to the open fi of model.gguf, inode ino (0 on a single mount), whose file is
+ * fd (-1: not one file as it lies, not_file says why; path names the model in a log
+ * line): passed through when it may be (a single mount's one backing id; in a library
+ * the inode's, opened at its first passthrough open and kept while it has such opens:
+ * passthrough_release(fs, ino) follows each release, or a reply that failed); else as
+ * fuse_reply_open. An inode the kernel refused a backing id is never passed through for
+ * the mount's life: every open of one inode must be of one kind. fuse_reply_open's
+ * result. */
+int passthrough_reply_open(fuse_req_t req, struct ggufs *fs, struct fuse_file_info *fi,
+                           uint64_t ino, int fd, const char *not_file, const char *path);
+/* The same for model.gguf of tree t of a single mount (ops.c, with edits). */
+int passthrough_reply_open_tree(fuse_req_t req, struct ggufs *fs, struct fuse_file_info *fi,
+                                const struct tree *t);
+/* An open of ino released: in a library, its backing id closed after the inode's last
+ * passthrough open (nothing for an inode without one, nor on a single mount). */
 void passthrough_release(struct ggufs *fs, uint64_t ino);
 
 /* model.gguf's attribute: whether its opens now pass through to the file. */
 #define PASSTHROUGH_XATTR "user.ggufs.passthrough"
-/* Its value for model.gguf of tree t on a single mount as getxattr answers it: the
- * length; with size, the bytes into buf, or -ERANGE. */
+/* Its value for model.gguf of tree t on a single mount (ops.c, with edits) as getxattr
+ * answers it: the length; with size, the bytes into buf, or -ERANGE. */
 int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size);
 /* The same for the mount (mount.h's struct mount_passthrough, arg: struct ggufs): why an
  * open of model.gguf inode ino (0 on a single mount) whose file is fd would not pass
@@ -193,8 +170,8 @@ void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree *t, const str
 int64_t counters_list(struct ggufs *fs, char *buf, size_t size);
 int64_t counters_get(struct ggufs *fs, const char *name, char *buf, size_t size);
 
-/* ops.c (and edit_ops.c): every low-level operation, answered from the tree (userdata:
- * struct ggufs). */
+/* ops.c (and edit_ops.c): every low-level operation of a model with -o edits, answered
+ * from its trees (userdata: struct ggufs). */
 extern const struct fuse_lowlevel_ops ggufs_ops;
 /* The connection's settings, for a model or a library alike. */
 void ggufs_op_init(void *userdata, struct fuse_conn_info *conn);
@@ -227,7 +204,7 @@ int64_t xattr_value(char *buf, size_t size, const char *value, size_t len);
 void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size);
 
 /* mount_ops.c: the operations over the mount (mount.h; userdata: struct ggufs, whose
- * mount is set), each one call and one reply: a library's. */
+ * mount is set), each one call and one reply: a library's, and a model's without edits. */
 extern const struct fuse_lowlevel_ops mount_ops;
 
 /* cli.c: the command line. */

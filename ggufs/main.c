@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "compat/fuse_compat.h"
 #include "ggufs_config.h"
 #include "ggufs.h"
 #include "log_escape.h"
@@ -87,11 +88,25 @@ static char *edits_path(const char *path)
 	return abs;
 }
 
-/* Opens the library that o->model names (kind: a library's) into fs (mountpoint:
- * absolute, which a local folder must not hold). True, or false after one line on
+/* fs->mount over fs's library or (without edits, which ops.c serves) its model's tree,
+ * asking passthrough.c about model.gguf. 0, or 1 after one line on stderr. */
+static int start_mount(struct ggufs *fs)
+{
+	fs->mount = fs->library ? mount_library(fs->library) : mount_model(fs->tree);
+	if (!fs->mount) {
+		log_errf("out of memory");
+		return 1;
+	}
+	mount_set_passthrough(fs->mount,
+	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
+	return 0;
+}
+
+/* Opens the library that o->model names (kind: a library's) into fs and its mount
+ * (mountpoint: absolute, which a local folder must not hold). 0, or 1 after one line on
  * stderr. */
-static bool open_library(struct ggufs *fs, const struct options *o, const char *mountpoint,
-                         enum name_kind kind)
+static int open_library(struct ggufs *fs, const struct options *o, const char *mountpoint,
+                        enum name_kind kind)
 {
 	char err[GGUF_ERR_MAX];
 	struct open_name_opts oo = open_opts(o);
@@ -101,16 +116,9 @@ static bool open_library(struct ggufs *fs, const struct options *o, const char *
 	fs->remote_library = kind != NAME_KIND_FOLDER;
 	if (!fs->library) {
 		log_errf("%s", err);
-		return false;
+		return 1;
 	}
-	fs->mount = mount_library(fs->library);   /* the library is the mount's now */
-	if (!fs->mount) {
-		log_errf("out of memory");
-		return false;
-	}
-	mount_set_passthrough(fs->mount,
-	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
-	return true;
+	return start_mount(fs);
 }
 
 /* Step 1, before anything is opened: takes the arguments into args and o, keeps URLs
@@ -205,7 +213,7 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 		return 2;
 	}
 	if (name_kind_is_library(kind))
-		return open_library(fs, o, mountpoint, kind) ? 0 : 1;
+		return open_library(fs, o, mountpoint, kind);
 	fs->model = open_model(o, shown);
 	if (!fs->model)
 		return 1;
@@ -215,6 +223,8 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 		return 1;
 	}
 	if (o->edits_file && open_edits(fs, o, mountpoint) != 0)
+		return 1;
+	if (!fs->edits && start_mount(fs) != 0)
 		return 1;
 	warn_raw_only(fs->model);
 	return 0;
@@ -267,7 +277,16 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 	fs->single_thread = fo->singlethread;
 	passthrough_start(fs, o->passthrough_arg && strcmp(o->passthrough_arg, "no") == 0,
 	                  fs->library && !fs->remote_library ? o->model : NULL);
-	wire_start(fs, se);
+	/* libfuse 3.14 has no API for passthrough nor for shared mappings of direct_io
+	 * files (edits): compat/ gives 3.17's */
+	if ((fs->pt.wanted || fs->edits) && !compat_start(se)) {
+		if (fs->pt.wanted)
+			passthrough_refuse(fs, compat_refused());
+		/* with edits, INIT never asks for shared mappings then: ENODEV */
+		if (fs->edits)
+			log_errf("metadata/, gguf.json and summary.txt map privately only (a shared "
+			         "mapping is ENODEV): libfuse would not let ggufs see its replies");
+	}
 	char what[PATH_MAX + 64];
 	if (!mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
@@ -320,8 +339,7 @@ int main(int argc, char *argv[])
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
 	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1,
-	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER,
-	                            .settled = PTHREAD_COND_INITIALIZER, .fuse_fd = -1 } };
+	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
 	char *shown = NULL;
@@ -374,10 +392,8 @@ out_session:
 out_source:
 	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
-	if (fs.mount)
-		mount_free(fs.mount);   /* with its library */
-	else
-		library_free(fs.library);
+	mount_free(fs.mount);
+	library_free(fs.library);
 	model_close(fs.model);
 out_cmdline:
 	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat/fuse_compat.h"
 #include "ggufs.h"
 #include "mount.h"
 
@@ -104,7 +105,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 }
 
 /* model.gguf that is its model's one local file goes to the kernel with that file
- * (passthrough.c); the reply must follow at once (wire.c rewrites it). */
+ * (passthrough.c). */
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
@@ -117,10 +118,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = o.fh;
 	fi->direct_io = o.direct_io;
 	fi->keep_cache = o.keep_cache;
-	if (o.pt_path)
-		passthrough_open_ino(fs, ino, o.pt_fd, o.pt_not_file, o.pt_path,
-		                     fi->flags & O_DIRECT);
-	if (fuse_reply_open(req, fi) != 0) {
+	if ((o.pt_path ? passthrough_reply_open(req, fs, fi, ino, o.pt_fd, o.pt_not_file, o.pt_path)
+	               : fuse_reply_open(req, fi)) != 0) {
 		mount_release(fs->mount, ino, o.fh);
 		passthrough_release(fs, ino);
 	}
@@ -143,7 +142,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (off < 0)
 		fuse_reply_err(req, EINVAL);
 	else if (!mount_read(fs_of(req)->mount, ino, fi->fh, (uint64_t)off, size,
-	                     wire_read_fills_cache(), reply_data, req, &err))
+	                     compat_read_fills_cache(), reply_data, req, &err))
 		reply_fail(req, &err);
 }
 

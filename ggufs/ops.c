@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include "edit_text.h"
+#include "evlog.h"
 #include "scratch.h"
 #include "thread_buf.h"
 #include "tree_edit.h"
 
+#include "compat/fuse_compat.h"
 #include "ops_int.h"
 
 /* The scratch file of ino, held (scratch_drop it), when ino is one (edits on); else NULL. */
@@ -100,6 +102,14 @@ void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 	/* open(O_TRUNC) of a key starts its text empty, in one request */
 	if (fs->edits && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* the files an edit changes are opened direct_io (edit_ops.c): without this, the
+	 * kernel refuses a shared mapping of them (ENODEV) */
+	if (fs->edits && compat_capable(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP))
+		compat_want(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP);
+	else if (fs->edits && !compat_refused())   /* (else said at the start) */
+		evlog(EVLOG_WARNING, NULL, "metadata/, gguf.json and summary.txt map privately "
+		      "only (a shared mapping is ENODEV): the kernel does not offer "
+		      "FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6)");
 
 	passthrough_init(fs);
 	pthread_mutex_lock(&fs->init_lock);
@@ -281,12 +291,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else if (write && (!fs->edits || n->kind != TREE_META)) {
 		fuse_reply_err(req, EROFS);
 	} else if (write && !owner_or_reply(req)) {
-	} else if (!fs->edits) {
-		fi->keep_cache = 1;
-		fi->direct_io = 0;
-		if (n->kind == TREE_MODEL)
-			passthrough_open(fs, t, fi->flags & O_DIRECT);
-		fuse_reply_open(req, fi);
 	} else {
 		open_with_edits(req, fs, t, n, fi, write);
 		return;   /* t kept by the handle, or dropped */
@@ -340,7 +344,7 @@ static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
  * made after. A key gone from the state now is read in the open's. */
 static struct tree *fill_tree(struct ggufs *fs, uint64_t ino)
 {
-	if (!fs->edits || !wire_read_fills_cache())
+	if (!fs->edits || !compat_read_fills_cache())
 		return NULL;
 	struct tree *now = take_tree(fs);
 	const struct tree_node *n = tree_node(now, ino);

@@ -36,6 +36,11 @@ uint64_t handle_table_add(struct handle_table *tab, void *p)
 	return id;
 }
 
+void *handle_table_slot(struct handle_table *tab, size_t i)
+{
+	return i < tab->cap ? tab->slots[i].p : NULL;
+}
+
 /* The slot of id, or NULL. Lock held. */
 static struct handle_slot *slot_of(struct handle_table *tab, uint64_t id)
 {

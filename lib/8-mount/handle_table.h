@@ -28,6 +28,9 @@ uint64_t handle_table_add(struct handle_table *tab, void *p);
 /* The handle of id, held (handle_table_drop lets go), or NULL once released or for an id
  * never given. */
 void *handle_table_take(struct handle_table *tab, uint64_t id);
+/* The handle in slot i (below tab->cap), or NULL: for freeing what is left at the end,
+ * when no request runs. */
+void *handle_table_slot(struct handle_table *tab, size_t i);
 /* Lets go of one hold of id; with release, the open's too (once). True when that was
  * the last hold: the id is gone from the table and the caller frees the handle. */
 bool handle_table_drop(struct handle_table *tab, uint64_t id, bool release);

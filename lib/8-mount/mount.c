@@ -38,6 +38,10 @@ void mount_free(struct mount *m)
 		return;
 	m->kind->free(m);
 	mount_counters_destroy(&m->counters);
+	/* open files never released (the kernel's releases lost at an unmount) */
+	for (size_t i = 0; i < m->files.cap; i++)
+		if (m->files.slots && handle_table_slot(&m->files, i))
+			m->kind->file_free(m, handle_table_slot(&m->files, i));
 	free(m->files.slots);
 	pthread_mutex_destroy(&m->files.lock);
 	free(m);

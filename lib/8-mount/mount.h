@@ -83,11 +83,13 @@ struct mount_open {
 	const char *pt_path;  /* the model's name, for a log line */
 };
 
-/* A library mount over lib (library.h, taken: freed with the mount). NULL out of
- * memory. */
+/* The mount of a single model's tree t (tree.h), or of library lib (library.h); either
+ * must outlive the mount. NULL out of memory. */
+struct tree;
 struct library;
+struct mount *mount_model(struct tree *t);
 struct mount *mount_library(struct library *lib);
-/* Frees the mount and what it was made over; every open file must be released. */
+/* Frees the mount (not what it was made over), with the open files not released. */
 void mount_free(struct mount *m);
 /* The front end's passthrough, asked for model.gguf's attribute (NULL: "off"). */
 void mount_set_passthrough(struct mount *m, const struct mount_passthrough *pt);

@@ -50,6 +50,7 @@ struct mount {
 	struct handle_table files;      /* open files and directories, by fh */
 	struct mount_counters counters;
 	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
+	struct tree *tree;              /* mount_model.c's, or NULL */
 	struct library *library;        /* mount_library.c's, or NULL */
 };
 

@@ -46,16 +46,25 @@ static void write_model(const char *rel)
 	gw_free(&w);
 }
 
+static struct library *lib;
+
 static struct mount *mount_scratch(void)
 {
 	char err[GGUF_ERR_MAX];
 	struct lib_source *src = lib_source_local(scratch_dir, err);
 	assert_non_null(src);
-	struct library *lib = library_open(src, err);
+	lib = library_open(src, err);
 	assert_non_null(lib);
 	struct mount *m = mount_library(lib);
 	assert_non_null(m);
 	return m;
+}
+
+/* The mount and its library freed. */
+static void unmount(struct mount *m)
+{
+	mount_free(m);
+	library_free(lib);
 }
 
 /* The entry of path (names apart by '/') from the root. */
@@ -125,7 +134,7 @@ static void test_lookup_is_one_call_with_attributes(void **state)
 	assert_int_equal(st.st_ino, f.ino);
 	assert_int_equal(st.st_size, f.attr.st_size);
 	assert_int_equal(st.st_blocks, 1);
-	mount_free(m);
+	unmount(m);
 }
 
 static void test_read_then_release(void **state)
@@ -165,7 +174,7 @@ static void test_read_then_release(void **state)
 	assert_non_null(o.pt_path);
 	mount_release(m, mg.ino, o.fh);
 	free(g);
-	mount_free(m);
+	unmount(m);
 }
 
 /* A listing's names, in order, joined by spaces, from offset off. */
@@ -209,7 +218,7 @@ static void test_readdir_from_offsets(void **state)
 	/* a file is not a directory */
 	assert_false(mount_opendir(m, walk(m, "tiny/gguf.json").ino, &o, &err));
 	assert_int_equal(err.no, ENOTDIR);
-	mount_free(m);
+	unmount(m);
 }
 
 /* The value of attribute name of ino as a number. */
@@ -267,7 +276,7 @@ static void test_counters_and_eio_cause(void **state)
 	assert_non_null(strstr(last, "shrank"));
 	mount_release(m, f.ino, o.fh);
 	free(g);
-	mount_free(m);
+	unmount(m);
 }
 
 int unit_main(UNIT_ARGS)

@@ -1,10 +1,11 @@
-/* The raw FUSE requests and replies between the kernel and libfuse 3.14, seen through
- * fuse_session_custom_io, for what that libfuse has no API for:
- *   - INIT: its reply asks for FUSE_PASSTHROUGH with a max_stack_depth (passthrough.c
- *     decides) and, with edits, for FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6), without which
- *     the kernel refuses a shared mapping (ENODEV) of a direct_io open: the files an
- *     edit changes are opened direct_io (ops.c), and with it they map shared too;
- *   - OPEN: a passthrough open's reply carries FOPEN_PASSTHROUGH and the backing id;
+/* libfuse 3.17's passthrough and direct_io mmap on libfuse 3.14 (fuse_compat.h), by
+ * the raw FUSE requests and replies of the session, seen through
+ * fuse_session_custom_io. Delete with the folder once ggufs requires libfuse 3.17.
+ *   - INIT: the request says what the kernel offers (flags2, protocol 7.40 for
+ *     passthrough); the reply gets FUSE_PASSTHROUGH with a max_stack_depth, and
+ *     FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6), as the init operation wanted;
+ *   - OPEN: a passthrough open's reply carries FOPEN_PASSTHROUGH and the backing id
+ *     (FUSE_DEV_IOC_BACKING_OPEN of the file, on the session's fd);
  *   - READ: whether the kernel fills its page cache with it (a mapping's page fault,
  *     read-ahead, a splice) or reads for a read(2) past the cache (a direct_io open),
  *     which only the request's FUSE_READ_LOCKOWNER tells: the kernel sets it on every
@@ -13,18 +14,17 @@
  * thread read last (libfuse 3.14 reads, handles and answers a request in one thread),
  * with its exact size. Anything else goes out as libfuse wrote it. Replies keep
  * libfuse's own minor version (38): the kernel's fuse_init_out has the same 64 bytes,
- * and max_stack_depth is the word that 7.38 calls unused[0]. */
+ * and max_stack_depth is the word that 7.38 calls unused[0]. What is kept per thread
+ * between a request and its reply lives in this file only. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "evlog.h"
-#include "log_escape.h"
-
-#include "ggufs.h"
+#include "fuse_compat.h"
 
 /* The kernel's ABI, as include/uapi/linux/fuse.h has it (protocol 7.40 and later);
  * Debian 12's headers (linux 6.1, libfuse 3.14) predate it. */
@@ -63,6 +63,11 @@ struct wire_read_in {
 	uint64_t lock_owner;
 	uint32_t flags, padding;
 };
+struct wire_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
 _Static_assert(sizeof(struct wire_in_header) == 40, "fuse_in_header");
 _Static_assert(sizeof(struct wire_out_header) == 16, "fuse_out_header");
 _Static_assert(offsetof(struct wire_init_in, flags2) == 16, "fuse_init_in.flags2");
@@ -72,6 +77,7 @@ _Static_assert(offsetof(struct wire_init_out, max_stack_depth) == 36, "max_stack
 _Static_assert(sizeof(struct wire_open_out) == 16, "fuse_open_out");
 _Static_assert(offsetof(struct wire_open_out, backing_id) == 12, "fuse_open_out.backing_id");
 _Static_assert(offsetof(struct wire_read_in, read_flags) == 20, "fuse_read_in.read_flags");
+_Static_assert(sizeof(struct wire_backing_map) == 16, "fuse_backing_map");
 
 #define WIRE_OP_OPEN 14
 #define WIRE_OP_READ 15
@@ -79,19 +85,33 @@ _Static_assert(offsetof(struct wire_read_in, read_flags) == 20, "fuse_read_in.re
 #define WIRE_KERNEL_VERSION 7
 #define WIRE_MINOR_PASSTHROUGH 40
 #define WIRE_INIT_EXT (1u << 30)
+#define WIRE_WRITEBACK_CACHE (1u << 16)
 #define WIRE_PASSTHROUGH_FLAGS2 (1u << (37 - 32))        /* FUSE_PASSTHROUGH, 1ULL << 37 */
 #define WIRE_DIO_ALLOW_MMAP_FLAGS2 (1u << (36 - 32))     /* FUSE_DIRECT_IO_ALLOW_MMAP */
 #define WIRE_READ_LOCKOWNER (1u << 1)
+#define WIRE_FOPEN_DIRECT_IO (1u << 0)
+#define WIRE_FOPEN_PASSTHROUGH (1u << 7)
+#define WIRE_IOC_MAGIC 229
+#define WIRE_IOC_BACKING_OPEN _IOW(WIRE_IOC_MAGIC, 1, struct wire_backing_map)
+#define WIRE_IOC_BACKING_CLOSE _IOW(WIRE_IOC_MAGIC, 2, uint32_t)
 
-/* The request this thread read last; for an OPEN, what its reply is to carry (backing
- * id 0: nothing); for a READ, whether it fills the page cache; for INIT, the kernel's. */
+/* The request this thread read last; for INIT, the kernel's and what the init operation
+ * wants of it; for a READ, whether it fills the page cache; for an OPEN, what its reply
+ * is to carry (backing id 0: nothing). */
 static _Thread_local uint64_t current_unique;
 static _Thread_local uint32_t current_opcode;
-static _Thread_local int32_t current_backing_id;
-static _Thread_local uint32_t current_open_flags;
 static _Thread_local bool current_fills_cache;
 static _Thread_local struct wire_init_in current_init;
 static _Thread_local bool current_init_flags2;   /* the kernel's INIT has flags2 */
+static _Thread_local unsigned wanted;            /* enum compat_cap bits */
+static _Thread_local uint32_t wanted_depth;
+static _Thread_local int32_t reply_backing_id;
+static _Thread_local uint32_t reply_open_flags;
+
+/* Whether the session's requests are seen, and why INIT's reply could not ask (set
+ * once, at INIT or at the start, then only read). */
+static atomic_bool seen;
+static _Atomic(const char *) refused;
 
 /* The custom io's read: the request as the kernel wrote it, noted for its reply. */
 static ssize_t wire_read(int fd, void *buf, size_t len, void *userdata)
@@ -100,8 +120,8 @@ static ssize_t wire_read(int fd, void *buf, size_t len, void *userdata)
 	ssize_t r = read(fd, buf, len);
 	current_unique = 0;
 	current_opcode = 0;
-	current_backing_id = 0;
 	current_fills_cache = false;
+	reply_backing_id = 0;
 	if (r < (ssize_t)sizeof(struct wire_in_header))
 		return r;
 	struct wire_in_header in;
@@ -121,59 +141,44 @@ static ssize_t wire_read(int fd, void *buf, size_t len, void *userdata)
 		current_init_flags2 = current_init.major == WIRE_KERNEL_VERSION &&
 		                      (current_init.flags & WIRE_INIT_EXT) &&
 		                      have >= offsetof(struct wire_init_in, unused);
+		wanted = 0;
 	}
 	return r;
 }
 
-/* libfuse's INIT reply (out, iov) with the flags asked for that it does not know of. */
-static ssize_t reply_init(struct ggufs *fs, int fd, struct iovec *iov, int count,
-                          const struct wire_out_header *out)
+/* libfuse's INIT reply (out, iov) with the flags wanted that it does not know of. */
+static ssize_t reply_init(int fd, struct iovec *iov, int count, const struct wire_out_header *out)
 {
-	const struct wire_init_in *k = &current_init;
 	struct wire_init_out init;
+	if (!wanted)
+		return writev(fd, iov, count);
 	bool fits = count == 2 && out->error == 0 && iov[1].iov_len == sizeof init &&
 	            out->len == sizeof *out + sizeof init;
 	if (fits)
 		memcpy(&init, iov[1].iov_base, sizeof init);
-	bool ext = fits && init.major == WIRE_KERNEL_VERSION && (init.flags & WIRE_INIT_EXT);
-
-	uint32_t depth = 0;
-	bool pt = fs->pt.wanted &&
-	          passthrough_ask(fs, k->minor, current_init_flags2 &&
-	                          k->minor >= WIRE_MINOR_PASSTHROUGH &&
-	                          (k->flags2 & WIRE_PASSTHROUGH_FLAGS2),
-	                          fits && init.major == WIRE_KERNEL_VERSION, fits ? init.flags : 0,
-	                          &depth);
-	bool mmap = fs->edits && ext && current_init_flags2 &&
-	            (k->flags2 & WIRE_DIO_ALLOW_MMAP_FLAGS2);
-	if (fs->edits && !mmap)
-		evlog(EVLOG_WARNING, NULL, "metadata/, gguf.json and summary.txt map privately only "
-		      "(a shared mapping is ENODEV): %s", ext ? "the kernel does not offer "
-		      "FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6)" : "libfuse's INIT reply is not the "
-		      "kernel's");
-	if (!pt && !mmap)
+	if (!fits || init.major != WIRE_KERNEL_VERSION) {
+		atomic_store(&refused, "libfuse's INIT reply is not the size the kernel's has");
 		return writev(fd, iov, count);
-	if (mmap)
+	}
+	if (!(init.flags & WIRE_INIT_EXT) || (init.flags & WIRE_WRITEBACK_CACHE)) {
+		atomic_store(&refused, "the connection is not one passthrough goes with");
+		return writev(fd, iov, count);
+	}
+	if (wanted & COMPAT_CAP_DIRECT_IO_ALLOW_MMAP)
 		init.flags2 |= WIRE_DIO_ALLOW_MMAP_FLAGS2;
-	if (pt) {
+	if (wanted & COMPAT_CAP_PASSTHROUGH) {
 		init.flags2 |= WIRE_PASSTHROUGH_FLAGS2;
-		init.max_stack_depth = depth;
+		init.max_stack_depth = wanted_depth;
 	}
 	struct iovec mine[2] = { iov[0], { &init, sizeof init } };
-	ssize_t r = writev(fd, mine, 2);
-	if (pt) {
-		int e = errno;
-		passthrough_asked(fs, r >= 0);
-		errno = e;
-	}
-	return r;
+	return writev(fd, mine, 2);
 }
 
 /* The custom io's writev: libfuse's reply, rewritten when it is INIT's or a
  * passthrough open's; everything else as it is. */
 static ssize_t wire_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-	struct ggufs *fs = userdata;
+	(void)userdata;
 	struct wire_out_header out;
 	if (count < 1 || iov[0].iov_len != sizeof out || current_unique == 0)
 		return writev(fd, iov, count);
@@ -181,19 +186,19 @@ static ssize_t wire_writev(int fd, struct iovec *iov, int count, void *userdata)
 	if (out.unique != current_unique)   /* a notification (unique 0), or not ours */
 		return writev(fd, iov, count);
 	uint32_t opcode = current_opcode;
-	int32_t backing_id = current_backing_id;
+	int32_t backing_id = reply_backing_id;
 	current_unique = 0;
-	current_backing_id = 0;
+	reply_backing_id = 0;
 
 	if (opcode == WIRE_OP_INIT)
-		return reply_init(fs, fd, iov, count, &out);
+		return reply_init(fd, iov, count, &out);
 	if (opcode == WIRE_OP_OPEN && backing_id > 0) {
 		struct wire_open_out open;
 		if (count != 2 || out.error != 0 || iov[1].iov_len != sizeof open ||
 		    out.len != sizeof out + sizeof open)
 			return writev(fd, iov, count);   /* an error reply: nothing to hand over */
 		memcpy(&open, iov[1].iov_base, sizeof open);
-		open.open_flags = current_open_flags;
+		open.open_flags = reply_open_flags;
 		open.backing_id = backing_id;
 		struct iovec mine[2] = { iov[0], { &open, sizeof open } };
 		return writev(fd, mine, 2);
@@ -201,29 +206,74 @@ static ssize_t wire_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return writev(fd, iov, count);
 }
 
-void wire_start(struct ggufs *fs, struct fuse_session *se)
+bool compat_start(struct fuse_session *se)
 {
-	if (!fs->pt.wanted && !fs->edits)
-		return;
 	static const struct fuse_custom_io io = { .read = wire_read, .writev = wire_writev };
-	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0)
-		return;
-	if (fs->pt.wanted)
-		passthrough_refuse(fs, "libfuse would not let ggufs see its replies "
-		                   "(fuse_session_custom_io)");
-	/* with edits, INIT never asks for shared mappings then: ENODEV, said at INIT */
-	if (fs->edits)
-		log_errf("metadata/, gguf.json and summary.txt map privately only (a shared "
-		         "mapping is ENODEV): libfuse would not let ggufs see its replies");
+	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)) == 0) {
+		atomic_store(&seen, true);
+		return true;
+	}
+	atomic_store(&refused, "libfuse would not let ggufs see its replies "
+	             "(fuse_session_custom_io)");
+	return false;
 }
 
-void wire_open_reply(uint32_t open_flags, int32_t backing_id)
+bool compat_capable(enum compat_cap cap)
 {
-	current_open_flags = open_flags;
-	current_backing_id = backing_id;
+	if (!atomic_load(&seen) || current_opcode != WIRE_OP_INIT || !current_init_flags2)
+		return false;
+	if (cap == COMPAT_CAP_PASSTHROUGH)
+		return current_init.minor >= WIRE_MINOR_PASSTHROUGH &&
+		       (current_init.flags2 & WIRE_PASSTHROUGH_FLAGS2);
+	return current_init.flags2 & WIRE_DIO_ALLOW_MMAP_FLAGS2;
 }
 
-bool wire_read_fills_cache(void)
+uint32_t compat_kernel_minor(void)
+{
+	return current_opcode == WIRE_OP_INIT ? current_init.minor : 0;
+}
+
+void compat_want(enum compat_cap cap)
+{
+	if (compat_capable(cap))
+		wanted |= cap;
+}
+
+void compat_want_stack_depth(uint32_t depth)
+{
+	wanted_depth = depth;
+}
+
+const char *compat_refused(void)
+{
+	return atomic_load(&refused);
+}
+
+int compat_passthrough_open(struct fuse_session *se, int fd)
+{
+	struct wire_backing_map map = { .fd = fd };
+	int id = ioctl(fuse_session_fd(se), WIRE_IOC_BACKING_OPEN, &map);
+	if (id < 0)
+		return -errno;
+	return id > 0 ? id : -EINVAL;
+}
+
+int compat_passthrough_close(struct fuse_session *se, int32_t backing_id)
+{
+	uint32_t id = (uint32_t)backing_id;
+	return ioctl(fuse_session_fd(se), WIRE_IOC_BACKING_CLOSE, &id) == 0 ? 0 : -errno;
+}
+
+int compat_reply_open(fuse_req_t req, const struct fuse_file_info *fi, int32_t backing_id)
+{
+	if (backing_id > 0 && atomic_load(&seen)) {
+		reply_backing_id = backing_id;
+		reply_open_flags = WIRE_FOPEN_PASSTHROUGH | (fi->direct_io ? WIRE_FOPEN_DIRECT_IO : 0);
+	}
+	return fuse_reply_open(req, fi);
+}
+
+bool compat_read_fills_cache(void)
 {
 	return current_fills_cache;
 }
