@@ -21,6 +21,7 @@
 
 #include "library.h"
 #include "model.h"
+#include "name_list.h"
 #include "open_name.h"
 
 #define TINY TEST_DATA "/tinyllama-q4km.gguf"
@@ -214,6 +215,68 @@ static void test_hub_library(void **state)
 	env_vars[0] = NULL;
 }
 
+/* A copy of the tiny model at path. */
+static void copy_tiny(const char *path)
+{
+	FILE *in = fopen(TINY, "rb"), *out = fopen(path, "wb");
+	assert_non_null(in);
+	assert_non_null(out);
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+		assert_int_equal(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	assert_int_equal(fclose(out), 0);
+}
+
+static void test_name_list(void **state)
+{
+	(void)state;
+	char dir[256], p[320], err[GGUF_ERR_MAX], *shown;
+	snprintf(dir, sizeof dir, "%s/list", scratch_dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(p, sizeof p, "%s/z", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof p, "%s/z/b.gguf", dir);
+	copy_tiny(p);
+	snprintf(p, sizeof p, "%s/a.gguf", dir);
+	copy_tiny(p);
+	snprintf(p, sizeof p, "%s/notes.txt", dir);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fclose(f);
+	env_vars[0] = "HOME=/nonexistent";
+	/* one model, a folder of two (in the library's order), a bucket without credentials */
+	const char *names[] = { TINY, dir, "s3://bucket/pre/" };
+	const struct open_name_opts o = test_opts();
+	struct name_list l;
+	assert_true(name_list_make(&l, names, 3, &o, err));
+	assert_int_equal(l.n, 4);
+	assert_int_equal(l.n_libs, 1);
+	assert_ptr_equal(l.items[0].name, TINY);
+	const char *want[] = { "/a.gguf", "/z/b.gguf" };
+	for (size_t i = 1; i <= 2; i++) {
+		assert_non_null(l.items[i].lib);
+		struct ggufs_model *m = name_list_open(&l, i, &o, &shown, err);
+		assert_non_null(m);
+		assert_null(shown);
+		/* named as a single mount of the file is: its path */
+		snprintf(p, sizeof p, "%s%s", dir, want[i - 1]);
+		char *real = realpath(p, NULL);
+		assert_non_null(real);
+		assert_string_equal(m->path, real);
+		free(real);
+		model_close(m);
+	}
+	/* the bucket is one item, its refusal */
+	assert_null(l.items[3].name);
+	assert_null(l.items[3].lib);
+	assert_non_null(l.items[3].error);
+	assert_non_null(strstr(l.items[3].error, "s3://bucket/pre/"));
+	name_list_free(&l);
+	env_vars[0] = NULL;
+}
+
 int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest tests[] = {
@@ -226,6 +289,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_quant_tag),
 		cmocka_unit_test(test_s3_names),
 		cmocka_unit_test(test_hub_library),
+		cmocka_unit_test(test_name_list),
 	};
 	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
 }
