@@ -49,14 +49,12 @@ static struct remote_opts open_name_remote_opts(const struct open_name_opts *o)
 
 /* What the hub's API is reached with for o (hub_http_make: $HF_ENDPOINT, o's token or
  * $HF_TOKEN), and o's remote options into ro, which a hub library's files are read with
- * (o->cache_dir as given). False with one line in err. */
+ * (the disk cache as for any remote model: -o cache_dir=none is none, not a folder of
+ * that name). False with one line in err. */
 static bool open_name_hub_access(const struct open_name_opts *o, struct hub_http *http,
                                  struct remote_opts *ro, char err[GGUF_ERR_MAX])
 {
-	*ro = (struct remote_opts){ .cafile = o->cafile, .timeout = o->timeout,
-	                            .cache_size = o->cache_size, .cache_dir = o->cache_dir,
-	                            .cache_max = o->cache_max,
-	                            .waiting = o->waiting, .waiting_arg = o->waiting_arg };
+	*ro = open_name_remote_opts(o);
 	return hub_http_make(http, open_name_env(o, "HF_ENDPOINT"), o->token_file,
 	                     open_name_env(o, "HF_TOKEN"), o->cafile, o->timeout, ro, err);
 }

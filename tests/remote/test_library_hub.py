@@ -199,6 +199,28 @@ class HubLibrary(unittest.TestCase):
         # the very URLs the mount fetched, and no other
         self.assertEqual(fetched(), served)
 
+    def test_cache_dir_none(self):
+        """-o cache_dir=none keeps no disk cache for a hub library's models, as for any
+        remote model (it kept one in a folder called "none" of the working directory:
+        /none for a mount, which works in "/")."""
+        cwd = os.getcwd()
+        work = os.path.join(self.tmp, "cwd")
+        os.mkdir(work)
+        os.chdir(work)
+        try:
+            r = self.run_env(["--check", "-o", "cache_dir=none", "hf://owner/repo"])
+        finally:
+            os.chdir(cwd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.listdir(work), [])
+        # a mount: while a model is built, the daemon holds no file of a disk cache
+        with EnvMount("hf://owner/repo", ["-o", "cache_dir=none"], env=self.env()) as m:
+            self.assertEqual(gm.read_file(m.p("Tiny-Q8_0", "metadata", "general.architecture")),
+                             b"eight\n")
+            fds = "/proc/%d/fd" % m.proc.pid
+            held = [os.readlink(os.path.join(fds, f)) for f in os.listdir(fds)]
+            self.assertFalse([h for h in held if "/none/" in h or h.endswith("/none")], held)
+
     def test_quant_and_blob(self):
         with EnvMount("hf://owner/repo:q8_0", env=self.env()) as m:
             self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"eight\n")
