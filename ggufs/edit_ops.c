@@ -57,6 +57,17 @@ static void invalidate(struct ggufs *fs, uint64_t ino)
 		fuse_lowlevel_notify_inval_inode(fs->se, files[i], pages, 0);
 }
 
+/* h (locked) no longer holds a truncation closed and not yet made: written since, or
+ * its last close. */
+static void handle_truncation_gone(struct ggufs *fs, struct handle *h)
+{
+	h->only_truncated = false;
+	if (h->truncation_closed) {
+		h->truncation_closed = false;
+		tree_edits_truncation_made(fs->edits);
+	}
+}
+
 /* Replies to an edit that returned r: refused (err says why), or made: the kernel's
  * caches of what it changed invalidated (ino's, 0: only the lists) and 0 replied. */
 static void reply_edit(fuse_req_t req, int r, const char *err, uint64_t ino)
@@ -70,19 +81,32 @@ static void reply_edit(fuse_req_t req, int r, const char *err, uint64_t ino)
 }
 
 /* Makes the text written through h the value of the key of ino, when it was written
- * since (a truncation at open with nothing after it: only at the last close): 0 or
- * -errno, logged. */
+ * since: 0 or -errno, logged. A write refused (h->refused) makes nothing, and every
+ * close fails with its error again (said once, at the write). A truncation at open with
+ * nothing written after it is made at the last close (release) only, since a shell's
+ * "> KEY" closes a first descriptor before it writes through its copy; a close before
+ * that fails when the empty text would be refused (a number's), and otherwise has
+ * lookups wait for the last (tree_edits_settle), so that what follows close(2) sees
+ * it made. */
 static int handle_commit(struct ggufs *fs, struct handle *h, uint64_t ino, bool last)
 {
 	pthread_mutex_lock(&h->lock);
-	int r = 0;
-	if (h->dirty && (last || !h->only_truncated)) {
-		char err[GGUF_ERR_MAX];
+	int r = h->refused;
+	char err[GGUF_ERR_MAX];
+	if (r == 0 && h->dirty && !last && h->only_truncated) {
+		r = tree_edits_check(fs->edits, ino, edit_text_bytes(&h->text), h->text.len, err);
+		if (r == 0 && !h->truncation_closed) {
+			h->truncation_closed = true;
+			tree_edits_truncation_closed(fs->edits);
+		}
+	} else if (r == 0 && h->dirty) {
 		r = tree_edits_write(fs->edits, ino, edit_text_bytes(&h->text), h->text.len, err);
 		if (r < 0)
 			report_refused_edit(fs, r, err);
 		h->dirty = false;   /* refused or made: the next close has nothing new */
 	}
+	if (last)
+		handle_truncation_gone(fs, h);
 	pthread_mutex_unlock(&h->lock);
 	/* refused too: a shared mapping's pages may hold the text refused (fill_tree) */
 	invalidate(fs, ino);
@@ -263,10 +287,10 @@ static void setattr_with(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int 
 		uint64_t size = (uint64_t)attr->st_size;
 		if (h && h->writing) {
 			pthread_mutex_lock(&h->lock);
-			r = edit_text_resize(&h->text, size);
+			r = h->refused < 0 ? h->refused : edit_text_resize(&h->text, size);
 			if (r == 0) {
 				h->dirty = true;
-				h->only_truncated = false;
+				handle_truncation_gone(fs, h);
 			}
 			pthread_mutex_unlock(&h->lock);
 		} else {
@@ -501,27 +525,27 @@ static void write_with(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t s
 			fuse_reply_write(req, size);
 		return;
 	}
-	if (off < 0 || __builtin_add_overflow((uint64_t)off, (uint64_t)size, &end) ||
-	    end > EDIT_TEXT_MAX) {
-		fuse_reply_err(req, off < 0 ? EINVAL : EFBIG);
-		return;
-	}
+	struct ggufs *fs = fs_of(req);
 	pthread_mutex_lock(&h->lock);
-	int r = edit_text_write(&h->text, (uint64_t)off, buf, size);
-	if (r == 0) {
+	int r = h->refused;
+	char err[GGUF_ERR_MAX] = "";
+	if (r < 0) {   /* refused before: nothing after it is taken */
+	} else if (off < 0) {
+		r = -EINVAL;
+	} else if (__builtin_add_overflow((uint64_t)off, (uint64_t)size, &end) ||
+	           end > EDIT_TEXT_MAX) {
+		r = -EFBIG;
+	} else if ((r = edit_text_write(&h->text, (uint64_t)off, buf, size)) == 0) {
 		h->dirty = true;
-		h->only_truncated = false;
+		handle_truncation_gone(fs, h);
+		r = tree_edits_precheck(fs->edits, ino, edit_text_bytes(&h->text), h->text.len, err);
 	}
-	char err[GGUF_ERR_MAX];
-	if (r == 0 && (r = tree_edits_precheck(fs_of(req)->edits, ino, edit_text_bytes(&h->text),
-	                                       h->text.len, err)) < 0) {
-		h->dirty = false;   /* refused now; the close has nothing to make of it */
-		pthread_mutex_unlock(&h->lock);
-		reply_refused(req, r, err);
-		return;
-	}
+	if (r < 0 && r != -ENOMEM)
+		h->refused = r;   /* the close fails with it too, and makes nothing */
 	pthread_mutex_unlock(&h->lock);
-	if (r < 0)
+	if (r < 0 && err[0])   /* the precheck's refusal, said once */
+		reply_refused(req, r, err);
+	else if (r < 0)
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_write(req, size);

@@ -27,6 +27,15 @@ struct scratch_file *scratch_of(const struct ggufs *fs, uint64_t ino)
 	       scratch_by_ino(tree_edits_scratch(fs->edits), ino) : NULL;
 }
 
+/* With edits, waits for a truncation just closed to be made (tree_edits_settle), so
+ * that a lookup, stat or open right after a close sees what it made; not with -s, whose
+ * one thread is the one that would make it. */
+static void settle(struct ggufs *fs)
+{
+	if (fs->edits && !fs->single_thread)
+		tree_edits_settle(fs->edits);
+}
+
 /* The node of ino in t, or NULL after replying ENOENT (the kernel only asks for inodes
  * we gave it, or a key deleted since). */
 const struct tree_node *node_or_reply(fuse_req_t req, const struct tree *t, fuse_ino_t ino)
@@ -42,11 +51,15 @@ const struct tree_node *node_or_reply(fuse_req_t req, const struct tree *t, fuse
 const struct tree_node *take_node(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino,
                                   struct tree **t)
 {
-	*t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, *t, ino);
-	if (!n)
-		drop_tree(fs, *t);
-	return n;
+	if (!fs->edits) {
+		*t = fs->tree;
+		return node_or_reply(req, *t, ino);
+	}
+	settle(fs);
+	*t = tree_edits_holding(fs->edits, ino);
+	if (!*t)
+		fuse_reply_err(req, tree_ino_is_model(ino) ? ESTALE : ENOENT);
+	return *t ? tree_node(*t, ino) : NULL;
 }
 
 /* The directory of ino, or NULL after replying ENOENT or ENOTDIR. */
@@ -123,6 +136,7 @@ void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ggufs *fs = fs_of(req);
+	settle(fs);
 	struct tree *t = take_tree(fs);
 	const struct tree_node *dir = dir_or_reply(req, t, parent);
 	if (dir) {
@@ -174,8 +188,9 @@ static void getattr_with(fuse_req_t req, fuse_ino_t ino, struct handle *h)
 		fuse_reply_attr(req, &st, 0);
 		return;
 	}
-	struct tree *t = h ? tree_hold(h->tree) : take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
+	struct tree *t = NULL;
+	const struct tree_node *n = h ? node_or_reply(req, t = tree_hold(h->tree), ino) :
+	                            take_node(req, fs, ino, &t);
 	if (n) {
 		struct stat st;
 		fill_stat(fs, t, n, &st);
@@ -185,7 +200,7 @@ static void getattr_with(fuse_req_t req, fuse_ino_t ino, struct handle *h)
 	}
 	if (h)
 		tree_release(t);
-	else
+	else if (n)
 		drop_tree(fs, t);
 }
 
@@ -453,12 +468,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	struct tree *t = take_tree(fs);
-	const struct tree_node *n = node_or_reply(req, t, ino);
-	char *buf = n && size ? malloc(size) : NULL;
-	if (n && size && !buf) {
+	struct tree *t;
+	const struct tree_node *n = take_node(req, fs, ino, &t);
+	if (!n)
+		return;
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
-	} else if (n) {
+	} else {
 		int64_t r = n->kind == TREE_ROOT ? counters_get(fs, name, buf, size) : -ENOENT;
 		if (n->kind == TREE_MODEL && strcmp(name, PASSTHROUGH_XATTR) == 0)
 			r = passthrough_xattr(fs, t, buf, size);

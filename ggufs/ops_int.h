@@ -63,6 +63,11 @@ struct handle {
 	bool writing;
 	bool key_writer;        /* holds one of EDIT_WRITERS_MAX */
 	bool dirty;             /* written since the last commit */
+	int refused;            /* -errno of a write refused (EFBIG, EINVAL), else 0: sticky,
+	                         * nothing written after it is taken, and the close fails
+	                         * with it, making nothing of the text */
+	bool truncation_closed; /* only_truncated, and a close has been seen
+	                         * (tree_edits_truncation_closed): made at the last */
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
 	                         * "> KEY" closes a first descriptor (its dup2) before it
 	                         * writes, so that truncation is made at the last close */
@@ -96,7 +101,11 @@ struct scratch_file *scratch_of(const struct ggufs *fs, uint64_t ino);
  * we gave it, or a key deleted since). */
 const struct tree_node *node_or_reply(fuse_req_t req, const struct tree *t, fuse_ino_t ino);
 /* The node of ino in the tree that serves the request now (into *t, held: drop it with
- * drop_tree), or NULL after replying ENOENT, with nothing held. */
+ * drop_tree), or NULL after replying, with nothing held. With edits: a truncation just
+ * closed made first (tree_edits_settle), and the tree that holds ino, an older state's
+ * when the current one has not got it (tree_edits_holding: model.gguf is one inode per
+ * state); none: ESTALE for a model.gguf (the kernel looks its name up again), else
+ * ENOENT (the kernel only asks for inodes we gave it, or a key deleted since). */
 const struct tree_node *take_node(fuse_req_t req, struct ggufs *fs, fuse_ino_t ino,
                                   struct tree **t);
 /* Fills st for node n of t (ops.c says how). */

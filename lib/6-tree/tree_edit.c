@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "edits_file.h"
 #include "edit_text.h"
@@ -105,6 +107,12 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 		goto oom;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_mutex_init(&e->cur_lock, NULL);
+	pthread_mutex_init(&e->settle_lock, NULL);
+	pthread_condattr_t ca;   /* settle's deadline is on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->settled, &ca);
+	pthread_condattr_destroy(&ca);
 	e->base = base;
 	if (!(e->scratch = scratch_new()))
 		goto oom;
@@ -149,12 +157,17 @@ void tree_edits_close(struct tree_edits *e)
 	if (!e)
 		return;
 	tree_release(e->cur);
+	for (uint64_t i = 0; i < e->n_past; i++)
+		tree_release(e->past[i].t);
+	free(e->past);
 	free(e->declared);
 	for (uint64_t i = 0; i < e->n_gone; i++)
 		ov_key_drop(&e->gone[i]);
 	scratch_free(e->scratch);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->cur_lock);
+	pthread_mutex_destroy(&e->settle_lock);
+	pthread_cond_destroy(&e->settled);
 	edits_store_close(e->store);
 	free(e);
 }
@@ -180,6 +193,137 @@ struct tree *tree_edits_current(struct tree_edits *e)
 	struct tree *t = tree_hold(e->cur);
 	pthread_mutex_unlock(&e->cur_lock);
 	return t;
+}
+
+/* The states before the current one that are kept whether an open file holds them or
+ * not (tree_edits_holding): the kernel opens a name it looked up a moment before, and
+ * edits may come in between. The last PAST_KEPT always; up to PAST_YOUNG of them for
+ * PAST_YOUNG_MS after they stopped being current (a reader stalled between its lookup
+ * and its open on a loaded machine, while edits go on; this bounds what they hold:
+ * PAST_YOUNG states, each 0.1 to 9 MB for 100 to 100,000 keys). The kernel retries an
+ * open that fails with ESTALE once, looking the name up again. */
+#define PAST_KEPT 2
+#define PAST_YOUNG 8
+#define PAST_YOUNG_MS 1000
+
+/* True when state i of e's past (of n) is to be kept at now (cur_lock held). A tree that
+ * past alone holds (its count 1) cannot be taken again but from past, under cur_lock,
+ * so dropping it races with nothing. */
+static bool keep_past(const struct tree_edits *e, uint64_t i, struct timespec now)
+{
+	uint64_t from_end = e->n_past - i;
+	if (from_end <= PAST_KEPT || atomic_load(&e->past[i].t->refs) > 1)
+		return true;
+	const struct timespec *u = &e->past[i].until;
+	return from_end <= PAST_YOUNG &&
+	       (now.tv_sec < u->tv_sec || (now.tv_sec == u->tv_sec && now.tv_nsec < u->tv_nsec));
+}
+
+/* Makes t current, the tree current until now (our reference) one of the states
+ * before, and lets go of those keep_past does not keep; they are released after
+ * cur_lock (freeing one may take a while). Lock held: commits alone change past. Out of
+ * memory, the old tree is released at once (looked up no more) or nothing is dropped
+ * this time. */
+static void swap_current(struct tree_edits *e, struct tree *t)
+{
+	/* allocated before cur_lock, and past's array replaced under it: readers walk it */
+	uint64_t n = e->n_past, cap = n < e->cap_past ? e->cap_past : (n ? 2 * n : 8);
+	struct tree **drop = malloc((n + 1) * sizeof *drop);
+	struct past *grown = cap != e->cap_past ? malloc(cap * sizeof *grown) : NULL;
+	struct past *was = NULL;
+	uint64_t n_drop = 0;
+	struct timespec now, until;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	until = now;
+	until.tv_sec += PAST_YOUNG_MS / 1000;
+	until.tv_nsec += (long)(PAST_YOUNG_MS % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&e->cur_lock);
+	struct tree *old = e->cur;
+	e->cur = t;
+	if (grown) {
+		if (n)
+			memcpy(grown, e->past, n * sizeof *grown);
+		was = e->past;
+		e->past = grown;
+		e->cap_past = cap;
+	}
+	if (e->n_past < e->cap_past)
+		e->past[e->n_past++] = (struct past){ .t = old, .until = until };
+	else if (drop)
+		drop[n_drop++] = old;
+	if (drop) {
+		uint64_t w = 0;
+		for (uint64_t i = 0; i < e->n_past; i++) {
+			if (keep_past(e, i, now))
+				e->past[w++] = e->past[i];
+			else
+				drop[n_drop++] = e->past[i].t;
+		}
+		e->n_past = w;
+	}
+	bool kept = e->n_past && e->past[e->n_past - 1].t == old;
+	pthread_mutex_unlock(&e->cur_lock);
+	if (!kept && !drop)
+		tree_release(old);
+	for (uint64_t i = 0; i < n_drop; i++)
+		tree_release(drop[i]);
+	free(drop);
+	free(was);
+}
+
+struct tree *tree_edits_holding(struct tree_edits *e, uint64_t ino)
+{
+	/* the current tree's node outside cur_lock: gguf.json's is sized when first asked
+	 * for, which renders it */
+	struct tree *t = tree_edits_current(e);
+	if (tree_node(t, ino))
+		return t;
+	tree_release(t);
+	t = NULL;
+	pthread_mutex_lock(&e->cur_lock);
+	for (uint64_t i = e->n_past; !t && i-- > 0;)
+		if (tree_node(e->past[i].t, ino))
+			t = tree_hold(e->past[i].t);
+	pthread_mutex_unlock(&e->cur_lock);
+	return t;
+}
+
+void tree_edits_truncation_closed(struct tree_edits *e)
+{
+	pthread_mutex_lock(&e->settle_lock);
+	e->truncations++;
+	clock_gettime(CLOCK_MONOTONIC, &e->truncation_time);
+	pthread_mutex_unlock(&e->settle_lock);
+}
+
+void tree_edits_truncation_made(struct tree_edits *e)
+{
+	pthread_mutex_lock(&e->settle_lock);
+	if (e->truncations && --e->truncations == 0)
+		pthread_cond_broadcast(&e->settled);
+	pthread_mutex_unlock(&e->settle_lock);
+}
+
+void tree_edits_settle(struct tree_edits *e)
+{
+	pthread_mutex_lock(&e->settle_lock);
+	if (e->truncations) {
+		struct timespec until = e->truncation_time;
+		until.tv_sec += EDIT_SETTLE_MS / 1000;
+		until.tv_nsec += (long)(EDIT_SETTLE_MS % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (e->truncations &&
+		       pthread_cond_timedwait(&e->settled, &e->settle_lock, &until) == 0) {
+		}
+	}
+	pthread_mutex_unlock(&e->settle_lock);
 }
 
 /* Makes s (the next state, ours) current: its tree built, FILE written, then the swap.
@@ -211,11 +355,7 @@ int edit_commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MAX]
 		tree_release(t);
 		return r;
 	}
-	pthread_mutex_lock(&e->cur_lock);
-	struct tree *old = e->cur;
-	e->cur = t;
-	pthread_mutex_unlock(&e->cur_lock);
-	tree_release(old);
+	swap_current(e, t);
 	return 0;
 }
 
@@ -296,9 +436,9 @@ int edit_parse_bounded(const char *text, uint64_t len, const struct value_type *
 	return parse_value(text, len, t, b, why) < 0 ? -EINVAL : 0;
 }
 
-/* Sets key k of cur to text parsed as type t. Lock held. */
+/* Sets key k of cur to text parsed as type t (with dry, only parses it). Lock held. */
 static int set_text(struct tree_edits *e, uint64_t k, const struct value_type *t,
-                    const char *text, uint64_t len, char err[GGUF_ERR_MAX])
+                    const char *text, uint64_t len, bool dry, char err[GGUF_ERR_MAX])
 {
 	const struct tree *cur = e->cur;
 	char why[GGUF_ERR_MAX];
@@ -308,7 +448,7 @@ static int set_text(struct tree_edits *e, uint64_t k, const struct value_type *t
 		edit_key_err(cur, k, why, err);
 		return r;
 	}
-	if (!ov_value_equal(&b.v, &cur->m->meta->kv[k].value)) {
+	if (!dry && !ov_value_equal(&b.v, &cur->m->meta->kv[k].value)) {
 		struct ov_state *s = ov_set(cur->state, k, &b.v);
 		r = edit_commit_key(e, s, k, err);
 	}
@@ -316,8 +456,9 @@ static int set_text(struct tree_edits *e, uint64_t k, const struct value_type *t
 	return r;
 }
 
-int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
-                     char err[GGUF_ERR_MAX])
+/* tree_edits_write, or with dry tree_edits_check. */
+static int write_text(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
+                      bool dry, char err[GGUF_ERR_MAX])
 {
 	pthread_mutex_lock(&e->lock);
 	const struct tree *cur = e->cur;
@@ -337,10 +478,22 @@ int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint6
 		edit_key_err(cur, k, "a value of an unknown type cannot be written", err);
 		r = -EINVAL;
 	} else {
-		r = set_text(e, k, &t, text, len, err);
+		r = set_text(e, k, &t, text, len, dry, err);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return r;
+}
+
+int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
+                     char err[GGUF_ERR_MAX])
+{
+	return write_text(e, ino, text, len, false, err);
+}
+
+int tree_edits_check(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
+                     char err[GGUF_ERR_MAX])
+{
+	return write_text(e, ino, text, len, true, err);
 }
 
 /* The range of integer type t: its largest value, and the magnitude of its smallest
@@ -460,7 +613,7 @@ int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, ui
 		 * 0, false, an empty array; what is written next is parsed as that type */
 		const char *zero = t.depth ? "" : t.leaf == GGUF_TYPE_BOOL ? "false" :
 		                   t.leaf == GGUF_TYPE_STRING ? "" : "0";
-		r = set_text(e, k, &t, zero, strlen(zero), err);
+		r = set_text(e, k, &t, zero, strlen(zero), false, err);
 	} else {
 		/* the text it shows, parsed as the new type */
 		const struct gguf_value *v = &cur->m->meta->kv[k].value;
@@ -473,7 +626,7 @@ int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, ui
 		} else {
 			struct sink s = sink_window(buf, 0, c.pos);
 			render_value(&s, v);
-			r = set_text(e, k, &t, buf, c.pos, err);
+			r = set_text(e, k, &t, buf, c.pos, false, err);
 			free(buf);
 		}
 	}

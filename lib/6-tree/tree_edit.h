@@ -38,10 +38,36 @@ void tree_edits_set_commit_hook(struct tree_edits *e, void (*hook)(void *), void
  * build and save): only for the swap of one pointer. */
 struct tree *tree_edits_current(struct tree_edits *e);
 
+/* The tree, held (tree_release it), that holds file ino: the current one when it has
+ * it, else the newest older state that has it and that an open file still holds, or one
+ * of the last states, held or not (two always, eight for a second after they stopped
+ * being current: a lookup answered just before edits, whose open comes after them).
+ * NULL when none has it: a file of a state gone, whose name is to be looked up again
+ * (model.gguf is a new inode in each state, tree_ino.h), or no file at all. */
+struct tree *tree_edits_holding(struct tree_edits *e, uint64_t ino);
+
+/* A truncation by a writer closed but not yet made: a shell's "> KEY" closes a first
+ * descriptor before it writes through its copy, so a truncation with nothing written is
+ * made only at the last close, after close(2) has returned. Until as many
+ * tree_edits_truncation_made, tree_edits_settle waits for it. */
+void tree_edits_truncation_closed(struct tree_edits *e);
+void tree_edits_truncation_made(struct tree_edits *e);
+/* Waits until every truncation closed is made, but at most EDIT_SETTLE_MS after the last
+ * one closed (a descriptor that stays open without writing is not waited for longer):
+ * a stat or read right after close(2) then sees what the close made. Never waits when
+ * there is none. */
+#define EDIT_SETTLE_MS 1000
+void tree_edits_settle(struct tree_edits *e);
+
 /* The value of the key of file ino becomes text parsed by the key's type (parse_value.h);
  * EINVAL when it does not parse. Text that is exactly the key's rendering changes
  * nothing, so a copy out and back is always a no-op (even for a NaN's payload). */
 int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
+                     char err[GGUF_ERR_MAX]);
+/* Whether text would become the key's value, as tree_edits_write would make it (or
+ * leave it, being its rendering), without making it: 0, or the -errno with err that
+ * tree_edits_write would return short of saving FILE. */
+int tree_edits_check(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
                      char err[GGUF_ERR_MAX]);
 /* Whether text could still become a value of the key's type once more is written: a
  * number or bool whose text already holds a byte no such text has, or is longer than

@@ -24,6 +24,20 @@ struct tree_edits {
 	                             * reader takes, never held across a commit */
 	struct tree *base;          /* the model's own metadata (borrowed) */
 	struct tree *cur;           /* the current tree (one reference is ours) */
+	/* the trees that were current before (one reference each is ours, under cur_lock),
+	 * oldest first, each with when it stopped being current: an inode the kernel was
+	 * given in an older state (model.gguf is one per state) is answered from the state
+	 * that has it (tree_edits_holding) while an open file still holds it, or for a
+	 * while after, held or not (a lookup just answered, whose open comes after the
+	 * next edits: tree_edit.c keep_past) */
+	struct past { struct tree *t; struct timespec until; } *past;
+	uint64_t n_past, cap_past;
+	/* truncations closed but not yet made (tree_edits_truncation_closed), the time of
+	 * the last one, and the signal of each made: settle_lock guards them */
+	pthread_mutex_t settle_lock;
+	pthread_cond_t settled;
+	uint64_t truncations;
+	struct timespec truncation_time;
 	void (*commit_hook)(void *);   /* for tests: called inside each commit */
 	void *commit_hook_ctx;
 	struct edits_store *store;  /* FILE */

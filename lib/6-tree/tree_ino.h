@@ -22,6 +22,7 @@
 #ifndef GGUFS_TREE_INO_H
 #define GGUFS_TREE_INO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define TREE_ROOT_INO 1
@@ -36,6 +37,12 @@
 #define TREE_MODEL_STATE_INO (UINT64_C(1) << 40)
 /* metadata/'s scratch files (scratch.h): TREE_SCRATCH_INO + n for the n-th made */
 #define TREE_SCRATCH_INO (UINT64_C(1) << 41)
+
+/* True when ino is model.gguf's in some edit state (the model's own, or a state's). */
+static inline bool tree_ino_is_model(uint64_t ino)
+{
+	return ino == TREE_MODEL_INO || (ino >= TREE_MODEL_STATE_INO && ino < TREE_SCRATCH_INO);
+}
 
 /* The number of metadata key id (overlay.h ids: below n_orig, the file's own keys in
  * file order; from n_orig on, keys created by edits) in a model of n_orig keys and n_t

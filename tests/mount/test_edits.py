@@ -725,6 +725,12 @@ class Edits(gm.EditsCase):
                 with self.assertRaises(OSError) as e:
                     os.pwrite(fd, b"x", 64 << 20)
                 self.assertEqual(e.exception.errno, errno.EFBIG)
+            finally:   # a refused write fails its close too (test_edits_closes.py)
+                with self.assertRaises(OSError) as e:
+                    os.close(fd)
+                self.assertEqual(e.exception.errno, errno.EFBIG)
+            fd = os.open(k, os.O_WRONLY)
+            try:
                 os.pwrite(fd, b"y", (64 << 20) - 1 - 8)   # up to the bound is fine
                 os.ftruncate(fd, 5)
             finally:

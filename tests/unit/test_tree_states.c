@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -263,5 +266,134 @@ static void test_value_edits_share_nodes(void **state)
 	fixture_close(&f);
 }
 
+/* Writes text to metadata/name of e: tree_edits_write's result. */
+static int write_key(struct tree_edits *e, const char *name, const char *text)
+{
+	char err[GGUF_ERR_MAX];
+	return tree_edits_write(e, key_ino(e, name), text, strlen(text), err);
+}
+
+/* model.gguf is a new inode in each state (issue 38 item 1): tree_edits_holding answers
+ * an older state's from that state while something holds it, and for the last states
+ * whether held or not (two always, eight for a second); once no one holds an older one
+ * and it is past those, the next edit lets it go (NULL: the kernel is told ESTALE and
+ * looks the name up again). A key's inode is the current tree's. */
+static void test_older_states_held(void **state)
+{
+	(void)state;
+	struct states_fixture f;
+	fixture_open(&f, "/tmp/ggufs-held-XXXXXX", "keys.gguf", write_many_keys, 4);
+	struct tree *first = tree_edits_current(f.e);
+	uint64_t first_model = tree_model_ino(first);
+	char text[16];
+	for (int i = 0; i < 5; i++) {
+		snprintf(text, sizeof text, "%d\n", 100 + i);
+		assert_int_equal(write_key(f.e, "k.0000", text), 0);
+	}
+	struct tree *now = tree_edits_current(f.e);
+	assert_int_not_equal(tree_model_ino(now), first_model);
+	struct tree *t = tree_edits_holding(f.e, first_model);
+	assert_ptr_equal(t, first);   /* held by us: answered from it */
+	tree_release(t);
+	t = tree_edits_holding(f.e, key_ino(f.e, "k.0001"));
+	assert_ptr_equal(t, now);
+	tree_release(t);
+	tree_release(now);
+	/* the state before the current one, held by no one: kept for a lookup just made */
+	assert_int_equal(write_key(f.e, "k.0000", "7\n"), 0);
+	now = tree_edits_current(f.e);
+	uint64_t model_before = tree_model_ino(now);
+	tree_release(now);
+	assert_int_equal(write_key(f.e, "k.0000", "8\n"), 0);
+	t = tree_edits_holding(f.e, model_before);
+	assert_non_null(t);
+	assert_int_equal(tree_model_ino(t), model_before);
+	tree_release(t);
+	/* let go of: kept for a while (8 states, 1 s), then gone at the next edits */
+	tree_release(first);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(write_key(f.e, "k.0000", i % 2 ? "9\n" : "10\n"), 0);
+	t = tree_edits_holding(f.e, model_before);
+	assert_non_null(t);   /* young */
+	tree_release(t);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(write_key(f.e, "k.0000", i % 2 ? "9\n" : "10\n"), 0);
+	assert_null(tree_edits_holding(f.e, first_model));
+	assert_null(tree_edits_holding(f.e, model_before));
+	assert_null(tree_edits_holding(f.e, TREE_MODEL_STATE_INO + 1000));
+	fixture_close(&f);
+}
+
+/* tree_edits_check says what tree_edits_write would, making nothing (issue 38 item 4:
+ * an empty number is refused at the close of a truncation). */
+static void test_check_makes_nothing(void **state)
+{
+	(void)state;
+	struct states_fixture f;
+	char err[GGUF_ERR_MAX];
+	fixture_open(&f, "/tmp/ggufs-check-XXXXXX", "keys.gguf", write_many_keys, 4);
+	uint64_t ino = key_ino(f.e, "k.0002");
+	struct tree *before = tree_edits_current(f.e);
+	assert_int_equal(tree_edits_check(f.e, ino, "", 0, err), -EINVAL);
+	assert_non_null(strstr(err, "k.0002"));
+	assert_int_equal(tree_edits_check(f.e, ino, "x\n", 2, err), -EINVAL);
+	assert_int_equal(tree_edits_check(f.e, ino, "77\n", 3, err), 0);
+	assert_int_equal(tree_edits_check(f.e, ino, "2\n", 2, err), 0);   /* its rendering */
+	struct tree *after = tree_edits_current(f.e);
+	assert_ptr_equal(after, before);   /* no new state */
+	tree_release(after);
+	tree_release(before);
+	fixture_close(&f);
+}
+
+/* Waits in tree_edits_settle (ctx: the edits), then says so. */
+static void *settler(void *ctx)
+{
+	tree_edits_settle(ctx);
+	return NULL;
+}
+
+/* The monotonic time in ms. */
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* tree_edits_settle (issue 38 item 3): returns at once with no truncation closed; waits
+ * for one closed until it is made; and for one never made, no longer than
+ * EDIT_SETTLE_MS after it closed. */
+static void test_settle_waits_for_truncations(void **state)
+{
+	(void)state;
+	struct states_fixture f;
+	fixture_open(&f, "/tmp/ggufs-settle-XXXXXX", "keys.gguf", write_many_keys, 2);
+	double t0 = now_ms();
+	tree_edits_settle(f.e);
+	assert_true(now_ms() - t0 < EDIT_SETTLE_MS / 2);
+	tree_edits_truncation_closed(f.e);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, settler, f.e), 0);
+	usleep(100 * 1000);
+	t0 = now_ms();
+	tree_edits_truncation_made(f.e);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_true(now_ms() - t0 < EDIT_SETTLE_MS / 2);
+	tree_edits_truncation_closed(f.e);   /* never made */
+	t0 = now_ms();
+	tree_edits_settle(f.e);
+	double waited = now_ms() - t0;
+	assert_true(waited > EDIT_SETTLE_MS * 0.8 && waited < EDIT_SETTLE_MS * 3);
+	t0 = now_ms();
+	tree_edits_settle(f.e);   /* its time is past: not waited for again */
+	assert_true(now_ms() - t0 < EDIT_SETTLE_MS / 2);
+	tree_edits_truncation_made(f.e);
+	fixture_close(&f);
+}
+
 UNIT_TESTS(cmocka_unit_test(test_states_share_tensors),
-           cmocka_unit_test(test_value_edits_share_nodes))
+           cmocka_unit_test(test_value_edits_share_nodes),
+           cmocka_unit_test(test_older_states_held),
+           cmocka_unit_test(test_check_makes_nothing),
+           cmocka_unit_test(test_settle_waits_for_truncations))
