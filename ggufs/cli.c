@@ -77,7 +77,8 @@ static const struct cli_option cli_options[] = {
 	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",
 	  .help = "model.gguf read by the kernel from the file (yes)" },
 	/* -o options of libfuse that matter here */
-	{ "allow_other", FUSE, .help = "let every user read the mount" },
+	{ "allow_other", .use = USE_BOTH, .offset = offsetof(struct options, allow_other),
+	  .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },
 	{ "auto_unmount", FUSE, .help = "unmount when ggufs exits, even if killed" },
 	{ "max_read=%u", .use = USE_BOTH, .offset = offsetof(struct options, max_read),

@@ -215,6 +215,8 @@ struct options {
 	int version;
 	int nonempty;        /* -o nonempty: mount over a non-empty directory */
 	unsigned max_read;   /* -o max_read=N, read here and passed on */
+	int allow_other;     /* -o allow_other, read here (a library confines its symlinks)
+	                      * and passed on */
 	int check;           /* --check: scan each operand, mount nothing */
 	const char **operands;   /* every operand in order (--check takes several) */
 	int n_operands;

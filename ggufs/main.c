@@ -112,6 +112,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 	struct open_name_opts oo = open_opts(o);
 	oo.cancelled = ggufs_ending;
 	oo.cancel_arg = fs;
+	oo.confine = o->allow_other;   /* other users read it: symlinks stay inside */
 	fs->library = open_name_library(o->model, kind, &oo, mountpoint, err);
 	fs->remote_library = kind != NAME_KIND_FOLDER;
 	if (!fs->library) {

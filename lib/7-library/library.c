@@ -10,10 +10,14 @@
 #include "evlog.h"
 #include "library_impl.h"
 
-static uint64_t ino_of(uint64_t slot, uint64_t low)
+static uint64_t ino_of(uint64_t no, uint64_t low)
 {
-	return slot << LIB_LOW_BITS | low;
+	return no << LIB_LOW_BITS | low;
 }
+
+/* A place freed waits behind at least this many others before it is taken again, so
+ * that its next number comes long after its last. */
+#define REUSE_AFTER 1024
 
 /* "a/b" of folder path a and name b ("b" at the root), malloc'ed, or NULL. */
 static char *join(const char *dir, const char *name)
@@ -40,13 +44,27 @@ static void slot_free(struct lib_slot *s)
 	free(s);
 }
 
-/* A new slot with the next number (under the lock), or NULL. */
-static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, const char *name,
-                                 const char *path, const char *src)
+/* The live slot numbered no (under the lock), or NULL: -ENOENT into *err for a number
+ * never given, -ESTALE for one whose slot was freed. */
+static struct lib_slot *slot_numbered(const struct library *lib, uint64_t no, int *err)
 {
-	if (lib->n_slots >= LIB_SLOTS_MAX)
+	const uint64_t place = no & (LIB_SLOTS_MAX - 1);
+	struct lib_slot *s = !(no >> LIB_NO_BITS) && place < lib->n_slots ? lib->slots[place] : NULL;
+	if (s && s->no == no)
+		return s;
+	*err = no >> LIB_NO_BITS || place >= lib->n_slots ? -ENOENT : -ESTALE;
+	return NULL;
+}
+
+/* A new slot in folder (NULL for the root) with the next number, holding nothing yet
+ * (under the lock), or NULL: out of memory, or every number given. */
+static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, const char *name,
+                                 const char *path, const char *src, struct lib_slot *folder)
+{
+	const bool reuse = lib->n_free > REUSE_AFTER || (lib->n_free && lib->n_slots == LIB_SLOTS_MAX);
+	if (!reuse && lib->n_slots == LIB_SLOTS_MAX)
 		return NULL;
-	if (lib->n_slots == lib->cap) {
+	if (!reuse && lib->n_slots == lib->cap) {
 		size_t cap = lib->cap ? 2 * lib->cap : 256;
 		struct lib_slot **s = realloc(lib->slots, cap * sizeof *s);
 		if (!s)
@@ -65,9 +83,71 @@ static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, c
 		slot_free(s);
 		return NULL;
 	}
-	s->no = lib->n_slots;
-	lib->slots[lib->n_slots++] = s;
+	if (reuse) {
+		s->no = lib->free_nos[lib->first_free];
+		lib->first_free = (lib->first_free + 1) % lib->cap_free;
+		lib->n_free--;
+	} else {
+		s->no = lib->n_slots++;
+	}
+	lib->slots[s->no & (LIB_SLOTS_MAX - 1)] = s;
+	s->folder = folder;
 	return s;
+}
+
+/* Frees the place of slot number no (under the lock): its next generation queued, to
+ * be taken after the others queued; a place whose generations are used up (or that
+ * cannot be queued, out of memory) is not taken again. */
+static void place_free(struct library *lib, uint64_t no)
+{
+	lib->slots[no & (LIB_SLOTS_MAX - 1)] = NULL;
+	const uint64_t next = no + LIB_SLOTS_MAX;
+	if (next >> LIB_NO_BITS)
+		return;
+	if (lib->n_free == lib->cap_free) {
+		size_t cap = lib->cap_free ? 2 * lib->cap_free : 1024;
+		uint32_t *q = malloc(cap * sizeof *q);
+		if (!q)
+			return;
+		for (size_t i = 0; i < lib->n_free; i++)
+			q[i] = lib->free_nos[(lib->first_free + i) % lib->cap_free];
+		free(lib->free_nos);
+		lib->free_nos = q;
+		lib->cap_free = cap;
+		lib->first_free = 0;
+	}
+	lib->free_nos[(lib->first_free + lib->n_free++) % lib->cap_free] = (uint32_t)next;
+}
+
+void lib_slot_hold(struct lib_slot *s)
+{
+	s->holds++;
+}
+
+void lib_slot_drop(struct library *lib, struct lib_slot *s)
+{
+	if (--s->holds)
+		return;
+	/* what it alone held is freed in turn, by a list rather than by recursion: a deep
+	 * folder does not make a deep stack */
+	s->next_free = NULL;
+	for (struct lib_slot *todo = s; todo; ) {
+		s = todo;
+		todo = s->next_free;
+		for (size_t i = 0; i < s->n_children; i++) {
+			struct lib_slot *c = s->children[i];
+			c->folder = NULL;
+			if (--c->holds == 0) {
+				c->next_free = todo;
+				todo = c;
+			}
+		}
+		if (s->state == MODEL_BUILT && s->users == 0)
+			lib->idle_built--;
+		lib_compares_forget(lib, s->no);
+		place_free(lib, s->no);
+		slot_free(s);
+	}
 }
 
 struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
@@ -83,13 +163,17 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	pthread_mutex_init(&lib->lock, NULL);
 	pthread_mutex_init(&lib->compare_lock, NULL);
 	pthread_cond_init(&lib->built, NULL);
-	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", "", "");
+	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", "", "", NULL);
+	if (root)
+		root->holds = 1;   /* the library's own */
 	struct lib_entry e;
 	int r = root ? src->ops->stat(src->ctx, "", &e) : -ENOMEM;
 	if (r == 0 && e.type != LIB_ENTRY_DIR)
 		r = -ENOTDIR;
 	if (r == 0) {
 		root->st = e.st;
+		root->dev = e.st.st_dev;
+		root->ino = e.st.st_ino;
 		root->parent = LIB_ROOT_INO;
 		r = lib_folder_list(lib, root, true, err);
 	} else {
@@ -109,6 +193,7 @@ void library_free(struct library *lib)
 	for (size_t i = 0; i < lib->n_slots; i++)
 		slot_free(lib->slots[i]);
 	free(lib->slots);
+	free(lib->free_nos);
 	lib_compares_free(lib);
 	lib->src->ops->free(lib->src->ctx);
 	free(lib->src);
@@ -135,6 +220,26 @@ static struct lib_slot *child_named(const struct lib_slot *f, const char *name)
 	return NULL;
 }
 
+/* Leaves out of e (n entries) the folders that are folder f itself or a folder above
+ * it, by device and inode (a symbolic link back up: x -> ., up -> ..): a walk that
+ * followed them would never end, as models.tsv's did. A source without inode numbers
+ * has no such links. The names left out are freed. */
+static void drop_loops(const struct lib_slot *f, struct lib_entry *e, size_t *n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < *n; i++) {
+		bool loop = false;
+		for (const struct lib_slot *a = f; e[i].type == LIB_ENTRY_DIR && e[i].st.st_ino &&
+		                                   a && !loop; a = a->folder)
+			loop = a->dev == e[i].st.st_dev && a->ino == e[i].st.st_ino;
+		if (loop)
+			free(e[i].name);
+		else
+			e[k++] = e[i];
+	}
+	*n = k;
+}
+
 int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char err[GGUF_ERR_MAX])
 {
 	const struct lib_source *src = lib->src;
@@ -146,6 +251,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	int r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
 	if (r < 0)
 		return r;
+	drop_loops(f, e, &n);
 	struct lib_name *names;
 	size_t n_names;
 	r = lib_names(e, n, f->no == 0, &names, &n_names);
@@ -160,10 +266,13 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		if (old && old->type == ln->type &&
 		    (ln->type == LIB_NODE_DIR || old->version == ln->version)) {
 			children[i] = old;
+			lib_slot_hold(old);
+			old->dev = le->st.st_dev;
+			old->ino = le->st.st_ino;
 			continue;
 		}
 		char *path = join(f->path, ln->name), *srcpath = join(f->src, le->name);
-		struct lib_slot *s = path && srcpath ? slot_new(lib, ln->type, ln->name, path, srcpath)
+		struct lib_slot *s = path && srcpath ? slot_new(lib, ln->type, ln->name, path, srcpath, f)
 		                                     : NULL;
 		free(path);
 		free(srcpath);
@@ -175,20 +284,31 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		s->version = ln->version;
 		s->first_version = le->version;
 		s->st = le->st;
+		s->dev = le->st.st_dev;
+		s->ino = le->st.st_ino;
 		s->files = ln->files;
 		children[i] = s;
+		lib_slot_hold(s);
 	}
+	/* the new listing holds its slots, then the old one lets go of its own: the slots of
+	 * versions gone are freed, unless in use */
+	struct lib_slot **drop = r == 0 ? f->children : children;
+	size_t n_drop = r == 0 ? f->n_children : n_names;
 	if (r == 0) {
-		free(f->children);
 		f->children = children;
 		f->n_children = n_names;
 		f->listed = true;
 		f->dir_version = version;
+		for (size_t i = 0; i < n_drop; i++)
+			if (child_named(f, drop[i]->name) != drop[i])
+				drop[i]->folder = NULL;
 	} else {
-		free(children);
 		snprintf(err, GGUF_ERR_MAX, "%s: out of memory listing the folder",
 		         *f->path ? f->path : "/");
 	}
+	for (size_t i = 0; drop && i < n_drop && drop[i]; i++)
+		lib_slot_drop(lib, drop[i]);
+	free(drop);
 	lib_names_free(names, n_names);
 	lib_entries_free(e, n);
 	return r;
@@ -211,7 +331,7 @@ static void trim(struct library *lib)
 		struct lib_slot *lru = NULL;
 		for (size_t i = 1; i < lib->n_slots; i++) {
 			struct lib_slot *s = lib->slots[i];
-			if (s->state == MODEL_BUILT && s->users == 0 && (!lru || s->last_used < lru->last_used))
+			if (s && s->state == MODEL_BUILT && s->users == 0 && (!lru || s->last_used < lru->last_used))
 				lru = s;
 		}
 		if (!lru)
@@ -225,12 +345,17 @@ static void trim(struct library *lib)
 	}
 }
 
-/* True when m is the version of the file that slot s was given for. */
-static bool same_file(const struct lib_slot *s, const struct ggufs_model *m)
+/* ctime too: a file rewritten in place with its size kept and its mtime put back (as
+ * cp -p, rsync and tar do) is another version, and a model rebuilt from it under the
+ * old numbers would name its keys by the old positions. */
+bool lib_same_file(const struct library *lib, const struct lib_slot *s,
+                   const struct ggufs_model *m)
 {
 	const struct stat *a = &s->st, *b = &m->st;
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+	return lib->src->pinned ||
+	       (a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	        a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	        a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec);
 }
 
 /* Builds model slot s unless it is (under the lock, which it drops while opening):
@@ -248,7 +373,7 @@ static void build(struct library *lib, struct lib_slot *s)
 	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
 	atomic_fetch_add(&lib->opened, 1);
 	struct tree *t = NULL;
-	bool stale = m && !lib->src->pinned && !same_file(s, m);
+	bool stale = m && !lib_same_file(lib, s, m);
 	if (m && !stale) {
 		/* the numbers of the tree must fit under the slot's compare/ (tree.h: four a
 		 * tensor) */
@@ -305,10 +430,10 @@ static void hold(struct library *lib, struct lib_slot *s, struct lib_ref *r)
 	r->held = true;
 }
 
-/* The folder holding slot s. */
-static struct lib_slot *folder_of(const struct library *lib, const struct lib_slot *s)
+/* The folder whose listing holds slot s, or NULL: s is of a version gone from it. */
+static struct lib_slot *folder_of(const struct lib_slot *s)
 {
-	return lib->slots[s->parent >> LIB_LOW_BITS];
+	return s->folder;
 }
 
 /* r for compare/ (low LIB_COMPARE_LOW) or compare/OTHER (above) of model slot s (under
@@ -324,11 +449,13 @@ static int compare_ref(struct library *lib, struct lib_slot *s, uint64_t low, st
 		r->kind = LIB_COMPARE_DIR;
 		return 0;
 	}
-	const uint64_t no = low - LIB_COMPARE_LOW - 1;
-	struct lib_slot *o = no < lib->n_slots ? lib->slots[no] : NULL;
-	if (!o || o == s || o->type != LIB_NODE_MODEL || o->parent != s->parent)
+	int err = -ENOENT;
+	struct lib_slot *o = slot_numbered(lib, low - LIB_COMPARE_LOW - 1, &err);
+	if (!o)
+		return err;
+	if (o == s || o->type != LIB_NODE_MODEL || o->parent != s->parent)
 		return -ENOENT;
-	if (child_named(folder_of(lib, s), o->name) != o)
+	if (!folder_of(s) || folder_of(o) != folder_of(s))
 		return -ESTALE;
 	r->kind = LIB_COMPARE;
 	r->other = o;
@@ -369,26 +496,60 @@ static int model_ref(struct library *lib, struct lib_slot *s, uint64_t low, bool
 	}
 }
 
-/* library_get under the lock. */
-static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct lib_ref *r)
+/* The kind of node low of slot s into r (under the lock, s held by r). */
+static int slot_ref(struct library *lib, struct lib_slot *s, uint64_t low, bool want_build,
+                    struct lib_ref *r)
 {
-	memset(r, 0, sizeof *r);
-	r->ino = ino;
-	uint64_t no = ino >> LIB_LOW_BITS, low = ino & LIB_LOW_MASK;
-	if (no >= lib->n_slots)
-		return -ENOENT;
-	struct lib_slot *s = lib->slots[no];
-	if (no == 0 && (low == LIB_TSV_INO || low == LIB_JSON_INO)) {
-		r->kind = low == LIB_TSV_INO ? LIB_TSV : LIB_JSON;
-		return 0;
-	}
-	r->slot = s;
 	if (s->type == LIB_NODE_MODEL)
 		return model_ref(lib, s, low, want_build, r);
 	if (low != 1)
 		return -ENOENT;
 	r->kind = s->type == LIB_NODE_DIR ? LIB_FOLDER : LIB_PLAIN;
 	return 0;
+}
+
+/* Lets go of what r holds (under the lock). */
+static void unref(struct library *lib, struct lib_ref *r)
+{
+	if (r->held && --r->slot->users == 0)
+		lib->idle_built++;
+	r->held = false;
+	if (!r->pinned)
+		return;
+	r->pinned = false;
+	if (r->other)
+		lib_slot_drop(lib, r->other);
+	lib_slot_drop(lib, r->slot);
+}
+
+/* library_get under the lock. The slot is held from the start: a build drops the lock,
+ * and a listing meanwhile may let go of the slot. */
+static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct lib_ref *r)
+{
+	memset(r, 0, sizeof *r);
+	r->ino = ino;
+	uint64_t no = ino >> LIB_LOW_BITS, low = ino & LIB_LOW_MASK;
+	if (no == 0 && (low == LIB_TSV_INO || low == LIB_JSON_INO)) {
+		r->kind = low == LIB_TSV_INO ? LIB_TSV : LIB_JSON;
+		return 0;
+	}
+	int ret = -ENOENT;
+	struct lib_slot *s = slot_numbered(lib, no, &ret);
+	if (!s)
+		return ret;
+	r->slot = s;
+	lib_slot_hold(s);
+	ret = slot_ref(lib, s, low, want_build, r);
+	if (ret == 0 && r->other)
+		lib_slot_hold(r->other);
+	if (ret == 0) {
+		r->pinned = true;
+		return 0;
+	}
+	r->other = NULL;
+	lib_slot_drop(lib, s);
+	r->slot = NULL;
+	return ret;
 }
 
 int library_get(struct library *lib, uint64_t ino, bool want_build, struct lib_ref *r)
@@ -409,6 +570,7 @@ static struct lib_slot *folder_child(struct library *lib, struct lib_slot *f, co
 	struct lib_slot *c = child_named(f, name);
 	if (!c || c->type == LIB_NODE_DIR)
 		return c;
+	/* f is held by the caller, and c by f's listing until the next */
 	struct lib_entry e;
 	const struct lib_source *src = lib->src;
 	if (src->ops->stat(src->ctx, c->src, &e) == 0 && e.version == c->first_version)
@@ -451,7 +613,8 @@ int library_lookup(struct library *lib, uint64_t parent, const char *name, struc
 	}
 	case LIB_COMPARE_DIR: {
 		/* another model of the folder as it is now */
-		struct lib_slot *c = folder_child(lib, folder_of(lib, p.slot), name);
+		struct lib_slot *f = folder_of(p.slot);
+		struct lib_slot *c = f ? folder_child(lib, f, name) : NULL;
 		ret = c && c->type == LIB_NODE_MODEL && c != p.slot
 		              ? get_locked(lib, ino_of(p.slot->no, LIB_COMPARE_LOW + 1 + c->no), false, r)
 		              : -ENOENT;
@@ -464,8 +627,7 @@ int library_lookup(struct library *lib, uint64_t parent, const char *name, struc
 	default:
 		ret = -ENOTDIR;
 	}
-	if (p.held && --p.slot->users == 0)
-		lib->idle_built++;
+	unref(lib, &p);
 out:
 	trim(lib);
 	pthread_mutex_unlock(&lib->lock);
@@ -474,24 +636,25 @@ out:
 
 void library_hold(struct library *lib, struct lib_ref *r)
 {
-	if (!r->held)
+	if (!r->pinned)
 		return;
 	pthread_mutex_lock(&lib->lock);
-	r->slot->users++;
+	if (r->held)
+		r->slot->users++;
+	lib_slot_hold(r->slot);
+	if (r->other)
+		lib_slot_hold(r->other);
 	pthread_mutex_unlock(&lib->lock);
 }
 
 void library_put(struct library *lib, struct lib_ref *r)
 {
-	if (!r->held)
+	if (!r->pinned && !r->held)
 		return;
 	pthread_mutex_lock(&lib->lock);
-	if (--r->slot->users == 0) {
-		lib->idle_built++;
-		trim(lib);
-	}
+	unref(lib, r);
+	trim(lib);
 	pthread_mutex_unlock(&lib->lock);
-	r->held = false;
 }
 
 /* Read bits of mode only, as the tree limits its own (tree_mode). */
@@ -581,8 +744,8 @@ static int list_compare(struct library *lib, struct lib_slot *s, struct lib_list
                         size_t *n)
 {
 	pthread_mutex_lock(&lib->lock);
-	struct lib_slot *f = folder_of(lib, s);
-	int ret = lib_folder_refresh(lib, f, false);
+	struct lib_slot *f = folder_of(s);
+	int ret = f ? lib_folder_refresh(lib, f, false) : -ESTALE;
 	struct lib_list_entry *e = ret == 0 ? calloc(f->n_children + 1, sizeof *e) : NULL;
 	if (ret == 0 && !e)
 		ret = -ENOMEM;
@@ -707,13 +870,13 @@ int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs
 void lib_slot_release(struct library *lib, struct lib_slot *s)
 {
 	struct lib_ref r = { .slot = s, .held = true };
-	library_put(lib, &r);
+	library_put(lib, &r);   /* the model's hold alone: the slot is its caller's */
 }
 
 int library_file_open(struct library *lib, const struct lib_ref *r, void **file)
 {
 	*file = NULL;
-	return lib->src->ops->open_file(lib->src->ctx, r->slot->src, file);
+	return lib->src->ops->open_file(lib->src->ctx, r->slot->src, r->slot->first_version, file);
 }
 
 int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off)
@@ -736,7 +899,7 @@ void library_counts(struct library *lib, uint64_t *opened, uint64_t *built)
 	pthread_mutex_lock(&lib->lock);
 	uint64_t b = 0;
 	for (size_t i = 1; i < lib->n_slots; i++)
-		b += lib->slots[i]->state == MODEL_BUILT;
+		b += lib->slots[i] && lib->slots[i]->state == MODEL_BUILT;
 	pthread_mutex_unlock(&lib->lock);
 	*opened = atomic_load(&lib->opened);
 	*built = b;

@@ -3,16 +3,24 @@
  * as folders, other files as themselves, and models.tsv / models.json at the root.
  * Nothing here knows FUSE; the source of listings and bytes is libsource.h's.
  *
- * Inode numbers: every folder, file and model the library has seen gets a slot number,
- * never reused in a mount; a node's number is slot << LIB_LOW_BITS | low, where low is
- * 1 for the folder, file or model directory itself and, inside a model, the model's own
- * tree inode number (tree.h: the model directory is the tree's root, 1), or 2 for the
- * `error` file of a model that does not parse. Slot 0 is the root: 1 itself, 2
+ * Inode numbers: every folder, file and model version the library holds gets a slot
+ * number, never given twice in a mount; a node's number is slot << LIB_LOW_BITS | low,
+ * where low is 1 for the folder, file or model directory itself and, inside a model, the
+ * model's own tree inode number (tree.h: the model directory is the tree's root, 1), or
+ * 2 for the `error` file of a model that does not parse. Slot 0 is the root: 1 itself, 2
  * models.tsv, 3 models.json. A model directory's compare/ is LIB_COMPARE_LOW and its
- * compare/OTHER LIB_COMPARE_LOW + 1 + OTHER's slot, above every number of the model's
- * tree. A model's tree numbers derive from its file, so a model
- * released and built again has the same numbers; a file replaced under the same name is
- * a new slot (a new version), as a file replaced by rename is a new inode.
+ * compare/OTHER LIB_COMPARE_LOW + 1 + OTHER's slot number, above every number of the
+ * model's tree. A model's tree numbers derive from its file, so a model released and
+ * built again has the same numbers; a file replaced under the same name is a new slot (a
+ * new version), as a file replaced by rename is a new inode.
+ *
+ * A slot number is a place in the slot table (LIB_INDEX_BITS) and that place's
+ * generation above it: a slot that no listing, open file or request holds any more (a
+ * version gone from its folder) is freed, and its place is taken again, long after,
+ * under the next generation; a place whose generations are used up is not taken again.
+ * So memory follows the versions the folders hold now, and a number the kernel may
+ * still hold (a cwd in a folder removed) names nothing, ESTALE, rather than another
+ * file.
  *
  * Lazy and bounded: listing a folder reads its source listing only; a model is opened
  * and its tree built at the first lookup inside its directory (or a read of models.tsv,
@@ -37,16 +45,22 @@
 #include "libsource.h"
 #include "tree.h"
 
-#define LIB_LOW_BITS 40
+#define LIB_LOW_BITS 32
 #define LIB_LOW_MASK ((UINT64_C(1) << LIB_LOW_BITS) - 1)
 #define LIB_ROOT_INO 1
 #define LIB_TSV_INO 2
 #define LIB_JSON_INO 3
 #define LIB_ERROR_LOW 2
 #define LIB_KEEP_IDLE 8
-/* Slot numbers stay below this, so that every number fits 63 bits. */
-#define LIB_SLOTS_MAX (UINT64_C(1) << 23)
-#define LIB_COMPARE_LOW ((UINT64_C(1) << LIB_LOW_BITS) - 2 * LIB_SLOTS_MAX)
+/* A slot number: its place in the table (at most LIB_SLOTS_MAX live slots), and the
+ * place's generation in the bits above; every number fits 31 bits, and so every inode
+ * number 63. */
+#define LIB_INDEX_BITS 23
+#define LIB_SLOTS_MAX (UINT64_C(1) << LIB_INDEX_BITS)
+#define LIB_NO_BITS 31
+#define LIB_GENERATIONS (UINT64_C(1) << (LIB_NO_BITS - LIB_INDEX_BITS))
+/* compare/ and, above it, compare/OTHER for every slot number OTHER */
+#define LIB_COMPARE_LOW ((UINT64_C(1) << LIB_LOW_BITS) - (UINT64_C(1) << LIB_NO_BITS) - 1)
 #define LIB_COMPARE_NAME "compare"
 #define LIB_COMPARE_KEEP (UINT64_C(64) << 20)
 
@@ -74,7 +88,8 @@ struct lib_ref {
 	struct tree *tree;              /* LIB_TREE */
 	const struct tree_node *node;   /* LIB_TREE */
 	struct lib_slot *other;         /* LIB_COMPARE: the model compared with slot's */
-	bool held;
+	bool held;                      /* slot's model held built */
+	bool pinned;                    /* slot (and other) held: not freed meanwhile */
 };
 
 struct library;
@@ -84,17 +99,20 @@ struct library;
 struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX]);
 void library_free(struct library *lib);
 
-/* The node of ino into *r: 0, -ENOENT for a number never given, -ESTALE for a model
- * whose file changed since its slot was given, or -errno. build: for a model directory,
+/* The node of ino into *r, held (library_put lets go): 0, -ENOENT for a number never
+ * given, -ESTALE for a slot freed since or a model whose file changed since its slot
+ * was given, or -errno (then r holds nothing). build: for a model directory,
  * build the model (LIB_TREE or LIB_BROKEN) rather than answer LIB_MODEL_DIR. */
 int library_get(struct library *lib, uint64_t ino, bool build, struct lib_ref *r);
-/* The child called name of directory parent into *r: 0, -ENOENT, -ENOTDIR or -errno. A
+/* The child called name of directory parent into *r, held as library_get holds it: 0,
+ * -ENOENT, -ENOTDIR or -errno. A
  * lookup inside a model directory builds the model; one in a folder reads its listing
  * again if the folder changed, and looks again at the file it names. */
 int library_lookup(struct library *lib, uint64_t parent, const char *name, struct lib_ref *r);
-/* Another hold on r's model, for an open file that outlives the request. */
+/* Another hold on r (its slot, and its model built), for a copy that outlives the
+ * request: each is let go by its own library_put. */
 void library_hold(struct library *lib, struct lib_ref *r);
-/* Lets go of r (any kind; a ref that holds nothing is fine). */
+/* Lets go of r (any kind; a ref that holds nothing, or was let go, is fine). */
 void library_put(struct library *lib, struct lib_ref *r);
 
 /* The attributes of r (st_ino in the library's numbers): a folder's and plain file's
@@ -140,7 +158,8 @@ uint64_t library_compare_known(struct library *lib, const struct lib_ref *r);
 /* For tests: comparisons computed so far. */
 uint64_t library_compares_made(struct library *lib);
 
-/* A plain file: opened, read (the count, or -errno), closed. */
+/* A plain file: opened (-ESTALE when its name leads to another file than the version
+ * looked up), read (the count, or -errno), closed. */
 int library_file_open(struct library *lib, const struct lib_ref *r, void **file);
 int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off);
 void library_file_close(struct library *lib, void *file);

@@ -224,3 +224,18 @@ void lib_compares_free(struct library *lib)
 		free(lib->compares[i].text);
 	free(lib->compares);
 }
+
+void lib_compares_forget(struct library *lib, uint64_t no)
+{
+	for (size_t i = 0; i < lib->n_compares; ) {
+		struct lib_compare *c = &lib->compares[i];
+		if (c->this_no != no && c->other_no != no) {
+			i++;
+			continue;
+		}
+		if (c->text)   /* (a text let go keeps its length, not its bytes) */
+			lib->compare_bytes -= c->len;
+		free(c->text);
+		*c = lib->compares[--lib->n_compares];
+	}
+}

@@ -34,7 +34,14 @@ struct lib_child {
 };
 
 struct lib_slot {
-	uint64_t no;
+	uint64_t no;              /* generation << LIB_INDEX_BITS | its place in lib->slots */
+	/* what holds it (freed at none): its folder's listing, each lib_ref in use, each
+	 * computation's hold; the root, the library itself */
+	uint64_t holds;
+	/* the folder whose listing holds it: NULL for the root, and once it is not in that
+	 * listing any more (a folder does not hold it otherwise, nor it its folder) */
+	struct lib_slot *folder;
+	struct lib_slot *next_free;   /* a list of slots being freed (lib_slot_drop) */
 	enum lib_node_type type;
 	char *name;               /* as shown in its folder */
 	char *path;               /* in the library ("" for the root) */
@@ -43,6 +50,10 @@ struct lib_slot {
 	uint64_t version;         /* of the entry (a model: of all its files) */
 	uint64_t first_version;   /* a model: of its first file alone */
 	struct stat st;           /* of the entry (a model: its first file) */
+	/* a folder: its device and inode now (st's may be older: a folder keeps its slot
+	 * while its name stays a folder), 0 for a source without them */
+	dev_t dev;
+	ino_t ino;
 	uint32_t files;           /* a model: its files in the folder */
 	/* a folder: its listing, sorted by name, and the version it was read at */
 	bool listed;
@@ -71,8 +82,12 @@ struct library {
 	struct lib_source *src;
 	pthread_mutex_t lock;      /* everything below, and every slot's fields */
 	pthread_cond_t built;      /* a model finished building */
-	struct lib_slot **slots;   /* by number; [0] is the root */
-	size_t n_slots, cap;
+	struct lib_slot **slots;   /* by place (NULL: free); [0] is the root */
+	size_t n_slots, cap;       /* places used so far, and room */
+	/* the numbers freed places take next (their next generation), oldest first: a ring
+	 * of cap_free, n_free of them from first_free */
+	uint32_t *free_nos;
+	size_t first_free, n_free, cap_free;
 	uint64_t clock;
 	size_t idle_built;         /* built models without users */
 	atomic_uint_fast64_t opened, tsv_size, json_size;
@@ -83,6 +98,11 @@ struct library {
 	pthread_mutex_t compare_lock;   /* held while a comparison is computed */
 	atomic_uint_fast64_t compares_made;
 };
+
+/* One more hold on slot s, and one less (under lib->lock): a slot let go by its last
+ * hold is freed, and so, in turn, what it alone held (its listing's slots, its folder). */
+void lib_slot_hold(struct lib_slot *s);
+void lib_slot_drop(struct library *lib, struct lib_slot *s);
 
 /* Lists folder (when it changed, or always with force) under lib->lock: 0, or -errno
  * with one line in err (lib_folder_refresh: in the log). */
@@ -97,6 +117,13 @@ int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs
 void lib_slot_release(struct library *lib, struct lib_slot *s);
 /* Frees the comparisons kept (library_free). */
 void lib_compares_free(struct library *lib);
+/* Lets go of the comparisons kept of slot number no, freed (under lib->lock). */
+void lib_compares_forget(struct library *lib, uint64_t no);
+
+/* True when model m, opened for slot s, is the version the slot was given for (its
+ * first file's device, inode, size, mtime and ctime; always for a pinned source). */
+bool lib_same_file(const struct library *lib, const struct lib_slot *s,
+                   const struct ggufs_model *m);
 
 /* The row of model slot s, opening the model for it when not known yet; called without
  * the lock. NULL out of memory. */

@@ -93,7 +93,10 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
 	atomic_fetch_add(&lib->opened, 1);
-	row = m ? lib_row_of(m, lib_slot_sha256(lib, s)) : lib_row_broken();
+	/* a file swapped since its listing is not described under the listed name: its
+	 * header may be another user's that the kernel would not let the reader open */
+	row = m && lib_same_file(lib, s, m) ? lib_row_of(m, lib_slot_sha256(lib, s))
+	                                    : lib_row_broken();
 	model_close(m);
 	pthread_mutex_lock(&lib->lock);
 	if (!s->row)
@@ -105,8 +108,9 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 	return row;
 }
 
-/* Every model under folder f into *models (growing), listing folders as it goes (under
- * the lock). -ENOMEM, or 0: a folder that cannot be listed is logged and left out. */
+/* Every model under folder f into *models (growing), each held (models_drop lets go),
+ * listing folders as it goes (under the lock). -ENOMEM, or 0: a folder that cannot be
+ * listed is logged and left out. */
 static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***models, size_t *n,
                    size_t *cap, unsigned depth)
 {
@@ -127,9 +131,20 @@ static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***m
 				*cap = nc;
 			}
 			(*models)[(*n)++] = c;
+			lib_slot_hold(c);
 		}
 	}
 	return 0;
+}
+
+/* Lets go of the n models collect held, and frees the array. */
+static void models_drop(struct library *lib, struct lib_slot **models, size_t n)
+{
+	pthread_mutex_lock(&lib->lock);
+	for (size_t i = 0; i < n; i++)
+		lib_slot_drop(lib, models[i]);
+	pthread_mutex_unlock(&lib->lock);
+	free(models);
 }
 
 /* Models whose rows are opened for at once: a remote library's headers, fetched at most
@@ -318,7 +333,7 @@ int library_table(struct library *lib, bool json, char **text, size_t *len)
 	const struct lib_row **rows = r == 0 ? calloc(n ? n : 1, sizeof *rows) : NULL;
 	if (!rows)
 		r = -ENOMEM;
-	/* slots are never freed while the library lives: the pointers stay good */
+	/* the slots are held: the pointers stay good */
 	if (r == 0)
 		rows_fill(lib, models, n);
 	if (r == 0) {
@@ -340,7 +355,7 @@ int library_table(struct library *lib, bool json, char **text, size_t *len)
 		}
 	}
 	free(rows);
-	free(models);
+	models_drop(lib, models, n);
 	return r;
 }
 
@@ -365,7 +380,7 @@ int library_model_paths(struct library *lib, char ***paths, size_t *n)
 			out = NULL;
 		}
 	}
-	free(models);
+	models_drop(lib, models, count);
 	if (!out)
 		return -ENOMEM;
 	*paths = out;

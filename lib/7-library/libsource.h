@@ -47,8 +47,12 @@ struct lib_source_ops {
 	 * hf://OWNER/REPO@COMMIT/PATH, s3://BUCKET/KEY), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
 	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);
-	/* A plain file opened for reading: 0 with its handle in *file, or -errno. */
-	int (*open_file)(void *ctx, const char *path, void **file);
+	/* A plain file opened for reading, if it still is the version a listing gave
+	 * (another file that took its name since, by rename, symlink or in place, is
+	 * -ESTALE: the kernel checked the reader's permissions against the version looked
+	 * up; a source whose versions its open cannot see takes it on trust): 0 with its
+	 * handle in *file, or -errno. */
+	int (*open_file)(void *ctx, const char *path, uint64_t version, void **file);
 	/* Up to len bytes of an opened file at off: the count (short only at its end), or
 	 * -errno. */
 	int64_t (*read_file)(void *ctx, void *file, char *buf, uint64_t len, uint64_t off);
@@ -68,8 +72,11 @@ struct lib_source {
 };
 
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):
- * a source, or NULL with one line in err. */
-struct lib_source *lib_source_local(const char *root, char err[GGUF_ERR_MAX]);
+ * a source, or NULL with one line in err. Symbolic links are followed; confine (a mount
+ * that other users read, allow_other) leaves out every file and folder whose real path
+ * leaves root, since the daemon reads what its own user may, and a symlink would show
+ * others what the modes of the directories on its way keep from them. */
+struct lib_source *lib_source_local(const char *root, bool confine, char err[GGUF_ERR_MAX]);
 
 /* The objects under prefix ("" or ending in '/') of bucket at endpoint, addressed
  * virtual-hosted or by path, read with ro (ro->s3: the credentials, region and context;

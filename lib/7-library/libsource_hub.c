@@ -331,8 +331,9 @@ struct hub_plain {
 	uint64_t size;
 };
 
-static int hub_open_file(void *ctx, const char *path, void **file)
+static int hub_open_file(void *ctx, const char *path, uint64_t version, void **file)
 {
+	(void)version;   /* a commit's files never change */
 	struct hub_source *hs = ctx;
 	const struct hub_file *f = find(hs, path);
 	char err[GGUF_ERR_MAX];

@@ -190,8 +190,9 @@ static struct ggufs_model *s3src_open_model(void *ctx, const char *path, char er
 	return m;
 }
 
-static int s3src_open_file(void *ctx, const char *path, void **handle)
+static int s3src_open_file(void *ctx, const char *path, uint64_t version, void **handle)
 {
+	(void)version;   /* the remote layer pins the ETag its first read sees */
 	struct s3_source *s = ctx;
 	char err[GGUF_ERR_MAX], *url, *shown;
 	struct s3_file *file = calloc(1, sizeof *file);

@@ -268,9 +268,10 @@ static bool open_name_within(const char *path, const char *dir)
 	       (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
 }
 
-/* The source of the local folder name, unless it holds mountpoint (absolute, or NULL).
- * NULL with one line in err. */
-static struct lib_source *open_name_local_source(const char *name, const char *mountpoint,
+/* The source of the local folder name (confined: lib_source_local's), unless it holds
+ * mountpoint (absolute, or NULL). NULL with one line in err. */
+static struct lib_source *open_name_local_source(const char *name, bool confine,
+                                                 const char *mountpoint,
                                                  char err[GGUF_ERR_MAX])
 {
 	if (mountpoint) {
@@ -285,7 +286,7 @@ static struct lib_source *open_name_local_source(const char *name, const char *m
 			return NULL;
 		}
 	}
-	return lib_source_local(name, err);
+	return lib_source_local(name, confine, err);
 }
 
 struct library *open_name_library(const char *name, enum name_kind kind,
@@ -294,6 +295,6 @@ struct library *open_name_library(const char *name, enum name_kind kind,
 {
 	struct lib_source *src = kind == NAME_KIND_HUB_LIBRARY ? open_name_hub_source(name, o, err)
 	                       : kind == NAME_KIND_S3_LIBRARY ? open_name_s3_source(name, o, err)
-	                       : open_name_local_source(name, mountpoint, err);
+	                       : open_name_local_source(name, o->confine, mountpoint, err);
 	return src ? library_open(src, err) : NULL;
 }

@@ -41,6 +41,9 @@ struct open_name_opts {
 	/* NULL, or told what a remote open waits for (remote_opts.waiting) */
 	void (*waiting)(void *arg, const char *line);
 	void *waiting_arg;
+	/* a local library that other users read (-o allow_other): files and folders whose
+	 * real path leaves its folder are left out (lib_source_local's confine) */
+	bool confine;
 	/* NULL, or true once the transfers of a hub library are to stop (the mount ends) */
 	bool (*cancelled)(void *arg);
 	void *cancel_arg;

@@ -70,12 +70,12 @@ class CompareTest(unittest.TestCase):
             self.assertEqual(int(os.getxattr(m.path, "user.ggufs.eio_replies")), eio + 1)
             self.assertIn("q4/compare/bad: cannot compare: ",
                           os.getxattr(m.path, "user.ggufs.last_error").decode())
-            # the numbers the man page gives: slot << 40 | 2^40 - 2^24 (+ 1 + OTHER's slot)
-            slot = os.stat(m.p("q4")).st_ino >> 40
-            low = 2 ** 40 - 2 ** 24
-            self.assertEqual(os.stat(m.p("q4", "compare")).st_ino, slot << 40 | low)
+            # the numbers the man page gives: slot << 32 | 2^31 - 1 (+ 1 + OTHER's slot)
+            slot = os.stat(m.p("q4")).st_ino >> 32
+            low = 2 ** 31 - 1
+            self.assertEqual(os.stat(m.p("q4", "compare")).st_ino, slot << 32 | low)
             self.assertEqual(os.stat(m.p("q4", "compare", "f16")).st_ino,
-                             slot << 40 | (low + 1 + (os.stat(m.p("f16")).st_ino >> 40)))
+                             slot << 32 | (low + 1 + (os.stat(m.p("f16")).st_ino >> 32)))
             for absent in ("q4", "README", "README.md", "sub", "elsewhere", "models"):
                 self.assertFalse(os.path.exists(m.p("q4", "compare", absent)), absent)
             # what rsync copies is the whole text, not an empty file

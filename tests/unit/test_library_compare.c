@@ -105,7 +105,7 @@ static int64_t read_all(struct library *lib, const struct lib_ref *r, char *buf,
 static struct library *open_lib(void)
 {
 	char err[GGUF_ERR_MAX];
-	struct lib_source *src = lib_source_local(scratch_dir, err);
+	struct lib_source *src = lib_source_local(scratch_dir, false, err);
 	assert_non_null(src);
 	struct library *lib = library_open(src, err);
 	assert_non_null(lib);

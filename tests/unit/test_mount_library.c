@@ -51,7 +51,7 @@ static struct library *lib;
 static struct mount *mount_scratch(void)
 {
 	char err[GGUF_ERR_MAX];
-	struct lib_source *src = lib_source_local(scratch_dir, err);
+	struct lib_source *src = lib_source_local(scratch_dir, false, err);
 	assert_non_null(src);
 	lib = library_open(src, err);
 	assert_non_null(lib);

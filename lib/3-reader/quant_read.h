@@ -1,0 +1,36 @@
+/* A tensor's bytes as llama.cpp's quantizer would store them in another ggml type: the
+ * tensor data of a quantized file (quants/NAME.gguf), computed for the blocks a range
+ * touches only.
+ *
+ * Stored as type `to`, a tensor of n elements is n / to's block_elems blocks laid one
+ * after another, rows after rows (each row a whole number of blocks), so byte off of it
+ * lies in block off / block_bytes, made from the source's float values of that block
+ * only:
+ *
+ *   quantized bytes:  | block 0 | block 1 | ... | block b | ...
+ *   source values:    [0, E)    [E, 2E)         [bE, (b+1)E)       E = block_elems
+ *
+ * The values come through reader_f32 (dequantized as ggml dequantizes, fp16 and bf16
+ * widened exactly), so a fault of the source gives -EIO here as it does there, and no
+ * block is ever made from bytes that were not read. */
+#ifndef GGUFS_QUANT_READ_H
+#define GGUFS_QUANT_READ_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* Bytes tensor i takes stored as type to: 0 when to cannot store it (no block layout,
+ * or a row length ne0 that is not a whole number of its blocks). */
+uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to);
+
+/* Writes bytes [off, off + len) of tensor i stored as type to (all of them inside
+ * reader_quant_size) into buf. When to is the tensor's own type these are its stored
+ * bytes (llama.cpp copies a tensor it does not convert); otherwise the tensor must have
+ * a dequantizer (has_f32) and to a quantizer (quant_can_make). Memory of a read is a
+ * few hundred kilobytes whatever the range. 0, or -EIO (the source's bytes could not be
+ * read), -EINVAL (a type or range this cannot make), -ENOMEM. Thread-safe. */
+int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
+                 uint64_t len, void *buf);
+
+#endif

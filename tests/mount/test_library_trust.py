@@ -1,0 +1,388 @@
+"""A local library that other people write to (issue 37, local folders): a name swapped
+after its lookup (for a symlink to a root-only file, or for a FIFO) is never opened as
+the daemon's user; symlink loops neither hang models.tsv nor grow it; with allow_other
+no symlink leads out of the library's root; a model rewritten in place is not rebuilt
+under the numbers of its old version; and the slots of versions gone are freed, their
+numbers never given again.
+
+The other user is played by forked children that setuid to nobody (65534); files are
+swapped with renameat2(RENAME_EXCHANGE), as an attacker would. Every loop is bounded in
+count and in time."""
+import ctypes
+import errno
+import os
+import platform
+import threading
+import time
+
+import ggufs_mount as gm
+
+NOBODY = gm.NOBODY
+SECRET = b"TOPSECRET\n"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def exchange(a, b):
+    """renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE): a and b trade places."""
+    at_fdcwd, rename_exchange = -100, 2
+    args = (at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if hasattr(_libc, "renameat2"):
+        r = _libc.renameat2(*args)
+    else:  # glibc before 2.28: the system call itself
+        r = _libc.syscall({"x86_64": 316, "aarch64": 276}[platform.machine()], *args)
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), a)
+
+
+def as_nobody(fn, limit=1 << 16):
+    """fn() run in a forked child as nobody: ("ok", the bytes it returned) or ("errno",
+    the errno of the OSError it raised); anything else fails the test."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            gm.drop_to_nobody()
+            out = b"ok:" + bytes(fn())[:limit]
+        except OSError as e:
+            out = b"errno:%d" % (e.errno or 0)
+        except BaseException as e:  # noqa: B902 - reported to the parent
+            out = b"fail:" + repr(e).encode()
+        try:
+            os.write(w, out)
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        c = os.read(r, 1 << 16)
+        if not c:
+            break
+        chunks.append(c)
+    os.close(r)
+    os.waitpid(pid, 0)
+    kind, _, value = b"".join(chunks).partition(b":")
+    if kind == b"errno":
+        return "errno", int(value)
+    if kind != b"ok":
+        raise AssertionError("the child failed: %r" % value)
+    return "ok", value
+
+
+def read_fd_path(fd):
+    """The bytes of the file that O_PATH descriptor fd holds, opened anew through /proc
+    (what the kernel checked at its lookup is what it checks at this open)."""
+    with open("/proc/self/fd/%d" % fd, "rb") as f:
+        return f.read()
+
+
+class LocalTrust(gm.ScratchCase):
+    prefix = "ggufs-trust-"
+    public = True            # nobody reaches the folder, to swap names in it
+    folders = {"src": "models"}
+
+    def setUp(self):
+        super().setUp()
+        os.chown(self.src, NOBODY, NOBODY)   # the folder is the other user's to write
+        # root's own file, beside the folder: nobody cannot read it
+        self.secret = os.path.join(self.tmp, "secret")
+        with open(self.secret, "wb") as f:
+            f.write(SECRET)
+        os.chmod(self.secret, 0o600)
+
+    def put(self, rel, data, owner=NOBODY):
+        p = os.path.join(self.src, rel)
+        with open(p, "wb") as f:
+            f.write(data)
+        os.chmod(p, 0o644)
+        os.chown(p, owner, owner)
+        return p
+
+    def test_swapped_symlink_is_not_followed(self):
+        """Item 1: a name exchanged for a symlink to a root-only file between its lookup
+        and its open is ESTALE, never the file's bytes (they were TOPSECRET)."""
+        # as long as the secret: a read of the decoy's size would get all of it
+        decoy_bytes = b"decoy....\n"
+        self.assertEqual(len(decoy_bytes), len(SECRET))
+        decoy = self.put("decoy.txt", decoy_bytes)
+        link = os.path.join(self.src, "link")
+        self.assertEqual(as_nobody(lambda: open(self.secret, "rb").read()),
+                         ("errno", errno.EACCES))
+        with gm.Mount(self.src, ["-o", "allow_other"]) as m:
+            # looked up as the decoy (and never read: no page of it cached), exchanged,
+            # then opened: deterministic
+            def swap_then_open():
+                fd = os.open(m.p("decoy.txt"), os.O_PATH)
+                os.symlink(self.secret, link)
+                exchange(decoy, link)
+                try:
+                    return read_fd_path(fd)
+                finally:
+                    os.close(fd)
+            self.assertEqual(as_nobody(swap_then_open), ("errno", errno.ESTALE))
+            # the name is a symlink out of the library's folder now: not shown (item 4)
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("decoy.txt"))),
+                             ("errno", errno.ENOENT))
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("link"))), ("ok", decoy_bytes))
+
+            # the race the review ran: exchanges and reads by name at once, bounded
+            def race():
+                stop = time.monotonic() + 3.0
+                pid = os.fork()
+                if pid == 0:   # the swapper (nobody too)
+                    try:
+                        while time.monotonic() < stop:
+                            exchange(decoy, link)
+                    finally:
+                        os._exit(0)
+                got, errors = set(), set()
+                try:
+                    for _ in range(3000):
+                        if time.monotonic() >= stop:
+                            break
+                        try:
+                            got.add(gm.read_file(m.p("decoy.txt")))
+                        except OSError as e:
+                            errors.add(e.errno)
+                finally:
+                    os.waitpid(pid, 0)
+                return b"|".join(sorted(got)) + b"#" + b",".join(b"%d" % e for e in sorted(errors))
+            kind, value = as_nobody(race)
+            self.assertEqual(kind, "ok")
+            self.assertIn(value.split(b"#")[0], (b"", decoy_bytes), value)   # never SECRET
+            self.assertLessEqual(set(value.split(b"#")[1].split(b",")) - {b""},
+                                 {b"%d" % errno.EACCES, b"%d" % errno.ESTALE,
+                                  b"%d" % errno.ENOENT}, value)
+
+    def test_fifo_swapped_in_does_not_hang(self):
+        """Item 2: a plain file replaced by a FIFO after its lookup is ESTALE at once; the
+        daemon does not wait in the FIFO for a writer (its reader sat in D state)."""
+        plain = self.put("plain.txt", b"plain\n")
+        with gm.Mount(self.src, ["-o", "max_threads=2"]) as m:
+            fds = [os.open(m.p("plain.txt"), os.O_PATH) for _ in range(3)]
+            fifo = os.path.join(self.tmp, "fifo")
+            os.mkfifo(fifo)
+            os.rename(fifo, plain)
+            results = []
+
+            def opener(fd):
+                try:
+                    results.append(read_fd_path(fd))
+                except OSError as e:
+                    results.append(e.errno)
+            threads = [threading.Thread(target=opener, args=(fd,), daemon=True) for fd in fds]
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 10
+            for t in threads:
+                t.join(max(0.1, deadline - time.monotonic()))
+            hung = sum(t.is_alive() for t in threads)
+            # the root answers meanwhile (stat in a thread: it would hang too)
+            root = threading.Thread(target=os.stat, args=(m.path,), daemon=True)
+            root.start()
+            root.join(5)
+            root_hung = root.is_alive()
+            for _ in range(len(threads)):
+                if not any(t.is_alive() for t in threads):
+                    break
+                # an old daemon waits in the FIFO: a writer lets it go
+                try:
+                    os.close(os.open(plain, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass
+                time.sleep(0.5)
+            for t in threads:
+                t.join(5)
+            root.join(5)
+            for fd in fds:
+                os.close(fd)
+            self.assertEqual(hung, 0, "opens waited in the FIFO")
+            self.assertFalse(root_hung, "the mount stopped answering")
+            self.assertEqual(results, [errno.ESTALE] * len(fds))
+            # the FIFO is not shown
+            self.assertNotIn("plain.txt", os.listdir(m.path))
+
+    def tsv_paths(self, m, timeout=20):
+        """The paths of models.tsv, read in a thread that must finish within timeout s
+        (a walk that never ends holds the library meanwhile)."""
+        out = []
+        t = threading.Thread(target=lambda: out.append(gm.read_file(m.p("models.tsv"))),
+                             daemon=True)
+        t.start()
+        t.join(timeout)
+        self.assertFalse(t.is_alive(), "models.tsv took more than %d s" % timeout)
+        return [line.split("\t")[0] for line in out[0].decode().splitlines()[1:]]
+
+    def test_symlink_loops_are_left_out(self):
+        """Item 3: a symlinked folder that leads back to itself or a folder above it is
+        not shown, so models.tsv and --check walk each model once and end (two of them
+        made a binary tree of depth 64: gigabytes, minutes)."""
+        tiny = os.path.join(self.src, "a.gguf")
+        gm.write_gguf(tiny, [("general.architecture", "a")], [])
+        os.mkdir(os.path.join(self.src, "sub"))
+        gm.write_gguf(os.path.join(self.src, "sub", "b.gguf"), [("general.architecture", "b")], [])
+        os.mkdir(os.path.join(self.src, "real"))
+        os.symlink("real", os.path.join(self.src, "alias"))   # no loop: shown
+        os.symlink(".", os.path.join(self.src, "x"))
+        with gm.Mount(self.src) as m:
+            # one loop: the old walk stopped at depth 64, with each model 65 times
+            self.assertEqual(self.tsv_paths(m), ["a", "sub/b"])
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["a", "alias", "models.json", "models.tsv", "real", "sub"])
+            self.assertFalse(os.path.exists(m.p("x")))
+            # two, and one up from a subfolder
+            os.symlink(".", os.path.join(self.src, "y"))
+            os.symlink("..", os.path.join(self.src, "sub", "up"))
+            os.symlink("../sub", os.path.join(self.src, "real", "side"))  # no loop: shown
+            self.assertEqual(self.tsv_paths(m), ["a", "alias/side/b", "real/side/b", "sub/b"])
+            self.assertEqual(sorted(os.listdir(m.p("sub"))), ["b"])
+            self.assertEqual(sorted(os.listdir(m.p("real", "side"))), ["b"])
+            self.assertFalse(os.path.exists(m.p("real", "side", "up")))
+        r = gm.run_ggufs(["--check", self.src], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout.decode().split("\n\n")), 4, r.stdout)
+
+    def test_symlinks_out_of_the_root_with_allow_other(self):
+        """Item 4: with allow_other, a symlink whose target leaves the library's folder is
+        not shown (a 0644 file in a 0700 directory was served to every user); without
+        it, symlinks are followed as before."""
+        private = os.path.join(self.tmp, "private")
+        os.mkdir(private, 0o700)
+        with open(os.path.join(private, "pub.txt"), "wb") as f:
+            f.write(b"PRIVATE\n")
+        os.chmod(os.path.join(private, "pub.txt"), 0o644)
+        gm.write_gguf(os.path.join(private, "p.gguf"), [("general.architecture", "p")], [])
+        os.chmod(os.path.join(private, "p.gguf"), 0o644)
+        self.put("inside.txt", b"inside\n")
+        os.symlink(os.path.join(private, "pub.txt"), os.path.join(self.src, "out.txt"))
+        os.symlink(private, os.path.join(self.src, "outdir"))
+        os.symlink(os.path.join(private, "p.gguf"), os.path.join(self.src, "outmodel.gguf"))
+        os.symlink("inside.txt", os.path.join(self.src, "in.txt"))
+        self.assertEqual(as_nobody(lambda: gm.read_file(os.path.join(private, "pub.txt"))),
+                         ("errno", errno.EACCES))
+        with gm.Mount(self.src, ["-o", "allow_other"]) as m:
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["in.txt", "inside.txt", "models.json", "models.tsv"])
+            for name in ("out.txt", "outdir", "outmodel"):
+                self.assertEqual(as_nobody(lambda: os.stat(m.p(name)) and b""),
+                                 ("errno", errno.ENOENT), name)
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("outdir", "pub.txt"))),
+                             ("errno", errno.ENOENT))
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("in.txt"))), ("ok", b"inside\n"))
+            self.assertEqual(self.tsv_paths(m), [])
+            # a symlink retargeted out after its listing is not followed either
+            os.rename(os.path.join(self.src, "in.txt"), os.path.join(self.tmp, "in.txt"))
+            os.symlink(os.path.join(private, "pub.txt"), os.path.join(self.src, "in.txt"))
+            self.assertEqual(as_nobody(lambda: gm.read_file(m.p("in.txt"))),
+                             ("errno", errno.ENOENT))
+        # the mounting user alone: symlinks followed wherever they lead, as before
+        with gm.Mount(self.src) as m:
+            self.assertEqual(gm.read_file(m.p("out.txt")), b"PRIVATE\n")
+            self.assertEqual(gm.read_file(m.p("outdir", "pub.txt")), b"PRIVATE\n")
+            self.assertEqual(self.tsv_paths(m), ["outdir/p", "outmodel"])
+
+    def test_model_rewritten_in_place_is_stale(self):
+        """Item 5: a model released, then rewritten in place with its size kept and its
+        mtime put back, is not rebuilt under its old numbers (a cached path named another
+        key by position: general.name read general.architecture's value): they are
+        ESTALE, and its name leads to a new version with new numbers."""
+        model = os.path.join(self.src, "m.gguf")
+        kvs = [("general.architecture", "arch"), ("general.name", "name")]
+        gm.write_gguf(model, kvs, [])
+        for i in range(8 + 1):   # LIB_KEEP_IDLE + 1: touching them all releases m
+            gm.write_gguf(os.path.join(self.src, "o%d.gguf" % i), kvs, [])
+        with gm.Mount(self.src) as m:
+            old_dir = os.stat(m.p("m")).st_ino
+            self.assertEqual(gm.read_file(m.p("m", "metadata", "general.name")), b"name\n")
+            cwd = os.open(m.p("m", "metadata"), os.O_PATH)   # a shell's cwd
+            try:
+                for i in range(8 + 1):
+                    os.listdir(m.p("o%d" % i, "metadata"))
+                # the last directory's release may come after listdir returned: wait
+                # (bounded) for the trim that follows it
+                deadline = time.monotonic() + 10
+                while int(os.getxattr(m.path, "user.ggufs.models_built")) > 8 and \
+                        time.monotonic() < deadline:
+                    os.stat(m.p("o0"))
+                    time.sleep(0.05)
+                self.assertLessEqual(int(os.getxattr(m.path, "user.ggufs.models_built")), 8)
+                st = os.stat(model)
+                size = st.st_size
+                gm.write_gguf(model + ".x", list(reversed(kvs)), [])
+                with open(model + ".x", "rb") as f:
+                    data = f.read()
+                self.assertEqual(len(data), size)
+                with open(model, "r+b") as f:   # in place: the same inode
+                    f.write(data)
+                os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+                with self.assertRaises(OSError) as cm:
+                    with open(os.path.join("/proc/self/fd/%d" % cwd, "general.name"), "rb") as f:
+                        f.read()
+                self.assertEqual(cm.exception.errno, errno.ESTALE)
+            finally:
+                os.close(cwd)
+            self.assertNotEqual(os.stat(m.p("m")).st_ino, old_dir)
+            self.assertEqual(gm.read_file(m.p("m", "metadata", "general.name")), b"name\n")
+            self.assertEqual(gm.read_file(m.p("m", "metadata", "general.architecture")), b"arch\n")
+
+    def test_slots_of_versions_gone_are_freed(self):
+        """Item 6: each round makes a new version of every file (one listing of them);
+        the slots of the versions gone are freed and their places taken again under a
+        new generation, so the places stay about as many as the files (they grew with
+        every version), no number is given twice, a number of a folder gone names
+        nothing (ESTALE), and what is open keeps its version."""
+        n_files, rounds = 40, 100
+        paths = [self.put("f%02d.txt" % i, b"data %d\n" % i) for i in range(n_files)]
+        os.mkdir(os.path.join(self.src, "d"))
+        self.put("d/inside.txt", b"inside\n")
+        model = os.path.join(self.src, "m.gguf")
+        gm.write_gguf(model, [("general.architecture", "first")], [])
+        with gm.Mount(self.src) as m:
+            arch = open(m.p("m", "metadata", "general.architecture"), "rb")
+            plain = open(m.p("f00.txt"), "rb")
+            dfd = os.open(m.p("d"), os.O_PATH)
+            try:
+                numbers = set()
+                deadline = time.monotonic() + 120
+                for r in range(rounds):
+                    self.assertLess(time.monotonic(), deadline, "round %d" % r)
+                    for p in paths:
+                        os.utime(p, ns=(r * 1000 + 1, r * 1000 + 1))
+                    names = [n for n in os.listdir(m.path) if n.startswith("f")]
+                    self.assertEqual(len(names), n_files)
+                    for n in names:
+                        numbers.add(os.stat(m.p(n)).st_ino)
+                    if r == 0:
+                        # the model replaced, and folder d removed (listed without it)
+                        # and made again: new versions
+                        gm.write_gguf(model + ".new", [("general.architecture", "second")], [])
+                        os.rename(model + ".new", model)
+                        os.rename(os.path.join(self.src, "d"), os.path.join(self.tmp, "d"))
+                        os.listdir(m.path)
+                        os.rename(os.path.join(self.tmp, "d"), os.path.join(self.src, "d"))
+                self.assertEqual(len(numbers), n_files * rounds, "a number given twice")
+                places = {(ino >> 32) & ((1 << 23) - 1) for ino in numbers}
+                generations = {ino >> (32 + 23) for ino in numbers}
+                # places: the files' and the queue of freed ones (1,024), not 4,000
+                self.assertLess(max(places), 1024 + 8 * n_files, "slots never freed")
+                self.assertGreater(max(generations), 0)
+                # the number of d as it was names nothing now; d's new one its files
+                with self.assertRaises(OSError) as cm:
+                    os.listdir("/proc/self/fd/%d" % dfd)
+                self.assertEqual(cm.exception.errno, errno.ESTALE)
+                self.assertEqual(os.listdir(m.p("d")), ["inside.txt"])
+                # the open files keep the versions they opened; the names show the new
+                self.assertEqual(arch.read(), b"first\n")
+                self.assertEqual(plain.read(), b"data 0\n")
+                self.assertEqual(gm.read_file(m.p("m", "metadata", "general.architecture")),
+                                 b"second\n")
+            finally:
+                arch.close()
+                plain.close()
+                os.close(dfd)
+
+
+if __name__ == "__main__":
+    gm.main()
