@@ -14,6 +14,10 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "open.h"
+#include "library.h"
+#include "model.h"
+#include "tree.h"
 #include "log_escape.h"
 #include "name_list.h"
 #include "check_text.h"

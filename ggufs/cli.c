@@ -518,8 +518,8 @@ void cli_free(struct options *o)
 	o->operands = NULL;
 }
 
-int insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
-                              const char *value)
+int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
+                           const char *value)
 {
 	size_t n = strlen(name), v = strlen(value);
 	char *s = malloc(3 + n + 1 + 2 * v + 1);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "model.h"
 #include "diff_text.h"
 #include "evlog.h"
 #include "log_escape.h"

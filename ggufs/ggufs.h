@@ -14,11 +14,14 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "library.h"
-#include "model.h"
-#include "open_name.h"
-#include "tree.h"
-#include "tree_edit.h"
+#include "errline.h"
+
+/* What main.c opens, for the mount (lib/8-mount/mount.h) and its start. */
+struct ggufs_model;
+struct library;
+struct tree;
+struct tree_edits;
+struct mount;
 
 /* The CLOCK_REALTIME time ms milliseconds (under a second) from now: the deadline of a
  * pthread_cond_timedwait on a condition variable of the default clock. */
@@ -56,8 +59,7 @@ struct passthrough {
 struct ggufs {
 	struct ggufs_model *model;   /* NULL for a library */
 	struct library *library;     /* a folder of models (library.h), or NULL: the mount's */
-	struct mount *mount;         /* the mount (mount.h) of the library or of the model
-	                              * without edits; NULL with edits (ops.c) */
+	struct mount *mount;         /* the mount (mount.h) of the library or the model */
 	bool remote_library;         /* a hub repository's: its transfers end with the mount */
 	struct tree *tree;       /* of the model's own metadata */
 	struct tree_edits *edits;  /* -o edits=FILE (tree_edit.h), or NULL: read-only */
@@ -76,13 +78,9 @@ struct ggufs {
 	pthread_mutex_t watch_lock;
 	pthread_cond_t watch_cond;
 	bool watch_stop, watching;
-	/* report.c: the event log's destination and the daemon's counters */
+	/* report.c: the event log's destination */
 	int log_fd;              /* -o log=FILE, or -1 */
 	bool syslog_open;
-	atomic_uint_fast64_t reads, eio_replies, edits_refused;
-	pthread_mutex_t error_lock;  /* the last error found here (a local file that shrank) */
-	char last_error[GGUF_ERR_MAX + 64];
-	time_t last_error_time;
 	struct passthrough pt;
 };
 
@@ -109,21 +107,13 @@ void passthrough_stop(struct ggufs *fs);
  * result. */
 int passthrough_reply_open(fuse_req_t req, struct ggufs *fs, struct fuse_file_info *fi,
                            uint64_t ino, int fd, const char *not_file, const char *path);
-/* The same for model.gguf of tree t of a single mount (ops.c, with edits). */
-int passthrough_reply_open_tree(fuse_req_t req, struct ggufs *fs, struct fuse_file_info *fi,
-                                const struct tree *t);
 /* An open of ino released: in a library, its backing id closed after the inode's last
  * passthrough open (nothing for an inode without one, nor on a single mount). */
 void passthrough_release(struct ggufs *fs, uint64_t ino);
 
-/* model.gguf's attribute: whether its opens now pass through to the file. */
-#define PASSTHROUGH_XATTR "user.ggufs.passthrough"
-/* Its value for model.gguf of tree t on a single mount (ops.c, with edits) as getxattr
- * answers it: the length; with size, the bytes into buf, or -ERANGE. */
-int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size);
-/* The same for the mount (mount.h's struct mount_passthrough, arg: struct ggufs): why an
- * open of model.gguf inode ino (0 on a single mount) whose file is fd would not pass
- * through, or "yes", into buf. */
+/* For the attribute user.ggufs.passthrough (mount.h's struct mount_passthrough, arg:
+ * struct ggufs): why an open of model.gguf inode ino (0 on a single mount) whose file is
+ * fd would not pass through, or "yes", into buf. */
 void passthrough_why_not(void *arg, uint64_t ino, int fd, const char *not_file,
                          const char *path, char *buf, size_t size);
 
@@ -135,10 +125,9 @@ bool watch_start(struct ggufs *fs);
 /* Sets fs->ending for good and stops the watcher (before the session is destroyed). */
 void watch_stop(struct ggufs *fs);
 /* The remote fetcher's cancel callback (arg: struct ggufs). */
-bool ggufs_ending(void *fs);
+bool watch_ending(void *fs);
 
-/* report.c: the event log (lib/'s evlog.h) after the mount, the EIO replies and the
- * user.ggufs.* counters of the mount's root. */
+/* report.c: where the event log (lib/'s evlog.h) goes after the mount. */
 
 /* Opens -o log=FILE for appending (created mode 0600): its fd, or -1 after one line on
  * stderr. Never through a symlink, never waiting on a FIFO; refused unless a regular
@@ -153,59 +142,16 @@ void log_early(struct ggufs *fs);
 void log_start(struct ggufs *fs, bool foreground);
 /* Sums up what was counted and not yet said, and closes the log (at unmount). */
 void log_stop(struct ggufs *fs);
-/* An edit refused with -errno r for why (one line naming the key): counted
- * (user.ggufs.edits_refused), kept as the last error and logged (stderr under -f). */
-void report_refused_edit(struct ggufs *fs, int r, const char *why);
-/* Replies EIO to a read of [off, off + len) of n of tree t, counted; the first of each cause (the
- * fetcher's last failure, or a local file that shrank, said then too) is logged with it,
- * the rest counted by the log's rate limit. */
-void reply_eio(fuse_req_t req, struct ggufs *fs, const struct tree *t, const struct tree_node *n,
-               uint64_t off, size_t len);
-/* The root's user.ggufs.* attributes, as tree_listxattr and tree_getxattr answer (names
- * NUL-separated; the length needed, -ERANGE when size is short and not 0): the reads
- * served, EIO replies and last error of any mount; for a remote one also the URL as
- * given, HTTP requests, bytes fetched, memory-cache hits, retries and, with cache_dir,
- * disk-cache hits. counters_get returns -ENOENT for a name outside user.ggufs.,
- * -ENODATA for one that does not apply. */
-int64_t counters_list(struct ggufs *fs, char *buf, size_t size);
-int64_t counters_get(struct ggufs *fs, const char *name, char *buf, size_t size);
 
-/* ops.c (and edit_ops.c): every low-level operation of a model with -o edits, answered
- * from its trees (userdata: struct ggufs). */
+/* ops.c: every low-level operation, one call of the mount (mount.h) and one reply
+ * (userdata: struct ggufs, whose mount is set): a single model's, with edits or not, or
+ * a library's. */
 extern const struct fuse_lowlevel_ops ggufs_ops;
 /* The connection's settings, for a model or a library alike. */
 void ggufs_op_init(void *userdata, struct fuse_conn_info *conn);
-/* Replies to a read of [off, off + size) of node n of tree t: the raw bytes of a local
- * tensor and model.gguf's from the mappings with no copy, anything else rendered,
- * dequantized or fetched into a per-thread buffer; EIO logged (reply_eio). */
-void ggufs_read_node(fuse_req_t req, struct ggufs *fs, const struct tree *t,
-                     const struct tree_node *n, size_t size, uint64_t off);
-
-/* reply.c: the replies that ops.c and library_ops.c make alike. */
-
-/* [off, off + size) of text (n bytes; NULL: none), or nothing past its end. */
-void reply_slice(fuse_req_t req, const char *text, uint64_t n, size_t size, uint64_t off);
-/* Child i (< count) of a listed directory: its name (valid until the next call), inode
- * number and whether it is a directory; NULL for a child not listed (its position kept). */
-typedef const char *(*dir_child_fn)(void *ctx, uint64_t i, fuse_ino_t *ino, bool *dir);
-/* A readdir of a directory (self, in parent) of count children from child, into a
- * buffer of the request's size. The stream offset of an entry is its position: 0 ".",
- * 1 "..", 2 + i child i, so each call starts where the last one stopped and a large
- * directory costs O(entries). */
-void reply_dir(fuse_req_t req, size_t size, off_t off, fuse_ino_t self, fuse_ino_t parent,
-               uint64_t count, dir_child_fn child, void *ctx);
-/* statfs in 4 KiB blocks with nothing free: blocks and files (0: no fixed size). */
-void reply_statfs(fuse_req_t req, uint64_t blocks, uint64_t files, bool read_only);
-/* An attribute's value of len bytes as getxattr answers it: the length; with size,
- * the bytes into buf, or -ERANGE when they do not fit. */
-int64_t xattr_value(char *buf, size_t size, const char *value, size_t len);
-/* Replies to an xattr call from its result r: the size for a size-0 query, the bytes
- * otherwise, or the (negative) errno. */
-void reply_xattr(fuse_req_t req, int64_t r, const char *buf, size_t size);
-
-/* mount_ops.c: the operations over the mount (mount.h; userdata: struct ggufs, whose
- * mount is set), each one call and one reply: a library's, and a model's without edits. */
-extern const struct fuse_lowlevel_ops mount_ops;
+/* The mount's notices (struct mount_notify, arg: struct ggufs): the kernel forgets what
+ * it cached of ino, with its pages when pages. */
+void ggufs_forget(void *arg, uint64_t ino, bool pages);
 
 /* cli.c: the command line. */
 struct options {
@@ -253,7 +199,8 @@ void cli_free(struct options *o);
 void cli_usage(const char *prog);
 /* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE
  * escaped (fuse_opt_parse undoes that), so that any model path can be the fsname. */
-int insert_escaped_opt(struct fuse_args *args, int pos, const char *name, const char *value);
+int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
+                           const char *value);
 
 /* mountpoint.c: is the mount point fit to mount on? */
 
@@ -269,16 +216,14 @@ bool mountpoint_holds(const char *mountpoint, const char *path);
  * what is missing (the device, or access to it: root, its mode or its group), in
  * ggufs's words rather than libfuse's. Checked once the model is open (a bad model is
  * named first), before fuse_session_mount. */
-bool fuse_device_check(void);
+bool mountpoint_device_check(void);
 /* True when a file system is mounted at path (absolute, symlinks resolved); what gets
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
-bool mounted_at(const char *path, char *what, size_t size, char *dev);
+bool mountpoint_mounted_at(const char *path, char *what, size_t size, char *dev);
 
-/* open.c: the command line's names opened through lib/8-mount (open_name.h). */
+/* open.c: the command line's names opened through lib/8-mount (open_name.h; open.h
+ * has the options, for the files that see all of lib/). */
 
-/* o's remote options, and stderr for the notes (and, on a terminal, what a remote open
- * waits for): what the mount, --check and --diff open names with. */
-struct open_name_opts open_opts(const struct options *o);
 /* The model o->model names, local or remote (open_name_model); *shown gets a remote URL
  * as it may be shown (malloc'ed; NULL for a local file). NULL after one line on stderr
  * naming the file or URL and the problem. */
@@ -305,6 +250,6 @@ int diff_models(const struct options *o);
 
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */
-void *raise_readahead(void *arg);
+void *readahead_raise(void *arg);
 
 #endif

@@ -18,10 +18,15 @@
 #include "compat/fuse_compat.h"
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "open.h"
+#include "library.h"
 #include "log_escape.h"
+#include "model.h"
 #include "mount.h"
 #include "name_kind.h"
 #include "remote.h"
+#include "tree.h"
+#include "tree_edit.h"
 #include "url.h"
 
 /* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
@@ -88,17 +93,21 @@ static char *edits_path(const char *path)
 	return abs;
 }
 
-/* fs->mount over fs's library or (without edits, which ops.c serves) its model's tree,
- * asking passthrough.c about model.gguf. 0, or 1 after one line on stderr. */
+/* fs->mount over fs's library or its model's tree (with edits or not), asking
+ * passthrough.c about model.gguf and telling the kernel what an edit changed. 0, or 1
+ * after one line on stderr. */
 static int start_mount(struct ggufs *fs)
 {
-	fs->mount = fs->library ? mount_library(fs->library) : mount_model(fs->tree);
+	fs->mount = fs->library ? mount_library(fs->library) :
+	            fs->edits   ? mount_model_edits(fs->tree, fs->edits, fs->single_thread) :
+	                          mount_model(fs->tree);
 	if (!fs->mount) {
 		log_errf("out of memory");
 		return 1;
 	}
 	mount_set_passthrough(fs->mount,
 	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
+	mount_set_notify(fs->mount, &(struct mount_notify){ .forget = ggufs_forget, .arg = fs });
 	return 0;
 }
 
@@ -110,7 +119,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 {
 	char err[GGUF_ERR_MAX];
 	struct open_name_opts oo = open_opts(o);
-	oo.cancelled = ggufs_ending;
+	oo.cancelled = watch_ending;
 	oo.cancel_arg = fs;
 	oo.confine = o->allow_other;   /* other users read it: symlinks stay inside */
 	fs->library = open_name_library(o->model, kind, &oo, mountpoint, err);
@@ -225,7 +234,7 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 	}
 	if (o->edits_file && open_edits(fs, o, mountpoint) != 0)
 		return 1;
-	if (!fs->edits && start_mount(fs) != 0)
+	if (start_mount(fs) != 0)
 		return 1;
 	warn_raw_only(fs->model);
 	return 0;
@@ -241,7 +250,7 @@ static int add_mount_options(struct fuse_args *args, const struct options *o,
 {
 	char *abs = shown ? NULL : realpath(o->model, NULL);
 	int bad = fuse_opt_insert_arg(args, 1, "-osubtype=ggufs") ||
-	          insert_escaped_opt(args, 2, "fsname", shown ? shown : abs ? abs : o->model) ||
+	          cli_insert_escaped_opt(args, 2, "fsname", shown ? shown : abs ? abs : o->model) ||
 	          fuse_opt_add_arg(args, fs->edits ? "-onosuid,nodev,default_permissions"
 	                                           : "-oro,nosuid,nodev,default_permissions");
 	free(abs);
@@ -252,18 +261,17 @@ static int add_mount_options(struct fuse_args *args, const struct options *o,
 	return 0;
 }
 
-/* The session over fs: the library's operations or one model's. NULL when libfuse
+/* The session over fs's mount. NULL when libfuse
  * refused it (it said why). */
 static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs)
 {
 	struct fuse_session *se =
-		fs->mount ? fuse_session_new(args, &mount_ops, sizeof mount_ops, fs)
-		            : fuse_session_new(args, &ggufs_ops, sizeof ggufs_ops, fs);
+		fuse_session_new(args, &ggufs_ops, sizeof ggufs_ops, fs);
 	if (!se)
 		return NULL;
 	fs->se = se;
 	if (fs->model && fs->model->remote)
-		remote_set_cancel(fs->model->remote, ggufs_ending, fs);
+		remote_set_cancel(fs->model->remote, watch_ending, fs);
 	return se;
 }
 
@@ -275,7 +283,6 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
                    const struct fuse_cmdline_opts *fo)
 {
 	fs->pt.debug = fo->debug;
-	fs->single_thread = fo->singlethread;
 	passthrough_start(fs, o->passthrough_arg && strcmp(o->passthrough_arg, "no") == 0,
 	                  fs->library && !fs->remote_library ? o->model : NULL);
 	/* libfuse 3.14 has no API for passthrough nor for shared mappings of direct_io
@@ -289,14 +296,14 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 			         "mapping is ENODEV): libfuse would not let ggufs see its replies");
 	}
 	char what[PATH_MAX + 64];
-	if (!mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
+	if (!mountpoint_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
 	if (fuse_daemonize(fo->foreground) != 0)
 		return -1;
 	log_start(fs, fo->foreground);
 	const bool remote = (fs->model && fs->model->remote) || fs->remote_library;
 	pthread_t ra_thread;
-	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, raise_readahead, fs) == 0)
+	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, readahead_raise, fs) == 0)
 		pthread_detach(ra_thread);
 	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
 	if (remote)
@@ -339,7 +346,7 @@ int main(int argc, char *argv[])
 	struct fuse_cmdline_opts fo = { 0 };
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
-	                    .error_lock = PTHREAD_MUTEX_INITIALIZER, .log_fd = -1,
+	                    .log_fd = -1,
 	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
@@ -360,11 +367,12 @@ int main(int argc, char *argv[])
 	if (!mountpoint || start_early_log(&fs, &o, mountpoint) != 0)
 		goto out_cmdline;
 	fs.max_read = o.max_read;
+	fs.single_thread = fo.singlethread;
 	ret = open_source(&fs, &o, mountpoint, &shown);
 	if (ret != 0)
 		goto out_source;
 	ret = 1;
-	if (!fuse_device_check() || add_mount_options(&args, &o, &fs, shown) != 0)
+	if (!mountpoint_device_check() || add_mount_options(&args, &o, &fs, shown) != 0)
 		goto out_source;
 	se = new_session(&args, &fs);
 	if (!se)
@@ -391,9 +399,9 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_source:
+	mount_free(fs.mount);   /* first: its open files hold states of the edits, models */
 	tree_edits_close(fs.edits);
 	tree_free(fs.tree);
-	mount_free(fs.mount);
 	library_free(fs.library);
 	model_close(fs.model);
 out_cmdline:

@@ -49,7 +49,7 @@ static void unescape_mountinfo(char *s)
 
 /* Reads /proc/self/mountinfo, which touches no mounted file system:
  * "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - TYPE SOURCE SUPEROPTIONS". */
-bool mounted_at(const char *path, char *what, size_t size, char *dev)
+bool mountpoint_mounted_at(const char *path, char *what, size_t size, char *dev)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
@@ -140,7 +140,7 @@ char *mountpoint_check(const char *given, bool nonempty)
 	}
 	if (!nonempty && empty == 0) {
 		char what[PATH_MAX + 64];
-		if (mounted_at(mountpoint, what, sizeof what, NULL))
+		if (mountpoint_mounted_at(mountpoint, what, sizeof what, NULL))
 			log_errf("%s: already mounted (%s): unmount it first",
 			        given, what);
 		else
@@ -152,7 +152,7 @@ char *mountpoint_check(const char *given, bool nonempty)
 	return mountpoint;
 }
 
-bool fuse_device_check(void)
+bool mountpoint_device_check(void)
 {
 	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
 	if (fd >= 0) {

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "open.h"
+#include "model.h"
 #include "log_escape.h"
 
 /* open_name_opts.note and .waiting: one line on stderr. */

@@ -33,6 +33,7 @@
 
 #include "compat/fuse_compat.h"
 #include "evlog.h"
+#include "mount.h"
 
 #include "ggufs.h"
 
@@ -84,26 +85,26 @@ static uint32_t stack_depth_for(int fd)
 
 void passthrough_start(struct ggufs *fs, bool off, const char *folder)
 {
-	const struct ggufs_model *m = fs->model;
+	const char *not_file = NULL;
+	int fd = mount_passthrough_file(fs->mount, &not_file);
 	if (off) {
 		snprintf(fs->pt.refused, sizeof fs->pt.refused, "off (-o passthrough=no)");
 		fs->pt.logged = true;   /* asked for: nothing to say */
 		return;
 	}
-	if (!m && !folder) {
+	if (!fs->library && not_file) {
+		/* model.gguf is never one local file: no refusal, just what it is */
+		snprintf(fs->pt.refused, sizeof fs->pt.refused, "%s", not_file);
+		fs->pt.logged = true;
+		return;
+	}
+	if (fs->library && !folder) {
 		snprintf(fs->pt.refused, sizeof fs->pt.refused, "a remote library's model");
 		fs->pt.logged = true;
 		return;
 	}
-	if (m && (m->remote || m->n_shards != 1)) {
-		/* model.gguf is never one local file: no refusal, just what it is */
-		snprintf(fs->pt.refused, sizeof fs->pt.refused, "%s",
-		         m->remote ? "a remote model" : "a split model, merged here");
-		fs->pt.logged = true;
-		return;
-	}
-	if (m) {
-		fs->pt.stack_depth = stack_depth_for(tree_model_file_fd(fs->tree));
+	if (!fs->library) {
+		fs->pt.stack_depth = stack_depth_for(fd);
 	} else {
 		/* the folder's file system stands for its models' (one on another, through a
 		 * symlink, that needs more is refused its backing id: served as before) */
@@ -338,30 +339,3 @@ void passthrough_release(struct ggufs *fs, uint64_t ino)
 	pthread_mutex_unlock(&fs->pt.lock);
 }
 
-/* Why model.gguf of t is not the model's file byte for byte, or NULL when it is. */
-static const char *not_the_file(const struct tree *t)
-{
-	const struct ggufs_model *m = tree_model(t);
-	if (tree_model_file_fd(t) >= 0)
-		return NULL;
-	if (m->remote)
-		return "a remote model";
-	if (m->n_shards != 1)
-		return "a split model, merged here";
-	return "edited: model.gguf has a header of its own in front of the file's data";
-}
-
-int64_t passthrough_xattr(struct ggufs *fs, const struct tree *t, char *buf, size_t size)
-{
-	char value[256];
-	passthrough_why_not(fs, 0, tree_model_file_fd(t), not_the_file(t), tree_model(t)->path,
-	                    value, sizeof value);
-	return xattr_value(buf, size, value, strlen(value));
-}
-
-int passthrough_reply_open_tree(fuse_req_t req, struct ggufs *fs, struct fuse_file_info *fi,
-                                const struct tree *t)
-{
-	return passthrough_reply_open(req, fs, fi, 0, tree_model_file_fd(t), not_the_file(t),
-	                              tree_model(t)->path);
-}

@@ -40,7 +40,7 @@ static void write_readahead(const char *bdi)
 	close(fd);
 }
 
-void *raise_readahead(void *arg)
+void *readahead_raise(void *arg)
 {
 	struct ggufs *fs = arg;
 	pthread_mutex_lock(&fs->init_lock);

@@ -1,5 +1,5 @@
 /* For a remote model: what tells a stalled transfer that the mount is ending. The
- * fetcher polls ggufs_ending() (about once a second per transfer); a watcher thread sets
+ * fetcher polls watch_ending() (about once a second per transfer); a watcher thread sets
  * it once the session has exited (SIGTERM, an unmount) or the mount has left the mount
  * table while the daemon still serves: a lazy unmount (fusermount3 -u -z, umount -l),
  * whose last open file may be a read waiting on a stalled server. The fetcher never
@@ -25,7 +25,7 @@ static void *watch_main(void *arg)
 		if (fs->watch_stop)
 			break;
 		if (fuse_session_exited(fs->se) ||
-		    (fs->bdi[0] && (!mounted_at(fs->mountpoint, what, sizeof what, dev) ||
+		    (fs->bdi[0] && (!mountpoint_mounted_at(fs->mountpoint, what, sizeof what, dev) ||
 		                    strcmp(dev, fs->bdi) != 0))) {
 			atomic_store(&fs->ending, true);
 			break;
@@ -59,7 +59,7 @@ void watch_stop(struct ggufs *fs)
 	pthread_cond_destroy(&fs->watch_cond);
 }
 
-bool ggufs_ending(void *fs)
+bool watch_ending(void *fs)
 {
 	return atomic_load(&((struct ggufs *)fs)->ending);
 }

@@ -10,11 +10,22 @@
 #include "mount_impl.h"
 #include "thread_buf.h"
 
-void mount_init(struct mount *m, const struct mount_kind *kind)
+struct mount *mount_new(const struct mount_kind *kind)
 {
+	struct mount *m = calloc(1, sizeof *m);
+	if (!m)
+		return NULL;
 	m->kind = kind;
 	m->files = (struct handle_table)HANDLE_TABLE_INIT;
 	mount_counters_init(&m->counters);
+	return m;
+}
+
+/* Frees open file (a kind's), when the kind has anything to free. */
+static void file_free(struct mount *m, void *file)
+{
+	if (m->kind->file_free)
+		m->kind->file_free(m, file);
 }
 
 bool mount_fail(struct mount_err *err, int no)
@@ -36,12 +47,11 @@ void mount_free(struct mount *m)
 {
 	if (!m)
 		return;
-	m->kind->free(m);
 	mount_counters_destroy(&m->counters);
 	/* open files never released (the kernel's releases lost at an unmount) */
 	for (size_t i = 0; i < m->files.cap; i++)
 		if (m->files.slots && handle_table_slot(&m->files, i))
-			m->kind->file_free(m, handle_table_slot(&m->files, i));
+			file_free(m, handle_table_slot(&m->files, i));
 	free(m->files.slots);
 	pthread_mutex_destroy(&m->files.lock);
 	free(m);
@@ -72,7 +82,7 @@ static void *take_file(struct mount *m, uint64_t fh)
 static void put_file(struct mount *m, uint64_t fh, void *file, bool release)
 {
 	if (file && handle_table_drop(&m->files, fh, release))
-		m->kind->file_free(m, file);
+		file_free(m, file);
 }
 
 bool mount_getattr(struct mount *m, uint64_t ino, uint64_t fh, struct stat *st, double *ttl,
@@ -84,26 +94,30 @@ bool mount_getattr(struct mount *m, uint64_t ino, uint64_t fh, struct stat *st, 
 	return ok;
 }
 
-/* Opens ino (a directory when dir) into o, its file registered under o->fh. */
-static bool open_file(struct mount *m, uint64_t ino, bool dir, int flags, struct mount_open *o,
-                      struct mount_err *err)
+/* Registers new open file under o->fh: false out of memory (file freed). */
+static bool add_file(struct mount *m, void *file, struct mount_open *o, struct mount_err *err)
 {
-	memset(o, 0, sizeof *o);
-	o->pt_fd = -1;
-	void *file = NULL;
-	if (!m->kind->open(m, ino, dir, flags, &file, o, err))
-		return false;
 	o->fh = handle_table_add(&m->files, file);
 	if (!o->fh) {
-		m->kind->file_free(m, file);
+		file_free(m, file);
 		return mount_fail(err, ENOMEM);
 	}
 	return true;
 }
 
+/* Opens ino (a directory when dir) for uid into o, its file registered under o->fh. */
+static bool open_file(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid,
+                      struct mount_open *o, struct mount_err *err)
+{
+	memset(o, 0, sizeof *o);
+	o->pt_fd = -1;
+	void *file = NULL;
+	return m->kind->open(m, ino, dir, flags, uid, &file, o, err) && add_file(m, file, o, err);
+}
+
 bool mount_opendir(struct mount *m, uint64_t ino, struct mount_open *o, struct mount_err *err)
 {
-	return open_file(m, ino, true, O_RDONLY, o, err);
+	return open_file(m, ino, true, O_RDONLY, 0, o, err);
 }
 
 bool mount_readdir(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, mount_dir_fn add,
@@ -122,10 +136,10 @@ void mount_releasedir(struct mount *m, uint64_t fh)
 	mount_release(m, 0, fh);
 }
 
-bool mount_open(struct mount *m, uint64_t ino, int flags, struct mount_open *o,
+bool mount_open(struct mount *m, uint64_t ino, int flags, uid_t uid, struct mount_open *o,
                 struct mount_err *err)
 {
-	return open_file(m, ino, false, flags, o, err);
+	return open_file(m, ino, false, flags, uid, o, err);
 }
 
 bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64_t len,
@@ -141,12 +155,104 @@ bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64
 
 void mount_release(struct mount *m, uint64_t ino, uint64_t fh)
 {
-	(void)ino;
 	void *file = take_file(m, fh);
 	if (!file)
 		return;
+	if (m->kind->release)
+		m->kind->release(m, ino, file);
 	put_file(m, fh, file, false);   /* the take's */
 	put_file(m, fh, file, true);    /* the open's */
+}
+
+void mount_set_notify(struct mount *m, const struct mount_notify *n)
+{
+	if (n)
+		m->notify = *n;
+	else
+		memset(&m->notify, 0, sizeof m->notify);
+}
+
+bool mount_flush(struct mount *m, uint64_t ino, uint64_t fh, struct mount_err *err)
+{
+	/* nothing to flush: ENOSYS has the kernel stop sending FLUSH (no_flush), so that a
+	 * close no longer waits for the daemon (a passthrough model.gguf's opens and closes
+	 * are all it still asks about) */
+	if (!m->kind->flush)
+		return mount_fail(err, ENOSYS);
+	void *file = take_file(m, fh);
+	bool ok = m->kind->flush(m, ino, file, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+bool mount_setattr(struct mount *m, uint64_t ino, uint64_t fh, unsigned to_set, uint64_t size,
+                   uid_t uid, struct stat *st, double *ttl, struct mount_err *err)
+{
+	if (!m->kind->setattr)
+		return mount_fail(err, EROFS);
+	void *file = fh ? take_file(m, fh) : NULL;
+	bool ok = m->kind->setattr(m, ino, file, to_set, size, uid, st, ttl, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+bool mount_write(struct mount *m, uint64_t ino, uint64_t fh, const char *buf, size_t size,
+                 uint64_t off, struct mount_err *err)
+{
+	void *file = m->kind->write ? take_file(m, fh) : NULL;
+	if (!file)   /* no writer (or released) */
+		return mount_fail(err, EROFS);
+	bool ok = m->kind->write(m, ino, file, buf, size, off, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+bool mount_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+                  struct mount_entry *e, struct mount_open *o, struct mount_err *err)
+{
+	memset(e, 0, sizeof *e);
+	memset(o, 0, sizeof *o);
+	o->pt_fd = -1;
+	void *file = NULL;
+	if (!m->kind->create)
+		return mount_fail(err, EROFS);
+	return m->kind->create(m, parent, name, flags, uid, e, &file, o, err) &&
+	       add_file(m, file, o, err);
+}
+
+bool mount_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+                  struct mount_err *err)
+{
+	return m->kind->unlink ? m->kind->unlink(m, parent, name, uid, err)
+	                       : mount_fail(err, EROFS);
+}
+
+bool mount_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+                  const char *newname, unsigned flags, uid_t uid, struct mount_err *err)
+{
+	return m->kind->rename ? m->kind->rename(m, parent, name, newparent, newname, flags, uid,
+	                                         err)
+	                       : mount_fail(err, EROFS);
+}
+
+bool mount_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+                    size_t size, uid_t uid, struct mount_err *err)
+{
+	return m->kind->setxattr ? m->kind->setxattr(m, ino, name, value, size, uid, err)
+	                         : mount_fail(err, EROFS);
+}
+
+bool mount_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err)
+{
+	return m->kind->removexattr ? m->kind->removexattr(m, ino, uid, err)
+	                            : mount_fail(err, EROFS);
+}
+
+void mount_release_unused(struct mount *m, uint64_t fh)
+{
+	void *file = take_file(m, fh);
+	put_file(m, fh, file, false);
+	put_file(m, fh, file, true);
 }
 
 void mount_statfs(struct mount *m, struct statvfs *sv)
@@ -180,6 +286,12 @@ int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct tree
 		m->pt.why_not(m->pt.arg, ino, tree_model_file_fd(t), mount_not_file(t),
 		              tree_model(t)->path, value, sizeof value);
 	return mount_xattr_value(buf, size, value, strnlen(value, sizeof value - 1));
+}
+
+int mount_passthrough_file(struct mount *m, const char **not_file)
+{
+	*not_file = m->tree ? mount_not_file(m->tree) : NULL;
+	return m->tree ? tree_model_file_fd(m->tree) : -1;
 }
 
 const char *mount_not_file(const struct tree *t)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "errline.h"
@@ -83,16 +84,34 @@ struct mount_open {
 	const char *pt_path;  /* the model's name, for a log line */
 };
 
-/* The mount of a single model's tree t (tree.h), or of library lib (library.h); either
- * must outlive the mount. NULL out of memory. */
+/* The mount of a single model's tree t (tree.h), of a model with metadata edits e of
+ * its tree base (tree_edit.h: -o edits=FILE; single_thread: one thread serves every
+ * request, -s), or of library lib (library.h); each must outlive the mount. NULL out
+ * of memory. */
 struct tree;
+struct tree_edits;
 struct library;
 struct mount *mount_model(struct tree *t);
+struct mount *mount_model_edits(struct tree *base, struct tree_edits *e, bool single_thread);
 struct mount *mount_library(struct library *lib);
+
+/* What an edit tells the front end: the kernel is to forget what it cached of ino (its
+ * attributes and size; with pages, its pages too), before the request that made the
+ * edit is answered. */
+struct mount_notify {
+	void (*forget)(void *arg, uint64_t ino, bool pages);
+	void *arg;
+};
+void mount_set_notify(struct mount *m, const struct mount_notify *n);
 /* Frees the mount (not what it was made over), with the open files not released. */
 void mount_free(struct mount *m);
 /* The front end's passthrough, asked for model.gguf's attribute (NULL: "off"). */
 void mount_set_passthrough(struct mount *m, const struct mount_passthrough *pt);
+
+/* The file a single model's model.gguf is byte for byte, for passthrough: its fd, or -1
+ * (a library, whose models are each its own; or a model that is not one local file,
+ * *not_file says why). */
+int mount_passthrough_file(struct mount *m, const char **not_file);
 
 /* The child name of directory parent, with its attributes and timeouts. A name that is
  * not there is an entry of ino 0 (a negative entry, cached e->entry_ttl). */
@@ -116,8 +135,9 @@ bool mount_readdir(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, mou
                    void *ctx, struct mount_err *err);
 void mount_releasedir(struct mount *m, uint64_t fh);
 
-/* Opens file ino with open(2)'s flags (o: the answer). */
-bool mount_open(struct mount *m, uint64_t ino, int flags, struct mount_open *o,
+/* Opens file ino with open(2)'s flags for the user uid (o: the answer): for writing,
+ * only a metadata/ file with edits, and only for the mount's owner (EACCES, else EROFS). */
+bool mount_open(struct mount *m, uint64_t ino, int flags, uid_t uid, struct mount_open *o,
                 struct mount_err *err);
 /* The bytes of a read, in count pieces (count 0: end of file); valid during the call. */
 typedef void (*mount_data_fn)(void *ctx, const struct iovec *iov, int count);
@@ -127,9 +147,47 @@ typedef void (*mount_data_fn)(void *ctx, const struct iovec *iov, int count);
  * answer a read(2) past it. */
 bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64_t len,
                 bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
-/* The open of fh let go; the file stays until the last request that still holds it is
+/* close(2) of fh: what a writer wrote is made the key's value (EINVAL when it cannot
+ * be; ENOSYS without edits, so that the kernel stops asking). */
+bool mount_flush(struct mount *m, uint64_t ino, uint64_t fh, struct mount_err *err);
+/* The open of fh let go (a writer's text that no flush made a value is made one now,
+ * its refusal said); the file stays until the last request that still holds it is
  * answered. */
 void mount_release(struct mount *m, uint64_t ino, uint64_t fh);
+
+/* An open whose reply failed (the opener gone): let go with nothing made of it. */
+void mount_release_unused(struct mount *m, uint64_t fh);
+
+/* The changes of metadata/ with edits (ggufs(1) EDITS), each for the user uid: EROFS
+ * on any other mount or file, EACCES for anyone but the mount's owner. A refused edit
+ * carries its cause (said as a warning) and is counted (user.ggufs.edits_refused). */
+
+/* What setattr changes (bits of to_set) and the size asked for. */
+#define MOUNT_SET_SIZE 1u
+#define MOUNT_SET_MODE 2u     /* mode, owner or group: accepted in metadata/ only */
+/* The size of metadata/KEY (through open writer fh, its text; else the value now) or of
+ * a scratch file; modes, owners and times accepted and changed nowhere in metadata/:
+ * the attributes after, and how long they may be kept. */
+bool mount_setattr(struct mount *m, uint64_t ino, uint64_t fh, unsigned to_set, uint64_t size,
+                   uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
+/* A write of size bytes at off through writer fh (into its text, made the value at
+ * close): the count; EINVAL at once when the text can no longer become a value. */
+bool mount_write(struct mount *m, uint64_t ino, uint64_t fh, const char *buf, size_t size,
+                 uint64_t off, struct mount_err *err);
+/* A new file name in metadata/ (a key, or an editor's scratch file), opened with flags:
+ * its entry and the open. */
+bool mount_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+                  struct mount_entry *e, struct mount_open *o, struct mount_err *err);
+/* rm metadata/NAME; mv metadata/NAME metadata/NEWNAME (flags: renameat2's). */
+bool mount_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+                  struct mount_err *err);
+bool mount_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+                  const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
+/* setxattr of user.gguf.type of a key (its value parsed again as that type);
+ * removexattr: ENOTSUP (for the owner). */
+bool mount_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+                    size_t size, uid_t uid, struct mount_err *err);
+bool mount_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err);
 
 /* statfs: sizes in 4 KiB blocks, nothing free, read-only unless edits are on. */
 void mount_statfs(struct mount *m, struct statvfs *sv);

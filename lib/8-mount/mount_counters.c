@@ -127,6 +127,16 @@ void mount_counted_eio_said(struct mount_counters *c, const char *why, struct mo
 	mount_fail(err, EIO);
 }
 
+void mount_counted_refusal(struct mount_counters *c, int r, const char *why,
+                           struct mount_err *err)
+{
+	atomic_fetch_add_explicit(&c->edits_refused, 1, memory_order_relaxed);
+	mount_fail(err, -r);
+	err->level = EVLOG_WARNING;
+	snprintf(err->cause, sizeof err->cause, "edit refused (%s): %s", strerror(-r), why);
+	note_error(c, err->cause);
+}
+
 /* ---- user.ggufs.* on the mount's root ---- */
 
 enum counter {

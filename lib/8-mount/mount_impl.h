@@ -22,19 +22,37 @@ struct mount_kind {
 	               struct mount_err *err);
 	bool (*getattr)(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
 	                struct mount_err *err);
-	/* a new open file of ino (directory or not, as dir asks), with o's flags set */
-	bool (*open)(struct mount *m, uint64_t ino, bool dir, int flags, void **file,
+	/* a new open file of ino (directory or not, as dir asks) for uid, with o's flags
+	 * set */
+	bool (*open)(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
 	             struct mount_open *o, struct mount_err *err);
 	bool (*readdir)(struct mount *m, uint64_t ino, void *file, uint64_t off, mount_dir_fn add,
 	                void *ctx, struct mount_err *err);
 	bool (*read)(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
 	             bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
-	/* frees an open file once released and no request holds it */
+	/* frees an open file once released and no request holds it (NULL: nothing to) */
 	void (*file_free)(struct mount *m, void *file);
 	void (*statfs)(struct mount *m, struct statvfs *sv);
 	int64_t (*xattr)(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
 	                 struct mount_err *err);
-	void (*free)(struct mount *m);
+	/* The changes (a model's with edits: mount_writer.c); NULL: ENOSYS for flush,
+	 * nothing for release (before the open's hold goes), EROFS for the rest. */
+	bool (*flush)(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
+	void (*release)(struct mount *m, uint64_t ino, void *file);
+	bool (*setattr)(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
+	                uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
+	bool (*write)(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
+	              uint64_t off, struct mount_err *err);
+	bool (*create)(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+	               struct mount_entry *e, void **file, struct mount_open *o,
+	               struct mount_err *err);
+	bool (*unlink)(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+	               struct mount_err *err);
+	bool (*rename)(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+	               const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
+	bool (*setxattr)(struct mount *m, uint64_t ino, const char *name, const char *value,
+	                 size_t size, uid_t uid, struct mount_err *err);
+	bool (*removexattr)(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err);
 };
 
 /* The counters of user.ggufs.* and the last error (mount_counters.c). */
@@ -52,10 +70,14 @@ struct mount {
 	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
 	struct tree *tree;              /* mount_model.c's, or NULL */
 	struct library *library;        /* mount_library.c's, or NULL */
+	struct tree_edits *edits;       /* mount_edits.c's, or NULL */
+	bool single_thread;             /* -s: no request waits for another (edit_settle) */
+	struct mount_notify notify;     /* forget NULL: the kernel is told nothing */
+	atomic_uint key_writers;        /* writers of keys open now (mount_edits.h) */
 };
 
-/* Sets up m's common parts for kind. */
-void mount_init(struct mount *m, const struct mount_kind *kind);
+/* A new mount of kind, its common parts set up; NULL out of memory. */
+struct mount *mount_new(const struct mount_kind *kind);
 
 /* Fills err with errno no and nothing to say; false, for "return mount_fail(...)". */
 bool mount_fail(struct mount_err *err, int no);
@@ -77,6 +99,11 @@ void mount_counted_eio(struct mount_counters *c, const struct tree *t, const str
 /* An EIO whose cause lib said already (why, or "" when unknown): counted and kept as
  * the last error; err gets EIO and nothing more to say. */
 void mount_counted_eio_said(struct mount_counters *c, const char *why, struct mount_err *err);
+/* An edit refused with -errno r for why (one line naming the key): counted
+ * (user.ggufs.edits_refused), kept as the last error, and into err to be said (a
+ * warning, each time). */
+void mount_counted_refusal(struct mount_counters *c, int r, const char *why,
+                           struct mount_err *err);
 /* What user.ggufs.* shows besides the counters of every mount: the model's (NULL for a
  * library: no URL, no fetcher), whether edits are on, and extra attributes (names, and
  * their values by get), shown after the rest. */

@@ -123,11 +123,11 @@ static int open_dir(struct mount *m, struct lib_file *h, struct mount_open *o)
 	return ret;
 }
 
-/* A file (opened for reading: lib_open refused the rest). A model's file holds its model built until released; a
- * plain file is opened in the source (a replaced one keeps the version it opened);
- * models.tsv and models.json are made whole here, read past the page cache; compare/
- * files are made by their first read, also past the page cache (their size, 0, is not
- * theirs). model.gguf tells the front end its file, which the kernel may read itself. */
+/* A file (opened for reading: lib_open refused the rest). A model's file holds its
+ * model built until released; a plain file is opened in the source (a replaced one
+ * keeps the version it opened); models.tsv and models.json are made whole here, read
+ * past the page cache, and so are compare/ files. model.gguf tells the front end its
+ * file, which the kernel may read itself. */
 static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o)
 {
 	enum lib_kind k = h->ref.kind;
@@ -149,9 +149,10 @@ static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o)
 	return ret;
 }
 
-static bool lib_open(struct mount *m, uint64_t ino, bool dir, int flags, void **file,
+static bool lib_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
                      struct mount_open *o, struct mount_err *err)
 {
+	(void)uid;
 	if (!dir && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
 		return mount_fail(err, EROFS);
 	struct lib_file *h = calloc(1, sizeof *h);
@@ -281,29 +282,15 @@ static int64_t lib_xattr(struct mount *m, uint64_t ino, const char *name, char *
 	return x == -ENOENT ? -ENODATA : x;
 }
 
-static void lib_free(struct mount *m)
-{
-	(void)m;   /* the library is the caller's */
-}
-
 static const struct mount_kind library_kind = {
-	.lookup = lib_lookup,
-	.getattr = lib_getattr,
-	.open = lib_open,
-	.readdir = lib_readdir,
-	.read = lib_read,
-	.file_free = lib_file_free,
-	.statfs = lib_statfs,
-	.xattr = lib_xattr,
-	.free = lib_free,
+	.lookup = lib_lookup, .getattr = lib_getattr, .open = lib_open, .readdir = lib_readdir,
+	.read = lib_read, .file_free = lib_file_free, .statfs = lib_statfs, .xattr = lib_xattr,
 };
 
 struct mount *mount_library(struct library *lib)
 {
-	struct mount *m = calloc(1, sizeof *m);
-	if (!m)
-		return NULL;
-	mount_init(m, &library_kind);
-	m->library = lib;
+	struct mount *m = mount_new(&library_kind);
+	if (m)
+		m->library = lib;
 	return m;
 }

@@ -58,10 +58,11 @@ static bool mm_getattr(struct mount *m, uint64_t ino, void *file, struct stat *s
 /* Opens for reading anywhere. Contents are fixed, so the page cache (and a listing) may
  * be kept across opens; direct_io stays off so that mmap works. model.gguf tells the
  * front end its file, which the kernel may read itself (passthrough). The open file is
- * the tree (nothing is held per open). */
-static bool mm_open(struct mount *m, uint64_t ino, bool dir, int flags, void **file,
+ * the tree (nothing is held per open, nor freed). */
+static bool mm_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
                        struct mount_open *o, struct mount_err *err)
 {
+	(void)uid;
 	const struct tree_node *n = dir ? dir_of(m->tree, ino, err) : node_of(m->tree, ino, err);
 	if (!n)
 		return false;
@@ -110,11 +111,6 @@ static bool mm_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uin
 	return n && mount_read_tree(m, m->tree, n, off, len, reply, ctx, err);
 }
 
-static void mm_file_free(struct mount *m, void *file)
-{
-	(void)m, (void)file;   /* the tree, the mount's */
-}
-
 /* Sizes in 4 KiB blocks, nothing free: a view of one file. */
 static void mm_statfs(struct mount *m, struct statvfs *sv)
 {
@@ -150,29 +146,15 @@ static int64_t mm_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 	return r == -ENOENT ? tree_getxattr(m->tree, n, name, buf, size) : r;
 }
 
-static void mm_free(struct mount *m)
-{
-	(void)m;   /* the tree and its model are the caller's */
-}
-
 static const struct mount_kind mm_kind = {
-	.lookup = mm_lookup,
-	.getattr = mm_getattr,
-	.open = mm_open,
-	.readdir = mm_readdir,
-	.read = mm_read,
-	.file_free = mm_file_free,
-	.statfs = mm_statfs,
-	.xattr = mm_xattr,
-	.free = mm_free,
+	.lookup = mm_lookup, .getattr = mm_getattr, .open = mm_open, .readdir = mm_readdir,
+	.read = mm_read, .statfs = mm_statfs, .xattr = mm_xattr,
 };
 
 struct mount *mount_model(struct tree *t)
 {
-	struct mount *m = calloc(1, sizeof *m);
-	if (!m)
-		return NULL;
-	mount_init(m, &mm_kind);
-	m->tree = t;
+	struct mount *m = mount_new(&mm_kind);
+	if (m)
+		m->tree = t;
 	return m;
 }

@@ -20,10 +20,10 @@
 
 #include "unit.h"
 
-#include "gguf_writer.h"
 #include "guard.h"
 #include "library.h"
 #include "mount.h"
+#include "mount_fixture.h"
 #include "scratch_dir.h"
 
 #define N_VALUES 4096
@@ -33,17 +33,7 @@ static void write_model(const char *rel)
 {
 	char path[512];
 	snprintf(path, sizeof path, "%s/%s", scratch_dir, rel);
-	struct gw w;
-	gw_init(&w);
-	gw_header(&w, 3, 1, 1);
-	gw_kv_str(&w, "general.architecture", "test");
-	const uint64_t ne[1] = { N_VALUES };
-	gw_tensor(&w, "w", 1, ne, GGML_TYPE_F32, 0);
-	gw_align(&w, 32);
-	for (int i = 0; i < N_VALUES; i++)
-		gw_f32(&w, (float)i * 0.5f);
-	assert_true(gw_save(&w, path));
-	gw_free(&w);
+	assert_true(mount_fixture_model(path, N_VALUES, 0.5f));
 }
 
 static struct library *lib;
@@ -77,24 +67,6 @@ static struct mount_entry walk(struct mount *m, const char *path)
 	for (char *save, *name = strtok_r(copy, "/", &save); name; name = strtok_r(NULL, "/", &save))
 		assert_true(mount_lookup(m, e.ino, name, &e, &err));
 	return e;
-}
-
-/* What a read gave: the bytes, joined. */
-struct got {
-	char buf[1 << 16];
-	size_t len;
-	int calls;
-};
-
-static void take(void *ctx, const struct iovec *iov, int count)
-{
-	struct got *g = ctx;
-	g->calls++;
-	for (int i = 0; i < count; i++) {
-		assert_true(g->len + iov[i].iov_len <= sizeof g->buf);
-		memcpy(g->buf + g->len, iov[i].iov_base, iov[i].iov_len);
-		g->len += iov[i].iov_len;
-	}
 }
 
 static int setup(void **state)
@@ -144,14 +116,14 @@ static void test_read_then_release(void **state)
 	struct mount_err err;
 	struct mount_entry f = walk(m, "tiny/tensors/w.f32");
 	struct mount_open o;
-	assert_false(mount_open(m, f.ino, O_WRONLY, &o, &err));
+	assert_false(mount_open(m, f.ino, O_WRONLY, 0, &o, &err));
 	assert_int_equal(err.no, EROFS);
-	assert_true(mount_open(m, f.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
 	assert_int_not_equal(o.fh, 0);
 	assert_int_equal(o.pt_fd, -1);   /* only model.gguf is a file to pass through */
-	struct got *g = calloc(1, sizeof *g);
+	struct mount_got *g = calloc(1, sizeof *g);
 	assert_non_null(g);
-	assert_true(mount_read(m, f.ino, o.fh, 8, 16, false, take, g, &err));
+	assert_true(mount_read(m, f.ino, o.fh, 8, 16, false, mount_got_take, g, &err));
 	assert_int_equal(g->calls, 1);
 	assert_int_equal(g->len, 16);
 	float v[4];
@@ -161,15 +133,15 @@ static void test_read_then_release(void **state)
 	/* past the end: nothing, in one reply */
 	g->len = 0;
 	g->calls = 0;
-	assert_true(mount_read(m, f.ino, o.fh, N_VALUES * 4, 16, false, take, g, &err));
+	assert_true(mount_read(m, f.ino, o.fh, N_VALUES * 4, 16, false, mount_got_take, g, &err));
 	assert_int_equal(g->calls, 1);
 	assert_int_equal(g->len, 0);
 	mount_release(m, f.ino, o.fh);
-	assert_false(mount_read(m, f.ino, o.fh, 0, 16, false, take, g, &err));
+	assert_false(mount_read(m, f.ino, o.fh, 0, 16, false, mount_got_take, g, &err));
 	assert_int_equal(err.no, EBADF);
 	/* model.gguf names its file for passthrough */
 	struct mount_entry mg = walk(m, "tiny/model.gguf");
-	assert_true(mount_open(m, mg.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, mg.ino, O_RDONLY, 0, &o, &err));
 	assert_true(o.pt_fd >= 0);
 	assert_non_null(o.pt_path);
 	mount_release(m, mg.ino, o.fh);
@@ -250,10 +222,10 @@ static void test_counters_and_eio_cause(void **state)
 
 	struct mount_entry f = walk(m, "shrinks/tensors/w");
 	struct mount_open o;
-	assert_true(mount_open(m, f.ino, O_RDONLY, &o, &err));
-	struct got *g = calloc(1, sizeof *g);
+	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
+	struct mount_got *g = calloc(1, sizeof *g);
 	assert_non_null(g);
-	assert_true(mount_read(m, f.ino, o.fh, 0, 64, false, take, g, &err));
+	assert_true(mount_read(m, f.ino, o.fh, 0, 64, false, mount_got_take, g, &err));
 	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.reads"), reads + 1);
 	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.eio_replies"), 0);
 
@@ -263,7 +235,7 @@ static void test_counters_and_eio_cause(void **state)
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(truncate(path, st.st_size - 1024), 0);
-	assert_false(mount_read(m, f.ino, o.fh, (uint64_t)N_VALUES * 4 - 64, 64, false, take, g,
+	assert_false(mount_read(m, f.ino, o.fh, (uint64_t)N_VALUES * 4 - 64, 64, false, mount_got_take, g,
 	                        &err));
 	assert_int_equal(err.no, EIO);
 	assert_non_null(strstr(err.cause, "EIO to a read of tensors/w"));

@@ -19,10 +19,10 @@
 
 #include "unit.h"
 
-#include "gguf_writer.h"
 #include "guard.h"
 #include "model.h"
 #include "mount.h"
+#include "mount_fixture.h"
 #include "scratch_dir.h"
 #include "tree.h"
 
@@ -39,18 +39,7 @@ static int setup(void **state)
 		return -1;
 	char path[512], err[GGUF_ERR_MAX];
 	snprintf(path, sizeof path, "%s/m.gguf", scratch_dir);
-	struct gw w;
-	gw_init(&w);
-	gw_header(&w, 3, 1, 1);
-	gw_kv_str(&w, "general.architecture", "test");
-	const uint64_t ne[1] = { N_VALUES };
-	gw_tensor(&w, "w", 1, ne, GGML_TYPE_F32, 0);
-	gw_align(&w, 32);
-	for (int i = 0; i < N_VALUES; i++)
-		gw_f32(&w, (float)i * 0.25f);
-	bool saved = gw_save(&w, path);
-	gw_free(&w);
-	model = saved ? model_open(path, err) : NULL;
+	model = mount_fixture_model(path, N_VALUES, 0.25f) ? model_open(path, err) : NULL;
 	tree = model ? tree_build(model, err) : NULL;
 	return tree ? 0 : -1;
 }
@@ -60,23 +49,6 @@ static int teardown(void **state)
 	tree_free(tree);
 	model_close(model);
 	return scratch_dir_remove(state);
-}
-
-struct got {
-	char buf[4096];
-	size_t len;
-	int calls;
-};
-
-static void take(void *ctx, const struct iovec *iov, int count)
-{
-	struct got *g = ctx;
-	g->calls++;
-	for (int i = 0; i < count; i++) {
-		assert_true(g->len + iov[i].iov_len <= sizeof g->buf);
-		memcpy(g->buf + g->len, iov[i].iov_base, iov[i].iov_len);
-		g->len += iov[i].iov_len;
-	}
 }
 
 static void test_lookup_one_call(void **state)
@@ -124,14 +96,14 @@ static void test_read_f32_one_call(void **state)
 	struct mount_err err;
 	assert_true(mount_lookup(m, TREE_TENSORS_DIR_INO, "w.f32", &e, &err));
 	struct mount_open o;
-	assert_false(mount_open(m, e.ino, O_RDWR, &o, &err));
+	assert_false(mount_open(m, e.ino, O_RDWR, 0, &o, &err));
 	assert_int_equal(err.no, EROFS);
-	assert_true(mount_open(m, e.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, e.ino, O_RDONLY, 0, &o, &err));
 	assert_true(o.keep_cache && !o.direct_io);
 	assert_int_equal(o.pt_fd, -1);
 	long long before = reads_of(m);
-	struct got g = { .len = 0 };
-	assert_true(mount_read(m, e.ino, o.fh, 400, 8, false, take, &g, &err));
+	struct mount_got g = { .len = 0 };
+	assert_true(mount_read(m, e.ino, o.fh, 400, 8, false, mount_got_take, &g, &err));
 	assert_int_equal(g.calls, 1);
 	assert_int_equal(g.len, 8);
 	float v[2];
@@ -139,10 +111,10 @@ static void test_read_f32_one_call(void **state)
 	assert_true(v[0] == 25.0f && v[1] == 25.25f);   /* values 100 and 101 */
 	assert_int_equal(reads_of(m), before + 1);
 	mount_release(m, e.ino, o.fh);
-	assert_false(mount_read(m, e.ino, o.fh, 0, 8, false, take, &g, &err));
+	assert_false(mount_read(m, e.ino, o.fh, 0, 8, false, mount_got_take, &g, &err));
 	assert_int_equal(err.no, EBADF);
 	/* a directory opened as a file, a file listed */
-	assert_false(mount_open(m, TREE_TENSORS_DIR_INO, O_RDONLY, &o, &err));
+	assert_false(mount_open(m, TREE_TENSORS_DIR_INO, O_RDONLY, 0, &o, &err));
 	assert_int_equal(err.no, EISDIR);
 	assert_false(mount_opendir(m, e.ino, &o, &err));
 	assert_int_equal(err.no, ENOTDIR);
@@ -199,7 +171,7 @@ static void test_attributes_listing_statfs(void **state)
 	assert_true(asked_fd >= 0);   /* the model is its one local file */
 	assert_int_equal(asked_ino, 0);
 	struct mount_open o;
-	assert_true(mount_open(m, e.ino, O_RDONLY, &o, &err));
+	assert_true(mount_open(m, e.ino, O_RDONLY, 0, &o, &err));
 	assert_int_equal(o.pt_fd, asked_fd);
 	assert_null(o.pt_not_file);
 	mount_release(m, e.ino, o.fh);

@@ -1,0 +1,107 @@
+/* A model's mount with -o edits=FILE (private to lib/8-mount): mount_edits.c answers
+ * lookups, listings, opens and reads from the trees of the metadata's states;
+ * mount_writer.c the requests that change metadata/ (writes, truncations, creations,
+ * renames, deletions of keys, user.gguf.type) and the closes of its writers.
+ *
+ * Each request works on the tree current when it came (held for it), an open file on
+ * the tree current at its open, and every accepted edit has the front end's kernel
+ * forget what it cached of the files it changed (their attributes and pages, metadata/'s
+ * listing) before the request that made it is answered (mount_notify). */
+#ifndef GGUFS_MOUNT_EDITS_H
+#define GGUFS_MOUNT_EDITS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "mount_impl.h"
+#include "scratch.h"
+#include "tree_edit.h"
+#include "vbytes.h"
+
+/* The most writers of keys open at once (ENFILE past it): each may hold EDIT_TEXT_MAX
+ * of text, so this bounds what writers can make the daemon hold (ggufs(1)). */
+#define EDIT_WRITERS_MAX 16
+
+/* What an open file keeps: the tree at its open, so that its reads see one state whole;
+ * for a file opened to write, the text written so far, made the key's value at flush
+ * (close) or release. */
+struct edit_file {
+	struct tree *tree;
+	struct scratch_file *scratch;   /* an open scratch file of metadata/ (scratch.h): its
+	                                 * reads and writes go to it, not to tree */
+	bool writing;
+	bool key_writer;        /* holds one of EDIT_WRITERS_MAX */
+	bool dirty;             /* written since the last commit */
+	int refused;            /* -errno of a write refused (EFBIG, EINVAL), else 0: sticky,
+	                         * nothing written after it is taken, and the close fails
+	                         * with it, making nothing of the text */
+	bool truncation_closed; /* only_truncated, and a close has been seen
+	                         * (tree_edits_truncation_closed): made at the last */
+	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
+	                         * "> KEY" closes a first descriptor (its dup2) before it
+	                         * writes, so that truncation is made at the last close */
+	pthread_mutex_t lock;   /* text, dirty, refused, the truncation's state */
+	struct vbytes text;     /* edit_text.h */
+};
+
+/* mount_edits.c */
+
+/* A new open file on tree t (which it keeps), or NULL out of memory. */
+struct edit_file *mount_edit_file_new(struct tree *t, bool writing);
+/* Frees f with its tree, scratch file and writer place (the mount's). */
+void mount_edit_file_free(struct mount *m, struct edit_file *f);
+/* A writer's place among EDIT_WRITERS_MAX: false when all are taken. */
+bool mount_edit_writer_reserve(struct mount *m);
+void mount_edit_writer_release(struct mount *m);
+/* The scratch file of ino, held (scratch_drop it), when ino is one; else NULL. */
+struct scratch_file *mount_edit_scratch_of(struct mount *m, uint64_t ino);
+/* The attributes of node n of t (the tree's rule, metadata/ writable), and of scratch
+ * file f (a file as a key's is, with its own size and time). */
+void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st);
+void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st);
+/* The node of ino in the tree that holds it now (into *t, held: tree_release it), a
+ * truncation just closed made first; or NULL with ESTALE for a model.gguf of a state
+ * gone (the kernel looks its name up again), else ENOENT, nothing held. */
+const struct tree_node *mount_edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
+                                       struct mount_err *err);
+/* With edits, waits for a truncation just closed to be made (tree_edits_settle). */
+void mount_edit_settle(struct mount *m);
+/* The open of a file whose name an edit may change, for writing when write (checked:
+ * metadata/KEY, its owner asking): f gets its text (or the truncation's empty one). */
+bool mount_edit_open_writer(struct mount *m, struct edit_file *f, const struct tree_node *n,
+                      int flags, struct mount_err *err);
+
+/* mount_writer.c */
+
+/* True when uid is the mount's owner, who alone may edit; else EACCES into err. */
+bool mount_edit_owner(uid_t uid, struct mount_err *err);
+/* The kernel forgets what it cached of ino (0: only metadata/'s listing) and of the
+ * files every edit changes (gguf.json, summary.txt). */
+void mount_edit_forget(struct mount *m, uint64_t ino);
+/* An edit refused with -errno r for why: counted, kept as the last error, into err
+ * (said as a warning by whoever says err). */
+bool mount_edit_refused(struct mount *m, int r, const char *why, struct mount_err *err);
+/* The flush and the last close of writer f of ino (last: its release). */
+bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
+                 struct mount_err *err);
+/* The changes, as struct mount_kind's of the same names (mount_impl.h). */
+bool mount_edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
+void mount_edit_release(struct mount *m, uint64_t ino, void *file);
+bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
+                  uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
+bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
+                uint64_t off, struct mount_err *err);
+bool mount_edit_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+                 struct mount_entry *e, void **file, struct mount_open *o,
+                 struct mount_err *err);
+bool mount_edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+                 struct mount_err *err);
+bool mount_edit_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
+bool mount_edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+                   size_t size, uid_t uid, struct mount_err *err);
+bool mount_edit_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err);
+
+#endif

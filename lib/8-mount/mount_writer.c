@@ -1,0 +1,352 @@
+/* The requests that change metadata/ with -o edits (ggufs(1) EDITS; mount_edits.h):
+ * writes, truncations, creations, renames and deletions of keys, user.gguf.type, and the
+ * flushes and releases of writers and of scratch files; every other change is EROFS. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>   /* RENAME_NOREPLACE, RENAME_EXCHANGE */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "edit_text.h"
+#include "mount_edits.h"
+
+bool mount_edit_owner(uid_t uid, struct mount_err *err)
+{
+	/* allow_other lets others read, never write */
+	return uid == getuid() || mount_fail(err, EACCES);
+}
+
+bool mount_edit_refused(struct mount *m, int r, const char *why, struct mount_err *err)
+{
+	mount_counted_refusal(&m->counters, r, why, err);
+	return false;
+}
+
+/* After an edit: the kernel forgets what it cached of the files the edit changed (ino's,
+ * with metadata/'s listing, gguf.json and summary.txt), so that no read shows stale
+ * bytes or sizes, nor a mapping stale pages (mount_edits.c fill_tree). model.gguf is a
+ * new inode (tree_ino.h): the old one's pages stay, its readers' own. The kernel drops a
+ * file's pages only once the reads filling them are answered (and dirty ones of a shared
+ * writable mapping written back to us) before the notice returns, which with -s no
+ * other thread would do: there the files' pages go at their next open or mmap (the
+ * kernel drops a direct_io file's then), and only sizes and times now. */
+void mount_edit_forget(struct mount *m, uint64_t ino)
+{
+	static const uint64_t files[] = { TREE_JSON_INO, TREE_SUMMARY_INO };
+	if (!m->notify.forget)
+		return;
+	bool pages = !m->single_thread;
+	if (ino)
+		m->notify.forget(m->notify.arg, ino, pages);
+	m->notify.forget(m->notify.arg, TREE_METADATA_DIR_INO, true);
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		m->notify.forget(m->notify.arg, files[i], pages);
+}
+
+/* An edit that returned r: refused (why says why), or made: the kernel's caches of what
+ * it changed forgotten (ino's, 0: only the lists). */
+static bool mount_edit_done(struct mount *m, int r, const char *why, uint64_t ino,
+                      struct mount_err *err)
+{
+	if (r < 0)
+		return mount_edit_refused(m, r, why, err);
+	mount_edit_forget(m, ino);
+	return true;
+}
+
+/* f (locked) no longer holds a truncation closed and not yet made: written since, or
+ * its last close. */
+static void truncation_gone(struct mount *m, struct edit_file *f)
+{
+	f->only_truncated = false;
+	if (f->truncation_closed) {
+		f->truncation_closed = false;
+		tree_edits_truncation_made(m->edits);
+	}
+}
+
+/* Makes the text written through f the value of the key of ino, when it was written
+ * since: 0 or -errno, a refusal said. A write refused (f->refused) makes nothing, and
+ * every close fails with its error again (said once, at the write). A truncation at open
+ * with nothing written after it is made at the last close (release) only, since a
+ * shell's "> KEY" closes a first descriptor before it writes through its copy; a close
+ * before that fails when the empty text would be refused (a number's), and otherwise
+ * has lookups wait for the last (tree_edits_settle), so that what follows close(2)
+ * sees it made. */
+bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
+                 struct mount_err *err)
+{
+	pthread_mutex_lock(&f->lock);
+	int r = f->refused;
+	char why[GGUF_ERR_MAX];
+	if (r < 0) {
+		mount_fail(err, -r);   /* said at the write */
+	} else if (f->dirty && !last && f->only_truncated) {
+		r = tree_edits_check(m->edits, ino, edit_text_bytes(&f->text), f->text.len, why);
+		if (r == 0 && !f->truncation_closed) {
+			f->truncation_closed = true;
+			tree_edits_truncation_closed(m->edits);
+		}
+		if (r < 0)
+			mount_fail(err, -r);
+	} else if (f->dirty) {
+		r = tree_edits_write(m->edits, ino, edit_text_bytes(&f->text), f->text.len, why);
+		if (r < 0)
+			mount_edit_refused(m, r, why, err);
+		f->dirty = false;   /* refused or made: the next close has nothing new */
+	}
+	if (last)
+		truncation_gone(m, f);
+	pthread_mutex_unlock(&f->lock);
+	/* refused too: a shared mapping's pages may hold the text refused (fill_tree) */
+	mount_edit_forget(m, ino);
+	return r == 0;
+}
+
+/* close(2): the text a writer wrote becomes the key's value, durably, before close
+ * returns; EINVAL when it does not parse (the old value stays). */
+bool mount_edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err)
+{
+	struct edit_file *f = file;
+	return !f || !f->writing || f->scratch || mount_edit_commit(m, f, ino, false, err);
+}
+
+/* The last close: a writer's text that no flush made a value (a close that failed to
+ * reach us) is made one now. */
+void mount_edit_release(struct mount *m, uint64_t ino, void *file)
+{
+	struct edit_file *f = file;
+	struct mount_err err;
+	if (f->writing && !f->scratch && !mount_edit_commit(m, f, ino, true, &err))
+		mount_err_say(&err);   /* no reply carries it */
+}
+
+/* True when uid may edit; else EACCES. */
+#define may_edit(uid, err) mount_edit_owner(uid, err)
+
+/* Size changes (truncate, ftruncate) of metadata/KEY: through an open writer its text
+ * (made the value at close), else at once the shown text cut or zero-extended; times
+ * are accepted and changed nowhere; so are modes and owners of metadata/ and its files
+ * (as vfat's "quiet": cp -a, install and rsync set them after copying, and fail on an
+ * error), EPERM elsewhere. */
+bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
+                  uid_t uid, struct stat *st, double *ttl, struct mount_err *err)
+{
+	struct edit_file *h = file;
+	if (!may_edit(uid, err))
+		return false;
+	struct scratch_file *f = h && h->scratch ? NULL : mount_edit_scratch_of(m, ino);
+	if (f || (h && h->scratch)) {   /* a scratch file: its size; the rest as a key's */
+		struct scratch_file *of = f ? f : h->scratch;
+		int sr = to_set & MOUNT_SET_SIZE ? scratch_truncate(of, size) : 0;
+		mount_edit_scratch_stat(m, of, st);
+		scratch_drop(f);
+		*ttl = 0;
+		return sr == 0 || mount_fail(err, -sr);
+	}
+	struct tree *t;
+	const struct tree_node *n = mount_edit_take_node(m, ino, &t, err);
+	if (!n)
+		return false;
+	int r = 0;
+	bool in_metadata = n->kind == TREE_META || n->kind == TREE_DIR_METADATA;
+	if ((to_set & MOUNT_SET_MODE) && !in_metadata)
+		r = -EPERM;
+	else if ((to_set & MOUNT_SET_SIZE) && n->kind != TREE_META)
+		r = -EROFS;
+	else if ((to_set & MOUNT_SET_SIZE) && size > EDIT_TEXT_MAX)
+		r = -EFBIG;
+	if (r == 0 && (to_set & MOUNT_SET_SIZE) && h && h->writing) {
+		pthread_mutex_lock(&h->lock);
+		r = h->refused < 0 ? h->refused : edit_text_resize(&h->text, size);
+		if (r == 0) {
+			h->dirty = true;
+			truncation_gone(m, h);
+		}
+		pthread_mutex_unlock(&h->lock);
+	} else if (r == 0 && (to_set & MOUNT_SET_SIZE)) {
+		/* the text as shown, cut or zero-extended, made the value now */
+		struct vbytes text = { 0 };
+		char why[GGUF_ERR_MAX];
+		r = edit_text_load(&text, t, n);
+		if (r == 0)
+			r = edit_text_resize(&text, size);
+		if (r == 0) {
+			r = tree_edits_write(m->edits, ino, edit_text_bytes(&text), size, why);
+			if (r < 0) {
+				free(text.p);
+				tree_release(t);
+				return mount_edit_refused(m, r, why, err);
+			}
+			mount_edit_forget(m, ino);
+		}
+		free(text.p);
+	}
+	tree_release(t);
+	if (r < 0)
+		return mount_fail(err, -r);
+	t = tree_edits_current(m->edits);
+	n = tree_node(t, ino);
+	if (n) {
+		mount_edit_stat(t, n, st);
+		if (h && h->writing)
+			st->st_size = (off_t)h->text.len;
+		*ttl = MOUNT_TTL_FOREVER;
+	} else {
+		mount_fail(err, ENOENT);
+	}
+	tree_release(t);
+	return n != NULL;
+}
+
+/* A write of metadata/KEY goes into the writer's text, at its offset (a hole is zeros);
+ * the text becomes the value at close. EINVAL at once when the text can no longer
+ * become a value of the key's type. */
+bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
+                uint64_t off, struct mount_err *err)
+{
+	struct edit_file *h = file;
+	uint64_t end;
+	if (!h->writing)
+		return mount_fail(err, EROFS);
+	if (h->scratch) {
+		int sr = scratch_write(h->scratch, buf, size, off);
+		return sr >= 0 || mount_fail(err, -sr);
+	}
+	pthread_mutex_lock(&h->lock);
+	int r = h->refused;
+	char why[GGUF_ERR_MAX] = "";
+	if (r < 0) {   /* refused before: nothing after it is taken */
+	} else if (__builtin_add_overflow(off, (uint64_t)size, &end) || end > EDIT_TEXT_MAX) {
+		r = -EFBIG;
+	} else if ((r = edit_text_write(&h->text, off, buf, size)) == 0) {
+		h->dirty = true;
+		truncation_gone(m, h);
+		r = tree_edits_precheck(m->edits, ino, edit_text_bytes(&h->text), h->text.len, why);
+	}
+	if (r < 0 && r != -ENOMEM)
+		h->refused = r;   /* the close fails with it too, and makes nothing */
+	pthread_mutex_unlock(&h->lock);
+	if (r < 0 && why[0])   /* the precheck's refusal, said once */
+		return mount_edit_refused(m, r, why, err);
+	return r == 0 || mount_fail(err, -r);
+}
+
+/* may_edit for a change of the names in directory parent: only metadata/'s change
+ * (EROFS elsewhere). */
+static bool may_edit_in(uint64_t parent, uid_t uid, struct mount_err *err)
+{
+	return parent == TREE_METADATA_DIR_INO ? may_edit(uid, err) : mount_fail(err, EROFS);
+}
+
+/* A new file in metadata/ is a new key, an empty string until written (and typed with
+ * user.gguf.type); the open it comes with is a writer's. */
+bool mount_edit_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+                 struct mount_entry *e, void **file, struct mount_open *o,
+                 struct mount_err *err)
+{
+	if (!may_edit_in(parent, uid, err))
+		return false;
+	char why[GGUF_ERR_MAX];
+	uint64_t ino;
+	bool writing = (flags & O_ACCMODE) != O_RDONLY;
+	bool key_writer = writing && !scratch_is_name(name);
+	if (key_writer && !mount_edit_writer_reserve(m))
+		return mount_edit_refused(m, -ENFILE, "too many keys open for writing at once (16)", err);
+	int r = tree_edits_create(m->edits, name, &ino, why);
+	if (r < 0) {
+		if (key_writer)
+			mount_edit_writer_release(m);
+		return mount_edit_refused(m, r, why, err);
+	}
+	mount_edit_forget(m, 0);
+	struct tree *t = tree_edits_current(m->edits);
+	struct edit_file *h = mount_edit_file_new(t, writing);
+	if (h)
+		h->key_writer = key_writer;
+	else if (key_writer)
+		mount_edit_writer_release(m);
+	struct scratch_file *f = mount_edit_scratch_of(m, ino);
+	const struct tree_node *n = f ? NULL : tree_node(t, ino);
+	if (!h || (!f && !n)) {
+		scratch_drop(f);
+		if (h)
+			mount_edit_file_free(m, h);
+		else
+			tree_release(t);
+		return mount_fail(err, h ? ENOENT : ENOMEM);
+	}
+	e->ino = ino;
+	e->attr_ttl = f ? 0 : MOUNT_TTL_FOREVER;
+	e->entry_ttl = 0;   /* as a lookup's in metadata/ */
+	if (f) {
+		h->scratch = f;
+		mount_edit_scratch_stat(m, f, &e->attr);
+	} else {
+		mount_edit_stat(t, n, &e->attr);
+	}
+	if (r == 1 && h->writing) {
+		/* a key moved aside made again (tree_edit.h): its text starts empty, made the
+		 * value at the last close, as a shell's "> KEY" */
+		h->dirty = h->only_truncated = true;
+		e->attr.st_size = 0;
+	}
+	o->direct_io = h->writing || f;
+	*file = h;
+	return true;
+}
+
+/* rm metadata/KEY deletes the key. */
+bool mount_edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+                 struct mount_err *err)
+{
+	if (!may_edit_in(parent, uid, err))
+		return false;
+	char why[GGUF_ERR_MAX];
+	uint64_t ino;
+	int r = tree_edits_unlink(m->edits, name, &ino, why);
+	return mount_edit_done(m, r, why, 0, err);
+}
+
+/* mv metadata/A metadata/B renames key A to B (a key B is replaced). */
+bool mount_edit_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname, unsigned flags, uid_t uid, struct mount_err *err)
+{
+	if (!may_edit_in(parent == newparent ? parent : 0, uid, err))
+		return false;
+	if (flags & RENAME_EXCHANGE)
+		return mount_fail(err, EINVAL);
+	if ((flags & RENAME_NOREPLACE) && tree_edits_taken(m->edits, newname))
+		return mount_fail(err, EEXIST);
+	char why[GGUF_ERR_MAX];
+	int r = tree_edits_rename(m->edits, name, newname, why);
+	return mount_edit_done(m, r, why, 0, err);
+}
+
+/* user.gguf.type of a key: its value's text parsed again as that type. */
+bool mount_edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+                   size_t size, uid_t uid, struct mount_err *err)
+{
+	if (!may_edit(uid, err))
+		return false;
+	struct tree *t = tree_edits_current(m->edits);
+	const struct tree_node *n = tree_node(t, ino);
+	bool key = n && n->kind == TREE_META, node = n != NULL;
+	tree_release(t);
+	struct scratch_file *f = mount_edit_scratch_of(m, ino);
+	scratch_drop(f);
+	if (!key && !f && node)   /* the rest of the tree is read-only */
+		return mount_fail(err, EROFS);
+	if (strcmp(name, "user.gguf.type") != 0 || f)
+		return mount_fail(err, ENOTSUP);
+	char why[GGUF_ERR_MAX];
+	int r = tree_edits_set_type(m->edits, ino, value, size, why);
+	return mount_edit_done(m, r, why, ino, err);
+}
+
+bool mount_edit_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err)
+{
+	(void)m, (void)ino;
+	return may_edit(uid, err) && mount_fail(err, ENOTSUP);
+}

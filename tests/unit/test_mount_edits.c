@@ -1,0 +1,245 @@
+/* A model's mount with edits (lib/8-mount/mount_edits.c, mount_writer.c), asked as the
+ * front end asks it, with no FUSE: a writer of metadata/KEY opened, written and closed
+ * makes the value, the kernel told to forget the key, metadata/ and the files every edit
+ * changes; a write that can never parse fails at once with EINVAL and its cause, counted
+ * in user.ggufs.edits_refused, and the close fails with it too; a released writer gives
+ * its place back, and at most 16 are open at once; only the mount's owner
+ * may open for writing (EACCES), and only a key (EROFS); a created key is an entry and a
+ * writer in one call; rm and mv of keys; statfs is writable. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "unit.h"
+
+#include "gguf_writer.h"
+#include "guard.h"
+#include "model.h"
+#include "mount.h"
+#include "mount_fixture.h"
+#include "scratch_dir.h"
+#include "tree.h"
+#include "tree_edit.h"
+
+static struct ggufs_model *model;
+static struct tree *tree;
+
+/* scratch_dir/m.gguf: general.name "old" and a u32 context length, one f32 tensor. */
+static int setup(void **state)
+{
+	if (scratch_dir_make(state) != 0)
+		return -1;
+	char path[512], err[GGUF_ERR_MAX];
+	snprintf(path, sizeof path, "%s/m.gguf", scratch_dir);
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, 1, 3);
+	gw_kv_str(&w, "general.architecture", "test");
+	gw_kv_str(&w, "general.name", "old");
+	gw_kv_u32(&w, "test.context_length", 2048);
+	const uint64_t ne[1] = { 8 };
+	gw_tensor(&w, "w", 1, ne, GGML_TYPE_F32, 0);
+	gw_align(&w, 32);
+	for (int i = 0; i < 8; i++)
+		gw_f32(&w, (float)i);
+	bool saved = gw_save(&w, path);
+	gw_free(&w);
+	model = saved ? model_open(path, err) : NULL;
+	tree = model ? tree_build(model, err) : NULL;
+	return tree ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	tree_free(tree);
+	model_close(model);
+	return scratch_dir_remove(state);
+}
+
+/* What the mount told the front end to forget. */
+static uint64_t forgotten[64];
+static int n_forgotten;
+
+static void forget(void *arg, uint64_t ino, bool pages)
+{
+	(void)arg, (void)pages;
+	if (n_forgotten < 64)
+		forgotten[n_forgotten++] = ino;
+}
+
+static bool was_forgotten(uint64_t ino)
+{
+	for (int i = 0; i < n_forgotten; i++)
+		if (forgotten[i] == ino)
+			return true;
+	return false;
+}
+
+static struct tree_edits *edits;
+
+/* A mount over a fresh edits file (name). */
+static struct mount *mount_edits(const char *name)
+{
+	char path[512], err[GGUF_ERR_MAX];
+	snprintf(path, sizeof path, "%s/%s", scratch_dir, name);
+	edits = tree_edits_open(tree, path, err);
+	assert_non_null(edits);
+	struct mount *m = mount_model_edits(tree, edits, false);
+	assert_non_null(m);
+	mount_set_notify(m, &(struct mount_notify){ .forget = forget });
+	n_forgotten = 0;
+	return m;
+}
+
+static void unmount(struct mount *m)
+{
+	mount_free(m);
+	tree_edits_close(edits);
+}
+
+/* The text of metadata/name now, read through a fresh open. */
+static void read_key(struct mount *m, const char *name, struct mount_got *g)
+{
+	struct mount_entry e;
+	struct mount_open o;
+	struct mount_err err;
+	assert_true(mount_lookup(m, TREE_METADATA_DIR_INO, name, &e, &err));
+	assert_int_not_equal(e.ino, 0);
+	assert_true(mount_open(m, e.ino, O_RDONLY, getuid(), &o, &err));
+	assert_true(o.direct_io);   /* an edit changes it: past the page cache */
+	memset(g, 0, sizeof *g);
+	assert_true(mount_read(m, e.ino, o.fh, 0, sizeof g->buf, false, mount_got_take, g, &err));
+	assert_int_equal(g->len, (size_t)e.attr.st_size);
+	mount_release(m, e.ino, o.fh);
+}
+
+static void test_writer_makes_the_value(void **state)
+{
+	(void)state;
+	struct mount *m = mount_edits("a.json");
+	struct mount_entry e;
+	struct mount_open o;
+	struct mount_err err;
+	assert_true(mount_lookup(m, TREE_METADATA_DIR_INO, "general.name", &e, &err));
+	assert_true(e.entry_ttl == 0);   /* metadata/'s names change */
+	assert_true(e.attr.st_mode & S_IWUSR);
+	/* the owner only, and keys only */
+	assert_false(mount_open(m, e.ino, O_WRONLY | O_TRUNC, getuid() + 1, &o, &err));
+	assert_int_equal(err.no, EACCES);
+	assert_false(mount_open(m, TREE_JSON_INO, O_WRONLY, getuid(), &o, &err));
+	assert_int_equal(err.no, EROFS);
+	assert_true(mount_open(m, e.ino, O_WRONLY | O_TRUNC, getuid(), &o, &err));
+	assert_true(mount_write(m, e.ino, o.fh, "new\n", 4, 0, &err));
+	assert_true(mount_flush(m, e.ino, o.fh, &err));
+	mount_release(m, e.ino, o.fh);
+	struct mount_got g;
+	read_key(m, "general.name", &g);
+	assert_int_equal(g.len, 4);
+	assert_memory_equal(g.buf, "new\n", 4);
+	assert_true(was_forgotten(e.ino));
+	assert_true(was_forgotten(TREE_METADATA_DIR_INO));
+	assert_true(was_forgotten(TREE_JSON_INO));
+	struct statvfs sv;
+	mount_statfs(m, &sv);
+	assert_false(sv.f_flag & ST_RDONLY);
+	/* a writer released gives its place back: more than EDIT_WRITERS_MAX (16) in turn */
+	for (int i = 0; i < 40; i++) {
+		assert_true(mount_open(m, e.ino, O_RDWR, getuid(), &o, &err));
+		mount_release(m, e.ino, o.fh);
+	}
+	/* but 16 at once at most: ENFILE, said as a refusal */
+	uint64_t fh[17];
+	for (int i = 0; i < 16; i++) {
+		assert_true(mount_open(m, e.ino, O_RDWR, getuid(), &o, &err));
+		fh[i] = o.fh;
+	}
+	assert_false(mount_open(m, e.ino, O_RDWR, getuid(), &o, &err));
+	assert_int_equal(err.no, ENFILE);
+	for (int i = 0; i < 16; i++)
+		mount_release(m, e.ino, fh[i]);
+	unmount(m);
+}
+
+/* The value of a root counter as a number. */
+static long long counter(struct mount *m, const char *name)
+{
+	char buf[64] = "";
+	struct mount_err err;
+	assert_true(mount_xattr(m, TREE_ROOT_INO, name, buf, sizeof buf - 1, &err) > 0);
+	return atoll(buf);
+}
+
+static void test_refusal_carries_its_cause(void **state)
+{
+	(void)state;
+	struct mount *m = mount_edits("b.json");
+	assert_int_equal(counter(m, "user.ggufs.edits_refused"), 0);
+	struct mount_entry e;
+	struct mount_open o;
+	struct mount_err err;
+	assert_true(mount_lookup(m, TREE_METADATA_DIR_INO, "test.context_length", &e, &err));
+	assert_true(mount_open(m, e.ino, O_WRONLY | O_TRUNC, getuid(), &o, &err));
+	assert_false(mount_write(m, e.ino, o.fh, "abc", 3, 0, &err));
+	assert_int_equal(err.no, EINVAL);
+	assert_non_null(strstr(err.cause, "edit refused"));
+	assert_int_equal(err.level, EVLOG_WARNING);
+	assert_int_equal(counter(m, "user.ggufs.edits_refused"), 1);
+	/* the close fails with it too, and nothing is made */
+	assert_false(mount_flush(m, e.ino, o.fh, &err));
+	assert_int_equal(err.no, EINVAL);
+	mount_release(m, e.ino, o.fh);
+	struct mount_got g;
+	read_key(m, "test.context_length", &g);
+	assert_memory_equal(g.buf, "2048\n", 5);
+	unmount(m);
+}
+
+static void test_create_unlink_rename(void **state)
+{
+	(void)state;
+	struct mount *m = mount_edits("c.json");
+	struct mount_entry e;
+	struct mount_open o;
+	struct mount_err err;
+	assert_false(mount_create(m, TREE_ROOT_INO, "x", O_WRONLY, getuid(), &e, &o, &err));
+	assert_int_equal(err.no, EROFS);   /* only metadata/'s names change */
+	assert_true(mount_create(m, TREE_METADATA_DIR_INO, "user.note", O_WRONLY, getuid(), &e, &o,
+	                         &err));
+	assert_int_not_equal(e.ino, 0);
+	assert_true(o.direct_io);
+	assert_true(mount_write(m, e.ino, o.fh, "hi\n", 3, 0, &err));
+	mount_release(m, e.ino, o.fh);   /* the last close makes it */
+	struct mount_got g;
+	read_key(m, "user.note", &g);
+	assert_memory_equal(g.buf, "hi\n", 3);
+	assert_true(mount_rename(m, TREE_METADATA_DIR_INO, "user.note", TREE_METADATA_DIR_INO,
+	                         "user.memo", 0, getuid(), &err));
+	assert_true(mount_lookup(m, TREE_METADATA_DIR_INO, "user.note", &e, &err));
+	assert_int_equal(e.ino, 0);
+	assert_false(mount_unlink(m, TREE_METADATA_DIR_INO, "user.memo", getuid() + 1, &err));
+	assert_int_equal(err.no, EACCES);
+	assert_true(mount_unlink(m, TREE_METADATA_DIR_INO, "user.memo", getuid(), &err));
+	assert_true(mount_lookup(m, TREE_METADATA_DIR_INO, "user.memo", &e, &err));
+	assert_int_equal(e.ino, 0);
+	unmount(m);
+}
+
+int unit_main(UNIT_ARGS)
+{
+	guard_install();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_writer_makes_the_value),
+		cmocka_unit_test(test_refusal_carries_its_cause),
+		cmocka_unit_test(test_create_unlink_rename),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
