@@ -230,6 +230,7 @@ def main():
             continue
         type_id, block_elems, block_bytes = int(type_id), int(block_elems), int(block_bytes)
         values = blocks = refused = 0
+        failed_before = failures
         for seed in SEEDS:
             for k, (dname, make, nrows, n_per_row) in enumerate(DATASETS):
                 rng = np.random.default_rng([seed, type_id, k])
@@ -262,7 +263,7 @@ def main():
                     print("  ggufs ", got[b * block_bytes:(b + 1) * block_bytes].hex())
         print("%-8s %8d values, %7d blocks, %d seeds x %d data sets: %s%s" %
               (name, values, blocks, len(SEEDS), len(DATASETS),
-               "FAIL" if failures else "identical",
+               "FAIL" if failures > failed_before else "identical",
                ", but %d that llama.cpp refuses" % refused if refused else ""))
     return 1 if failures else 0
 

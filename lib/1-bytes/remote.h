@@ -120,6 +120,8 @@ int remote_grow_prefix(struct remote_file *f, uint64_t len, char err[GGUF_ERR_MA
 
 /* Last-Modified as a time, or -1 when the server sent none. */
 time_t remote_mtime(const struct remote_file *f);
+/* The ETag the file is pinned to, as the server sent it; "" if none. */
+const char *remote_etag(const struct remote_file *f);
 /* The hub's X-Repo-Commit from the first answer: the commit mounted; "" if none. */
 const char *remote_repo_commit(const struct remote_file *f);
 

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "url.h"
+
 #define BUCKET_MAX 255
 
 bool s3_is_name(const char *s)
@@ -168,8 +170,11 @@ char *s3_object_url(const char *endpoint, const char *bucket, const char *key,
 	char *scheme, *host, *port, *path, *url = NULL;
 	char *ekey = s3_encode(key, true);
 	if (!endpoint_parts(endpoint, &scheme, &host, &port, &path)) {
-		snprintf(err, size, "the endpoint '%s' is not an http(s) URL without user, query "
-		         "and fragment", endpoint);
+		/* shown as every URL is: a user:password@ or a query may hold a secret */
+		char *shown = url_display(endpoint);
+		snprintf(err, size, "the endpoint%s%s%s is not an http(s) URL without user, query "
+		         "and fragment", shown ? " '" : "", shown ? shown : "", shown ? "'" : "");
+		free(shown);
 		goto done;
 	}
 	if (virtual_host && !s3_bucket_is_host(bucket)) {

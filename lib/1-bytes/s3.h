@@ -42,7 +42,8 @@ bool s3_bucket_is_host(const char *bucket);
 /* The URL of key (raw; "" for the bucket itself) in bucket at endpoint (an http(s) URL
  * without query, user or fragment, perhaps with a path): virtual-hosted,
  * scheme://BUCKET.HOST[:PORT]/PATH/KEY, when virtual_host, else path style,
- * scheme://HOST[:PORT]/PATH/BUCKET/KEY; the key encoded by s3_encode. */
+ * scheme://HOST[:PORT]/PATH/BUCKET/KEY; the key encoded by s3_encode. An endpoint
+ * refused is named in err as url_display shows it: no user, password or query. */
 char *s3_object_url(const char *endpoint, const char *bucket, const char *key,
                     bool virtual_host, char *err, size_t size);
 

@@ -29,6 +29,36 @@ static int clampi(int v, int lo, int hi)
 	return quant_maxi(lo, quant_mini(hi, v));
 }
 
+/* make_qx_quants tries 18 scales on the same values, and ggml runs each trial as its
+ * own loop of additions, a chain where every step waits on the one before. The trials
+ * do not depend on each other until the best is picked, so here they run side by side,
+ * one trial a lane of a vector (gcc's vector extensions, 4 lanes: one SSE2 register):
+ * each lane does its trial's operations in ggml's order, and the pick then walks the
+ * trials in ggml's order. Exact: IEEE arithmetic gives a lane the bits the scalar
+ * operation gives. make_qkx2_quants's trials cannot (each starts from the minimum of
+ * the best one before it), nor can make_q3_quants's passes: there the lanes are four
+ * sub-blocks, which never depend on each other. */
+#define QK_LANES 4
+typedef float qk_vf __attribute__((vector_size(4 * QK_LANES)));
+typedef int32_t qk_vi __attribute__((vector_size(4 * QK_LANES)));
+
+/* quant_nearest_int in every lane. */
+static inline __attribute__((always_inline)) qk_vi v_nearest_int(qk_vf f)
+{
+	qk_vi i = (qk_vi)(f + 12582912.f);
+	return (i & 0x007fffff) - 0x00400000;
+}
+
+/* clampi in every lane. */
+static inline __attribute__((always_inline)) qk_vi v_clamp(qk_vi v, int lo, int hi)
+{
+	qk_vi vlo = (qk_vi){ 0 } + lo, vhi = (qk_vi){ 0 } + hi;
+	qk_vi below = v < vlo;
+	v = (v & ~below) | (vlo & below);
+	qk_vi above = v > vhi;
+	return (v & ~above) | (vhi & above);
+}
+
 /* The value of largest magnitude among n (the first of equal ones), signed, and its
  * magnitude in *amax; 0 and 0 when every value is 0 or NaN. */
 static float signed_absmax(int n, const float *x, float *amax)
@@ -70,153 +100,219 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
 	}
 	float scale = suml2 ? sumlx / suml2 : 0.0f;
 	float best = scale * sumlx;
-	for (int is = -9; is <= 9; is++) {
-		if (is == 0)
-			continue;
-		int8_t trial[32];
-		iscale = -(nmax + 0.1f * is) / max;
-		sumlx = suml2 = 0;
-		for (int i = 0; i < n; i++) {
-			int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-			trial[i] = (int8_t)(l + nmax);
-			float w = x[i] * x[i];
-			sumlx += w * x[i] * l;
-			suml2 += w * l * l;
+
+	/* the 18 trials is = -9..-1, 1..9, side by side (the last 2 lanes idle) */
+	enum { G = 5 };
+	float isc[G * QK_LANES];
+	for (int t = 0; t < G * QK_LANES; t++) {
+		int is = t < 9 ? t - 9 : t - 8;
+		isc[t] = -(nmax + 0.1f * is) / max;
+	}
+	qk_vf vis[G], vlx[G], vl2[G];
+	qk_vi lv[G][32];
+	for (int g = 0; g < G; g++) {
+		memcpy(&vis[g], isc + g * QK_LANES, sizeof vis[g]);
+		vlx[g] = vl2[g] = (qk_vf){ 0 };
+	}
+	for (int i = 0; i < n; i++) {
+		float w = x[i] * x[i];
+		float wx = w * x[i];
+		for (int g = 0; g < G; g++) {
+			qk_vi l = v_clamp(v_nearest_int(vis[g] * x[i]), -nmax, nmax - 1);
+			qk_vf lf = __builtin_convertvector(l, qk_vf);
+			lv[g][i] = l;
+			vlx[g] += wx * lf;
+			vl2[g] += (w * lf) * lf;
 		}
-		if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-			memcpy(L, trial, (size_t)n);
-			scale = sumlx / suml2;
-			best = scale * sumlx;
+	}
+	for (int t = 0; t < 18; t++) {
+		int g = t / QK_LANES, k = t % QK_LANES;
+		float trial_lx = vlx[g][k], trial_l2 = vl2[g][k];
+		if (trial_l2 > 0 && trial_lx * trial_lx > best * trial_l2) {
+			for (int i = 0; i < n; i++)
+				L[i] = (int8_t)(nmax + lv[g][i][k]);
+			scale = trial_lx / trial_l2;
+			best = scale * trial_lx;
 		}
 	}
 	return scale;
 }
 
-/* ggml's make_q3_quants with do_rmse (q3_K's): quants L[i] in 0..2 nmax - 1 for n
- * values (q = L - nmax) from -nmax / max, then up to 5 passes that move one quant at a
- * time where that raises the x^2-weighted fit. Returns the fitted scale; 0 with every
- * L 0 for an all-zero group. */
-static float make_q3_quants(int n, int nmax, const float *x, int8_t *L)
+/* Where mask (all ones or zeros a lane) is set, a; elsewhere b. */
+static inline __attribute__((always_inline)) qk_vf v_select(qk_vi mask, qk_vf a, qk_vf b)
 {
-	float amax;
-	float max = signed_absmax(n, x, &amax);
+	return (qk_vf)(((qk_vi)a & mask) | ((qk_vi)b & ~mask));
+}
 
-	if (amax < QK_GROUP_EPS) {
-		memset(L, 0, (size_t)n);
-		return 0.f;
-	}
-	float iscale = -nmax / max;
-	float sumlx = 0, suml2 = 0;
+static inline __attribute__((always_inline)) qk_vi v_select_i(qk_vi mask, qk_vi a, qk_vi b)
+{
+	return (a & mask) | (b & ~mask);
+}
+
+/* fabsf in every lane. */
+static inline __attribute__((always_inline)) qk_vf v_fabs(qk_vf f)
+{
+	return (qk_vf)((qk_vi)f & 0x7fffffff);
+}
+
+/* ggml's make_q3_quants with do_rmse (q3_K's), for QK_LANES groups at once, one a lane:
+ * group k is the n values x[k n ..]. For each: quants L[k n + i] in 0..2 nmax - 1
+ * (q = L - nmax) from -nmax / max, then up to 5 passes that move one quant at a time
+ * where that raises the x^2-weighted fit; the fitted scale goes to scale_out[k] (0 with
+ * every L 0 for an all-zero group). n <= 16.
+ *
+ * Each lane follows ggml's one group exactly, its branches turned into per-lane
+ * selects. ggml stops after a pass that changed nothing; a lane here may run more
+ * passes while another lane still changes, but a pass over an unchanged state makes the
+ * same decisions again, so it changes nothing either. */
+static void make_q3_quants(int n, int nmax, const float *x, int8_t *L, float *scale_out)
+{
+	qk_vf xt[16];
+	qk_vi lt[16];
+	const qk_vf zero = { 0 };
+
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < QK_LANES; k++)
+			xt[i][k] = x[k * n + i];
+
+	qk_vf amax = zero, max = zero;
 	for (int i = 0; i < n; i++) {
-		int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-		L[i] = (int8_t)l;
-		float w = x[i] * x[i];
-		sumlx += w * x[i] * l;
+		qk_vf ax = v_fabs(xt[i]);
+		qk_vi larger = ax > amax;
+		amax = v_select(larger, ax, amax);
+		max = v_select(larger, xt[i], max);
+	}
+	const qk_vi empty = amax < QK_GROUP_EPS;  /* ggml returns 0, all quants 0 */
+
+	qk_vf iscale = (float)-nmax / max;
+	qk_vf sumlx = zero, suml2 = zero;
+	for (int i = 0; i < n; i++) {
+		lt[i] = v_clamp(v_nearest_int(iscale * xt[i]), -nmax, nmax - 1);
+		qk_vf l = __builtin_convertvector(lt[i], qk_vf);
+		qk_vf w = xt[i] * xt[i];
+		sumlx += w * xt[i] * l;
 		suml2 += w * l * l;
 	}
 	for (int itry = 0; itry < 5; itry++) {
-		int n_changed = 0;
+		qk_vi changed = { 0 };
 		for (int i = 0; i < n; i++) {
-			float w = x[i] * x[i];
-			float slx = sumlx - w * x[i] * L[i];
-			if (slx > 0) {
-				float sl2 = suml2 - w * L[i] * L[i];
-				int new_l = clampi(quant_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
-				if (new_l != L[i]) {
-					slx += w * x[i] * new_l;
-					sl2 += w * new_l * new_l;
-					if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-						L[i] = (int8_t)new_l;
-						sumlx = slx;
-						suml2 = sl2;
-						n_changed++;
-					}
-				}
-			}
+			qk_vf w = xt[i] * xt[i];
+			qk_vf l = __builtin_convertvector(lt[i], qk_vf);
+			qk_vf slx = sumlx - w * xt[i] * l;
+			qk_vi positive = slx > 0;
+			qk_vf sl2 = suml2 - w * l * l;
+			qk_vi new_l = v_clamp(v_nearest_int(xt[i] * sl2 / slx), -nmax, nmax - 1);
+			qk_vf nl = __builtin_convertvector(new_l, qk_vf);
+			slx += w * xt[i] * nl;
+			sl2 += w * nl * nl;
+			qk_vi take = positive & (new_l != lt[i]) & (sl2 > 0) &
+			             (slx * slx * suml2 > sumlx * sumlx * sl2);
+			lt[i] = v_select_i(take, new_l, lt[i]);
+			sumlx = v_select(take, slx, sumlx);
+			suml2 = v_select(take, sl2, suml2);
+			changed |= take;
 		}
-		if (!n_changed)
+		if (!(changed[0] | changed[1] | changed[2] | changed[3]))
 			break;
 	}
-	for (int i = 0; i < n; i++)
-		L[i] = (int8_t)(L[i] + nmax);
-	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+	qk_vf scale = v_select(suml2 > 0.0f, sumlx / suml2, zero);
+	for (int k = 0; k < QK_LANES; k++) {
+		scale_out[k] = empty[k] ? 0.f : scale[k];
+		for (int i = 0; i < n; i++)
+			L[k * n + i] = (int8_t)(empty[k] ? 0 : lt[i][k] + nmax);
+	}
 }
 
-/* ggml's make_qkx2_quants: a scale and a minimum for n values with weights, and their
- * quants L[i] in 0..nmax (x ~ scale * L - the minimum), the best by weighted error
- * (absolute with use_mad, else squared) among the plain fit from the range and
+/* ggml's make_qkx2_quants, for QK_LANES sub-blocks at once, one a lane: sub-block k is
+ * the n values x[k n ..] with weights w[k n ..]. For each: a scale and a minimum, and
+ * the quants L[k n + i] in 0..nmax (x ~ scale * L - the minimum), the best by weighted
+ * error (absolute with use_mad, else squared) among the plain fit from the range and
  * nstep + 1 least-squares fits of trial inverse scales (rmin + rdelta * is + nmax) /
- * range. Returns the scale; the minimum, negated (so >= 0), in *the_min. Laux is scratch
- * for n quants. */
-static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights,
-                              uint8_t *L, float *the_min, uint8_t *Laux,
-                              float rmin, float rdelta, int nstep, bool use_mad)
+ * range, each trial starting from the minimum of the best before it. The scale goes to
+ * scale[k], the minimum, negated (so >= 0), to the_min[k]. n <= 32.
+ *
+ * Each lane follows ggml's one sub-block exactly: its operations in ggml's order, its
+ * branches turned into per-lane selects (a sub-block of equal values is finished off at
+ * the end, as ggml's early return has it). The sub-blocks do not depend on each other,
+ * so running them side by side changes no bit, and lets the chains of additions that
+ * ggml waits on one at a time run four at once. */
+static void make_qkx2_quants(int n, int nmax, const float *x, const float *w, uint8_t *L,
+                             float *scale_out, float *the_min,
+                             float rmin, float rdelta, int nstep, bool use_mad)
 {
-	float min = x[0], max = x[0];
-	float sum_w = weights[0];
-	float sum_x = sum_w * x[0];
+	qk_vf xt[32], wt[32];
+	qk_vi lt[32], laux[32];
 
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < QK_LANES; k++) {
+			xt[i][k] = x[k * n + i];
+			wt[i][k] = w[k * n + i];
+		}
+
+	qk_vf min = xt[0], max = xt[0];
+	qk_vf sum_w = wt[0];
+	qk_vf sum_x = sum_w * xt[0];
 	for (int i = 1; i < n; i++) {
-		if (x[i] < min)
-			min = x[i];
-		if (x[i] > max)
-			max = x[i];
-		float w = weights[i];
-		sum_w += w;
-		sum_x += w * x[i];
+		min = v_select(xt[i] < min, xt[i], min);
+		max = v_select(xt[i] > max, xt[i], max);
+		sum_w += wt[i];
+		sum_x += wt[i] * xt[i];
 	}
-	if (min > 0)
-		min = 0;
-	if (max == min) {
-		memset(L, 0, (size_t)n);
-		*the_min = -min;
-		return 0.f;
-	}
-	float iscale = nmax / (max - min);
-	float scale = 1 / iscale;
-	float best_error = 0;
+	const qk_vf zero = { 0 };
+	min = v_select(min > 0, zero, min);
+	const qk_vi flat = max == min;       /* ggml returns 0, all quants 0, -min */
+	const qk_vf flat_min = min;
+
+	qk_vf iscale = (float)nmax / (max - min);
+	qk_vf scale = 1 / iscale;
+	qk_vf best_error = zero;
 	for (int i = 0; i < n; i++) {
-		int l = quant_nearest_int(iscale * (x[i] - min));
-		L[i] = (uint8_t)clampi(l, 0, nmax);
-		float diff = scale * L[i] + min - x[i];
-		diff = use_mad ? fabsf(diff) : diff * diff;
-		best_error += weights[i] * diff;
+		lt[i] = v_clamp(v_nearest_int(iscale * (xt[i] - min)), 0, nmax);
+		qk_vf diff = scale * __builtin_convertvector(lt[i], qk_vf) + min - xt[i];
+		diff = use_mad ? v_fabs(diff) : diff * diff;
+		best_error += wt[i] * diff;
 	}
 	for (int is = 0; is <= nstep; is++) {
 		iscale = (rmin + rdelta * is + nmax) / (max - min);
-		float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+		qk_vf sum_l = zero, sum_l2 = zero, sum_xl = zero;
 		for (int i = 0; i < n; i++) {
-			int l = clampi(quant_nearest_int(iscale * (x[i] - min)), 0, nmax);
-			Laux[i] = (uint8_t)l;
-			float w = weights[i];
-			sum_l += w * l;
-			sum_l2 += w * l * l;
-			sum_xl += w * l * x[i];
+			laux[i] = v_clamp(v_nearest_int(iscale * (xt[i] - min)), 0, nmax);
+			qk_vf l = __builtin_convertvector(laux[i], qk_vf);
+			sum_l += wt[i] * l;
+			sum_l2 += wt[i] * l * l;
+			sum_xl += wt[i] * l * xt[i];
 		}
-		float D = sum_w * sum_l2 - sum_l * sum_l;
-		if (D > 0) {
-			float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-			float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-			if (this_min > 0) {
-				this_min = 0;
-				this_scale = sum_xl / sum_l2;
-			}
-			float cur_error = 0;
-			for (int i = 0; i < n; i++) {
-				float diff = this_scale * Laux[i] + this_min - x[i];
-				diff = use_mad ? fabsf(diff) : diff * diff;
-				cur_error += weights[i] * diff;
-			}
-			if (cur_error < best_error) {
-				memcpy(L, Laux, (size_t)n);
-				best_error = cur_error;
-				scale = this_scale;
-				min = this_min;
-			}
+		qk_vf D = sum_w * sum_l2 - sum_l * sum_l;
+		qk_vi fits = D > 0;
+		if (!(fits[0] | fits[1] | fits[2] | fits[3]))
+			continue;
+		qk_vf this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+		qk_vf this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+		qk_vi above = this_min > 0;
+		this_min = v_select(above, zero, this_min);
+		this_scale = v_select(above, sum_xl / sum_l2, this_scale);
+		qk_vf cur_error = zero;
+		for (int i = 0; i < n; i++) {
+			qk_vf diff = this_scale * __builtin_convertvector(laux[i], qk_vf) + this_min - xt[i];
+			diff = use_mad ? v_fabs(diff) : diff * diff;
+			cur_error += wt[i] * diff;
 		}
+		qk_vi better = fits & (cur_error < best_error);
+		for (int i = 0; i < n; i++)
+			lt[i] = v_select_i(better, laux[i], lt[i]);
+		best_error = v_select(better, cur_error, best_error);
+		scale = v_select(better, this_scale, scale);
+		min = v_select(better, this_min, min);
 	}
-	*the_min = -min;
-	return scale;
+
+	scale = v_select(flat, zero, scale);
+	min = v_select(flat, flat_min, min);
+	for (int k = 0; k < QK_LANES; k++) {
+		scale_out[k] = scale[k];
+		the_min[k] = -min[k];
+		for (int i = 0; i < n; i++)
+			L[k * n + i] = flat[k] ? 0 : (uint8_t)lt[i][k];
+	}
 }
 
 /* Packs 256 2-bit quants (L[i] in 0..3, higher bits dropped) into q2_K's and q3_K's
@@ -247,18 +343,19 @@ static void pack_2bit_planes(const uint8_t *L, uint8_t *qs)
 void quant_q2_K(const float *x, uint8_t *y, int64_t nblocks)
 {
 	const float q4scale = 15.f;
-	uint8_t L[QK_K], Laux[16];
-	float weights[16], mins[QK_K / 16], scales[QK_K / 16];
+	uint8_t L[QK_K];
+	float weights[QK_K], mins[QK_K / 16], scales[QK_K / 16];
 
 	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_q2_K)) {
 		uint8_t *sc = y + offsetof(struct block_q2_K, scales);
 		float max_scale = 0, max_min = 0;
 
+		for (int l = 0; l < QK_K; l++)
+			weights[l] = fabsf(x[l]);
+		for (int j = 0; j < QK_K / 16; j += QK_LANES)
+			make_qkx2_quants(16, 3, x + 16 * j, weights + 16 * j, L + 16 * j, &scales[j],
+			                 &mins[j], -0.5f, 0.1f, 15, true);
 		for (int j = 0; j < QK_K / 16; j++) {
-			for (int l = 0; l < 16; l++)
-				weights[l] = fabsf(x[16 * j + l]);
-			scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j],
-			                             Laux, -0.5f, 0.1f, 15, true);
 			if (scales[j] > max_scale)
 				max_scale = scales[j];
 			if (mins[j] > max_min)
@@ -324,8 +421,9 @@ void quant_q3_K(const float *x, uint8_t *y, int64_t nblocks)
 		uint8_t *sc = y + offsetof(struct block_q3_K, scales);
 		float max_scale = 0, amax = 0;
 
+		for (int j = 0; j < QK_K / 16; j += QK_LANES)
+			make_q3_quants(16, 4, x + 16 * j, L + 16 * j, &scales[j]);
 		for (int j = 0; j < QK_K / 16; j++) {
-			scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
 			float scale = fabsf(scales[j]);
 			if (scale > amax) {
 				amax = scale;
@@ -362,18 +460,18 @@ void quant_q3_K(const float *x, uint8_t *y, int64_t nblocks)
 			}
 		}
 
-		/* bit 2 of each quant into hmask, then the low 2 bits into the planes */
+		/* bit 2 of each quant (0..7) into hmask, then the low 2 bits into the planes;
+		 * without ggml's branch on q > 3, which random data mispredicts */
 		uint8_t *hmask = y + offsetof(struct block_q3_K, hmask);
 		uint8_t low[QK_K];
-		memset(hmask, 0, QK_K / 8);
-		for (int j = 0; j < QK_K; j++) {
-			int q = L[j];
-			if (q > 3) {
-				hmask[j % 32] |= (uint8_t)(1u << (j / 32));
-				q -= 4;
-			}
-			low[j] = (uint8_t)q;
+		for (int l = 0; l < 32; l++) {
+			unsigned h = 0;
+			for (int b = 0; b < 8; b++)
+				h |= (unsigned)(L[32 * b + l] >> 2) << b;
+			hmask[l] = (uint8_t)h;
 		}
+		for (int j = 0; j < QK_K; j++)
+			low[j] = (uint8_t)(L[j] & 3);
 		pack_2bit_planes(low, y + offsetof(struct block_q3_K, qs));
 	}
 }
@@ -418,8 +516,8 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 static void quant_k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *sc,
                             uint8_t *dp, uint8_t *dminp, uint8_t L[QK_K])
 {
-	uint8_t Laux[32], ls[QK_K / 32], lm[QK_K / 32];
-	float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+	uint8_t ls[QK_K / 32], lm[QK_K / 32];
+	float weights[QK_K], mins[QK_K / 32], scales[QK_K / 32];
 	float max_scale = 0, max_min = 0;
 
 	for (int j = 0; j < QK_K / 32; j++) {
@@ -428,9 +526,12 @@ static void quant_k4_scales(const float *x, int nmax, float rmin, int nstep, uin
 			sum_x2 += x[32 * j + l] * x[32 * j + l];
 		float av_x = sqrtf(sum_x2 / 32);
 		for (int l = 0; l < 32; l++)
-			weights[l] = av_x + fabsf(x[32 * j + l]);
-		scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j],
-		                             Laux, rmin, 0.1f, nstep, false);
+			weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+	}
+	for (int j = 0; j < QK_K / 32; j += QK_LANES)
+		make_qkx2_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &scales[j],
+		                 &mins[j], rmin, 0.1f, nstep, false);
+	for (int j = 0; j < QK_K / 32; j++) {
 		if (scales[j] > max_scale)
 			max_scale = scales[j];
 		if (mins[j] > max_min)

@@ -24,6 +24,21 @@ static int to_uint8(float f)
 	return quant_cvtt(f) & 0xff;
 }
 
+/* (int8_t)roundf(f) as ggml's build computes it: f rounded half away from zero, then
+ * the low byte of the x86 conversion. Without the call to roundf: below 2^23 in
+ * magnitude, f minus its truncation is its fraction exactly, and a fraction of at least
+ * one half moves the truncation one away from zero; above, f is an integer already (or
+ * inf or NaN, which quant_cvtt converts as x86 does). */
+static int round_to_int8(float f)
+{
+	if (!(fabsf(f) < 8388608.0f))
+		return quant_cvtt(f) & 0xff;
+	int i = (int)f;
+	float frac = f - (float)i;
+	i += (frac >= 0.5f) - (frac <= -0.5f);
+	return i & 0xff;
+}
+
 /* The value of largest magnitude among the block's 32 (the first of equal ones), signed;
  * 0 for a block of zeros. A NaN is never larger, so it is skipped. */
 static float signed_absmax(const float *x)
@@ -196,6 +211,6 @@ void quant_q8_0(const float *x, uint8_t *y, int64_t nblocks)
 
 		quant_put16(y + offsetof(struct block_q8_0, d), f32_to_fp16(d));
 		for (int j = 0; j < QK; j++)
-			qs[j] = (uint8_t)to_uint8(roundf(x[j] * id));
+			qs[j] = (uint8_t)round_to_int8(x[j] * id);
 	}
 }

@@ -178,23 +178,27 @@ int hub_resolve(const struct hub_http *h, const char *repo, const char *revision
 	return 0;
 }
 
-/* True for a path that stays inside its folder: relative, no empty, "." or ".." part,
- * no byte below 0x20 nor 0x7f. */
-static bool path_safe(const char *p, size_t len)
+/* Why path p (len bytes) is left out of a listing, or NULL when it is kept: it could
+ * leave its folder (absolute, an empty, "." or ".." part, a NUL, a byte below 0x20 or
+ * 0x7f), or a part of it is longer than a name may be (NAME_MAX: it could be listed
+ * but never looked up). */
+static const char *path_refusal(const char *p, size_t len)
 {
 	if (len == 0 || len > HUB_PATH_MAX || p[0] == '/' || strlen(p) != len)
-		return false;
+		return "could escape the folder";
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
-			return false;
+			return "could escape the folder";
 	for (const char *part = p; part; ) {
 		const char *slash = strchr(part, '/');
 		size_t n = slash ? (size_t)(slash - part) : strlen(part);
 		if (n == 0 || (n == 1 && part[0] == '.') || (n == 2 && part[0] == '.' && part[1] == '.'))
-			return false;
+			return "could escape the folder";
+		if (n > HUB_NAME_MAX)
+			return "has a part longer than " HUB_NAME_MAX_TEXT " bytes";
 		part = slash ? slash + 1 : NULL;
 	}
-	return true;
+	return NULL;
 }
 
 static bool is_sha256(const char *s)
@@ -245,16 +249,28 @@ int hub_parse_page(const char *body, size_t len, const char *folder, struct hub_
 			continue;
 		}
 		size_t plen = json_string_length(path);
-		if (!path_safe(p, plen) || (flen && (plen <= flen + 1 || strncmp(p, folder, flen) ||
-		                                     p[flen] != '/'))) {
+		const char *why = path_refusal(p, plen);
+		if (!why && flen && (plen <= flen + 1 || strncmp(p, folder, flen) || p[flen] != '/'))
+			why = "lies outside the folder";
+		if (why) {
 			char shown[128];
 			size_t k = 0;
 			for (size_t j = 0; j < plen && k + 1 < sizeof shown; j++)
 				shown[k++] = (unsigned char)p[j] < 0x20 || p[j] == 0x7f ? '?' : p[j];
 			shown[k] = 0;
-			evlog(EVLOG_WARNING, "hub listing path", "the hub's listing names a path that "
-			      "could escape the folder or lies outside it: '%s': left out", shown);
+			/* one line per reason (evlog's key), its first path shown */
+			char key[96];
+			snprintf(key, sizeof key, "hub listing path %s", why);
+			evlog(EVLOG_WARNING, key, "the hub's listing names a path that %s: '%s%s': "
+			      "left out", why, shown, plen >= sizeof shown ? "..." : "");
 			continue;
+		}
+		const size_t kept = plen - (flen ? flen + 1 : 0) + 1;
+		if (kept > HUB_NAMES_MAX - l->path_bytes) {
+			json_decref(doc);
+			gguf_errf(err, "the hub's listing's paths take more than %u MiB",
+			          HUB_NAMES_MAX >> 20);
+			return -EFBIG;
 		}
 		struct hub_file *f = &l->files[l->n];
 		memset(f, 0, sizeof *f);
@@ -279,6 +295,7 @@ int hub_parse_page(const char *body, size_t len, const char *folder, struct hub_
 					f->sha256[j] = (char)tolower((unsigned char)oid[j]);
 		}
 		l->n++;
+		l->path_bytes += kept;
 	}
 	json_decref(doc);
 	return 0;
@@ -320,6 +337,7 @@ void hub_listing_free(struct hub_listing *l)
 	free(l->files);
 	l->files = NULL;
 	l->n = 0;
+	l->path_bytes = 0;
 }
 
 int hub_list(const struct hub_http *h, const char *repo, const char *commit, const char *folder,
@@ -342,6 +360,8 @@ int hub_list(const struct hub_http *h, const char *repo, const char *commit, con
 		if (page == HUB_PAGES_MAX) {
 			gguf_errf(err, "%s: more than %u pages", what, HUB_PAGES_MAX);
 			ret = -EFBIG;
+			free(url);
+			url = NULL;
 			break;
 		}
 		struct reply r;

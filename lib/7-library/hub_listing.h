@@ -3,9 +3,11 @@
  *   GET ENDPOINT/api/models/OWNER/REPO/tree/COMMIT[/PATH]?recursive=true
  *       -> [{"type": "file"|"directory", "path": P, "size": N, "lfs": {"oid": SHA256}}]
  *          in pages, each but the last with a Link: <URL>; rel="next" header.
- * Every reply is hostile input: bodies, pages, entries and path lengths are bounded; a
+ * Every reply is hostile input: bodies, pages, entries, path lengths and the bytes of
+ * all paths together are bounded; a
  * path that could escape the folder (absolute, "..", ".", empty parts, NUL, control
- * bytes) or lies outside the folder asked for is left out with one log line; a next
+ * bytes), with a part longer than a name may be (255 bytes) or outside the folder asked
+ * for is left out with one log line (one per reason); a next
  * page on another origin than the endpoint (which the token would follow) ends the
  * listing with an error. The JSON is read with libjansson. */
 #ifndef GGUFS_HUB_LISTING_H
@@ -21,6 +23,9 @@
 #define HUB_PAGES_MAX 10000
 #define HUB_ENTRIES_MAX 1000000
 #define HUB_PATH_MAX 4096
+#define HUB_NAME_MAX 255             /* bytes of one part of a path (NAME_MAX) */
+#define HUB_NAMES_MAX (64u << 20)    /* bytes of all the paths of a listing */
+#define HUB_NAME_MAX_TEXT "255"
 
 struct hub_http {
 	const char *endpoint;    /* scheme://host[:port], no trailing '/' */
@@ -40,6 +45,7 @@ struct hub_listing {
 	char commit[65];         /* the commit the revision named */
 	struct hub_file *files;  /* sorted by path */
 	size_t n;
+	uint64_t path_bytes;     /* of the paths kept, each with its NUL */
 };
 
 /* The commit revision names in repo (OWNER/REPO) into commit: 0, or -errno with one

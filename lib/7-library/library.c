@@ -38,9 +38,9 @@ static void slot_free(struct lib_slot *s)
 	lib_row_free(s->row);
 	free(s->children);
 	free(s->error);
-	free(s->name);
-	free(s->path);
-	free(s->src);
+	if (s->src != s->path)
+		free(s->src);
+	free(s->path);   /* (name is inside it) */
 	free(s);
 }
 
@@ -57,31 +57,38 @@ static struct lib_slot *slot_numbered(const struct library *lib, uint64_t no, in
 }
 
 /* A new slot in folder (NULL for the root) with the next number, holding nothing yet
- * (under the lock), or NULL: out of memory, or every number given. */
+ * (under the lock), or NULL: out of memory, or every number given. path (malloc'ed,
+ * ending in name) and src are taken, freed on failure too: the name is the end of the
+ * path, and a src equal to the path is the path (a folder's and a plain file's always
+ * are), so a slot keeps one copy of its name. */
 static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, const char *name,
-                                 const char *path, const char *src, struct lib_slot *folder)
+                                 char *path, char *src, struct lib_slot *folder)
 {
 	const bool reuse = lib->n_free > REUSE_AFTER || (lib->n_free && lib->n_slots == LIB_SLOTS_MAX);
+	if (!path || !src || strlen(path) < strlen(name))
+		goto fail;
 	if (!reuse && lib->n_slots == LIB_SLOTS_MAX)
-		return NULL;
+		goto fail;
 	if (!reuse && lib->n_slots == lib->cap) {
 		size_t cap = lib->cap ? 2 * lib->cap : 256;
 		struct lib_slot **s = realloc(lib->slots, cap * sizeof *s);
 		if (!s)
-			return NULL;
+			goto fail;
 		lib->slots = s;
 		lib->cap = cap;
 	}
 	struct lib_slot *s = calloc(1, sizeof *s);
 	if (!s)
-		return NULL;
+		goto fail;
 	s->type = type;
-	s->name = strdup(name);
-	s->path = strdup(path);
-	s->src = strdup(src);
-	if (!s->name || !s->path || !s->src) {
-		slot_free(s);
-		return NULL;
+	s->path = path;
+	s->name = path + strlen(path) - strlen(name);
+	if (src == path || strcmp(src, path) == 0) {
+		if (src != path)
+			free(src);
+		s->src = path;
+	} else {
+		s->src = src;
 	}
 	if (reuse) {
 		s->no = lib->free_nos[lib->first_free];
@@ -93,6 +100,11 @@ static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, c
 	lib->slots[s->no & (LIB_SLOTS_MAX - 1)] = s;
 	s->folder = folder;
 	return s;
+fail:
+	if (src != path)
+		free(src);
+	free(path);
+	return NULL;
 }
 
 /* Frees the place of slot number no (under the lock): its next generation queued, to
@@ -163,7 +175,9 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	pthread_mutex_init(&lib->lock, NULL);
 	pthread_mutex_init(&lib->compare_lock, NULL);
 	pthread_cond_init(&lib->built, NULL);
-	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", "", "", NULL);
+	pthread_cond_init(&lib->listed, NULL);
+	char *path = strdup("");
+	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", path, path, NULL);
 	if (root)
 		root->holds = 1;   /* the library's own */
 	struct lib_entry e;
@@ -175,7 +189,9 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 		root->dev = e.st.st_dev;
 		root->ino = e.st.st_ino;
 		root->parent = LIB_ROOT_INO;
+		pthread_mutex_lock(&lib->lock);
 		r = lib_folder_list(lib, root, true, err);
+		pthread_mutex_unlock(&lib->lock);
 	} else {
 		snprintf(err, GGUF_ERR_MAX, "%s", strerror(-r));
 	}
@@ -200,6 +216,7 @@ void library_free(struct library *lib)
 	pthread_mutex_destroy(&lib->lock);
 	pthread_mutex_destroy(&lib->compare_lock);
 	pthread_cond_destroy(&lib->built);
+	pthread_cond_destroy(&lib->listed);
 	free(lib);
 }
 
@@ -218,6 +235,25 @@ static struct lib_slot *child_named(const struct lib_slot *f, const char *name)
 			lo = mid + 1;
 	}
 	return NULL;
+}
+
+/* Takes folder f, which its source says is no folder, out of its folder's listing
+ * (under the lock): lookups and listings no longer find it. The listing's hold on it
+ * goes, unless it is the last (the caller's is then gone already: it stays till the
+ * end). */
+static void forget_child(struct library *lib, struct lib_slot *f)
+{
+	struct lib_slot *p = f->folder;
+	for (size_t i = 0; p && i < p->n_children; i++) {
+		if (p->children[i] == f) {
+			memmove(&p->children[i], &p->children[i + 1],
+			        (p->n_children - i - 1) * sizeof *p->children);
+			p->n_children--;
+			if (f->holds > 1)
+				lib_slot_drop(lib, f);
+			break;
+		}
+	}
 }
 
 /* Leaves out of e (n entries) the folders that are folder f itself or a folder above
@@ -245,10 +281,36 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	const struct lib_source *src = lib->src;
 	if (f->listed && !force && src->ops->unchanged(src->ctx, f->src, f->dir_version))
 		return 0;
+	/* one listing of a folder at a time: one that ends while this waits was asked for
+	 * after this was, and is as fresh as this one would be */
+	const uint64_t asked = f->lists_done;
+	while (f->listing)
+		pthread_cond_wait(&lib->listed, &lib->lock);
+	if (f->lists_done != asked && f->listed)
+		return 0;
+	/* the source is asked without the lock: a listing may take many requests, and
+	 * every other lookup and read goes on meanwhile (slots, their names and paths stay
+	 * while the library lives) */
 	struct lib_entry *e;
 	size_t n;
 	uint64_t version;
+	f->listing = true;
+	lib_slot_hold(f);   /* for the while the lock is dropped */
+	pthread_mutex_unlock(&lib->lock);
 	int r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
+	pthread_mutex_lock(&lib->lock);
+	f->listing = false;
+	pthread_cond_broadcast(&lib->listed);
+	if (f->holds == 1) {   /* let go of meanwhile: what was listed is no one's */
+		if (r == 0)
+			lib_entries_free(e, n);
+		lib_slot_drop(lib, f);
+		snprintf(err, GGUF_ERR_MAX, "the folder went while it was listed");
+		return -ENOENT;
+	}
+	lib_slot_drop(lib, f);
+	if (r == -ENOENT && f->no != 0 && src->listed_once)
+		forget_child(lib, f);
 	if (r < 0)
 		return r;
 	drop_loops(f, e, &n);
@@ -271,11 +333,8 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 			old->ino = le->st.st_ino;
 			continue;
 		}
-		char *path = join(f->path, ln->name), *srcpath = join(f->src, le->name);
-		struct lib_slot *s = path && srcpath ? slot_new(lib, ln->type, ln->name, path, srcpath, f)
-		                                     : NULL;
-		free(path);
-		free(srcpath);
+		struct lib_slot *s = slot_new(lib, ln->type, ln->name, join(f->path, ln->name),
+		                              join(f->src, le->name), f);
 		if (!s) {
 			r = -ENOMEM;
 			break;
@@ -298,6 +357,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		f->children = children;
 		f->n_children = n_names;
 		f->listed = true;
+		f->lists_done++;
 		f->dir_version = version;
 		for (size_t i = 0; i < n_drop; i++)
 			if (child_named(f, drop[i]->name) != drop[i])
@@ -352,7 +412,10 @@ bool lib_same_file(const struct library *lib, const struct lib_slot *s,
                    const struct ggufs_model *m)
 {
 	const struct stat *a = &s->st, *b = &m->st;
-	return lib->src->pinned ||
+	const struct lib_source *src = lib->src;
+	if (!src->pinned && src->ops->same_version)   /* the source knows its versions */
+		return src->ops->same_version(src->ctx, s->src, s->first_version, m);
+	return src->pinned ||
 	       (a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
 	        a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
 	        a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec);
@@ -561,14 +624,15 @@ int library_get(struct library *lib, uint64_t ino, bool want_build, struct lib_r
 	return ret;
 }
 
-/* The child called name of folder f (under the lock): its listing read again when the
- * folder changed, or when the file the name had is another version now. */
+/* The child called name of folder f (under the lock, which a listing drops): its
+ * listing read again when the folder changed, or when the file the name had is another
+ * version now (a source whose listings stand, listed_once: as listed). */
 static struct lib_slot *folder_child(struct library *lib, struct lib_slot *f, const char *name)
 {
 	if (lib_folder_refresh(lib, f, false) < 0)
 		return NULL;
 	struct lib_slot *c = child_named(f, name);
-	if (!c || c->type == LIB_NODE_DIR)
+	if (!c || c->type == LIB_NODE_DIR || lib->src->listed_once)
 		return c;
 	/* f is held by the caller, and c by f's listing until the next */
 	struct lib_entry e;
@@ -873,10 +937,22 @@ void lib_slot_release(struct library *lib, struct lib_slot *s)
 	library_put(lib, &r);   /* the model's hold alone: the slot is its caller's */
 }
 
-int library_file_open(struct library *lib, const struct lib_ref *r, void **file)
+int library_file_open(struct library *lib, const struct lib_ref *r, void **file,
+                      char why[GGUF_ERR_MAX])
 {
 	*file = NULL;
-	return lib->src->ops->open_file(lib->src->ctx, r->slot->src, r->slot->first_version, file);
+	why[0] = 0;
+	int ret = lib->src->ops->open_file(lib->src->ctx, r->slot->src, r->slot->first_version,
+	                                   file, why);
+	if (ret == -EIO) {
+		if (!why[0])
+			gguf_errf(why, "%s: the source could not open it", r->slot->path);
+		/* said once per cause (its numbers aside), as a read's EIO is */
+		char key[GGUF_ERR_MAX + 16] = "eio open ";
+		evlog_key_cause(key, sizeof key, why);
+		evlog(EVLOG_ERR, key, "EIO to an open of %s, because %s", r->slot->path, why);
+	}
+	return ret;
 }
 
 int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off)

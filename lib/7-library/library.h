@@ -159,8 +159,10 @@ uint64_t library_compare_known(struct library *lib, const struct lib_ref *r);
 uint64_t library_compares_made(struct library *lib);
 
 /* A plain file: opened (-ESTALE when its name leads to another file than the version
- * looked up), read (the count, or -errno), closed. */
-int library_file_open(struct library *lib, const struct lib_ref *r, void **file);
+ * looked up; an EIO's cause said in the log and given in why), read (the count, or
+ * -errno), closed. */
+int library_file_open(struct library *lib, const struct lib_ref *r, void **file,
+                      char why[GGUF_ERR_MAX]);
 int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off);
 void library_file_close(struct library *lib, void *file);
 

@@ -43,9 +43,10 @@ struct lib_slot {
 	struct lib_slot *folder;
 	struct lib_slot *next_free;   /* a list of slots being freed (lib_slot_drop) */
 	enum lib_node_type type;
-	char *name;               /* as shown in its folder */
+	const char *name;         /* as shown in its folder: the end of path */
 	char *path;               /* in the library ("" for the root) */
-	char *src;                /* in the source: the folder, the file, a model's first file */
+	char *src;                /* in the source: the folder, the file, a model's first file;
+	                           * path itself when they are equal (one copy of the name) */
 	uint64_t parent;          /* the number of the folder holding it */
 	uint64_t version;         /* of the entry (a model: of all its files) */
 	uint64_t first_version;   /* a model: of its first file alone */
@@ -57,6 +58,8 @@ struct lib_slot {
 	uint32_t files;           /* a model: its files in the folder */
 	/* a folder: its listing, sorted by name, and the version it was read at */
 	bool listed;
+	bool listing;             /* a thread is listing it, without the lock */
+	uint64_t lists_done;      /* listings read into it so far */
 	uint64_t dir_version;
 	struct lib_slot **children;
 	size_t n_children;
@@ -82,6 +85,7 @@ struct library {
 	struct lib_source *src;
 	pthread_mutex_t lock;      /* everything below, and every slot's fields */
 	pthread_cond_t built;      /* a model finished building */
+	pthread_cond_t listed;     /* a folder's listing ended */
 	struct lib_slot **slots;   /* by place (NULL: free); [0] is the root */
 	size_t n_slots, cap;       /* places used so far, and room */
 	/* the numbers freed places take next (their next generation), oldest first: a ring
@@ -104,8 +108,11 @@ struct library {
 void lib_slot_hold(struct lib_slot *s);
 void lib_slot_drop(struct library *lib, struct lib_slot *s);
 
-/* Lists folder (when it changed, or always with force) under lib->lock: 0, or -errno
- * with one line in err (lib_folder_refresh: in the log). */
+/* Lists folder (when it changed, or always with force) under lib->lock, which it drops
+ * while the source lists (holding the folder meanwhile: a caller must not keep pointers
+ * into a folder's children across it); a listing another thread is making is waited
+ * for. 0, or -errno with one line in err (lib_folder_refresh: in the log); -ENOENT when
+ * the folder is gone. */
 int lib_folder_list(struct library *lib, struct lib_slot *folder, bool force,
                     char err[GGUF_ERR_MAX]);
 int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force);

@@ -109,24 +109,35 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 }
 
 /* Every model under folder f into *models (growing), each held (models_drop lets go),
- * listing folders as it goes (under the lock). -ENOMEM, or 0: a folder that cannot be
- * listed is logged and left out. */
+ * listing folders as it goes (under the lock, which listing drops: f's children are
+ * read from a copy, each held meanwhile, since another thread may list f again).
+ * -ENOMEM, or 0: a folder that cannot be listed is logged and left out. */
 static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***models, size_t *n,
                    size_t *cap, unsigned depth)
 {
 	if (depth > 64 || lib_folder_refresh(lib, f, false) < 0)
 		return 0;
-	for (size_t i = 0; i < f->n_children; i++) {
-		struct lib_slot *c = f->children[i];
+	size_t count = f->n_children;
+	struct lib_slot **children = malloc((count ? count : 1) * sizeof *children);
+	if (!children)
+		return -ENOMEM;
+	if (count)
+		memcpy(children, f->children, count * sizeof *children);
+	for (size_t i = 0; i < count; i++)
+		lib_slot_hold(children[i]);
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < count; i++) {
+		struct lib_slot *c = children[i];
 		if (c->type == LIB_NODE_DIR) {
-			if (collect(lib, c, models, n, cap, depth + 1) < 0)
-				return -ENOMEM;
+			r = collect(lib, c, models, n, cap, depth + 1);
 		} else if (c->type == LIB_NODE_MODEL) {
 			if (*n == *cap) {
 				size_t nc = *cap ? 2 * *cap : 64;
 				struct lib_slot **m = realloc(*models, nc * sizeof *m);
-				if (!m)
-					return -ENOMEM;
+				if (!m) {
+					r = -ENOMEM;
+					break;
+				}
 				*models = m;
 				*cap = nc;
 			}
@@ -134,7 +145,10 @@ static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***m
 			lib_slot_hold(c);
 		}
 	}
-	return 0;
+	for (size_t i = 0; i < count; i++)
+		lib_slot_drop(lib, children[i]);
+	free(children);
+	return r;
 }
 
 /* Lets go of the n models collect held, and frees the array. */

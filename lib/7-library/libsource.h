@@ -1,5 +1,7 @@
 /* Where a library's listings and bytes come from, behind one interface: a local folder
- * (libsource_local.c); the hub's tree API and S3's ListObjectsV2 are meant to be others.
+ * (libsource_local.c), a hub repository at one commit (libsource_hub.c), an S3 prefix
+ * (libsource_s3.c). A source may be asked from several threads at once; a listing is
+ * asked for without the library's lock held.
  * The library (library.h) asks a source for the entries of one folder at a time, for a
  * fresh look at one entry, for a model opened from its first file, and for the bytes of
  * a plain file; it never reads a listing it was not asked for.
@@ -34,14 +36,23 @@ void lib_entries_free(struct lib_entry *e, size_t n);
 
 struct lib_source_ops {
 	/* The entries of folder dir (files and folders only, in any order) into *out, and
-	 * the folder's own version into *version: 0, or -errno with one line in err. */
+	 * the folder's own version into *version: 0, or -errno with one line in err;
+	 * -ENOENT when dir is no folder (any more), which takes it out of its parent's
+	 * listing. */
 	int (*list)(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
 	            uint64_t *version, char err[GGUF_ERR_MAX]);
 	/* True when folder dir still has the version a listing gave: its entries' names
 	 * are as they were. */
 	bool (*unchanged)(void *ctx, const char *dir, uint64_t version);
-	/* A fresh look at the entry at path (name, type, version, st): 0 or -errno. */
+	/* A fresh look at the entry at path (name, type, version, st): 0 or -errno. A source
+	 * whose listings stand for the mount's life (lib_source.listed_once) is asked only
+	 * about its root (""). */
 	int (*stat)(void *ctx, const char *path, struct lib_entry *e);
+	/* True when model m, just opened from its first file at path, is the version the
+	 * listing gave that file (version); NULL: the library compares the file's identity
+	 * (device, inode, size, times) with the listing's instead. */
+	bool (*same_version)(void *ctx, const char *path, uint64_t version,
+	                     const struct ggufs_model *m);
 	/* The model whose first file is at path (its other shards found beside it, as a
 	 * single mount finds them), named as a single mount of it is (a local file's path,
 	 * hf://OWNER/REPO@COMMIT/PATH, s3://BUCKET/KEY), or NULL with the line `ggufs FILE` prints, less its
@@ -51,8 +62,10 @@ struct lib_source_ops {
 	 * (another file that took its name since, by rename, symlink or in place, is
 	 * -ESTALE: the kernel checked the reader's permissions against the version looked
 	 * up; a source whose versions its open cannot see takes it on trust): 0 with its
-	 * handle in *file, or -errno. */
-	int (*open_file)(void *ctx, const char *path, uint64_t version, void **file);
+	 * handle in *file, or -errno; for -EIO, its cause in err (one line naming the file;
+	 * left as it was when not known). */
+	int (*open_file)(void *ctx, const char *path, uint64_t version, void **file,
+	                 char err[GGUF_ERR_MAX]);
 	/* Up to len bytes of an opened file at off: the count (short only at its end), or
 	 * -errno. */
 	int64_t (*read_file)(void *ctx, void *file, char *buf, uint64_t len, uint64_t off);
@@ -69,6 +82,10 @@ struct lib_source {
 	void *ctx;
 	bool pinned;   /* its files never change (a hub commit): a model opened is the
 	                * version listed, with no check of its file's identity */
+	bool listed_once;   /* a folder's listing stands for the mount's life (S3 keeps no
+	                     * folder versions to ask about cheaply): a lookup is answered
+	                     * from it, with no fresh look at the entry (a changed object is
+	                     * still caught by its ETag when read) */
 };
 
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):

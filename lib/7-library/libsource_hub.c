@@ -331,7 +331,8 @@ struct hub_plain {
 	uint64_t size;
 };
 
-static int hub_open_file(void *ctx, const char *path, uint64_t version, void **file)
+static int hub_open_file(void *ctx, const char *path, uint64_t version, void **file,
+                         char why[GGUF_ERR_MAX])
 {
 	(void)version;   /* a commit's files never change */
 	struct hub_source *hs = ctx;
@@ -351,7 +352,11 @@ static int hub_open_file(void *ctx, const char *path, uint64_t version, void **f
 	if (!r || !p || !url) {
 		free(p);
 		free(url);
-		return -EIO;
+		if (r)
+			gguf_errf(why, "%s: out of memory", path);
+		else
+			gguf_errf(why, "%s: %s", path, err);
+		return r ? -ENOMEM : -EIO;
 	}
 	long status = 0;
 	p->size = f->size;
@@ -361,6 +366,7 @@ static int hub_open_file(void *ctx, const char *path, uint64_t version, void **f
 	free(url);
 	if (f->size && !rf) {
 		free(p);
+		gguf_errf(why, "%s: %s", path, err);
 		return -EIO;
 	}
 	p->src = rf ? remote_source(rf) : NULL;

@@ -227,8 +227,10 @@ static struct ggufs_model *local_open_model(void *ctx, const char *path, char er
  * size, times), and only then is that same file opened for reading, through /proc
  * (O_NONBLOCK all the same). A name exchanged meanwhile for a symlink to another file,
  * or for a FIFO, is -ESTALE. */
-static int local_open_file(void *ctx, const char *path, uint64_t version, void **file)
+static int local_open_file(void *ctx, const char *path, uint64_t version, void **file,
+                           char err[GGUF_ERR_MAX])
 {
+	(void)err;   /* an errno says it all */
 	const struct local_source *ls = ctx;
 	*file = NULL;
 	char *full = full_path(ls, path);

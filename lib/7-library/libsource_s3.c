@@ -2,8 +2,11 @@
  * ListObjectsV2 (s3_list.h), models opened by URL as `ggufs s3://BUCKET/KEY` opens them
  * (each with its own fetcher and caches), plain files read by range requests through
  * one fetcher of the library's. A folder is listed once for the mount's life (S3 keeps
- * no folder versions to ask about cheaply); a changed object is still caught by its
- * ETag when read. */
+ * no folder versions to ask about cheaply: listed_once); a changed object is still
+ * caught by its ETag when read. An object's version is its ETag and size: a listing's
+ * LastModified need not be the second its GET says. The names of all listings
+ * together are bounded (S3_NAMES_MAX). */
+#include <stdatomic.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,7 @@ struct s3_source {
 	char *endpoint, *bucket, *base;   /* base: the prefix ("" or ending in '/') */
 	char *bucket_url;
 	bool virtual_host;
+	atomic_uint_fast64_t names_left;   /* bytes of names its listings may still take */
 };
 
 /* An opened plain file. */
@@ -55,23 +59,55 @@ static void entry_stat(const struct s3_entry *e, struct stat *st)
 	st->st_atim = st->st_ctim = st->st_mtim;
 }
 
-/* An object's version: its ETag, size and time; a folder's: its name. */
-static uint64_t entry_version(const struct s3_entry *e)
+/* The ETag without W/ and quotes: a listing and a GET may write one ETag either way. */
+static void etag_bare(const char *etag, const char **at, size_t *len)
+{
+	size_t n = strlen(etag);
+	if (n >= 2 && etag[0] == 'W' && etag[1] == '/')
+		etag += 2, n -= 2;
+	if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"')
+		etag++, n -= 2;
+	*at = etag;
+	*len = n;
+}
+
+/* The version of an entry called name: an object's is its ETag and size (not its time:
+ * a listing's LastModified may be absent, or a second off the object's); a folder's,
+ * its name. */
+static uint64_t version_of(const char *name, bool is_prefix, const char *etag, uint64_t size)
 {
 	XXH3_state_t *x = XXH3_createState();
 	if (!x)
 		return 0;
 	XXH3_64bits_reset(x);
-	XXH3_64bits_update(x, e->name, strlen(e->name));
-	XXH3_64bits_update(x, &e->is_prefix, sizeof e->is_prefix);
-	if (!e->is_prefix) {
-		XXH3_64bits_update(x, e->etag, strlen(e->etag));
-		XXH3_64bits_update(x, &e->size, sizeof e->size);
-		XXH3_64bits_update(x, &e->mtime, sizeof e->mtime);
+	XXH3_64bits_update(x, name, strlen(name));
+	XXH3_64bits_update(x, &is_prefix, sizeof is_prefix);
+	if (!is_prefix) {
+		const char *e;
+		size_t n;
+		etag_bare(etag, &e, &n);
+		XXH3_64bits_update(x, e, n);
+		XXH3_64bits_update(x, &size, sizeof size);
 	}
 	uint64_t v = XXH3_64bits_digest(x);
 	XXH3_freeState(x);
 	return v;
+}
+
+static uint64_t entry_version(const struct s3_entry *e)
+{
+	return version_of(e->name, e->is_prefix, e->etag, e->size);
+}
+
+/* Takes used bytes of names from the source's bound: false when fewer are left. */
+static bool names_take(struct s3_source *s, uint64_t used)
+{
+	uint_fast64_t left = atomic_load(&s->names_left);
+	do {
+		if (left < used)
+			return false;
+	} while (!atomic_compare_exchange_weak(&s->names_left, &left, left - used));
+	return true;
 }
 
 static int s3src_list(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
@@ -87,11 +123,29 @@ static int s3src_list(void *ctx, const char *dir, struct lib_entry **out, size_t
 		snprintf(err, GGUF_ERR_MAX, "out of memory");
 		return -ENOMEM;
 	}
-	if (s3_list(s->r, s->bucket_url, prefix, &e, &ne, err) < 0) {
+	/* as much as is left now; taken for good once listed (another folder listed
+	 * meanwhile may have taken some: then this one is refused) */
+	const uint64_t budget = atomic_load(&s->names_left);
+	uint64_t left = budget;
+	unsigned left_out;
+	if (s3_list(s->r, s->bucket_url, prefix, &left, &e, &ne, &left_out, err) < 0) {
 		free(prefix);
 		return -EIO;
 	}
+	/* S3 has no empty folders: a prefix is there because keys are under it, so one
+	 * whose keys were all left out (a/../../x) is no folder */
+	if (*dir && !ne && left_out) {
+		gguf_errf(err, "s3://%s/%s: every name under it was left out: no folder", s->bucket,
+		          prefix);
+		free(prefix);
+		return -ENOENT;
+	}
 	free(prefix);
+	if (!names_take(s, budget - left)) {
+		s3_entries_free(e, ne);
+		gguf_errf(err, "the library's names take more than %u MiB", S3_NAMES_MAX >> 20);
+		return -EIO;
+	}
 	struct lib_entry *le = calloc(ne ? ne : 1, sizeof *le);
 	uint64_t v = 0;
 	if (!le) {
@@ -120,40 +174,29 @@ static bool s3src_unchanged(void *ctx, const char *dir, uint64_t version)
 	return true;   /* listed once for the mount's life (see the top of this file) */
 }
 
+/* The root alone: every other entry is known from its folder's listing (listed_once). */
 static int s3src_stat(void *ctx, const char *path, struct lib_entry *e)
 {
-	struct s3_source *s = ctx;
+	(void)ctx;
 	memset(e, 0, sizeof *e);
-	if (!*path) {
-		struct s3_entry root = { .name = (char *)"", .is_prefix = true };
-		e->type = LIB_ENTRY_DIR;
-		e->version = entry_version(&root);
-		entry_stat(&root, &e->st);
-		return 0;
-	}
-	/* the entry as its folder's listing has it */
+	if (*path)
+		return -ENOENT;
+	struct s3_entry root = { .name = (char *)"", .is_prefix = true };
+	e->type = LIB_ENTRY_DIR;
+	e->version = entry_version(&root);
+	entry_stat(&root, &e->st);
+	return 0;
+}
+
+/* The model's first file has the ETag and size the listing gave it. */
+static bool s3src_same_version(void *ctx, const char *path, uint64_t version,
+                               const struct ggufs_model *m)
+{
+	(void)ctx;
+	const struct remote_file *f = m->n_shards ? remote_of_source(m->shards[0].src) : NULL;
 	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
-	const char *name = slash ? slash + 1 : path;
-	struct lib_entry *le;
-	size_t n;
-	uint64_t v;
-	char err[GGUF_ERR_MAX];
-	int r = dir ? s3src_list(s, dir, &le, &n, &v, err) : -ENOMEM;
-	free(dir);
-	if (r < 0)
-		return r;
-	r = -ENOENT;
-	for (size_t i = 0; i < n && r; i++) {
-		if (strcmp(le[i].name, name) == 0) {
-			e->type = le[i].type;
-			e->version = le[i].version;
-			e->st = le[i].st;
-			r = 0;
-		}
-	}
-	lib_entries_free(le, n);
-	return r;
+	return f && version_of(slash ? slash + 1 : path, false, remote_etag(f),
+	                       remote_size(f)) == version;
 }
 
 /* The URL of the object at path (raw key base + path) and its s3:// name. */
@@ -190,7 +233,8 @@ static struct ggufs_model *s3src_open_model(void *ctx, const char *path, char er
 	return m;
 }
 
-static int s3src_open_file(void *ctx, const char *path, uint64_t version, void **handle)
+static int s3src_open_file(void *ctx, const char *path, uint64_t version, void **handle,
+                           char why[GGUF_ERR_MAX])
 {
 	(void)version;   /* the remote layer pins the ETag its first read sees */
 	struct s3_source *s = ctx;
@@ -206,6 +250,7 @@ static int s3src_open_file(void *ctx, const char *path, uint64_t version, void *
 	file->f = remote_open(s->r, url, shown, 1, err, &status);
 	if (!file->f && status != 416) {   /* 416: an empty object, read as nothing */
 		r = status == 404 ? -ENOENT : status == 403 ? -EACCES : -EIO;
+		gguf_errf(why, "%s: %s", shown, err);   /* the server's answer, kept */
 		free(file);
 		file = NULL;
 	}
@@ -256,6 +301,7 @@ static const struct lib_source_ops s3_ops = {
 	.list = s3src_list,
 	.unchanged = s3src_unchanged,
 	.stat = s3src_stat,
+	.same_version = s3src_same_version,
 	.open_model = s3src_open_model,
 	.open_file = s3src_open_file,
 	.read_file = s3src_read_file,
@@ -280,6 +326,7 @@ struct lib_source *lib_source_s3(const struct remote_opts *ro, const char *endpo
 		s->bucket = copy_or_null(bucket, &ok);
 		s->base = copy_or_null(prefix, &ok);
 		s->virtual_host = virtual_host;
+		atomic_init(&s->names_left, S3_NAMES_MAX);
 	}
 	if (!ok) {
 		snprintf(err, GGUF_ERR_MAX, "out of memory");
@@ -299,6 +346,7 @@ struct lib_source *lib_source_s3(const struct remote_opts *ro, const char *endpo
 	}
 	src->ops = &s3_ops;
 	src->ctx = s;
+	src->listed_once = true;
 	return src;
 fail:
 	if (s)

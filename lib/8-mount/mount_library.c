@@ -127,8 +127,9 @@ static int open_dir(struct mount *m, struct lib_file *h, struct mount_open *o)
  * model built until released; a plain file is opened in the source (a replaced one
  * keeps the version it opened); models.tsv and models.json are made whole here, read
  * past the page cache, and so are compare/ files. model.gguf tells the front end its
- * file, which the kernel may read itself. */
-static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o)
+ * file, which the kernel may read itself. why: a plain file's EIO's cause. */
+static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o,
+                     char why[GGUF_ERR_MAX])
 {
 	enum lib_kind k = h->ref.kind;
 	int ret = 0;
@@ -136,7 +137,7 @@ static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o)
 	    (k == LIB_TREE && tree_is_dir(h->ref.node)))
 		ret = -EISDIR;
 	else if (k == LIB_PLAIN)
-		ret = library_file_open(m->library, &h->ref, &h->file);
+		ret = library_file_open(m->library, &h->ref, &h->file, why);
 	else if (k == LIB_TSV || k == LIB_JSON)
 		ret = library_table(m->library, k == LIB_JSON, &h->text, &h->len);
 	o->direct_io = k == LIB_TSV || k == LIB_JSON || k == LIB_COMPARE;
@@ -158,12 +159,16 @@ static bool lib_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t u
 	struct lib_file *h = calloc(1, sizeof *h);
 	if (!h)
 		return mount_fail(err, ENOMEM);
+	char why[GGUF_ERR_MAX] = "";
 	int ret = library_get(m->library, ino, true, &h->ref);
 	if (ret == 0)
-		ret = dir ? open_dir(m, h, o) : open_file(m, h, o);
+		ret = dir ? open_dir(m, h, o) : open_file(m, h, o, why);
 	if (ret < 0) {
 		lib_file_free(m, h);
-		return mount_fail(err, -ret);
+		if (ret != -EIO || !why[0])
+			return mount_fail(err, -ret);
+		mount_counted_eio_said(&m->counters, why, err);   /* a plain file's, said */
+		return false;
 	}
 	*file = h;
 	return true;

@@ -6,12 +6,17 @@
 # of its seed corpus (committed corpora stay as they are):
 #   fuzz_parse  gguf_parse and the whole in-memory tree   corpus/        regressions/
 #   fuzz_edits  the edits file, metadata text, file names corpus_edits/  regressions_edits/
+#   fuzz_hub    the hub's tree page and Link header      corpus_hub/    regressions_hub/
+#   fuzz_s3     S3's ListObjectsV2 page and error body    corpus_s3/     regressions_s3/
+# The listings' two small parsers get half the time each (LISTING_SECS, default SECONDS/2):
+# their inputs are short and their state small, so they saturate sooner.
 # It fails if anything was found: each crash, leak, timeout or OOM input is copied into
 # the target's regressions folder, which the normal test suite replays (meson test
 # fuzz-parse, fuzz-edits). FUZZ_JOBS=N runs N fuzzers of a target in parallel.
 set -eu
 
-secs=${1:?usage: $0 SECONDS}
+all_secs=${1:?usage: $0 SECONDS}
+listing_secs=${LISTING_SECS:-$((all_secs / 2))}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
 jobs=${FUZZ_JOBS:-1}
@@ -21,17 +26,19 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 if [ ! -f "$build/build.ninja" ]; then
 	CC=clang meson setup "$build" "$src" -Dfuzz=true -Dbuildtype=debugoptimized
 fi
-ninja -C "$build" tests/fuzz/fuzz_parse tests/fuzz/fuzz_edits
+ninja -C "$build" tests/fuzz/fuzz_parse tests/fuzz/fuzz_edits tests/fuzz/fuzz_hub tests/fuzz/fuzz_s3
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ggufs-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
 failed=0
 
-# fuzz TARGET CORPUS REGRESSIONS: SECONDS of TARGET from tests/fuzz/CORPUS, its
-# findings saved in tests/fuzz/REGRESSIONS. Sets failed=1 on a finding or a failure.
+# fuzz TARGET CORPUS REGRESSIONS [SECS]: SECS (default SECONDS) of TARGET from
+# tests/fuzz/CORPUS, its findings saved in tests/fuzz/REGRESSIONS. Sets failed=1 on a
+# finding or a failure.
 fuzz() {
 	target=$1
+	secs=${4:-$all_secs}
 	dir="$work/$target"
 	mkdir "$dir" "$dir/corpus" "$dir/artifacts"
 	cp "$src/tests/fuzz/$2"/* "$dir/corpus/"
@@ -66,4 +73,6 @@ fuzz() {
 
 fuzz fuzz_parse corpus regressions
 fuzz fuzz_edits corpus_edits regressions_edits
+fuzz fuzz_hub corpus_hub regressions_hub "$listing_secs"
+fuzz fuzz_s3 corpus_s3 regressions_s3 "$listing_secs"
 exit "$failed"

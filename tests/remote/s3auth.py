@@ -66,6 +66,13 @@ class S3Auth:
     ListObjectsV2 XML, page_size keys and common prefixes per page, in S3's order; the
     continuation token is opaque base64 (holding '+', '/', '='); between_pages(n), when
     set, is called before page n > 0 is made (a listing that changes between pages).
+    With encoding-type=url in the query, keys and prefixes are sent URL-encoded as S3
+    does (a space as '+', '/' as itself) and <EncodingType>url</EncodingType> comes
+    after the entries, as MinIO places it; url_encoding = False: the parameter is
+    ignored and keys go raw, as s3rver does. mtime_shift = S: each entry's
+    LastModified S seconds off the object's; mtime_absent: none. tokens_cycle: every
+    page is truncated and its token alternates between two values (a hostile
+    endpoint that pages for ever).
     lists: the query of every listing request that passed the signature check.
 
     After requests: verified (count of good signatures), refused [(code, what)],
@@ -81,6 +88,10 @@ class S3Auth:
         self.moved = None
         self.page_size = 1000
         self.between_pages = None
+        self.url_encoding = True
+        self.mtime_shift = 0
+        self.mtime_absent = False
+        self.tokens_cycle = False
         self.lists = []
         self.lock = threading.Lock()
         self.verified = 0
@@ -103,6 +114,10 @@ class S3Auth:
         params = dict(query_params(query))
         prefix, delim = params.get("prefix", ""), params.get("delimiter", "")
         after = params.get("continuation-token")
+        encode = self.url_encoding and params.get("encoding-type") == "url"
+        shown = (lambda k: urllib.parse.quote_plus(k, safe="/")) if encode else (lambda k: k)
+        if self.tokens_cycle:
+            after = None
         start = base64.b64decode(after.encode())[2:].decode() if after else None
         if after and self.between_pages:
             self.between_pages(len([q for q in self.lists if "continuation-token" in q]))
@@ -121,25 +136,34 @@ class S3Auth:
         if start is not None:
             names = [n for n in names if n > start]
         page, more = names[:self.page_size], len(names) > self.page_size
+        if self.tokens_cycle:
+            more = True
         out = ['<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns='
                '"http://s3.amazonaws.com/doc/2006-03-01/"><Name>%s</Name><Prefix>%s</Prefix>'
                '<KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys><Delimiter>%s</Delimiter>'
-               '<IsTruncated>%s</IsTruncated>' % (escape(bucket), escape(prefix), len(page),
-                                                 self.page_size, escape(delim),
+               '<IsTruncated>%s</IsTruncated>' % (escape(bucket), escape(shown(prefix)), len(page),
+                                                 self.page_size, escape(shown(delim)),
                                                  "true" if more else "false")]
         for n in page:
             f = rows[n]
             if f is None:
-                out.append("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(n))
+                out.append("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>"
+                           % escape(shown(n)))
             else:
-                when = datetime.datetime.fromtimestamp(f.mtime, datetime.timezone.utc)
-                out.append("<Contents><Key>%s</Key><LastModified>%s</LastModified><ETag>%s"
-                           "</ETag><Size>%d</Size><StorageClass>STANDARD</StorageClass>"
-                           "</Contents>" % (escape(n), when.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-                                            escape(f.etag), len(f.content)))
+                when = datetime.datetime.fromtimestamp(f.mtime + self.mtime_shift,
+                                                       datetime.timezone.utc)
+                modified = ("" if self.mtime_absent else "<LastModified>%s</LastModified>"
+                            % when.strftime("%Y-%m-%dT%H:%M:%S.000Z"))
+                out.append("<Contents><Key>%s</Key>%s<ETag>%s</ETag><Size>%d</Size>"
+                           "<StorageClass>STANDARD</StorageClass></Contents>"
+                           % (escape(shown(n)), modified, escape(f.etag), len(f.content)))
+        if encode:
+            out.append("<EncodingType>url</EncodingType>")
         if more:
             # opaque, as S3's: base64, so '+', '/' and '=' go into the next query
             token = base64.b64encode(b"\xfb\xff" + page[-1].encode()).decode()
+            if self.tokens_cycle:
+                token = "QUFB" if params.get("continuation-token") != "QUFB" else "QkJC"
             out.append("<NextContinuationToken>%s</NextContinuationToken>" % token)
         out.append("</ListBucketResult>")
         return "".join(out).encode()

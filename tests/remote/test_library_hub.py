@@ -98,13 +98,13 @@ class HubLibrary(unittest.TestCase):
         self.assertEqual(len(lines), 1, lines)
         self.assertIn("401", lines[0])
 
-    def run_env(self, args, **extra):
+    def run_env(self, args, timeout=gm.MOUNT_TIMEOUT, **extra):
         """ggufs ARGS run to its end in self.env(**extra) alone."""
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(self.env(**extra))
         try:
-            return gm.run_ggufs(args)
+            return gm.run_ggufs(args, timeout=timeout)
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -145,6 +145,38 @@ class HubLibrary(unittest.TestCase):
             self.assertEqual(len(lines), 1, lines)
             self.assertIn("next page", lines[0])
             self.assertEqual(other.log(), [])
+
+    def test_names_longer_than_255_bytes_left_out(self):
+        """A path with a part longer than a name may be is left out with a log line
+        (issue 37, item 12): listed, it could never be looked up."""
+        fits = "b" * 250 + ".gguf"
+        files = {"a" * 251 + ".gguf": gm.read_file(gm.TINY), fits: gm.read_file(gm.TINY),
+                 "d" * 256 + "/x.txt": b"x", "ok.txt": b"ok"}
+        self.hub.commit(files=files)
+        with EnvMount("hf://owner/repo", env=self.env()) as m:
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["b" * 250, "models.json", "models.tsv", "ok.txt"])
+            rows = gm.read_file(m.p("models.tsv")).decode().splitlines()
+            self.assertEqual([r.split("\t")[0] for r in rows[1:]], ["b" * 250])
+            self.assertIn("longer than 255 bytes", m.stderr())
+
+    def test_pages_without_end_refused(self):
+        """A listing whose pages never end stops at the page cap with one line, and
+        leaks nothing there (issue 37, item 13: the next page's URL was kept; the
+        sanitizer build's leak check fails the mount's exit otherwise)."""
+        base = "/api/models/owner/repo/tree/%s?recursive=true" % self.first
+        for k in range(10001):
+            key = base + ("&cursor=%d" % k if k else "")
+            self.hub.swap(key, b"[]", [("Link", '<%s%s&cursor=%d>; rel="next"'
+                                        % (self.hub.url, base, k + 1))])
+        mnt = os.path.join(self.tmp, "mnt")
+        os.mkdir(mnt)
+        # 10,000 requests, one connection each: minutes allowed under a sanitizer
+        r = self.run_env(["hf://owner/repo@%s" % self.first, mnt], timeout=300)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.decode().splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("more than 10000 pages", lines[0])
 
     def test_compare(self):
         """compare/ of a hub library: listed without fetching the other model, read as

@@ -218,7 +218,10 @@ class S3(TinyCase):
                                      ["Tiny Q4+K", "big", "empty.txt"])
                     self.assertEqual(sorted(os.listdir(m.p("many"))),
                                      ["f%02d.bin" % i for i in range(5)])
-                    self.assertEqual(os.listdir(m.p("a")), [])   # "a/./b.gguf": no "." part
+                    # "a/./b.gguf": no "." part, and so a/ holds nothing: no folder once
+                    # looked in (issue 37)
+                    with self.assertRaises(FileNotFoundError):
+                        os.listdir(m.p("a"))
                     self.assertEqual(gm.read_file(m.p("README.md")), b"# card\n")
                     self.assertEqual(gm.read_file(m.p("pub", "repo", "empty.txt")), b"")
                     self.assertEqual(gm.read_file(m.p("many", "f04.bin")), b"xxxx")
@@ -345,6 +348,20 @@ class S3(TinyCase):
                 self.read_tensors(m)
             self.assertTrue(s.log())
             self.assertTrue(all("authorization" not in r.headers for r in s.log()))
+
+    def test_endpoint_refused_without_its_credentials(self):
+        """An endpoint with user:password@ or a query is refused naming it as every URL
+        is shown: without the credentials and the query (issue 37, item 14)."""
+        for endpoint, hidden in (("http://alice:Pa55w0rdSecret@127.0.0.1:9/", "Pa55w0rdSecret"),
+                                 ("http://127.0.0.1:9/?X-Amz-Signature=QuerySecret",
+                                  "QuerySecret")):
+            env = aws_env(self.home, AWS_ACCESS_KEY_ID=AKID, AWS_SECRET_ACCESS_KEY=SECRET,
+                          AWS_ENDPOINT_URL=endpoint)
+            for name in ("s3://%s/%s" % (BUCKET, KEY), "s3://%s/" % BUCKET):
+                err = self.refused(name, env)
+                self.assertIn("the endpoint 'http://127.0.0.1:9/' is not", err)
+                self.assertNotIn(hidden, err)
+                self.assertNotIn("alice", err)
 
     def test_secret_shown_nowhere(self):
         with self.server({"/%s/%s" % (BUCKET, KEY): self.data}, token=TOKEN) as s, \

@@ -91,6 +91,22 @@ class S3rverTest(TinyCase):
             self.assertEqual(gm.read_file(m.p("tinyllama-q4km", "metadata", "general.name")),
                              b"tinyllama-test\n")
 
+    def test_plain_file_answered_wrongly_keeps_the_cause(self):
+        """s3rver answers a range bytes=0-0 with 206 and the whole object's Content-Range:
+        the open of a plain file is EIO, said in the log, counted and kept as the last
+        error (issue 37, item 13)."""
+        self.s3.put("models", "plain/readme.txt", b"# a model card\n" * 10)
+        with EnvMount("s3://models/plain/", env=self.env) as m:
+            with self.assertRaises(OSError) as e:
+                gm.read_file(m.p("readme.txt"))
+            if e.exception.errno != errno.EIO:
+                raise e.exception
+            self.assertEqual(os.getxattr(m.path, "user.ggufs.eio_replies"), b"1")
+            last = os.getxattr(m.path, "user.ggufs.last_error").decode()
+            self.assertIn("s3://models/plain/readme.txt", last)
+            self.assertIn("readme.txt", m.stderr())
+            self.assertIn("EIO", m.stderr())
+
     def refused(self, name, env):
         err = gm.refused_mount([name], env=env, prefix="ggufs-s3rver-mnt-")
         self.assertIn("endpoint " + self.s3.url, err)

@@ -18,6 +18,7 @@
 #include "s3.h"
 #include "s3_config.h"
 #include "s3_error.h"
+#include "s3_list.h"
 
 static void test_split(void **state)
 {
@@ -347,6 +348,58 @@ static void test_error_body(void **state)
 	assert_false(s3_error_parse(doc, strlen(doc), &e));
 }
 
+/* One ListObjectsV2 page (s3_list_parse): keys decoded when the page says they are
+ * URL-encoded (after the entries, as MinIO places it), raw when it does not; a control
+ * byte, a name over 255 bytes, '.', '..' and a key outside the prefix left out one by
+ * one; the names' bound. */
+static void test_list_page(void **state)
+{
+	(void)state;
+	char err[GGUF_ERR_MAX], long_name[300];
+	memset(long_name, 'a', 256);
+	long_name[256] = 0;
+	char *page = malloc(4096);
+	snprintf(page, 4096, "<ListBucketResult><IsTruncated>true</IsTruncated>"
+	         "<Contents><Key>p/a+b%%2Bc%%25.txt</Key><ETag>\"e\"</ETag><Size>7</Size></Contents>"
+	         "<Contents><Key>p/esc%%1Bx</Key></Contents><Contents><Key>p/nl%%0A</Key></Contents>"
+	         "<Contents><Key>p/%%2E%%2E</Key></Contents><Contents><Key>q/out</Key></Contents>"
+	         "<Contents><Key>p/bad%%zz</Key></Contents><Contents><Key>p/%s</Key></Contents>"
+	         "<Contents><Key>p/</Key></Contents>"
+	         "<CommonPrefixes><Prefix>p/dir%%20x/</Prefix></CommonPrefixes>"
+	         "<EncodingType>url</EncodingType>"
+	         "<NextContinuationToken>tok</NextContinuationToken></ListBucketResult>", long_name);
+	struct s3_entry *e = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t budget = 1 << 20;
+	struct s3_page pg;
+	assert_int_equal(s3_list_parse(page, strlen(page), "p/", &e, &n, &cap, &budget, &pg, err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(e[0].name, "a b+c%.txt");
+	assert_string_equal(e[0].etag, "\"e\"");
+	assert_int_equal(e[0].size, 7);
+	assert_string_equal(e[1].name, "dir x");
+	assert_true(e[1].is_prefix);
+	assert_int_equal(pg.refused, 6);   /* ESC, \n, "..", outside, bad %, long; not "p/" */
+	assert_true(pg.truncated);
+	assert_string_equal(pg.token, "tok");
+	assert_int_equal(budget, (1 << 20) - strlen("a b+c%.txt") - 1 - strlen("dir x") - 1);
+	/* the same keys raw (no EncodingType): '+' and '%' are themselves */
+	const char *raw = "<ListBucketResult><Contents><Key>p/a+b%41</Key></Contents>"
+	                  "<Contents><Key>p/t&#9;ab</Key></Contents></ListBucketResult>";
+	assert_int_equal(s3_list_parse(raw, strlen(raw), "p/", &e, &n, &cap, &budget, &pg, err), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(e[2].name, "a+b%41");
+	assert_int_equal(pg.refused, 1);
+	/* past the bound of names: the page refused, nothing of it kept */
+	budget = 5;
+	assert_int_equal(s3_list_parse(raw, strlen(raw), "p/", &e, &n, &cap, &budget, &pg, err), -1);
+	assert_int_equal(n, 3);
+	assert_non_null(strstr(err, "MiB"));
+	assert_int_equal(s3_list_parse("<x/>", 4, "p/", &e, &n, &cap, &budget, &pg, err), -1);
+	s3_entries_free(e, n);
+	free(page);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest tests[] = {
@@ -357,6 +410,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_config_env, make_home, remove_home),
 		cmocka_unit_test_setup_teardown(test_config_files, make_home, remove_home),
 		cmocka_unit_test(test_error_body),
+		cmocka_unit_test(test_list_page),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

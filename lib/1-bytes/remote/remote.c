@@ -394,6 +394,11 @@ time_t remote_mtime(const struct remote_file *f)
 	return f->mtime;
 }
 
+const char *remote_etag(const struct remote_file *f)
+{
+	return f->etag;
+}
+
 const char *remote_repo_commit(const struct remote_file *f)
 {
 	return f->repo_commit;

@@ -1,6 +1,7 @@
 /* ListObjectsV2, page by page: each page one signed GET of the bucket's URL with the
- * query sorted and encoded (s3_query), retried like a fetch on 5xx, 429 and a broken
- * connection, its XML read with expat into entries. */
+ * query sorted and encoded (s3_query), keys asked URL-encoded, retried like a fetch on
+ * 5xx, 429 and a broken connection, its XML read with expat into entries; the listing
+ * bounded in pages, seconds, entries and bytes of names. */
 #include "s3_list.h"
 
 #include <expat.h>
@@ -10,6 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <xxhash.h>
+
+#include "clock.h"
 #include "evlog.h"
 #include "remote_int.h"
 #include "s3.h"
@@ -17,30 +21,36 @@
 #include "sort_unique.h"
 
 #define PAGE_MAX (16u << 20)        /* one page's XML (S3's are about 1,000 keys) */
-#define TEXT_MAX 4096
+#define TEXT_MAX S3_TOKEN_MAX
 #define DEPTH_MAX 8
 
-/* The parse of one page. */
+/* The parse of one page. Its entries are added with their whole raw keys; the page's
+ * end decides (page_names) what each name is, once <EncodingType> is known, which a
+ * server may send after the entries. */
 struct page {
 	XML_Parser p;
-	const char *prefix;
 	struct s3_entry **out;
-	size_t *n, cap;
+	size_t *n, *cap, first;     /* first: the page's first entry in *out */
 	unsigned depth;
 	bool root_ok;               /* the root is <ListBucketResult> */
 	enum { IN_NONE, IN_CONTENTS, IN_PREFIXES } in;
-	char field[32];             /* the depth-3 (or depth-2) element open */
 	char text[TEXT_MAX];
 	size_t text_len;
 	bool text_bad;              /* too long, or a NUL */
 	struct s3_entry cur;        /* the Contents or CommonPrefixes being read */
 	char key[TEXT_MAX];
 	bool has_key;
-	bool truncated;
-	char token[TEXT_MAX];       /* NextContinuationToken */
+	bool url_encoded;           /* <EncodingType>url</EncodingType> */
+	struct s3_page *res;
 	bool failed;                /* out of memory, or too many entries */
-	unsigned refused;           /* names left out */
 };
+
+/* The value of hex digit c, or -1. */
+static int hex_value(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
 
 /* "2026-12-01T20:00:00.000Z" as a time, or 0. */
 static time_t iso_time(const char *s)
@@ -55,58 +65,124 @@ static time_t iso_time(const char *s)
 	return t < 0 ? 0 : t;
 }
 
-/* The part of key under prefix when it is one name ("" when it is not: left out). */
-static const char *name_under(const char *prefix, const char *key, bool is_prefix, size_t *len)
+/* Decodes a key sent URL-encoded ('+' a space, %XX a byte) in place: false when it is
+ * malformed (a '%' without two hex digits). */
+static bool url_decode(char *s)
 {
-	size_t pn = strlen(prefix), kn = strlen(key);
-	*len = 0;
-	if (kn <= pn || strncmp(key, prefix, pn) != 0)
-		return "";
-	const char *name = key + pn;
-	size_t n = kn - pn;
-	if (is_prefix && name[n - 1] == '/')
-		n--;
-	if (n == 0 || n > S3_NAME_MAX || memchr(name, '/', n) || (n == 1 && name[0] == '.') ||
-	    (n == 2 && name[0] == '.' && name[1] == '.'))
-		return "";
-	*len = n;
-	return name;
+	char *o = s;
+	for (const char *p = s; *p; p++) {
+		if (*p == '+') {
+			*o++ = ' ';
+		} else if (*p == '%') {
+			int hi = hex_value(p[1]), lo = hi < 0 ? -1 : hex_value(p[2]);
+			if (lo < 0)
+				return false;
+			*o++ = (char)(hi << 4 | lo);
+			p += 2;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = 0;
+	return true;
 }
 
-/* Adds the entry read (pg->cur, pg->key) to the listing, or leaves it out. */
+/* Why the name of key under prefix is left out, or NULL with it at *name (*len bytes):
+ * not under the prefix, "", ".", "..", a '/', a control byte (NUL, \n, \t, ESC: a
+ * name no listing or table could show as it is), or longer than a name may be. */
+static const char *name_refusal(const char *prefix, const char *key, bool is_prefix,
+                                const char **name, size_t *len)
+{
+	size_t pn = strlen(prefix), kn = strlen(key);
+	if (kn <= pn || strncmp(key, prefix, pn) != 0)
+		return "not under the prefix";
+	*name = key + pn;
+	size_t n = kn - pn;
+	if (is_prefix && (*name)[n - 1] == '/')
+		n--;
+	for (size_t i = 0; i < kn; i++)
+		if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
+			return "holding a control byte";
+	if (n == 0 || memchr(*name, '/', n) || (n == 1 && (*name)[0] == '.') ||
+	    (n == 2 && (*name)[0] == '.' && (*name)[1] == '.'))
+		return "empty, '.', '..' or holding '/'";
+	if (n > S3_PART_MAX)
+		return "longer than " S3_PART_MAX_TEXT " bytes";
+	*len = n;
+	return NULL;
+}
+
+/* Adds the entry read (pg->cur, its whole key pg->key, as sent) to the listing; a key
+ * too long or with a NUL is counted as left out. */
 static void add_entry(struct page *pg, bool is_prefix)
 {
-	size_t len;
-	const char *name = pg->has_key ? name_under(pg->prefix, pg->key, is_prefix, &len) : "";
-	if (!*name) {
-		/* a folder's own marker object (the prefix itself) is no entry, and no refusal */
-		if (!(pg->has_key && strcmp(pg->key, pg->prefix) == 0))
-			pg->refused++;
+	if (!pg->has_key) {
+		pg->res->refused++;
+		pg->res->why = "no key, or one too long or holding a NUL";
 		return;
 	}
 	if (*pg->n == S3_LIST_ENTRIES_MAX) {
 		pg->failed = true;
 		return;
 	}
-	if (*pg->n == pg->cap) {
-		size_t cap = pg->cap ? 2 * pg->cap : 256;
+	if (*pg->n == *pg->cap) {
+		size_t cap = *pg->cap ? 2 * *pg->cap : 256;
 		struct s3_entry *e = realloc(*pg->out, cap * sizeof *e);
 		if (!e) {
 			pg->failed = true;
 			return;
 		}
 		*pg->out = e;
-		pg->cap = cap;
+		*pg->cap = cap;
 	}
 	struct s3_entry *e = &(*pg->out)[*pg->n];
 	*e = pg->cur;
 	e->is_prefix = is_prefix;
-	e->name = strndup(name, len);
+	e->name = strdup(pg->key);
 	if (!e->name) {
 		pg->failed = true;
 		return;
 	}
 	(*pg->n)++;
+}
+
+/* The page's entries (from pg->first) named by their part under prefix, decoded when
+ * the page says it is URL-encoded; the others freed and counted as left out. False
+ * when the names would take more than *budget bytes (then less by what they took). */
+static bool page_names(struct page *pg, const char *prefix, uint64_t *budget)
+{
+	struct s3_entry *e = *pg->out;
+	size_t k = pg->first;
+	for (size_t i = pg->first; i < *pg->n; i++) {
+		const char *name = NULL, *why;
+		size_t len = 0;
+		if (pg->url_encoded && !url_decode(e[i].name))
+			why = "not URL-encoded as the listing said";
+		else if (strcmp(e[i].name, prefix) == 0)
+			why = "";   /* a folder's own marker object: no entry, and no refusal */
+		else
+			why = name_refusal(prefix, e[i].name, e[i].is_prefix, &name, &len);
+		if (why) {
+			if (*why) {
+				pg->res->refused++;
+				pg->res->why = why;
+			}
+			free(e[i].name);
+			continue;
+		}
+		if (len + 1 > *budget) {
+			for (size_t j = i; j < *pg->n; j++)
+				free(e[j].name);
+			*pg->n = k;
+			return false;
+		}
+		*budget -= len + 1;
+		memmove(e[i].name, name, len);
+		e[i].name[len] = 0;
+		e[k++] = e[i];
+	}
+	*pg->n = k;
+	return true;
 }
 
 static void XMLCALL on_start(void *arg, const XML_Char *name, const XML_Char **attrs)
@@ -129,7 +205,6 @@ static void XMLCALL on_start(void *arg, const XML_Char *name, const XML_Char **a
 		pg->cur = (struct s3_entry){ 0 };
 		pg->has_key = false;
 	}
-	snprintf(pg->field, sizeof pg->field, "%s", name);
 }
 
 static void XMLCALL on_text(void *arg, const XML_Char *text, int len)
@@ -171,9 +246,11 @@ static void XMLCALL on_end(void *arg, const XML_Char *name)
 		else if (pg->in == IN_PREFIXES && strcmp(name, "CommonPrefixes") == 0)
 			add_entry(pg, true);
 		else if (strcmp(name, "IsTruncated") == 0)
-			pg->truncated = !pg->text_bad && strcmp(t, "true") == 0;
+			pg->res->truncated = !pg->text_bad && strcmp(t, "true") == 0;
 		else if (strcmp(name, "NextContinuationToken") == 0 && !pg->text_bad)
-			memcpy(pg->token, t, pg->text_len + 1);
+			memcpy(pg->res->token, t, pg->text_len + 1);
+		else if (strcmp(name, "EncodingType") == 0)
+			pg->url_encoded = !pg->text_bad && strcmp(t, "url") == 0;
 		pg->in = IN_NONE;
 	}
 	pg->text_len = 0;
@@ -189,14 +266,22 @@ static void XMLCALL on_doctype(void *arg, const XML_Char *name, const XML_Char *
 	XML_StopParser(pg->p, XML_FALSE);
 }
 
-/* Parses one page's XML into pg; false (err said) when it is not a listing. */
-static bool parse_page(struct page *pg, const char *xml, size_t len, char err[GGUF_ERR_MAX])
+int s3_list_parse(const char *xml, size_t len, const char *prefix, struct s3_entry **out,
+                  size_t *n, size_t *cap, uint64_t *budget, struct s3_page *res,
+                  char err[GGUF_ERR_MAX])
 {
-	pg->p = XML_ParserCreate("UTF-8");
-	if (!pg->p) {
+	*res = (struct s3_page){ 0 };
+	struct page *pg = calloc(1, sizeof *pg);
+	if (!pg || !(pg->p = XML_ParserCreate("UTF-8"))) {
+		free(pg);
 		gguf_errf(err, "out of memory");
-		return false;
+		return -1;
 	}
+	pg->out = out;
+	pg->n = n;
+	pg->cap = cap;
+	pg->first = *n;
+	pg->res = res;
 	XML_SetUserData(pg->p, pg);
 	XML_SetElementHandler(pg->p, on_start, on_end);
 	XML_SetCharacterDataHandler(pg->p, on_text);
@@ -204,12 +289,23 @@ static bool parse_page(struct page *pg, const char *xml, size_t len, char err[GG
 	bool ok = len <= INT_MAX && XML_Parse(pg->p, xml, (int)len, XML_TRUE) == XML_STATUS_OK &&
 	          pg->root_ok;
 	XML_ParserFree(pg->p);
+	int ret = -1;
 	if (!ok)
 		gguf_errf(err, "the listing is not S3's ListObjectsV2 XML");
 	else if (pg->failed)
 		gguf_errf(err, "out of memory, or more than %u entries in one folder",
 		          S3_LIST_ENTRIES_MAX);
-	return ok && !pg->failed;
+	else if (!page_names(pg, prefix, budget))
+		gguf_errf(err, "the library's names take more than %u MiB", S3_NAMES_MAX >> 20);
+	else
+		ret = 0;
+	if (ret < 0) {   /* the page's entries go; the pages before it are the caller's */
+		for (size_t i = pg->first; i < *n; i++)
+			free((*out)[i].name);
+		*n = pg->first;
+	}
+	free(pg);
+	return ret;
 }
 
 /* One page's GET, retried (5xx, 429, a broken connection) up to REMOTE_ATTEMPTS times:
@@ -288,24 +384,54 @@ static int by_name(const void *a, const void *b)
 	return c ? c : (int)y->is_prefix - (int)x->is_prefix;
 }
 
-int s3_list(struct remote *r, const char *bucket_url, const char *prefix,
-            struct s3_entry **out, size_t *n, char err[GGUF_ERR_MAX])
+/* True when token was seen before in this listing (its hash among seen[0..n)); else
+ * adds it. A server whose tokens go round (A, B, A, ...) would page for ever. */
+static bool token_seen(uint64_t *seen, size_t n, const char *token)
+{
+	uint64_t h = XXH3_64bits(token, strlen(token));
+	for (size_t i = 0; i < n; i++)
+		if (seen[i] == h)
+			return true;
+	seen[n] = h;
+	return false;
+}
+
+int s3_list(struct remote *r, const char *bucket_url, const char *prefix, uint64_t *budget,
+            struct s3_entry **out, size_t *n, unsigned *left_out, char err[GGUF_ERR_MAX])
 {
 	*out = NULL;
 	*n = 0;
-	struct page pg = { .prefix = prefix, .out = out, .n = n };
+	*left_out = 0;
+	size_t cap = 0;
 	struct http_body body = { .max = PAGE_MAX };
-	char token[TEXT_MAX] = "";
+	struct s3_page *pg = malloc(sizeof *pg);
+	char *token = malloc(TEXT_MAX);
+	uint64_t *seen = malloc(S3_LIST_PAGES_MAX * sizeof *seen);
 	int ret = -1;
 	unsigned refused = 0;
+	const char *why = NULL;
+	double deadline = clock_now_s() + S3_LIST_SECONDS;
+	if (!pg || !token || !seen) {
+		gguf_errf(err, "out of memory");
+		goto done;
+	}
+	token[0] = 0;
 	for (unsigned page = 0;; page++) {
 		if (page == S3_LIST_PAGES_MAX) {
 			gguf_errf(err, "a listing of more than %u pages", S3_LIST_PAGES_MAX);
 			goto done;
 		}
-		struct s3_param q[4] = { { "list-type", "2" }, { "prefix", prefix },
-		                         { "delimiter", "/" }, { "continuation-token", token } };
-		char *query = s3_query(q, token[0] ? 4 : 3);
+		if (page && clock_now_s() > deadline) {
+			gguf_errf(err, "a listing still paging after %u seconds (%u pages)",
+			          S3_LIST_SECONDS, page);
+			goto done;
+		}
+		/* keys URL-encoded: a key with a byte XML 1.0 cannot hold is then one entry
+		 * left out, not a page that does not parse */
+		struct s3_param q[5] = { { "list-type", "2" }, { "prefix", prefix },
+		                         { "delimiter", "/" }, { "encoding-type", "url" },
+		                         { "continuation-token", token } };
+		char *query = s3_query(q, token[0] ? 5 : 4);
 		size_t ulen = strlen(bucket_url) + (query ? strlen(query) : 0) + 2;
 		char *url = query ? malloc(ulen) : NULL;
 		if (!url) {
@@ -319,29 +445,33 @@ int s3_list(struct remote *r, const char *bucket_url, const char *prefix,
 		free(url);
 		if (got < 0)
 			goto done;
-		size_t cap = pg.cap;
-		pg = (struct page){ .prefix = prefix, .out = out, .n = n, .cap = cap };
-		if (!parse_page(&pg, body.data.p ? (const char *)body.data.p : "", body.data.len, err))
+		if (s3_list_parse(body.data.p ? (const char *)body.data.p : "", body.data.len, prefix,
+		                  out, n, &cap, budget, pg, err) < 0)
 			goto done;
-		refused += pg.refused;
-		if (!pg.truncated)
+		refused += pg->refused;
+		why = pg->why ? pg->why : why;
+		if (!pg->truncated)
 			break;
-		if (!pg.token[0] || strcmp(pg.token, token) == 0) {
+		if (!pg->token[0] || token_seen(seen, page, pg->token)) {
 			gguf_errf(err, "a truncated listing page without a new continuation token");
 			goto done;
 		}
-		memcpy(token, pg.token, sizeof token);
+		memcpy(token, pg->token, TEXT_MAX);
 	}
 	/* sorted, each name once: a listing that changed between pages may repeat one */
 	*n = sort_unique(*out, *n, sizeof **out, offsetof(struct s3_entry, name), by_name);
 	if (refused)
 		evlog(EVLOG_WARNING, "s3 list refused", "%s?prefix=%s: %u name%s left out of the "
-		      "listing (empty, '.', '..', holding '/' or NUL, longer than %u bytes, or not "
-		      "under the prefix)", bucket_url, prefix, refused, refused == 1 ? "" : "s",
-		      S3_NAME_MAX);
+		      "listing (empty, '.', '..', holding '/' or a control byte, longer than %u "
+		      "bytes, or not under the prefix; the last: %s)", bucket_url, prefix, refused,
+		      refused == 1 ? "" : "s", S3_PART_MAX, why ? why : "?");
+	*left_out = refused;
 	ret = 0;
 done:
 	free(body.data.p);
+	free(pg);
+	free(token);
+	free(seen);
 	if (ret < 0) {
 		s3_entries_free(*out, *n);
 		*out = NULL;
