@@ -1,8 +1,8 @@
 /* ggufs --diff [--json] A B: the error of every tensor of B against its namesake in A,
  * without mounting anything. The report is made whole by the render layer (diff_text.h:
  * the pairing, the scan of both models side by side by the engine --check uses, the
- * text); this file opens the two models, says progress, prints, and names the cause
- * of a read that failed. */
+ * text, and the line naming a tensor that could not be read with its cause); this file
+ * opens the two models, says progress and prints. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -23,10 +23,9 @@
 #define DIFF_CACHE_DEFAULT (UINT64_C(64) << 20)
 
 /* The first errors the event log said during the comparison (a fetch that failed for
- * good, a file that changed), each naming its file first, kept to be the cause in the
- * one line that names the tensor which could not be read, instead of lines of their own
- * before it. Both models' fetches may fail at once, in either order, so the cause is
- * looked up by the failed model's files. */
+ * good, a file that changed): held back, since the line that names a tensor which could
+ * not be read carries its cause already (diff_text_make); said at the end when no read
+ * failed (a read-ahead's). */
 enum { KEPT_EVENTS = 16 };
 static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
 static char kept[KEPT_EVENTS][EVLOG_LINE_MAX];
@@ -45,28 +44,6 @@ static void keep_event(void *arg, enum evlog_level level, const char *line)
 	if (n_kept < KEPT_EVENTS)
 		snprintf(kept[n_kept++], sizeof kept[0], "%s", line);
 	pthread_mutex_unlock(&event_lock);
-}
-
-/* The cause of a failed read of model m, escaped: the first kept event about one of m's
- * files, without its "PATH: " (the line names the file already), else strerror(-err). */
-static const char *read_cause(const struct ggufs_model *m, int err, char *buf, size_t size)
-{
-	char path[EVLOG_LINE_MAX];
-	pthread_mutex_lock(&event_lock);
-	for (unsigned k = 0; k < n_kept; k++) {
-		for (uint32_t s = 0; s < m->n_shards; s++) {
-			/* the event's text is escaped, so its path is too */
-			const size_t n = log_escape(path, sizeof path, m->shards[s].path,
-			                            strlen(m->shards[s].path));
-			if (strncmp(kept[k], path, n) == 0 && strncmp(kept[k] + n, ": ", 2) == 0) {
-				snprintf(buf, size, "%s", kept[k] + n + 2);
-				pthread_mutex_unlock(&event_lock);
-				return buf;
-			}
-		}
-	}
-	pthread_mutex_unlock(&event_lock);
-	return err == -ENOMEM ? "out of memory" : strerror(-err);
 }
 
 /* "bytes done / total (rate)" over the last progress line on a terminal. */
@@ -101,24 +78,15 @@ static int report(struct ggufs_model *m[2], bool json)
 	                       &text, &len, &fail, err);
 	if (progress)   /* the progress line goes */
 		print_progress_end();
-	if (r == 0) {
-		const size_t n = fwrite(text, 1, len, stdout);
-		free(text);
-		if (n == len && fflush(stdout) == 0)
-			return 0;
-		log_errf("cannot write the report: %s", strerror(EIO));
-		return 3;
-	}
-	if (fail.tensor == UINT64_MAX) {
+	if (r < 0) {
 		log_errf("%s", err);
 		return 3;
 	}
-	const struct ggufs_model *fm = m[fail.which];
-	char q[80], cause[EVLOG_LINE_MAX], raw[GGUF_ERR_MAX + 128], line[4 * sizeof raw];
-	snprintf(raw, sizeof raw, "%s: tensor '%s': cannot read: ", fm->path,
-	         gguf_quote(&fm->tensors[fail.tensor].t->name, q));
-	log_escape(line, sizeof line, raw, strlen(raw));
-	fprintf(stderr, "ggufs: %s%s\n", line, read_cause(fm, r, cause, sizeof cause));
+	const size_t n = fwrite(text, 1, len, stdout);
+	free(text);
+	if (n == len && fflush(stdout) == 0)
+		return 0;
+	log_errf("cannot write the report: %s", strerror(EIO));
 	return 3;
 }
 

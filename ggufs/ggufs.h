@@ -226,24 +226,13 @@ bool mountpoint_device_check(void);
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
 bool mountpoint_mounted_at(const char *path, char *what, size_t size, char *dev);
 
-/* open.c: the model o->model names, local or remote (o's remote options); *shown gets
- * a remote URL as it may be shown (malloc'ed; NULL for a local file). NULL after one
- * line on stderr naming the file or URL and the problem. */
+/* open.c: the command line's names opened through lib/8-mount (open_name.h; open.h
+ * has the options, for the files that see all of lib/). */
+
+/* The model o->model names, local or remote (open_name_model); *shown gets a remote URL
+ * as it may be shown (malloc'ed; NULL for a local file). NULL after one line on stderr
+ * naming the file or URL and the problem. */
 struct ggufs_model *open_model(const struct options *o, char **shown);
-/* True when the s3:// name model is a bucket or a prefix (s3://BUCKET, s3://BUCKET/,
- * s3://BUCKET/PREFIX/): a library, not one object. */
-bool s3_names_library(const char *model);
-/* The library source of such a name (its credentials found as for an object), or NULL
- * after one line on stderr. */
-struct lib_source *open_s3_library(const struct options *o);
-/* True when name is an hf:// name of a library: a repository or a folder in it, not a
- * file ending in .gguf nor a :QUANT tag (libsource_hub.h). */
-bool hub_library_named(const char *name);
-/* The source of the hub library o->model names, its revision resolved and folder listed
- * with o's token, CA file and remote options; its transfers end when cancelled(arg).
- * NULL after one line on stderr. */
-struct lib_source *open_hub_library(const struct options *o, bool (*cancelled)(void *),
-                                    void *arg);
 
 /* check.c: ggufs --check [--json] MODEL|URL... Scans every tensor of each model in turn
  * and reports the unhealthy ones on stdout, one block of lines per model (blocks apart
@@ -253,11 +242,7 @@ struct lib_source *open_hub_library(const struct options *o, bool (*cancelled)(v
  * checked). */
 int check_models(const struct options *o);
 
-/* print.c: prints what render writes into a sink (given ctx) on stdout: sized, then rendered
- * into a buffer, then written. 0, or -ENOMEM, or -EIO when stdout failed. */
-struct sink;
-int print_rendered(void (*render)(struct sink *, const void *), const void *ctx);
-/* "ggufs: DOING: bytes done / total (percent), rate/s" over the last progress line on
+/* print.c: "ggufs: DOING: bytes done / total (percent), rate/s" over the last progress line on
  * stderr (a terminal's); print_progress_end blanks it out when the scan is over. */
 void print_progress(const char *doing, uint64_t done, uint64_t total, double elapsed);
 void print_progress_end(void);

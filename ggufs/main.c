@@ -18,12 +18,13 @@
 #include "compat/fuse_compat.h"
 #include "ggufs_config.h"
 #include "ggufs.h"
+#include "open.h"
 #include "library.h"
 #include "log_escape.h"
 #include "model.h"
 #include "mount.h"
+#include "name_kind.h"
 #include "remote.h"
-#include "s3.h"
 #include "tree.h"
 #include "tree_edit.h"
 #include "url.h"
@@ -92,13 +93,6 @@ static char *edits_path(const char *path)
 	return abs;
 }
 
-/* True when path (absolute, resolved) is dir or lies inside it. */
-static bool path_within(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
-}
-
 /* fs->mount over fs's library or its model's tree (with edits or not), asking
  * passthrough.c about model.gguf and telling the kernel what an edit changed. 0, or 1
  * after one line on stderr. */
@@ -117,45 +111,19 @@ static int start_mount(struct ggufs *fs)
 	return 0;
 }
 
-/* Opens the library that o->model names into fs (mountpoint: absolute): a folder, or
- * an hf:// repository or folder in it. 0, or the exit status after one line on stderr
- * (2 for -o edits=, which edits one model file; 1 when the source cannot be listed, or
- * a local folder holds the mount point, which would make every listing of it wait for
- * itself). */
+/* Opens the library that o->model names (kind: a library's) into fs and its mount
+ * (mountpoint: absolute, which a local folder must not hold). 0, or 1 after one line on
+ * stderr. */
 static int open_library(struct ggufs *fs, const struct options *o, const char *mountpoint,
-                        bool hub)
+                        enum name_kind kind)
 {
 	char err[GGUF_ERR_MAX];
-	if (o->edits_file) {
-		log_errf("%s: -o edits= edits one model file, not a library (a folder "
-		        "of models)", o->model);
-		return 2;
-	}
-	struct lib_source *src;
-	bool s3 = s3_names_library(o->model);
-	if (hub) {
-		src = open_hub_library(o, watch_ending, fs);
-		if (!src)
-			return 1;
-	} else if (s3) {
-		src = open_s3_library(o);
-		if (!src)   /* said */
-			return 1;
-	} else {
-		char *root = realpath(o->model, NULL);
-		char *mnt = realpath(mountpoint, NULL);
-		bool inside = root && mnt && path_within(mnt, root);
-		free(root);
-		free(mnt);
-		if (inside) {
-			log_errf("%s: the mount point %s is inside the library's folder", o->model,
-			         mountpoint);
-			return 1;
-		}
-		src = lib_source_local(o->model, o->allow_other, err);
-	}
-	fs->library = src ? library_open(src, err) : NULL;
-	fs->remote_library = hub || s3;
+	struct open_name_opts oo = open_opts(o);
+	oo.cancelled = watch_ending;
+	oo.cancel_arg = fs;
+	oo.confine = o->allow_other;   /* other users read it: symlinks stay inside */
+	fs->library = open_name_library(o->model, kind, &oo, mountpoint, err);
+	fs->remote_library = kind != NAME_KIND_FOLDER;
 	if (!fs->library) {
 		log_errf("%s", err);
 		return 1;
@@ -219,17 +187,6 @@ static int start_early_log(struct ggufs *fs, const struct options *o, const char
 	return 0;
 }
 
-/* True when o->model names a library (lib/7-library) rather than one model: a folder, a
- * hub repository or a bucket. *hub: it is a hub repository. */
-static bool names_library(const struct options *o, bool *hub)
-{
-	struct stat st;
-	*hub = hub_library_named(o->model);
-	return *hub || s3_names_library(o->model) ||
-	       (!url_is_remote(o->model) && !s3_is_name(o->model) && stat(o->model, &st) == 0 &&
-	        S_ISDIR(st.st_mode));
-}
-
 /* Opens -o edits=FILE for fs's tree. 0, or -1 after one line on stderr. */
 static int open_edits(struct ggufs *fs, const struct options *o, const char *mountpoint)
 {
@@ -259,9 +216,14 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
                        char **shown)
 {
 	char err[GGUF_ERR_MAX];
-	bool hub;
-	if (names_library(o, &hub))
-		return open_library(fs, o, mountpoint, hub);
+	const enum name_kind kind = name_kind_of(o->model);
+	if (name_kind_is_library(kind) && o->edits_file) {
+		log_errf("%s: -o edits= edits one model file, not a library (a folder "
+		         "of models)", o->model);
+		return 2;
+	}
+	if (name_kind_is_library(kind))
+		return open_library(fs, o, mountpoint, kind);
 	fs->model = open_model(o, shown);
 	if (!fs->model)
 		return 1;

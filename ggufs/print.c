@@ -1,12 +1,8 @@
-/* Reports on stdout: what a renderer of lib/5-render writes, printed whole; and the
- * progress line of a long scan on a terminal's stderr. */
-#include <errno.h>
+/* The progress line of a long scan (--check, --diff) on a terminal's stderr. */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "ggufs.h"
 #include "render_size.h"
-#include "sink.h"
 
 void print_progress(const char *doing, uint64_t done, uint64_t total, double elapsed)
 {
@@ -21,18 +17,4 @@ void print_progress(const char *doing, uint64_t done, uint64_t total, double ela
 void print_progress_end(void)
 {
 	fprintf(stderr, "\r%*s\r", 72, "");
-}
-
-int print_rendered(void (*render)(struct sink *, const void *), const void *ctx)
-{
-	struct sink s = sink_counter();
-	render(&s, ctx);
-	char *buf = malloc(s.pos ? s.pos : 1);
-	if (!buf)
-		return -ENOMEM;
-	s = sink_window(buf, 0, s.pos);
-	render(&s, ctx);
-	const size_t n = fwrite(buf, 1, s.pos, stdout);
-	free(buf);
-	return n == s.pos && fflush(stdout) == 0 ? 0 : -EIO;
 }

@@ -79,6 +79,14 @@ struct remote_opts {
 struct remote;
 struct remote_file;
 
+/* The disk cache directory for -o cache_dir given (NULL: not given): given itself; NULL
+ * (no disk cache) for "none"; else the default, $XDG_CACHE_HOME/ggufs (an absolute
+ * XDG_CACHE_HOME only) or ~/.cache/ggufs, its parents made mode 0700 when missing, found
+ * once per process (NULL without a home or when they cannot be made: a cache the user
+ * did not ask for never stops a mount). dc_open holds any of them to the cache's rules.
+ * Not freed: given's, or the process's own. */
+const char *remote_cache_dir(const char *given);
+
 /* The shared state of one mount; NULL with err on failure (a token with anything but
  * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that
  * cannot be made or written). Copies what o points to. */
@@ -132,6 +140,11 @@ struct remote_counters {
 	time_t last_error_time;     /* when it happened (wall clock) */
 };
 void remote_counters(struct remote *r, struct remote_counters *c);
+/* Why the first read of r's files that failed did (a fetch that failed for good, a file
+ * that changed), as the event log said it after the file's name, into cause: true; false
+ * (cause "") while none has. What a caller that names the file and the tensor itself
+ * says as the cause of its failed read. */
+bool remote_first_cause(struct remote *r, char cause[GGUF_ERR_MAX]);
 
 /* The file as a byte source; closing the source closes the file. */
 struct source *remote_source(struct remote_file *f);

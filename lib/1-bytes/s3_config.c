@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "s3.h"
 #include "token.h"
 
 #define FILE_MAX (1u << 20)   /* an AWS file larger than this is not one */
@@ -421,4 +422,42 @@ void s3_config_free(struct s3_config *c)
 	free(c->region);
 	free(c->endpoint);
 	c->access_key = c->secret_key = c->session_token = c->region = c->endpoint = NULL;
+}
+
+void s3_config_access_free(struct s3_config_access *a)
+{
+	s3_config_free(&a->c);
+	free(a->bucket);
+	free(a->key);
+	free(a->endpoint);
+	memset(a, 0, sizeof *a);
+}
+
+int s3_config_access(struct s3_config_access *a, const char *name, s3_env_fn env,
+                     bool anonymous, bool virtual_host, char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	*a = (struct s3_config_access){ 0 };
+	if (s3_split(name, &a->bucket, &a->key, why, sizeof why) < 0 ||
+	    s3_config_find(&a->c, env, anonymous, why, sizeof why) < 0) {
+		gguf_errf(err, "%s: %s", name, why);
+		s3_config_access_free(a);
+		return -1;
+	}
+	a->endpoint = a->c.endpoint ? strdup(a->c.endpoint) : s3_aws_endpoint(a->c.region);
+	if (!a->endpoint) {
+		gguf_errf(err, "out of memory");
+		s3_config_access_free(a);
+		return -1;
+	}
+	a->virtual_host = virtual_host || (!a->c.endpoint && s3_bucket_is_host(a->bucket));
+	snprintf(a->context, sizeof a->context, "credentials: %s; region %s (%s); endpoint %s (%s)",
+	         a->c.credentials_from, a->c.region, a->c.region_from, a->endpoint,
+	         a->c.endpoint_from);
+	a->s3 = (struct remote_s3){
+		.access_key = a->c.access_key, .secret_key = a->c.secret_key,
+		.session_token = a->c.session_token, .region = a->c.region,
+		.bucket = a->bucket, .context = a->context,
+	};
+	return 0;
 }

@@ -15,6 +15,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "errline.h"
+#include "remote.h"
+
 #define S3_FROM_MAX 512
 
 struct s3_config {
@@ -42,5 +45,27 @@ int s3_config_find(struct s3_config *c, s3_env_fn env, bool anonymous, char *err
 
 /* Frees what c holds, the secrets wiped first. */
 void s3_config_free(struct s3_config *c);
+
+/* What an s3:// name is fetched with: its bucket and key, the configuration found
+ * (s3_config_find), the endpoint, the addressing, and the S3 side of the remote options
+ * (s3, whose strings point into this struct: it must stay where it is while used). */
+struct s3_config_access {
+	char *bucket, *key, *endpoint;
+	bool virtual_host;
+	struct s3_config c;
+	char context[3 * S3_FROM_MAX + 512];
+	struct remote_s3 s3;
+};
+
+/* Fills a (zeroed first) for name (s3://BUCKET[/KEY]), the configuration read from env:
+ * anonymous as s3_config_find; AWS's own endpoint is addressed virtual-hosted where the
+ * bucket can be a host name (its certificate covers one label), any other (MinIO, Ceph,
+ * a proxy) by path unless virtual_host. 0, or -1 with one line in err ("NAME: ...")
+ * that names the credentials' source, region and endpoint, never a secret; a is freed
+ * then. */
+int s3_config_access(struct s3_config_access *a, const char *name, s3_env_fn env,
+                     bool anonymous, bool virtual_host, char err[GGUF_ERR_MAX]);
+/* Frees what a holds, the secrets wiped first. */
+void s3_config_access_free(struct s3_config_access *a);
 
 #endif

@@ -129,6 +129,14 @@ char *url_expand(const char *given, const char *endpoint, struct url_rev *rev, c
 	return url;
 }
 
+char *url_hub_endpoint(const char *given)
+{
+	char *d = strdup(given && *given ? given : HF_ENDPOINT_DEFAULT);
+	for (size_t n = d ? strlen(d) : 0; n > 0 && d[n - 1] == '/'; n--)
+		d[n - 1] = 0;
+	return d;
+}
+
 char *url_display(const char *url)
 {
 	CURLU *h = parse(url);

@@ -12,6 +12,10 @@
 /* True when s names a remote model: http://, https:// or hf:// (scheme in any case). */
 bool url_is_remote(const char *s);
 
+/* The hub's endpoint: given ($HF_ENDPOINT; NULL or "": HF_ENDPOINT_DEFAULT) without
+ * a trailing '/'. */
+char *url_hub_endpoint(const char *given);
+
 /* Where the REVISION of an expanded hf:// URL lies in it (len 0: not an hf:// URL). */
 struct url_rev {
 	size_t at, len;

@@ -2,6 +2,7 @@
 #include "local.h"
 #include "nameset.h"
 #include "remote.h"
+#include "stream.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -495,4 +496,13 @@ void model_close(struct ggufs_model *m)
 	free(m->source_buf);
 	free(m->path);
 	free(m);
+}
+
+void model_read_cause(const struct ggufs_model *m, int r, char cause[GGUF_ERR_MAX])
+{
+	const char *why = model_streamed(m) ? stream_error(m->shards[0].src) : NULL;
+	if (why)
+		snprintf(cause, GGUF_ERR_MAX, "%s", why);
+	else if (!(m->remote && remote_first_cause(m->remote, cause)))
+		snprintf(cause, GGUF_ERR_MAX, "%s", r == -ENOMEM ? "out of memory" : strerror(-r));
 }

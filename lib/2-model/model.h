@@ -87,6 +87,12 @@ struct ggufs_model *model_open_stream(const char *url, const char *shown,
 int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
                       void *buf);
 
+/* Why a read of m's bytes failed with -errno r, one phrase into cause (for a line that
+ * names the file and the tensor itself): a streamed model's stream error, a remote
+ * model's first failed read as the event log said it (remote_first_cause), else
+ * strerror(-r) ("out of memory" for -ENOMEM). */
+void model_read_cause(const struct ggufs_model *m, int r, char cause[GGUF_ERR_MAX]);
+
 /* True when tensor i's bytes are fetched, not mapped. */
 static inline bool model_tensor_remote(const struct ggufs_model *m, uint64_t i)
 {

@@ -70,6 +70,11 @@ int diff_text_make(const struct ggufs_model *a, const struct ggufs_model *b, boo
 	if (r < 0) {
 		*fail = (struct diff_text_failure){ sf.which, sf.which ? plan.same[sf.pair].b
 		                                                       : plan.same[sf.pair].a };
+		const struct ggufs_model *fm = sf.which ? b : a;
+		char q[80], cause[GGUF_ERR_MAX];
+		model_read_cause(fm, r, cause);
+		gguf_errf(err, "%s: tensor '%s': cannot read: %s", fm->path,
+		          gguf_quote(&fm->tensors[fail->tensor].t->name, q), cause);
 		goto out;
 	}
 	/* the headers again: the report shows the metadata from them */

@@ -22,8 +22,9 @@ struct diff_text_failure {
 
 /* The report of b against a (the reference), TSV or JSON, malloc'ed into *text (*len
  * bytes, then a NUL). progress as diff_scan_run's (NULL: none). 0; or -errno with
- * *fail: a tensor whose read failed (the cause is the caller's to find), or one line
- * in err (a header gone from a file that shrank, out of memory). */
+ * *fail and one line in err: a tensor whose read failed ("PATH: tensor 'NAME': cannot
+ * read: CAUSE", the cause model_read_cause's), or else (fail->tensor UINT64_MAX) a
+ * header gone from a file that shrank, out of memory. */
 int diff_text_make(const struct ggufs_model *a, const struct ggufs_model *b, bool json,
                    stats_scan_progress_fn progress, void *progress_ctx, uint64_t *total,
                    char **text, size_t *len, struct diff_text_failure *fail,

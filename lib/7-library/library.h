@@ -174,10 +174,15 @@ const char *library_error_text(const struct lib_ref *r);
  * -ENOMEM. */
 int library_table(struct library *lib, bool json, char **text, size_t *len);
 
-/* The names single mounts of every model of the library take (libsource.h's
- * model_name), sorted by the models' paths in the library, every folder listed: into
- * *names (n of them, each and the array malloc'ed). 0 or -ENOMEM. For --check. */
-int library_model_names(struct library *lib, char ***names, size_t *n);
+/* Every model of the library by the path of its first file in the source, sorted by
+ * the models' paths in the library, every folder listed: into *paths (n of them, each
+ * and the array malloc'ed). 0 or -ENOMEM. For --check, with library_model_open. */
+int library_model_paths(struct library *lib, char ***paths, size_t *n);
+/* The model whose first file is at path in the source (library_model_paths), opened
+ * as the library opens it: the same file or URL, named as a single mount of it is
+ * (libsource.h's open_model), a new model the caller closes. NULL with one line in err. */
+struct ggufs_model *library_model_open(struct library *lib, const char *path,
+                                       char err[GGUF_ERR_MAX]);
 
 /* For tests and the root's attributes: models opened so far, and built now. */
 void library_counts(struct library *lib, uint64_t *opened, uint64_t *built);

@@ -373,9 +373,9 @@ int library_table(struct library *lib, bool json, char **text, size_t *len)
 	return r;
 }
 
-int library_model_names(struct library *lib, char ***names, size_t *n)
+int library_model_paths(struct library *lib, char ***paths, size_t *n)
 {
-	*names = NULL;
+	*paths = NULL;
 	*n = 0;
 	struct lib_slot **models = NULL;
 	size_t count = 0, cap = 0;
@@ -386,7 +386,7 @@ int library_model_names(struct library *lib, char ***names, size_t *n)
 		qsort(models, count, sizeof *models, path_cmp);
 	char **out = r == 0 ? calloc(count ? count : 1, sizeof *out) : NULL;
 	for (size_t i = 0; out && i < count; i++) {
-		out[i] = lib->src->ops->model_name(lib->src->ctx, models[i]->src);
+		out[i] = strdup(models[i]->src);
 		if (!out[i]) {
 			for (size_t j = 0; j < i; j++)
 				free(out[j]);
@@ -397,7 +397,13 @@ int library_model_names(struct library *lib, char ***names, size_t *n)
 	models_drop(lib, models, count);
 	if (!out)
 		return -ENOMEM;
-	*names = out;
+	*paths = out;
 	*n = count;
 	return 0;
+}
+
+struct ggufs_model *library_model_open(struct library *lib, const char *path,
+                                       char err[GGUF_ERR_MAX])
+{
+	return lib->src->ops->open_model(lib->src->ctx, path, err);
 }

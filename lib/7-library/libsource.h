@@ -54,7 +54,8 @@ struct lib_source_ops {
 	bool (*same_version)(void *ctx, const char *path, uint64_t version,
 	                     const struct ggufs_model *m);
 	/* The model whose first file is at path (its other shards found beside it, as a
-	 * single mount finds them), or NULL with the line `ggufs FILE` prints, less its
+	 * single mount finds them), named as a single mount of it is (a local file's path,
+	 * hf://OWNER/REPO@COMMIT/PATH, s3://BUCKET/KEY), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
 	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);
 	/* A plain file opened for reading, if it still is the version a listing gave
@@ -72,9 +73,6 @@ struct lib_source_ops {
 	/* The sha256 of the file at path as the source knows it (lower-case hex), or NULL:
 	 * a local file's is never computed (NULL op). */
 	const char *(*sha256)(void *ctx, const char *path);
-	/* The name a single mount of the model whose first file is at path takes (a local
-	 * file's path, an hf://OWNER/REPO@COMMIT/PATH name), malloc'ed, or NULL. */
-	char *(*model_name)(void *ctx, const char *path);
 	/* Frees the source. */
 	void (*free)(void *ctx);
 };

@@ -98,6 +98,35 @@ bool hub_name_parse(const char *given, struct hub_name *n, char err[GGUF_ERR_MAX
 	return true;
 }
 
+bool hub_http_make(struct hub_http *http, const char *endpoint_env, const char *token_file,
+                   const char *hf_token, const char *cafile, unsigned timeout,
+                   struct remote_opts *ro, char err[GGUF_ERR_MAX])
+{
+	memset(http, 0, sizeof *http);
+	char *endpoint = url_hub_endpoint(endpoint_env);
+	char *token = NULL;
+	if (!endpoint) {
+		gguf_errf(err, "out of memory");
+		return false;
+	}
+	/* the hub's API and files are the endpoint's: HF_TOKEN goes there (token.h) */
+	if (token_choose(endpoint, true, endpoint, token_file, hf_token, ro, &token, err) < 0) {
+		free(endpoint);
+		return false;
+	}
+	*http = (struct hub_http){ .endpoint = endpoint, .token = token, .cafile = cafile,
+	                           .timeout = timeout };
+	ro->token = token;
+	return true;
+}
+
+void hub_http_free(struct hub_http *http)
+{
+	token_free((char *)http->token);
+	free((char *)http->endpoint);
+	memset(http, 0, sizeof *http);
+}
+
 bool hub_name_is_library(const struct hub_name *n)
 {
 	size_t len = strlen(n->path);
@@ -408,7 +437,6 @@ static const struct lib_source_ops hub_ops = {
 	.read_file = hub_read_file,
 	.close_file = hub_close_file,
 	.sha256 = hub_sha256,
-	.model_name = hub_model_name,
 	.free = hub_free,
 };
 

@@ -22,6 +22,17 @@ void hub_name_free(struct hub_name *n);
 /* True when n names a library: no :QUANT, and a path that does not end in .gguf. */
 bool hub_name_is_library(const struct hub_name *n);
 
+/* What the hub's API is reached with: its endpoint (endpoint_env, $HF_ENDPOINT's value:
+ * url_hub_endpoint) and the token token_choose picks for it from token_file or hf_token
+ * ($HF_TOKEN's value), with cafile and timeout, into http (its endpoint and token
+ * malloc'ed: hub_http_free); ro's token and hints set to match (ro->token points into
+ * http). True, or false with one line in err. */
+bool hub_http_make(struct hub_http *http, const char *endpoint_env, const char *token_file,
+                   const char *hf_token, const char *cafile, unsigned timeout,
+                   struct remote_opts *ro, char err[GGUF_ERR_MAX]);
+/* Frees what hub_http_make made, the token wiped first. */
+void hub_http_free(struct hub_http *http);
+
 /* The source of folder n->path of repository n->repo at the commit n->rev names, over
  * http (its endpoint, token and CA file) and ro (for the models and files it reads:
  * copied). NULL with one line in err: the revision or the listing failed (a 404, 401,

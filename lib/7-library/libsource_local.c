@@ -289,11 +289,6 @@ static void local_close_file(void *ctx, void *file)
 	close((int)(intptr_t)file - 1);
 }
 
-static char *local_model_name(void *ctx, const char *path)
-{
-	return full_path(ctx, path);
-}
-
 static void local_free(void *ctx)
 {
 	struct local_source *ls = ctx;
@@ -309,7 +304,6 @@ static const struct lib_source_ops local_ops = {
 	.open_file = local_open_file,
 	.read_file = local_read_file,
 	.close_file = local_close_file,
-	.model_name = local_model_name,
 	.free = local_free,
 };
 

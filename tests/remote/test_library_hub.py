@@ -200,6 +200,61 @@ class HubLibrary(unittest.TestCase):
         self.assertTrue(blocks[0].startswith("hf://owner/repo@%s/Tiny-Q4_K_M.gguf: " % self.first),
                         blocks[0])
 
+    def test_check_reads_what_the_mount_serves(self):
+        """--check hf://OWNER/REPO checks the files the mount serves, fetched by the
+        library's own escaped URLs at its commit: a name holding %2F.. is not read as
+        a path that climbs, and names with spaces, '?' or '#' are checked, not refused."""
+        odd = ["pct%2F..%2Fz.gguf", "with space.gguf", "q?x.gguf", "h#x.gguf"]
+        files = {}
+        for k, name in enumerate(odd):
+            tiny_model(os.path.join(self.tmp, "m.gguf"), "odd%d" % k)
+            with open(os.path.join(self.tmp, "m.gguf"), "rb") as f:
+                files[name] = f.read()
+        sha = self.hub.commit(files=files)
+
+        def fetched():
+            # a request is logged once its answer is written: the client may be ahead
+            self.hub.quiet()
+            return sorted({r.path for r in self.hub.log() if "/resolve/" in r.path})
+        with EnvMount("hf://owner/repo", env=self.env()) as m:
+            for name in odd:
+                self.assertEqual(gm.read_file(m.p(name[:-5], "metadata", "general.architecture")),
+                                 b"odd%d\n" % odd.index(name))
+            served = fetched()
+        self.assertEqual(len(served), len(odd), served)
+        self.hub.clear_log()
+        r = self.run_env(["--check", "hf://owner/repo"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ok = [b for b in r.stdout.decode().split("\n\n") if "tensors checked" in b]
+        self.assertEqual(len(ok), len(odd), r.stdout)
+        for name in odd:
+            self.assertTrue(any(b.startswith("hf://owner/repo@%s/%s: " % (sha, name))
+                                for b in ok), (name, ok))
+        # the very URLs the mount fetched, and no other
+        self.assertEqual(fetched(), served)
+
+    def test_cache_dir_none(self):
+        """-o cache_dir=none keeps no disk cache for a hub library's models, as for any
+        remote model (it kept one in a folder called "none" of the working directory:
+        /none for a mount, which works in "/")."""
+        cwd = os.getcwd()
+        work = os.path.join(self.tmp, "cwd")
+        os.mkdir(work)
+        os.chdir(work)
+        try:
+            r = self.run_env(["--check", "-o", "cache_dir=none", "hf://owner/repo"])
+        finally:
+            os.chdir(cwd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.listdir(work), [])
+        # a mount: while a model is built, the daemon holds no file of a disk cache
+        with EnvMount("hf://owner/repo", ["-o", "cache_dir=none"], env=self.env()) as m:
+            self.assertEqual(gm.read_file(m.p("Tiny-Q8_0", "metadata", "general.architecture")),
+                             b"eight\n")
+            fds = "/proc/%d/fd" % m.proc.pid
+            held = [os.readlink(os.path.join(fds, f)) for f in os.listdir(fds)]
+            self.assertFalse([h for h in held if "/none/" in h or h.endswith("/none")], held)
+
     def test_quant_and_blob(self):
         with EnvMount("hf://owner/repo:q8_0", env=self.env()) as m:
             self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"eight\n")

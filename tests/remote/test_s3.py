@@ -18,6 +18,7 @@ meaning and refuses a mismatch with S3's SignatureDoesNotMatch.
 - faults with S3's semantics: 503 SlowDown and 500 InternalError retried, a reset mid-
   body, an object overwritten during a read (EIO, said once)."""
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -171,6 +172,25 @@ class S3(TinyCase):
             self.assertIn(b"HTTP 403 AccessDenied", r.stderr)
 
     # ---- buckets and prefixes as libraries ----
+
+    def test_check_prefix_as_library(self):
+        """--check s3://BUCKET/PREFIX/ and s3://BUCKET check the library a mount of them
+        gives, every model in the library's order (not the prefix read as one key)."""
+        files = {"/models/pub/a.gguf": self.data, "/models/pub/sub/b.gguf": self.data,
+                 "/models/pub/README.md": b"# card\n", "/models/top.gguf": self.data}
+        with self.server(files) as s:
+            for name, want in (("s3://models/pub/", ["pub/a.gguf", "pub/sub/b.gguf"]),
+                               ("s3://models", ["pub/a.gguf", "pub/sub/b.gguf", "top.gguf"])):
+                r = gm.run_ggufs(["--check", name], env=self.env(s), timeout=120)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                shown = [line.split(": ")[0] for line in r.stdout.decode().splitlines()
+                         if "tensors checked" in line]
+                self.assertEqual(shown, ["s3://models/" + k for k in want], r.stdout)
+                r = gm.run_ggufs(["--check", "--json", name], env=self.env(s), timeout=120)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(len(json.loads(r.stdout)), len(want))
+            self.assert_all_signed(s)
+
 
     def test_bucket_as_library(self):
         """s3://BUCKET and s3://BUCKET/PREFIX/ mount as libraries: listed with

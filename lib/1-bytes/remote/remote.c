@@ -404,6 +404,14 @@ const char *remote_repo_commit(const struct remote_file *f)
 	return f->repo_commit;
 }
 
+bool remote_first_cause(struct remote *r, char cause[GGUF_ERR_MAX])
+{
+	pthread_mutex_lock(&r->error_lock);
+	snprintf(cause, GGUF_ERR_MAX, "%s", r->first_cause);
+	pthread_mutex_unlock(&r->error_lock);
+	return cause[0] != 0;
+}
+
 void remote_counters(struct remote *r, struct remote_counters *c)
 {
 	c->requests = atomic_load_explicit(&r->n_requests, memory_order_relaxed);

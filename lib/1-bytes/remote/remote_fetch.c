@@ -631,14 +631,30 @@ static void note_failure(struct remote_file *f, const char *why)
 	pthread_mutex_unlock(&r->error_lock);
 }
 
+/* Keeps cause (what the event log says of a failed read, after the file's name) as
+ * the fetcher's first cause, unless it has one (remote_first_cause). */
+static void note_cause(struct remote *r, const char *cause)
+{
+	/* cut to fit, as the event log's line would be */
+	const size_t n = strnlen(cause, sizeof r->first_cause - 1);
+	pthread_mutex_lock(&r->error_lock);
+	if (!r->first_cause[0]) {
+		memcpy(r->first_cause, cause, n);
+		r->first_cause[n] = 0;
+	}
+	pthread_mutex_unlock(&r->error_lock);
+}
+
 /* Says once, in the event log, that the remote file changed under the mount (why holds
  * the validators mounted and seen). */
 static void mark_changed(struct remote_file *f, const char *why)
 {
 	if (!atomic_exchange(&f->changed, true)) {
+		char cause[GGUF_ERR_MAX];
 		note_failure(f, why);
-		evlog(EVLOG_ERR, NULL, "%s: %s: data reads fail with EIO from now on", remote_log_name(f),
-		      why);
+		snprintf(cause, sizeof cause, "%s: data reads fail with EIO from now on", why);
+		note_cause(f->r, cause);
+		evlog(EVLOG_ERR, NULL, "%s: %s", remote_log_name(f), cause);
 	}
 }
 
@@ -730,12 +746,14 @@ int remote_fetch(struct remote_file *f, uint64_t first, uint64_t last, uint8_t *
 	/* a read's fetch that failed for good: the log says why, once per cause (a changed
 	 * file has said so in mark_changed) */
 	if (ret < 0 && !at_mount && o != CHANGED && !remote_cancelled(r)) {
-		char key[GGUF_ERR_MAX + 64];
+		char key[GGUF_ERR_MAX + 64], cause[GGUF_ERR_MAX + 128];
 		note_failure(f, err);
 		failure_key(key, sizeof key, f, *status, err);
-		evlog(EVLOG_ERR, key, "%s: bytes %" PRIu64 "-%" PRIu64 " could not be fetched after "
-		      "%u attempt%s in %.1f s: %s: reads of them fail with EIO", remote_log_name(f), first,
-		      last, attempts, attempts == 1 ? "" : "s", clock_now_s() - started, err);
+		snprintf(cause, sizeof cause, "bytes %" PRIu64 "-%" PRIu64 " could not be fetched "
+		         "after %u attempt%s in %.1f s: %s: reads of them fail with EIO", first, last,
+		         attempts, attempts == 1 ? "" : "s", clock_now_s() - started, err);
+		note_cause(r, cause);
+		evlog(EVLOG_ERR, key, "%s: %s", remote_log_name(f), cause);
 	}
 	return ret;
 }

@@ -134,6 +134,7 @@ struct remote {
 	pthread_mutex_t error_lock;  /* the last failure */
 	char last_error[GGUF_ERR_MAX];
 	time_t last_error_time;
+	char first_cause[GGUF_ERR_MAX];  /* remote_first_cause's, "" until a read fails */
 };
 
 struct remote_file {

@@ -1,4 +1,5 @@
-/* Sizes given on the command line: "268435456", "256M", "1G". */
+/* Sizes given on the command line (-o cache_size=, cache_max=): "268435456", "256M",
+ * "1G". In the base layer, beside the other helpers the front end may use. */
 #ifndef GGUFS_SIZE_ARG_H
 #define GGUFS_SIZE_ARG_H
 

@@ -1,0 +1,300 @@
+/* Opening what a name names (open_name.h): a local file, a URL, an hf:// name, an s3://
+ * name, or a library of any of them, with the command line's remote options. */
+#include "open_name.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "libsource.h"
+#include "libsource_hub.h"
+#include "remote.h"
+#include "s3.h"
+#include "s3_config.h"
+#include "stream.h"
+#include "token.h"
+#include "url.h"
+
+/* The value of the environment variable name as o reads it, or NULL. */
+static const char *open_name_env(const struct open_name_opts *o, const char *name)
+{
+	return o->env ? o->env(name) : NULL;
+}
+
+/* Tells o's note sink one line (printf-style), if there is one. */
+__attribute__((format(printf, 2, 3)))
+static void open_name_note(const struct open_name_opts *o, const char *fmt, ...)
+{
+	if (!o->note)
+		return;
+	char line[GGUF_ERR_MAX + 256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	o->note(o->note_arg, line);
+}
+
+/* The remote options every remote model of o shares (the command line's). */
+static struct remote_opts open_name_remote_opts(const struct open_name_opts *o)
+{
+	return (struct remote_opts){ .cafile = o->cafile, .timeout = o->timeout,
+	                             .cache_size = o->cache_size,
+	                             .cache_dir = remote_cache_dir(o->cache_dir),
+	                             .cache_max = o->cache_max,
+	                             .waiting = o->waiting, .waiting_arg = o->waiting_arg };
+}
+
+/* What the hub's API is reached with for o (hub_http_make: $HF_ENDPOINT, o's token or
+ * $HF_TOKEN), and o's remote options into ro, which a hub library's files are read with
+ * (the disk cache as for any remote model: -o cache_dir=none is none, not a folder of
+ * that name). False with one line in err. */
+static bool open_name_hub_access(const struct open_name_opts *o, struct hub_http *http,
+                                 struct remote_opts *ro, char err[GGUF_ERR_MAX])
+{
+	*ro = open_name_remote_opts(o);
+	return hub_http_make(http, open_name_env(o, "HF_ENDPOINT"), o->token_file,
+	                     open_name_env(o, "HF_TOKEN"), o->cafile, o->timeout, ro, err);
+}
+
+/* For hf://OWNER/REPO:QUANT, the one model's pinned hf:// name, said as a note. NULL
+ * with one line in err. */
+static char *open_name_quant(const char *name, const struct open_name_opts *o,
+                             char err[GGUF_ERR_MAX])
+{
+	struct hub_name n;
+	if (!hub_name_parse(name, &n, err))
+		return NULL;
+	struct hub_http http;
+	struct remote_opts ro;
+	char *pinned = NULL;
+	if (open_name_hub_access(o, &http, &ro, err)) {
+		pinned = hub_quant_model(&n, &http, err);
+		if (pinned)
+			open_name_note(o, "%s is %s", name, pinned);
+		hub_http_free(&http);
+	}
+	hub_name_free(&n);
+	return pinned;
+}
+
+/* For a browser's https://HOST/OWNER/REPO/blob/REV/PATH (the page that shows the file),
+ * its resolve/ form (malloc'ed), said as a note; NULL when url is of no such page, or
+ * out of memory (*oom). */
+static char *open_name_blob(const char *url, const struct open_name_opts *o, bool *oom)
+{
+	*oom = false;
+	const char *p = strstr(url, "://");
+	const char *path = p ? strchr(p + 3, '/') : NULL;
+	if (!path || strncasecmp(url, "http", 4) != 0)
+		return NULL;
+	const char *owner_end = strchr(path + 1, '/');
+	const char *repo_end = owner_end ? strchr(owner_end + 1, '/') : NULL;
+	if (!repo_end || strncmp(repo_end, "/blob/", 6) != 0 || owner_end == path + 1 ||
+	    repo_end == owner_end + 1)
+		return NULL;
+	size_t n = strlen(url) + 8;
+	char *resolved = malloc(n);
+	if (!resolved) {
+		*oom = true;
+		return NULL;
+	}
+	snprintf(resolved, n, "%.*s/resolve/%s", (int)(repo_end - url), url, repo_end + 6);
+	char *shown = url_display(resolved);
+	open_name_note(o, "note: %s is the hub's page of the file: reading %s", url,
+	               shown ? shown : "its resolve/ URL");
+	free(shown);
+	return resolved;
+}
+
+/* Opens the remote model at name (http, https or hf://, expanded with $HF_ENDPOINT; the
+ * token as token_choose says). *shown gets the URL as it may be shown. NULL with one
+ * line in err. */
+static struct ggufs_model *open_name_remote(const char *name, const struct open_name_opts *o,
+                                            char **shown, char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	struct ggufs_model *m = NULL;
+	char *token = NULL;
+	struct url_rev rev;
+	const char *endpoint = open_name_env(o, "HF_ENDPOINT");
+	char *url = url_expand(name, endpoint, &rev, why, sizeof why);
+	const bool hf = strncasecmp(name, "hf://", 5) == 0;
+	*shown = hf ? strdup(name) : url_display(name);
+	if (!url || !*shown) {
+		gguf_errf(err, "%s: %s", *shown ? *shown : "the URL given", url ? "out of memory" : why);
+		goto out;
+	}
+	struct remote_opts ro = open_name_remote_opts(o);
+	ro.hub_rev = rev;
+	/* which server gets which token: token.h */
+	if (token_choose(url, hf, endpoint, o->token_file, open_name_env(o, "HF_TOKEN"), &ro,
+	                 &token, err) < 0)
+		goto out;
+	ro.token = token;
+	long status;
+	m = model_open_remote(url, *shown, &ro, err, &status);
+	/* a server that ignores Range requests (a 200 to the first one) is read as one
+	 * stream where the caller reads in order; a URL of a folder is not a file */
+	if (!m && status == 200 && o->stream_ok && !url_names_folder(url)) {
+		struct stream_opts so = { .token = token, .cafile = ro.cafile, .timeout = ro.timeout };
+		m = model_open_stream(url, *shown, &so, err);
+	}
+out:
+	token_free(token);
+	free(url);
+	return m;
+}
+
+/* Opens s3://BUCKET/KEY (s3_config_access). *shown gets the name as given (it holds no
+ * secret). NULL with one line in err. */
+static struct ggufs_model *open_name_s3(const char *name, const struct open_name_opts *o,
+                                        char **shown, char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	struct s3_config_access a;
+	*shown = strdup(name);
+	if (!*shown) {
+		gguf_errf(err, "out of memory");
+		return NULL;
+	}
+	if (s3_config_access(&a, name, o->env, o->s3_anonymous, o->s3_virtual_host, err) < 0)
+		return NULL;
+	struct remote_opts ro = open_name_remote_opts(o);
+	ro.s3 = &a.s3;
+	struct ggufs_model *m = NULL;
+	char *url = s3_object_url(a.endpoint, a.bucket, a.key, a.virtual_host, why, sizeof why);
+	if (!url)
+		gguf_errf(err, "%s: %s", *shown, why);
+	else
+		m = model_open_remote(url, *shown, &ro, err, NULL);
+	free(url);
+	s3_config_access_free(&a);
+	return m;
+}
+
+struct ggufs_model *open_name_model(const char *name, const struct open_name_opts *o,
+                                    char **shown, char err[GGUF_ERR_MAX])
+{
+	*shown = NULL;
+	struct ggufs_model *m = NULL;
+	const enum name_kind kind = name_kind_of(name);
+	bool oom = false;
+	char *rewritten = NULL;
+	switch (kind) {
+	case NAME_KIND_S3_OBJECT:
+	case NAME_KIND_S3_LIBRARY:
+		m = open_name_s3(name, o, shown, err);
+		break;
+	case NAME_KIND_HUB_QUANT:
+		rewritten = open_name_quant(name, o, err);
+		if (rewritten)
+			m = open_name_remote(rewritten, o, shown, err);
+		break;
+	case NAME_KIND_URL:
+		rewritten = open_name_blob(name, o, &oom);
+		if (oom)
+			gguf_errf(err, "out of memory");
+		else
+			m = open_name_remote(rewritten ? rewritten : name, o, shown, err);
+		break;
+	case NAME_KIND_HUB_FILE:
+	case NAME_KIND_HUB_LIBRARY:
+		m = open_name_remote(name, o, shown, err);
+		break;
+	case NAME_KIND_SCHEME:
+		gguf_errf(err, "%s: unsupported URL scheme '%.*s' (ggufs reads http://, https://, "
+		          "hf:// and s3:// URLs, or a local file)", name,
+		          (int)name_kind_scheme_len(name), name);
+		break;
+	case NAME_KIND_FILE:
+	case NAME_KIND_FOLDER:
+		m = model_open(name, err);
+		break;
+	}
+	free(rewritten);
+	if (!m) {
+		free(*shown);
+		*shown = NULL;
+	}
+	return m;
+}
+
+/* The source of the hub library name names, its revision resolved and folder listed
+ * with o's token, CA file and remote options; its transfers end when o->cancelled. NULL
+ * with one line in err. */
+static struct lib_source *open_name_hub_source(const char *name, const struct open_name_opts *o,
+                                               char err[GGUF_ERR_MAX])
+{
+	struct hub_name n;
+	if (!hub_name_parse(name, &n, err))
+		return NULL;
+	struct hub_http http;
+	struct remote_opts ro;
+	struct lib_source *src = NULL;
+	if (open_name_hub_access(o, &http, &ro, err)) {
+		ro.cancelled = o->cancelled;
+		ro.cancel_arg = o->cancel_arg;
+		src = lib_source_hub(&n, &http, &ro, err);
+		hub_http_free(&http);
+	}
+	hub_name_free(&n);
+	return src;
+}
+
+/* The source of the s3:// bucket or prefix name names (its credentials found as for an
+ * object). NULL with one line in err. */
+static struct lib_source *open_name_s3_source(const char *name, const struct open_name_opts *o,
+                                              char err[GGUF_ERR_MAX])
+{
+	struct s3_config_access a;
+	if (s3_config_access(&a, name, o->env, o->s3_anonymous, o->s3_virtual_host, err) < 0)
+		return NULL;
+	struct remote_opts ro = open_name_remote_opts(o);
+	ro.s3 = &a.s3;
+	struct lib_source *src = lib_source_s3(&ro, a.endpoint, a.bucket, a.key, a.virtual_host,
+	                                       err);
+	s3_config_access_free(&a);
+	return src;
+}
+
+/* True when path (absolute, resolved) is dir or lies inside it. */
+static bool open_name_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 &&
+	       (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
+}
+
+/* The source of the local folder name (confined: lib_source_local's), unless it holds
+ * mountpoint (absolute, or NULL). NULL with one line in err. */
+static struct lib_source *open_name_local_source(const char *name, bool confine,
+                                                 const char *mountpoint,
+                                                 char err[GGUF_ERR_MAX])
+{
+	if (mountpoint) {
+		char *root = realpath(name, NULL);
+		char *mnt = realpath(mountpoint, NULL);
+		const bool inside = root && mnt && open_name_within(mnt, root);
+		free(root);
+		free(mnt);
+		if (inside) {
+			gguf_errf(err, "%s: the mount point %s is inside the library's folder", name,
+			          mountpoint);
+			return NULL;
+		}
+	}
+	return lib_source_local(name, confine, err);
+}
+
+struct library *open_name_library(const char *name, enum name_kind kind,
+                                  const struct open_name_opts *o, const char *mountpoint,
+                                  char err[GGUF_ERR_MAX])
+{
+	struct lib_source *src = kind == NAME_KIND_HUB_LIBRARY ? open_name_hub_source(name, o, err)
+	                       : kind == NAME_KIND_S3_LIBRARY ? open_name_s3_source(name, o, err)
+	                       : open_name_local_source(name, o->confine, mountpoint, err);
+	return src ? library_open(src, err) : NULL;
+}

@@ -1,0 +1,68 @@
+/* Opening what a name on the command line names (name_kind.h): one model (a local file or
+ * split set, an http(s):// URL, a hub page's blob/ URL read as its resolve/ form,
+ * hf://OWNER/REPO[@REV]/PATH, hf://OWNER/REPO:QUANT found in the repository, an s3://
+ * object) or a library (a local folder, an hf:// repository or folder, an s3:// bucket
+ * or prefix), with the command line's remote options. The mount, --check and --diff
+ * open names only through here, so that they open the same things alike. */
+#ifndef GGUFS_OPEN_NAME_H
+#define GGUFS_OPEN_NAME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "errline.h"
+#include "library.h"
+#include "model.h"
+#include "name_kind.h"
+
+/* The options a name is opened with: the command line's remote options and where the
+ * lines that are not errors go. Strings are the caller's, kept while it opens. */
+struct open_name_opts {
+	const char *token_file;   /* -o token_file: the bearer token (else HF_TOKEN), or NULL */
+	const char *cafile;       /* -o cafile, or NULL */
+	uint64_t cache_size;      /* -o cache_size in bytes, 0: the default */
+	const char *cache_dir;    /* -o cache_dir as given ("none": no disk cache), or NULL:
+	                           * the default (remote_cache_dir) */
+	uint64_t cache_max;       /* -o cache_max in bytes, 0: the default */
+	unsigned timeout;         /* -o timeout in seconds, 0: the default */
+	bool s3_anonymous;        /* -o s3_anonymous */
+	bool s3_virtual_host;     /* -o s3_virtual_host */
+	/* --check reads a model front to back once: a server that ignores Range requests
+	 * (a 200 to the first one) is then read as one stream (stream.h) */
+	bool stream_ok;
+	/* the environment: HF_ENDPOINT, HF_TOKEN, the AWS variables (getenv; a test may
+	 * pass its own) */
+	const char *(*env)(const char *name);
+	/* NULL, or told each line worth telling that is not an error, without "ggufs: ":
+	 * which file an hf://OWNER/REPO:QUANT tag names, that a blob/ URL is read as its
+	 * resolve/ form */
+	void (*note)(void *arg, const char *line);
+	void *note_arg;
+	/* NULL, or told what a remote open waits for (remote_opts.waiting) */
+	void (*waiting)(void *arg, const char *line);
+	void *waiting_arg;
+	/* a local library that other users read (-o allow_other): files and folders whose
+	 * real path leaves its folder are left out (lib_source_local's confine) */
+	bool confine;
+	/* NULL, or true once the transfers of a hub library are to stop (the mount ends) */
+	bool (*cancelled)(void *arg);
+	void *cancel_arg;
+};
+
+/* Opens the one model name names (name_kind_of says it is not a library): a local file
+ * or split set, or a remote one; *shown gets a remote name as it may be shown (no
+ * credentials, no query; malloc'ed), NULL for a local file. The model, or NULL with
+ * one line in err naming the file or URL and the problem (*shown freed and NULL). */
+struct ggufs_model *open_name_model(const char *name, const struct open_name_opts *o,
+                                    char **shown, char err[GGUF_ERR_MAX]);
+
+/* Opens the library name names (kind: name_kind_of(name), a library's): its source made
+ * (a remote one's credentials and revision found as for one model) and its root listed.
+ * mountpoint (absolute, or NULL): a local folder that holds it is refused, since every
+ * listing of the folder would then wait for itself. The library, or NULL with one line
+ * in err. */
+struct library *open_name_library(const char *name, enum name_kind kind,
+                                  const struct open_name_opts *o, const char *mountpoint,
+                                  char err[GGUF_ERR_MAX]);
+
+#endif
