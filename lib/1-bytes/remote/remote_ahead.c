@@ -274,8 +274,6 @@ void ahead_read(struct remote_file *f, uint64_t k0, uint64_t k1)
 		 * except at the end of the file */
 		uint64_t n_blocks = (f->size + REMOTE_BLOCK_SIZE - 1) / REMOTE_BLOCK_SIZE;
 		uint64_t target = f->ra_next + window;
-		if (f->ra_end < target && target < n_blocks)
-			target -= (target - f->ra_end) % request;
 		if (f->want) {
 			/* the window counts wanted blocks: from the reader's next wanted one */
 			const uint64_t next = wanted_from(f, f->ra_next);
@@ -283,6 +281,8 @@ void ahead_read(struct remote_file *f, uint64_t k0, uint64_t k1)
 				f->ra_end = next;
 			target = next == UINT64_MAX ? f->ra_end : next + window;
 		}
+		if (f->ra_end < target && target < n_blocks)
+			target -= (target - f->ra_end) % request;
 		if (f->ra_end < target) {
 			f->ra_end = f->want ? queue_wanted(f, f->ra_end, target - f->ra_end, request)
 			                    : queue_blocks(f, f->ra_end, target, request);
