@@ -466,6 +466,10 @@ int s3_list(struct remote *r, const char *bucket_url, const char *prefix, uint64
 		      "bytes, or not under the prefix; the last: %s)", bucket_url, prefix, refused,
 		      refused == 1 ? "" : "s", S3_PART_MAX, why ? why : "?");
 	*left_out = refused;
+	if (*n == 0) {   /* every name left out: no array, as for an empty folder */
+		free(*out);
+		*out = NULL;
+	}
 	ret = 0;
 done:
 	free(body.data.p);
