@@ -85,8 +85,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t len = strnlen(next, sizeof next);
 		if (len == sizeof next)
 			broken("a next URL past its buffer");
-		const char *at = strstr(link, next);
-		if (len && (!at || at == link || at[-1] != '<' || at[len] != '>'))
+		/* some occurrence of it (the text may hold it more than once) is <NEXT> */
+		bool between = false;
+		for (const char *at = strstr(link, next); len && at && !between;
+		     at = strstr(at + 1, next))
+			between = at > link && at[-1] == '<' && at[len] == '>';
+		if (len && !between)
 			broken("a next URL not from between '<' and '>'");
 	}
 	return 0;

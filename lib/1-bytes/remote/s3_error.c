@@ -99,7 +99,9 @@ bool s3_error_parse(const char *body, size_t len, struct s3_error *e)
 	XML_SetStartDoctypeDeclHandler(s.p, on_doctype);
 	bool ok = XML_Parse(s.p, body, (int)len, XML_TRUE) == XML_STATUS_OK && s.is_error;
 	XML_ParserFree(s.p);
-	if (!ok)
+	if (!ok || !e->code[0]) {   /* no error document: nothing of it kept, as promised */
 		memset(e, 0, sizeof *e);
-	return ok && e->code[0];
+		return false;
+	}
+	return true;
 }
