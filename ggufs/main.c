@@ -232,6 +232,12 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 		log_errf("%s", err);
 		return 1;
 	}
+	const struct open_name_opts oo = open_opts(o);
+	const struct tree_quant_cache qc = open_name_quant_cache(&oo);
+	if (!tree_set_quant_cache(fs->tree, &qc)) {
+		log_errf("out of memory");
+		return 1;
+	}
 	if (o->edits_file && open_edits(fs, o, mountpoint) != 0)
 		return 1;
 	if (start_mount(fs) != 0)

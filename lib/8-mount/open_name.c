@@ -296,5 +296,18 @@ struct library *open_name_library(const char *name, enum name_kind kind,
 	struct lib_source *src = kind == NAME_KIND_HUB_LIBRARY ? open_name_hub_source(name, o, err)
 	                       : kind == NAME_KIND_S3_LIBRARY ? open_name_s3_source(name, o, err)
 	                       : open_name_local_source(name, o->confine, mountpoint, err);
-	return src ? library_open(src, err) : NULL;
+	struct library *lib = src ? library_open(src, err) : NULL;
+	const struct tree_quant_cache qc = open_name_quant_cache(o);
+	if (lib && !library_set_quant_cache(lib, &qc)) {
+		gguf_errf(err, "%s: out of memory", name);
+		library_free(lib);
+		return NULL;
+	}
+	return lib;
+}
+
+struct tree_quant_cache open_name_quant_cache(const struct open_name_opts *o)
+{
+	return (struct tree_quant_cache){ .dir = remote_cache_dir(o->cache_dir),
+	                                  .max = o->cache_max };
 }
