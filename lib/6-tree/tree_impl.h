@@ -92,7 +92,7 @@ struct tree_quants {
 	 * for a disk cache entry another mount lets go) */
 	pthread_mutex_t files_lock;
 	pthread_cond_t opened;
-	struct tree_quant_file files[TREE_QUANT_TSV_SLOT];
+	struct tree_quant_file *files;   /* TREE_QUANT_TSV_SLOT, made at the first read */
 	unsigned n_open;
 	uint64_t tick;
 	struct tree_quant_cache cache;   /* dir malloc'ed (tree_set_quant_cache) */

@@ -105,8 +105,9 @@ void tree_quants_init(struct tree *t)
 
 void tree_quants_free(struct tree *t)
 {
-	for (size_t j = 0; j < TREE_QUANT_TSV_SLOT; j++)
+	for (size_t j = 0; t->quants.files && j < TREE_QUANT_TSV_SLOT; j++)
 		source_close(t->quants.files[j].src);
+	free(t->quants.files);
 	quant_set_free(&t->quants.qs);
 	free((char *)t->quants.cache.dir);
 	pthread_cond_destroy(&t->quants.opened);
@@ -127,7 +128,11 @@ bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c)
 
 uint64_t tree_quants_bytes(const struct tree *t)
 {
-	return atomic_load(&t->quants.made) ? quant_set_bytes(&t->quants.qs) : 0;
+	struct tree_quants *q = (struct tree_quants *)&t->quants;
+	pthread_mutex_lock(&q->files_lock);
+	uint64_t b = q->files ? TREE_QUANT_TSV_SLOT * sizeof *q->files : 0;
+	pthread_mutex_unlock(&q->files_lock);
+	return b + (atomic_load(&t->quants.made) ? quant_set_bytes(&t->quants.qs) : 0);
 }
 
 const struct tree_node *tree_quants_node(const struct tree *t, uint64_t ino)
@@ -357,10 +362,17 @@ static void keep_counters(struct tree_quant_file *f)
 static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 {
 	struct tree_quants *q = (struct tree_quants *)&t->quants;
-	struct tree_quant_file *f = &q->files[j];
 	struct source *closing[TREE_QUANT_TSV_SLOT];
 	unsigned n_closing = 0;
 	pthread_mutex_lock(&q->files_lock);
+	if (!q->files)
+		q->files = calloc(TREE_QUANT_TSV_SLOT, sizeof *q->files);
+	if (!q->files) {
+		pthread_mutex_unlock(&q->files_lock);
+		*r = -ENOMEM;
+		return NULL;
+	}
+	struct tree_quant_file *f = &q->files[j];
 	f->t = t;   /* the fill function's, the same each time */
 	f->qp = &q->qs.plans[j];
 	while (f->opening)
@@ -401,11 +413,11 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 	return src;
 }
 
-static void file_put(const struct tree *t, struct tree_quant_file *f)
+static void file_put(const struct tree *t, uint64_t j)
 {
 	struct tree_quants *q = (struct tree_quants *)&t->quants;
 	pthread_mutex_lock(&q->files_lock);
-	f->readers--;
+	q->files[j].readers--;
 	pthread_mutex_unlock(&q->files_lock);
 }
 
@@ -413,10 +425,11 @@ void tree_quants_counters(const struct tree *t, const struct tree_node *n, uint6
                           uint64_t *from_disk, uint64_t *stored)
 {
 	struct tree_quants *q = (struct tree_quants *)&t->quants;
-	const struct tree_quant_file *f = &q->files[n->index];
 	pthread_mutex_lock(&q->files_lock);
-	*computed = f->computed, *from_disk = f->from_disk, *stored = f->stored;
-	if (f->src) {
+	const struct tree_quant_file *f = q->files ? &q->files[n->index] : NULL;
+	*computed = f ? f->computed : 0, *from_disk = f ? f->from_disk : 0;
+	*stored = f ? f->stored : 0;
+	if (f && f->src) {
 		struct computed_counters c;
 		computed_counters(f->src, &c);
 		*computed += c.computed, *from_disk += c.from_disk, *stored += c.stored;
@@ -440,12 +453,11 @@ int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *
 	for (uint32_t s = 0; s < t->m->n_shards; s++)
 		if (source_holds(t->m->shards[s].src, t->m->shards[s].size) < 0)
 			return -EIO;
-	struct tree_quant_file *f = &q->files[n->index];
 	int r = 0;
 	struct source *src = file_get(t, n->index, &r);
 	if (!src)
 		return r;
 	r = source_read(src, off, len, buf);
-	file_put(t, f);
+	file_put(t, n->index);
 	return r < 0 ? r : (int64_t)len;
 }
