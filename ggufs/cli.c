@@ -62,7 +62,7 @@ static const struct cli_option cli_options[] = {
 	{ "cache_size=%s", .with_check = true, OURS(cache_size_arg), .arg = "SIZE",
 	  .help = "remote: memory cache, bytes or K/M/G/T (256M)" },
 	{ "cache_dir=%s", .with_check = true, OURS(cache_dir), .arg = "DIR",
-	  .help = "remote bytes and quants/ on disk (default ~/.cache/ggufs)" },
+	  .help = "remote bytes, quants/ on disk (~/.cache/ggufs)" },
 	{ "cache_max=%s", .with_check = true, OURS(cache_max_arg), .arg = "SIZE",
 	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
 	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
