@@ -101,6 +101,7 @@ struct library {
 	uint64_t compare_bytes;
 	pthread_mutex_t compare_lock;   /* held while a comparison is computed */
 	atomic_uint_fast64_t compares_made;
+	struct tree_quant_cache quant_cache;   /* every model tree's (dir malloc'ed) */
 };
 
 /* One more hold on slot s, and one less (under lib->lock): a slot let go by its last
