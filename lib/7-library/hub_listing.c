@@ -11,6 +11,7 @@
 
 #include "evlog.h"
 #include "hub_listing.h"
+#include "iso_time.h"
 #include "log_escape.h"
 #include "url.h"
 #include "vbytes.h"
@@ -143,8 +144,10 @@ static bool is_commit(const char *s)
 }
 
 int hub_resolve(const struct hub_http *h, const char *repo, const char *revision,
-                char commit[65], long *status, char err[GGUF_ERR_MAX])
+                char commit[65], time_t *date, long *status, char err[GGUF_ERR_MAX])
 {
+	if (date)
+		*date = 0;
 	char what[512];
 	snprintf(what, sizeof what, "hf://%s@%s: the revision", repo, revision);
 	char *rev = hub_escape(revision, false);
@@ -175,6 +178,8 @@ int hub_resolve(const struct hub_http *h, const char *repo, const char *revision
 		return -EPROTO;
 	}
 	snprintf(commit, 65, "%s", s);
+	if (date)
+		*date = iso_time_parse(json_string_value(json_object_get(doc, "lastModified")));
 	json_decref(doc);
 	return 0;
 }
@@ -287,6 +292,8 @@ int hub_parse_page(const char *body, size_t len, const char *folder, struct hub_
 			return -ENOMEM;
 		}
 		f->dir = strcmp(t, "directory") == 0;
+		f->date = iso_time_parse(json_string_value(json_object_get(
+		                         json_object_get(e, "lastCommit"), "date")));
 		if (!f->dir) {
 			if (!json_is_integer(size) || json_integer_value(size) < 0) {
 				free(f->path);

@@ -2,7 +2,8 @@
  *   GET ENDPOINT/api/models/OWNER/REPO/revision/REVISION   -> {"sha": COMMIT, ...}
  *   GET ENDPOINT/api/models/OWNER/REPO/tree/COMMIT[/PATH]?recursive=true
  *       -> [{"type": "file"|"directory", "path": P, "size": N, "lfs": {"oid": SHA256}}]
- *          in pages, each but the last with a Link: <URL>; rel="next" header.
+ *          in pages, each but the last with a Link: <URL>; rel="next" header
+ *          (an entry's "lastCommit": {"date": ISO 8601} is read when there).
  * Every reply is hostile input: bodies, pages, entries, path lengths and the bytes of
  * all paths together are bounded; a
  * path that could escape the folder (absolute, "..", ".", empty parts, NUL, control
@@ -16,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "gguf.h"
 
@@ -38,20 +40,25 @@ struct hub_file {
 	char *path;              /* relative to the folder listed */
 	bool dir;
 	uint64_t size;
+	time_t date;             /* its last commit's ("lastCommit": {"date"}), when the
+	                          * listing gives it; else 0 */
 	char sha256[65];         /* an LFS file's, lower-case hex; "" for others */
 };
 
 struct hub_listing {
 	char commit[65];         /* the commit the revision named */
+	time_t date;             /* the revision's "lastModified" (its commit's date); 0 when
+	                          * the hub did not say */
 	struct hub_file *files;  /* sorted by path */
 	size_t n;
 	uint64_t path_bytes;     /* of the paths kept, each with its NUL */
 };
 
-/* The commit revision names in repo (OWNER/REPO) into commit: 0, or -errno with one
- * line in err ("the hub answered 404 to ..."); *status the HTTP status (0: none). */
+/* The commit revision names in repo (OWNER/REPO) into commit, and its date
+ * ("lastModified") into *date unless NULL (0 when not given): 0, or -errno with one line
+ * in err ("the hub answered 404 to ..."); *status the HTTP status (0: none). */
 int hub_resolve(const struct hub_http *h, const char *repo, const char *revision,
-                char commit[65], long *status, char err[GGUF_ERR_MAX]);
+                char commit[65], time_t *date, long *status, char err[GGUF_ERR_MAX]);
 
 /* Every file and folder under folder ("" for the whole repository) of repo at commit,
  * every page followed, into *out (hub_listing_free). 0, or -errno with one line in err. */

@@ -164,9 +164,11 @@ static size_t first_with(const struct hub_source *hs, const char *prefix)
 	return lo;
 }
 
-/* What the library shows of an entry: read-only, owned by the mounting user, of the
- * commit's files no time. */
-static void entry_stat(struct stat *st, bool dir, uint64_t size)
+/* What the library shows of an entry: read-only, owned by the mounting user, dated
+ * date (a file's last commit's, when the listing gave it) or else the commit's (a
+ * folder's always: the listing names a folder once for each file under it). */
+static void entry_stat(const struct hub_source *hs, struct stat *st, bool dir, uint64_t size,
+                       time_t date)
 {
 	memset(st, 0, sizeof *st);
 	st->st_mode = dir ? S_IFDIR | 0555 : S_IFREG | 0444;
@@ -174,6 +176,8 @@ static void entry_stat(struct stat *st, bool dir, uint64_t size)
 	st->st_uid = getuid();
 	st->st_gid = getgid();
 	st->st_nlink = dir ? 2 : 1;
+	st->st_mtim.tv_sec = date ? date : hs->l.date;
+	st->st_atim = st->st_ctim = st->st_mtim;
 }
 
 static uint64_t version_of(const char *path, const struct hub_file *f)
@@ -237,7 +241,7 @@ static int hub_list_dir(void *ctx, const char *dir, struct lib_entry **out, size
 		}
 		e->type = dir_entry ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
 		e->version = version_of(f->path, rest[part] ? NULL : f);
-		entry_stat(&e->st, dir_entry, dir_entry ? 0 : f->size);
+		entry_stat(hs, &e->st, dir_entry, dir_entry ? 0 : f->size, dir_entry ? 0 : f->date);
 		(*n)++;
 	}
 	free(prefix);
@@ -267,13 +271,13 @@ static int hub_stat(void *ctx, const char *path, struct lib_entry *e)
 	if (f) {
 		e->type = f->dir ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
 		e->version = version_of(f->path, f->dir ? NULL : f);
-		entry_stat(&e->st, f->dir, f->size);
+		entry_stat(hs, &e->st, f->dir, f->size, f->dir ? 0 : f->date);
 		return 0;
 	}
 	if (*path)
 		return -ENOENT;
 	/* the folder listed itself */
-	entry_stat(&e->st, true, 0);
+	entry_stat(hs, &e->st, true, 0, 0);
 	e->type = LIB_ENTRY_DIR;
 	e->version = 1;
 	return 0;
@@ -467,13 +471,15 @@ struct lib_source *lib_source_hub(const struct hub_name *n, const struct hub_htt
 		return NULL;
 	}
 	char commit[65];
+	time_t date;
 	long status;
-	if (hub_resolve(&hs->http, n->repo, n->rev, commit, &status, err) < 0 ||
+	if (hub_resolve(&hs->http, n->repo, n->rev, commit, &date, &status, err) < 0 ||
 	    hub_list(&hs->http, n->repo, commit, n->path, &hs->l, &status, err) < 0) {
 		hub_free(hs);
 		free(s);
 		return NULL;
 	}
+	hs->l.date = date;
 	s->ops = &hub_ops;
 	s->ctx = hs;
 	s->pinned = true;
@@ -505,7 +511,7 @@ char *hub_quant_model(const struct hub_name *n, const struct hub_http *http,
 	char commit[65];
 	long status;
 	struct hub_listing l;
-	if (hub_resolve(http, n->repo, n->rev, commit, &status, err) < 0 ||
+	if (hub_resolve(http, n->repo, n->rev, commit, NULL, &status, err) < 0 ||
 	    hub_list(http, n->repo, commit, n->path, &l, &status, err) < 0)
 		return NULL;
 	const struct hub_file *match = NULL;

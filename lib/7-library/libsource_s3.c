@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -29,6 +30,7 @@ struct s3_source {
 	char *bucket_url;
 	bool virtual_host;
 	atomic_uint_fast64_t names_left;   /* bytes of names its listings may still take */
+	time_t mounted;             /* when the source was made: its folders' time */
 };
 
 /* An opened plain file. */
@@ -46,8 +48,10 @@ static char *key_of(const struct s3_source *s, const char *path, bool dir)
 	return k;
 }
 
-/* What the library shows of an entry: mode, owner, size, times. */
-static void entry_stat(const struct s3_entry *e, struct stat *st)
+/* What the library shows of an entry: mode, owner, size, times: an object's its
+ * LastModified, a folder's (S3 keeps none: a prefix is only the keys under it) the
+ * time of the mount, folders as mountpoint-s3 dates them. */
+static void entry_stat(const struct s3_source *s, const struct s3_entry *e, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
 	st->st_mode = e->is_prefix ? S_IFDIR | 0555 : S_IFREG | 0444;
@@ -55,7 +59,7 @@ static void entry_stat(const struct s3_entry *e, struct stat *st)
 	st->st_uid = getuid();
 	st->st_gid = getgid();
 	st->st_size = e->is_prefix ? 0 : (off_t)e->size;
-	st->st_mtim.tv_sec = e->mtime;
+	st->st_mtim.tv_sec = e->is_prefix ? s->mounted : e->mtime;
 	st->st_atim = st->st_ctim = st->st_mtim;
 }
 
@@ -156,7 +160,7 @@ static int s3src_list(void *ctx, const char *dir, struct lib_entry **out, size_t
 	for (size_t i = 0; i < ne; i++) {
 		le[i].type = e[i].is_prefix ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
 		le[i].version = entry_version(&e[i]);
-		entry_stat(&e[i], &le[i].st);
+		entry_stat(s, &e[i], &le[i].st);
 		le[i].name = e[i].name;
 		e[i].name = NULL;
 		v = XXH3_64bits_withSeed(&le[i].version, sizeof le[i].version, v);
@@ -177,14 +181,14 @@ static bool s3src_unchanged(void *ctx, const char *dir, uint64_t version)
 /* The root alone: every other entry is known from its folder's listing (listed_once). */
 static int s3src_stat(void *ctx, const char *path, struct lib_entry *e)
 {
-	(void)ctx;
+	const struct s3_source *s = ctx;
 	memset(e, 0, sizeof *e);
 	if (*path)
 		return -ENOENT;
 	struct s3_entry root = { .name = (char *)"", .is_prefix = true };
 	e->type = LIB_ENTRY_DIR;
 	e->version = entry_version(&root);
-	entry_stat(&root, &e->st);
+	entry_stat(s, &root, &e->st);
 	return 0;
 }
 
@@ -327,6 +331,7 @@ struct lib_source *lib_source_s3(const struct remote_opts *ro, const char *endpo
 		s->base = copy_or_null(prefix, &ok);
 		s->virtual_host = virtual_host;
 		atomic_init(&s->names_left, S3_NAMES_MAX);
+		s->mounted = time(NULL);
 	}
 	if (!ok) {
 		snprintf(err, GGUF_ERR_MAX, "out of memory");

@@ -11,7 +11,8 @@ class HubServer(FaultServer):
     """`with HubServer("owner/repo") as hub: hub.commit(folder)` serves a folder as a
     Hugging Face hub repository at hub.url (HF_ENDPOINT), under the hub's routes:
 
-    - GET /api/models/OWNER/REPO/revision/REV: {"id", "sha"} (REV main, or a commit);
+    - GET /api/models/OWNER/REPO/revision/REV: {"id", "sha", "lastModified"} (REV main,
+      or a commit);
     - GET /api/models/OWNER/REPO/tree/REV[/PATH]?recursive=true: every file and folder
       under PATH as huggingface_hub's list_repo_tree reads them ({"type": "file" or
       "directory", "oid", "size", "path", and for .gguf files "lfs": {"oid": sha256,
@@ -73,17 +74,31 @@ class HubServer(FaultServer):
                 headers = [("Link", '<%s%s&cursor=%d>; rel="next"' % (self.url, base, k + 1))]
             self.swap(key, json.dumps(page).encode(), headers)
 
-    def commit(self, folder=None, files=None):
-        """The files of folder (or files, {path: bytes}) as the next commit, main's."""
+    def commit_date(self, k):
+        """The date of commit k (from 0) as the revision API gives it (lastModified):
+        2024-04-18T09:54:19.000Z, then a day later each."""
+        import datetime
+        d = datetime.datetime(2024, 4, 18, 9, 54, 19) + datetime.timedelta(days=k)
+        return d.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+    def commit(self, folder=None, files=None, last_commits=None):
+        """The files of folder (or files, {path: bytes}) as the next commit, main's;
+        last_commits ({path: ISO date}) gives those entries a "lastCommit" in the tree
+        API, as its expand=true listing does."""
         from urllib.parse import quote
         files = files if files is not None else self.read_folder(folder)
         sha = hashlib.sha1(("%d" % len(self.commits)).encode() +
                            b"".join(k.encode() + v for k, v in sorted(files.items()))).hexdigest()
         self.commits.append(sha)
         entries = self.entries(files)
+        for e in entries:
+            if e["path"] in (last_commits or {}):
+                e["lastCommit"] = {"id": sha, "title": "a commit",
+                                   "date": last_commits[e["path"]]}
         folders = [""] + [e["path"] for e in entries if e["type"] == "directory"]
+        date = self.commit_date(len(self.commits) - 1)
         for rev in (sha, "main"):
-            body = json.dumps({"id": self.repo, "sha": sha}).encode()
+            body = json.dumps({"id": self.repo, "sha": sha, "lastModified": date}).encode()
             self.swap("/api/models/%s/revision/%s" % (self.repo, rev), body)
             for f in folders:
                 self.serve_tree(rev, entries, f)

@@ -4,10 +4,12 @@ and every file read at it (the repository changes on the server after mount, the
 does not), a folder of the repository, models.tsv with the hub's sha256, tokens sent
 only to the endpoint, hf://OWNER/REPO:QUANT as one model, a browser's blob URL, and a
 hub that refuses the listing, compare/ of two of its models."""
+import calendar
 import hashlib
 import os
 import shutil
 import tempfile
+import time
 import unittest
 
 from remote_common import EnvMount, env_without_token, gm
@@ -79,6 +81,24 @@ class HubLibrary(unittest.TestCase):
                              ["Tiny-Q4_K_M", "Tiny-Q8_0", "sub/deeper/Other-F16"])
             self.assertEqual(rows[1][11], hashlib.sha256(want).hexdigest())
             self.assertEqual(rows[2][1], "eight")
+
+    def test_dates(self):
+        """Every entry is dated (issue 38 item 13; all were 1970): a file by its last
+        commit when the tree listing gives one, everything else (folders, models,
+        models.tsv, models.json, the root) by the commit's date, the revision's
+        lastModified; a later commit on the server changes no date of the mount."""
+        self.hub.commit(self.repo, last_commits={"README.md": "2023-01-02T03:04:05.000Z"})
+        commit = calendar.timegm(time.strptime(self.hub.commit_date(1), "%Y-%m-%dT%H:%M:%S.000Z"))
+        with EnvMount("hf://owner/repo", env=self.env()) as m:
+            self.assertEqual(os.stat(m.p("README.md")).st_mtime, 1672628645)
+            for name in ("", "models.tsv", "models.json", "sub", "sub/deeper", "Tiny-Q8_0",
+                         "sub/deeper/Other-F16"):
+                self.assertEqual(os.stat(m.p(name)).st_mtime, commit, name)
+            self.hub.commit(self.repo)
+            self.assertEqual(os.stat(m.p("models.tsv")).st_mtime, commit)
+        with EnvMount("hf://owner/repo/sub", env=self.env()) as m:
+            self.assertEqual(os.stat(m.path).st_mtime, commit + 86400)
+            self.assertEqual(os.stat(m.p("deeper")).st_mtime, commit + 86400)
 
     def test_folder_and_token(self):
         self.hub.token = "sekrit"

@@ -10,6 +10,7 @@ import errno
 import os
 import shutil
 import tempfile
+import time
 import unittest
 
 from remote_common import (TinyCase, EIO_TIMEOUT, TINY, EnvMount, compare_mounts, gm, read_bounded,
@@ -90,6 +91,23 @@ class S3rverTest(TinyCase):
                              ["models.json", "models.tsv", "tinyllama-q4km"])
             self.assertEqual(gm.read_file(m.p("tinyllama-q4km", "metadata", "general.name")),
                              b"tinyllama-test\n")
+
+    def test_dates(self):
+        """An object is dated by the listing's LastModified, a folder, the root and
+        models.tsv/models.json (S3 keeps no folder times) by the mount's time: none is
+        1970 (issue 38 item 13)."""
+        before = time.time()
+        self.s3.put("models", "dated/sub/readme.txt", b"# a model card\n")
+        self.s3.put("models", "dated/tinyllama-q4km.gguf", self.data)
+        put = time.time()
+        with EnvMount("s3://models/dated/", env=self.env) as m:
+            mounted = time.time()
+            for name in ("sub/readme.txt", "tinyllama-q4km"):
+                t = os.stat(m.p(name)).st_mtime
+                self.assertTrue(int(before) - 1 <= t <= put + 1, (name, t, before))
+            for name in ("", "sub", "models.tsv", "models.json"):
+                t = os.stat(m.p(name)).st_mtime
+                self.assertTrue(int(put) - 1 <= t <= mounted + 1, (name, t, put))
 
     def test_plain_file_answered_wrongly_keeps_the_cause(self):
         """s3rver answers a range bytes=0-0 with 206 and the whole object's Content-Range:

@@ -74,6 +74,33 @@ static void test_page(void **state)
 	}
 }
 
+/* An entry's last commit date, when the tree page gives it ("lastCommit": {"date"}, as
+ * the hub's expand=true listing does); none, or one that is no date, is 0: the
+ * library then dates it by the revision's lastModified. */
+static void test_dates(void **state)
+{
+	(void)state;
+	const char *page =
+		"[{\"type\":\"file\",\"path\":\"a\",\"size\":1,"
+		"  \"lastCommit\":{\"id\":\"x\",\"date\":\"2024-04-18T09:54:19.000Z\"}},"
+		" {\"type\":\"file\",\"path\":\"b\",\"size\":1},"
+		" {\"type\":\"file\",\"path\":\"c\",\"size\":1,\"lastCommit\":{\"date\":7}},"
+		" {\"type\":\"file\",\"path\":\"d\",\"size\":1,"
+		"  \"lastCommit\":{\"date\":\"2024-13-18T09:54:19Z\"}},"
+		" {\"type\":\"file\",\"path\":\"e\",\"size\":1,\"lastCommit\":{\"date\":\"2024-04\"}},"
+		" {\"type\":\"directory\",\"path\":\"f\",\"size\":0,"
+		"  \"lastCommit\":{\"date\":\"2023-01-02T03:04:05+00:00\"}}]";
+	struct hub_listing l = { 0 };
+	char err[GGUF_ERR_MAX];
+	assert_int_equal(hub_parse_page(page, strlen(page), "", &l, err), 0);
+	assert_int_equal(l.n, 6);
+	assert_int_equal(l.files[0].date, 1713434059);
+	for (size_t i = 1; i < 5; i++)
+		assert_int_equal(l.files[i].date, 0);
+	assert_int_equal(l.files[5].date, 1672628645);
+	hub_listing_free(&l);
+}
+
 static void test_link(void **state)
 {
 	(void)state;
@@ -135,6 +162,7 @@ static void test_escape(void **state)
 }
 
 UNIT_TESTS(cmocka_unit_test(test_page),
+           cmocka_unit_test(test_dates),
            cmocka_unit_test(test_link),
            cmocka_unit_test(test_names),
            cmocka_unit_test(test_escape))

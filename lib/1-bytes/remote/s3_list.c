@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "evlog.h"
+#include "iso_time.h"
 #include "remote_int.h"
 #include "s3.h"
 #include "s3_error.h"
@@ -50,19 +51,6 @@ static int hex_value(char c)
 {
 	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
 	       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* "2026-12-01T20:00:00.000Z" as a time, or 0. */
-static time_t iso_time(const char *s)
-{
-	struct tm tm = { 0 };
-	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-	           &tm.tm_min, &tm.tm_sec) != 6)
-		return 0;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	time_t t = timegm(&tm);
-	return t < 0 ? 0 : t;
 }
 
 /* Decodes a key sent URL-encoded ('+' a space, %XX a byte) in place: false when it is
@@ -235,7 +223,7 @@ static void XMLCALL on_end(void *arg, const XML_Char *name)
 		} else if (strcmp(name, "ETag") == 0 && pg->text_len < sizeof pg->cur.etag) {
 			memcpy(pg->cur.etag, t, pg->text_len + 1);
 		} else if (strcmp(name, "LastModified") == 0) {
-			pg->cur.mtime = iso_time(t);
+			pg->cur.mtime = iso_time_parse(t);
 		}
 	} else if (pg->root_ok && pg->depth == 3 && pg->in != IN_NONE && pg->text_bad &&
 	           (strcmp(name, "Key") == 0 || strcmp(name, "Prefix") == 0)) {
