@@ -128,6 +128,7 @@ static int open_library(struct ggufs *fs, const struct options *o, const char *m
 		log_errf("%s", err);
 		return 1;
 	}
+	library_set_requantize(fs->library, o->requantize);
 	return start_mount(fs);
 }
 
@@ -232,6 +233,7 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 		log_errf("%s", err);
 		return 1;
 	}
+	tree_set_requantize(fs->tree, o->requantize);
 	if (o->edits_file && open_edits(fs, o, mountpoint) != 0)
 		return 1;
 	if (start_mount(fs) != 0)

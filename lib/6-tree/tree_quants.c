@@ -35,7 +35,7 @@ static void run_plans(void *ctx)
 {
 	struct tree *t = ctx;
 	struct tree_quants *q = &t->quants;
-	if (quant_set_build(t->m, false, can_make, &q->qs) < 0)
+	if (quant_set_build(t->m, q->requantize, can_make, &q->qs) < 0)
 		return;
 	const uint64_t gen = t->state ? t->state->gen : 0;
 	q->n_children = 0;
@@ -91,6 +91,11 @@ void tree_quants_free(struct tree *t)
 {
 	quant_set_free(&t->quants.qs);
 	pthread_mutex_destroy(&t->quants.lock);
+}
+
+void tree_set_requantize(struct tree *t, bool on)
+{
+	t->quants.requantize = on;
 }
 
 uint64_t tree_quants_bytes(const struct tree *t)

@@ -98,6 +98,8 @@ struct library;
  * the root cannot be listed. Mounting reads nothing but the root's listing. */
 struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX]);
 void library_free(struct library *lib);
+/* -o requantize for every model of lib (tree_set_requantize), before it is mounted. */
+void library_set_requantize(struct library *lib, bool on);
 
 /* The node of ino into *r, held (library_put lets go): 0, -ENOENT for a number never
  * given, -ESTALE for a slot freed since or a model whose file changed since its slot

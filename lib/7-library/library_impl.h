@@ -101,6 +101,7 @@ struct library {
 	uint64_t compare_bytes;
 	pthread_mutex_t compare_lock;   /* held while a comparison is computed */
 	atomic_uint_fast64_t compares_made;
+	bool requantize;           /* every model's tree: tree_set_requantize */
 };
 
 /* One more hold on slot s, and one less (under lib->lock): a slot let go by its last
