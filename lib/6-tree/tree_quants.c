@@ -171,10 +171,8 @@ static int read_quant(const struct tree *t, const struct quant_plan *qp, char *b
 		const uint64_t end = start + qt->size;
 		if (off < end) {
 			uint64_t k = end - off < len ? end - off : len;
-			const struct gguf_tensor *src = t->m->tensors[qt->src].t;
-			int r = qt->type == src->type
-			        ? reader_raw(t->m, qt->src, off - start, k, buf)
-			        : reader_quant(t->m, qt->src, qt->type, off - start, k, buf);
+			/* copied or quantized, each block as llama.cpp checks it */
+			int r = reader_quant(t->m, qt->src, qt->type, off - start, k, buf);
 			if (r < 0)   /* -EINVAL: a type this build does not make, as EIO */
 				return r == -ENOMEM ? r : -EIO;
 			buf += k, off += k, len -= k;
