@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void gw_init(struct gw *w)
 {
@@ -30,6 +31,15 @@ bool gw_save(const struct gw *w, const char *path)
 		return false;
 	bool whole = fwrite(w->buf, 1, w->len, f) == w->len;
 	return fclose(f) == 0 && whole;
+}
+
+bool gw_save_temp(const struct gw *w, char *path_template)
+{
+	int fd = mkstemp(path_template);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return gw_save(w, path_template);
 }
 
 /* Room for n more bytes; returns where they go. */

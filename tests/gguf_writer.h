@@ -30,6 +30,9 @@ uint8_t *gw_take(struct gw *w, size_t *len);
 /* The image written to a new file at path: true when it was, whole (errno says why
  * not). */
 bool gw_save(const struct gw *w, const char *path);
+/* The image written to a new file made from path_template (mkstemp's, ending in
+ * XXXXXX; the name made is written back into it): true when it was, whole. */
+bool gw_save_temp(const struct gw *w, char *path_template);
 
 /* The raw escape hatch: any bytes at all. */
 void gw_raw(struct gw *w, const void *p, size_t n);

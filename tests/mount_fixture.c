@@ -3,19 +3,25 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "gguf_writer.h"
+#include "model.h"
 #include "mount_fixture.h"
+#include "scratch_dir.h"
+#include "tree.h"
 #include "types.h"
 
 bool mount_fixture_model(const char *path, int n, float scale)
 {
 	struct gw w;
 	gw_init(&w);
-	gw_header(&w, 3, 1, 1);
+	gw_header(&w, 3, 1, 3);
 	gw_kv_str(&w, "general.architecture", "test");
+	gw_kv_str(&w, "general.name", "old");
+	gw_kv_u32(&w, "test.context_length", 2048);
 	const uint64_t ne[1] = { (uint64_t)n };
 	gw_tensor(&w, "w", 1, ne, GGML_TYPE_F32, 0);
 	gw_align(&w, 32);
@@ -24,6 +30,27 @@ bool mount_fixture_model(const char *path, int n, float scale)
 	bool saved = gw_save(&w, path);
 	gw_free(&w);
 	return saved;
+}
+
+int mount_fixture_open(void **state, int n, float scale, struct ggufs_model **model,
+                       struct tree **tree)
+{
+	*model = NULL;
+	*tree = NULL;
+	if (scratch_dir_make(state) != 0)
+		return -1;
+	char path[512], err[GGUF_ERR_MAX];
+	snprintf(path, sizeof path, "%s/m.gguf", scratch_dir);
+	*model = mount_fixture_model(path, n, scale) ? model_open(path, err) : NULL;
+	*tree = *model ? tree_build(*model, err) : NULL;
+	return *tree ? 0 : -1;
+}
+
+int mount_fixture_close(void **state, struct ggufs_model *model, struct tree *tree)
+{
+	tree_free(tree);
+	model_close(model);
+	return scratch_dir_remove(state);
 }
 
 void mount_got_take(void *ctx, const struct iovec *iov, int count)

@@ -7,9 +7,20 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
-/* Writes at path a model of architecture "test" with one f32 tensor "w" of n values,
- * value i being i * scale. False when it could not be written. */
+struct ggufs_model;
+struct tree;
+
+/* Writes at path a model of architecture "test", general.name "old" and
+ * test.context_length 2048 (u32), with one f32 tensor "w" of n values, value i being
+ * i * scale. False when it could not be written. */
 bool mount_fixture_model(const char *path, int n, float scale);
+
+/* A cmocka group's setup: that model written as scratch_dir/m.gguf (scratch_dir.h),
+ * opened and its tree built into *model and *tree. 0, or -1. */
+int mount_fixture_open(void **state, int n, float scale, struct ggufs_model **model,
+                       struct tree **tree);
+/* Its teardown: the tree and model freed, the scratch folder removed. */
+int mount_fixture_close(void **state, struct ggufs_model *model, struct tree *tree);
 
 /* What reads gave: their bytes joined, and how many replies. */
 struct mount_got {

@@ -21,7 +21,6 @@
 
 #include "unit.h"
 
-#include "gguf_writer.h"
 #include "guard.h"
 #include "model.h"
 #include "mount.h"
@@ -33,36 +32,16 @@
 static struct ggufs_model *model;
 static struct tree *tree;
 
-/* scratch_dir/m.gguf: general.name "old" and a u32 context length, one f32 tensor. */
+/* scratch_dir/m.gguf: general.name "old" and a u32 context length, one f32 tensor of
+ * 8 values 0 to 7 (mount_fixture_model). */
 static int setup(void **state)
 {
-	if (scratch_dir_make(state) != 0)
-		return -1;
-	char path[512], err[GGUF_ERR_MAX];
-	snprintf(path, sizeof path, "%s/m.gguf", scratch_dir);
-	struct gw w;
-	gw_init(&w);
-	gw_header(&w, 3, 1, 3);
-	gw_kv_str(&w, "general.architecture", "test");
-	gw_kv_str(&w, "general.name", "old");
-	gw_kv_u32(&w, "test.context_length", 2048);
-	const uint64_t ne[1] = { 8 };
-	gw_tensor(&w, "w", 1, ne, GGML_TYPE_F32, 0);
-	gw_align(&w, 32);
-	for (int i = 0; i < 8; i++)
-		gw_f32(&w, (float)i);
-	bool saved = gw_save(&w, path);
-	gw_free(&w);
-	model = saved ? model_open(path, err) : NULL;
-	tree = model ? tree_build(model, err) : NULL;
-	return tree ? 0 : -1;
+	return mount_fixture_open(state, 8, 1.0f, &model, &tree);
 }
 
 static int teardown(void **state)
 {
-	tree_free(tree);
-	model_close(model);
-	return scratch_dir_remove(state);
+	return mount_fixture_close(state, model, tree);
 }
 
 /* What the mount told the front end to forget. */

@@ -32,23 +32,15 @@ static struct ggufs_model *model;
 static struct tree *tree;
 
 /* scratch_dir/m.gguf: a model of one f32 tensor "w" of N_VALUES values i * 0.25,
- * opened, its tree built. */
+ * opened, its tree built (mount_fixture_open). */
 static int setup(void **state)
 {
-	if (scratch_dir_make(state) != 0)
-		return -1;
-	char path[512], err[GGUF_ERR_MAX];
-	snprintf(path, sizeof path, "%s/m.gguf", scratch_dir);
-	model = mount_fixture_model(path, N_VALUES, 0.25f) ? model_open(path, err) : NULL;
-	tree = model ? tree_build(model, err) : NULL;
-	return tree ? 0 : -1;
+	return mount_fixture_open(state, N_VALUES, 0.25f, &model, &tree);
 }
 
 static int teardown(void **state)
 {
-	tree_free(tree);
-	model_close(model);
-	return scratch_dir_remove(state);
+	return mount_fixture_close(state, model, tree);
 }
 
 static void test_lookup_one_call(void **state)
@@ -186,7 +178,8 @@ static void test_attributes_listing_statfs(void **state)
 	mount_statfs(m, &sv);
 	assert_true(sv.f_flag & ST_RDONLY);
 	assert_int_equal(sv.f_blocks, (model->st.st_size + 4095) / 4096);
-	assert_int_equal(sv.f_files, TREE_FIRST_META + 1 + 4);
+	/* the three keys of mount_fixture_model, "w" and its three files */
+	assert_int_equal(sv.f_files, TREE_FIRST_META + 3 + 4);
 	mount_free(m);
 }
 

@@ -84,12 +84,9 @@ static int setup(void **state)
 	gw_align(&w, 32);
 	gw_raw(&w, data.buf, data.len);
 	gw_free(&data);
-	f->img = gw_take(&w, &f->len);
 	strcpy(f->path, "/tmp/ggufs-quant-read-XXXXXX");
-	int fd = mkstemp(f->path);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, f->img, f->len), (ssize_t)f->len);
-	close(fd);
+	assert_true(gw_save_temp(&w, f->path));
+	f->img = gw_take(&w, &f->len);
 	char err[GGUF_ERR_MAX];
 	f->m = model_open(f->path, err);
 	if (!f->m)

@@ -60,35 +60,29 @@ static const uint8_t *stored(const struct fixture *f, uint64_t i)
 	return f->img + g->offset;
 }
 
+/* gw_flat_tensor_fn: tensor k of the table, its blocks random bytes. */
+static void random_tensor(void *ctx, int k, const char **name, uint32_t *type, uint64_t *n,
+                          struct gw *data)
+{
+	(void)ctx;
+	const struct ggml_type *ty = ggml_type_get(tensors[k].type);
+	*name = tensors[k].name;
+	*type = tensors[k].type;
+	*n = tensors[k].ne;
+	for (uint64_t b = 0; b < tensors[k].ne / ty->block_elems * ty->block_bytes; b++)
+		gw_u8(data, next_byte());
+}
+
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof *f);
-	struct gw w, data;
-	uint64_t at[N_TENSORS];
 	assert_non_null(f);
-	/* the data section first, each tensor's blocks random and 32-aligned */
-	gw_init(&data);
-	for (int k = 0; k < N_TENSORS; k++) {
-		const struct ggml_type *ty = ggml_type_get(tensors[k].type);
-		at[k] = data.len;
-		for (uint64_t b = 0; b < tensors[k].ne / ty->block_elems * ty->block_bytes; b++)
-			gw_u8(&data, next_byte());
-		gw_fill(&data, 0, (32 - data.len % 32) % 32);
-	}
+	struct gw w;
 	gw_init(&w);
-	gw_header(&w, 3, N_TENSORS, 1);
-	gw_kv_str(&w, "general.architecture", "reader");
-	for (int k = 0; k < N_TENSORS; k++)
-		gw_tensor(&w, tensors[k].name, 1, &tensors[k].ne, tensors[k].type, at[k]);
-	gw_align(&w, 32);
-	gw_raw(&w, data.buf, data.len);
-	gw_free(&data);
-	f->img = gw_take(&w, &f->len);
+	gw_flat_model(&w, N_TENSORS, random_tensor, NULL);
 	strcpy(f->path, "/tmp/ggufs-reader-XXXXXX");
-	int fd = mkstemp(f->path);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, f->img, f->len), (ssize_t)f->len);
-	close(fd);
+	assert_true(gw_save_temp(&w, f->path));
+	f->img = gw_take(&w, &f->len);
 	char err[GGUF_ERR_MAX];
 	f->m = model_open(f->path, err);
 	if (!f->m)
