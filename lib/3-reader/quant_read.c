@@ -16,6 +16,9 @@
 /* Blocks made per step of a read: their source values (at most 64 x 256 floats, 64 KiB)
  * and their bytes are the read's memory. */
 #define QUANT_READ_STEP_BLOCKS 64
+/* Bytes per step of a copied tensor's check (whole blocks of at most this): large
+ * enough that a copy of f16 values is not thousands of small reads. */
+#define QUANT_COPY_STEP_BYTES (256 * 1024)
 
 uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
 {
@@ -47,8 +50,8 @@ static int refused(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_
 }
 
 /* The stored bytes [off, off + len) of tensor i (to is its type) into buf, by whole
- * blocks through tmp (QUANT_READ_STEP_BLOCKS of them) so that each is checked as
- * llama.cpp checks the tensors it reads: -EIO for a block it refuses. */
+ * blocks through a buffer of QUANT_COPY_STEP_BYTES so that each is checked as llama.cpp
+ * checks the tensors it reads: -EIO for a block it refuses. */
 static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
                         uint64_t len, uint8_t *buf)
 {
@@ -56,13 +59,15 @@ static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, ui
 	const uint64_t bb = ty && ty->block_bytes ? ty->block_bytes : 0;
 	if (!bb || !block_check_looks(to))
 		return reader_raw(m, i, off, len, buf);
-	uint8_t *tmp = malloc(QUANT_READ_STEP_BLOCKS * bb);
+	/* blocks are a few hundred bytes at most, but never less than one a step */
+	const uint64_t step = bb < QUANT_COPY_STEP_BYTES ? QUANT_COPY_STEP_BYTES / bb : 1;
+	uint8_t *tmp = malloc(step * bb);
 	int r = tmp ? 0 : -ENOMEM;
 	for (uint64_t pos = off, end = off + len; r == 0 && pos < end;) {
 		const uint64_t b0 = pos / bb;
 		uint64_t nb = (end - 1) / bb + 1 - b0;
-		if (nb > QUANT_READ_STEP_BLOCKS)
-			nb = QUANT_READ_STEP_BLOCKS;
+		if (nb > step)
+			nb = step;
 		r = reader_raw(m, i, b0 * bb, nb * bb, tmp);
 		if (r < 0)
 			break;
