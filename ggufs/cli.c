@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ggufs_config.h"
 #include "ggufs.h"
@@ -537,4 +538,28 @@ int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
 	int r = fuse_opt_insert_arg(args, pos, s);
 	free(s);
 	return r;
+}
+
+/* open_name_opts.note and .waiting: one line on stderr. */
+static void cli_say_line(void *arg, const char *line)
+{
+	(void)arg;
+	log_errf("%s", line);
+}
+
+/* getenv as open_name_opts.env reads the environment. */
+static const char *cli_getenv(const char *name)
+{
+	return getenv(name);
+}
+
+struct open_name_opts cli_open_opts(const struct options *o)
+{
+	return (struct open_name_opts){
+		.token_file = o->token_file, .cafile = o->cafile, .cache_size = o->cache_size,
+		.cache_dir = o->cache_dir, .cache_max = o->cache_max, .timeout = o->timeout,
+		.s3_anonymous = o->s3_anonymous, .s3_virtual_host = o->s3_virtual_host,
+		.stream_ok = o->check, .env = cli_getenv, .note = cli_say_line,
+		.waiting = isatty(STDERR_FILENO) ? cli_say_line : NULL,
+	};
 }

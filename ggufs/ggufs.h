@@ -15,13 +15,8 @@
 #include <time.h>
 
 #include "errline.h"
-
-/* What main.c opens, for the mount (lib/8-mount/mount.h) and its start. */
-struct ggufs_model;
-struct library;
-struct tree;
-struct tree_edits;
-struct mount;
+#include "mount_source.h"
+#include "open_name.h"
 
 /* The CLOCK_REALTIME time ms milliseconds (under a second) from now: the deadline of a
  * pthread_cond_timedwait on a condition variable of the default clock. */
@@ -57,12 +52,7 @@ struct passthrough {
 };
 
 struct ggufs {
-	struct ggufs_model *model;   /* NULL for a library */
-	struct library *library;     /* a folder of models (library.h), or NULL: the mount's */
-	struct mount *mount;         /* the mount (mount.h) of the library or the model */
-	bool remote_library;         /* a hub repository's: its transfers end with the mount */
-	struct tree *tree;       /* of the model's own metadata */
-	struct tree_edits *edits;  /* -o edits=FILE (tree_edit.h), or NULL: read-only */
+	struct mount_source src;   /* the library or model mounted, and its mount */
 	unsigned max_read;   /* -o max_read=N, 0 if not given */
 	/* op_init tells the read-ahead thread that the kernel is about to get INIT's reply */
 	pthread_mutex_t init_lock;
@@ -202,6 +192,9 @@ int cli_parse(struct fuse_args *args, struct options *o);
 void cli_free(struct options *o);
 /* --help on stdout. */
 void cli_usage(const char *prog);
+/* o's remote options, and stderr for the notes (and, on a terminal, what a remote open
+ * waits for): what the mount, --check and --diff open names with. */
+struct open_name_opts cli_open_opts(const struct options *o);
 /* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE
  * escaped (fuse_opt_parse undoes that), so that any model path can be the fsname. */
 int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
@@ -214,10 +207,6 @@ int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
  * stderr saying why not (that the operands look swapped when given is a file and model,
  * the model operand or NULL, an empty folder). */
 char *mountpoint_check(const char *given, const char *model, bool nonempty);
-/* True, after one line on stderr, when the file at path (absolute) lies in mountpoint
- * (as mountpoint_check returned it) or below: the edits file, which the daemon writes
- * at every edit, must not be in the tree it serves. */
-bool mountpoint_holds(const char *mountpoint, const char *path);
 /* True when /dev/fuse can be opened for a mount; false after one line on stderr saying
  * what is missing (the device, or access to it: root, its mode or its group), in
  * ggufs's words rather than libfuse's. Checked once the model is open (a bad model is
@@ -227,14 +216,6 @@ bool mountpoint_device_check(void);
  * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
 bool mountpoint_mounted_at(const char *path, char *what, size_t size, char *dev);
 
-/* open.c: the command line's names opened through lib/8-mount (open_name.h; open.h
- * has the options, for the files that see all of lib/). */
-
-/* The model o->model names, local or remote (open_name_model); *shown gets a remote URL
- * as it may be shown (malloc'ed; NULL for a local file). NULL after one line on stderr
- * naming the file or URL and the problem. */
-struct ggufs_model *open_model(const struct options *o, char **shown);
-
 /* check.c: ggufs --check [--json] MODEL|URL... Scans every tensor of each model in turn
  * and reports the unhealthy ones on stdout, one block of lines per model (blocks apart
  * by an empty line; with --json and several models, a JSON array of the reports);
@@ -243,10 +224,14 @@ struct ggufs_model *open_model(const struct options *o, char **shown);
  * checked). */
 int check_models(const struct options *o);
 
-/* print.c: "ggufs: DOING: bytes done / total (percent), rate/s" over the last progress line on
- * stderr (a terminal's); print_progress_end blanks it out when the scan is over. */
-void print_progress(const char *doing, uint64_t done, uint64_t total, double elapsed);
-void print_progress_end(void);
+/* print.c: the reports of --check and --diff on stdout, their progress on stderr. */
+
+/* name_report_opts.progress: the line, "ggufs: LINE", over the last one on stderr (a
+ * terminal's); line NULL blanks it out when the scan is over. */
+void print_progress(void *arg, const char *line);
+/* Writes text (len bytes; freed) on stdout and flushes: true, or false with errno when
+ * it could not. */
+bool print_report(char *text, size_t len);
 
 /* diff.c: ggufs --diff [--json] A B. Compares every tensor that B has with the same name
  * and dims as A (A the reference) and prints the report on stdout; returns the exit

@@ -6,48 +6,19 @@
  * This file is the order of things: arguments, mount point, model, mount, serve. */
 #include <curl/curl.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <strings.h>
-#include <sys/stat.h>
 
 #include "compat/fuse_compat.h"
 #include "ggufs_config.h"
 #include "ggufs.h"
-#include "open.h"
-#include "library.h"
 #include "log_escape.h"
-#include "model.h"
 #include "mount.h"
+#include "mount_source.h"
 #include "name_kind.h"
-#include "remote.h"
-#include "tree.h"
-#include "tree_edit.h"
-#include "url.h"
-
-/* One line per tensor that has no .f32/.npy, printed before the daemon detaches from
- * the terminal (the name escaped with the rest of the line, cut at a NUL byte). */
-static void warn_raw_only(const struct ggufs_model *m)
-{
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *t = m->tensors[i].t;
-		if (t->has_f32)
-			continue;
-		int len = t->name.len > INT_MAX ? INT_MAX : (int)t->name.len;
-		if (!t->ti) {
-			log_errf("%s: warning: tensor '%.*s' has unknown type %" PRIu32 ": raw file only",
-			         m->path, len, t->name.ptr, t->type);
-		} else {
-			char nb[16];
-			log_errf("%s: warning: tensor '%.*s' has type %s, which has no dequantizer: raw "
-			         "file only", m->path, len, t->name.ptr, ggml_type_name(t->type, nb));
-		}
-	}
-}
 
 /* A URL's user:password@ and query (a signature) would stay in /proc/PID/cmdline, which
  * every user can read, for the mount's life: each argument that is the remote model
@@ -56,13 +27,12 @@ static void warn_raw_only(const struct ggufs_model *m)
  * one, or out of memory: then nothing is changed). */
 static char *scrub_model_arg(int argc, char *argv[], const char **model)
 {
-	if (!*model || strncasecmp(*model, "hf://", 5) == 0 || !url_is_remote(*model))
+	char *shown = *model ? open_name_shown(*model) : NULL;
+	if (!shown)
 		return NULL;
-	char *shown = url_display(*model);
 	char *copy = strdup(*model);
-	if (!shown || !copy) {
+	if (!copy) {
 		free(shown);
-		free(copy);
 		return NULL;
 	}
 	for (int i = 1; i < argc; i++) {
@@ -75,61 +45,6 @@ static char *scrub_model_arg(int argc, char *argv[], const char **model)
 	free(shown);
 	*model = copy;
 	return copy;
-}
-
-/* path made absolute against the working directory (malloc'd), or NULL. */
-static char *edits_path(const char *path)
-{
-	if (path[0] == '/')
-		return strdup(path);
-	char *cwd = getcwd(NULL, 0);
-	if (!cwd)
-		return NULL;
-	size_t n = strlen(cwd) + strlen(path) + 2;
-	char *abs = malloc(n);
-	if (abs)
-		snprintf(abs, n, "%s/%s", cwd, path);
-	free(cwd);
-	return abs;
-}
-
-/* fs->mount over fs's library or its model's tree (with edits or not), asking
- * passthrough.c about model.gguf and telling the kernel what an edit changed. 0, or 1
- * after one line on stderr. */
-static int start_mount(struct ggufs *fs)
-{
-	fs->mount = fs->library ? mount_library(fs->library) :
-	            fs->edits   ? mount_model_edits(fs->tree, fs->edits, fs->single_thread) :
-	                          mount_model(fs->tree);
-	if (!fs->mount) {
-		log_errf("out of memory");
-		return 1;
-	}
-	mount_set_passthrough(fs->mount,
-	                      &(struct mount_passthrough){ .why_not = passthrough_why_not, .arg = fs });
-	mount_set_notify(fs->mount, &(struct mount_notify){ .forget = ggufs_forget, .arg = fs });
-	return 0;
-}
-
-/* Opens the library that o->model names (kind: a library's) into fs and its mount
- * (mountpoint: absolute, which a local folder must not hold). 0, or 1 after one line on
- * stderr. */
-static int open_library(struct ggufs *fs, const struct options *o, const char *mountpoint,
-                        enum name_kind kind)
-{
-	char err[GGUF_ERR_MAX];
-	struct open_name_opts oo = open_opts(o);
-	oo.cancelled = watch_ending;
-	oo.cancel_arg = fs;
-	oo.confine = o->allow_other;   /* other users read it: symlinks stay inside */
-	fs->library = open_name_library(o->model, kind, &oo, mountpoint, err);
-	fs->remote_library = kind != NAME_KIND_FOLDER;
-	if (!fs->library) {
-		log_errf("%s", err);
-		return 1;
-	}
-	library_set_requantize(fs->library, o->requantize);
-	return start_mount(fs);
 }
 
 /* Step 1, before anything is opened: takes the arguments into args and o, keeps URLs
@@ -188,57 +103,32 @@ static int start_early_log(struct ggufs *fs, const struct options *o, const char
 	return 0;
 }
 
-/* Opens -o edits=FILE for fs's tree. 0, or -1 after one line on stderr. */
-static int open_edits(struct ggufs *fs, const struct options *o, const char *mountpoint)
-{
-	char err[GGUF_ERR_MAX];
-	/* absolute: the daemon moves to "/" and writes FILE at every edit */
-	char *path = edits_path(o->edits_file);
-	if (path && mountpoint_holds(mountpoint, path)) {   /* said */
-		free(path);
-		return -1;
-	}
-	fs->edits = path ? tree_edits_open(fs->tree, path, err) : NULL;
-	if (!path)
-		snprintf(err, sizeof err, "%s: out of memory", o->edits_file);
-	free(path);
-	if (!fs->edits) {
-		log_errf("%s", err);
-		return -1;
-	}
-	return 0;
-}
-
 /* Step 2, before anything is mounted: opens the library, or the model, its tree and its
- * edits file, into fs (*shown: the model's name as shown, malloc'ed, for the fsname).
- * 0, or the exit status after one line on stderr; what was opened stays in fs for the
- * caller to free either way. */
-static int open_source(struct ggufs *fs, const struct options *o, const char *mountpoint,
-                       char **shown)
+ * edits file, into fs->src with its mount (lib/8-mount/mount_source.h). 0, or the exit
+ * status after one line on stderr. */
+static int open_source(struct ggufs *fs, const struct options *o, const char *mountpoint)
 {
-	char err[GGUF_ERR_MAX];
-	const enum name_kind kind = name_kind_of(o->model);
-	if (name_kind_is_library(kind) && o->edits_file) {
+	if (o->edits_file && name_kind_is_library(name_kind_of(o->model))) {
 		log_errf("%s: -o edits= edits one model file, not a library (a folder "
 		         "of models)", o->model);
 		return 2;
 	}
-	if (name_kind_is_library(kind))
-		return open_library(fs, o, mountpoint, kind);
-	fs->model = open_model(o, shown);
-	if (!fs->model)
-		return 1;
-	fs->tree = tree_build(fs->model, err);
-	if (!fs->tree) {
+	char err[GGUF_ERR_MAX];
+	struct mount_source_opts so = { .names = cli_open_opts(o), .edits_file = o->edits_file,
+	                                .mountpoint = mountpoint,
+	                                .single_thread = fs->single_thread,
+	                                .requantize = o->requantize };
+	so.names.cancelled = watch_ending;   /* transfers end with the mount */
+	so.names.cancel_arg = fs;
+	so.names.confine = o->allow_other;   /* other users read it: symlinks stay inside */
+	if (!mount_source_open(&fs->src, o->model, &so, err)) {
 		log_errf("%s", err);
 		return 1;
 	}
-	tree_set_requantize(fs->tree, o->requantize);
-	if (o->edits_file && open_edits(fs, o, mountpoint) != 0)
-		return 1;
-	if (start_mount(fs) != 0)
-		return 1;
-	warn_raw_only(fs->model);
+	/* passthrough.c answers for model.gguf; an edit tells the kernel what it changed */
+	mount_set_passthrough(fs->src.mount, &(struct mount_passthrough){
+		.why_not = passthrough_why_not, .arg = fs });
+	mount_set_notify(fs->src.mount, &(struct mount_notify){ .forget = ggufs_forget, .arg = fs });
 	return 0;
 }
 
@@ -248,12 +138,13 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
  * read-only mount, as for a CD; nosuid and nodev too, which mount(8) turns off with its
  * "suid,dev". 0, or -1 after one line on stderr. */
 static int add_mount_options(struct fuse_args *args, const struct options *o,
-                             const struct ggufs *fs, const char *shown)
+                             const struct ggufs *fs)
 {
+	const char *shown = fs->src.shown;
 	char *abs = shown ? NULL : realpath(o->model, NULL);
 	int bad = fuse_opt_insert_arg(args, 1, "-osubtype=ggufs") ||
 	          cli_insert_escaped_opt(args, 2, "fsname", shown ? shown : abs ? abs : o->model) ||
-	          fuse_opt_add_arg(args, fs->edits ? "-onosuid,nodev,default_permissions"
+	          fuse_opt_add_arg(args, fs->src.edits ? "-onosuid,nodev,default_permissions"
 	                                           : "-oro,nosuid,nodev,default_permissions");
 	free(abs);
 	if (bad) {
@@ -272,8 +163,6 @@ static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs
 	if (!se)
 		return NULL;
 	fs->se = se;
-	if (fs->model && fs->model->remote)
-		remote_set_cancel(fs->model->remote, watch_ending, fs);
 	return se;
 }
 
@@ -286,14 +175,14 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 {
 	fs->pt.debug = fo->debug;
 	passthrough_start(fs, o->passthrough_arg && strcmp(o->passthrough_arg, "no") == 0,
-	                  fs->library && !fs->remote_library ? o->model : NULL);
+	                  fs->src.library && !fs->src.remote ? o->model : NULL);
 	/* libfuse 3.14 has no API for passthrough nor for shared mappings of direct_io
 	 * files (edits): compat/ gives 3.17's */
-	if ((fs->pt.wanted || fs->edits) && !compat_start(se)) {
+	if ((fs->pt.wanted || fs->src.edits) && !compat_start(se)) {
 		if (fs->pt.wanted)
 			passthrough_refuse(fs, compat_refused());
 		/* with edits, INIT never asks for shared mappings then: ENODEV */
-		if (fs->edits)
+		if (fs->src.edits)
 			log_errf("metadata/, gguf.json and summary.txt map privately only (a shared "
 			         "mapping is ENODEV): libfuse would not let ggufs see its replies");
 	}
@@ -304,7 +193,7 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 	if (fuse_daemonize(fo->foreground) != 0)
 		return -1;
 	log_start(fs, fo->foreground);
-	const bool remote = (fs->model && fs->model->remote) || fs->remote_library;
+	const bool remote = fs->src.remote;
 	pthread_t ra_thread;
 	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, readahead_raise, fs) == 0)
 		pthread_detach(ra_thread);
@@ -353,7 +242,6 @@ int main(int argc, char *argv[])
 	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
-	char *shown = NULL;
 	char *model_copy = NULL;
 	int ret = 1;
 
@@ -371,11 +259,11 @@ int main(int argc, char *argv[])
 		goto out_cmdline;
 	fs.max_read = o.max_read;
 	fs.single_thread = fo.singlethread;
-	ret = open_source(&fs, &o, mountpoint, &shown);
+	ret = open_source(&fs, &o, mountpoint);
 	if (ret != 0)
 		goto out_source;
 	ret = 1;
-	if (!mountpoint_device_check() || add_mount_options(&args, &o, &fs, shown) != 0)
+	if (!mountpoint_device_check() || add_mount_options(&args, &o, &fs) != 0)
 		goto out_source;
 	se = new_session(&args, &fs);
 	if (!se)
@@ -391,8 +279,7 @@ int main(int argc, char *argv[])
 out_unmount:
 	/* first: a quick remount of the same model waits for this mount's disk cache
 	 * entries instead of reading without them */
-	if (fs.model)   /* (a library has none of its own) */
-		remote_leaving(fs.model->remote);
+	mount_source_leaving(&fs.src);
 	watch_stop(&fs);
 	passthrough_stop(&fs);   /* while the session's fd is still open */
 	fuse_session_unmount(se);
@@ -402,16 +289,11 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_source:
-	mount_free(fs.mount);   /* first: its open files hold states of the edits, models */
-	tree_edits_close(fs.edits);
-	tree_free(fs.tree);
-	library_free(fs.library);
-	model_close(fs.model);
+	mount_source_close(&fs.src);
 out_cmdline:
 	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
 	free(mountpoint);
 	free(fo.mountpoint);
-	free(shown);
 out_args:
 	fuse_opt_free_args(&args);
 	cli_free(&o);

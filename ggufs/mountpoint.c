@@ -83,23 +83,6 @@ bool mountpoint_mounted_at(const char *path, char *what, size_t size, char *dev)
 	return found;
 }
 
-bool mountpoint_holds(const char *mountpoint, const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : NULL;
-	char *real = dir ? realpath(dir, NULL) : NULL;
-	size_t n = strlen(mountpoint);
-	bool under = real && strncmp(real, mountpoint, n) == 0 &&
-	             (real[n] == 0 || real[n] == '/' || strcmp(mountpoint, "/") == 0);
-	free(real);
-	free(dir);
-	if (under)
-		log_errf("%s: inside the mount point %s, which the mount would hide "
-		        "(and every save would wait on the mount itself): keep it elsewhere",
-		        path, mountpoint);
-	return under;
-}
-
 /* The hint after "Transport endpoint is not connected". */
 #define DEAD_MOUNT " (a FUSE mount whose daemon is gone: unmount it)"
 

@@ -16,6 +16,12 @@ static struct ggufs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* The mount a request is for. */
+static struct mount *mount_of(fuse_req_t req)
+{
+	return fs_of(req)->src.mount;
+}
+
 /* The user a request comes from (only the mount's owner edits). */
 static uid_t uid_of(fuse_req_t req)
 {
@@ -35,13 +41,13 @@ void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	/* open(O_TRUNC) of a key starts its text empty, in one request */
-	if (fs->edits && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
+	if (fs->src.edits && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	/* the files an edit changes and a library's models.tsv and models.json are opened
 	 * direct_io: without this, the kernel refuses a shared mapping of them (ENODEV) */
 	if (compat_capable(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP))
 		compat_want(COMPAT_CAP_DIRECT_IO_ALLOW_MMAP);
-	else if (fs->edits && !compat_refused())   /* (else said at the start) */
+	else if (fs->src.edits && !compat_refused())   /* (else said at the start) */
 		evlog(EVLOG_WARNING, NULL, "metadata/, gguf.json and summary.txt map privately "
 		      "only (a shared mapping is ENODEV): the kernel does not offer "
 		      "FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6)");
@@ -81,7 +87,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mount_entry e;
 	struct mount_err err;
-	if (!mount_lookup(fs_of(req)->mount, parent, name, &e, &err)) {
+	if (!mount_lookup(mount_of(req), parent, name, &e, &err)) {
 		reply_fail(req, &err);
 		return;
 	}
@@ -94,7 +100,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	double ttl;
 	struct mount_err err;
-	if (mount_getattr(fs_of(req)->mount, ino, fi ? fi->fh : 0, &st, &ttl, &err))
+	if (mount_getattr(mount_of(req), ino, fi ? fi->fh : 0, &st, &ttl, &err))
 		fuse_reply_attr(req, &st, ttl);
 	else
 		reply_fail(req, &err);
@@ -102,7 +108,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct mount *m = fs_of(req)->mount;
+	struct mount *m = mount_of(req);
 	struct mount_open o;
 	struct mount_err err;
 	if (!mount_opendir(m, ino, &o, &err)) {
@@ -143,7 +149,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct mount_err err;
 	if (!d.buf)
 		fuse_reply_err(req, ENOMEM);
-	else if (!mount_readdir(fs_of(req)->mount, ino, fi->fh, off < 0 ? 0 : (uint64_t)off,
+	else if (!mount_readdir(mount_of(req), ino, fi->fh, off < 0 ? 0 : (uint64_t)off,
 	                        dir_add, &d, &err))
 		reply_fail(req, &err);
 	else
@@ -154,7 +160,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	mount_releasedir(fs_of(req)->mount, fi->fh);
+	mount_releasedir(mount_of(req), fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -165,7 +171,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ggufs *fs = fs_of(req);
 	struct mount_open o;
 	struct mount_err err;
-	if (!mount_open(fs->mount, ino, fi->flags, uid_of(req), &o, &err)) {
+	if (!mount_open(fs->src.mount, ino, fi->flags, uid_of(req), &o, &err)) {
 		reply_fail(req, &err);
 		return;
 	}
@@ -174,7 +180,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = o.keep_cache;
 	if ((o.pt_path ? passthrough_reply_open(req, fs, fi, ino, o.pt_fd, o.pt_not_file, o.pt_path)
 	               : fuse_reply_open(req, fi)) != 0) {
-		mount_release_unused(fs->mount, o.fh);
+		mount_release_unused(fs->src.mount, o.fh);
 		passthrough_release(fs, ino);
 	}
 }
@@ -195,7 +201,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct mount_err err;
 	if (off < 0)
 		fuse_reply_err(req, EINVAL);
-	else if (!mount_read(fs_of(req)->mount, ino, fi->fh, (uint64_t)off, size,
+	else if (!mount_read(mount_of(req), ino, fi->fh, (uint64_t)off, size,
 	                     compat_read_fills_cache(), reply_data, req, &err))
 		reply_fail(req, &err);
 }
@@ -203,7 +209,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ggufs *fs = fs_of(req);
-	mount_release(fs->mount, ino, fi->fh);
+	mount_release(fs->src.mount, ino, fi->fh);
 	passthrough_release(fs, ino);   /* its backing id may go with the inode's last open */
 	fuse_reply_err(req, 0);
 }
@@ -213,7 +219,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mount_err err;
-	if (mount_flush(fs_of(req)->mount, ino, fi->fh, &err))
+	if (mount_flush(mount_of(req), ino, fi->fh, &err))
 		fuse_reply_err(req, 0);
 	else
 		reply_fail(req, &err);
@@ -225,7 +231,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct mount_err err;
 	if (off < 0)
 		fuse_reply_err(req, EINVAL);
-	else if (mount_write(fs_of(req)->mount, ino, fi->fh, buf, size, (uint64_t)off, &err))
+	else if (mount_write(mount_of(req), ino, fi->fh, buf, size, (uint64_t)off, &err))
 		fuse_reply_write(req, size);
 	else
 		reply_fail(req, &err);
@@ -240,7 +246,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct stat st;
 	double ttl;
 	struct mount_err err;
-	if (mount_setattr(fs_of(req)->mount, ino, fi ? fi->fh : 0, set,
+	if (mount_setattr(mount_of(req), ino, fi ? fi->fh : 0, set,
 	                  attr->st_size < 0 ? 0 : (uint64_t)attr->st_size, uid_of(req), &st, &ttl,
 	                  &err))
 		fuse_reply_attr(req, &st, ttl);
@@ -253,7 +259,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                       struct fuse_file_info *fi)
 {
 	(void)mode;
-	struct mount *m = fs_of(req)->mount;
+	struct mount *m = mount_of(req);
 	struct mount_entry e;
 	struct mount_open o;
 	struct mount_err err;
@@ -280,14 +286,14 @@ static void reply_done(fuse_req_t req, bool done, const struct mount_err *err)
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mount_err err;
-	reply_done(req, mount_unlink(fs_of(req)->mount, parent, name, uid_of(req), &err), &err);
+	reply_done(req, mount_unlink(mount_of(req), parent, name, uid_of(req), &err), &err);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
 	struct mount_err err;
-	reply_done(req, mount_rename(fs_of(req)->mount, parent, name, newparent, newname, flags,
+	reply_done(req, mount_rename(mount_of(req), parent, name, newparent, newname, flags,
 	                             uid_of(req), &err), &err);
 }
 
@@ -296,7 +302,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 {
 	(void)flags;
 	struct mount_err err;
-	reply_done(req, mount_setxattr(fs_of(req)->mount, ino, name, value, size, uid_of(req),
+	reply_done(req, mount_setxattr(mount_of(req), ino, name, value, size, uid_of(req),
 	                               &err), &err);
 }
 
@@ -304,7 +310,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)name;
 	struct mount_err err;
-	reply_done(req, mount_removexattr(fs_of(req)->mount, ino, uid_of(req), &err), &err);
+	reply_done(req, mount_removexattr(mount_of(req), ino, uid_of(req), &err), &err);
 }
 
 /* What no mount changes, edits or not: the mount is "ro" without edits, so the kernel
@@ -344,7 +350,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
 	struct statvfs sv;
-	mount_statfs(fs_of(req)->mount, &sv);
+	mount_statfs(mount_of(req), &sv);
 	fuse_reply_statfs(req, &sv);
 }
 
@@ -354,7 +360,7 @@ static void reply_xattr_of(fuse_req_t req, fuse_ino_t ino, const char *name, siz
 {
 	char *buf = size ? malloc(size) : NULL;
 	struct mount_err err;
-	int64_t r = size && !buf ? -1 : mount_xattr(fs_of(req)->mount, ino, name, buf, size, &err);
+	int64_t r = size && !buf ? -1 : mount_xattr(mount_of(req), ino, name, buf, size, &err);
 	if (size && !buf)
 		fuse_reply_err(req, ENOMEM);
 	else if (r < 0)

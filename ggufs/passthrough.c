@@ -86,24 +86,24 @@ static uint32_t stack_depth_for(int fd)
 void passthrough_start(struct ggufs *fs, bool off, const char *folder)
 {
 	const char *not_file = NULL;
-	int fd = mount_passthrough_file(fs->mount, &not_file);
+	int fd = mount_passthrough_file(fs->src.mount, &not_file);
 	if (off) {
 		snprintf(fs->pt.refused, sizeof fs->pt.refused, "off (-o passthrough=no)");
 		fs->pt.logged = true;   /* asked for: nothing to say */
 		return;
 	}
-	if (!fs->library && not_file) {
+	if (!fs->src.library && not_file) {
 		/* model.gguf is never one local file: no refusal, just what it is */
 		snprintf(fs->pt.refused, sizeof fs->pt.refused, "%s", not_file);
 		fs->pt.logged = true;
 		return;
 	}
-	if (fs->library && !folder) {
+	if (fs->src.library && !folder) {
 		snprintf(fs->pt.refused, sizeof fs->pt.refused, "a remote library's model");
 		fs->pt.logged = true;
 		return;
 	}
-	if (!fs->library) {
+	if (!fs->src.library) {
 		fs->pt.stack_depth = stack_depth_for(fd);
 	} else {
 		/* the folder's file system stands for its models' (one on another, through a

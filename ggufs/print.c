@@ -1,20 +1,26 @@
-/* The progress line of a long scan (--check, --diff) on a terminal's stderr. */
+/* The reports of --check and --diff on stdout, and their progress on a terminal's
+ * stderr. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ggufs.h"
-#include "render_size.h"
 
-void print_progress(const char *doing, uint64_t done, uint64_t total, double elapsed)
+void print_progress(void *arg, const char *line)
 {
-	char a[RENDER_SIZE_MAX], b[RENDER_SIZE_MAX], c[RENDER_SIZE_MAX];
-	double rate = elapsed > 0 ? (double)done / elapsed : 0;
-	fprintf(stderr, "\rggufs: %s: %s / %s (%3.0f%%), %s/s ", doing,
-	        render_size((double)done, a), render_size((double)total, b),
-	        total ? 100.0 * (double)done / (double)total : 100.0, render_size(rate, c));
+	(void)arg;
+	if (line)
+		fprintf(stderr, "\rggufs: %s ", line);
+	else
+		fprintf(stderr, "\r%*s\r", 72, "");
 	fflush(stderr);
 }
 
-void print_progress_end(void)
+bool print_report(char *text, size_t len)
 {
-	fprintf(stderr, "\r%*s\r", 72, "");
+	const bool ok = fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0;
+	const int e = errno;   /* (past free) */
+	free(text);
+	errno = e;
+	return ok;
 }

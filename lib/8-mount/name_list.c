@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "library.h"
+
 void name_list_free(struct name_list *l)
 {
 	for (size_t i = 0; i < l->n; i++) {

@@ -9,7 +9,6 @@
 #include <stddef.h>
 
 #include "errline.h"
-#include "library.h"
 #include "open_name.h"
 
 /* One entry: a model to open, or a library that could not be opened or listed. */

@@ -8,12 +8,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "library.h"
 #include "libsource.h"
 #include "libsource_hub.h"
 #include "remote.h"
 #include "s3.h"
 #include "s3_config.h"
 #include "stream.h"
+#include "model.h"
+#include "path.h"
 #include "token.h"
 #include "url.h"
 
@@ -129,6 +132,8 @@ static struct ggufs_model *open_name_remote(const char *name, const struct open_
 	}
 	struct remote_opts ro = open_name_remote_opts(o);
 	ro.hub_rev = rev;
+	ro.cancelled = o->cancelled;   /* a mount's transfers end with it */
+	ro.cancel_arg = o->cancel_arg;
 	/* which server gets which token: token.h */
 	if (token_choose(url, hf, endpoint, o->token_file, open_name_env(o, "HF_TOKEN"), &ro,
 	                 &token, err) < 0)
@@ -164,6 +169,8 @@ static struct ggufs_model *open_name_s3(const char *name, const struct open_name
 		return NULL;
 	struct remote_opts ro = open_name_remote_opts(o);
 	ro.s3 = &a.s3;
+	ro.cancelled = o->cancelled;   /* a mount's transfers end with it */
+	ro.cancel_arg = o->cancel_arg;
 	struct ggufs_model *m = NULL;
 	char *url = s3_object_url(a.endpoint, a.bucket, a.key, a.virtual_host, why, sizeof why);
 	if (!url)
@@ -173,6 +180,13 @@ static struct ggufs_model *open_name_s3(const char *name, const struct open_name
 	free(url);
 	s3_config_access_free(&a);
 	return m;
+}
+
+char *open_name_shown(const char *name)
+{
+	if (strncasecmp(name, "hf://", 5) == 0 || !url_is_remote(name))
+		return NULL;
+	return url_display(name);
 }
 
 struct ggufs_model *open_name_model(const char *name, const struct open_name_opts *o,
@@ -260,14 +274,6 @@ static struct lib_source *open_name_s3_source(const char *name, const struct ope
 	return src;
 }
 
-/* True when path (absolute, resolved) is dir or lies inside it. */
-static bool open_name_within(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	return strncmp(path, dir, n) == 0 &&
-	       (path[n] == 0 || path[n] == '/' || (n && dir[n - 1] == '/'));
-}
-
 /* The source of the local folder name (confined: lib_source_local's), unless it holds
  * mountpoint (absolute, or NULL). NULL with one line in err. */
 static struct lib_source *open_name_local_source(const char *name, bool confine,
@@ -277,7 +283,7 @@ static struct lib_source *open_name_local_source(const char *name, bool confine,
 	if (mountpoint) {
 		char *root = realpath(name, NULL);
 		char *mnt = realpath(mountpoint, NULL);
-		const bool inside = root && mnt && open_name_within(mnt, root);
+		const bool inside = root && mnt && path_within(mnt, root);
 		free(root);
 		free(mnt);
 		if (inside) {

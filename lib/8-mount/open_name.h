@@ -11,9 +11,10 @@
 #include <stdint.h>
 
 #include "errline.h"
-#include "library.h"
-#include "model.h"
 #include "name_kind.h"
+
+struct ggufs_model;
+struct library;
 
 /* The options a name is opened with: the command line's remote options and where the
  * lines that are not errors go. Strings are the caller's, kept while it opens. */
@@ -44,10 +45,16 @@ struct open_name_opts {
 	/* a local library that other users read (-o allow_other): files and folders whose
 	 * real path leaves its folder are left out (lib_source_local's confine) */
 	bool confine;
-	/* NULL, or true once the transfers of a hub library are to stop (the mount ends) */
+	/* NULL, or true once the transfers of a remote model or a hub library are to stop
+	 * (the mount ends) */
 	bool (*cancelled)(void *arg);
 	void *cancel_arg;
 };
+
+/* name as it may be shown when it is an http(s):// URL, which may hold credentials or a
+ * query (url_display; malloc'ed): what a command line keeps in /proc/PID/cmdline. NULL
+ * for any other name (hf://, s3://, a local path: nothing to hide), or out of memory. */
+char *open_name_shown(const char *name);
 
 /* Opens the one model name names (name_kind_of says it is not a library): a local file
  * or split set, or a remote one; *shown gets a remote name as it may be shown (no

@@ -127,6 +127,17 @@ static void test_folder_as_library(void **state)
 	library_free(lib);
 }
 
+static void test_shown(void **state)
+{
+	(void)state;
+	char *shown = open_name_shown("https://alice:Pa55@h.example/m.gguf?sig=SECRET");
+	assert_string_equal(shown, "https://h.example/m.gguf");
+	free(shown);
+	/* nothing to hide: no copy */
+	assert_null(open_name_shown("hf://owner/repo/m.gguf"));
+	assert_null(open_name_shown(TINY));
+}
+
 static void test_other_scheme(void **state)
 {
 	(void)state;
@@ -283,6 +294,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_local_file),
 		cmocka_unit_test(test_split_by_first_shard),
 		cmocka_unit_test(test_folder_as_library),
+		cmocka_unit_test(test_shown),
 		cmocka_unit_test(test_other_scheme),
 		cmocka_unit_test(test_urls_refused_as_shown),
 		cmocka_unit_test(test_blob_page_read_as_resolve),

@@ -1,0 +1,120 @@
+/* What a mount serves, opened from its name (mount_source.h). */
+#include "mount_source.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "library.h"
+#include "model.h"
+#include "mount.h"
+#include "path.h"
+#include "remote.h"
+#include "tree.h"
+#include "tree_edit.h"
+#include "types.h"
+
+/* Tells o's note one line per tensor of m that has no .f32/.npy (the name cut at a NUL
+ * byte; the sink escapes the line). */
+static void mount_source_warn_raw_only(const struct ggufs_model *m,
+                                       const struct open_name_opts *o)
+{
+	for (uint64_t i = 0; o->note && i < m->n_tensors; i++) {
+		const struct gguf_tensor *t = m->tensors[i].t;
+		if (t->has_f32)
+			continue;
+		char line[GGUF_ERR_MAX + 256], nb[16];
+		int len = t->name.len > INT_MAX ? INT_MAX : (int)t->name.len;
+		if (!t->ti)
+			snprintf(line, sizeof line, "%s: warning: tensor '%.*s' has unknown type %"
+			         PRIu32 ": raw file only", m->path, len, t->name.ptr, t->type);
+		else
+			snprintf(line, sizeof line, "%s: warning: tensor '%.*s' has type %s, which has "
+			         "no dequantizer: raw file only", m->path, len, t->name.ptr,
+			         ggml_type_name(t->type, nb));
+		o->note(o->note_arg, line);
+	}
+}
+
+/* Opens the edits file o->edits_file for s's tree: absolute, and not in the mount
+ * point, which would hide it (and every save would wait on the mount itself). False
+ * with one line in err. */
+static bool mount_source_edits(struct mount_source *s, const struct mount_source_opts *o,
+                               char err[GGUF_ERR_MAX])
+{
+	char *path = path_absolute(o->edits_file);
+	if (!path) {
+		gguf_errf(err, "%s: out of memory", o->edits_file);
+		return false;
+	}
+	const char *slash = strrchr(path, '/');
+	char *dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
+	char *real = dir ? realpath(dir, NULL) : NULL;
+	const bool inside = real && path_within(real, o->mountpoint);
+	free(real);
+	free(dir);
+	if (inside)
+		gguf_errf(err, "%s: inside the mount point %s, which the mount would hide (and "
+		          "every save would wait on the mount itself): keep it elsewhere", path,
+		          o->mountpoint);
+	else
+		s->tree_edits = tree_edits_open(s->tree, path, err);
+	free(path);
+	return s->tree_edits != NULL;
+}
+
+bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
+                       char err[GGUF_ERR_MAX])
+{
+	memset(s, 0, sizeof *s);
+	const enum name_kind kind = name_kind_of(name);
+	s->library = name_kind_is_library(kind);
+	if (s->library) {
+		s->lib = open_name_library(name, kind, &o->names, o->mountpoint, err);
+		s->remote = kind != NAME_KIND_FOLDER;
+		if (!s->lib)
+			goto fail;
+		library_set_requantize(s->lib, o->requantize);
+		s->mount = mount_library(s->lib);
+	} else {
+		s->model = open_name_model(name, &o->names, &s->shown, err);
+		if (!s->model || !(s->tree = tree_build(s->model, err)))
+			goto fail;
+		tree_set_requantize(s->tree, o->requantize);
+		s->remote = s->model->remote != NULL;
+		if (o->edits_file && !mount_source_edits(s, o, err))
+			goto fail;
+		s->edits = s->tree_edits != NULL;
+		s->mount = s->edits ? mount_model_edits(s->tree, s->tree_edits, o->single_thread)
+		                    : mount_model(s->tree);
+	}
+	if (!s->mount) {
+		gguf_errf(err, "out of memory");
+		goto fail;
+	}
+	if (s->model)
+		mount_source_warn_raw_only(s->model, &o->names);
+	return true;
+fail:
+	mount_source_close(s);
+	return false;
+}
+
+void mount_source_leaving(struct mount_source *s)
+{
+	if (s->model)   /* (a library has none of its own) */
+		remote_leaving(s->model->remote);
+}
+
+void mount_source_close(struct mount_source *s)
+{
+	mount_free(s->mount);   /* first: its open files hold states of the edits, models */
+	tree_edits_close(s->tree_edits);
+	tree_free(s->tree);
+	library_free(s->lib);
+	model_close(s->model);
+	free(s->shown);
+	memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,62 @@
+/* What a mount serves, opened from the name on its command line (open_name.h): a
+ * library, or one model with its tree and, with -o edits=FILE, its edits; and the mount
+ * (mount.h) over it. The front end mounts source.mount, and closes the whole once
+ * unmounted. */
+#ifndef GGUFS_MOUNT_SOURCE_H
+#define GGUFS_MOUNT_SOURCE_H
+
+#include <stdbool.h>
+
+#include "errline.h"
+#include "open_name.h"
+
+struct mount;
+struct ggufs_model;
+struct tree;
+struct tree_edits;
+struct library;
+
+/* How a name is opened for a mount. */
+struct mount_source_opts {
+	/* the command line's remote options; cancelled also ends a remote model's transfers,
+	 * and note is told one warning per tensor that has no .f32 (raw file only) */
+	struct open_name_opts names;
+	const char *edits_file;   /* -o edits=FILE as given, or NULL: read-only */
+	const char *mountpoint;   /* absolute, resolved: a local library's folder must not
+	                           * hold it, nor the edits file lie in it */
+	bool single_thread;       /* -s: one thread serves every request */
+	bool requantize;          /* -o requantize: quants/ of already quantized models too
+	                           * (tree_set_requantize) */
+};
+
+/* An opened source and its mount. */
+struct mount_source {
+	struct mount *mount;
+	bool library;    /* a library's mount */
+	bool remote;     /* a remote model, or a hub or S3 library: its transfers end with
+	                  * the mount */
+	bool edits;      /* metadata/ is writable (-o edits=FILE) */
+	char *shown;     /* a remote model's name as it may be shown (open_name_model's), or
+	                  * NULL */
+	/* what the mount is over, freed by mount_source_close */
+	struct ggufs_model *model;
+	struct tree *tree;
+	struct tree_edits *tree_edits;
+	struct library *lib;
+};
+
+/* Opens what name names into s, with o: the library (the edits file is not for one: the
+ * caller refuses that first), or the model, its tree built (a model the tree refuses is
+ * refused) and its edits file opened (made absolute: the daemon moves to "/"), and the
+ * mount over it. True; or false with one line in err, and nothing left open. */
+bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
+                       char err[GGUF_ERR_MAX]);
+
+/* At unmount, first: a quick remount of the same remote model waits for this mount's
+ * disk cache entries (remote_leaving) instead of reading without them. */
+void mount_source_leaving(struct mount_source *s);
+
+/* Frees the mount, then what it was over (each may be NULL); s is emptied. */
+void mount_source_close(struct mount_source *s);
+
+#endif
