@@ -22,7 +22,7 @@ struct cli_option {
 	const char *templ;
 	const char *alias;     /* a second spelling of a switch ("-h" for "--help"), or NULL */
 	enum opt_use use;
-	size_t offset;         /* where ggufs keeps it in struct options (USE_GGUFS/BOTH):
+	size_t offset;         /* where ggufs keeps it in struct cli_opts (USE_GGUFS/BOTH):
 	                        * an int for a flag, unsigned for %u, char * for %s (which
 	                        * fuse_opt_parse allocates) */
 	const char *arg;       /* the value's name in --help: "N", "NAME", ... */
@@ -34,7 +34,7 @@ struct cli_option {
 	                        * fetch) */
 };
 
-#define OURS(field) .use = USE_GGUFS, .offset = offsetof(struct options, field)
+#define OURS(field) .use = USE_GGUFS, .offset = offsetof(struct cli_opts, field)
 #define FUSE .use = USE_FUSE
 
 /* Everything that is accepted, in --help order. An -o option that libfuse does not know
@@ -62,7 +62,7 @@ static const struct cli_option cli_options[] = {
 	{ "cache_size=%s", .with_check = true, OURS(cache_size_arg), .arg = "SIZE",
 	  .help = "remote: memory cache, bytes or K/M/G/T (256M)" },
 	{ "cache_dir=%s", .with_check = true, OURS(cache_dir), .arg = "DIR",
-	  .help = "remote: bytes on disk too (default ~/.cache/ggufs)" },
+	  .help = "remote bytes, quants/ on disk (~/.cache/ggufs)" },
 	{ "cache_max=%s", .with_check = true, OURS(cache_max_arg), .arg = "SIZE",
 	  .help = "remote: bound of cache_dir (min(10G, free/4))" },
 	{ "timeout=%u", .with_check = true, OURS(timeout), .arg = "SECONDS",
@@ -80,11 +80,11 @@ static const struct cli_option cli_options[] = {
 	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",
 	  .help = "model.gguf read by the kernel from the file (yes)" },
 	/* -o options of libfuse that matter here */
-	{ "allow_other", .use = USE_BOTH, .offset = offsetof(struct options, allow_other),
+	{ "allow_other", .use = USE_BOTH, .offset = offsetof(struct cli_opts, allow_other),
 	  .help = "let every user read the mount" },
 	{ "allow_root", FUSE, .help = "let root read it too" },
 	{ "auto_unmount", FUSE, .help = "unmount when ggufs exits, even if killed" },
-	{ "max_read=%u", .use = USE_BOTH, .offset = offsetof(struct options, max_read),
+	{ "max_read=%u", .use = USE_BOTH, .offset = offsetof(struct cli_opts, max_read),
 	  .arg = "N", .help = "at most N bytes per read request" },
 	{ "max_threads=%u", FUSE, .arg = "N", .help = "at most N threads serving requests (default 10)" },
 	{ "max_idle_threads=%u", FUSE, .arg = "N",
@@ -156,17 +156,17 @@ static const struct cli_option *find_switch(const char *arg)
 /* The one rule for a zero: every option that takes a number or a size names an amount
  * of something (seconds, bytes, threads), and none has a meaning for 0 that its default
  * does not give better, so 0 is refused (exit 2) rather than read as "the default" or
- * "unlimited" by some options and not others. Says so for item[0..len); returns 2. */
-static int zero_refused(const char *item, size_t len)
+ * "unlimited" by some options and not others. Says so for item[0..len); returns false. */
+static bool zero_refused(const char *item, size_t len)
 {
 	log_errf("option '-o %.*s': 0 is not allowed, the least is 1 (leave the "
 	        "option out for its default) " SEE_HELP, (int)len, item);
-	return 2;
+	return false;
 }
 
 /* Checks one item of an -o list, item[0..len) (escapes left in: option names have
- * none). 0, or 2 after one line on stderr naming it. *found gets its option. */
-static int check_item(const char *item, size_t len, const struct cli_option **found)
+ * none). True, or false after one line on stderr naming it. *found gets its option. */
+static bool check_item(const char *item, size_t len, const struct cli_option **found)
 {
 	const struct cli_option *c = find_opt(item, len);
 	*found = c;
@@ -174,16 +174,16 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 	int n = (int)len;
 	if (!c) {
 		log_errf("unknown option '-o %.*s' " SEE_HELP, n, item);
-		return 2;
+		return false;
 	}
 	if (!takes_value(c) && eq) {
 		log_errf("option '-o %.*s' takes no value " SEE_HELP, n, item);
-		return 2;
+		return false;
 	}
 	if (takes_value(c) && !eq) {
 		log_errf("option '-o %.*s' needs a value: %.*s=%s " SEE_HELP, n,
 		        item, n, item, c->arg);
-		return 2;
+		return false;
 	}
 	if (eq && c->arg && strcmp(c->arg, "SIZE") == 0) {
 		char value[32];
@@ -200,7 +200,7 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		if (!ok) {
 			log_errf("option '-o %.*s' needs a size: bytes, or a number with K,"
 			        " M, G or T " SEE_HELP, n, item);
-			return 2;
+			return false;
 		}
 	}
 	if (eq && c->arg && strcmp(c->arg, "yes|no") == 0) {
@@ -208,7 +208,7 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 		if (!((vlen == 3 && memcmp(eq + 1, "yes", 3) == 0) ||
 		      (vlen == 2 && memcmp(eq + 1, "no", 2) == 0))) {
 			log_errf("option '-o %.*s' takes yes or no " SEE_HELP, n, item);
-			return 2;
+			return false;
 		}
 	}
 	if (eq && strstr(c->templ, "%u")) {
@@ -218,19 +218,19 @@ static int check_item(const char *item, size_t len, const struct cli_option **fo
 			digits = digits && *p >= '0' && *p <= '9';
 		if (!digits) {
 			log_errf("option '-o %.*s' needs a number below 10^9 " SEE_HELP, n, item);
-			return 2;
+			return false;
 		}
 		if (strspn(v, "0") >= (size_t)(end - v))
 			return zero_refused(item, len);
 	}
-	return 0;
+	return true;
 }
 
 /* Checks an -o list as fuse_opt_parse will split it: at commas, "\," and "\\" being
  * escaped characters. An empty item (",,"), which libfuse refuses, is named too.
  * *mount_only gets the first item that only a mount takes (a static copy), if none
  * came before. */
-static int check_opt_list(const char *list, const char **mount_only)
+static bool check_opt_list(const char *list, const char **mount_only)
 {
 	static char first[64];
 	const char *start = list, *p = list;
@@ -242,18 +242,17 @@ static int check_opt_list(const char *list, const char **mount_only)
 		if (*p == ',' || !*p) {
 			if (p == start) {
 				log_errf("empty option in '-o %s' " SEE_HELP, list);
-				return 2;
+				return false;
 			}
 			const struct cli_option *c;
-			int r = check_item(start, (size_t)(p - start), &c);
-			if (r)
-				return r;
+			if (!check_item(start, (size_t)(p - start), &c))
+				return false;
 			if (!c->with_check && !*mount_only) {
 				snprintf(first, sizeof first, "-o %.*s", (int)name_len(c->templ), c->templ);
 				*mount_only = first;
 			}
 			if (!*p)
-				return 0;
+				return true;
 			start = p + 1;
 		}
 		p++;
@@ -262,49 +261,46 @@ static int check_opt_list(const char *list, const char **mount_only)
 
 /* The arguments of --check: one operand or more, each MODEL.gguf or a URL, none empty,
  * and no option that only a mount takes (the remote ones, which say how to fetch, are
- * welcome). 0, or 2 after one line on stderr naming the bad argument. */
-static int check_operands(int n_operands, int n_empty, const char *mount_opt)
+ * welcome). True, or false after one line on stderr naming the bad argument. */
+static bool check_operands(int n_operands, int n_empty, const char *mount_opt)
 {
 	if (mount_opt) {
 		log_errf("option '%s' does not go with --check " USAGE_CHECK, mount_opt);
-		return 2;
+		return false;
 	}
 	if (n_operands == 0 || n_empty) {
 		log_errf("%s MODEL.gguf " USAGE_CHECK, n_operands ? "empty" : "missing");
-		return 2;
+		return false;
 	}
-	return 0;
+	return true;
 }
 
 /* The arguments of --diff: exactly two operands, the models A and B, and no option that
- * only a mount takes. 0, or 2 after one line on stderr naming the bad argument. */
-static int diff_operands(const char *const operand[3], int n_operands, const char *mount_opt)
+ * only a mount takes. True, or false after one line on stderr naming the bad argument. */
+static bool diff_operands(const char *const operand[3], int n_operands, const char *mount_opt)
 {
 	if (mount_opt) {
 		log_errf("option '%s' does not go with --diff " USAGE_DIFF, mount_opt);
-		return 2;
+		return false;
 	}
 	if (n_operands > 2) {
 		log_errf("unexpected argument '%s' after A and B " USAGE_DIFF, operand[2]);
-		return 2;
+		return false;
 	}
 	for (int k = 0; k < n_operands; k++) {
 		if (!*operand[k]) {
 			log_errf("empty %s argument '' " USAGE_DIFF, k ? "B" : "A");
-			return 2;
+			return false;
 		}
 	}
 	if (n_operands < 2) {
 		log_errf("missing %s " USAGE_DIFF, n_operands ? "B" : "A and B");
-		return 2;
+		return false;
 	}
-	return 0;
+	return true;
 }
 
-/* Checks every argument before anything is opened: unknown switches and -o options,
- * missing values, and (unless --help or --version asked for nothing else) the two
- * operands. 0, or 2 after one line on stderr naming the bad argument. */
-static int check_args(int argc, char **argv)
+bool cli_check(int argc, char **argv)
 {
 	const char *operand[3] = { NULL, NULL, NULL };   /* the third: the first extra one */
 	int n_operands = 0, n_all = 0, n_empty = 0;   /* (all of them, for --check) */
@@ -325,34 +321,33 @@ static int check_args(int argc, char **argv)
 			const char *list = a[2] ? a + 2 : argv[++i];
 			if (!list || !*list) {
 				log_errf("option '-o' needs a list of options " SEE_HELP);
-				return 2;
+				return false;
 			}
-			int r = check_opt_list(list, &mount_opt);
-			if (r)
-				return r;
+			if (!check_opt_list(list, &mount_opt))
+				return false;
 		} else {
 			const struct cli_option *c = find_switch(a);
 			if (!c) {
 				log_errf("unknown option '%s' " SEE_HELP, a);
-				return 2;
+				return false;
 			}
 			info = info || c->alone;
-			check = check || c->offset == offsetof(struct options, check);
-			diff = diff || c->offset == offsetof(struct options, diff);
-			json = json || c->offset == offsetof(struct options, json);
+			check = check || c->offset == offsetof(struct cli_opts, check);
+			diff = diff || c->offset == offsetof(struct cli_opts, diff);
+			json = json || c->offset == offsetof(struct cli_opts, json);
 			if (c->use == USE_FUSE && !mount_opt)
 				mount_opt = c->templ;
 		}
 	}
 	if (info)
-		return 0;
+		return true;
 	if (check && diff) {
 		log_errf("options '--check' and '--diff' do not go together " SEE_HELP);
-		return 2;
+		return false;
 	}
 	if (json && !check && !diff) {
 		log_errf("option '--json' goes with --check or --diff " SEE_HELP);
-		return 2;
+		return false;
 	}
 	if (diff)
 		return diff_operands(operand, n_operands, mount_opt);
@@ -361,21 +356,21 @@ static int check_args(int argc, char **argv)
 	if (n_operands > 2) {
 		log_errf("unexpected argument '%s' after MODEL.gguf and MOUNTPOINT "
 		        USAGE, operand[2]);
-		return 2;
+		return false;
 	}
 	for (int k = 0; k < n_operands; k++) {
 		if (!*operand[k]) {
 			log_errf("empty %s argument '' " USAGE,
 			        k ? "MOUNTPOINT" : "MODEL.gguf");
-			return 2;
+			return false;
 		}
 	}
 	if (n_operands < 2) {
 		log_errf("missing %s " USAGE,
 		        n_operands ? "MOUNTPOINT" : "MODEL.gguf and MOUNTPOINT");
-		return 2;
+		return false;
 	}
-	return 0;
+	return true;
 }
 
 /* Takes MODEL and MOUNTPOINT out of the arguments (ggufs's own options go by their
@@ -384,7 +379,7 @@ static int check_args(int argc, char **argv)
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	(void)outargs;
-	struct options *o = data;
+	struct cli_opts *o = data;
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
 	if (!o->model)
@@ -467,17 +462,14 @@ void cli_usage(const char *prog)
 	usage_also_accepted();
 }
 
-int cli_parse(struct fuse_args *args, struct options *o)
+bool cli_parse(struct fuse_args *args, struct cli_opts *o)
 {
-	int r = check_args(args->argc, args->argv);
-	if (r)
-		return r;
 	/* fuse_opt templates of ggufs's options: stored, and taken out unless libfuse
 	 * reads them too */
 	o->operands = calloc((size_t)args->argc + 1, sizeof *o->operands);
 	if (!o->operands) {
 		log_errf("out of memory");
-		return 1;
+		return false;
 	}
 	struct fuse_opt templ[3 * N_OPTIONS + 1];   /* an option, its alias, its keep */
 	size_t n = 0;
@@ -493,20 +485,20 @@ int cli_parse(struct fuse_args *args, struct options *o)
 	}
 	templ[n] = (struct fuse_opt)FUSE_OPT_END;
 	if (fuse_opt_parse(args, o, templ, opt_proc) != 0)
-		return 1;
-	/* checked by check_args, so it parses */
+		return false;
+	/* checked by cli_check, so it parses */
 	if (o->cache_size_arg && !size_arg_parse(o->cache_size_arg, &o->cache_size))
-		return 2;
+		return false;
 	if (o->cache_max_arg && !size_arg_parse(o->cache_max_arg, &o->cache_max))
-		return 2;
+		return false;
 	if (o->diff) {   /* the second operand is the model B, not a mount point */
 		o->model_b = o->mountpoint;
 		o->mountpoint = NULL;
 	}
-	return 0;
+	return true;
 }
 
-void cli_free(struct options *o)
+void cli_free(struct cli_opts *o)
 {
 	for (size_t i = 0; i < N_OPTIONS; i++) {
 		const struct cli_option *c = &cli_options[i];
@@ -553,7 +545,7 @@ static const char *cli_getenv(const char *name)
 	return getenv(name);
 }
 
-struct open_name_opts cli_open_opts(const struct options *o)
+struct open_name_opts cli_open_opts(const struct cli_opts *o)
 {
 	return (struct open_name_opts){
 		.token_file = o->token_file, .cafile = o->cafile, .cache_size = o->cache_size,

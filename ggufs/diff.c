@@ -3,7 +3,6 @@
  * both models opened as a mount opens them, compared by the render layer's diff_text.h,
  * and the line naming a tensor that could not be read with its cause); this file holds
  * the event log's errors back, says progress and prints. */
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +37,7 @@ static void diff_keep_event(void *arg, enum evlog_level level, const char *line)
 	pthread_mutex_unlock(&diff_event_lock);
 }
 
-int diff_models(const struct options *o)
+int diff_models(const struct cli_opts *o)
 {
 	/* before any fetch: a failed one is said in the tensor's line (diff_keep_event) */
 	evlog_set_sink(diff_keep_event, NULL);
@@ -52,7 +51,6 @@ int diff_models(const struct options *o)
 		log_errf("%s", err);
 		ret = 3;
 	} else if (!print_report(text, len)) {
-		log_errf("cannot write the report: %s", strerror(EIO));
 		ret = 3;
 	}
 	/* errors no read failed of (a read-ahead's) are still said */

@@ -20,7 +20,7 @@
 
 /* The CLOCK_REALTIME time ms milliseconds (under a second) from now: the deadline of a
  * pthread_cond_timedwait on a condition variable of the default clock. */
-static inline struct timespec realtime_in_ms(long ms)
+static inline struct timespec ggufs_realtime_in_ms(long ms)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_REALTIME, &t);
@@ -32,7 +32,7 @@ static inline struct timespec realtime_in_ms(long ms)
 	return t;
 }
 
-struct pt_file;
+struct passthrough_file;
 
 /* passthrough.c: model.gguf handed to the kernel (FUSE passthrough), under lock. */
 struct passthrough {
@@ -47,7 +47,7 @@ struct passthrough {
 	/* a local library: the model.gguf inodes that have a backing id now (passthrough
 	 * opens), or that the kernel refused one */
 	bool library;
-	struct pt_file *files;
+	struct passthrough_file *files;
 	size_t n_files, cap_files;
 };
 
@@ -123,32 +123,32 @@ bool watch_ending(void *fs);
  * stderr. Never through a symlink, never waiting on a FIFO; refused unless a regular
  * file with one name, owned by the user mounting and writable by nobody else (a new
  * one: in a directory of the user's that nobody else may write). */
-int log_open_file(const char *path);
+int report_open_file(const char *path);
 /* With -o log=FILE, the events said while the mount is made (a remote model's warnings
- * at open) go to FILE already, as every later one will; log_stop ends it. */
-void log_early(struct ggufs *fs);
+ * at open) go to FILE already, as every later one will; report_stop ends it. */
+void report_early(struct ggufs *fs);
 /* Before the daemon detaches: one line on stderr when its event log would go to syslog
  * (no -f, no -o log=FILE) and nothing listens on /dev/log (most containers), naming
  * -o log=FILE. */
-void log_warn_unheard(const struct ggufs *fs, bool foreground);
+void report_warn_unheard(const struct ggufs *fs, bool foreground);
 /* Points the event log at fs->log_fd when open, else stderr in the foreground, else
  * syslog (ident ggufs); each line but stderr's names fs->mountpoint. */
-void log_start(struct ggufs *fs, bool foreground);
+void report_start(struct ggufs *fs, bool foreground);
 /* Sums up what was counted and not yet said, and closes the log (at unmount). */
-void log_stop(struct ggufs *fs);
+void report_stop(struct ggufs *fs);
 
 /* ops.c: every low-level operation, one call of the mount (mount.h) and one reply
  * (userdata: struct ggufs, whose mount is set): a single model's, with edits or not, or
  * a library's. */
-extern const struct fuse_lowlevel_ops ggufs_ops;
+extern const struct fuse_lowlevel_ops ops_table;
 /* The connection's settings, for a model or a library alike. */
-void ggufs_op_init(void *userdata, struct fuse_conn_info *conn);
+void ops_init(void *userdata, struct fuse_conn_info *conn);
 /* The mount's notices (struct mount_notify, arg: struct ggufs): the kernel forgets what
  * it cached of ino, with its pages when pages. */
-void ggufs_forget(void *arg, uint64_t ino, bool pages);
+void ops_forget(void *arg, uint64_t ino, bool pages);
 
 /* cli.c: the command line. */
-struct options {
+struct cli_opts {
 	const char *model;
 	const char *mountpoint;
 	int help;
@@ -180,21 +180,24 @@ struct options {
 	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
 };
 
-/* Checks every argument first (unknown options, -o options that neither ggufs nor
- * libfuse accepts, bad values, missing or extra operands), then takes MODEL, MOUNTPOINT
- * and ggufs's own options out of args into o, leaving the rest (-f -d -s -o ...) for
- * fuse_parse_cmdline and fuse_session_new. Returns the exit status after one line on
- * stderr: 2 for a wrong argument (named), 1 when libfuse failed; 0 when all is well
- * (then o->model and o->mountpoint are set unless o->help or o->version). */
-int cli_parse(struct fuse_args *args, struct options *o);
+/* Checks every argument before anything is opened or parsed: unknown switches and -o
+ * options (that neither ggufs nor libfuse accepts), missing or bad values, and (unless
+ * --help or --version asked for nothing else) the operands. True, or false after one
+ * line on stderr naming the bad argument (exit 2). */
+bool cli_check(int argc, char **argv);
+/* Takes MODEL, MOUNTPOINT and ggufs's own options, checked by cli_check, out of args into
+ * o, leaving the rest (-f -d -s -o ...) for fuse_parse_cmdline and fuse_session_new
+ * (then o->model and o->mountpoint are set unless o->help or o->version). True; or
+ * false when libfuse failed (it said why) or out of memory (said). */
+bool cli_parse(struct fuse_args *args, struct cli_opts *o);
 /* Frees what cli_parse allocated in o: the values of ggufs's text options (which
  * fuse_opt_parse strdup'ed) and the operand list. */
-void cli_free(struct options *o);
+void cli_free(struct cli_opts *o);
 /* --help on stdout. */
 void cli_usage(const char *prog);
 /* o's remote options, and stderr for the notes (and, on a terminal, what a remote open
  * waits for): what the mount, --check and --diff open names with. */
-struct open_name_opts cli_open_opts(const struct options *o);
+struct open_name_opts cli_open_opts(const struct cli_opts *o);
 /* Inserts "-oNAME=VALUE" at position pos, with commas and backslashes in VALUE
  * escaped (fuse_opt_parse undoes that), so that any model path can be the fsname. */
 int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
@@ -222,22 +225,22 @@ bool mountpoint_mounted_at(const char *path, char *what, size_t size, char *dev)
  * returns the exit status of the worst: 0 healthy, 1 unhealthy, 3 when a model cannot
  * be opened or read (one line on stderr, as a mount would say; the next one is still
  * checked). */
-int check_models(const struct options *o);
+int check_models(const struct cli_opts *o);
 
 /* print.c: the reports of --check and --diff on stdout, their progress on stderr. */
 
 /* name_report_opts.progress: the line, "ggufs: LINE", over the last one on stderr (a
  * terminal's); line NULL blanks it out when the scan is over. */
 void print_progress(void *arg, const char *line);
-/* Writes text (len bytes; freed) on stdout and flushes: true, or false with errno when
- * it could not. */
+/* Writes text (len bytes; freed) on stdout and flushes: true, or false after one line
+ * on stderr saying why not. */
 bool print_report(char *text, size_t len);
 
 /* diff.c: ggufs --diff [--json] A B. Compares every tensor that B has with the same name
  * and dims as A (A the reference) and prints the report on stdout; returns the exit
  * status: 0 when both models parse and read, 3 when either cannot be opened or read
  * (one line on stderr, as a mount would say). */
-int diff_models(const struct options *o);
+int diff_models(const struct cli_opts *o);
 
 /* readahead.c: a thread body (arg: struct ggufs) that raises the mount's read-ahead
  * once INIT has been answered. */

@@ -52,9 +52,9 @@ static char *scrub_model_arg(int argc, char *argv[], const char **model)
  * mount: --help, --version, --diff and --check. True when main has nothing left to do
  * but exit with *ret; false with *ret 1 when a mount is to follow. */
 static bool parse_arguments(int argc, char *argv[], struct fuse_args *args,
-                            struct options *o, char **model_copy, int *ret)
+                            struct cli_opts *o, char **model_copy, int *ret)
 {
-	*ret = cli_parse(args, o);
+	*ret = !cli_check(args->argc, args->argv) ? 2 : !cli_parse(args, o) ? 1 : 0;
 	if (*ret != 0)
 		return true;
 	*model_copy = scrub_model_arg(argc, argv, &o->model);
@@ -94,25 +94,31 @@ static bool parse_arguments(int argc, char *argv[], struct fuse_args *args,
 
 /* Opens -o log=FILE, here in the caller's directory before the daemon moves to "/", and
  * holds early events until the log starts. 0, or -1 after one line on stderr. */
-static int start_early_log(struct ggufs *fs, const struct options *o, const char *mountpoint)
+static int start_early_log(struct ggufs *fs, const struct cli_opts *o, const char *mountpoint)
 {
-	if (o->log_file && (fs->log_fd = log_open_file(o->log_file)) < 0)
+	if (o->log_file && (fs->log_fd = report_open_file(o->log_file)) < 0)
 		return -1;
 	fs->mountpoint = mountpoint;   /* each log line names it */
-	log_early(fs);
+	report_early(fs);
 	return 0;
 }
 
-/* Step 2, before anything is mounted: opens the library, or the model, its tree and its
- * edits file, into fs->src with its mount (lib/8-mount/mount_source.h). 0, or the exit
- * status after one line on stderr. */
-static int open_source(struct ggufs *fs, const struct options *o, const char *mountpoint)
+/* -o edits= edits one model file: true, or false after one line on stderr when o names
+ * a library (exit 2, a wrong argument). */
+static bool edits_fit(const struct cli_opts *o)
 {
-	if (o->edits_file && name_kind_is_library(name_kind_of(o->model))) {
-		log_errf("%s: -o edits= edits one model file, not a library (a folder "
-		         "of models)", o->model);
-		return 2;
-	}
+	if (!o->edits_file || !name_kind_is_library(name_kind_of(o->model)))
+		return true;
+	log_errf("%s: -o edits= edits one model file, not a library (a folder of models)",
+	         o->model);
+	return false;
+}
+
+/* Step 2, before anything is mounted: opens the library, or the model, its tree and its
+ * edits file, into fs->src with its mount (lib/8-mount/mount_source.h). True, or false
+ * after one line on stderr. */
+static bool open_source(struct ggufs *fs, const struct cli_opts *o, const char *mountpoint)
+{
 	char err[GGUF_ERR_MAX];
 	struct mount_source_opts so = { .names = cli_open_opts(o), .edits_file = o->edits_file,
 	                                .mountpoint = mountpoint,
@@ -123,13 +129,13 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
 	so.names.confine = o->allow_other;   /* other users read it: symlinks stay inside */
 	if (!mount_source_open(&fs->src, o->model, &so, err)) {
 		log_errf("%s", err);
-		return 1;
+		return false;
 	}
 	/* passthrough.c answers for model.gguf; an edit tells the kernel what it changed */
 	mount_set_passthrough(fs->src.mount, &(struct mount_passthrough){
 		.why_not = passthrough_why_not, .arg = fs });
-	mount_set_notify(fs->src.mount, &(struct mount_notify){ .forget = ggufs_forget, .arg = fs });
-	return 0;
+	mount_set_notify(fs->src.mount, &(struct mount_notify){ .forget = ops_forget, .arg = fs });
+	return true;
 }
 
 /* The mount options ggufs adds to args: fsname and subtype first, so that the user's
@@ -137,7 +143,7 @@ static int open_source(struct ggufs *fs, const struct options *o, const char *mo
  * undoes them: mount(8) passes "rw" unless told otherwise, and is answered with a
  * read-only mount, as for a CD; nosuid and nodev too, which mount(8) turns off with its
  * "suid,dev". 0, or -1 after one line on stderr. */
-static int add_mount_options(struct fuse_args *args, const struct options *o,
+static int add_mount_options(struct fuse_args *args, const struct cli_opts *o,
                              const struct ggufs *fs)
 {
 	const char *shown = fs->src.shown;
@@ -159,7 +165,7 @@ static int add_mount_options(struct fuse_args *args, const struct options *o,
 static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs)
 {
 	struct fuse_session *se =
-		fuse_session_new(args, &ggufs_ops, sizeof ggufs_ops, fs);
+		fuse_session_new(args, &ops_table, sizeof ops_table, fs);
 	if (!se)
 		return NULL;
 	fs->se = se;
@@ -170,7 +176,7 @@ static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs
  * daemon detaches (only now may the parent return to the shell), the log starts (from
  * now on stderr may be /dev/null) and the helper threads with it. 0, or -1 when the
  * daemon could not detach. */
-static int go_live(struct ggufs *fs, struct fuse_session *se, const struct options *o,
+static int go_live(struct ggufs *fs, struct fuse_session *se, const struct cli_opts *o,
                    const struct fuse_cmdline_opts *fo)
 {
 	fs->pt.debug = fo->debug;
@@ -189,10 +195,10 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 	char what[PATH_MAX + 64];
 	if (!mountpoint_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
-	log_warn_unheard(fs, fo->foreground);
+	report_warn_unheard(fs, fo->foreground);
 	if (fuse_daemonize(fo->foreground) != 0)
 		return -1;
-	log_start(fs, fo->foreground);
+	report_start(fs, fo->foreground);
 	const bool remote = fs->src.remote;
 	pthread_t ra_thread;
 	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, readahead_raise, fs) == 0)
@@ -203,9 +209,9 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct optio
 	return 0;
 }
 
-/* Step 5: serves requests until unmounted, in one thread (-s) or libfuse's pool. The
- * exit status: 0 for a clean unmount, also on SIGTERM/SIGINT/SIGHUP, else 1. */
-static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
+/* Step 5: serves requests until unmounted, in one thread (-s) or libfuse's pool. True
+ * for a clean unmount, also on SIGTERM/SIGINT/SIGHUP; false when the loop failed. */
+static bool serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
 {
 	int r;
 	if (fo->singlethread) {
@@ -213,7 +219,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
 	} else {
 		struct fuse_loop_config *loop = fuse_loop_cfg_create();
 		if (!loop)
-			return 1;
+			return false;
 		fuse_loop_cfg_set_clone_fd(loop, (unsigned)fo->clone_fd);
 		/* UINT_MAX is libfuse's "not given", which its own setter rejects noisily */
 		if (fo->max_idle_threads != UINT_MAX)
@@ -223,7 +229,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
 		fuse_loop_cfg_destroy(loop);
 	}
 	/* the loop returns -errno on failure, or the signal that ended it */
-	return r < 0;
+	return r >= 0;
 }
 
 /* Parses arguments, opens and checks the model and builds its tree, and only then
@@ -234,7 +240,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = { 0 };
+	struct cli_opts o = { 0 };
 	struct fuse_cmdline_opts fo = { 0 };
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
@@ -259,11 +265,12 @@ int main(int argc, char *argv[])
 		goto out_cmdline;
 	fs.max_read = o.max_read;
 	fs.single_thread = fo.singlethread;
-	ret = open_source(&fs, &o, mountpoint);
-	if (ret != 0)
+	if (!edits_fit(&o)) {
+		ret = 2;
 		goto out_source;
-	ret = 1;
-	if (!mountpoint_device_check() || add_mount_options(&args, &o, &fs) != 0)
+	}
+	if (!open_source(&fs, &o, mountpoint) || !mountpoint_device_check() ||
+	    add_mount_options(&args, &o, &fs) != 0)
 		goto out_source;
 	se = new_session(&args, &fs);
 	if (!se)
@@ -274,7 +281,7 @@ int main(int argc, char *argv[])
 		goto out_signals;
 	if (go_live(&fs, se, &o, &fo) != 0)
 		goto out_unmount;
-	ret = serve(se, &fo);
+	ret = serve(se, &fo) ? 0 : 1;
 
 out_unmount:
 	/* first: a quick remount of the same model waits for this mount's disk cache
@@ -283,7 +290,7 @@ out_unmount:
 	watch_stop(&fs);
 	passthrough_stop(&fs);   /* while the session's fd is still open */
 	fuse_session_unmount(se);
-	log_stop(&fs);
+	report_stop(&fs);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
@@ -291,7 +298,7 @@ out_session:
 out_source:
 	mount_source_close(&fs.src);
 out_cmdline:
-	log_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
+	report_stop(&fs);   /* (again, after the mount: it has nothing left to do then) */
 	free(mountpoint);
 	free(fo.mountpoint);
 out_args:

@@ -32,7 +32,7 @@ static uid_t uid_of(fuse_req_t req)
  * (128 KiB by default) and is kept, and libfuse already asks for the largest requests
  * (max_pages: 1 MiB). Asynchronous reads keep several in flight; no writeback cache:
  * only the edits' writers write, each into its own text. */
-void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
+void ops_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ggufs *fs = userdata;
 	/* libfuse refuses the connection unless init repeats -o max_read=N */
@@ -61,7 +61,7 @@ void ggufs_op_init(void *userdata, struct fuse_conn_info *conn)
 
 /* mount_notify: the kernel forgets what it cached of ino (its pages too when pages; a
  * directory's listing with them). */
-void ggufs_forget(void *arg, uint64_t ino, bool pages)
+void ops_forget(void *arg, uint64_t ino, bool pages)
 {
 	struct ggufs *fs = arg;
 	if (fs->se)
@@ -382,8 +382,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	reply_xattr_of(req, ino, NULL, size);
 }
 
-const struct fuse_lowlevel_ops ggufs_ops = {
-	.init = ggufs_op_init,
+const struct fuse_lowlevel_ops ops_table = {
+	.init = ops_init,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
 	.setattr = op_setattr,

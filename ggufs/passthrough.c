@@ -43,7 +43,7 @@
 #define PT_ECRYPTFS_SUPER_MAGIC 0xf15f
 
 /* A library's model.gguf inode with a backing id (while opens > 0), or refused one. */
-struct pt_file {
+struct passthrough_file {
 	uint64_t ino;
 	int32_t backing_id;   /* > 0, or 0: refused (why says why) */
 	uint32_t opens;       /* passthrough opens not yet released */
@@ -201,7 +201,7 @@ static int32_t single_backing_locked(struct ggufs *fs, int fd)
 }
 
 /* Library inode ino's entry (under pt.lock), or NULL. */
-static struct pt_file *file_of_locked(struct ggufs *fs, uint64_t ino)
+static struct passthrough_file *file_of_locked(struct ggufs *fs, uint64_t ino)
 {
 	for (size_t i = 0; i < fs->pt.n_files; i++)
 		if (fs->pt.files[i].ino == ino)
@@ -210,17 +210,17 @@ static struct pt_file *file_of_locked(struct ggufs *fs, uint64_t ino)
 }
 
 /* A new entry for ino in the table (under pt.lock), or NULL out of memory. */
-static struct pt_file *file_add_locked(struct ggufs *fs, uint64_t ino)
+static struct passthrough_file *file_add_locked(struct ggufs *fs, uint64_t ino)
 {
 	if (fs->pt.n_files == fs->pt.cap_files) {
 		size_t cap = fs->pt.cap_files ? 2 * fs->pt.cap_files : 16;
-		struct pt_file *files = realloc(fs->pt.files, cap * sizeof *files);
+		struct passthrough_file *files = realloc(fs->pt.files, cap * sizeof *files);
 		if (!files)
 			return NULL;
 		fs->pt.files = files;
 		fs->pt.cap_files = cap;
 	}
-	struct pt_file *f = &fs->pt.files[fs->pt.n_files++];
+	struct passthrough_file *f = &fs->pt.files[fs->pt.n_files++];
 	memset(f, 0, sizeof *f);
 	f->ino = ino;
 	return f;
@@ -229,11 +229,11 @@ static struct pt_file *file_add_locked(struct ggufs *fs, uint64_t ino)
 /* A new entry for library inode ino, model.gguf of the model at path whose file is fd
  * (under pt.lock), with a backing id of that file, or refused by the kernel (said once
  * per cause: every model of a folder may be refused alike); NULL out of memory. */
-static struct pt_file *backing_open_locked(struct ggufs *fs, uint64_t ino, int fd,
+static struct passthrough_file *backing_open_locked(struct ggufs *fs, uint64_t ino, int fd,
                                            const char *path)
 {
 	int id = compat_passthrough_open(fs->se, fd);
-	struct pt_file *f = file_add_locked(fs, ino);
+	struct passthrough_file *f = file_add_locked(fs, ino);
 	if (!f) {
 		if (id > 0)
 			close_backing_locked(fs, id);
@@ -252,7 +252,7 @@ static struct pt_file *backing_open_locked(struct ggufs *fs, uint64_t ino, int f
 }
 
 /* Removes f from the table (under pt.lock), its backing id closed. */
-static void file_remove_locked(struct ggufs *fs, struct pt_file *f)
+static void file_remove_locked(struct ggufs *fs, struct passthrough_file *f)
 {
 	close_backing_locked(fs, f->backing_id);
 	*f = fs->pt.files[--fs->pt.n_files];
@@ -271,7 +271,7 @@ static const char *why_not_locked(struct ggufs *fs, int fd, const char *not_file
 		return not_file;
 	if (!fs->pt.log_running)
 		return "not negotiated with the kernel yet";
-	const struct pt_file *f = fs->pt.library ? file_of_locked(fs, ino) : NULL;
+	const struct passthrough_file *f = fs->pt.library ? file_of_locked(fs, ino) : NULL;
 	return f && f->backing_id == 0 ? f->why : NULL;
 }
 
@@ -285,7 +285,7 @@ void passthrough_why_not(void *arg, uint64_t ino, int fd, const char *not_file,
 		why = fs->pt.refused;
 	} else if (!why && fs->pt.library && !file_of_locked(fs, ino)) {
 		/* never opened: whether the kernel takes the file is known by asking it */
-		struct pt_file *f = backing_open_locked(fs, ino, fd, path);
+		struct passthrough_file *f = backing_open_locked(fs, ino, fd, path);
 		if (f && f->backing_id > 0)
 			file_remove_locked(fs, f);
 		else if (f)
@@ -304,7 +304,7 @@ int passthrough_reply_open(fuse_req_t req, struct ggufs *fs, struct fuse_file_in
 		if (!fs->pt.library) {
 			backing_id = single_backing_locked(fs, fd);
 		} else {
-			struct pt_file *f = file_of_locked(fs, ino);
+			struct passthrough_file *f = file_of_locked(fs, ino);
 			if (!f)   /* the inode's first open since it had none: its backing id */
 				f = backing_open_locked(fs, ino, fd, path);
 			/* (out of memory: a normal open, that a passthrough one must not meet;
@@ -330,7 +330,7 @@ void passthrough_release(struct ggufs *fs, uint64_t ino)
 	if (!fs->pt.library)
 		return;   /* a single mount keeps its backing id */
 	pthread_mutex_lock(&fs->pt.lock);
-	struct pt_file *f = file_of_locked(fs, ino);
+	struct passthrough_file *f = file_of_locked(fs, ino);
 	if (f && f->backing_id > 0 && --f->opens == 0) {
 		/* the kernel let go of the inode's backing file at its last release, before
 		 * telling us: the next open may bring another id */

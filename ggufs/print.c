@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ggufs.h"
+#include "log_escape.h"
 
 void print_progress(void *arg, const char *line)
 {
@@ -19,8 +21,8 @@ void print_progress(void *arg, const char *line)
 bool print_report(char *text, size_t len)
 {
 	const bool ok = fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0;
-	const int e = errno;   /* (past free) */
+	if (!ok)
+		log_errf("cannot write the report: %s", strerror(errno));
 	free(text);
-	errno = e;
 	return ok;
 }

@@ -58,7 +58,7 @@ static void to_file(void *arg, enum evlog_level level, const char *line)
 	(void)w;   /* a full disk loses the line, never the mount */
 }
 
-/* evlog sink to syslog (ident ggufs, opened by log_start), with the mount point. */
+/* evlog sink to syslog (ident ggufs, opened by report_start), with the mount point. */
 static void to_syslog(void *arg, enum evlog_level level, const char *line)
 {
 	struct ggufs *fs = arg;
@@ -142,7 +142,7 @@ static bool log_file_trusted(int fd, const char *path)
 	return true;
 }
 
-int log_open_file(const char *path)
+int report_open_file(const char *path)
 {
 	/* the mount's user (often root) appends text the model chose: never through a
 	 * symlink (another user's link to a file of root's), never blocked by a FIFO, and
@@ -177,7 +177,7 @@ int log_open_file(const char *path)
 	return fd;
 }
 
-void log_early(struct ggufs *fs)
+void report_early(struct ggufs *fs)
 {
 	if (fs->log_fd >= 0)
 		evlog_set_sink(to_file, fs);
@@ -196,7 +196,7 @@ static bool syslog_listens(void)
 	return ok;
 }
 
-void log_warn_unheard(const struct ggufs *fs, bool foreground)
+void report_warn_unheard(const struct ggufs *fs, bool foreground)
 {
 	if (!foreground && fs->log_fd < 0 && !syslog_listens())
 		log_errf("warning: no syslog listens on /dev/log here, so the mount's events "
@@ -204,7 +204,7 @@ void log_warn_unheard(const struct ggufs *fs, bool foreground)
 		         "keep them");
 }
 
-void log_start(struct ggufs *fs, bool foreground)
+void report_start(struct ggufs *fs, bool foreground)
 {
 	if (fs->log_fd >= 0) {
 		evlog_set_sink(to_file, fs);
@@ -217,7 +217,7 @@ void log_start(struct ggufs *fs, bool foreground)
 	}
 }
 
-void log_stop(struct ggufs *fs)
+void report_stop(struct ggufs *fs)
 {
 	evlog_flush();
 	evlog_set_sink(NULL, NULL);

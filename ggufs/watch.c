@@ -20,7 +20,7 @@ static void *watch_main(void *arg)
 	char what[PATH_MAX + 64], dev[64];
 	pthread_mutex_lock(&fs->watch_lock);
 	while (!fs->watch_stop) {
-		struct timespec until = realtime_in_ms(WATCH_MS);
+		struct timespec until = ggufs_realtime_in_ms(WATCH_MS);
 		pthread_cond_timedwait(&fs->watch_cond, &fs->watch_lock, &until);
 		if (fs->watch_stop)
 			break;

@@ -19,6 +19,12 @@
 #include "errline.h"
 #include "gguf.h"
 
+/* The version of what quants/ makes: the rules here and the quantizers of lib/2-quant
+ * (and quant_plan.h's layout). The disk cache keeps quantized blocks under it, so bump
+ * it with any change that could change a byte of a quant file: the blocks made before
+ * are then never served again. */
+#define QUANT_RULES_VERSION 1
+
 /* llama.cpp's enum llama_ftype, by number (include/llama.h) */
 enum quant_ftype {
 	QUANT_FTYPE_F32 = 0, QUANT_FTYPE_F16 = 1, QUANT_FTYPE_Q4_0 = 2, QUANT_FTYPE_Q4_1 = 3,

@@ -11,14 +11,18 @@
 #include "evlog.h"
 #include "quant.h"
 #include "reader.h"
+#include "thread_buf.h"
 #include "types.h"
 
-/* Blocks made per step of a read: their source values (at most 64 x 256 floats, 64 KiB)
- * and their bytes are the read's memory. */
-#define QUANT_READ_STEP_BLOCKS 64
-/* Bytes per step of a copied tensor's check (whole blocks of at most this): large
- * enough that a copy of f16 values is not thousands of small reads. */
-#define QUANT_COPY_STEP_BYTES (256 * 1024)
+/* Source values per step of a read (64 KiB of floats), in whole blocks of the type
+ * made: they and their blocks' bytes are the read's memory, in buffers each thread
+ * keeps (a malloc per read costs more than a small quantization). A step of blocks
+ * rather than values would make an F32 or Q8_0 read a thousand tiny steps, each a
+ * check of the model's file. */
+#define QUANT_READ_STEP_VALUES 16384u
+
+static struct thread_buf values_buf = THREAD_BUF(QUANT_READ_STEP_VALUES * sizeof(float), false);
+static struct thread_buf blocks_buf = THREAD_BUF(QUANT_READ_STEP_VALUES * sizeof(float), false);
 
 uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
 {
@@ -50,7 +54,7 @@ static int refused(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_
 }
 
 /* The stored bytes [off, off + len) of tensor i (to is its type) into buf, by whole
- * blocks through a buffer of QUANT_COPY_STEP_BYTES so that each is checked as llama.cpp
+ * blocks through the thread's blocks_buf (64 KiB) so that each is checked as llama.cpp
  * checks the tensors it reads: -EIO for a block it refuses. */
 static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
                         uint64_t len, uint8_t *buf)
@@ -60,8 +64,10 @@ static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, ui
 	if (!bb || !block_check_looks(to))
 		return reader_raw(m, i, off, len, buf);
 	/* blocks are a few hundred bytes at most, but never less than one a step */
-	const uint64_t step = bb < QUANT_COPY_STEP_BYTES ? QUANT_COPY_STEP_BYTES / bb : 1;
-	uint8_t *tmp = malloc(step * bb);
+	const uint64_t room = QUANT_READ_STEP_VALUES * sizeof(float);
+	const uint64_t step = bb < room ? room / bb : 1;
+	bool owned;
+	uint8_t *tmp = thread_buf_get(&blocks_buf, step * bb, &owned);
 	int r = tmp ? 0 : -ENOMEM;
 	for (uint64_t pos = off, end = off + len; r == 0 && pos < end;) {
 		const uint64_t b0 = pos / bb;
@@ -80,7 +86,7 @@ static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, ui
 		memcpy(buf + (pos - off), tmp + (pos - b0 * bb), stop - pos);
 		pos = stop;
 	}
-	free(tmp);
+	thread_buf_put(tmp, owned);
 	return r;
 }
 
@@ -99,17 +105,19 @@ int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t 
 		return 0;
 	const struct ggml_type *ty = ggml_type_get(to);
 	const uint64_t bb = ty->block_bytes, be = ty->block_elems;
-	float *values = malloc(QUANT_READ_STEP_BLOCKS * be * sizeof *values);
-	uint8_t *blocks = malloc(QUANT_READ_STEP_BLOCKS * bb);
+	const uint64_t step = be < QUANT_READ_STEP_VALUES ? QUANT_READ_STEP_VALUES / be : 1;
+	bool values_owned, blocks_owned;
+	float *values = thread_buf_get(&values_buf, step * be * sizeof *values, &values_owned);
+	uint8_t *blocks = thread_buf_get(&blocks_buf, step * bb, &blocks_owned);
 	int r = values && blocks ? 0 : -ENOMEM;
 	uint64_t pos = off;
 	const uint64_t end = off + len;
 	while (r == 0 && pos < end) {
-		/* the blocks of [pos, end), QUANT_READ_STEP_BLOCKS at most */
+		/* the blocks of [pos, end), a step at most */
 		const uint64_t b0 = pos / bb;
 		uint64_t nb = (end - 1) / bb + 1 - b0;
-		if (nb > QUANT_READ_STEP_BLOCKS)
-			nb = QUANT_READ_STEP_BLOCKS;
+		if (nb > step)
+			nb = step;
 		r = reader_f32(m, i, b0 * be * sizeof(float), nb * be * sizeof(float), values);
 		if (r < 0)
 			break;
@@ -136,7 +144,7 @@ int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t 
 		memcpy((uint8_t *)buf + (pos - off), blocks + (pos - b0 * bb), stop - pos);
 		pos = stop;
 	}
-	free(values);
-	free(blocks);
+	thread_buf_put(values, values_owned);
+	thread_buf_put(blocks, blocks_owned);
 	return r;
 }

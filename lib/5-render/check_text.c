@@ -85,25 +85,20 @@ static void check_merge(const struct check_scan *cs, const struct stats_scan *sc
 	}
 }
 
-/* The report of m from res, rendered twice (counted, then written) into a buffer of its
- * size: 0 or -ENOMEM. */
-static int check_render(const struct ggufs_model *m, const struct check_tensor *res,
-                        const struct check_counts *counts, bool json, char **text, size_t *len)
+/* What the report is rendered from. */
+struct check_report {
+	const struct ggufs_model *m;
+	const struct check_tensor *res;
+	const struct check_counts *counts;
+	bool json;
+};
+
+/* The sink_render_fn of a struct check_report: JSON or text. */
+static void check_render(struct sink *s, const void *ctx)
 {
-	struct sink s = sink_counter();
-	json ? render_check_json(&s, m, res, counts) : render_check_text(&s, m, res, counts);
-	if (s.pos >= SIZE_MAX)
-		return -ENOMEM;
-	char *buf = malloc((size_t)s.pos + 1);
-	if (!buf)
-		return -ENOMEM;
-	const uint64_t n = s.pos;
-	s = sink_window(buf, 0, n);
-	json ? render_check_json(&s, m, res, counts) : render_check_text(&s, m, res, counts);
-	buf[n] = '\0';
-	*text = buf;
-	*len = (size_t)n;
-	return 0;
+	const struct check_report *r = ctx;
+	r->json ? render_check_json(s, r->m, r->res, r->counts)
+	        : render_check_text(s, r->m, r->res, r->counts);
 }
 
 int check_text_make(const struct ggufs_model *m, bool json, stats_scan_progress_fn progress,
@@ -154,7 +149,8 @@ int check_text_make(const struct ggufs_model *m, bool json, stats_scan_progress_
 	struct check_counts counts;
 	check_count(m, res, &counts);
 	*unhealthy = counts.unhealthy;
-	r = check_render(m, res, &counts, json, text, len);
+	const struct check_report rep = { m, res, &counts, json };
+	r = sink_render_whole(check_render, &rep, text, len);
 	if (r < 0)
 		goto oom;
 	goto out;

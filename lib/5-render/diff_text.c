@@ -1,3 +1,4 @@
+/* The report of --diff made whole from two open models (diff_text.h). */
 #include "diff_text.h"
 
 #include <errno.h>
@@ -23,23 +24,15 @@ static int headers_there(const struct ggufs_model *m, int which, struct diff_tex
 	return 0;
 }
 
-/* The report rendered twice, counted then written, into a buffer of its size. */
-static int render_whole(const struct diff_report *rep, bool json, char **text, size_t *len)
+/* The sink_render_fns of --diff's report (a struct diff_report): JSON, and TSV. */
+static void diff_render_json(struct sink *s, const void *rep)
 {
-	struct sink s = sink_counter();
-	json ? render_diff_json(&s, rep) : render_diff_tsv(&s, rep);
-	if (s.pos >= SIZE_MAX)
-		return -ENOMEM;
-	char *buf = malloc((size_t)s.pos + 1);
-	if (!buf)
-		return -ENOMEM;
-	const uint64_t n = s.pos;
-	s = sink_window(buf, 0, n);
-	json ? render_diff_json(&s, rep) : render_diff_tsv(&s, rep);
-	buf[n] = '\0';
-	*text = buf;
-	*len = (size_t)n;
-	return 0;
+	render_diff_json(s, rep);
+}
+
+static void diff_render_tsv(struct sink *s, const void *rep)
+{
+	render_diff_tsv(s, rep);
 }
 
 int diff_text_make(const struct ggufs_model *a, const struct ggufs_model *b, bool json,
@@ -81,7 +74,7 @@ int diff_text_make(const struct ggufs_model *a, const struct ggufs_model *b, boo
 	if ((r = headers_there(a, 0, fail, err)) < 0 || (r = headers_there(b, 1, fail, err)) < 0)
 		goto out;
 	const struct diff_report rep = { a, b, &plan, sums, compared };
-	r = render_whole(&rep, json, text, len);
+	r = sink_render_whole(json ? diff_render_json : diff_render_tsv, &rep, text, len);
 	if (r < 0)
 		gguf_errf(err, "out of memory");
 out:

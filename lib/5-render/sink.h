@@ -4,10 +4,12 @@
 #ifndef GGUFS_SINK_H
 #define GGUFS_SINK_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct render_marks;
@@ -82,6 +84,30 @@ static inline void sink_printf(struct sink *s, const char *fmt, ...)
 	va_end(ap);
 	if (n > 0)
 		sink_put(s, buf, (uint64_t)n < sizeof buf ? (uint64_t)n : sizeof buf - 1);
+}
+
+/* A renderer of a whole report from ctx, for sink_render_whole. */
+typedef void (*sink_render_fn)(struct sink *s, const void *ctx);
+
+/* The whole of render's stream for ctx, rendered twice (counted, then written) into a
+ * buffer of its size: malloc'ed into *text (*len bytes, then a NUL). 0, or -ENOMEM. */
+static inline int sink_render_whole(sink_render_fn render, const void *ctx, char **text,
+                                    size_t *len)
+{
+	struct sink s = sink_counter();
+	render(&s, ctx);
+	if (s.pos >= SIZE_MAX)
+		return -ENOMEM;
+	char *buf = malloc((size_t)s.pos + 1);
+	if (!buf)
+		return -ENOMEM;
+	const uint64_t n = s.pos;
+	s = sink_window(buf, 0, n);
+	render(&s, ctx);
+	buf[n] = '\0';
+	*text = buf;
+	*len = (size_t)n;
+	return 0;
 }
 
 #endif

@@ -85,6 +85,19 @@ void tree_release(struct tree *t);
  * their index when an edit kept every name (counted by the tree that made them);
  * gguf.json's and summary.txt's sizes and marks are made when first asked for. */
 uint64_t tree_held_bytes(const struct tree *t);
+/* How the files of quants/ are made and kept (tree_quants.c): each NAME.gguf is a
+ * computed file (computed.h), opened at its first read, its blocks made by workers ahead
+ * of a sequential reader and kept in the disk cache under the model's identity, NAME
+ * and QUANT_RULES_VERSION. */
+struct tree_quant_cache {
+	const char *dir;       /* the disk cache's directory (remote_cache_dir), NULL: none */
+	uint64_t max;          /* its bound in bytes, 0: the default (diskcache.h) */
+	unsigned threads;      /* workers per file being read: 0 for the online cores */
+};
+/* Sets t's way (copied), before anything is read; a tree of an edit state takes its
+ * base's. Without it: no disk cache, workers on every core. false out of memory. */
+bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
+
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);
 /* The ino of metadata key k (the k-th key of the tree's metadata), or 0. */

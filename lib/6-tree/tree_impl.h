@@ -69,6 +69,17 @@ struct key_names {
  * stat in quants/ and kept; the nodes of the NAMEs made and quants.tsv, by j
  * (tree_ino.h). */
 #define TREE_QUANT_NAME_MAX 16   /* "MXFP4_MOE.gguf" and its NUL */
+/* One NAME.gguf's computed bytes (computed.h): opened at its first read, closed when
+ * the tree goes or, idle, to make room for another (TREE_QUANT_OPEN_MAX). */
+struct tree_quant_file {
+	const struct tree *t;        /* the fill function's: the tree and the plan */
+	const struct quant_plan *qp;
+	struct source *src;          /* NULL until opened */
+	bool opening;                /* being opened (the lock dropped): wait on opened */
+	unsigned readers;            /* reads in src now: it is not closed under them */
+	uint64_t last_use;           /* tree_quants.tick at the last read's start */
+	uint64_t computed, from_disk, stored;   /* counters of its sources closed */
+};
 struct tree_quants {
 	pthread_mutex_t lock;
 	atomic_bool made;
@@ -78,6 +89,14 @@ struct tree_quants {
 	unsigned children[TREE_QUANT_TSV_SLOT + 1];   /* quants/'s listing: the NAMEs made, quants.tsv */
 	uint64_t n_children;
 	bool requantize;   /* -o requantize: llama-quantize's --allow-requantize */
+	/* the files' computed bytes, under files_lock (apart from lock: an open may wait
+	 * for a disk cache entry another mount lets go) */
+	pthread_mutex_t files_lock;
+	pthread_cond_t opened;
+	struct tree_quant_file *files;   /* TREE_QUANT_TSV_SLOT, made at the first read */
+	unsigned n_open;
+	uint64_t tick;
+	struct tree_quant_cache cache;   /* dir malloc'ed (tree_set_quant_cache) */
 };
 
 struct tree {
@@ -161,8 +180,12 @@ const struct tree_node *tree_quants_node(const struct tree *t, uint64_t ino);
 const struct tree_node *tree_quants_lookup(const struct tree *t, const char *name);
 uint64_t tree_quants_count(const struct tree *t);
 const struct tree_node *tree_quants_child(const struct tree *t, uint64_t i);
+/* The counters of quants/NAME.gguf n so far (its xattrs user.ggufs.blocks_*): blocks
+ * computed, read from the disk cache, stored in it. */
+void tree_quants_counters(const struct tree *t, const struct tree_node *n, uint64_t *computed,
+                          uint64_t *from_disk, uint64_t *stored);
 /* Reads [off, off + len) of quants/NAME.gguf or quants.tsv n (inside it): len, or
- * -EIO (the model's bytes could not be read). */
+ * -EIO (the model's bytes could not be read, or a local file shrank). */
 int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *buf,
                          uint64_t len, uint64_t off);
 

@@ -2,17 +2,31 @@
  * matrix, as NAME.gguf (quant_plan.h: byte for byte llama_model_quantize()'s file), and
  * quants.tsv (render_quants.h). The plans are made at the first lookup in, listing of or
  * stat of a file in quants/, never at mount, and hold no tensor data: a file's size is
- * known without quantizing anything. A read makes its header from the plan, copies the
- * tensors whose type stays, and quantizes only the blocks of the others its range
- * touches (quant_read.h). */
+ * known without quantizing anything.
+ *
+ * A NAME.gguf is a computed file (computed.h), opened at its first read: its bytes are
+ * made a block at a time by read_quant (the header from the plan, the tensors whose type
+ * stays copied, the others quantized for the blocks a range touches: quant_read.h),
+ * ahead of a sequential reader on workers, and kept in the disk cache under a key that
+ * says what they were made from: the model's files (a local file's device, inode, size
+ * and times; a remote one's URL, size and ETag), the header (so an edit of the metadata
+ * is another file) and QUANT_RULES_VERSION (so a change of rules or quantizers is). */
 #include "tree_impl.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "computed.h"
+#include "evlog.h"
 #include "guard.h"
+#include "hash.h"
 #include "quant.h"
+#include "remote.h"
 #include "reader.h"
 #include "quant_read.h"
 #include "render_quants.h"
@@ -84,12 +98,20 @@ static bool plans(const struct tree *t)
 void tree_quants_init(struct tree *t)
 {
 	pthread_mutex_init(&t->quants.lock, NULL);
+	pthread_mutex_init(&t->quants.files_lock, NULL);
+	pthread_cond_init(&t->quants.opened, NULL);
 	atomic_init(&t->quants.made, false);
 }
 
 void tree_quants_free(struct tree *t)
 {
+	for (size_t j = 0; t->quants.files && j < TREE_QUANT_TSV_SLOT; j++)
+		source_close(t->quants.files[j].src);
+	free(t->quants.files);
 	quant_set_free(&t->quants.qs);
+	free((char *)t->quants.cache.dir);
+	pthread_cond_destroy(&t->quants.opened);
+	pthread_mutex_destroy(&t->quants.files_lock);
 	pthread_mutex_destroy(&t->quants.lock);
 }
 
@@ -98,9 +120,24 @@ void tree_set_requantize(struct tree *t, bool on)
 	t->quants.requantize = on;
 }
 
+bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c)
+{
+	char *dir = c->dir ? strdup(c->dir) : NULL;
+	if (c->dir && !dir)
+		return false;
+	free((char *)t->quants.cache.dir);
+	t->quants.cache = *c;
+	t->quants.cache.dir = dir;
+	return true;
+}
+
 uint64_t tree_quants_bytes(const struct tree *t)
 {
-	return atomic_load(&t->quants.made) ? quant_set_bytes(&t->quants.qs) : 0;
+	struct tree_quants *q = (struct tree_quants *)&t->quants;
+	pthread_mutex_lock(&q->files_lock);
+	uint64_t b = q->files ? TREE_QUANT_TSV_SLOT * sizeof *q->files : 0;
+	pthread_mutex_unlock(&q->files_lock);
+	return b + (atomic_load(&t->quants.made) ? quant_set_bytes(&t->quants.qs) : 0);
 }
 
 const struct tree_node *tree_quants_node(const struct tree *t, uint64_t ino)
@@ -189,17 +226,241 @@ static int read_quant(const struct tree *t, const struct quant_plan *qp, char *b
 	return 0;
 }
 
+/* Files of one tree whose computed bytes stay open at once: past it, an idle one is
+ * closed when another opens (each holds its workers and up to a few MB of blocks). */
+#define TREE_QUANT_OPEN_MAX 4
+/* The header is hashed for the disk cache's key in pieces of this many bytes. */
+#define TREE_QUANT_HASH_STEP (64u << 10)
+
+/* computed_fill_fn: bytes [off, off + len) of the file f is (a tree_quant_file). */
+static int fill(void *ctx, uint64_t off, uint64_t len, void *buf)
+{
+	const struct tree_quant_file *f = ctx;
+	return read_quant(f->t, f->qp, buf, len, off);
+}
+
+/* Two FNV-1a hashes, one 128-bit name for what went into them. */
+struct id_hash {
+	uint64_t a, b;
+};
+
+static void id_add(struct id_hash *h, const void *p, uint64_t n)
+{
+	h->a = hash_fnv1a(p, n, h->a);
+	h->b = hash_fnv1a(p, n, h->b);
+}
+
+/* Adds what shard s's bytes are to h: a local file's device, inode, size and times
+ * (any change of its bytes changes its mtime or ctime), a remote one's URL, size and
+ * ETag (or Last-Modified). false when that cannot be told (a streamed model, a server
+ * that names no version): nothing of the file is then kept on disk. */
+static bool id_shard(const struct ggufs_model *m, uint32_t s, struct id_hash *h)
+{
+	const struct model_shard *sh = &m->shards[s];
+	char line[512];
+	int fd;
+	uint64_t count;
+	struct stat st;
+	int n;
+	if (source_span(sh->src, 0, 0, &fd, &count)) {
+		if (fstat(fd, &st) < 0)
+			return false;
+		n = snprintf(line, sizeof line, "local %ju %ju %jd %jd.%09ld %jd.%09ld\n",
+		             (uintmax_t)st.st_dev, (uintmax_t)st.st_ino, (intmax_t)st.st_size,
+		             (intmax_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+		             (intmax_t)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+	} else if (m->remote) {
+		const struct remote_file *rf = remote_of_source(sh->src);
+		const char *etag = remote_etag(rf);
+		const time_t mt = remote_mtime(rf);
+		if (!etag[0] && mt == (time_t)-1)
+			return false;
+		id_add(h, sh->path, strlen(sh->path));
+		n = snprintf(line, sizeof line, "\nremote %" PRIu64 " %s %jd\n", remote_size(rf),
+		             etag, (intmax_t)(etag[0] ? 0 : mt));
+	} else {
+		return false;
+	}
+	id_add(h, line, (uint64_t)n);
+	return true;
+}
+
+/* The disk cache's key and version of file f of t: key names it for people ("quant
+ * Q4_K_M of PATH"), version is what it was made from (id_shard's, its header's bytes,
+ * QUANT_RULES_VERSION). 0; -EIO when the header cannot be read; 1 when the file has no
+ * version to keep it under (nothing goes to disk). */
+static int disk_key(const struct tree *t, const struct tree_quant_file *f, char *key,
+                    size_t key_size, char *version, size_t version_size)
+{
+	struct id_hash h = { HASH_FNV1A_BASIS, 0x84222325cbf29ce4ull };
+	char head[64];
+	int n = snprintf(head, sizeof head, "ggufs quant rules %d %s\n", QUANT_RULES_VERSION,
+	                 f->qp->name->name);
+	id_add(&h, head, (uint64_t)n);
+	for (uint32_t s = 0; s < t->m->n_shards; s++)
+		if (!id_shard(t->m, s, &h))
+			return 1;
+	uint8_t *piece = malloc(TREE_QUANT_HASH_STEP);
+	if (!piece)
+		return -ENOMEM;
+	for (uint64_t off = 0; off < f->qp->data_offset; off += TREE_QUANT_HASH_STEP) {
+		uint64_t k = f->qp->data_offset - off;
+		if (k > TREE_QUANT_HASH_STEP)
+			k = TREE_QUANT_HASH_STEP;
+		int r = read_quant(t, f->qp, (char *)piece, k, off);
+		if (r < 0) {
+			free(piece);
+			return r;
+		}
+		id_add(&h, piece, k);
+	}
+	free(piece);
+	snprintf(key, key_size, "quant %s of %.1024s", f->qp->name->name, t->m->path);
+	snprintf(version, version_size, "rules %d %016" PRIx64 "%016" PRIx64, QUANT_RULES_VERSION,
+	         h.a, h.b);
+	return 0;
+}
+
+/* Opens f's computed bytes with t's way (its base's in an edit state's tree): the
+ * source, or NULL with *r (-EIO: its header could not be read; -ENOMEM). */
+static struct source *open_file(const struct tree *t, struct tree_quant_file *f, int *r)
+{
+	const struct tree_quant_cache *c = t->base ? &t->base->quants.cache : &t->quants.cache;
+	char key[1200], version[80];
+	const int k = c->dir ? disk_key(t, f, key, sizeof key, version, sizeof version) : 1;
+	if (k < 0) {
+		*r = k;
+		return NULL;
+	}
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	const struct computed_opts o = {
+		.size = f->qp->size, .fill = fill, .ctx = f,
+		.threads = c->threads ? c->threads : cores > 0 ? (unsigned)cores : 1,
+		.cache_dir = k == 0 ? c->dir : NULL, .cache_max = c->max,
+		.key = k == 0 ? key : NULL, .version = k == 0 ? version : NULL,
+	};
+	char err[GGUF_ERR_MAX];
+	struct source *src = computed_open(&o, err);
+	if (!src) {
+		evlog(EVLOG_WARNING, "quant open", "%s: quants/%s.gguf: %s", t->m->path,
+		      f->qp->name->name, err);
+		*r = -ENOMEM;
+	}
+	return src;
+}
+
+/* Adds the counters of f's source to its totals (it is being closed). */
+static void keep_counters(struct tree_quant_file *f)
+{
+	struct computed_counters c;
+	computed_counters(f->src, &c);
+	f->computed += c.computed;
+	f->from_disk += c.from_disk;
+	f->stored += c.stored;
+}
+
+/* File j's computed bytes, opened if need be and held for one read (file_put lets go): the
+ * source, or NULL with *r. An open past TREE_QUANT_OPEN_MAX closes the least recently
+ * read idle files of the tree. */
+static struct source *file_get(const struct tree *t, uint64_t j, int *r)
+{
+	struct tree_quants *q = (struct tree_quants *)&t->quants;
+	struct source *closing[TREE_QUANT_TSV_SLOT];
+	unsigned n_closing = 0;
+	pthread_mutex_lock(&q->files_lock);
+	if (!q->files)
+		q->files = calloc(TREE_QUANT_TSV_SLOT, sizeof *q->files);
+	if (!q->files) {
+		pthread_mutex_unlock(&q->files_lock);
+		*r = -ENOMEM;
+		return NULL;
+	}
+	struct tree_quant_file *f = &q->files[j];
+	f->t = t;   /* the fill function's, the same each time */
+	f->qp = &q->qs.plans[j];
+	while (f->opening)
+		pthread_cond_wait(&q->opened, &q->files_lock);
+	if (!f->src) {
+		f->opening = true;
+		pthread_mutex_unlock(&q->files_lock);
+		struct source *src = open_file(t, f, r);
+		pthread_mutex_lock(&q->files_lock);
+		f->opening = false;
+		f->src = src;
+		pthread_cond_broadcast(&q->opened);
+		if (src)
+			q->n_open++;
+		while (q->n_open > TREE_QUANT_OPEN_MAX) {
+			struct tree_quant_file *idle = NULL;
+			for (size_t i = 0; i < TREE_QUANT_TSV_SLOT; i++) {
+				struct tree_quant_file *g = &q->files[i];
+				if (g != f && g->src && !g->readers && (!idle || g->last_use < idle->last_use))
+					idle = g;
+			}
+			if (!idle)
+				break;   /* all read now: closed when another opens */
+			keep_counters(idle);
+			closing[n_closing++] = idle->src;
+			idle->src = NULL;
+			q->n_open--;
+		}
+	}
+	struct source *src = f->src;
+	if (src) {
+		f->readers++;
+		f->last_use = ++q->tick;
+	}
+	pthread_mutex_unlock(&q->files_lock);
+	for (unsigned i = 0; i < n_closing; i++)
+		source_close(closing[i]);
+	return src;
+}
+
+static void file_put(const struct tree *t, uint64_t j)
+{
+	struct tree_quants *q = (struct tree_quants *)&t->quants;
+	pthread_mutex_lock(&q->files_lock);
+	q->files[j].readers--;
+	pthread_mutex_unlock(&q->files_lock);
+}
+
+void tree_quants_counters(const struct tree *t, const struct tree_node *n, uint64_t *computed,
+                          uint64_t *from_disk, uint64_t *stored)
+{
+	struct tree_quants *q = (struct tree_quants *)&t->quants;
+	pthread_mutex_lock(&q->files_lock);
+	const struct tree_quant_file *f = q->files ? &q->files[n->index] : NULL;
+	*computed = f ? f->computed : 0, *from_disk = f ? f->from_disk : 0;
+	*stored = f ? f->stored : 0;
+	if (f && f->src) {
+		struct computed_counters c;
+		computed_counters(f->src, &c);
+		*computed += c.computed, *from_disk += c.from_disk, *stored += c.stored;
+	}
+	pthread_mutex_unlock(&q->files_lock);
+}
+
 int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *buf,
                          uint64_t len, uint64_t off)
 {
 	if (!plans(t))
 		return -EIO;
-	const struct tree_quants *q = &t->quants;
+	struct tree_quants *q = (struct tree_quants *)&t->quants;
 	if (n->kind == TREE_QUANTS_TSV) {   /* from the plans alone, in memory */
 		struct sink s = sink_window(buf, off, len);
 		render_quants_tsv(&s, &q->qs);
 		return (int64_t)len;
 	}
-	int r = read_quant(t, &q->qs.plans[n->index], buf, len, off);
+	/* a local file that shrank fails every read, the blocks made before it too: what
+	 * they were made from is no longer the model */
+	for (uint32_t s = 0; s < t->m->n_shards; s++)
+		if (source_holds(t->m->shards[s].src, t->m->shards[s].size) < 0)
+			return -EIO;
+	int r = 0;
+	struct source *src = file_get(t, n->index, &r);
+	if (!src)
+		return r;
+	r = source_read(src, off, len, buf);
+	file_put(t, n->index);
 	return r < 0 ? r : (int64_t)len;
 }

@@ -36,6 +36,19 @@ static int node_xattrs(const struct tree *t, const struct tree_node *n,
 		x[1].value = x[1].buf;
 		return 2;
 	}
+	if (n->kind == TREE_QUANT) {
+		/* how its blocks were had so far: made, read from the disk cache, stored */
+		uint64_t v[3];
+		static const char *const names[3] = { "user.ggufs.blocks_computed",
+			"user.ggufs.blocks_from_disk", "user.ggufs.blocks_stored" };
+		tree_quants_counters(t, n, &v[0], &v[1], &v[2]);
+		for (int i = 0; i < 3; i++) {
+			x[i].name = names[i];
+			x[i].len = (uint64_t)snprintf(x[i].buf, sizeof x[i].buf, "%" PRIu64, v[i]);
+			x[i].value = x[i].buf;
+		}
+		return 3;
+	}
 	if (n->kind != TREE_RAW && n->kind != TREE_F32 && n->kind != TREE_NPY)
 		return 0;
 	const struct gguf_tensor *g = m->tensors[n->index].t;

@@ -218,11 +218,23 @@ void library_free(struct library *lib)
 	lib_compares_free(lib);
 	lib->src->ops->free(lib->src->ctx);
 	free(lib->src);
+	free((char *)lib->quant_cache.dir);
 	pthread_mutex_destroy(&lib->lock);
 	pthread_mutex_destroy(&lib->compare_lock);
 	pthread_cond_destroy(&lib->built);
 	pthread_cond_destroy(&lib->listed);
 	free(lib);
+}
+
+bool library_set_quant_cache(struct library *lib, const struct tree_quant_cache *c)
+{
+	char *dir = c->dir ? strdup(c->dir) : NULL;
+	if (c->dir && !dir)
+		return false;
+	free((char *)lib->quant_cache.dir);
+	lib->quant_cache = *c;
+	lib->quant_cache.dir = dir;
+	return true;
 }
 
 /* The child of folder f called name (its listing is sorted), or NULL. */
@@ -450,6 +462,11 @@ static void build(struct library *lib, struct lib_slot *s)
 			snprintf(err, sizeof err, "%s: too many keys and tensors for a library", m->path);
 		else
 			t = tree_build(m, err);
+		if (t && !tree_set_quant_cache(t, &lib->quant_cache)) {
+			snprintf(err, sizeof err, "%s: out of memory", m->path);
+			tree_free(t);
+			t = NULL;
+		}
 		if (t)
 			tree_set_requantize(t, lib->requantize);
 	}

@@ -83,6 +83,11 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		if (!s->model || !(s->tree = tree_build(s->model, err)))
 			goto fail;
 		tree_set_requantize(s->tree, o->requantize);
+		const struct tree_quant_cache qc = open_name_quant_cache(&o->names);
+		if (!tree_set_quant_cache(s->tree, &qc)) {
+			gguf_errf(err, "out of memory");
+			goto fail;
+		}
 		s->remote = s->model->remote != NULL;
 		if (o->edits_file && !mount_source_edits(s, o, err))
 			goto fail;

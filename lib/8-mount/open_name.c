@@ -50,16 +50,35 @@ static struct remote_opts open_name_remote_opts(const struct open_name_opts *o)
 	                             .waiting = o->waiting, .waiting_arg = o->waiting_arg };
 }
 
-/* What the hub's API is reached with for o (hub_http_make: $HF_ENDPOINT, o's token or
- * $HF_TOKEN), and o's remote options into ro, which a hub library's files are read with
- * (the disk cache as for any remote model: -o cache_dir=none is none, not a folder of
- * that name). False with one line in err. */
-static bool open_name_hub_access(const struct open_name_opts *o, struct hub_http *http,
-                                 struct remote_opts *ro, char err[GGUF_ERR_MAX])
+/* An hf:// name parsed, with what the hub's API is reached with for it (hub_http_make:
+ * $HF_ENDPOINT, o's token or $HF_TOKEN) and o's remote options, which a hub library's
+ * files are read with (the disk cache as for any remote model: -o cache_dir=none is
+ * none, not a folder of that name). */
+struct open_name_hub {
+	struct hub_name n;
+	struct hub_http http;
+	struct remote_opts ro;
+};
+
+/* Parses name into h and makes its access for o. False with one line in err (nothing to
+ * free); else open_name_hub_free(h) follows. */
+static bool open_name_hub(const char *name, const struct open_name_opts *o,
+                          struct open_name_hub *h, char err[GGUF_ERR_MAX])
 {
-	*ro = open_name_remote_opts(o);
-	return hub_http_make(http, open_name_env(o, "HF_ENDPOINT"), o->token_file,
-	                     open_name_env(o, "HF_TOKEN"), o->cafile, o->timeout, ro, err);
+	if (!hub_name_parse(name, &h->n, err))
+		return false;
+	h->ro = open_name_remote_opts(o);
+	if (hub_http_make(&h->http, open_name_env(o, "HF_ENDPOINT"), o->token_file,
+	                  open_name_env(o, "HF_TOKEN"), o->cafile, o->timeout, &h->ro, err))
+		return true;
+	hub_name_free(&h->n);
+	return false;
+}
+
+static void open_name_hub_free(struct open_name_hub *h)
+{
+	hub_http_free(&h->http);
+	hub_name_free(&h->n);
 }
 
 /* For hf://OWNER/REPO:QUANT, the one model's pinned hf:// name, said as a note. NULL
@@ -67,19 +86,13 @@ static bool open_name_hub_access(const struct open_name_opts *o, struct hub_http
 static char *open_name_quant(const char *name, const struct open_name_opts *o,
                              char err[GGUF_ERR_MAX])
 {
-	struct hub_name n;
-	if (!hub_name_parse(name, &n, err))
+	struct open_name_hub h;
+	if (!open_name_hub(name, o, &h, err))
 		return NULL;
-	struct hub_http http;
-	struct remote_opts ro;
-	char *pinned = NULL;
-	if (open_name_hub_access(o, &http, &ro, err)) {
-		pinned = hub_quant_model(&n, &http, err);
-		if (pinned)
-			open_name_note(o, "%s is %s", name, pinned);
-		hub_http_free(&http);
-	}
-	hub_name_free(&n);
+	char *pinned = hub_quant_model(&h.n, &h.http, err);
+	if (pinned)
+		open_name_note(o, "%s is %s", name, pinned);
+	open_name_hub_free(&h);
 	return pinned;
 }
 
@@ -242,19 +255,13 @@ struct ggufs_model *open_name_model(const char *name, const struct open_name_opt
 static struct lib_source *open_name_hub_source(const char *name, const struct open_name_opts *o,
                                                char err[GGUF_ERR_MAX])
 {
-	struct hub_name n;
-	if (!hub_name_parse(name, &n, err))
+	struct open_name_hub h;
+	if (!open_name_hub(name, o, &h, err))
 		return NULL;
-	struct hub_http http;
-	struct remote_opts ro;
-	struct lib_source *src = NULL;
-	if (open_name_hub_access(o, &http, &ro, err)) {
-		ro.cancelled = o->cancelled;
-		ro.cancel_arg = o->cancel_arg;
-		src = lib_source_hub(&n, &http, &ro, err);
-		hub_http_free(&http);
-	}
-	hub_name_free(&n);
+	h.ro.cancelled = o->cancelled;
+	h.ro.cancel_arg = o->cancel_arg;
+	struct lib_source *src = lib_source_hub(&h.n, &h.http, &h.ro, err);
+	open_name_hub_free(&h);
 	return src;
 }
 
@@ -302,5 +309,18 @@ struct library *open_name_library(const char *name, enum name_kind kind,
 	struct lib_source *src = kind == NAME_KIND_HUB_LIBRARY ? open_name_hub_source(name, o, err)
 	                       : kind == NAME_KIND_S3_LIBRARY ? open_name_s3_source(name, o, err)
 	                       : open_name_local_source(name, o->confine, mountpoint, err);
-	return src ? library_open(src, err) : NULL;
+	struct library *lib = src ? library_open(src, err) : NULL;
+	const struct tree_quant_cache qc = open_name_quant_cache(o);
+	if (lib && !library_set_quant_cache(lib, &qc)) {
+		gguf_errf(err, "%s: out of memory", name);
+		library_free(lib);
+		return NULL;
+	}
+	return lib;
+}
+
+struct tree_quant_cache open_name_quant_cache(const struct open_name_opts *o)
+{
+	return (struct tree_quant_cache){ .dir = remote_cache_dir(o->cache_dir),
+	                                  .max = o->cache_max };
 }

@@ -72,4 +72,8 @@ struct library *open_name_library(const char *name, enum name_kind kind,
                                   const struct open_name_opts *o, const char *mountpoint,
                                   char err[GGUF_ERR_MAX]);
 
+/* How quants/ files are kept with o's options (tree.h): the disk cache of remote files
+ * (-o cache_dir, its default, or none; -o cache_max), workers on every core. */
+struct tree_quant_cache open_name_quant_cache(const struct open_name_opts *o);
+
 #endif

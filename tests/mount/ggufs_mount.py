@@ -32,7 +32,7 @@ REMOTE_PREFIXES = ("http://", "https://", "hf://", "s3://")
 
 
 # What a mount in the background says on stderr where nothing listens on /dev/log
-# (report.c log_warn_unheard), the one line of a mount that went well there.
+# (report.c report_warn_unheard), the one line of a mount that went well there.
 UNHEARD_LINE = ("ggufs: warning: no syslog listens on /dev/log here, so the mount's events "
                 "(refused edits, failed reads) would be lost: mount with -o log=FILE to "
                 "keep them\n")

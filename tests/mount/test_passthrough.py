@@ -4,7 +4,8 @@
   it: user.ggufs.passthrough says yes, a whole read and an mmap give the file's sha256,
   and neither reaches the daemon (the root's user.ggufs.reads does not move); an
   O_DIRECT open still reads through the daemon, with the right bytes; with -d the one
-  backing id is opened at INIT and closed at unmount; -o clone_fd passes through too;
+  backing id is opened at the first open and closed at unmount; -o clone_fd passes
+  through too;
 - the file cut short under a passthrough open reads as the file itself then reads: a
   short read at the cut, nothing past it, SIGBUS for an mmap past it;
 - with -o edits: passthrough until the first edit, then a normal open with the edited
@@ -213,9 +214,9 @@ class Passthrough(unittest.TestCase):
                 self.assertEqual(f.read(), data)
 
     def test_backing_id_closed_at_unmount(self):
-        """-d says each backing id opened and closed: one, at INIT, closed at unmount
-        after the opens that used it; of the three closes only the first is sent to the
-        daemon (FLUSH)."""
+        """-d says each backing id opened and closed: one, at the first open (or the
+        first question of the attribute), closed at unmount after the opens that used
+        it; of the three closes only the first is sent to the daemon (FLUSH)."""
         def body(mnt):
             why = os.getxattr(os.path.join(mnt, "model.gguf"), XATTR).decode()
             if any(why.startswith(r) for r in KERNEL_REASONS):

@@ -4,11 +4,12 @@ of the types it is quantized to (issue 36). llama.cpp's quantizer checks every t
 it reads and every block it writes (ggml_validate_row_data) and writes no file at all
 when one fails: this test first shows that the pinned libllama (ctypes) refuses the
 model for each NAME tried. ggufs cannot know that without reading every tensor, so it
-lists the NAME with its exact size and gives EIO for the bytes of each block llama.cpp
-would refuse, saying why in the log, and never makes up bytes for them: read with
-O_DIRECT in 4 KiB pieces, a piece that touches such a block fails with EIO, and every
-other piece is the bytes of llama.cpp's file of the same model without the bad values
-(the header included: the blocks around are made from the same values).
+lists the NAME with its exact size and gives EIO for the bytes around each block
+llama.cpp would refuse (the 128 KiB block of the file that holds it: a quants/ file is
+made, cached and failed in those), saying why in the log, and never makes up bytes for
+them: read with O_DIRECT in 4 KiB pieces, a piece in such a 128 KiB block fails with
+EIO, and every other piece is the bytes of llama.cpp's file of the same model without
+the bad values.
 
 Usage: test_quant_nonfinite.py GGUFS_BINARY. Skipped (77) without /dev/fuse or without
 the installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
@@ -27,6 +28,8 @@ import ggufs_mount as gm  # noqa: E402
 import test_quant_plan as qp  # noqa: E402
 
 PIECE = 4096
+# the blocks a quants/ file is made in (ggufs(1), QUANTIZATIONS: the cost)
+FILE_BLOCK = 128 << 10
 # (block values, block bytes) of the types the NAMEs below give these tensors
 BLOCKS = {"f32": (1, 4), "f16": (1, 2), "q8_0": (32, 34), "q4_K": (256, 144),
           "q5_K": (256, 176), "q6_K": (256, 210), "q4_0": (32, 18)}
@@ -107,7 +110,8 @@ class QuantNonfinite(unittest.TestCase):
                     failed = 0
                     for off in range(0, len(want), PIECE):
                         end = min(off + PIECE, len(want))
-                        touches = any(s < end and off < e for s, e in bad)
+                        lo = off // FILE_BLOCK * FILE_BLOCK
+                        touches = any(s < lo + FILE_BLOCK and lo < e for s, e in bad)
                         try:
                             got = gm.pread_direct(path, end - off, off)
                         except OSError as e:

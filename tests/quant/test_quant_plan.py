@@ -133,10 +133,11 @@ def write_gguf(path, kvs, tensors, alignment=32):
         out += b"".join(struct.pack("<Q", d) for d in shape)
         out += struct.pack("<IQ", gtype, toff)
     out += b"\0" * (-len(out) % alignment)
-    for _, _, _, data in tensors:
-        out += data + b"\0" * (-len(data) % alignment)
-    with open(path, "wb") as f:
+    with open(path, "wb") as f:   # piece by piece: one bytes of it all is slow to grow
         f.write(out)
+        for _, _, _, data in tensors:
+            f.write(data)
+            f.write(b"\0" * (-len(data) % alignment))
 
 
 def store(values, gtype):

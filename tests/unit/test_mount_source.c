@@ -149,13 +149,6 @@ static void test_raw_only_warned(void **state)
 	mount_source_close(&s);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_model),
-		cmocka_unit_test(test_edits_file),
-		cmocka_unit_test(test_folder_as_library),
-		cmocka_unit_test(test_raw_only_warned),
-	};
-	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
-}
+UNIT_TESTS_IN_SCRATCH(cmocka_unit_test(test_model), cmocka_unit_test(test_edits_file),
+                      cmocka_unit_test(test_folder_as_library),
+                      cmocka_unit_test(test_raw_only_warned))

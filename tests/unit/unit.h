@@ -19,5 +19,13 @@ int unit_main(int argc, char **argv);
 		const struct CMUnitTest tests[] = { __VA_ARGS__ }; \
 		return cmocka_run_group_tests(tests, NULL, NULL); \
 	}
+/* The same for a group whose cases write into scratch_dir (scratch_dir.h), made before
+ * the first case and removed after the last. */
+#define UNIT_TESTS_IN_SCRATCH(...) \
+	int unit_main(UNIT_ARGS) \
+	{ \
+		const struct CMUnitTest tests[] = { __VA_ARGS__ }; \
+		return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove); \
+	}
 
 #endif

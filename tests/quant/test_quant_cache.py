@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""quants/NAME.gguf computed once (issue 36): a quant file's blocks go to the disk cache
+(-o cache_dir, the default one, none with -o cache_dir=none) under the model's identity,
+NAME and the rules' version, so that a second mount reads them from disk instead of
+quantizing again, byte for byte llama.cpp's file (llama_model_quantize() of the pinned
+libllama through ctypes) both times; the counters on the file (user.ggufs.blocks_*) say
+where the blocks came from. A local model that shrinks while its quant is read gives EIO,
+never a byte quantized from what is no longer there, the blocks made before included. The
+daemon's anonymous memory stays bounded while a quant of a model larger than the bound is
+read whole.
+
+Usage: test_quant_cache.py GGUFS_BINARY. Skipped (77) without /dev/fuse or without the
+installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
+import errno
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "mount"))
+import ggufs_mount as gm  # noqa: E402
+import test_quant_plan as qp  # noqa: E402
+
+BLOCK = 128 << 10   # COMPUTED_BLOCK_SIZE
+MEMORY_BOUND = 256 << 20
+
+
+def sha(path, chunk=1 << 20):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for piece in iter(lambda: f.read(chunk), b""):
+            h.update(piece)
+    return h.hexdigest()
+
+
+def counters(path):
+    """The file's user.ggufs.blocks_* counters: (computed, from_disk, stored)."""
+    return tuple(int(os.getxattr(path, "user.ggufs.blocks_" + k))
+                 for k in ("computed", "from_disk", "stored"))
+
+
+def entries(cache_dir):
+    """The disk cache's entry directories (named by a hash of their key)."""
+    if not os.path.isdir(cache_dir):
+        return []
+    return sorted(e for e in os.listdir(cache_dir)
+                  if os.path.isdir(os.path.join(cache_dir, e)))
+
+
+def rss_anon(pid):
+    """RssAnon of process pid, in bytes (0 once it is gone)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class QuantCache(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.llama = qp.Llama(qp.find_libllama())
+        cls.dir = tempfile.mkdtemp(prefix="ggufs-quant-cache-")
+        cls.model = os.path.join(cls.dir, "rand.gguf")
+        qp.random_llama(cls.model, seed=21, n_embd=512, n_ff=1408, n_layer=2, n_head=8,
+                        n_head_kv=4, n_vocab=2000, gtype=qp.F16)
+        cls.refs = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def reference(self, src, name):
+        """sha256 of llama.cpp's file of src for NAME."""
+        key = (src, os.stat(src).st_mtime_ns, name)
+        if key not in self.refs:
+            out = os.path.join(self.dir, "ref.gguf")
+            self.assertEqual(self.llama.quantize(src, out, qp.FTYPE[name]), 0)
+            self.refs[key] = (sha(out), os.path.getsize(out))
+            os.unlink(out)
+        return self.refs[key]
+
+    def test_second_mount_from_disk(self):
+        """Mount 1 quantizes Q4_K_M and stores every block; mount 2 reads every block
+        from the disk cache, quantizing none; both are llama.cpp's bytes."""
+        want, size = self.reference(self.model, "Q4_K_M")
+        blocks = -(-size // BLOCK)
+        cache = os.path.join(self.dir, "cache")
+        opts = ["-o", "cache_dir=" + cache]
+        with gm.Mount(self.model, opts) as m:
+            f = m.p("quants", "Q4_K_M.gguf")
+            self.assertEqual(counters(f), (0, 0, 0))
+            self.assertEqual(sha(f), want)
+            # every block made here (and stored); a block the memory cache let go
+            # before its reader came is read back from the disk cache
+            computed, from_disk, stored = counters(f)
+            self.assertGreaterEqual(computed, blocks)
+            self.assertGreaterEqual(stored, blocks)
+        self.assertEqual(len(entries(cache)), 1)
+        with gm.Mount(self.model, opts) as m:
+            f = m.p("quants", "Q4_K_M.gguf")
+            self.assertEqual(sha(f), want)
+            computed, from_disk, stored = counters(f)
+            self.assertEqual((computed, stored), (0, 0))
+            self.assertGreaterEqual(from_disk, blocks)
+        # another NAME is another entry; the first is still there
+        with gm.Mount(self.model, opts) as m:
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(sha(f), self.reference(self.model, "Q8_0")[0])
+            self.assertEqual(counters(f)[1], 0)
+        self.assertEqual(len(entries(cache)), 2)
+
+    def test_changed_model_new_key(self):
+        """A model rewritten in place (same path, other bytes) is quantized again, not
+        read from the entry of the bytes it had."""
+        cache = os.path.join(self.dir, "cache-changed")
+        opts = ["-o", "cache_dir=" + cache]
+        model = os.path.join(self.dir, "changing.gguf")
+        qp.random_llama(model, seed=31, n_embd=256, n_ff=512, n_layer=1, n_head=4,
+                        n_head_kv=4, n_vocab=300, gtype=qp.F16)
+        with gm.Mount(model, opts) as m:
+            self.assertEqual(sha(m.p("quants", "Q6_K.gguf")), self.reference(model, "Q6_K")[0])
+        qp.random_llama(model, seed=32, n_embd=256, n_ff=512, n_layer=1, n_head=4,
+                        n_head_kv=4, n_vocab=300, gtype=qp.F16)
+        with gm.Mount(model, opts) as m:
+            f = m.p("quants", "Q6_K.gguf")
+            self.assertEqual(sha(f), self.reference(model, "Q6_K")[0])
+            self.assertEqual(counters(f)[1], 0)
+
+    def test_no_disk_cache(self):
+        """-o cache_dir=none: nothing written anywhere, every block computed; without
+        the option the default cache ($XDG_CACHE_HOME/ggufs) gets the entry."""
+        default = os.path.join(os.environ["XDG_CACHE_HOME"], "ggufs")
+        shutil.rmtree(default, ignore_errors=True)
+        want, size = self.reference(self.model, "Q2_K")
+        for _ in range(2):
+            with gm.Mount(self.model, ["-o", "cache_dir=none"]) as m:
+                f = m.p("quants", "Q2_K.gguf")
+                self.assertEqual(sha(f), want)
+                computed, from_disk, stored = counters(f)
+                self.assertGreaterEqual(computed, -(-size // BLOCK))
+                self.assertEqual((from_disk, stored), (0, 0))
+        self.assertEqual(entries(default), [])
+        with gm.Mount(self.model, default_cache=True) as m:
+            self.assertEqual(sha(m.p("quants", "Q2_K.gguf")), want)
+        self.assertEqual(len(entries(default)), 1)
+
+    def test_shrinking_model(self):
+        """The model file shrinks while its quant is read: every read after gives EIO
+        (the blocks made ahead before included), every byte before is llama.cpp's."""
+        model = os.path.join(self.dir, "shrinking.gguf")
+        shutil.copyfile(self.model, model)
+        out = os.path.join(self.dir, "ref-shrink.gguf")
+        self.assertEqual(self.llama.quantize(model, out, qp.FTYPE["Q4_K_M"]), 0)
+        with open(out, "rb") as f:
+            want = f.read()
+        os.unlink(out)
+        with gm.Mount(model, ["-o", "cache_dir=none"]) as m:
+            path = m.p("quants", "Q4_K_M.gguf")
+            # O_DIRECT: every read reaches the daemon (none is the page cache's)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            try:
+                first = os.pread(fd, 1 << 20, 0)
+                self.assertEqual(first, want[:1 << 20])
+                time.sleep(0.2)   # the workers make blocks ahead meanwhile
+                os.truncate(model, os.path.getsize(model) // 2)
+                pos = len(first)
+                with self.assertRaises(OSError) as e:
+                    while pos < len(want):
+                        got = os.pread(fd, 1 << 20, pos)
+                        self.assertTrue(got)
+                        self.assertEqual(got, want[pos:pos + len(got)], pos)
+                        pos += len(got)
+                self.assertEqual(e.exception.errno, errno.EIO)
+                self.assertEqual(pos, len(first))
+            finally:
+                os.close(fd)
+
+    def test_memory_bound(self):
+        """A model larger than the bound: its F32 (twice its size) and Q8_0 read whole
+        at once, the daemon's anonymous memory stays under 256 MB."""
+        big = os.path.join(self.dir, "big.gguf")
+        qp.random_llama(big, seed=41, n_embd=1536, n_ff=4096, n_layer=4, n_head=12,
+                        n_head_kv=4, n_vocab=32000, gtype=qp.F16)
+        self.assertGreater(os.path.getsize(big), 200 << 20)
+        peak = [0]
+        with gm.Mount(big, ["-o", "cache_dir=" + os.path.join(self.dir, "cache-big")]) as m:
+            done = threading.Event()
+
+            def sample():
+                while not done.is_set():
+                    peak[0] = max(peak[0], rss_anon(m.proc.pid))
+                    time.sleep(0.02)
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            sizes = {}
+            try:
+                readers = []
+                for name in ("F32", "Q8_0"):
+                    path = m.p("quants", name + ".gguf")
+                    sizes[name] = os.path.getsize(path)
+                    readers.append(threading.Thread(target=sha, args=(path,)))
+                for r in readers:
+                    r.start()
+                for r in readers:
+                    r.join()
+            finally:
+                done.set()
+                sampler.join()
+            self.assertGreater(sizes["F32"], 2 * MEMORY_BOUND)
+            self.assertGreater(peak[0], 0)
+            self.assertLess(peak[0], MEMORY_BOUND, "peak RssAnon %d" % peak[0])
+        os.unlink(big)
+
+
+def main():
+    gm.setup()
+    if not qp.find_libllama():
+        gm.main("llama", "libllama of node-llama-cpp is not installed (npm ci in tests/llama)")
+    unittest.main(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
