@@ -58,6 +58,52 @@ static int unescape_line(const char *p, size_t n, struct vbytes *out, char err[G
 	return 0;
 }
 
+/* The lines of text as elements of array type t appended to b (after its element type
+ * and count), their count into *count: 0, or -1 with "line N: why" in err, the first
+ * line numbered first_line. */
+static int parse_lines(const char *text, uint64_t len, const struct value_type *t,
+                       uint64_t first_line, struct vbytes *b, uint64_t *count,
+                       char err[GGUF_ERR_MAX])
+{
+	struct value_type inner = { t->depth - 1, t->leaf };
+	uint64_t pos = 0;
+	*count = 0;
+	while (pos < len) {
+		const char *line = text + pos;
+		const char *nl = memchr(line, '\n', (size_t)(len - pos));
+		size_t n = nl ? (size_t)(nl - line) : (size_t)(len - pos);
+		pos += n + (nl ? 1 : 0);
+		char why[GGUF_ERR_MAX] = "";
+		int rc = 0;
+		if (inner.depth) {
+			struct json_cur c = { .p = line, .end = line + n };
+			if (!json_value(&c, &inner, b)) {
+				rc = -1;
+				snprintf(why, sizeof why, "%s", c.err);
+			} else {
+				json_ws(&c);
+				if (c.p != c.end) {
+					rc = -1;
+					snprintf(why, sizeof why, "text after the array");
+				}
+			}
+		} else if (t->leaf == GGUF_TYPE_STRING) {
+			rc = unescape_line(line, n, b, why);
+		} else {
+			uint8_t v[8];
+			rc = value_scalar_parse(t->leaf, line, n, v, why);
+			if (rc == 0)
+				vbytes_put(b, v, gguf_vtype_size(t->leaf));
+		}
+		if (rc < 0) {
+			snprintf(err, GGUF_ERR_MAX, "line %" PRIu64 ": %s", first_line + *count, why);
+			return -1;
+		}
+		++*count;
+	}
+	return 0;
+}
+
 int parse_value(const char *text, uint64_t len, const struct value_type *t,
                 struct value_buf *out, char err[GGUF_ERR_MAX])
 {
@@ -75,44 +121,13 @@ int parse_value(const char *text, uint64_t len, const struct value_type *t,
 			vbytes_put(&b, v, gguf_vtype_size(t->leaf));
 		}
 	} else {
-		struct value_type inner = { t->depth - 1, t->leaf };
-		uint32_t et = inner.depth ? GGUF_TYPE_ARRAY : t->leaf;
+		uint32_t et = t->depth > 1 ? GGUF_TYPE_ARRAY : t->leaf;
 		vbytes_le(&b, et, 4);
 		vbytes_le(&b, 0, 8);
-		uint64_t count = 0, pos = 0;
-		while (pos < len) {
-			const char *line = text + pos;
-			const char *nl = memchr(line, '\n', (size_t)(len - pos));
-			size_t n = nl ? (size_t)(nl - line) : (size_t)(len - pos);
-			pos += n + (nl ? 1 : 0);
-			char why[GGUF_ERR_MAX] = "";
-			int rc = 0;
-			if (inner.depth) {
-				struct json_cur c = { .p = line, .end = line + n };
-				if (!json_value(&c, &inner, &b)) {
-					rc = -1;
-					snprintf(why, sizeof why, "%s", c.err);
-				} else {
-					json_ws(&c);
-					if (c.p != c.end) {
-						rc = -1;
-						snprintf(why, sizeof why, "text after the array");
-					}
-				}
-			} else if (t->leaf == GGUF_TYPE_STRING) {
-				rc = unescape_line(line, n, &b, why);
-			} else {
-				uint8_t v[8];
-				rc = value_scalar_parse(t->leaf, line, n, v, why);
-				if (rc == 0)
-					vbytes_put(&b, v, gguf_vtype_size(t->leaf));
-			}
-			if (rc < 0) {
-				snprintf(err, GGUF_ERR_MAX, "line %" PRIu64 ": %s", count + 1, why);
-				free(b.p);
-				return -1;
-			}
-			count++;
+		uint64_t count;
+		if (parse_lines(text, len, t, 1, &b, &count, err) < 0) {
+			free(b.p);
+			return -1;
 		}
 		vbytes_patch(&b, 4, count, 8);
 	}
@@ -123,4 +138,13 @@ int parse_value(const char *text, uint64_t len, const struct value_type *t,
 	}
 	value_buf_take(out, t, &b);
 	return 0;
+}
+
+int parse_value_lines(const char *text, uint64_t len, const struct value_type *t,
+                      uint64_t first_line, uint64_t *count, char err[GGUF_ERR_MAX])
+{
+	struct vbytes b = { 0 };
+	int r = parse_lines(text, len, t, first_line, &b, count, err);
+	free(b.p);
+	return r;
 }

@@ -20,6 +20,13 @@
 int parse_value(const char *text, uint64_t len, const struct value_type *t,
                 struct value_buf *out, char err[GGUF_ERR_MAX]);
 
+/* Whether every line of text (each ended by a newline, the last one's maybe not)
+ * parses as an element of array type t (depth > 0), as parse_value reads them: 0 with
+ * the number of lines in *count, or -1 with "line N: why" in err, text's first line
+ * numbered first_line. Keeps nothing: for checking a text part by part as it comes. */
+int parse_value_lines(const char *text, uint64_t len, const struct value_type *t,
+                      uint64_t first_line, uint64_t *count, char err[GGUF_ERR_MAX]);
+
 /* t from the type of a value as it is (render_value_type's reading of it). 0, or -1
  * for a value whose type has no parser (an unknown type id). */
 int parse_value_type_of(const struct gguf_value *v, struct value_type *t);

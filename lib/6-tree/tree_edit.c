@@ -40,11 +40,16 @@ static void declare(struct tree_edits *e, uint64_t id, const struct value_type *
  * type (an empty array of arrays) the one user.gguf.type last set. 0 or -1. */
 int edit_type_of(const struct tree_edits *e, uint64_t k, struct value_type *t)
 {
-	if (parse_value_type_of(&e->cur->m->meta->kv[k].value, t) < 0)
+	return edit_type_of_key(e, &e->cur->state->keys[k], t);
+}
+
+int edit_type_of_key(const struct tree_edits *e, const struct ov_key *key, struct value_type *t)
+{
+	if (parse_value_type_of(&key->kv.value, t) < 0)
 		return -1;
 	if (t->leaf == GGUF_TYPE_ARRAY)
 		for (uint64_t i = 0; i < e->n_declared; i++)
-			if (e->declared[i].id == e->cur->state->keys[k].id)
+			if (e->declared[i].id == key->id)
 				*t = e->declared[i].t;
 	return 0;
 }
@@ -566,21 +571,78 @@ static const char *hopeless(enum gguf_vtype t, const char *text, uint64_t len, c
 	return NULL;
 }
 
+/* True when text[0..len) is the start of what metadata/KEY shows for v (a copy of the
+ * file on its way back, which parses or is a no-op: tree_edits_write). */
+static bool is_rendering_start(const struct gguf_value *v, const char *text, uint64_t len)
+{
+	struct sink c = sink_counter();
+	render_value(&c, v);
+	if (c.pos < len)
+		return false;
+	char *buf = malloc(len + 1);
+	if (!buf)
+		return true;   /* not known to be refused: refused at close if it is */
+	struct sink s = sink_window(buf, 0, len);
+	render_value(&s, v);
+	bool same = memcmp(buf, text, len) == 0;
+	free(buf);
+	return same;
+}
+
+/* Why the lines of an array of type t in lines's part of text can no longer make one,
+ * into why (0), or -1; lines advanced over those that parse. */
+static int hopeless_lines(const struct value_type *t, const char *text, uint64_t len,
+                          struct edit_lines *lines, char why[GGUF_ERR_MAX])
+{
+	uint64_t end = lines->end < len ? lines->end : len;
+	if (lines->from >= end)
+		return -1;
+	const char *p = text + lines->from;
+	const char *nl = memrchr(p, '\n', (size_t)(end - lines->from));
+	if (nl) {
+		uint64_t whole = (uint64_t)(nl + 1 - p), count;
+		if (parse_value_lines(p, whole, t, lines->line, &count, why) < 0)
+			return 0;
+		lines->from += whole;
+		lines->line += count;
+		p = nl + 1;
+	}
+	char buf[96];
+	const char *no = t->depth == 1 && t->leaf != GGUF_TYPE_STRING ?
+	                 hopeless(t->leaf, p, end - lines->from, buf) : NULL;
+	if (!no)
+		return -1;
+	snprintf(why, GGUF_ERR_MAX, "line %" PRIu64 " can no longer be a %s: %s", lines->line,
+	         gguf_vtype_name(t->leaf), no);
+	return 0;
+}
+
 int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
-                        char err[GGUF_ERR_MAX])
+                        struct edit_lines *lines, char err[GGUF_ERR_MAX])
 {
 	struct tree *cur = tree_edits_current(e);   /* a write need not wait for an edit */
 	uint64_t k = key_at(cur, ino);
 	int r = 0;
 	if (k != UINT64_MAX) {
 		const struct gguf_value *v = &cur->m->meta->kv[k].value;
-		char buf[96], why[160];
-		const char *no = v->type != GGUF_TYPE_STRING && v->type != GGUF_TYPE_ARRAY ?
-		                 hopeless(v->type, text, len, buf) : NULL;
+		char buf[96], why[GGUF_ERR_MAX];
+		struct value_type t;
+		const char *no = NULL;
+		if (v->type != GGUF_TYPE_STRING && v->type != GGUF_TYPE_ARRAY) {
+			no = hopeless(v->type, text, len, buf);
+			if (no) {
+				snprintf(why, sizeof why, "the text can no longer be a %s: %s",
+				         gguf_vtype_name(v->type), no);
+				no = why;
+			}
+		} else if (v->type == GGUF_TYPE_ARRAY && lines && parse_value_type_of(v, &t) == 0 &&
+		           t.leaf != GGUF_TYPE_ARRAY &&   /* an empty array of arrays: type unknown */
+		           hopeless_lines(&t, text, len, lines, why) == 0 &&
+		           !is_rendering_start(v, text, lines->end < len ? lines->end : len)) {
+			no = why;
+		}
 		if (no) {
-			snprintf(why, sizeof why, "the text can no longer be a %s: %s",
-			         gguf_vtype_name(v->type), no);
-			edit_key_err(cur, k, why, err);
+			edit_key_err(cur, k, no, err);
 			r = -EINVAL;
 		}
 	}

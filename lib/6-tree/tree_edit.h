@@ -69,11 +69,20 @@ int tree_edits_write(struct tree_edits *e, uint64_t ino, const char *text, uint6
  * tree_edits_write would return short of saving FILE. */
 int tree_edits_check(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
                      char err[GGUF_ERR_MAX]);
+/* A writer's text read line by line as it comes (an array's, tree_edits_precheck): the
+ * part [start, end) of it the writer wrote in order, of which the lines before from
+ * (from line number line, the text's first being 1) are known to parse. */
+struct edit_lines {
+	uint64_t from, line, end;
+};
 /* Whether text could still become a value of the key's type once more is written: a
  * number or bool whose text already holds a byte no such text has, or is longer than
- * any such text, cannot (EINVAL). 0 otherwise. Changes nothing. */
+ * any such text, cannot (EINVAL); nor can an array with a line in lines's part that is
+ * whole (its newline written) and is no element, or (of numbers or bools) a last line
+ * begun that can no longer be one (lines NULL: arrays pass). lines->from and ->line
+ * advance over the lines found to parse. 0 otherwise. Changes nothing else. */
 int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, uint64_t len,
-                        char err[GGUF_ERR_MAX]);
+                        struct edit_lines *lines, char err[GGUF_ERR_MAX]);
 /* The key of file ino takes the type named type (user.gguf.type's names), its text
  * parsed again as that type; EINVAL when it does not parse or type is no type. An
  * empty string (a key just created) takes the type's empty value (0, false, []). The type
@@ -111,7 +120,9 @@ int tree_edits_unlink(struct tree_edits *e, const char *name, uint64_t *ino,
  * renamed; over a key (listed or moved aside), whatever file it is, sets that key's value
  * from the file's text parsed by that key's type, in place, and from is gone; a key to a
  * scratch name is moved aside; a scratch file to a new key name makes a key of its text
- * (a string; or, holding a key moved aside, that key renamed and set). */
+ * (a string; or, holding a key moved aside, that key renamed and set; or, to the name
+ * of one of the last keys deleted, that key back in its place and type, set: vim's way
+ * back from a save refused). */
 int tree_edits_rename(struct tree_edits *e, const char *from, const char *to,
                       char err[GGUF_ERR_MAX]);
 

@@ -48,7 +48,8 @@ struct tree_edits {
 	struct declared { uint64_t id; struct value_type t; } *declared;
 	uint64_t n_declared;
 	/* the last keys deleted, newest last: a file made again under one's name (install
-	 * unlinks its target, then creates it) is that key again, in its place */
+	 * unlinks its target, then creates it; vim, a save refused, removes the KEY it
+	 * made and renames KEY~ back) is that key again, in its place */
 	struct ov_key gone[TOMBSTONES];
 	uint64_t n_gone;
 };
@@ -71,5 +72,7 @@ int edit_parse_bounded(const char *text, uint64_t len, const struct value_type *
                        struct value_buf *b, char why[GGUF_ERR_MAX]);
 /* The type to parse key k of the current tree's text as: 0 or -1. */
 int edit_type_of(const struct tree_edits *e, uint64_t k, struct value_type *t);
+/* The same for key (of any state, a key deleted included). */
+int edit_type_of_key(const struct tree_edits *e, const struct ov_key *key, struct value_type *t);
 
 #endif

@@ -374,6 +374,54 @@ static int create_with_text(struct tree_edits *e, const char *name, const char *
 	return edit_commit(e, s, err);
 }
 
+/* Key gone[g] (deleted a moment ago) back in its place and type, holding text parsed by
+ * that type (or its value as it was, text being its rendering), in one commit: a
+ * scratch file renamed to its name, as vim undoes a save refused (the KEY it made
+ * again removed, then KEY~ renamed back to KEY). EINVAL when the text does not parse
+ * (nothing changes). Lock held. */
+static int restore_with_text(struct tree_edits *e, uint64_t g, const char *text,
+                             uint64_t text_len, char err[GGUF_ERR_MAX])
+{
+	const struct ov_key *key = &e->gone[g];
+	char why[GGUF_ERR_MAX], q[80];
+	struct value_type t;
+	struct value_buf b;
+	int r = 0;
+	if (text_len > EDIT_TEXT_MAX) {
+		snprintf(why, sizeof why, "the text is longer than a key takes (64 MiB)");
+		r = -EFBIG;
+	}
+	bool same = r == 0 && edit_is_rendering(&key->kv.value, text, text_len);
+	if (r == 0 && !same && edit_type_of_key(e, key, &t) < 0) {
+		snprintf(why, sizeof why, "a value of an unknown type cannot be written");
+		r = -EINVAL;
+	}
+	if (r == 0 && !same)
+		r = edit_parse_bounded(text, text_len, &t, &b, why);
+	if (r < 0) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %.400s", gguf_quote(&key->kv.key, q), why);
+		return r;
+	}
+	struct ov_state *back, *s = NULL;
+	r = ov_restore(e->cur->state, key, &back);
+	if (r == 0) {
+		s = same ? back : ov_set(back, ov_find_id(back, key->id), &b.v);
+		if (!same)
+			ov_put(back);
+	}
+	if (!same)
+		value_buf_free(&b);
+	if (r < 0 || !s) {
+		snprintf(err, GGUF_ERR_MAX, "metadata/%s: %s", gguf_quote(&key->kv.key, q),
+		         strerror(r < 0 ? -r : ENOMEM));
+		return r < 0 ? r : -ENOMEM;
+	}
+	r = edit_commit(e, s, err);
+	if (r == 0)
+		forget_gone(e, g);
+	return r;
+}
+
 /* A rename of scratch file from to file name to: over a key's (listed or moved aside),
  * its value; to a new name, the new key [key, len); to another scratch name, only the
  * name. Lock held. */
@@ -400,11 +448,13 @@ static int rename_scratch(struct tree_edits *e, const char *from, const char *to
 	bool aside;
 	uint64_t k = key_named(e, to, &aside);
 	uint64_t j = held == SCRATCH_NO_KEY ? UINT64_MAX : ov_find_id(e->cur->state, held);
-	uint64_t target_id = k != UINT64_MAX ? id_at(e->cur, k) : SCRATCH_NO_KEY;
+	uint64_t target_id = k != UINT64_MAX ? id_at(e->cur, k) : SCRATCH_NO_KEY, g;
 	if (k != UINT64_MAX)        /* over a key: its value, in place */
 		r = set_key_text(e, k, text, text_len, j == k ? UINT64_MAX : j, err);
 	else if (j != UINT64_MAX)   /* a key moved aside, now under a new name */
 		r = rename_with_text(e, j, key, len, text, text_len, err);
+	else if ((g = find_gone(e, to)) != UINT64_MAX)   /* a key deleted a moment ago */
+		r = restore_with_text(e, g, text, text_len, err);
 	else
 		r = create_with_text(e, to, key, len, text, text_len, err);
 	free(text);

@@ -11,6 +11,7 @@
 
 #include "evlog.h"
 #include "hub_listing.h"
+#include "log_escape.h"
 #include "url.h"
 #include "vbytes.h"
 
@@ -218,8 +219,13 @@ int hub_parse_page(const char *body, size_t len, const char *folder, struct hub_
 	/* a NUL in a string is read, so that its entry alone is refused (path_safe) */
 	json_t *doc = json_loadb(body, len, JSON_ALLOW_NUL, &je);
 	if (!json_is_array(doc)) {
+		/* jansson's text quotes the page near the fault (a newline or an escape
+		 * sequence of a terminal included): escaped, so the error stays one line */
+		char why[192] = "";
+		if (!doc)
+			log_escape(why, sizeof why, je.text, strnlen(je.text, sizeof je.text));
 		gguf_errf(err, "the hub's listing is not a JSON array%s%s",
-		         doc ? "" : ": ", doc ? "" : je.text);
+		         doc ? "" : ": ", why);
 		json_decref(doc);
 		return -EPROTO;
 	}

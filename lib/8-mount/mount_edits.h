@@ -42,8 +42,14 @@ struct edit_file {
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
 	                         * "> KEY" closes a first descriptor (its dup2) before it
 	                         * writes, so that truncation is made at the last close */
-	pthread_mutex_t lock;   /* text, dirty, refused, the truncation's state */
+	pthread_mutex_t lock;   /* text, dirty, refused, the truncation's state, lines */
 	struct vbytes text;     /* edit_text.h */
+	/* An array's lines checked as they are written (tree_edits_precheck), while the
+	 * writer writes in order from the start or the end of its text, as cp, a shell,
+	 * an editor do: a write elsewhere (or a truncation into it) ends it for the open,
+	 * since then a line written may yet be overwritten into one that parses. */
+	enum { LINES_NONE, LINES_ON, LINES_OFF } lines_state;
+	struct edit_lines lines;
 };
 
 /* mount_edits.c */

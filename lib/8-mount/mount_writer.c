@@ -163,6 +163,11 @@ bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_s
 		if (r == 0) {
 			h->dirty = true;
 			truncation_gone(m, h);
+			/* cut to nothing: written anew; into what was written: no longer in order */
+			if (size == 0)
+				h->lines_state = LINES_NONE;
+			else if (h->lines_state == LINES_ON && size < h->lines.end)
+				h->lines_state = LINES_OFF;
 		}
 		pthread_mutex_unlock(&h->lock);
 	} else if (r == 0 && (to_set & MOUNT_SET_SIZE)) {
@@ -200,6 +205,26 @@ bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_s
 	return n != NULL;
 }
 
+/* h (locked) took size bytes at off into its text, which held was bytes before: its
+ * lines' part (struct edit_file) grown, begun or ended. */
+static void lines_written(struct edit_file *h, uint64_t off, uint64_t size, uint64_t was)
+{
+	const char *text = edit_text_bytes(&h->text);
+	if (h->lines_state == LINES_NONE) {
+		/* the first write: at the start, or at the end after a whole line (>>) */
+		bool line_start = off == 0 || (off == was && text[off - 1] == '\n');
+		h->lines_state = line_start ? LINES_ON : LINES_OFF;
+		h->lines = (struct edit_lines){ .from = off, .line = 1, .end = off };
+		for (const char *p = text; line_start && (p = memchr(p, '\n', (size_t)(text + off - p)));
+		     p++)
+			h->lines.line++;
+	}
+	if (h->lines_state == LINES_ON && off == h->lines.end)
+		h->lines.end = off + size;
+	else
+		h->lines_state = LINES_OFF;
+}
+
 /* A write of metadata/KEY goes into the writer's text, at its offset (a hole is zeros);
  * the text becomes the value at close. EINVAL at once when the text can no longer
  * become a value of the key's type. */
@@ -220,10 +245,15 @@ bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf
 	if (r < 0) {   /* refused before: nothing after it is taken */
 	} else if (__builtin_add_overflow(off, (uint64_t)size, &end) || end > EDIT_TEXT_MAX) {
 		r = -EFBIG;
-	} else if ((r = edit_text_write(&h->text, off, buf, size)) == 0) {
-		h->dirty = true;
-		truncation_gone(m, h);
-		r = tree_edits_precheck(m->edits, ino, edit_text_bytes(&h->text), h->text.len, why);
+	} else {
+		uint64_t was = h->text.len;
+		if ((r = edit_text_write(&h->text, off, buf, size)) == 0) {
+			h->dirty = true;
+			truncation_gone(m, h);
+			lines_written(h, off, size, was);
+			r = tree_edits_precheck(m->edits, ino, edit_text_bytes(&h->text), h->text.len,
+			                        h->lines_state == LINES_ON ? &h->lines : NULL, why);
+		}
 	}
 	if (r < 0 && r != -ENOMEM)
 		h->refused = r;   /* the close fails with it too, and makes nothing */

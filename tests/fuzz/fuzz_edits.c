@@ -3,7 +3,8 @@
  * (its first 1,024 bytes, up to a NUL) as a file name created in and renamed into
  * metadata/ (tree_edit.h, on the small type-vectors model). A refused patch, value or
  * name must leave one non-empty line; an accepted patch must write back (edits_render)
- * to a patch that reads into the same state, an accepted name must be found again. Any
+ * to a patch that reads into the same state, an accepted name must be found again, an
+ * array's text read in two parts (parse_value_lines) must read as it does whole. Any
  * broken promise aborts. Also built without libFuzzer into a regression runner
  * (replay.c) over corpus_edits/. */
 #include <stdint.h>
@@ -159,10 +160,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct value_buf b;
 		if (value_type_parse(types[i], strlen(types[i]), &t) < 0)
 			broken("a type name");
-		if (parse_value((const char *)data, size, &t, &b, err) == 0)
+		int whole = parse_value((const char *)data, size, &t, &b, err);
+		if (whole == 0)
 			value_buf_free(&b);
 		else if (!err[0])
 			broken("a refused value without its line");
+		/* an array read line by line as it is written (the check at write(2)) says
+		 * what the whole text's parse says, in two parts cut after a newline */
+		if (t.depth > 0) {
+			const char *p = (const char *)data, *nl = memchr(p, '\n', size);
+			uint64_t cut = nl ? (uint64_t)(nl - p) + 1 : 0, n1 = 0, n2 = 0;
+			char err2[GGUF_ERR_MAX];
+			int parts = parse_value_lines(p, cut, &t, 1, &n1, err2);
+			if (parts == 0)
+				parts = parse_value_lines(p + cut, size - cut, &t, 1 + n1, &n2, err2);
+			if (parts != whole || (whole < 0 && strcmp(err, err2) != 0))
+				broken("an array read in parts reads otherwise than whole");
+		}
 	}
 	fuzz_name(data, size);
 	return 0;

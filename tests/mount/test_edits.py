@@ -418,6 +418,78 @@ class Edits(gm.EditsCase):
             self.assertEqual(meta(m, "general.name")[-8:], b"(fixed)\n")
             self.assertNotIn("edit refused", m.stderr())
 
+    def test_refused_saves(self):
+        """A save that does not parse (issue 38 item 6): the write(2) that makes the text
+        unparsable is EINVAL, an array's whole line included (a number's own line, a
+        string's bad escape), so cp, a shell or a program sees the reason at once, and
+        the close fails too; vim (-es), whose save renames KEY aside and makes a new KEY,
+        and on the refusal removes it and renames the old one back, and emacs, which
+        leaves its backup, fail with the key as it was: value, type, place and inode
+        (vim's way back made a number or array key a string before); FILE holds no
+        edit."""
+        with self.mount() as m:
+            md = lambda *k: m.p("metadata", *k)
+            keys = sorted(os.listdir(md()))
+            order = keys_in_order(m)
+            before = {k: (meta(m, k), os.getxattr(md(k), "user.gguf.type"), os.stat(md(k)).st_ino)
+                      for k in keys}
+            # plain writes: the one holding the bad line is refused, not the close alone
+            for key, data, bad_at in (("tokenizer.ggml.token_type", b"1\n2\nabc\n", 2),
+                                      ("tokenizer.ggml.scores", b"0.5\n-0\n1.5.5\n", 2),
+                                      ("tokenizer.ggml.tokens", b"a\n\\q\n", 1),
+                                      ("llama.context_length", b"x", 0)):
+                fd = os.open(md(key), os.O_WRONLY | os.O_TRUNC)
+                try:
+                    for n, line in enumerate(data.splitlines(keepends=True)):
+                        if n < bad_at:
+                            self.assertEqual(os.write(fd, line), len(line), key)
+                        else:
+                            with self.assertRaises(OSError, msg=key) as e:
+                                os.write(fd, line)
+                            self.assertEqual(e.exception.errno, errno.EINVAL, key)
+                            break
+                finally:
+                    with self.assertRaises(OSError, msg=key) as e:
+                        os.close(fd)
+                    self.assertEqual(e.exception.errno, errno.EINVAL, key)
+                self.assertIn("line %d" % (bad_at + 1) if key != "llama.context_length"
+                              else "no longer be a uint32",
+                              os.getxattr(m.path, "user.ggufs.last_error").decode(), key)
+            # a copy of the file as it shows, back in small pieces: no refusal
+            shown = meta(m, "tokenizer.ggml.scores")
+            fd = os.open(md("tokenizer.ggml.scores"), os.O_WRONLY | os.O_TRUNC)
+            for at in range(0, len(shown), 1000):
+                os.write(fd, shown[at:at + 1000])
+            os.close(fd)
+            # editors, their saves outside /tmp (the mount is in it)
+            for key, cmd in (("tokenizer.ggml.token_type", "3s/.*/abc/"),
+                             ("llama.context_length", "%s/.*/abc/"),
+                             ("tokenizer.ggml.tokens", "2s/.*/a\\\\q/")):
+                r = subprocess.run(["vim", "-N", "-es", "-u", "NONE", "-i", "NONE",
+                                    "-c", "set backupskip= writebackup nobackup backupcopy=auto",
+                                    "-c", cmd, "-c", "wq", md(key)],
+                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+                self.assertNotEqual(r.returncode, 0, key)
+            r = subprocess.run(["emacs", "-Q", "--batch",
+                                "--eval", "(setq backup-enable-predicate (lambda (f) t))",
+                                md("tokenizer.ggml.token_type"),
+                                "--eval", '(progn (goto-char (point-min)) (insert "abc\n"))',
+                                "-f", "save-buffer"],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(b"Invalid argument", r.stderr)
+            # emacs leaves its backup (a scratch file with the old text), as a save does
+            self.assertEqual(gm.read_file(md("tokenizer.ggml.token_type~")),
+                             before["tokenizer.ggml.token_type"][0])
+            os.unlink(md("tokenizer.ggml.token_type~"))
+            self.assertEqual(sorted(os.listdir(md())), keys)
+            self.assertEqual(keys_in_order(m), order)
+            for k in keys:
+                self.assertEqual((meta(m, k), os.getxattr(md(k), "user.gguf.type"),
+                                  os.stat(md(k)).st_ino), before[k], k)
+            doc = edits_of(self.file)
+            self.assertEqual((doc["set"], doc["deleted"], doc["renamed"]), ({}, [], {}))
+
     def test_real_emacs(self):
         """emacs itself (batch; backups enabled in /tmp, where the mount is) edits a
         uint32, an array and a string: its first save renames KEY to KEY~ and writes a

@@ -61,10 +61,15 @@ static void test_page(void **state)
 	assert_string_equal(l.files[0].path, "b.txt");
 	hub_listing_free(&l);
 
-	const char *bad[] = { "{\"type\":\"file\"}", "not json", "", "[" };
+	/* the last two: jansson quotes the page's bytes near the fault, a newline and an
+	 * ESC among them; the error line stays one line with them escaped */
+	const char *bad[] = { "{\"type\":\"file\"}", "not json", "", "[",
+	                      "[\"\\u12\n\"]", "[\"\\u1\x1b[2J\"]" };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		assert_int_equal(hub_parse_page(bad[i], strlen(bad[i]), "", &l, err), -EPROTO);
 		assert_non_null(strstr(err, "listing"));
+		assert_null(strchr(err, '\n'));
+		assert_null(strchr(err, '\x1b'));
 		hub_listing_free(&l);
 	}
 }

@@ -156,11 +156,11 @@ static void test_each_edit(void **state)
 	assert_int_equal(tree_edits_create(f->e, "a%2", &ino, err), -EINVAL);
 	assert_int_equal(tree_edits_create(f->e, "a%2Fb", &ino, err), 0);   /* the key "a/b" */
 	uint64_t bos = ino_of(f->e, "tokenizer.ggml.add_bos_token");
-	assert_int_equal(tree_edits_precheck(f->e, bos, "tr", 2, err), 0);
-	assert_int_equal(tree_edits_precheck(f->e, bos, "1", 1, err), -EINVAL);
+	assert_int_equal(tree_edits_precheck(f->e, bos, "tr", 2, NULL, err), 0);
+	assert_int_equal(tree_edits_precheck(f->e, bos, "1", 1, NULL, err), -EINVAL);
 	uint64_t bc = ino_of(f->e, "llama.block_count");
-	assert_int_equal(tree_edits_precheck(f->e, bc, " 12\n", 4, err), 0);
-	assert_int_equal(tree_edits_precheck(f->e, bc, "1x", 2, err), -EINVAL);
+	assert_int_equal(tree_edits_precheck(f->e, bc, " 12\n", 4, NULL, err), 0);
+	assert_int_equal(tree_edits_precheck(f->e, bc, "1x", 2, NULL, err), -EINVAL);
 
 	/* model.gguf parses back: the edits in it, the data section byte for byte */
 	struct tree *t = tree_edits_current(f->e);
@@ -493,6 +493,66 @@ static bool has_key(struct tree_edits *e, const char *key)
  * one is moved aside, in the metadata still, until its name is made again (vim's save:
  * KEY -> KEY~, create KEY, write, remove KEY~: the key keeps its type, place and ino) or
  * the scratch file goes (the key with it); a scratch file renamed over a key sets it. */
+/* prechecks text as one writer writing it in order from the start, in pieces of step
+ * bytes: the return of the first refusal (with the bytes written by then in *at), or 0. */
+static int precheck_in_pieces(struct tree_edits *e, uint64_t ino, const char *text,
+                              size_t step, size_t *at, char err[GGUF_ERR_MAX])
+{
+	struct edit_lines lines = { .from = 0, .line = 1, .end = 0 };
+	size_t len = strlen(text);
+	for (*at = 0; *at < len; ) {
+		*at += len - *at < step ? len - *at : step;
+		lines.end = *at;
+		int r = tree_edits_precheck(e, ino, text, *at, &lines, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* An array's text is refused at the write that holds a whole line that is no element
+ * (or, for numbers, a line begun that can no longer be one), named by its number; a
+ * text that parses, and a copy of the file as shown, pass every write. */
+static void test_precheck_arrays(void **state)
+{
+	struct fixture *f = *state;
+	char err[GGUF_ERR_MAX];
+	size_t at;
+	uint64_t types = ino_of(f->e, "tokenizer.ggml.token_type");     /* array[int32] */
+	uint64_t scores = ino_of(f->e, "tokenizer.ggml.scores");        /* array[float32] */
+	uint64_t tokens = ino_of(f->e, "tokenizer.ggml.tokens");        /* array[string] */
+	assert_int_equal(precheck_in_pieces(f->e, types, "1\n2\n-3\n", 1, &at, err), 0);
+	assert_int_equal(precheck_in_pieces(f->e, types, "1\n2\nabc\n4\n", 3, &at, err), -EINVAL);
+	assert_int_equal(at, 6);   /* "a" can begin no int32 */
+	assert_non_null(strstr(err, "tokenizer.ggml.token_type: line 3 "));
+	assert_int_equal(precheck_in_pieces(f->e, types, "1\n99999999999\n", 64, &at, err), -EINVAL);
+	assert_non_null(strstr(err, "line 2: "));
+	assert_int_equal(precheck_in_pieces(f->e, scores, "0.5\n-1e-05\nnan\n", 2, &at, err), 0);
+	assert_int_equal(precheck_in_pieces(f->e, scores, "0.5\n1.5.5\n", 64, &at, err), -EINVAL);
+	assert_non_null(strstr(err, "line 2: "));
+	assert_int_equal(precheck_in_pieces(f->e, tokens, "a\n\\x4\n", 64, &at, err), 0 - EINVAL);
+	assert_non_null(strstr(err, "line 2: \\x is not followed by two hex digits"));
+	/* the end of a string line is not known until its newline: "\\" may follow */
+	assert_int_equal(precheck_in_pieces(f->e, tokens, "a\nb\\", 64, &at, err), 0);
+	/* lines after a part that parses are numbered on (the part is not parsed again) */
+	struct edit_lines lines = { .from = 0, .line = 1, .end = 4 };
+	assert_int_equal(tree_edits_precheck(f->e, types, "1\n2\nx\n", 4, &lines, err), 0);
+	assert_int_equal(lines.from, 4);
+	assert_int_equal(lines.line, 3);
+	lines.end = 6;
+	assert_int_equal(tree_edits_precheck(f->e, types, "1\n2\nx\n", 6, &lines, err), -EINVAL);
+	assert_non_null(strstr(err, "line 3"));
+	/* without lines, an array's text passes until close */
+	assert_int_equal(tree_edits_precheck(f->e, types, "x\n", 2, NULL, err), 0);
+	/* the file as shown, written back in pieces, passes */
+	char *shown = content(f->e, "tokenizer.ggml.tokens");
+	assert_int_equal(precheck_in_pieces(f->e, tokens, shown, 4096, &at, err), 0);
+	free(shown);
+	shown = content(f->e, "tokenizer.ggml.scores");
+	assert_int_equal(precheck_in_pieces(f->e, scores, shown, 4096, &at, err), 0);
+	free(shown);
+}
+
 static void test_scratch_files(void **state)
 {
 	struct fixture *f = *state;
@@ -572,6 +632,35 @@ static void test_scratch_files(void **state)
 	assert_int_equal(tree_edits_write(f->e, ino, "11\n", 3, err), 0);
 	expect_content(f->e, eos, "11\n");
 	assert_int_equal(tree_edits_create(f->e, eos, &ino, err), -EEXIST);
+
+	/* vim's way back from a save refused: the KEY it made removed, KEY~ renamed back;
+	 * the key again in its place and type, not a new string key; text that does not
+	 * parse by its type is refused and changes nothing */
+	assert_int_equal(tree_edits_rename(f->e, eos, "e~", err), 0);
+	assert_int_equal(tree_edits_create(f->e, eos, &ino, err), 1);
+	assert_int_equal(tree_edits_unlink(f->e, eos, &ino, err), 0);
+	assert_false(has_key(f->e, eos));
+	assert_int_equal(scratch_put_file(ss, ".eos.ZZZZ", "x\n", 2, SCRATCH_NO_KEY, &ino), 0);
+	assert_int_equal(tree_edits_rename(f->e, ".eos.ZZZZ", eos, err), -EINVAL);
+	assert_non_null(strstr(err, eos));
+	assert_false(has_key(f->e, eos));
+	assert_int_equal(tree_edits_unlink(f->e, ".eos.ZZZZ", &ino, err), 0);
+	assert_int_equal(tree_edits_rename(f->e, "e~", eos, err), 0);
+	assert_int_equal(ino_of(f->e, eos), eos_at);
+	expect_content(f->e, eos, "11\n");
+	{
+		struct tree *t = tree_edits_current(f->e);
+		const struct tree_node *n = tree_node(t, eos_at);
+		assert_int_equal(tree_model(t)->meta->kv[n->index].value.type, GGUF_TYPE_UINT32);
+		tree_release(t);
+	}
+	assert_false(tree_edits_taken(f->e, "e~"));
+	/* and with new text: parsed by its type */
+	assert_int_equal(tree_edits_unlink(f->e, eos, &ino, err), 0);
+	assert_int_equal(scratch_put_file(ss, ".eos.WWWW", "12\n", 3, SCRATCH_NO_KEY, &ino), 0);
+	assert_int_equal(tree_edits_rename(f->e, ".eos.WWWW", eos, err), 0);
+	assert_int_equal(ino_of(f->e, eos), eos_at);
+	expect_content(f->e, eos, "12\n");
 
 	/* keys whose names look like scratch files have escaped file names */
 	assert_int_equal(tree_edits_create(f->e, "%2Ehidden%7E", &ino, err), 0);
@@ -784,6 +873,7 @@ int unit_main(UNIT_ARGS)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_each_edit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scratch_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_precheck_arrays, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readers_during_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_keys_as_fresh, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_remove_loop, setup, teardown),

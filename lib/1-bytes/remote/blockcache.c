@@ -31,6 +31,8 @@ struct blockcache {
 	struct bc_block **buckets;
 	uint64_t mask;
 	struct bc_block *newest, *oldest;
+	uint8_t *spare[BC_SPARE_MAX];   /* bytes of evicted full blocks, kept for the next */
+	unsigned n_spare;
 };
 
 /* The bucket of (owner, index). */
@@ -68,18 +70,27 @@ struct blockcache *bc_new(uint64_t bound, size_t block_size)
 
 /* Block bytes are mapped, not malloc'ed: unmapped when evicted, they leave the process
  * at once, where malloc arenas (one per thread, and blocks are freed by whichever
- * thread evicts them) would keep them, and the memory bound would not hold. */
-static uint8_t *data_alloc(size_t len)
+ * thread evicts them) would keep them, and the memory bound would not hold. But the
+ * last BC_SPARE_MAX full blocks evicted are kept for the next ones inserted: a reader
+ * streaming through a file evicts a block per block it inserts, and a fresh mapping's
+ * page faults (32 for 128 KiB, each a trip through the hypervisor on a VM) cost more
+ * than computing a block of q8_0. Called locked (or with the cache no longer shared). */
+static uint8_t *data_alloc(struct blockcache *bc, size_t len)
 {
+	if (len == bc->block_size && bc->n_spare)
+		return bc->spare[--bc->n_spare];
 	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 	               -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* A block and its bytes (taken out of the table and held by nobody). */
-static void block_free(struct bc_block *b)
+/* A block and its bytes (taken out of the table and held by nobody): the bytes kept
+ * as a spare when there is room. Called locked. */
+static void block_free(struct blockcache *bc, struct bc_block *b)
 {
-	if (b->data)
+	if (b->data && b->len == bc->block_size && bc->n_spare < BC_SPARE_MAX)
+		bc->spare[bc->n_spare++] = b->data;
+	else if (b->data)
 		munmap(b->data, b->len ? b->len : 1);
 	free(b);
 }
@@ -91,9 +102,11 @@ void bc_free(struct blockcache *bc)
 	for (uint64_t i = 0; i <= bc->mask; i++) {
 		for (struct bc_block *b = bc->buckets[i], *next; b; b = next) {
 			next = b->next;
-			block_free(b);
+			block_free(bc, b);
 		}
 	}
+	for (unsigned i = 0; i < bc->n_spare; i++)
+		munmap(bc->spare[i], bc->block_size);
 	free(bc->buckets);
 	pthread_mutex_destroy(&bc->lock);
 	pthread_cond_destroy(&bc->filled);
@@ -146,7 +159,7 @@ static void remove_block(struct blockcache *bc, struct bc_block *b)
 	b->in_table = false;
 	bc->count--;
 	if (!b->refs)
-		block_free(b);
+		block_free(bc, b);
 }
 
 /* Pushes out the least recently used block nobody holds; false if every one is held. */
@@ -173,7 +186,7 @@ static struct bc_block *insert(struct blockcache *bc, const void *owner, uint64_
 	struct bc_block *b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
-	b->data = data_alloc(len);
+	b->data = data_alloc(bc, len);
 	if (!b->data) {
 		free(b);
 		return NULL;
@@ -272,7 +285,7 @@ void bc_release(struct blockcache *bc, struct bc_block *b)
 {
 	pthread_mutex_lock(&bc->lock);
 	if (--b->refs == 0 && !b->in_table)
-		block_free(b);
+		block_free(bc, b);
 	pthread_mutex_unlock(&bc->lock);
 }
 

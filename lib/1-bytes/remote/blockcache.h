@@ -11,11 +11,15 @@
 struct blockcache;
 struct bc_block;
 
+/* Evicted blocks whose bytes a cache keeps for reuse, beyond its bound. */
+#define BC_SPARE_MAX 4
+
 /* Fills buf with the len bytes of block index of the file owner: 0 or -errno. */
 typedef int (*bc_fetch_fn)(void *arg, uint64_t index, uint8_t *buf, size_t len);
 
 /* A cache of at most max(bound / block_size, 4) blocks of block_size bytes (more only
- * while that many are in use by readers at once). NULL when out of memory. */
+ * while that many are in use by readers at once), and the bytes of BC_SPARE_MAX more
+ * evicted. NULL when out of memory. */
 struct blockcache *bc_new(uint64_t bound, size_t block_size);
 void bc_free(struct blockcache *bc);
 
