@@ -75,6 +75,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "log events to FILE (else syslog; -f: stderr)" },
 	{ "edits=%s", OURS(edits_file), .arg = "FILE",
 	  .help = "metadata/ writable by you; edits kept in FILE" },
+	{ "requantize", OURS(requantize),
+	  .help = "quants/ of quantized models (--allow-requantize)" },
 	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",
 	  .help = "model.gguf read by the kernel from the file (yes)" },
 	/* -o options of libfuse that matter here */

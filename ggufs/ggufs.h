@@ -176,6 +176,7 @@ struct cli_opts {
 	int s3_virtual_host;     /* -o s3_virtual_host: BUCKET.ENDPOINT, not ENDPOINT/BUCKET */
 	const char *log_file;    /* -o log=FILE: the event log goes there, or NULL */
 	const char *edits_file;  /* -o edits=FILE: metadata/ writable, edits kept there */
+	int requantize;      /* -o requantize: quants/ of already quantized models too */
 	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
 };
 

@@ -1,9 +1,14 @@
 #include "quant_read.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_check.h"
+#include "evlog.h"
 #include "quant.h"
 #include "reader.h"
 #include "thread_buf.h"
@@ -32,6 +37,59 @@ uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
 	return t->n_elements / ty->block_elems * ty->block_bytes;
 }
 
+/* Says once per tensor and type that block b of tensor i, as type to, is one that
+ * llama.cpp's checks refuse (what says why); returns -EIO. */
+static int refused(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t b,
+                   const char *what)
+{
+	const struct gguf_tensor *t = m->tensors[i].t;
+	const struct ggml_type *ty = ggml_type_get(to);
+	const int n = t->name.len > 200 ? 200 : (int)t->name.len;
+	char key[256];
+	snprintf(key, sizeof key, "quant-refused %.*s %" PRIu32, n, t->name.ptr, to);
+	evlog(EVLOG_ERR, key, "%s: tensor '%.*s' as %s: block %" PRIu64 " %s, which llama.cpp's "
+	      "quantizer refuses (llama_model_quantize writes no file of this model): EIO for "
+	      "its bytes in quants/", m->path, n, t->name.ptr, ty ? ty->name : "?", b, what);
+	return -EIO;
+}
+
+/* The stored bytes [off, off + len) of tensor i (to is its type) into buf, by whole
+ * blocks through the thread's blocks_buf (64 KiB) so that each is checked as llama.cpp
+ * checks the tensors it reads: -EIO for a block it refuses. */
+static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
+                        uint64_t len, uint8_t *buf)
+{
+	const struct ggml_type *ty = ggml_type_get(to);
+	const uint64_t bb = ty && ty->block_bytes ? ty->block_bytes : 0;
+	if (!bb || !block_check_looks(to))
+		return reader_raw(m, i, off, len, buf);
+	/* blocks are a few hundred bytes at most, but never less than one a step */
+	const uint64_t room = QUANT_READ_STEP_VALUES * sizeof(float);
+	const uint64_t step = bb < room ? room / bb : 1;
+	bool owned;
+	uint8_t *tmp = thread_buf_get(&blocks_buf, step * bb, &owned);
+	int r = tmp ? 0 : -ENOMEM;
+	for (uint64_t pos = off, end = off + len; r == 0 && pos < end;) {
+		const uint64_t b0 = pos / bb;
+		uint64_t nb = (end - 1) / bb + 1 - b0;
+		if (nb > step)
+			nb = step;
+		r = reader_raw(m, i, b0 * bb, nb * bb, tmp);
+		if (r < 0)
+			break;
+		const uint64_t bad = block_check_first_bad(to, tmp, nb);
+		if (bad < nb) {
+			r = refused(m, i, to, b0 + bad, "is not finite (a NaN or infinity)");
+			break;
+		}
+		const uint64_t stop = (b0 + nb) * bb < end ? (b0 + nb) * bb : end;
+		memcpy(buf + (pos - off), tmp + (pos - b0 * bb), stop - pos);
+		pos = stop;
+	}
+	thread_buf_put(tmp, owned);
+	return r;
+}
+
 int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
                  uint64_t len, void *buf)
 {
@@ -40,7 +98,7 @@ int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t 
 	if (!size || off > size || len > size - off)
 		return -EINVAL;
 	if (to == t->type)
-		return reader_raw(m, i, off, len, buf);
+		return len ? copy_checked(m, i, to, off, len, buf) : 0;
 	if (!t->has_f32 || !quant_can_make(to))
 		return -EINVAL;
 	if (!len)
@@ -63,9 +121,25 @@ int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t 
 		r = reader_f32(m, i, b0 * be * sizeof(float), nb * be * sizeof(float), values);
 		if (r < 0)
 			break;
-		r = quant_row(to, values, blocks, (int64_t)(nb * be));
+		/* llama.cpp checks what it reads: a NaN or infinity among the values (or, in
+		 * a quantized source, a scale that is one, which makes its values so) */
+		for (uint64_t v = 0; v < nb * be; v++) {
+			if (!isfinite(values[v])) {
+				r = refused(m, i, to, b0 + v / be, "is made from a NaN or infinity");
+				break;
+			}
+		}
+		if (r == 0)
+			r = quant_row(to, values, blocks, (int64_t)(nb * be));
 		if (r < 0)
 			break;
+		/* and what it writes: a scale (or, for f16 and bf16, a value) that came out
+		 * infinite, from values beyond what the type's scale can hold */
+		const uint64_t bad = block_check_first_bad(to, blocks, nb);
+		if (bad < nb) {
+			r = refused(m, i, to, b0 + bad, "comes out with a scale or value beyond its type's range");
+			break;
+		}
 		const uint64_t stop = (b0 + nb) * bb < end ? (b0 + nb) * bb : end;
 		memcpy((uint8_t *)buf + (pos - off), blocks + (pos - b0 * bb), stop - pos);
 		pos = stop;

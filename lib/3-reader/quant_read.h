@@ -12,7 +12,13 @@
  *
  * The values come through reader_f32 (dequantized as ggml dequantizes, fp16 and bf16
  * widened exactly), so a fault of the source gives -EIO here as it does there, and no
- * block is ever made from bytes that were not read. */
+ * block is ever made from bytes that were not read.
+ *
+ * llama.cpp's quantizer checks every tensor it reads and every block it writes
+ * (ggml_validate_row_data, block_check.h) and writes no file when one fails, so there
+ * are no bytes to match for such a block: a block whose values hold a NaN or infinity,
+ * or whose scale comes out infinite, and a copied block that the check refuses, give
+ * -EIO, said once per tensor and type in the event log. */
 #ifndef GGUFS_QUANT_READ_H
 #define GGUFS_QUANT_READ_H
 
@@ -29,7 +35,7 @@ uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
  * bytes (llama.cpp copies a tensor it does not convert); otherwise the tensor must have
  * a dequantizer (has_f32) and to a quantizer (quant_can_make). Memory of a read is a
  * few hundred kilobytes whatever the range. 0, or -EIO (the source's bytes could not be
- * read), -EINVAL (a type or range this cannot make), -ENOMEM. Thread-safe. */
+ * read, or a block of the range is one llama.cpp refuses), -EINVAL (a type or range this cannot make), -ENOMEM. Thread-safe. */
 int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
                  uint64_t len, void *buf);
 

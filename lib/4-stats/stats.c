@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_check.h"
 #include "blocks.h"
 #include "dequant.h"
 #include "stats_kernel.h"
@@ -190,89 +191,14 @@ void stats_acc_finish(struct stats_acc *a, struct tensor_stats *out)
 	stats_finish(&p, out);
 }
 
-/* What ggml_validate_row_data checks in a block of each type with a dequantizer: up to
- * two fp16 fields at these offsets (0xff: none), or a rule of its own (the enum). q8_K,
- * whose float32 d ggml also checks, has no dequantizer and so no statistics here. */
-enum scale_rule { SCALES_NONE, SCALES_F16, SCALES_E8M0, SCALES_IQ1_M, SCALES_OK };
-struct scale_fields {
-	enum scale_rule rule;
-	uint8_t at[2];
-};
-
-#define F16_1(T, A) { SCALES_F16, { offsetof(struct T, A), 0xff } }
-#define F16_2(T, A, B) { SCALES_F16, { offsetof(struct T, A), offsetof(struct T, B) } }
-
-static const struct scale_fields scale_table[GGML_TYPE_COUNT] = {
-	[GGML_TYPE_Q4_0] = F16_1(block_q4_0, d),
-	[GGML_TYPE_Q4_1] = F16_2(block_q4_1, d, m),
-	[GGML_TYPE_Q5_0] = F16_1(block_q5_0, d),
-	[GGML_TYPE_Q5_1] = F16_2(block_q5_1, d, m),
-	[GGML_TYPE_Q8_0] = F16_1(block_q8_0, d),
-	[GGML_TYPE_Q2_K] = F16_2(block_q2_K, d, dmin),
-	[GGML_TYPE_Q3_K] = F16_1(block_q3_K, d),
-	[GGML_TYPE_Q4_K] = F16_2(block_q4_K, d, dmin),
-	[GGML_TYPE_Q5_K] = F16_2(block_q5_K, d, dmin),
-	[GGML_TYPE_Q6_K] = F16_1(block_q6_K, d),
-	[GGML_TYPE_IQ2_XXS] = F16_1(block_iq2_xxs, d),
-	[GGML_TYPE_IQ2_XS] = F16_1(block_iq2_xs, d),
-	[GGML_TYPE_IQ3_XXS] = F16_1(block_iq3_xxs, d),
-	[GGML_TYPE_IQ1_S] = F16_1(block_iq1_s, d),
-	[GGML_TYPE_IQ4_NL] = F16_1(block_iq4_nl, d),
-	[GGML_TYPE_IQ3_S] = F16_1(block_iq3_s, d),
-	[GGML_TYPE_IQ2_S] = F16_1(block_iq2_s, d),
-	[GGML_TYPE_IQ4_XS] = F16_1(block_iq4_xs, d),
-	[GGML_TYPE_IQ1_M] = { SCALES_IQ1_M, { 0xff, 0xff } },
-	[GGML_TYPE_TQ1_0] = F16_1(block_tq1_0, d),
-	[GGML_TYPE_TQ2_0] = F16_1(block_tq2_0, d),
-	[GGML_TYPE_MXFP4] = { SCALES_E8M0, { offsetof(struct block_mxfp4, e), 0xff } },
-	/* every UE4M3 byte is a valid scale for ggml (0x7f reads as 0) */
-	[GGML_TYPE_NVFP4] = { SCALES_OK, { 0xff, 0xff } },
-	[GGML_TYPE_Q1_0] = F16_1(block_q1_0, d),
-	/* not in ggml's validation list yet; its d is an fp16 like q1_0's */
-	[GGML_TYPE_Q2_0] = F16_1(block_q2_0, d),
-};
-
 bool stats_type_has_scales(uint32_t type)
 {
-	return type < GGML_TYPE_COUNT && scale_table[type].rule != SCALES_NONE;
-}
-
-/* An fp16 with all exponent bits set: NaN or infinite. */
-static inline bool f16_bad(uint16_t h)
-{
-	return (h & 0x7c00) == 0x7c00;
+	return block_check_has_scales(type);
 }
 
 uint64_t stats_bad_blocks(uint32_t type, const uint8_t *p, uint64_t n)
 {
-	if (!stats_type_has_scales(type))
-		return 0;
-	const struct scale_fields *f = &scale_table[type];
-	const uint64_t bytes = ggml_type_get(type)->block_bytes;
-	uint64_t bad = 0;
-	/* the rule chosen once, not per block: this runs over every block of a scan */
-	switch (f->rule) {
-	case SCALES_F16:
-		if (f->at[1] == 0xff) {
-			for (uint64_t b = 0; b < n; b++, p += bytes)
-				bad += f16_bad(rd16(p + f->at[0]));
-		} else {
-			for (uint64_t b = 0; b < n; b++, p += bytes)
-				bad += f16_bad(rd16(p + f->at[0])) | f16_bad(rd16(p + f->at[1]));
-		}
-		break;
-	case SCALES_E8M0:
-		for (uint64_t b = 0; b < n; b++, p += bytes)
-			bad += p[f->at[0]] == 0xff;
-		break;
-	case SCALES_IQ1_M:
-		for (uint64_t b = 0; b < n; b++, p += bytes)
-			bad += f16_bad(iq1_m_scale_bits(FIELD(p, block_iq1_m, scales)));
-		break;
-	default:
-		break;
-	}
-	return bad;
+	return block_check_bad_scales(type, p, n);
 }
 
 bool stats_unhealthy(const struct tensor_stats *s)

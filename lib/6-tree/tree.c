@@ -343,6 +343,8 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	if (!t)
 		goto oom;
 	tree_quants_init(t);
+	/* a state's quants/ are made as its model's are */
+	t->quants.requantize = base && base->quants.requantize;
 	t->m = m;
 	t->state = s ? ov_get(s) : NULL;
 	t->base = base;

@@ -69,6 +69,11 @@ void tree_free(struct tree *t);
  * edit renders only what it changed. NULL with err. */
 struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
                               const struct tree *prev, char err[GGUF_ERR_MAX]);
+/* -o requantize (llama-quantize's --allow-requantize): quants/ of t, and of the trees of
+ * its edit states, holds the quantizations llama.cpp makes only when allowed to
+ * requantize a tensor already quantized (dequantized as ggml does, then quantized).
+ * Before the first lookup in t. */
+void tree_set_requantize(struct tree *t, bool on);
 /* Another reference to t; tree_release drops one, the last frees t. A tree from
  * tree_build or tree_build_state starts with one. */
 struct tree *tree_hold(struct tree *t);

@@ -88,6 +88,7 @@ struct tree_quants {
 	char names[TREE_QUANT_TSV_SLOT][TREE_QUANT_NAME_MAX];
 	unsigned children[TREE_QUANT_TSV_SLOT + 1];   /* quants/'s listing: the NAMEs made, quants.tsv */
 	uint64_t n_children;
+	bool requantize;   /* -o requantize: llama-quantize's --allow-requantize */
 	/* the files' computed bytes, under files_lock (apart from lock: an open may wait
 	 * for a disk cache entry another mount lets go) */
 	pthread_mutex_t files_lock;

@@ -49,7 +49,7 @@ static void run_plans(void *ctx)
 {
 	struct tree *t = ctx;
 	struct tree_quants *q = &t->quants;
-	if (quant_set_build(t->m, false, can_make, &q->qs) < 0)
+	if (quant_set_build(t->m, q->requantize, can_make, &q->qs) < 0)
 		return;
 	const uint64_t gen = t->state ? t->state->gen : 0;
 	q->n_children = 0;
@@ -113,6 +113,11 @@ void tree_quants_free(struct tree *t)
 	pthread_cond_destroy(&t->quants.opened);
 	pthread_mutex_destroy(&t->quants.files_lock);
 	pthread_mutex_destroy(&t->quants.lock);
+}
+
+void tree_set_requantize(struct tree *t, bool on)
+{
+	t->quants.requantize = on;
 }
 
 bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c)
@@ -203,10 +208,8 @@ static int read_quant(const struct tree *t, const struct quant_plan *qp, char *b
 		const uint64_t end = start + qt->size;
 		if (off < end) {
 			uint64_t k = end - off < len ? end - off : len;
-			const struct gguf_tensor *src = t->m->tensors[qt->src].t;
-			int r = qt->type == src->type
-			        ? reader_raw(t->m, qt->src, off - start, k, buf)
-			        : reader_quant(t->m, qt->src, qt->type, off - start, k, buf);
+			/* copied or quantized, each block as llama.cpp checks it */
+			int r = reader_quant(t->m, qt->src, qt->type, off - start, k, buf);
 			if (r < 0)   /* -EINVAL: a type this build does not make, as EIO */
 				return r == -ENOMEM ? r : -EIO;
 			buf += k, off += k, len -= k;

@@ -162,6 +162,11 @@ void lib_slot_drop(struct library *lib, struct lib_slot *s)
 	}
 }
 
+void library_set_requantize(struct library *lib, bool on)
+{
+	lib->requantize = on;
+}
+
 struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 {
 	struct library *lib = calloc(1, sizeof *lib);
@@ -462,6 +467,8 @@ static void build(struct library *lib, struct lib_slot *s)
 			tree_free(t);
 			t = NULL;
 		}
+		if (t)
+			tree_set_requantize(t, lib->requantize);
 	}
 	struct lib_row *row = t && !s->row ? lib_row_of(m, lib_slot_sha256(lib, s)) : NULL;
 	char *line = NULL;

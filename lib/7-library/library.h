@@ -98,6 +98,8 @@ struct library;
  * the root cannot be listed. Mounting reads nothing but the root's listing. */
 struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX]);
 void library_free(struct library *lib);
+/* -o requantize for every model of lib (tree_set_requantize), before it is mounted. */
+void library_set_requantize(struct library *lib, bool on);
 /* How the quants/ of every model of lib are made and kept (tree_set_quant_cache),
  * copied; before anything is read. false out of memory. */
 bool library_set_quant_cache(struct library *lib, const struct tree_quant_cache *c);

@@ -101,6 +101,7 @@ struct library {
 	uint64_t compare_bytes;
 	pthread_mutex_t compare_lock;   /* held while a comparison is computed */
 	atomic_uint_fast64_t compares_made;
+	bool requantize;           /* every model's tree: tree_set_requantize */
 	struct tree_quant_cache quant_cache;   /* every model tree's (dir malloc'ed) */
 };
 

@@ -76,11 +76,13 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		s->remote = kind != NAME_KIND_FOLDER;
 		if (!s->lib)
 			goto fail;
+		library_set_requantize(s->lib, o->requantize);
 		s->mount = mount_library(s->lib);
 	} else {
 		s->model = open_name_model(name, &o->names, &s->shown, err);
 		if (!s->model || !(s->tree = tree_build(s->model, err)))
 			goto fail;
+		tree_set_requantize(s->tree, o->requantize);
 		const struct tree_quant_cache qc = open_name_quant_cache(&o->names);
 		if (!tree_set_quant_cache(s->tree, &qc)) {
 			gguf_errf(err, "out of memory");

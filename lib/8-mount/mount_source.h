@@ -25,6 +25,8 @@ struct mount_source_opts {
 	const char *mountpoint;   /* absolute, resolved: a local library's folder must not
 	                           * hold it, nor the edits file lie in it */
 	bool single_thread;       /* -s: one thread serves every request */
+	bool requantize;          /* -o requantize: quants/ of already quantized models too
+	                           * (tree_set_requantize) */
 };
 
 /* An opened source and its mount. */

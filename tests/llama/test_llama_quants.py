@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""llama.cpp itself loads quants/Q4_K_M.gguf (issue 36), through node-llama-cpp: of a
+local mount, a remote model (nginx by URL) and a model directory of a library, each
+with mmap and with --no-mmap's reads. The source is the bundled model rewritten as F16
+by llama.cpp (libllama through ctypes), and every load's greedy completion is exactly
+the tokens that loading llama.cpp's own Q4_K_M of that file gives.
+
+Without node, the installed package or /dev/fuse the test is skipped (77), except where
+GGUFS_REQUIRE_LLAMA is set (CI sets it): there it fails."""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "quant"))
+sys.path.insert(0, os.path.join(HERE, "..", "remote"))
+import test_quant_plan as qp  # noqa: E402
+from remote_common import EnvMount, Nginx, gm, install, public_root  # noqa: E402
+from test_llama import greedy, node_ready  # noqa: E402
+
+
+class LlamaQuants(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        llama = qp.Llama(qp.find_libllama())
+        cls.root = public_root()
+        cls.dir = tempfile.mkdtemp(prefix="ggufs-llama-quants-")
+        f16 = os.path.join(cls.dir, "tiny-F16.gguf")
+        assert llama.quantize(qp.TINY, f16, qp.FTYPE["F16"], requantize=True) == 0
+        cls.f16 = install(f16, cls.root, "models/tiny-F16.gguf")
+        ref = os.path.join(cls.dir, "tiny-Q4_K_M.gguf")
+        assert llama.quantize(cls.f16, ref, qp.FTYPE["Q4_K_M"]) == 0
+        base = greedy([ref], "--both")
+        cls.tokens = base[0]["tokens"]
+        assert len(cls.tokens) == 8 and base[1]["tokens"] == cls.tokens, base
+        cls.nginx = Nginx(cls.root).__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.nginx.__exit__(None, None, None)
+        shutil.rmtree(cls.root, ignore_errors=True)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def check(self, paths):
+        """Loads every path, with mmap and without: llama.cpp's Q4_K_M's tokens."""
+        got = greedy(paths, "--both")
+        self.assertEqual(len(got), 2 * len(paths))
+        for g in got:
+            self.assertEqual(g["tokens"], self.tokens, g)
+
+    def test_local(self):
+        with gm.Mount(self.f16) as m:
+            self.check([m.p("quants", "Q4_K_M.gguf")])
+
+    def test_remote(self):
+        with EnvMount(self.nginx.url + "/models/tiny-F16.gguf") as m:
+            self.check([m.p("quants", "Q4_K_M.gguf")])
+
+    def test_library(self):
+        with gm.Mount(self.root) as lib:
+            self.check([lib.p("models", "tiny-F16", "quants", "Q4_K_M.gguf")])
+
+
+def main():
+    why = node_ready()
+    if not why and not qp.find_libllama():
+        why = "libllama of node-llama-cpp is not installed (npm ci in tests/llama)"
+    gm.main("llama", why)
+
+
+if __name__ == "__main__":
+    main()
