@@ -25,7 +25,6 @@ model). Per model and NAME:
   pread, the plans made by that open included).
 The machine's load average is printed with each line: on a shared machine the wall
 figures move with it, the CPU figures less."""
-import hashlib
 import os
 import shutil
 import subprocess
@@ -100,14 +99,6 @@ def cat(path):
     return time.monotonic() - t
 
 
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(1 << 20), b""):
-            h.update(piece)
-    return h.hexdigest()
-
-
 def load():
     return os.getloadavg()[0]
 
@@ -131,7 +122,7 @@ def bench_name(llama, work, label, model, name):
     w1, c1 = llama_run(llama, model, ref, qp.FTYPE[name], 1)
     w2, _ = llama_run(llama, model, ref, qp.FTYPE[name], 2)
     size = os.path.getsize(ref)
-    want = sha(ref)
+    want = qp.sha256_file(ref)
     rate1 = size / c1
     cache = os.path.join(work, "cache-%s-%s" % (label, name))
     opts = ["-o", "cache_dir=" + cache]
@@ -152,7 +143,7 @@ def bench_name(llama, work, label, model, name):
         cpu0 = daemon_cpu(m.proc.pid)
         warm = cat(path)
         cpu_disk = daemon_cpu(m.proc.pid) - cpu0
-        same = sha(path) == want
+        same = qp.sha256_file(path) == want
         from_disk = int(os.getxattr(path, "user.ggufs.blocks_from_disk"))
         peak2 = peak.peak
     local = cat(ref)

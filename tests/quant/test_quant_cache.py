@@ -12,7 +12,6 @@ read whole.
 Usage: test_quant_cache.py GGUFS_BINARY. Skipped (77) without /dev/fuse or without the
 installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
 import errno
-import hashlib
 import os
 import shutil
 import sys
@@ -28,14 +27,6 @@ import test_quant_plan as qp  # noqa: E402
 
 BLOCK = 128 << 10   # COMPUTED_BLOCK_SIZE
 MEMORY_BOUND = 256 << 20
-
-
-def sha(path, chunk=1 << 20):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(chunk), b""):
-            h.update(piece)
-    return h.hexdigest()
 
 
 def counters(path):
@@ -84,7 +75,7 @@ class QuantCache(unittest.TestCase):
         if key not in self.refs:
             out = os.path.join(self.dir, "ref.gguf")
             self.assertEqual(self.llama.quantize(src, out, qp.FTYPE[name]), 0)
-            self.refs[key] = (sha(out), os.path.getsize(out))
+            self.refs[key] = (qp.sha256_file(out), os.path.getsize(out))
             os.unlink(out)
         return self.refs[key]
 
@@ -98,7 +89,7 @@ class QuantCache(unittest.TestCase):
         with gm.Mount(self.model, opts) as m:
             f = m.p("quants", "Q4_K_M.gguf")
             self.assertEqual(counters(f), (0, 0, 0))
-            self.assertEqual(sha(f), want)
+            self.assertEqual(qp.sha256_file(f), want)
             # every block made here (and stored); a block the memory cache let go
             # before its reader came is read back from the disk cache
             computed, from_disk, stored = counters(f)
@@ -107,14 +98,14 @@ class QuantCache(unittest.TestCase):
         self.assertEqual(len(entries(cache)), 1)
         with gm.Mount(self.model, opts) as m:
             f = m.p("quants", "Q4_K_M.gguf")
-            self.assertEqual(sha(f), want)
+            self.assertEqual(qp.sha256_file(f), want)
             computed, from_disk, stored = counters(f)
             self.assertEqual((computed, stored), (0, 0))
             self.assertGreaterEqual(from_disk, blocks)
         # another NAME is another entry; the first is still there
         with gm.Mount(self.model, opts) as m:
             f = m.p("quants", "Q8_0.gguf")
-            self.assertEqual(sha(f), self.reference(self.model, "Q8_0")[0])
+            self.assertEqual(qp.sha256_file(f), self.reference(self.model, "Q8_0")[0])
             self.assertEqual(counters(f)[1], 0)
         self.assertEqual(len(entries(cache)), 2)
 
@@ -127,12 +118,13 @@ class QuantCache(unittest.TestCase):
         qp.random_llama(model, seed=31, n_embd=256, n_ff=512, n_layer=1, n_head=4,
                         n_head_kv=4, n_vocab=300, gtype=qp.F16)
         with gm.Mount(model, opts) as m:
-            self.assertEqual(sha(m.p("quants", "Q6_K.gguf")), self.reference(model, "Q6_K")[0])
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q6_K.gguf")),
+                             self.reference(model, "Q6_K")[0])
         qp.random_llama(model, seed=32, n_embd=256, n_ff=512, n_layer=1, n_head=4,
                         n_head_kv=4, n_vocab=300, gtype=qp.F16)
         with gm.Mount(model, opts) as m:
             f = m.p("quants", "Q6_K.gguf")
-            self.assertEqual(sha(f), self.reference(model, "Q6_K")[0])
+            self.assertEqual(qp.sha256_file(f), self.reference(model, "Q6_K")[0])
             self.assertEqual(counters(f)[1], 0)
 
     def test_no_disk_cache(self):
@@ -144,13 +136,13 @@ class QuantCache(unittest.TestCase):
         for _ in range(2):
             with gm.Mount(self.model, ["-o", "cache_dir=none"]) as m:
                 f = m.p("quants", "Q2_K.gguf")
-                self.assertEqual(sha(f), want)
+                self.assertEqual(qp.sha256_file(f), want)
                 computed, from_disk, stored = counters(f)
                 self.assertGreaterEqual(computed, -(-size // BLOCK))
                 self.assertEqual((from_disk, stored), (0, 0))
         self.assertEqual(entries(default), [])
         with gm.Mount(self.model, default_cache=True) as m:
-            self.assertEqual(sha(m.p("quants", "Q2_K.gguf")), want)
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q2_K.gguf")), want)
         self.assertEqual(len(entries(default)), 1)
 
     def test_shrinking_model(self):
@@ -207,7 +199,7 @@ class QuantCache(unittest.TestCase):
                 for name in ("F32", "Q8_0"):
                     path = m.p("quants", name + ".gguf")
                     sizes[name] = os.path.getsize(path)
-                    readers.append(threading.Thread(target=sha, args=(path,)))
+                    readers.append(threading.Thread(target=qp.sha256_file, args=(path,)))
                 for r in readers:
                     r.start()
                 for r in readers:
@@ -221,12 +213,5 @@ class QuantCache(unittest.TestCase):
         os.unlink(big)
 
 
-def main():
-    gm.setup()
-    if not qp.find_libllama():
-        gm.main("llama", "libllama of node-llama-cpp is not installed (npm ci in tests/llama)")
-    unittest.main(verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    qp.mount_test_main()

@@ -100,12 +100,5 @@ class QuantFaults(unittest.TestCase):
             self.assertIsNone(m.proc.poll(), "the daemon is alive")
 
 
-def main():
-    gm.setup()
-    if not qp.find_libllama():
-        gm.main("llama", "libllama of node-llama-cpp is not installed (npm ci in tests/llama)")
-    unittest.main(verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    qp.mount_test_main()

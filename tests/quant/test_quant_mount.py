@@ -10,7 +10,6 @@ edited header.
 
 Usage: test_quant_mount.py GGUFS_BINARY. Skipped (77) without /dev/fuse or without the
 installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
-import hashlib
 import os
 import shutil
 import sys
@@ -25,14 +24,6 @@ import test_quant_plan as qp  # noqa: E402
 # the NAMEs read whole on every model; the others on the first model only (time)
 EVERY = ("F16", "Q8_0", "Q6_K", "Q4_K_M", "Q4_0", "IQ4_XS", "Q2_K", "MXFP4_MOE", "Q3_K_M",
          "Q5_K_S")
-
-
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(1 << 20), b""):
-            h.update(piece)
-    return h.hexdigest()
 
 
 class QuantMount(unittest.TestCase):
@@ -84,7 +75,8 @@ class QuantMount(unittest.TestCase):
                 self.assertEqual(os.stat(os.path.join(quants, name + ".gguf")).st_size,
                                  made[name], name)
                 if name in names:
-                    self.assertEqual(sha(os.path.join(quants, name + ".gguf")), sha(ref), name)
+                    self.assertEqual(qp.sha256_file(os.path.join(quants, name + ".gguf")),
+                                     qp.sha256_file(ref), name)
         self.assertEqual(listed, sorted([n + ".gguf" for n in made] + ["quants.tsv"]))
         rows = [line.split("\t") for line in text.splitlines() if not line.startswith("#")]
         self.assertEqual(rows[0], ["name", "ftype", "bytes", "bits_per_weight", "tensor_types"])
@@ -136,13 +128,5 @@ class QuantMount(unittest.TestCase):
             self.check_tree(m.p("quants"), m.p("model.gguf"), ("Q8_0", "Q4_K_M"))
 
 
-def main():
-    gm.setup()
-    lib = qp.find_libllama()
-    if not lib:
-        gm.main("llama", "libllama of node-llama-cpp is not installed (npm ci in tests/llama)")
-    unittest.main(verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    qp.mount_test_main()

@@ -137,12 +137,5 @@ class QuantNonfinite(unittest.TestCase):
                 self.assertEqual(a.read(), b.read())
 
 
-def main():
-    gm.setup()
-    if not qp.find_libllama():
-        gm.main("llama", "libllama of node-llama-cpp is not installed (npm ci in tests/llama)")
-    unittest.main(verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    qp.mount_test_main()

@@ -21,6 +21,7 @@ Usage: test_quant_plan.py QUANT_PLAN_DUMP. Skipped (77) without the installed
 node-llama-cpp package, unless GGUFS_REQUIRE_LLAMA is set."""
 import ctypes
 import glob
+import hashlib
 import os
 import shutil
 import struct
@@ -379,6 +380,26 @@ class QuantPlan(unittest.TestCase):
         for name in ("F16", "Q8_0", "Q4_K_M", "Q2_K", "IQ4_XS", "MXFP4_MOE"):
             with self.subTest(name=name, requantize=True):
                 self.assertIsNotNone(self.check(TINY, name, requantize=True))
+
+
+def sha256_file(path):
+    """sha256 (hex) of the file at path, read a MiB at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for piece in iter(lambda: f.read(1 << 20), b""):
+            h.update(piece)
+    return h.hexdigest()
+
+
+def mount_test_main():
+    """The main of the quant tests that mount (their argument: the ggufs binary, with
+    tests/mount on sys.path): skipped (77) without /dev/fuse or without libllama
+    (failed instead when GGUFS_REQUIRE_LLAMA is set), then their unittest cases."""
+    import ggufs_mount as gm
+    gm.setup()
+    if not find_libllama():
+        gm.main("llama", "libllama of node-llama-cpp is not installed (npm ci in tests/llama)")
+    unittest.main(verbosity=2)
 
 
 def main():

@@ -15,7 +15,6 @@ the same sha256, its Range requests answered 206.
 
 Usage: test_quant_sources.py GGUFS_BINARY. Skipped (77) without /dev/fuse or without
 the installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
-import hashlib
 import os
 import shutil
 import subprocess
@@ -32,15 +31,6 @@ from s3rver import ACCESS_KEY, SECRET_KEY, S3rver  # noqa: E402
 
 # the NAMEs whose bytes are compared for every source (the others by size only)
 NAMES = ("Q4_K_M", "Q6_K", "IQ4_XS", "Q8_0")
-
-
-def sha(path):
-    """sha256 of the file at path, read a MiB at a time."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(1 << 20), b""):
-            h.update(piece)
-    return h.hexdigest()
 
 
 class QuantSources(unittest.TestCase):
@@ -80,7 +70,7 @@ class QuantSources(unittest.TestCase):
             self.assertIsNotNone(ref, name)
             path = os.path.join(quants, name + ".gguf")
             self.assertEqual(os.stat(path).st_size, os.path.getsize(ref), name)
-            self.assertEqual(sha(path), sha(ref), name)
+            self.assertEqual(qp.sha256_file(path), qp.sha256_file(ref), name)
 
     def test_split(self):
         """A split model, given by its middle shard: quants of the merged model.gguf,
@@ -88,7 +78,7 @@ class QuantSources(unittest.TestCase):
         with gm.Mount(self.shards[1]) as m:
             self.check_quants(m.p("quants"), m.p("model.gguf"))
             ref = self.reference(self.f16, "Q4_K_M")
-            self.assertEqual(sha(m.p("quants", "Q4_K_M.gguf")), sha(ref))
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q4_K_M.gguf")), qp.sha256_file(ref))
 
     def test_http(self):
         """A remote model by URL, single and split."""
@@ -183,7 +173,8 @@ class QuantSources(unittest.TestCase):
                     self.assertNotIn("-o requantize", f.read())
                 for n in ("F16", "Q4_K_M", "Q6_K", "Q8_0", "Q4_0", "IQ4_XS", "Q2_K"):
                     ref = self.reference(m.p("model.gguf"), n, requantize=True)
-                    self.assertEqual(sha(m.p("quants", n + ".gguf")), sha(ref), n)
+                    self.assertEqual(qp.sha256_file(m.p("quants", n + ".gguf")),
+                                     qp.sha256_file(ref), n)
 
     def test_requantize_library_and_edits(self):
         """-o requantize reaches a library's models and the trees of edits."""
@@ -194,12 +185,13 @@ class QuantSources(unittest.TestCase):
         with gm.Mount(lib, ["-o", "requantize"]) as m:
             self.assertTrue(os.path.exists(m.p("m", "quants", "Q4_K_M.gguf")))
             ref = self.reference(m.p("m", "model.gguf"), "Q4_K_M", requantize=True)
-            self.assertEqual(sha(m.p("m", "quants", "Q4_K_M.gguf")), sha(ref))
+            self.assertEqual(qp.sha256_file(m.p("m", "quants", "Q4_K_M.gguf")),
+                             qp.sha256_file(ref))
         edits = os.path.join(self.dir, "edits.json")
         with gm.Mount(src, ["-o", "requantize,edits=" + edits]) as m:
             gm.put(m.p("metadata", "general.name"), b"edited\n")
             ref = self.reference(m.p("model.gguf"), "Q4_0", requantize=True)
-            self.assertEqual(sha(m.p("quants", "Q4_0.gguf")), sha(ref))
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q4_0.gguf")), qp.sha256_file(ref))
 
     def test_fleet(self):
         """The man page's recipe: nginx serves a mount's quants/ (Range requests), and a
@@ -208,19 +200,12 @@ class QuantSources(unittest.TestCase):
         with gm.Mount(self.f16) as m, Nginx(m.path) as served:
             url = served.url + "/quants/Q4_K_M.gguf"
             with EnvMount(url) as far:
-                self.assertEqual(sha(far.p("model.gguf")), sha(ref))
+                self.assertEqual(qp.sha256_file(far.p("model.gguf")), qp.sha256_file(ref))
             records = served.records_settled(1)
             ranged = [r for r in records if r.path == "/quants/Q4_K_M.gguf" and r.range]
             self.assertTrue(ranged, records)
             self.assertTrue(all(r.status == 206 for r in ranged), ranged)
 
 
-def main():
-    gm.setup()
-    if not qp.find_libllama():
-        gm.main("llama", "libllama of node-llama-cpp is not installed (npm ci in tests/llama)")
-    unittest.main(verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    qp.mount_test_main()
