@@ -301,10 +301,21 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	/* one listing of a folder at a time: one that ends while this waits was asked for
 	 * after this was, and is as fresh as this one would be */
 	const uint64_t asked = f->lists_done;
+	/* held for the while the lock is dropped, waiting or listing: a caller may not hold
+	 * it (compare/ lists the folder of its model, which no slot holds), and the listing
+	 * that ends while this waits may find it let go of and free it */
+	lib_slot_hold(f);
 	while (f->listing)
 		pthread_cond_wait(&lib->listed, &lib->lock);
-	if (f->lists_done != asked && f->listed)
+	if (f->holds == 1) {
+		lib_slot_drop(lib, f);
+		snprintf(err, GGUF_ERR_MAX, "the folder went while it was listed");
+		return -ENOENT;
+	}
+	if (f->lists_done != asked && f->listed) {
+		lib_slot_drop(lib, f);
 		return 0;
+	}
 	/* the source is asked without the lock: a listing may take many requests, and
 	 * every other lookup and read goes on meanwhile (slots, their names and paths stay
 	 * while the library lives) */
@@ -312,7 +323,6 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	size_t n;
 	uint64_t version;
 	f->listing = true;
-	lib_slot_hold(f);   /* for the while the lock is dropped */
 	pthread_mutex_unlock(&lib->lock);
 	int r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
 	pthread_mutex_lock(&lib->lock);
