@@ -457,6 +457,9 @@ static void build(struct library *lib, struct lib_slot *s)
 	if (s->state != MODEL_UNBUILT)
 		return;
 	s->state = MODEL_BUILDING;
+	/* read under the lock: models.tsv's rows (lib_slot_row) set it without waiting for
+	 * builds */
+	const bool want_row = !s->row;
 	pthread_mutex_unlock(&lib->lock);
 
 	char err[GGUF_ERR_MAX] = "";
@@ -480,7 +483,7 @@ static void build(struct library *lib, struct lib_slot *s)
 		if (t)
 			tree_set_requantize(t, lib->requantize);
 	}
-	struct lib_row *row = t && !s->row ? lib_row_of(m, lib_slot_sha256(lib, s)) : NULL;
+	struct lib_row *row = t && want_row ? lib_row_of(m, lib_slot_sha256(lib, s)) : NULL;
 	char *line = NULL;
 	if (!t && !stale) {
 		size_t n = strlen(err) + 16;
