@@ -764,12 +764,24 @@ static mode_t read_bits(mode_t mode)
 	return mode & (S_IRUSR | S_IRGRP | S_IROTH);
 }
 
+/* The root's attributes, for the root's own files (models.tsv, models.json), called
+ * without the lock: the root's slot stays while the library lives, but the table that
+ * holds it moves when it grows (slot_new's realloc, under the lock, during another
+ * thread's listing), so its place is read under the lock. */
+static const struct stat *root_stat(struct library *lib)
+{
+	pthread_mutex_lock(&lib->lock);
+	const struct lib_slot *root = lib->slots[0];
+	pthread_mutex_unlock(&lib->lock);
+	return &root->st;
+}
+
 void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
 	st->st_ino = r->ino;
 	st->st_blksize = 4096;
-	const struct stat *from = r->slot ? &r->slot->st : &lib->slots[0]->st;
+	const struct stat *from = r->slot ? &r->slot->st : root_stat(lib);
 	struct tree_node dir = { .kind = TREE_ROOT };
 	switch (r->kind) {
 	case LIB_FOLDER:
