@@ -5,7 +5,6 @@
  * while a new mount of the same model starts: what the new one does with an entry held
  * by a mount that is ending is then seen every time, not only when the old daemon
  * happens to be slower than the new one's start. Every other close is the real one. */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
