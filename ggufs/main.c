@@ -193,7 +193,7 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct cli_o
 			         "mapping is ENODEV): libfuse would not let ggufs see its replies");
 	}
 	char what[PATH_MAX + 64];
-	if (!mountpoint_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
+	if (!mount_point_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
 	report_warn_unheard(fs, fo->foreground);
 	if (fuse_daemonize(fo->foreground) != 0)
@@ -248,6 +248,7 @@ int main(int argc, char *argv[])
 	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
+	char err[MOUNT_POINT_ERR_MAX];   /* why the mount point is refused */
 	char *model_copy = NULL;
 	int ret = 1;
 
@@ -260,7 +261,9 @@ int main(int argc, char *argv[])
 		goto out_args;
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
-	mountpoint = mountpoint_check(o.mountpoint, o.model, o.nonempty);
+	mountpoint = mount_point_check(o.mountpoint, o.model, o.nonempty, err);
+	if (!mountpoint)
+		log_errf("%s", err);
 	if (!mountpoint || start_early_log(&fs, &o, mountpoint) != 0)
 		goto out_cmdline;
 	fs.max_read = o.max_read;
@@ -269,7 +272,7 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_source;
 	}
-	if (!open_source(&fs, &o, mountpoint) || !mountpoint_device_check() ||
+	if (!open_source(&fs, &o, mountpoint) || !device_check() ||
 	    add_mount_options(&args, &o, &fs) != 0)
 		goto out_source;
 	se = new_session(&args, &fs);
