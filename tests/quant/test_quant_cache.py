@@ -6,12 +6,13 @@ quantizing again, byte for byte llama.cpp's file (llama_model_quantize() of the 
 libllama through ctypes) both times; the counters on the file (user.ggufs.blocks_*) say
 where the blocks came from. Unmounted and mounted again at once, while the old daemon
 still exits holding the entry (slow_close.c preloaded in it), the new mount waits for it
-and reads every block from disk, a single model's and a library's. A local model that shrinks while its quant is read gives EIO,
-never a byte quantized from what is no longer there, the blocks made before included. The
-daemon's anonymous memory stays bounded while a quant of a model larger than the bound is
-read whole.
+and reads every block from disk: a single model's, an edited state's and a library's. A
+local model that shrinks while its quant is read gives EIO, never a byte quantized from
+what is no longer there, the blocks made before included. The daemon's anonymous memory
+stays bounded while a quant of a model larger than the bound is read whole.
 
-Usage: test_quant_cache.py GGUFS_BINARY SLOW_CLOSE_SO (tests/slow_close.c built). Skipped (77) without /dev/fuse or without the
+Usage: test_quant_cache.py GGUFS_BINARY SLOW_CLOSE_SO (tests/quant/slow_close.c built).
+Skipped (77) without /dev/fuse or without the
 installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
 import errno
 import os
@@ -115,28 +116,37 @@ class QuantCache(unittest.TestCase):
             self.assertEqual(counters(f)[1], 0)
         self.assertEqual(len(entries(cache)), 2)
 
-    def quick_remount(self, source, rel, name, cache):
-        """source mounted (a model or a library) with cache, quant file rel/NAME read
-        whole and stored; then mounted, read, unmounted and at once mounted again while
-        the old daemon holds its entry SLOW_CLOSE_MS longer: the new mount reads every
-        block from the disk cache (computes and stores none), llama.cpp's bytes, and
-        says nothing of another mount."""
-        want, size = self.reference(self.model, name)
-        blocks = -(-size // BLOCK)
+    def quick_remount(self, source, rel, name, cache, edits=None):
+        """source (a model or a library) mounted with cache, its quant file rel/NAME
+        read whole (made and stored), unmounted and at once mounted again while the old
+        daemon holds its entry SLOW_CLOSE_MS longer: the new mount reads every block
+        from the disk cache (computes and stores none), llama.cpp's bytes, and says
+        nothing of another mount. With edits (a path), the old mount has -o edits=edits
+        and edits general.name, the new one a copy of that file (the old daemon holds
+        the file itself while it exits), and llama.cpp's bytes are those of the edited
+        model.gguf."""
         opts = ["-o", "cache_dir=" + cache]
-        with gm.Mount(source, opts) as m:
-            self.assertEqual(qp.sha256_file(m.p(*rel, name + ".gguf")), want)
         env = dict(os.environ)
         os.environ.update(LD_PRELOAD=SLOW_CLOSE, GGUFS_SLOW_CLOSE_DIR=cache,
                           GGUFS_SLOW_CLOSE_MS=str(SLOW_CLOSE_MS),
                           ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
         try:
-            old = gm.Mount(source, opts).__enter__()
+            old = gm.Mount(source, opts + (["-o", "edits=" + edits] if edits else [])).__enter__()
         finally:
             os.environ.clear()
             os.environ.update(env)
         try:
-            self.assertEqual(qp.sha256_file(old.p(*rel, name + ".gguf")), want)
+            if edits:
+                gm.put(old.p("metadata", "general.name"), b"a name edited before the remount\n")
+                want, size = self.reference(old.p("model.gguf"), name)
+                shutil.copyfile(edits, edits + ".copy")
+                opts += ["-o", "edits=" + edits + ".copy"]
+            else:
+                want, size = self.reference(self.model, name)
+            blocks = -(-size // BLOCK)
+            f = old.p(*rel, name + ".gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[2], blocks)   # every block stored
             subprocess.run(["fusermount3", "-u", old.path], check=True)
             with gm.Mount(source, opts) as new:
                 # the old daemon is still exiting: its entry is not let go yet
@@ -154,6 +164,12 @@ class QuantCache(unittest.TestCase):
         """A single mount's quant file, unmounted and mounted again at once."""
         self.quick_remount(self.model, ("quants",), "Q4_K_M",
                            os.path.join(self.dir, "cache-remount"))
+
+    def test_quick_remount_edits(self):
+        """A mount with edits: the quant file of its edited state's tree."""
+        self.quick_remount(self.model, ("quants",), "Q8_0",
+                           os.path.join(self.dir, "cache-remount-edits"),
+                           edits=os.path.join(self.dir, "remount-edits.json"))
 
     def test_quick_remount_library(self):
         """A library's model's quant file, the library unmounted and mounted again at
