@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "errline.h"
+#include "mount_point.h"
 #include "mount_source.h"
 #include "open_name.h"
 
@@ -59,7 +60,8 @@ struct ggufs {
 	pthread_cond_t init_cond;
 	bool init_seen;
 	bool single_thread;  /* -s: one thread reads and answers every request */
-	char bdi[64];        /* "MAJ:MIN" of the mount, from mountinfo; "" if unknown */
+	/* "MAJ:MIN" of the mount, from mountinfo; "" if unknown */
+	char bdi[MOUNT_POINT_DEV_MAX];
 	/* a remote model's watcher (watch.c) */
 	struct fuse_session *se;
 	const char *mountpoint;  /* absolute */
@@ -203,21 +205,14 @@ struct open_name_opts cli_open_opts(const struct cli_opts *o);
 int cli_insert_escaped_opt(struct fuse_args *args, int pos, const char *name,
                            const char *value);
 
-/* mountpoint.c: is the mount point fit to mount on? */
+/* device.c: can the kernel's FUSE be reached? (The mount point's own checks are
+ * lib's: mount_point.h.) */
 
-/* The absolute path of mount point given (malloc'ed), after checking that it is a
- * directory, not a dead FUSE mount, and empty unless nonempty; NULL after one line on
- * stderr saying why not (that the operands look swapped when given is a file and model,
- * the model operand or NULL, an empty folder). */
-char *mountpoint_check(const char *given, const char *model, bool nonempty);
 /* True when /dev/fuse can be opened for a mount; false after one line on stderr saying
  * what is missing (the device, or access to it: root, its mode or its group), in
  * ggufs's words rather than libfuse's. Checked once the model is open (a bad model is
  * named first), before fuse_session_mount. */
-bool mountpoint_device_check(void);
-/* True when a file system is mounted at path (absolute, symlinks resolved); what gets
- * the topmost one as "TYPE SOURCE", dev (64 bytes, may be NULL) its "MAJ:MIN". */
-bool mountpoint_mounted_at(const char *path, char *what, size_t size, char *dev);
+bool device_check(void);
 
 /* check.c: ggufs --check [--json] MODEL|URL... Scans every tensor of each model in turn
  * and reports the unhealthy ones on stdout, one block of lines per model (blocks apart

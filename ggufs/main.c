@@ -19,33 +19,7 @@
 #include "mount.h"
 #include "mount_source.h"
 #include "name_kind.h"
-
-/* A URL's user:password@ and query (a signature) would stay in /proc/PID/cmdline, which
- * every user can read, for the mount's life: each argument that is the remote model
- * *model names is overwritten in place with the URL as shown (the rest NUL), once
- * *model points to a copy (malloc'ed, returned for freeing; NULL when nothing needed
- * one, or out of memory: then nothing is changed). */
-static char *scrub_model_arg(int argc, char *argv[], const char **model)
-{
-	char *shown = *model ? open_name_shown(*model) : NULL;
-	if (!shown)
-		return NULL;
-	char *copy = strdup(*model);
-	if (!copy) {
-		free(shown);
-		return NULL;
-	}
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], copy) != 0)
-			continue;
-		size_t n = strlen(argv[i]), k = strlen(shown);
-		memcpy(argv[i], shown, k < n ? k : n);
-		memset(argv[i] + (k < n ? k : n), 0, n - (k < n ? k : n));
-	}
-	free(shown);
-	*model = copy;
-	return copy;
-}
+#include "open_name.h"
 
 /* Step 1, before anything is opened: takes the arguments into args and o, keeps URLs
  * out of /proc/PID/cmdline (*model_copy: the copy to free) and answers what needs no
@@ -57,7 +31,7 @@ static bool parse_arguments(int argc, char *argv[], struct fuse_args *args,
 	*ret = !cli_check(args->argc, args->argv) ? 2 : !cli_parse(args, o) ? 1 : 0;
 	if (*ret != 0)
 		return true;
-	*model_copy = scrub_model_arg(argc, argv, &o->model);
+	*model_copy = open_name_scrub_args(argc, argv, &o->model);
 	*ret = 0;
 	if (o->help) {
 		cli_usage(argv[0]);
@@ -69,7 +43,7 @@ static bool parse_arguments(int argc, char *argv[], struct fuse_args *args,
 	}
 	if (o->diff) {
 		/* ggufs --diff [--json] A B (cli_parse saw to the rest): nothing mounted */
-		char *b_copy = scrub_model_arg(argc, argv, &o->model_b);
+		char *b_copy = open_name_scrub_args(argc, argv, &o->model_b);
 		*ret = diff_models(o);
 		free(b_copy);
 		return true;
@@ -79,7 +53,7 @@ static bool parse_arguments(int argc, char *argv[], struct fuse_args *args,
 		 * mounted; every URL kept out of /proc/PID/cmdline, as the first is */
 		char **copies = calloc((size_t)o->n_operands + 1, sizeof *copies);
 		for (int k = 1; copies && k < o->n_operands; k++)
-			copies[k] = scrub_model_arg(argc, argv, &o->operands[k]);
+			copies[k] = open_name_scrub_args(argc, argv, &o->operands[k]);
 		if (o->n_operands)
 			o->operands[0] = o->model;
 		*ret = copies ? check_models(o) : 1;
@@ -193,7 +167,7 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct cli_o
 			         "mapping is ENODEV): libfuse would not let ggufs see its replies");
 	}
 	char what[PATH_MAX + 64];
-	if (!mountpoint_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
+	if (!mount_point_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
 	report_warn_unheard(fs, fo->foreground);
 	if (fuse_daemonize(fo->foreground) != 0)
@@ -248,6 +222,7 @@ int main(int argc, char *argv[])
 	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
+	char err[MOUNT_POINT_ERR_MAX];   /* why the mount point is refused */
 	char *model_copy = NULL;
 	int ret = 1;
 
@@ -260,7 +235,9 @@ int main(int argc, char *argv[])
 		goto out_args;
 	if (fuse_parse_cmdline(&args, &fo) != 0)
 		goto out_args;
-	mountpoint = mountpoint_check(o.mountpoint, o.model, o.nonempty);
+	mountpoint = mount_point_check(o.mountpoint, o.model, o.nonempty, err);
+	if (!mountpoint)
+		log_errf("%s", err);
 	if (!mountpoint || start_early_log(&fs, &o, mountpoint) != 0)
 		goto out_cmdline;
 	fs.max_read = o.max_read;
@@ -269,7 +246,7 @@ int main(int argc, char *argv[])
 		ret = 2;
 		goto out_source;
 	}
-	if (!open_source(&fs, &o, mountpoint) || !mountpoint_device_check() ||
+	if (!open_source(&fs, &o, mountpoint) || !device_check() ||
 	    add_mount_options(&args, &o, &fs) != 0)
 		goto out_source;
 	se = new_session(&args, &fs);

@@ -17,7 +17,7 @@
 static void *watch_main(void *arg)
 {
 	struct ggufs *fs = arg;
-	char what[PATH_MAX + 64], dev[64];
+	char what[PATH_MAX + 64], dev[MOUNT_POINT_DEV_MAX];
 	pthread_mutex_lock(&fs->watch_lock);
 	while (!fs->watch_stop) {
 		struct timespec until = ggufs_realtime_in_ms(WATCH_MS);
@@ -25,7 +25,7 @@ static void *watch_main(void *arg)
 		if (fs->watch_stop)
 			break;
 		if (fuse_session_exited(fs->se) ||
-		    (fs->bdi[0] && (!mountpoint_mounted_at(fs->mountpoint, what, sizeof what, dev) ||
+		    (fs->bdi[0] && (!mount_point_mounted_at(fs->mountpoint, what, sizeof what, dev) ||
 		                    strcmp(dev, fs->bdi) != 0))) {
 			atomic_store(&fs->ending, true);
 			break;

@@ -306,10 +306,21 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	/* one listing of a folder at a time: one that ends while this waits was asked for
 	 * after this was, and is as fresh as this one would be */
 	const uint64_t asked = f->lists_done;
+	/* held for the while the lock is dropped, waiting or listing: a caller may not hold
+	 * it (compare/ lists the folder of its model, which no slot holds), and the listing
+	 * that ends while this waits may find it let go of and free it */
+	lib_slot_hold(f);
 	while (f->listing)
 		pthread_cond_wait(&lib->listed, &lib->lock);
-	if (f->lists_done != asked && f->listed)
+	if (f->holds == 1) {
+		lib_slot_drop(lib, f);
+		snprintf(err, GGUF_ERR_MAX, "the folder went while it was listed");
+		return -ENOENT;
+	}
+	if (f->lists_done != asked && f->listed) {
+		lib_slot_drop(lib, f);
 		return 0;
+	}
 	/* the source is asked without the lock: a listing may take many requests, and
 	 * every other lookup and read goes on meanwhile (slots, their names and paths stay
 	 * while the library lives) */
@@ -317,7 +328,6 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 	size_t n;
 	uint64_t version;
 	f->listing = true;
-	lib_slot_hold(f);   /* for the while the lock is dropped */
 	pthread_mutex_unlock(&lib->lock);
 	int r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
 	pthread_mutex_lock(&lib->lock);
@@ -469,6 +479,9 @@ static void build(struct library *lib, struct lib_slot *s)
 	if (s->state != MODEL_UNBUILT)
 		return;
 	s->state = MODEL_BUILDING;
+	/* read under the lock: models.tsv's rows (lib_slot_row) set it without waiting for
+	 * builds */
+	const bool want_row = !s->row;
 	pthread_mutex_unlock(&lib->lock);
 
 	char err[GGUF_ERR_MAX] = "";
@@ -492,7 +505,7 @@ static void build(struct library *lib, struct lib_slot *s)
 		if (t)
 			tree_set_requantize(t, lib->requantize);
 	}
-	struct lib_row *row = t && !s->row ? lib_row_of(m, lib_slot_sha256(lib, s)) : NULL;
+	struct lib_row *row = t && want_row ? lib_row_of(m, lib_slot_sha256(lib, s)) : NULL;
 	char *line = NULL;
 	if (!t && !stale) {
 		size_t n = strlen(err) + 16;
@@ -773,12 +786,24 @@ static mode_t read_bits(mode_t mode)
 	return mode & (S_IRUSR | S_IRGRP | S_IROTH);
 }
 
+/* The root's attributes, for the root's own files (models.tsv, models.json), called
+ * without the lock: the root's slot stays while the library lives, but the table that
+ * holds it moves when it grows (slot_new's realloc, under the lock, during another
+ * thread's listing), so its place is read under the lock. */
+static const struct lib_attr *root_stat(struct library *lib)
+{
+	pthread_mutex_lock(&lib->lock);
+	const struct lib_slot *root = lib->slots[0];
+	pthread_mutex_unlock(&lib->lock);
+	return &root->st;
+}
+
 void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
 	st->st_ino = r->ino;
 	st->st_blksize = 4096;
-	const struct lib_attr *from = r->slot ? &r->slot->st : &lib->slots[0]->st;
+	const struct lib_attr *from = r->slot ? &r->slot->st : root_stat(lib);
 	struct tree_node dir = { .kind = TREE_ROOT };
 	switch (r->kind) {
 	case LIB_FOLDER:

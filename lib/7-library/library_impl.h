@@ -130,8 +130,9 @@ void lib_slot_drop(struct library *lib, struct lib_slot *s);
 /* Lists folder (when it changed, or always with force) under lib->lock, which it drops
  * while the source lists (holding the folder meanwhile: a caller must not keep pointers
  * into a folder's children across it); a listing another thread is making is waited
- * for. 0, or -errno with one line in err (lib_folder_refresh: in the log); -ENOENT when
- * the folder is gone. */
+ * for (the folder held meanwhile: a caller need not hold it). 0, or -errno with one line
+ * in err (lib_folder_refresh: in the log); -ENOENT when the folder is gone (then freed,
+ * unless the caller holds it). */
 int lib_folder_list(struct library *lib, struct lib_slot *folder, bool force,
                     char err[GGUF_ERR_MAX]);
 int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force);

@@ -108,14 +108,70 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 	return row;
 }
 
-/* Every model under folder f into *models (growing), each held (models_drop lets go),
+/* The folders one walk has entered, by device and inode: an open-addressed set (ino 0,
+ * a source without inode numbers, is never put in it). */
+struct walk {
+	struct walk_seen {
+		dev_t dev;
+		ino_t ino;
+	} *seen;
+	size_t n, cap;   /* cap a power of two, or 0 */
+	struct lib_slot **models;
+	size_t n_models, cap_models;
+};
+
+static size_t walk_hash(dev_t dev, ino_t ino, size_t cap)
+{
+	uint64_t h = ((uint64_t)ino ^ (uint64_t)dev * 0x9e3779b97f4a7c15u) * 0xbf58476d1ce4e5b9u;
+	return (size_t)(h ^ h >> 31) & (cap - 1);
+}
+
+/* Puts folder (dev, ino) in w's set: 1 when it was not there, 0 when it was, -ENOMEM. */
+static int walk_enter(struct walk *w, dev_t dev, ino_t ino)
+{
+	if (2 * (w->n + 1) > w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		struct walk_seen *t = calloc(cap, sizeof *t);
+		if (!t)
+			return -ENOMEM;
+		for (size_t i = 0; i < w->cap; i++) {
+			if (!w->seen[i].ino)
+				continue;
+			size_t k = walk_hash(w->seen[i].dev, w->seen[i].ino, cap);
+			while (t[k].ino)
+				k = (k + 1) & (cap - 1);
+			t[k] = w->seen[i];
+		}
+		free(w->seen);
+		w->seen = t;
+		w->cap = cap;
+	}
+	size_t k = walk_hash(dev, ino, w->cap);
+	for (; w->seen[k].ino; k = (k + 1) & (w->cap - 1))
+		if (w->seen[k].ino == ino && w->seen[k].dev == dev)
+			return 0;
+	w->seen[k] = (struct walk_seen){ dev, ino };
+	w->n++;
+	return 1;
+}
+
+/* Every model under folder f into w->models (growing), each held (models_drop lets go),
  * listing folders as it goes (under the lock, which listing drops: f's children are
  * read from a copy, each held meanwhile, since another thread may list f again).
+ * A folder is walked once, at its first path in name order: another path to it (two
+ * symlinks to one folder, d/a -> e and d/b -> e, each level doubling the paths of the
+ * next) is passed over, so a walk takes one path per folder, not one per way to it.
  * -ENOMEM, or 0: a folder that cannot be listed is logged and left out. */
-static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***models, size_t *n,
-                   size_t *cap, unsigned depth)
+static int collect(struct library *lib, struct lib_slot *f, struct walk *w, unsigned depth)
 {
-	if (depth > 64 || lib_folder_refresh(lib, f, false) < 0)
+	if (depth > 64)
+		return 0;
+	if (f->ino) {
+		int seen = walk_enter(w, f->dev, f->ino);
+		if (seen <= 0)
+			return seen;
+	}
+	if (lib_folder_refresh(lib, f, false) < 0)
 		return 0;
 	size_t count = f->n_children;
 	struct lib_slot **children = malloc((count ? count : 1) * sizeof *children);
@@ -129,25 +185,39 @@ static int collect(struct library *lib, struct lib_slot *f, struct lib_slot ***m
 	for (size_t i = 0; r == 0 && i < count; i++) {
 		struct lib_slot *c = children[i];
 		if (c->type == LIB_NODE_DIR) {
-			r = collect(lib, c, models, n, cap, depth + 1);
+			r = collect(lib, c, w, depth + 1);
 		} else if (c->type == LIB_NODE_MODEL) {
-			if (*n == *cap) {
-				size_t nc = *cap ? 2 * *cap : 64;
-				struct lib_slot **m = realloc(*models, nc * sizeof *m);
+			if (w->n_models == w->cap_models) {
+				size_t nc = w->cap_models ? 2 * w->cap_models : 64;
+				struct lib_slot **m = realloc(w->models, nc * sizeof *m);
 				if (!m) {
 					r = -ENOMEM;
 					break;
 				}
-				*models = m;
-				*cap = nc;
+				w->models = m;
+				w->cap_models = nc;
 			}
-			(*models)[(*n)++] = c;
+			w->models[w->n_models++] = c;
 			lib_slot_hold(c);
 		}
 	}
 	for (size_t i = 0; i < count; i++)
 		lib_slot_drop(lib, children[i]);
 	free(children);
+	return r;
+}
+
+/* Every model of the library, held, into *models and *n (models_drop lets go, on
+ * failure too): 0 or -ENOMEM. */
+static int collect_all(struct library *lib, struct lib_slot ***models, size_t *n)
+{
+	struct walk w = { 0 };
+	pthread_mutex_lock(&lib->lock);
+	int r = collect(lib, lib->slots[0], &w, 0);
+	pthread_mutex_unlock(&lib->lock);
+	free(w.seen);
+	*models = w.models;
+	*n = w.n_models;
 	return r;
 }
 
@@ -339,11 +409,9 @@ int library_table(struct library *lib, bool json, char **text, size_t *len)
 {
 	*text = NULL;
 	*len = 0;
-	struct lib_slot **models = NULL;
-	size_t n = 0, cap = 0;
-	pthread_mutex_lock(&lib->lock);
-	int r = collect(lib, lib->slots[0], &models, &n, &cap, 0);
-	pthread_mutex_unlock(&lib->lock);
+	struct lib_slot **models;
+	size_t n;
+	int r = collect_all(lib, &models, &n);
 	const struct lib_row **rows = r == 0 ? calloc(n ? n : 1, sizeof *rows) : NULL;
 	if (!rows)
 		r = -ENOMEM;
@@ -377,11 +445,9 @@ int library_model_paths(struct library *lib, char ***paths, size_t *n)
 {
 	*paths = NULL;
 	*n = 0;
-	struct lib_slot **models = NULL;
-	size_t count = 0, cap = 0;
-	pthread_mutex_lock(&lib->lock);
-	int r = collect(lib, lib->slots[0], &models, &count, &cap, 0);
-	pthread_mutex_unlock(&lib->lock);
+	struct lib_slot **models;
+	size_t count;
+	int r = collect_all(lib, &models, &count);
 	if (r == 0 && count)
 		qsort(models, count, sizeof *models, path_cmp);
 	char **out = r == 0 ? calloc(count ? count : 1, sizeof *out) : NULL;

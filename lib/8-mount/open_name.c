@@ -202,6 +202,30 @@ char *open_name_shown(const char *name)
 	return url_display(name);
 }
 
+char *open_name_scrub_args(int argc, char *argv[], const char **name)
+{
+	char *shown = *name ? open_name_shown(*name) : NULL;
+	if (!shown)
+		return NULL;
+	char *copy = strdup(*name);
+	if (!copy) {
+		free(shown);
+		return NULL;
+	}
+	const size_t k = strlen(shown);
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], copy) != 0)
+			continue;
+		/* the argument's own bytes only: the next one follows its NUL */
+		const size_t n = strlen(argv[i]), kept = k < n ? k : n;
+		memcpy(argv[i], shown, kept);
+		memset(argv[i] + kept, 0, n - kept);
+	}
+	free(shown);
+	*name = copy;
+	return copy;
+}
+
 struct ggufs_model *open_name_model(const char *name, const struct open_name_opts *o,
                                     char **shown, char err[GGUF_ERR_MAX])
 {

@@ -56,6 +56,15 @@ struct open_name_opts {
  * for any other name (hf://, s3://, a local path: nothing to hide), or out of memory. */
 char *open_name_shown(const char *name);
 
+/* Keeps a URL's user:password@ and query (a signature) out of /proc/PID/cmdline, which
+ * every user can read, for the mount's life: when *name is a name open_name_shown
+ * hides, every argument argv[1..argc) equal to it is overwritten in place with the name
+ * as shown (cut to the argument's length; the rest of the argument NUL), and *name is
+ * pointed to a copy of it first (*name may be one of those arguments). The copy
+ * (malloc'ed, for the caller to free), or NULL when there was nothing to hide (or
+ * *name is NULL) or memory ran out: then nothing is changed. */
+char *open_name_scrub_args(int argc, char *argv[], const char **name);
+
 /* Opens the one model name names (name_kind_of says it is not a library): a local file
  * or split set, or a remote one; *shown gets a remote name as it may be shown (no
  * credentials, no query; malloc'ed), NULL for a local file. The model, or NULL with

@@ -12,6 +12,7 @@ import ctypes
 import errno
 import os
 import platform
+import subprocess
 import threading
 import time
 
@@ -236,13 +237,50 @@ class LocalTrust(gm.ScratchCase):
             os.symlink(".", os.path.join(self.src, "y"))
             os.symlink("..", os.path.join(self.src, "sub", "up"))
             os.symlink("../sub", os.path.join(self.src, "real", "side"))  # no loop: shown
-            self.assertEqual(self.tsv_paths(m), ["a", "alias/side/b", "real/side/b", "sub/b"])
+            # a walk enters each folder once, at its first path in name order: real is
+            # alias, sub is alias/side
+            self.assertEqual(self.tsv_paths(m), ["a", "alias/side/b"])
             self.assertEqual(sorted(os.listdir(m.p("sub"))), ["b"])
             self.assertEqual(sorted(os.listdir(m.p("real", "side"))), ["b"])
             self.assertFalse(os.path.exists(m.p("real", "side", "up")))
         r = gm.run_ggufs(["--check", self.src], timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(len(r.stdout.decode().split("\n\n")), 4, r.stdout)
+        self.assertEqual(len(r.stdout.decode().split("\n\n")), 2, r.stdout)
+
+    def test_symlink_dag_walked_once_per_folder(self):
+        """A chain of folders d0 .. d40, each holding two links a and b to the next, has
+        no loop but 2^40 paths to the model in d40: models.tsv and --check walked them
+        all (each level doubles the walk). A walk enters each folder (by device and
+        inode) once, at its first path in name order, so both end at once with the model
+        once; browsing by any of the paths still reaches it."""
+        levels = 40
+        for i in range(levels + 1):
+            os.mkdir(os.path.join(self.src, "d%d" % i))
+        for i in range(levels):
+            for name in ("a", "b"):
+                os.symlink("../d%d" % (i + 1), os.path.join(self.src, "d%d" % i, name))
+        gm.write_gguf(os.path.join(self.src, "d%d" % levels, "m.gguf"),
+                      [("general.architecture", "deep")], [])
+        first = "/".join(["d0"] + ["a"] * levels + ["m"])
+        with gm.Mount(self.src) as m:
+            t0 = time.monotonic()
+            self.assertEqual(self.tsv_paths(m, timeout=30), [first])
+            took = time.monotonic() - t0
+            with open(m.p("models.json"), "rb") as f:
+                self.assertEqual(f.read().count(b'"path"'), 1)
+            # by hand, any path: d0/b/a/b/.../m
+            by_hand = m.p(*(["d0"] + ["ab"[i % 2] for i in range(levels)] + ["m"]))
+            self.assertEqual(gm.read_file(os.path.join(by_hand, "metadata",
+                                                       "general.architecture")), b"deep\n")
+        self.assertLess(took, 30)
+        try:
+            r = gm.run_ggufs(["--check", self.src], timeout=30)
+        except subprocess.TimeoutExpired:
+            self.fail("--check took more than 30 s")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertEqual(len(out.split("\n\n")), 1, out)
+        self.assertTrue(out.startswith(os.path.join(self.src, first) + ".gguf: "), out)
 
     def test_symlinks_out_of_the_root_with_allow_other(self):
         """Item 4: with allow_other, a symlink whose target leaves the library's folder is

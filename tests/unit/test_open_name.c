@@ -3,7 +3,8 @@
  * refused), a URL of another scheme, http(s):// and hf:// names with what their
  * refusals show (no credentials, no query), a hub page's blob/ URL read as its resolve/
  * form (said as a note), hf://OWNER/REPO:QUANT, s3:// objects and prefixes with their
- * configuration from the given environment. The remote forms are pointed at a port
+ * configuration from the given environment; and the arguments a URL's credentials are
+ * scrubbed from (what /proc/PID/cmdline shows). The remote forms are pointed at a port
  * nobody listens on: what is checked is what is asked for and what a failure says. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -136,6 +137,80 @@ static void test_shown(void **state)
 	/* nothing to hide: no copy */
 	assert_null(open_name_shown("hf://owner/repo/m.gguf"));
 	assert_null(open_name_shown(TINY));
+}
+
+/* Lays out args (n strings) one after another, each with its NUL, in block as the
+ * kernel lays out a process's arguments (what /proc/PID/cmdline shows), with argv
+ * pointing into it; the block's length. */
+static size_t lay_out_args(char *block, size_t size, char *argv[], const char *args[], int n)
+{
+	size_t at = 0;
+	for (int i = 0; i < n; i++) {
+		const size_t len = strlen(args[i]) + 1;
+		assert_true(at + len <= size);
+		memcpy(block + at, args[i], len);
+		argv[i] = block + at;
+		at += len;
+	}
+	return at;
+}
+
+static void test_scrub_args(void **state)
+{
+	(void)state;
+	const char *url = "https://alice:Pa55@h.example/m.gguf?sig=SECRET";
+	const char *shown = "https://h.example/m.gguf";
+	const char *note = "--note=https://alice:Pa55@h.example/m.gguf?sig=SECRET";
+	const char *given[] = { "ggufs", "-o", "ro", url, "/mnt/x", note, url, "-f" };
+	enum { N = sizeof given / sizeof *given };
+	char block[512], expected[512], *argv[N];
+	const size_t len = lay_out_args(block, sizeof block, argv, given, N);
+	/* expected: each argument that is the URL holds the shown form, then NULs to its
+	 * end; the others (one that only holds the URL among them too) as they were */
+	memcpy(expected, block, len);
+	for (int i = 0; i < N; i++)
+		if (given[i] == url) {
+			const size_t at = (size_t)(argv[i] - block);
+			memset(expected + at, 0, strlen(url));
+			memcpy(expected + at, shown, strlen(shown));
+		}
+	const char *name = argv[3];
+	char *copy = open_name_scrub_args(N, argv, &name);
+	assert_non_null(copy);
+	assert_ptr_equal(name, copy);
+	assert_string_equal(name, url);
+	assert_memory_equal(block, expected, len);
+	assert_string_equal(argv[3], shown);
+	assert_string_equal(argv[5], note);
+	assert_string_equal(argv[7], "-f");
+	free(copy);
+
+	/* a shown form longer than the argument (curl writes 0x7f.1 as 127.0.0.1): cut to
+	 * the argument's own bytes, its NUL and the next argument untouched */
+	const char *longer[] = { "ggufs", "http://0x7f.1:8080/m.gguf", "/mnt/x" };
+	char *argv2[3];
+	const size_t len2 = lay_out_args(block, sizeof block, argv2, longer, 3);
+	name = argv2[1];
+	copy = open_name_scrub_args(3, argv2, &name);
+	assert_non_null(copy);
+	assert_string_equal(name, "http://0x7f.1:8080/m.gguf");
+	assert_memory_equal(block, "ggufs\0http://127.0.0.1:8080/m.g\0/mnt/x\0", len2);
+	free(copy);
+
+	/* nothing to hide (a local path, hf://), or no name: no copy, nothing changed */
+	const char *plain[] = { "ggufs", TINY, "hf://owner/repo/m.gguf", "/mnt/x" };
+	char *argv3[4];
+	const size_t len3 = lay_out_args(block, sizeof block, argv3, plain, 4);
+	memcpy(expected, block, len3);
+	for (int i = 1; i < 3; i++) {
+		name = argv3[i];
+		assert_null(open_name_scrub_args(4, argv3, &name));
+		assert_ptr_equal(name, argv3[i]);
+	}
+	name = NULL;
+	assert_null(open_name_scrub_args(4, argv3, &name));
+	assert_null(name);
+	assert_memory_equal(block, expected, len3);
 }
 
 static void test_other_scheme(void **state)
@@ -295,6 +370,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_split_by_first_shard),
 		cmocka_unit_test(test_folder_as_library),
 		cmocka_unit_test(test_shown),
+		cmocka_unit_test(test_scrub_args),
 		cmocka_unit_test(test_other_scheme),
 		cmocka_unit_test(test_urls_refused_as_shown),
 		cmocka_unit_test(test_blob_page_read_as_resolve),

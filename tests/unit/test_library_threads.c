@@ -1,0 +1,584 @@
+/* A library used from several threads at once (lib/7-library/library.c and
+ * library_table.c, issue 37), for ThreadSanitizer (.ci/run's TSan list) and ASan: the
+ * library lists folders without its lock (one listing of a folder at a time, others
+ * waiting), frees the slots no listing or ref holds, builds models and makes the rows
+ * of models.tsv without it. The source here lists slowly (a sleep in every listing and
+ * every open widens the time without the lock) and its listings change at every
+ * listing: a file of a new version each time, a model that moves from name to name, a
+ * folder that comes and goes (and its model with it); so slots are freed and their places taken again while
+ * other threads look up, hold, list, build and make the table.
+ *
+ * What must hold: no number is given to two different entries alive at once (every ref
+ * held is in a table shared by the threads); a held ref's number gives its own slot
+ * again; a lookup gives a ref of the kind its name has, or -ENOENT for a name the
+ * source may not hold then (never for one it always holds); listings hold each name and
+ * each number once, the names always there among them; every models.tsv and .json
+ * holds the three models always there; at the end no more than LIB_KEEP_IDLE models
+ * stay built with no user, and the library frees all it has (LeakSanitizer). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "unit.h"
+
+#include "gguf_writer.h"
+#include "library.h"
+#include "model.h"
+#include "scratch_dir.h"
+
+#define THREADS 6
+#define SECONDS 3          /* each thread's time, and at most ITERATIONS steps */
+#define ITERATIONS 4000
+#define HELD_PER_THREAD 4  /* refs a thread keeps across its steps, as open files */
+
+/* The source: every listing of the root or of churn is one more listing (gen); the
+ * root holds m0.gguf .. m2.gguf (always, version 1), f.txt (a new version each
+ * listing), g<gen % 5>.txt, the folder churn (always) and the folder sub<gen % 3>;
+ * churn holds c<gen % 4>.gguf of version gen and x.txt of version gen; sub<k> holds
+ * s.gguf, version 1. Every model opens model.gguf of the scratch folder. */
+static atomic_uint_fast64_t gen;
+static atomic_uint_fast64_t lists, opens;
+
+/* A short sleep, different at each call: the window without the library's lock. */
+static void nap(void)
+{
+	static atomic_uint seed;
+	unsigned s = atomic_fetch_add(&seed, 2654435761u);
+	usleep(50 + (s >> 8) % 250);
+}
+
+static void put_entry(struct lib_entry *e, const char *name, bool dir, uint64_t version,
+                      ino_t ino)
+{
+	e->name = strdup(name);
+	assert_non_null(e->name);
+	e->type = dir ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
+	e->version = version;
+	e->st.st_mode = dir ? S_IFDIR | 0755 : S_IFREG | 0644;
+	e->st.st_dev = 7;
+	e->st.st_ino = ino;
+	e->st.st_size = 10;
+}
+
+static int fake_list(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
+                     uint64_t *version, char err[GGUF_ERR_MAX])
+{
+	(void)ctx;
+	atomic_fetch_add(&lists, 1);
+	nap();
+	struct lib_entry *e = calloc(8, sizeof *e);
+	assert_non_null(e);
+	size_t k = 0;
+	char name[32];
+	if (!strcmp(dir, "")) {
+		const uint64_t g = atomic_fetch_add(&gen, 1) + 1;
+		for (int i = 0; i < 3; i++) {
+			snprintf(name, sizeof name, "m%d.gguf", i);
+			put_entry(&e[k++], name, false, 1, 100 + i);
+		}
+		put_entry(&e[k++], "f.txt", false, g, 200 + g);
+		snprintf(name, sizeof name, "g%d.txt", (int)(g % 5));
+		put_entry(&e[k++], name, false, g, 300 + g);
+		put_entry(&e[k++], "churn", true, 1, 2);
+		snprintf(name, sizeof name, "sub%d", (int)(g % 3));
+		put_entry(&e[k++], name, true, 1, 10 + g % 3);
+		*version = g;
+	} else if (!strcmp(dir, "churn")) {
+		const uint64_t g = atomic_fetch_add(&gen, 1) + 1;
+		snprintf(name, sizeof name, "c%d.gguf", (int)(g % 4));
+		put_entry(&e[k++], name, false, g, 400 + g);
+		put_entry(&e[k++], "x.txt", false, g, 500 + g);
+		*version = g;
+	} else if (!strncmp(dir, "sub", 3) && strlen(dir) == 4) {
+		put_entry(&e[k++], "s.gguf", false, 1, 600 + (dir[3] - '0'));
+		*version = 1;
+	} else {
+		free(e);
+		snprintf(err, GGUF_ERR_MAX, "%s: no such folder", dir);
+		return -ENOENT;
+	}
+	*out = e;
+	*n = k;
+	return 0;
+}
+
+static bool fake_unchanged(void *ctx, const char *dir, uint64_t version)
+{
+	(void)ctx;
+	(void)version;
+	(void)dir;
+	return false;   /* every look lists again (the root and churn change each time) */
+}
+
+/* The root, the models always there (version 1); every other file a version gone. */
+static int fake_stat(void *ctx, const char *path, struct lib_entry *e)
+{
+	(void)ctx;
+	memset(e, 0, sizeof *e);
+	if (!*path) {
+		e->type = LIB_ENTRY_DIR;
+		e->version = 1;
+		e->st.st_mode = S_IFDIR | 0755;
+		return 0;
+	}
+	e->type = LIB_ENTRY_FILE;
+	e->st.st_mode = S_IFREG | 0644;
+	const bool fixed = (strlen(path) == 7 && path[0] == 'm') || strstr(path, "/s.gguf");
+	e->version = fixed ? 1 : 0;
+	return 0;
+}
+
+static bool fake_same_version(void *ctx, const char *path, uint64_t version,
+                              const struct ggufs_model *m)
+{
+	(void)ctx;
+	(void)path;
+	(void)version;
+	(void)m;
+	return true;
+}
+
+static struct ggufs_model *fake_open_model(void *ctx, const char *path, char err[GGUF_ERR_MAX])
+{
+	(void)ctx;
+	(void)path;
+	atomic_fetch_add(&opens, 1);
+	nap();
+	char file[128];
+	snprintf(file, sizeof file, "%s/model.gguf", scratch_dir);
+	return model_open(file, err);
+}
+
+static void fake_free(void *ctx)
+{
+	(void)ctx;
+}
+
+static const struct lib_source_ops fake_ops = {
+	.list = fake_list,
+	.unchanged = fake_unchanged,
+	.stat = fake_stat,
+	.same_version = fake_same_version,
+	.open_model = fake_open_model,
+	.free = fake_free,
+};
+
+/* model.gguf: a small model of two f32 tensors and a name. */
+static void write_model(void)
+{
+	char path[128];
+	snprintf(path, sizeof path, "%s/model.gguf", scratch_dir);
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, 2, 2);
+	gw_kv_str(&w, "general.architecture", "llama");
+	gw_kv_str(&w, "general.name", "threads");
+	const uint64_t ne[1] = { 64 };
+	gw_tensor(&w, "a", 1, ne, GGML_TYPE_F32, 0);
+	gw_tensor(&w, "b", 1, ne, GGML_TYPE_F32, 256);
+	gw_align(&w, 32);
+	for (int i = 0; i < 128; i++)
+		gw_f32(&w, (float)i);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
+}
+
+/* The refs held now by every thread: a number held twice must name one slot. */
+struct held {
+	uint64_t ino;
+	const struct lib_slot *slot;
+	char name[16];
+};
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct held held_now[THREADS * (HELD_PER_THREAD + 2)];
+static atomic_uint_fast64_t conflicts, reused;   /* numbers of a place taken again */
+
+/* Adds r (got by name) to the table: a conflict when a ref held with its slot number
+ * has another slot, or the same slot another number or name. Returns its place. */
+static size_t held_add(const struct lib_ref *r, const char *name)
+{
+	pthread_mutex_lock(&held_lock);
+	size_t free_at = SIZE_MAX;
+	const uint64_t no = r->ino >> LIB_LOW_BITS;
+	for (size_t i = 0; i < sizeof held_now / sizeof held_now[0]; i++) {
+		const struct held *h = &held_now[i];
+		if (!h->slot) {
+			if (free_at == SIZE_MAX)
+				free_at = i;
+			continue;
+		}
+		if ((h->ino >> LIB_LOW_BITS == no) != (h->slot == r->slot) ||
+		    (h->slot == r->slot && strcmp(h->name, name))) {
+			fprintf(stderr, "number %#llx held for %s and %s\n", (unsigned long long)r->ino,
+			        h->name, name);
+			atomic_fetch_add(&conflicts, 1);
+		}
+	}
+	assert_true(free_at != SIZE_MAX);
+	if (no >> LIB_INDEX_BITS)
+		atomic_fetch_add(&reused, 1);
+	held_now[free_at] = (struct held){ .ino = r->ino, .slot = r->slot };
+	snprintf(held_now[free_at].name, sizeof held_now[free_at].name, "%s", name);
+	pthread_mutex_unlock(&held_lock);
+	return free_at;
+}
+
+static void held_remove(size_t at)
+{
+	pthread_mutex_lock(&held_lock);
+	held_now[at].slot = NULL;
+	pthread_mutex_unlock(&held_lock);
+}
+
+struct worker {
+	struct library *lib;
+	unsigned seed;
+	struct lib_ref refs[HELD_PER_THREAD];
+	size_t at[HELD_PER_THREAD];
+	size_t n_refs;
+	uint64_t gone[16];          /* numbers let go of, to look up again */
+	size_t n_gone;
+	/* counts */
+	uint64_t steps, lookups, enoent, estale, builds, tables, listings;
+	const char *failed;         /* the first assertion that failed, or NULL */
+};
+
+#define CHECK(w, cond) \
+	do { \
+		if (!(cond) && !(w)->failed) \
+			(w)->failed = #cond; \
+	} while (0)
+
+static const char *const root_names[] = {
+	"m0", "m1", "m2", "f.txt", "churn", "sub0", "sub1", "sub2", "g0.txt", "nosuch",
+	"models.tsv",
+};
+#define N_ROOT_NAMES (sizeof root_names / sizeof root_names[0])
+
+/* The kind a root name's ref must be. */
+static bool kind_fits(const char *name, enum lib_kind k)
+{
+	if (name[0] == 'm' && name[1] != 'o')
+		return k == LIB_MODEL_DIR || k == LIB_TREE;
+	if (!strcmp(name, "models.tsv"))
+		return k == LIB_TSV;
+	if (!strcmp(name, "churn") || !strncmp(name, "sub", 3))
+		return k == LIB_FOLDER;
+	return k == LIB_PLAIN;
+}
+
+/* Lets go of the oldest ref held. */
+static void drop_oldest(struct worker *w)
+{
+	held_remove(w->at[0]);
+	if (w->refs[0].slot)
+		w->gone[w->n_gone++ % 16] = w->refs[0].ino;
+	library_put(w->lib, &w->refs[0]);
+	memmove(&w->refs[0], &w->refs[1], (w->n_refs - 1) * sizeof w->refs[0]);
+	memmove(&w->at[0], &w->at[1], (w->n_refs - 1) * sizeof w->at[0]);
+	w->n_refs--;
+}
+
+/* Keeps r (got by name) among the refs held, letting go of the oldest past the bound. */
+static void keep(struct worker *w, struct lib_ref *r, const char *name)
+{
+	if (!r->slot) {   /* the root's own files: no slot to hold */
+		library_put(w->lib, r);
+		return;
+	}
+	if (w->n_refs == HELD_PER_THREAD)
+		drop_oldest(w);
+	w->at[w->n_refs] = held_add(r, name);
+	w->refs[w->n_refs++] = *r;
+}
+
+/* A listing: each name and number once, and the names always there. */
+static void check_listing(struct worker *w, const struct lib_list_entry *e, size_t n, bool root)
+{
+	size_t always = 0;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = i + 1; j < n; j++) {
+			CHECK(w, strcmp(e[i].name, e[j].name) != 0);
+			CHECK(w, e[i].ino != e[j].ino);
+		}
+		if (root)
+			always += !strcmp(e[i].name, "m0") || !strcmp(e[i].name, "m1") ||
+			          !strcmp(e[i].name, "m2") || !strcmp(e[i].name, "churn") ||
+			          !strcmp(e[i].name, "models.tsv");
+		else
+			always += !strcmp(e[i].name, "x.txt");
+	}
+	CHECK(w, always == (root ? 5u : 1u));
+}
+
+static void step_lookup(struct worker *w)
+{
+	const char *name = root_names[rand_r(&w->seed) % N_ROOT_NAMES];
+	struct lib_ref r;
+	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &r);
+	w->lookups++;
+	const bool always = kind_fits(name, LIB_MODEL_DIR) || !strcmp(name, "churn") ||
+	                    !strcmp(name, "models.tsv") || !strcmp(name, "f.txt");
+	if (ret == -ENOENT) {
+		w->enoent++;
+		CHECK(w, !always);
+		return;
+	}
+	CHECK(w, ret == 0);
+	if (ret)
+		return;
+	CHECK(w, strcmp(name, "nosuch") != 0);
+	CHECK(w, kind_fits(name, r.kind));
+	struct stat st;
+	library_stat(w->lib, &r, &st);
+	CHECK(w, st.st_ino == r.ino);
+	if (r.kind == LIB_FOLDER && !strcmp(name, "churn")) {
+		/* a lookup in it: a folder listed anew whose model moves */
+		struct lib_ref c;
+		char cname[8];
+		snprintf(cname, sizeof cname, "c%d", rand_r(&w->seed) % 4);
+		int cret = library_lookup(w->lib, r.ino, cname, &c);
+		CHECK(w, cret == 0 || cret == -ENOENT);
+		if (cret == 0) {
+			CHECK(w, c.kind == LIB_MODEL_DIR || c.kind == LIB_TREE);
+			keep(w, &c, cname);
+		}
+	}
+	keep(w, &r, name);
+}
+
+/* The model s of a folder sub<k> (which comes and goes with the root's listings, its
+ * slots freed and made again): held, and sometimes its compare/ listed (the folder
+ * listed again meanwhile) and looked in. */
+static void step_sub(struct worker *w)
+{
+	char name[8];
+	snprintf(name, sizeof name, "sub%d", rand_r(&w->seed) % 3);
+	struct lib_ref f, m;
+	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &f);
+	CHECK(w, ret == 0 || ret == -ENOENT);
+	if (ret)
+		return;
+	ret = library_lookup(w->lib, f.ino, "s", &m);
+	library_put(w->lib, &f);
+	CHECK(w, ret == 0 || ret == -ENOENT);   /* (the folder gone since) */
+	if (ret)
+		return;
+	CHECK(w, m.kind == LIB_MODEL_DIR || m.kind == LIB_TREE);
+	if (rand_r(&w->seed) % 2) {
+		struct lib_ref c;
+		const uint64_t cino = (m.ino & ~LIB_LOW_MASK) | LIB_COMPARE_LOW;
+		ret = library_get(w->lib, cino, false, &c);
+		CHECK(w, ret == 0);
+		if (ret == 0) {
+			CHECK(w, c.kind == LIB_COMPARE_DIR);
+			struct lib_list_entry *e;
+			size_t n;
+			ret = library_list(w->lib, &c, &e, &n);
+			/* its folder's other models: none; or the folder gone from the root */
+			CHECK(w, (ret == 0 && n == 0) || ret == -ESTALE || ret == -ENOENT);
+			if (ret == 0)
+				library_list_free(w->lib, e, n);
+			struct lib_ref o;
+			ret = library_lookup(w->lib, cino, "s", &o);   /* itself: not there */
+			CHECK(w, ret == -ENOENT);
+			library_put(w->lib, &c);
+		}
+	}
+	keep(w, &m, "s");
+}
+
+/* A held ref's number gives its own slot; a model's built. */
+static void step_get(struct worker *w)
+{
+	if (!w->n_refs)
+		return;
+	const struct lib_ref *h = &w->refs[rand_r(&w->seed) % w->n_refs];
+	if (!h->slot)
+		return;
+	struct lib_ref r;
+	const bool build = h->kind == LIB_MODEL_DIR || h->kind == LIB_TREE;
+	int ret = library_get(w->lib, h->ino, build, &r);
+	CHECK(w, ret == 0);
+	if (ret)
+		return;
+	CHECK(w, r.slot == h->slot);
+	if (build) {
+		w->builds++;
+		CHECK(w, r.kind == LIB_TREE);
+		if (r.kind == LIB_TREE)
+			CHECK(w, library_tree_dir_count(&r) > 0);
+	}
+	library_put(w->lib, &r);
+}
+
+/* A number let go of: its slot, if still held by a listing, or -ESTALE. */
+static void step_gone(struct worker *w)
+{
+	if (!w->n_gone)
+		return;
+	const uint64_t ino = w->gone[rand_r(&w->seed) % (w->n_gone < 16 ? w->n_gone : 16)];
+	struct lib_ref r;
+	int ret = library_get(w->lib, ino, false, &r);
+	CHECK(w, ret == 0 || ret == -ESTALE);
+	if (ret == -ESTALE)
+		w->estale++;
+	if (ret == 0) {
+		CHECK(w, r.ino == ino);
+		library_put(w->lib, &r);
+	}
+}
+
+static void step_list(struct worker *w)
+{
+	struct lib_ref r;
+	const bool root = rand_r(&w->seed) % 2;
+	int ret = root ? library_get(w->lib, LIB_ROOT_INO, false, &r)
+	               : library_lookup(w->lib, LIB_ROOT_INO, "churn", &r);
+	CHECK(w, ret == 0);
+	if (ret)
+		return;
+	struct lib_list_entry *e;
+	size_t n;
+	ret = library_list(w->lib, &r, &e, &n);
+	CHECK(w, ret == 0);
+	if (ret == 0) {
+		check_listing(w, e, n, root);
+		library_list_free(w->lib, e, n);
+	}
+	w->listings++;
+	library_put(w->lib, &r);
+}
+
+static void step_table(struct worker *w)
+{
+	char *text;
+	size_t len;
+	const bool json = rand_r(&w->seed) % 2;
+	int ret = library_table(w->lib, json, &text, &len);
+	CHECK(w, ret == 0);
+	if (ret)
+		return;
+	w->tables++;
+	CHECK(w, len > 0 && !memchr(text, 0, len));
+	char *t = realloc(text, len + 1);   /* (not a string: its length given) */
+	assert_non_null(t);
+	text = t;
+	text[len] = 0;
+	for (int i = 0; i < 3; i++) {
+		char row[32];
+		snprintf(row, sizeof row, json ? "\"path\": \"m%d\"" : "\nm%d\t", i);
+		CHECK(w, strstr(text, row) != NULL);
+	}
+	CHECK(w, strstr(text, "threads") != NULL);   /* a row of the model's own */
+	free(text);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	const double end = now() + SECONDS;
+	while (w->steps < ITERATIONS && now() < end && !w->failed) {
+		w->steps++;
+		switch (rand_r(&w->seed) % 16) {
+		case 0: case 1: case 2: case 3:
+			step_lookup(w);
+			break;
+		case 4: case 5:
+			step_sub(w);
+			break;
+		case 6: case 7: case 8:
+			step_get(w);
+			break;
+		case 9: case 10:
+			step_gone(w);
+			break;
+		case 11: case 12: case 13:
+			step_list(w);
+			break;
+		case 14:
+			if (rand_r(&w->seed) % 4 == 0)
+				step_table(w);
+			break;
+		default:
+			if (w->n_refs)
+				drop_oldest(w);
+		}
+	}
+	while (w->n_refs)
+		drop_oldest(w);
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	(void)state;
+	write_model();
+	struct lib_source *src = calloc(1, sizeof *src);
+	assert_non_null(src);
+	src->ops = &fake_ops;
+	char err[GGUF_ERR_MAX];
+	struct library *lib = library_open(src, err);
+	assert_non_null(lib);
+	struct worker w[THREADS];
+	pthread_t th[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){ .lib = lib, .seed = 0x9e3779b9u * (unsigned)(i + 1) };
+		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+	}
+	uint64_t steps = 0, lookups = 0, enoent = 0, estale = 0, builds = 0, tables = 0,
+	         listings = 0;
+	for (int i = 0; i < THREADS; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		if (w[i].failed)
+			fail_msg("thread %d: %s", i, w[i].failed);
+		steps += w[i].steps;
+		lookups += w[i].lookups;
+		enoent += w[i].enoent;
+		estale += w[i].estale;
+		builds += w[i].builds;
+		tables += w[i].tables;
+		listings += w[i].listings;
+	}
+	printf("%d threads: %llu steps, %llu lookups (%llu ENOENT), %llu gets of numbers let go "
+	       "ESTALE, %llu builds, %llu listings, %llu tables, %llu refs held of places taken "
+	       "again; source: %llu listings, %llu models opened\n", THREADS, (unsigned long long)steps, (unsigned long long)lookups,
+	       (unsigned long long)enoent, (unsigned long long)estale, (unsigned long long)builds,
+	       (unsigned long long)listings, (unsigned long long)tables,
+	       (unsigned long long)atomic_load(&reused),
+	       (unsigned long long)atomic_load(&lists), (unsigned long long)atomic_load(&opens));
+	assert_int_equal(atomic_load(&conflicts), 0);
+	/* every thread did each kind of step, and slots were freed under them */
+	assert_true(lookups > THREADS && builds > 0 && tables > 0 && listings > THREADS);
+	assert_true(estale > 0 && atomic_load(&reused) > 0);
+	/* no user left: no more than the idle bound built */
+	uint64_t opened, built;
+	library_counts(lib, &opened, &built);
+	assert_true(built <= LIB_KEEP_IDLE);
+	assert_true(opened > 0);
+	/* and the library still answers */
+	struct lib_ref r;
+	assert_int_equal(library_lookup(lib, LIB_ROOT_INO, "m1", &r), 0);
+	library_put(lib, &r);
+	library_free(lib);
+}
+
+UNIT_TESTS_IN_SCRATCH(cmocka_unit_test(test_threads))
