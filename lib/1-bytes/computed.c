@@ -37,6 +37,7 @@ struct computed {
 	uint64_t ahead_to;          /* the workers make blocks up to this one */
 	unsigned window, window_max;
 	bool stop;
+	atomic_bool leaving;        /* computed_leaving: nothing more goes to disk */
 	pthread_t *threads;
 	unsigned n_threads;
 
@@ -66,7 +67,7 @@ static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
 		return r;
 	}
 	atomic_fetch_add(&c->computed, 1);
-	if (c->entry && dc_store(c->entry, k, buf, len))
+	if (c->entry && !atomic_load(&c->leaving) && dc_store(c->entry, k, buf, len))
 		atomic_fetch_add(&c->stored, 1);
 	return 0;
 }
@@ -246,6 +247,13 @@ struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MA
 		c->n_threads = i + 1;
 	}
 	return &c->src;
+}
+
+void computed_leaving(struct source *src)
+{
+	struct computed *c = (struct computed *)src;
+	atomic_store(&c->leaving, true);   /* (a store that began before is dc_leaving's) */
+	dc_leaving(c->dc);   /* (dc: set before computed_open returned, kept to the close) */
 }
 
 void computed_counters(const struct source *src, struct computed_counters *out)

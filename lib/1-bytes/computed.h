@@ -44,9 +44,18 @@ struct computed_opts {
 /* Opens the computed file: its source (source_close frees it; its reads are
  * computed_read's), or NULL with one line in err (out of memory, threads that would not
  * start). A disk cache that cannot be used (another user's directory, one in use by
- * another mount for this key) is not an error: the file is computed without it, and
+ * another mount for this key: one that is ending, computed_leaving, is waited for
+ * first) is not an error: the file is computed without it, and
  * the reason is said once in the event log. */
 struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MAX]);
+
+/* The mount is ending (nothing reads src any more, or soon): its disk cache entry is
+ * marked as being let go (dc_leaving), so that a quick remount of the same file waits a
+ * moment (DC_LEAVING_WAIT_S) for this one to close it, and reads the blocks kept there,
+ * instead of computing every block again without it. Nothing more is stored; reads go
+ * on. Safe while workers store blocks (it waits for a store under way). Without a disk
+ * cache, nothing. */
+void computed_leaving(struct source *src);
 
 /* Counters, for tests and the mount's attributes. */
 struct computed_counters {

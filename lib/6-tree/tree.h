@@ -97,6 +97,11 @@ struct tree_quant_cache {
 /* Sets t's way (copied), before anything is read; a tree of an edit state takes its
  * base's. Without it: no disk cache, workers on every core. false out of memory. */
 bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
+/* The mount is ending: every quants/ file of t open now, or opened from now on, marks
+ * its disk cache entry as being let go (computed_leaving), so that a quick remount of
+ * the same model waits for this one to close it instead of computing it again. Reads
+ * go on. An edit state's tree is told apart (tree_edits_leaving). */
+void tree_leaving(struct tree *t);
 
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);

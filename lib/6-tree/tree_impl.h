@@ -96,6 +96,7 @@ struct tree_quants {
 	struct tree_quant_file *files;   /* TREE_QUANT_TSV_SLOT, made at the first read */
 	unsigned n_open;
 	uint64_t tick;
+	bool leaving;                    /* tree_leaving: each file opened is told too */
 	struct tree_quant_cache cache;   /* dir malloc'ed (tree_set_quant_cache) */
 };
 

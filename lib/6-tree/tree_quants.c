@@ -387,6 +387,8 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 		pthread_mutex_lock(&q->files_lock);
 		f->opening = false;
 		f->src = src;
+		if (src && q->leaving)   /* (opened while the mount ended) */
+			computed_leaving(src);
 		pthread_cond_broadcast(&q->opened);
 		if (src)
 			q->n_open++;
@@ -414,6 +416,17 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 	for (unsigned i = 0; i < n_closing; i++)
 		source_close(closing[i]);
 	return src;
+}
+
+void tree_leaving(struct tree *t)
+{
+	struct tree_quants *q = &t->quants;
+	pthread_mutex_lock(&q->files_lock);
+	q->leaving = true;
+	for (size_t j = 0; q->files && j < TREE_QUANT_TSV_SLOT; j++)
+		if (q->files[j].src)
+			computed_leaving(q->files[j].src);
+	pthread_mutex_unlock(&q->files_lock);
 }
 
 static void file_put(const struct tree *t, uint64_t j)

@@ -9,6 +9,8 @@
 
 #include "evlog.h"
 #include "library_impl.h"
+#include "model.h"
+#include "remote.h"
 
 static uint64_t ino_of(uint64_t no, uint64_t low)
 {
@@ -1054,4 +1056,17 @@ void library_counts(struct library *lib, uint64_t *opened, uint64_t *built)
 	pthread_mutex_unlock(&lib->lock);
 	*opened = atomic_load(&lib->opened);
 	*built = b;
+}
+
+void library_leaving(struct library *lib)
+{
+	pthread_mutex_lock(&lib->lock);
+	for (size_t i = 1; i < lib->n_slots; i++) {
+		const struct lib_slot *s = lib->slots[i];
+		if (s && s->state == MODEL_BUILT) {
+			tree_leaving(s->t);
+			remote_leaving(s->m->remote);
+		}
+	}
+	pthread_mutex_unlock(&lib->lock);
 }

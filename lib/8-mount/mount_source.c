@@ -111,6 +111,11 @@ void mount_source_leaving(struct mount_source *s)
 {
 	if (s->model)   /* (a library has none of its own) */
 		remote_leaving(s->model->remote);
+	if (s->tree)
+		tree_leaving(s->tree);
+	tree_edits_leaving(s->tree_edits);
+	if (s->lib)
+		library_leaving(s->lib);
 }
 
 void mount_source_close(struct mount_source *s)

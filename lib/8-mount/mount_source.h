@@ -52,8 +52,10 @@ struct mount_source {
 bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
                        char err[GGUF_ERR_MAX]);
 
-/* At unmount, first: a quick remount of the same remote model waits for this mount's
- * disk cache entries (remote_leaving) instead of reading without them. */
+/* At unmount, first: a quick remount of the same model or library waits for this
+ * mount's disk cache entries instead of reading or computing without them: a remote
+ * model's blocks (remote_leaving), the quants/ files of its tree, of its edit states'
+ * trees, or of every model a library has built (tree_leaving). */
 void mount_source_leaving(struct mount_source *s);
 
 /* Frees the mount, then what it was over (each may be NULL); s is emptied. */

@@ -4,16 +4,19 @@
 NAME and the rules' version, so that a second mount reads them from disk instead of
 quantizing again, byte for byte llama.cpp's file (llama_model_quantize() of the pinned
 libllama through ctypes) both times; the counters on the file (user.ggufs.blocks_*) say
-where the blocks came from. A local model that shrinks while its quant is read gives EIO,
+where the blocks came from. Unmounted and mounted again at once, while the old daemon
+still exits holding the entry (slow_close.c preloaded in it), the new mount waits for it
+and reads every block from disk, a single model's and a library's. A local model that shrinks while its quant is read gives EIO,
 never a byte quantized from what is no longer there, the blocks made before included. The
 daemon's anonymous memory stays bounded while a quant of a model larger than the bound is
 read whole.
 
-Usage: test_quant_cache.py GGUFS_BINARY. Skipped (77) without /dev/fuse or without the
+Usage: test_quant_cache.py GGUFS_BINARY SLOW_CLOSE_SO (tests/slow_close.c built). Skipped (77) without /dev/fuse or without the
 installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
 import errno
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -27,6 +30,9 @@ import test_quant_plan as qp  # noqa: E402
 
 BLOCK = 128 << 10   # COMPUTED_BLOCK_SIZE
 MEMORY_BOUND = 256 << 20
+SLOW_CLOSE = None    # the preloaded library of slow_close.c (the second argument)
+SLOW_CLOSE_MS = 3000   # how long the old daemon holds its entry past the unmount, well
+                       # under the wait of a new mount (DC_LEAVING_WAIT_S, 10 s)
 
 
 def counters(path):
@@ -108,6 +114,57 @@ class QuantCache(unittest.TestCase):
             self.assertEqual(qp.sha256_file(f), self.reference(self.model, "Q8_0")[0])
             self.assertEqual(counters(f)[1], 0)
         self.assertEqual(len(entries(cache)), 2)
+
+    def quick_remount(self, source, rel, name, cache):
+        """source mounted (a model or a library) with cache, quant file rel/NAME read
+        whole and stored; then mounted, read, unmounted and at once mounted again while
+        the old daemon holds its entry SLOW_CLOSE_MS longer: the new mount reads every
+        block from the disk cache (computes and stores none), llama.cpp's bytes, and
+        says nothing of another mount."""
+        want, size = self.reference(self.model, name)
+        blocks = -(-size // BLOCK)
+        opts = ["-o", "cache_dir=" + cache]
+        with gm.Mount(source, opts) as m:
+            self.assertEqual(qp.sha256_file(m.p(*rel, name + ".gguf")), want)
+        env = dict(os.environ)
+        os.environ.update(LD_PRELOAD=SLOW_CLOSE, GGUFS_SLOW_CLOSE_DIR=cache,
+                          GGUFS_SLOW_CLOSE_MS=str(SLOW_CLOSE_MS),
+                          ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+        try:
+            old = gm.Mount(source, opts).__enter__()
+        finally:
+            os.environ.clear()
+            os.environ.update(env)
+        try:
+            self.assertEqual(qp.sha256_file(old.p(*rel, name + ".gguf")), want)
+            subprocess.run(["fusermount3", "-u", old.path], check=True)
+            with gm.Mount(source, opts) as new:
+                # the old daemon is still exiting: its entry is not let go yet
+                self.assertIsNone(old.proc.poll(), "the old daemon exited before the read")
+                f = new.p(*rel, name + ".gguf")
+                self.assertEqual(qp.sha256_file(f), want)
+                computed, from_disk, stored = counters(f)
+                self.assertEqual((computed, stored), (0, 0), "blocks computed again")
+                self.assertGreaterEqual(from_disk, blocks)
+                self.assertNotIn("another mount", new.stderr())
+        finally:
+            old.__exit__(None, None, None)
+
+    def test_quick_remount(self):
+        """A single mount's quant file, unmounted and mounted again at once."""
+        self.quick_remount(self.model, ("quants",), "Q4_K_M",
+                           os.path.join(self.dir, "cache-remount"))
+
+    def test_quick_remount_library(self):
+        """A library's model's quant file, the library unmounted and mounted again at
+        once."""
+        root = os.path.join(self.dir, "library")
+        os.makedirs(os.path.join(root, "models"), exist_ok=True)
+        link = os.path.join(root, "models", "rand.gguf")
+        if not os.path.exists(link):
+            os.link(self.model, link)
+        self.quick_remount(root, ("models", "rand", "quants"), "Q6_K",
+                           os.path.join(self.dir, "cache-remount-library"))
 
     def test_changed_model_new_key(self):
         """A model rewritten in place (same path, other bytes) is quantized again, not
@@ -214,4 +271,7 @@ class QuantCache(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit("usage: %s GGUFS_BINARY SLOW_CLOSE_SO [unittest args]" % sys.argv[0])
+    SLOW_CLOSE = os.path.abspath(sys.argv.pop(2))
     qp.mount_test_main()

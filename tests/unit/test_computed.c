@@ -4,7 +4,8 @@
  * blocks ahead of it made on the workers; with a disk cache a second open of the same
  * key and version makes nothing and reads every block from disk, another version makes
  * them again; a failed block fails the reads that need it, is kept nowhere, and is made
- * again by the next read. */
+ * again by the next read; an open of an entry held by a file that is leaving
+ * (computed_leaving) waits for its close and reads from disk. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -206,6 +207,65 @@ static void test_disk_cache(void **state)
 	source_close(src);
 }
 
+/* Closes the source ctx after 300 ms: a mount that takes a while to exit. */
+static void *close_later(void *ctx)
+{
+	const struct timespec pause = { 0, 300 * 1000000L };
+	nanosleep(&pause, NULL);
+	source_close(ctx);
+	return NULL;
+}
+
+/* computed_leaving: an entry held by an open file is not another open's (it computes
+ * without the disk cache), until the holder says it is leaving: then the other open
+ * waits for it to close and reads every block from disk. A file leaving stores nothing
+ * more, its reads go on. */
+static void test_leaving(void **state)
+{
+	(void)state;
+	char dir[128];
+	snprintf(dir, sizeof dir, "%s/cache-leaving", scratch_dir);
+	struct maker mk_old, mk_new;
+	struct source *old = open_file(&mk_old, 2, dir, "v1");
+	expect_range(old, 0, SIZE);
+
+	struct source *other = open_file(&mk_new, 0, dir, "v1");   /* held: no entry */
+	expect_range(other, 0, SIZE);
+	struct computed_counters c;
+	computed_counters(other, &c);
+	assert_int_equal(c.computed, N_BLOCKS);
+	assert_int_equal(c.from_disk + c.stored, 0);
+	source_close(other);
+
+	computed_leaving(old);
+	expect_range(old, 0, SIZE);   /* reads go on */
+	pthread_t closer;
+	assert_int_equal(pthread_create(&closer, NULL, close_later, old), 0);
+	struct source *next = open_file(&mk_new, 0, dir, "v1");   /* waits for old's close */
+	expect_range(next, 0, SIZE);
+	computed_counters(next, &c);
+	assert_int_equal(total_calls(&mk_new), 0);
+	assert_int_equal(c.from_disk, N_BLOCKS);
+	pthread_join(closer, NULL);
+	source_close(next);
+
+	/* nothing stored once leaving: block 5, made after, is made again by the next open */
+	struct source *src = open_file(&mk_old, 0, dir, "v2");
+	expect_range(src, 0, 10);
+	computed_leaving(src);
+	expect_range(src, 5 * COMPUTED_BLOCK_SIZE, 10);
+	computed_counters(src, &c);
+	assert_int_equal(c.computed, 2);
+	assert_int_equal(c.stored, 1);
+	source_close(src);
+	src = open_file(&mk_new, 0, dir, "v2");
+	expect_range(src, 0, 10);
+	expect_range(src, 5 * COMPUTED_BLOCK_SIZE, 10);
+	assert_int_equal(total_calls(&mk_new), 1);
+	assert_int_equal(atomic_load(&mk_new.calls[5]), 1);
+	source_close(src);
+}
+
 /* A block that fails: its reads fail, others do not, nothing is kept of it, and the
  * next read makes it again. */
 static void test_failed_block(void **state)
@@ -239,6 +299,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_sequential_ahead),
 		cmocka_unit_test(test_disk_cache),
 		cmocka_unit_test(test_failed_block),
+		cmocka_unit_test(test_leaving),
 	};
 	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
 }

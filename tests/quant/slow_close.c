@@ -1,0 +1,45 @@
+/* Preloaded (LD_PRELOAD) into a ggufs daemon by test_quant_cache.py: an old daemon that
+ * takes long to exit. Its close() of a disk cache entry's map file (a file called "map"
+ * under the directory $GGUFS_SLOW_CLOSE_DIR) first sleeps $GGUFS_SLOW_CLOSE_MS, so the
+ * daemon, once unmounted, goes on holding the entry's lock (flock, ended by that close)
+ * while a new mount of the same model starts: what the new one does with an entry held
+ * by a mount that is ending is then seen every time, not only when the old daemon
+ * happens to be slower than the new one's start. Every other close is the real one. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Whether fd is a map file under dir: its name from /proc/self/fd. */
+static int slow_close_is_map(int fd, const char *dir)
+{
+	char link[64], path[4096];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	const ssize_t n = readlink(link, path, sizeof path - 1);
+	if (n <= 0)
+		return 0;
+	path[n] = '\0';
+	const size_t d = strlen(dir), p = (size_t)n;
+	return d && p > d + 4 && strncmp(path, dir, d) == 0 && path[d] == '/' &&
+	       strcmp(path + p - 4, "/map") == 0;
+}
+
+int close(int fd)
+{
+	static int (*real_close)(int);
+	if (!real_close) {
+		void *sym = dlsym(RTLD_NEXT, "close");
+		memcpy(&real_close, &sym, sizeof sym);   /* (POSIX's way from object to function) */
+	}
+	const char *dir = getenv("GGUFS_SLOW_CLOSE_DIR");
+	const char *ms = getenv("GGUFS_SLOW_CLOSE_MS");
+	if (dir && ms && slow_close_is_map(fd, dir)) {
+		const long wait = strtol(ms, NULL, 10);
+		struct timespec t = { wait / 1000, (wait % 1000) * 1000000L };
+		while (nanosleep(&t, &t) != 0)
+			;
+	}
+	return real_close(fd);
+}
