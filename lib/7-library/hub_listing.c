@@ -303,9 +303,17 @@ int hub_parse_page(const char *body, size_t len, const char *folder, struct hub_
 			}
 			f->size = (uint64_t)json_integer_value(size);
 			const char *oid = json_string_value(json_object_get(lfs, "oid"));
-			if (oid && is_sha256(oid))
+			if (oid && is_sha256(oid)) {
+				if (!(f->sha256 = malloc(65))) {
+					free(f->path);
+					json_decref(doc);
+					gguf_errf(err, "out of memory reading the hub's listing");
+					return -ENOMEM;
+				}
 				for (size_t j = 0; j < 64; j++)
 					f->sha256[j] = (char)tolower((unsigned char)oid[j]);
+				f->sha256[64] = 0;
+			}
 		}
 		l->n++;
 		l->path_bytes += kept;
@@ -343,14 +351,124 @@ static int path_cmp(const void *a, const void *b)
 	return strcmp(((const struct hub_file *)a)->path, ((const struct hub_file *)b)->path);
 }
 
+/* Frees what one file of a listing owns. */
+static void file_free(struct hub_file *f)
+{
+	free(f->path);
+	free(f->sha256);
+}
+
 void hub_listing_free(struct hub_listing *l)
 {
 	for (size_t i = 0; l->files && i < l->n; i++)
-		free(l->files[i].path);
+		file_free(&l->files[i]);
 	free(l->files);
 	l->files = NULL;
 	l->n = 0;
 	l->path_bytes = 0;
+}
+
+const struct hub_file *hub_listing_find(const struct hub_listing *l, const char *path)
+{
+	size_t lo = 0, hi = l->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(path, l->files[mid].path);
+		if (c == 0)
+			return &l->files[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+/* Adds to l (sorted, each path once) every folder on the way to one of its paths that
+ * it does not name, and sorts it again. The paths under one folder are side by side
+ * in byte order, so a folder is new only where a path does not share it with the path
+ * before. 0, -ENOMEM, or -EFBIG past HUB_NAMES_MAX. */
+static int add_folders(struct hub_listing *l)
+{
+	struct hub_file *made = NULL;
+	size_t n_made = 0, cap = 0;
+	uint64_t made_bytes = 0;
+	int ret = 0;
+	for (size_t i = 0; ret == 0 && i < l->n; i++) {
+		const char *p = l->files[i].path, *prev = i ? l->files[i - 1].path : "";
+		for (const char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
+			const size_t len = (size_t)(slash - p);
+			if (strncmp(prev, p, len + 1) == 0)
+				continue;   /* the path before is in this folder too */
+			char *dir = strndup(p, len);
+			if (!dir) {
+				ret = -ENOMEM;
+				break;
+			}
+			if (hub_listing_find(l, dir)) {
+				free(dir);
+				continue;
+			}
+			if (len + 1 > HUB_NAMES_MAX - l->path_bytes - made_bytes ||
+			    l->n + n_made >= HUB_ENTRIES_MAX) {
+				free(dir);
+				ret = -EFBIG;
+				break;
+			}
+			if (n_made == cap) {
+				size_t nc = cap ? 2 * cap : 16;
+				struct hub_file *m = realloc(made, nc * sizeof *m);
+				if (!m) {
+					free(dir);
+					ret = -ENOMEM;
+					break;
+				}
+				made = m;
+				cap = nc;
+			}
+			made[n_made++] = (struct hub_file){ .path = dir, .dir = true };
+			made_bytes += len + 1;
+		}
+	}
+	struct hub_file *all = ret == 0 && n_made ?
+	                       realloc(l->files, (l->n + n_made) * sizeof *all) : NULL;
+	if (ret == 0 && n_made && !all)
+		ret = -ENOMEM;
+	if (ret < 0) {
+		for (size_t i = 0; i < n_made; i++)
+			file_free(&made[i]);
+		free(made);
+		return ret;
+	}
+	if (n_made) {
+		memcpy(all + l->n, made, n_made * sizeof *made);
+		l->files = all;
+		l->n += n_made;
+		l->path_bytes += made_bytes;
+		qsort(l->files, l->n, sizeof *l->files, path_cmp);
+	}
+	free(made);
+	return 0;
+}
+
+int hub_listing_finish(struct hub_listing *l)
+{
+	if (l->n)
+		qsort(l->files, l->n, sizeof *l->files, path_cmp);
+	/* a path listed twice (a listing that changed between pages): one kept */
+	size_t k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (k && strcmp(l->files[k - 1].path, l->files[i].path) == 0) {
+			evlog(EVLOG_WARNING, "hub listing twice", "the hub's listing names '%s' twice: "
+			      "one kept", l->files[i].path);
+			l->path_bytes -= strlen(l->files[i].path) + 1;
+			file_free(&l->files[i]);
+			continue;
+		}
+		l->files[k++] = l->files[i];
+	}
+	l->n = k;
+	return add_folders(l);
 }
 
 int hub_list(const struct hub_http *h, const char *repo, const char *commit, const char *folder,
@@ -406,19 +524,12 @@ int hub_list(const struct hub_http *h, const char *repo, const char *commit, con
 		hub_listing_free(out);
 		return ret;
 	}
-	if (out->n)
-		qsort(out->files, out->n, sizeof *out->files, path_cmp);
-	/* a path listed twice (a listing that changed between pages): the first kept */
-	size_t k = 0;
-	for (size_t i = 0; i < out->n; i++) {
-		if (k && strcmp(out->files[k - 1].path, out->files[i].path) == 0) {
-			evlog(EVLOG_WARNING, "hub listing twice", "the hub's listing names '%s' twice: "
-			      "the first kept", out->files[i].path);
-			free(out->files[i].path);
-			continue;
-		}
-		out->files[k++] = out->files[i];
-	}
-	out->n = k;
-	return 0;
+	ret = hub_listing_finish(out);
+	if (ret == -EFBIG)
+		gguf_errf(err, "%s: the paths take more than %u MiB", what, HUB_NAMES_MAX >> 20);
+	else if (ret < 0)
+		gguf_errf(err, "%s: out of memory", what);
+	if (ret < 0)
+		hub_listing_free(out);
+	return ret;
 }

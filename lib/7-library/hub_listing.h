@@ -38,11 +38,12 @@ struct hub_http {
 
 struct hub_file {
 	char *path;              /* relative to the folder listed */
-	bool dir;
 	uint64_t size;
 	time_t date;             /* its last commit's ("lastCommit": {"date"}), when the
 	                          * listing gives it; else 0 */
-	char sha256[65];         /* an LFS file's, lower-case hex; "" for others */
+	char *sha256;            /* an LFS file's, lower-case hex (malloc'ed); NULL for
+	                          * others, most files of a large listing */
+	bool dir;
 };
 
 struct hub_listing {
@@ -61,15 +62,26 @@ int hub_resolve(const struct hub_http *h, const char *repo, const char *revision
                 char commit[65], time_t *date, long *status, char err[GGUF_ERR_MAX]);
 
 /* Every file and folder under folder ("" for the whole repository) of repo at commit,
- * every page followed, into *out (hub_listing_free). 0, or -errno with one line in err. */
+ * every page followed, into *out (hub_listing_free), sorted by path, each path once,
+ * every folder on the way to a file among them (a folder the hub did not name is added:
+ * a folder's listing is then its entries alone, their names borrowed from these
+ * paths). 0, or -errno with one line in err. */
 int hub_list(const struct hub_http *h, const char *repo, const char *commit, const char *folder,
              struct hub_listing *out, long *status, char err[GGUF_ERR_MAX]);
 void hub_listing_free(struct hub_listing *l);
+/* The file or folder of listing l (as hub_list sorts it) at path, or NULL. */
+const struct hub_file *hub_listing_find(const struct hub_listing *l, const char *path);
 
 /* Parses one page (a JSON array) into l's files, folder's prefix taken off each path
  * ("" for none): 0, or -EPROTO with one line in err. For tests and the fuzzer. */
 int hub_parse_page(const char *body, size_t len, const char *folder, struct hub_listing *l,
                    char err[GGUF_ERR_MAX]);
+
+/* Sorts l's files by path, keeps each path once and adds every folder on the way to a
+ * file that l does not name, as hub_list gives a listing: 0, -ENOMEM, or -EFBIG when the
+ * folders would take the paths past HUB_NAMES_MAX (l as it was, but sorted). For
+ * hub_list, its tests and the fuzzer. */
+int hub_listing_finish(struct hub_listing *l);
 
 /* The URL in a Link header's rel="next" part into next (size bytes): false when none. */
 bool hub_link_next(const char *link, char *next, size_t size);

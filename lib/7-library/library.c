@@ -31,6 +31,14 @@ static char *join(const char *dir, const char *name)
 	return p;
 }
 
+/* The attributes the library keeps of st. */
+static struct lib_attr attr_of(const struct stat *st)
+{
+	return (struct lib_attr){ .mode = st->st_mode, .uid = st->st_uid, .gid = st->st_gid,
+	                          .size = st->st_size, .atim = st->st_atim,
+	                          .mtim = st->st_mtim, .ctim = st->st_ctim };
+}
+
 static void slot_free(struct lib_slot *s)
 {
 	if (!s)
@@ -40,9 +48,10 @@ static void slot_free(struct lib_slot *s)
 	lib_row_free(s->row);
 	free(s->children);
 	free(s->error);
-	if (s->src != s->path)
-		free(s->src);
-	free(s->path);   /* (name is inside it) */
+	if (s->owns_src)
+		free((char *)s->src);
+	if (s->owns_path)
+		free((char *)s->path);
 	free(s);
 }
 
@@ -59,15 +68,17 @@ static struct lib_slot *slot_numbered(const struct library *lib, uint64_t no, in
 }
 
 /* A new slot in folder (NULL for the root) with the next number, holding nothing yet
- * (under the lock), or NULL: out of memory, or every number given. path (malloc'ed,
- * ending in name) and src are taken, freed on failure too: the name is the end of the
- * path, and a src equal to the path is the path (a folder's and a plain file's always
- * are), so a slot keeps one copy of its name. */
+ * (under the lock), or NULL: out of memory, or every number given. src is its path in
+ * the source (own_src: src itself, taken, else lent by the source), path its path in
+ * the library when that differs (taken; NULL: src), name the end of it; what was to be
+ * taken is freed on failure too. */
 static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, const char *name,
-                                 char *path, char *src, struct lib_slot *folder)
+                                 const char *src, char *own_src, char *own_path,
+                                 struct lib_slot *folder)
 {
 	const bool reuse = lib->n_free > REUSE_AFTER || (lib->n_free && lib->n_slots == LIB_SLOTS_MAX);
-	if (!path || !src || strlen(path) < strlen(name))
+	const char *path = own_path ? own_path : src;
+	if (!src || !path || strlen(path) < strlen(name))
 		goto fail;
 	if (!reuse && lib->n_slots == LIB_SLOTS_MAX)
 		goto fail;
@@ -83,15 +94,11 @@ static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, c
 	if (!s)
 		goto fail;
 	s->type = type;
+	s->src = src;
 	s->path = path;
+	s->owns_src = own_src != NULL;
+	s->owns_path = own_path != NULL;
 	s->name = path + strlen(path) - strlen(name);
-	if (src == path || strcmp(src, path) == 0) {
-		if (src != path)
-			free(src);
-		s->src = path;
-	} else {
-		s->src = src;
-	}
 	if (reuse) {
 		s->no = lib->free_nos[lib->first_free];
 		lib->first_free = (lib->first_free + 1) % lib->cap_free;
@@ -103,9 +110,8 @@ static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, c
 	s->folder = folder;
 	return s;
 fail:
-	if (src != path)
-		free(src);
-	free(path);
+	free(own_src);
+	free(own_path);
 	return NULL;
 }
 
@@ -183,8 +189,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	pthread_mutex_init(&lib->compare_lock, NULL);
 	pthread_cond_init(&lib->built, NULL);
 	pthread_cond_init(&lib->listed, NULL);
-	char *path = strdup("");
-	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", path, path, NULL);
+	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", "", NULL, NULL, NULL);
 	if (root)
 		root->holds = 1;   /* the library's own */
 	struct lib_entry e;
@@ -192,7 +197,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	if (r == 0 && e.type != LIB_ENTRY_DIR)
 		r = -ENOTDIR;
 	if (r == 0) {
-		root->st = e.st;
+		root->st = attr_of(&e.st);
 		root->dev = e.st.st_dev;
 		root->ino = e.st.st_ino;
 		root->parent = LIB_ROOT_INO;
@@ -288,7 +293,7 @@ static void drop_loops(const struct lib_slot *f, struct lib_entry *e, size_t *n)
 		                                   a && !loop; a = a->folder)
 			loop = a->dev == e[i].st.st_dev && a->ino == e[i].st.st_ino;
 		if (loop)
-			free(e[i].name);
+			lib_entry_clear(&e[i]);
 		else
 			e[k++] = e[i];
 	}
@@ -351,7 +356,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		r = -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n_names; i++) {
 		const struct lib_name *ln = &names[i];
-		const struct lib_entry *le = &e[ln->entry];
+		struct lib_entry *le = &e[ln->entry];
 		/* the same name for the same version keeps its slot: its numbers stay */
 		struct lib_slot *old = child_named(f, ln->name);
 		if (old && old->type == ln->type &&
@@ -362,8 +367,24 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 			old->ino = le->st.st_ino;
 			continue;
 		}
-		struct lib_slot *s = slot_new(lib, ln->type, ln->name, join(f->path, ln->name),
-		                              join(f->src, le->name), f);
+		/* shown by its own name in a folder shown by its own path: its library path is
+		 * its source path, one string */
+		const bool same = !ln->own && f->path == f->src;
+		char *own_path = same ? NULL : join(f->path, ln->name);
+		const char *at = le->path;   /* lent, or taken */
+		char *own_src = NULL;
+		if (!le->path) {
+			at = own_src = join(f->src, le->name);
+		} else if (!le->lent) {
+			at = own_src = le->path;
+			le->path = le->name = NULL;   /* the slot's now (ln->name points into it) */
+		}
+		if (!same && !own_path) {
+			free(own_src);
+			r = -ENOMEM;
+			break;
+		}
+		struct lib_slot *s = slot_new(lib, ln->type, ln->name, at, own_src, own_path, f);
 		if (!s) {
 			r = -ENOMEM;
 			break;
@@ -371,7 +392,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		s->parent = ino_of(f->no, 1);
 		s->version = ln->version;
 		s->first_version = le->version;
-		s->st = le->st;
+		s->st = attr_of(&le->st);
 		s->dev = le->st.st_dev;
 		s->ino = le->st.st_ino;
 		s->files = ln->files;
@@ -440,14 +461,15 @@ static void trim(struct library *lib)
 bool lib_same_file(const struct library *lib, const struct lib_slot *s,
                    const struct ggufs_model *m)
 {
-	const struct stat *a = &s->st, *b = &m->st;
+	const struct lib_attr *a = &s->st;
+	const struct stat *b = &m->st;
 	const struct lib_source *src = lib->src;
 	if (!src->pinned && src->ops->same_version)   /* the source knows its versions */
 		return src->ops->same_version(src->ctx, s->src, s->first_version, m);
 	return src->pinned ||
-	       (a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	        a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-	        a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec);
+	       (s->dev == b->st_dev && s->ino == b->st_ino && a->size == b->st_size &&
+	        a->mtim.tv_sec == b->st_mtim.tv_sec && a->mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	        a->ctim.tv_sec == b->st_ctim.tv_sec && a->ctim.tv_nsec == b->st_ctim.tv_nsec);
 }
 
 /* Builds model slot s unless it is (under the lock, which it drops while opening):
@@ -770,7 +792,7 @@ static mode_t read_bits(mode_t mode)
  * without the lock: the root's slot stays while the library lives, but the table that
  * holds it moves when it grows (slot_new's realloc, under the lock, during another
  * thread's listing), so its place is read under the lock. */
-static const struct stat *root_stat(struct library *lib)
+static const struct lib_attr *root_stat(struct library *lib)
 {
 	pthread_mutex_lock(&lib->lock);
 	const struct lib_slot *root = lib->slots[0];
@@ -783,15 +805,15 @@ void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 	memset(st, 0, sizeof *st);
 	st->st_ino = r->ino;
 	st->st_blksize = 4096;
-	const struct stat *from = r->slot ? &r->slot->st : root_stat(lib);
+	const struct lib_attr *from = r->slot ? &r->slot->st : root_stat(lib);
 	struct tree_node dir = { .kind = TREE_ROOT };
 	switch (r->kind) {
 	case LIB_FOLDER:
-		st->st_mode = S_IFDIR | read_bits(from->st_mode) | ((read_bits(from->st_mode) >> 2) & 0111);
+		st->st_mode = S_IFDIR | read_bits(from->mode) | ((read_bits(from->mode) >> 2) & 0111);
 		break;
 	case LIB_PLAIN:
-		st->st_mode = S_IFREG | read_bits(from->st_mode);
-		st->st_size = from->st_size;
+		st->st_mode = S_IFREG | read_bits(from->mode);
+		st->st_size = from->size;
 		break;
 	case LIB_TSV:
 	case LIB_JSON:
@@ -802,15 +824,15 @@ void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 	case LIB_MODEL_DIR:
 	case LIB_BROKEN:
 	case LIB_COMPARE_DIR:
-		st->st_mode = tree_mode(&dir, from->st_mode);
+		st->st_mode = tree_mode(&dir, from->mode);
 		break;
 	case LIB_COMPARE:
 		/* the length of its text, known once a lookup made it (library_compare_size) */
-		st->st_mode = S_IFREG | read_bits(from->st_mode);
+		st->st_mode = S_IFREG | read_bits(from->mode);
 		st->st_size = (off_t)library_compare_known(lib, r);
 		break;
 	case LIB_ERROR:
-		st->st_mode = S_IFREG | (0444 & read_bits(from->st_mode));
+		st->st_mode = S_IFREG | (0444 & read_bits(from->mode));
 		st->st_size = r->slot->error ? (off_t)strlen(r->slot->error) : 0;
 		break;
 	case LIB_TREE:
@@ -820,12 +842,12 @@ void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 		return;
 	}
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
-	st->st_uid = from->st_uid;
-	st->st_gid = from->st_gid;
+	st->st_uid = from->uid;
+	st->st_gid = from->gid;
 	st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
-	st->st_atim = from->st_atim;
-	st->st_mtim = from->st_mtim;
-	st->st_ctim = from->st_ctim;
+	st->st_atim = from->atim;
+	st->st_mtim = from->mtim;
+	st->st_ctim = from->ctim;
 }
 
 uint64_t library_tree_ino(const struct lib_ref *r, uint64_t tree_ino)
@@ -846,11 +868,23 @@ uint64_t library_parent(const struct lib_ref *r)
 	return r->slot->parent;
 }
 
-void library_list_free(struct lib_list_entry *e, size_t n)
+void library_list_free(struct library *lib, struct lib_list_entry *e, size_t n)
 {
-	for (size_t i = 0; e && i < n; i++)
-		free(e[i].name);
+	if (!e)
+		return;
+	pthread_mutex_lock(&lib->lock);
+	for (size_t i = 0; i < n; i++)
+		if (e[i].held)
+			lib_slot_drop(lib, e[i].held);
+	pthread_mutex_unlock(&lib->lock);
 	free(e);
+}
+
+/* The entry of the listing naming slot c, numbered ino, held (under the lock). */
+static struct lib_list_entry list_entry(struct lib_slot *c, uint64_t ino, bool dir)
+{
+	lib_slot_hold(c);
+	return (struct lib_list_entry){ c->name, ino, dir, c };
 }
 
 /* The listing of model slot s's compare/: every other model of its folder, as it is
@@ -866,17 +900,14 @@ static int list_compare(struct library *lib, struct lib_slot *s, struct lib_list
 		ret = -ENOMEM;
 	size_t k = 0;
 	for (size_t i = 0; e && i < f->n_children; i++) {
-		const struct lib_slot *c = f->children[i];
+		struct lib_slot *c = f->children[i];
 		if (c->type != LIB_NODE_MODEL || c == s)
 			continue;
-		e[k++] = (struct lib_list_entry){ strdup(c->name),
-		                                  ino_of(s->no, LIB_COMPARE_LOW + 1 + c->no), false };
-		if (!e[k - 1].name)
-			ret = -ENOMEM;
+		e[k++] = list_entry(c, ino_of(s->no, LIB_COMPARE_LOW + 1 + c->no), false);
 	}
 	pthread_mutex_unlock(&lib->lock);
 	if (ret < 0) {
-		library_list_free(e, k);
+		library_list_free(lib, e, k);
 		return ret;
 	}
 	*out = e;
@@ -891,10 +922,9 @@ int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_e
 	*n = 0;
 	if (r->kind == LIB_BROKEN) {
 		struct lib_list_entry *e = calloc(1, sizeof *e);
-		if (!e || !(e->name = strdup("error"))) {
-			free(e);
+		if (!e)
 			return -ENOMEM;
-		}
+		e->name = "error";
 		e->ino = ino_of(r->slot->no, LIB_ERROR_LOW);
 		*out = e;
 		*n = 1;
@@ -914,20 +944,16 @@ int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_e
 		ret = -ENOMEM;
 	size_t k = 0;
 	if (e && root) {
-		e[k++] = (struct lib_list_entry){ strdup(LIB_TSV_NAME), LIB_TSV_INO, false };
-		e[k++] = (struct lib_list_entry){ strdup(LIB_JSON_NAME), LIB_JSON_INO, false };
+		e[k++] = (struct lib_list_entry){ LIB_TSV_NAME, LIB_TSV_INO, false, NULL };
+		e[k++] = (struct lib_list_entry){ LIB_JSON_NAME, LIB_JSON_INO, false, NULL };
 	}
 	for (size_t i = 0; e && i < f->n_children; i++) {
-		const struct lib_slot *c = f->children[i];
-		e[k++] = (struct lib_list_entry){ strdup(c->name), ino_of(c->no, 1),
-		                                  c->type != LIB_NODE_FILE };
+		struct lib_slot *c = f->children[i];
+		e[k++] = list_entry(c, ino_of(c->no, 1), c->type != LIB_NODE_FILE);
 	}
 	pthread_mutex_unlock(&lib->lock);
-	for (size_t i = 0; i < k; i++)
-		if (!e[i].name)
-			ret = -ENOMEM;
 	if (ret < 0) {
-		library_list_free(e, k);
+		library_list_free(lib, e, k);
 		return ret;
 	}
 	*out = e;

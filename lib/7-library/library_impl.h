@@ -29,6 +29,17 @@ void lib_row_free(struct lib_row *row);
 
 enum model_state { MODEL_UNBUILT, MODEL_BUILDING, MODEL_BUILT, MODEL_BROKEN, MODEL_STALE };
 
+/* What the library shows of an entry beside its name and number: its mode, owner, size
+ * and times (a slot is kept for every name of every folder listed, and struct stat is
+ * twice this size). */
+struct lib_attr {
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	off_t size;
+	struct timespec atim, mtim, ctim;
+};
+
 struct lib_child {
 	struct lib_slot *slot;
 };
@@ -43,16 +54,22 @@ struct lib_slot {
 	struct lib_slot *folder;
 	struct lib_slot *next_free;   /* a list of slots being freed (lib_slot_drop) */
 	enum lib_node_type type;
-	const char *name;         /* as shown in its folder: the end of path */
-	char *path;               /* in the library ("" for the root) */
-	char *src;                /* in the source: the folder, the file, a model's first file;
-	                           * path itself when they are equal (one copy of the name) */
+	/* its names, each kept once: src the entry's path in the source (the folder, the
+	 * file, a model's first file), taken from its listing (owns_src) or lent by a
+	 * source that keeps its paths (a hub listing); path the same string when equal
+	 * (every folder and plain file), else made (owns_path: a model shown as NAME); name
+	 * the end of path */
+	const char *name;
+	const char *path;         /* in the library ("" for the root) */
+	const char *src;
+	bool owns_src, owns_path; /* which of them the slot frees */
 	uint64_t parent;          /* the number of the folder holding it */
 	uint64_t version;         /* of the entry (a model: of all its files) */
 	uint64_t first_version;   /* a model: of its first file alone */
-	struct stat st;           /* of the entry (a model: its first file) */
-	/* a folder: its device and inode now (st's may be older: a folder keeps its slot
-	 * while its name stays a folder), 0 for a source without them */
+	struct lib_attr st;       /* of the entry (a model: its first file's) */
+	/* its device and inode (a model: its first file's, as listed; a folder: now, while
+	 * st may be older, since a folder keeps its slot while its name stays a folder),
+	 * 0 for a source without them */
 	dev_t dev;
 	ino_t ino;
 	uint32_t files;           /* a model: its files in the folder */

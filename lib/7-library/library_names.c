@@ -12,7 +12,7 @@
 void lib_names_free(struct lib_name *names, size_t n)
 {
 	for (size_t i = 0; names && i < n; i++)
-		free(names[i].name);
+		free(names[i].own);
 	free(names);
 }
 
@@ -98,8 +98,7 @@ static int name_others(const struct lib_entry *e, size_t n, struct nameset *set,
 		if (!claim(set, &strs[i], e[i].name))
 			continue;   /* models.tsv or models.json at the root */
 		struct lib_name *ln = &names[*n_names];
-		if (!(ln->name = strdup(e[i].name)))
-			return -ENOMEM;
+		ln->name = e[i].name;
 		ln->type = e[i].type == LIB_ENTRY_DIR ? LIB_NODE_DIR : LIB_NODE_FILE;
 		ln->entry = i;
 		ln->version = e[i].version;
@@ -135,21 +134,22 @@ static size_t group_sets(const struct lib_entry *e, struct model_file *files, si
 static int name_model(struct nameset *set, struct gguf_str *strs, const struct model_file *f,
                       struct lib_name *ln)
 {
-	ln->name = f->prefix ? strndup(f->name, f->prefix) : NULL;
-	if (f->prefix && !ln->name)
+	ln->own = f->prefix ? strndup(f->name, f->prefix) : NULL;
+	if (f->prefix && !ln->own)
 		return -ENOMEM;
+	ln->name = ln->own;
 	if (!ln->name || !claim(set, &strs[f->entry], ln->name)) {
-		free(ln->name);
-		if (!(ln->name = strdup(f->name)))
-			return -ENOMEM;
+		free(ln->own);
+		ln->own = NULL;
+		ln->name = f->name;   /* its first file's: the entry's own */
 		for (unsigned k = 2; !claim(set, &strs[f->entry], ln->name); k++) {
 			size_t len = strlen(f->name) + 16;
 			char *alt = malloc(len);
 			if (!alt)
 				return -ENOMEM;
 			snprintf(alt, len, "%s~%u", f->name, k);
-			free(ln->name);
-			ln->name = alt;
+			free(ln->own);
+			ln->name = ln->own = alt;
 		}
 	}
 	ln->type = LIB_NODE_MODEL;
@@ -184,7 +184,7 @@ int lib_names(struct lib_entry *e, size_t n, bool root, struct lib_name **out, s
 	for (size_t i = 0; i < n_models; i++) {
 		int m = name_model(&set, strs, &files[i], &names[n_names]);
 		if (m < 0) {
-			free(names[n_names].name);
+			free(names[n_names].own);
 			goto out;
 		}
 		n_names++;

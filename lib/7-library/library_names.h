@@ -20,7 +20,9 @@
 enum lib_node_type { LIB_NODE_DIR, LIB_NODE_FILE, LIB_NODE_MODEL };
 
 struct lib_name {
-	char *name;               /* as the library shows it (malloc'ed) */
+	const char *name;         /* as the library shows it: the entry's own name (borrowed
+	                           * from it), or own */
+	char *own;                /* a name made for a model (NAME, NAME~2), or NULL */
 	enum lib_node_type type;
 	size_t entry;             /* the source entry: a model's first file */
 	uint32_t files;           /* a model: its files in the folder */
@@ -28,7 +30,8 @@ struct lib_name {
 };
 
 /* The library names of the n entries e of one folder (root: the library's root), sorted
- * by name, into *out (lib_names_free); e is sorted by name in place. 0 or -ENOMEM. */
+ * by name, into *out (lib_names_free before e is freed: a name equal to its entry's is
+ * the entry's); e is sorted by name in place. 0 or -ENOMEM. */
 int lib_names(struct lib_entry *e, size_t n, bool root, struct lib_name **out, size_t *n_out);
 void lib_names_free(struct lib_name *names, size_t n);
 

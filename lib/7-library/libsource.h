@@ -22,17 +22,29 @@
 
 enum lib_entry_type { LIB_ENTRY_DIR, LIB_ENTRY_FILE };
 
-/* One entry of a folder's listing. */
+/* One entry of a folder's listing. Its name is kept once: a source gives the entry's
+ * whole path, which the library takes for its slot (or borrows, lent), and the name is
+ * its end; a source that gives only the name leaves path NULL (the library joins). */
 struct lib_entry {
-	char *name;               /* one path part, malloc'ed */
+	char *name;               /* one path part: malloc'ed, or the end of path */
+	char *path;               /* NULL, or the entry's path in the source (dir/name, or
+	                           * name at the root): malloc'ed, or lent */
+	bool lent;                /* path belongs to the source, which keeps it while it
+	                           * lives: borrowed, never freed */
 	enum lib_entry_type type;
 	uint64_t version;         /* differs between two versions of one file (a local
 	                           * file's device, inode, size and times hashed) */
 	struct stat st;           /* what the library shows of it: mode, owner, size, times */
 };
 
-/* The entries of a listing and the strings they own (lib_entries_free). */
+/* Frees the n entries e and the strings they own (their path, else their name; a lent
+ * path is not theirs). */
 void lib_entries_free(struct lib_entry *e, size_t n);
+/* Frees what one entry owns, as lib_entries_free does, and forgets it. */
+void lib_entry_clear(struct lib_entry *e);
+/* Gives e the path dir/name (name at the root "": the name's len bytes) and its name at
+ * the end: false out of memory. */
+bool lib_entry_name(struct lib_entry *e, const char *dir, const char *name, size_t len);
 
 struct lib_source_ops {
 	/* The entries of folder dir (files and folders only, in any order) into *out, and

@@ -13,7 +13,6 @@
 #include "libsource_hub.h"
 #include "model.h"
 #include "source.h"
-#include "sort_unique.h"
 #include "token.h"
 
 struct hub_source {
@@ -133,30 +132,22 @@ bool hub_name_is_library(const struct hub_name *n)
 	return !n->quant && !(len >= 5 && strcasecmp(n->path + len - 5, ".gguf") == 0);
 }
 
-/* The file or folder at path (relative to the folder listed) by binary search, or NULL. */
+/* The file or folder at path (relative to the folder listed), or NULL. */
 static const struct hub_file *find(const struct hub_source *hs, const char *path)
 {
-	size_t lo = 0, hi = hs->l.n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(path, hs->l.files[mid].path);
-		if (c == 0)
-			return &hs->l.files[mid];
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return NULL;
+	return hub_listing_find(&hs->l, path);
 }
 
-/* The first file whose path starts with prefix (the listing is sorted): its index. */
-static size_t first_with(const struct hub_source *hs, const char *prefix)
+/* The first file at or after from whose path's first n bytes do not come before
+ * prefix's (or, past, after them) in the sorted listing: its index. */
+static size_t bound(const struct hub_source *hs, size_t from, const char *prefix, size_t n,
+                    bool past)
 {
-	size_t lo = 0, hi = hs->l.n, n = strlen(prefix);
+	size_t lo = from, hi = hs->l.n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (strncmp(hs->l.files[mid].path, prefix, n) < 0)
+		int c = strncmp(hs->l.files[mid].path, prefix, n);
+		if (c < 0 || (past && c == 0))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -188,7 +179,8 @@ static uint64_t version_of(const char *path, const struct hub_file *f)
 	XXH3_64bits_reset(s);
 	XXH3_64bits_update(s, path, strlen(path));
 	if (f) {
-		XXH3_64bits_update(s, f->sha256, strlen(f->sha256));
+		if (f->sha256)
+			XXH3_64bits_update(s, f->sha256, strlen(f->sha256));
 		XXH3_64bits_update(s, &f->size, sizeof f->size);
 	}
 	uint64_t v = XXH3_64bits_digest(s);
@@ -196,11 +188,9 @@ static uint64_t version_of(const char *path, const struct hub_file *f)
 	return v;
 }
 
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct lib_entry *)a)->name, ((const struct lib_entry *)b)->name);
-}
-
+/* The entries of folder dir: the files and folders of the listing whose paths are dir's
+ * and one part more (hub_list names every folder), each lending its path. The paths
+ * under a subfolder are skipped by a binary search past them. */
 static int hub_list_dir(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
                         uint64_t *version, char err[GGUF_ERR_MAX])
 {
@@ -215,45 +205,40 @@ static int hub_list_dir(void *ctx, const char *dir, struct lib_entry **out, size
 		return -ENOMEM;
 	}
 	snprintf(prefix, dlen + 2, "%s%s", dir, dlen ? "/" : "");
-	size_t plen = strlen(prefix), cap = 0;
-	int r = 0;
-	for (size_t i = first_with(hs, prefix); i < hs->l.n; i++) {
-		const struct hub_file *f = &hs->l.files[i];
-		if (strncmp(f->path, prefix, plen) != 0)
-			break;
-		const char *rest = f->path + plen;
-		size_t part = strcspn(rest, "/");
-		bool dir_entry = f->dir || rest[part] == '/';
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 64;
-			struct lib_entry *e = realloc(*out, cap * sizeof *e);
-			if (!e) {
-				r = -ENOMEM;
+	const size_t plen = strlen(prefix), first = bound(hs, 0, prefix, plen, false);
+	size_t count = 0;
+	/* counted first, then made: the array is as long as the folder, no longer */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1 && count && !(*out = calloc(count, sizeof **out))) {
+			free(prefix);
+			gguf_errf(err, "out of memory");
+			return -ENOMEM;
+		}
+		for (size_t i = first; i < hs->l.n; ) {
+			const struct hub_file *f = &hs->l.files[i];
+			if (strncmp(f->path, prefix, plen) != 0)
 				break;
+			const char *rest = f->path + plen;
+			const char *slash = strchr(rest, '/');
+			if (slash) {   /* under a subfolder, which has its own entry */
+				i = bound(hs, i, f->path, (size_t)(slash - f->path) + 1, true);
+				continue;
 			}
-			*out = e;
+			if (pass == 1) {
+				struct lib_entry *e = &(*out)[(*n)++];
+				e->path = f->path;
+				e->name = f->path + plen;
+				e->lent = true;
+				e->type = f->dir ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
+				e->version = version_of(f->path, f->dir ? NULL : f);
+				entry_stat(hs, &e->st, f->dir, f->dir ? 0 : f->size, f->dir ? 0 : f->date);
+			} else {
+				count++;
+			}
+			i++;
 		}
-		struct lib_entry *e = &(*out)[*n];
-		e->name = strndup(rest, part);
-		if (!e->name) {
-			r = -ENOMEM;
-			break;
-		}
-		e->type = dir_entry ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
-		e->version = version_of(f->path, rest[part] ? NULL : f);
-		entry_stat(hs, &e->st, dir_entry, dir_entry ? 0 : f->size, dir_entry ? 0 : f->date);
-		(*n)++;
 	}
 	free(prefix);
-	if (r < 0) {
-		gguf_errf(err, "out of memory");
-		lib_entries_free(*out, *n);
-		*out = NULL;
-		*n = 0;
-		return r;
-	}
-	/* a folder named by its files' paths only once */
-	*n = sort_unique(*out, *n, sizeof **out, offsetof(struct lib_entry, name), name_cmp);
 	return 0;
 }
 
@@ -401,7 +386,7 @@ static void hub_close_file(void *ctx, void *file)
 static const char *hub_sha256(void *ctx, const char *path)
 {
 	const struct hub_file *f = find(ctx, path);
-	return f && f->sha256[0] ? f->sha256 : NULL;
+	return f ? f->sha256 : NULL;
 }
 
 static char *hub_model_name(void *ctx, const char *path)

@@ -21,11 +21,36 @@ struct local_source {
 	bool confine;   /* nothing served whose real path leaves root */
 };
 
+void lib_entry_clear(struct lib_entry *e)
+{
+	if (!e->path)
+		free(e->name);
+	else if (!e->lent)
+		free(e->path);
+	e->name = e->path = NULL;
+}
+
 void lib_entries_free(struct lib_entry *e, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		free(e[i].name);
+	for (size_t i = 0; e && i < n; i++)
+		lib_entry_clear(&e[i]);
 	free(e);
+}
+
+bool lib_entry_name(struct lib_entry *e, const char *dir, const char *name, size_t len)
+{
+	const size_t dlen = strlen(dir), at = dlen ? dlen + 1 : 0;
+	e->path = malloc(at + len + 1);
+	if (!e->path)
+		return false;
+	memcpy(e->path, dir, dlen);
+	if (dlen)
+		e->path[dlen] = '/';
+	memcpy(e->path + at, name, len);
+	e->path[at + len] = 0;
+	e->name = e->path + at;
+	e->lent = false;
+	return true;
 }
 
 /* root/path (root alone for ""), malloc'ed, or NULL. */
@@ -137,8 +162,7 @@ static int local_list(void *ctx, const char *dir, struct lib_entry **out, size_t
 			cap = nc;
 		}
 		struct lib_entry *e = &(*out)[*n];
-		e->name = strdup(de->d_name);
-		if (!e->name) {
+		if (!lib_entry_name(e, dir, de->d_name, strlen(de->d_name))) {
 			r = -ENOMEM;
 			break;
 		}
@@ -180,7 +204,7 @@ static int local_stat(void *ctx, const char *path, struct lib_entry *e)
 		r = -ENOENT;
 	if (r < 0)
 		return r;
-	e->name = NULL;
+	e->name = e->path = NULL;
 	e->type = S_ISDIR(st.st_mode) ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
 	e->version = version_of(&st);
 	e->st = st;

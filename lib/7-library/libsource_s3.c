@@ -161,9 +161,17 @@ static int s3src_list(void *ctx, const char *dir, struct lib_entry **out, size_t
 		le[i].type = e[i].is_prefix ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
 		le[i].version = entry_version(&e[i]);
 		entry_stat(s, &e[i], &le[i].st);
-		le[i].name = e[i].name;
-		e[i].name = NULL;
 		v = XXH3_64bits_withSeed(&le[i].version, sizeof le[i].version, v);
+		/* its whole path made as the listing's name goes: one copy at a time */
+		bool ok = lib_entry_name(&le[i], dir, e[i].name, strlen(e[i].name));
+		free(e[i].name);
+		e[i].name = NULL;
+		if (!ok) {
+			s3_entries_free(e, ne);
+			lib_entries_free(le, i);
+			snprintf(err, GGUF_ERR_MAX, "out of memory");
+			return -ENOMEM;
+		}
 	}
 	s3_entries_free(e, ne);
 	*out = le;

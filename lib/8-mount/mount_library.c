@@ -106,7 +106,7 @@ static void lib_file_free(struct mount *m, void *file)
 	if (h->file)
 		library_file_close(m->library, h->file);
 	library_put(m->library, &h->ref);
-	library_list_free(h->list, h->n_list);
+	library_list_free(m->library, h->list, h->n_list);
 	free(h->text);
 	free(h);
 }

@@ -3,7 +3,8 @@
  * NUL) as a Link header (hub_link_next). A page refused must leave one non-empty line
  * and no entries of its own; every path kept must be one the library can serve
  * (relative, no empty, "." or ".." part, no control byte, no part over 255 bytes, no
- * more bytes of paths than the bound); a next URL must fit its buffer and come from
+ * more bytes of paths than the bound), and once finished as hub_list finishes a
+ * listing, sorted, each path once, every folder on the way to a path named; a next URL must fit its buffer and come from
  * between '<' and '>'. Any broken promise aborts. Also built without libFuzzer into a
  * regression runner (replay.c) over corpus_hub/. */
 #include <stdint.h>
@@ -54,6 +55,29 @@ static void check_paths(const struct hub_listing *l)
 		broken("the bytes of paths miscounted, or past the bound");
 }
 
+/* l as hub_list leaves it (hub_listing_finish): sorted, each path once, every folder
+ * on the way to a path named, found by hub_listing_find. */
+static void check_finished(const struct hub_listing *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const char *p = l->files[i].path;
+		if (i && strcmp(l->files[i - 1].path, p) >= 0)
+			broken("a finished listing not sorted, or a path twice");
+		if (hub_listing_find(l, p) != &l->files[i])
+			broken("hub_listing_find missed a path");
+		for (const char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
+			char dir[HUB_PATH_MAX + 1];
+			size_t n = (size_t)(slash - p);
+			if (n > HUB_PATH_MAX)
+				broken("a path longer than the bound kept");
+			memcpy(dir, p, n);
+			dir[n] = 0;
+			if (!hub_listing_find(l, dir))
+				broken("a folder on the way to a path not named");
+		}
+	}
+}
+
 /* One page read for folder into a fresh listing. */
 static void one_page(const uint8_t *data, size_t size, const char *folder)
 {
@@ -65,8 +89,13 @@ static void one_page(const uint8_t *data, size_t size, const char *folder)
 		broken("a refused page without one line");
 	if (r < 0 && l.n)
 		broken("a refused page kept entries");
-	if (r == 0)
+	if (r == 0) {
 		check_paths(&l);
+		if (hub_listing_finish(&l) == 0) {
+			check_paths(&l);
+			check_finished(&l);
+		}
+	}
 	hub_listing_free(&l);
 }
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Peak RSS of a library mount over a large listing (issue 37, item 8): a measurement
-run by hand, not a test.
+"""Peak RSS of a library mount over a large listing (issue 37, item 8): a benchmark
+(listing_rss) or a measurement run by hand, not a test.
 
     measure_listing_rss.py GGUFS hub ENTRIES PATH_BYTES
     measure_listing_rss.py GGUFS s3 KEYS NAME_BYTES
+    measure_listing_rss.py GGUFS all      (hub 200000 200, then s3 150000 200: the
+                                           benchmark listing_rss)
 
 hub: a hub repository of ENTRIES files under one folder, each path PATH_BYTES long,
 served 1,000 entries a page by a server on loopback that makes each page when asked;
@@ -130,7 +132,15 @@ def listing(mnt, *parts):
 
 
 def main():
-    ggufs, kind, count, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    if len(sys.argv) == 3 and sys.argv[2] == "all":
+        # the benchmark (meson test --benchmark listing_rss): issue 37's two listings
+        for kind, count, size in (("hub", 200000, 200), ("s3", 150000, 200)):
+            measure(sys.argv[1], kind, count, size)
+        return
+    measure(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+
+
+def measure(ggufs, kind, count, size):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AWS_") and k not in ("HF_TOKEN", "HF_ENDPOINT")}
     if kind == "hub":
@@ -153,8 +163,10 @@ def main():
                                 ["-o", "s3_anonymous"])
         shutil.rmtree(home)
     mounted, err, peak, took = result
-    print("%s %d x %d bytes: mounted %s, peak RSS %.1f MB, %.1f s" %
-          (kind, count, size, mounted, peak / 1024, took))
+    names = count * (size + 1) / 1e6
+    print("%s %d x %d bytes: mounted %s, peak RSS %.1f MB (%.1f x the %.1f MB of names), "
+          "%.1f s" % (kind, count, size, mounted, peak / 1024, peak * 1024 / 1e6 / names,
+                      names, took), flush=True)
     if err:
         print("  stderr: " + err[:300])
 

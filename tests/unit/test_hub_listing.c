@@ -48,7 +48,7 @@ static void test_page(void **state)
 	                    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
 	assert_true(l.files[1].dir);
 	assert_string_equal(l.files[2].path, "d/b.txt");
-	assert_string_equal(l.files[2].sha256, "");
+	assert_null(l.files[2].sha256);
 	hub_listing_free(&l);
 
 	/* a folder's listing: its prefix taken off, paths outside it refused */
@@ -98,6 +98,41 @@ static void test_dates(void **state)
 	for (size_t i = 1; i < 5; i++)
 		assert_int_equal(l.files[i].date, 0);
 	assert_int_equal(l.files[5].date, 1672628645);
+	hub_listing_free(&l);
+}
+
+/* A listing finished as hub_list finishes it: sorted, a path given twice kept once, and
+ * every folder on the way to a file named, those the hub named kept as it gave them
+ * (a folder named by the hub is not added again), so that a folder's listing is its
+ * entries alone. The bytes of paths count the folders added. */
+static void test_finish(void **state)
+{
+	(void)state;
+	const char *page = "[{\"type\":\"file\",\"path\":\"a/b/c/x.gguf\",\"size\":1},"
+	                   " {\"type\":\"file\",\"path\":\"a/b/y.gguf\",\"size\":2},"
+	                   " {\"type\":\"file\",\"path\":\"a-z.txt\",\"size\":3},"
+	                   " {\"type\":\"directory\",\"path\":\"a\"},"
+	                   " {\"type\":\"file\",\"path\":\"a/b/y.gguf\",\"size\":2},"
+	                   " {\"type\":\"file\",\"path\":\"q/r.txt\",\"size\":4}]";
+	struct hub_listing l = { 0 };
+	char err[GGUF_ERR_MAX];
+	assert_int_equal(hub_parse_page(page, strlen(page), "", &l, err), 0);
+	assert_int_equal(l.n, 6);
+	assert_int_equal(hub_listing_finish(&l), 0);
+	const char *want[] = { "a", "a-z.txt", "a/b", "a/b/c", "a/b/c/x.gguf", "a/b/y.gguf", "q",
+	                       "q/r.txt" };
+	const bool dir[] = { true, false, true, true, false, false, true, false };
+	assert_int_equal(l.n, 8);
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < l.n; i++) {
+		assert_string_equal(l.files[i].path, want[i]);
+		assert_int_equal(l.files[i].dir, dir[i]);
+		assert_ptr_equal(hub_listing_find(&l, want[i]), &l.files[i]);
+		bytes += strlen(want[i]) + 1;
+	}
+	assert_int_equal(l.path_bytes, bytes);
+	assert_null(hub_listing_find(&l, "a/b/c/"));
+	assert_null(hub_listing_find(&l, "b"));
 	hub_listing_free(&l);
 }
 
@@ -163,6 +198,7 @@ static void test_escape(void **state)
 
 UNIT_TESTS(cmocka_unit_test(test_page),
            cmocka_unit_test(test_dates),
+           cmocka_unit_test(test_finish),
            cmocka_unit_test(test_link),
            cmocka_unit_test(test_names),
            cmocka_unit_test(test_escape))

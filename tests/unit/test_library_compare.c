@@ -175,7 +175,7 @@ static void test_compare(void **state)
 		assert_string_equal(e[i].name, want[i]);
 		assert_false(e[i].dir);
 	}
-	library_list_free(e, n);
+	library_list_free(lib, e, n);
 	library_counts(lib, &opened, &built);
 	assert_int_equal(opened, 1);   /* q itself, to look inside it */
 

@@ -389,7 +389,7 @@ static void step_sub(struct worker *w)
 			/* its folder's other models: none; or the folder gone from the root */
 			CHECK(w, (ret == 0 && n == 0) || ret == -ESTALE || ret == -ENOENT);
 			if (ret == 0)
-				library_list_free(e, n);
+				library_list_free(w->lib, e, n);
 			struct lib_ref o;
 			ret = library_lookup(w->lib, cino, "s", &o);   /* itself: not there */
 			CHECK(w, ret == -ENOENT);
@@ -455,7 +455,7 @@ static void step_list(struct worker *w)
 	CHECK(w, ret == 0);
 	if (ret == 0) {
 		check_listing(w, e, n, root);
-		library_list_free(e, n);
+		library_list_free(w->lib, e, n);
 	}
 	w->listings++;
 	library_put(w->lib, &r);
