@@ -31,9 +31,16 @@ struct s3_entry {
 	char *name;                 /* the part after the prefix, without a final '/' */
 	bool is_prefix;             /* a common prefix (a folder), not an object */
 	uint64_t size;
-	char etag[128];             /* "" for a prefix */
+	uint64_t etag;              /* s3_etag_hash of its ETag; 0 for a prefix or none (a
+	                             * hash, not the text: a folder of 150,000 keys keeps an
+	                             * entry each while it is listed) */
 	time_t mtime;               /* LastModified; 0 when absent */
 };
+
+/* The hash of an ETag (len bytes) without a weak W/ and its quotes, which a listing and
+ * a GET may write either way: two ETags of one object hash the same; 0 for an empty
+ * one. */
+uint64_t s3_etag_hash(const char *etag, size_t len);
 
 /* The entries directly under prefix ("" or ending in '/') of the bucket whose URL is
  * bucket_url (s3_object_url of key ""), through r's signer (remote_opts.s3), sorted by

@@ -63,22 +63,10 @@ static void entry_stat(const struct s3_source *s, const struct s3_entry *e, stru
 	st->st_atim = st->st_ctim = st->st_mtim;
 }
 
-/* The ETag without W/ and quotes: a listing and a GET may write one ETag either way. */
-static void etag_bare(const char *etag, const char **at, size_t *len)
-{
-	size_t n = strlen(etag);
-	if (n >= 2 && etag[0] == 'W' && etag[1] == '/')
-		etag += 2, n -= 2;
-	if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"')
-		etag++, n -= 2;
-	*at = etag;
-	*len = n;
-}
-
-/* The version of an entry called name: an object's is its ETag and size (not its time:
- * a listing's LastModified may be absent, or a second off the object's); a folder's,
- * its name. */
-static uint64_t version_of(const char *name, bool is_prefix, const char *etag, uint64_t size)
+/* The version of an entry called name: an object's is its ETag (hashed, s3_etag_hash)
+ * and size (not its time: a listing's LastModified may be absent, or a second off the
+ * object's); a folder's, its name. */
+static uint64_t version_of(const char *name, bool is_prefix, uint64_t etag, uint64_t size)
 {
 	XXH3_state_t *x = XXH3_createState();
 	if (!x)
@@ -87,10 +75,7 @@ static uint64_t version_of(const char *name, bool is_prefix, const char *etag, u
 	XXH3_64bits_update(x, name, strlen(name));
 	XXH3_64bits_update(x, &is_prefix, sizeof is_prefix);
 	if (!is_prefix) {
-		const char *e;
-		size_t n;
-		etag_bare(etag, &e, &n);
-		XXH3_64bits_update(x, e, n);
+		XXH3_64bits_update(x, &etag, sizeof etag);
 		XXH3_64bits_update(x, &size, sizeof size);
 	}
 	uint64_t v = XXH3_64bits_digest(x);
@@ -207,8 +192,9 @@ static bool s3src_same_version(void *ctx, const char *path, uint64_t version,
 	(void)ctx;
 	const struct remote_file *f = m->n_shards ? remote_of_source(m->shards[0].src) : NULL;
 	const char *slash = strrchr(path, '/');
-	return f && version_of(slash ? slash + 1 : path, false, remote_etag(f),
-	                       remote_size(f)) == version;
+	const char *etag = f ? remote_etag(f) : NULL;
+	return f && version_of(slash ? slash + 1 : path, false,
+	                       etag ? s3_etag_hash(etag, strlen(etag)) : 0, remote_size(f)) == version;
 }
 
 /* The URL of the object at path (raw key base + path) and its s3:// name. */

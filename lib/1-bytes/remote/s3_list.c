@@ -100,6 +100,15 @@ static const char *name_refusal(const char *prefix, const char *key, bool is_pre
 	return NULL;
 }
 
+uint64_t s3_etag_hash(const char *etag, size_t len)
+{
+	if (len >= 2 && etag[0] == 'W' && etag[1] == '/')
+		etag += 2, len -= 2;
+	if (len >= 2 && etag[0] == '"' && etag[len - 1] == '"')
+		etag++, len -= 2;
+	return len ? XXH3_64bits(etag, len) : 0;   /* none, as a listing without one */
+}
+
 /* Adds the entry read (pg->cur, its whole key pg->key, as sent) to the listing; a key
  * too long or with a NUL is counted as left out. */
 static void add_entry(struct page *pg, bool is_prefix)
@@ -220,8 +229,8 @@ static void XMLCALL on_end(void *arg, const XML_Char *name)
 			char *end;
 			unsigned long long v = strtoull(t, &end, 10);
 			pg->cur.size = *t >= '0' && *t <= '9' && !*end ? v : 0;
-		} else if (strcmp(name, "ETag") == 0 && pg->text_len < sizeof pg->cur.etag) {
-			memcpy(pg->cur.etag, t, pg->text_len + 1);
+		} else if (strcmp(name, "ETag") == 0) {
+			pg->cur.etag = s3_etag_hash(t, pg->text_len);
 		} else if (strcmp(name, "LastModified") == 0) {
 			pg->cur.mtime = iso_time_parse(t);
 		}
