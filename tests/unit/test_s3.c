@@ -393,10 +393,22 @@ static void test_list_page(void **state)
 	assert_int_equal(n, 3);
 	assert_string_equal(e[2].name, "a+b%41");
 	assert_int_equal(pg.refused, 1);
+	/* a long ETag is kept whole up to what a GET keeps (HTTP_ETAG_MAX, 256), none past it */
+	char tag[400], etags[1200];
+	memset(tag, 'f', sizeof tag - 1);
+	tag[sizeof tag - 1] = 0;
+	snprintf(etags, sizeof etags, "<ListBucketResult><Contents><Key>p/x200</Key><ETag>%.200s"
+	         "</ETag></Contents><Contents><Key>p/x300</Key><ETag>%.300s</ETag></Contents>"
+	         "</ListBucketResult>", tag, tag);
+	assert_int_equal(s3_list_parse(etags, strlen(etags), "p/", &e, &n, &cap, &budget, &pg, err), 0);
+	assert_int_equal(n, 5);
+	assert_string_equal(e[3].name, "x200");
+	assert_true(e[3].etag == s3_etag_hash(tag, 200) && e[3].etag != 0);
+	assert_true(e[4].etag == 0);
 	/* past the bound of names: the page refused, nothing of it kept */
 	budget = 5;
 	assert_int_equal(s3_list_parse(raw, strlen(raw), "p/", &e, &n, &cap, &budget, &pg, err), -1);
-	assert_int_equal(n, 3);
+	assert_int_equal(n, 5);
 	assert_non_null(strstr(err, "MiB"));
 	assert_int_equal(s3_list_parse("<x/>", 4, "p/", &e, &n, &cap, &budget, &pg, err), -1);
 	s3_entries_free(e, n);
