@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "edits_file.h"
@@ -20,6 +21,7 @@ struct edits_store {
 	int dirfd;        /* FILE's directory */
 	int fd;           /* FILE as it is now, flock'ed; -1 while it does not exist */
 	uint64_t max;     /* the largest FILE a save makes */
+	bool leaving;     /* edits_store_leaving: nothing more is saved */
 };
 
 /* flock that retries when a signal interrupts it. */
@@ -206,13 +208,34 @@ static int read_all(struct edits_store *s, char **text, uint64_t *len, char err[
 	return 0;
 }
 
+/* Seconds on the monotonic clock. */
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Whether the store that holds fd's lock (our exclusive one was refused) is ending:
+ * edits_store_leaving made its lock shared, which a shared lock of ours then joins (or
+ * it has let go meanwhile: then the next try takes it). */
+static bool holder_leaving(int fd)
+{
+	if (flock_retry(fd, LOCK_SH | LOCK_NB) != 0)
+		return false;
+	flock_retry(fd, LOCK_UN);
+	return true;
+}
+
 /* Opens FILE (s->fd) and locks it, as the header says: 0, 1 when it does not exist, or
  * -1 with err. The inode locked is the one FILE names once the lock is held (a save of
- * another mount may have renamed a new one over it meanwhile: then again). */
+ * another mount may have renamed a new one over it meanwhile: then again). A holder that
+ * is ending (edits_store_leaving) is waited for, up to EDITS_LEAVING_WAIT_S. */
 static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 {
 	char why[160];
-	for (int tries = 0; tries < 100; tries++) {
+	const double give_up = now_s() + EDITS_LEAVING_WAIT_S;
+	for (int tries = 0; tries < 100;) {
 		struct stat st, now;
 		s->fd = openat(s->dirfd, s->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (s->fd < 0) {
@@ -227,10 +250,20 @@ static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 			return -1;
 		}
 		if (flock_retry(s->fd, LOCK_EX | LOCK_NB) != 0) {
+			bool ending = holder_leaving(s->fd);
+			if (ending && now_s() < give_up) {
+				/* (opened again: the name may be another inode by the next look) */
+				close(s->fd);
+				s->fd = -1;
+				struct timespec pause = { 0, EDITS_LEAVING_POLL_MS * 1000000L };
+				nanosleep(&pause, NULL);
+				continue;
+			}
 			char who[256];
 			holder_of(s->fd, &st, who);
-			snprintf(err, GGUF_ERR_MAX, "%s: in use by another mount, %s; it is the edits "
-			         "file of one mount at a time", s->path, who);
+			snprintf(err, GGUF_ERR_MAX, "%s: in use by another mount, %s%s; it is the edits "
+			         "file of one mount at a time", s->path, who,
+			         ending ? ", which is ending but did not let go in time" : "");
 			return -1;
 		}
 		if (fstatat(s->dirfd, s->name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -238,6 +271,7 @@ static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 			return 0;
 		close(s->fd);
 		s->fd = -1;
+		tries++;
 	}
 	snprintf(err, GGUF_ERR_MAX, "%s: replaced again and again while being opened", s->path);
 	return -1;
@@ -309,6 +343,18 @@ void edits_store_close(struct edits_store *s)
 	free(s);
 }
 
+void edits_store_leaving(struct edits_store *s)
+{
+	if (!s || s->leaving)
+		return;
+	s->leaving = true;
+	/* not atomic (flock drops the lock, then takes the new one): a new store may take
+	 * FILE in between, which is why nothing is saved from here on; and without blocking,
+	 * or this daemon would wait for the new mount to end */
+	if (s->fd >= 0)
+		flock_retry(s->fd, LOCK_SH | LOCK_NB);
+}
+
 void edits_store_set_max(struct edits_store *s, uint64_t max)
 {
 	s->max = max < EDITS_FILE_MAX ? max : EDITS_FILE_MAX;
@@ -331,6 +377,10 @@ static int write_all(int fd, const char *p, uint64_t len)
 int edits_store_save(struct edits_store *s, const char *p, uint64_t len,
                      char err[GGUF_ERR_MAX])
 {
+	if (s->leaving) {   /* FILE may be another mount's by now */
+		snprintf(err, GGUF_ERR_MAX, "%s: the mount is ending; nothing changed", s->path);
+		return -EROFS;
+	}
 	if (len > s->max) {
 		snprintf(err, GGUF_ERR_MAX, "%s: the edits would take %llu bytes, more than the %llu "
 		         "a mount loads; nothing changed", s->path, (unsigned long long)len,

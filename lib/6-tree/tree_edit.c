@@ -181,6 +181,11 @@ void tree_edits_leaving(struct tree_edits *e)
 {
 	if (!e)
 		return;
+	/* FILE handed over to a quick remount: under the edit lock, so that no save is under
+	 * way and none comes after (a commit from here on fails; at unmount none comes) */
+	pthread_mutex_lock(&e->lock);
+	edits_store_leaving(e->store);
+	pthread_mutex_unlock(&e->lock);
 	/* under cur_lock: a commit swapping cur meanwhile cannot leave a state out (at
 	 * unmount none comes; the wait is at most one block's store per file) */
 	pthread_mutex_lock(&e->cur_lock);

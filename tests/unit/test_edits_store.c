@@ -1,6 +1,7 @@
 /* The edits file on disk (edits_store.h): a missing FILE made by the first save, each
  * save whole with no temporary left; one store at a time (another process is refused
- * with the holder's pid, the lock follows each save's new file); what a killed save left
+ * with the holder's pid, the lock follows each save's new file); a store that is ending
+ * (edits_store_leaving) saves nothing more and is waited for by a new one; what a killed save left
  * removed at open; a symlink, a FIFO, a directory, another user's FILE or directory, or
  * one writable by others refused in one line without blocking; a save larger than a
  * mount loads refused (EFBIG) with FILE unchanged. */
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -122,6 +124,64 @@ static void test_one_store_at_a_time(void **state)
 	assert_int_equal(open_once(file, err), 0);   /* free again */
 }
 
+/* Seconds on the monotonic clock. */
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A quick remount on the same FILE: a store that is ending (edits_store_leaving) saves
+ * nothing more (EROFS, FILE as it was), and a store opened by another process meanwhile
+ * waits for its close, then has FILE and its text; before the leaving, the same open is
+ * refused at once. */
+static void test_leaving_handed_over(void **state)
+{
+	(void)state;
+	struct edits_store *s;
+	char *text, err[GGUF_ERR_MAX];
+	uint64_t len;
+	assert_int_equal(edits_store_open(file, &s, &text, &len, err), 1);
+	assert_int_equal(edits_store_save(s, "{\"a\": 1}\n", 9, err), 0);
+	double t0 = now_s();
+	assert_int_equal(child_refused(file, getpid()), 0);   /* not ending: refused */
+	assert_true(now_s() - t0 < EDITS_LEAVING_WAIT_S / 2);  /* at once, not after a wait */
+	edits_store_leaving(s);
+	assert_int_equal(edits_store_save(s, "{}\n", 3, err), -EROFS);
+	assert_non_null(strstr(err, "the mount is ending"));
+	int pipefd[2];
+	assert_int_equal(pipe(pipefd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {   /* the new mount: FILE once the old one let go, with its text */
+		close(pipefd[0]);
+		edits_store_close(s);   /* its copy of the old store's descriptors (the lock
+		                         * ends only with the parent's) */
+		struct edits_store *n;
+		char *t = NULL, e[GGUF_ERR_MAX];
+		uint64_t l = 0;
+		double start = now_s();
+		int r = edits_store_open(file, &n, &t, &l, e);
+		double waited = now_s() - start;
+		if (write(pipefd[1], &waited, sizeof waited) != (ssize_t)sizeof waited)
+			_exit(3);
+		_exit(r == 0 && l == 9 && memcmp(t, "{\"a\": 1}\n", 9) == 0 ? 0 : 1);
+	}
+	close(pipefd[1]);
+	struct timespec hold = { 0, 400 * 1000000L };   /* the old daemon, slow to exit */
+	nanosleep(&hold, NULL);
+	edits_store_close(s);
+	double waited = 0;
+	assert_int_equal(read(pipefd[0], &waited, sizeof waited), (ssize_t)sizeof waited);
+	close(pipefd[0]);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(waited >= 0.3);   /* it waited for the close, and was not refused */
+	assert_true(waited < EDITS_LEAVING_WAIT_S);
+}
+
 /* The refusal names the process that holds FILE's lock, not any process that merely
  * has FILE open (found in /proc/locks: looking at every process's open files stat'ed
  * them all, and one on a hung FUSE mount hung the mount that asked). Here the test
@@ -226,6 +286,7 @@ static void test_untrusted_refused(void **state)
 
 UNIT_TESTS(cmocka_unit_test_setup_teardown(test_save_and_load, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_one_store_at_a_time, setup, scratch_dir_remove),
+           cmocka_unit_test_setup_teardown(test_leaving_handed_over, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_holder_is_the_locker, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_temporaries_removed, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_untrusted_refused, setup, scratch_dir_remove))
