@@ -15,7 +15,13 @@
 - a reader that opened gguf.json before an edit reads the old text whole;
 - a split model's edits show in its merged model.gguf;
 - with allow_other another user reads but cannot write;
-- kill -9 during a loop of edits: the remount shows a state some close completed."""
+- kill -9 during a loop of edits: the remount shows a state some close completed;
+- unmounted and at once mounted again on the same FILE while the old daemon still exits
+  holding FILE (tests/quant/slow_close.c preloaded in it): the new mount waits for it
+  and has the edits; a second mount while the first is mounted is refused at once.
+
+Usage: test_edits.py GGUFS_BINARY [SLOW_CLOSE_SO] (the quick remount is skipped
+without it)."""
 import errno
 import json
 import os
@@ -34,6 +40,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from remote_common import split_gguf  # noqa: E402
 
 ALLTYPES = os.path.join(gm.VECTORS, "alltypes.gguf")
+SLOW_CLOSE = None      # the preloaded library of slow_close.c (the second argument)
+SLOW_CLOSE_MS = 3000   # how long the old daemon holds FILE past the unmount, well under
+                       # the wait of a new mount (EDITS_LEAVING_WAIT_S, 10 s)
 
 
 def meta(m, key):
@@ -197,6 +206,44 @@ class Edits(gm.EditsCase):
             self.assertIn(want, err)
             self.assertFalse(gm.is_mounted(mnt))
             return err
+
+    def test_quick_remount(self):
+        """Unmounted and at once mounted again on the same FILE while the old daemon still
+        exits holding FILE's lock (slow_close preloaded in it, SLOW_CLOSE_MS): the new
+        mount waits for it instead of being refused, and has the old mount's edit; while
+        the old one was mounted, the same mount was refused at once."""
+        if not SLOW_CLOSE:
+            self.skipTest("no slow_close library given")
+        env = dict(os.environ)
+        os.environ.update(LD_PRELOAD=SLOW_CLOSE, GGUFS_SLOW_CLOSE_FILE=os.path.realpath(self.file),
+                          GGUFS_SLOW_CLOSE_MS=str(SLOW_CLOSE_MS),
+                          ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+        try:
+            old = self.mount().__enter__()
+        finally:
+            os.environ.clear()
+            os.environ.update(env)
+        try:
+            gm.put(old.p("metadata", "general.name"), b"handed over\n")
+            start = time.monotonic()
+            self.refused(self.file, "in use by another mount, pid %d (" % old.proc.pid)
+            self.assertLess(time.monotonic() - start, 3, "a live holder not refused at once")
+            subprocess.run(["fusermount3", "-u", old.path], check=True)
+            start = time.monotonic()
+            self.assertIsNone(old.proc.poll(), "the old daemon exited before the remount")
+            with self.mount() as new:
+                waited = time.monotonic() - start
+                self.assertEqual(meta(new, "general.name"), b"handed over\n")
+                gm.put(new.p("metadata", "general.name"), b"after the remount\n")
+                self.assertNotIn("another mount", new.stderr())
+            print("remount waited %.2f s for the old daemon (it held FILE %d ms more)"
+                  % (waited, SLOW_CLOSE_MS), file=sys.stderr)
+            self.assertGreater(waited, SLOW_CLOSE_MS / 2000)   # it did wait for the old one
+            self.assertEqual(old.proc.wait(timeout=gm.MOUNT_TIMEOUT), 0, old.stderr())
+            self.assertEqual(edits_of(self.file)["set"]["general.name"]["value"],
+                             "after the remount")
+        finally:
+            old.__exit__(None, None, None)
 
     def test_file_trust(self):
         """FILE is the mount's alone (issue 24 items 4, 5, 7): a second mount of one FILE
@@ -895,4 +942,6 @@ class Edits(gm.EditsCase):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and os.path.isfile(sys.argv[2]):
+        SLOW_CLOSE = os.path.abspath(sys.argv.pop(2))
     gm.main()

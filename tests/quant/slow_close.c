@@ -4,13 +4,28 @@
  * daemon, once unmounted, goes on holding the entry's lock (flock, ended by that close)
  * while a new mount of the same model starts: what the new one does with an entry held
  * by a mount that is ending is then seen every time, not only when the old daemon
- * happens to be slower than the new one's start. Every other close is the real one. */
+ * happens to be slower than the new one's start. The same for the file whose path is
+ * $GGUFS_SLOW_CLOSE_FILE (an edits file, -o edits=FILE: its lock too ends with its
+ * close), for tests/mount/test_edits.py. Every other close is the real one. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Whether fd is the file at path exactly: its name from /proc/self/fd (a file renamed
+ * over, "PATH (deleted)", is not). */
+static int slow_close_is_file(int fd, const char *path)
+{
+	char link[64], name[4096];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	const ssize_t n = readlink(link, name, sizeof name - 1);
+	if (n <= 0)
+		return 0;
+	name[n] = '\0';
+	return strcmp(name, path) == 0;
+}
 
 /* Whether fd is a map file under dir: its name from /proc/self/fd. */
 static int slow_close_is_map(int fd, const char *dir)
@@ -34,8 +49,9 @@ int close(int fd)
 		memcpy(&real_close, &sym, sizeof sym);   /* (POSIX's way from object to function) */
 	}
 	const char *dir = getenv("GGUFS_SLOW_CLOSE_DIR");
+	const char *file = getenv("GGUFS_SLOW_CLOSE_FILE");
 	const char *ms = getenv("GGUFS_SLOW_CLOSE_MS");
-	if (dir && ms && slow_close_is_map(fd, dir)) {
+	if (ms && ((dir && slow_close_is_map(fd, dir)) || (file && slow_close_is_file(fd, file)))) {
 		const long wait = strtol(ms, NULL, 10);
 		struct timespec t = { wait / 1000, (wait % 1000) * 1000000L };
 		while (nanosleep(&t, &t) != 0)
