@@ -192,6 +192,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 	struct lib_slot *root = slot_new(lib, LIB_NODE_DIR, "", "", NULL, NULL, NULL);
 	if (root)
 		root->holds = 1;   /* the library's own */
+	lib->root = root;
 	struct lib_entry e;
 	int r = root ? src->ops->stat(src->ctx, "", &e) : -ENOMEM;
 	if (r == 0 && e.type != LIB_ENTRY_DIR)
@@ -788,24 +789,13 @@ static mode_t read_bits(mode_t mode)
 	return mode & (S_IRUSR | S_IRGRP | S_IROTH);
 }
 
-/* The root's attributes, for the root's own files (models.tsv, models.json), called
- * without the lock: the root's slot stays while the library lives, but the table that
- * holds it moves when it grows (slot_new's realloc, under the lock, during another
- * thread's listing), so its place is read under the lock. */
-static const struct lib_attr *root_stat(struct library *lib)
-{
-	pthread_mutex_lock(&lib->lock);
-	const struct lib_slot *root = lib->slots[0];
-	pthread_mutex_unlock(&lib->lock);
-	return &root->st;
-}
-
 void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
 	st->st_ino = r->ino;
 	st->st_blksize = 4096;
-	const struct lib_attr *from = r->slot ? &r->slot->st : root_stat(lib);
+	/* the root's own files (models.tsv, models.json) have the root's */
+	const struct lib_attr *from = r->slot ? &r->slot->st : &lib->root->st;
 	struct tree_node dir = { .kind = TREE_ROOT };
 	switch (r->kind) {
 	case LIB_FOLDER:

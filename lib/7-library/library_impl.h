@@ -104,6 +104,9 @@ struct library {
 	pthread_cond_t built;      /* a model finished building */
 	pthread_cond_t listed;     /* a folder's listing ended */
 	struct lib_slot **slots;   /* by place (NULL: free); [0] is the root */
+	/* the root's slot, set at open: it lives as long as the library, while the table
+	 * above moves when it grows, so threads without the lock read the root here */
+	struct lib_slot *root;
 	size_t n_slots, cap;       /* places used so far, and room */
 	/* the numbers freed places take next (their next generation), oldest first: a ring
 	 * of cap_free, n_free of them from first_free */

@@ -213,7 +213,7 @@ static int collect_all(struct library *lib, struct lib_slot ***models, size_t *n
 {
 	struct walk w = { 0 };
 	pthread_mutex_lock(&lib->lock);
-	int r = collect(lib, lib->slots[0], &w, 0);
+	int r = collect(lib, lib->root, &w, 0);
 	pthread_mutex_unlock(&lib->lock);
 	free(w.seen);
 	*models = w.models;

@@ -132,12 +132,6 @@ bool hub_name_is_library(const struct hub_name *n)
 	return !n->quant && !(len >= 5 && strcasecmp(n->path + len - 5, ".gguf") == 0);
 }
 
-/* The file or folder at path (relative to the folder listed), or NULL. */
-static const struct hub_file *find(const struct hub_source *hs, const char *path)
-{
-	return hub_listing_find(&hs->l, path);
-}
-
 /* The first file at or after from whose path's first n bytes do not come before
  * prefix's (or, past, after them) in the sorted listing: its index. */
 static size_t bound(const struct hub_source *hs, size_t from, const char *prefix, size_t n,
@@ -251,7 +245,7 @@ static bool hub_unchanged(void *ctx, const char *dir, uint64_t version)
 static int hub_stat(void *ctx, const char *path, struct lib_entry *e)
 {
 	struct hub_source *hs = ctx;
-	const struct hub_file *f = find(hs, path);
+	const struct hub_file *f = hub_listing_find(&hs->l, path);
 	memset(e, 0, sizeof *e);
 	if (f) {
 		e->type = f->dir ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
@@ -325,7 +319,7 @@ static int hub_open_file(void *ctx, const char *path, uint64_t version, void **f
 {
 	(void)version;   /* a commit's files never change */
 	struct hub_source *hs = ctx;
-	const struct hub_file *f = find(hs, path);
+	const struct hub_file *f = hub_listing_find(&hs->l, path);
 	char err[GGUF_ERR_MAX];
 	*file = NULL;
 	if (!f || f->dir)
@@ -385,7 +379,8 @@ static void hub_close_file(void *ctx, void *file)
 
 static const char *hub_sha256(void *ctx, const char *path)
 {
-	const struct hub_file *f = find(ctx, path);
+	const struct hub_source *hs = ctx;
+	const struct hub_file *f = hub_listing_find(&hs->l, path);
 	return f ? f->sha256 : NULL;
 }
 
