@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "edits_file.h"
+#include "flock_handover.h"
 
 struct edits_store {
 	char *path;       /* as given, for messages */
@@ -23,15 +25,6 @@ struct edits_store {
 	uint64_t max;     /* the largest FILE a save makes */
 	bool leaving;     /* edits_store_leaving: nothing more is saved */
 };
-
-/* flock that retries when a signal interrupts it. */
-static int flock_retry(int fd, int op)
-{
-	int r;
-	while ((r = flock(fd, op)) != 0 && errno == EINTR)
-		;
-	return r;
-}
 
 /* Why st, FILE's (file) or its directory's, may not be trusted: NULL when it may. */
 static const char *distrust(const struct stat *st, bool dir, char why[160])
@@ -208,25 +201,6 @@ static int read_all(struct edits_store *s, char **text, uint64_t *len, char err[
 	return 0;
 }
 
-/* Seconds on the monotonic clock. */
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Whether the store that holds fd's lock (our exclusive one was refused) is ending:
- * edits_store_leaving made its lock shared, which a shared lock of ours then joins (or
- * it has let go meanwhile: then the next try takes it). */
-static bool holder_leaving(int fd)
-{
-	if (flock_retry(fd, LOCK_SH | LOCK_NB) != 0)
-		return false;
-	flock_retry(fd, LOCK_UN);
-	return true;
-}
-
 /* Opens FILE (s->fd) and locks it, as the header says: 0, 1 when it does not exist, or
  * -1 with err. The inode locked is the one FILE names once the lock is held (a save of
  * another mount may have renamed a new one over it meanwhile: then again). A holder that
@@ -234,7 +208,7 @@ static bool holder_leaving(int fd)
 static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 {
 	char why[160];
-	const double give_up = now_s() + EDITS_LEAVING_WAIT_S;
+	const double give_up = clock_now_s() + EDITS_LEAVING_WAIT_S;
 	for (int tries = 0; tries < 100;) {
 		struct stat st, now;
 		s->fd = openat(s->dirfd, s->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -250,8 +224,9 @@ static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 			return -1;
 		}
 		if (flock_retry(s->fd, LOCK_EX | LOCK_NB) != 0) {
-			bool ending = holder_leaving(s->fd);
-			if (ending && now_s() < give_up) {
+			/* held by a mount that is ending (edits_store_leaving) */
+			bool ending = flock_holder_leaving(s->fd);
+			if (ending && clock_now_s() < give_up) {
 				/* (opened again: the name may be another inode by the next look) */
 				close(s->fd);
 				s->fd = -1;
@@ -352,7 +327,7 @@ void edits_store_leaving(struct edits_store *s)
 	 * FILE in between, which is why nothing is saved from here on; and without blocking,
 	 * or this daemon would wait for the new mount to end */
 	if (s->fd >= 0)
-		flock_retry(s->fd, LOCK_SH | LOCK_NB);
+		flock_leave(s->fd);
 }
 
 void edits_store_set_max(struct edits_store *s, uint64_t max)

@@ -1,5 +1,6 @@
 #include "diskcache.h"
 #include "clock.h"
+#include "flock_handover.h"
 #include "evlog.h"
 #include "hash.h"
 
@@ -277,15 +278,6 @@ static void remove_leftovers(struct diskcache *dc)
 	closedir(d);
 }
 
-/* flock that retries when a signal interrupts it. */
-static int flock_retry(int fd, int op)
-{
-	int r;
-	while ((r = flock(fd, op)) != 0 && errno == EINTR)
-		;
-	return r;
-}
-
 struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
                           size_t errlen)
 {
@@ -364,7 +356,7 @@ void dc_leaving(struct diskcache *dc)
 	dc->leaving = true;
 	pthread_mutex_lock(&dc->lock);
 	for (struct dc_entry *e = dc->entries; e; e = e->next)
-		flock_retry(e->mapfd, LOCK_SH);
+		flock_leave(e->mapfd);
 	pthread_mutex_unlock(&dc->lock);
 	pthread_mutex_unlock(&dc->store_lock);
 }
@@ -504,16 +496,6 @@ out:
 	return r;
 }
 
-/* Whether the mount that holds e's entry (open_entry gave -2) is ending: dc_leaving
- * made its lock shared, which a shared lock of ours then joins. */
-static bool holder_leaving(struct dc_entry *e)
-{
-	if (flock_retry(e->mapfd, LOCK_SH | LOCK_NB) != 0)
-		return false;
-	flock_retry(e->mapfd, LOCK_UN);
-	return true;
-}
-
 /* Closes e's files (not yet in the list). */
 static void close_files(struct dc_entry *e)
 {
@@ -556,7 +538,8 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 	const double give_up = clock_now_s() + DC_LEAVING_WAIT_S;
 	while (flock_retry(dc->lockfd, LOCK_EX) == 0) {
 		r = open_entry(e, key);
-		if (r == -2 && holder_leaving(e) && clock_now_s() < give_up) {
+		/* held by a mount that is ending (dc_leaving made its lock shared) */
+		if (r == -2 && flock_holder_leaving(e->mapfd) && clock_now_s() < give_up) {
 			flock_retry(dc->lockfd, LOCK_UN);   /* (the holder may want it to end) */
 			close_files(e);
 			struct timespec pause = { 0, DC_LEAVING_POLL_MS * 1000000L };
