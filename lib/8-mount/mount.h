@@ -165,9 +165,10 @@ void mount_release_unused(struct mount *m, uint64_t fh);
 /* What setattr changes (bits of to_set) and the size asked for. */
 #define MOUNT_SET_SIZE 1u
 #define MOUNT_SET_MODE 2u     /* mode, owner or group: accepted in metadata/ only */
-/* The size of metadata/KEY (through open writer fh, its text; else the value now) or of
- * a scratch file; modes, owners and times accepted and changed nowhere in metadata/:
- * the attributes after, and how long they may be kept. */
+/* The size of metadata/KEY (through open writer fh, its text: past 64 MiB EFBIG, which
+ * refuses fh's later writes, truncations and closes as a write past it does; else the
+ * value now) or of a scratch file; modes, owners and times accepted and changed nowhere
+ * in metadata/: the attributes after, and how long they may be kept. */
 bool mount_setattr(struct mount *m, uint64_t ino, uint64_t fh, unsigned to_set, uint64_t size,
                    uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
 /* A write of size bytes at off through writer fh (into its text, made the value at

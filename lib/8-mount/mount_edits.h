@@ -34,9 +34,10 @@ struct edit_file {
 	bool writing;
 	bool key_writer;        /* holds one of EDIT_WRITERS_MAX */
 	bool dirty;             /* written since the last commit */
-	int refused;            /* -errno of a write refused (EFBIG, EINVAL), else 0: sticky,
-	                         * nothing written after it is taken, and the close fails
-	                         * with it, making nothing of the text */
+	int refused;            /* -errno of a write or truncation refused (EFBIG, EINVAL),
+	                         * else 0: sticky, nothing written or truncated after it is
+	                         * taken, and the close fails with it, making nothing of the
+	                         * text */
 	bool truncation_closed; /* only_truncated, and a close has been seen
 	                         * (tree_edits_truncation_closed): made at the last */
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's

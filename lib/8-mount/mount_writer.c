@@ -67,8 +67,9 @@ static void truncation_gone(struct mount *m, struct edit_file *f)
 }
 
 /* Makes the text written through f the value of the key of ino, when it was written
- * since: 0 or -errno, a refusal said. A write refused (f->refused) makes nothing, and
- * every close fails with its error again (said once, at the write). A truncation at open
+ * since: 0 or -errno, a refusal said. A write or truncation refused (f->refused) makes
+ * nothing, and every close fails with its error again (said once, where it was
+ * refused). A truncation at open
  * with nothing written after it is made at the last close (release) only, since a
  * shell's "> KEY" closes a first descriptor before it writes through its copy; a close
  * before that fails when the empty text would be refused (a number's), and otherwise
@@ -81,7 +82,7 @@ bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool 
 	int r = f->refused;
 	char why[GGUF_ERR_MAX];
 	if (r < 0) {
-		mount_fail(err, -r);   /* said at the write */
+		mount_fail(err, -r);   /* said where it was refused */
 	} else if (f->dirty && !last && f->only_truncated) {
 		r = tree_edits_check(m->edits, ino, edit_text_bytes(&f->text), f->text.len, why);
 		if (r == 0 && !f->truncation_closed) {
@@ -125,6 +126,29 @@ void mount_edit_release(struct mount *m, uint64_t ino, void *file)
 /* True when uid may edit; else EACCES. */
 #define may_edit(uid, err) mount_edit_owner(uid, err)
 
+/* ftruncate of writer h: its text cut or zero-extended to size (made the value at
+ * close). Past EDIT_TEXT_MAX it is EFBIG, refused as a write(2) past it is: h refuses
+ * every later write and truncation with it, and its close fails with it, making nothing
+ * (h->refused). Out of memory (ENOMEM) refuses this one only. */
+static int writer_truncate(struct mount *m, struct edit_file *h, uint64_t size)
+{
+	pthread_mutex_lock(&h->lock);
+	int r = h->refused < 0 ? h->refused : edit_text_resize(&h->text, size);
+	if (r == 0) {
+		h->dirty = true;
+		truncation_gone(m, h);
+		/* cut to nothing: written anew; into what was written: no longer in order */
+		if (size == 0)
+			h->lines_state = LINES_NONE;
+		else if (h->lines_state == LINES_ON && size < h->lines.end)
+			h->lines_state = LINES_OFF;
+	} else if (r != -ENOMEM) {
+		h->refused = r;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
 /* Size changes (truncate, ftruncate) of metadata/KEY: through an open writer its text
  * (made the value at close), else at once the shown text cut or zero-extended; times
  * are accepted and changed nowhere; so are modes and owners of metadata/ and its files
@@ -155,21 +179,10 @@ bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_s
 		r = -EPERM;
 	else if ((to_set & MOUNT_SET_SIZE) && n->kind != TREE_META)
 		r = -EROFS;
-	else if ((to_set & MOUNT_SET_SIZE) && size > EDIT_TEXT_MAX)
+	else if ((to_set & MOUNT_SET_SIZE) && !(h && h->writing) && size > EDIT_TEXT_MAX)
 		r = -EFBIG;
 	if (r == 0 && (to_set & MOUNT_SET_SIZE) && h && h->writing) {
-		pthread_mutex_lock(&h->lock);
-		r = h->refused < 0 ? h->refused : edit_text_resize(&h->text, size);
-		if (r == 0) {
-			h->dirty = true;
-			truncation_gone(m, h);
-			/* cut to nothing: written anew; into what was written: no longer in order */
-			if (size == 0)
-				h->lines_state = LINES_NONE;
-			else if (h->lines_state == LINES_ON && size < h->lines.end)
-				h->lines_state = LINES_OFF;
-		}
-		pthread_mutex_unlock(&h->lock);
+		r = writer_truncate(m, h, size);
 	} else if (r == 0 && (to_set & MOUNT_SET_SIZE)) {
 		/* the text as shown, cut or zero-extended, made the value now */
 		struct vbytes text = { 0 };

@@ -7,7 +7,8 @@ edits=FILE (issue 38 items 1-5), on real mounts:
 - a write refused at write(2) (EFBIG past 64 MiB, EINVAL for what cannot parse) makes
   the close fail with the same error and nothing of the text a value: the old value
   stays and FILE is byte for byte as it was (cat of a big file, a Python write of
-  64 MiB + 1, a writer's own bytes);
+  64 MiB + 1, a writer's own bytes); so does an ftruncate past 64 MiB (issue 43
+  item 10);
 - a truncation alone (open with O_TRUNC, close: ": > KEY", cp /dev/null) is made before
   what follows the close looks: the key's size, its bytes and gguf.json's size agree at
   once, after a short and after a big value;
@@ -198,6 +199,36 @@ class Closes(gm.EditsCase):
             self.assertEqual(sh(m, "echo 7 > llama.context_length"), 0)
             self.assertEqual(meta(m, "llama.context_length"), b"7\n")
             self.assertEqual(refused(), 3)
+
+    def test_refused_truncation_fails_close(self):
+        """Issue 43 item 10: an ftruncate of a writer past the 64 MiB a key's text takes
+        is refused (EFBIG) as a write(2) past it is: every later write and truncation of
+        that open file fails with it, its close fails with it, and nothing of its text
+        becomes the value: the key and FILE are byte for byte as they were."""
+        with self.mount() as m:
+            k = m.p("metadata", "general.name")
+            gm.put(k, b"kept\n")
+            before = gm.read_file(self.file)
+            for flags in (os.O_WRONLY | os.O_TRUNC, os.O_WRONLY, os.O_RDWR):
+                with self.subTest(flags=flags):
+                    fd = os.open(k, flags)
+                    try:
+                        os.write(fd, b"first")
+                        with self.assertRaises(OSError) as e:
+                            os.ftruncate(fd, (64 << 20) + 1)
+                        self.assertEqual(e.exception.errno, errno.EFBIG)
+                        later = [lambda: os.pwrite(fd, b"valid text\n", 0),
+                                 lambda: os.ftruncate(fd, 0)]
+                        for step in later:   # nothing after it is taken
+                            with self.assertRaises(OSError) as e:
+                                step()
+                            self.assertEqual(e.exception.errno, errno.EFBIG)
+                    finally:
+                        with self.assertRaises(OSError) as e:
+                            os.close(fd)
+                        self.assertEqual(e.exception.errno, errno.EFBIG)
+                    self.assertEqual(meta(m, "general.name"), b"kept\n")
+                    self.assertEqual(gm.read_file(self.file), before)
 
     def test_too_large_keeps_file(self):
         """Item 5: an edit refused for its size leaves the value and FILE byte for byte:
