@@ -147,8 +147,10 @@ typedef void (*mount_data_fn)(void *ctx, const struct iovec *iov, int count);
  * answer a read(2) past it. */
 bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64_t len,
                 bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
-/* close(2) of fh: what a writer wrote is made the key's value (EINVAL when it cannot
- * be; ENOSYS without edits, so that the kernel stops asking). */
+/* close(2) of fh: what a writer wrote, or its truncation at open alone, is made the
+ * key's value before it returns (EINVAL when it cannot be; the error of a write or
+ * truncation of fh refused before, making nothing; ENOSYS without edits, so that the
+ * kernel stops asking). */
 bool mount_flush(struct mount *m, uint64_t ino, uint64_t fh, struct mount_err *err);
 /* The open of fh let go (a writer's text that no flush made a value is made one now,
  * its refusal said); the file stays until the last request that still holds it is
