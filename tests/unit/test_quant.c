@@ -445,6 +445,34 @@ static void test_k_round_trip(void **state)
 	}
 }
 
+/* blocks.h's k4_scale_min, the one unpack of q4_K's and q5_K's 12 scale bytes: every
+ * sub-block's 6-bit scale and min back from bytes packed by the diagram, each field
+ * with bits set that no other field's have (so a bit taken from the wrong byte or place
+ * shows), and all 64 values of each field at each place. */
+static void test_k4_scale_min(void **state)
+{
+	(void)state;
+	for (int base = 0; base < 64; base++) {
+		uint8_t sc[8], m[8], b[12] = { 0 };
+		for (int j = 0; j < 8; j++) {
+			sc[j] = (uint8_t)((base + 11 * j) & 63);
+			m[j] = (uint8_t)((base * 5 + 23 * j + 7) & 63);
+		}
+		for (int j = 0; j < 4; j++) {
+			b[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+			b[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+			b[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+		}
+		for (int j = 0; j < 8; j++) {
+			uint8_t got_sc = 0xff, got_m = 0xff;
+			k4_scale_min(b, j, &got_sc, &got_m);
+			if (got_sc != sc[j] || got_m != m[j])
+				fail_msg("base %d sub-block %d: sc %u m %u, want %u %u", base, j,
+				         got_sc, got_m, sc[j], m[j]);
+		}
+	}
+}
+
 UNIT_TESTS(
 	cmocka_unit_test(test_can_make),
 	cmocka_unit_test(test_refusals),
@@ -459,4 +487,5 @@ UNIT_TESTS(
 	cmocka_unit_test(test_k_zeros),
 	cmocka_unit_test(test_q6_K_one_value),
 	cmocka_unit_test(test_k_round_trip),
+	cmocka_unit_test(test_k4_scale_min),
 )
