@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "iso_time.h"
 #include "mount_impl.h"
 #include "remote.h"
 #include "s3.h"
@@ -29,15 +30,6 @@ void mount_counters_init(struct mount_counters *c)
 void mount_counters_destroy(struct mount_counters *c)
 {
 	pthread_mutex_destroy(&c->error_lock);
-}
-
-/* "2026-12-01T15:30:00Z": the UTC time t in ISO 8601, into buf (24 bytes). */
-static const char *iso_time(time_t t, char buf[24])
-{
-	struct tm tm;
-	if (!gmtime_r(&t, &tm) || !strftime(buf, 24, "%Y-%m-%dT%H:%M:%SZ", &tm))
-		snprintf(buf, 24, "%lld", (long long)t);
-	return buf;
 }
 
 /* n's path in the tree ("tensors/NAME.f32", "gguf.json"), into buf. */
@@ -194,14 +186,14 @@ static void counter_value(struct mount_counters *c, const struct mount_counted *
 	}
 	case C_LAST_ERROR: {
 		/* the later of the fetcher's and the mount's own */
-		char when[24];
+		char when[ISO_TIME_BUF];
 		pthread_mutex_lock(&c->error_lock);
 		bool ours = c->last_error[0] &&
 		            (!rc->last_error[0] || c->last_error_time >= rc->last_error_time);
 		if (ours)
-			snprintf(buf, size, "%s %s", iso_time(c->last_error_time, when), c->last_error);
+			snprintf(buf, size, "%s %s", iso_time_format(c->last_error_time, when), c->last_error);
 		else if (rc->last_error[0])
-			snprintf(buf, size, "%s %s", iso_time(rc->last_error_time, when), rc->last_error);
+			snprintf(buf, size, "%s %s", iso_time_format(rc->last_error_time, when), rc->last_error);
 		else
 			buf[0] = 0;
 		pthread_mutex_unlock(&c->error_lock);
