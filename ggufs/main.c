@@ -4,7 +4,6 @@
  * The front end only translates between FUSE and lib/: the model is opened and its
  * tree built before anything is mounted, and every operation is a lookup in that tree.
  * This file is the order of things: arguments, mount point, model, mount, serve. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include "ggufs.h"
 #include "log_escape.h"
 #include "mount.h"
+#include "mount_process.h"
 #include "mount_source.h"
 #include "name_kind.h"
 #include "open_name.h"
@@ -226,9 +226,9 @@ int main(int argc, char *argv[])
 	char *model_copy = NULL;
 	int ret = 1;
 
-	/* before any thread: libcurl's global state is not thread-safe to set up */
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		log_errf("libcurl cannot start");
+	char start_err[GGUF_ERR_MAX];   /* before any thread */
+	if (!mount_process_start(start_err)) {
+		log_errf("%s", start_err);
 		return 1;
 	}
 	if (parse_arguments(argc, argv, &args, &o, &model_copy, &ret))
@@ -282,6 +282,6 @@ out_args:
 	fuse_opt_free_args(&args);
 	cli_free(&o);
 	free(model_copy);
-	curl_global_cleanup();
+	mount_process_end();
 	return ret;
 }

@@ -8,7 +8,7 @@
  * points into it) and its pins (size, ETag, Last-Modified, X-Repo-Commit). It is a
  * struct source (source.h) for the model's tensor bytes.
  *
- * The caller must have called curl_global_init before any thread exists. */
+ * The process must have called remote_process_start before any thread exists. */
 #ifndef GGUFS_REMOTE_H
 #define GGUFS_REMOTE_H
 
@@ -150,5 +150,14 @@ bool remote_first_cause(struct remote *r, char cause[GGUF_ERR_MAX]);
 struct source *remote_source(struct remote_file *f);
 /* The remote file that src (from remote_source) is. */
 const struct remote_file *remote_of_source(const struct source *src);
+
+/* libcurl's process-wide state, set up once before the process starts any thread (its
+ * setup is not thread-safe) and before any remote is made: true, or false with a line in
+ * err (then nothing remote may be opened). */
+bool remote_process_start(char err[GGUF_ERR_MAX]);
+
+/* Ends what remote_process_start set up, once every remote is freed and no thread uses
+ * libcurl. */
+void remote_process_end(void);
 
 #endif

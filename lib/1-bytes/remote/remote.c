@@ -456,3 +456,16 @@ void remote_close(struct remote_file *f)
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
+
+bool remote_process_start(char err[GGUF_ERR_MAX])
+{
+	CURLcode c = curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (c != CURLE_OK)
+		gguf_errf(err, "libcurl cannot start: %s", curl_easy_strerror(c));
+	return c == CURLE_OK;
+}
+
+void remote_process_end(void)
+{
+	curl_global_cleanup();
+}
