@@ -143,8 +143,6 @@ void report_stop(struct ggufs *fs);
  * (userdata: struct ggufs, whose mount is set): a single model's, with edits or not, or
  * a library's. */
 extern const struct fuse_lowlevel_ops ops_table;
-/* The connection's settings, for a model or a library alike. */
-void ops_init(void *userdata, struct fuse_conn_info *conn);
 /* The mount's notices (struct mount_notify, arg: struct ggufs): the kernel forgets what
  * it cached of ino, with its pages when pages. */
 void ops_forget(void *arg, uint64_t ino, bool pages);

@@ -32,7 +32,7 @@ static uid_t uid_of(fuse_req_t req)
  * (128 KiB by default) and is kept, and libfuse already asks for the largest requests
  * (max_pages: 1 MiB). Asynchronous reads keep several in flight; no writeback cache:
  * only the edits' writers write, each into its own text. */
-void ops_init(void *userdata, struct fuse_conn_info *conn)
+static void ops_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ggufs *fs = userdata;
 	/* libfuse refuses the connection unless init repeats -o max_read=N */

@@ -98,10 +98,6 @@ void remote_leaving(struct remote *r);
 /* Stops the read-ahead threads and frees everything; the files must be closed first. */
 void remote_free(struct remote *r);
 
-/* Sets what ends transfers (from the moment the daemon serves; may be called once,
- * before any read). */
-void remote_set_cancel(struct remote *r, bool (*cancelled)(void *arg), void *arg);
-
 /* Opens the http(s) url: one range request for its first `first` bytes, which notes
  * the size and the pins. name: the file as the user gave it (an hf:// name), which the
  * lines said while it opens (waiting for the server, the disk cache's warnings) and

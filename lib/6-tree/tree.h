@@ -151,10 +151,6 @@ void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, s
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off);
 
-/* The file of tensor i of this kind (TREE_RAW, TREE_F32, TREE_NPY, TREE_STATS), or NULL
- * when the tensor has none. */
-const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind);
-
 /* stats/NAME and stats.tsv are computed by their reads only (never by lookups, sizes or
  * directory listings), each tensor at most once per tree however many threads read it
  * (lib/4-stats/stats.h). How many tensors' statistics have been computed so far: for tests. */
