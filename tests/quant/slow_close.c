@@ -14,29 +14,33 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Whether fd is the file at path exactly: its name from /proc/self/fd (a file renamed
- * over, "PATH (deleted)", is not). */
-static int slow_close_is_file(int fd, const char *path)
+/* fd's path, from /proc/self/fd, into path (4096 bytes): false when it has none. A file
+ * renamed over or removed reads "PATH (deleted)". */
+static int slow_close_path(int fd, char path[4096])
 {
-	char link[64], name[4096];
+	char link[64];
 	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-	const ssize_t n = readlink(link, name, sizeof name - 1);
-	if (n <= 0)
-		return 0;
-	name[n] = '\0';
-	return strcmp(name, path) == 0;
-}
-
-/* Whether fd is a map file under dir: its name from /proc/self/fd. */
-static int slow_close_is_map(int fd, const char *dir)
-{
-	char link[64], path[4096];
-	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-	const ssize_t n = readlink(link, path, sizeof path - 1);
+	const ssize_t n = readlink(link, path, 4095);
 	if (n <= 0)
 		return 0;
 	path[n] = '\0';
-	const size_t d = strlen(dir), p = (size_t)n;
+	return 1;
+}
+
+/* Whether fd is the file at path exactly (not one renamed over it). */
+static int slow_close_is_file(int fd, const char *path)
+{
+	char name[4096];
+	return slow_close_path(fd, name) && strcmp(name, path) == 0;
+}
+
+/* Whether fd is a map file under dir. */
+static int slow_close_is_map(int fd, const char *dir)
+{
+	char path[4096];
+	if (!slow_close_path(fd, path))
+		return 0;
+	const size_t d = strlen(dir), p = strlen(path);
 	return d && p > d + 4 && strncmp(path, dir, d) == 0 && path[d] == '/' &&
 	       strcmp(path + p - 4, "/map") == 0;
 }

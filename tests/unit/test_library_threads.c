@@ -34,6 +34,7 @@
 
 #include "gguf_writer.h"
 #include "library.h"
+#include "library_fixture.h"
 #include "model.h"
 #include "scratch_dir.h"
 
@@ -160,18 +161,13 @@ static struct ggufs_model *fake_open_model(void *ctx, const char *path, char err
 	return model_open(file, err);
 }
 
-static void fake_free(void *ctx)
-{
-	(void)ctx;
-}
-
 static const struct lib_source_ops fake_ops = {
 	.list = fake_list,
 	.unchanged = fake_unchanged,
 	.stat = fake_stat,
 	.same_version = fake_same_version,
 	.open_model = fake_open_model,
-	.free = fake_free,
+	.free = free,   /* (ctx is NULL) */
 };
 
 /* model.gguf: a small model of two f32 tensors and a name. */
@@ -492,36 +488,34 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A table's step now and then: a walk of every model is costly. */
+static void step_table_rarely(struct worker *w)
+{
+	if (rand_r(&w->seed) % 4 == 0)
+		step_table(w);
+}
+
+/* Its oldest ref put back, when it holds any. */
+static void step_drop(struct worker *w)
+{
+	if (w->n_refs)
+		drop_oldest(w);
+}
+
+/* A worker's steps, one drawn at a time from the 16: each as often as it stands here. */
+static void (*const worker_steps[16])(struct worker *w) = {
+	step_lookup, step_lookup, step_lookup, step_lookup, step_sub, step_sub,
+	step_get, step_get, step_get, step_gone, step_gone, step_list, step_list, step_list,
+	step_table_rarely, step_drop,
+};
+
 static void *work(void *arg)
 {
 	struct worker *w = arg;
 	const double end = now() + SECONDS;
 	while (w->steps < ITERATIONS && now() < end && !w->failed) {
 		w->steps++;
-		switch (rand_r(&w->seed) % 16) {
-		case 0: case 1: case 2: case 3:
-			step_lookup(w);
-			break;
-		case 4: case 5:
-			step_sub(w);
-			break;
-		case 6: case 7: case 8:
-			step_get(w);
-			break;
-		case 9: case 10:
-			step_gone(w);
-			break;
-		case 11: case 12: case 13:
-			step_list(w);
-			break;
-		case 14:
-			if (rand_r(&w->seed) % 4 == 0)
-				step_table(w);
-			break;
-		default:
-			if (w->n_refs)
-				drop_oldest(w);
-		}
+		worker_steps[rand_r(&w->seed) % 16](w);
 	}
 	while (w->n_refs)
 		drop_oldest(w);
@@ -532,12 +526,7 @@ static void test_threads(void **state)
 {
 	(void)state;
 	write_model();
-	struct lib_source *src = calloc(1, sizeof *src);
-	assert_non_null(src);
-	src->ops = &fake_ops;
-	char err[GGUF_ERR_MAX];
-	struct library *lib = library_open(src, err);
-	assert_non_null(lib);
+	struct library *lib = library_fixture_open(&fake_ops, NULL);
 	struct worker w[THREADS];
 	pthread_t th[THREADS];
 	for (int i = 0; i < THREADS; i++) {

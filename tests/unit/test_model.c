@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "unit.h"
+#include "tiny_model.h"
 
 #include "gguf_split.h"
 #include "model.h"
@@ -40,8 +41,7 @@ static void test_single(void **state)
 {
 	(void)state;
 	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	assert_non_null(m);
+	struct ggufs_model *m = tiny_model_open();
 	assert_int_equal(m->n_shards, 1);
 	assert_int_equal(m->n_tensors, 21);
 	assert_string_equal(m->file_name, "tinyllama-q4km.gguf");
@@ -62,8 +62,7 @@ static void test_split(void **state)
 	(void)state;
 	char path[256], err[GGUF_ERR_MAX];
 	split_as("llama", 3, NULL);
-	struct ggufs_model *orig = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	assert_non_null(orig);
+	struct ggufs_model *orig = tiny_model_open();
 	for (unsigned no = 1; no <= 3; no++) {
 		shard_path(path, sizeof path, "llama", no, 3);
 		struct ggufs_model *m = model_open(path, err);
@@ -141,8 +140,7 @@ static void test_split_shards_named(void **state)
 		tree_free(t);
 		model_close(m);
 	}
-	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	assert_non_null(m);
+	struct ggufs_model *m = tiny_model_open();
 	struct tree *t = tree_build(m, err);
 	assert_non_null(t);
 	const struct tree_node *n = tree_node(t, TREE_FIRST_META + m->meta->n_kv);
@@ -225,15 +223,10 @@ static void test_split_duplicate(void **state)
 	assert_non_null(strstr(err, "' is also in an earlier shard"));
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_single),
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_split_shards_named),
-		cmocka_unit_test(test_split_missing),
-		cmocka_unit_test(test_split_foreign),
-		cmocka_unit_test(test_split_duplicate),
-	};
-	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
-}
+UNIT_TESTS_IN_SCRATCH(
+	cmocka_unit_test(test_single),
+	cmocka_unit_test(test_split),
+	cmocka_unit_test(test_split_shards_named),
+	cmocka_unit_test(test_split_missing),
+	cmocka_unit_test(test_split_foreign),
+	cmocka_unit_test(test_split_duplicate))

@@ -71,6 +71,7 @@ static struct mount_entry walk(struct mount *m, const char *path)
 
 static int setup(void **state)
 {
+	guard_install();   /* the SIGBUS guard of mapped reads, before any read */
 	if (scratch_dir_make(state) != 0)
 		return -1;
 	write_model("tiny.gguf");
@@ -251,14 +252,8 @@ static void test_counters_and_eio_cause(void **state)
 	unmount(m);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	guard_install();
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lookup_is_one_call_with_attributes),
-		cmocka_unit_test(test_read_then_release),
-		cmocka_unit_test(test_readdir_from_offsets),
-		cmocka_unit_test(test_counters_and_eio_cause),
-	};
-	return cmocka_run_group_tests(tests, setup, scratch_dir_remove);
-}
+UNIT_TESTS_IN_GROUP(setup, scratch_dir_remove,
+	cmocka_unit_test(test_lookup_is_one_call_with_attributes),
+	cmocka_unit_test(test_read_then_release),
+	cmocka_unit_test(test_readdir_from_offsets),
+	cmocka_unit_test(test_counters_and_eio_cause))

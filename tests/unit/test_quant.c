@@ -73,10 +73,30 @@ static void test_refusals(void **state)
 	assert_int_equal(y[0], 0xa5);
 }
 
+/* A float's bits and the 16-bit value (f16 or bf16) it is to become. */
+struct half_case {
+	uint32_t in;
+	uint16_t out;
+};
+
+/* Each case's float quantized alone to type (GGML_TYPE_F16 or _BF16): the case's value,
+ * little-endian. */
+static void expect_halves(uint32_t type, const struct half_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float x = bits_f32(cases[i].in);
+		uint8_t y[2];
+		assert_int_equal(quant_row(type, &x, y, 1), 0);
+		if (gguf_le16(y) != cases[i].out)
+			fail_msg("%s of %08x: %04x, not %04x", ggml_type_get(type)->name, cases[i].in,
+			         gguf_le16(y), cases[i].out);
+	}
+}
+
 static void test_fp16(void **state)
 {
 	(void)state;
-	const struct { uint32_t in; uint16_t out; } cases[] = {
+	const struct half_case cases[] = {
 		{ 0x3f800000, 0x3c00 },   /* 1 */
 		{ 0xbf800000, 0xbc00 },   /* -1 */
 		{ 0x00000000, 0x0000 },
@@ -104,20 +124,15 @@ static void test_fp16(void **state)
 		{ 0xffc12345, 0xfe00 },   /* with a payload */
 		{ 0xff800001, 0xfe00 },
 	};
-	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		float x = bits_f32(cases[i].in);
-		uint8_t y[2];
-		assert_int_equal(quant_row(GGML_TYPE_F16, &x, y, 1), 0);
-		if (gguf_le16(y) != cases[i].out)
-			fail_msg("f16 of %08x: %04x, not %04x", cases[i].in, gguf_le16(y), cases[i].out);
-		assert_int_equal(f32_to_fp16(x), cases[i].out);
-	}
+	expect_halves(GGML_TYPE_F16, cases, sizeof cases / sizeof cases[0]);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)   /* half.h's alike */
+		assert_int_equal(f32_to_fp16(bits_f32(cases[i].in)), cases[i].out);
 }
 
 static void test_bf16(void **state)
 {
 	(void)state;
-	const struct { uint32_t in; uint16_t out; } cases[] = {
+	const struct half_case cases[] = {
 		{ 0x3f800000, 0x3f80 },
 		{ 0x3f808000, 0x3f80 },   /* a tie, to even */
 		{ 0x3f818000, 0x3f82 },   /* a tie, to even (up) */
@@ -134,13 +149,7 @@ static void test_bf16(void **state)
 		{ 0xffc0ffff, 0xffc0 },   /* a NaN is never rounded (up into the sign) */
 		{ 0x7fffffff, 0x7fff },
 	};
-	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		float x = bits_f32(cases[i].in);
-		uint8_t y[2];
-		assert_int_equal(quant_row(GGML_TYPE_BF16, &x, y, 1), 0);
-		if (gguf_le16(y) != cases[i].out)
-			fail_msg("bf16 of %08x: %04x, not %04x", cases[i].in, gguf_le16(y), cases[i].out);
-	}
+	expect_halves(GGML_TYPE_BF16, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* f32 is a copy, NaN payloads included, little-endian. */
