@@ -51,17 +51,6 @@ def daemon_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def rss_anon(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 class Peak:
     """Samples RssAnon of pid every 20 ms while in its with block."""
 
@@ -71,7 +60,7 @@ class Peak:
     def __enter__(self):
         def run():
             while not self.done.is_set():
-                self.peak = max(self.peak, rss_anon(self.pid))
+                self.peak = max(self.peak, gm.rss_anon(self.pid, gone=0))
                 time.sleep(0.02)
         self.thread = threading.Thread(target=run)
         self.thread.start()
@@ -80,16 +69,6 @@ class Peak:
     def __exit__(self, *exc):
         self.done.set()
         self.thread.join()
-
-
-def drop(path):
-    """The file's pages out of the page cache."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def cat(path):
@@ -136,7 +115,7 @@ def bench_name(llama, work, label, model, name):
     entry = [os.path.join(cache, e, "data") for e in os.listdir(cache)
              if os.path.isdir(os.path.join(cache, e))]
     for f in entry + [ref]:
-        drop(f)
+        gm.drop_pages(f)
     with gm.Mount(model, opts) as m, Peak(m.proc.pid) as peak:
         path = m.p("quants", name + ".gguf")
         os.stat(path)
