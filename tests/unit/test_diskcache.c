@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -760,6 +761,92 @@ static void test_lru_across_mounts(void **state)
 	dc_close(a);
 }
 
+/* SIGALRM in test_fifos_never_waited_for: an open in the cache directory waited (on a
+ * FIFO, an open for reading waits for a writer): the test ends here, failed. */
+static void hung(int sig)
+{
+	(void)sig;
+	static const char say[] = "test_diskcache: an open in the cache directory hung "
+	                          "(SIGALRM after 20 s)\n";
+	if (write(2, say, sizeof say - 1) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+/* Puts a FIFO in place of file (map, data) of entry e, whose name is kept in name. */
+static void fifo_for(const struct dc_entry *e, const char *file, char name[64])
+{
+	snprintf(name, 64, "%s", dc_entry_name(e));
+	const char *path = entry_file(e, file);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0600), 0);
+}
+
+/* A FIFO anywhere in the cache is never waited on (an alarm bounds the test: an open of
+ * one for reading waits for a writer, and eviction waited so holding the directory's
+ * lock, hanging every store of every mount on it): as an entry's data or map, the entry
+ * is made afresh when opened; as an unused entry's map, eviction removes that entry
+ * first; as the lock file, the cache is refused, saying so. */
+static void test_fifos_never_waited_for(void **state)
+{
+	(void)state;
+	signal(SIGALRM, hung);
+	alarm(20);
+	uint64_t max = 24 * BS;
+	struct diskcache *dc = open_cache(max);
+	char data_fifo[64], map_fifo[64], unused[64];
+	const char *const urls[] = { "http://127.0.0.1:8080/data.gguf",
+	                             "http://127.0.0.1:8080/map.gguf",
+	                             "http://127.0.0.1:8080/unused.gguf" };
+	char *names[] = { data_fifo, map_fifo, unused };
+	const char *files[] = { "data", "map", "map" };
+	for (int i = 0; i < 3; i++) {
+		struct dc_entry *e = open_entry(dc, urls[i], 4 * BS, ETAG);
+		for (uint64_t k = 0; k < 4; k++)
+			store(e, k, BS, 1);
+		fifo_for(e, files[i], names[i]);
+		dc_entry_close(e);
+	}
+	for (int i = 0; i < 2; i++) {   /* made afresh, and it works */
+		struct dc_entry *e = open_entry(dc, urls[i], 4 * BS, ETAG);
+		assert_string_equal(dc_entry_name(e), names[i]);
+		assert_false(loads(e, 0, BS, 1));
+		store(e, 0, BS, 1);
+		struct stat st;
+		assert_int_equal(stat(entry_file(e, files[i]), &st), 0);
+		assert_true(S_ISREG(st.st_mode));
+		dc_entry_close(e);
+	}
+	/* past the bound: the unused entries go, the one whose map is a FIFO first */
+	struct dc_entry *e = open_entry(dc, URL, 32 * BS, ETAG);
+	char path[PATH_MAX + 64], other[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s", dir, unused);
+	struct stat st;
+	for (uint64_t k = 0; k < 20; k++) {
+		store(e, k, BS, 1);
+		assert_true(dc_usage(dc) <= max);
+		for (int i = 0; i < 2; i++) {   /* none before it */
+			snprintf(other, sizeof other, "%s/%s", dir, names[i]);
+			if (lstat(other, &st) != 0)
+				assert_int_equal(lstat(path, &st), -1);
+		}
+	}
+	assert_int_equal(lstat(path, &st), -1);
+	dc_entry_close(e);
+	dc_close(dc);
+
+	snprintf(path, sizeof path, "%s/lock", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	char err[256];
+	assert_null(dc_open(dir, max, BS, err, sizeof err));
+	assert_non_null(strstr(err, "lock is not a regular file"));
+	assert_int_equal(lstat(path, &st), 0);   /* left as it was */
+	assert_true(S_ISFIFO(st.st_mode));
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+}
+
 static void test_default_bound(void **state)
 {
 	(void)state;
@@ -792,6 +879,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_threads_never_load_wrong_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_mounts_share_the_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lru_across_mounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fifos_never_waited_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

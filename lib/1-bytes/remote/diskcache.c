@@ -23,6 +23,10 @@
 #define MAP_VERSION 2u       /* 2: XXH3 checksums (1's FNV-1a entries are made afresh) */
 #define MAP_HEADER 4096u     /* the map's header; the records follow */
 #define NEW_PREFIX ".new-"   /* an entry being made; left over only by a crash */
+/* How every directory in the cache is opened: never through a symlink, and never
+ * waiting (O_DIRECTORY fails on a FIFO or device before opening it; O_NONBLOCK all the
+ * same, as on every open here) */
+#define OPEN_DIR (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
 
 struct dc_dir;
 struct dc_held;
@@ -218,7 +222,7 @@ static uint64_t usage_of(int fd, int depth)
 			continue;
 		total += (uint64_t)st.st_blocks * 512;
 		if (S_ISDIR(st.st_mode) && depth > 0) {
-			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int sub = openat(dirfd(d), de->d_name, OPEN_DIR);
 			if (sub >= 0)
 				total += usage_of(sub, depth - 1);
 		}
@@ -230,7 +234,7 @@ static uint64_t usage_of(int fd, int depth)
 /* Bytes that the directory's files take on disk now, by a walk of it. */
 static uint64_t walk(const struct dc_dir *d)
 {
-	int fd = openat(d->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(d->dirfd, ".", OPEN_DIR);
 	return fd < 0 ? 0 : usage_of(fd, 1);
 }
 
@@ -250,15 +254,40 @@ static bool trusted_fd(int fd, bool dir)
 	       (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) && st.st_nlink == 1);
 }
 
+/* Opens name in directory dirfd with flags (O_CREAT: mode) when it is a regular file, or
+ * is missing and O_CREAT makes it: -1 otherwise (EINVAL: something else is there). A
+ * FIFO, socket or device is looked at, never opened (an open for reading waits for a
+ * writer, or has a device's effects); one swapped in meanwhile is opened without
+ * waiting (O_NONBLOCK) and refused by its descriptor's type. Never through a symlink. */
+static int open_regular(int dirfd, const char *name, int flags, mode_t mode)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!S_ISREG(st.st_mode)) {
+			errno = EINVAL;
+			return -1;
+		}
+	} else if (errno != ENOENT || !(flags & O_CREAT)) {
+		return -1;
+	}
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 /* Opens file (map or data) of the entry directory name with flags, never through a
- * symlink (neither the entry nor the file), and only when both are trusted_fd: -1
- * otherwise. */
+ * symlink (neither the entry nor the file), never anything but a regular file
+ * (open_regular), and only when both are trusted_fd: -1 otherwise. */
 static int open_in_entry(int parent, const char *name, const char *file, int flags)
 {
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(parent, name, OPEN_DIR);
 	if (fd < 0)
 		return -1;
-	int f = trusted_fd(fd, true) ? openat(fd, file, flags | O_NOFOLLOW | O_CLOEXEC) : -1;
+	int f = trusted_fd(fd, true) ? open_regular(fd, file, flags, 0) : -1;
 	close(fd);
 	if (f >= 0 && !trusted_fd(f, false)) {
 		close(f);
@@ -271,7 +300,7 @@ static int open_in_entry(int parent, const char *name, const char *file, int fla
  * that name (a symlink, a file) is unlinked itself, never what it leads to. 0, or -1. */
 static int remove_entry(int parent, const char *name)
 {
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(parent, name, OPEN_DIR);
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
 		return unlinkat(parent, name, 0);
 	if (fd >= 0) {
@@ -298,7 +327,7 @@ static bool is_entry_name(const char *name)
  * the one fdopendir was given, and d->dirfd stays open for the cache's life), or NULL. */
 static DIR *list_cache(const struct dc_dir *d)
 {
-	int fd = openat(d->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(d->dirfd, ".", OPEN_DIR);
 	DIR *list = fd < 0 ? NULL : fdopendir(fd);
 	if (!list && fd >= 0)
 		close(fd);
@@ -343,9 +372,18 @@ static struct dc_dir *open_dir(int fd, const struct stat *st, const char *path, 
 	d->ino = st->st_ino;
 	d->handles = 1;
 	d->dirfd = fd;
-	d->lockfd = openat(fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (d->lockfd < 0) {
-		snprintf(err, errlen, "cache_dir %s: %s", path, strerror(errno));
+	/* the lock (and what it will hold) is trusted as the directory is: a regular file
+	 * of the user's alone, or the cache is not used (never removed: another mount may
+	 * hold its flock) */
+	d->lockfd = open_regular(fd, "lock", O_RDWR | O_CREAT, 0600);
+	if (d->lockfd < 0 || !trusted_fd(d->lockfd, false)) {
+		if (d->lockfd >= 0 || errno == EINVAL)
+			snprintf(err, errlen, "cache_dir %s: %s/lock is not a regular file of the "
+			         "user's alone (mode 0600, one name): remove it", path, path);
+		else
+			snprintf(err, errlen, "cache_dir %s: lock: %s", path, strerror(errno));
+		if (d->lockfd >= 0)
+			close(d->lockfd);
 		close(fd);
 		free(d);
 		return NULL;
@@ -385,7 +423,7 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 		         "chmod go-w it", dir, (unsigned)(st.st_mode & 07777));
 		return NULL;
 	}
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open(dir, OPEN_DIR);
 	/* checked again on what was opened: the name may have been swapped meanwhile */
 	bool trusted = fd >= 0 && trusted_fd(fd, true) && fstat(fd, &st) == 0;
 	if (fd < 0 || access(dir, W_OK) != 0 || !trusted) {
@@ -514,9 +552,10 @@ static int create_entry(const struct dc_held *e)
 	remove_entry(d->dirfd, tmp);
 	if (mkdirat(d->dirfd, tmp, 0700) != 0)
 		return -1;
-	int fd = openat(d->dirfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int mapfd = fd < 0 ? -1 : openat(fd, "map", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	int datafd = fd < 0 ? -1 : openat(fd, "data", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int fd = openat(d->dirfd, tmp, OPEN_DIR);
+	const int make = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int mapfd = fd < 0 ? -1 : openat(fd, "map", make, 0600);
+	int datafd = fd < 0 ? -1 : openat(fd, "data", make, 0600);
 	uint8_t *h = malloc(MAP_HEADER);
 	int r = -1;
 	if (mapfd >= 0 && datafd >= 0 && h) {

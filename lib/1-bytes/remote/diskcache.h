@@ -59,9 +59,11 @@ struct dc_entry;
  * that every handle of this process on it shares.
  * NULL with one phrase in err (errlen bytes) when it cannot be used, or must not be: a
  * symlink, another user's, or writable by group or others (its blocks would not be the
- * server's). Entries and files inside are held to the same rule (and files to one name)
- * before they are read; one that fails it is made afresh, and eviction never follows a
- * symlink. */
+ * server's), or its lock file is not a regular file of the user's alone. Entries and
+ * files inside are held to the same rule (and files to one name) before they are read;
+ * one that fails it is made afresh, and eviction never follows a symlink. No open in
+ * the directory waits: only directories and regular files are opened (a FIFO, socket or
+ * device never is), all with O_NONBLOCK. */
 struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
                           size_t errlen);
 /* The mount is ending: nothing more is stored through dc, and each entry opened through
