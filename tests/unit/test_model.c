@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "unit.h"
+#include "open_watch.h"
 #include "tiny_model.h"
 
 #include "gguf_split.h"
@@ -290,23 +290,6 @@ static void test_opener_order_and_refusal(void **state)
 	assert_string_equal(err, want);
 }
 
-/* How many opens (IN_OPEN) inotify descriptor in saw; it is closed. */
-static int opens_seen(int in)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	int n = 0;
-	ssize_t len;
-	while ((len = read(in, buf, sizeof buf)) > 0) {
-		for (ssize_t at = 0; at < len;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
-			n += (ev->mask & IN_OPEN) != 0;
-			at += (ssize_t)(sizeof *ev + ev->len);
-		}
-	}
-	close(in);
-	return n;
-}
-
 /* A shard that is a FIFO is refused with what it is and never opened: inotify sees no
  * open of it (a reader's open, even O_NONBLOCK, would wake a writer waiting in it). */
 static void test_split_fifo_never_opened(void **state)
@@ -317,12 +300,10 @@ static void test_split_fifo_never_opened(void **state)
 	shard_path(fifo, sizeof fifo, "pipe", 2, 2);
 	assert_int_equal(unlink(fifo), 0);
 	assert_int_equal(mkfifo(fifo, 0644), 0);
-	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	assert_true(in >= 0);
-	assert_true(inotify_add_watch(in, fifo, IN_OPEN) >= 0);
+	int in = open_watch(fifo);
 	shard_path(path, sizeof path, "pipe", 1, 2);
 	assert_null(model_open(path, err));
-	assert_int_equal(opens_seen(in), 0);
+	assert_int_equal(open_watch_count(in), 0);
 	char want[512];
 	snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
 	assert_string_equal(err, want);

@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "unit.h"
+#include "open_watch.h"
 
 #include "gguf_writer.h"
 #include "guard.h"
@@ -78,6 +78,47 @@ static struct mount_entry walk(struct mount *m, const char *path)
 	return e;
 }
 
+/* The model directory at path, whose entry was old, gone stale: a lookup of name in
+ * the old one is ESTALE, path looked up anew is another inode with name in it. The new
+ * entry. */
+static struct mount_entry expect_stale(struct mount *m, const char *path,
+                                       const struct mount_entry *old, const char *name)
+{
+	struct mount_entry e;
+	struct mount_err err;
+	assert_false(mount_lookup(m, old->ino, name, &e, &err));
+	assert_int_equal(err.no, ESTALE);
+	struct mount_entry now = walk(m, path);
+	assert_int_not_equal(now.ino, old->ino);
+	assert_true(mount_lookup(m, now.ino, name, &e, &err));
+	assert_int_not_equal(e.ino, 0);
+	return now;
+}
+
+/* A file at path that only its owner reads (mode 600), holding "TOPSECRET\n": what a
+ * model's error must never quote. */
+static void write_secret(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("TOPSECRET\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* The file at path (from the root) opened to read into *o, and in *g a new buffer for
+ * what its reads give (free it): the file's entry. */
+static struct mount_entry open_to_read(struct mount *m, const char *path, struct mount_open *o,
+                                       struct mount_got **g)
+{
+	struct mount_err err;
+	struct mount_entry f = walk(m, path);
+	assert_true(mount_open(m, f.ino, O_RDONLY, 0, o, &err));
+	*g = calloc(1, sizeof **g);
+	assert_non_null(*g);
+	return f;
+}
+
 static int setup(void **state)
 {
 	guard_install();   /* the SIGBUS guard of mapped reads, before any read */
@@ -123,16 +164,15 @@ static void test_read_then_release(void **state)
 {
 	(void)state;
 	struct mount *m = mount_scratch();
-	struct mount_err err;
-	struct mount_entry f = walk(m, "tiny/tensors/w.f32");
 	struct mount_open o;
-	assert_false(mount_open(m, f.ino, O_WRONLY, 0, &o, &err));
-	assert_int_equal(err.no, EROFS);
-	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
+	struct mount_got *g;
+	struct mount_entry f = open_to_read(m, "tiny/tensors/w.f32", &o, &g);
 	assert_int_not_equal(o.fh, 0);
 	assert_int_equal(o.pt_fd, -1);   /* only model.gguf is a file to pass through */
-	struct mount_got *g = calloc(1, sizeof *g);
-	assert_non_null(g);
+	struct mount_err err;
+	struct mount_open w;
+	assert_false(mount_open(m, f.ino, O_WRONLY, 0, &w, &err));
+	assert_int_equal(err.no, EROFS);
 	assert_true(mount_read(m, f.ino, o.fh, 8, 16, false, mount_got_take, g, &err));
 	assert_int_equal(g->calls, 1);
 	assert_int_equal(g->len, 16);
@@ -230,11 +270,9 @@ static void test_counters_and_eio_cause(void **state)
 	assert_int_equal(err.no, ENODATA);
 	long long reads = xattr_number(m, LIB_ROOT_INO, "user.ggufs.reads");
 
-	struct mount_entry f = walk(m, "shrinks/tensors/w");
 	struct mount_open o;
-	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
-	struct mount_got *g = calloc(1, sizeof *g);
-	assert_non_null(g);
+	struct mount_got *g;
+	struct mount_entry f = open_to_read(m, "shrinks/tensors/w", &o, &g);
 	assert_true(mount_read(m, f.ino, o.fh, 0, 64, false, mount_got_take, g, &err));
 	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.reads"), reads + 1);
 	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.eio_replies"), 0);
@@ -290,11 +328,9 @@ static void write_shard(const char *rel, unsigned no, unsigned count)
 static void read_text(struct mount *m, const char *path, char *out, size_t n)
 {
 	struct mount_err err;
-	struct mount_entry f = walk(m, path);
 	struct mount_open o;
-	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
-	struct mount_got *g = calloc(1, sizeof *g);
-	assert_non_null(g);
+	struct mount_got *g;
+	struct mount_entry f = open_to_read(m, path, &o, &g);
 	assert_true(mount_read(m, f.ino, o.fh, 0, sizeof g->buf, false, mount_got_take, g, &err));
 	mount_release(m, f.ino, o.fh);
 	assert_true(g->len < n);
@@ -313,23 +349,6 @@ static void expect_error(struct mount *m, const char *model, const char *want)
 	if (strcmp(text, line))
 		print_error("%s: '%s', not '%s'\n", model, text, line);
 	assert_string_equal(text, line);
-}
-
-/* How many opens (IN_OPEN) inotify descriptor in saw; it is closed. */
-static int opens_seen(int in)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	int n = 0;
-	ssize_t len;
-	while ((len = read(in, buf, sizeof buf)) > 0) {
-		for (ssize_t at = 0; at < len;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
-			n += (ev->mask & IN_OPEN) != 0;
-			at += (ssize_t)(sizeof *ev + ev->len);
-		}
-	}
-	close(in);
-	return n;
 }
 
 /* A library others read (confined): each later shard is checked as the first file is
@@ -369,16 +388,10 @@ static void test_shards_checked_as_the_first_file(void **state)
 	snprintf(fifo, sizeof fifo, "%s/r-00002-of-00002.gguf", dir);
 	assert_int_equal(unlink(fifo), 0);
 	assert_int_equal(mkfifo(fifo, 0644), 0);
-	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	assert_true(in >= 0);
-	assert_true(inotify_add_watch(in, fifo, IN_OPEN) >= 0);
+	int in = open_watch(fifo);
 	/* s: shard 2 a symlink to a file of the folder that only its owner reads */
 	snprintf(path, sizeof path, "%s/vault", dir);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs("TOPSECRET\n", f);
-	fclose(f);
-	assert_int_equal(chmod(path, 0600), 0);
+	write_secret(path);
 	snprintf(path, sizeof path, "%s/s-00002-of-00002.gguf", dir);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(symlink("vault", path), 0);
@@ -397,7 +410,7 @@ static void test_shards_checked_as_the_first_file(void **state)
 	}
 	snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
 	expect_error(m, "shards/r", want);
-	assert_int_equal(opens_seen(in), 0);
+	assert_int_equal(open_watch_count(in), 0);
 	snprintf(want, sizeof want, "%s/s-00002-of-00002.gguf: not read, as other users read "
 	         "the library: its mode 600 (group %lu) lets fewer users read it than the first "
 	         "file's 644 (group %lu)", dir, (unsigned long)getegid(), (unsigned long)getegid());
@@ -428,22 +441,12 @@ static void test_first_file_swapped_before_build(void **state)
 	struct mount *m = mount_scratch_as(true);
 	struct mount_entry x = walk(m, "swap/x");   /* looked up, not built */
 	snprintf(other, sizeof other, "%s/swap/other", scratch_dir);
-	FILE *f = fopen(other, "w");
-	assert_non_null(f);
-	fputs("TOPSECRET\n", f);
-	fclose(f);
-	assert_int_equal(chmod(other, 0600), 0);
+	write_secret(other);
 	snprintf(path, sizeof path, "%s/swap/x.gguf", scratch_dir);
 	assert_int_equal(rename(other, path), 0);
-	struct mount_entry e;
-	struct mount_err err;
-	assert_false(mount_lookup(m, x.ino, "error", &e, &err));
-	assert_int_equal(err.no, ESTALE);
 	/* the name now: the new version, with its own owner and mode */
-	struct mount_entry y = walk(m, "swap/x");
-	assert_int_not_equal(y.ino, x.ino);
+	struct mount_entry y = expect_stale(m, "swap/x", &x, "error");
 	assert_int_equal(y.attr.st_mode & 0777, 0500);
-	assert_int_not_equal(walk(m, "swap/x/error").ino, 0);
 	unmount(m);
 }
 
@@ -461,13 +464,7 @@ static void test_shard_replaced_is_stale_then_listed(void **state)
 	snprintf(path, sizeof path, "%s/later/t-00002-of-00002.gguf", scratch_dir);
 	struct timeval times[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
 	assert_int_equal(utimes(path, times), 0);   /* another version: mtime and ctime */
-	struct mount_entry e;
-	struct mount_err err;
-	assert_false(mount_lookup(m, t.ino, "summary.txt", &e, &err));
-	assert_int_equal(err.no, ESTALE);
-	struct mount_entry u = walk(m, "later/t");
-	assert_int_not_equal(u.ino, t.ino);
-	assert_int_not_equal(walk(m, "later/t/summary.txt").ino, 0);
+	expect_stale(m, "later/t", &t, "summary.txt");
 	unmount(m);
 }
 
