@@ -107,6 +107,7 @@ void tree_quants_free(struct tree *t)
 {
 	for (size_t j = 0; t->quants.files && j < TREE_QUANT_TSV_SLOT; j++)
 		source_close(t->quants.files[j].src);
+	computed_pool_free(t->quants.own_pool);   /* after its files */
 	free(t->quants.files);
 	quant_set_free(&t->quants.qs);
 	free((char *)t->quants.cache.dir);
@@ -118,6 +119,15 @@ void tree_quants_free(struct tree *t)
 void tree_set_requantize(struct tree *t, bool on)
 {
 	t->quants.requantize = on;
+}
+
+struct computed_pool *tree_quant_pool_new(unsigned threads, char err[GGUF_ERR_MAX])
+{
+	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	const struct computed_pool_opts o = {
+		.threads = threads ? threads : cores > 0 && cores < 65536 ? (unsigned)cores : 1,
+	};
+	return computed_pool_new(&o, err);
 }
 
 bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c)
@@ -227,7 +237,8 @@ static int read_quant(const struct tree *t, const struct quant_plan *qp, char *b
 }
 
 /* Files of one tree whose computed bytes stay open at once: past it, an idle one is
- * closed when another opens (each holds its workers and up to a few MB of blocks). */
+ * closed when another opens (each holds its disk cache entry: its lock, two files and
+ * a record of the blocks it keeps; the workers and memory are the pool's). */
 #define TREE_QUANT_OPEN_MAX 4
 /* The header is hashed for the disk cache's key in pieces of this many bytes. */
 #define TREE_QUANT_HASH_STEP (64u << 10)
@@ -321,9 +332,10 @@ static int disk_key(const struct tree *t, const struct tree_quant_file *f, char 
 	return 0;
 }
 
-/* Opens f's computed bytes with t's way (its base's in an edit state's tree): the
- * source, or NULL with *r (-EIO: its header could not be read; -ENOMEM). */
-static struct source *open_file(const struct tree *t, struct tree_quant_file *f, int *r)
+/* Opens f's computed bytes with t's way (its base's in an edit state's tree) in pool:
+ * the source, or NULL with *r (-EIO: its header could not be read; -ENOMEM). */
+static struct source *open_file(const struct tree *t, struct tree_quant_file *f,
+                                struct computed_pool *pool, int *r)
 {
 	const struct tree_quant_cache *c = t->base ? &t->base->quants.cache : &t->quants.cache;
 	char key[1200], version[80];
@@ -332,10 +344,8 @@ static struct source *open_file(const struct tree *t, struct tree_quant_file *f,
 		*r = k;
 		return NULL;
 	}
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	const struct computed_opts o = {
-		.size = f->qp->size, .fill = fill, .ctx = f,
-		.threads = c->threads ? c->threads : cores > 0 ? (unsigned)cores : 1,
+		.size = f->qp->size, .fill = fill, .ctx = f, .pool = pool,
 		.cache_dir = k == 0 ? c->dir : NULL, .cache_max = c->max,
 		.key = k == 0 ? key : NULL, .version = k == 0 ? version : NULL,
 	};
@@ -349,46 +359,59 @@ static struct source *open_file(const struct tree *t, struct tree_quant_file *f,
 	return src;
 }
 
-/* Adds the counters of f's source to its totals (it is being closed). */
-static void keep_counters(struct tree_quant_file *f)
+/* The pool t's files are made in: the mount's (its base's in an edit state's tree), or
+ * else t's own, made now (under files_lock); NULL out of memory. */
+static struct computed_pool *pool_of(const struct tree *t)
 {
-	struct computed_counters c;
-	computed_counters(f->src, &c);
-	f->computed += c.computed;
-	f->from_disk += c.from_disk;
-	f->stored += c.stored;
+	const struct tree_quant_cache *c = t->base ? &t->base->quants.cache : &t->quants.cache;
+	struct tree_quants *q = (struct tree_quants *)&t->quants;
+	if (c->pool)
+		return c->pool;
+	char err[GGUF_ERR_MAX];
+	if (!q->own_pool && !(q->own_pool = tree_quant_pool_new(c->threads, err)))
+		evlog(EVLOG_WARNING, "quant pool", "%s: quants/: %s", t->m->path, err);
+	return q->own_pool;
+}
+
+/* Adds c, the counters of a source of f that closed, to f's totals. */
+static void keep_counters(struct tree_quant_file *f, const struct computed_counters *c)
+{
+	f->computed += c->computed;
+	f->from_disk += c->from_disk;
+	f->stored += c->stored;
 }
 
 /* File j's computed bytes, opened if need be and held for one read (file_put lets go): the
  * source, or NULL with *r. An open past TREE_QUANT_OPEN_MAX closes the least recently
- * read idle files of the tree. */
+ * read idle files of the tree; a file being closed is opened again only once its close
+ * is done, so that its disk cache entry is let go first. */
 static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 {
 	struct tree_quants *q = (struct tree_quants *)&t->quants;
-	struct source *closing[TREE_QUANT_TSV_SLOT];
+	struct tree_quant_file *closing[TREE_QUANT_TSV_SLOT];
+	struct source *closing_src[TREE_QUANT_TSV_SLOT];
 	unsigned n_closing = 0;
 	pthread_mutex_lock(&q->files_lock);
 	if (!q->files)
 		q->files = calloc(TREE_QUANT_TSV_SLOT, sizeof *q->files);
-	if (!q->files) {
+	struct computed_pool *pool = q->files ? pool_of(t) : NULL;
+	if (!pool) {
 		pthread_mutex_unlock(&q->files_lock);
 		*r = -ENOMEM;
 		return NULL;
 	}
 	struct tree_quant_file *f = &q->files[j];
-	f->t = t;   /* the fill function's, the same each time */
-	f->qp = &q->qs.plans[j];
-	while (f->opening)
+	while (f->opening || f->closing)
 		pthread_cond_wait(&q->opened, &q->files_lock);
 	if (!f->src) {
+		f->t = t;   /* the fill function's (no source of f is open to read them) */
+		f->qp = &q->qs.plans[j];
 		f->opening = true;
 		pthread_mutex_unlock(&q->files_lock);
-		struct source *src = open_file(t, f, r);
+		struct source *src = open_file(t, f, pool, r);
 		pthread_mutex_lock(&q->files_lock);
 		f->opening = false;
 		f->src = src;
-		if (src && q->leaving)   /* (opened while the mount ended) */
-			computed_leaving(src);
 		pthread_cond_broadcast(&q->opened);
 		if (src)
 			q->n_open++;
@@ -401,9 +424,10 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 			}
 			if (!idle)
 				break;   /* all read now: closed when another opens */
-			keep_counters(idle);
-			closing[n_closing++] = idle->src;
+			closing[n_closing] = idle;
+			closing_src[n_closing++] = idle->src;
 			idle->src = NULL;
+			idle->closing = true;
 			q->n_open--;
 		}
 	}
@@ -413,20 +437,19 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 		f->last_use = ++q->tick;
 	}
 	pthread_mutex_unlock(&q->files_lock);
-	for (unsigned i = 0; i < n_closing; i++)
-		source_close(closing[i]);
+	if (n_closing) {   /* outside the lock: a close waits for its blocks being made */
+		struct computed_counters counted[TREE_QUANT_TSV_SLOT];
+		for (unsigned i = 0; i < n_closing; i++)
+			computed_close_counted(closing_src[i], &counted[i]);
+		pthread_mutex_lock(&q->files_lock);
+		for (unsigned i = 0; i < n_closing; i++) {
+			keep_counters(closing[i], &counted[i]);
+			closing[i]->closing = false;
+		}
+		pthread_cond_broadcast(&q->opened);
+		pthread_mutex_unlock(&q->files_lock);
+	}
 	return src;
-}
-
-void tree_leaving(struct tree *t)
-{
-	struct tree_quants *q = &t->quants;
-	pthread_mutex_lock(&q->files_lock);
-	q->leaving = true;
-	for (size_t j = 0; q->files && j < TREE_QUANT_TSV_SLOT; j++)
-		if (q->files[j].src)
-			computed_leaving(q->files[j].src);
-	pthread_mutex_unlock(&q->files_lock);
 }
 
 static void file_put(const struct tree *t, uint64_t j)

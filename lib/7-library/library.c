@@ -529,6 +529,8 @@ static void build(struct library *lib, struct lib_slot *s)
 		s->m = m;
 		s->t = t;
 		s->state = MODEL_BUILT;
+		if (lib->leaving)   /* built while the mount ends */
+			remote_leaving(m->remote);
 		if (!s->row)
 			s->row = row;
 		else
@@ -1051,12 +1053,11 @@ void library_counts(struct library *lib, uint64_t *opened, uint64_t *built)
 void library_leaving(struct library *lib)
 {
 	pthread_mutex_lock(&lib->lock);
+	lib->leaving = true;
 	for (size_t i = 1; i < lib->n_slots; i++) {
 		const struct lib_slot *s = lib->slots[i];
-		if (s && s->state == MODEL_BUILT) {
-			tree_leaving(s->t);
+		if (s && s->state == MODEL_BUILT)
 			remote_leaving(s->m->remote);
-		}
 	}
 	pthread_mutex_unlock(&lib->lock);
 }

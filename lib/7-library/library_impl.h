@@ -123,6 +123,7 @@ struct library {
 	atomic_uint_fast64_t compares_made;
 	bool requantize;           /* every model's tree: tree_set_requantize */
 	struct tree_quant_cache quant_cache;   /* every model tree's (dir malloc'ed) */
+	bool leaving;              /* library_leaving: a model built from now on is told */
 };
 
 /* One more hold on slot s, and one less (under lib->lock): a slot let go by its last

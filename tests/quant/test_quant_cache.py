@@ -6,10 +6,14 @@ quantizing again, byte for byte llama.cpp's file (llama_model_quantize() of the 
 libllama through ctypes) both times; the counters on the file (user.ggufs.blocks_*) say
 where the blocks came from. Unmounted and mounted again at once, while the old daemon
 still exits holding the entry (slow_close.c preloaded in it), the new mount waits for it
-and reads every block from disk: a single model's, an edited state's and a library's. A
-local model that shrinks while its quant is read gives EIO, never a byte quantized from
-what is no longer there, the blocks made before included. The daemon's anonymous memory
-stays bounded while a quant of a model larger than the bound is read whole.
+and reads every block from disk: a single model's, an edited state's and a library's.
+Many NAMEs read at once keep every block on disk (a file closed to make room and opened again
+keeps its entry), and the daemon's threads stay within the mount's pool (the online
+cores) and its FUSE threads, the pool's ending once idle, for one model and for a
+library's models alike. A local model that shrinks while its quant is read gives EIO,
+never a byte quantized from what is no longer there, the blocks made before included.
+The daemon's anonymous memory stays bounded while a quant of a model larger than the
+bound is read whole, and while many NAMEs are read at once.
 
 Usage: test_quant_cache.py GGUFS_BINARY SLOW_CLOSE_SO (tests/quant/slow_close.c built).
 Skipped (77) without /dev/fuse or without the
@@ -34,6 +38,16 @@ MEMORY_BOUND = 256 << 20
 SLOW_CLOSE = None    # the preloaded library of slow_close.c (the second argument)
 SLOW_CLOSE_MS = 3000   # how long the old daemon holds its entry past the unmount, well
                        # under the wait of a new mount (DC_LEAVING_WAIT_S, 10 s)
+POOL_IDLE_S = 2.0      # COMPUTED_POOL_IDLE_S: a worker without blocks to make ends
+POOL_BLOCKS = (32, 10)   # COMPUTED_POOL_BLOCKS_MIN, _PER_THREAD: the pool's memory
+THREAD_MEMORY = 5 << 20  # what a thread of the daemon may hold besides: a FUSE thread's
+                         # buffers (libfuse's 1 MiB for requests, the 2 MiB huge page
+                         # of replies; all of it resident under meson's MALLOC_PERTURB_)
+                         # and quantization scratch
+FUSE_THREADS = ["-o", "max_threads=8", "-o", "max_idle_threads=1"]   # libfuse's own
+# NAMEs quick to make, for the tests that read many at once
+MANY = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q4_K_S", "Q5_K_S",
+        "Q6_K")
 
 
 def counters(path):
@@ -48,6 +62,65 @@ def entries(cache_dir):
         return []
     return sorted(e for e in os.listdir(cache_dir)
                   if os.path.isdir(os.path.join(cache_dir, e)))
+
+
+def tasks(pid):
+    """The threads of process pid now."""
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+def thread_states(pid):
+    """What each thread of process pid waits in (its wchan), for a message."""
+    states = []
+    for t in sorted(os.listdir("/proc/%d/task" % pid)):
+        try:
+            with open("/proc/%d/task/%s/wchan" % (pid, t)) as f:
+                states.append(f.read())
+        except OSError:
+            pass
+    return " ".join(states)
+
+
+def read_at_once(paths):
+    """Each of paths read whole by a thread of its own, all at once: their sha256."""
+    sums = [None] * len(paths)
+
+    def read(i):
+        sums[i] = qp.sha256_file(paths[i])
+    readers = [threading.Thread(target=read, args=(i,)) for i in range(len(paths))]
+    for r in readers:
+        r.start()
+    for r in readers:
+        r.join()
+    return sums
+
+
+class Peak:
+    """`with Peak(pid) as p:` the most threads and RssAnon of process pid seen while in
+    it (p.threads, p.rss), sampled every 10 ms."""
+
+    def __init__(self, pid):
+        self.pid, self.threads, self.rss = pid, 0, 0
+        self.done = threading.Event()
+        self.sampler = threading.Thread(target=self.sample)
+
+    def sample(self):
+        while not self.done.is_set():
+            try:
+                self.threads = max(self.threads, tasks(self.pid))
+            except OSError:
+                pass
+            self.rss = max(self.rss, rss_anon(self.pid))
+            time.sleep(0.01)
+
+    def __enter__(self):
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.sampler.join()
+        return False
 
 
 def rss_anon(pid):
@@ -181,6 +254,63 @@ class QuantCache(unittest.TestCase):
             os.link(self.model, link)
         self.quick_remount(root, ("models", "rand", "quants"), "Q6_K",
                            os.path.join(self.dir, "cache-remount-library"))
+
+    def test_many_names_at_once(self):
+        """More NAMEs read at once than a model keeps open (four), two readers each:
+        files are closed to make room and opened again while they are read, each
+        keeping its disk cache entry. Every byte is llama.cpp's; nothing says another
+        mount holds an entry; a second mount reads every NAME with no block computed."""
+        cache = os.path.join(self.dir, "cache-many")
+        opts = ["-o", "cache_dir=" + cache]
+        want = [self.reference(self.model, n)[0] for n in MANY]
+        with gm.Mount(self.model, opts) as m:
+            paths = [m.p("quants", n + ".gguf") for n in MANY]
+            self.assertEqual(read_at_once(paths + paths), want + want)
+            self.assertNotIn("another mount", m.stderr())
+        with gm.Mount(self.model, opts) as m:
+            paths = [m.p("quants", n + ".gguf") for n in MANY]
+            self.assertEqual(read_at_once(paths), want)
+            again = {n: counters(p)[0] for n, p in zip(MANY, paths)}
+            self.assertEqual(again, dict.fromkeys(MANY, 0), "blocks computed again")
+
+    def test_threads_and_memory_bound(self):
+        """One model's NAMEs read at once, two readers each; then a library of three
+        models (one file, three names), four NAMEs of each at once. The daemon's threads
+        never pass those it had before, plus libfuse's (-o max_threads=8) and the
+        mount's pool's (the online cores), and POOL_IDLE_S after the last read (10 s at
+        most) the pool's have ended (libfuse keeps one idle: -o max_idle_threads=1); its
+        RssAnon never passes what it was, plus the pool's memory and THREAD_MEMORY a
+        thread."""
+        cores = os.cpu_count()
+        pool = max(POOL_BLOCKS[0], POOL_BLOCKS[1] * cores) * BLOCK
+        root = os.path.join(self.dir, "library-threads")
+        os.makedirs(root, exist_ok=True)
+        for i in range(3):
+            if not os.path.exists(os.path.join(root, "m%d.gguf" % i)):
+                os.link(self.model, os.path.join(root, "m%d.gguf" % i))
+        cases = ((self.model, [("quants", n) for n in MANY] * 2),
+                 (root, [("m%d" % i, "quants", n) for i in range(3) for n in MANY[:4]]))
+        for source, files in cases:
+            with gm.Mount(source, FUSE_THREADS + ["-o", "cache_dir=none"]) as m:
+                pid = m.proc.pid
+                paths = [m.p(*f[:-1], f[-1] + ".gguf") for f in files]
+                for p in paths:   # looked up (a library's models built) before
+                    os.stat(p)
+                threads, rss = tasks(pid), rss_anon(pid)
+                with Peak(pid) as peak:
+                    read_at_once(paths)
+                self.assertLessEqual(peak.threads, threads + 8 + cores,
+                                     "%s: %d threads before, %d at the peak"
+                                     % (source, threads, peak.threads))
+                self.assertLessEqual(peak.rss, rss + pool + (8 + cores) * THREAD_MEMORY,
+                                     "%s: RssAnon %d before, %d at the peak"
+                                     % (source, rss, peak.rss))
+                deadline = time.monotonic() + 10
+                while tasks(pid) > threads + 2 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                self.assertLessEqual(tasks(pid), threads + 2,
+                                     "%s: %d threads before, %d idle 10 s after: %s"
+                                     % (source, threads, tasks(pid), thread_states(pid)))
 
     def test_changed_model_new_key(self):
         """A model rewritten in place (same path, other bytes) is quantized again, not
