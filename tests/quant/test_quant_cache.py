@@ -6,8 +6,10 @@ quantizing again, byte for byte llama.cpp's file (llama_model_quantize() of the 
 libllama through ctypes) both times; the counters on the file (user.ggufs.blocks_*) say
 where the blocks came from. Unmounted and mounted again at once, while the old daemon
 still exits holding the entry (slow_close.c preloaded in it), the new mount waits for it
-and reads every block from disk: a single model's, an edited state's and a library's.
-Many NAMEs read at once keep every block on disk (a file closed to make room and opened again
+and reads every block from disk: a single model's, an edited state's and a library's;
+the same when the old daemon's loop is slow to return after the unmount (its last
+requests take long): the hand-over starts when the kernel ends the session. Many NAMEs
+read at once keep every block on disk (a file closed to make room and opened again
 keeps its entry), and the daemon's threads stay within the mount's pool (the online
 cores) and its FUSE threads, the pool's ending once idle, for one model and for a
 library's models alike. A local model that shrinks while its quant is read gives EIO,
@@ -189,7 +191,7 @@ class QuantCache(unittest.TestCase):
             self.assertEqual(counters(f)[1], 0)
         self.assertEqual(len(entries(cache)), 2)
 
-    def quick_remount(self, source, rel, name, cache, edits=None):
+    def quick_remount(self, source, rel, name, cache, edits=None, slow_serve=False):
         """source (a model or a library) mounted with cache, its quant file rel/NAME
         read whole (made and stored), unmounted and at once mounted again while the old
         daemon holds its entry SLOW_CLOSE_MS longer: the new mount reads every block
@@ -197,12 +199,17 @@ class QuantCache(unittest.TestCase):
         nothing of another mount. With edits (a path), the old mount has -o edits=edits
         and edits general.name, the new one a copy of that file (the old daemon holds
         the file itself while it exits), and llama.cpp's bytes are those of the edited
-        model.gguf."""
+        model.gguf. With slow_serve, the old daemon closes its entry at once but its
+        loop returns SLOW_CLOSE_MS after the unmount instead (its last requests take
+        long)."""
         opts = ["-o", "cache_dir=" + cache]
         env = dict(os.environ)
-        os.environ.update(LD_PRELOAD=SLOW_CLOSE, GGUFS_SLOW_CLOSE_DIR=cache,
-                          GGUFS_SLOW_CLOSE_MS=str(SLOW_CLOSE_MS),
+        os.environ.update(LD_PRELOAD=SLOW_CLOSE,
                           ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+        if slow_serve:
+            os.environ.update(GGUFS_SLOW_SERVE_MS=str(SLOW_CLOSE_MS))
+        else:
+            os.environ.update(GGUFS_SLOW_CLOSE_DIR=cache, GGUFS_SLOW_CLOSE_MS=str(SLOW_CLOSE_MS))
         try:
             old = gm.Mount(source, opts + (["-o", "edits=" + edits] if edits else [])).__enter__()
         finally:
@@ -237,6 +244,12 @@ class QuantCache(unittest.TestCase):
         """A single mount's quant file, unmounted and mounted again at once."""
         self.quick_remount(self.model, ("quants",), "Q4_K_M",
                            os.path.join(self.dir, "cache-remount"))
+
+    def test_quick_remount_session_end(self):
+        """The old daemon's loop returns SLOW_CLOSE_MS after the unmount: its entries are
+        handed over when the kernel ends the session, not when the loop returns."""
+        self.quick_remount(self.model, ("quants",), "Q5_K_M",
+                           os.path.join(self.dir, "cache-remount-serve"), slow_serve=True)
 
     def test_quick_remount_edits(self):
         """A mount with edits: the quant file of its edited state's tree."""
