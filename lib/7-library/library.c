@@ -434,11 +434,23 @@ int lib_folder_refresh(struct library *lib, struct lib_slot *f, bool force)
 	return r;
 }
 
-/* The least recently used built models without users are released while more than
+/* Built models trim took from their slots, for the caller to release once it has let
+ * go of the lock (trim_release): closing a model waits for its quants/ blocks being
+ * made and unmaps its files, which the lock would make every request wait for. */
+#define LIB_TRIM_MAX 4
+struct lib_trimmed {
+	struct tree *t[LIB_TRIM_MAX];
+	struct ggufs_model *m[LIB_TRIM_MAX];
+	unsigned n;
+};
+
+/* The least recently used built models without users are taken out of their slots
+ * into *out (at most LIB_TRIM_MAX a call; the next call goes on) while more than
  * LIB_KEEP_IDLE are built (under the lock): their numbers stay theirs. */
-static void trim(struct library *lib)
+static void trim(struct library *lib, struct lib_trimmed *out)
 {
-	while (lib->idle_built > LIB_KEEP_IDLE) {
+	out->n = 0;
+	while (lib->idle_built > LIB_KEEP_IDLE && out->n < LIB_TRIM_MAX) {
 		struct lib_slot *lru = NULL;
 		for (size_t i = 1; i < lib->n_slots; i++) {
 			struct lib_slot *s = lib->slots[i];
@@ -447,13 +459,23 @@ static void trim(struct library *lib)
 		}
 		if (!lru)
 			return;
-		tree_release(lru->t);
-		model_close(lru->m);
+		out->t[out->n] = lru->t;
+		out->m[out->n++] = lru->m;
 		lru->t = NULL;
 		lru->m = NULL;
 		lru->state = MODEL_UNBUILT;
 		lib->idle_built--;
 	}
+}
+
+/* Releases what trim took (without the lock: nothing else holds it). */
+static void trim_release(struct lib_trimmed *gone)
+{
+	for (unsigned i = 0; i < gone->n; i++) {
+		tree_release(gone->t[i]);
+		model_close(gone->m[i]);
+	}
+	gone->n = 0;
 }
 
 /* ctime too: a file rewritten in place with its size kept and its mtime put back (as
@@ -683,8 +705,10 @@ int library_get(struct library *lib, uint64_t ino, bool want_build, struct lib_r
 {
 	pthread_mutex_lock(&lib->lock);
 	int ret = get_locked(lib, ino, want_build, r);
-	trim(lib);
+	struct lib_trimmed gone;
+	trim(lib, &gone);
 	pthread_mutex_unlock(&lib->lock);
+	trim_release(&gone);
 	return ret;
 }
 
@@ -756,9 +780,11 @@ int library_lookup(struct library *lib, uint64_t parent, const char *name, struc
 		ret = -ENOTDIR;
 	}
 	unref(lib, &p);
-out:
-	trim(lib);
+out:;
+	struct lib_trimmed gone;
+	trim(lib, &gone);
 	pthread_mutex_unlock(&lib->lock);
+	trim_release(&gone);
 	return ret;
 }
 
@@ -781,8 +807,10 @@ void library_put(struct library *lib, struct lib_ref *r)
 		return;
 	pthread_mutex_lock(&lib->lock);
 	unref(lib, r);
-	trim(lib);
+	struct lib_trimmed gone;
+	trim(lib, &gone);
 	pthread_mutex_unlock(&lib->lock);
+	trim_release(&gone);
 }
 
 /* Read bits of mode only, as the tree limits its own (tree_mode). */
