@@ -262,25 +262,6 @@ static struct lib_slot *child_named(const struct lib_slot *f, const char *name)
 	return NULL;
 }
 
-/* Takes folder f, which its source says is no folder, out of its folder's listing
- * (under the lock): lookups and listings no longer find it. The listing's hold on it
- * goes, unless it is the last (the caller's is then gone already: it stays till the
- * end). */
-static void forget_child(struct library *lib, struct lib_slot *f)
-{
-	struct lib_slot *p = f->folder;
-	for (size_t i = 0; p && i < p->n_children; i++) {
-		if (p->children[i] == f) {
-			memmove(&p->children[i], &p->children[i + 1],
-			        (p->n_children - i - 1) * sizeof *p->children);
-			p->n_children--;
-			if (f->holds > 1)
-				lib_slot_drop(lib, f);
-			break;
-		}
-	}
-}
-
 /* Leaves out of e (n entries) the folders that are folder f itself or a folder above
  * it, by device and inode (a symbolic link back up: x -> ., up -> ..): a walk that
  * followed them would never end, as models.tsv's did. A source without inode numbers
@@ -344,8 +325,6 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		return -ENOENT;
 	}
 	lib_slot_drop(lib, f);
-	if (r == -ENOENT && f->no != 0 && src->listed_once)
-		forget_child(lib, f);
 	if (r < 0)
 		return r;
 	drop_loops(f, e, &n);

@@ -48,9 +48,9 @@ bool lib_entry_name(struct lib_entry *e, const char *dir, const char *name, size
 
 struct lib_source_ops {
 	/* The entries of folder dir (files and folders only, in any order) into *out, and
-	 * the folder's own version into *version: 0, or -errno with one line in err;
-	 * -ENOENT when dir is no folder (any more), which takes it out of its parent's
-	 * listing. */
+	 * the folder's own version into *version: 0, or -errno with one line in err
+	 * (-ENOENT when dir is no folder any more). A folder its parent's listing named
+	 * and whose names are all left out is an empty folder (0, no entries). */
 	int (*list)(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
 	            uint64_t *version, char err[GGUF_ERR_MAX]);
 	/* True when folder dir still has the version a listing gave: its entries' names
