@@ -98,6 +98,10 @@ struct lib_source {
 	                     * folder versions to ask about cheaply): a lookup is answered
 	                     * from it, with no fresh look at the entry (a changed object is
 	                     * still caught by its ETag when read) */
+	bool links;   /* its folders may show under many paths (symbolic links are followed;
+	               * each path is a folder of the library, and n levels of two links
+	               * each make 2^n): the listings of folders nobody uses are let go past
+	               * a bound (library.h) */
 };
 
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):
