@@ -104,6 +104,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	fuse_reply_none(req);
 }
 
+/* FORGET of several inodes at once (the kernel batches them): each as op_forget. */
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	struct mount *m = mount_of(req);

@@ -196,6 +196,7 @@ static void became_idle(struct library *lib, struct lib_slot *s)
 	}
 }
 
+/* True while slot s is held, or a slot of its listing is in use (under the lock). */
 static bool in_use(const struct lib_slot *s)
 {
 	return s->holds || s->busy_children;

@@ -86,6 +86,7 @@ static bool lib_lookup(struct mount *m, uint64_t parent, const char *name, struc
 	return true;
 }
 
+/* The kernel forgot n lookups of ino: the holds lib_lookup took for them let go. */
 static void lib_forget(struct mount *m, uint64_t ino, uint64_t n)
 {
 	library_forget(m->library, ino, n);
