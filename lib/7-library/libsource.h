@@ -48,9 +48,9 @@ bool lib_entry_name(struct lib_entry *e, const char *dir, const char *name, size
 
 struct lib_source_ops {
 	/* The entries of folder dir (files and folders only, in any order) into *out, and
-	 * the folder's own version into *version: 0, or -errno with one line in err;
-	 * -ENOENT when dir is no folder (any more), which takes it out of its parent's
-	 * listing. */
+	 * the folder's own version into *version: 0, or -errno with one line in err
+	 * (-ENOENT when dir is no folder any more). A folder its parent's listing named
+	 * and whose names are all left out is an empty folder (0, no entries). */
 	int (*list)(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
 	            uint64_t *version, char err[GGUF_ERR_MAX]);
 	/* True when folder dir still has the version a listing gave: its entries' names
@@ -70,6 +70,17 @@ struct lib_source_ops {
 	 * hf://OWNER/REPO@COMMIT/PATH, s3://BUCKET/KEY), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
 	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);
+	/* Optional: the model of a listing, whose first file is at path, opened as
+	 * open_model opens it if its files still are the versions the listing gave: the
+	 * first file first_version, checked before a byte of it is read (so that neither the
+	 * model nor an error line comes from another file that took the name since), and
+	 * all of them version (lib_names_version_add of theirs in shard order), checked once
+	 * they are open. NULL with *stale set and err empty when they are not; else NULL
+	 * with one line in err as open_model's, or the model. Without it the library opens
+	 * with open_model and compares the first file after (same_version, or its device,
+	 * inode, size and times). */
+	struct ggufs_model *(*open_listed)(void *ctx, const char *path, uint64_t first_version,
+	                                   uint64_t version, bool *stale, char err[GGUF_ERR_MAX]);
 	/* A plain file opened for reading, if it still is the version a listing gave
 	 * (another file that took its name since, by rename, symlink or in place, is
 	 * -ESTALE: the kernel checked the reader's permissions against the version looked
@@ -98,13 +109,21 @@ struct lib_source {
 	                     * folder versions to ask about cheaply): a lookup is answered
 	                     * from it, with no fresh look at the entry (a changed object is
 	                     * still caught by its ETag when read) */
+	bool links;   /* its folders may show under many paths (symbolic links are followed;
+	               * each path is a folder of the library, and n levels of two links
+	               * each make 2^n): the listings of folders nobody uses are let go past
+	               * a bound (library.h) */
 };
 
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):
  * a source, or NULL with one line in err. Symbolic links are followed; confine (a mount
  * that other users read, allow_other) leaves out every file and folder whose real path
  * leaves root, since the daemon reads what its own user may, and a symlink would show
- * others what the modes of the directories on its way keep from them. */
+ * others what the modes of the directories on its way keep from them. A model's files
+ * are each opened once, through the descriptor checked (local_check.h): found in the
+ * folder of its first file, never a FIFO or a device; confined, inside root, and every
+ * shard but the first letting read whom the first lets read (local_check_reads), since
+ * the tree shows the first file's owner and mode. */
 struct lib_source *lib_source_local(const char *root, bool confine, char err[GGUF_ERR_MAX]);
 
 /* The objects under prefix ("" or ending in '/') of bucket at endpoint, addressed

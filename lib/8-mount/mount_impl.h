@@ -20,6 +20,8 @@
 struct mount_kind {
 	bool (*lookup)(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
 	               struct mount_err *err);
+	/* the kernel forgot n lookups of ino (NULL: nothing is kept for them) */
+	void (*forget)(struct mount *m, uint64_t ino, uint64_t n);
 	bool (*getattr)(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
 	                struct mount_err *err);
 	/* a new open file of ino (directory or not, as dir asks) for uid, with o's flags
@@ -71,7 +73,7 @@ struct mount {
 	struct tree *tree;              /* mount_model.c's, or NULL */
 	struct library *library;        /* mount_library.c's, or NULL */
 	struct tree_edits *edits;       /* mount_edits.c's, or NULL */
-	bool single_thread;             /* -s: no request waits for another (edit_settle) */
+	bool single_thread;             /* -s: no request waits for another (mount_edit_forget) */
 	struct mount_notify notify;     /* forget NULL: the kernel is told nothing */
 	atomic_uint key_writers;        /* writers of keys open now (mount_edits.h) */
 };

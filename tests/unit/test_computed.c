@@ -4,23 +4,28 @@
  * blocks ahead of it made by the pool's workers; with a disk cache a second open of the
  * same key and version makes nothing and reads every block from disk, another version
  * makes them again; a failed block fails the reads that need it, is kept nowhere, and is
- * made again by the next read; an open of an entry held by a file whose pool is leaving
- * (computed_pool_leaving) waits for its close and reads from disk, and one that found
- * the entry held by a file not leaving takes it at a later block once that file let it
- * go. The pool: many files read at once by many threads never have more workers than
- * the pool's bound, and the workers end once idle; a close cancels the blocks queued for
- * the workers and waits only for those being made (the workers live on). */
+ * made again by the next read; a second open of the same key in one process shares its
+ * disk cache entry; an open of an entry another mount (a child) holds computes without
+ * it, unless that mount is leaving (computed_pool_leaving): then it waits for its close
+ * and reads from disk; and one that found the entry held takes it at a later block once
+ * that mount let it go. The pool: many files read at once by many threads never have
+ * more workers than the pool's bound, and the workers end once idle; a close cancels
+ * the blocks queued for the workers and waits only for those being made (the workers
+ * live on). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -236,31 +241,117 @@ static void test_disk_cache(void **state)
 	computed_pool_free(pool);
 }
 
-/* Closes the source ctx after 300 ms: a mount that takes a while to exit. */
-static void *close_later(void *ctx)
+/* Whether src reads as the fill function makes it, from off to the end (no cmocka: for
+ * a child). */
+static bool reads_from(struct source *src, uint64_t off)
 {
-	const struct timespec pause = { 0, 300 * 1000000L };
-	nanosleep(&pause, NULL);
-	source_close(ctx);
-	return NULL;
+	uint8_t *buf = malloc(SIZE);
+	bool ok = buf && source_read(src, off, SIZE - off, buf) == 0;
+	for (uint64_t i = 0; ok && i < SIZE - off; i++)
+		ok = buf[i] == byte_at(off + i);
+	free(buf);
+	return ok;
 }
 
-/* computed_pool_leaving: an entry held by an open file is not another mount's (it
- * computes without the disk cache), until the holder's pool says it is leaving: then
- * the other open waits for it to close and reads every block from disk. A file leaving
- * stores nothing more, its reads go on; one opened in a pool that is leaving takes no
- * entry, which another mount then gets at once. */
+/* Another mount, in a child: a pool of threads workers, the file of key version v1
+ * opened, read from off to the end (stored), 'r' said; then at 'l' from the parent its
+ * pool leaves (computed_pool_leaving), the file is read whole again (reads go on), 'L'
+ * said, and it closes 300 ms later (a mount that takes a while to exit); or at 'c' it
+ * closes at once and says 'C'. Exit status 0 when every step went as said. */
+static int other_mount(const char *dir, unsigned threads, uint64_t off, int from_parent,
+                       int to_parent)
+{
+	struct maker mk;
+	memset(&mk, 0, sizeof mk);
+	mk.reader = pthread_self();
+	atomic_store(&mk.fail_block, -1);
+	char err[GGUF_ERR_MAX], c;
+	const struct computed_pool_opts po = { .threads = threads, .idle_s = 0.2 };
+	struct computed_pool *pool = computed_pool_new(&po, err);
+	const struct computed_opts o = { .size = SIZE, .fill = fill, .ctx = &mk, .pool = pool,
+	                                 .cache_dir = dir, .key = "test:computed",
+	                                 .version = "v1" };
+	struct source *src = pool ? computed_open(&o, err) : NULL;
+	if (!src || !reads_from(src, off) || write(to_parent, "r", 1) != 1)
+		return 1;
+	if (read(from_parent, &c, 1) != 1 || (c != 'l' && c != 'c'))
+		return 2;
+	if (c == 'l') {
+		computed_pool_leaving(pool);
+		if (!reads_from(src, 0) || write(to_parent, "L", 1) != 1)
+			return 3;
+		const struct timespec pause = { 0, 300 * 1000000L };
+		nanosleep(&pause, NULL);
+		source_close(src);
+	} else {
+		source_close(src);
+		if (write(to_parent, "C", 1) != 1)
+			return 4;
+	}
+	computed_pool_free(pool);
+	return 0;
+}
+
+/* A child running other_mount, and the pipes to it. */
+struct child {
+	pid_t pid;
+	int down[2], up[2];
+};
+
+/* Starts other_mount in a child (before this process opens the cache: its own
+ * descriptors) and waits for its 'r'. */
+static void child_start(struct child *ch, const char *dir, unsigned threads, uint64_t off)
+{
+	assert_int_equal(pipe(ch->down), 0);
+	assert_int_equal(pipe(ch->up), 0);
+	ch->pid = fork();
+	assert_true(ch->pid >= 0);
+	if (ch->pid == 0)
+		_exit(other_mount(dir, threads, off, ch->down[0], ch->up[1]));
+	char said = 0;
+	assert_int_equal(read(ch->up[0], &said, 1), 1);
+	assert_int_equal(said, 'r');
+}
+
+/* Tells the child what (l or c) and waits for its answer (L or C). */
+static void child_tell(struct child *ch, char what, char answer)
+{
+	char said = 0;
+	assert_int_equal(write(ch->down[1], &what, 1), 1);
+	assert_int_equal(read(ch->up[0], &said, 1), 1);
+	assert_int_equal(said, answer);
+}
+
+/* Waits for the child's exit status 0 and closes the pipes. */
+static void child_end(struct child *ch)
+{
+	int status;
+	assert_int_equal(waitpid(ch->pid, &status, 0), ch->pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	for (int i = 0; i < 2; i++) {
+		close(ch->down[i]);
+		close(ch->up[i]);
+	}
+}
+
+/* computed_pool_leaving: an entry held by another mount (a child) is not this one's (it
+ * computes without the disk cache), until the holder's pool says it is leaving: then an
+ * open waits for it to close and reads every block from disk. A second open in this
+ * process while the first holds the entry shares it and reads from disk too. A file
+ * leaving stores nothing more, its reads go on; one opened in a pool that is leaving
+ * takes no entry, which another open then gets for itself. */
 static void test_leaving(void **state)
 {
 	(void)state;
 	char dir[128];
 	snprintf(dir, sizeof dir, "%s/cache-leaving", scratch_dir);
-	struct maker mk_old, mk_new;
-	struct computed_pool *old_pool = new_pool(2), *new_pool0 = new_pool(0);
-	struct source *old = open_file(&mk_old, old_pool, dir, "v1");
-	expect_range(old, 0, SIZE);
+	struct child ch;
+	child_start(&ch, dir, 2, 0);
 
-	struct source *other = open_file(&mk_new, new_pool0, dir, "v1");   /* held: no entry */
+	struct maker mk_new, mk_again;
+	struct computed_pool *pool0 = new_pool(0);
+	struct source *other = open_file(&mk_new, pool0, dir, "v1");   /* held: no entry */
 	expect_range(other, 0, SIZE);
 	struct computed_counters c;
 	computed_counters(other, &c);
@@ -268,20 +359,23 @@ static void test_leaving(void **state)
 	assert_int_equal(c.from_disk + c.stored, 0);
 	source_close(other);
 
-	computed_pool_leaving(old_pool);
-	expect_range(old, 0, SIZE);   /* reads go on */
-	pthread_t closer;
-	assert_int_equal(pthread_create(&closer, NULL, close_later, old), 0);
-	struct source *next = open_file(&mk_new, new_pool0, dir, "v1");   /* waits for old's close */
+	child_tell(&ch, 'l', 'L');
+	struct source *next = open_file(&mk_new, pool0, dir, "v1");   /* waits for its close */
 	expect_range(next, 0, SIZE);
 	computed_counters(next, &c);
 	assert_int_equal(total_calls(&mk_new), 0);
 	assert_int_equal(c.from_disk, N_BLOCKS);
-	pthread_join(closer, NULL);
+	child_end(&ch);
+	struct source *again = open_file(&mk_again, pool0, dir, "v1");   /* shared with next */
+	expect_range(again, 0, SIZE);
+	computed_counters(again, &c);
+	assert_int_equal(total_calls(&mk_again), 0);
+	assert_int_equal(c.from_disk, N_BLOCKS);
+	source_close(again);
 	source_close(next);
-	computed_pool_free(old_pool);
 
 	/* nothing stored once leaving: block 5, made after, is made again by the next open */
+	struct maker mk_old;
 	struct computed_pool *pool = new_pool(0);
 	struct source *src = open_file(&mk_old, pool, dir, "v2");
 	expect_range(src, 0, 10);
@@ -290,29 +384,29 @@ static void test_leaving(void **state)
 	computed_counters(src, &c);
 	assert_int_equal(c.computed, 2);
 	assert_int_equal(c.stored, 1);
-	/* a file opened in the leaving pool takes no entry: another pool's open gets it */
+	/* a file opened in the leaving pool takes no entry: another open gets its own */
 	struct maker mk_late;
 	struct source *late = open_file(&mk_late, pool, dir, "v3");
 	expect_range(late, 0, 10);
-	struct source *src3 = open_file(&mk_new, new_pool0, dir, "v3");
+	struct source *src3 = open_file(&mk_new, pool0, dir, "v3");
 	expect_range(src3, 0, 10);
 	computed_counters(src3, &c);
 	assert_int_equal(c.stored, 1);
 	source_close(src3);
 	source_close(late);
 	source_close(src);
-	src = open_file(&mk_new, new_pool0, dir, "v2");
+	src = open_file(&mk_new, pool0, dir, "v2");
 	expect_range(src, 0, 10);
 	expect_range(src, 5 * COMPUTED_BLOCK_SIZE, 10);
 	assert_int_equal(total_calls(&mk_new), 1);
 	assert_int_equal(atomic_load(&mk_new.calls[5]), 1);
 	source_close(src);
 	computed_pool_free(pool);
-	computed_pool_free(new_pool0);
+	computed_pool_free(pool0);
 }
 
-/* An entry another mount held at the open (not leaving): blocks are made without it,
- * until a block made at least COMPUTED_ENTRY_RETRY_S after the open, once the holder
+/* An entry another mount (a child) held at the open, not leaving: blocks are made
+ * without it, until a block made COMPUTED_ENTRY_RETRY_S after the open, once the holder
  * has let it go: from then on the entry is the file's (blocks read from it, stored in
  * it). */
 static void test_entry_retried(void **state)
@@ -320,29 +414,26 @@ static void test_entry_retried(void **state)
 	(void)state;
 	char dir[128];
 	snprintf(dir, sizeof dir, "%s/cache-retry", scratch_dir);
-	struct maker mk_old, mk_new;
-	struct computed_pool *pool_old = new_pool(0), *pool_new = new_pool(0);
-	struct source *old = open_file(&mk_old, pool_old, dir, "v1");
-	expect_range(old, 0, 6 * COMPUTED_BLOCK_SIZE);   /* blocks 0-5 stored */
-	struct source *src = open_file(&mk_new, pool_new, dir, "v1");   /* held: no entry */
-	expect_range(src, 0, 10);
-	source_close(old);   /* let go, without leaving */
-	expect_range(src, COMPUTED_BLOCK_SIZE, 10);   /* before the retry: made, not stored */
+	struct child ch;
+	child_start(&ch, dir, 0, 5 * COMPUTED_BLOCK_SIZE);   /* blocks 5 to 10 stored */
+	struct maker mk;
+	struct computed_pool *pool = new_pool(0);
+	struct source *src = open_file(&mk, pool, dir, "v1");   /* held: no entry */
+	expect_range(src, 0, 10);   /* made, not stored */
+	child_tell(&ch, 'c', 'C');   /* let go, without leaving */
+	child_end(&ch);
+	const struct timespec pause = { (time_t)COMPUTED_ENTRY_RETRY_S, 100 * 1000000L };
+	nanosleep(&pause, NULL);
+	expect_range(src, 6 * COMPUTED_BLOCK_SIZE, 10);   /* retried: from disk */
+	expect_range(src, 2 * COMPUTED_BLOCK_SIZE, 10);   /* made and stored */
 	struct computed_counters c;
 	computed_counters(src, &c);
 	assert_int_equal(c.computed, 2);
-	assert_int_equal(c.from_disk + c.stored, 0);
-	const struct timespec pause = { (time_t)COMPUTED_ENTRY_RETRY_S, 100 * 1000000L };
-	nanosleep(&pause, NULL);
-	expect_range(src, 2 * COMPUTED_BLOCK_SIZE, 10);   /* retried: from disk */
-	expect_range(src, 8 * COMPUTED_BLOCK_SIZE, 10);   /* made and stored */
-	computed_counters(src, &c);
-	assert_int_equal(c.computed, 3);
 	assert_int_equal(c.from_disk, 1);
 	assert_int_equal(c.stored, 1);
+	assert_int_equal(atomic_load(&mk.calls[6]), 0);
 	source_close(src);
-	computed_pool_free(pool_old);
-	computed_pool_free(pool_new);
+	computed_pool_free(pool);
 }
 
 /* A block that fails: its reads fail, others do not, nothing is kept of it, and the
