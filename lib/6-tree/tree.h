@@ -102,6 +102,11 @@ bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
  * the same model waits for this one to close it instead of computing it again. Reads
  * go on. An edit state's tree is told apart (tree_edits_leaving). */
 void tree_leaving(struct tree *t);
+/* True when file n of t is one of quants/ and t's model is no longer the file it parsed
+ * (model_changed: written to in place, or shrunk): its reads all fail with EIO, and
+ * an open of it must not keep the pages the kernel holds of it (they are of the model
+ * as it was). False for every other file. */
+bool tree_quants_changed(const struct tree *t, const struct tree_node *n);
 
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);

@@ -249,6 +249,152 @@ class QuantCache(unittest.TestCase):
             finally:
                 os.close(fd)
 
+    def twins(self, stem, seed, gtype=qp.F16, other=qp.BF16):
+        """A model of gtype and a file of the same weights as other, the same size and
+        layout (written over it in place, it keeps its inode): their paths."""
+        paths = []
+        for t in (gtype, other):
+            paths.append(os.path.join(self.dir, "%s-%d.gguf" % (stem, t)))
+            qp.random_llama(paths[-1], seed=seed, n_embd=512, n_ff=1408, n_layer=2,
+                            n_head=8, n_head_kv=4, n_vocab=2000, gtype=t)
+        self.assertEqual(os.path.getsize(paths[0]), os.path.getsize(paths[1]))
+        return paths
+
+    def reference_bytes(self, src, name):
+        """llama.cpp's file of src for NAME, whole."""
+        out = os.path.join(self.dir, "ref-bytes.gguf")
+        self.assertEqual(self.llama.quantize(src, out, qp.FTYPE[name]), 0)
+        with open(out, "rb") as f:
+            data = f.read()
+        os.unlink(out)
+        return data
+
+    def assert_eio(self, path, count=4096):
+        """A new open of path reads EIO from its first byte."""
+        with self.assertRaises(OSError) as e:
+            with open(path, "rb") as f:
+                f.read(count)
+        self.assertEqual(e.exception.errno, errno.EIO)
+
+    def test_rewritten_in_place(self):
+        """The review's case: an F16 model mounted, its quants/ listed (the plans made),
+        then cp puts a BF16 file of the same weights over it (the same size and inode):
+        Q8_0 read through that mount is EIO from its first byte (its plan is the F16
+        file's), nothing goes to disk, and the log says the model changed; a fresh
+        mount of the new file gives llama.cpp's bytes, every block computed (none from
+        an entry made before)."""
+        f16, bf16 = self.twins("inplace", 51)
+        model = os.path.join(self.dir, "inplace.gguf")
+        shutil.copyfile(f16, model)
+        ino = os.stat(model).st_ino
+        want, size = self.reference(bf16, "Q8_0")
+        self.assertNotEqual(want, self.reference(f16, "Q8_0")[0])
+        cache = os.path.join(self.dir, "cache-inplace")
+        opts = ["-o", "cache_dir=" + cache]
+        with gm.Mount(model, opts) as m:
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(os.path.getsize(f), size)
+            subprocess.run(["cp", bf16, model], check=True)
+            self.assertEqual(os.stat(model).st_ino, ino)
+            self.assert_eio(f)
+            with self.assertRaises(OSError) as e:
+                qp.sha256_file(f)
+            self.assertEqual(e.exception.errno, errno.EIO)
+            self.assertEqual(counters(f)[2], 0)   # nothing stored
+            self.assertIn("changed while mounted", m.stderr())
+        with gm.Mount(model, opts) as m:
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+
+    def test_rewritten_in_place_library(self):
+        """In a library: a quant file opened before cp puts a BF16 file of the same
+        weights over its F16 model, read after, is EIO; the model's directory looked up
+        again is the new version, llama.cpp's bytes of it (every block computed), and a
+        new mount of the library reads them from disk, the same."""
+        f16, bf16 = self.twins("inplace-lib", 52)
+        root = os.path.join(self.dir, "library-inplace")
+        os.makedirs(root)
+        model = os.path.join(root, "m.gguf")
+        shutil.copyfile(f16, model)
+        want, size = self.reference(bf16, "Q8_0")
+        cache = os.path.join(self.dir, "cache-inplace-lib")
+        opts = ["-o", "cache_dir=" + cache]
+        with gm.Mount(root, opts) as m:
+            f = m.p("m", "quants", "Q8_0.gguf")
+            with open(f, "rb") as old:
+                subprocess.run(["cp", bf16, model], check=True)
+                with self.assertRaises(OSError) as e:
+                    old.read()
+                self.assertEqual(e.exception.errno, errno.EIO)
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+        with gm.Mount(root, opts) as m:
+            f = m.p("m", "quants", "Q8_0.gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertEqual(counters(f)[0], 0)
+
+    def test_rewritten_under_reader(self):
+        """dd conv=notrunc writes a BF16 file of the same weights over the F16 model
+        while its Q8_0 is read (O_DIRECT: every read the daemon's), the workers having
+        made blocks ahead: every byte read before is llama.cpp's of the F16 file, every
+        read after is EIO, never bytes of neither; a new open too (no page kept); a
+        fresh mount gives llama.cpp's bytes of the new file, every block computed."""
+        f16, bf16 = self.twins("underreader", 53)
+        model = os.path.join(self.dir, "underreader.gguf")
+        shutil.copyfile(f16, model)
+        old = self.reference_bytes(f16, "Q8_0")
+        want, size = self.reference(bf16, "Q8_0")
+        cache = os.path.join(self.dir, "cache-underreader")
+        opts = ["-o", "cache_dir=" + cache]
+        step = 256 << 10
+        with gm.Mount(model, opts) as m:
+            path = m.p("quants", "Q8_0.gguf")
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            try:
+                pos = 0
+                for _ in range(4):
+                    got = os.pread(fd, step, pos)
+                    self.assertEqual(got, old[pos:pos + step], pos)
+                    pos += len(got)
+                time.sleep(0.2)   # the workers make blocks ahead meanwhile
+                subprocess.run(["dd", "if=" + bf16, "of=" + model, "bs=1M", "conv=notrunc",
+                                "status=none"], check=True)
+                reads = 0
+                while pos < len(old) and reads < 1000:
+                    reads += 1
+                    with self.assertRaises(OSError) as e:
+                        os.pread(fd, step, pos)
+                    self.assertEqual(e.exception.errno, errno.EIO)
+                    pos += step
+            finally:
+                os.close(fd)
+            self.assert_eio(path)
+            self.assertEqual(os.path.getsize(path), size)
+        with gm.Mount(model, opts) as m:
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+
+    def test_renamed_over_keeps_serving(self):
+        """Another file renamed over the model's path while its Q8_0 is read (the model
+        file removed, its bytes kept) changes nothing: the read goes on, llama.cpp's
+        bytes of the file mounted, its blocks stored."""
+        f16, bf16 = self.twins("renamed", 55)
+        model = os.path.join(self.dir, "renamed.gguf")
+        shutil.copyfile(f16, model)
+        old = self.reference_bytes(f16, "Q8_0")
+        with gm.Mount(model, ["-o", "cache_dir=" + os.path.join(self.dir, "cache-renamed")]) as m:
+            path = m.p("quants", "Q8_0.gguf")
+            with open(path, "rb") as f:
+                got = f.read(1 << 20)
+                newer = model + ".new"
+                shutil.copyfile(bf16, newer)
+                os.rename(newer, model)
+                got += f.read()
+            self.assertEqual(got, old)
+            self.assertGreaterEqual(counters(path)[2], -(-len(old) // BLOCK))
+
     def test_memory_bound(self):
         """A model larger than the bound: its F32 (twice its size) and Q8_0 read whole
         at once, the daemon's anonymous memory stays under 256 MB."""
