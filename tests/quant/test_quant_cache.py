@@ -395,6 +395,27 @@ class QuantCache(unittest.TestCase):
             self.assertEqual(got, old)
             self.assertGreaterEqual(counters(path)[2], -(-len(old) // BLOCK))
 
+    def test_changed_model_page_cache(self):
+        """F32 of an F32 model read whole through the page cache, then the model shrinks
+        or another file of its size is written over it: a new open reads EIO from the
+        first byte, not the pages the kernel kept, and so does quants.tsv."""
+        f32, other = self.twins("pagecache", 54, gtype=qp.F32, other=qp.F32)
+        for change in ("shrink", "rewrite"):
+            model = os.path.join(self.dir, "pagecache-%s.gguf" % change)
+            shutil.copyfile(f32, model)
+            with gm.Mount(model, ["-o", "cache_dir=none"]) as m:
+                path = m.p("quants", "F32.gguf")
+                self.assertEqual(qp.sha256_file(path), self.reference(f32, "F32")[0])
+                with open(m.p("quants", "quants.tsv"), "rb") as f:
+                    self.assertTrue(f.read())
+                if change == "shrink":
+                    os.truncate(model, os.path.getsize(model) // 2)
+                else:
+                    subprocess.run(["dd", "if=" + other, "of=" + model, "bs=1M",
+                                    "conv=notrunc", "status=none"], check=True)
+                self.assert_eio(path)
+                self.assert_eio(m.p("quants", "quants.tsv"))
+
     def test_memory_bound(self):
         """A model larger than the bound: its F32 (twice its size) and Q8_0 read whole
         at once, the daemon's anonymous memory stays under 256 MB."""
