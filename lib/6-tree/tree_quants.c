@@ -11,7 +11,8 @@
  * says what they were made from: the model's files (a local file's device, inode, size
  * and times as the model recorded them when it parsed the file; a remote one's URL, size
  * and ETag), the header (so an edit of the metadata is another file) and
- * QUANT_RULES_VERSION (so a change of rules or quantizers is).
+ * QUANT_RULES_VERSION (so a change of rules or quantizers is); never a path, so that
+ * one file is one entry whatever names lead to it.
  *
  * The plans are the model's parse at open: a local file written to since (in place: the
  * same inode, its bytes others under the mapping) has none. Whatever is made from the
@@ -302,8 +303,10 @@ static bool id_shard(const struct ggufs_model *m, uint32_t s, struct id_hash *h)
 	return true;
 }
 
-/* The disk cache's key and version of file f of t: key names it for people ("quant
- * Q4_K_M of PATH"), version is what it was made from (id_shard's, its header's bytes, QUANT_RULES_VERSION). 0;
+/* The disk cache's key and version of file f of t: key names it for people by the
+ * model's first file, never by a path (one file is one entry, whatever names lead to
+ * it: "quant Q4_K_M of file 2049:1835018", a remote one "quant Q4_K_M of URL"), version
+ * is what it was made from (id_shard's, its header's bytes, QUANT_RULES_VERSION). 0;
  * -EIO when the header cannot be read, or the model changed since it was parsed; 1 when
  * the file has no version to keep it under (nothing goes to disk). */
 static int disk_key(const struct tree *t, const struct tree_quant_file *f, char *key,
@@ -332,7 +335,12 @@ static int disk_key(const struct tree *t, const struct tree_quant_file *f, char 
 		id_add(&h, piece, k);
 	}
 	free(piece);
-	snprintf(key, key_size, "quant %s of %.1024s", f->qp->name->name, t->m->path);
+	const struct model_shard *first = &t->m->shards[0];
+	if (t->m->remote)
+		snprintf(key, key_size, "quant %s of %.1024s", f->qp->name->name, first->path);
+	else
+		snprintf(key, key_size, "quant %s of file %ju:%ju", f->qp->name->name,
+		         (uintmax_t)first->st.st_dev, (uintmax_t)first->st.st_ino);
 	snprintf(version, version_size, "rules %d %016" PRIx64 "%016" PRIx64, QUANT_RULES_VERSION,
 	         h.a, h.b);
 	return 0;

@@ -416,6 +416,27 @@ class QuantCache(unittest.TestCase):
                 self.assert_eio(path)
                 self.assert_eio(m.p("quants", "quants.tsv"))
 
+    def test_one_entry_whatever_path(self):
+        """Two more paths to one model in a library, a symbolic link and a hard link:
+        the same quant read through each (each mounted alone) is one disk cache entry,
+        the second read every block from it."""
+        root = os.path.join(self.dir, "library-paths")
+        os.makedirs(root)
+        model = os.path.join(root, "a.gguf")
+        shutil.copyfile(self.model, model)
+        os.symlink("a.gguf", os.path.join(root, "b.gguf"))
+        os.link(model, os.path.join(root, "c.gguf"))
+        want, size = self.reference(self.model, "Q6_K")
+        cache = os.path.join(self.dir, "cache-paths")
+        opts = ["-o", "cache_dir=" + cache]
+        for name in ("b", "c"):
+            with gm.Mount(root, opts) as m:
+                f = m.p(name, "quants", "Q6_K.gguf")
+                self.assertEqual(qp.sha256_file(f), want)
+                if name == "c":
+                    self.assertEqual(counters(f)[0], 0, "blocks computed again")
+        self.assertEqual(len(entries(cache)), 1)
+
     def test_memory_bound(self):
         """A model larger than the bound: its F32 (twice its size) and Q8_0 read whole
         at once, the daemon's anonymous memory stays under 256 MB."""
