@@ -109,11 +109,14 @@ class QuantCache(unittest.TestCase):
             computed, from_disk, stored = counters(f)
             self.assertEqual((computed, stored), (0, 0))
             self.assertGreaterEqual(from_disk, blocks)
-        # another NAME is another entry; the first is still there
+        # another NAME is another entry, every block of it made (some may come back
+        # from its own entry, let go by the memory cache before their reader came);
+        # the first is still there
         with gm.Mount(self.model, opts) as m:
             f = m.p("quants", "Q8_0.gguf")
-            self.assertEqual(qp.sha256_file(f), self.reference(self.model, "Q8_0")[0])
-            self.assertEqual(counters(f)[1], 0)
+            want8, size8 = self.reference(self.model, "Q8_0")
+            self.assertEqual(qp.sha256_file(f), want8)
+            self.assertGreaterEqual(counters(f)[0], -(-size8 // BLOCK))
         self.assertEqual(len(entries(cache)), 2)
 
     def quick_remount(self, source, rel, name, cache, edits=None):
@@ -197,8 +200,9 @@ class QuantCache(unittest.TestCase):
                         n_head_kv=4, n_vocab=300, gtype=qp.F16)
         with gm.Mount(model, opts) as m:
             f = m.p("quants", "Q6_K.gguf")
-            self.assertEqual(qp.sha256_file(f), self.reference(model, "Q6_K")[0])
-            self.assertEqual(counters(f)[1], 0)
+            want, size = self.reference(model, "Q6_K")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
 
     def test_no_disk_cache(self):
         """-o cache_dir=none: nothing written anywhere, every block computed; without
