@@ -112,12 +112,6 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 		goto oom;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_mutex_init(&e->cur_lock, NULL);
-	pthread_mutex_init(&e->settle_lock, NULL);
-	pthread_condattr_t ca;   /* settle's deadline is on the monotonic clock */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->settled, &ca);
-	pthread_condattr_destroy(&ca);
 	e->base = base;
 	if (!(e->scratch = scratch_new()))
 		goto oom;
@@ -171,8 +165,6 @@ void tree_edits_close(struct tree_edits *e)
 	scratch_free(e->scratch);
 	pthread_mutex_destroy(&e->lock);
 	pthread_mutex_destroy(&e->cur_lock);
-	pthread_mutex_destroy(&e->settle_lock);
-	pthread_cond_destroy(&e->settled);
 	edits_store_close(e->store);
 	free(e);
 }
@@ -313,40 +305,6 @@ struct tree *tree_edits_holding(struct tree_edits *e, uint64_t ino)
 			t = tree_hold(e->past[i].t);
 	pthread_mutex_unlock(&e->cur_lock);
 	return t;
-}
-
-void tree_edits_truncation_closed(struct tree_edits *e)
-{
-	pthread_mutex_lock(&e->settle_lock);
-	e->truncations++;
-	clock_gettime(CLOCK_MONOTONIC, &e->truncation_time);
-	pthread_mutex_unlock(&e->settle_lock);
-}
-
-void tree_edits_truncation_made(struct tree_edits *e)
-{
-	pthread_mutex_lock(&e->settle_lock);
-	if (e->truncations && --e->truncations == 0)
-		pthread_cond_broadcast(&e->settled);
-	pthread_mutex_unlock(&e->settle_lock);
-}
-
-void tree_edits_settle(struct tree_edits *e)
-{
-	pthread_mutex_lock(&e->settle_lock);
-	if (e->truncations) {
-		struct timespec until = e->truncation_time;
-		until.tv_sec += EDIT_SETTLE_MS / 1000;
-		until.tv_nsec += (long)(EDIT_SETTLE_MS % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		while (e->truncations &&
-		       pthread_cond_timedwait(&e->settled, &e->settle_lock, &until) == 0) {
-		}
-	}
-	pthread_mutex_unlock(&e->settle_lock);
 }
 
 /* Makes s (the next state, ours) current: its tree built, FILE written, then the swap.

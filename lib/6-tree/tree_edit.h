@@ -52,19 +52,6 @@ struct tree *tree_edits_current(struct tree_edits *e);
  * (model.gguf is a new inode in each state, tree_ino.h), or no file at all. */
 struct tree *tree_edits_holding(struct tree_edits *e, uint64_t ino);
 
-/* A truncation by a writer closed but not yet made: a shell's "> KEY" closes a first
- * descriptor before it writes through its copy, so a truncation with nothing written is
- * made only at the last close, after close(2) has returned. Until as many
- * tree_edits_truncation_made, tree_edits_settle waits for it. */
-void tree_edits_truncation_closed(struct tree_edits *e);
-void tree_edits_truncation_made(struct tree_edits *e);
-/* Waits until every truncation closed is made, but at most EDIT_SETTLE_MS after the last
- * one closed (a descriptor that stays open without writing is not waited for longer):
- * a stat or read right after close(2) then sees what the close made. Never waits when
- * there is none. */
-#define EDIT_SETTLE_MS 1000
-void tree_edits_settle(struct tree_edits *e);
-
 /* The value of the key of file ino becomes text parsed by the key's type (parse_value.h);
  * EINVAL when it does not parse. Text that is exactly the key's rendering changes
  * nothing, so a copy out and back is always a no-op (even for a NaN's payload). */

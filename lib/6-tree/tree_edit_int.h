@@ -32,12 +32,6 @@ struct tree_edits {
 	 * next edits: tree_edit.c keep_past) */
 	struct past { struct tree *t; struct timespec until; } *past;
 	uint64_t n_past, cap_past;
-	/* truncations closed but not yet made (tree_edits_truncation_closed), the time of
-	 * the last one, and the signal of each made: settle_lock guards them */
-	pthread_mutex_t settle_lock;
-	pthread_cond_t settled;
-	uint64_t truncations;
-	struct timespec truncation_time;
 	void (*commit_hook)(void *);   /* for tests: called inside each commit */
 	void *commit_hook_ctx;
 	struct edits_store *store;  /* FILE */

@@ -147,8 +147,10 @@ typedef void (*mount_data_fn)(void *ctx, const struct iovec *iov, int count);
  * answer a read(2) past it. */
 bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64_t len,
                 bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
-/* close(2) of fh: what a writer wrote is made the key's value (EINVAL when it cannot
- * be; ENOSYS without edits, so that the kernel stops asking). */
+/* close(2) of fh: what a writer wrote, or its truncation at open alone, is made the
+ * key's value before it returns (EINVAL when it cannot be; the error of a write or
+ * truncation of fh refused before, making nothing; ENOSYS without edits, so that the
+ * kernel stops asking). */
 bool mount_flush(struct mount *m, uint64_t ino, uint64_t fh, struct mount_err *err);
 /* The open of fh let go (a writer's text that no flush made a value is made one now,
  * its refusal said); the file stays until the last request that still holds it is
@@ -165,9 +167,10 @@ void mount_release_unused(struct mount *m, uint64_t fh);
 /* What setattr changes (bits of to_set) and the size asked for. */
 #define MOUNT_SET_SIZE 1u
 #define MOUNT_SET_MODE 2u     /* mode, owner or group: accepted in metadata/ only */
-/* The size of metadata/KEY (through open writer fh, its text; else the value now) or of
- * a scratch file; modes, owners and times accepted and changed nowhere in metadata/:
- * the attributes after, and how long they may be kept. */
+/* The size of metadata/KEY (through open writer fh, its text: past 64 MiB EFBIG, which
+ * refuses fh's later writes, truncations and closes as a write past it does; else the
+ * value now) or of a scratch file; modes, owners and times accepted and changed nowhere
+ * in metadata/: the attributes after, and how long they may be kept. */
 bool mount_setattr(struct mount *m, uint64_t ino, uint64_t fh, unsigned to_set, uint64_t size,
                    uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
 /* A write of size bytes at off through writer fh (into its text, made the value at

@@ -51,13 +51,6 @@ struct scratch_file *mount_edit_scratch_of(struct mount *m, uint64_t ino)
 	return ino >= TREE_SCRATCH_INO ? scratch_by_ino(tree_edits_scratch(m->edits), ino) : NULL;
 }
 
-void mount_edit_settle(struct mount *m)
-{
-	/* not with -s, whose one thread is the one that would make it */
-	if (!m->single_thread)
-		tree_edits_settle(m->edits);
-}
-
 void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st)
 {
 	tree_stat(t, n, true, st);
@@ -84,7 +77,6 @@ void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct sta
 const struct tree_node *mount_edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
                                        struct mount_err *err)
 {
-	mount_edit_settle(m);
 	*t = tree_edits_holding(m->edits, ino);
 	if (!*t) {
 		mount_fail(err, tree_ino_is_model(ino) ? ESTALE : ENOENT);
@@ -112,7 +104,6 @@ static const struct tree_node *dir_of(const struct tree *t, uint64_t ino, struct
 static bool ed_lookup(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
                       struct mount_err *err)
 {
-	mount_edit_settle(m);
 	struct tree *t = tree_edits_current(m->edits);
 	bool ok = dir_of(t, parent, err) != NULL;
 	if (ok) {

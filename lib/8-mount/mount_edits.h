@@ -34,15 +34,15 @@ struct edit_file {
 	bool writing;
 	bool key_writer;        /* holds one of EDIT_WRITERS_MAX */
 	bool dirty;             /* written since the last commit */
-	int refused;            /* -errno of a write refused (EFBIG, EINVAL), else 0: sticky,
-	                         * nothing written after it is taken, and the close fails
-	                         * with it, making nothing of the text */
-	bool truncation_closed; /* only_truncated, and a close has been seen
-	                         * (tree_edits_truncation_closed): made at the last */
+	int refused;            /* -errno of a write or truncation refused (EFBIG, EINVAL),
+	                         * else 0: sticky, nothing written or truncated after it is
+	                         * taken, and the close fails with it, making nothing of the
+	                         * text */
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
 	                         * "> KEY" closes a first descriptor (its dup2) before it
-	                         * writes, so that truncation is made at the last close */
-	pthread_mutex_t lock;   /* text, dirty, refused, the truncation's state, lines */
+	                         * writes, so an empty text its key refuses fails that close
+	                         * without counting a refusal (mount_edit_commit) */
+	pthread_mutex_t lock;   /* text, dirty, refused, only_truncated, lines */
 	struct vbytes text;     /* edit_text.h */
 	/* An array's lines checked as they are written (tree_edits_precheck), while the
 	 * writer writes in order from the start or the end of its text, as cp, a shell,
@@ -67,13 +67,10 @@ struct scratch_file *mount_edit_scratch_of(struct mount *m, uint64_t ino);
  * file f (a file as a key's is, with its own size and time). */
 void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st);
 void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st);
-/* The node of ino in the tree that holds it now (into *t, held: tree_release it), a
- * truncation just closed made first; or NULL with ESTALE for a model.gguf of a state
+/* The node of ino in the tree that holds it now (into *t, held: tree_release it); or NULL with ESTALE for a model.gguf of a state
  * gone (the kernel looks its name up again), else ENOENT, nothing held. */
 const struct tree_node *mount_edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
                                        struct mount_err *err);
-/* With edits, waits for a truncation just closed to be made (tree_edits_settle). */
-void mount_edit_settle(struct mount *m);
 /* The open of a file whose name an edit may change, for writing when write (checked:
  * metadata/KEY, its owner asking): f gets its text (or the truncation's empty one). */
 bool mount_edit_open_writer(struct mount *m, struct edit_file *f, const struct tree_node *n,

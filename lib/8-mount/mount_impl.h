@@ -71,7 +71,7 @@ struct mount {
 	struct tree *tree;              /* mount_model.c's, or NULL */
 	struct library *library;        /* mount_library.c's, or NULL */
 	struct tree_edits *edits;       /* mount_edits.c's, or NULL */
-	bool single_thread;             /* -s: no request waits for another (edit_settle) */
+	bool single_thread;             /* -s: no request waits for another (mount_edit_forget) */
 	struct mount_notify notify;     /* forget NULL: the kernel is told nothing */
 	atomic_uint key_writers;        /* writers of keys open now (mount_edits.h) */
 };

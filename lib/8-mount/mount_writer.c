@@ -55,25 +55,15 @@ static bool mount_edit_done(struct mount *m, int r, const char *why, uint64_t in
 	return true;
 }
 
-/* f (locked) no longer holds a truncation closed and not yet made: written since, or
- * its last close. */
-static void truncation_gone(struct mount *m, struct edit_file *f)
-{
-	f->only_truncated = false;
-	if (f->truncation_closed) {
-		f->truncation_closed = false;
-		tree_edits_truncation_made(m->edits);
-	}
-}
-
 /* Makes the text written through f the value of the key of ino, when it was written
- * since: 0 or -errno, a refusal said. A write refused (f->refused) makes nothing, and
- * every close fails with its error again (said once, at the write). A truncation at open
- * with nothing written after it is made at the last close (release) only, since a
- * shell's "> KEY" closes a first descriptor before it writes through its copy; a close
- * before that fails when the empty text would be refused (a number's), and otherwise
- * has lookups wait for the last (tree_edits_settle), so that what follows close(2)
- * sees it made. */
+ * since: 0 or -errno, a refusal said. A write or truncation refused (f->refused) makes
+ * nothing, and every close fails with its error again (said once, where it was
+ * refused). A truncation at open with nothing written after it is made at a close like
+ * any edit, so that what follows close(2) sees it, FILE included (a shell's "> KEY"
+ * then shows the empty value until it writes through its copy of the descriptor). When
+ * the key's type has no empty value (a number's, a boolean's), a close before the last
+ * fails with EINVAL, neither counted nor said: a shell's "echo 7 > KEY" closes a first
+ * descriptor before it writes; the last close (release) refuses it, counted and said. */
 bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
                  struct mount_err *err)
 {
@@ -81,23 +71,17 @@ bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool 
 	int r = f->refused;
 	char why[GGUF_ERR_MAX];
 	if (r < 0) {
-		mount_fail(err, -r);   /* said at the write */
-	} else if (f->dirty && !last && f->only_truncated) {
-		r = tree_edits_check(m->edits, ino, edit_text_bytes(&f->text), f->text.len, why);
-		if (r == 0 && !f->truncation_closed) {
-			f->truncation_closed = true;
-			tree_edits_truncation_closed(m->edits);
-		}
-		if (r < 0)
-			mount_fail(err, -r);
+		mount_fail(err, -r);   /* said where it was refused */
+	} else if (f->dirty && f->only_truncated && !last &&
+	           (r = tree_edits_check(m->edits, ino, edit_text_bytes(&f->text), f->text.len,
+	                                 why)) < 0) {
+		mount_fail(err, -r);   /* still dirty: written next, or refused at the last */
 	} else if (f->dirty) {
 		r = tree_edits_write(m->edits, ino, edit_text_bytes(&f->text), f->text.len, why);
 		if (r < 0)
 			mount_edit_refused(m, r, why, err);
 		f->dirty = false;   /* refused or made: the next close has nothing new */
 	}
-	if (last)
-		truncation_gone(m, f);
 	pthread_mutex_unlock(&f->lock);
 	/* refused too: a shared mapping's pages may hold the text refused (fill_tree) */
 	mount_edit_forget(m, ino);
@@ -124,6 +108,29 @@ void mount_edit_release(struct mount *m, uint64_t ino, void *file)
 
 /* True when uid may edit; else EACCES. */
 #define may_edit(uid, err) mount_edit_owner(uid, err)
+
+/* ftruncate of writer h: its text cut or zero-extended to size (made the value at
+ * close). Past EDIT_TEXT_MAX it is EFBIG, refused as a write(2) past it is: h refuses
+ * every later write and truncation with it, and its close fails with it, making nothing
+ * (h->refused). Out of memory (ENOMEM) refuses this one only. */
+static int writer_truncate(struct edit_file *h, uint64_t size)
+{
+	pthread_mutex_lock(&h->lock);
+	int r = h->refused < 0 ? h->refused : edit_text_resize(&h->text, size);
+	if (r == 0) {
+		h->dirty = true;
+		h->only_truncated = false;
+		/* cut to nothing: written anew; into what was written: no longer in order */
+		if (size == 0)
+			h->lines_state = LINES_NONE;
+		else if (h->lines_state == LINES_ON && size < h->lines.end)
+			h->lines_state = LINES_OFF;
+	} else if (r != -ENOMEM) {
+		h->refused = r;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
 
 /* Size changes (truncate, ftruncate) of metadata/KEY: through an open writer its text
  * (made the value at close), else at once the shown text cut or zero-extended; times
@@ -155,21 +162,10 @@ bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_s
 		r = -EPERM;
 	else if ((to_set & MOUNT_SET_SIZE) && n->kind != TREE_META)
 		r = -EROFS;
-	else if ((to_set & MOUNT_SET_SIZE) && size > EDIT_TEXT_MAX)
+	else if ((to_set & MOUNT_SET_SIZE) && !(h && h->writing) && size > EDIT_TEXT_MAX)
 		r = -EFBIG;
 	if (r == 0 && (to_set & MOUNT_SET_SIZE) && h && h->writing) {
-		pthread_mutex_lock(&h->lock);
-		r = h->refused < 0 ? h->refused : edit_text_resize(&h->text, size);
-		if (r == 0) {
-			h->dirty = true;
-			truncation_gone(m, h);
-			/* cut to nothing: written anew; into what was written: no longer in order */
-			if (size == 0)
-				h->lines_state = LINES_NONE;
-			else if (h->lines_state == LINES_ON && size < h->lines.end)
-				h->lines_state = LINES_OFF;
-		}
-		pthread_mutex_unlock(&h->lock);
+		r = writer_truncate(h, size);
 	} else if (r == 0 && (to_set & MOUNT_SET_SIZE)) {
 		/* the text as shown, cut or zero-extended, made the value now */
 		struct vbytes text = { 0 };
@@ -249,7 +245,7 @@ bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf
 		uint64_t was = h->text.len;
 		if ((r = edit_text_write(&h->text, off, buf, size)) == 0) {
 			h->dirty = true;
-			truncation_gone(m, h);
+			h->only_truncated = false;
 			lines_written(h, off, size, was);
 			r = tree_edits_precheck(m->edits, ino, edit_text_bytes(&h->text), h->text.len,
 			                        h->lines_state == LINES_ON ? &h->lines : NULL, why);
@@ -318,7 +314,7 @@ bool mount_edit_create(struct mount *m, uint64_t parent, const char *name, int f
 	}
 	if (r == 1 && h->writing) {
 		/* a key moved aside made again (tree_edit.h): its text starts empty, made the
-		 * value at the last close, as a shell's "> KEY" */
+		 * value at close, as a shell's "> KEY" */
 		h->dirty = h->only_truncated = true;
 		e->attr.st_size = 0;
 	}

@@ -7,18 +7,25 @@ edits=FILE (issue 38 items 1-5), on real mounts:
 - a write refused at write(2) (EFBIG past 64 MiB, EINVAL for what cannot parse) makes
   the close fail with the same error and nothing of the text a value: the old value
   stays and FILE is byte for byte as it was (cat of a big file, a Python write of
-  64 MiB + 1, a writer's own bytes);
+  64 MiB + 1, a writer's own bytes); so does an ftruncate past 64 MiB (issue 43
+  item 10);
 - a truncation alone (open with O_TRUNC, close: ": > KEY", cp /dev/null) is made before
-  what follows the close looks: the key's size, its bytes and gguf.json's size agree at
-  once, after a short and after a big value;
+  the close returns: the key's size, its bytes and gguf.json's size agree at once,
+  after a short and after a big value, and FILE holds it at once (issue 43 item 12);
 - emptying a number or bool that way fails the close with EINVAL (cp /dev/null, a
   Python open for writing), the value and FILE unchanged, while "echo 7 > KEY" still
   makes 7 with nothing refused;
 - an edit refused at close because its value is too large (EFBIG) leaves FILE byte for
-  byte."""
+  byte.
+
+Usage: test_edits_closes.py GGUFS_BINARY [SLOW_SAVE_SO] (without it, saves of FILE are
+not slowed: the tests are the same, but an edit made late may be missed on old code)."""
+import contextlib
 import errno
+import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -26,10 +33,18 @@ import unittest
 import ggufs_mount as gm
 
 RUN_SECONDS = 3.0
+SLOW_SAVE = None     # the preloaded library of slow_save.c (the second argument)
+SLOW_SAVE_MS = 300   # how long each save of FILE takes with it
+ROUNDS = 3           # shell redirections of test_empty_redirection_made_before_close_returns
 
 
 def meta(m, key):
     return gm.read_file(m.p("metadata", key))
+
+
+def edits_of(path):
+    with open(path) as f:
+        return json.load(f)
 
 
 def sh(m, cmd):
@@ -40,6 +55,28 @@ def sh(m, cmd):
 
 class Closes(gm.EditsCase):
     prefix = "ggufs-closes-"
+
+    @contextlib.contextmanager
+    def slow_saving_mount(self):
+        """A mount whose daemon saves FILE slowly (slow_save.c preloaded, SLOW_SAVE_MS),
+        when the library was given; else a plain one."""
+        env = dict(os.environ)
+        if SLOW_SAVE:
+            os.environ.update(LD_PRELOAD=SLOW_SAVE, GGUFS_SLOW_SAVE_FILE=self.file,
+                              GGUFS_SLOW_SAVE_MS=str(SLOW_SAVE_MS),
+                              ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+        m = self.mount()
+        try:
+            m.__enter__()
+        finally:
+            os.environ.clear()
+            os.environ.update(env)
+        try:
+            yield m
+        except BaseException:
+            m.__exit__(*sys.exc_info())
+            raise
+        m.__exit__(None, None, None)
 
     def readers_while_editing(self, opts):
         """Two threads open, fstat, read a byte of and close model.gguf as fast as they
@@ -113,18 +150,21 @@ class Closes(gm.EditsCase):
 
     def test_refused_write_fails_close(self):
         """Items 2 and 5: cat of a file past 64 MiB fails, and nothing of it is made a
-        value: the old value stays, FILE is byte for byte; a writer's EFBIG or EINVAL
-        write fails its close with the same error, later writes too."""
+        value: the key holds what the shell's "> KEY" made at its first close (empty),
+        FILE that and nothing of cat's; a writer's EFBIG or EINVAL write fails its close
+        with the same error, later writes too, and the old value stays, FILE byte for
+        byte."""
         big = os.path.join(self.tmp, "big")
         with open(big, "wb") as f:
             f.truncate((64 << 20) + 4096)
         with self.mount() as m:
             gm.put(m.p("metadata", "general.name"), b"kept\n")
-            before = gm.read_file(self.file)
             self.assertNotEqual(sh(m, "cat %s > general.name" % big), 0)
-            self.assertEqual(meta(m, "general.name"), b"kept\n")
-            self.assertEqual(os.stat(m.p("metadata", "general.name")).st_size, 5)
-            self.assertEqual(gm.read_file(self.file), before)
+            self.assertEqual(meta(m, "general.name"), b"\n")
+            self.assertEqual(os.stat(m.p("metadata", "general.name")).st_size, 1)
+            self.assertEqual(edits_of(self.file)["set"]["general.name"],
+                             {"type": "string", "value": ""})
+            before = gm.read_file(self.file)
 
             cases = [("general.name", lambda fd: os.pwrite(fd, b"x", 64 << 20), errno.EFBIG),
                      ("llama.context_length", lambda fd: os.write(fd, b"12x"), errno.EINVAL)]
@@ -199,6 +239,67 @@ class Closes(gm.EditsCase):
             self.assertEqual(meta(m, "llama.context_length"), b"7\n")
             self.assertEqual(refused(), 3)
 
+    def test_refused_truncation_fails_close(self):
+        """Issue 43 item 10: an ftruncate of a writer past the 64 MiB a key's text takes
+        is refused (EFBIG) as a write(2) past it is: every later write and truncation of
+        that open file fails with it, its close fails with it, and nothing of its text
+        becomes the value: the key and FILE are byte for byte as they were."""
+        with self.mount() as m:
+            k = m.p("metadata", "general.name")
+            gm.put(k, b"kept\n")
+            before = gm.read_file(self.file)
+            for flags in (os.O_WRONLY | os.O_TRUNC, os.O_WRONLY, os.O_RDWR):
+                with self.subTest(flags=flags):
+                    fd = os.open(k, flags)
+                    try:
+                        os.write(fd, b"first")
+                        with self.assertRaises(OSError) as e:
+                            os.ftruncate(fd, (64 << 20) + 1)
+                        self.assertEqual(e.exception.errno, errno.EFBIG)
+                        later = [lambda: os.pwrite(fd, b"valid text\n", 0),
+                                 lambda: os.ftruncate(fd, 0)]
+                        for step in later:   # nothing after it is taken
+                            with self.assertRaises(OSError) as e:
+                                step()
+                            self.assertEqual(e.exception.errno, errno.EFBIG)
+                    finally:
+                        with self.assertRaises(OSError) as e:
+                            os.close(fd)
+                        self.assertEqual(e.exception.errno, errno.EFBIG)
+                    self.assertEqual(meta(m, "general.name"), b"kept\n")
+                    self.assertEqual(gm.read_file(self.file), before)
+
+    def test_empty_redirection_made_before_close_returns(self):
+        """Issue 43 item 12: ": > KEY" from a shell is made before the shell's close
+        returns, as every other edit is: read at once after the shell exits (no wait),
+        FILE holds the key's empty string and metadata/KEY shows it, every round. Each
+        save of FILE is made slow (slow_save.c preloaded in the daemon, SLOW_SAVE_MS),
+        so that an edit made after the close returned is seen late every time. A number,
+        which has no empty value, is refused at that close: a program's close fails with
+        EINVAL (a shell tells no close's error), the key and FILE stay as they were."""
+        def sh_exits(cmd):
+            return subprocess.run(["sh", "-c", cmd], cwd=m.p("metadata"),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  timeout=60).returncode
+
+        with self.slow_saving_mount() as m:
+            for n in range(ROUNDS):
+                gm.put(m.p("metadata", "general.name"), b"kept %d\n" % n)
+                self.assertEqual(edits_of(self.file)["set"]["general.name"]["value"],
+                                 "kept %d" % n)
+                self.assertEqual(sh_exits(": > general.name"), 0)
+                self.assertEqual(edits_of(self.file)["set"]["general.name"],
+                                 {"type": "string", "value": ""}, "round %d" % n)
+                self.assertEqual(meta(m, "general.name"), b"\n")
+            before = gm.read_file(self.file)
+            self.assertEqual(sh_exits(": > llama.context_length"), 0)
+            self.assertEqual(gm.read_file(self.file), before)
+            self.assertEqual(meta(m, "llama.context_length"), b"2048\n")
+            with self.assertRaises(OSError) as e:
+                open(m.p("metadata", "llama.context_length"), "w").close()
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+            self.assertEqual(gm.read_file(self.file), before)
+
     def test_too_large_keeps_file(self):
         """Item 5: an edit refused for its size leaves the value and FILE byte for byte:
         a Python write of 64 MiB + 1 bytes (EFBIG at write and at close), an array of
@@ -225,4 +326,6 @@ class Closes(gm.EditsCase):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and os.path.isfile(sys.argv[2]):
+        SLOW_SAVE = os.path.abspath(sys.argv.pop(2))
     gm.main()

@@ -4,8 +4,9 @@
  * blocks ahead of it made on the workers; with a disk cache a second open of the same
  * key and version makes nothing and reads every block from disk, another version makes
  * them again; a failed block fails the reads that need it, is kept nowhere, and is made
- * again by the next read; an open of an entry held by a file that is leaving
- * (computed_leaving) waits for its close and reads from disk. */
+ * again by the next read; a second open of the same key in one process shares its disk
+ * cache entry; an open of an entry another mount holds computes without it, unless that
+ * mount is leaving (computed_leaving): then it waits for its close and reads from disk. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -16,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -207,28 +210,67 @@ static void test_disk_cache(void **state)
 	source_close(src);
 }
 
-/* Closes the source ctx after 300 ms: a mount that takes a while to exit. */
-static void *close_later(void *ctx)
+/* Whether src reads as the fill function makes it, whole (no cmocka: for a child). */
+static bool reads_whole(struct source *src)
 {
-	const struct timespec pause = { 0, 300 * 1000000L };
-	nanosleep(&pause, NULL);
-	source_close(ctx);
-	return NULL;
+	uint8_t *buf = malloc(SIZE);
+	bool ok = buf && source_read(src, 0, SIZE, buf) == 0;
+	for (uint64_t i = 0; ok && i < SIZE; i++)
+		ok = buf[i] == byte_at(i);
+	free(buf);
+	return ok;
 }
 
-/* computed_leaving: an entry held by an open file is not another open's (it computes
- * without the disk cache), until the holder says it is leaving: then the other open
- * waits for it to close and reads every block from disk. A file leaving stores nothing
- * more, its reads go on. */
+/* The old mount of test_leaving, in a child: opens the file, reads it whole (stored),
+ * says 'r'; at 'l' from the parent, leaves (computed_leaving), reads it whole again,
+ * says 'L', and closes 300 ms later (a mount that takes a while to exit). Exit status 0
+ * when every step went as said. */
+static int old_mount(const char *dir, int from_parent, int to_parent)
+{
+	struct maker mk;
+	memset(&mk, 0, sizeof mk);
+	mk.reader = pthread_self();
+	atomic_store(&mk.fail_block, -1);
+	const struct computed_opts o = { .size = SIZE, .fill = fill, .ctx = &mk, .threads = 2,
+	                                 .memory = 64 * (uint64_t)COMPUTED_BLOCK_SIZE,
+	                                 .cache_dir = dir, .key = "test:computed",
+	                                 .version = "v1" };
+	char err[GGUF_ERR_MAX], c;
+	struct source *old = computed_open(&o, err);
+	if (!old || !reads_whole(old) || write(to_parent, "r", 1) != 1)
+		return 1;
+	if (read(from_parent, &c, 1) != 1 || c != 'l')
+		return 2;
+	computed_leaving(old);
+	if (!reads_whole(old) || write(to_parent, "L", 1) != 1)   /* reads go on */
+		return 3;
+	const struct timespec pause = { 0, 300 * 1000000L };
+	nanosleep(&pause, NULL);
+	source_close(old);
+	return 0;
+}
+
+/* computed_leaving: an entry held by another mount (a child) is not this one's (it
+ * computes without the disk cache), until the holder says it is leaving: then an open
+ * waits for it to close and reads every block from disk. A second open in this process
+ * while the first holds the entry shares it and reads from disk too. A file leaving
+ * stores nothing more, its reads go on. */
 static void test_leaving(void **state)
 {
 	(void)state;
 	char dir[128];
 	snprintf(dir, sizeof dir, "%s/cache-leaving", scratch_dir);
-	struct maker mk_old, mk_new;
-	struct source *old = open_file(&mk_old, 2, dir, "v1");
-	expect_range(old, 0, SIZE);
+	int down[2], up[2];
+	assert_int_equal(pipe(down), 0);
+	assert_int_equal(pipe(up), 0);
+	pid_t pid = fork();   /* before this process opens the cache: its own descriptors */
+	if (pid == 0)
+		_exit(old_mount(dir, down[0], up[1]));
+	char said = 0;
+	assert_int_equal(read(up[0], &said, 1), 1);
+	assert_int_equal(said, 'r');
 
+	struct maker mk_new, mk_again;
 	struct source *other = open_file(&mk_new, 0, dir, "v1");   /* held: no entry */
 	expect_range(other, 0, SIZE);
 	struct computed_counters c;
@@ -237,19 +279,32 @@ static void test_leaving(void **state)
 	assert_int_equal(c.from_disk + c.stored, 0);
 	source_close(other);
 
-	computed_leaving(old);
-	expect_range(old, 0, SIZE);   /* reads go on */
-	pthread_t closer;
-	assert_int_equal(pthread_create(&closer, NULL, close_later, old), 0);
+	assert_int_equal(write(down[1], "l", 1), 1);
+	assert_int_equal(read(up[0], &said, 1), 1);
+	assert_int_equal(said, 'L');
 	struct source *next = open_file(&mk_new, 0, dir, "v1");   /* waits for old's close */
 	expect_range(next, 0, SIZE);
 	computed_counters(next, &c);
 	assert_int_equal(total_calls(&mk_new), 0);
 	assert_int_equal(c.from_disk, N_BLOCKS);
-	pthread_join(closer, NULL);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	struct source *again = open_file(&mk_again, 0, dir, "v1");   /* shared with next */
+	expect_range(again, 0, SIZE);
+	computed_counters(again, &c);
+	assert_int_equal(total_calls(&mk_again), 0);
+	assert_int_equal(c.from_disk, N_BLOCKS);
+	source_close(again);
 	source_close(next);
+	close(down[0]);
+	close(down[1]);
+	close(up[0]);
+	close(up[1]);
 
 	/* nothing stored once leaving: block 5, made after, is made again by the next open */
+	struct maker mk_old;
 	struct source *src = open_file(&mk_old, 0, dir, "v2");
 	expect_range(src, 0, 10);
 	computed_leaving(src);

@@ -1,14 +1,18 @@
 /* The disk cache: blocks stored and loaded back, also after reopening; a torn block or a
  * bad map record never loaded; the bound held by evicting unused entries, then the least
  * recently used blocks, also those of another mount's entry; modes 0700/0600; every pair
- * of flipped bits among a few positions caught by the checksum; one mount
- * per entry; a new version a new entry. */
+ * of flipped bits among a few positions caught by the checksum; one mount (process) per
+ * entry, every open of it in that process sharing it; a new version a new entry.
+ *
+ * Another mount is another process, forked before this one opens the cache (a child
+ * forked after would share this process's open directory, its descriptors and locks). */
 #define _XOPEN_SOURCE 700
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +21,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -402,23 +407,146 @@ static void test_new_entry_within_bound(void **state)
 	dc_close(dc);
 }
 
-static void test_entry_in_use_not_shared(void **state)
+/* The exit status of child pid, once it ended; -1 when a signal ended it. */
+static int child_status(pid_t pid)
+{
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Another mount holds the entry: this process gets none (busy), until it lets go. */
+static void test_entry_held_by_another_mount_not_shared(void **state)
 {
 	(void)state;
+	int ready[2], done[2];
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(done), 0);
+	pid_t holder = fork();
+	if (holder == 0) {   /* the other mount: holds the entry until told */
+		char err[256], c = 'n';
+		bool busy;
+		struct diskcache *dc = dc_open(dir, 1 << 30, BS, err, sizeof err);
+		struct dc_entry *e = dc ? dc_entry_open(dc, URL, 2 * BS, ETAG, &busy) : NULL;
+		close(done[1]);
+		c = e ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) < 0)
+			_exit(2);
+		dc_entry_close(e);
+		dc_close(dc);
+		_exit(0);
+	}
+	close(done[0]);
+	char c = 0;
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	assert_int_equal(c, 'y');
 	struct diskcache *dc = open_cache(1 << 30);
-	struct dc_entry *e = open_entry(dc, URL, 2 * BS, ETAG);
-	struct diskcache *dc2 = open_cache(1 << 30);   /* as a second mount would */
 	bool busy = false;
-	assert_null(dc_entry_open(dc2, URL, 2 * BS, ETAG, &busy));
+	assert_null(dc_entry_open(dc, URL, 2 * BS, ETAG, &busy));
 	assert_true(busy);
+	close(done[1]);
+	assert_int_equal(child_status(holder), 0);
+	struct dc_entry *e = open_entry(dc, URL, 2 * BS, ETAG);   /* free again */
 	dc_entry_close(e);
-	struct dc_entry *e2 = open_entry(dc2, URL, 2 * BS, ETAG);   /* free again */
-	dc_entry_close(e2);
 	/* a version that cannot be told is not cached */
-	assert_null(dc_entry_open(dc2, URL, 2 * BS, "", &busy));
+	assert_null(dc_entry_open(dc, URL, 2 * BS, "", &busy));
 	assert_false(busy);
-	dc_close(dc2);
 	dc_close(dc);
+	close(ready[0]);
+	close(ready[1]);
+}
+
+/* In one process every open of an entry shares it: two handles on the directory (two
+ * computed files of one key, as a library with one model at two paths has) and the same
+ * handle twice each get the entry, see each other's blocks and store their own; it
+ * stays held until the last of them closes. */
+static void test_opens_in_one_process_share(void **state)
+{
+	(void)state;
+	struct diskcache *a = open_cache(1 << 30), *b = open_cache(1 << 30);
+	struct dc_entry *ea = open_entry(a, URL, 4 * BS, ETAG);
+	struct dc_entry *eb = open_entry(b, URL, 4 * BS, ETAG);
+	struct dc_entry *ea2 = open_entry(a, URL, 4 * BS, ETAG);
+	assert_string_equal(dc_entry_name(ea), dc_entry_name(eb));
+	store(ea, 0, BS, 1);
+	assert_true(loads(eb, 0, BS, 1));
+	assert_true(loads(ea2, 0, BS, 1));
+	store(eb, 1, BS, 1);
+	store(ea2, 2, BS, 1);
+	assert_true(loads(ea, 1, BS, 1));
+	assert_true(loads(ea, 2, BS, 1));
+	dc_entry_close(ea);
+	store(eb, 3, BS, 1);   /* still held */
+	assert_true(loads(ea2, 3, BS, 1));
+	dc_entry_close(ea2);
+	dc_entry_close(eb);
+	dc_close(a);
+	/* closed by all: held anew, with what they stored */
+	struct dc_entry *e = open_entry(b, URL, 4 * BS, ETAG);
+	for (uint64_t k = 0; k < 4; k++)
+		assert_true(loads(e, k, BS, 1));
+	dc_entry_close(e);
+	dc_close(b);
+}
+
+struct opener {
+	struct diskcache *shared;   /* NULL: a dc_open of its own each round */
+	unsigned seed;
+	int missed;                 /* opens that got no entry */
+	int wrong;                  /* loads that gave other bytes than the block's */
+	int loaded;
+};
+
+/* Opens the entry, stores a block and loads it back, closes it, 40 times: through its
+ * own dc_open each time (as a quant file reopened does) or through a shared handle. */
+static void *open_close(void *arg)
+{
+	struct opener *o = arg;
+	uint8_t want[BS], got[BS];
+	for (int i = 0; i < 40; i++) {
+		char err[256];
+		struct diskcache *dc = o->shared ? o->shared : dc_open(dir, 1 << 30, BS, err, sizeof err);
+		bool busy;
+		struct dc_entry *e = dc ? dc_entry_open(dc, URL, 8 * BS, ETAG, &busy) : NULL;
+		if (e) {
+			uint64_t k = (uint64_t)(rand_r(&o->seed) % 8);
+			fill(want, BS, k, 1);
+			dc_store(e, k, want, BS);
+			if (dc_load(e, k, got, BS)) {
+				o->loaded++;
+				o->wrong += memcmp(got, want, BS) != 0;
+			}
+			dc_entry_close(e);
+		} else {
+			o->missed++;
+		}
+		if (!o->shared)
+			dc_close(dc);
+	}
+	return NULL;
+}
+
+/* Opens and closes of one entry from several threads at once, each through its own
+ * dc_open or through one shared: every open gets the entry (none finds it held by its
+ * own process), and every block stored loads back. */
+static void test_open_close_from_threads(void **state)
+{
+	(void)state;
+	struct diskcache *shared = open_cache(1 << 30);
+	enum { N = 4 };
+	pthread_t t[N];
+	struct opener o[N];
+	for (int i = 0; i < N; i++) {
+		o[i] = (struct opener){ .shared = i % 2 ? shared : NULL, .seed = (unsigned)i + 1 };
+		assert_int_equal(pthread_create(&t[i], NULL, open_close, &o[i]), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(o[i].missed, 0);
+		assert_int_equal(o[i].wrong, 0);
+		assert_int_equal(o[i].loaded, 40);
+	}
+	dc_close(shared);
 }
 
 static void test_new_version_new_entry(void **state)
@@ -539,59 +667,184 @@ static void *share(void *arg)
 	return NULL;
 }
 
+/* Two mounts (this process and a child) store into one directory at once, each its
+ * own entry: the bound holds after every store of either. */
 static void test_two_mounts_share_the_bound(void **state)
 {
 	(void)state;
 	uint64_t max = 20 * BS;
-	/* two handles on one directory, as two daemons have: each its own lock file
-	 * description, so they take turns as processes would */
-	struct sharer w[2];
-	pthread_t t[2];
-	for (int i = 0; i < 2; i++) {
-		w[i] = (struct sharer){ .dc = open_cache(max), .max = max };
-		w[i].e = open_entry(w[i].dc, i ? "http://127.0.0.1:8080/b.gguf" : URL, 24 * BS, ETAG);
+	int result[2];
+	assert_int_equal(pipe(result), 0);
+	pid_t other = fork();
+	if (other == 0) {
+		char err[256];
+		bool busy;
+		struct sharer w = { .dc = dc_open(dir, max, BS, err, sizeof err), .max = max };
+		w.e = w.dc ? dc_entry_open(w.dc, "http://127.0.0.1:8080/b.gguf", 24 * BS, ETAG,
+		                           &busy) : NULL;
+		if (!w.e)
+			_exit(2);
+		share(&w);
+		int got[2] = { w.over, w.stored };
+		dc_entry_close(w.e);
+		dc_close(w.dc);
+		_exit(write(result[1], got, sizeof got) == (ssize_t)sizeof got ? 0 : 3);
 	}
-	for (int i = 0; i < 2; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, share, &w[i]), 0);
-	for (int i = 0; i < 2; i++)
-		pthread_join(t[i], NULL);
-	for (int i = 0; i < 2; i++) {
-		assert_int_equal(w[i].over, 0);
-		assert_true(w[i].stored > 0);
-		dc_entry_close(w[i].e);
-		dc_close(w[i].dc);
-	}
+	struct sharer w = { .dc = open_cache(max), .max = max };
+	w.e = open_entry(w.dc, URL, 24 * BS, ETAG);
+	share(&w);
+	dc_entry_close(w.e);
+	dc_close(w.dc);
+	int got[2] = { -1, -1 };
+	assert_int_equal(read(result[0], got, sizeof got), (ssize_t)sizeof got);
+	assert_int_equal(child_status(other), 0);
+	close(result[0]);
+	close(result[1]);
+	assert_int_equal(w.over, 0);
+	assert_true(w.stored > 0);
+	assert_int_equal(got[0], 0);
+	assert_true(got[1] > 0);
 }
 
+/* Another mount's blocks push out this one's least recently used ones, not its own
+ * (it has none to give). The other mount (a child, once this one filled the cache)
+ * exits 0 when each of its 4 stores kept the bound and loads back. */
 static void test_lru_across_mounts(void **state)
 {
 	(void)state;
 	uint64_t max = 20 * BS;
-	struct diskcache *a = open_cache(max), *b = open_cache(max);
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t other = fork();
+	if (other == 0) {
+		char c, err[256];
+		bool busy;
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		struct diskcache *b = dc_open(dir, max, BS, err, sizeof err);
+		struct dc_entry *eb = b ? dc_entry_open(b, "http://127.0.0.1:8080/b.gguf", 4 * BS,
+		                                        ETAG, &busy) : NULL;
+		if (!eb)
+			_exit(3);
+		int bad = 0;
+		uint8_t want[BS], got[BS];
+		for (uint64_t k = 0; k < 4; k++) {
+			fill(want, BS, k, 1);
+			bad += !dc_store(eb, k, want, BS) || dc_usage(b) > max;
+		}
+		for (uint64_t k = 0; k < 4; k++) {
+			fill(want, BS, k, 1);
+			bad += !dc_load(eb, k, got, BS) || memcmp(got, want, BS) != 0;
+		}
+		dc_entry_close(eb);
+		dc_close(b);
+		_exit(bad ? 4 : 0);
+	}
+	close(go[0]);
+	struct diskcache *a = open_cache(max);
 	struct dc_entry *ea = open_entry(a, URL, 24 * BS, ETAG);
-	struct dc_entry *eb = open_entry(b, "http://127.0.0.1:8080/b.gguf", 4 * BS, ETAG);
 	for (uint64_t k = 0; k < 24; k++)
 		store(ea, k, BS, 1);   /* fills the cache: a's oldest blocks went */
 	int before = 0;
 	for (uint64_t k = 0; k < 24; k++)
 		before += loads(ea, k, BS, 1);
-	/* another mount's blocks push out a's least recently used ones, not its own (it
-	 * has none to give) */
-	for (uint64_t k = 0; k < 4; k++) {
-		store(eb, k, BS, 1);
-		assert_true(dc_usage(b) <= max);
-	}
-	for (uint64_t k = 0; k < 4; k++)
-		assert_true(loads(eb, k, BS, 1));
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(child_status(other), 0);
+	close(go[1]);
 	assert_true(loads(ea, 23, BS, 1));   /* a's most recently used stays */
 	int after = 0;
 	for (uint64_t k = 0; k < 24; k++)
 		after += loads(ea, k, BS, 1);
 	assert_true(after < before);
 	dc_entry_close(ea);
-	dc_entry_close(eb);
 	dc_close(a);
-	dc_close(b);
+}
+
+/* SIGALRM in test_fifos_never_waited_for: an open in the cache directory waited (on a
+ * FIFO, an open for reading waits for a writer): the test ends here, failed. */
+static void hung(int sig)
+{
+	(void)sig;
+	static const char say[] = "test_diskcache: an open in the cache directory hung "
+	                          "(SIGALRM after 20 s)\n";
+	if (write(2, say, sizeof say - 1) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+/* Puts a FIFO in place of file (map, data) of entry e, whose name is kept in name. */
+static void fifo_for(const struct dc_entry *e, const char *file, char name[64])
+{
+	snprintf(name, 64, "%s", dc_entry_name(e));
+	const char *path = entry_file(e, file);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0600), 0);
+}
+
+/* A FIFO anywhere in the cache is never waited on (an alarm bounds the test: an open of
+ * one for reading waits for a writer, and eviction waited so holding the directory's
+ * lock, hanging every store of every mount on it): as an entry's data or map, the entry
+ * is made afresh when opened; as an unused entry's map, eviction removes that entry
+ * first; as the lock file, the cache is refused, saying so. */
+static void test_fifos_never_waited_for(void **state)
+{
+	(void)state;
+	signal(SIGALRM, hung);
+	alarm(20);
+	uint64_t max = 24 * BS;
+	struct diskcache *dc = open_cache(max);
+	char data_fifo[64], map_fifo[64], unused[64];
+	const char *const urls[] = { "http://127.0.0.1:8080/data.gguf",
+	                             "http://127.0.0.1:8080/map.gguf",
+	                             "http://127.0.0.1:8080/unused.gguf" };
+	char *names[] = { data_fifo, map_fifo, unused };
+	const char *files[] = { "data", "map", "map" };
+	for (int i = 0; i < 3; i++) {
+		struct dc_entry *e = open_entry(dc, urls[i], 4 * BS, ETAG);
+		for (uint64_t k = 0; k < 4; k++)
+			store(e, k, BS, 1);
+		fifo_for(e, files[i], names[i]);
+		dc_entry_close(e);
+	}
+	for (int i = 0; i < 2; i++) {   /* made afresh, and it works */
+		struct dc_entry *e = open_entry(dc, urls[i], 4 * BS, ETAG);
+		assert_string_equal(dc_entry_name(e), names[i]);
+		assert_false(loads(e, 0, BS, 1));
+		store(e, 0, BS, 1);
+		struct stat st;
+		assert_int_equal(stat(entry_file(e, files[i]), &st), 0);
+		assert_true(S_ISREG(st.st_mode));
+		dc_entry_close(e);
+	}
+	/* past the bound: the unused entries go, the one whose map is a FIFO first */
+	struct dc_entry *e = open_entry(dc, URL, 32 * BS, ETAG);
+	char path[PATH_MAX + 64], other[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s", dir, unused);
+	struct stat st;
+	for (uint64_t k = 0; k < 20; k++) {
+		store(e, k, BS, 1);
+		assert_true(dc_usage(dc) <= max);
+		for (int i = 0; i < 2; i++) {   /* none before it */
+			snprintf(other, sizeof other, "%s/%s", dir, names[i]);
+			if (lstat(other, &st) != 0)
+				assert_int_equal(lstat(path, &st), -1);
+		}
+	}
+	assert_int_equal(lstat(path, &st), -1);
+	dc_entry_close(e);
+	dc_close(dc);
+
+	snprintf(path, sizeof path, "%s/lock", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	char err[256];
+	assert_null(dc_open(dir, max, BS, err, sizeof err));
+	assert_non_null(strstr(err, "lock is not a regular file"));
+	assert_int_equal(lstat(path, &st), 0);   /* left as it was */
+	assert_true(S_ISFIFO(st.st_mode));
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
 }
 
 static void test_default_bound(void **state)
@@ -618,11 +871,15 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_bound_and_lru, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unused_entries_evicted_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_entry_within_bound, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_entry_in_use_not_shared, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entry_held_by_another_mount_not_shared, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_opens_in_one_process_share, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_close_from_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_version_new_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_never_load_wrong_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_mounts_share_the_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lru_across_mounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fifos_never_waited_for, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

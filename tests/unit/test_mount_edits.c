@@ -5,7 +5,9 @@
  * in user.ggufs.edits_refused, and the close fails with it too; a released writer gives
  * its place back, and at most 16 are open at once; only the mount's owner
  * may open for writing (EACCES), and only a key (EROFS); a created key is an entry and a
- * writer in one call; rm and mv of keys; statfs is writable. */
+ * writer in one call; rm and mv of keys; statfs is writable; an ftruncate past the
+ * bound refuses the writer as a write past it does; a truncation alone is made at its
+ * close. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -212,6 +214,94 @@ static void test_create_unlink_rename(void **state)
 	unmount(m);
 }
 
+/* An ftruncate of a writer past the 64 MiB a key's text takes is EFBIG and refuses the
+ * open file as a write past it does (issue 43 item 10): later writes and truncations
+ * fail with it, so does the close, and nothing of its text is made. */
+static void test_refused_truncation_refuses_the_writer(void **state)
+{
+	(void)state;
+	struct mount *m = mount_edits("d.json");
+	struct mount_entry e;
+	struct mount_open o;
+	struct mount_err err;
+	struct stat st;
+	double ttl;
+	assert_true(mount_lookup(m, TREE_METADATA_DIR_INO, "general.name", &e, &err));
+	assert_true(mount_open(m, e.ino, O_RDWR, getuid(), &o, &err));
+	assert_true(mount_write(m, e.ino, o.fh, "abc\n", 4, 0, &err));
+	assert_false(mount_setattr(m, e.ino, o.fh, MOUNT_SET_SIZE, (UINT64_C(64) << 20) + 1,
+	                           getuid(), &st, &ttl, &err));
+	assert_int_equal(err.no, EFBIG);
+	assert_false(mount_write(m, e.ino, o.fh, "new\n", 4, 0, &err));
+	assert_int_equal(err.no, EFBIG);
+	assert_false(mount_setattr(m, e.ino, o.fh, MOUNT_SET_SIZE, 0, getuid(), &st, &ttl, &err));
+	assert_int_equal(err.no, EFBIG);
+	assert_false(mount_flush(m, e.ino, o.fh, &err));
+	assert_int_equal(err.no, EFBIG);
+	assert_false(mount_flush(m, e.ino, o.fh, &err));   /* every close */
+	assert_int_equal(err.no, EFBIG);
+	mount_release(m, e.ino, o.fh);
+	struct mount_got g;
+	read_key(m, "general.name", &g);
+	assert_int_equal(g.len, 4);
+	assert_memory_equal(g.buf, "old\n", 4);
+	/* without an open writer, a truncation past it refuses that call only */
+	assert_false(mount_setattr(m, e.ino, 0, MOUNT_SET_SIZE, (UINT64_C(64) << 20) + 1, getuid(),
+	                           &st, &ttl, &err));
+	assert_int_equal(err.no, EFBIG);
+	assert_true(mount_setattr(m, e.ino, 0, MOUNT_SET_SIZE, 2, getuid(), &st, &ttl, &err));
+	read_key(m, "general.name", &g);
+	assert_int_equal(g.len, 3);
+	assert_memory_equal(g.buf, "ol\n", 3);
+	unmount(m);
+}
+
+/* A truncation at open with nothing written after it is made at the close, before the
+ * release (issue 43 item 12), as every edit is; a number's empty text fails a close
+ * before the last with EINVAL, uncounted, so "echo 7 > KEY" (a first descriptor closed
+ * before the write) makes 7 with nothing refused, and the last close of a truncation
+ * alone refuses it, counted, the value kept. */
+static void test_truncation_made_at_close(void **state)
+{
+	(void)state;
+	struct mount *m = mount_edits("e.json");
+	struct mount_entry e;
+	struct mount_open o;
+	struct mount_err err;
+	struct mount_got g;
+	assert_true(mount_lookup(m, TREE_METADATA_DIR_INO, "general.name", &e, &err));
+	assert_true(mount_open(m, e.ino, O_WRONLY | O_TRUNC, getuid(), &o, &err));
+	assert_true(mount_flush(m, e.ino, o.fh, &err));
+	read_key(m, "general.name", &g);   /* before the release */
+	assert_int_equal(g.len, 1);
+	assert_memory_equal(g.buf, "\n", 1);
+	mount_release(m, e.ino, o.fh);
+	read_key(m, "general.name", &g);
+	assert_int_equal(g.len, 1);
+
+	assert_true(mount_lookup(m, TREE_METADATA_DIR_INO, "test.context_length", &e, &err));
+	assert_true(mount_open(m, e.ino, O_WRONLY | O_TRUNC, getuid(), &o, &err));
+	assert_false(mount_flush(m, e.ino, o.fh, &err));
+	assert_int_equal(err.no, EINVAL);
+	assert_int_equal(counter(m, "user.ggufs.edits_refused"), 0);
+	assert_true(mount_write(m, e.ino, o.fh, "7\n", 2, 0, &err));
+	assert_true(mount_flush(m, e.ino, o.fh, &err));
+	mount_release(m, e.ino, o.fh);
+	read_key(m, "test.context_length", &g);
+	assert_int_equal(g.len, 2);
+	assert_memory_equal(g.buf, "7\n", 2);
+	assert_int_equal(counter(m, "user.ggufs.edits_refused"), 0);
+
+	assert_true(mount_open(m, e.ino, O_WRONLY | O_TRUNC, getuid(), &o, &err));
+	assert_false(mount_flush(m, e.ino, o.fh, &err));
+	assert_int_equal(err.no, EINVAL);
+	mount_release(m, e.ino, o.fh);
+	assert_int_equal(counter(m, "user.ggufs.edits_refused"), 1);
+	read_key(m, "test.context_length", &g);
+	assert_memory_equal(g.buf, "7\n", 2);
+	unmount(m);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	guard_install();
@@ -219,6 +309,8 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_writer_makes_the_value),
 		cmocka_unit_test(test_refusal_carries_its_cause),
 		cmocka_unit_test(test_create_unlink_rename),
+		cmocka_unit_test(test_refused_truncation_refuses_the_writer),
+		cmocka_unit_test(test_truncation_made_at_close),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

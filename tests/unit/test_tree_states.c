@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
-#include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -324,8 +322,8 @@ static void test_older_states_held(void **state)
 	fixture_close(&f);
 }
 
-/* tree_edits_check says what tree_edits_write would, making nothing (issue 38 item 4:
- * an empty number is refused at the close of a truncation). */
+/* tree_edits_check says what tree_edits_write would, making nothing (an empty number is
+ * refused at the close of a truncation before the last without counting a refusal). */
 static void test_check_makes_nothing(void **state)
 {
 	(void)state;
@@ -346,54 +344,7 @@ static void test_check_makes_nothing(void **state)
 	fixture_close(&f);
 }
 
-/* Waits in tree_edits_settle (ctx: the edits), then says so. */
-static void *settler(void *ctx)
-{
-	tree_edits_settle(ctx);
-	return NULL;
-}
-
-/* The monotonic time in ms. */
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* tree_edits_settle (issue 38 item 3): returns at once with no truncation closed; waits
- * for one closed until it is made; and for one never made, no longer than
- * EDIT_SETTLE_MS after it closed. */
-static void test_settle_waits_for_truncations(void **state)
-{
-	(void)state;
-	struct states_fixture f;
-	fixture_open(&f, "/tmp/ggufs-settle-XXXXXX", "keys.gguf", write_many_keys, 2);
-	double t0 = now_ms();
-	tree_edits_settle(f.e);
-	assert_true(now_ms() - t0 < EDIT_SETTLE_MS / 2);
-	tree_edits_truncation_closed(f.e);
-	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, settler, f.e), 0);
-	usleep(100 * 1000);
-	t0 = now_ms();
-	tree_edits_truncation_made(f.e);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	assert_true(now_ms() - t0 < EDIT_SETTLE_MS / 2);
-	tree_edits_truncation_closed(f.e);   /* never made */
-	t0 = now_ms();
-	tree_edits_settle(f.e);
-	double waited = now_ms() - t0;
-	assert_true(waited > EDIT_SETTLE_MS * 0.8 && waited < EDIT_SETTLE_MS * 3);
-	t0 = now_ms();
-	tree_edits_settle(f.e);   /* its time is past: not waited for again */
-	assert_true(now_ms() - t0 < EDIT_SETTLE_MS / 2);
-	tree_edits_truncation_made(f.e);
-	fixture_close(&f);
-}
-
 UNIT_TESTS(cmocka_unit_test(test_states_share_tensors),
            cmocka_unit_test(test_value_edits_share_nodes),
            cmocka_unit_test(test_older_states_held),
-           cmocka_unit_test(test_check_makes_nothing),
-           cmocka_unit_test(test_settle_waits_for_truncations))
+           cmocka_unit_test(test_check_makes_nothing))

@@ -23,11 +23,17 @@
 #define MAP_VERSION 2u       /* 2: XXH3 checksums (1's FNV-1a entries are made afresh) */
 #define MAP_HEADER 4096u     /* the map's header; the records follow */
 #define NEW_PREFIX ".new-"   /* an entry being made; left over only by a crash */
+/* How every directory in the cache is opened: never through a symlink, and never
+ * waiting (O_DIRECTORY fails on a FIFO or device before opening it; O_NONBLOCK all the
+ * same, as on every open here) */
+#define OPEN_DIR (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
 
-static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t index,
+struct dc_dir;
+struct dc_held;
+static bool make_room(struct diskcache *dc, const struct dc_held *keep, uint64_t keep_index,
                       uint64_t need);
-static bool evict_entry(struct diskcache *dc);
-static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint64_t keep_index);
+static bool evict_entry(struct dc_dir *d);
+static bool evict_block(struct dc_dir *d, const struct dc_held *keep, uint64_t keep_index);
 
 /* One block's record in the map, in the machine's byte order. check covers the other
  * fields and the block's index, so that a record torn or written at the wrong place is
@@ -40,37 +46,68 @@ struct dc_record {
 	uint64_t check;
 };
 
-struct diskcache {
-	pthread_mutex_t lock;        /* ticks of every entry, the tick counter, entries */
-	pthread_mutex_t store_lock;  /* one store, open or eviction at a time (with the flock) */
+/* A cache directory as this process has it open: one for every dc_open of it (by device
+ * and inode), so that its entries are held once per process, whoever opens them. */
+struct dc_dir {
+	struct dc_dir *next;         /* in dc_dirs */
+	dev_t dev;
+	ino_t ino;
+	unsigned handles;            /* dc_open handles on it (under dc_dirs_lock) */
+	pthread_mutex_t lock;        /* ticks of every held entry, the tick counter, held,
+	                              * their refs and the handles' entries */
+	pthread_mutex_t store_lock;  /* one store, open, close or eviction at a time (with the
+	                              * flock): no held entry's files close under one */
 	int dirfd;
 	int lockfd;                  /* flock'ed by whoever stores, makes or removes entries */
-	uint64_t max;
-	uint32_t block_size;
 	uint64_t tick;               /* the last use given out (next_tick) */
-	struct dc_entry *entries;    /* open in this process */
-	bool leaving;                /* dc_leaving: nothing more is stored */
+	struct dc_held *held;        /* entries open in this process */
 };
 
-struct dc_entry {
-	struct diskcache *dc;
-	struct dc_entry *next;
+/* One dc_open: its bound and block size on the shared directory. */
+struct diskcache {
+	struct dc_dir *dir;
+	uint64_t max;
+	uint32_t block_size;
+	bool leaving;                /* dc_leaving: nothing more is stored (under store_lock) */
+	struct dc_entry *entries;    /* opened through this handle (under dir->lock) */
+};
+
+/* An entry this process holds (the flock on its map), shared by every dc_entry_open of
+ * it in the process. */
+struct dc_held {
+	struct dc_dir *dir;
+	struct dc_held *next;        /* in dir->held */
 	char name[33];
-	int mapfd;                   /* flock'ed for the entry's life */
+	char *key;                   /* as its map's header names it */
+	uint32_t block_size;
+	unsigned refs;               /* its dc_entry's (under dir->lock) */
+	bool leaving;                /* its lock made shared: nothing more stored in it (under
+	                              * dir->store_lock) */
+	int mapfd;                   /* flock'ed while held */
 	int datafd;
 	uint64_t size, nblocks;
 	/* per block: last use, 0 when not on disk; in chunks of TICK_CHUNK blocks made only
 	 * when one of theirs is stored, so that what this takes follows what is cached, not
-	 * the size the server claims (under dc->lock) */
+	 * the size the server claims (under dir->lock) */
 	uint64_t **ticks;
 	uint64_t n_chunks;
 };
 
+/* One dc_entry_open: the handle it came through and the entry it holds. */
+struct dc_entry {
+	struct diskcache *dc;
+	struct dc_held *held;
+	struct dc_entry *next;       /* in dc->entries */
+};
+
+static pthread_mutex_t dc_dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dc_dir *dc_dirs;   /* the directories open in this process */
+
 #define TICK_CHUNK 4096u     /* blocks per chunk of an entry's ticks: 32 KiB */
 
-/* Block index's last use (0: not on disk). Called with dc->lock held (or before the
+/* Block index's last use (0: not on disk). Called with dir->lock held (or before the
  * entry is shared). */
-static uint64_t tick_of(const struct dc_entry *e, uint64_t index)
+static uint64_t tick_of(const struct dc_held *e, uint64_t index)
 {
 	const uint64_t *c = e->ticks[index / TICK_CHUNK];
 	return c ? c[index % TICK_CHUNK] : 0;
@@ -78,7 +115,7 @@ static uint64_t tick_of(const struct dc_entry *e, uint64_t index)
 
 /* Sets block index's last use, making its chunk if need be: false when out of memory
  * (then the block is just not recorded as held). Called as tick_of. */
-static bool set_tick(struct dc_entry *e, uint64_t index, uint64_t tick)
+static bool set_tick(struct dc_held *e, uint64_t index, uint64_t tick)
 {
 	uint64_t **c = &e->ticks[index / TICK_CHUNK];
 	if (!*c && tick)
@@ -90,7 +127,7 @@ static bool set_tick(struct dc_entry *e, uint64_t index, uint64_t tick)
 }
 
 /* Forgets every block's last use (the chunks go). */
-static void clear_ticks(struct dc_entry *e)
+static void clear_ticks(struct dc_held *e)
 {
 	for (uint64_t i = 0; i < e->n_chunks; i++) {
 		free(e->ticks[i]);
@@ -99,14 +136,14 @@ static void clear_ticks(struct dc_entry *e)
 }
 
 /* A new last use: the time in microseconds, so that mounts can compare theirs, and
- * larger than any this process gave out before. Called with dc->lock held. */
-static uint64_t next_tick(struct diskcache *dc)
+ * larger than any this process gave out before. Called with d->lock held. */
+static uint64_t next_tick(struct dc_dir *d)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t now = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-	dc->tick = now > dc->tick ? now : dc->tick + 1;
-	return dc->tick;
+	d->tick = now > d->tick ? now : d->tick + 1;
+	return d->tick;
 }
 
 /* XXH3 (libxxhash): every bit of the input reaches every bit of the result, so that
@@ -160,11 +197,11 @@ static uint64_t record_offset(uint64_t index)
 }
 
 /* The length of block index of a file of size bytes. */
-static size_t block_len(const struct dc_entry *e, uint64_t index)
+static size_t block_len(const struct dc_held *e, uint64_t index)
 {
-	uint64_t first = index * e->dc->block_size;
+	uint64_t first = index * e->block_size;
 	uint64_t left = e->size - first;
-	return left < e->dc->block_size ? (size_t)left : e->dc->block_size;
+	return left < e->block_size ? (size_t)left : e->block_size;
 }
 
 /* Bytes that the files under directory fd take on disk (one level of subdirectories,
@@ -185,7 +222,7 @@ static uint64_t usage_of(int fd, int depth)
 			continue;
 		total += (uint64_t)st.st_blocks * 512;
 		if (S_ISDIR(st.st_mode) && depth > 0) {
-			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int sub = openat(dirfd(d), de->d_name, OPEN_DIR);
 			if (sub >= 0)
 				total += usage_of(sub, depth - 1);
 		}
@@ -194,10 +231,16 @@ static uint64_t usage_of(int fd, int depth)
 	return total;
 }
 
+/* Bytes that the directory's files take on disk now, by a walk of it. */
+static uint64_t walk(const struct dc_dir *d)
+{
+	int fd = openat(d->dirfd, ".", OPEN_DIR);
+	return fd < 0 ? 0 : usage_of(fd, 1);
+}
+
 uint64_t dc_usage(struct diskcache *dc)
 {
-	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	return fd < 0 ? 0 : usage_of(fd, 1);
+	return walk(dc->dir);
 }
 
 /* Whether what fd is open on may be trusted as part of the cache: owned by the user
@@ -211,15 +254,40 @@ static bool trusted_fd(int fd, bool dir)
 	       (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) && st.st_nlink == 1);
 }
 
+/* Opens name in directory dirfd with flags (O_CREAT: mode) when it is a regular file, or
+ * is missing and O_CREAT makes it: -1 otherwise (EINVAL: something else is there). A
+ * FIFO, socket or device is looked at, never opened (an open for reading waits for a
+ * writer, or has a device's effects); one swapped in meanwhile is opened without
+ * waiting (O_NONBLOCK) and refused by its descriptor's type. Never through a symlink. */
+static int open_regular(int dirfd, const char *name, int flags, mode_t mode)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!S_ISREG(st.st_mode)) {
+			errno = EINVAL;
+			return -1;
+		}
+	} else if (errno != ENOENT || !(flags & O_CREAT)) {
+		return -1;
+	}
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 /* Opens file (map or data) of the entry directory name with flags, never through a
- * symlink (neither the entry nor the file), and only when both are trusted_fd: -1
- * otherwise. */
+ * symlink (neither the entry nor the file), never anything but a regular file
+ * (open_regular), and only when both are trusted_fd: -1 otherwise. */
 static int open_in_entry(int parent, const char *name, const char *file, int flags)
 {
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(parent, name, OPEN_DIR);
 	if (fd < 0)
 		return -1;
-	int f = trusted_fd(fd, true) ? openat(fd, file, flags | O_NOFOLLOW | O_CLOEXEC) : -1;
+	int f = trusted_fd(fd, true) ? open_regular(fd, file, flags, 0) : -1;
 	close(fd);
 	if (f >= 0 && !trusted_fd(f, false)) {
 		close(f);
@@ -232,7 +300,7 @@ static int open_in_entry(int parent, const char *name, const char *file, int fla
  * that name (a symlink, a file) is unlinked itself, never what it leads to. 0, or -1. */
 static int remove_entry(int parent, const char *name)
 {
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(parent, name, OPEN_DIR);
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
 		return unlinkat(parent, name, 0);
 	if (fd >= 0) {
@@ -256,26 +324,79 @@ static bool is_entry_name(const char *name)
 }
 
 /* The cache directory open for a listing, on a descriptor of its own (closedir closes
- * the one fdopendir was given, and dc->dirfd stays open for the cache's life), or NULL. */
-static DIR *list_cache(const struct diskcache *dc)
+ * the one fdopendir was given, and d->dirfd stays open for the cache's life), or NULL. */
+static DIR *list_cache(const struct dc_dir *d)
 {
-	int fd = openat(dc->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d && fd >= 0)
+	int fd = openat(d->dirfd, ".", OPEN_DIR);
+	DIR *list = fd < 0 ? NULL : fdopendir(fd);
+	if (!list && fd >= 0)
 		close(fd);
-	return d;
+	return list;
 }
 
 /* Removes what a crash left of entries being made. Called with the flock held. */
-static void remove_leftovers(struct diskcache *dc)
+static void remove_leftovers(struct dc_dir *d)
 {
-	DIR *d = list_cache(dc);
-	if (!d)
+	DIR *list = list_cache(d);
+	if (!list)
 		return;
-	for (struct dirent *de; (de = readdir(d));)
+	for (struct dirent *de; (de = readdir(list));)
 		if (!strncmp(de->d_name, NEW_PREFIX, strlen(NEW_PREFIX)))
-			remove_entry(dc->dirfd, de->d_name);
-	closedir(d);
+			remove_entry(d->dirfd, de->d_name);
+	closedir(list);
+}
+
+/* The directory of this process's that is (dev, ino), or NULL. Called with dc_dirs_lock
+ * held. */
+static struct dc_dir *find_dir(dev_t dev, ino_t ino)
+{
+	for (struct dc_dir *d = dc_dirs; d; d = d->next)
+		if (d->dev == dev && d->ino == ino)
+			return d;
+	return NULL;
+}
+
+/* Sets the directory open on fd (checked, st its fstat) up as this process's, taking
+ * fd: its lock file opened, what crashes left removed. NULL with one phrase in err (path
+ * names it). Called with dc_dirs_lock held. */
+static struct dc_dir *open_dir(int fd, const struct stat *st, const char *path, char *err,
+                               size_t errlen)
+{
+	struct dc_dir *d = calloc(1, sizeof *d);
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		close(fd);
+		return NULL;
+	}
+	d->dev = st->st_dev;
+	d->ino = st->st_ino;
+	d->handles = 1;
+	d->dirfd = fd;
+	/* the lock (and what it will hold) is trusted as the directory is: a regular file
+	 * of the user's alone, or the cache is not used (never removed: another mount may
+	 * hold its flock) */
+	d->lockfd = open_regular(fd, "lock", O_RDWR | O_CREAT, 0600);
+	if (d->lockfd < 0 || !trusted_fd(d->lockfd, false)) {
+		if (d->lockfd >= 0 || errno == EINVAL)
+			snprintf(err, errlen, "cache_dir %s: %s/lock is not a regular file of the "
+			         "user's alone (mode 0600, one name): remove it", path, path);
+		else
+			snprintf(err, errlen, "cache_dir %s: lock: %s", path, strerror(errno));
+		if (d->lockfd >= 0)
+			close(d->lockfd);
+		close(fd);
+		free(d);
+		return NULL;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->store_lock, NULL);
+	if (flock_retry(d->lockfd, LOCK_EX) == 0) {
+		remove_leftovers(d);
+		flock_retry(d->lockfd, LOCK_UN);
+	}
+	d->next = dc_dirs;
+	dc_dirs = d;
+	return d;
 }
 
 struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
@@ -302,49 +423,54 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 		         "chmod go-w it", dir, (unsigned)(st.st_mode & 07777));
 		return NULL;
 	}
+	int fd = open(dir, OPEN_DIR);
+	/* checked again on what was opened: the name may have been swapped meanwhile */
+	bool trusted = fd >= 0 && trusted_fd(fd, true) && fstat(fd, &st) == 0;
+	if (fd < 0 || access(dir, W_OK) != 0 || !trusted) {
+		snprintf(err, errlen, "cache_dir %s: %s", dir,
+		         fd >= 0 && !trusted ? "changed while being opened" : strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
 	struct diskcache *dc = calloc(1, sizeof *dc);
 	if (!dc) {
 		snprintf(err, errlen, "out of memory");
+		close(fd);
 		return NULL;
 	}
-	dc->block_size = block_size;
-	dc->lockfd = -1;
-	dc->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dc->dirfd >= 0)
-		dc->lockfd = openat(dc->dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	/* checked again on what was opened: the name may have been swapped meanwhile */
-	bool trusted = dc->dirfd >= 0 && trusted_fd(dc->dirfd, true);
-	if (dc->dirfd < 0 || dc->lockfd < 0 || access(dir, W_OK) != 0 || !trusted) {
-		snprintf(err, errlen, "cache_dir %s: %s", dir,
-		         dc->dirfd >= 0 && !trusted ? "changed while being opened" : strerror(errno));
-		if (dc->dirfd >= 0)
-			close(dc->dirfd);
-		if (dc->lockfd >= 0)
-			close(dc->lockfd);
+	pthread_mutex_lock(&dc_dirs_lock);
+	struct dc_dir *d = find_dir(st.st_dev, st.st_ino);
+	if (d) {
+		d->handles++;
+		close(fd);
+	} else {
+		d = open_dir(fd, &st, dir, err, errlen);
+	}
+	pthread_mutex_unlock(&dc_dirs_lock);
+	if (!d) {
 		free(dc);
 		return NULL;
 	}
-	pthread_mutex_init(&dc->lock, NULL);
-	pthread_mutex_init(&dc->store_lock, NULL);
-	if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
-		remove_leftovers(dc);
-		flock_retry(dc->lockfd, LOCK_UN);
-	}
+	dc->dir = d;
+	dc->block_size = block_size;
 	dc->max = max;
 	if (!max) {
 		struct statvfs vfs;
-		uint64_t free_bytes = fstatvfs(dc->dirfd, &vfs) == 0 ?
+		uint64_t free_bytes = fstatvfs(d->dirfd, &vfs) == 0 ?
 			(uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
-		uint64_t room = (free_bytes + dc_usage(dc)) / DC_DEFAULT_FREE_DIVISOR;
+		uint64_t room = (free_bytes + walk(d)) / DC_DEFAULT_FREE_DIVISOR;
 		dc->max = room < DC_DEFAULT_MAX ? room : DC_DEFAULT_MAX;
 	}
 	/* a bound smaller than what the directory holds (a smaller cache_max than the last
 	 * mount's) holds from the mount on, not only from the first store */
-	if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
-		while (dc_usage(dc) > dc->max && (evict_entry(dc) || evict_block(dc, NULL, UINT64_MAX)))
+	pthread_mutex_lock(&d->store_lock);
+	if (flock_retry(d->lockfd, LOCK_EX) == 0) {
+		while (walk(d) > dc->max && (evict_entry(d) || evict_block(d, NULL, UINT64_MAX)))
 			;
-		flock_retry(dc->lockfd, LOCK_UN);
+		flock_retry(d->lockfd, LOCK_UN);
 	}
+	pthread_mutex_unlock(&d->store_lock);
 	return dc;
 }
 
@@ -352,23 +478,41 @@ void dc_leaving(struct diskcache *dc)
 {
 	if (!dc)
 		return;
-	pthread_mutex_lock(&dc->store_lock);   /* no store under way */
+	struct dc_dir *d = dc->dir;
+	pthread_mutex_lock(&d->store_lock);   /* no store under way */
 	dc->leaving = true;
-	pthread_mutex_lock(&dc->lock);
-	for (struct dc_entry *e = dc->entries; e; e = e->next)
-		flock_leave(e->mapfd);
-	pthread_mutex_unlock(&dc->lock);
-	pthread_mutex_unlock(&dc->store_lock);
+	pthread_mutex_lock(&d->lock);
+	for (struct dc_entry *e = dc->entries; e; e = e->next) {
+		e->held->leaving = true;
+		flock_leave(e->held->mapfd);
+	}
+	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&d->store_lock);
 }
 
 void dc_close(struct diskcache *dc)
 {
 	if (!dc)
 		return;
-	close(dc->lockfd);
-	close(dc->dirfd);
-	pthread_mutex_destroy(&dc->lock);
-	pthread_mutex_destroy(&dc->store_lock);
+	struct dc_dir *d = dc->dir;
+	pthread_mutex_lock(&dc_dirs_lock);
+	bool last = --d->handles == 0;
+	if (last) {
+		for (struct dc_dir **p = &dc_dirs; *p; p = &(*p)->next) {
+			if (*p == d) {
+				*p = d->next;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&dc_dirs_lock);
+	if (last) {
+		close(d->lockfd);
+		close(d->dirfd);
+		pthread_mutex_destroy(&d->lock);
+		pthread_mutex_destroy(&d->store_lock);
+		free(d);
+	}
 	free(dc);
 }
 
@@ -379,14 +523,15 @@ uint64_t dc_max(const struct diskcache *dc)
 
 const char *dc_entry_name(const struct dc_entry *e)
 {
-	return e->name;
+	return e->held->name;
 }
 
-/* The map header of an entry for key (a file of size bytes) into h[MAP_HEADER]. */
-static void make_header(uint8_t h[MAP_HEADER], const struct diskcache *dc, const char *key,
+/* The map header of an entry for key (a file of size bytes in blocks of block_size)
+ * into h[MAP_HEADER]. */
+static void make_header(uint8_t h[MAP_HEADER], uint32_t block_size, const char *key,
                         uint64_t size, uint64_t nblocks)
 {
-	uint32_t version = MAP_VERSION, bs = dc->block_size, klen = (uint32_t)strlen(key);
+	uint32_t version = MAP_VERSION, bs = block_size, klen = (uint32_t)strlen(key);
 	memset(h, 0, MAP_HEADER);
 	memcpy(h, MAP_MAGIC, 8);
 	memcpy(h + 8, &version, 4);
@@ -397,28 +542,29 @@ static void make_header(uint8_t h[MAP_HEADER], const struct diskcache *dc, const
 	memcpy(h + 36, key, klen);
 }
 
-/* Makes the entry directory name for key, whole or not at all: built under a temporary
- * name and renamed. 0, or -1. Called with the flock held. */
-static int create_entry(struct diskcache *dc, const char *name, const char *key, uint64_t size,
-                        uint64_t nblocks)
+/* Makes the directory of entry e (its name, key, size and block size), whole or not at
+ * all: built under a temporary name and renamed. 0, or -1. Called with the flock held. */
+static int create_entry(const struct dc_held *e)
 {
+	struct dc_dir *d = e->dir;
 	char tmp[64];
-	snprintf(tmp, sizeof tmp, NEW_PREFIX "%s", name);
-	remove_entry(dc->dirfd, tmp);
-	if (mkdirat(dc->dirfd, tmp, 0700) != 0)
+	snprintf(tmp, sizeof tmp, NEW_PREFIX "%s", e->name);
+	remove_entry(d->dirfd, tmp);
+	if (mkdirat(d->dirfd, tmp, 0700) != 0)
 		return -1;
-	int fd = openat(dc->dirfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int mapfd = fd < 0 ? -1 : openat(fd, "map", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	int datafd = fd < 0 ? -1 : openat(fd, "data", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int fd = openat(d->dirfd, tmp, OPEN_DIR);
+	const int make = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int mapfd = fd < 0 ? -1 : openat(fd, "map", make, 0600);
+	int datafd = fd < 0 ? -1 : openat(fd, "data", make, 0600);
 	uint8_t *h = malloc(MAP_HEADER);
 	int r = -1;
 	if (mapfd >= 0 && datafd >= 0 && h) {
-		make_header(h, dc, key, size, nblocks);
+		make_header(h, e->block_size, e->key, e->size, e->nblocks);
 		/* no file is sized from the claimed size: each grows (sparse) as blocks and
 		 * their records are written where they belong */
 		if (pwrite_full(mapfd, h, MAP_HEADER, 0) == 0 && fsync(mapfd) == 0 && fsync(datafd) == 0 &&
-		    fsync(fd) == 0 && renameat(dc->dirfd, tmp, dc->dirfd, name) == 0) {
-			fsync(dc->dirfd);
+		    fsync(fd) == 0 && renameat(d->dirfd, tmp, d->dirfd, e->name) == 0) {
+			fsync(d->dirfd);
 			r = 0;
 		}
 	}
@@ -430,19 +576,19 @@ static int create_entry(struct diskcache *dc, const char *name, const char *key,
 	if (fd >= 0)
 		close(fd);
 	if (r)
-		remove_entry(dc->dirfd, tmp);
+		remove_entry(d->dirfd, tmp);
 	return r;
 }
 
-/* Opens the existing entry name as e's, checking that its header is key's and its files
- * have the sizes it says, and loads which blocks it holds. 0; -1 when it is not there
- * or not usable; -2 when another mount holds it. Called with the flock held. */
-static int open_entry(struct dc_entry *e, const char *key)
+/* Opens the existing entry e->name as e's, checking that its header is e->key's and its
+ * files have the sizes it says, and loads which blocks it holds. 0; -1 when it is not
+ * there or not usable; -2 when another process holds it. Called with the flock held. */
+static int open_entry(struct dc_held *e)
 {
-	struct diskcache *dc = e->dc;
+	struct dc_dir *d = e->dir;
 	/* an entry or file that is not trusted_fd is not this user's: made afresh */
-	e->mapfd = open_in_entry(dc->dirfd, e->name, "map", O_RDWR);
-	e->datafd = open_in_entry(dc->dirfd, e->name, "data", O_RDWR);
+	e->mapfd = open_in_entry(d->dirfd, e->name, "map", O_RDWR);
+	e->datafd = open_in_entry(d->dirfd, e->name, "data", O_RDWR);
 	if (e->mapfd < 0 || e->datafd < 0)
 		return -1;
 	if (flock_retry(e->mapfd, LOCK_EX | LOCK_NB) != 0)
@@ -454,7 +600,7 @@ static int open_entry(struct dc_entry *e, const char *key)
 	int r = -1;
 	if (!want || !have || !recs)
 		goto out;
-	make_header(want, dc, key, e->size, e->nblocks);
+	make_header(want, e->block_size, e->key, e->size, e->nblocks);
 	if (pread_full(e->mapfd, have, MAP_HEADER, 0) != 0 || memcmp(want, have, MAP_HEADER) != 0 ||
 	    fstat(e->mapfd, &mst) != 0 || fstat(e->datafd, &dst) != 0 ||
 	    (uint64_t)dst.st_size > e->size || (uint64_t)mst.st_size > record_offset(e->nblocks))
@@ -484,10 +630,10 @@ static int open_entry(struct dc_entry *e, const char *key)
 				newest = rec->tick;
 		}
 	}
-	pthread_mutex_lock(&dc->lock);
-	if (dc->tick < newest)
-		dc->tick = newest;
-	pthread_mutex_unlock(&dc->lock);
+	pthread_mutex_lock(&d->lock);
+	if (d->tick < newest)
+		d->tick = newest;
+	pthread_mutex_unlock(&d->lock);
 	r = 0;
 out:
 	free(want);
@@ -496,8 +642,8 @@ out:
 	return r;
 }
 
-/* Closes e's files (not yet in the list). */
-static void close_files(struct dc_entry *e)
+/* Closes e's files (not in the list, or taken out of it). */
+static void close_files(struct dc_held *e)
 {
 	if (e->mapfd >= 0)
 		close(e->mapfd);
@@ -506,107 +652,197 @@ static void close_files(struct dc_entry *e)
 	e->mapfd = e->datafd = -1;
 }
 
+/* Frees e (its files closed) with what it owns; NULL: nothing. */
+static void free_held(struct dc_held *e)
+{
+	if (!e)
+		return;
+	if (e->ticks) {
+		clear_ticks(e);
+		free(e->ticks);
+	}
+	free(e->key);
+	free(e);
+}
+
+/* The held entry named name, or NULL. Called with d->lock held. */
+static struct dc_held *find_held(const struct dc_dir *d, const char *name)
+{
+	for (struct dc_held *e = d->held; e; e = e->next)
+		if (strcmp(e->name, name) == 0)
+			return e;
+	return NULL;
+}
+
+/* The entry of key for a file of size bytes in blocks of block_size, not yet open: its
+ * name (a hash of the key) made, nothing on disk looked at. NULL when out of memory or
+ * the key is too long. */
+static struct dc_held *new_held(struct dc_dir *d, const char *url, uint64_t size,
+                                const char *version, uint32_t block_size)
+{
+	struct dc_held *e = calloc(1, sizeof *e);
+	size_t klen = strlen(url) + strlen(version) + 32;
+	if (!e || !(e->key = malloc(klen))) {
+		free(e);
+		return NULL;
+	}
+	snprintf(e->key, klen, "%s\n%" PRIu64 "\n%s", url, size, version);
+	e->dir = d;
+	e->block_size = block_size;
+	e->mapfd = e->datafd = -1;
+	e->size = size;
+	e->nblocks = (size - 1) / block_size + 1;
+	e->n_chunks = (e->nblocks - 1) / TICK_CHUNK + 1;
+	e->ticks = calloc(e->n_chunks, sizeof *e->ticks);
+	if (strlen(e->key) > DC_KEY_MAX || !e->ticks) {
+		free_held(e);
+		return NULL;
+	}
+	snprintf(e->name, sizeof e->name, "%016" PRIx64 "%016" PRIx64,
+	         hash_fnv1a(e->key, strlen(e->key), HASH_FNV1A_BASIS),
+	         hash_fnv1a(e->key, strlen(e->key), 0x84222325cbf29ce4ull));
+	return e;
+}
+
+/* Opens e on disk, as new_held made it, once: made afresh when missing, damaged or not
+ * this key's. 0; -2 when another process holds it and is not ending; -1 when it cannot
+ * be had. One that is ending (dc_leaving made its lock shared) is waited for, polling
+ * without store_lock, up to give_up (clock_now_s), unless this process comes to hold it
+ * meanwhile: then -3, with *found that held entry (referenced). Called with store_lock
+ * held (let go and taken again while waiting). */
+static int open_held(struct diskcache *dc, struct dc_held *e, double give_up,
+                     struct dc_held **found)
+{
+	struct dc_dir *d = dc->dir;
+	for (;;) {
+		pthread_mutex_lock(&d->lock);
+		struct dc_held *have = find_held(d, e->name);
+		bool same = have && have->block_size == e->block_size && !strcmp(have->key, e->key);
+		if (same)
+			have->refs++;
+		pthread_mutex_unlock(&d->lock);
+		if (same) {
+			*found = have;
+			return -3;
+		}
+		if (have)
+			return -2;   /* another key by the same name (a hash collision): not shared */
+		if (flock_retry(d->lockfd, LOCK_EX) != 0)
+			return -1;
+		int r = open_entry(e);
+		/* held by a mount that is ending (dc_leaving made its lock shared) */
+		if (r == -2 && flock_holder_leaving(e->mapfd) && clock_now_s() < give_up) {
+			flock_retry(d->lockfd, LOCK_UN);   /* (the holder may want it to end) */
+			close_files(e);
+			pthread_mutex_unlock(&d->store_lock);
+			struct timespec pause = { 0, DC_LEAVING_POLL_MS * 1000000L };
+			nanosleep(&pause, NULL);
+			pthread_mutex_lock(&d->store_lock);
+			continue;
+		}
+		if (r == -1) {   /* missing, or not this version's, or damaged: made afresh */
+			close_files(e);
+			remove_entry(d->dirfd, e->name);
+			clear_ticks(e);
+			/* a new entry takes a directory and the map's header: within the bound too */
+			struct stat st;
+			uint64_t fsblock = fstat(d->dirfd, &st) == 0 && st.st_blksize > 0 ?
+				(uint64_t)st.st_blksize : 4096;
+			uint64_t need = 2 * (MAP_HEADER > fsblock ? MAP_HEADER : fsblock);
+			if (make_room(dc, NULL, UINT64_MAX, need) && create_entry(e) == 0)
+				r = open_entry(e);
+		}
+		flock_retry(d->lockfd, LOCK_UN);
+		return r;
+	}
+}
+
 struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t size,
                                const char *version, bool *busy)
 {
 	*busy = false;
 	if (!version[0] || size == 0)
 		return NULL;
-	size_t klen = strlen(url) + strlen(version) + 32;
-	char *key = malloc(klen);
-	struct dc_entry *e = calloc(1, sizeof *e);
-	if (!key || !e)
-		goto fail;
-	snprintf(key, klen, "%s\n%" PRIu64 "\n%s", url, size, version);
-	if (strlen(key) > DC_KEY_MAX)
-		goto fail;
-	e->dc = dc;
-	e->mapfd = e->datafd = -1;
-	e->size = size;
-	e->nblocks = (size - 1) / dc->block_size + 1;
-	e->n_chunks = (e->nblocks - 1) / TICK_CHUNK + 1;
-	e->ticks = calloc(e->n_chunks, sizeof *e->ticks);
-	if (!e->ticks)
-		goto fail;
-	snprintf(e->name, sizeof e->name, "%016" PRIx64 "%016" PRIx64,
-	         hash_fnv1a(key, strlen(key), HASH_FNV1A_BASIS),
-	         hash_fnv1a(key, strlen(key), 0x84222325cbf29ce4ull));
-
-	pthread_mutex_lock(&dc->store_lock);
-	int r = -1;
-	/* an entry held by a mount that is ending (dc_leaving) is waited for, a moment */
-	const double give_up = clock_now_s() + DC_LEAVING_WAIT_S;
-	while (flock_retry(dc->lockfd, LOCK_EX) == 0) {
-		r = open_entry(e, key);
-		/* held by a mount that is ending (dc_leaving made its lock shared) */
-		if (r == -2 && flock_holder_leaving(e->mapfd) && clock_now_s() < give_up) {
-			flock_retry(dc->lockfd, LOCK_UN);   /* (the holder may want it to end) */
-			close_files(e);
-			struct timespec pause = { 0, DC_LEAVING_POLL_MS * 1000000L };
-			nanosleep(&pause, NULL);
-			continue;
-		}
-		if (r == -1) {   /* missing, or not this version's, or damaged: made afresh */
-			close_files(e);
-			remove_entry(dc->dirfd, e->name);
-			clear_ticks(e);
-			/* a new entry takes a directory and the map's header: within the bound too */
-			struct stat st;
-			uint64_t fsblock = fstat(dc->dirfd, &st) == 0 && st.st_blksize > 0 ?
-				(uint64_t)st.st_blksize : 4096;
-			uint64_t need = 2 * (MAP_HEADER > fsblock ? MAP_HEADER : fsblock);
-			if (make_room(dc, e, UINT64_MAX, need) &&
-			    create_entry(dc, e->name, key, size, e->nblocks) == 0)
-				r = open_entry(e, key);
-		}
-		flock_retry(dc->lockfd, LOCK_UN);
-		break;
+	struct dc_dir *d = dc->dir;
+	struct dc_held *e = new_held(d, url, size, version, dc->block_size);
+	struct dc_entry *ref = calloc(1, sizeof *ref);
+	if (!e || !ref) {
+		free_held(e);
+		free(ref);
+		return NULL;
 	}
+	pthread_mutex_lock(&d->store_lock);
+	struct dc_held *found = NULL;
+	int r = open_held(dc, e, clock_now_s() + DC_LEAVING_WAIT_S, &found);
 	if (r == 0) {
-		pthread_mutex_lock(&dc->lock);
-		e->next = dc->entries;
-		dc->entries = e;
-		pthread_mutex_unlock(&dc->lock);
+		e->refs = 1;
+		found = e;
 	}
-	pthread_mutex_unlock(&dc->store_lock);
-	if (r == 0) {
-		free(key);
-		return e;
+	if (found) {
+		pthread_mutex_lock(&d->lock);
+		if (found == e) {
+			e->next = d->held;
+			d->held = e;
+		}
+		ref->dc = dc;
+		ref->held = found;
+		ref->next = dc->entries;
+		dc->entries = ref;
+		if (dc->leaving && !found->leaving) {   /* opened while the mount ends */
+			found->leaving = true;
+			flock_leave(found->mapfd);
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+	pthread_mutex_unlock(&d->store_lock);
+	if (found) {
+		if (found != e)
+			free_held(e);
+		return ref;
 	}
 	*busy = r == -2;
 	close_files(e);
-fail:
-	free(key);
-	if (e && e->ticks) {
-		clear_ticks(e);
-		free(e->ticks);
-	}
-	free(e);
+	free_held(e);
+	free(ref);
 	return NULL;
 }
 
-void dc_entry_close(struct dc_entry *e)
+void dc_entry_close(struct dc_entry *ref)
 {
-	if (!e)
+	if (!ref)
 		return;
-	struct diskcache *dc = e->dc;
-	pthread_mutex_lock(&dc->lock);
+	struct diskcache *dc = ref->dc;
+	struct dc_held *e = ref->held;
+	struct dc_dir *d = e->dir;
+	pthread_mutex_lock(&d->store_lock);   /* no store or eviction uses its files */
+	pthread_mutex_lock(&d->lock);
 	for (struct dc_entry **p = &dc->entries; *p; p = &(*p)->next) {
-		if (*p == e) {
-			*p = e->next;
+		if (*p == ref) {
+			*p = ref->next;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&dc->lock);
-	close_files(e);   /* ends the flock */
-	clear_ticks(e);
-	free(e->ticks);
-	free(e);
+	bool last = --e->refs == 0;
+	if (last) {
+		for (struct dc_held **p = &d->held; *p; p = &(*p)->next) {
+			if (*p == e) {
+				*p = e->next;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (last)
+		close_files(e);   /* ends the flock */
+	pthread_mutex_unlock(&d->store_lock);
+	if (last)
+		free_held(e);
+	free(ref);
 }
 
 /* Drops block index of e from the map (on disk and here) if its last use is still tick.
- * Called with dc->lock held. */
-static void forget_locked(struct dc_entry *e, uint64_t index, uint64_t tick)
+ * Called with d->lock held. */
+static void forget_locked(struct dc_held *e, uint64_t index, uint64_t tick)
 {
 	if (!tick || tick_of(e, index) != tick)
 		return;
@@ -615,62 +851,64 @@ static void forget_locked(struct dc_entry *e, uint64_t index, uint64_t tick)
 	pwrite_full(e->mapfd, &zero, sizeof zero, record_offset(index));
 }
 
-bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len)
+bool dc_load(struct dc_entry *ref, uint64_t index, uint8_t *buf, size_t len)
 {
-	struct diskcache *dc = e->dc;
+	struct dc_held *e = ref->held;
+	struct dc_dir *d = e->dir;
 	if (index >= e->nblocks || len != block_len(e, index))
 		return false;
-	pthread_mutex_lock(&dc->lock);
+	pthread_mutex_lock(&d->lock);
 	uint64_t tick = tick_of(e, index);
-	pthread_mutex_unlock(&dc->lock);
+	pthread_mutex_unlock(&d->lock);
 	if (!tick)
 		return false;
 	struct dc_record rec = { 0 };   /* a read that failed leaves no record that checks */
 	bool ok = pread_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0 &&
 	          rec.check == record_check(&rec, index) && rec.len == len &&
-	          pread_full(e->datafd, buf, len, index * dc->block_size) == 0 &&
+	          pread_full(e->datafd, buf, len, index * e->block_size) == 0 &&
 	          dc_checksum(buf, len) == rec.sum;
 	if (!ok && rec.check == record_check(&rec, index) && rec.len == len && rec.sum)
 		evlog(EVLOG_WARNING, "dc damaged", "the disk cache held a damaged block (its bytes "
 		      "do not match their checksum): it is dropped and fetched again");
-	pthread_mutex_lock(&dc->lock);
+	pthread_mutex_lock(&d->lock);
 	if (!ok) {
 		forget_locked(e, index, tick);
 	} else if (tick_of(e, index) == tick) {
 		/* the use is recorded for the next mount's eviction order too */
-		rec.tick = next_tick(dc);
+		rec.tick = next_tick(d);
 		rec.check = record_check(&rec, index);
 		if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0)
 			set_tick(e, index, rec.tick);   /* a chunk that is there: cannot fail */
 	}
-	pthread_mutex_unlock(&dc->lock);
+	pthread_mutex_unlock(&d->lock);
 	return ok;
 }
 
-bool dc_holds(struct dc_entry *e, uint64_t index)
+bool dc_holds(struct dc_entry *ref, uint64_t index)
 {
+	struct dc_held *e = ref->held;
 	if (index >= e->nblocks)
 		return false;
-	pthread_mutex_lock(&e->dc->lock);
+	pthread_mutex_lock(&e->dir->lock);
 	bool yes = tick_of(e, index) != 0;
-	pthread_mutex_unlock(&e->dc->lock);
+	pthread_mutex_unlock(&e->dir->lock);
 	return yes;
 }
 
 /* Removes the least recently used entry directory that no mount holds (by its map's
  * modification time, which every store and load moves on). True when one went.
  * Called with the flock held. */
-static bool evict_entry(struct diskcache *dc)
+static bool evict_entry(struct dc_dir *d)
 {
-	DIR *d = list_cache(dc);
-	if (!d)
+	DIR *list = list_cache(d);
+	if (!list)
 		return false;
 	char oldest[33] = "";
 	struct timespec oldest_t = { 0, 0 };
-	for (struct dirent *de; (de = readdir(d));) {
+	for (struct dirent *de; (de = readdir(list));) {
 		if (!is_entry_name(de->d_name))
 			continue;
-		int mfd = open_in_entry(dc->dirfd, de->d_name, "map", O_RDONLY);
+		int mfd = open_in_entry(d->dirfd, de->d_name, "map", O_RDONLY);
 		struct stat st;
 		bool unused = mfd >= 0 && flock_retry(mfd, LOCK_EX | LOCK_NB) == 0;
 		if (mfd < 0 || (unused && fstat(mfd, &st) != 0)) {
@@ -687,46 +925,51 @@ static bool evict_entry(struct diskcache *dc)
 			oldest_t = st.st_mtim;
 		}
 	}
-	closedir(d);
+	closedir(list);
 	/* the flock keeps any other process from opening it in between */
-	return oldest[0] && remove_entry(dc->dirfd, oldest) == 0;
+	return oldest[0] && remove_entry(d->dirfd, oldest) == 0;
 }
 
 /* A block of an entry that another mount uses. */
 struct foreign_block {
 	char name[33];       /* the entry's directory */
 	uint64_t index, tick;
-	uint32_t len;
+	uint32_t len, block_size;
 };
 
-/* Whether the entry directory name is one of this process's. */
-static bool ours(struct diskcache *dc, const char *name)
+/* Whether the entry directory name is one this process holds. */
+static bool ours(struct dc_dir *d, const char *name)
 {
-	bool yes = false;
-	pthread_mutex_lock(&dc->lock);
-	for (struct dc_entry *e = dc->entries; e && !yes; e = e->next)
-		yes = strcmp(e->name, name) == 0;
-	pthread_mutex_unlock(&dc->lock);
+	pthread_mutex_lock(&d->lock);
+	bool yes = find_held(d, name) != NULL;
+	pthread_mutex_unlock(&d->lock);
 	return yes;
 }
 
 /* The least recently used block, by its map on disk, of the entries that other mounts
  * use (what is left once the unused ones went) into *v; false if they hold none.
  * Called with the flock held, so that no record is being stored meanwhile. */
-static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
+static bool oldest_foreign(struct dc_dir *d, struct foreign_block *v)
 {
 	enum { CHUNK = 2048 };
-	DIR *d = list_cache(dc);
+	DIR *list = list_cache(d);
 	struct dc_record *recs = malloc(CHUNK * sizeof *recs);
 	bool found = false;
 	v->tick = UINT64_MAX;
-	for (struct dirent *de; d && recs && (de = readdir(d));) {
-		if (!is_entry_name(de->d_name) || ours(dc, de->d_name))
+	for (struct dirent *de; list && recs && (de = readdir(list));) {
+		if (!is_entry_name(de->d_name) || ours(d, de->d_name))
 			continue;
-		int mfd = open_in_entry(dc->dirfd, de->d_name, "map", O_RDONLY);
+		int mfd = open_in_entry(d->dirfd, de->d_name, "map", O_RDONLY);
 		if (mfd < 0)
 			continue;
-		for (uint64_t at = 0;; at += CHUNK) {
+		/* its block size, as its header says (another mount's may differ) */
+		uint8_t head[16];
+		uint32_t version = 0, bs = 0;
+		if (pread_full(mfd, head, sizeof head, 0) == 0 && !memcmp(head, MAP_MAGIC, 8)) {
+			memcpy(&version, head + 8, 4);
+			memcpy(&bs, head + 12, 4);
+		}
+		for (uint64_t at = 0; version == MAP_VERSION && bs; at += CHUNK) {
 			off_t data = lseek(mfd, (off_t)record_offset(at), SEEK_DATA);   /* holes skipped */
 			if (data < 0 && errno == ENXIO)
 				break;
@@ -738,11 +981,12 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
 			for (size_t j = 0; j < (size_t)got / sizeof *recs; j++) {
 				const struct dc_record *rec = &recs[j];
 				if (rec->tick && rec->tick < v->tick && rec->len &&
-				    rec->len <= dc->block_size && rec->check == record_check(rec, at + j)) {
+				    rec->len <= bs && rec->check == record_check(rec, at + j)) {
 					memcpy(v->name, de->d_name, sizeof v->name);
 					v->index = at + j;
 					v->tick = rec->tick;
 					v->len = rec->len;
+					v->block_size = bs;
 					found = true;
 				}
 			}
@@ -750,18 +994,18 @@ static bool oldest_foreign(struct diskcache *dc, struct foreign_block *v)
 		close(mfd);
 	}
 	free(recs);
-	if (d)
-		closedir(d);
+	if (list)
+		closedir(list);
 	return found;
 }
 
 /* Punches out block v of another mount's entry, its record first. Its mount finds the
  * record gone (or, if it wrote the record back meanwhile, the bytes not matching it)
  * at its next load of the block, and fetches it again. True when it went. */
-static bool evict_foreign(struct diskcache *dc, const struct foreign_block *v)
+static bool evict_foreign(struct dc_dir *d, const struct foreign_block *v)
 {
-	int mfd = open_in_entry(dc->dirfd, v->name, "map", O_RDWR);
-	int dfd = open_in_entry(dc->dirfd, v->name, "data", O_RDWR);
+	int mfd = open_in_entry(d->dirfd, v->name, "map", O_RDWR);
+	int dfd = open_in_entry(d->dirfd, v->name, "data", O_RDWR);
 	static const struct dc_record zero;
 	struct dc_record rec;
 	bool ok = mfd >= 0 && dfd >= 0 &&
@@ -769,7 +1013,7 @@ static bool evict_foreign(struct diskcache *dc, const struct foreign_block *v)
 	          rec.tick == v->tick &&
 	          pwrite_full(mfd, &zero, sizeof zero, record_offset(v->index)) == 0 &&
 	          fallocate(dfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-	                    (off_t)(v->index * dc->block_size), (off_t)v->len) == 0;
+	                    (off_t)(v->index * v->block_size), (off_t)v->len) == 0;
 	if (mfd >= 0)
 		close(mfd);
 	if (dfd >= 0)
@@ -779,15 +1023,15 @@ static bool evict_foreign(struct diskcache *dc, const struct foreign_block *v)
 
 /* Punches out the least recently used block of the entries in use, this process's
  * (other than block index of keep) and other mounts'. True when one went. Called with
- * the flock held. */
-static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint64_t keep_index)
+ * store_lock and the flock held. */
+static bool evict_block(struct dc_dir *d, const struct dc_held *keep, uint64_t keep_index)
 {
 	struct foreign_block other;
-	bool have_other = oldest_foreign(dc, &other);
-	pthread_mutex_lock(&dc->lock);
-	struct dc_entry *victim = NULL;
+	bool have_other = oldest_foreign(d, &other);
+	pthread_mutex_lock(&d->lock);
+	struct dc_held *victim = NULL;
 	uint64_t vi = 0, vt = UINT64_MAX;
-	for (struct dc_entry *e = dc->entries; e; e = e->next) {
+	for (struct dc_held *e = d->held; e; e = e->next) {
 		for (uint64_t i = 0; i < e->nblocks; i++) {
 			if (!e->ticks[i / TICK_CHUNK]) {   /* none held in this chunk */
 				i += TICK_CHUNK - 1 - i % TICK_CHUNK;
@@ -802,36 +1046,41 @@ static bool evict_block(struct diskcache *dc, const struct dc_entry *keep, uint6
 		}
 	}
 	if (!victim || (have_other && other.tick < vt)) {
-		pthread_mutex_unlock(&dc->lock);
-		return have_other && evict_foreign(dc, &other);
+		pthread_mutex_unlock(&d->lock);
+		return have_other && evict_foreign(d, &other);
 	}
 	/* the record goes first: a crash between the two leaves a hole nobody trusts */
 	forget_locked(victim, vi, vt);
-	pthread_mutex_unlock(&dc->lock);
+	pthread_mutex_unlock(&d->lock);
+	/* (victim's files stay open: a close waits for store_lock) */
 	return fallocate(victim->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-	                 (off_t)(vi * dc->block_size), (off_t)block_len(victim, vi)) == 0;
+	                 (off_t)(vi * victim->block_size), (off_t)block_len(victim, vi)) == 0;
 }
 
-/* Frees disk space until need more bytes fit under the bound: whole unused entries
- * first, then the least recently used blocks of those in use. Called with the flock
- * held. */
-static bool make_room(struct diskcache *dc, const struct dc_entry *e, uint64_t index, uint64_t need)
+/* Frees disk space until need more bytes fit under dc's bound: whole unused entries
+ * first, then the least recently used blocks of those in use (other than block
+ * keep_index of keep). Called with store_lock and the flock held. */
+static bool make_room(struct diskcache *dc, const struct dc_held *keep, uint64_t keep_index,
+                      uint64_t need)
 {
+	struct dc_dir *d = dc->dir;
 	if (need > dc->max)
 		return false;
 	for (;;) {
-		if (dc_usage(dc) + need <= dc->max)
+		if (walk(d) + need <= dc->max)
 			return true;
-		if (!evict_entry(dc) && !evict_block(dc, e, index))
+		if (!evict_entry(d) && !evict_block(d, keep, keep_index))
 			return false;
 		evlog(EVLOG_WARNING, "dc trimmed", "the disk cache is at its bound (cache_max): "
 		      "the least recently used blocks make room for new ones");
 	}
 }
 
-bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len)
+bool dc_store(struct dc_entry *ref, uint64_t index, const uint8_t *buf, size_t len)
 {
-	struct diskcache *dc = e->dc;
+	struct diskcache *dc = ref->dc;
+	struct dc_held *e = ref->held;
+	struct dc_dir *d = e->dir;
 	if (index >= e->nblocks || len != block_len(e, index))
 		return false;
 	struct stat st;
@@ -842,21 +1091,22 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 	uint64_t fsblock = st.st_blksize > 0 ? (uint64_t)st.st_blksize : 4096;
 	uint64_t need = (len + fsblock - 1) / fsblock * fsblock + 2 * fsblock;
 	bool ok = false;
-	pthread_mutex_lock(&dc->store_lock);
-	pthread_mutex_lock(&dc->lock);
+	pthread_mutex_lock(&d->store_lock);
+	pthread_mutex_lock(&d->lock);
 	bool present = tick_of(e, index) != 0;
-	pthread_mutex_unlock(&dc->lock);
-	if (present || dc->leaving) {   /* (leaving: a new mount may hold the entry now) */
+	pthread_mutex_unlock(&d->lock);
+	/* (leaving: a new mount may hold the entry now) */
+	if (present || dc->leaving || e->leaving) {
 		ok = true;
-	} else if (flock_retry(dc->lockfd, LOCK_EX) == 0) {
+	} else if (flock_retry(d->lockfd, LOCK_EX) == 0) {
 		/* no fdatasync between the bytes and the record: whatever a crash keeps of
 		 * either, a block is served only when its bytes match its record's checksum,
 		 * and a sync per block would halve the speed of a cold read */
 		if (make_room(dc, e, index, need) &&
-		    pwrite_full(e->datafd, buf, len, index * dc->block_size) == 0) {
+		    pwrite_full(e->datafd, buf, len, index * e->block_size) == 0) {
 			struct dc_record rec = { .sum = dc_checksum(buf, len), .len = (uint32_t)len };
-			pthread_mutex_lock(&dc->lock);
-			rec.tick = next_tick(dc);
+			pthread_mutex_lock(&d->lock);
+			rec.tick = next_tick(d);
 			rec.check = record_check(&rec, index);
 			if (set_tick(e, index, rec.tick) &&
 			    pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0) {
@@ -864,13 +1114,13 @@ bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len
 			} else {
 				set_tick(e, index, 0);
 			}
-			pthread_mutex_unlock(&dc->lock);
+			pthread_mutex_unlock(&d->lock);
 			/* a file system that allocated more than foreseen: back under at once */
-			while (dc_usage(dc) > dc->max && (evict_entry(dc) || evict_block(dc, e, index)))
+			while (walk(d) > dc->max && (evict_entry(d) || evict_block(d, e, index)))
 				;
 		}
-		flock_retry(dc->lockfd, LOCK_UN);
+		flock_retry(d->lockfd, LOCK_UN);
 	}
-	pthread_mutex_unlock(&dc->store_lock);
+	pthread_mutex_unlock(&d->store_lock);
 	return ok;
 }

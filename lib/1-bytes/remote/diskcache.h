@@ -20,12 +20,20 @@
  * the directory. A mount whose block another evicted finds its record gone (or its
  * bytes not matching) at its next load, and fetches the block again.
  *
- * An entry is used by one mount at a time (flock on its map); a second mount of the
- * same version gets no entry and runs from memory and the network only. A mount that is
- * ending says so at once (dc_leaving: its lock becomes shared, and it stores nothing
- * more), and a new mount waits up to DC_LEAVING_WAIT_S for such an entry instead of
- * going without it: a quick remount keeps its cache however long the old daemon takes
- * to exit.
+ * An entry is used by one mount (process) at a time (flock on its map); a second mount of
+ * the same version gets no entry and runs from memory and the network only. Within a
+ * process every open of an entry shares it, through any handle: dc_open of a directory
+ * this process has open already (the same device and inode) shares its state, and
+ * dc_entry_open of an entry held already references it, so that two files of one key
+ * (a library's model at two paths, a quant file closed and opened again) never lock
+ * each other out. A mount that is ending says so at once (dc_leaving: its lock becomes
+ * shared, and it stores nothing more), and a new mount waits up to DC_LEAVING_WAIT_S
+ * for such an entry instead of going without it: a quick remount keeps its cache
+ * however long the old daemon takes to exit.
+ *
+ * A process that forks after opening a directory shares its descriptors, and so its
+ * locks, with the child: the child must not use the cache (ggufs's daemon is the one
+ * that goes on once fuse_daemonize's parent exits).
  *
  * Thread-safe. */
 #ifndef GGUFS_DISKCACHE_H
@@ -46,19 +54,26 @@ struct dc_entry;
 
 /* Opens the cache directory dir (created mode 0700 when missing; its parent must exist),
  * bounded to max bytes, or with max 0 to the default: min(DC_DEFAULT_MAX, (free space
- * of its file system + what the cache holds) / DC_DEFAULT_FREE_DIVISOR), taken now.
+ * of its file system + what the cache holds) / DC_DEFAULT_FREE_DIVISOR), taken now: a
+ * handle of its own (its bound, block_size and dc_leaving), on the directory's state
+ * that every handle of this process on it shares.
  * NULL with one phrase in err (errlen bytes) when it cannot be used, or must not be: a
  * symlink, another user's, or writable by group or others (its blocks would not be the
- * server's). Entries and files inside are held to the same rule (and files to one name)
- * before they are read; one that fails it is made afresh, and eviction never follows a
- * symlink. */
+ * server's), or its lock file is not a regular file of the user's alone. Entries and
+ * files inside are held to the same rule (and files to one name) before they are read;
+ * one that fails it is made afresh, and eviction never follows a symlink. No open in
+ * the directory waits: only directories and regular files are opened (a FIFO, socket or
+ * device never is), all with O_NONBLOCK. */
 struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
                           size_t errlen);
-/* The mount is ending: nothing more is stored, and each entry open here is marked as
- * being let go, so that a new mount of its file waits for it (dc_entry_open) rather
- * than reading without the disk cache. Loads go on. NULL: nothing. */
+/* The mount is ending: nothing more is stored through dc, and each entry opened through
+ * it (or later) is marked as being let go, so that a new mount of its file waits for it
+ * (dc_entry_open) rather than reading without the disk cache: its lock is the process's,
+ * so nothing more is stored in it through any handle either. Loads go on. NULL:
+ * nothing. */
 void dc_leaving(struct diskcache *dc);
-/* Closes it; its entries must be closed first. */
+/* Closes the handle (the directory with the last one); its entries must be closed
+ * first. */
 void dc_close(struct diskcache *dc);
 
 /* The bound in bytes. */
@@ -68,9 +83,10 @@ uint64_t dc_usage(struct diskcache *dc);
 
 /* The entry of one file version: url as url_cache_key gives it, its size,
  * and version (its ETag, or else its Last-Modified; "" means the version cannot be told
- * and nothing is cached: NULL). Created empty when missing or unreadable. NULL when
- * another mount holds it (*busy set; one that is ending is waited for first, up to
- * DC_LEAVING_WAIT_S), or it cannot be made. */
+ * and nothing is cached: NULL). Created empty when missing or unreadable; shared with
+ * the opens of it in this process (each closed by its own dc_entry_close; the entry is
+ * let go with the last). NULL when another mount holds it (*busy set; one that is
+ * ending is waited for first, up to DC_LEAVING_WAIT_S), or it cannot be made. */
 struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t size,
                                const char *version, bool *busy);
 void dc_entry_close(struct dc_entry *e);
