@@ -1,7 +1,6 @@
 #include "local.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "guard.h"
+#include "local_check.h"
 
 struct local_file {
 	struct source src;      /* first: the source is the file */
@@ -104,39 +104,33 @@ static const struct source_ops local_ops = {
 	.span = local_span,
 };
 
-struct source *local_open(const char *path, struct stat *st, const uint8_t **map,
-                          uint64_t *size, char err[GGUF_ERR_MAX])
+struct source *local_open_fd(int fd, const char *shown, struct stat *st, const uint8_t **map,
+                             uint64_t *size, char err[GGUF_ERR_MAX])
 {
 	struct local_file *f = calloc(1, sizeof *f);
 	if (!f) {
-		snprintf(err, GGUF_ERR_MAX, "%s: out of memory", path);
+		gguf_errf(err, "%s: out of memory", shown);
+		close(fd);
 		return NULL;
 	}
 	f->src.ops = &local_ops;
 	f->map = MAP_FAILED;
-	/* O_NONBLOCK: a FIFO would wait for a writer here, before its type is seen */
-	f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (f->fd < 0 || fstat(f->fd, st) < 0) {
-		snprintf(err, GGUF_ERR_MAX, "%s: %s", path, strerror(errno));
+	f->fd = fd;
+	if (fstat(f->fd, st) < 0) {
+		gguf_errf(err, "%s: %s", shown, strerror(errno));
 		goto fail;
 	}
-	if (S_ISDIR(st->st_mode)) {
-		snprintf(err, GGUF_ERR_MAX, "%s: is a directory, not a GGUF file", path);
+	if (local_check_regular(st, shown, err) < 0)
 		goto fail;
-	}
-	if (!S_ISREG(st->st_mode)) {
-		snprintf(err, GGUF_ERR_MAX, "%s: not a regular file", path);
-		goto fail;
-	}
 	f->size = (uint64_t)st->st_size;
 	if (f->size == 0) {
-		snprintf(err, GGUF_ERR_MAX, "%s: empty file, not GGUF", path);
+		gguf_errf(err, "%s: empty file, not GGUF", shown);
 		goto fail;
 	}
 	f->map = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
 	if (f->map == MAP_FAILED) {
-		snprintf(err, GGUF_ERR_MAX, "%s: cannot map %" PRIu64 " bytes: %s", path, f->size,
-		         strerror(errno));
+		gguf_errf(err, "%s: cannot map %" PRIu64 " bytes: %s", shown, f->size,
+		          strerror(errno));
 		goto fail;
 	}
 	*map = f->map;

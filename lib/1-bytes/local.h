@@ -1,5 +1,6 @@
-/* A local file as a byte source (source.h): opened read-only and mapped whole, so that
- * reads are copies out of the mapping and visits are zero-copy; both first check that
+/* A local file as a byte source (source.h): a descriptor open read-only (as
+ * local_check.h opens one, checked first) mapped whole, so that reads are copies out of
+ * the mapping and visits are zero-copy; both first check that
  * the file still holds the bytes, and touch the mapping under the SIGBUS guard
  * (guard.h), so that a file that shrinks under the mount gives -EIO, never zeros from
  * the tail of a page nor a dead process. */
@@ -12,10 +13,12 @@
 #include "errline.h"
 #include "source.h"
 
-/* Opens and maps the regular, non-empty file at path: its source, with its stat in *st,
- * its mapping (the whole file, PROT_READ, MAP_SHARED; the source's) in *map and its
- * size in *size. On failure NULL with "PATH: problem" in err. */
-struct source *local_open(const char *path, struct stat *st, const uint8_t **map,
-                          uint64_t *size, char err[GGUF_ERR_MAX]);
+/* Maps the file open for reading on fd (taken: the source's, closed on failure too),
+ * which must be a regular, non-empty file (fstat on fd itself: what was opened is what
+ * is checked and mapped; local_check.h opens a file so): its source, with its stat in
+ * *st, its mapping (the whole file, PROT_READ, MAP_SHARED; the source's) in *map and
+ * its size in *size. On failure NULL with "SHOWN: problem" in err. */
+struct source *local_open_fd(int fd, const char *shown, struct stat *st, const uint8_t **map,
+                             uint64_t *size, char err[GGUF_ERR_MAX]);
 
 #endif

@@ -1,10 +1,12 @@
 #include "model.h"
 #include "local.h"
+#include "local_check.h"
 #include "nameset.h"
 #include "remote.h"
 #include "stream.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -14,26 +16,58 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Opens, maps and parses one file into shard; on failure err holds "PATH: problem". */
-static int shard_open(struct model_shard *s, const char *path, struct stat *st,
-                      char err[GGUF_ERR_MAX])
+/* Opens one file by opener (named: as model_opener.open has it), maps and parses it into
+ * shard s, its stat in s->st: 0, or -errno (the opener's: -ENOENT, no such file; -EINVAL
+ * for a file opened that is no model) with "PATH: problem" in err. */
+static int shard_open(struct model_shard *s, const char *path, const struct model_opener *o,
+                      const struct stat *named, char err[GGUF_ERR_MAX])
 {
 	char why[GGUF_ERR_MAX];
 
 	s->path = strdup(path);
 	if (!s->path) {
 		gguf_errf(err, "%s: out of memory", path);
-		return -1;
+		return -ENOMEM;
 	}
-	s->src = local_open(path, st, &s->map, &s->size, err);
+	int fd = o->open(o->ctx, path, named, err);
+	if (fd < 0)
+		return fd;
+	s->src = local_open_fd(fd, path, &s->st, &s->map, &s->size, err);
 	if (!s->src)
-		return -1;
-	s->st = *st;   /* of the descriptor mapped: the version parsed below */
+		return -EINVAL;
 	if (gguf_parse(s->map, s->size, &s->gf, why) < 0) {
 		gguf_errf(err, "%s: %s", path, why);
-		return -1;
+		return -EINVAL;
 	}
 	return 0;
+}
+
+/* model_opener.open of model_opener_local: ctx is shared, as a pointer-sized number. */
+static int open_local(void *ctx, const char *path, const struct stat *named,
+                      char err[GGUF_ERR_MAX])
+{
+	const bool shared = (uintptr_t)ctx != 0;
+	char why[GGUF_ERR_MAX];
+	struct stat st;
+	int pfd = local_check_resolve(AT_FDCWD, path, &st);
+	if (pfd < 0) {
+		gguf_errf(err, "%s: %s", path, strerror(-pfd));
+		return pfd;
+	}
+	int fd = local_check_regular(&st, path, err);
+	if (fd == 0 && shared && named && !local_check_reads(named, &st, why)) {
+		gguf_errf(err, "%s: not read, as other users read the model: %s", path, why);
+		fd = -EACCES;
+	}
+	if (fd == 0)
+		fd = local_check_reopen(pfd, &st, path, err);
+	close(pfd);
+	return fd;
+}
+
+struct model_opener model_opener_local(bool shared)
+{
+	return (struct model_opener){ .open = open_local, .ctx = (void *)(uintptr_t)shared };
 }
 
 /* Where a shard's header comes from when the file is fetched: its first bytes, as many
@@ -192,14 +226,17 @@ static int split_check(struct ggufs_model *m, uint32_t i, uint64_t tensors_total
 	return 0;
 }
 
-/* Opens shard s at path (local), or at url shown as path (remote); missing is the
- * message for a remote 404 when the shard is one of a split set the user did not name. */
+/* Opens shard s at path (local, by opener; named as model_opener.open has it), or at url
+ * shown as path (remote); missing is the message for a remote 404 when the shard is one
+ * of a split set the user did not name. 0, or -errno (-ENOENT: a local file that is not
+ * there) with the line in err. */
 static int open_one(struct ggufs_model *m, struct model_shard *s, const char *path,
-                    const char *url, struct stat *st, const char *missing, char err[GGUF_ERR_MAX])
+                    const char *url, const struct model_opener *opener,
+                    const struct stat *named, const char *missing, char err[GGUF_ERR_MAX])
 {
 	if (!m->remote)
-		return shard_open(s, path, st, err);
-	return shard_open_remote(m, s, url, path, missing != NULL, missing, err);
+		return shard_open(s, path, opener, named, err);
+	return shard_open_remote(m, s, url, path, missing != NULL, missing, err) < 0 ? -EIO : 0;
 }
 
 /* The -0000K-of-0000N.gguf name of shard no of count, at prefix bytes of name, with
@@ -214,15 +251,15 @@ static char *shard_name(const char *name, size_t prefix, const char *after, unsi
 	return s;
 }
 
-/* Opens every shard of the split set that path belongs to, or path alone. For a remote
- * model path is the URL as shown and url the one fetched (whose query, if any, each
- * shard's URL keeps). */
+/* Opens every shard of the split set that path belongs to, or path alone: the file
+ * named first, then the others in order. For a local model opener opens each file, and
+ * m->st is the named file's; for a remote model path is the URL as shown and url the
+ * one fetched (whose query, if any, each shard's URL keeps). */
 static int open_shards(struct ggufs_model *m, const char *path, const char *url,
-                       char err[GGUF_ERR_MAX])
+                       const struct model_opener *opener, char err[GGUF_ERR_MAX])
 {
 	size_t prefix, url_prefix = 0;
 	unsigned no, count, url_no, url_count;
-	struct stat st;
 	const char *query = url ? strchr(url, '?') : NULL;
 	char *url_path = url ? strndup(url, query ? (size_t)(query - url) : strlen(url)) : NULL;
 	if (url && !url_path) {
@@ -242,8 +279,9 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 			return -1;
 		}
 		m->n_shards = 1;
-		if (open_one(m, &m->shards[0], path, url, &m->st, NULL, err) < 0)
+		if (open_one(m, &m->shards[0], path, url, opener, NULL, NULL, err) < 0)
 			return -1;
+		m->st = m->shards[0].st;
 		uint64_t c;
 		if (gguf_kv_uint(gguf_find_kv(&m->shards[0].gf, "split.count"), &c) && c > 1) {
 			gguf_errf(err, "%s: shard of a model split in %" PRIu64 " files, but its name is not "
@@ -258,7 +296,10 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 		gguf_errf(err, "%s: out of memory", path);
 		return -1;
 	}
-	for (unsigned i = 0; i < count; i++) {
+	m->n_shards = count;   /* those not opened yet are zeros, which close as nothing */
+	for (unsigned k = 0; k < count; k++) {
+		/* the file named first: the others are checked against it */
+		const unsigned i = k == 0 ? no - 1 : k - 1 < no - 1 ? k - 1 : k;
 		char missing[64];
 		char *name = shard_name(path, prefix, "", i + 1, count);
 		char *name_url = url ? shard_name(url_path, url_prefix, query ? query : "", i + 1,
@@ -271,21 +312,18 @@ static int open_shards(struct ggufs_model *m, const char *path, const char *url,
 			return -1;
 		}
 		snprintf(missing, sizeof missing, "shard %u of %u is missing", i + 1, count);
-		if (!url && access(name, F_OK) < 0 && errno == ENOENT) {
+		int r = open_one(m, &m->shards[i], name, name_url, opener, k == 0 ? NULL : &m->st,
+		                 k == 0 ? NULL : missing, err);
+		if (r == -ENOENT)
 			gguf_errf(err, "%s: %s", name, missing);
-			free(name);
-			free(url_path);
-			return -1;
-		}
-		m->n_shards = i + 1;
-		int r = open_one(m, &m->shards[i], name, name_url, i + 1 == no ? &m->st : &st,
-		                 i + 1 == no ? NULL : missing, err);
 		free(name);
 		free(name_url);
 		if (r < 0) {
 			free(url_path);
 			return -1;
 		}
+		if (k == 0)
+			m->st = m->shards[i].st;
 	}
 	free(url_path);
 	uint64_t total = 0;
@@ -338,7 +376,8 @@ static int model_finish(struct ggufs_model *m, char err[GGUF_ERR_MAX])
 	return 0;
 }
 
-struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
+struct ggufs_model *model_open_by(const char *path, const struct model_opener *opener,
+                                  char err[GGUF_ERR_MAX])
 {
 	struct ggufs_model *m = calloc(1, sizeof *m);
 	if (!m || !(m->path = strdup(path))) {
@@ -346,11 +385,17 @@ struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
 		free(m);
 		return NULL;
 	}
-	if (open_shards(m, path, NULL, err) < 0 || model_finish(m, err) < 0) {
+	if (open_shards(m, path, NULL, opener, err) < 0 || model_finish(m, err) < 0) {
 		model_close(m);
 		return NULL;
 	}
 	return m;
+}
+
+struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
+{
+	const struct model_opener o = model_opener_local(false);
+	return model_open_by(path, &o, err);
 }
 
 /* What the file's own stat gives a local model, for one fetched: read-only, the mounting
@@ -385,7 +430,7 @@ struct ggufs_model *model_open_remote(const char *url, const char *shown,
 		gguf_errf(err, "%s: %s", shown, why);
 		goto fail;
 	}
-	if (open_shards(m, shown, url, err) < 0 || model_finish(m, err) < 0)
+	if (open_shards(m, shown, url, NULL, err) < 0 || model_finish(m, err) < 0)
 		goto fail;
 	/* the stat is that of the shard named (fetched_stat) */
 	const struct model_shard *given = &m->shards[0];

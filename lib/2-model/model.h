@@ -37,7 +37,8 @@ struct ggufs_model {
 	char *path;             /* as the user gave it */
 	const char *file_name;  /* basename of the first shard (gguf.json "file"), local or
 	                         * remote alike: the metadata is the first shard's */
-	struct stat st;         /* of the given file: modes, owner, times */
+	struct stat st;         /* of the given file (a local one's, of the descriptor
+	                         * mapped): modes, owner, times */
 	uint32_t n_shards;
 	struct model_shard *shards;
 	const struct gguf_file *meta;  /* &shards[0].gf: metadata comes from the first shard */
@@ -51,9 +52,34 @@ struct ggufs_model {
 	                         * answer that made a shard fail (0 for none) */
 };
 
-/* Opens, maps and validates the model at path (all shards of a split model). On failure
- * returns NULL with one line (no "ggufs: " prefix, no newline) in err, naming the file
- * and the exact problem: "model.gguf: tensor 'x' ends at byte N, past the end ...". */
+/* How the files of a local model are opened (model_open_by): open gives the file at
+ * path open for reading, once checked as the opener checks (a regular file at least:
+ * nothing else is opened), or -errno with "PATH: why" in err (-ENOENT: there is none;
+ * the model then names the shard missing). The file named is opened first (named
+ * NULL), then each other shard of its set, found beside it, the stat of the file named
+ * in named (taken on the descriptor it was opened by) for a check against it. Nothing
+ * of a file is read but through the descriptor open gave. */
+struct model_opener {
+	int (*open)(void *ctx, const char *path, const struct stat *named,
+	            char err[GGUF_ERR_MAX]);
+	void *ctx;
+};
+
+/* The opener of model_open: path resolved, symbolic links followed, to the file it
+ * names now, and that file opened through the descriptor it was resolved to if it is a
+ * regular file (local_check.h), so a FIFO or a device is never opened. shared (a mount
+ * that other users read, under the named file's owner, group and mode): every other
+ * shard must let read whom the named file lets read (local_check_reads), else it is
+ * refused, unread, with why. */
+struct model_opener model_opener_local(bool shared);
+
+/* Opens, maps and validates the model at path (all shards of a split model), each file
+ * opened by opener. On failure returns NULL with one line (no "ggufs: " prefix, no
+ * newline) in err, naming the file and the exact problem: "model.gguf: tensor 'x' ends
+ * at byte N, past the end ...". */
+struct ggufs_model *model_open_by(const char *path, const struct model_opener *opener,
+                                  char err[GGUF_ERR_MAX]);
+/* model_open_by with model_opener_local(false): a model the mounting user alone reads. */
 struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX]);
 void model_close(struct ggufs_model *m);
 

@@ -456,11 +456,13 @@ static void trim(struct library *lib)
 	}
 }
 
-/* ctime too: a file rewritten in place with its size kept and its mtime put back (as
- * cp -p, rsync and tar do) is another version, and a model rebuilt from it under the
- * old numbers would name its keys by the old positions. */
-bool lib_same_file(const struct library *lib, const struct lib_slot *s,
-                   const struct ggufs_model *m)
+/* True when model m, opened for slot s, is the version the slot was given for (its
+ * first file's device, inode, size, mtime and ctime, taken from the descriptor parsed;
+ * always for a pinned source). ctime too: a file rewritten in place with its size kept
+ * and its mtime put back (as cp -p, rsync and tar do) is another version, and a model
+ * rebuilt from it under the old numbers would name its keys by the old positions. */
+static bool lib_same_file(const struct library *lib, const struct lib_slot *s,
+                          const struct ggufs_model *m)
 {
 	const struct lib_attr *a = &s->st;
 	const struct stat *b = &m->st;
@@ -471,6 +473,24 @@ bool lib_same_file(const struct library *lib, const struct lib_slot *s,
 	       (s->dev == b->st_dev && s->ino == b->st_ino && a->size == b->st_size &&
 	        a->mtim.tv_sec == b->st_mtim.tv_sec && a->mtim.tv_nsec == b->st_mtim.tv_nsec &&
 	        a->ctim.tv_sec == b->st_ctim.tv_sec && a->ctim.tv_nsec == b->st_ctim.tv_nsec);
+}
+
+struct ggufs_model *lib_slot_open(struct library *lib, const struct lib_slot *s, bool *stale,
+                                  char err[GGUF_ERR_MAX])
+{
+	const struct lib_source *src = lib->src;
+	*stale = false;
+	err[0] = 0;
+	if (src->ops->open_listed)
+		return src->ops->open_listed(src->ctx, s->src, s->first_version, s->version, stale,
+		                             err);
+	struct ggufs_model *m = src->ops->open_model(src->ctx, s->src, err);
+	if (m && !lib_same_file(lib, s, m)) {
+		model_close(m);
+		m = NULL;
+		*stale = true;
+	}
+	return m;
 }
 
 /* Builds model slot s unless it is (under the lock, which it drops while opening):
@@ -487,12 +507,12 @@ static void build(struct library *lib, struct lib_slot *s)
 	const bool want_row = !s->row;
 	pthread_mutex_unlock(&lib->lock);
 
-	char err[GGUF_ERR_MAX] = "";
-	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
+	char err[GGUF_ERR_MAX];
+	bool stale;
+	struct ggufs_model *m = lib_slot_open(lib, s, &stale, err);
 	atomic_fetch_add(&lib->opened, 1);
 	struct tree *t = NULL;
-	bool stale = m && !lib_same_file(lib, s, m);
-	if (m && !stale) {
+	if (m) {
 		/* the numbers of the tree must fit under its quants/ and the slot's compare/
 		 * (tree_ino.h: four a tensor) */
 		uint64_t inos = TREE_FIRST_META + m->meta->n_kv + 4 * m->n_tensors;
@@ -699,7 +719,9 @@ static struct lib_slot *folder_child(struct library *lib, struct lib_slot *f, co
 	/* f is held by the caller, and c by f's listing until the next */
 	struct lib_entry e;
 	const struct lib_source *src = lib->src;
-	if (src->ops->stat(src->ctx, c->src, &e) == 0 && e.version == c->first_version)
+	/* a model found stale by its build may be so by another file than its first */
+	if ((c->type != LIB_NODE_MODEL || c->state != MODEL_STALE) &&
+	    src->ops->stat(src->ctx, c->src, &e) == 0 && e.version == c->first_version)
 		return c;
 	/* replaced, or gone: what the folder holds now */
 	if (lib_folder_refresh(lib, f, true) < 0)

@@ -150,10 +150,12 @@ void lib_compares_free(struct library *lib);
 /* Lets go of the comparisons kept of slot number no, freed (under lib->lock). */
 void lib_compares_forget(struct library *lib, uint64_t no);
 
-/* True when model m, opened for slot s, is the version the slot was given for (its
- * first file's device, inode, size, mtime and ctime; always for a pinned source). */
-bool lib_same_file(const struct library *lib, const struct lib_slot *s,
-                   const struct ggufs_model *m);
+/* The model of slot s opened from the source (without the lock), if its files are the
+ * versions the slot was listed with (the source's open_listed, checked before they are
+ * read; else its open_model, its first file compared after): the model, or NULL with
+ * *stale (err empty: nothing of another file is said) or with one line in err. */
+struct ggufs_model *lib_slot_open(struct library *lib, const struct lib_slot *s, bool *stale,
+                                  char err[GGUF_ERR_MAX]);
 
 /* The row of model slot s, opening the model for it when not known yet; called without
  * the lock. NULL out of memory. */

@@ -107,6 +107,12 @@ static int name_others(const struct lib_entry *e, size_t n, struct nameset *set,
 	return 0;
 }
 
+uint64_t lib_names_version_add(uint64_t versions, uint64_t next)
+{
+	uint64_t pair[2] = { versions, next };
+	return XXH3_64bits(pair, sizeof pair);
+}
+
 /* Sorts files and keeps one per model, its first file, with the number of its files and
  * their versions hashed together; returns the number of models. */
 static size_t group_sets(const struct lib_entry *e, struct model_file *files, size_t n_files)
@@ -117,8 +123,7 @@ static size_t group_sets(const struct lib_entry *e, struct model_file *files, si
 		struct model_file *m = n_models ? &files[n_models - 1] : NULL;
 		if (m && same_set(m, &files[i])) {
 			m->files++;
-			uint64_t pair[2] = { m->version, e[files[i].entry].version };
-			m->version = XXH3_64bits(pair, sizeof pair);
+			m->version = lib_names_version_add(m->version, e[files[i].entry].version);
 			continue;
 		}
 		files[n_models] = files[i];

@@ -35,6 +35,11 @@ struct lib_name {
 int lib_names(struct lib_entry *e, size_t n, bool root, struct lib_name **out, size_t *n_out);
 void lib_names_free(struct lib_name *names, size_t n);
 
+/* The version of a model's files so far (versions: the first file's, then this of
+ * each after it, in shard order) with file version next after them: what a model's
+ * lib_name.version is of the versions of its files. */
+uint64_t lib_names_version_add(uint64_t versions, uint64_t next);
+
 /* The names the library keeps for itself at its root. */
 #define LIB_TSV_NAME "models.tsv"
 #define LIB_JSON_NAME "models.json"

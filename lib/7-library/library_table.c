@@ -91,12 +91,12 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 		return row;
 	/* the header alone: no tree, and the model closed again at once */
 	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = lib->src->ops->open_model(lib->src->ctx, s->src, err);
+	bool stale;
+	struct ggufs_model *m = lib_slot_open(lib, s, &stale, err);
 	atomic_fetch_add(&lib->opened, 1);
 	/* a file swapped since its listing is not described under the listed name: its
 	 * header may be another user's that the kernel would not let the reader open */
-	row = m && lib_same_file(lib, s, m) ? lib_row_of(m, lib_slot_sha256(lib, s))
-	                                    : lib_row_broken();
+	row = m ? lib_row_of(m, lib_slot_sha256(lib, s)) : lib_row_broken();
 	model_close(m);
 	pthread_mutex_lock(&lib->lock);
 	if (!s->row)

@@ -70,6 +70,17 @@ struct lib_source_ops {
 	 * hf://OWNER/REPO@COMMIT/PATH, s3://BUCKET/KEY), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
 	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);
+	/* Optional: the model of a listing, whose first file is at path, opened as
+	 * open_model opens it if its files still are the versions the listing gave: the
+	 * first file first_version, checked before a byte of it is read (so that neither the
+	 * model nor an error line comes from another file that took the name since), and
+	 * all of them version (lib_names_version_add of theirs in shard order), checked once
+	 * they are open. NULL with *stale set and err empty when they are not; else NULL
+	 * with one line in err as open_model's, or the model. Without it the library opens
+	 * with open_model and compares the first file after (same_version, or its device,
+	 * inode, size and times). */
+	struct ggufs_model *(*open_listed)(void *ctx, const char *path, uint64_t first_version,
+	                                   uint64_t version, bool *stale, char err[GGUF_ERR_MAX]);
 	/* A plain file opened for reading, if it still is the version a listing gave
 	 * (another file that took its name since, by rename, symlink or in place, is
 	 * -ESTALE: the kernel checked the reader's permissions against the version looked
@@ -104,7 +115,11 @@ struct lib_source {
  * a source, or NULL with one line in err. Symbolic links are followed; confine (a mount
  * that other users read, allow_other) leaves out every file and folder whose real path
  * leaves root, since the daemon reads what its own user may, and a symlink would show
- * others what the modes of the directories on its way keep from them. */
+ * others what the modes of the directories on its way keep from them. A model's files
+ * are each opened once, through the descriptor checked (local_check.h): found in the
+ * folder of its first file, never a FIFO or a device; confined, inside root, and every
+ * shard but the first letting read whom the first lets read (local_check_reads), since
+ * the tree shows the first file's owner and mode. */
 struct lib_source *lib_source_local(const char *root, bool confine, char err[GGUF_ERR_MAX]);
 
 /* The objects under prefix ("" or ending in '/') of bucket at endpoint, addressed

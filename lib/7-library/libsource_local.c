@@ -1,5 +1,6 @@
 /* A library's source in a local folder: listings by readdir, versions from stat, models
- * opened as `ggufs FILE` opens them, plain files read with pread. */
+ * opened as `ggufs FILE` opens them but each file through the descriptor checked, plain
+ * files read with pread. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +12,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "library_names.h"
 #include "libsource.h"
+#include "local_check.h"
 
 /* A listing longer than this is refused: the library keeps every folder's names. */
 #define LOCAL_ENTRIES_MAX (1u << 20)
@@ -211,34 +214,140 @@ static int local_stat(void *ctx, const char *path, struct lib_entry *e)
 	return 0;
 }
 
-/* The model is opened by its path, as `ggufs FILE` opens it (its shards are found beside
- * it), after a look at what the path leads to now that opens nothing: a device is not
- * opened for a name swapped for a symlink to one, and, confined, a file outside the
- * root not at all. The caller checks that the model opened is the version listed. */
-static struct ggufs_model *local_open_model(void *ctx, const char *path, char err[GGUF_ERR_MAX])
+/* How a library's local model is opened (a model_opener): each file by its name in the
+ * folder of the first file, resolved relative to that folder's descriptor, checked on
+ * the descriptor it resolved to, and opened through it (local_check.h). */
+struct local_opener {
+	const struct local_source *ls;
+	int dirfd;                /* the folder of the first file (O_PATH) */
+	const char *path;         /* the first file's full path */
+	size_t base_at;           /* where a name in that folder starts in it */
+	bool check;               /* the first file must be of first_version */
+	uint64_t first_version;
+	bool stale;               /* it was not */
+};
+
+/* 0 when the file resolved to pfd (of stat st), at path, may be opened for the model:
+ * a regular file, and, confined, inside the root and, for a shard other than the file
+ * named (named: its stat), letting read whom that file lets read; else -errno with
+ * "PATH: why" in err. */
+static int file_refusal(const struct local_opener *o, int pfd, const struct stat *st,
+                        const struct stat *named, const char *path, char err[GGUF_ERR_MAX])
 {
-	const struct local_source *ls = ctx;
-	char *full = full_path(ls, path);
-	if (!full) {
-		snprintf(err, GGUF_ERR_MAX, "%s: out of memory", path);
-		return NULL;
+	char why[GGUF_ERR_MAX];
+	int r = local_check_regular(st, path, err);
+	if (r < 0)
+		return r;
+	if (o->ls->confine && !fd_inside(o->ls, pfd)) {
+		gguf_errf(err, "%s: it leads out of the library's folder", path);
+		return -EACCES;
 	}
-	int pfd = open(full, O_PATH | O_CLOEXEC);
+	if (named && o->ls->confine && !local_check_reads(named, st, why)) {
+		gguf_errf(err, "%s: not read, as other users read the library: %s", path, why);
+		return -EACCES;
+	}
+	return 0;
+}
+
+/* model_opener.open of a library's model (ctx: its local_opener): the file at path, a
+ * name in the folder of the first file, resolved there (symbolic links followed, as the
+ * listing follows them); the first file refused unread when it is not the version
+ * listed (stale), any file when file_refusal says so; else opened through the
+ * descriptor resolved. */
+static int open_in_folder(void *ctx, const char *path, const struct stat *named,
+                          char err[GGUF_ERR_MAX])
+{
+	struct local_opener *o = ctx;
+	const char *name = path + o->base_at;
+	if (strlen(path) <= o->base_at || strncmp(path, o->path, o->base_at) != 0 ||
+	    strchr(name, '/')) {
+		gguf_errf(err, "%s: not in the folder of %s", path, o->path);
+		return -EINVAL;
+	}
 	struct stat st;
-	const char *why = pfd < 0 || fstat(pfd, &st) != 0 ? strerror(errno)
-	                  : !S_ISREG(st.st_mode)          ? "not a regular file"
-	                  : ls->confine && !fd_inside(ls, pfd) ? "it leads out of the library's folder"
-	                                                       : NULL;
-	if (pfd >= 0)
-		close(pfd);
-	if (why) {
-		snprintf(err, GGUF_ERR_MAX, "%s: %s", full, why);
+	int pfd = local_check_resolve(o->dirfd, name, &st);
+	if (pfd < 0) {
+		if (!named && o->check && pfd == -ENOENT)
+			o->stale = true;   /* gone since it was listed */
+		gguf_errf(err, "%s: %s", path, strerror(-pfd));
+		return pfd;
+	}
+	int fd;
+	if (!named && o->check && version_of(&st) != o->first_version) {
+		o->stale = true;
+		gguf_errf(err, "%s: another version than the one listed", path);
+		fd = -ESTALE;
+	} else {
+		fd = file_refusal(o, pfd, &st, named, path, err);
+		if (fd == 0)
+			fd = local_check_reopen(pfd, &st, path, err);
+	}
+	close(pfd);
+	return fd;
+}
+
+/* The model whose first file is path, its files opened by open_in_folder (check: the
+ * first file must be first_version, and all of them version: else NULL with *stale).
+ * NULL with one line in err when it does not open. */
+static struct ggufs_model *open_local_model(const struct local_source *ls, const char *path,
+                                            bool check, uint64_t first_version,
+                                            uint64_t version, bool *stale,
+                                            char err[GGUF_ERR_MAX])
+{
+	*stale = false;
+	char *full = full_path(ls, path);
+	const char *slash = full ? strrchr(full, '/') : NULL;   /* full is absolute */
+	char *dir = slash ? strndup(full, slash == full ? 1 : (size_t)(slash - full)) : NULL;
+	if (!dir) {
+		gguf_errf(err, "%s: out of memory", path);
 		free(full);
 		return NULL;
 	}
-	struct ggufs_model *m = model_open(full, err);
+	struct local_opener o = { .ls = ls, .path = full, .base_at = (size_t)(slash - full) + 1,
+	                          .check = check, .first_version = first_version };
+	struct ggufs_model *m = NULL;
+	o.dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (o.dirfd < 0) {
+		if (check && errno == ENOENT)
+			o.stale = true;
+		gguf_errf(err, "%s: %s", dir, strerror(errno));
+	} else {
+		const struct model_opener opener = { open_in_folder, &o };
+		m = model_open_by(full, &opener, err);
+		close(o.dirfd);
+	}
+	uint64_t v = 0;
+	for (uint32_t i = 0; check && m && i < m->n_shards; i++)
+		v = i ? lib_names_version_add(v, version_of(&m->shards[i].st))
+		      : version_of(&m->shards[i].st);
+	if (m && check && v != version)
+		o.stale = true;   /* a shard replaced, come or gone since the listing */
+	if (o.stale) {
+		model_close(m);
+		m = NULL;
+		*stale = true;
+		err[0] = 0;
+	}
+	free(dir);
 	free(full);
 	return m;
+}
+
+/* The model is opened as `ggufs FILE` opens it (its shards found beside it), every file
+ * of it checked before it is opened (open_in_folder). */
+static struct ggufs_model *local_open_model(void *ctx, const char *path, char err[GGUF_ERR_MAX])
+{
+	bool stale;
+	return open_local_model(ctx, path, false, 0, 0, &stale, err);
+}
+
+/* As local_open_model, the files checked to be the versions listed, the first before a
+ * byte of it is read. */
+static struct ggufs_model *local_open_listed(void *ctx, const char *path, uint64_t first_version,
+                                             uint64_t version, bool *stale,
+                                             char err[GGUF_ERR_MAX])
+{
+	return open_local_model(ctx, path, true, first_version, version, stale, err);
 }
 
 /* A plain file's handle: its descriptor, biased by one so that fd 0 is not NULL.
@@ -260,31 +369,20 @@ static int local_open_file(void *ctx, const char *path, uint64_t version, void *
 	char *full = full_path(ls, path);
 	if (!full)
 		return -ENOMEM;
-	int pfd = open(full, O_PATH | O_CLOEXEC);
+	struct stat st;
+	int pfd = local_check_resolve(AT_FDCWD, full, &st);
 	free(full);
 	if (pfd < 0)
-		return -errno;
-	struct stat st, got;
-	int r = fstat(pfd, &st) == 0 ? 0 : -errno;
-	if (r == 0 && (!S_ISREG(st.st_mode) || version_of(&st) != version ||
-	               (ls->confine && !fd_inside(ls, pfd))))
+		return pfd;
+	int r = 0;
+	if (!S_ISREG(st.st_mode) || version_of(&st) != version ||
+	    (ls->confine && !fd_inside(ls, pfd)))
 		r = -ESTALE;
-	int fd = -1;
-	if (r == 0) {
-		char proc[40];
-		snprintf(proc, sizeof proc, "/proc/self/fd/%d", pfd);
-		fd = open(proc, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-		if (fd < 0)
-			r = -errno;
-		else if (fstat(fd, &got) != 0 || got.st_dev != st.st_dev || got.st_ino != st.st_ino)
-			r = -ESTALE;
-	}
+	char why[GGUF_ERR_MAX];
+	int fd = r == 0 ? local_check_reopen(pfd, &st, path, why) : r;
 	close(pfd);
-	if (r < 0) {
-		if (fd >= 0)
-			close(fd);
-		return r;
-	}
+	if (fd < 0)
+		return fd;
 	*file = (void *)(intptr_t)(fd + 1);
 	return 0;
 }
@@ -325,6 +423,7 @@ static const struct lib_source_ops local_ops = {
 	.unchanged = local_unchanged,
 	.stat = local_stat,
 	.open_model = local_open_model,
+	.open_listed = local_open_listed,
 	.open_file = local_open_file,
 	.read_file = local_read_file,
 	.close_file = local_close_file,

@@ -261,9 +261,12 @@ struct ggufs_model *open_name_model(const char *name, const struct open_name_opt
 		          (int)name_kind_scheme_len(name), name);
 		break;
 	case NAME_KIND_FILE:
-	case NAME_KIND_FOLDER:
-		m = model_open(name, err);
+	case NAME_KIND_FOLDER: {
+		/* read by others under the named file's owner and mode: so must its shards be */
+		const struct model_opener opener = model_opener_local(o->confine);
+		m = model_open_by(name, &opener, err);
 		break;
+	}
 	}
 	free(rewritten);
 	if (!m) {

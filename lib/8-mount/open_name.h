@@ -43,7 +43,9 @@ struct open_name_opts {
 	void (*waiting)(void *arg, const char *line);
 	void *waiting_arg;
 	/* a local library that other users read (-o allow_other): files and folders whose
-	 * real path leaves its folder are left out (lib_source_local's confine) */
+	 * real path leaves its folder are left out (lib_source_local's confine); a local
+	 * model so read: its shards must let read whom its named file lets read
+	 * (model_opener_local's shared) */
 	bool confine;
 	/* NULL, or true once the transfers of a remote model or a hub library are to stop
 	 * (the mount ends) */

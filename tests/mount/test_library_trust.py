@@ -3,7 +3,10 @@ after its lookup (for a symlink to a root-only file, or for a FIFO) is never ope
 the daemon's user; symlink loops neither hang models.tsv nor grow it; with allow_other
 no symlink leads out of the library's root; a model rewritten in place is not rebuilt
 under the numbers of its old version; and the slots of versions gone are freed, their
-numbers never given again.
+numbers never given again. Issue 43: a split model's later shards are checked as its
+first file is (never a root-only file's bytes, never a FIFO or device opened), and the
+first file is opened once, through the descriptor checked, so that an error line never
+quotes another file's bytes.
 
 The other user is played by forked children that setuid to nobody (65534); files are
 swapped with renameat2(RENAME_EXCHANGE), as an attacker would. Every loop is bounded in
@@ -12,6 +15,8 @@ import ctypes
 import errno
 import os
 import platform
+import signal
+import struct
 import subprocess
 import threading
 import time
@@ -72,6 +77,42 @@ def as_nobody(fn, limit=1 << 16):
     return "ok", value
 
 
+IN_OPEN = 0x20
+
+
+def watch_opens(path):
+    """An inotify descriptor that sees every open of path (IN_OPEN: an O_PATH lookup is
+    none), made before the test acts."""
+    fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    if fd < 0 or _libc.inotify_add_watch(fd, os.fsencode(path), IN_OPEN) < 0:
+        raise OSError(ctypes.get_errno(), "inotify", path)
+    return fd
+
+
+def opens_seen(fd):
+    """How many opens inotify descriptor fd saw (then closed)."""
+    n = 0
+    try:
+        while True:
+            try:
+                buf = os.read(fd, 4096)
+            except BlockingIOError:
+                break
+            at = 0
+            while at < len(buf):
+                _, mask, _, length = struct.unpack_from("iIII", buf, at)
+                n += bool(mask & IN_OPEN)
+                at += 16 + length
+    finally:
+        os.close(fd)
+    return n
+
+
+def secret_hex(data):
+    """The first four bytes of data as a parse error quotes them ("54 4f 50 53")."""
+    return " ".join("%02x" % b for b in data[:4])
+
+
 def read_fd_path(fd):
     """The bytes of the file that O_PATH descriptor fd holds, opened anew through /proc
     (what the kernel checked at its lookup is what it checks at this open)."""
@@ -100,6 +141,227 @@ class LocalTrust(gm.ScratchCase):
         os.chmod(p, 0o644)
         os.chown(p, owner, owner)
         return p
+
+    def put_shard(self, rel, no, count, owner=NOBODY, data=b"\0" * 16, name=None):
+        """Shard no (from 1) of count as src/rel (or rel when absolute), one f32 tensor
+        of data (16 bytes) named name (t<no>), owner's, mode 0644."""
+        p = rel if os.path.isabs(rel) else os.path.join(self.src, rel)
+        kvs = [("general.architecture", "t")] if no == 1 else []
+        kvs += [("split.no", no - 1), ("split.count", count), ("split.tensors.count", count)]
+        gm.write_gguf(p, kvs, [(name or "t%d" % no, [4], gm.GGML_F32, data)])
+        os.chmod(p, 0o644)
+        os.chown(p, owner, owner)
+        return p
+
+    def link(self, target, rel):
+        """A symlink src/rel -> target, nobody's (as nobody would make it)."""
+        p = os.path.join(self.src, rel)
+        os.symlink(target, p)
+        os.lchown(p, NOBODY, NOBODY)
+        return p
+
+    def error_of(self, m, model):
+        """The text of model's error file, read as nobody within 20 s (a daemon waiting in
+        a FIFO would hold the read): ("ok", bytes) or ("errno", n)."""
+        out = []
+        t = threading.Thread(target=lambda: out.append(
+            as_nobody(lambda: gm.read_file(m.p(model, "error")))), daemon=True)
+        t.start()
+        t.join(20)
+        self.assertFalse(t.is_alive(), "the error of %s took more than 20 s" % model)
+        return out[0]
+
+    def test_later_shard_leading_to_a_root_only_file(self):
+        """Issue 43, item 1: shard 2 of nobody's model a symlink to root's own GGUF shard
+        (outside the library, or inside it) or to a root-only file that is no GGUF (as
+        /etc/shadow): nobody cannot read the secret tensor through the mount, and the
+        model's error names shard 2 and why, never the file's bytes (the old daemon
+        served the tensor, and quoted the file's first bytes)."""
+        secret = b"TOPSECRET-TENSOR"
+        shadow = b"root:$6$salt$hash:19000:0:99999:7:::\n"
+        # p: shard 2 outside the library; v: inside it; w: a root-only file, no GGUF
+        self.put_shard("p-00001-of-00002.gguf", 1, 2)
+        outside = self.put_shard(os.path.join(self.tmp, "root-shard.gguf"), 2, 2, owner=0,
+                                 data=secret, name="secret.weight")
+        os.chmod(outside, 0o600)
+        self.link(outside, "p-00002-of-00002.gguf")
+        self.put_shard("v-00001-of-00002.gguf", 1, 2)
+        vault = self.put_shard("vault.bin", 2, 2, owner=0, data=secret, name="secret.weight")
+        os.chmod(vault, 0o600)
+        self.link("vault.bin", "v-00002-of-00002.gguf")
+        self.put_shard("w-00001-of-00002.gguf", 1, 2)
+        shadow_path = os.path.join(self.src, "shadow")
+        with open(shadow_path, "wb") as f:
+            f.write(shadow)
+        os.chmod(shadow_path, 0o600)
+        self.link("shadow", "w-00002-of-00002.gguf")
+        self.assertEqual(as_nobody(lambda: gm.read_file(outside)), ("errno", errno.EACCES))
+        with gm.Mount(self.src, ["-o", "allow_other"]) as m:
+            for model in ("p", "v"):
+                self.assertEqual(
+                    as_nobody(lambda: gm.read_file(m.p(model, "tensors", "secret.weight"))),
+                    ("errno", errno.ENOENT), model)
+            why = {
+                "p": "it leads out of the library's folder",
+                "v": "not read, as other users read the library: owned by uid 0, not by "
+                     "uid 65534 as the first file is",
+                "w": "not read, as other users read the library: owned by uid 0, not by "
+                     "uid 65534 as the first file is",
+            }
+            for model, reason in why.items():
+                kind, text = self.error_of(m, model)
+                self.assertEqual(kind, "ok", (model, text))
+                shard = os.path.join(self.src, "%s-00002-of-00002.gguf" % model)
+                self.assertEqual(text.decode(), "ggufs: %s: %s\n" % (shard, reason))
+                for data in (secret, shadow):
+                    self.assertNotIn(secret_hex(data).encode(), text)
+                    self.assertNotIn(data[:4], text)
+
+    def test_later_shard_fifo_or_device_never_opened(self):
+        """Issue 43, item 1: shard 2 a FIFO, a device node, or a symlink to /dev/zero: the
+        daemon never opens it (inotify sees no open of the FIFO or the node: the old
+        daemon opened both, as root), the build does not wait, and the error says what
+        the file is."""
+        fifo = os.path.join(self.src, "f-00002-of-00002.gguf")
+        self.put_shard("f-00001-of-00002.gguf", 1, 2)
+        os.mkfifo(fifo)
+        os.chown(fifo, NOBODY, NOBODY)
+        self.put_shard("z-00001-of-00002.gguf", 1, 2)
+        self.link("/dev/zero", "z-00002-of-00002.gguf")
+        node = os.path.join(self.src, "d-00002-of-00002.gguf")
+        self.put_shard("d-00001-of-00002.gguf", 1, 2)
+        try:   # /dev/zero's numbers, in the library's folder
+            os.mknod(node, 0o666 | 0o020000, os.makedev(1, 5))
+        except OSError:
+            node = None   # no mknod here (a container without CAP_MKNOD)
+        watches = {"f": watch_opens(fifo)}
+        if node:
+            watches["d"] = watch_opens(node)
+        expect = {
+            "f": fifo + ": not a regular file (a FIFO)",
+            "z": os.path.join(self.src, "z-00002-of-00002.gguf") +
+            ": not a regular file (a character device)",
+        }
+        if node:
+            expect["d"] = node + ": not a regular file (a character device)"
+        try:
+            with gm.Mount(self.src, ["-o", "allow_other"]) as m:
+                errors = {model: self.error_of(m, model) for model in expect}
+        finally:
+            opened = {k: opens_seen(fd) for k, fd in watches.items()}
+        self.assertEqual(opened, {k: 0 for k in watches}, "the daemon opened them")
+        self.assertEqual(errors, {model: ("ok", ("ggufs: %s\n" % line).encode())
+                                  for model, line in expect.items()})
+
+    def test_single_mount_shards_with_allow_other(self):
+        """Issue 43, item 1, for `ggufs -o allow_other FILE`: the tree shows the named
+        shard's owner and mode, so a shard 2 of root's own (mode 0600) beside nobody's
+        shard 1 is refused at mount, naming it, where the old daemon served its tensor
+        to nobody; a FIFO shard is refused, never opened; without allow_other the
+        mounting user reads their own."""
+        secret = b"TOPSECRET-TENSOR"
+        first = self.put_shard("p-00001-of-00002.gguf", 1, 2)
+        root_shard = self.put_shard("p-00002-of-00002.gguf", 2, 2, owner=0, data=secret,
+                                    name="secret.weight")
+        os.chmod(root_shard, 0o600)
+        line = gm.refused_mount(["-o", "allow_other", first])
+        self.assertEqual(line, "ggufs: %s: not read, as other users read the model: owned "
+                         "by uid 0, not by uid 65534 as the first file is\n" % root_shard)
+        with gm.Mount(first) as m:
+            self.assertEqual(gm.read_file(m.p("tensors", "secret.weight")), secret)
+        os.unlink(root_shard)
+        os.mkfifo(root_shard)
+        watch = watch_opens(root_shard)
+        try:
+            line = gm.refused_mount(["-o", "allow_other", first])
+        finally:
+            opened = opens_seen(watch)
+        self.assertEqual(opened, 0, "the FIFO was opened")
+        self.assertEqual(line, "ggufs: %s: not a regular file (a FIFO)\n" % root_shard)
+
+    def swap_setup(self):
+        """Nobody's decoy x.gguf (no GGUF), root's own file vault (mode 0600) in the
+        library, and nobody's symlink link -> vault: (decoy, link, the hex of the first
+        bytes of the vault as a parse error would quote them)."""
+        decoy = self.put("x.gguf", b"decoy....\n")
+        vault = os.path.join(self.src, "vault")
+        with open(vault, "wb") as f:
+            f.write(SECRET)
+        os.chmod(vault, 0o600)
+        return decoy, self.link("vault", "link"), secret_hex(SECRET).encode()
+
+    def test_first_file_swapped_before_build(self):
+        """Issue 43, item 1: nobody's model x looked up as nobody's decoy, then its name
+        exchanged for a symlink to root's own file in the library before the model is
+        built: the build parses nothing of root's file (the old daemon opened the name
+        again and quoted root's first bytes in an error that nobody could read, under
+        the decoy's owner and mode); the model is stale."""
+        decoy, link, _ = self.swap_setup()
+        with gm.Mount(self.src, ["-o", "allow_other"]) as m:
+            def swap_then_build():
+                fd = os.open(m.p("x"), os.O_PATH)   # looked up, not built
+                exchange(decoy, link)
+                try:
+                    return gm.read_file("/proc/self/fd/%d/error" % fd)
+                finally:
+                    os.close(fd)
+            self.assertEqual(as_nobody(swap_then_build), ("errno", errno.ESTALE))
+
+    def test_first_file_exchange_race(self):
+        """Issue 43, item 1, the review's race, bounded (20 s, 20,000 reads): nobody
+        exchanges x.gguf with a symlink to root's own file while nobody looks the model
+        up and reads its error (a build each time the name changed): no error ever holds
+        root's bytes; the reads end in the decoy's error, ESTALE, EACCES or ENOENT."""
+        decoy, link, leak = self.swap_setup()
+        with gm.Mount(self.src, ["-o", "allow_other"]) as m:
+            def race():
+                stop = time.monotonic() + 20.0
+                started_r, started_w = os.pipe()
+                pid = os.fork()
+                if pid == 0:   # the swapper (nobody too)
+                    try:
+                        os.close(started_r)
+                        exchange(decoy, link)
+                        exchange(decoy, link)
+                        os.write(started_w, b"!")
+                        while time.monotonic() < stop:
+                            exchange(decoy, link)
+                    finally:
+                        os._exit(0)
+                os.close(started_w)
+                os.read(started_r, 1)   # b"" when the swapper failed: the reads then see it
+                os.close(started_r)
+                texts, errors, reads, leaked = 0, set(), 0, 0
+                try:
+                    for _ in range(20000):
+                        if time.monotonic() >= stop or leaked:
+                            break
+                        reads += 1
+                        try:   # looked up, then built, as the review's reader did
+                            fd = os.open(m.p("x"), os.O_PATH)
+                            try:
+                                text = gm.read_file("/proc/self/fd/%d/error" % fd)
+                            finally:
+                                os.close(fd)
+                            texts += 1
+                            leaked += leak in text
+                        except OSError as e:
+                            errors.add(e.errno)
+                finally:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                return b"%d %d %d %s" % (reads, texts, leaked,
+                                         b",".join(b"%d" % e for e in sorted(errors)))
+            kind, value = as_nobody(race)
+            self.assertEqual(kind, "ok", value)
+            reads, n_texts, leaked, errors = (value.split(b" ") + [b""])[:4]
+            print("race: %s reads, %s errors read, %s with root's bytes, errnos %s" %
+                  (reads.decode(), n_texts.decode(), leaked.decode(), errors.decode()))
+            self.assertGreater(int(reads), 0)
+            self.assertEqual(int(leaked), 0, value)
+            self.assertLessEqual(set(errors.split(b",")) - {b""},
+                                 {b"%d" % errno.EACCES, b"%d" % errno.ESTALE,
+                                  b"%d" % errno.ENOENT}, value)
 
     def test_swapped_symlink_is_not_followed(self):
         """Item 1: a name exchanged for a symlink to a root-only file between its lookup

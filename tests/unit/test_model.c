@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -225,6 +227,149 @@ static void test_split_duplicate(void **state)
 	assert_non_null(strstr(err, "' is also in an earlier shard"));
 }
 
+/* What record_open saw: each path asked for, and whether the file named came with it. */
+struct opens {
+	char paths[4][256];
+	bool with_named[4];
+	ino_t named_ino[4];
+	unsigned n;
+	unsigned refuse;   /* the call (from 1) to refuse, 0 for none */
+};
+
+/* model_opener.open recording each call into ctx (struct opens), then opening as
+ * model_open does, or refusing the call numbered refuse with a line of its own. */
+static int record_open(void *ctx, const char *path, const struct stat *named,
+                       char err[GGUF_ERR_MAX])
+{
+	struct opens *o = ctx;
+	assert_true(o->n < 4);
+	snprintf(o->paths[o->n], sizeof o->paths[o->n], "%s", path);
+	o->with_named[o->n] = named != NULL;
+	o->named_ino[o->n] = named ? named->st_ino : 0;
+	if (++o->n == o->refuse) {
+		snprintf(err, GGUF_ERR_MAX, "%s: refused by the opener", path);
+		return -EACCES;
+	}
+	const struct model_opener plain = model_opener_local(false);
+	return plain.open(plain.ctx, path, named, err);
+}
+
+/* The opener is asked for the file named first, then the other shards in order, each
+ * with the named file's stat; a file it refuses is named with its line, unread. */
+static void test_opener_order_and_refusal(void **state)
+{
+	(void)state;
+	char path[256], err[GGUF_ERR_MAX];
+	split_as("order", 3, NULL);
+	shard_path(path, sizeof path, "order", 2, 3);
+	struct stat named;
+	assert_int_equal(stat(path, &named), 0);
+	struct opens o = { .n = 0 };
+	const struct model_opener opener = { record_open, &o };
+	struct ggufs_model *m = model_open_by(path, &opener, err);
+	assert_non_null(m);
+	assert_int_equal(o.n, 3);
+	const unsigned order[3] = { 2, 1, 3 };
+	for (unsigned i = 0; i < 3; i++) {
+		char want[256];
+		shard_path(want, sizeof want, "order", order[i], 3);
+		assert_string_equal(o.paths[i], want);
+		assert_int_equal(o.with_named[i], i > 0);
+		if (i > 0)
+			assert_int_equal(o.named_ino[i], named.st_ino);
+	}
+	/* the model's stat and each shard's are those of the descriptors mapped */
+	assert_int_equal(m->st.st_ino, named.st_ino);
+	assert_int_equal(m->shards[1].st.st_ino, named.st_ino);
+	assert_int_not_equal(m->shards[0].st.st_ino, named.st_ino);
+	model_close(m);
+
+	o = (struct opens){ .refuse = 3 };
+	assert_null(model_open_by(path, &opener, err));
+	shard_path(path, sizeof path, "order", 3, 3);
+	char want[512];
+	snprintf(want, sizeof want, "%s: refused by the opener", path);
+	assert_string_equal(err, want);
+}
+
+/* How many opens (IN_OPEN) inotify descriptor in saw; it is closed. */
+static int opens_seen(int in)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	int n = 0;
+	ssize_t len;
+	while ((len = read(in, buf, sizeof buf)) > 0) {
+		for (ssize_t at = 0; at < len;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
+			n += (ev->mask & IN_OPEN) != 0;
+			at += (ssize_t)(sizeof *ev + ev->len);
+		}
+	}
+	close(in);
+	return n;
+}
+
+/* A shard that is a FIFO is refused with what it is and never opened: inotify sees no
+ * open of it (a reader's open, even O_NONBLOCK, would wake a writer waiting in it). */
+static void test_split_fifo_never_opened(void **state)
+{
+	(void)state;
+	char path[256], fifo[256], err[GGUF_ERR_MAX];
+	split_as("pipe", 2, NULL);
+	shard_path(fifo, sizeof fifo, "pipe", 2, 2);
+	assert_int_equal(unlink(fifo), 0);
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	assert_true(in >= 0);
+	assert_true(inotify_add_watch(in, fifo, IN_OPEN) >= 0);
+	shard_path(path, sizeof path, "pipe", 1, 2);
+	assert_null(model_open(path, err));
+	assert_int_equal(opens_seen(in), 0);
+	char want[512];
+	snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
+	assert_string_equal(err, want);
+}
+
+/* Shared (a mount others read under the named file's owner and mode): a shard of
+ * another owner, or one that lets fewer read it, is refused, naming it and why; the
+ * mounting user's own model (not shared) opens. */
+static void test_shared_shards_read_as_the_named(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();   /* chown needs root */
+	char path[256], shard[256], err[GGUF_ERR_MAX];
+	split_as("owned", 2, NULL);
+	shard_path(path, sizeof path, "owned", 1, 2);
+	shard_path(shard, sizeof shard, "owned", 2, 2);
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(chmod(shard, 0644), 0);
+	const struct model_opener shared = model_opener_local(true);
+	struct ggufs_model *m = model_open_by(path, &shared, err);
+	assert_non_null(m);
+	model_close(m);
+
+	assert_int_equal(chown(shard, 65534, 65534), 0);
+	assert_null(model_open_by(path, &shared, err));
+	char want[512];
+	snprintf(want, sizeof want, "%s: not read, as other users read the model: owned by "
+	         "uid 65534, not by uid 0 as the first file is", shard);
+	assert_string_equal(err, want);
+	m = model_open(path, err);   /* the mounting user's alone */
+	assert_non_null(m);
+	model_close(m);
+
+	assert_int_equal(chown(shard, 0, getegid()), 0);
+	assert_int_equal(chown(path, 0, getegid()), 0);
+	assert_int_equal(chmod(shard, 0600), 0);
+	assert_null(model_open_by(path, &shared, err));
+	assert_non_null(strstr(err, "owned-00002-of-00002.gguf: not read, as other users read "
+	                            "the model: its mode 600"));
+	/* named shard 2, the rule is the other way round: shard 1 lets more read, fine */
+	assert_non_null(m = model_open_by(shard, &shared, err));
+	model_close(m);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest tests[] = {
@@ -234,6 +379,9 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_split_missing),
 		cmocka_unit_test(test_split_foreign),
 		cmocka_unit_test(test_split_duplicate),
+		cmocka_unit_test(test_opener_order_and_refusal),
+		cmocka_unit_test(test_split_fifo_never_opened),
+		cmocka_unit_test(test_shared_shards_read_as_the_named),
 	};
 	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
 }

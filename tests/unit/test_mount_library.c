@@ -14,12 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "unit.h"
 
+#include "gguf_writer.h"
 #include "guard.h"
 #include "library.h"
 #include "mount.h"
@@ -38,16 +41,22 @@ static void write_model(const char *rel)
 
 static struct library *lib;
 
-static struct mount *mount_scratch(void)
+/* The library of scratch_dir mounted; confine: as with allow_other. */
+static struct mount *mount_scratch_as(bool confine)
 {
 	char err[GGUF_ERR_MAX];
-	struct lib_source *src = lib_source_local(scratch_dir, false, err);
+	struct lib_source *src = lib_source_local(scratch_dir, confine, err);
 	assert_non_null(src);
 	lib = library_open(src, err);
 	assert_non_null(lib);
 	struct mount *m = mount_library(lib);
 	assert_non_null(m);
 	return m;
+}
+
+static struct mount *mount_scratch(void)
+{
+	return mount_scratch_as(false);
 }
 
 /* The mount and its library freed. */
@@ -251,6 +260,216 @@ static void test_counters_and_eio_cause(void **state)
 	unmount(m);
 }
 
+/* scratch_dir/rel: shard no (from 1) of count of a model whose shards each hold one f32
+ * tensor of 4 values, "tNO". */
+static void write_shard(const char *rel, unsigned no, unsigned count)
+{
+	char path[512], name[32];
+	snprintf(path, sizeof path, "%s/%s", scratch_dir, rel);
+	snprintf(name, sizeof name, "t%u", no);
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, 1, no == 1 ? 4 : 3);
+	if (no == 1)
+		gw_kv_str(&w, "general.architecture", "test");
+	gw_kv_u32(&w, "split.no", no - 1);
+	gw_kv_u32(&w, "split.count", count);
+	gw_kv_u32(&w, "split.tensors.count", count);
+	const uint64_t ne[1] = { 4 };
+	gw_tensor(&w, name, 1, ne, GGML_TYPE_F32, 0);
+	gw_align(&w, 32);
+	for (int i = 0; i < 4; i++)
+		gw_f32(&w, (float)i);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
+	assert_int_equal(chmod(path, 0644), 0);
+}
+
+/* The whole text of file path (from the root) into out, NUL-ended. */
+static void read_text(struct mount *m, const char *path, char *out, size_t n)
+{
+	struct mount_err err;
+	struct mount_entry f = walk(m, path);
+	struct mount_open o;
+	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
+	struct mount_got *g = calloc(1, sizeof *g);
+	assert_non_null(g);
+	assert_true(mount_read(m, f.ino, o.fh, 0, sizeof g->buf, false, mount_got_take, g, &err));
+	mount_release(m, f.ino, o.fh);
+	assert_true(g->len < n);
+	memcpy(out, g->buf, g->len);
+	out[g->len] = 0;
+	free(g);
+}
+
+/* A model's error is "ggufs: " and want, a line. */
+static void expect_error(struct mount *m, const char *model, const char *want)
+{
+	char path[128], text[1024], line[1024];
+	snprintf(path, sizeof path, "%s/error", model);
+	read_text(m, path, text, sizeof text);
+	snprintf(line, sizeof line, "ggufs: %s\n", want);
+	if (strcmp(text, line))
+		print_error("%s: '%s', not '%s'\n", model, text, line);
+	assert_string_equal(text, line);
+}
+
+/* How many opens (IN_OPEN) inotify descriptor in saw; it is closed. */
+static int opens_seen(int in)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	int n = 0;
+	ssize_t len;
+	while ((len = read(in, buf, sizeof buf)) > 0) {
+		for (ssize_t at = 0; at < len;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
+			n += (ev->mask & IN_OPEN) != 0;
+			at += (ssize_t)(sizeof *ev + ev->len);
+		}
+	}
+	close(in);
+	return n;
+}
+
+/* A library others read (confined): each later shard is checked as the first file is
+ * before it is opened: a device (a symlink to /dev/zero), one that leads out of the
+ * folder, a FIFO (never opened: inotify sees no open), one of another owner, one that
+ * lets fewer read it (a symlink to a root-only file of the folder) is refused, the
+ * error naming it and why, never its bytes. Without confinement the owner rule does
+ * not apply. */
+static void test_shards_checked_as_the_first_file(void **state)
+{
+	(void)state;
+	char dir[128], path[256], want[1024];
+	snprintf(dir, sizeof dir, "%s/shards", scratch_dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	const char *models[] = { "o", "p", "q", "r", "s", "ok" };
+	for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+		for (unsigned no = 1; no <= 2; no++) {
+			snprintf(path, sizeof path, "shards/%s-%05u-of-00002.gguf", models[i], no);
+			write_shard(path, no, 2);
+		}
+	}
+	/* p: shard 2 a symlink to /dev/zero */
+	snprintf(path, sizeof path, "%s/p-00002-of-00002.gguf", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("/dev/zero", path), 0);
+	/* o: shard 2 a symlink to a GGUF file outside the library */
+	snprintf(path, sizeof path, "%s/o-00002-of-00002.gguf", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink(TEST_DATA "/tinyllama-q4km.gguf", path), 0);
+	/* q: shard 2 another user's */
+	const bool root = geteuid() == 0;
+	snprintf(path, sizeof path, "%s/q-00002-of-00002.gguf", dir);
+	if (root)
+		assert_int_equal(chown(path, 65534, 65534), 0);
+	/* r: shard 2 a FIFO */
+	char fifo[256];
+	snprintf(fifo, sizeof fifo, "%s/r-00002-of-00002.gguf", dir);
+	assert_int_equal(unlink(fifo), 0);
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	assert_true(in >= 0);
+	assert_true(inotify_add_watch(in, fifo, IN_OPEN) >= 0);
+	/* s: shard 2 a symlink to a file of the folder that only its owner reads */
+	snprintf(path, sizeof path, "%s/vault", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("TOPSECRET\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+	snprintf(path, sizeof path, "%s/s-00002-of-00002.gguf", dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("vault", path), 0);
+
+	struct mount *m = mount_scratch_as(true);
+	snprintf(want, sizeof want, "%s/p-00002-of-00002.gguf: not a regular file (a character "
+	         "device)", dir);
+	expect_error(m, "shards/p", want);
+	snprintf(want, sizeof want, "%s/o-00002-of-00002.gguf: it leads out of the library's "
+	         "folder", dir);
+	expect_error(m, "shards/o", want);
+	if (root) {
+		snprintf(want, sizeof want, "%s/q-00002-of-00002.gguf: not read, as other users read "
+		         "the library: owned by uid 65534, not by uid 0 as the first file is", dir);
+		expect_error(m, "shards/q", want);
+	}
+	snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
+	expect_error(m, "shards/r", want);
+	assert_int_equal(opens_seen(in), 0);
+	snprintf(want, sizeof want, "%s/s-00002-of-00002.gguf: not read, as other users read "
+	         "the library: its mode 600 (group %lu) lets fewer users read it than the first "
+	         "file's 644 (group %lu)", dir, (unsigned long)getegid(), (unsigned long)getegid());
+	expect_error(m, "shards/s", want);
+	char text[256];
+	read_text(m, "shards/ok/tensors/t2", text, sizeof text);
+	unmount(m);
+
+	/* the mounting user's alone: another owner's shard is read, as by the user */
+	m = mount_scratch_as(false);
+	read_text(m, "shards/q/tensors/t2", text, sizeof text);
+	snprintf(want, sizeof want, "%s/s-00002-of-00002.gguf: not a GGUF file: it starts with "
+	         "bytes 54 4f 50 53, not 'GGUF'", dir);
+	expect_error(m, "shards/s", want);   /* the user's own to read */
+	unmount(m);
+}
+
+/* A model's first file given to another file after the model's lookup and before its
+ * build (a rename over it, as an exchange would): the build opens nothing of the other
+ * file, whose first bytes an error line quoted; the model is stale, and a new lookup
+ * finds the new version. */
+static void test_first_file_swapped_before_build(void **state)
+{
+	(void)state;
+	char path[256], other[256];
+	assert_int_equal(mkdir(strcat(strcpy(path, scratch_dir), "/swap"), 0755), 0);
+	write_model("swap/x.gguf");
+	struct mount *m = mount_scratch_as(true);
+	struct mount_entry x = walk(m, "swap/x");   /* looked up, not built */
+	snprintf(other, sizeof other, "%s/swap/other", scratch_dir);
+	FILE *f = fopen(other, "w");
+	assert_non_null(f);
+	fputs("TOPSECRET\n", f);
+	fclose(f);
+	assert_int_equal(chmod(other, 0600), 0);
+	snprintf(path, sizeof path, "%s/swap/x.gguf", scratch_dir);
+	assert_int_equal(rename(other, path), 0);
+	struct mount_entry e;
+	struct mount_err err;
+	assert_false(mount_lookup(m, x.ino, "error", &e, &err));
+	assert_int_equal(err.no, ESTALE);
+	/* the name now: the new version, with its own owner and mode */
+	struct mount_entry y = walk(m, "swap/x");
+	assert_int_not_equal(y.ino, x.ino);
+	assert_int_equal(y.attr.st_mode & 0777, 0500);
+	assert_int_not_equal(walk(m, "swap/x/error").ino, 0);
+	unmount(m);
+}
+
+/* A later shard replaced after the listing: the model is stale, not built from files
+ * other than those listed, and the next lookup lists the folder again and builds it. */
+static void test_shard_replaced_is_stale_then_listed(void **state)
+{
+	(void)state;
+	char path[256];
+	assert_int_equal(mkdir(strcat(strcpy(path, scratch_dir), "/later"), 0755), 0);
+	write_shard("later/t-00001-of-00002.gguf", 1, 2);
+	write_shard("later/t-00002-of-00002.gguf", 2, 2);
+	struct mount *m = mount_scratch_as(false);
+	struct mount_entry t = walk(m, "later/t");
+	snprintf(path, sizeof path, "%s/later/t-00002-of-00002.gguf", scratch_dir);
+	struct timeval times[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
+	assert_int_equal(utimes(path, times), 0);   /* another version: mtime and ctime */
+	struct mount_entry e;
+	struct mount_err err;
+	assert_false(mount_lookup(m, t.ino, "summary.txt", &e, &err));
+	assert_int_equal(err.no, ESTALE);
+	struct mount_entry u = walk(m, "later/t");
+	assert_int_not_equal(u.ino, t.ino);
+	assert_int_not_equal(walk(m, "later/t/summary.txt").ino, 0);
+	unmount(m);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	guard_install();
@@ -259,6 +478,9 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_read_then_release),
 		cmocka_unit_test(test_readdir_from_offsets),
 		cmocka_unit_test(test_counters_and_eio_cause),
+		cmocka_unit_test(test_shards_checked_as_the_first_file),
+		cmocka_unit_test(test_first_file_swapped_before_build),
+		cmocka_unit_test(test_shard_replaced_is_stale_then_listed),
 	};
 	return cmocka_run_group_tests(tests, setup, scratch_dir_remove);
 }
