@@ -5,7 +5,8 @@
  * What the kernel may cache: inside a model directory everything, as for one model (a
  * slot's version never changes); the names of library folders never, since the folder
  * they follow may change at any time, and the attributes of folders and of models.tsv
- * and models.json never either. */
+ * and models.json never either. Every number a lookup gives the kernel holds its slot
+ * until the kernel forgets it (library_kernel_hold, library_forget). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -80,8 +81,15 @@ static bool lib_lookup(struct mount *m, uint64_t parent, const char *name, struc
 	library_stat(m->library, &r, &e->attr);
 	e->attr_ttl = attr_fixed(&r) ? MOUNT_TTL_FOREVER : 0;
 	e->entry_ttl = inside_model(&r) ? MOUNT_TTL_FOREVER : 0;
+	library_kernel_hold(m->library, &r);   /* until the kernel forgets it */
 	library_put(m->library, &r);
 	return true;
+}
+
+/* The kernel forgot n lookups of ino: the holds lib_lookup took for them let go. */
+static void lib_forget(struct mount *m, uint64_t ino, uint64_t n)
+{
+	library_forget(m->library, ino, n);
 }
 
 static bool lib_getattr(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
@@ -250,18 +258,21 @@ static void lib_statfs(struct mount *m, struct statvfs *sv)
 	(void)m, (void)sv;
 }
 
-/* The root's own counters beside the mount's: models opened so far, built now. */
-static const char *const lib_counter[] = { "user.ggufs.models_opened", "user.ggufs.models_built" };
+/* The root's own counters beside the mount's: models opened so far, built now, and
+ * the library's slots now. */
+static const char *const lib_counter[] = { "user.ggufs.models_opened", "user.ggufs.models_built",
+                                           "user.ggufs.slots" };
 
 static uint64_t lib_counter_value(struct mount *m, size_t i)
 {
-	uint64_t v[2];
+	uint64_t v[3];
 	library_counts(m->library, &v[0], &v[1]);
+	v[2] = library_slots(m->library);
 	return v[i];
 }
 
 static const struct mount_counted lib_counted = {
-	.extra = lib_counter, .n_extra = 2, .extra_value = lib_counter_value,
+	.extra = lib_counter, .n_extra = 3, .extra_value = lib_counter_value,
 };
 
 /* getxattr of name, or listxattr when name is NULL: a model's user.gguf.* from its tree
@@ -291,7 +302,7 @@ static int64_t lib_xattr(struct mount *m, uint64_t ino, const char *name, char *
 }
 
 static const struct mount_kind library_kind = {
-	.lookup = lib_lookup, .getattr = lib_getattr, .open = lib_open, .readdir = lib_readdir,
+	.lookup = lib_lookup, .forget = lib_forget, .getattr = lib_getattr, .open = lib_open, .readdir = lib_readdir,
 	.read = lib_read, .file_free = lib_file_free, .statfs = lib_statfs, .xattr = lib_xattr,
 };
 

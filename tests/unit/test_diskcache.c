@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +101,12 @@ static void store(struct dc_entry *e, uint64_t index, size_t len, unsigned v)
 	memset(got, 0, sizeof got);
 	assert_true(dc_load(e, index, got, len));
 	assert_memory_equal(got, want, len);
+}
+
+/* The running total the cache keeps is what a walk of the directory counts. */
+static void expect_total(struct diskcache *dc)
+{
+	assert_int_equal(dc_usage_kept(dc), dc_usage(dc));
 }
 
 /* Whether block index loads, and with version v's bytes when it does. */
@@ -206,6 +213,18 @@ static void test_torn_block_not_served(void **state)
 	assert_false(loads(e, 2, BS, 1));
 	dc_entry_close(e);
 	dc_close(dc);
+}
+
+/* Makes the file path anew with n bytes. */
+static void scribble_new(const char *path, size_t n)
+{
+	uint8_t buf[4 * BS];
+	assert_true(n <= sizeof buf);
+	memset(buf, 0x11, n);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, n), (ssize_t)n);
+	close(fd);
 }
 
 /* Flips bit a and bit b (bit numbers in the block) of block index on disk. */
@@ -693,8 +712,6 @@ static void test_two_mounts_share_the_bound(void **state)
 	struct sharer w = { .dc = open_cache(max), .max = max };
 	w.e = open_entry(w.dc, URL, 24 * BS, ETAG);
 	share(&w);
-	dc_entry_close(w.e);
-	dc_close(w.dc);
 	int got[2] = { -1, -1 };
 	assert_int_equal(read(result[0], got, sizeof got), (ssize_t)sizeof got);
 	assert_int_equal(child_status(other), 0);
@@ -704,6 +721,9 @@ static void test_two_mounts_share_the_bound(void **state)
 	assert_true(w.stored > 0);
 	assert_int_equal(got[0], 0);
 	assert_true(got[1] > 0);
+	expect_total(w.dc);   /* both mounts' changes in it */
+	dc_entry_close(w.e);
+	dc_close(w.dc);
 }
 
 /* Another mount's blocks push out this one's least recently used ones, not its own
@@ -757,7 +777,9 @@ static void test_lru_across_mounts(void **state)
 	for (uint64_t k = 0; k < 24; k++)
 		after += loads(ea, k, BS, 1);
 	assert_true(after < before);
+	expect_total(a);   /* with the other mount's evictions of a's blocks */
 	dc_entry_close(ea);
+	expect_total(a);
 	dc_close(a);
 }
 
@@ -847,6 +869,110 @@ static void test_fifos_never_waited_for(void **state)
 	signal(SIGALRM, SIG_DFL);
 }
 
+/* The opens of the cache directory itself (a listing or a walk of it) that inotify
+ * watch in reported since the last call. */
+static int directory_opens(int in)
+{
+	int n = 0;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	for (ssize_t got; (got = read(in, buf, sizeof buf)) > 0;) {
+		for (char *p = buf; p < buf + got;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			n += (ev->mask & IN_OPEN) && ev->len == 0;
+			p += sizeof *ev + ev->len;
+		}
+	}
+	return n;
+}
+
+/* A store under the bound neither walks nor lists the directory (the usage is a running
+ * total): inotify sees the directory itself opened no time in 32 stores, however many
+ * entries it holds. */
+static void test_stores_walk_nothing(void **state)
+{
+	(void)state;
+	struct diskcache *dc = open_cache(1 << 30);
+	for (int i = 0; i < 8; i++) {   /* entries beside the one stored into */
+		char url[64];
+		snprintf(url, sizeof url, "http://127.0.0.1:8080/%d.gguf", i);
+		struct dc_entry *other = open_entry(dc, url, BS, ETAG);
+		store(other, 0, BS, 1);
+		dc_entry_close(other);
+	}
+	struct dc_entry *e = open_entry(dc, URL, 32 * BS, ETAG);
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	assert_true(in >= 0);
+	assert_true(inotify_add_watch(in, dir, IN_OPEN) >= 0);
+	int opens = 0;
+	for (uint64_t k = 0; k < 32; k++) {
+		store(e, k, BS, 1);
+		opens += directory_opens(in);   /* (read each time: repeats are not merged) */
+	}
+	assert_int_equal(opens, 0);
+	close(in);
+	expect_total(dc);
+	dc_entry_close(e);
+	dc_close(dc);
+}
+
+/* The running total follows every change, as a walk counts it: what a crash left of an
+ * entry being made, removed at the first open; entries made; blocks stored; unused
+ * entries evicted and blocks punched at the bound; a data file that took more behind
+ * the cache's back (as a file system allocating at writeback does), at the entry's next
+ * store; a total damaged in the lock file, counted afresh at the next change. */
+static void test_usage_total_follows_changes(void **state)
+{
+	(void)state;
+	char path[PATH_MAX + 64];
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof path, "%s/.new-0123456789abcdef0123456789abcdef", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/.new-0123456789abcdef0123456789abcdef/map", dir);
+	scribble_new(path, 3 * BS);
+	uint64_t max = 24 * BS;
+	struct diskcache *dc = open_cache(max);
+	struct stat st;
+	assert_int_equal(stat(path, &st), -1);
+	expect_total(dc);
+
+	struct dc_entry *old = open_entry(dc, "http://127.0.0.1:8080/old.gguf", 8 * BS, ETAG);
+	expect_total(dc);
+	for (uint64_t k = 0; k < 8; k++) {
+		store(old, k, BS, 1);
+		expect_total(dc);
+	}
+	dc_entry_close(old);
+	expect_total(dc);
+	struct dc_entry *e = open_entry(dc, URL, 32 * BS, ETAG);
+	for (uint64_t k = 0; k < 30; k++) {   /* past the bound: old goes, then e's oldest */
+		store(e, k, BS, 1);
+		expect_total(dc);
+		assert_true(dc_usage(dc) <= max);
+	}
+	assert_false(loads(e, 0, BS, 1));
+
+	/* 2 blocks' worth written into a hole of the data file (no record: never served) */
+	uint8_t junk[2 * BS];
+	memset(junk, 0x5a, sizeof junk);
+	int fd = open(entry_file(e, "data"), O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, junk, sizeof junk, 0), (ssize_t)sizeof junk);
+	close(fd);
+	store(e, 30, BS, 1);
+	expect_total(dc);
+	assert_true(dc_usage(dc) <= max);
+
+	/* the total in the lock file damaged: not believed, counted afresh */
+	snprintf(path, sizeof path, "%s/lock", dir);
+	scribble(path, 8, 4, 0);
+	store(e, 31, BS, 1);
+	expect_total(dc);
+	assert_true(dc_usage(dc) <= max);
+	dc_entry_close(e);
+	expect_total(dc);
+	dc_close(dc);
+}
+
 static void test_default_bound(void **state)
 {
 	(void)state;
@@ -880,6 +1006,8 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_two_mounts_share_the_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lru_across_mounts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fifos_never_waited_for, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stores_walk_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_usage_total_follows_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

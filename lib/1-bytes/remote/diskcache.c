@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #define MAP_VERSION 2u       /* 2: XXH3 checksums (1's FNV-1a entries are made afresh) */
 #define MAP_HEADER 4096u     /* the map's header; the records follow */
 #define NEW_PREFIX ".new-"   /* an entry being made; left over only by a crash */
+#define TALLY_MAGIC "GGUFSDU1"
 /* How every directory in the cache is opened: never through a symlink, and never
  * waiting (O_DIRECTORY fails on a FIFO or device before opening it; O_NONBLOCK all the
  * same, as on every open here) */
@@ -32,7 +34,7 @@ struct dc_dir;
 struct dc_held;
 static bool make_room(struct diskcache *dc, const struct dc_held *keep, uint64_t keep_index,
                       uint64_t need);
-static bool evict_entry(struct dc_dir *d);
+static bool evict_entries(struct diskcache *dc, uint64_t need);
 static bool evict_block(struct dc_dir *d, const struct dc_held *keep, uint64_t keep_index);
 
 /* One block's record in the map, in the machine's byte order. check covers the other
@@ -48,6 +50,16 @@ struct dc_record {
 
 /* A cache directory as this process has it open: one for every dc_open of it (by device
  * and inode), so that its entries are held once per process, whoever opens them. */
+/* The running total of the directory's usage, at the start of its lock file, read and
+ * written under the lock's flock by every process that changes the directory. */
+struct dc_tally {
+	char magic[8];               /* TALLY_MAGIC */
+	uint64_t bytes;              /* what the directory's files take (st_blocks * 512) */
+	uint64_t gen;                /* one more at every change, by any process */
+	uint64_t busy;               /* 1 while a change is under way: so if its process died */
+	uint64_t check;              /* XXH3 of the fields above, never 0 */
+};
+
 struct dc_dir {
 	struct dc_dir *next;         /* in dc_dirs */
 	dev_t dev;
@@ -61,6 +73,12 @@ struct dc_dir {
 	int lockfd;                  /* flock'ed by whoever stores, makes or removes entries */
 	uint64_t tick;               /* the last use given out (next_tick) */
 	struct dc_held *held;        /* entries open in this process */
+	/* while this process changes the directory (change_begin to change_end, so under
+	 * store_lock and the flock): */
+	uint64_t usage;              /* the running total, as the tally had it, kept up */
+	uint64_t gen;                /* the tally's generation as this process last wrote it */
+	uint64_t epoch;              /* moves on when held entries' seen may be stale */
+	bool walk_due;               /* the next change counts the directory afresh first */
 };
 
 /* One dc_open: its bound and block size on the shared directory. */
@@ -91,6 +109,9 @@ struct dc_held {
 	 * the size the server claims (under dir->lock) */
 	uint64_t **ticks;
 	uint64_t n_chunks;
+	/* what its map and data took when last accounted (account_held), valid while
+	 * seen_epoch is the directory's epoch (under store_lock) */
+	uint64_t seen, seen_epoch;
 };
 
 /* One dc_entry_open: the handle it came through and the entry it holds. */
@@ -298,7 +319,7 @@ static int open_in_entry(int parent, const char *name, const char *file, int fla
 
 /* Removes the entry directory name (its files, then itself); anything else there by
  * that name (a symlink, a file) is unlinked itself, never what it leads to. 0, or -1. */
-static int remove_entry(int parent, const char *name)
+static int unlink_entry(int parent, const char *name)
 {
 	int fd = openat(parent, name, OPEN_DIR);
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
@@ -334,7 +355,161 @@ static DIR *list_cache(const struct dc_dir *d)
 	return list;
 }
 
-/* Removes what a crash left of entries being made. Called with the flock held. */
+/* The directory's lock file, the running total in it and its generation (dc_tally):
+ *
+ * Every process changes the directory only between change_begin and change_end, which
+ * hold the flock. change_begin reads the total (a full walk when it is missing,
+ * damaged, or marked busy: a process died in the middle of a change), marks it busy;
+ * each change in between adds to it what st_blocks says changed, and change_end writes
+ * it back, not busy, one generation on. A held entry's files are accounted against
+ * what they took when last accounted here (account_held), so that the file system
+ * allocating or freeing for them later (metadata at writeback, a preallocation let go
+ * at close) is counted when it shows, as long as no other process changed the
+ * directory in between (then they are taken as they are: the other process accounted
+ * its own changes). A total that would go below zero is counted afresh. */
+
+static uint64_t tally_check(const struct dc_tally *t)
+{
+	uint64_t h = XXH3_64bits(t, offsetof(struct dc_tally, check));
+	return h ? h : 1;
+}
+
+/* Whether the tally in the lock file reads and checks out, into *t. */
+static bool tally_read(const struct dc_dir *d, struct dc_tally *t)
+{
+	return pread_full(d->lockfd, t, sizeof *t, 0) == 0 && !memcmp(t->magic, TALLY_MAGIC, 8) &&
+	       t->check == tally_check(t);
+}
+
+/* Writes d's total and generation to the lock file, busy or not. */
+static void tally_write(const struct dc_dir *d, bool busy)
+{
+	struct dc_tally t = { .bytes = d->usage, .gen = d->gen, .busy = busy };
+	memcpy(t.magic, TALLY_MAGIC, 8);
+	t.check = tally_check(&t);
+	pwrite_full(d->lockfd, &t, sizeof t, 0);
+}
+
+/* Counts the directory afresh by a walk: the total, and every held entry's files from
+ * what they take now. Called in a change. */
+static void recount(struct dc_dir *d)
+{
+	d->usage = walk(d);
+	d->walk_due = false;
+	d->epoch++;
+}
+
+/* Takes the flock for a change of the directory and the running total with it: false
+ * when the flock cannot be had. Called with store_lock held. */
+static bool change_begin(struct dc_dir *d)
+{
+	if (flock_retry(d->lockfd, LOCK_EX) != 0)
+		return false;
+	struct dc_tally t;
+	bool valid = tally_read(d, &t);
+	if (valid && t.gen != d->gen)
+		d->epoch++;   /* another process changed the directory since this one did */
+	d->gen = (valid ? t.gen : d->gen) + 1;
+	d->usage = valid ? t.bytes : 0;
+	tally_write(d, true);   /* (first: the lock file's own block is there for a walk) */
+	if (!valid || t.busy || d->walk_due)
+		recount(d);
+	return true;
+}
+
+/* Writes the total back and lets go of the flock. */
+static void change_end(struct dc_dir *d)
+{
+	tally_write(d, false);
+	flock_retry(d->lockfd, LOCK_UN);
+}
+
+uint64_t dc_usage_kept(struct diskcache *dc)
+{
+	struct dc_dir *d = dc->dir;
+	uint64_t bytes = UINT64_MAX;
+	pthread_mutex_lock(&d->store_lock);
+	if (flock_retry(d->lockfd, LOCK_EX) == 0) {
+		struct dc_tally t;
+		if (tally_read(d, &t) && !t.busy)
+			bytes = t.bytes;
+		flock_retry(d->lockfd, LOCK_UN);
+	}
+	pthread_mutex_unlock(&d->store_lock);
+	return bytes;
+}
+
+/* Adds to the total what went from before to after bytes on disk. Called in a change. */
+static void usage_change(struct dc_dir *d, uint64_t before, uint64_t after)
+{
+	if (after >= before)
+		d->usage += after - before;
+	else if (d->usage >= before - after)
+		d->usage -= before - after;
+	else
+		recount(d);   /* more went than the total held: it was wrong */
+}
+
+/* What the files mapfd and datafd take on disk into *bytes: false when fstat fails. */
+static bool files_usage(int mapfd, int datafd, uint64_t *bytes)
+{
+	struct stat m, dst;
+	if (fstat(mapfd, &m) != 0 || fstat(datafd, &dst) != 0)
+		return false;
+	*bytes = ((uint64_t)m.st_blocks + (uint64_t)dst.st_blocks) * 512;
+	return true;
+}
+
+/* Brings the total in step with e's files: what they take now against what they took
+ * when last accounted (while that holds), then notes what they take now. Called in a
+ * change, before and after each change to them. */
+static void account_held(struct dc_held *e)
+{
+	struct dc_dir *d = e->dir;
+	uint64_t now;
+	if (!files_usage(e->mapfd, e->datafd, &now)) {
+		e->seen_epoch = 0;
+		return;
+	}
+	if (e->seen_epoch == d->epoch)
+		usage_change(d, e->seen, now);
+	e->seen = now;
+	e->seen_epoch = d->epoch;
+}
+
+/* What the directory's child name takes on disk, as walk counts it (itself, and what is
+ * in it when it is a directory); 0 when it is not there. */
+static uint64_t entry_usage(const struct dc_dir *d, const char *name)
+{
+	struct stat st;
+	if (fstatat(d->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return 0;
+	uint64_t bytes = (uint64_t)st.st_blocks * 512;
+	if (S_ISDIR(st.st_mode)) {
+		int fd = openat(d->dirfd, name, OPEN_DIR);
+		if (fd >= 0)
+			bytes += usage_of(fd, 0);
+	}
+	return bytes;
+}
+
+/* Removes the entry directory name (unlink_entry), taking what went off the total.
+ * 0, or -1. Called in a change. */
+static int remove_entry(struct dc_dir *d, const char *name)
+{
+	uint64_t before = entry_usage(d, name);
+	int r = unlink_entry(d->dirfd, name);
+	usage_change(d, before, entry_usage(d, name));
+	return r;
+}
+
+/* Whether need more bytes fit under dc's bound, by the total. Called in a change. */
+static bool fits(const struct diskcache *dc, uint64_t need)
+{
+	return dc->dir->usage <= dc->max && need <= dc->max - dc->dir->usage;
+}
+
+/* Removes what a crash left of entries being made. Called in a change. */
 static void remove_leftovers(struct dc_dir *d)
 {
 	DIR *list = list_cache(d);
@@ -342,7 +517,7 @@ static void remove_leftovers(struct dc_dir *d)
 		return;
 	for (struct dirent *de; (de = readdir(list));)
 		if (!strncmp(de->d_name, NEW_PREFIX, strlen(NEW_PREFIX)))
-			remove_entry(d->dirfd, de->d_name);
+			remove_entry(d, de->d_name);
 	closedir(list);
 }
 
@@ -390,10 +565,14 @@ static struct dc_dir *open_dir(int fd, const struct stat *st, const char *path, 
 	}
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->store_lock, NULL);
-	if (flock_retry(d->lockfd, LOCK_EX) == 0) {
+	d->epoch = 1;
+	d->walk_due = true;   /* counted afresh when this process first opens it */
+	pthread_mutex_lock(&d->store_lock);
+	if (change_begin(d)) {
 		remove_leftovers(d);
-		flock_retry(d->lockfd, LOCK_UN);
+		change_end(d);
 	}
+	pthread_mutex_unlock(&d->store_lock);
 	d->next = dc_dirs;
 	dc_dirs = d;
 	return d;
@@ -455,20 +634,21 @@ struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, ch
 	dc->dir = d;
 	dc->block_size = block_size;
 	dc->max = max;
+	pthread_mutex_lock(&d->store_lock);
+	bool changing = change_begin(d);
 	if (!max) {
 		struct statvfs vfs;
 		uint64_t free_bytes = fstatvfs(d->dirfd, &vfs) == 0 ?
 			(uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
-		uint64_t room = (free_bytes + walk(d)) / DC_DEFAULT_FREE_DIVISOR;
+		uint64_t room = (free_bytes + (changing ? d->usage : walk(d))) / DC_DEFAULT_FREE_DIVISOR;
 		dc->max = room < DC_DEFAULT_MAX ? room : DC_DEFAULT_MAX;
 	}
 	/* a bound smaller than what the directory holds (a smaller cache_max than the last
 	 * mount's) holds from the mount on, not only from the first store */
-	pthread_mutex_lock(&d->store_lock);
-	if (flock_retry(d->lockfd, LOCK_EX) == 0) {
-		while (walk(d) > dc->max && (evict_entry(d) || evict_block(d, NULL, UINT64_MAX)))
+	if (changing) {
+		while (!fits(dc, 0) && (evict_entries(dc, 0) || evict_block(d, NULL, UINT64_MAX)))
 			;
-		flock_retry(d->lockfd, LOCK_UN);
+		change_end(d);
 	}
 	pthread_mutex_unlock(&d->store_lock);
 	return dc;
@@ -543,13 +723,13 @@ static void make_header(uint8_t h[MAP_HEADER], uint32_t block_size, const char *
 }
 
 /* Makes the directory of entry e (its name, key, size and block size), whole or not at
- * all: built under a temporary name and renamed. 0, or -1. Called with the flock held. */
+ * all: built under a temporary name and renamed. 0, or -1. Called in a change. */
 static int create_entry(const struct dc_held *e)
 {
 	struct dc_dir *d = e->dir;
 	char tmp[64];
 	snprintf(tmp, sizeof tmp, NEW_PREFIX "%s", e->name);
-	remove_entry(d->dirfd, tmp);
+	remove_entry(d, tmp);
 	if (mkdirat(d->dirfd, tmp, 0700) != 0)
 		return -1;
 	int fd = openat(d->dirfd, tmp, OPEN_DIR);
@@ -563,11 +743,14 @@ static int create_entry(const struct dc_held *e)
 		/* no file is sized from the claimed size: each grows (sparse) as blocks and
 		 * their records are written where they belong */
 		if (pwrite_full(mapfd, h, MAP_HEADER, 0) == 0 && fsync(mapfd) == 0 && fsync(datafd) == 0 &&
-		    fsync(fd) == 0 && renameat(d->dirfd, tmp, d->dirfd, e->name) == 0) {
-			fsync(d->dirfd);
+		    fsync(fd) == 0)
 			r = 0;
-		}
 	}
+	usage_change(d, 0, entry_usage(d, tmp));   /* (whatever was made: removed below if r) */
+	if (r == 0 && renameat(d->dirfd, tmp, d->dirfd, e->name) == 0)
+		fsync(d->dirfd);
+	else
+		r = -1;
 	free(h);
 	if (mapfd >= 0)
 		close(mapfd);
@@ -576,13 +759,13 @@ static int create_entry(const struct dc_held *e)
 	if (fd >= 0)
 		close(fd);
 	if (r)
-		remove_entry(d->dirfd, tmp);
+		remove_entry(d, tmp);
 	return r;
 }
 
 /* Opens the existing entry e->name as e's, checking that its header is e->key's and its
  * files have the sizes it says, and loads which blocks it holds. 0; -1 when it is not
- * there or not usable; -2 when another process holds it. Called with the flock held. */
+ * there or not usable; -2 when another process holds it. Called in a change. */
 static int open_entry(struct dc_held *e)
 {
 	struct dc_dir *d = e->dir;
@@ -727,12 +910,12 @@ static int open_held(struct diskcache *dc, struct dc_held *e, double give_up,
 		}
 		if (have)
 			return -2;   /* another key by the same name (a hash collision): not shared */
-		if (flock_retry(d->lockfd, LOCK_EX) != 0)
+		if (!change_begin(d))
 			return -1;
 		int r = open_entry(e);
 		/* held by a mount that is ending (dc_leaving made its lock shared) */
 		if (r == -2 && flock_holder_leaving(e->mapfd) && clock_now_s() < give_up) {
-			flock_retry(d->lockfd, LOCK_UN);   /* (the holder may want it to end) */
+			change_end(d);   /* (the holder may want it to end) */
 			close_files(e);
 			pthread_mutex_unlock(&d->store_lock);
 			struct timespec pause = { 0, DC_LEAVING_POLL_MS * 1000000L };
@@ -742,7 +925,7 @@ static int open_held(struct diskcache *dc, struct dc_held *e, double give_up,
 		}
 		if (r == -1) {   /* missing, or not this version's, or damaged: made afresh */
 			close_files(e);
-			remove_entry(d->dirfd, e->name);
+			remove_entry(d, e->name);
 			clear_ticks(e);
 			/* a new entry takes a directory and the map's header: within the bound too */
 			struct stat st;
@@ -752,7 +935,9 @@ static int open_held(struct diskcache *dc, struct dc_held *e, double give_up,
 			if (make_room(dc, NULL, UINT64_MAX, need) && create_entry(e) == 0)
 				r = open_entry(e);
 		}
-		flock_retry(d->lockfd, LOCK_UN);
+		if (r == 0)
+			account_held(e);   /* what its files take from now on */
+		change_end(d);
 		return r;
 	}
 }
@@ -832,8 +1017,28 @@ void dc_entry_close(struct dc_entry *ref)
 		}
 	}
 	pthread_mutex_unlock(&d->lock);
-	if (last)
+	if (last) {
+		/* a file system may let go of blocks at the close (a preallocation past the
+		 * end): what the data file takes after it is counted, by its name */
+		bool changing = change_begin(d);
+		uint64_t before = 0;
+		if (changing) {
+			account_held(e);
+			struct stat st;
+			if (e->seen_epoch == d->epoch && fstat(e->datafd, &st) == 0)
+				before = (uint64_t)st.st_blocks * 512;
+		}
+		close(e->datafd);
+		e->datafd = -1;
+		char data[sizeof e->name + 8];
+		snprintf(data, sizeof data, "%s/data", e->name);
+		struct stat st;
+		if (before && fstatat(d->dirfd, data, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			usage_change(d, before, (uint64_t)st.st_blocks * 512);
 		close_files(e);   /* ends the flock */
+		if (changing)
+			change_end(d);
+	}
 	pthread_mutex_unlock(&d->store_lock);
 	if (last)
 		free_held(e);
@@ -895,39 +1100,69 @@ bool dc_holds(struct dc_entry *ref, uint64_t index)
 	return yes;
 }
 
-/* Removes the least recently used entry directory that no mount holds (by its map's
- * modification time, which every store and load moves on). True when one went.
- * Called with the flock held. */
-static bool evict_entry(struct dc_dir *d)
+/* An entry directory that no mount holds, and its map's modification time. */
+struct unused_entry {
+	char name[33];
+	struct timespec mtime;
+};
+
+/* Oldest first. */
+static int by_mtime(const void *pa, const void *pb)
 {
+	const struct timespec *a = &((const struct unused_entry *)pa)->mtime;
+	const struct timespec *b = &((const struct unused_entry *)pb)->mtime;
+	if (a->tv_sec != b->tv_sec)
+		return a->tv_sec < b->tv_sec ? -1 : 1;
+	return (a->tv_nsec > b->tv_nsec) - (a->tv_nsec < b->tv_nsec);
+}
+
+/* Removes entry directories that no mount holds, least recently used first (by their
+ * maps' modification time, which every store and load moves on; what is left of an
+ * entry without a map first), until need more bytes fit under dc's bound: true when one
+ * or more went. One listing of the directory for them all: the flock keeps every other
+ * process (and store_lock this one) from opening one meanwhile. Called in a change. */
+static bool evict_entries(struct diskcache *dc, uint64_t need)
+{
+	struct dc_dir *d = dc->dir;
 	DIR *list = list_cache(d);
 	if (!list)
 		return false;
-	char oldest[33] = "";
-	struct timespec oldest_t = { 0, 0 };
+	struct unused_entry *unused = NULL;
+	size_t n = 0, cap = 0;
 	for (struct dirent *de; (de = readdir(list));) {
 		if (!is_entry_name(de->d_name))
 			continue;
 		int mfd = open_in_entry(d->dirfd, de->d_name, "map", O_RDONLY);
 		struct stat st;
-		bool unused = mfd >= 0 && flock_retry(mfd, LOCK_EX | LOCK_NB) == 0;
-		if (mfd < 0 || (unused && fstat(mfd, &st) != 0)) {
+		bool free_now = mfd >= 0 && flock_retry(mfd, LOCK_EX | LOCK_NB) == 0;
+		if (mfd < 0 || (free_now && fstat(mfd, &st) != 0)) {
 			/* no map: what is left of an entry is removed first */
 			memset(&st, 0, sizeof st);
-			unused = true;
+			free_now = true;
 		}
 		if (mfd >= 0)
 			close(mfd);
-		if (unused && (!oldest[0] || st.st_mtim.tv_sec < oldest_t.tv_sec ||
-		               (st.st_mtim.tv_sec == oldest_t.tv_sec &&
-		                st.st_mtim.tv_nsec < oldest_t.tv_nsec))) {
-			memcpy(oldest, de->d_name, sizeof oldest);
-			oldest_t = st.st_mtim;
+		if (!free_now)
+			continue;
+		if (n == cap) {
+			size_t more = cap ? 2 * cap : 64;
+			struct unused_entry *grown = realloc(unused, more * sizeof *grown);
+			if (!grown)
+				break;   /* out of memory: those found so far */
+			unused = grown;
+			cap = more;
 		}
+		memcpy(unused[n].name, de->d_name, sizeof unused[n].name);
+		unused[n++].mtime = st.st_mtim;
 	}
 	closedir(list);
-	/* the flock keeps any other process from opening it in between */
-	return oldest[0] && remove_entry(d->dirfd, oldest) == 0;
+	if (n)
+		qsort(unused, n, sizeof *unused, by_mtime);
+	bool went = false;
+	for (size_t i = 0; i < n && !(went && fits(dc, need)); i++)
+		went |= remove_entry(d, unused[i].name) == 0;
+	free(unused);
+	return went;
 }
 
 /* A block of an entry that another mount uses. */
@@ -1001,19 +1236,23 @@ static bool oldest_foreign(struct dc_dir *d, struct foreign_block *v)
 
 /* Punches out block v of another mount's entry, its record first. Its mount finds the
  * record gone (or, if it wrote the record back meanwhile, the bytes not matching it)
- * at its next load of the block, and fetches it again. True when it went. */
+ * at its next load of the block, and fetches it again. True when it went. Called in a
+ * change. */
 static bool evict_foreign(struct dc_dir *d, const struct foreign_block *v)
 {
 	int mfd = open_in_entry(d->dirfd, v->name, "map", O_RDWR);
 	int dfd = open_in_entry(d->dirfd, v->name, "data", O_RDWR);
 	static const struct dc_record zero;
 	struct dc_record rec;
-	bool ok = mfd >= 0 && dfd >= 0 &&
+	uint64_t before = 0, after = 0;
+	bool ok = mfd >= 0 && dfd >= 0 && files_usage(mfd, dfd, &before) &&
 	          pread_full(mfd, &rec, sizeof rec, record_offset(v->index)) == 0 &&
 	          rec.tick == v->tick &&
 	          pwrite_full(mfd, &zero, sizeof zero, record_offset(v->index)) == 0 &&
 	          fallocate(dfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	                    (off_t)(v->index * v->block_size), (off_t)v->len) == 0;
+	if (before && files_usage(mfd, dfd, &after))
+		usage_change(d, before, after);
 	if (mfd >= 0)
 		close(mfd);
 	if (dfd >= 0)
@@ -1022,8 +1261,8 @@ static bool evict_foreign(struct dc_dir *d, const struct foreign_block *v)
 }
 
 /* Punches out the least recently used block of the entries in use, this process's
- * (other than block index of keep) and other mounts'. True when one went. Called with
- * store_lock and the flock held. */
+ * (other than block index of keep) and other mounts'. True when one went. Called in a
+ * change. */
 static bool evict_block(struct dc_dir *d, const struct dc_held *keep, uint64_t keep_index)
 {
 	struct foreign_block other;
@@ -1049,30 +1288,40 @@ static bool evict_block(struct dc_dir *d, const struct dc_held *keep, uint64_t k
 		pthread_mutex_unlock(&d->lock);
 		return have_other && evict_foreign(d, &other);
 	}
+	account_held(victim);
 	/* the record goes first: a crash between the two leaves a hole nobody trusts */
 	forget_locked(victim, vi, vt);
 	pthread_mutex_unlock(&d->lock);
 	/* (victim's files stay open: a close waits for store_lock) */
-	return fallocate(victim->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-	                 (off_t)(vi * victim->block_size), (off_t)block_len(victim, vi)) == 0;
+	bool ok = fallocate(victim->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	                    (off_t)(vi * victim->block_size), (off_t)block_len(victim, vi)) == 0;
+	account_held(victim);
+	return ok;
 }
 
-/* Frees disk space until need more bytes fit under dc's bound: whole unused entries
- * first, then the least recently used blocks of those in use (other than block
- * keep_index of keep). Called with store_lock and the flock held. */
+/* Frees disk space until need more bytes fit under dc's bound, by the running total:
+ * whole unused entries first, then the least recently used blocks of those in use
+ * (other than block keep_index of keep). When nothing more can go while the total says
+ * it does not fit, the directory is counted afresh once (the total may be what is
+ * wrong: a change nobody accounted). Called in a change. */
 static bool make_room(struct diskcache *dc, const struct dc_held *keep, uint64_t keep_index,
                       uint64_t need)
 {
 	struct dc_dir *d = dc->dir;
 	if (need > dc->max)
 		return false;
-	for (;;) {
-		if (walk(d) + need <= dc->max)
+	for (bool recounted = false;;) {
+		if (fits(dc, need))
 			return true;
-		if (!evict_entry(d) && !evict_block(d, keep, keep_index))
+		if (evict_entries(dc, need) || evict_block(d, keep, keep_index)) {
+			evlog(EVLOG_WARNING, "dc trimmed", "the disk cache is at its bound "
+			      "(cache_max): the least recently used blocks make room for new ones");
+		} else if (!recounted) {
+			recount(d);
+			recounted = true;
+		} else {
 			return false;
-		evlog(EVLOG_WARNING, "dc trimmed", "the disk cache is at its bound (cache_max): "
-		      "the least recently used blocks make room for new ones");
+		}
 	}
 }
 
@@ -1098,7 +1347,8 @@ bool dc_store(struct dc_entry *ref, uint64_t index, const uint8_t *buf, size_t l
 	/* (leaving: a new mount may hold the entry now) */
 	if (present || dc->leaving || e->leaving) {
 		ok = true;
-	} else if (flock_retry(d->lockfd, LOCK_EX) == 0) {
+	} else if (change_begin(d)) {
+		account_held(e);   /* (what changed since that nobody accounted) */
 		/* no fdatasync between the bytes and the record: whatever a crash keeps of
 		 * either, a block is served only when its bytes match its record's checksum,
 		 * and a sync per block would halve the speed of a cold read */
@@ -1115,11 +1365,12 @@ bool dc_store(struct dc_entry *ref, uint64_t index, const uint8_t *buf, size_t l
 				set_tick(e, index, 0);
 			}
 			pthread_mutex_unlock(&d->lock);
-			/* a file system that allocated more than foreseen: back under at once */
-			while (walk(d) > dc->max && (evict_entry(d) || evict_block(d, e, index)))
-				;
 		}
-		flock_retry(d->lockfd, LOCK_UN);
+		account_held(e);   /* what the store took */
+		/* a file system that allocated more than foreseen: back under at once */
+		while (!fits(dc, 0) && (evict_entries(dc, 0) || evict_block(d, e, index)))
+			;
+		change_end(d);
 	}
 	pthread_mutex_unlock(&d->store_lock);
 	return ok;

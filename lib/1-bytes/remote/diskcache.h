@@ -20,6 +20,14 @@
  * the directory. A mount whose block another evicted finds its record gone (or its
  * bytes not matching) at its next load, and fetches the block again.
  *
+ * The usage is a running total in `lock`, which every process that changes the
+ * directory (a store, an eviction, an entry made or removed) reads and writes back under
+ * the flock, adding what st_blocks says its change took or freed: a store costs the same
+ * however many entries the directory holds. It is counted afresh by a walk of the
+ * directory when a process first opens it, when the total is missing, damaged, or was
+ * left mid-change by a process that died, when a change would take it below zero, and
+ * when it says a block does not fit yet nothing more can be evicted.
+ *
  * An entry is used by one mount (process) at a time (flock on its map); a second mount of
  * the same version gets no entry and runs from memory and the network only. Within a
  * process every open of an entry shares it, through any handle: dc_open of a directory
@@ -78,8 +86,11 @@ void dc_close(struct diskcache *dc);
 
 /* The bound in bytes. */
 uint64_t dc_max(const struct diskcache *dc);
-/* Bytes the directory's files take on disk now (st_blocks * 512). */
+/* Bytes the directory's files take on disk now (st_blocks * 512), by a walk of it. */
 uint64_t dc_usage(struct diskcache *dc);
+/* The running total of that which stores keep (in DIR/lock), read under the lock:
+ * UINT64_MAX when there is none that checks out. For tests. */
+uint64_t dc_usage_kept(struct diskcache *dc);
 
 /* The entry of one file version: url as url_cache_key gives it, its size,
  * and version (its ETag, or else its Last-Modified; "" means the version cannot be told
