@@ -107,6 +107,11 @@ bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
  * computed_pool_free after every tree that uses it; computed_pool_leaving at the
  * unmount hands the disk cache entries of all their files over to a quick remount. */
 struct computed_pool *tree_quant_pool_new(unsigned threads, char err[GGUF_ERR_MAX]);
+/* True when file n of t is one of quants/ and t's model is no longer the file it parsed
+ * (model_changed: written to in place, or shrunk): its reads all fail with EIO, and
+ * an open of it must not keep the pages the kernel holds of it (they are of the model
+ * as it was). False for every other file. */
+bool tree_quants_changed(const struct tree *t, const struct tree_node *n);
 
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);

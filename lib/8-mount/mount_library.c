@@ -134,8 +134,10 @@ static int open_dir(struct mount *m, struct lib_file *h, struct mount_open *o)
 /* A file (opened for reading: lib_open refused the rest). A model's file holds its
  * model built until released; a plain file is opened in the source (a replaced one
  * keeps the version it opened); models.tsv and models.json are made whole here, read
- * past the page cache, and so are compare/ files. model.gguf tells the front end its
- * file, which the kernel may read itself. why: a plain file's EIO's cause. */
+ * past the page cache, and so are compare/ files; a quant file of a model changed since
+ * it was built keeps none of its pages (tree_quants_changed). model.gguf tells the
+ * front end its file, which the kernel may read itself. why: a plain file's EIO's
+ * cause. */
 static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o,
                      char why[GGUF_ERR_MAX])
 {
@@ -149,7 +151,8 @@ static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o,
 	else if (k == LIB_TSV || k == LIB_JSON)
 		ret = library_table(m->library, k == LIB_JSON, &h->text, &h->len);
 	o->direct_io = k == LIB_TSV || k == LIB_JSON || k == LIB_COMPARE;
-	o->keep_cache = !o->direct_io;
+	o->keep_cache = !o->direct_io &&
+	                !(ret == 0 && k == LIB_TREE && tree_quants_changed(h->ref.tree, h->ref.node));
 	if (ret == 0 && k == LIB_TREE && h->ref.node->kind == TREE_MODEL) {
 		o->pt_fd = tree_model_file_fd(h->ref.tree);
 		o->pt_not_file = mount_not_file(h->ref.tree);
