@@ -177,9 +177,9 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct cli_o
 	pthread_t ra_thread;
 	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, readahead_raise, fs) == 0)
 		pthread_detach(ra_thread);
-	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
-	if (remote)
-		watch_start(fs);
+	/* the hand-over to a quick remount starts when the kernel ends the session; a
+	 * remote mount's stalled transfers end then too, or at a lazy unmount */
+	watch_start(fs);
 	return 0;
 }
 
@@ -218,7 +218,7 @@ int main(int argc, char *argv[])
 	struct fuse_cmdline_opts fo = { 0 };
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
-	                    .log_fd = -1,
+	                    .log_fd = -1, .watch_wake = -1,
 	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
@@ -261,10 +261,10 @@ int main(int argc, char *argv[])
 	ret = serve(se, &fo) ? 0 : 1;
 
 out_unmount:
-	/* first: a quick remount of the same model waits for this mount's disk cache
-	 * entries instead of reading without them */
-	mount_source_leaving(&fs.src);
+	/* first (unless the watcher did at the session's end): a quick remount of the same
+	 * model waits for this mount's disk cache entries instead of reading without them */
 	watch_stop(&fs);
+	watch_leave(&fs);
 	passthrough_stop(&fs);   /* while the session's fd is still open */
 	fuse_session_unmount(se);
 	report_stop(&fs);

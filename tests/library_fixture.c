@@ -10,12 +10,13 @@
 #include "library.h"
 #include "libsource.h"
 
-struct library *library_fixture_open(const struct lib_source_ops *ops, void *ctx)
+struct library *library_fixture_open(const struct lib_source_ops *ops, void *ctx, bool links)
 {
 	struct lib_source *src = calloc(1, sizeof *src);
 	assert_non_null(src);
 	src->ops = ops;
 	src->ctx = ctx;
+	src->links = links;
 	char err[GGUF_ERR_MAX];
 	struct library *lib = library_open(src, err);
 	if (!lib)

@@ -4,12 +4,15 @@
 #ifndef GGUFS_TEST_LIBRARY_FIXTURE_H
 #define GGUFS_TEST_LIBRARY_FIXTURE_H
 
+#include <stdbool.h>
+
 struct library;
 struct lib_source_ops;
 
 /* The library over a new source of ops and ctx (ctx is the library's from here on:
- * ops->free frees it, `free` where it is one block or NULL). Fails the test (cmocka)
- * where library_open refuses it. */
-struct library *library_fixture_open(const struct lib_source_ops *ops, void *ctx);
+ * ops->free frees it, `free` where it is one block or NULL), whose folders may show
+ * under many paths when links (lib_source's links). Fails the test (cmocka) where
+ * library_open refuses it. */
+struct library *library_fixture_open(const struct lib_source_ops *ops, void *ctx, bool links);
 
 #endif

@@ -1,8 +1,8 @@
 /* The live counters that a mount's root shows as user.ggufs.* extended attributes, the
  * last error, and the cause of an EIO (the fetcher's last failure, or a local file that
- * shrank). lib/ reports events through evlog.h and counts its fetches
- * (remote_counters); nothing here costs a read anything but a relaxed atomic add, and
- * the counters are gathered only when an attribute is read. */
+ * shrank, or was written to under quants/). lib/ reports events through evlog.h and
+ * counts its fetches (remote_counters); nothing here costs a read anything but a relaxed
+ * atomic add, and the counters are gathered only when an attribute is read. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -82,6 +82,16 @@ static bool local_shrink(struct mount_counters *c, const struct ggufs_model *m, 
 	return false;
 }
 
+/* For a local model whose file changed since it was parsed (model_changed: written to in
+ * place), what a quants/ file's EIO is for: said in the log once and kept as the last
+ * error, its text in why. */
+static void local_changed(struct mount_counters *c, const struct ggufs_model *m, char *why,
+                          size_t size)
+{
+	if (model_changed(m, why, size) && note_error(c, why))
+		evlog(EVLOG_ERR, NULL, "%s", why);
+}
+
 void mount_counted_eio(struct mount_counters *c, const struct tree *t, const struct tree_node *n,
                        uint64_t off, uint64_t len, struct mount_err *err)
 {
@@ -95,8 +105,8 @@ void mount_counted_eio(struct mount_counters *c, const struct tree *t, const str
 			snprintf(cause, sizeof cause, "%s", rc->last_error);
 			free(rc);
 		}
-	} else {
-		local_shrink(c, m, cause, sizeof cause);
+	} else if (!local_shrink(c, m, cause, sizeof cause) && tree_quants_changed(t, n)) {
+		local_changed(c, m, cause, sizeof cause);
 	}
 	if (!cause[0])
 		snprintf(cause, sizeof cause, "the bytes could not be read");

@@ -252,7 +252,7 @@ static bool ed_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 		return false;
 	bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
 	o->direct_io = write || changes;
-	o->keep_cache = !write && !changes;
+	o->keep_cache = !write && !changes && !tree_quants_changed(t, n);
 	if (n->kind == TREE_MODEL) {
 		o->pt_fd = tree_model_file_fd(t);
 		o->pt_not_file = mount_not_file(t);

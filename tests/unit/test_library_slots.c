@@ -75,7 +75,7 @@ static struct library *fake_library(void)
 {
 	struct fake *f = calloc(1, sizeof *f);
 	assert_non_null(f);
-	return library_fixture_open(&fake_ops, f);
+	return library_fixture_open(&fake_ops, f, false);
 }
 
 /* f.txt looked up (a listing: its next version), held in *r. */

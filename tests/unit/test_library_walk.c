@@ -121,7 +121,7 @@ static struct library *fake_library(struct fake **f)
 {
 	*f = calloc(1, sizeof **f);
 	assert_non_null(*f);
-	return library_fixture_open(&fake_ops, *f);
+	return library_fixture_open(&fake_ops, *f, false);
 }
 
 /* "d0/a/a/.../a" down to the bottom level, then tail. */

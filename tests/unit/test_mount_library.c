@@ -41,17 +41,23 @@ static void write_model(const char *rel)
 
 static struct library *lib;
 
-/* The library of scratch_dir mounted; confine: as with allow_other. */
-static struct mount *mount_scratch_as(bool confine)
+/* A library of folder dir and its mount; confine: as with allow_other. */
+static struct mount *mount_at(const char *dir, bool confine)
 {
 	char err[GGUF_ERR_MAX];
-	struct lib_source *src = lib_source_local(scratch_dir, confine, err);
+	struct lib_source *src = lib_source_local(dir, confine, err);
 	assert_non_null(src);
 	lib = library_open(src, err);
 	assert_non_null(lib);
 	struct mount *m = mount_library(lib);
 	assert_non_null(m);
 	return m;
+}
+
+/* The library of scratch_dir mounted; confine: as with allow_other. */
+static struct mount *mount_scratch_as(bool confine)
+{
+	return mount_at(scratch_dir, confine);
 }
 
 static struct mount *mount_scratch(void)
@@ -299,6 +305,127 @@ static void test_counters_and_eio_cause(void **state)
 	unmount(m);
 }
 
+/* The symbolic link DAG: DAG_LEVELS folders, each holding f.txt and two links, a and
+ * b, to the next (the last holds f.txt alone), the first the library's root: 2^k paths
+ * to the k-th. */
+#define DAG_LEVELS 13
+
+/* Makes the DAG under scratch_dir/dag (the root: scratch_dir/dag/d0). */
+static void make_dag(char root[512])
+{
+	char path[512], target[512];
+	snprintf(path, sizeof path, "%s/dag", scratch_dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	for (int i = 0; i < DAG_LEVELS; i++) {
+		snprintf(path, sizeof path, "%s/dag/d%d", scratch_dir, i);
+		assert_int_equal(mkdir(path, 0755), 0);
+		snprintf(path, sizeof path, "%s/dag/d%d/f.txt", scratch_dir, i);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fclose(f);
+		for (int k = 0; i + 1 < DAG_LEVELS && k < 2; k++) {
+			snprintf(target, sizeof target, "%s/dag/d%d", scratch_dir, i + 1);
+			snprintf(path, sizeof path, "%s/dag/d%d/%c", scratch_dir, i, "ab"[k]);
+			assert_int_equal(symlink(target, path), 0);
+		}
+	}
+	snprintf(root, 512, "%s/dag/d0", scratch_dir);
+}
+
+/* The numbers the "kernel" was given by lookups (one each; forgotten one by one). */
+struct known {
+	uint64_t *ino;
+	size_t n, cap;
+};
+
+/* The entry of name in parent, looked up as the kernel would (known keeps it). */
+static struct mount_entry known_lookup(struct mount *m, struct known *k, uint64_t parent,
+                                       const char *name)
+{
+	struct mount_entry e;
+	struct mount_err err;
+	assert_true(mount_lookup(m, parent, name, &e, &err));
+	assert_int_not_equal(e.ino, 0);
+	if (k->n == k->cap) {
+		k->cap = k->cap ? 2 * k->cap : 1024;
+		k->ino = realloc(k->ino, k->cap * sizeof *k->ino);
+		assert_non_null(k->ino);
+	}
+	k->ino[k->n++] = e.ino;
+	return e;
+}
+
+/* Every path under folder dir, as find walks them: f.txt, a and b looked up, and a and b
+ * walked in turn. */
+static void walk_all(struct mount *m, struct known *k, uint64_t dir, int level)
+{
+	known_lookup(m, k, dir, "f.txt");
+	for (int i = 0; level + 1 < DAG_LEVELS && i < 2; i++)
+		walk_all(m, k, known_lookup(m, k, dir, i ? "b" : "a").ino, level + 1);
+}
+
+/* Everything in k forgotten. */
+static void forget_all(struct mount *m, struct known *k)
+{
+	for (size_t i = 0; i < k->n; i++)
+		mount_forget(m, k->ino[i], 1);
+	k->n = 0;
+}
+
+/* Issue 43 item 8: a walk of every path of a symbolic link DAG (2^13 paths to the last
+ * folder) makes a slot for each; once the kernel forgets them, the listings of the
+ * folders nobody uses are let go past LIB_KEEP_IDLE_ENTRIES slots, and the slots come
+ * back near their start, while a path the kernel still knows keeps its numbers; the
+ * rest are listed again when next looked up. */
+static void test_forgotten_paths_let_go(void **state)
+{
+	(void)state;
+	char root[512];
+	make_dag(root);
+	struct mount *m = mount_at(root, false);
+	const uint64_t start = library_slots(lib);
+	assert_int_equal(start, 1 + 3);   /* the root and its listing */
+	struct known k = { 0 }, chain = { 0 };
+	walk_all(m, &k, LIB_ROOT_INO, 0);
+	const uint64_t paths = (UINT64_C(1) << DAG_LEVELS) - 1;   /* folders walked */
+	assert_int_equal(k.n, 2 * paths - 1);
+	assert_true(library_slots(lib) >= 2 * paths);
+	/* one path the kernel keeps (a shell's cwd): a/b/a/b and its f.txt */
+	uint64_t kept[5], dir = LIB_ROOT_INO;
+	for (int i = 0; i < 5; i++)
+		dir = kept[i] = known_lookup(m, &chain, dir, i == 4 ? "f.txt" : i % 2 ? "b" : "a").ino;
+	forget_all(m, &k);
+	const uint64_t after = library_slots(lib);
+	assert_true(after <= start + LIB_KEEP_IDLE_ENTRIES + 5 * 3);
+	assert_true(after < paths);
+	/* the path kept has its numbers, and what it names is served */
+	dir = LIB_ROOT_INO;
+	struct mount_err err;
+	for (int i = 0; i < 5; i++) {
+		struct stat st;
+		double ttl;
+		assert_true(mount_getattr(m, kept[i], 0, &st, &ttl, &err));
+		dir = known_lookup(m, &chain, dir, i == 4 ? "f.txt" : i % 2 ? "b" : "a").ino;
+		assert_int_equal(dir, kept[i]);
+	}
+	/* more forgets than lookups, and numbers never given: nothing */
+	mount_forget(m, kept[4], 1000);
+	mount_forget(m, (UINT64_C(1) << 40) | 1, 1);
+	forget_all(m, &chain);
+	assert_true(library_slots(lib) <= start + LIB_KEEP_IDLE_ENTRIES);
+	/* a walk again: every path there, listed anew */
+	walk_all(m, &k, LIB_ROOT_INO, 0);
+	assert_int_equal(k.n, 2 * paths - 1);
+	forget_all(m, &k);
+	assert_true(library_slots(lib) <= start + LIB_KEEP_IDLE_ENTRIES);
+	char value[32] = "";
+	assert_true(mount_xattr(m, LIB_ROOT_INO, "user.ggufs.slots", value, sizeof value - 1, &err) > 0);
+	assert_int_equal(strtoull(value, NULL, 10), library_slots(lib));
+	free(k.ino);
+	free(chain.ino);
+	unmount(m);
+}
+
 /* scratch_dir/rel: shard no (from 1) of count of a model whose shards each hold one f32
  * tensor of 4 values, "tNO". */
 static void write_shard(const char *rel, unsigned no, unsigned count)
@@ -473,6 +600,7 @@ UNIT_TESTS_IN_GROUP(setup, scratch_dir_remove,
 	cmocka_unit_test(test_read_then_release),
 	cmocka_unit_test(test_readdir_from_offsets),
 	cmocka_unit_test(test_counters_and_eio_cause),
+	cmocka_unit_test(test_forgotten_paths_let_go),
 	cmocka_unit_test(test_shards_checked_as_the_first_file),
 	cmocka_unit_test(test_first_file_swapped_before_build),
 	cmocka_unit_test(test_shard_replaced_is_stale_then_listed))
