@@ -33,51 +33,9 @@ import test_quant_plan as qp  # noqa: E402
 BLOCK = 128 << 10
 
 
-def threads(pid):
-    return len(os.listdir("/proc/%d/task" % pid))
-
-
-def rss_anon_mb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-class Sampler:
-    """The peak of the daemon's threads and RssAnon while it runs (every 10 ms)."""
-
-    def __init__(self, pid):
-        self.pid, self.threads, self.rss = pid, 0, 0.0
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self.run)
-
-    def run(self):
-        while not self.done.is_set():
-            try:
-                self.threads = max(self.threads, threads(self.pid))
-                self.rss = max(self.rss, rss_anon_mb(self.pid))
-            except OSError:
-                pass
-            time.sleep(0.01)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.done.set()
-        self.thread.join()
-
-
 def read_all(paths):
-    """Each of paths read whole, each by its own thread, at once."""
-    readers = [threading.Thread(target=qp.sha256_file, args=(p,)) for p in paths]
-    for r in readers:
-        r.start()
-    for r in readers:
-        r.join()
+    """Each of paths read whole, each by its own thread, at once (an hour at the most)."""
+    gm.run_threads([threading.Thread(target=qp.sha256_file, args=(p,)) for p in paths], 3600)
 
 
 def blocks(path, what):
@@ -90,18 +48,18 @@ def one_model(model, cache):
         names = sorted(n for n in os.listdir(m.p("quants")) if n.endswith(".gguf"))
         paths = [m.p("quants", n) for n in names]
         pid = m.proc.pid
-        before = (threads(pid), rss_anon_mb(pid))
+        before = (gm.tasks(pid), gm.rss_anon(pid) / 2**20)
         t = time.monotonic()
-        with Sampler(pid) as s:
+        with gm.Peak(pid) as s:
             read_all(paths)
         took = time.monotonic() - t
         time.sleep(3)
-        after = (threads(pid), rss_anon_mb(pid))
+        after = (gm.tasks(pid), gm.rss_anon(pid) / 2**20)
         computed = sum(blocks(p, "computed") for p in paths)
     print("one model, %d NAMEs read at once (%.1f s): threads %d, peak %d, 3 s after %d; "
           "RssAnon %.1f MB, peak %.1f, after %.1f; blocks computed %d"
-          % (len(paths), took, before[0], s.threads, after[0], before[1], s.rss, after[1],
-             computed), flush=True)
+          % (len(paths), took, before[0], s.threads, after[0], before[1], s.rss / 2**20,
+             after[1], computed), flush=True)
     with gm.Mount(model, opts) as m:
         read_all([m.p("quants", n) for n in names])
         again = sum(blocks(m.p("quants", n), "computed") for n in names)
@@ -121,11 +79,11 @@ def library_threads(tmp, model):
     with gm.Mount(root, ["-o", "cache_dir=none"]) as m:
         paths = [m.p("m%02d" % i, "quants", n + ".gguf") for i in range(10)
                  for n in ("Q4_0", "Q8_0", "Q4_K_M", "Q6_K")]
-        with Sampler(m.proc.pid) as s:
+        with gm.Peak(m.proc.pid) as s:
             read_all(paths)
         time.sleep(3)
         print("a library of 10 models, 40 files read at once: threads peak %d, 3 s after %d"
-              % (s.threads, threads(m.proc.pid)), flush=True)
+              % (s.threads, gm.tasks(m.proc.pid)), flush=True)
 
 
 def listing_stall(tmp, model):

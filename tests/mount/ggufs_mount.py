@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -101,6 +102,39 @@ def main(what=None, missing=None, diff_pair=False):
         sys.exit(77)
     setup(diff_pair)
     unittest.main(verbosity=2)
+
+
+def tasks(pid):
+    """How many threads process pid has now (OSError once it is gone)."""
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+class Peak:
+    """`with Peak(pid) as p:` the most threads (p.threads) and RssAnon bytes (p.rss) of
+    process pid seen while in it, sampled every 10 ms (nothing once it is gone)."""
+
+    def __init__(self, pid):
+        self.pid, self.threads, self.rss = pid, 0, 0
+        self.done = threading.Event()
+        self.sampler = threading.Thread(target=self.sample)
+
+    def sample(self):
+        while not self.done.is_set():
+            try:
+                self.threads = max(self.threads, tasks(self.pid))
+                self.rss = max(self.rss, rss_anon(self.pid))
+            except OSError:
+                pass
+            time.sleep(0.01)
+
+    def __enter__(self):
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.sampler.join()
+        return False
 
 
 def run_threads(threads, timeout):
