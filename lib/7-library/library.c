@@ -40,7 +40,8 @@ static struct lib_attr attr_of(const struct stat *st)
 	                          .mtim = st->st_mtim, .ctim = st->st_ctim };
 }
 
-static void slot_free(struct lib_slot *s)
+/* Frees slot s and what it holds, its built model too (tree and files). */
+static void slot_free_now(struct lib_slot *s)
 {
 	if (!s)
 		return;
@@ -54,6 +55,37 @@ static void slot_free(struct lib_slot *s)
 	if (s->owns_path)
 		free((char *)s->path);
 	free(s);
+}
+
+/* Frees slot s (under the lock): at once when it holds no built model, else at the
+ * next lib_unlock, since releasing a model waits for its quants/ blocks in flight and
+ * unmaps its files, which the lock would make every request wait for. */
+static void slot_free(struct library *lib, struct lib_slot *s)
+{
+	if (s->t || s->m) {
+		s->next_free = lib->gone;
+		lib->gone = s;
+	} else {
+		slot_free_now(s);
+	}
+}
+
+void lib_unlock(struct library *lib)
+{
+	struct lib_slot *gone = lib->gone;
+	struct lib_trimmed trimmed = lib->trimmed;
+	lib->gone = NULL;
+	lib->trimmed.n = 0;
+	pthread_mutex_unlock(&lib->lock);
+	while (gone) {
+		struct lib_slot *s = gone;
+		gone = s->next_free;
+		slot_free_now(s);
+	}
+	for (unsigned i = 0; i < trimmed.n; i++) {
+		tree_release(trimmed.t[i]);
+		model_close(trimmed.m[i]);
+	}
 }
 
 /* The live slot numbered no (under the lock), or NULL: -ENOENT into *err for a number
@@ -224,7 +256,7 @@ static void free_slots(struct library *lib, struct lib_slot *s)
 			lib->idle_built--;
 		lib_compares_forget(lib, s->no);
 		place_free(lib, s->no);
-		slot_free(s);
+		slot_free(lib, s);
 		atomic_fetch_sub(&lib->live_slots, 1);
 	}
 }
@@ -321,7 +353,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 		root->parent = LIB_ROOT_INO;
 		pthread_mutex_lock(&lib->lock);
 		r = lib_folder_list(lib, root, true, err);
-		pthread_mutex_unlock(&lib->lock);
+		lib_unlock(lib);
 	} else {
 		snprintf(err, GGUF_ERR_MAX, "%s", strerror(-r));
 	}
@@ -337,7 +369,7 @@ void library_free(struct library *lib)
 	if (!lib)
 		return;
 	for (size_t i = 0; i < lib->n_slots; i++)
-		slot_free(lib->slots[i]);
+		slot_free_now(lib->slots[i]);
 	free(lib->slots);
 	free(lib->free_nos);
 	lib_compares_free(lib);
@@ -505,7 +537,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		size_t n;
 		uint64_t version;
 		f->listing = true;
-		pthread_mutex_unlock(&lib->lock);
+		lib_unlock(lib);
 		r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
 		pthread_mutex_lock(&lib->lock);
 		f->listing = false;
@@ -534,22 +566,13 @@ int lib_folder_refresh(struct library *lib, struct lib_slot *f, bool force)
 	return r;
 }
 
-/* Built models trim took from their slots, for the caller to release once it has let
- * go of the lock (trim_release): closing a model waits for its quants/ blocks being
- * made and unmaps its files, which the lock would make every request wait for. */
-#define LIB_TRIM_MAX 4
-struct lib_trimmed {
-	struct tree *t[LIB_TRIM_MAX];
-	struct ggufs_model *m[LIB_TRIM_MAX];
-	unsigned n;
-};
-
 /* The least recently used built models without users are taken out of their slots
- * into *out (at most LIB_TRIM_MAX a call; the next call goes on) while more than
- * LIB_KEEP_IDLE are built (under the lock): their numbers stay theirs. */
-static void trim(struct library *lib, struct lib_trimmed *out)
+ * into lib->trimmed, released at lib_unlock (at most LIB_TRIM_MAX a call; the next call
+ * goes on), while more than LIB_KEEP_IDLE are built (under the lock): their numbers stay
+ * theirs. */
+static void trim(struct library *lib)
 {
-	out->n = 0;
+	struct lib_trimmed *out = &lib->trimmed;
 	while (lib->idle_built > LIB_KEEP_IDLE && out->n < LIB_TRIM_MAX) {
 		struct lib_slot *lru = NULL;
 		for (size_t i = 1; i < lib->n_slots; i++) {
@@ -566,16 +589,6 @@ static void trim(struct library *lib, struct lib_trimmed *out)
 		lru->state = MODEL_UNBUILT;
 		lib->idle_built--;
 	}
-}
-
-/* Releases what trim took (without the lock: nothing else holds it). */
-static void trim_release(struct lib_trimmed *gone)
-{
-	for (unsigned i = 0; i < gone->n; i++) {
-		tree_release(gone->t[i]);
-		model_close(gone->m[i]);
-	}
-	gone->n = 0;
 }
 
 /* True when model m, opened for slot s, is the version the slot was given for (its
@@ -627,7 +640,7 @@ static void build(struct library *lib, struct lib_slot *s)
 	/* read under the lock: models.tsv's rows (lib_slot_row) set it without waiting for
 	 * builds */
 	const bool want_row = !s->row;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 
 	char err[GGUF_ERR_MAX];
 	bool stale;
@@ -843,11 +856,9 @@ int library_get(struct library *lib, uint64_t ino, bool want_build, struct lib_r
 {
 	pthread_mutex_lock(&lib->lock);
 	int ret = get_locked(lib, ino, want_build, r);
-	struct lib_trimmed gone;
-	trim(lib, &gone);
+	trim(lib);
 	lib_listings_trim(lib);
-	pthread_mutex_unlock(&lib->lock);
-	trim_release(&gone);
+	lib_unlock(lib);
 	return ret;
 }
 
@@ -922,11 +933,9 @@ int library_lookup(struct library *lib, uint64_t parent, const char *name, struc
 	}
 	unref(lib, &p);
 out:;
-	struct lib_trimmed gone;
-	trim(lib, &gone);
+	trim(lib);
 	lib_listings_trim(lib);
-	pthread_mutex_unlock(&lib->lock);
-	trim_release(&gone);
+	lib_unlock(lib);
 	return ret;
 }
 
@@ -940,7 +949,7 @@ void library_hold(struct library *lib, struct lib_ref *r)
 	lib_slot_hold(lib, r->slot);
 	if (r->other)
 		lib_slot_hold(lib, r->other);
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 }
 
 void library_put(struct library *lib, struct lib_ref *r)
@@ -949,11 +958,9 @@ void library_put(struct library *lib, struct lib_ref *r)
 		return;
 	pthread_mutex_lock(&lib->lock);
 	unref(lib, r);
-	struct lib_trimmed gone;
-	trim(lib, &gone);
+	trim(lib);
 	lib_listings_trim(lib);
-	pthread_mutex_unlock(&lib->lock);
-	trim_release(&gone);
+	lib_unlock(lib);
 }
 
 /* Read bits of mode only, as the tree limits its own (tree_mode). */
@@ -1040,7 +1047,7 @@ void library_list_free(struct library *lib, struct lib_list_entry *e, size_t n)
 		if (e[i].held)
 			lib_slot_drop(lib, e[i].held);
 	lib_listings_trim(lib);
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	free(e);
 }
 
@@ -1070,7 +1077,7 @@ static int list_compare(struct library *lib, struct lib_slot *s, struct lib_list
 			continue;
 		e[k++] = list_entry(lib, c, ino_of(s->no, LIB_COMPARE_LOW + 1 + c->no), false);
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	if (ret < 0) {
 		library_list_free(lib, e, k);
 		return ret;
@@ -1116,7 +1123,7 @@ int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_e
 		struct lib_slot *c = f->children[i];
 		e[k++] = list_entry(lib, c, ino_of(c->no, 1), c->type != LIB_NODE_FILE);
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	if (ret < 0) {
 		library_list_free(lib, e, k);
 		return ret;
@@ -1169,7 +1176,7 @@ int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs
 	default:
 		ret = -ENOMEM;
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	return ret;
 }
 
@@ -1219,7 +1226,7 @@ void library_kernel_hold(struct library *lib, const struct lib_ref *r)
 	pthread_mutex_lock(&lib->lock);
 	lib_slot_hold(lib, r->slot);
 	r->slot->kernel++;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 }
 
 void library_forget(struct library *lib, uint64_t ino, uint64_t n)
@@ -1235,7 +1242,7 @@ void library_forget(struct library *lib, uint64_t ino, uint64_t n)
 		lib_listings_trim(lib);
 	}
 	const bool shrunk = lib_shrunk(lib);
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	if (shrunk)
 		mem_give_back();
 }
@@ -1251,7 +1258,7 @@ void library_counts(struct library *lib, uint64_t *opened, uint64_t *built)
 	uint64_t b = 0;
 	for (size_t i = 1; i < lib->n_slots; i++)
 		b += lib->slots[i] && lib->slots[i]->state == MODEL_BUILT;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	*opened = atomic_load(&lib->opened);
 	*built = b;
 }
@@ -1265,5 +1272,5 @@ void library_leaving(struct library *lib)
 		if (s && s->state == MODEL_BUILT)
 			remote_leaving(s->m->remote);
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 }

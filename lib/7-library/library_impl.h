@@ -62,7 +62,8 @@ struct lib_slot {
 	/* an idle folder with a listing kept: its place in lib's list of them */
 	struct lib_slot *idle_prev, *idle_next;
 	bool in_idle;
-	struct lib_slot *next_free;   /* a list of slots being freed (lib_slot_drop) */
+	struct lib_slot *next_free;   /* a list of slots being freed (lib_slot_drop), then of
+	                               * those freed whose model waits for lib_unlock */
 	enum lib_node_type type;
 	/* its names, each kept once: src the entry's path in the source (the folder, the
 	 * file, a model's first file), taken from its listing (owns_src) or lent by a
@@ -108,6 +109,14 @@ struct lib_compare {
 	uint64_t last_used;       /* the library's clock at its last read */
 };
 
+/* Built models taken out of their slots by trim, released at lib_unlock. */
+#define LIB_TRIM_MAX 4
+struct lib_trimmed {
+	struct tree *t[LIB_TRIM_MAX];
+	struct ggufs_model *m[LIB_TRIM_MAX];
+	unsigned n;
+};
+
 struct library {
 	struct lib_source *src;
 	pthread_mutex_t lock;      /* everything below, and every slot's fields */
@@ -141,7 +150,17 @@ struct library {
 	bool requantize;           /* every model's tree: tree_set_requantize */
 	struct tree_quant_cache quant_cache;   /* every model tree's (dir malloc'ed) */
 	bool leaving;              /* library_leaving: a model built from now on is told */
+	/* what the lock's holder let go and lib_unlock releases once it is let go: slots
+	 * freed with a built model (by next_free), models trimmed */
+	struct lib_slot *gone;
+	struct lib_trimmed trimmed;
 };
+
+/* Lets go of lib->lock, then releases the models slots freed or trim took meanwhile
+ * (lib->gone, lib->trimmed): closing a model waits for its quants/ blocks in flight and
+ * unmaps its files, which no request should wait for under the lock. Every holder of
+ * the lock lets go of it here. */
+void lib_unlock(struct library *lib);
 
 /* One more hold on slot s, and one less (under lib->lock): a slot let go by its last
  * hold and in no listing is freed, and so, in turn, what it alone held (its listing's

@@ -88,7 +88,7 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 {
 	pthread_mutex_lock(&lib->lock);
 	struct lib_row *row = s->row;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	if (row)
 		return row;
 	/* the header alone: no tree, and the model closed again at once */
@@ -106,7 +106,7 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 	else
 		lib_row_free(row);
 	row = s->row;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	return row;
 }
 
@@ -216,7 +216,7 @@ static int collect_all(struct library *lib, struct lib_slot ***models, size_t *n
 	struct walk w = { 0 };
 	pthread_mutex_lock(&lib->lock);
 	int r = collect(lib, lib->root, &w, 0);
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	free(w.seen);
 	*models = w.models;
 	*n = w.n_models;
@@ -231,7 +231,7 @@ static void models_drop(struct library *lib, struct lib_slot **models, size_t n)
 		lib_slot_drop(lib, models[i]);
 	lib_listings_trim(lib);
 	const bool shrunk = lib_shrunk(lib);
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	free(models);
 	if (shrunk)
 		mem_give_back();
