@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "evlog.h"
+#include "leaving.h"
 #include "remote/blockcache.h"
 #include "remote/diskcache.h"
 
@@ -41,7 +42,8 @@ struct computed_pool {
 	pthread_t *ended;           /* workers that ended, not joined yet (max_threads) */
 	unsigned n_ended;
 	bool stop;                  /* computed_pool_free: the workers end */
-	atomic_bool leaving;        /* computed_pool_leaving: nothing more goes to disk */
+	atomic_bool leaving;        /* its leaving has run: nothing more goes to disk */
+	struct leaving_entry leave; /* in the mount's leaving: computed_pool_leave */
 };
 
 struct computed {
@@ -68,7 +70,7 @@ struct computed {
 	struct computed *q_prev, *q_next;   /* in the pool's queue */
 	struct computed *f_prev, *f_next;   /* in the pool's files */
 	unsigned in_flight;         /* its blocks being made by workers now */
-	unsigned pins;              /* computed_pool_leaving at work on it */
+	unsigned pins;              /* computed_pool_leave at work on it */
 
 	atomic_uint_fast64_t computed, from_disk, stored, failed;
 };
@@ -82,7 +84,7 @@ static size_t block_len(const struct computed *c, uint64_t k)
 }
 
 /* c takes entry e, found by a retry: marked as let go at once when the pool is leaving
- * (computed_pool_leaving's walk may have passed c's disk cache before e was in it). */
+ * (computed_pool_leave's walk may have passed c's disk cache before e was in it). */
 static void attach_entry(struct computed *c, struct dc_entry *e)
 {
 	atomic_store(&c->entry, e);
@@ -437,6 +439,30 @@ void computed_counters(const struct source *src, struct computed_counters *out)
 	out->failed = atomic_load(&c->failed);
 }
 
+/* The mount is ending (p->leave's fn; computed_pool_opts.leaving says what follows):
+ * every file of p lets go of its disk cache entry, and those opened later take none. */
+static void computed_pool_leave(void *arg)
+{
+	struct computed_pool *p = arg;
+	pthread_mutex_lock(&p->lock);
+	atomic_store(&p->leaving, true);
+	/* each file pinned (its close waits) while its disk cache is told without the
+	 * lock: dc_leaving waits for a store under way. Files opened from now on see
+	 * leaving themselves. */
+	for (struct computed *c = p->files; c;) {
+		c->pins++;
+		pthread_mutex_unlock(&p->lock);
+		dc_leaving(c->dc);
+		pthread_mutex_lock(&p->lock);
+		c->pins--;
+		struct computed *next = c->f_next;
+		if (c->closing && !c->pins)
+			pthread_cond_broadcast(&p->settled);
+		c = next;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 struct computed_pool *computed_pool_new(const struct computed_pool_opts *o,
                                         char err[GGUF_ERR_MAX])
 {
@@ -479,6 +505,8 @@ struct computed_pool *computed_pool_new(const struct computed_pool_opts *o,
 	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->settled, NULL);
+	p->leave = (struct leaving_entry){ .fn = computed_pool_leave, .ctx = p };
+	leaving_add(o->leaving, &p->leave);
 	return p;
 }
 
@@ -486,6 +514,7 @@ void computed_pool_free(struct computed_pool *p)
 {
 	if (!p)
 		return;
+	leaving_remove(&p->leave);   /* (waits for its walk under way) */
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
 	pthread_cond_broadcast(&p->work);
@@ -500,29 +529,6 @@ void computed_pool_free(struct computed_pool *p)
 	pthread_cond_destroy(&p->settled);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
-}
-
-void computed_pool_leaving(struct computed_pool *p)
-{
-	if (!p)
-		return;
-	pthread_mutex_lock(&p->lock);
-	atomic_store(&p->leaving, true);
-	/* each file pinned (its close waits) while its disk cache is told without the
-	 * lock: dc_leaving waits for a store under way. Files opened from now on see
-	 * leaving themselves. */
-	for (struct computed *c = p->files; c;) {
-		c->pins++;
-		pthread_mutex_unlock(&p->lock);
-		dc_leaving(c->dc);
-		pthread_mutex_lock(&p->lock);
-		c->pins--;
-		struct computed *next = c->f_next;
-		if (c->closing && !c->pins)
-			pthread_cond_broadcast(&p->settled);
-		c = next;
-	}
-	pthread_mutex_unlock(&p->lock);
 }
 
 unsigned computed_pool_threads(struct computed_pool *p)

@@ -90,6 +90,7 @@ uint64_t tree_held_bytes(const struct tree *t);
  * workers ahead of a sequential reader and kept in the disk cache under the model's
  * identity, NAME and QUANT_RULES_VERSION. */
 struct computed_pool;
+struct leaving;
 struct tree_quant_cache {
 	const char *dir;       /* the disk cache's directory (remote_cache_dir), NULL: none */
 	uint64_t max;          /* its bound in bytes, 0: the default (diskcache.h) */
@@ -104,9 +105,11 @@ struct tree_quant_cache {
 bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
 /* A pool for the quants/ files of a mount (computed_pool_new): at most threads workers,
  * 0 for the online cores, and the default memory. NULL with one line in err. Freed by
- * computed_pool_free after every tree that uses it; computed_pool_leaving at the
- * unmount hands the disk cache entries of all their files over to a quick remount. */
-struct computed_pool *tree_quant_pool_new(unsigned threads, char err[GGUF_ERR_MAX]);
+ * computed_pool_free after every tree that uses it; when leaving (the mount's
+ * hand-over, leaving.h; or NULL) runs at the unmount, the disk cache entries of all
+ * their files go over to a quick remount (computed_pool_opts.leaving). */
+struct computed_pool *tree_quant_pool_new(unsigned threads, struct leaving *leaving,
+                                          char err[GGUF_ERR_MAX]);
 /* True when file n of t is one of quants/ and t's model is no longer the file it parsed
  * (model_changed: written to in place, or shrunk): its reads all fail with EIO, and
  * an open of it must not keep the pages the kernel holds of it (they are of the model

@@ -101,7 +101,8 @@ static struct timespec time_now(void)
 	return ts;
 }
 
-struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX])
+struct tree_edits *tree_edits_open(struct tree *base, const char *path, struct leaving *leaving,
+                                   char err[GGUF_ERR_MAX])
 {
 	struct tree_edits *e = calloc(1, sizeof *e);
 	char why[GGUF_ERR_MAX];
@@ -118,7 +119,7 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 	e->id.size = base->mf.size;
 	if (ov_identity(base->m, &e->id.header_hash) < 0)
 		goto oom;
-	int r = edits_store_open(path, &e->store, &text, &len, err);
+	int r = edits_store_open(path, leaving, &e->store, &text, &len, err);
 	if (r < 0)
 		goto fail;
 	if (r == 1) {   /* missing: created, holding no edits */
@@ -167,17 +168,6 @@ void tree_edits_close(struct tree_edits *e)
 	pthread_mutex_destroy(&e->cur_lock);
 	edits_store_close(e->store);
 	free(e);
-}
-
-void tree_edits_leaving(struct tree_edits *e)
-{
-	if (!e)
-		return;
-	/* FILE handed over to a quick remount: under the edit lock, so that no save is under
-	 * way and none comes after (a commit from here on fails; at unmount none comes) */
-	pthread_mutex_lock(&e->lock);
-	edits_store_leaving(e->store);
-	pthread_mutex_unlock(&e->lock);
 }
 
 void tree_edits_set_file_max(struct tree_edits *e, uint64_t max)

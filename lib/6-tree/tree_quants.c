@@ -130,11 +130,13 @@ void tree_set_requantize(struct tree *t, bool on)
 	t->quants.requantize = on;
 }
 
-struct computed_pool *tree_quant_pool_new(unsigned threads, char err[GGUF_ERR_MAX])
+struct computed_pool *tree_quant_pool_new(unsigned threads, struct leaving *leaving,
+                                          char err[GGUF_ERR_MAX])
 {
 	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	const struct computed_pool_opts o = {
 		.threads = threads ? threads : cores > 0 && cores < 65536 ? (unsigned)cores : 1,
+		.leaving = leaving,
 	};
 	return computed_pool_new(&o, err);
 }
@@ -393,7 +395,7 @@ static struct computed_pool *pool_of(const struct tree *t)
 	if (c->pool)
 		return c->pool;
 	char err[GGUF_ERR_MAX];
-	if (!q->own_pool && !(q->own_pool = tree_quant_pool_new(c->threads, err)))
+	if (!q->own_pool && !(q->own_pool = tree_quant_pool_new(c->threads, NULL, err)))
 		evlog(EVLOG_WARNING, "quant pool", "%s: quants/: %s", t->m->path, err);
 	return q->own_pool;
 }

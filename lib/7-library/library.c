@@ -11,7 +11,6 @@
 #include "library_impl.h"
 #include "mem_give_back.h"
 #include "model.h"
-#include "remote.h"
 
 static uint64_t ino_of(uint64_t no, uint64_t low)
 {
@@ -684,8 +683,6 @@ static void build(struct library *lib, struct lib_slot *s)
 		s->m = m;
 		s->t = t;
 		s->state = MODEL_BUILT;
-		if (lib->leaving)   /* built while the mount ends */
-			remote_leaving(m->remote);
 		if (!s->row)
 			s->row = row;
 		else
@@ -1261,16 +1258,4 @@ void library_counts(struct library *lib, uint64_t *opened, uint64_t *built)
 	lib_unlock(lib);
 	*opened = atomic_load(&lib->opened);
 	*built = b;
-}
-
-void library_leaving(struct library *lib)
-{
-	pthread_mutex_lock(&lib->lock);
-	lib->leaving = true;
-	for (size_t i = 1; i < lib->n_slots; i++) {
-		const struct lib_slot *s = lib->slots[i];
-		if (s && s->state == MODEL_BUILT)
-			remote_leaving(s->m->remote);
-	}
-	lib_unlock(lib);
 }

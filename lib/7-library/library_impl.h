@@ -149,7 +149,6 @@ struct library {
 	atomic_uint_fast64_t compares_made;
 	bool requantize;           /* every model's tree: tree_set_requantize */
 	struct tree_quant_cache quant_cache;   /* every model tree's (dir malloc'ed) */
-	bool leaving;              /* library_leaving: a model built from now on is told */
 	/* what the lock's holder let go and lib_unlock releases once it is let go: slots
 	 * freed with a built model (by next_free), models trimmed */
 	struct lib_slot *gone;

@@ -176,10 +176,10 @@ static void test_each_edit(void **state)
 
 	/* FILE is held: a second open while it is is refused; once closed, an open gives
 	 * the same metadata */
-	assert_null(tree_edits_open(f->base, f->file, err));
+	assert_null(tree_edits_open(f->base, f->file, NULL, err));
 	assert_non_null(strstr(err, "in use by another mount"));
 	tree_edits_close(f->e);
-	f->e = tree_edits_open(f->base, f->file, err);
+	f->e = tree_edits_open(f->base, f->file, NULL, err);
 	assert_non_null(f->e);
 	expect_content(f->e, "my.key", "7\n");
 	assert_int_equal(ino_of(f->e, "general.name"), 0);
@@ -388,7 +388,7 @@ static void test_every_type_round_trip(void **state)
 		print_error("%s\n", err);
 	assert_non_null(m);
 	struct tree *base = tree_build(m, err);
-	struct tree_edits *e = tree_edits_open(base, file, err);
+	struct tree_edits *e = tree_edits_open(base, file, NULL, err);
 	assert_non_null(e);
 	uint64_t n = m->meta->n_kv;
 	for (uint64_t k = 0; k < n; k++) {
@@ -424,7 +424,7 @@ static void test_every_type_round_trip(void **state)
 	 * keeps the old one) */
 	tree_edits_close(e);
 	e = NULL;
-	struct tree_edits *again = tree_edits_open(base, file, err);
+	struct tree_edits *again = tree_edits_open(base, file, NULL, err);
 	if (!again)
 		print_error("%s\n", err);
 	assert_non_null(again);

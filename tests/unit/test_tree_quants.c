@@ -186,7 +186,7 @@ static void test_table_threads(void **state)
 	model_close(m);
 
 	char err[GGUF_ERR_MAX];
-	struct computed_pool *pool = tree_quant_pool_new(POOL_THREADS, err);
+	struct computed_pool *pool = tree_quant_pool_new(POOL_THREADS, NULL, err);
 	assert_non_null(pool);
 	struct tree *t = open_tree(&m, pool);
 	struct watch w = { .pool = pool };
@@ -214,7 +214,7 @@ static void test_table_threads(void **state)
 	computed_pool_free(pool);
 
 	/* a second tree, as a second mount: every block from the disk cache */
-	pool = tree_quant_pool_new(POOL_THREADS, err);
+	pool = tree_quant_pool_new(POOL_THREADS, NULL, err);
 	assert_non_null(pool);
 	t = open_tree(&m, pool);
 	uint64_t computed = 0, from_disk = 0;

@@ -187,6 +187,13 @@ static bool copy_s3(struct remote *r, const struct remote_s3 *s)
 	return copied;
 }
 
+/* The mount is ending (r->leave's fn, r's disk cache): its entries let go at once for a
+ * new mount of the same files to take, nothing more stored (dc_leaving). */
+static void remote_leave(void *r)
+{
+	dc_leaving(((struct remote *)r)->disk);
+}
+
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 {
 	if (o->token && !token_ok(o->token)) {
@@ -234,19 +241,18 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 	uint64_t half = r->o.cache_size / REMOTE_BLOCK_SIZE / 2;
 	r->ahead_wanted = half >= REMOTE_WINDOW_MIN_BLOCKS;
 	r->window_max = half < REMOTE_WINDOW_MAX_BLOCKS ? (unsigned)half : REMOTE_WINDOW_MAX_BLOCKS;
+	if (r->disk) {
+		r->leave = (struct leaving_entry){ .fn = remote_leave, .ctx = r };
+		leaving_add(o->leaving, &r->leave);
+	}
 	return r;
-}
-
-void remote_leaving(struct remote *r)
-{
-	if (r)
-		dc_leaving(r->disk);
 }
 
 void remote_free(struct remote *r)
 {
 	if (!r)
 		return;
+	leaving_remove(&r->leave);   /* (waits for its dc_leaving under way) */
 	ahead_stop(r);
 	remote_fetch_pool_free(r);
 	bc_free(r->cache);

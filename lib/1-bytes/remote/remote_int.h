@@ -20,6 +20,7 @@
 #include "blockcache.h"
 #include "diskcache.h"
 #include "http.h"
+#include "leaving.h"
 #include "remote.h"
 #include "url.h"
 
@@ -112,6 +113,7 @@ struct remote {
 	remote_sign_fn *sign;       /* each request's credentials */
 	struct blockcache *cache;
 	struct diskcache *disk;     /* -o cache_dir, or NULL */
+	struct leaving_entry leave; /* in o.leaving while disk is: dc_leaving */
 
 	pthread_mutex_t pool_lock;  /* idle easy handles, each used by one thread at a time */
 	CURL **pool;
