@@ -279,13 +279,14 @@ int edits_store_open(const char *path, struct leaving *leaving, struct edits_sto
 	struct stat st;
 	*text = NULL;
 	*len = 0;
-	if (s)
+	if (s) {
 		pthread_mutex_init(&s->lock, NULL);
+		s->fd = s->dirfd = -1;   /* before any failure: close() closes what is >= 0 */
+	}
 	if (!s || !(s->path = strdup(path)) || !(s->name = strdup(slash ? slash + 1 : path))) {
 		snprintf(err, GGUF_ERR_MAX, "%s: out of memory", path);
 		goto fail;
 	}
-	s->fd = s->dirfd = -1;
 	s->max = EDITS_FILE_MAX;
 	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
 	if (!dir || !s->name[0]) {
