@@ -593,3 +593,204 @@ void model_read_cause(const struct ggufs_model *m, int r, char cause[GGUF_ERR_MA
 	else if (!(m->remote && remote_first_cause(m->remote, cause)))
 		snprintf(cause, GGUF_ERR_MAX, "%s", r == -ENOMEM ? "out of memory" : strerror(-r));
 }
+
+const char *model_path(const struct ggufs_model *m)
+{
+	return m->path;
+}
+
+const char *model_file_name(const struct ggufs_model *m)
+{
+	return m->file_name;
+}
+
+const struct stat *model_stat(const struct ggufs_model *m)
+{
+	return &m->st;
+}
+
+const char *model_url(const struct ggufs_model *m)
+{
+	return m->source;
+}
+
+const struct gguf_file *model_meta(const struct ggufs_model *m)
+{
+	return m->meta;
+}
+
+const struct gguf_file *model_own_meta(const struct ggufs_model *m)
+{
+	return &m->shards[0].gf;
+}
+
+bool model_edited(const struct ggufs_model *m)
+{
+	return m->meta != &m->shards[0].gf;
+}
+
+int model_header_holds(const struct ggufs_model *m, char why[GGUF_ERR_MAX])
+{
+	for (uint32_t s = 0; s < m->n_shards; s++) {
+		if (source_holds(m->shards[s].src, m->shards[s].gf.data_offset) < 0) {
+			if (why)
+				gguf_errf(why, "%s: the file has shrunk: its header is gone",
+				          m->shards[s].path);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+uint64_t model_n_tensors(const struct ggufs_model *m)
+{
+	return m->n_tensors;
+}
+
+const struct gguf_tensor *model_tensor(const struct ggufs_model *m, uint64_t i)
+{
+	return m->tensors[i].t;
+}
+
+uint32_t model_tensor_file(const struct ggufs_model *m, uint64_t i)
+{
+	return m->tensors[i].shard;
+}
+
+struct source *model_tensor_bytes(const struct ggufs_model *m, uint64_t i, uint64_t *off)
+{
+	*off = m->tensors[i].t->offset;
+	return m->shards[m->tensors[i].shard].src;
+}
+
+const uint8_t *model_tensor_mapped(const struct ggufs_model *m, uint64_t i)
+{
+	const struct model_shard *s = &m->shards[m->tensors[i].shard];
+	return source_mapped(s->src) ? s->map + m->tensors[i].t->offset : NULL;
+}
+
+uint32_t model_n_files(const struct ggufs_model *m)
+{
+	return m->n_shards;
+}
+
+void model_file(const struct ggufs_model *m, uint32_t f, struct model_file_info *info)
+{
+	const struct model_shard *s = &m->shards[f];
+	*info = (struct model_file_info){ .path = s->path, .size = s->size };
+	if (m->remote)
+		info->remote = remote_of_source(s->src);
+	else if (s->src && source_mapped(s->src))
+		info->st = &s->st;
+}
+
+int model_file_fd(const struct ggufs_model *m, const char **not_file)
+{
+	const char *why = NULL;
+	int fd = -1;
+	uint64_t count;
+	if (m->remote)
+		why = "a remote model";
+	else if (m->n_shards != 1)
+		why = "a split model, merged here";
+	else if (!source_span(m->shards[0].src, 0, 0, &fd, &count))
+		why = "not a local file";
+	if (not_file)
+		*not_file = why;
+	return why ? -1 : fd;
+}
+
+bool model_identity(const struct ggufs_model *m,
+                    void (*add)(void *arg, const void *p, uint64_t n), void *arg)
+{
+	for (uint32_t s = 0; s < m->n_shards; s++) {
+		const struct model_shard *sh = &m->shards[s];
+		const struct stat *st = &sh->st;
+		char line[512];
+		int n;
+		if (!m->remote && source_mapped(sh->src)) {
+			n = snprintf(line, sizeof line, "local %ju %ju %jd %jd.%09ld %jd.%09ld\n",
+			             (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
+			             (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+			             (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+		} else if (m->remote) {
+			const struct remote_file *rf = remote_of_source(sh->src);
+			const char *etag = remote_etag(rf);
+			const time_t mt = remote_mtime(rf);
+			if (!etag[0] && mt == (time_t)-1)
+				return false;
+			add(arg, sh->path, strlen(sh->path));
+			n = snprintf(line, sizeof line, "\nremote %" PRIu64 " %s %jd\n", remote_size(rf),
+			             etag, (intmax_t)(etag[0] ? 0 : mt));
+		} else {
+			return false;
+		}
+		add(arg, line, (uint64_t)n);
+	}
+	return true;
+}
+
+void model_cache_name(const struct ggufs_model *m, char *buf, size_t size)
+{
+	const struct model_shard *first = &m->shards[0];
+	if (m->remote)
+		snprintf(buf, size, "%.1024s", first->path);
+	else
+		snprintf(buf, size, "file %ju:%ju", (uintmax_t)first->st.st_dev,
+		         (uintmax_t)first->st.st_ino);
+}
+
+bool model_fetched(const struct ggufs_model *m)
+{
+	return m->remote != NULL;
+}
+
+bool model_streamed(const struct ggufs_model *m)
+{
+	return !m->remote && m->n_shards == 1 && !source_mapped(m->shards[0].src);
+}
+
+bool model_fetch_counters(const struct ggufs_model *m, struct remote_counters *rc)
+{
+	if (!m->remote)
+		return false;
+	remote_counters(m->remote, rc);
+	return true;
+}
+
+void model_leaving(const struct ggufs_model *m)
+{
+	if (m->remote)
+		remote_leaving(m->remote);
+}
+
+uint32_t model_shrunk(const struct ggufs_model *m, char *why, size_t size)
+{
+	for (uint32_t s = 0; s < m->n_shards; s++) {
+		const struct model_shard *sh = &m->shards[s];
+		int fd;
+		uint64_t now;   /* of its bytes at open, how many the file holds now */
+		if (!source_span(sh->src, 0, sh->size, &fd, &now) || now >= sh->size)
+			continue;
+		snprintf(why, size, "%s: the file shrank from %" PRIu64 " to %" PRIu64 " bytes "
+		         "while mounted: reads of the bytes that went fail with EIO",
+		         sh->path, sh->size, now);
+		return s + 1;
+	}
+	return 0;
+}
+
+struct ggufs_model *model_view_new(const struct ggufs_model *m, const struct gguf_file *meta)
+{
+	struct ggufs_model *v = malloc(sizeof *v);
+	if (v) {
+		*v = *m;
+		v->meta = meta;
+	}
+	return v;
+}
+
+void model_view_free(struct ggufs_model *v)
+{
+	free(v);
+}

@@ -27,7 +27,7 @@ static struct thread_buf blocks_buf = THREAD_BUF(QUANT_READ_STEP_VALUES * sizeof
 uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
 {
 	const struct ggml_type *ty = ggml_type_get(to);
-	const struct gguf_tensor *t = m->tensors[i].t;
+	const struct gguf_tensor *t = model_tensor(m, i);
 	if (to == t->type)
 		return t->size;
 	if (!ty || !ty->block_elems || !ty->block_bytes || t->ne[0] % ty->block_elems)
@@ -42,14 +42,14 @@ uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
 static int refused(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t b,
                    const char *what)
 {
-	const struct gguf_tensor *t = m->tensors[i].t;
+	const struct gguf_tensor *t = model_tensor(m, i);
 	const struct ggml_type *ty = ggml_type_get(to);
 	const int n = t->name.len > 200 ? 200 : (int)t->name.len;
 	char key[256];
 	snprintf(key, sizeof key, "quant-refused %.*s %" PRIu32, n, t->name.ptr, to);
 	evlog(EVLOG_ERR, key, "%s: tensor '%.*s' as %s: block %" PRIu64 " %s, which llama.cpp's "
 	      "quantizer refuses (llama_model_quantize writes no file of this model): EIO for "
-	      "its bytes in quants/", m->path, n, t->name.ptr, ty ? ty->name : "?", b, what);
+	      "its bytes in quants/", model_path(m), n, t->name.ptr, ty ? ty->name : "?", b, what);
 	return -EIO;
 }
 
@@ -93,7 +93,7 @@ static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, ui
 int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
                  uint64_t len, void *buf)
 {
-	const struct gguf_tensor *t = m->tensors[i].t;
+	const struct gguf_tensor *t = model_tensor(m, i);
 	const uint64_t size = reader_quant_size(m, i, to);
 	if (!size || off > size || len > size - off)
 		return -EINVAL;

@@ -251,8 +251,8 @@ static int segment_quant(const struct ggufs_model *m, uint64_t i, uint64_t first
                          uint64_t end, source_visit_fn scan, void *sc, uint8_t *rawbuf,
                          _Atomic uint64_t *progress)
 {
-	const struct ggml_type *ty = m->tensors[i].t->ti;
-	const uint64_t step = model_tensor_remote(m, i) ? CHUNK_VALUES : end - first;
+	const struct ggml_type *ty = model_tensor(m, i)->ti;
+	const uint64_t step = !model_tensor_mapped(m, i) ? CHUNK_VALUES : end - first;
 	for (uint64_t done = first; done < end; done += step) {
 		const uint64_t n = end - done < step ? end - done : step;
 		const uint64_t bytes = n / ty->block_elems * ty->block_bytes;
@@ -275,9 +275,9 @@ uint64_t stats_segments(const struct gguf_tensor *g)
 int stats_segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
                   struct stats_part *out, _Atomic uint64_t *progress)
 {
-	if (i >= m->n_tensors || !m->tensors[i].t->has_f32)
+	if (i >= model_n_tensors(m) || !model_tensor(m, i)->has_f32)
 		return -ENOENT;
-	const struct gguf_tensor *g = m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(m, i);
 	const struct ggml_type *ty = g->ti;
 	const bool scales = stats_type_has_scales(g->type);
 	/* summed from the raw blocks (stats_quant.h), which are read anyway */
@@ -382,7 +382,7 @@ static void scan_health(void *ctx, const uint8_t *raw, uint64_t len)
 int stats_segment_health(const struct ggufs_model *m, uint64_t i, uint64_t seg,
                          struct stats_health *out, _Atomic uint64_t *progress)
 {
-	const struct gguf_tensor *g = m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(m, i);
 	const uint64_t first = seg * STATS_SEGMENT;
 	const uint64_t end = g->n_elements - first < STATS_SEGMENT ? g->n_elements
 	                                                           : first + STATS_SEGMENT;
@@ -431,7 +431,7 @@ void stats_health_merge(struct stats_health *into, const struct stats_health *ne
 
 int stats_tensor(const struct ggufs_model *m, uint64_t i, struct tensor_stats *out)
 {
-	const struct gguf_tensor *g = m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(m, i);
 	struct stats_part all, part;
 	for (uint64_t seg = 0; seg < stats_segments(g); seg++) {
 		int r = stats_segment(m, i, seg, seg ? &part : &all, NULL);

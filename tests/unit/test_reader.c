@@ -56,7 +56,7 @@ static uint8_t next_byte(void)
 /* The stored bytes of tensor i in the file as written. */
 static const uint8_t *stored(const struct fixture *f, uint64_t i)
 {
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	return f->img + g->offset;
 }
 
@@ -85,7 +85,7 @@ static int setup(void **state)
 	if (!(f->m = gw_open_temp(&w, f->path, &f->img, &f->len, err)))
 		fail_msg("%s", err);
 	for (uint64_t i = 0; i < N_TENSORS; i++) {
-		const struct gguf_tensor *g = f->m->tensors[i].t;
+		const struct gguf_tensor *g = model_tensor(f->m, i);
 		f->values[i] = malloc(g->n_elements * sizeof(float));
 		assert_non_null(f->values[i]);
 		dequant_get(g->type)->to_float(stored(f, i), f->values[i],
@@ -121,7 +121,7 @@ static void restore(const struct fixture *f)
  * misaligned one (the bounce path), against the whole tensor. */
 static void check_ranges(const struct fixture *f, uint64_t i)
 {
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	const uint64_t bo = (uint64_t)g->ti->block_elems * sizeof(float);
 	const uint64_t f32_size = g->n_elements * sizeof(float), bb = g->ti->block_bytes;
 	const uint64_t offs[] = { 0, 1, bo - 1, bo, bo + 1, 3 * bo - 2, f32_size / 2 + 3,
@@ -176,7 +176,7 @@ static void test_past_the_end(void **state)
 {
 	struct fixture *f = *state;
 	const uint64_t i = 1;
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	const uint64_t f32_size = g->n_elements * sizeof(float);
 	char buf[64];
 	assert_int_equal(reader_f32(f->m, i, f32_size - 5, 5, buf), 0);
@@ -212,7 +212,7 @@ static void test_shrunk(void **state)
 {
 	struct fixture *f = *state;
 	const uint64_t i = 0;
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	const uint64_t cut = g->offset + g->size / 2;     /* inside tensor 0's blocks */
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
@@ -257,7 +257,7 @@ static void visit_cut(void *ctx, const uint8_t *p, uint64_t len)
 static void test_sigbus_guard(void **state)
 {
 	struct fixture *f = *state;
-	const struct gguf_tensor *g = f->m->tensors[0].t;
+	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	guard_install();   /* cmocka puts its own SIGBUS handler in for every test */
 	cut_path = f->path;
 	assert_int_equal(reader_visit_raw(f->m, 0, 0, g->size, NULL, visit_cut, NULL), -EIO);
@@ -306,10 +306,10 @@ static void test_unmapped_source(void **state)
 	struct test_source ts = { .src.ops = &test_source_ops, .data = f->img, .reads_left = -1 };
 	struct source *mapped = f->m->shards[0].src;
 	f->m->shards[0].src = &ts.src;
-	assert_true(model_tensor_remote(f->m, 0));
+	assert_null(model_tensor_mapped(f->m, 0));
 	for (uint64_t i = 0; i < N_TENSORS; i++)
 		check_ranges(f, i);
-	const struct gguf_tensor *g = f->m->tensors[0].t;
+	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	ts.reads = 0;
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
@@ -334,7 +334,7 @@ static void test_failing_source(void **state)
 	struct test_source ts = { .src.ops = &test_source_ops, .data = f->img, .reads_left = 0 };
 	struct source *mapped = f->m->shards[0].src;
 	f->m->shards[0].src = &ts.src;
-	const struct gguf_tensor *g = f->m->tensors[0].t;
+	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
 	assert_int_equal(reader_raw(f->m, 0, 0, 16, buf), -EIO);
