@@ -33,7 +33,6 @@
 #include "guard.h"
 #include "hash.h"
 #include "quant.h"
-#include "remote.h"
 #include "reader.h"
 #include "quant_read.h"
 #include "render_quants.h"
@@ -92,10 +91,7 @@ static bool plans(const struct tree *t)
 		return true;
 	pthread_mutex_lock(&q->lock);
 	if (!atomic_load_explicit(&q->made, memory_order_relaxed)) {
-		bool held = true;
-		for (uint32_t s = 0; s < t->m->n_shards; s++)
-			held = held && source_holds(t->m->shards[s].src,
-			                            t->m->shards[s].gf.data_offset) == 0;
+		bool held = model_header_holds(t->m, NULL) == 0;
 		quant_set_free(&q->qs);
 		if (held)
 			guard_call(run_plans, w);
@@ -209,9 +205,8 @@ static int read_planned(const struct tree *t, const struct quant_plan *qp, char 
                         uint64_t len, uint64_t off)
 {
 	if (off < qp->data_offset) {
-		for (uint32_t s = 0; s < t->m->n_shards; s++)
-			if (source_holds(t->m->shards[s].src, t->m->shards[s].gf.data_offset) < 0)
-				return -EIO;
+		if (model_header_holds(t->m, NULL) < 0)
+			return -EIO;
 		uint64_t k = qp->data_offset - off < len ? qp->data_offset - off : len;
 		struct header_read h = { qp, off, k, buf };
 		int e = guard_call(run_header, &h);
@@ -281,43 +276,16 @@ static void id_add(struct id_hash *h, const void *p, uint64_t n)
 	h->b = hash_fnv1a(p, n, h->b);
 }
 
-/* Adds what shard s's bytes are to h: a local file's device, inode, size and times as
- * the model recorded them from the descriptor it parsed (model_shard.st: the version the
- * plans are made from, never a later fstat's, which may be another's; any change of
- * its bytes moves its ctime), a remote one's URL, size and ETag (or Last-Modified).
- * false when that cannot be told (a streamed model, a server that names no version):
- * nothing of the file is then kept on disk. */
-static bool id_shard(const struct ggufs_model *m, uint32_t s, struct id_hash *h)
+/* model_identity's add: into the hashes at arg. */
+static void id_model(void *arg, const void *p, uint64_t n)
 {
-	const struct model_shard *sh = &m->shards[s];
-	const struct stat *st = &sh->st;
-	char line[512];
-	int n;
-	if (!m->remote && source_mapped(sh->src)) {
-		n = snprintf(line, sizeof line, "local %ju %ju %jd %jd.%09ld %jd.%09ld\n",
-		             (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
-		             (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
-		             (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
-	} else if (m->remote) {
-		const struct remote_file *rf = remote_of_source(sh->src);
-		const char *etag = remote_etag(rf);
-		const time_t mt = remote_mtime(rf);
-		if (!etag[0] && mt == (time_t)-1)
-			return false;
-		id_add(h, sh->path, strlen(sh->path));
-		n = snprintf(line, sizeof line, "\nremote %" PRIu64 " %s %jd\n", remote_size(rf),
-		             etag, (intmax_t)(etag[0] ? 0 : mt));
-	} else {
-		return false;
-	}
-	id_add(h, line, (uint64_t)n);
-	return true;
+	id_add(arg, p, n);
 }
 
 /* The disk cache's key and version of file f of t: key names it for people by the
  * model's first file, never by a path (one file is one entry, whatever names lead to
  * it: "quant Q4_K_M of file 2049:1835018", a remote one "quant Q4_K_M of URL"), version
- * is what it was made from (id_shard's, its header's bytes, QUANT_RULES_VERSION). 0;
+ * is what it was made from (model_identity's, its header's bytes, QUANT_RULES_VERSION). 0;
  * -EIO when the header cannot be read, or the model changed since it was parsed; 1 when
  * the file has no version to keep it under (nothing goes to disk). */
 static int disk_key(const struct tree *t, const struct tree_quant_file *f, char *key,
@@ -328,9 +296,8 @@ static int disk_key(const struct tree *t, const struct tree_quant_file *f, char 
 	int n = snprintf(head, sizeof head, "ggufs quant rules %d %s\n", QUANT_RULES_VERSION,
 	                 f->qp->name->name);
 	id_add(&h, head, (uint64_t)n);
-	for (uint32_t s = 0; s < t->m->n_shards; s++)
-		if (!id_shard(t->m, s, &h))
-			return 1;
+	if (!model_identity(t->m, id_model, &h))
+		return 1;
 	uint8_t *piece = malloc(TREE_QUANT_HASH_STEP);
 	if (!piece)
 		return -ENOMEM;
@@ -346,12 +313,9 @@ static int disk_key(const struct tree *t, const struct tree_quant_file *f, char 
 		id_add(&h, piece, k);
 	}
 	free(piece);
-	const struct model_shard *first = &t->m->shards[0];
-	if (t->m->remote)
-		snprintf(key, key_size, "quant %s of %.1024s", f->qp->name->name, first->path);
-	else
-		snprintf(key, key_size, "quant %s of file %ju:%ju", f->qp->name->name,
-		         (uintmax_t)first->st.st_dev, (uintmax_t)first->st.st_ino);
+	char name[1040];
+	model_cache_name(t->m, name, sizeof name);
+	snprintf(key, key_size, "quant %s of %s", f->qp->name->name, name);
 	snprintf(version, version_size, "rules %d %016" PRIx64 "%016" PRIx64, QUANT_RULES_VERSION,
 	         h.a, h.b);
 	return 0;
@@ -377,7 +341,7 @@ static struct source *open_file(const struct tree *t, struct tree_quant_file *f,
 	char err[GGUF_ERR_MAX];
 	struct source *src = computed_open(&o, err);
 	if (!src) {
-		evlog(EVLOG_WARNING, "quant open", "%s: quants/%s.gguf: %s", t->m->path,
+		evlog(EVLOG_WARNING, "quant open", "%s: quants/%s.gguf: %s", model_path(t->m),
 		      f->qp->name->name, err);
 		*r = -ENOMEM;
 	}
@@ -394,7 +358,7 @@ static struct computed_pool *pool_of(const struct tree *t)
 		return c->pool;
 	char err[GGUF_ERR_MAX];
 	if (!q->own_pool && !(q->own_pool = tree_quant_pool_new(c->threads, err)))
-		evlog(EVLOG_WARNING, "quant pool", "%s: quants/: %s", t->m->path, err);
+		evlog(EVLOG_WARNING, "quant pool", "%s: quants/: %s", model_path(t->m), err);
 	return q->own_pool;
 }
 

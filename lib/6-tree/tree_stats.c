@@ -44,7 +44,7 @@ void tree_stats_layout(const struct ggufs_model *m, struct tree_tensors *tt)
 	for (uint64_t k = 0; k < tt->n_stats_children; k++) {
 		const struct tree_node *sn = &tt->nodes[tt->stats_children[k] - tt->first_ino];
 		tt->tsv_line[k + 1] = tt->tsv_line[k] +
-		                      render_stats_tsv_line_size(m->tensors[sn->index].t, sn->name);
+		                      render_stats_tsv_line_size(model_tensor(m, sn->index), sn->name);
 	}
 }
 
@@ -86,7 +86,7 @@ int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *b
 		r = tensor_stats_once(t, n->index, &st);
 		if (r < 0)
 			return r;
-		render_stats(&s, t->m->tensors[n->index].t, &st);
+		render_stats(&s, model_tensor(t->m, n->index), &st);
 		return (int64_t)len;
 	}
 	const struct tree_tensors *tt = t->tensors;
@@ -102,7 +102,7 @@ int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *b
 		r = tensor_stats_once(t, sn->index, &st);
 		if (r < 0)
 			return r;
-		render_stats_tsv_line(&s, t->m->tensors[sn->index].t, sn->name, &st);
+		render_stats_tsv_line(&s, model_tensor(t->m, sn->index), sn->name, &st);
 	}
 	/* then empty lines up to the size laid out for the widest figures */
 	if (k == tt->n_stats_children && s.pos < off + len) {
