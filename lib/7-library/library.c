@@ -600,7 +600,7 @@ static bool lib_same_file(const struct library *lib, const struct lib_slot *s,
                           const struct ggufs_model *m)
 {
 	const struct lib_attr *a = &s->st;
-	const struct stat *b = &m->st;
+	const struct stat *b = model_stat(m);
 	const struct lib_source *src = lib->src;
 	if (!src->pinned && src->ops->same_version)   /* the source knows its versions */
 		return src->ops->same_version(src->ctx, s->src, s->first_version, m);
@@ -650,13 +650,14 @@ static void build(struct library *lib, struct lib_slot *s)
 	if (m) {
 		/* the numbers of the tree must fit under its quants/ and the slot's compare/
 		 * (tree_ino.h: four a tensor) */
-		uint64_t inos = TREE_FIRST_META + m->meta->n_kv + 4 * m->n_tensors;
+		uint64_t inos = TREE_FIRST_META + model_meta(m)->n_kv + 4 * model_n_tensors(m);
 		if (inos >= TREE_QUANT_INO || tree_ino_quant(0, TREE_QUANT_TSV_SLOT) >= LIB_COMPARE_LOW)
-			snprintf(err, sizeof err, "%s: too many keys and tensors for a library", m->path);
+			snprintf(err, sizeof err, "%s: too many keys and tensors for a library",
+			         model_path(m));
 		else
 			t = tree_build(m, err);
 		if (t && !tree_set_quant_cache(t, &lib->quant_cache)) {
-			snprintf(err, sizeof err, "%s: out of memory", m->path);
+			snprintf(err, sizeof err, "%s: out of memory", model_path(m));
 			tree_free(t);
 			t = NULL;
 		}
@@ -685,7 +686,7 @@ static void build(struct library *lib, struct lib_slot *s)
 		s->t = t;
 		s->state = MODEL_BUILT;
 		if (lib->leaving)   /* built while the mount ends */
-			remote_leaving(m->remote);
+			model_leaving(m);
 		if (!s->row)
 			s->row = row;
 		else
@@ -1270,7 +1271,7 @@ void library_leaving(struct library *lib)
 	for (size_t i = 1; i < lib->n_slots; i++) {
 		const struct lib_slot *s = lib->slots[i];
 		if (s && s->state == MODEL_BUILT)
-			remote_leaving(s->m->remote);
+			model_leaving(s->m);
 	}
 	lib_unlock(lib);
 }

@@ -290,7 +290,7 @@ int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct tree
 	char value[256] = "off (-o passthrough=no)";
 	if (m->pt.why_not)
 		m->pt.why_not(m->pt.arg, ino, tree_model_file_fd(t), mount_not_file(t),
-		              tree_model(t)->path, value, sizeof value);
+		              model_path(tree_model(t)), value, sizeof value);
 	return mount_xattr_value(buf, size, value, strnlen(value, sizeof value - 1));
 }
 
@@ -302,13 +302,11 @@ int mount_passthrough_file(struct mount *m, const char **not_file)
 
 const char *mount_not_file(const struct tree *t)
 {
-	const struct ggufs_model *model = tree_model(t);
+	const char *why;
 	if (tree_model_file_fd(t) >= 0)
 		return NULL;
-	if (model->remote)
-		return "a remote model";
-	if (model->n_shards != 1)
-		return "a split model, merged here";
+	if (model_file_fd(tree_model(t), &why) < 0)
+		return why;
 	return "edited: model.gguf has a header of its own in front of the file's data";
 }
 

@@ -65,21 +65,12 @@ static bool note_error(struct mount_counters *c, const char *why)
 static bool local_shrink(struct mount_counters *c, const struct ggufs_model *m, char *why,
                          size_t size)
 {
-	for (uint32_t s = 0; s < m->n_shards; s++) {
-		int fd;
-		uint64_t now;   /* of its bytes at mount, how many the file holds now */
-		if (!source_span(m->shards[s].src, 0, m->shards[s].size, &fd, &now) ||
-		    now >= m->shards[s].size)
-			continue;
-		snprintf(why, size, "%s: the file shrank from %" PRIu64 " to %" PRIu64 " bytes "
-		         "while mounted: reads of the bytes that went fail with EIO",
-		         m->shards[s].path, m->shards[s].size, now);
-		/* said once per size it shrank to: its EIOs are what is counted */
-		if (note_error(c, why))
-			evlog(EVLOG_ERR, NULL, "%s", why);
-		return true;
-	}
-	return false;
+	if (!model_shrunk(m, why, size))
+		return false;
+	/* said once per size it shrank to: its EIOs are what is counted */
+	if (note_error(c, why))
+		evlog(EVLOG_ERR, NULL, "%s", why);
+	return true;
 }
 
 /* For a local model whose file changed since it was parsed (model_changed: written to in
@@ -98,13 +89,11 @@ void mount_counted_eio(struct mount_counters *c, const struct tree *t, const str
 	atomic_fetch_add_explicit(&c->eio_replies, 1, memory_order_relaxed);
 	char cause[GGUF_ERR_MAX + 64] = "", path[320];   /* (a longer path cut in the line) */
 	const struct ggufs_model *m = tree_model(t);
-	if (m->remote) {
+	if (model_fetched(m)) {
 		struct remote_counters *rc = malloc(sizeof *rc);
-		if (rc) {
-			remote_counters(m->remote, rc);
+		if (rc && model_fetch_counters(m, rc))
 			snprintf(cause, sizeof cause, "%s", rc->last_error);
-			free(rc);
-		}
+		free(rc);
 	} else if (!local_shrink(c, m, cause, sizeof cause) && tree_quants_changed(t, n)) {
 		local_changed(c, m, cause, sizeof cause);
 	}
@@ -162,7 +151,7 @@ static bool applies(const struct mount_counted *what, const struct remote_counte
 		return true;
 	if (k == C_EDITS_REFUSED)
 		return what->edits;
-	if (!what->model || !what->model->remote)
+	if (!what->model || !model_fetched(what->model))
 		return false;
 	return k != C_DISK_HITS || rc->disk_cache;
 }
@@ -187,7 +176,7 @@ static void counter_value(struct mount_counters *c, const struct mount_counted *
 	case C_URL: {
 		/* as given, less what the man page keeps out of sight (user:password@, a query
 		 * that may hold a signature): the root's attributes are every reader's */
-		const char *path = what->model->path;
+		const char *path = model_path(what->model);
 		bool plain = strncasecmp(path, "hf://", 5) == 0 || s3_is_name(path);  /* no secret */
 		char *shown = plain ? NULL : url_display(path);
 		snprintf(buf, size, "%s", plain ? path : shown ? shown : "");
@@ -218,8 +207,8 @@ static void counter_value(struct mount_counters *c, const struct mount_counted *
 static void gather(const struct mount_counted *what, struct remote_counters *rc)
 {
 	memset(rc, 0, sizeof *rc);
-	if (what->model && what->model->remote)
-		remote_counters(what->model->remote, rc);
+	if (what->model)
+		model_fetch_counters(what->model, rc);
 }
 
 /* Appends name (with its NUL) at *need of buf when it fits. */
