@@ -55,7 +55,7 @@ int main(int argc, char **argv)
 	int rc = 0;
 	for (uint64_t i = 0; i < qp.n_tensors; i++) {
 		const struct quant_tensor *qt = &qp.tensors[i];
-		const struct gguf_tensor *t = m->tensors[qt->src].t;
+		const struct gguf_tensor *t = model_tensor(m, qt->src);
 		const bool copied = qt->type == t->type;
 		const bool makes = copied || quant_can_make((enum ggml_type_id)qt->type);
 		uint8_t *data = calloc(1, qt->size ? qt->size : 1);

@@ -204,7 +204,7 @@ static void test_split_merges_back(void **state)
 		struct modelfile mf;
 		assert_int_equal(modelfile_build(m, &mf, err), 0);
 		assert_int_equal(mf.size, size);
-		assert_int_equal(mf.n_spans, m->n_tensors);
+		assert_int_equal(mf.n_spans, model_n_tensors(m));
 		expect_image(m, &mf, img, size);
 	}
 	free(img);

@@ -106,7 +106,7 @@ static int teardown(void **state)
 /* Tensor i as type to, made whole: its values read whole and quantized at once. */
 static uint8_t *whole(const struct fixture *f, uint64_t i, uint32_t to, uint64_t *size)
 {
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	*size = reader_quant_size(f->m, i, to);
 	assert_true(*size > 0);
 	float *v = malloc(g->n_elements * sizeof *v);
@@ -170,7 +170,7 @@ static void test_own_type_is_stored_bytes(void **state)
 {
 	struct fixture *f = *state;
 	for (uint64_t i = 0; i < N_TENSORS; i++) {
-		const struct gguf_tensor *g = f->m->tensors[i].t;
+		const struct gguf_tensor *g = model_tensor(f->m, i);
 		assert_int_equal(reader_quant_size(f->m, i, g->type), g->size);
 		uint8_t *buf = malloc(g->size);
 		assert_non_null(buf);
@@ -209,7 +209,7 @@ static void test_shrunk_file(void **state)
 {
 	struct fixture *f = *state;
 	guard_install();   /* cmocka puts its own SIGBUS handler in for every test */
-	const struct gguf_tensor *g = f->m->tensors[0].t;
+	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	assert_int_equal(truncate(f->path, (off_t)(g->offset + g->size / 2)), 0);
 	const uint64_t size = reader_quant_size(f->m, 0, GGML_TYPE_Q8_0);
 	uint8_t *buf = malloc(size);

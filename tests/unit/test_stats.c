@@ -550,8 +550,8 @@ static void test_clean(void **state)
 static void assert_health_agrees(const struct tree *t)
 {
 	const struct ggufs_model *m = tree_model(t);
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *g = model_tensor(m, i);
 		if (!g->has_f32)
 			continue;
 		for (uint64_t seg = 0; seg < stats_segments(g); seg++) {

@@ -130,8 +130,8 @@ static int visit(void *ctx, const struct stats_scan_job *job, uint64_t seg, uint
 	atomic_fetch_add(&r->visits[item], 1);
 	if (item == r->fail_at[0] || item == r->fail_at[1])
 		return -EIO;
-	if (r->m[1] && r->m[0]->tensors[job->tensor[0]].t->n_elements !=
-	               r->m[1]->tensors[job->tensor[1]].t->n_elements)
+	if (r->m[1] && model_tensor(r->m[0], job->tensor[0])->n_elements !=
+	               model_tensor(r->m[1], job->tensor[1])->n_elements)
 		r->pair_ok = false;
 	return stats_segment(r->m[0], job->tensor[0], seg, &r->parts[item], progress);
 }

@@ -146,7 +146,7 @@ static void test_states_share_tensors(void **state)
 	assert_memory_equal(gf.kv[0].value.data + 8, "edit 1", 6);
 	for (uint64_t i = 0; i < n_t; i += 333)
 		assert_memory_equal(whole + gf.tensors[i].offset,
-		                    file_bytes + m->tensors[i].t->offset, 32);
+		                    file_bytes + model_tensor(m, i)->offset, 32);
 	gguf_file_free(&gf);
 	/* gguf.json, sized when first asked for, holds the state's value, whole */
 	const struct tree_node *jn = tree_lookup(t, TREE_ROOT_INO, "gguf.json");
