@@ -58,8 +58,8 @@ struct lib_row *lib_row_of(const struct ggufs_model *m, const char *sha256)
 		row->params += model_tensor(m, i)->n_elements;
 		row->tensor_bytes += model_tensor(m, i)->size;
 	}
-	row->shards = model_n_files(m);
-	for (uint32_t i = 0; i < row->shards; i++) {
+	row->files = model_n_files(m);
+	for (uint32_t i = 0; i < row->files; i++) {
 		struct model_file_info fi;
 		model_file(m, i, &fi);
 		row->bytes += fi.size;
@@ -367,7 +367,7 @@ static bool put_column(struct sink *s, const struct lib_row *row, size_t k, bool
 	case 7: if (row->has_ctx) put_u64(s, row->ctx); return row->has_ctx;
 	case 8: if (row->has_layers) put_u64(s, row->layers); return row->has_layers;
 	case 9: if (row->has_kv) put_u64(s, row->kv); return row->has_kv;
-	case 10: put_u64(s, row->shards); return true;
+	case 10: put_u64(s, row->files); return true;
 	case 11:   /* the source's (the hub's); a local file's is never computed */
 		if (!row->sha256[0])
 			return false;
