@@ -1,6 +1,8 @@
 /* A mounted model: one GGUF file, or every shard of a split model, each read through a
  * byte source (source.h: a local file mapped read-only, or a remote one read by URL)
- * and validated, seen as one list of metadata and one list of tensors. */
+ * and validated, seen as one list of metadata and one list of tensors. The files are
+ * opened by a source of models (model_source.h: model_gguf.c's GGUF files); everything
+ * above reads a model through the functions here. */
 #ifndef GGUFS_MODEL_H
 #define GGUFS_MODEL_H
 
@@ -18,41 +20,10 @@ struct remote_counters;
 struct remote_file;
 struct remote_opts;
 
-struct model_shard {
-	char *path;             /* a remote shard: its URL as shown (no credentials, no query) */
-	const uint8_t *map;     /* the header: a local file's whole mapping (the source's),
-	                         * a remote file's fetched prefix */
-	uint64_t size;          /* file size at open */
-	struct stat st;         /* a local shard: fstat of the descriptor that was mapped and
-	                         * parsed, at open: which file, and which version of its bytes
-	                         * (model_changed) */
-	struct gguf_file gf;
-	struct source *src;     /* the file's bytes, local or remote; gf points into map */
-};
-
-struct model_tensor {
-	const struct gguf_tensor *t;  /* into shards[shard].gf.tensors */
-	uint32_t shard;
-};
-
-struct ggufs_model {
-	char *path;             /* as the user gave it */
-	const char *file_name;  /* basename of the first shard (gguf.json "file"), local or
-	                         * remote alike: the metadata is the first shard's */
-	struct stat st;         /* of the given file (a local one's, of the descriptor
-	                         * mapped): modes, owner, times */
-	uint32_t n_shards;
-	struct model_shard *shards;
-	const struct gguf_file *meta;  /* &shards[0].gf: metadata comes from the first shard */
-	uint64_t n_tensors;
-	struct model_tensor *tensors;  /* shard order, then file order */
-	struct remote *remote;  /* what the shards of a remote model share; NULL if local */
-	const char *source;     /* a remote model: the URL given, as shown, and the hub's
-	                         * commit when it names one; NULL if local */
-	char *source_buf;       /* what source points to when it is not path */
-	long open_status;       /* while a remote model is opened: the HTTP status of the
-	                         * answer that made a shard fail (0 for none) */
-};
+/* A model: its metadata, its tensors, the files their bytes lie in (model_source.h
+ * makes one; model.c answers everything below the same for every source). Opaque:
+ * read through the functions below. */
+struct ggufs_model;
 
 /* How the files of a local model are opened (model_open_by): open gives the file at
  * path open for reading, once checked as the opener checks (a regular file at least:
@@ -83,6 +54,7 @@ struct ggufs_model *model_open_by(const char *path, const struct model_opener *o
                                   char err[GGUF_ERR_MAX]);
 /* model_open_by with model_opener_local(false): a model the mounting user alone reads. */
 struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX]);
+/* Closes the model's files and frees it (a view: as model_view_free); NULL is ignored. */
 void model_close(struct ggufs_model *m);
 
 /* Recognises llama.cpp's split names, PREFIX-00002-of-00003.gguf: the length of
@@ -136,7 +108,7 @@ uint32_t model_changed(const struct ggufs_model *m, char *why, size_t size);
  * strerror(-r) ("out of memory" for -ENOMEM). */
 void model_read_cause(const struct ggufs_model *m, int r, char cause[GGUF_ERR_MAX]);
 
-/* ---- what a model is made of, for the layers above (the struct is the model's) ---- */
+/* ---- what a model is made of ---- */
 
 /* The name the model was opened by, as the user gave it (a remote one's URL as shown:
  * no credentials, no query). */

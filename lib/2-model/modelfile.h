@@ -13,8 +13,8 @@
  * header's first part, "GGUF" through its last key, as pieces: the keys an edit left
  * alone are read from the file where it has them, and only the others are written.
  *
- * A model seen with edited metadata (m->meta not the first shard's own parse: the view
- * of an overlay state, overlay.h) has its header written from those keys, the model's
+ * A model seen with edited metadata (model_edited: a view of an overlay state,
+ * overlay.h) has its header written from those keys, the model's
  * own key order with new keys last; a single file's data section follows it at the
  * next multiple of the alignment as one span, byte for byte. When that header comes out
  * byte for byte the file's own (no edit yet, or edits undone), model.gguf is the file

@@ -20,7 +20,7 @@ static bool unchanged_value(const struct ov_state *s, uint64_t i)
 {
 	const struct ov_key *k = &s->keys[i];
 	return k->id < s->n_orig &&
-	       ov_value_equal(&k->kv.value, &model_own_meta(&s->view)->kv[k->id].value);
+	       ov_value_equal(&k->kv.value, &model_own_meta(s->view)->kv[k->id].value);
 }
 
 /* Renders v as gguf.json does into a malloc'd buffer. NULL out of memory. */
@@ -95,7 +95,7 @@ static void put_key(struct sink *s, const struct gguf_str *k)
 static void patch(struct sink *s, const struct ov_state *st, const struct edits_identity *id,
                   const bool *exact)
 {
-	const struct gguf_file *g0 = model_own_meta(&st->view);
+	const struct gguf_file *g0 = model_own_meta(st->view);
 	char num[64];
 	snprintf(num, sizeof num, "%" PRIu64 ", \"header_xxh3\": \"%016" PRIx64 "\"},\n",
 	         id->size, id->header_hash);

@@ -409,7 +409,7 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
                               const struct tree *prev, char err[GGUF_ERR_MAX])
 {
-	return build(&s->view, s, base, prev, err);
+	return build(s->view, s, base, prev, err);
 }
 
 struct tree *tree_hold(struct tree *t)

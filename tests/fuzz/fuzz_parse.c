@@ -16,6 +16,7 @@
 #include "gguf.h"
 #include "gguf_write.h"
 #include "model.h"
+#include "model_source.h"
 #include "tree.h"
 #include "types.h"
 
@@ -196,18 +197,23 @@ static void check_tree(const uint8_t *data, size_t size, const struct gguf_file 
 {
 	static char path[] = "fuzz.gguf";
 	struct image_source image = { .src.ops = &image_ops, .data = data };
-	struct model_shard shard = { .path = path, .map = data, .size = size, .gf = *f,
-	                             .src = &image.src };
-	struct ggufs_model m = { .path = path, .file_name = path, .n_shards = 1,
-	                         .shards = &shard, .meta = &shard.gf, .n_tensors = f->n_tensors };
-	m.st.st_mode = S_IFREG | 0644;
-	m.tensors = calloc(f->n_tensors + 1, sizeof *m.tensors);
-	if (!m.tensors)
+	const struct model_file file = { .path = path, .size = size, .src = &image.src,
+	                                 .head = data, .gguf = f };
+	struct model_tensor *ts = calloc(f->n_tensors + 1, sizeof *ts);
+	if (!ts)
 		return;
 	for (uint64_t i = 0; i < f->n_tensors; i++)
-		m.tensors[i] = (struct model_tensor){ .t = &shard.gf.tensors[i], .shard = 0 };
+		ts[i] = (struct model_tensor){ .t = &f->tensors[i], .file = 0 };
+	struct model_desc desc = { .path = path, .meta = f, .tensors = ts,
+	                           .n_tensors = f->n_tensors, .files = &file, .n_files = 1 };
+	desc.st.st_mode = S_IFREG | 0644;
+	struct ggufs_model *m = model_new(&desc);
+	if (!m) {
+		free(ts);
+		return;
+	}
 	char err[GGUF_ERR_MAX];
-	struct tree *t = tree_build(&m, err);
+	struct tree *t = tree_build(m, err);
 	if (!t)
 		broken("tree_build failed on a valid file");
 	static const uint64_t dirs[] = { TREE_ROOT_INO, 2, 3, TREE_STATS_DIR_INO };
@@ -237,7 +243,8 @@ static void check_tree(const uint8_t *data, size_t size, const struct gguf_file 
 		fprintf(stderr, "fuzz_parse: %zu bytes parsed, %llu files in the tree\n", size,
 		        (unsigned long long)files);
 	tree_free(t);
-	free(m.tensors);
+	model_close(m);
+	free(ts);
 }
 
 /* The header written back from what was parsed (as model.gguf's merged header is

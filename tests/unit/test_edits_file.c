@@ -69,7 +69,7 @@ static void test_states(void **state)
 	assert_int_equal(s1->keys[name_at].kv.value.size, 8 + 5);
 	assert_memory_equal(s1->keys[name_at].kv.value.data + 8, "fixed", 5);
 	assert_int_equal(s1->file.n_kv, n);
-	assert_ptr_equal(s1->view.meta, &s1->file);
+	assert_ptr_equal(model_meta(s1->view), &s1->file);
 
 	v = text_value("uint32", "7\n", 2);
 	struct ov_state *s2, *taken;

@@ -44,9 +44,9 @@ static void test_single(void **state)
 	(void)state;
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = tiny_model_open();
-	assert_int_equal(m->n_shards, 1);
+	assert_int_equal(model_n_files(m), 1);
 	assert_int_equal(model_n_tensors(m), 21);
-	assert_string_equal(m->file_name, "tinyllama-q4km.gguf");
+	assert_string_equal(model_file_name(m), "tinyllama-q4km.gguf");
 	model_close(m);
 
 	m = model_open(TEST_DATA "/no-such-model.gguf", err);
@@ -71,8 +71,8 @@ static void test_split(void **state)
 		if (!m)
 			print_error("%s\n", err);
 		assert_non_null(m);
-		assert_int_equal(m->n_shards, 3);
-		assert_string_equal(m->file_name, "llama-00001-of-00003.gguf");
+		assert_int_equal(model_n_files(m), 3);
+		assert_string_equal(model_file_name(m), "llama-00001-of-00003.gguf");
 		assert_int_equal(model_meta(m)->n_kv, model_meta(orig)->n_kv + 3);
 		assert_int_equal(model_n_tensors(m), model_n_tensors(orig));
 		for (uint64_t i = 0; i < model_n_tensors(m); i++) {
@@ -82,8 +82,8 @@ static void test_split(void **state)
 			assert_int_equal(a->size, b->size);
 			assert_memory_equal(model_tensor_mapped(m, i), model_tensor_mapped(orig, i), a->size);
 		}
-		assert_int_equal(m->tensors[0].shard, 0);
-		assert_int_equal(m->tensors[model_n_tensors(m) - 1].shard, 2);
+		assert_int_equal(model_tensor_file(m, 0), 0);
+		assert_int_equal(model_tensor_file(m, model_n_tensors(m) - 1), 2);
 		model_close(m);
 	}
 	model_close(orig);
@@ -110,7 +110,7 @@ static void test_split_shards_named(void **state)
 		assert_non_null(t);
 		for (uint64_t i = 0; i < model_n_tensors(m); i++) {
 			char want[64];
-			snprintf(want, sizeof want, "named-%05u-of-00003.gguf", m->tensors[i].shard + 1);
+			snprintf(want, sizeof want, "named-%05u-of-00003.gguf", model_tensor_file(m, i) + 1);
 			for (uint64_t j = 0; j < 3; j++) {
 				const struct tree_node *n =
 					tree_node(t, TREE_FIRST_META + model_meta(m)->n_kv + 3 * i + j);
@@ -277,9 +277,12 @@ static void test_opener_order_and_refusal(void **state)
 			assert_int_equal(o.named_ino[i], named.st_ino);
 	}
 	/* the model's stat and each shard's are those of the descriptors mapped */
-	assert_int_equal(m->st.st_ino, named.st_ino);
-	assert_int_equal(m->shards[1].st.st_ino, named.st_ino);
-	assert_int_not_equal(m->shards[0].st.st_ino, named.st_ino);
+	assert_int_equal(model_stat(m)->st_ino, named.st_ino);
+	struct model_file_info f0, f1;
+	model_file(m, 0, &f0);
+	model_file(m, 1, &f1);
+	assert_int_equal(f1.st->st_ino, named.st_ino);
+	assert_int_not_equal(f0.st->st_ino, named.st_ino);
 	model_close(m);
 
 	o = (struct opens){ .refuse = 3 };

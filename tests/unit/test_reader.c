@@ -21,6 +21,7 @@
 #include "gguf_writer.h"
 #include "guard.h"
 #include "model.h"
+#include "model_source.h"
 #include "reader.h"
 #include "test_data.h"
 #include "types.h"
@@ -298,14 +299,31 @@ static const struct source_ops test_source_ops = {
 	.close = test_source_close,
 };
 
+/* The fixture's model, made again by hand (model_source.h) with its one file's bytes
+ * read through src: its tensors into ts. f->m until model_close. */
+static void read_through(struct fixture *f, struct source *src, struct model_tensor *ts)
+{
+	const struct gguf_file *own = model_own_meta(f->m);
+	for (uint64_t i = 0; i < N_TENSORS; i++)
+		ts[i] = (struct model_tensor){ model_tensor(f->m, i), 0 };
+	static struct model_file file;   /* the model's until it closes */
+	file = (struct model_file){ .path = f->path, .size = f->len, .src = src, .gguf = own };
+	const struct model_desc d = { .path = f->path, .st = *model_stat(f->m), .meta = own,
+	                              .tensors = ts, .n_tensors = N_TENSORS, .files = &file,
+	                              .n_files = 1 };
+	f->m = model_new(&d);
+	assert_non_null(f->m);
+}
+
 /* Through a source that is not mapped, the same bytes as through the mapping: the
  * .f32 of a tensor larger than a slice comes slice by slice. */
 static void test_unmapped_source(void **state)
 {
 	struct fixture *f = *state;
 	struct test_source ts = { .src.ops = &test_source_ops, .data = f->img, .reads_left = -1 };
-	struct source *mapped = f->m->shards[0].src;
-	f->m->shards[0].src = &ts.src;
+	struct ggufs_model *mapped = f->m;
+	struct model_tensor mts[N_TENSORS];
+	read_through(f, &ts.src, mts);
 	assert_null(model_tensor_mapped(f->m, 0));
 	for (uint64_t i = 0; i < N_TENSORS; i++)
 		check_ranges(f, i);
@@ -323,7 +341,8 @@ static void test_unmapped_source(void **state)
 	uint64_t file_off, count;
 	assert_false(reader_raw_span(f->m, 0, 0, 100, &fd, &file_off, &count));
 	free(buf);
-	f->m->shards[0].src = mapped;
+	model_close(f->m);
+	f->m = mapped;
 }
 
 /* Through a source that fails, at once or part way through a read of several slices:
@@ -332,8 +351,9 @@ static void test_failing_source(void **state)
 {
 	struct fixture *f = *state;
 	struct test_source ts = { .src.ops = &test_source_ops, .data = f->img, .reads_left = 0 };
-	struct source *mapped = f->m->shards[0].src;
-	f->m->shards[0].src = &ts.src;
+	struct ggufs_model *mapped = f->m;
+	struct model_tensor mts[N_TENSORS];
+	read_through(f, &ts.src, mts);
 	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
@@ -349,7 +369,8 @@ static void test_failing_source(void **state)
 	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf), -EIO);
 	assert_int_equal(ts.reads, 2);
 	free(buf);
-	f->m->shards[0].src = mapped;
+	model_close(f->m);
+	f->m = mapped;
 }
 
 UNIT_TESTS_IN_GROUP(setup, teardown,

@@ -769,7 +769,9 @@ static void test_shrunk(void **state)
 	const struct tree_node *n = tree_lookup(f->t, TREE_STATS_DIR_INO, "f32.subnormal");
 	FILE *fp = fopen(f->path, "r+b");
 	assert_non_null(fp);
-	size_t size = (size_t)f->m->shards[0].size;
+	struct model_file_info fi;
+	model_file(f->m, 0, &fi);
+	size_t size = (size_t)fi.size;
 	char *copy = malloc(size);
 	assert_int_equal(fread(copy, 1, size, fp), size);
 	assert_int_equal(ftruncate(fileno(fp), (off_t)(size - 1000)), 0);

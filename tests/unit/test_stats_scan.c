@@ -228,7 +228,9 @@ static void test_shrunk(void **state)
 {
 	(void)state;
 	struct ggufs_model *m = open_model();
-	const uint64_t size = m->shards[0].size;
+	struct model_file_info fi;
+	model_file(m, 0, &fi);
+	const uint64_t size = fi.size;
 	assert_int_equal(truncate(path, (off_t)(size / 3)), 0);
 	struct record r;
 	struct stats_scan sc;

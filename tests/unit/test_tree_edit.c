@@ -162,11 +162,14 @@ static void test_each_edit(void **state)
 	assert_int_equal(k->value.type, GGUF_TYPE_INT64);
 	assert_int_equal(gguf_le64(k->value.data), 7);
 	assert_ptr_equal(k, &g.kv[g.n_kv - 2]);   /* new keys last, in order */
-	const struct gguf_file *own = &f->m->shards[0].gf;
+	const struct gguf_file *own = model_own_meta(f->m);
+	struct model_file_info file;
+	model_file(f->m, 0, &file);
 	assert_int_equal(g.n_tensors, own->n_tensors);
-	assert_int_equal(mn->size - g.data_offset, f->m->shards[0].size - own->data_offset);
-	assert_memory_equal(img + g.data_offset, f->m->shards[0].map + own->data_offset,
-	                    mn->size - g.data_offset);
+	assert_int_equal(mn->size - g.data_offset, file.size - own->data_offset);
+	/* the file's mapping: where its first tensor's bytes are, less their offset */
+	const uint8_t *map = model_tensor_mapped(f->m, 0) - model_tensor(f->m, 0)->offset;
+	assert_memory_equal(img + g.data_offset, map + own->data_offset, mn->size - g.data_offset);
 	for (uint64_t i = 0; i < g.n_tensors; i++)
 		assert_int_equal(g.tensors[i].offset - g.data_offset,
 		                 own->tensors[i].offset - own->data_offset);
@@ -797,7 +800,7 @@ static void test_header_pieces(void **state)
 	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	uint64_t ino;
-	const uint64_t file_header = f->m->shards[0].gf.data_offset;
+	const uint64_t file_header = model_own_meta(f->m)->data_offset;
 	assert_int_equal(tree_edits_write(f->e, ino_of(f->e, "general.name"), "pieces\n", 7, err), 0);
 	struct tree *t = tree_edits_current(f->e);
 	if (tree_held_bytes(t) * 8 > file_header)
@@ -820,13 +823,13 @@ static void test_header_pieces(void **state)
 			kv[k] = &g->kv[k];
 		for (uint64_t i = 0; i < model_n_tensors(m); i++) {
 			ts[i] = model_tensor(m, i);
-			offs[i] = ts[i]->offset - m->shards[0].gf.data_offset;
+			offs[i] = ts[i]->offset - model_own_meta(m)->data_offset;
 		}
 		assert_int_equal(gguf_header_write(g->version, kv, g->n_kv, ts, offs, model_n_tensors(m),
-		                                   m->shards[0].gf.alignment, NULL, 0, &len, err), 0);
+		                                   model_own_meta(m)->alignment, NULL, 0, &len, err), 0);
 		uint8_t *want = malloc(len), *got = malloc(len);
 		assert_int_equal(gguf_header_write(g->version, kv, g->n_kv, ts, offs, model_n_tensors(m),
-		                                   m->shards[0].gf.alignment, want, len, &len, err), 0);
+		                                   model_own_meta(m)->alignment, want, len, &len, err), 0);
 		const struct tree_node *mn = tree_node(t, tree_model_ino(t));
 		assert_true(mn->size > len);
 		assert_int_equal(tree_read(t, mn, (char *)got, len, 0), (int64_t)len);

@@ -135,7 +135,7 @@ static void test_states_share_tensors(void **state)
 	struct tree *t = held[1];
 	const struct tree_node *mn = tree_node(t, tree_model_ino(t));
 	assert_non_null(mn);
-	uint8_t *whole = malloc(mn->size), *file_bytes = malloc(m->shards[0].size);
+	uint8_t *whole = malloc(mn->size), *file_bytes = malloc(model_stat(m)->st_size);
 	assert_int_equal(tree_read(t, mn, (char *)whole, mn->size, 0), (int64_t)mn->size);
 	const struct tree_node *on = tree_node(base, tree_model_ino(base));
 	assert_int_equal(tree_read(base, on, (char *)file_bytes, on->size, 0), (int64_t)on->size);
