@@ -12,10 +12,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "blockcache.h"
 #include "clock.h"
+#include "diskcache.h"
 #include "evlog.h"
-#include "remote/blockcache.h"
-#include "remote/diskcache.h"
 
 /* A read this many blocks behind the furthest one is still the same sequential reader
  * (the kernel hands the pieces of its read-ahead to several threads). */

@@ -61,7 +61,7 @@ struct remote_opts {
 	const char *cafile;         /* extra CA file, or NULL */
 	unsigned timeout;           /* seconds without progress; 0: the default */
 	uint64_t cache_size;        /* bytes; 0: the default */
-	const char *cache_dir;      /* the disk cache's directory (diskcache.h), or NULL */
+	const char *cache_dir;      /* the disk cache's directory (cache_dir.h), or NULL */
 	uint64_t cache_max;         /* its bound in bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
@@ -78,14 +78,6 @@ struct remote_opts {
 
 struct remote;
 struct remote_file;
-
-/* The disk cache directory for -o cache_dir given (NULL: not given): given itself; NULL
- * (no disk cache) for "none"; else the default, $XDG_CACHE_HOME/ggufs (an absolute
- * XDG_CACHE_HOME only) or ~/.cache/ggufs, its parents made mode 0700 when missing, found
- * once per process (NULL without a home or when they cannot be made: a cache the user
- * did not ask for never stops a mount). dc_open holds any of them to the cache's rules.
- * Not freed: given's, or the process's own. */
-const char *remote_cache_dir(const char *given);
 
 /* The shared state of one mount; NULL with err on failure (a token with anything but
  * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that

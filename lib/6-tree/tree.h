@@ -91,7 +91,7 @@ uint64_t tree_held_bytes(const struct tree *t);
  * identity, NAME and QUANT_RULES_VERSION. */
 struct computed_pool;
 struct tree_quant_cache {
-	const char *dir;       /* the disk cache's directory (remote_cache_dir), NULL: none */
+	const char *dir;       /* the disk cache's directory (cache_dir_default), NULL: none */
 	uint64_t max;          /* its bound in bytes, 0: the default (diskcache.h) */
 	unsigned threads;      /* the pool's workers at most (tree_quant_pool_new): 0 for
 	                        * the online cores */
