@@ -113,7 +113,7 @@ int main(int argc, char **argv)
 			continue;
 		for (uint64_t at = 0; at < g->n_elements; at += (1 << 18)) {
 			const uint64_t n = g->n_elements - at < (1 << 18) ? g->n_elements - at : (1 << 18);
-			if (reader_f32(m, i, at * 4, n * 4, buf) < 0) {
+			if (reader_f32(m, i, at * 4, n * 4, buf, NULL) < 0) {
 				fprintf(stderr, "diff_pair: %s: cannot read a tensor\n", argv[1]);
 				return 1;
 			}

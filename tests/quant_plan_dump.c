@@ -63,8 +63,8 @@ int main(int argc, char **argv)
 			perror("quant_plan_dump");
 			return 1;
 		}
-		if (makes && (copied ? model_tensor_read(m, qt->src, 0, qt->size, data)
-		                     : reader_quant(m, qt->src, qt->type, 0, qt->size, data)) < 0) {
+		if (makes && (copied ? model_tensor_read(m, qt->src, 0, qt->size, data, NULL)
+		                     : reader_quant(m, qt->src, qt->type, 0, qt->size, data, NULL)) < 0) {
 			fprintf(stderr, "quant_plan_dump: cannot make %.*s\n", (int)t->name.len,
 			        t->name.ptr);
 			rc = 1;

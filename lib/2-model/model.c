@@ -106,8 +106,8 @@ int model_header_holds(const struct ggufs_model *m, char why[GGUF_ERR_MAX])
 {
 	for (uint32_t f = 0; f < m->n_files; f++) {
 		const struct model_file *mf = &m->files[f];
-		if (mf->gguf && source_holds(mf->src, mf->gguf->data_offset) < 0) {
-			if (why)
+		if (mf->gguf && source_holds(mf->src, mf->gguf->data_offset, why) < 0) {
+			if (why && !why[0])
 				gguf_errf(why, "%s: the file has shrunk: its header is gone", mf->path);
 			return -EIO;
 		}
@@ -143,11 +143,11 @@ const uint8_t *model_tensor_mapped(const struct ggufs_model *m, uint64_t i)
 }
 
 int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
-                      void *buf)
+                      void *buf, char why[GGUF_ERR_MAX])
 {
 	uint64_t at;
 	struct source *src = model_tensor_bytes(m, i, &at);
-	return source_read(src, at + off, len, buf);
+	return source_read(src, at + off, len, buf, why);
 }
 
 uint32_t model_n_files(const struct ggufs_model *m)
@@ -240,22 +240,6 @@ void model_leaving(const struct ggufs_model *m)
 	remote_leaving(m->remote);
 }
 
-uint32_t model_shrunk(const struct ggufs_model *m, char *why, size_t size)
-{
-	for (uint32_t f = 0; f < m->n_files; f++) {
-		const struct model_file *mf = &m->files[f];
-		int fd;
-		uint64_t now;   /* of its bytes at open, how many the file holds now */
-		if (!mf->st || !source_span(mf->src, 0, mf->size, &fd, &now) || now >= mf->size)
-			continue;
-		snprintf(why, size, "%s: the file shrank from %" PRIu64 " to %" PRIu64 " bytes "
-		         "while mounted: reads of the bytes that went fail with EIO",
-		         mf->path, mf->size, now);
-		return f + 1;
-	}
-	return 0;
-}
-
 /* True when stat now is of the file of stat was, with the same bytes as far as a stat
  * can tell: the same device, inode, size and mtime, and the same ctime, or another one
  * that a change of its links, mode or owner explains (the file renamed over or removed, linked,
@@ -273,7 +257,7 @@ static bool same_version(const struct stat *was, const struct stat *now)
 	       was->st_uid != now->st_uid || was->st_gid != now->st_gid;
 }
 
-uint32_t model_changed(const struct ggufs_model *m, char *why, size_t size)
+uint32_t model_changed(const struct ggufs_model *m, char why[GGUF_ERR_MAX])
 {
 	for (uint32_t f = 0; f < m->n_files; f++) {
 		const struct model_file *mf = &m->files[f];
@@ -285,13 +269,18 @@ uint32_t model_changed(const struct ggufs_model *m, char *why, size_t size)
 		const bool gone = fstat(fd, &now) < 0;
 		if (!gone && same_version(mf->st, &now))
 			continue;
-		if (why && gone)
-			snprintf(why, size, "%s: its state cannot be read (%s)", mf->path, strerror(errno));
-		else if (why)
-			snprintf(why, size, "%s: the file changed while mounted (%s): its "
-			         "quantizations (quants/) fail with EIO", mf->path,
-			         now.st_size != mf->st->st_size ? "its size changed" :
-			         "written to in place, its size unchanged");
+		if (!why)
+			return f + 1;
+		/* shrunk: said as its reads say it (the source's why) */
+		const bool shrunk = !gone && (uint64_t)now.st_size < mf->size &&
+		                    source_holds(mf->src, mf->size, why) < 0 && why[0];
+		if (gone)
+			gguf_errf(why, "%s: its state cannot be read (%s)", mf->path, strerror(errno));
+		else if (!shrunk)
+			gguf_errf(why, "%s: the file changed while mounted (%s): its quantizations "
+			          "(quants/) fail with EIO", mf->path,
+			          now.st_size != mf->st->st_size ? "its size changed" :
+			          "written to in place, its size unchanged");
 		return f + 1;
 	}
 	return 0;

@@ -85,22 +85,24 @@ struct ggufs_model *model_open_stream(const char *url, const char *shown,
                                       const struct stream_opts *o, char err[GGUF_ERR_MAX]);
 
 /* Copies [off, off + len) of the stored bytes of tensor i (inside them) into buf: 0 or
- * -EIO (the bytes are gone from a local file that shrank, or could not be fetched).
- * The tensor reader (reader.h) reads tensors without a copy where it can. */
+ * -EIO (the bytes are gone from a local file that shrank, or could not be fetched) with
+ * why as its source said it (source.h; NULL: not wanted). The tensor reader (reader.h)
+ * reads tensors without a copy where it can. */
 int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
-                      void *buf);
+                      void *buf, char why[GGUF_ERR_MAX]);
 
 /* Whether m's local files are still the ones it parsed: each local shard's descriptor's
  * device, inode, size, mtime and ctime now against those recorded at open (model_shard.
  * st; any write moves ctime, whatever it does to mtime after; a ctime moved with the
  * file's links, mode or owner is no write: the file renamed over, removed, linked or
  * chmod'ed keeps its bytes). The first that differs: its index + 1, with "PATH: what
- * changed" in why (size bytes; NULL: none wanted); 0 when none does. An fstat that
- * fails counts as a change. A remote shard is not looked at (its reads check its ETag
+ * changed" in why (NULL: none wanted; a file that shrank: as its reads say it, "PATH:
+ * the file shrank from A to B bytes ..."); 0 when none does. An fstat that fails counts
+ * as a change. A remote shard is not looked at (its reads check its ETag
  * themselves), nor a streamed one (read once, in order). For what is made from the
  * bytes and kept (a quantization's blocks): a check after making it tells that they
  * were the recorded version's. */
-uint32_t model_changed(const struct ggufs_model *m, char *why, size_t size);
+uint32_t model_changed(const struct ggufs_model *m, char why[GGUF_ERR_MAX]);
 
 /* Why a read of m's bytes failed with -errno r, one phrase into cause (for a line that
  * names the file and the tensor itself): a streamed model's stream error, a remote
@@ -132,8 +134,8 @@ const struct gguf_file *model_own_meta(const struct ggufs_model *m);
 bool model_edited(const struct ggufs_model *m);
 /* 0 when every file still holds the bytes of its header (the keys and tensor infos
  * model_meta and model_tensor point into, which a rendering reads in place under the
- * SIGBUS guard), else -EIO, a local file shrank under them, with "PATH: the file has
- * shrunk: its header is gone" in why (NULL: not wanted). */
+ * SIGBUS guard), else -EIO, a local file shrank under them, with why as its source says
+ * it ("PATH: the file shrank from A to B bytes ..."; NULL: not wanted). */
 int model_header_holds(const struct ggufs_model *m, char why[GGUF_ERR_MAX]);
 
 /* Its tensors: every file's, in file order, then each file's own order. */
@@ -186,9 +188,6 @@ bool model_fetch_counters(const struct ggufs_model *m, struct remote_counters *r
 /* At unmount: a fetched model's files let go of what they keep for a quick remount
  * (remote_leaving); nothing for another model. */
 void model_leaving(const struct ggufs_model *m);
-/* The first local file that is shorter now than at open: its index + 1 with "PATH: the
- * file shrank from A to B bytes while mounted: ..." in why (size bytes); 0 when none. */
-uint32_t model_shrunk(const struct ggufs_model *m, char *why, size_t size);
 
 /* A view of m with metadata meta (an edit state's: overlay.h) instead of its own: the
  * same files and tensors, meta shown (which must outlive it, as m must). NULL out of

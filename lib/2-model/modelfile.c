@@ -289,7 +289,7 @@ static bool file_holds(const struct model_file *sh, uint64_t off, const uint8_t 
 	bool same = buf != NULL;
 	for (uint64_t at = 0; same && at < len; at += PIECE) {
 		uint64_t n = len - at < PIECE ? len - at : PIECE;
-		same = source_read(sh->src, off + at, n, buf) == 0 &&
+		same = source_read(sh->src, off + at, n, buf, NULL) == 0 &&
 		       (mem ? memcmp(buf, mem + at, n) == 0 : memcmp(buf, zeros, n) == 0);
 	}
 	free(buf);
@@ -305,8 +305,8 @@ static bool file_same(const struct model_file *sh, uint64_t a, uint64_t b, uint6
 	bool same = buf != NULL;
 	for (uint64_t at = 0; same && at < len; at += PIECE) {
 		uint64_t n = len - at < PIECE ? len - at : PIECE;
-		same = source_read(sh->src, a + at, n, buf) == 0 &&
-		       source_read(sh->src, b + at, n, buf + PIECE) == 0 &&
+		same = source_read(sh->src, a + at, n, buf, NULL) == 0 &&
+		       source_read(sh->src, b + at, n, buf + PIECE, NULL) == 0 &&
 		       memcmp(buf, buf + PIECE, n) == 0;
 	}
 	free(buf);
@@ -539,6 +539,7 @@ struct read_ctx {
 	const struct ggufs_model *m;
 	uint8_t *out;
 	int rc;
+	char *why;
 };
 
 /* Copies one piece: memory, or the shard's bytes through its source (which guards a
@@ -550,7 +551,8 @@ static bool copy_piece(void *ctx, const struct piece *p)
 	struct read_ctx *c = ctx;
 	if (p->mem) {
 		memcpy(c->out, p->mem, p->len);
-	} else if (source_read(c->m->files[p->shard].src, p->shard_off, p->len, c->out) < 0) {
+	} else if (source_read(c->m->files[p->shard].src, p->shard_off, p->len, c->out,
+	                       c->why) < 0) {
 		c->rc = -EIO;
 		return false;
 	}
@@ -562,9 +564,9 @@ static bool copy_piece(void *ctx, const struct piece *p)
 }
 
 int modelfile_read(const struct ggufs_model *m, const struct modelfile *mf, uint64_t off,
-                   uint64_t len, void *buf)
+                   uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
-	struct read_ctx c = { m, buf, 0 };
+	struct read_ctx c = { m, buf, 0, why };
 	walk(mf, off, off + len, copy_piece, &c);
 	return c.rc;
 }
@@ -574,6 +576,7 @@ struct iov_ctx {
 	struct iovec *iov;
 	int n, max;
 	bool gone;
+	char *why;
 };
 
 /* One piece as an iovec: memory, or a mapped shard's bytes once the file is known to
@@ -586,7 +589,7 @@ static bool add_iov(void *ctx, const struct piece *p)
 	const uint8_t *base = p->mem;
 	if (!base) {
 		const struct model_file *f = &c->m->files[p->shard];
-		if (source_holds(f->src, p->shard_off + p->len) < 0) {
+		if (source_holds(f->src, p->shard_off + p->len, c->why) < 0) {
 			c->gone = true;
 			return false;
 		}
@@ -597,12 +600,12 @@ static bool add_iov(void *ctx, const struct piece *p)
 }
 
 int modelfile_iov(const struct ggufs_model *m, const struct modelfile *mf, uint64_t off,
-                  uint64_t len, struct iovec *iov, int max)
+                  uint64_t len, struct iovec *iov, int max, char why[GGUF_ERR_MAX])
 {
 	for (uint32_t f = 0; f < m->n_files; f++)
 		if (!m->files[f].head || !source_mapped(m->files[f].src))
 			return 0;
-	struct iov_ctx c = { m, iov, 0, max, false };
+	struct iov_ctx c = { m, iov, 0, max, false, why };
 	if (walk(mf, off, off + len, add_iov, &c))
 		return c.n;
 	return c.gone ? -EIO : 0;

@@ -280,12 +280,12 @@ int diff_range(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_mod
 	diff_sums_init(out);
 	for (uint64_t done = first; done < end; done += DIFF_CHUNK) {
 		const uint64_t n = end - done < DIFF_CHUNK ? end - done : DIFF_CHUNK;
-		int r = reader_f32(ma, ia, done * sizeof *a, n * sizeof *a, a);
+		int r = reader_f32(ma, ia, done * sizeof *a, n * sizeof *a, a, NULL);
 		if (r < 0) {
 			*which = 0;
 			return r;
 		}
-		r = reader_f32(mb, ib, done * sizeof *b, n * sizeof *b, b);
+		r = reader_f32(mb, ib, done * sizeof *b, n * sizeof *b, b, NULL);
 		if (r < 0) {
 			*which = 1;
 			return r;

@@ -154,7 +154,7 @@ static void *reader(void *arg)
 			uint64_t at, len;
 			if (!model_tensor_mapped(m, i) || !segment_span(m, i, seg, r->segment, &at, &len))
 				continue;
-			if (reader_visit_raw(m, i, at, len, NULL, touch_pages, &t) < 0)
+			if (reader_visit_raw(m, i, at, len, NULL, touch_pages, &t, NULL) < 0)
 				return NULL;
 		}
 	}

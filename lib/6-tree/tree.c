@@ -605,13 +605,14 @@ mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
 }
 
 /* Reads [off, off + len) of tensor file n (inside it) through the tensor reader: the
- * .npy header rendered here, the values and stored bytes read there. 0 or -errno. */
+ * .npy header rendered here, the values and stored bytes read there. 0 or -errno with
+ * the reader's why. */
 static int read_tensor(const struct tree *t, const struct tree_node *n, char *buf,
-                       uint64_t len, uint64_t off)
+                       uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
 {
 	uint64_t i = n->index;
 	if (n->kind == TREE_RAW)
-		return reader_raw(t->m, i, off, len, buf);
+		return reader_raw(t->m, i, off, len, buf, why);
 	if (n->kind == TREE_NPY) {
 		char hdr[NPY_HEADER_MAX];
 		uint64_t h = npy_header(model_tensor(t->m, i), hdr);
@@ -624,7 +625,7 @@ static int read_tensor(const struct tree *t, const struct tree_node *n, char *bu
 		}
 		off -= h;
 	}
-	return reader_f32(t->m, i, off, len, buf);
+	return reader_f32(t->m, i, off, len, buf, why);
 }
 
 /* A rendering of a file into a sink's window, as guard_call runs it. */
@@ -643,11 +644,11 @@ static void run_render(void *ctx)
 
 /* Renders [off, off + len) of n (inside the file) with the SIGBUS guard armed: the
  * header it renders lies in the shards' mappings, and a page of one that has gone
- * makes it -EIO. */
+ * makes it -EIO, with why (model_header_holds's). */
 static int64_t read_rendered(const struct tree *t, const struct tree_node *n, char *buf,
-                             const uint64_t len, const uint64_t off)
+                             const uint64_t len, const uint64_t off, char why[GGUF_ERR_MAX])
 {
-	if (model_header_holds(t->m, NULL) < 0)
+	if (model_header_holds(t->m, why) < 0)
 		return -EIO;
 	/* start at the last mark before off */
 	struct rendering r = { .t = t, .n = n, .from = render_mark_find(marks_of(t, n), off),
@@ -655,12 +656,16 @@ static int64_t read_rendered(const struct tree *t, const struct tree_node *n, ch
 	if (r.from)
 		r.s.pos = r.from->pos;
 	int e = guard_call(run_render, &r);
+	if (e < 0)   /* a page went while it rendered: which file shrank under it */
+		model_header_holds(t->m, why);
 	return e < 0 ? e : (int64_t)len;
 }
 
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
-                  uint64_t off)
+                  uint64_t off, char why[GGUF_ERR_MAX])
 {
+	if (why)
+		why[0] = 0;
 	if (tree_is_dir(n))
 		return -EISDIR;
 	if (off >= n->size)
@@ -670,32 +675,34 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 	if (len == 0)
 		return 0;
 	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
-		return tree_stats_read(t, n, buf, len, off);
+		return tree_stats_read(t, n, buf, len, off, why);
 	if (n->kind == TREE_QUANT || n->kind == TREE_QUANTS_TSV)
-		return tree_quants_read(t, n, buf, len, off);
+		return tree_quants_read(t, n, buf, len, off, why);
 	if (n->kind == TREE_MODEL) {   /* the sources guard and fetch (modelfile.h) */
-		int r = modelfile_read(t->m, &t->mf, off, len, buf);
+		int r = modelfile_read(t->m, &t->mf, off, len, buf, why);
 		return r < 0 ? r : (int64_t)len;
 	}
 
 	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
-		int r = read_tensor(t, n, buf, len, off);
+		int r = read_tensor(t, n, buf, len, off, why);
 		return r < 0 ? r : (int64_t)len;
 	}
-	return read_rendered(t, n, buf, len, off);
+	return read_rendered(t, n, buf, len, off, why);
 }
 
 int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                  struct iovec *iov, int max)
+                  struct iovec *iov, int max, char why[GGUF_ERR_MAX])
 {
+	if (why)
+		why[0] = 0;
 	if (n->kind == TREE_MODEL)
-		return tree_model_iov(t, n, off, len, iov, max);
+		return tree_model_iov(t, n, off, len, iov, max, why);
 	const uint8_t *mapped = n->kind == TREE_RAW ? model_tensor_mapped(t->m, n->index) : NULL;
 	if (!mapped || max < 1)
 		return 0;
 	int fd;
 	uint64_t file_off, count;
-	if (!tree_raw_span(t, n, off, len, &fd, &file_off, &count) || count < len)
+	if (!reader_raw_span(t->m, n->index, off, len, &fd, &file_off, &count, why) || count < len)
 		return -EIO;
 	iov[0] = (struct iovec){ .iov_base = (void *)(mapped + off),
 	                         .iov_len = (size_t)len };
@@ -703,11 +710,11 @@ int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off,
 }
 
 int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                   struct iovec *iov, int max)
+                   struct iovec *iov, int max, char why[GGUF_ERR_MAX])
 {
 	if (n->kind != TREE_MODEL || off > n->size || len > n->size - off || len == 0)
 		return 0;
-	return modelfile_iov(t->m, &t->mf, off, len, iov, max);
+	return modelfile_iov(t->m, &t->mf, off, len, iov, max, why);
 }
 
 int tree_model_file_fd(const struct tree *t)
@@ -722,7 +729,7 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 {
 	if (n->kind != TREE_RAW)
 		return false;
-	return reader_raw_span(t->m, n->index, off, len, fd, file_off, count);
+	return reader_raw_span(t->m, n->index, off, len, fd, file_off, count, NULL);
 }
 
 bool tree_edit_time(const struct tree *t, const struct tree_node *n, struct timespec *ts)

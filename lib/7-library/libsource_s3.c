@@ -264,7 +264,7 @@ static int64_t s3src_read_file(void *ctx, void *handle, char *buf, uint64_t len,
 		return 0;
 	if (len > size - off)
 		len = size - off;
-	int r = source_read(remote_source(file->f), off, len, buf);
+	int r = source_read(remote_source(file->f), off, len, buf, NULL);
 	return r < 0 ? r : (int64_t)len;
 }
 

@@ -364,9 +364,10 @@ bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_no
 	uint64_t left = n->size - off;
 	size_t want = left < len ? (size_t)left : (size_t)len;
 	struct iovec iov[READ_IOV_MAX];
-	int count = tree_read_iov(t, n, off, want, iov, READ_IOV_MAX);
+	char why[GGUF_ERR_MAX];
+	int count = tree_read_iov(t, n, off, want, iov, READ_IOV_MAX, why);
 	if (count == -EIO) {
-		mount_counted_eio(&m->counters, t, n, off, want, err);
+		mount_counted_eio(&m->counters, t, n, off, want, why, err);
 		return false;
 	}
 	if (count < 0)
@@ -379,12 +380,12 @@ bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_no
 	char *buf = thread_buf_get(&reply_buf, want, &owned);
 	if (!buf)
 		return mount_fail(err, ENOMEM);
-	int64_t r = tree_read(t, n, buf, want, off);
+	int64_t r = tree_read(t, n, buf, want, off, why);
 	if (r >= 0) {
 		struct iovec one = { buf, (size_t)r };
 		reply(ctx, &one, 1);
 	} else if (r == -EIO) {
-		mount_counted_eio(&m->counters, t, n, off, want, err);
+		mount_counted_eio(&m->counters, t, n, off, want, why, err);
 	} else {
 		mount_fail(err, (int)-r);
 	}

@@ -1,8 +1,9 @@
 /* The live counters that a mount's root shows as user.ggufs.* extended attributes, the
- * last error, and the cause of an EIO (the fetcher's last failure, or a local file that
- * shrank, or was written to under quants/). lib/ reports events through evlog.h and
- * counts its fetches (remote_counters); nothing here costs a read anything but a relaxed
- * atomic add, and the counters are gathered only when an attribute is read. */
+ * last error, and the line an EIO is said with (its cause the why the failed read gave:
+ * a fetch that failed, a local file that shrank, or was written to under quants/).
+ * lib/ reports events through evlog.h and counts its fetches (remote_counters);
+ * nothing here costs a read anything but a relaxed atomic add, and the counters are
+ * gathered only when an attribute is read. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -59,46 +60,16 @@ static bool note_error(struct mount_counters *c, const char *why)
 	return new_error;
 }
 
-/* For a local model: the first shard that is shorter now than at mount, said in the
- * log (once per size it shrank to) and kept as the last error; its text in why. False
- * when none is. */
-static bool local_shrink(struct mount_counters *c, const struct ggufs_model *m, char *why,
-                         size_t size)
-{
-	if (!model_shrunk(m, why, size))
-		return false;
-	/* said once per size it shrank to: its EIOs are what is counted */
-	if (note_error(c, why))
-		evlog(EVLOG_ERR, NULL, "%s", why);
-	return true;
-}
-
-/* For a local model whose file changed since it was parsed (model_changed: written to in
- * place), what a quants/ file's EIO is for: said in the log once and kept as the last
- * error, its text in why. */
-static void local_changed(struct mount_counters *c, const struct ggufs_model *m, char *why,
-                          size_t size)
-{
-	if (model_changed(m, why, size) && note_error(c, why))
-		evlog(EVLOG_ERR, NULL, "%s", why);
-}
-
 void mount_counted_eio(struct mount_counters *c, const struct tree *t, const struct tree_node *n,
-                       uint64_t off, uint64_t len, struct mount_err *err)
+                       uint64_t off, uint64_t len, const char *why, struct mount_err *err)
 {
 	atomic_fetch_add_explicit(&c->eio_replies, 1, memory_order_relaxed);
-	char cause[GGUF_ERR_MAX + 64] = "", path[320];   /* (a longer path cut in the line) */
-	const struct ggufs_model *m = tree_model(t);
-	if (model_fetched(m)) {
-		struct remote_counters *rc = malloc(sizeof *rc);
-		if (rc && model_fetch_counters(m, rc))
-			snprintf(cause, sizeof cause, "%s", rc->last_error);
-		free(rc);
-	} else if (!local_shrink(c, m, cause, sizeof cause) && tree_quants_changed(t, n)) {
-		local_changed(c, m, cause, sizeof cause);
-	}
-	if (!cause[0])
-		snprintf(cause, sizeof cause, "the bytes could not be read");
+	char path[320];   /* (a longer path cut in the line) */
+	const char *cause = why && why[0] ? why : "the bytes could not be read";
+	/* a local model's cause is said here, once while it is the last (once per size a
+	 * file shrank to, say): its EIOs are what is counted */
+	if (why && why[0] && !model_fetched(tree_model(t)) && note_error(c, why))
+		evlog(EVLOG_ERR, NULL, "%s", why);
 	err->no = EIO;
 	err->level = EVLOG_ERR;
 	/* the first EIO of each cause: said with it, the rest counted under the same key

@@ -4,6 +4,7 @@
  * and during one: the SIGBUS guard), and byte sources that are not mapped (read slice
  * by slice) or fail. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,13 +137,13 @@ static void check_ranges(const struct fixture *f, uint64_t i)
 			const uint64_t len = lens[b] < f32_size - off ? lens[b] : f32_size - off;
 			for (int shift = 0; shift < 2; shift++) {
 				memset(buf, 0x55, f32_size + 1);
-				assert_int_equal(reader_f32(f->m, i, off, len, buf + shift), 0);
+				assert_int_equal(reader_f32(f->m, i, off, len, buf + shift, NULL), 0);
 				assert_memory_equal(buf + shift, (const char *)f->values[i] + off, len);
 			}
 			/* the same positions in the stored bytes, by block */
 			const uint64_t roff = off / bo * bb + off % bb;
 			const uint64_t rlen = len < g->size - roff ? len : g->size - roff;
-			assert_int_equal(reader_raw(f->m, i, roff, rlen, buf), 0);
+			assert_int_equal(reader_raw(f->m, i, roff, rlen, buf, NULL), 0);
 			assert_memory_equal(buf, stored(f, i) + roff, rlen);
 		}
 	}
@@ -180,29 +181,29 @@ static void test_past_the_end(void **state)
 	const struct gguf_tensor *g = model_tensor(f->m, i);
 	const uint64_t f32_size = g->n_elements * sizeof(float);
 	char buf[64];
-	assert_int_equal(reader_f32(f->m, i, f32_size - 5, 5, buf), 0);
+	assert_int_equal(reader_f32(f->m, i, f32_size - 5, 5, buf, NULL), 0);
 	assert_memory_equal(buf, (const char *)f->values[i] + f32_size - 5, 5);
-	assert_int_equal(reader_raw(f->m, i, g->size - 7, 7, buf), 0);
+	assert_int_equal(reader_raw(f->m, i, g->size - 7, 7, buf, NULL), 0);
 	assert_memory_equal(buf, stored(f, i) + g->size - 7, 7);
-	assert_int_equal(reader_f32(f->m, i, f32_size, 0, buf), 0);
+	assert_int_equal(reader_f32(f->m, i, f32_size, 0, buf, NULL), 0);
 
 	struct expect e = { .want = stored(f, i) + g->size - 9, .len = 9 };
-	assert_int_equal(reader_visit_raw(f->m, i, g->size - 9, 9, buf, visit_expect, &e), 0);
+	assert_int_equal(reader_visit_raw(f->m, i, g->size - 9, 9, buf, visit_expect, &e, NULL), 0);
 	assert_int_equal(e.calls, 1);
 	e.calls = 0;
-	assert_int_equal(reader_visit_raw(f->m, i, g->size - 9, 10, buf, visit_expect, &e),
+	assert_int_equal(reader_visit_raw(f->m, i, g->size - 9, 10, buf, visit_expect, &e, NULL),
 	                 -EINVAL);
-	assert_int_equal(reader_visit_raw(f->m, i, g->size + 1, 0, buf, visit_expect, &e),
+	assert_int_equal(reader_visit_raw(f->m, i, g->size + 1, 0, buf, visit_expect, &e, NULL),
 	                 -EINVAL);
-	assert_int_equal(reader_visit_raw(f->m, i, g->size, 0, buf, visit_expect, &e), 0);
+	assert_int_equal(reader_visit_raw(f->m, i, g->size, 0, buf, visit_expect, &e, NULL), 0);
 	assert_int_equal(e.calls, 0);
 
 	int fd;
 	uint64_t file_off, count;
-	assert_true(reader_raw_span(f->m, i, g->size - 10, 100, &fd, &file_off, &count));
+	assert_true(reader_raw_span(f->m, i, g->size - 10, 100, &fd, &file_off, &count, NULL));
 	assert_int_equal(file_off, g->offset + g->size - 10);
 	assert_int_equal(count, 10);
-	assert_true(reader_raw_span(f->m, i, g->size, 100, &fd, &file_off, &count));
+	assert_true(reader_raw_span(f->m, i, g->size, 100, &fd, &file_off, &count, NULL));
 	assert_int_equal(count, 0);
 }
 
@@ -219,26 +220,40 @@ static void test_shrunk(void **state)
 	assert_non_null(buf);
 	assert_int_equal(truncate(f->path, (off_t)cut), 0);
 
-	assert_int_equal(reader_raw(f->m, i, 0, 100, buf), 0);
+	assert_int_equal(reader_raw(f->m, i, 0, 100, buf, NULL), 0);
 	assert_memory_equal(buf, stored(f, i), 100);
-	assert_int_equal(reader_f32(f->m, i, 0, 4096, buf), 0);
+	assert_int_equal(reader_f32(f->m, i, 0, 4096, buf, NULL), 0);
 	assert_memory_equal(buf, f->values[i], 4096);
-	assert_int_equal(reader_raw(f->m, i, g->size / 2 - 10, 20, buf), -EIO);
-	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf), -EIO);
-	assert_int_equal(reader_f32(f->m, i, g->n_elements * 2, 4, buf), -EIO);
-	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf), -EIO);    /* wholly past the cut */
+	assert_int_equal(reader_raw(f->m, i, g->size / 2 - 10, 20, buf, NULL), -EIO);
+	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf, NULL), -EIO);
+	assert_int_equal(reader_f32(f->m, i, g->n_elements * 2, 4, buf, NULL), -EIO);
+	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf, NULL), -EIO);    /* wholly past the cut */
 	struct expect e = { 0 };
-	assert_int_equal(reader_visit_raw(f->m, i, 0, g->size, buf, visit_expect, &e), -EIO);
+	assert_int_equal(reader_visit_raw(f->m, i, 0, g->size, buf, visit_expect, &e, NULL), -EIO);
 	assert_int_equal(e.calls, 0);
 	int fd;
 	uint64_t file_off, count;
-	assert_true(reader_raw_span(f->m, i, g->size / 2 - 10, 100, &fd, &file_off, &count));
+	assert_true(reader_raw_span(f->m, i, g->size / 2 - 10, 100, &fd, &file_off, &count, NULL));
 	assert_int_equal(count, 10);
 
+	/* each failure says why where it is seen: the file, and the sizes it shrank between */
+	char want[GGUF_ERR_MAX], why[GGUF_ERR_MAX];
+	snprintf(want, sizeof want, "%s: the file shrank from %zu to %" PRIu64 " bytes while "
+	         "mounted: reads of the bytes that went fail with EIO", f->path, f->len, cut);
+	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf, why), -EIO);
+	assert_string_equal(why, want);
+	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf, why), -EIO);
+	assert_string_equal(why, want);
+	assert_int_equal(reader_visit_raw(f->m, i, 0, g->size, buf, visit_expect, &e, why), -EIO);
+	assert_string_equal(why, want);
+	assert_true(reader_raw_span(f->m, i, g->size / 2 - 10, 100, &fd, &file_off, &count, why));
+	assert_string_equal(why, want);
+	assert_int_equal(reader_raw(f->m, i, 0, 100, buf, why), 0);   /* a read that works */
+
 	restore(f);
-	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf), 0);
+	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf, NULL), 0);
 	assert_memory_equal(buf, stored(f, i), g->size);
-	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf), 0);
+	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf, NULL), 0);
 	free(buf);
 }
 
@@ -261,10 +276,10 @@ static void test_sigbus_guard(void **state)
 	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	guard_install();   /* cmocka puts its own SIGBUS handler in for every test */
 	cut_path = f->path;
-	assert_int_equal(reader_visit_raw(f->m, 0, 0, g->size, NULL, visit_cut, NULL), -EIO);
+	assert_int_equal(reader_visit_raw(f->m, 0, 0, g->size, NULL, visit_cut, NULL, NULL), -EIO);
 	restore(f);
 	char buf[16];
-	assert_int_equal(reader_raw(f->m, 0, g->size - 16, 16, buf), 0);
+	assert_int_equal(reader_raw(f->m, 0, g->size - 16, 16, buf, NULL), 0);
 	assert_memory_equal(buf, stored(f, 0) + g->size - 16, 16);
 }
 
@@ -277,12 +292,16 @@ struct test_source {
 	int reads;
 };
 
-static int test_source_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+static int test_source_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                            char why[GGUF_ERR_MAX])
 {
 	struct test_source *ts = (struct test_source *)src;
 	ts->reads++;
-	if (ts->reads_left == 0)
+	if (ts->reads_left == 0) {
+		if (why)
+			gguf_errf(why, "test.gguf: read %d failed", ts->reads);
 		return -EIO;
+	}
 	if (ts->reads_left > 0)
 		ts->reads_left--;
 	memcpy(buf, ts->data + off, len);
@@ -331,15 +350,15 @@ static void test_unmapped_source(void **state)
 	ts.reads = 0;
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
-	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf), 0);
+	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf, NULL), 0);
 	assert_memory_equal(buf, f->values[0], g->n_elements * sizeof(float));
 	assert_true(ts.reads > 1);
 	struct expect e = { .want = stored(f, 0) + 34, .len = 68 };
-	assert_int_equal(reader_visit_raw(f->m, 0, 34, 68, buf, visit_expect, &e), 0);
+	assert_int_equal(reader_visit_raw(f->m, 0, 34, 68, buf, visit_expect, &e, NULL), 0);
 	assert_int_equal(e.calls, 1);
 	int fd;
 	uint64_t file_off, count;
-	assert_false(reader_raw_span(f->m, 0, 0, 100, &fd, &file_off, &count));
+	assert_false(reader_raw_span(f->m, 0, 0, 100, &fd, &file_off, &count, NULL));
 	free(buf);
 	model_close(f->m);
 	f->m = mapped;
@@ -357,16 +376,19 @@ static void test_failing_source(void **state)
 	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
-	assert_int_equal(reader_raw(f->m, 0, 0, 16, buf), -EIO);
-	assert_int_equal(reader_f32(f->m, 0, 0, 16, buf), -EIO);
-	assert_int_equal(reader_f32(f->m, 1, 5, 1000, buf), -EIO);
+	char why[GGUF_ERR_MAX];
+	assert_int_equal(reader_raw(f->m, 0, 0, 16, buf, why), -EIO);
+	assert_string_equal(why, "test.gguf: read 1 failed");   /* the source's own why */
+	assert_int_equal(reader_f32(f->m, 0, 0, 16, buf, why), -EIO);
+	assert_string_equal(why, "test.gguf: read 2 failed");
+	assert_int_equal(reader_f32(f->m, 1, 5, 1000, buf, NULL), -EIO);
 	struct expect e = { 0 };
-	assert_int_equal(reader_visit_raw(f->m, 0, 0, 16, buf, visit_expect, &e), -EIO);
+	assert_int_equal(reader_visit_raw(f->m, 0, 0, 16, buf, visit_expect, &e, NULL), -EIO);
 	assert_int_equal(e.calls, 0);
 	/* the second slice of a whole .f32 read fails */
 	ts.reads_left = 1;
 	ts.reads = 0;
-	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf), -EIO);
+	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf, NULL), -EIO);
 	assert_int_equal(ts.reads, 2);
 	free(buf);
 	model_close(f->m);

@@ -183,7 +183,7 @@ static void test_every_item_once(void **state)
 		memset(&got, 0, sizeof got);
 		memset(&want, 0, sizeof want);
 		stats_finish(&all, &got);
-		assert_int_equal(stats_tensor(m, job->tensor[0], &want), 0);
+		assert_int_equal(stats_tensor(m, job->tensor[0], &want, NULL), 0);
 		assert_memory_equal(&got, &want, sizeof got);
 		assert_int_equal(got.elements, tensors[j].n);
 	}

@@ -56,7 +56,7 @@ static char *content(struct tree_edits *e, const char *name)
 	const struct tree_node *n = tree_lookup(t, 2, name);
 	char *buf = calloc(1, n ? n->size + 1 : 1);
 	if (n)
-		assert_int_equal(tree_read(t, n, buf, n->size, 0), (int64_t)n->size);
+		assert_int_equal(tree_read(t, n, buf, n->size, 0, NULL), (int64_t)n->size);
 	tree_release(t);
 	return buf;
 }
@@ -153,7 +153,7 @@ static void test_each_edit(void **state)
 	assert_int_equal(mn->ino, TREE_MODEL_STATE_INO + tree_state(t)->gen);
 	assert_int_equal(tree_model_ino(f->base), TREE_MODEL_INO);
 	uint8_t *img = malloc(mn->size);
-	assert_int_equal(tree_read(t, mn, (char *)img, mn->size, 0), (int64_t)mn->size);
+	assert_int_equal(tree_read(t, mn, (char *)img, mn->size, 0, NULL), (int64_t)mn->size);
 	struct gguf_file g;
 	assert_int_equal(gguf_parse(img, mn->size, &g, err), 0);
 	assert_null(gguf_find_kv(&g, "general.name"));
@@ -398,7 +398,7 @@ static void test_every_type_round_trip(void **state)
 		struct tree *t = tree_edits_current(e);
 		const struct tree_node *nd = tree_node(t, TREE_FIRST_META + k);
 		char *text = malloc(nd->size + 1);
-		assert_int_equal(tree_read(t, nd, text, nd->size, 0), (int64_t)nd->size);
+		assert_int_equal(tree_read(t, nd, text, nd->size, 0, NULL), (int64_t)nd->size);
 		assert_int_equal(tree_edits_write(e, nd->ino, text, nd->size, err), 0);
 		/* the same text under a new name: a value of the same type and rendering */
 		char name[80];
@@ -750,8 +750,8 @@ static void test_kept_keys_as_fresh(void **state)
 		char *x = malloc(a->size + 1), *y = malloc(b->size + 1);
 		for (uint64_t off = 0; off < a->size; off += a->size / 7 + 1) {
 			uint64_t len = a->size - off < 70000 ? a->size - off : 70000;
-			assert_int_equal(tree_read(t, a, x, len, off), (int64_t)len);
-			assert_int_equal(tree_read(fresh, b, y, len, off), (int64_t)len);
+			assert_int_equal(tree_read(t, a, x, len, off, NULL), (int64_t)len);
+			assert_int_equal(tree_read(fresh, b, y, len, off, NULL), (int64_t)len);
 			assert_memory_equal(x, y, len);
 		}
 		free(x);
@@ -832,12 +832,12 @@ static void test_header_pieces(void **state)
 		                                   model_own_meta(m)->alignment, want, len, &len, err), 0);
 		const struct tree_node *mn = tree_node(t, tree_model_ino(t));
 		assert_true(mn->size > len);
-		assert_int_equal(tree_read(t, mn, (char *)got, len, 0), (int64_t)len);
+		assert_int_equal(tree_read(t, mn, (char *)got, len, 0, NULL), (int64_t)len);
 		assert_memory_equal(got, want, len);
 		/* and in odd windows, across the pieces' edges */
 		for (uint64_t off = 0; off < len; off += 4093) {
 			uint64_t n = len - off < 777 ? len - off : 777;
-			assert_int_equal(tree_read(t, mn, (char *)got, n, off), (int64_t)n);
+			assert_int_equal(tree_read(t, mn, (char *)got, n, off, NULL), (int64_t)n);
 			assert_memory_equal(got, want + off, n);
 		}
 		free(want);
