@@ -88,16 +88,16 @@ void lib_unlock(struct library *lib)
 	}
 }
 
-/* The live slot numbered no (under the lock), or NULL: -ENOENT into *err for a number
+/* The live slot numbered no (under the lock) into *out: 0, or -ENOENT for a number
  * never given, -ESTALE for one whose slot was freed. */
-static struct lib_slot *slot_numbered(const struct library *lib, uint64_t no, int *err)
+static int slot_numbered(const struct library *lib, uint64_t no, struct lib_slot **out)
 {
 	const uint64_t place = no & (LIB_SLOTS_MAX - 1);
 	struct lib_slot *s = !(no >> LIB_NO_BITS) && place < lib->n_slots ? lib->slots[place] : NULL;
-	if (s && s->no == no)
-		return s;
-	*err = no >> LIB_NO_BITS || place >= lib->n_slots ? -ENOENT : -ESTALE;
-	return NULL;
+	*out = s && s->no == no ? s : NULL;
+	if (*out)
+		return 0;
+	return no >> LIB_NO_BITS || place >= lib->n_slots ? -ENOENT : -ESTALE;
 }
 
 /* A new slot in folder (NULL for the root) with the next number, holding nothing yet
@@ -732,9 +732,9 @@ static int compare_ref(struct library *lib, struct lib_slot *s, uint64_t low, st
 		r->kind = LIB_COMPARE_DIR;
 		return 0;
 	}
-	int err = -ENOENT;
-	struct lib_slot *o = slot_numbered(lib, low - LIB_COMPARE_LOW - 1, &err);
-	if (!o)
+	struct lib_slot *o;
+	const int err = slot_numbered(lib, low - LIB_COMPARE_LOW - 1, &o);
+	if (err < 0)
 		return err;
 	if (o == s || o->type != LIB_NODE_MODEL || o->parent != s->parent)
 		return -ENOENT;
@@ -832,9 +832,9 @@ static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct
 		r->kind = low == LIB_TSV_INO ? LIB_TSV : LIB_JSON;
 		return 0;
 	}
-	int ret = -ENOENT;
-	struct lib_slot *s = slot_numbered(lib, no, &ret);
-	if (!s)
+	struct lib_slot *s;
+	int ret = slot_numbered(lib, no, &s);
+	if (ret < 0)
 		return ret;
 	if (slot_gone(lib, s))
 		return -ESTALE;
@@ -1233,8 +1233,8 @@ void library_kernel_hold(struct library *lib, const struct lib_ref *r)
 void library_forget(struct library *lib, uint64_t ino, uint64_t n)
 {
 	pthread_mutex_lock(&lib->lock);
-	int err;
-	struct lib_slot *s = slot_numbered(lib, ino >> LIB_LOW_BITS, &err);
+	struct lib_slot *s;
+	slot_numbered(lib, ino >> LIB_LOW_BITS, &s);   /* NULL: no such slot, nothing to forget */
 	const uint64_t k = s && n < s->kernel ? n : s ? s->kernel : 0;
 	if (k) {
 		s->kernel -= k;
