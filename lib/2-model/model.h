@@ -91,15 +91,15 @@ struct ggufs_model *model_open_stream(const char *url, const char *shown,
 int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
                       void *buf, char why[GGUF_ERR_MAX]);
 
-/* Whether m's local files are still the ones it parsed: each local shard's descriptor's
- * device, inode, size, mtime and ctime now against those recorded at open (model_shard.
+/* Whether m's local files are still the ones it parsed: each local file's descriptor's
+ * device, inode, size, mtime and ctime now against those recorded at open (model_file:
  * st; any write moves ctime, whatever it does to mtime after; a ctime moved with the
  * file's links, mode or owner is no write: the file renamed over, removed, linked or
  * chmod'ed keeps its bytes). The first that differs: its index + 1, with "PATH: what
  * changed" in why (NULL: none wanted; a file that shrank: as its reads say it, "PATH:
  * the file shrank from A to B bytes ..."); 0 when none does. An fstat that fails counts
- * as a change. A remote shard is not looked at (its reads check its ETag
- * themselves), nor a streamed one (read once, in order). For what is made from the
+ * as a change. A remote file is not looked at (its reads check its ETag themselves),
+ * nor a streamed one (read once, in order). For what is made from the
  * bytes and kept (a quantization's blocks): a check after making it tells that they
  * were the recorded version's. */
 uint32_t model_changed(const struct ggufs_model *m, char why[GGUF_ERR_MAX]);
