@@ -73,6 +73,9 @@ struct computed {
 	unsigned pins;              /* computed_pool_leave at work on it */
 
 	atomic_uint_fast64_t computed, from_disk, stored, failed;
+	pthread_mutex_t failure_lock;
+	char failure[GGUF_ERR_MAX]; /* the why of its last fill that failed (a worker's or a
+	                             * reader's): what the reads it fails say */
 };
 
 /* Bytes of block k (the last may be short). */
@@ -127,9 +130,13 @@ static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
 		atomic_fetch_add(&c->from_disk, 1);
 		return 0;
 	}
-	const int r = c->fill(c->ctx, k * COMPUTED_BLOCK_SIZE, len, buf);
+	char why[GGUF_ERR_MAX] = "";
+	const int r = c->fill(c->ctx, k * COMPUTED_BLOCK_SIZE, len, buf, why);
 	if (r < 0) {
 		atomic_fetch_add(&c->failed, 1);
+		pthread_mutex_lock(&c->failure_lock);
+		memcpy(c->failure, why, sizeof why);
+		pthread_mutex_unlock(&c->failure_lock);
 		return r;
 	}
 	atomic_fetch_add(&c->computed, 1);
@@ -304,7 +311,10 @@ static void note_read(struct computed *c, uint64_t k)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static int computed_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+/* Source read: block by block through the pool's memory, each made (or loaded from
+ * disk) once; a block that could not be made fails the read with its fill's why. */
+static int computed_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                         char why[GGUF_ERR_MAX])
 {
 	struct computed *c = (struct computed *)src;
 	struct blockcache *bc = c->pool->bc;
@@ -316,8 +326,14 @@ static int computed_read(struct source *src, uint64_t off, uint64_t len, void *b
 		const uint8_t *data;
 		struct bc_block *held;
 		const int r = bc_get(bc, c, k, block_len(c, k), make_block, c, &data, &held);
-		if (r < 0)
+		if (r < 0) {
+			if (why) {   /* the fill that failed kept it before the block failed */
+				pthread_mutex_lock(&c->failure_lock);
+				memcpy(why, c->failure, GGUF_ERR_MAX);
+				pthread_mutex_unlock(&c->failure_lock);
+			}
 			return r;
+		}
 		const uint64_t stop = start + block_len(c, k) < end ? start + block_len(c, k) : end;
 		memcpy((uint8_t *)buf + (pos - off), data + (pos - start), stop - pos);
 		bc_release(bc, held);
@@ -334,6 +350,7 @@ static void free_computed(struct computed *c)
 	free(c->key);
 	free(c->version);
 	pthread_mutex_destroy(&c->retry_lock);
+	pthread_mutex_destroy(&c->failure_lock);
 	free(c);
 }
 
@@ -417,6 +434,7 @@ struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MA
 	c->next = UINT64_MAX;
 	c->window = COMPUTED_WINDOW_MIN;
 	pthread_mutex_init(&c->retry_lock, NULL);
+	pthread_mutex_init(&c->failure_lock, NULL);
 	if (o->cache_dir && o->key && o->version && o->version[0] && !atomic_load(&p->leaving))
 		open_disk(c, o);
 	pthread_mutex_lock(&p->lock);

@@ -17,8 +17,8 @@
  * and at most its memory of blocks (more only while readers hold that many at once).
  *
  * A block that cannot be computed (the fill function's -errno: the source's bytes could
- * not be read) fails the reads that need it, is kept nowhere, and is computed again by
- * the next read. FUSE-free; thread-safe. */
+ * not be read) fails the reads that need it with the fill's why, is kept nowhere, and
+ * is computed again by the next read. FUSE-free; thread-safe. */
 #ifndef GGUFS_COMPUTED_H
 #define GGUFS_COMPUTED_H
 
@@ -67,8 +67,10 @@ void computed_pool_free(struct computed_pool *p);
 unsigned computed_pool_threads(struct computed_pool *p);
 
 /* Writes bytes [off, off + len) of the file (inside its size, within one block) into
- * buf: 0, or -errno. Called from any thread, for different blocks at once. */
-typedef int (*computed_fill_fn)(void *ctx, uint64_t off, uint64_t len, void *buf);
+ * buf: 0, or -errno with why (as source.h's reads say it), which the reads that the
+ * failed block fails say. Called from any thread, for different blocks at once. */
+typedef int (*computed_fill_fn)(void *ctx, uint64_t off, uint64_t len, void *buf,
+                                char why[GGUF_ERR_MAX]);
 
 struct computed_opts {
 	uint64_t size;              /* the file's size in bytes */

@@ -15,7 +15,8 @@ struct lib_row {
 	char *arch, *name;          /* general.architecture and general.name, or NULL */
 	size_t arch_len, name_len;
 	bool has_ftype, has_ctx, has_layers, has_kv;
-	uint64_t ftype, params, bytes, ctx, layers, kv, shards, tensor_bytes;
+	uint64_t ftype, params, bytes, ctx, layers, kv, tensor_bytes;
+	uint64_t files;             /* the files it is in (models.tsv's "shards") */
 	char sha256[65];            /* the source's for the first file, or "" */
 };
 

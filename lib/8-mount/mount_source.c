@@ -22,18 +22,18 @@
 static void mount_source_warn_raw_only(const struct ggufs_model *m,
                                        const struct open_name_opts *o)
 {
-	for (uint64_t i = 0; o->note && i < m->n_tensors; i++) {
-		const struct gguf_tensor *t = m->tensors[i].t;
+	for (uint64_t i = 0; o->note && i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *t = model_tensor(m, i);
 		if (t->has_f32)
 			continue;
 		char line[GGUF_ERR_MAX + 256], nb[16];
 		int len = t->name.len > INT_MAX ? INT_MAX : (int)t->name.len;
 		if (!t->ti)
 			snprintf(line, sizeof line, "%s: warning: tensor '%.*s' has unknown type %"
-			         PRIu32 ": raw file only", m->path, len, t->name.ptr, t->type);
+			         PRIu32 ": raw file only", model_path(m), len, t->name.ptr, t->type);
 		else
 			snprintf(line, sizeof line, "%s: warning: tensor '%.*s' has type %s, which has "
-			         "no dequantizer: raw file only", m->path, len, t->name.ptr,
+			         "no dequantizer: raw file only", model_path(m), len, t->name.ptr,
 			         ggml_type_name(t->type, nb));
 		o->note(o->note_arg, line);
 	}
@@ -102,7 +102,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 			gguf_errf(err, "out of memory");
 			goto fail;
 		}
-		s->remote = s->model->remote != NULL;
+		s->remote = model_fetched(s->model);
 		if (o->edits_file && !mount_source_edits(s, o, err))
 			goto fail;
 		s->edits = s->tree_edits != NULL;

@@ -13,6 +13,7 @@
  * the blocks queued for the workers and waits only for those being made (the workers
  * live on). */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -53,7 +54,7 @@ static uint8_t byte_at(uint64_t i)
 	return (uint8_t)(x >> 56 ^ x >> 29);
 }
 
-static int fill(void *ctx, uint64_t off, uint64_t len, void *buf)
+static int fill(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
 	struct maker *mk = ctx;
 	const uint64_t k = off / COMPUTED_BLOCK_SIZE;
@@ -62,8 +63,10 @@ static int fill(void *ctx, uint64_t off, uint64_t len, void *buf)
 	atomic_fetch_add(&mk->calls[k], 1);
 	if (!pthread_equal(pthread_self(), mk->reader))
 		atomic_fetch_add(&mk->other_thread, 1);
-	if (atomic_load(&mk->fail_block) == (int)k)
+	if (atomic_load(&mk->fail_block) == (int)k) {
+		gguf_errf(why, "block %" PRIu64 " could not be made", k);
 		return -EIO;
+	}
 	for (uint64_t i = 0; i < len; i++)
 		((uint8_t *)buf)[i] = byte_at(off + i);
 	return 0;
@@ -109,7 +112,7 @@ static void expect_range(struct source *src, uint64_t off, uint64_t len)
 {
 	uint8_t *buf = malloc(len + 1);
 	assert_non_null(buf);
-	assert_int_equal(source_read(src, off, len, buf), 0);
+	assert_int_equal(source_read(src, off, len, buf, NULL), 0);
 	for (uint64_t i = 0; i < len; i++)
 		if (buf[i] != byte_at(off + i))
 			fail_msg("byte %llu: %u, not %u", (unsigned long long)(off + i), buf[i],
@@ -255,7 +258,7 @@ static void test_disk_cache(void **state)
 static bool reads_from(struct source *src, uint64_t off)
 {
 	uint8_t *buf = malloc(SIZE);
-	bool ok = buf && source_read(src, off, SIZE - off, buf) == 0;
+	bool ok = buf && source_read(src, off, SIZE - off, buf, NULL) == 0;
 	for (uint64_t i = 0; ok && i < SIZE - off; i++)
 		ok = buf[i] == byte_at(off + i);
 	free(buf);
@@ -451,8 +454,8 @@ static void test_entry_retried(void **state)
 	computed_pool_free(pool);
 }
 
-/* A block that fails: its reads fail, others do not, nothing is kept of it, and the
- * next read makes it again. */
+/* A block that fails: its reads fail with its fill's why, others do not, nothing is
+ * kept of it, and the next read makes it again. */
 static void test_failed_block(void **state)
 {
 	(void)state;
@@ -464,8 +467,10 @@ static void test_failed_block(void **state)
 	atomic_store(&mk.fail_block, 3);
 	uint8_t *buf = malloc(SIZE);
 	assert_non_null(buf);
-	assert_int_equal(source_read(src, 0, SIZE, buf), -EIO);
-	assert_int_equal(source_read(src, 3 * COMPUTED_BLOCK_SIZE + 5, 1, buf), -EIO);
+	char why[GGUF_ERR_MAX];
+	assert_int_equal(source_read(src, 0, SIZE, buf, why), -EIO);
+	assert_string_equal(why, "block 3 could not be made");
+	assert_int_equal(source_read(src, 3 * COMPUTED_BLOCK_SIZE + 5, 1, buf, NULL), -EIO);
 	expect_range(src, 4 * COMPUTED_BLOCK_SIZE, COMPUTED_BLOCK_SIZE);
 	atomic_store(&mk.fail_block, -1);
 	expect_range(src, 0, SIZE);
@@ -556,8 +561,10 @@ struct slow_maker {
 	atomic_bool closed;
 };
 
-static int slow_fill(void *ctx, uint64_t off, uint64_t len, void *buf)
+static int slow_fill(void *ctx, uint64_t off, uint64_t len, void *buf,
+                     char why[GGUF_ERR_MAX])
 {
+	(void)why;
 	struct slow_maker *sm = ctx;
 	nanosleep(&(struct timespec){ 0, SLOW_MS * 1000000L }, NULL);
 	for (uint64_t i = 0; i < len; i++)

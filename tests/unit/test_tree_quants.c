@@ -94,7 +94,7 @@ static char *read_whole(const struct tree *t, const struct tree_node *n)
 	assert_non_null(buf);
 	for (uint64_t off = 0; off < n->size; off += PIECE) {
 		const uint64_t len = n->size - off < PIECE ? n->size - off : PIECE;
-		assert_int_equal(tree_read(t, n, buf + off, len, off), (int64_t)len);
+		assert_int_equal(tree_read(t, n, buf + off, len, off, NULL), (int64_t)len);
 	}
 	return buf;
 }
@@ -131,7 +131,8 @@ static bool read_right(const struct tree *t, size_t j, uint64_t off, uint64_t le
 		return true;
 	if (len > n->size - off)
 		len = n->size - off;
-	return tree_read(t, n, buf, len, off) == (int64_t)len && memcmp(buf, want[j] + off, len) == 0;
+	return tree_read(t, n, buf, len, off, NULL) == (int64_t)len &&
+	       memcmp(buf, want[j] + off, len) == 0;
 }
 
 static void *reader_main(void *arg)
