@@ -105,15 +105,13 @@ struct lib_ref {
 
 struct library;
 
-/* The library over src (taken: freed with the library). NULL with one line in err:
- * the root cannot be listed. Mounting reads nothing but the root's listing. */
-struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX]);
+/* The library over src (taken: freed with the library), every model's tree built with
+ * the providers of kit (the mount's, with its options: it must outlive the library), or
+ * with NULL the core's alone (a library only listed). NULL with one line in err: the
+ * root cannot be listed. Mounting reads nothing but the root's listing. */
+struct library *library_open(struct lib_source *src, const struct tree_kit *kit,
+                             char err[GGUF_ERR_MAX]);
 void library_free(struct library *lib);
-/* -o requantize for every model of lib (tree_set_requantize), before it is mounted. */
-void library_set_requantize(struct library *lib, bool on);
-/* How the quants/ of every model of lib are made and kept (tree_set_quant_cache),
- * copied; before anything is read. false out of memory. */
-bool library_set_quant_cache(struct library *lib, const struct tree_quant_cache *c);
 
 /* The node of ino into *r, held (library_put lets go): 0, -ENOENT for a number never
  * given, -ESTALE for a slot freed since or a model whose file changed since its slot
