@@ -12,6 +12,13 @@
  * block_bytes bytes at y (any alignment). */
 typedef void (*quant_fn)(const float *x, uint8_t *y, int64_t nblocks);
 
+/* Quantizes nblocks whole blocks under an importance matrix: x and y as quant_fn's,
+ * qw the matrix's value for each of the nblocks * block_elems values of x (its columns
+ * of the row), or NULL for ggml's quantizer without a matrix; row_sigma2 the value the
+ * legacy types take from the whole row (quant_row_prepare), ignored by the others. */
+typedef void (*quant_w_fn)(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                           float row_sigma2);
+
 /* quant_float.c: a block is one value. */
 void quant_f32(const float *x, uint8_t *y, int64_t nblocks);
 void quant_f16(const float *x, uint8_t *y, int64_t nblocks);
@@ -23,6 +30,10 @@ void quant_q4_1(const float *x, uint8_t *y, int64_t nblocks);
 void quant_q5_0(const float *x, uint8_t *y, int64_t nblocks);
 void quant_q5_1(const float *x, uint8_t *y, int64_t nblocks);
 void quant_q8_0(const float *x, uint8_t *y, int64_t nblocks);
+void quant_q4_0_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_q4_1_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_q5_0_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_q5_1_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
 /* quant_k.c: super-blocks of 256. */
 void quant_q2_K(const float *x, uint8_t *y, int64_t nblocks);
@@ -30,6 +41,11 @@ void quant_q3_K(const float *x, uint8_t *y, int64_t nblocks);
 void quant_q4_K(const float *x, uint8_t *y, int64_t nblocks);
 void quant_q5_K(const float *x, uint8_t *y, int64_t nblocks);
 void quant_q6_K(const float *x, uint8_t *y, int64_t nblocks);
+void quant_q2_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_q3_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_q4_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_q5_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_q6_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
 /* quant_iq4.c: the non-linear 4-bit types, blocks of 32 and super-blocks of 256. */
 void quant_iq4_nl(const float *x, uint8_t *y, int64_t nblocks);
@@ -66,6 +82,23 @@ static inline int32_t quant_cvtt(float f)
 	if (!(f > -2147483904.0f && f < 2147483648.0f))
 		return INT32_MIN;
 	return (int32_t)f;
+}
+
+/* a * b as x86's mulss computes it with a as its destination operand: where both are
+ * NaN, a's NaN (quieted), not b's. C leaves the order of a commutative operation to
+ * the compiler, and which NaN an x86 instruction keeps is its first operand's; where a
+ * block's bytes show a NaN's payload (a quant rounded from it) and two NaNs can meet,
+ * this states the order that ggml's build has, which the reference test finds. */
+static inline float quant_mul_nan_a(float a, float b)
+{
+	if (a != a) {
+		uint32_t u;
+		memcpy(&u, &a, sizeof u);
+		u |= 0x00400000u;
+		memcpy(&a, &u, sizeof a);
+		return a;
+	}
+	return a * b;
 }
 
 /* Stores v little-endian at p (a block field, any alignment). */
