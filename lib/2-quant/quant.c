@@ -44,6 +44,9 @@ static const quant_w_fn weighted_makers[GGML_TYPE_COUNT] = {
 	[GGML_TYPE_Q4_K] = quant_q4_K_w,
 	[GGML_TYPE_Q5_K] = quant_q5_K_w,
 	[GGML_TYPE_Q6_K] = quant_q6_K_w,
+	[GGML_TYPE_IQ4_NL] = quant_iq4_nl_w,
+	[GGML_TYPE_IQ4_XS] = quant_iq4_xs_w,
+	[GGML_TYPE_IQ3_S] = quant_iq3_s_w,
 };
 
 /* The types whose ggml quantizer ignores the matrix: under one, their maker runs. */

@@ -50,9 +50,12 @@ void quant_q6_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, 
 /* quant_iq4.c: the non-linear 4-bit types, blocks of 32 and super-blocks of 256. */
 void quant_iq4_nl(const float *x, uint8_t *y, int64_t nblocks);
 void quant_iq4_xs(const float *x, uint8_t *y, int64_t nblocks);
+void quant_iq4_nl_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_iq4_xs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
 /* quant_iq3s.c (with its grid's neighbour lists, quant_iq3s_grid.c): 256 values. */
 void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks);
+void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
 /* quant_misc.c: ternary (256), MXFP4 (32), q1_0 (128) and q2_0 (64). */
 void quant_tq1_0(const float *x, uint8_t *y, int64_t nblocks);

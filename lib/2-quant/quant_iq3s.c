@@ -105,19 +105,17 @@ static void fit_sums(const float *w, const float *xval, const int8_t *L, float *
 	*sumq2 = sq2;
 }
 
-/* One sub-block of 32 values xb: returns its scale (>= 0), with its levels in L (a
- * grid row's for each group of four) and its sign bits in signs (bit i of byte k:
- * value 8k + i negative). *zero says whether every magnitude is 0; it then returns 0
- * and leaves L unset, and the caller skips the sub-block. */
-static float sub_block(const struct iq3s_cube *c, const float *xb, int8_t *L, uint8_t *signs,
-                       bool *zero)
+/* One sub-block of 32 values xb under the weights weight: returns its scale (>= 0),
+ * with its levels in L (a grid row's for each group of four) and its sign bits in
+ * signs (bit i of byte k: value 8k + i negative). *zero says whether every magnitude
+ * is 0; it then returns 0 and leaves L unset, and the caller skips the sub-block. */
+static float sub_block(const struct iq3s_cube *c, const float *xb, const float *weight,
+                       int8_t *L, uint8_t *signs, bool *zero)
 {
-	float weight[IQ3S_SUB], waux[IQ3S_SUB], xval[IQ3S_SUB];
+	float waux[IQ3S_SUB], xval[IQ3S_SUB];
 	int8_t Laux[IQ3S_SUB];
 	bool on_grid[IQ3S_GROUPS], on_grid_aux[IQ3S_GROUPS];
 
-	for (int i = 0; i < IQ3S_SUB; i++)
-		weight[i] = xb[i] * xb[i];
 	for (int i = 0; i < IQ3S_SUB; i++)
 		waux[i] = sqrtf(weight[i]);
 	for (int k = 0; k < IQ3S_SUB / 8; k++) {
@@ -200,11 +198,35 @@ static float sub_block(const struct iq3s_cube *c, const float *xb, int8_t *L, ui
  * the nibbles round each scale against 1 / (that scale / 31) without the 1.033. */
 void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks)
 {
-	const struct iq3s_cube *c = iq3s_cube_get();
+	quant_iq3_s_w(x, y, nblocks, NULL, 0);
+}
 
-	for (int64_t ibl = 0; ibl < nblocks; ibl++, x += QK_K, y += sizeof(struct block_iq3_s)) {
+/* iq3_s without a matrix (qw NULL: a value's weight is its square) or with one (the
+ * matrix's value for each of x): a value's weight is then qw * sqrt(sigma2 + x^2),
+ * sigma2 twice the super-block's mean x^2, summed in order. */
+void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                   float row_sigma2)
+{
+	const struct iq3s_cube *c = iq3s_cube_get();
+	float weight[QK_K];
+
+	(void)row_sigma2;
+	for (int64_t ibl = 0; ibl < nblocks; ibl++, x += QK_K, y += sizeof(struct block_iq3_s),
+	     qw = qw ? qw + QK_K : NULL) {
 		float scales[QK_K / IQ3S_SUB];
 		float max_scale = 0;
+
+		if (qw) {
+			float sumx2 = 0;
+			for (int i = 0; i < QK_K; i++)
+				sumx2 += x[i] * x[i];
+			const float sigma2 = 2 * sumx2 / QK_K;
+			for (int i = 0; i < QK_K; i++)
+				weight[i] = qw[i] * sqrtf(sigma2 + x[i] * x[i]);
+		} else {
+			for (int i = 0; i < QK_K; i++)
+				weight[i] = x[i] * x[i];
+		}
 		uint8_t *qs = y + offsetof(struct block_iq3_s, qs);
 		uint8_t *qh = y + offsetof(struct block_iq3_s, qh);
 		uint8_t *signs = y + offsetof(struct block_iq3_s, signs);
@@ -215,7 +237,8 @@ void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks)
 			int8_t L[IQ3S_SUB];
 			uint8_t block_signs[IQ3S_SUB / 8];
 			bool zero;
-			const float scale = sub_block(c, x + IQ3S_SUB * ib, L, block_signs, &zero);
+			const float scale = sub_block(c, x + IQ3S_SUB * ib, weight + IQ3S_SUB * ib, L,
+			                              block_signs, &zero);
 
 			if (zero) {
 				scales[ib] = 0;
