@@ -47,6 +47,9 @@ static const quant_w_fn weighted_makers[GGML_TYPE_COUNT] = {
 	[GGML_TYPE_IQ4_NL] = quant_iq4_nl_w,
 	[GGML_TYPE_IQ4_XS] = quant_iq4_xs_w,
 	[GGML_TYPE_IQ3_S] = quant_iq3_s_w,
+	[GGML_TYPE_IQ2_XXS] = quant_iq2_xxs_w,
+	[GGML_TYPE_IQ2_XS] = quant_iq2_xs_w,
+	[GGML_TYPE_IQ2_S] = quant_iq2_s_w,
 };
 
 /* The types whose ggml quantizer ignores the matrix: under one, their maker runs. */

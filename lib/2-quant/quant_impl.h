@@ -53,9 +53,14 @@ void quant_iq4_xs(const float *x, uint8_t *y, int64_t nblocks);
 void quant_iq4_nl_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 void quant_iq4_xs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
-/* quant_iq3s.c (with its grid's neighbour lists, quant_iq3s_grid.c): 256 values. */
+/* quant_iq3s.c (with its grid's neighbour lists, quant_grid.c): 256 values. */
 void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks);
 void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+
+/* quant_iq2.c (with the grids of quant_grid.c): 256 values; xxs and xs need qw. */
+void quant_iq2_xxs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_iq2_xs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_iq2_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
 /* quant_misc.c: ternary (256), MXFP4 (32), q1_0 (128) and q2_0 (64). */
 void quant_tq1_0(const float *x, uint8_t *y, int64_t nblocks);

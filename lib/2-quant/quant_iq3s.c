@@ -10,7 +10,7 @@
  * its would have), and a block's d is 1.033 times the scale its sub-block scales are
  * rounded against. */
 #include "quant_impl.h"
-#include "quant_iq3s_grid.h"
+#include "quant_grid.h"
 
 #include "blocks.h"
 #include "ggml_tables.h"
@@ -23,27 +23,22 @@
 #define IQ3S_GROUPS (IQ3S_SUB / 4)
 #define IQ3S_KMAXQ 8            /* levels per magnitude */
 
-/* Level k (0..7) of grid row r: its byte k is 2 * level + 1. */
-static int grid_level(int r, int k)
-{
-	return (int)(((iq3s_grid[r] >> (8 * k)) & 0xff) - 1) / 2;
-}
-
 /* Which grid row is nearest to the four magnitudes xval at scale: the first in the
  * point's neighbour list nb (a count, then rows) with the smallest sum of
- * w * (scale * q - x)^2, q the row's odd values; L receives the row's levels. A sum
- * must be below FLT_MAX to count: where none is (huge or NaN input), ggml aborts, and
- * this takes the list's first row. Returns the row. */
-static int nearest_row(const uint16_t *nb, const float *xval, const float *w, float scale,
-                       int8_t *L)
+ * w * (scale * q - x)^2, q the row's odd values 2 * level + 1; L receives the row's
+ * levels. A sum must be below FLT_MAX to count: where none is (huge or NaN input),
+ * ggml aborts, and this takes the list's first row (row 0 without a list, which a
+ * grid built whole never lacks). Returns the row. */
+static int nearest_row(const struct quant_grid *g, const uint16_t *nb, const float *xval,
+                       const float *w, float scale, int8_t *L)
 {
 	float best_d2 = FLT_MAX;
-	int best = nb[1];
+	int best = nb && nb[0] ? nb[1] : 0;
 
-	for (int j = 1; j <= nb[0]; j++) {
+	for (int j = 1; nb && j <= nb[0]; j++) {
 		float d2 = 0;
 		for (int i = 0; i < 4; i++) {
-			const float q = (float)(2 * grid_level(nb[j], i) + 1);
+			const float q = (float)(2 * g->level[nb[j]][i] + 1);
 			const float diff = scale * q - xval[i];
 			d2 += w[i] * diff * diff;
 		}
@@ -53,7 +48,7 @@ static int nearest_row(const uint16_t *nb, const float *xval, const float *w, fl
 		}
 	}
 	for (int i = 0; i < 4; i++)
-		L[i] = (int8_t)grid_level(best, i);
+		L[i] = (int8_t)g->level[best][i];
 	return best;
 }
 
@@ -77,15 +72,16 @@ static int point_of(const int8_t *L)
 /* The levels of group k's four magnitudes at inverse scale id into L[4k..], moved to
  * the nearest grid row (at scale, weights waux) where they are off the grid. Returns
  * whether they were on it. */
-static bool group_levels(const struct iq3s_cube *c, const float *xval, const float *waux,
+static bool group_levels(const struct quant_grid *g, const float *xval, const float *waux,
                          float id, float scale, int k, int8_t *L)
 {
 	for (int i = 0; i < 4; i++)
 		L[4 * k + i] = (int8_t)level_of(xval[4 * k + i], id);
 	const int u = point_of(L + 4 * k);
-	if (c->map[u] >= 0)
+	if (g->map[u] >= 0)
 		return true;
-	nearest_row(c->neighbours - c->map[u] - 1, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
+	nearest_row(g, quant_grid_neighbours(g, (uint32_t)u), xval + 4 * k, waux + 4 * k, scale,
+	            L + 4 * k);
 	return false;
 }
 
@@ -109,7 +105,7 @@ static void fit_sums(const float *w, const float *xval, const int8_t *L, float *
  * with its levels in L (a grid row's for each group of four) and its sign bits in
  * signs (bit i of byte k: value 8k + i negative). *zero says whether every magnitude
  * is 0; it then returns 0 and leaves L unset, and the caller skips the sub-block. */
-static float sub_block(const struct iq3s_cube *c, const float *xb, const float *weight,
+static float sub_block(const struct quant_grid *g, const float *xb, const float *weight,
                        int8_t *L, uint8_t *signs, bool *zero)
 {
 	float waux[IQ3S_SUB], xval[IQ3S_SUB];
@@ -148,7 +144,7 @@ static float sub_block(const struct iq3s_cube *c, const float *xb, const float *
 		const float id = (2 * IQ3S_KMAXQ - 1 + is * 0.2f) / max;
 		const float this_scale = 1 / id;
 		for (int k = 0; k < IQ3S_GROUPS; k++)
-			on_grid_aux[k] = group_levels(c, xval, waux, id, this_scale, k, Laux);
+			on_grid_aux[k] = group_levels(g, xval, waux, id, this_scale, k, Laux);
 		float sumqx, sumq2;
 		fit_sums(weight, xval, Laux, &sumqx, &sumq2);
 		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
@@ -166,7 +162,7 @@ static float sub_block(const struct iq3s_cube *c, const float *xb, const float *
 	if (n_off > 0 && scale > 0) {
 		const float id = 1 / scale;
 		for (int k = 0; k < IQ3S_GROUPS; k++)
-			group_levels(c, xval, waux, id, scale, k, L);
+			group_levels(g, xval, waux, id, scale, k, L);
 		float sumqx, sumq2;
 		fit_sums(weight, xval, L, &sumqx, &sumq2);
 		if (sumq2 > 0)
@@ -207,7 +203,7 @@ void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks)
 void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
                    float row_sigma2)
 {
-	const struct iq3s_cube *c = iq3s_cube_get();
+	const struct quant_grid *g = quant_grid_get(QUANT_GRID_IQ3_S);
 	float weight[QK_K];
 
 	(void)row_sigma2;
@@ -237,7 +233,7 @@ void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
 			int8_t L[IQ3S_SUB];
 			uint8_t block_signs[IQ3S_SUB / 8];
 			bool zero;
-			const float scale = sub_block(c, x + IQ3S_SUB * ib, weight + IQ3S_SUB * ib, L,
+			const float scale = sub_block(g, x + IQ3S_SUB * ib, weight + IQ3S_SUB * ib, L,
 			                              block_signs, &zero);
 
 			if (zero) {
@@ -246,7 +242,7 @@ void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
 			}
 			for (int k = 0; k < IQ3S_GROUPS; k++) {
 				/* on the grid by construction: every group's levels are a row's */
-				const int32_t row = c->map[point_of(L + 4 * k)];
+				const int32_t row = g->map[point_of(L + 4 * k)];
 				const uint32_t r = row >= 0 ? (uint32_t)row : 0;
 				qs[k] = (uint8_t)(r & 0xff);
 				qh[ib] |= (uint8_t)((r >> 8) << k);
