@@ -53,9 +53,10 @@ void quant_iq4_xs(const float *x, uint8_t *y, int64_t nblocks);
 void quant_iq4_nl_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 void quant_iq4_xs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
-/* quant_iq3s.c (with its grid's neighbour lists, quant_grid.c): 256 values. */
+/* quant_iq3.c (with the grids of quant_grid.c): 256 values. */
 void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks);
 void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_iq3_xxs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
 /* quant_iq2.c (with the grids of quant_grid.c): 256 values; xxs and xs need qw. */
 void quant_iq2_xxs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);

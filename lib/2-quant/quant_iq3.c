@@ -1,14 +1,18 @@
-/* iq3_s: 256 values in sub-blocks of 32, each value a sign and one of 8 odd magnitudes
- * (1, 3, .. 15), four at a time from a grid of 512 allowed combinations, as
- * ggml_quantize_chunk makes it without an importance matrix (quantize_iq3_s, which
- * quantize_row_iq3_s_ref also calls): for each sub-block, 19 trial scales, each value
- * rounded to its level and each group of four moved to the nearest grid row where it
- * is off the grid, the trial with the best weighted least-squares fit kept, then
- * refitted; a value's weight is its square. The same float operations in the same order
- * as ggml, so the same bytes; and ggml's quirks kept, which the bytes show: an all-zero
- * sub-block does not advance the qs and signs it writes (the next sub-block's go where
- * its would have), and a block's d is 1.033 times the scale its sub-block scales are
- * rounded against. */
+/* The 3-bit i-quants, iq3_s and iq3_xxs: 256 values in sub-blocks of 32, each value a
+ * sign and one of 8 magnitudes (levels 0..7, odd values 1, 3, .. 15 in the search),
+ * four at a time from a grid of allowed combinations (512 rows for iq3_s, 256 for
+ * iq3_xxs), as ggml's quantize_row_iq3_s_impl and quantize_row_iq3_xxs_impl write them:
+ * for each sub-block, trial scales (19 for iq3_s, 31 for iq3_xxs), each value rounded
+ * to its level and each group of four moved to the nearest grid row where it is off
+ * the grid, the trial with the best weighted least-squares fit kept, then refitted. A
+ * value's weight is its square without a matrix, its column's matrix value times
+ * sqrt(sigma2 + x^2) with one, sigma2 twice the super-block's mean x^2. The same float
+ * operations in the same order as ggml, so the same bytes; and ggml's quirks kept,
+ * which the bytes show: iq3_s's all-zero sub-block does not advance the qs and signs it
+ * writes (the next sub-block's go where its would have), a block's d is 1.033 (iq3_s)
+ * or 1.0125 (iq3_xxs) times the scale its sub-block scales are rounded against, and
+ * iq3_xxs keeps 7 sign bits a group of 8 (the 8th their parity: ggml flips the value
+ * of least weight * x^2 to make it so). */
 #include "quant_impl.h"
 #include "quant_grid.h"
 
@@ -22,6 +26,7 @@
 #define IQ3S_SUB 32             /* values a sub-block (ggml's IQ3S_BLOCK_SIZE) */
 #define IQ3S_GROUPS (IQ3S_SUB / 4)
 #define IQ3S_KMAXQ 8            /* levels per magnitude */
+#define IQ3XXS_EPS 1e-8f        /* ggml's GROUP_MAX_EPS_IQ3_XXS */
 
 /* Which grid row is nearest to the four magnitudes xval at scale: the first in the
  * point's neighbour list nb (a count, then rows) with the smallest sum of
@@ -177,6 +182,23 @@ static float sub_block(const struct quant_grid *g, const float *xb, const float 
 	return scale;
 }
 
+/* The weights of a super-block x (256 values): x^2 without a matrix (qw NULL); with
+ * one, qw * sqrt(sigma2 + x^2), sigma2 = 2 * the x^2 summed in order / 256. */
+static void weigh_block(const float *x, const float *qw, float *weight)
+{
+	if (!qw) {
+		for (int i = 0; i < QK_K; i++)
+			weight[i] = x[i] * x[i];
+		return;
+	}
+	float sumx2 = 0;
+	for (int i = 0; i < QK_K; i++)
+		sumx2 += x[i] * x[i];
+	const float sigma2 = 2 * sumx2 / QK_K;
+	for (int i = 0; i < QK_K; i++)
+		weight[i] = qw[i] * sqrtf(sigma2 + x[i] * x[i]);
+}
+
 /* iq3_s, 110 bytes a block of 256:
  *
  *   0    2                   66      74                 106         110
@@ -197,9 +219,8 @@ void quant_iq3_s(const float *x, uint8_t *y, int64_t nblocks)
 	quant_iq3_s_w(x, y, nblocks, NULL, 0);
 }
 
-/* iq3_s without a matrix (qw NULL: a value's weight is its square) or with one (the
- * matrix's value for each of x): a value's weight is then qw * sqrt(sigma2 + x^2),
- * sigma2 twice the super-block's mean x^2, summed in order. */
+/* iq3_s without a matrix (qw NULL) or with one (the matrix's value for each of x),
+ * which changes the weights only (weigh_block). */
 void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
                    float row_sigma2)
 {
@@ -212,17 +233,7 @@ void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
 		float scales[QK_K / IQ3S_SUB];
 		float max_scale = 0;
 
-		if (qw) {
-			float sumx2 = 0;
-			for (int i = 0; i < QK_K; i++)
-				sumx2 += x[i] * x[i];
-			const float sigma2 = 2 * sumx2 / QK_K;
-			for (int i = 0; i < QK_K; i++)
-				weight[i] = qw[i] * sqrtf(sigma2 + x[i] * x[i]);
-		} else {
-			for (int i = 0; i < QK_K; i++)
-				weight[i] = x[i] * x[i];
-		}
+		weigh_block(x, qw, weight);
 		uint8_t *qs = y + offsetof(struct block_iq3_s, qs);
 		uint8_t *qh = y + offsetof(struct block_iq3_s, qh);
 		uint8_t *signs = y + offsetof(struct block_iq3_s, signs);
@@ -264,6 +275,165 @@ void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
 			const int l1 = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
 			const int l2 = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib + 1] - 1))));
 			sc[ib / 2] = (uint8_t)(l1 | l2 << 4);
+		}
+	}
+}
+
+/* The magnitudes of a group of 8 values xb into xval, and its sign bits, with the
+ * parity trick (as iq2_xxs's): 7 bits are kept and the 8th is their parity, so where
+ * an odd count is negative, the value of least weight * x^2 (the first of equals)
+ * keeps its sign, its magnitude negated instead. */
+static uint8_t parity_signs(const float *xb, const float *weight, float *xval)
+{
+	int nflip = 0;
+	uint8_t s = 0;
+
+	for (int i = 0; i < 8; i++) {
+		if (xb[i] >= 0) {
+			xval[i] = xb[i];
+		} else {
+			xval[i] = -xb[i];
+			nflip++;
+			s |= (uint8_t)(1u << i);
+		}
+	}
+	if (nflip % 2) {
+		int imin = 0;
+		float min = weight[imin] * xb[imin] * xb[imin];
+		for (int i = 1; i < 8; i++) {
+			const float ax = weight[i] * xb[i] * xb[i];
+			if (ax < min) {
+				min = ax;
+				imin = i;
+			}
+		}
+		xval[imin] = -xval[imin];
+		s ^= (uint8_t)(1u << imin);
+	}
+	return s & 127;
+}
+
+/* One iq3_xxs sub-block of 32 values xb under the weights weight: its scale (>= 0 but
+ * for NaN input), its levels in L (a grid row's for each group of four), the 7-bit
+ * signs of its four groups of 8 in signs. ggml's search: 31 trial scales around
+ * 15 / max, the best fit kept; then the groups its trial found off the grid again at
+ * the best scale, and a refit. *skip says whether the sub-block is left out (its
+ * largest magnitude below IQ3XXS_EPS); it is then 0. */
+static float xxs_sub_block(const struct quant_grid *g, const float *xb, const float *weight,
+                           int8_t *L, uint8_t *signs, bool *skip)
+{
+	float waux[IQ3S_SUB], xval[IQ3S_SUB];
+	int8_t Laux[IQ3S_SUB];
+	bool on_grid[IQ3S_GROUPS], on_grid_aux[IQ3S_GROUPS];
+
+	for (int i = 0; i < IQ3S_SUB; i++)
+		waux[i] = sqrtf(weight[i]);
+	for (int k = 0; k < IQ3S_SUB / 8; k++)
+		signs[k] = parity_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
+	float max = xval[0];
+	for (int i = 1; i < IQ3S_SUB; i++)
+		max = quant_maxf(max, xval[i]);
+	memset(L, 0, IQ3S_SUB);
+	*skip = max < IQ3XXS_EPS;
+	if (*skip)
+		return 0;
+
+	float best = 0;
+	float scale = max / (2 * IQ3S_KMAXQ - 1);
+	for (int k = 0; k < IQ3S_GROUPS; k++)
+		on_grid[k] = true;
+	for (int is = -15; is <= 15; is++) {
+		const float id = (2 * IQ3S_KMAXQ - 1 + is * 0.2f) / max;
+		const float this_scale = 1 / id;
+		for (int k = 0; k < IQ3S_GROUPS; k++)
+			on_grid_aux[k] = group_levels(g, xval, waux, id, this_scale, k, Laux);
+		float sumqx, sumq2;
+		fit_sums(weight, xval, Laux, &sumqx, &sumq2);
+		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+			scale = sumqx / sumq2;
+			best = scale * sumqx;
+			memcpy(L, Laux, IQ3S_SUB);
+			memcpy(on_grid, on_grid_aux, sizeof on_grid);
+		}
+	}
+	int n_off = 0;
+	for (int k = 0; k < IQ3S_GROUPS; k++)
+		n_off += !on_grid[k];
+	if (n_off > 0 && scale > 0) {
+		const float id = 1 / scale;
+		for (int k = 0; k < IQ3S_GROUPS; k++)
+			if (!on_grid[k])
+				group_levels(g, xval, waux, id, scale, k, L);
+		float sumqx, sumq2;
+		fit_sums(weight, xval, L, &sumqx, &sumq2);
+		if (sumq2 > 0)
+			scale = sumqx / sumq2;
+	}
+	if (scale < 0) {
+		/* never, says ggml; but if so the magnitudes change sign */
+		scale = -scale;
+		for (int k = 0; k < IQ3S_SUB / 8; k++)
+			signs[k] = (uint8_t)(~signs[k] & 127);
+	}
+	return scale;
+}
+
+/* iq3_xxs, 98 bytes a block of 256:
+ *
+ *   0    2                        66                                      98
+ *   +----+------------------------+---------------------------------------+
+ *   | d  | qs[64]: grid row of     | 8 u32 LE, one per sub-block of 32:    |
+ *   |    | group k of sub-block s  | bits 7m+6..7m: the 7 sign bits of its |
+ *   |    | at 8s + k               | 8 values 8m.., bits 31..28: nibble    |
+ *   +----+------------------------+---------------------------------------+
+ *
+ * d = 1.0125 * the largest sub-block scale / 31; the nibbles round each scale against
+ * 1 / (that scale / 31) without the 1.0125: round((scale / d - 1) / 2), 0..15. A block
+ * whose every scale is 0 is all zeros; a left-out sub-block has zero rows and signs. */
+void quant_iq3_xxs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                     float row_sigma2)
+{
+	const struct quant_grid *g = quant_grid_get(QUANT_GRID_IQ3_XXS);
+	float weight[QK_K], scales[QK_K / IQ3S_SUB];
+	int8_t L[IQ3S_SUB];
+	uint8_t signs[IQ3S_SUB / 8];
+	uint32_t sas[QK_K / IQ3S_SUB];
+
+	(void)row_sigma2;
+	for (int64_t ibl = 0; ibl < nblocks; ibl++, x += QK_K, y += sizeof(struct block_iq3_xxs),
+	     qw = qw ? qw + QK_K : NULL) {
+		uint8_t *qs = y + offsetof(struct block_iq3_xxs, qs);
+		float max_scale = 0;
+
+		memset(qs, 0, QK_K / 4);
+		memset(sas, 0, sizeof sas);
+		quant_put16(y + offsetof(struct block_iq3_xxs, d), f32_to_fp16(0.f));
+		weigh_block(x, qw, weight);
+		for (int ib = 0; ib < QK_K / IQ3S_SUB; ib++) {
+			bool skip;
+			const float scale = xxs_sub_block(g, x + IQ3S_SUB * ib, weight + IQ3S_SUB * ib,
+			                                  L, signs, &skip);
+			scales[ib] = scale;
+			if (skip)
+				continue;
+			for (int k = 0; k < IQ3S_GROUPS; k++) {
+				const int32_t row = g->map[point_of(L + 4 * k)];
+				qs[IQ3S_GROUPS * ib + k] = (uint8_t)(row >= 0 ? row : 0);
+			}
+			sas[ib] = signs[0] | (uint32_t)signs[1] << 7 | (uint32_t)signs[2] << 14 |
+			          (uint32_t)signs[3] << 21;
+			max_scale = quant_maxf(max_scale, scale);
+		}
+		if (!max_scale) {
+			memset(qs, 0, 3 * QK_K / 8);
+			continue;
+		}
+		const float d = max_scale / 31;
+		const float id = 1 / d;
+		quant_put16(y + offsetof(struct block_iq3_xxs, d), f32_to_fp16(d * 1.0125f));
+		for (int ib = 0; ib < QK_K / IQ3S_SUB; ib++) {
+			const int l = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
+			quant_put32(qs + QK_K / 4 + 4 * ib, sas[ib] | (uint32_t)l << 28);
 		}
 	}
 }
