@@ -1,7 +1,8 @@
 /* The quantizers' dispatch: which function makes each ggml type, without a matrix and
  * under one, and the row state the legacy types need under one. The block geometry is
  * the type table's (types.h); the family files (quant_float.c, quant_legacy.c,
- * quant_k.c, quant_iq4.c, quant_iq3.c, quant_iq2.c, quant_misc.c) hold the functions. */
+ * quant_k.c, quant_iq4.c, quant_iq3.c, quant_iq2.c, quant_iq1.c, quant_misc.c) hold the
+ * functions. */
 #include "quant.h"
 #include "quant_impl.h"
 
@@ -51,6 +52,8 @@ static const quant_w_fn weighted_makers[GGML_TYPE_COUNT] = {
 	[GGML_TYPE_IQ2_XS] = quant_iq2_xs_w,
 	[GGML_TYPE_IQ2_S] = quant_iq2_s_w,
 	[GGML_TYPE_IQ3_XXS] = quant_iq3_xxs_w,
+	[GGML_TYPE_IQ1_S] = quant_iq1_s_w,
+	[GGML_TYPE_IQ1_M] = quant_iq1_m_w,
 };
 
 /* The types whose ggml quantizer ignores the matrix: under one, their maker runs. */

@@ -63,6 +63,11 @@ void quant_iq2_xxs_w(const float *x, uint8_t *y, int64_t nblocks, const float *q
 void quant_iq2_xs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 void quant_iq2_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
 
+/* quant_iq1.c (with the grid of quant_grid.c and the sort of quant_sort.c): 256
+ * values; s needs qw. */
+void quant_iq1_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+void quant_iq1_m_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw, float row_sigma2);
+
 /* quant_misc.c: ternary (256), MXFP4 (32), q1_0 (128) and q2_0 (64). */
 void quant_tq1_0(const float *x, uint8_t *y, int64_t nblocks);
 void quant_tq2_0(const float *x, uint8_t *y, int64_t nblocks);
