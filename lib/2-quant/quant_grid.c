@@ -24,6 +24,7 @@ struct grid_spec {
 	int32_t *map;                   /* 1 << (bits * dims) cells */
 	uint16_t *neighbours;           /* cells cells */
 	uint8_t (*level)[8];            /* rows rows */
+	float (*odd)[4];                /* rows rows, for the 4-value grids */
 };
 
 #define CELLS_IQ2_XXS 119462
@@ -39,6 +40,8 @@ static uint16_t nb_iq2_xxs[CELLS_IQ2_XXS], nb_iq2_xs[CELLS_IQ2_XS], nb_iq2_s[CEL
                 nb_iq1_s[CELLS_IQ1_S], nb_iq3_xxs[CELLS_IQ3_XXS], nb_iq3_s[CELLS_IQ3_S];
 static uint8_t lv_iq2_xxs[256][8], lv_iq2_xs[512][8], lv_iq2_s[1024][8], lv_iq1_s[2048][8],
                lv_iq3_xxs[256][8], lv_iq3_s[512][8];
+static float odd_iq3_xxs[256][4] __attribute__((aligned(16))),
+             odd_iq3_s[512][4] __attribute__((aligned(16)));
 
 #define IQ2_VALUES { 0x08, 0x19, 0x2b }, 3
 #define IQ1_VALUES { 0xff, 0x00, 0x01 }, 3
@@ -55,9 +58,9 @@ static const struct grid_spec specs[QUANT_GRID_COUNT] = {
 	[QUANT_GRID_IQ1_S] = { iq1s_grid, NULL, 2048, 3, CELLS_IQ1_S, IQ1_VALUES,
 	                       map_iq1_s, nb_iq1_s, lv_iq1_s },
 	[QUANT_GRID_IQ3_XXS] = { NULL, iq3xxs_grid, 256, 2, CELLS_IQ3_XXS, IQ3_XXS_VALUES,
-	                         map_iq3_xxs, nb_iq3_xxs, lv_iq3_xxs },
+	                         map_iq3_xxs, nb_iq3_xxs, lv_iq3_xxs, odd_iq3_xxs },
 	[QUANT_GRID_IQ3_S] = { NULL, iq3s_grid, 512, 3, CELLS_IQ3_S, IQ3_S_VALUES,
-	                       map_iq3_s, nb_iq3_s, lv_iq3_s },
+	                       map_iq3_s, nb_iq3_s, lv_iq3_s, odd_iq3_s },
 };
 
 static struct quant_grid grids[QUANT_GRID_COUNT];
@@ -143,13 +146,16 @@ static void build(enum quant_grid_id id)
 
 	*g = (struct quant_grid){ .rows = s->rows, .dims = dims, .bits = bits,
 	                          .nwant = s->nwant, .cells = s->cells,
-	                          .level = (const uint8_t (*)[8])s->level, .map = s->map,
+	                          .level = (const uint8_t (*)[8])s->level,
+	                          .odd = (const float (*)[4])s->odd, .map = s->map,
 	                          .neighbours = s->neighbours };
 	for (uint32_t u = 0; u < points; u++)
 		s->map[u] = QUANT_GRID_NONE;
 	for (uint32_t r = 0; r < s->rows; r++) {
 		if (!read_row(s, r, s->level[r]))
 			return;
+		for (uint32_t k = 0; s->odd && k < 4; k++)
+			s->odd[r][k] = (float)(2 * s->level[r][k] + 1);
 		uint32_t u = 0;
 		for (uint32_t k = 0; k < dims; k++)
 			u |= (uint32_t)s->level[r][k] << (bits * k);

@@ -36,6 +36,9 @@ struct quant_grid {
 	uint32_t filled;        /* the cells built: cells when the grid is ggml's */
 	/* row r's levels, level k at level[r][k] */
 	const uint8_t (*level)[8];
+	/* row r's odd values 2 * level + 1 as floats, for the 4-value grids (NULL for the
+	 * others): the q of ggml's distances, one vector a row */
+	const float (*odd)[4];
 	/* by point (1 << (bits * dims) of them): >= 0, the row at that point; < 0 but not
 	 * QUANT_GRID_NONE, -(1 + the offset in neighbours of the point's list) */
 	const int32_t *map;

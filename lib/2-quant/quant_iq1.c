@@ -63,21 +63,26 @@ static float absmax(const float *x, int n)
  * smallest sum of w * (scale * xx[level] - x)^2; L receives its levels. A sum must be
  * below FLT_MAX to count: where none is (NaN, overflow), ggml scans the whole grid
  * reading past its arrays, then stops the process; this takes the list's first row
- * (row 0 at a point without a list). */
+ * (row 0 at a point without a list). The 24 terms (value, level) are made first, as
+ * ggml makes each ((w * diff) * diff), and each row's sum adds its 8 in ggml's order. */
 static int nearest_row(const struct quant_grid *g, uint32_t u, const float *xb,
                        const float *w, float scale, const float *xx, int8_t *L)
 {
 	const uint16_t *nb = quant_grid_neighbours(g, u);
+	float term[8][4];
 	float best_d2 = FLT_MAX;
 	int best = nb && nb[0] ? nb[1] : 0;
 
+	for (int i = 0; i < 8; i++)
+		for (int l = 0; l < 3; l++) {
+			const float diff = scale * xx[l] - xb[i];
+			term[i][l] = w[i] * diff * diff;
+		}
 	for (int j = 1; nb && j <= nb[0]; j++) {
 		const uint8_t *lv = g->level[nb[j]];
 		float d2 = 0;
-		for (int i = 0; i < 8; i++) {
-			const float diff = scale * xx[lv[i]] - xb[i];
-			d2 += w[i] * diff * diff;
-		}
+		for (int i = 0; i < 8; i++)
+			d2 += term[i][lv[i]];
 		if (d2 < best_d2) {
 			best_d2 = d2;
 			best = nb[j];

@@ -28,21 +28,27 @@
  * (iq2_find_best_neighbour); L receives its levels. A sum must be below FLT_MAX to
  * count: where none is (NaN, or overflow), ggml stops the process, and this takes the
  * list's first row (row 0 at a point without a list, which ggml has no answer for
- * either). */
+ * either). A term of the sum depends only on the value and the level, so the 24 terms
+ * are made first, each as ggml makes it ((w * diff) * diff), and each row's sum adds
+ * its 8 in ggml's order: the same bits for a fraction of the work. */
 static int nearest_row(const struct quant_grid *g, uint32_t u, const float *xval,
                        const float *w, float scale, int8_t *L)
 {
 	const uint16_t *nb = quant_grid_neighbours(g, u);
+	float term[8][4];
 	float best_d2 = FLT_MAX;
 	int best = nb && nb[0] ? nb[1] : 0;
 
+	for (int i = 0; i < 8; i++)
+		for (int l = 0; l < 3; l++) {
+			const float diff = scale * (float)(2 * l + 1) - xval[i];
+			term[i][l] = w[i] * diff * diff;
+		}
 	for (int j = 1; nb && j <= nb[0]; j++) {
 		const uint8_t *lv = g->level[nb[j]];
 		float d2 = 0;
-		for (int i = 0; i < 8; i++) {
-			const float diff = scale * (float)(2 * lv[i] + 1) - xval[i];
-			d2 += w[i] * diff * diff;
-		}
+		for (int i = 0; i < 8; i++)
+			d2 += term[i][lv[i]];
 		if (d2 < best_d2) {
 			best_d2 = d2;
 			best = nb[j];

@@ -15,6 +15,8 @@
  * of least weight * x^2 to make it so). */
 #include "quant_impl.h"
 #include "quant_grid.h"
+#include "quant_search.h"
+#include "quant_vec.h"
 
 #include "blocks.h"
 #include "ggml_tables.h"
@@ -33,20 +35,22 @@
  * w * (scale * q - x)^2, q the row's odd values 2 * level + 1; L receives the row's
  * levels. A sum must be below FLT_MAX to count: where none is (huge or NaN input),
  * ggml aborts, and this takes the list's first row (row 0 without a list, which a
- * grid built whole never lacks). Returns the row. */
+ * grid built whole never lacks). A row's four terms are made side by side (lanes,
+ * each ggml's (w * diff) * diff), then added in ggml's order. Returns the row. */
 static int nearest_row(const struct quant_grid *g, const uint16_t *nb, const float *xval,
                        const float *w, float scale, int8_t *L)
 {
+	const qk_vf xv = { xval[0], xval[1], xval[2], xval[3] };
+	const qk_vf wv = { w[0], w[1], w[2], w[3] };
 	float best_d2 = FLT_MAX;
 	int best = nb && nb[0] ? nb[1] : 0;
 
 	for (int j = 1; nb && j <= nb[0]; j++) {
-		float d2 = 0;
-		for (int i = 0; i < 4; i++) {
-			const float q = (float)(2 * g->level[nb[j]][i] + 1);
-			const float diff = scale * q - xval[i];
-			d2 += w[i] * diff * diff;
-		}
+		qk_vf q;
+		memcpy(&q, g->odd[nb[j]], sizeof q);
+		const qk_vf diff = scale * q - xv;
+		const qk_vf t = wv * diff * diff;
+		const float d2 = (((0 + t[0]) + t[1]) + t[2]) + t[3];
 		if (d2 < best_d2) {
 			best_d2 = d2;
 			best = nb[j];
@@ -106,6 +110,46 @@ static void fit_sums(const float *w, const float *xval, const int8_t *L, float *
 	*sumq2 = sq2;
 }
 
+/* The most trials a sub-block runs (iq3_xxs's 31). */
+#define IQ3_MAX_TRIALS 31
+
+/* ggml's trial loop of iq3_s (is = -9..9) and iq3_xxs (-15..15), as it ends: for each
+ * trial in turn at id = (15 + 0.2 is) / max, every group's levels (on the grid, or
+ * moved to the nearest row at 1 / id), then the fit; a trial with sumq2 > 0 and
+ * sumqx^2 > best * sumq2 becomes the best (scale, best, L and on_grid take its). A
+ * trial's levels do not depend on the trials before it, so all are made first, their
+ * sums run four at a time (quant_fit_sums4), and the picks then walk them in order. */
+static void run_trials(const struct quant_grid *g, const float *xval, const float *waux,
+                       const float *weight, float max, int is_max, float *scale,
+                       float *best, int8_t *L, bool *on_grid)
+{
+	int8_t Lt[IQ3_MAX_TRIALS][IQ3S_SUB];
+	bool grid_t[IQ3_MAX_TRIALS][IQ3S_GROUPS];
+	const int n = 2 * is_max + 1;
+
+	for (int t = 0; t < n; t++) {
+		const float id = (2 * IQ3S_KMAXQ - 1 + (t - is_max) * 0.2f) / max;
+		const float this_scale = 1 / id;
+		for (int k = 0; k < IQ3S_GROUPS; k++)
+			grid_t[t][k] = group_levels(g, xval, waux, id, this_scale, k, Lt[t]);
+	}
+	for (int t0 = 0; t0 < n; t0 += 4) {
+		const int8_t *sets[4];
+		float sumqx[4], sumq2[4];
+		for (int k = 0; k < 4; k++)
+			sets[k] = Lt[t0 + k < n ? t0 + k : n - 1];
+		quant_fit_sums4(IQ3S_SUB, weight, xval, sets, sumqx, sumq2);
+		for (int k = 0; k < 4 && t0 + k < n; k++) {
+			if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > *best * sumq2[k]) {
+				*scale = sumqx[k] / sumq2[k];
+				*best = *scale * sumqx[k];
+				memcpy(L, Lt[t0 + k], IQ3S_SUB);
+				memcpy(on_grid, grid_t[t0 + k], IQ3S_GROUPS * sizeof *on_grid);
+			}
+		}
+	}
+}
+
 /* One sub-block of 32 values xb under the weights weight: returns its scale (>= 0),
  * with its levels in L (a grid row's for each group of four) and its sign bits in
  * signs (bit i of byte k: value 8k + i negative). *zero says whether every magnitude
@@ -114,8 +158,7 @@ static float sub_block(const struct quant_grid *g, const float *xb, const float 
                        int8_t *L, uint8_t *signs, bool *zero)
 {
 	float waux[IQ3S_SUB], xval[IQ3S_SUB];
-	int8_t Laux[IQ3S_SUB];
-	bool on_grid[IQ3S_GROUPS], on_grid_aux[IQ3S_GROUPS];
+	bool on_grid[IQ3S_GROUPS];
 
 	for (int i = 0; i < IQ3S_SUB; i++)
 		waux[i] = sqrtf(weight[i]);
@@ -145,20 +188,7 @@ static float sub_block(const struct quant_grid *g, const float *xb, const float 
 	float scale = max / (2 * IQ3S_KMAXQ - 1);
 	for (int k = 0; k < IQ3S_GROUPS; k++)
 		on_grid[k] = false;
-	for (int is = -9; is <= 9; is++) {
-		const float id = (2 * IQ3S_KMAXQ - 1 + is * 0.2f) / max;
-		const float this_scale = 1 / id;
-		for (int k = 0; k < IQ3S_GROUPS; k++)
-			on_grid_aux[k] = group_levels(g, xval, waux, id, this_scale, k, Laux);
-		float sumqx, sumq2;
-		fit_sums(weight, xval, Laux, &sumqx, &sumq2);
-		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-			scale = sumqx / sumq2;
-			best = scale * sumqx;
-			memcpy(L, Laux, IQ3S_SUB);
-			memcpy(on_grid, on_grid_aux, sizeof on_grid);
-		}
-	}
+	run_trials(g, xval, waux, weight, max, 9, &scale, &best, L, on_grid);
 
 	/* a group moved to a neighbour: every group again at the best scale, and refit */
 	int n_off = 0;
@@ -323,8 +353,7 @@ static float xxs_sub_block(const struct quant_grid *g, const float *xb, const fl
                            int8_t *L, uint8_t *signs, bool *skip)
 {
 	float waux[IQ3S_SUB], xval[IQ3S_SUB];
-	int8_t Laux[IQ3S_SUB];
-	bool on_grid[IQ3S_GROUPS], on_grid_aux[IQ3S_GROUPS];
+	bool on_grid[IQ3S_GROUPS];
 
 	for (int i = 0; i < IQ3S_SUB; i++)
 		waux[i] = sqrtf(weight[i]);
@@ -342,20 +371,7 @@ static float xxs_sub_block(const struct quant_grid *g, const float *xb, const fl
 	float scale = max / (2 * IQ3S_KMAXQ - 1);
 	for (int k = 0; k < IQ3S_GROUPS; k++)
 		on_grid[k] = true;
-	for (int is = -15; is <= 15; is++) {
-		const float id = (2 * IQ3S_KMAXQ - 1 + is * 0.2f) / max;
-		const float this_scale = 1 / id;
-		for (int k = 0; k < IQ3S_GROUPS; k++)
-			on_grid_aux[k] = group_levels(g, xval, waux, id, this_scale, k, Laux);
-		float sumqx, sumq2;
-		fit_sums(weight, xval, Laux, &sumqx, &sumq2);
-		if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-			scale = sumqx / sumq2;
-			best = scale * sumqx;
-			memcpy(L, Laux, IQ3S_SUB);
-			memcpy(on_grid, on_grid_aux, sizeof on_grid);
-		}
-	}
+	run_trials(g, xval, waux, weight, max, 15, &scale, &best, L, on_grid);
 	int n_off = 0;
 	for (int k = 0; k < IQ3S_GROUPS; k++)
 		n_off += !on_grid[k];

@@ -245,3 +245,20 @@ float quant_make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w)
 	}
 	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
+
+void quant_fit_sums4(int n, const float *w, const float *xval, const int8_t *const L[4],
+                     float sumqx[4], float sumq2[4])
+{
+	qk_vf sqx = { 0 }, sq2 = { 0 };
+
+	for (int i = 0; i < n; i++) {
+		const qk_vi l = { L[0][i], L[1][i], L[2][i], L[3][i] };
+		const qk_vf q = __builtin_convertvector(2 * l + 1, qk_vf);
+		sqx += (w[i] * xval[i]) * q;
+		sq2 += (w[i] * q) * q;
+	}
+	for (int k = 0; k < QK_LANES; k++) {
+		sumqx[k] = sqx[k];
+		sumq2[k] = sq2[k];
+	}
+}

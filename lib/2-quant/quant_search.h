@@ -37,4 +37,11 @@ void quant_make_qkx(int n, int nmax, const float *x, const float *w, uint8_t *L,
  * Returns the scale; 0 with every L 0 when the largest value is below QK_GROUP_EPS. */
 float quant_make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w);
 
+/* The sums of the i-quants' trials, for four sets of levels at once: for each k, over
+ * the n values xval with weights w, sum w x q and sum w q q with q = 2 L[k][i] + 1, in
+ * order ((w * x) * q, then (w * q) * q), as ggml's loops of iq2_* and iq3_* add them
+ * one trial at a time; the four chains side by side, one a lane. */
+void quant_fit_sums4(int n, const float *w, const float *xval, const int8_t *const L[4],
+                     float sumqx[4], float sumq2[4]);
+
 #endif
