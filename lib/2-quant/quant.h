@@ -1,9 +1,10 @@
 /* The quantizers: float32 values into the blocks of a ggml type, byte for byte as
- * llama.cpp's reference quantizers (ggml-quants.c's quantize_row_*_ref and the fp16 and
- * bf16 conversions of ggml.c) write them when no importance matrix is given, which is
- * what llama_model_quantize() does without one (ggml_quantize_chunk with imatrix NULL).
- * Every block depends on its own block_elems values only, so any run of whole blocks
- * can be quantized alone and in any order.
+ * llama.cpp writes them: without an importance matrix (quant_row) as its reference
+ * quantizers (ggml-quants.c's quantize_row_*_ref and the fp16 and bf16 conversions of
+ * ggml.c) do, which is what llama_model_quantize() does without one
+ * (ggml_quantize_chunk with imatrix NULL), and with one (quant_row_weighted and the
+ * functions below it). Without a matrix every block depends on its own block_elems
+ * values only, so any run of whole blocks can be quantized alone and in any order.
  *
  * NaN and inf inputs give ggml's bytes too, with one exception that no file holds: a
  * block whose fp16 scale or minimum comes out inf or NaN, which llama.cpp's check
@@ -34,9 +35,10 @@ bool quant_can_make(enum ggml_type_id type);
  * matrix's n_per_row values for the tensor (its columns; the same for every row of a
  * tensor, of an expert's rows in a stack of experts). The matrix changes the k-quants,
  * the legacy q4_0 .. q5_1, iq4_nl, iq4_xs and iq3_s; it makes the types that cannot be
- * made without one (iq2_xxs, iq2_xs, iq1_s) and those llama.cpp makes only with one
- * (iq2_s, iq3_xxs, iq1_m); ggml ignores it for q8_0, mxfp4, tq1_0, tq2_0, q1_0, q2_0
- * and the float types, and so does this (their bytes are quant_row's).
+ * made without one (iq2_xxs, iq2_xs, iq1_s) and those llama-quantize makes only with
+ * one (iq2_s, iq3_xxs, iq1_m, which ggml also quantizes without: weights NULL gives
+ * those bytes); ggml ignores it for q8_0, mxfp4, tq1_0, tq2_0, q1_0, q2_0 and the
+ * float types, and so does this (their bytes are quant_row's).
  *
  * Every block of a k- or i-quant depends on its own values and their matrix columns
  * only. q4_0, q4_1, q5_0 and q5_1 under a matrix also take one value of their whole
@@ -45,12 +47,15 @@ bool quant_can_make(enum ggml_type_id type);
  * quant_blocks_weighted for any run of its whole blocks, in any order, at any time,
  * on any thread (the prepared state is plain data: keep it, copy it).
  *
- * NaN and inf inputs: as quant_row's, and more. Where llama.cpp's quantizer of an
- * i-quant stops the process (GGML_ASSERT: a group whose every weighted distance to the
- * grid is NaN or overflows, as with inf, NaN or |x| beyond ~1e18 under a matrix), or
- * reads outside its arrays (iq1_s's and iq1_m's fallback scan of the grid, in the same
- * case; iq2_xxs's map at a point no grid row has), there is no reference: these write
- * the first candidate instead, always the same bytes, never a crash. */
+ * NaN and inf inputs: as quant_row's (the blocks llama.cpp's check refuses aside),
+ * with one more case that no file holds. Where llama.cpp's quantizer of an i-quant
+ * stops the process instead of writing (an assertion: a sub-block scale that comes out
+ * NaN, or a group whose every weighted distance to the grid rows is NaN or overflows,
+ * which NaN or inf input, or values and matrix entries large enough that a squared
+ * distance overflows, bring about) there are no bytes to match, and where it reads
+ * past its arrays on the way (iq1's fallback scan of the whole grid, iq2_xxs's map at
+ * a point off its range) none to trust: these write bytes anyway, the same every
+ * time, never crash (a neighbour list's first row, row 0 for a group off the grid). */
 
 /* The state of one row for quant_blocks_weighted, made by quant_row_prepare. */
 struct quant_row_ctx {

@@ -98,23 +98,6 @@ static inline int32_t quant_cvtt(float f)
 	return (int32_t)f;
 }
 
-/* a * b as x86's mulss computes it with a as its destination operand: where both are
- * NaN, a's NaN (quieted), not b's. C leaves the order of a commutative operation to
- * the compiler, and which NaN an x86 instruction keeps is its first operand's; where a
- * block's bytes show a NaN's payload (a quant rounded from it) and two NaNs can meet,
- * this states the order that ggml's build has, which the reference test finds. */
-static inline float quant_mul_nan_a(float a, float b)
-{
-	if (a != a) {
-		uint32_t u;
-		memcpy(&u, &a, sizeof u);
-		u |= 0x00400000u;
-		memcpy(&a, &u, sizeof a);
-		return a;
-	}
-	return a * b;
-}
-
 /* Stores v little-endian at p (a block field, any alignment). */
 static inline void quant_put16(uint8_t *p, uint16_t v)
 {

@@ -191,7 +191,7 @@ float quant_make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w)
 	}
 	float iscale = nmax / max;
 	for (int i = 0; i < n; i++)
-		L[i] = (uint8_t)quant_nearest_int(quant_mul_nan_a(iscale, x[i]));
+		L[i] = (uint8_t)quant_nearest_int(iscale * x[i]);
 	float scale = 1 / iscale;
 	float best_mse = 0;
 	for (int i = 0; i < n; i++) {
@@ -205,7 +205,7 @@ float quant_make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w)
 		float scale_is = 1 / iscale_is;
 		float mse = 0;
 		for (int i = 0; i < n; i++) {
-			int l = quant_mini(nmax, quant_nearest_int(quant_mul_nan_a(iscale_is, x[i])));
+			int l = quant_mini(nmax, quant_nearest_int(iscale_is * x[i]));
 			float diff = x[i] - scale_is * l;
 			mse += w[i] * diff * diff;
 		}
@@ -216,7 +216,7 @@ float quant_make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w)
 	}
 	float sumlx = 0, suml2 = 0;
 	for (int i = 0; i < n; i++) {
-		int l = quant_mini(nmax, quant_nearest_int(quant_mul_nan_a(iscale, x[i])));
+		int l = quant_mini(nmax, quant_nearest_int(iscale * x[i]));
 		L[i] = (uint8_t)l;
 		sumlx += w[i] * x[i] * l;
 		suml2 += w[i] * l * l;
