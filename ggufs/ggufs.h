@@ -62,14 +62,14 @@ struct ggufs {
 	bool single_thread;  /* -s: one thread reads and answers every request */
 	/* "MAJ:MIN" of the mount, from mountinfo; "" if unknown */
 	char bdi[MOUNT_POINT_DEV_MAX];
-	/* a remote model's watcher (watch.c) */
+	/* the watcher of the mount's end (watch.c) */
 	struct fuse_session *se;
 	const char *mountpoint;  /* absolute */
 	atomic_bool ending;      /* the mount is ending: transfers stop */
+	atomic_bool left;        /* mount_source_leaving done (watch_leave) */
 	pthread_t watch_thread;
-	pthread_mutex_t watch_lock;
-	pthread_cond_t watch_cond;
-	bool watch_stop, watching;
+	int watch_wake;          /* eventfd: watch_stop wakes the watcher */
+	bool watching;
 	/* report.c: the event log's destination */
 	int log_fd;              /* -o log=FILE, or -1 */
 	bool syslog_open;
@@ -109,13 +109,18 @@ void passthrough_release(struct ggufs *fs, uint64_t ino);
 void passthrough_why_not(void *arg, uint64_t ino, int fd, const char *not_file,
                          const char *path, char *buf, size_t size);
 
-/* watch.c: for a remote model, starts the thread that sets fs->ending once the session
- * has exited or the mount has left the mount table (a lazy unmount); false if it could
- * not. fs->se and fs->mountpoint must be set, and fs->bdi ("" when unknown: then only
- * the session is watched). */
+/* watch.c: starts the thread that, once the kernel has ended the session (an unmount)
+ * or the loop has exited, sets fs->ending and hands the mount's disk cache entries and
+ * edits file over (watch_leave) while the last requests are still served; and for a
+ * remote mount sets fs->ending when the mount has left the mount table (a lazy
+ * unmount). False if it could not start (then the hand-over waits for serve() to
+ * return). fs->se, fs->src and fs->mountpoint must be set, and fs->bdi ("" when
+ * unknown: then only the session is watched). After fuse_daemonize. */
 bool watch_start(struct ggufs *fs);
 /* Sets fs->ending for good and stops the watcher (before the session is destroyed). */
 void watch_stop(struct ggufs *fs);
+/* mount_source_leaving of fs->src, the first time only. */
+void watch_leave(struct ggufs *fs);
 /* The remote fetcher's cancel callback (arg: struct ggufs). */
 bool watch_ending(void *fs);
 
@@ -143,8 +148,6 @@ void report_stop(struct ggufs *fs);
  * (userdata: struct ggufs, whose mount is set): a single model's, with edits or not, or
  * a library's. */
 extern const struct fuse_lowlevel_ops ops_table;
-/* The connection's settings, for a model or a library alike. */
-void ops_init(void *userdata, struct fuse_conn_info *conn);
 /* The mount's notices (struct mount_notify, arg: struct ggufs): the kernel forgets what
  * it cached of ino, with its pages when pages. */
 void ops_forget(void *arg, uint64_t ino, bool pages);

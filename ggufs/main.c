@@ -4,7 +4,6 @@
  * The front end only translates between FUSE and lib/: the model is opened and its
  * tree built before anything is mounted, and every operation is a lookup in that tree.
  * This file is the order of things: arguments, mount point, model, mount, serve. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include "ggufs.h"
 #include "log_escape.h"
 #include "mount.h"
+#include "mount_process.h"
 #include "mount_source.h"
 #include "name_kind.h"
 #include "open_name.h"
@@ -177,9 +177,9 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct cli_o
 	pthread_t ra_thread;
 	if (fs->bdi[0] && !remote && pthread_create(&ra_thread, NULL, readahead_raise, fs) == 0)
 		pthread_detach(ra_thread);
-	/* a remote mount's stalled transfers end with the session, or a lazy unmount */
-	if (remote)
-		watch_start(fs);
+	/* the hand-over to a quick remount starts when the kernel ends the session; a
+	 * remote mount's stalled transfers end then too, or at a lazy unmount */
+	watch_start(fs);
 	return 0;
 }
 
@@ -218,7 +218,7 @@ int main(int argc, char *argv[])
 	struct fuse_cmdline_opts fo = { 0 };
 	struct ggufs fs = { .init_lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .init_cond = PTHREAD_COND_INITIALIZER,
-	                    .log_fd = -1,
+	                    .log_fd = -1, .watch_wake = -1,
 	                    .pt = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 	struct fuse_session *se = NULL;
 	char *mountpoint = NULL;
@@ -226,9 +226,9 @@ int main(int argc, char *argv[])
 	char *model_copy = NULL;
 	int ret = 1;
 
-	/* before any thread: libcurl's global state is not thread-safe to set up */
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		log_errf("libcurl cannot start");
+	char start_err[GGUF_ERR_MAX];   /* before any thread */
+	if (!mount_process_start(start_err)) {
+		log_errf("%s", start_err);
 		return 1;
 	}
 	if (parse_arguments(argc, argv, &args, &o, &model_copy, &ret))
@@ -261,10 +261,10 @@ int main(int argc, char *argv[])
 	ret = serve(se, &fo) ? 0 : 1;
 
 out_unmount:
-	/* first: a quick remount of the same model waits for this mount's disk cache
-	 * entries instead of reading without them */
-	mount_source_leaving(&fs.src);
+	/* first (unless the watcher did at the session's end): a quick remount of the same
+	 * model waits for this mount's disk cache entries instead of reading without them */
 	watch_stop(&fs);
+	watch_leave(&fs);
 	passthrough_stop(&fs);   /* while the session's fd is still open */
 	fuse_session_unmount(se);
 	report_stop(&fs);
@@ -282,6 +282,6 @@ out_args:
 	fuse_opt_free_args(&args);
 	cli_free(&o);
 	free(model_copy);
-	curl_global_cleanup();
+	mount_process_end();
 	return ret;
 }

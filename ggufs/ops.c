@@ -32,7 +32,7 @@ static uid_t uid_of(fuse_req_t req)
  * (128 KiB by default) and is kept, and libfuse already asks for the largest requests
  * (max_pages: 1 MiB). Asynchronous reads keep several in flight; no writeback cache:
  * only the edits' writers write, each into its own text. */
-void ops_init(void *userdata, struct fuse_conn_info *conn)
+static void ops_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct ggufs *fs = userdata;
 	/* libfuse refuses the connection unless init repeats -o max_read=N */
@@ -92,7 +92,25 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	struct fuse_entry_param p = entry_of(&e);
-	fuse_reply_entry(req, &p);
+	/* a reply the kernel did not take (the request interrupted) is no lookup of its */
+	if (fuse_reply_entry(req, &p) != 0 && e.ino)
+		mount_forget(mount_of(req), e.ino, 1);
+}
+
+/* The kernel forgot nlookup lookups of ino: no reply. */
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	mount_forget(mount_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+/* FORGET of several inodes at once (the kernel batches them): each as op_forget. */
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct mount *m = mount_of(req);
+	for (size_t i = 0; i < count; i++)
+		mount_forget(m, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -385,6 +403,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 const struct fuse_lowlevel_ops ops_table = {
 	.init = ops_init,
 	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
 	.getattr = op_getattr,
 	.setattr = op_setattr,
 	.mknod = op_mknod,

@@ -18,18 +18,10 @@
 
 #include "evlog.h"
 #include "ggufs.h"
+#include "iso_time.h"
 #include "log_escape.h"
 
 /* ---- the event log's sinks ---- */
-
-/* "2026-12-01T15:30:00Z": the UTC time t in ISO 8601, into buf (24 bytes). */
-static const char *iso_time(time_t t, char buf[24])
-{
-	struct tm tm;
-	if (!gmtime_r(&t, &tm) || !strftime(buf, 24, "%Y-%m-%dT%H:%M:%SZ", &tm))
-		snprintf(buf, 24, "%lld", (long long)t);
-	return buf;
-}
 
 /* The mount point as a log line shows it (escaped like the rest: a user's mount point
  * may hold a newline too), into buf. */
@@ -44,8 +36,8 @@ static const char *shown_mountpoint(const struct ggufs *fs, char *buf, size_t si
 static void to_file(void *arg, enum evlog_level level, const char *line)
 {
 	struct ggufs *fs = arg;
-	char when[24], mnt[PATH_MAX], out[EVLOG_LINE_MAX + PATH_MAX + 96];
-	int n = snprintf(out, sizeof out, "%s ggufs[%ld]: %s: %s%s\n", iso_time(time(NULL), when),
+	char when[ISO_TIME_BUF], mnt[PATH_MAX], out[EVLOG_LINE_MAX + PATH_MAX + 96];
+	int n = snprintf(out, sizeof out, "%s ggufs[%ld]: %s: %s%s\n", iso_time_format(time(NULL), when),
 	                 (long)getpid(), shown_mountpoint(fs, mnt, sizeof mnt),
 	                 level == EVLOG_ERR ? "" : "warning: ", line);
 	if (n < 0)

@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "gguf_writer.h"
-#include "guard.h"
 #include "model.h"
 #include "reader.h"
+#include "tool_model.h"
 
 /* IEEE half of f, rounded to nearest even (the compiler's conversion). */
 static uint16_t to_f16(float f)
@@ -46,13 +46,9 @@ int main(int argc, char **argv)
 	}
 	const bool f16 = strcmp(argv[3], "f16") == 0;
 	const bool vary = argc > 4 && strcmp(argv[4], "--vary") == 0;
-	char err[GGUF_ERR_MAX];
-	guard_install();
-	struct ggufs_model *m = model_open(argv[1], err);
-	if (!m) {
-		fprintf(stderr, "diff_pair: %s\n", err);
+	struct ggufs_model *m = tool_model_open("diff_pair", argv[1]);
+	if (!m)
 		return 1;
-	}
 	/* which tensors go, and how */
 	uint64_t n_out = 0, reshaped = UINT64_MAX, last = 0;
 	for (uint64_t i = 0; i < m->n_tensors; i++)

@@ -1,5 +1,8 @@
 #include "gguf_writer.h"
 
+#include "model.h"
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,18 @@ bool gw_save_temp(const struct gw *w, char *path_template)
 		return false;
 	close(fd);
 	return gw_save(w, path_template);
+}
+
+struct ggufs_model *gw_open_temp(struct gw *w, char *path_template, uint8_t **img,
+                                 size_t *len, char err[GGUF_ERR_MAX])
+{
+	*img = NULL;
+	if (!gw_save_temp(w, path_template)) {
+		snprintf(err, GGUF_ERR_MAX, "%s: %s", path_template, strerror(errno));
+		return NULL;
+	}
+	*img = gw_take(w, len);
+	return model_open(path_template, err);
 }
 
 /* Room for n more bytes; returns where they go. */

@@ -11,6 +11,8 @@
 
 #include "gguf.h"
 
+struct ggufs_model;
+
 /* Offsets of the header fields, to patch a count into a lie after the fact. */
 #define GW_OFF_VERSION 4
 #define GW_OFF_N_TENSORS 8
@@ -33,6 +35,12 @@ bool gw_save(const struct gw *w, const char *path);
 /* The image written to a new file made from path_template (mkstemp's, ending in
  * XXXXXX; the name made is written back into it): true when it was, whole. */
 bool gw_save_temp(const struct gw *w, char *path_template);
+/* The image saved as gw_save_temp saves it, then handed over (gw_take) into *img and
+ * *len and the file opened as a model (model.h's model_open): the model, or NULL with a
+ * line in err where the file could not be written or opened (*img is then NULL and w
+ * as it was, or the image and w empty). */
+struct ggufs_model *gw_open_temp(struct gw *w, char *path_template, uint8_t **img,
+                                 size_t *len, char err[GGUF_ERR_MAX]);
 
 /* The raw escape hatch: any bytes at all. */
 void gw_raw(struct gw *w, const void *p, size_t n);

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "guard.h"
 #include "model.h"
 #include "quant.h"
 #include "quant_plan.h"
 #include "quant_read.h"
+#include "tool_model.h"
 
 int main(int argc, char **argv)
 {
@@ -30,13 +30,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "quant_plan_dump: no file type %s\n", argv[2]);
 		return 2;
 	}
-	char err[GGUF_ERR_MAX];
-	guard_install();
-	struct ggufs_model *m = model_open(argv[1], err);
-	if (!m) {
-		fprintf(stderr, "quant_plan_dump: %s\n", err);
+	struct ggufs_model *m = tool_model_open("quant_plan_dump", argv[1]);
+	if (!m)
 		return 1;
-	}
+	char err[GGUF_ERR_MAX];
 	struct quant_params p;
 	quant_params_default(&p, qn->ftype);
 	p.allow_requantize = argc == 5;

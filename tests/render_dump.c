@@ -11,6 +11,7 @@
 #include "render_npy.h"
 #include "render_summary.h"
 #include "render_value.h"
+#include "tool_model.h"
 
 struct job {
 	const struct ggufs_model *m;
@@ -34,12 +35,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: render_dump MODEL json|summary|meta KEY|type KEY|npy T|name T\n");
 		return 2;
 	}
-	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = model_open(argv[1], err);
-	if (!m) {
-		fprintf(stderr, "render_dump: %s\n", err);
+	struct ggufs_model *m = tool_model_open("render_dump", argv[1]);
+	if (!m)
 		return 1;
-	}
 	struct job j = { .m = m, .what = argv[2] };
 	int rc = 0;
 	if (argc > 3 && (strcmp(argv[2], "npy") == 0 || strcmp(argv[2], "name") == 0)) {

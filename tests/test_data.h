@@ -16,35 +16,12 @@ static inline uint64_t xorshift64(uint64_t *state)
 	return *state;
 }
 
-/* The float, or double, whose bits are u. */
-static inline float float_of_bits(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
-static inline double double_of_bits(uint64_t u)
-{
-	double d;
-	memcpy(&d, &u, sizeof d);
-	return d;
-}
-
-/* The bits of float f, or of double d. */
-static inline uint32_t bits_of_float(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof u);
-	return u;
-}
-
-static inline uint64_t bits_of_double(double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, sizeof u);
-	return u;
-}
+/* The float, or double, whose bits are u; the bits of float f, or of double d (a
+ * union's other member: C11's way to read an object's bytes as another type). */
+static inline float float_of_bits(uint32_t u) { return (union { uint32_t u; float f; }){ u }.f; }
+static inline double double_of_bits(uint64_t u) { return (union { uint64_t u; double d; }){ u }.d; }
+static inline uint32_t bits_of_float(float f) { return (union { float f; uint32_t u; }){ f }.u; }
+static inline uint64_t bits_of_double(double d) { return (union { double d; uint64_t u; }){ d }.u; }
 
 /* v at p, little-endian (a block's fp16 scale). */
 static inline void put16(uint8_t *p, uint16_t v)

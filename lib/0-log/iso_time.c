@@ -1,6 +1,7 @@
 #include "iso_time.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 
 /* n decimal digits of s into *v: false when one is not a digit (or the text ends). */
 static bool digits(const char *s, int n, int *v)
@@ -37,4 +38,12 @@ time_t iso_time_parse(const char *s)
 	                 .tm_hour = v[3], .tm_min = v[4], .tm_sec = v[5] };
 	time_t t = timegm(&tm);
 	return t < 0 ? 0 : t;
+}
+
+const char *iso_time_format(time_t t, char buf[ISO_TIME_BUF])
+{
+	struct tm tm;
+	if (!gmtime_r(&t, &tm) || !strftime(buf, ISO_TIME_BUF, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, ISO_TIME_BUF, "%lld", (long long)t);
+	return buf;
 }

@@ -1,6 +1,7 @@
-/* A computed file (computed.h): blocks made by the caller's fill function, kept in a
- * memory block cache and, with a disk cache, on disk; a sequential reader has the blocks
- * ahead of it made on worker threads. */
+/* A computed file (computed.h): blocks made by the caller's fill function, kept in its
+ * pool's memory block cache and, with a disk cache, on disk; a sequential reader has the
+ * blocks ahead of it made by the pool's workers, which serve the files that have blocks
+ * to make in turn, one block at a time. */
 #include "computed.h"
 
 #include <errno.h>
@@ -9,10 +10,12 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "blockcache.h"
+#include "clock.h"
+#include "diskcache.h"
 #include "evlog.h"
-#include "remote/blockcache.h"
-#include "remote/diskcache.h"
 
 /* A read this many blocks behind the furthest one is still the same sequential reader
  * (the kernel hands the pieces of its read-ahead to several threads). */
@@ -21,25 +24,51 @@
 #define COMPUTED_WINDOW_MIN 2
 #define COMPUTED_WINDOW_PER_THREAD 4
 
+struct computed;
+
+struct computed_pool {
+	pthread_mutex_t lock;       /* what follows, and every file's read-ahead state */
+	pthread_cond_t work;        /* files queued, or the pool ending (CLOCK_MONOTONIC) */
+	pthread_cond_t settled;     /* a block made ahead done, a pin let go, a worker ended */
+	struct blockcache *bc;      /* every file's blocks (the file is the owner) */
+	unsigned max_threads, window_max;
+	unsigned n_threads;         /* workers alive */
+	unsigned n_waiting;         /* of them, waiting for work */
+	unsigned n_woken;           /* of those, signalled and not yet awake */
+	double idle_s;
+	struct computed *first, *last;   /* the queue: files with blocks to make ahead */
+	struct computed *files;     /* every open file */
+	pthread_t *ended;           /* workers that ended, not joined yet (max_threads) */
+	unsigned n_ended;
+	bool stop;                  /* computed_pool_free: the workers end */
+	atomic_bool leaving;        /* computed_pool_leaving: nothing more goes to disk */
+};
+
 struct computed {
 	struct source src;          /* first: the source is the file */
+	struct computed_pool *pool;
 	computed_fill_fn fill;
 	void *ctx;
 	uint64_t size, n_blocks;
-	struct blockcache *bc;
-	struct diskcache *dc;       /* NULL without a disk cache */
-	struct dc_entry *entry;     /* the file's entry in it, or NULL */
+	/* the disk cache: dc NULL without one; entry NULL while another mount holds it, then
+	 * tried again (retrying) at a block made, at most once in COMPUTED_ENTRY_RETRY_S */
+	struct diskcache *dc;
+	_Atomic(struct dc_entry *) entry;
+	atomic_bool retrying;
+	pthread_mutex_t retry_lock;
+	double retry_at;            /* under retry_lock */
+	char *key, *version;        /* the entry's, kept while retrying */
 
-	pthread_mutex_t lock;       /* the read-ahead state below */
-	pthread_cond_t work;        /* blocks to make ahead, or stop */
+	/* the read-ahead state, under pool->lock */
 	uint64_t next;              /* the block after the furthest read; UINT64_MAX: none */
 	uint64_t ahead_end;         /* blocks before this one are made or being made */
 	uint64_t ahead_to;          /* the workers make blocks up to this one */
-	unsigned window, window_max;
-	bool stop;
-	atomic_bool leaving;        /* computed_leaving: nothing more goes to disk */
-	pthread_t *threads;
-	unsigned n_threads;
+	unsigned window;
+	bool queued, closing;
+	struct computed *q_prev, *q_next;   /* in the pool's queue */
+	struct computed *f_prev, *f_next;   /* in the pool's files */
+	unsigned in_flight;         /* its blocks being made by workers now */
+	unsigned pins;              /* computed_pool_leaving at work on it */
 
 	atomic_uint_fast64_t computed, from_disk, stored, failed;
 };
@@ -52,12 +81,47 @@ static size_t block_len(const struct computed *c, uint64_t k)
 	                                             : COMPUTED_BLOCK_SIZE;
 }
 
+/* c takes entry e, found by a retry: marked as let go at once when the pool is leaving
+ * (computed_pool_leaving's walk may have passed c's disk cache before e was in it). */
+static void attach_entry(struct computed *c, struct dc_entry *e)
+{
+	atomic_store(&c->entry, e);
+	atomic_store(&c->retrying, false);
+	if (atomic_load(&c->pool->leaving))
+		dc_leaving(c->dc);
+}
+
+/* c's disk cache entry, or NULL: without one, while another mount held it at c's open,
+ * taken now when that mount has let it go (tried at most once in COMPUTED_ENTRY_RETRY_S,
+ * by one thread at a time: the others go on without). */
+static struct dc_entry *entry_of(struct computed *c)
+{
+	struct dc_entry *e = atomic_load(&c->entry);
+	if (e || !atomic_load(&c->retrying) || atomic_load(&c->pool->leaving) ||
+	    pthread_mutex_trylock(&c->retry_lock) != 0)
+		return e;
+	e = atomic_load(&c->entry);
+	const double now = clock_now_s();
+	if (!e && atomic_load(&c->retrying) && now >= c->retry_at) {
+		bool busy = false;
+		e = dc_entry_open(c->dc, c->key, c->size, c->version, &busy);
+		c->retry_at = clock_now_s() + COMPUTED_ENTRY_RETRY_S;
+		if (e)
+			attach_entry(c, e);
+		else if (!busy)   /* it cannot be made: no use trying again */
+			atomic_store(&c->retrying, false);
+	}
+	pthread_mutex_unlock(&c->retry_lock);
+	return e;
+}
+
 /* Block k into buf (len bytes): from the disk cache when it holds it checked, else made
  * by fill and stored there. 0 or fill's -errno. The block cache's fetch function. */
 static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
 {
 	struct computed *c = arg;
-	if (c->entry && dc_holds(c->entry, k) && dc_load(c->entry, k, buf, len)) {
+	struct dc_entry *e = entry_of(c);
+	if (e && dc_holds(e, k) && dc_load(e, k, buf, len)) {
 		atomic_fetch_add(&c->from_disk, 1);
 		return 0;
 	}
@@ -67,9 +131,139 @@ static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
 		return r;
 	}
 	atomic_fetch_add(&c->computed, 1);
-	if (c->entry && !atomic_load(&c->leaving) && dc_store(c->entry, k, buf, len))
+	if (e && !atomic_load(&c->pool->leaving) && dc_store(e, k, buf, len))
 		atomic_fetch_add(&c->stored, 1);
 	return 0;
+}
+
+/* Takes c out of the pool's queue, if in it (under the pool's lock). */
+static void queue_out(struct computed_pool *p, struct computed *c)
+{
+	if (!c->queued)
+		return;
+	c->queued = false;
+	if (c->q_prev)
+		c->q_prev->q_next = c->q_next;
+	else
+		p->first = c->q_next;
+	if (c->q_next)
+		c->q_next->q_prev = c->q_prev;
+	else
+		p->last = c->q_prev;
+	c->q_prev = c->q_next = NULL;
+}
+
+/* Puts c at the end of the pool's queue or takes it out, as it has blocks for the
+ * workers or not (under the pool's lock); one in the queue keeps its place. */
+static void queue_update(struct computed_pool *p, struct computed *c)
+{
+	if (c->closing || c->ahead_end >= c->ahead_to) {
+		queue_out(p, c);
+		return;
+	}
+	if (c->queued)
+		return;
+	c->queued = true;
+	c->q_prev = p->last;
+	c->q_next = NULL;
+	if (p->last)
+		p->last->q_next = c;
+	else
+		p->first = c;
+	p->last = c;
+}
+
+static void *worker(void *arg);
+
+/* A worker for the queue (under the pool's lock): one waiting is woken, else one more
+ * starts while under max_threads (after joining those that ended). One that cannot start
+ * leaves the blocks to the readers. */
+static void wake_worker(struct computed_pool *p)
+{
+	if (!p->first || p->stop)
+		return;
+	if (p->n_waiting > p->n_woken) {
+		p->n_woken++;
+		pthread_cond_signal(&p->work);
+		return;
+	}
+	if (p->n_threads >= p->max_threads)
+		return;
+	for (; p->n_ended; p->n_ended--)   /* (each has let go of the lock for good) */
+		pthread_join(p->ended[p->n_ended - 1], NULL);
+	pthread_t t;
+	if (pthread_create(&t, NULL, worker, p) == 0)
+		p->n_threads++;
+}
+
+/* The deadline of a wait of s seconds on the pool's work (CLOCK_MONOTONIC). */
+static struct timespec deadline_in(double s)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	const long ns = (long)((s - (double)(time_t)s) * 1e9);
+	t.tv_sec += (time_t)s;
+	t.tv_nsec += ns;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+/* Makes block k of c ahead of its reader, into the block cache: true when there was no
+ * room (readers hold every block), so c's read-ahead stops until its reader's next read. */
+static bool make_ahead(struct computed_pool *p, struct computed *c, uint64_t k)
+{
+	const size_t len = block_len(c, k);
+	struct bc_block *b = bc_claim(p->bc, c, k, len);
+	if (b) {
+		bc_fill_done(p->bc, b, make_block(c, k, bc_block_data(b), len));
+		return false;
+	}
+	return !bc_contains(p->bc, c, k);
+}
+
+/* A worker: takes the next block of the first file of the queue (which goes to the
+ * queue's end: the files take turns), until the pool stops or nothing came for idle_s. */
+static void *worker(void *arg)
+{
+	struct computed_pool *p = arg;
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct computed *c = p->first;
+		if (!c) {
+			if (p->stop)
+				break;
+			const struct timespec until = deadline_in(p->idle_s);
+			p->n_waiting++;
+			const int r = pthread_cond_timedwait(&p->work, &p->lock, &until);
+			p->n_waiting--;
+			if (p->n_woken)
+				p->n_woken--;
+			if (r == ETIMEDOUT && !p->first)
+				break;
+			continue;
+		}
+		const uint64_t k = c->ahead_end++;
+		c->in_flight++;
+		queue_out(p, c);      /* to the end, when it has more: the files take turns */
+		queue_update(p, c);
+		pthread_mutex_unlock(&p->lock);
+		const bool full = make_ahead(p, c, k);
+		pthread_mutex_lock(&p->lock);
+		if (full && c->ahead_to > c->ahead_end) {
+			c->ahead_to = c->ahead_end;   /* the reader's next read starts again */
+			queue_update(p, c);
+		}
+		if (--c->in_flight == 0 && c->closing)
+			pthread_cond_broadcast(&p->settled);
+	}
+	p->n_threads--;
+	p->ended[p->n_ended++] = pthread_self();
+	pthread_cond_broadcast(&p->settled);
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
 }
 
 /* The reader reads block k: a reader that goes on from near its furthest read keeps
@@ -77,11 +271,13 @@ static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
  * other read starts afresh, with nothing ahead. */
 static void note_read(struct computed *c, uint64_t k)
 {
-	if (!c->n_threads)
+	struct computed_pool *p = c->pool;
+	if (!p->max_threads)
 		return;
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&p->lock);
 	const bool sequential = c->next != UINT64_MAX && k + COMPUTED_SEQUENTIAL_SLACK >= c->next &&
 	                        k <= c->next + c->window;
+	bool more = false;
 	if (!sequential) {
 		c->next = k + 1;
 		c->window = COMPUTED_WINDOW_MIN;
@@ -93,47 +289,23 @@ static void note_read(struct computed *c, uint64_t k)
 		const uint64_t to = c->next + c->window < c->n_blocks ? c->next + c->window : c->n_blocks;
 		if (to > c->ahead_to) {
 			c->ahead_to = to;
-			pthread_cond_broadcast(&c->work);
+			more = true;
 		}
-		if (c->window < c->window_max)
+		if (c->window < p->window_max)
 			c->window *= 2;
-		if (c->window > c->window_max)
-			c->window = c->window_max;
+		if (c->window > p->window_max)
+			c->window = p->window_max;
 	}
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* A worker: makes the blocks of [ahead_end, ahead_to), one at a time, into the block
- * cache, until the file closes. */
-static void *worker(void *arg)
-{
-	struct computed *c = arg;
-	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		while (!c->stop && c->ahead_end >= c->ahead_to)
-			pthread_cond_wait(&c->work, &c->lock);
-		if (c->stop)
-			break;
-		const uint64_t k = c->ahead_end++;
-		pthread_mutex_unlock(&c->lock);
-		const size_t len = block_len(c, k);
-		struct bc_block *b = bc_claim(c->bc, c, k, len);
-		bool full = false;
-		if (b)
-			bc_fill_done(c->bc, b, make_block(c, k, bc_block_data(b), len));
-		else
-			full = !bc_contains(c->bc, c, k);   /* no room: readers hold every block */
-		pthread_mutex_lock(&c->lock);
-		if (full && c->ahead_to > c->ahead_end)
-			c->ahead_to = c->ahead_end;   /* the reader's next read starts again */
-	}
-	pthread_mutex_unlock(&c->lock);
-	return NULL;
+	queue_update(p, c);
+	if (more)
+		wake_worker(p);
+	pthread_mutex_unlock(&p->lock);
 }
 
 static int computed_read(struct source *src, uint64_t off, uint64_t len, void *buf)
 {
 	struct computed *c = (struct computed *)src;
+	struct blockcache *bc = c->pool->bc;
 	uint64_t pos = off;
 	const uint64_t end = off + len;
 	while (pos < end) {
@@ -141,42 +313,55 @@ static int computed_read(struct source *src, uint64_t off, uint64_t len, void *b
 		note_read(c, k);
 		const uint8_t *data;
 		struct bc_block *held;
-		const int r = bc_get(c->bc, c, k, block_len(c, k), make_block, c, &data, &held);
+		const int r = bc_get(bc, c, k, block_len(c, k), make_block, c, &data, &held);
 		if (r < 0)
 			return r;
 		const uint64_t stop = start + block_len(c, k) < end ? start + block_len(c, k) : end;
 		memcpy((uint8_t *)buf + (pos - off), data + (pos - start), stop - pos);
-		bc_release(c->bc, held);
+		bc_release(bc, held);
 		pos = stop;
 	}
 	return 0;
 }
 
-/* Stops the workers (the first n) and frees c with what it holds. */
-static void free_computed(struct computed *c, unsigned n)
+/* Frees c with what it holds (out of the pool, its blocks dropped). */
+static void free_computed(struct computed *c)
 {
-	pthread_mutex_lock(&c->lock);
-	c->stop = true;
-	pthread_cond_broadcast(&c->work);
-	pthread_mutex_unlock(&c->lock);
-	for (unsigned i = 0; i < n; i++)
-		pthread_join(c->threads[i], NULL);
-	free(c->threads);
-	if (c->bc) {
-		bc_drop_owner(c->bc, c);
-		bc_free(c->bc);
-	}
-	dc_entry_close(c->entry);
+	dc_entry_close(atomic_load(&c->entry));
 	dc_close(c->dc);
-	pthread_mutex_destroy(&c->lock);
-	pthread_cond_destroy(&c->work);
+	free(c->key);
+	free(c->version);
+	pthread_mutex_destroy(&c->retry_lock);
 	free(c);
 }
 
+/* Its queued blocks cancelled, the blocks being made waited for (no thread is joined),
+ * then its blocks dropped from the pool's memory and c freed. */
 static void computed_close(struct source *src)
 {
+	struct computed_counters counters;
+	computed_close_counted(src, &counters);
+}
+
+void computed_close_counted(struct source *src, struct computed_counters *out)
+{
 	struct computed *c = (struct computed *)src;
-	free_computed(c, c->n_threads);
+	struct computed_pool *p = c->pool;
+	pthread_mutex_lock(&p->lock);
+	c->closing = true;
+	queue_update(p, c);
+	while (c->in_flight || c->pins)
+		pthread_cond_wait(&p->settled, &p->lock);
+	if (c->f_prev)
+		c->f_prev->f_next = c->f_next;
+	else
+		p->files = c->f_next;
+	if (c->f_next)
+		c->f_next->f_prev = c->f_prev;
+	pthread_mutex_unlock(&p->lock);
+	bc_drop_owner(p->bc, c);
+	computed_counters(src, out);
+	free_computed(c);
 }
 
 static const struct source_ops computed_ops = {
@@ -184,7 +369,8 @@ static const struct source_ops computed_ops = {
 	.close = computed_close,
 };
 
-/* Opens the disk cache entry of the file, or says in the log why it goes without. */
+/* Opens the disk cache entry of the file, or says in the log why it goes without; an
+ * entry another mount holds is tried again later (entry_of). */
 static void open_disk(struct computed *c, const struct computed_opts *o)
 {
 	char why[GGUF_ERR_MAX];
@@ -194,66 +380,52 @@ static void open_disk(struct computed *c, const struct computed_opts *o)
 		return;
 	}
 	bool busy = false;
-	c->entry = dc_entry_open(c->dc, o->key, o->size, o->version, &busy);
-	if (!c->entry) {
-		evlog(EVLOG_WARNING, "computed dc entry", "%s: %s", o->key,
-		      busy ? "another mount uses its disk cache entry: it is computed without it"
-		           : "no disk cache entry could be made: it is computed without one");
-		dc_close(c->dc);
-		c->dc = NULL;
+	struct dc_entry *e = dc_entry_open(c->dc, o->key, o->size, o->version, &busy);
+	if (e) {
+		atomic_store(&c->entry, e);
+		return;
 	}
+	if (busy && (c->key = strdup(o->key)) && (c->version = strdup(o->version))) {
+		c->retry_at = clock_now_s() + COMPUTED_ENTRY_RETRY_S;
+		atomic_store(&c->retrying, true);
+		evlog(EVLOG_WARNING, "computed dc entry", "%s: another mount uses its disk cache "
+		      "entry: it is computed without it until that mount lets it go", o->key);
+		return;
+	}
+	evlog(EVLOG_WARNING, "computed dc entry", "%s: no disk cache entry could be made: it is "
+	      "computed without one", o->key);
+	dc_close(c->dc);
+	c->dc = NULL;
 }
 
 struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MAX])
 {
+	struct computed_pool *p = o->pool;
 	struct computed *c = calloc(1, sizeof *c);
 	if (!c) {
 		gguf_errf(err, "out of memory");
 		return NULL;
 	}
 	c->src.ops = &computed_ops;
+	c->pool = p;
 	c->fill = o->fill;
 	c->ctx = o->ctx;
 	c->size = o->size;
 	c->n_blocks = o->size / COMPUTED_BLOCK_SIZE + (o->size % COMPUTED_BLOCK_SIZE != 0);
 	c->next = UINT64_MAX;
 	c->window = COMPUTED_WINDOW_MIN;
-	c->window_max = o->threads * COMPUTED_WINDOW_PER_THREAD;
-	if (c->window_max < COMPUTED_WINDOW_MIN)
-		c->window_max = COMPUTED_WINDOW_MIN;
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->work, NULL);
-	/* room for the window, the blocks being made and a reader's own */
-	uint64_t memory = o->memory;
-	const uint64_t least = ((uint64_t)c->window_max + o->threads + 4) * COMPUTED_BLOCK_SIZE;
-	if (memory < least)
-		memory = least;
-	c->bc = bc_new(memory, COMPUTED_BLOCK_SIZE);
-	c->threads = calloc(o->threads ? o->threads : 1, sizeof *c->threads);
-	if (!c->bc || !c->threads) {
-		gguf_errf(err, "out of memory");
-		free_computed(c, 0);
-		return NULL;
-	}
-	if (o->cache_dir && o->key && o->version && o->version[0])
+	pthread_mutex_init(&c->retry_lock, NULL);
+	if (o->cache_dir && o->key && o->version && o->version[0] && !atomic_load(&p->leaving))
 		open_disk(c, o);
-	for (unsigned i = 0; i < o->threads; i++) {
-		const int r = pthread_create(&c->threads[i], NULL, worker, c);
-		if (r) {
-			gguf_errf(err, "cannot start a thread: %s", strerror(r));
-			free_computed(c, i);
-			return NULL;
-		}
-		c->n_threads = i + 1;
-	}
+	pthread_mutex_lock(&p->lock);
+	c->f_next = p->files;
+	if (p->files)
+		p->files->f_prev = c;
+	p->files = c;
+	pthread_mutex_unlock(&p->lock);
+	if (atomic_load(&p->leaving))   /* (the pool's walk may have passed it) */
+		dc_leaving(c->dc);
 	return &c->src;
-}
-
-void computed_leaving(struct source *src)
-{
-	struct computed *c = (struct computed *)src;
-	atomic_store(&c->leaving, true);   /* (a store that began before is dc_leaving's) */
-	dc_leaving(c->dc);   /* (dc: set before computed_open returned, kept to the close) */
 }
 
 void computed_counters(const struct source *src, struct computed_counters *out)
@@ -263,4 +435,100 @@ void computed_counters(const struct source *src, struct computed_counters *out)
 	out->from_disk = atomic_load(&c->from_disk);
 	out->stored = atomic_load(&c->stored);
 	out->failed = atomic_load(&c->failed);
+}
+
+struct computed_pool *computed_pool_new(const struct computed_pool_opts *o,
+                                        char err[GGUF_ERR_MAX])
+{
+	struct computed_pool *p = calloc(1, sizeof *p);
+	if (!p) {
+		gguf_errf(err, "out of memory");
+		return NULL;
+	}
+	p->max_threads = o->threads;
+	p->window_max = o->threads * COMPUTED_WINDOW_PER_THREAD;
+	if (p->window_max < COMPUTED_WINDOW_MIN || o->threads > UINT32_MAX / 16)
+		p->window_max = COMPUTED_WINDOW_MIN;
+	p->idle_s = o->idle_s > 0 ? o->idle_s : COMPUTED_POOL_IDLE_S;
+	/* room for the windows of two files, the blocks being made and readers' own */
+	const uint64_t least = ((uint64_t)p->window_max + o->threads + 4) * COMPUTED_BLOCK_SIZE;
+	uint64_t memory = o->memory;
+	if (!memory) {
+		memory = (uint64_t)o->threads * COMPUTED_POOL_BLOCKS_PER_THREAD;
+		if (memory < COMPUTED_POOL_BLOCKS_MIN)
+			memory = COMPUTED_POOL_BLOCKS_MIN;
+		memory *= COMPUTED_BLOCK_SIZE;
+	}
+	if (memory < least)
+		memory = least;
+	p->bc = bc_new(memory, COMPUTED_BLOCK_SIZE);
+	p->ended = calloc(o->threads ? o->threads : 1, sizeof *p->ended);
+	pthread_condattr_t attr;
+	bool cond_ok = pthread_condattr_init(&attr) == 0;
+	cond_ok = cond_ok && pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
+	          pthread_cond_init(&p->work, &attr) == 0;
+	pthread_condattr_destroy(&attr);
+	if (!p->bc || !p->ended || !cond_ok) {
+		gguf_errf(err, "out of memory");
+		if (cond_ok)
+			pthread_cond_destroy(&p->work);
+		bc_free(p->bc);
+		free(p->ended);
+		free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->settled, NULL);
+	return p;
+}
+
+void computed_pool_free(struct computed_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_broadcast(&p->work);
+	while (p->n_threads)
+		pthread_cond_wait(&p->settled, &p->lock);
+	for (; p->n_ended; p->n_ended--)
+		pthread_join(p->ended[p->n_ended - 1], NULL);
+	pthread_mutex_unlock(&p->lock);
+	bc_free(p->bc);
+	free(p->ended);
+	pthread_cond_destroy(&p->work);
+	pthread_cond_destroy(&p->settled);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+void computed_pool_leaving(struct computed_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	atomic_store(&p->leaving, true);
+	/* each file pinned (its close waits) while its disk cache is told without the
+	 * lock: dc_leaving waits for a store under way. Files opened from now on see
+	 * leaving themselves. */
+	for (struct computed *c = p->files; c;) {
+		c->pins++;
+		pthread_mutex_unlock(&p->lock);
+		dc_leaving(c->dc);
+		pthread_mutex_lock(&p->lock);
+		c->pins--;
+		struct computed *next = c->f_next;
+		if (c->closing && !c->pins)
+			pthread_cond_broadcast(&p->settled);
+		c = next;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+unsigned computed_pool_threads(struct computed_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	const unsigned n = p->n_threads;
+	pthread_mutex_unlock(&p->lock);
+	return n;
 }

@@ -2,14 +2,19 @@
  * any other source (source.h), computed a block at a time by a function of the layer
  * above, each block once:
  *
- *   - in memory, a bounded cache of blocks (the remote files' block cache): readers of
- *     the same block at once wait for one computation;
+ *   - in memory, a bounded cache of blocks that every file of a pool shares (the remote
+ *     files' block cache): readers of the same block at once wait for one computation;
  *   - on disk, with a disk cache (-o cache_dir), each block kept under the file's key
  *     and version, checksummed, within the cache's bound, so that a later mount of the
  *     same file reads it at disk speed instead of computing it again;
  *   - ahead: a reader that goes on sequentially (cat, sha256sum, a model loader) has
- *     the blocks past it computed on worker threads, so that a whole-file read runs at
- *     the speed of every core, not one.
+ *     the blocks past it computed by the pool's workers, so that a whole-file read runs
+ *     at the speed of every core, not one.
+ *
+ * The pool (one per mount) holds the workers and the memory of every computed file of
+ * the mount, whatever the number of files, trees or models: at most its threads, made
+ * when blocks are to be made ahead and ending after COMPUTED_POOL_IDLE_S without any,
+ * and at most its memory of blocks (more only while readers hold that many at once).
  *
  * A block that cannot be computed (the fill function's -errno: the source's bytes could
  * not be read) fails the reads that need it, is kept nowhere, and is computed again by
@@ -22,6 +27,44 @@
 #include "errline.h"
 #include "source.h"
 
+/* The block size: disk cache blocks, memory blocks and fills never span two. */
+#define COMPUTED_BLOCK_SIZE (128u << 10)
+/* How long a worker waits for blocks to make before it ends. */
+#define COMPUTED_POOL_IDLE_S 2.0
+/* The pool's memory, unless told: this many blocks per thread, and at least the
+ * minimum (4 MiB), so that two files read at full speed keep their windows ahead. */
+#define COMPUTED_POOL_BLOCKS_PER_THREAD 10u
+#define COMPUTED_POOL_BLOCKS_MIN 32u
+/* A file whose disk cache entry another mount held at its open tries again at a later
+ * block it has to make, at most once in this many seconds. */
+#define COMPUTED_ENTRY_RETRY_S 1.0
+
+struct computed_pool;
+
+struct computed_pool_opts {
+	unsigned threads;   /* workers at most; 0: none (reads compute, nothing is made ahead) */
+	double idle_s;      /* a worker without blocks to make this long ends; 0: the default */
+	uint64_t memory;    /* bytes of blocks held in memory by all its files; 0: the default */
+};
+
+/* A pool for computed files: no thread yet (each starts when blocks are to be made
+ * ahead and none waits). NULL with one line in err when out of memory. */
+struct computed_pool *computed_pool_new(const struct computed_pool_opts *o,
+                                        char err[GGUF_ERR_MAX]);
+/* Frees p once every file of it is closed, waiting for its workers to end (each is at
+ * most between two blocks: none has a file left). NULL: nothing. */
+void computed_pool_free(struct computed_pool *p);
+/* The mount is ending (nothing reads its files any more, or soon): each file of p, open
+ * now or opened from now on, stores nothing more on disk and marks its disk cache entry
+ * as being let go (dc_leaving), so that a quick remount of the same file waits a moment
+ * (DC_LEAVING_WAIT_S) for this one to close it, and reads the blocks kept there,
+ * instead of computing every block again without it. A file opened from now on takes
+ * no entry. Reads go on. Safe while files are read, opened and closed, and while
+ * workers store blocks (it waits for a store under way). */
+void computed_pool_leaving(struct computed_pool *p);
+/* Workers alive now (for tests and bounds). */
+unsigned computed_pool_threads(struct computed_pool *p);
+
 /* Writes bytes [off, off + len) of the file (inside its size, within one block) into
  * buf: 0, or -errno. Called from any thread, for different blocks at once. */
 typedef int (*computed_fill_fn)(void *ctx, uint64_t off, uint64_t len, void *buf);
@@ -30,32 +73,22 @@ struct computed_opts {
 	uint64_t size;              /* the file's size in bytes */
 	computed_fill_fn fill;
 	void *ctx;                  /* fill's, kept by the caller while the file is open */
-	unsigned threads;           /* workers computing ahead; 0: none, reads compute */
-	uint64_t memory;            /* bytes of blocks held in memory (at least a few) */
+	struct computed_pool *pool; /* its workers and memory, kept until it is closed */
 	const char *cache_dir;      /* the disk cache's directory, or NULL for none */
 	uint64_t cache_max;         /* its bound (dc_open's max: 0 for the default) */
 	const char *key;            /* the file's name in the disk cache: what it is */
 	const char *version;        /* and which: another version is another entry */
 };
 
-/* The block size: disk cache blocks, memory blocks and fills never span two. */
-#define COMPUTED_BLOCK_SIZE (128u << 10)
-
-/* Opens the computed file: its source (source_close frees it; its reads are
- * computed_read's), or NULL with one line in err (out of memory, threads that would not
- * start). A disk cache that cannot be used (another user's directory, one in use by
- * another mount for this key: one that is ending, computed_leaving, is waited for
- * first) is not an error: the file is computed without it, and
- * the reason is said once in the event log. */
+/* Opens the computed file in o->pool: its source (source_close frees it, cancelling
+ * the blocks it has queued for the workers and waiting only for those being made; its
+ * reads are computed_read's), or NULL with one line in err (out of memory). A disk
+ * cache that cannot be used (another user's directory, one in use by another mount for
+ * this key: one that is ending, computed_pool_leaving, is waited for first) is not an
+ * error: the file is computed without it, and the reason is said once in the event
+ * log; an entry another mount held is tried again later (COMPUTED_ENTRY_RETRY_S), so
+ * that the file keeps its blocks from the moment that mount lets it go. */
 struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MAX]);
-
-/* The mount is ending (nothing reads src any more, or soon): its disk cache entry is
- * marked as being let go (dc_leaving), so that a quick remount of the same file waits a
- * moment (DC_LEAVING_WAIT_S) for this one to close it, and reads the blocks kept there,
- * instead of computing every block again without it. Nothing more is stored; reads go
- * on. Safe while workers store blocks (it waits for a store under way). Without a disk
- * cache, nothing. */
-void computed_leaving(struct source *src);
 
 /* Counters, for tests and the mount's attributes. */
 struct computed_counters {
@@ -65,5 +98,8 @@ struct computed_counters {
 	uint64_t failed;            /* computations that failed */
 };
 void computed_counters(const struct source *src, struct computed_counters *c);
+/* Closes src as source_close does, its counters at the end into *c: the blocks that
+ * were being made ahead when it closed included. */
+void computed_close_counted(struct source *src, struct computed_counters *c);
 
 #endif

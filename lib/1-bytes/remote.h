@@ -8,7 +8,7 @@
  * points into it) and its pins (size, ETag, Last-Modified, X-Repo-Commit). It is a
  * struct source (source.h) for the model's tensor bytes.
  *
- * The caller must have called curl_global_init before any thread exists. */
+ * The process must have called remote_process_start before any thread exists. */
 #ifndef GGUFS_REMOTE_H
 #define GGUFS_REMOTE_H
 
@@ -61,7 +61,7 @@ struct remote_opts {
 	const char *cafile;         /* extra CA file, or NULL */
 	unsigned timeout;           /* seconds without progress; 0: the default */
 	uint64_t cache_size;        /* bytes; 0: the default */
-	const char *cache_dir;      /* the disk cache's directory (diskcache.h), or NULL */
+	const char *cache_dir;      /* the disk cache's directory (cache_dir.h), or NULL */
 	uint64_t cache_max;         /* its bound in bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
@@ -79,14 +79,6 @@ struct remote_opts {
 struct remote;
 struct remote_file;
 
-/* The disk cache directory for -o cache_dir given (NULL: not given): given itself; NULL
- * (no disk cache) for "none"; else the default, $XDG_CACHE_HOME/ggufs (an absolute
- * XDG_CACHE_HOME only) or ~/.cache/ggufs, its parents made mode 0700 when missing, found
- * once per process (NULL without a home or when they cannot be made: a cache the user
- * did not ask for never stops a mount). dc_open holds any of them to the cache's rules.
- * Not freed: given's, or the process's own. */
-const char *remote_cache_dir(const char *given);
-
 /* The shared state of one mount; NULL with err on failure (a token with anything but
  * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that
  * cannot be made or written). Copies what o points to. */
@@ -97,10 +89,6 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
 void remote_leaving(struct remote *r);
 /* Stops the read-ahead threads and frees everything; the files must be closed first. */
 void remote_free(struct remote *r);
-
-/* Sets what ends transfers (from the moment the daemon serves; may be called once,
- * before any read). */
-void remote_set_cancel(struct remote *r, bool (*cancelled)(void *arg), void *arg);
 
 /* Opens the http(s) url: one range request for its first `first` bytes, which notes
  * the size and the pins. name: the file as the user gave it (an hf:// name), which the
@@ -150,5 +138,14 @@ bool remote_first_cause(struct remote *r, char cause[GGUF_ERR_MAX]);
 struct source *remote_source(struct remote_file *f);
 /* The remote file that src (from remote_source) is. */
 const struct remote_file *remote_of_source(const struct source *src);
+
+/* libcurl's process-wide state, set up once before the process starts any thread (its
+ * setup is not thread-safe) and before any remote is made: true, or false with a line in
+ * err (then nothing remote may be opened). */
+bool remote_process_start(char err[GGUF_ERR_MAX]);
+
+/* Ends what remote_process_start set up, once every remote is freed and no thread uses
+ * libcurl. */
+void remote_process_end(void);
 
 #endif

@@ -44,12 +44,12 @@ uint64_t s3_etag_hash(const char *etag, size_t len);
 
 /* The entries directly under prefix ("" or ending in '/') of the bucket whose URL is
  * bucket_url (s3_object_url of key ""), through r's signer (remote_opts.s3), sorted by
- * name, each name once (a listing that changed between pages gives a name once), and
- * how many were left out (logged). Their names take at most *budget bytes (each with
- * its NUL), which is made less by what they take. 0, or -1 with one phrase in err (S3's
+ * name, each name once (a listing that changed between pages gives a name once); the
+ * names left out are logged. Their names take at most *budget bytes (each with its
+ * NUL), which is made less by what they take. 0, or -1 with one phrase in err (S3's
  * error code, the context). */
 int s3_list(struct remote *r, const char *bucket_url, const char *prefix, uint64_t *budget,
-            struct s3_entry **out, size_t *n, unsigned *left_out, char err[GGUF_ERR_MAX]);
+            struct s3_entry **out, size_t *n, char err[GGUF_ERR_MAX]);
 void s3_entries_free(struct s3_entry *e, size_t n);
 
 /* What one page says beside its entries. */

@@ -195,6 +195,32 @@ struct block_q4_K {
 };
 _Static_assert(sizeof(struct block_q4_K) == 144, "q4_K block is 144 bytes");
 
+/* Sub-block j's (0..7) 6-bit scale *sc and min *m (0..63 each) from the 12 scale bytes
+ * of q4_K and q5_K, as ggml's get_scale_min_k4 reads them: the one unpack of these
+ * bytes, for the dequantizers, the quantizers' second pass and the statistics. Any
+ * bytes are a valid input (every 6-bit value is a scale); j outside 0..7 is the
+ * caller's error.
+ *
+ *                    bit 7 6 5 4 3 2 1 0
+ *   bytes 0..3  (j):     S S s s s s s s    ssssss: sc j    SS: bits 4-5 of sc j+4
+ *   bytes 4..7  (j+4):   M M m m m m m m    mmmmmm: m j     MM: bits 4-5 of m j+4
+ *   bytes 8..11 (j+8):   m m m m s s s s    bits 0-3 of m j+4 and of sc j+4
+ *
+ *   j < 4:   sc = byte[j] & 63                          m = byte[j+4] & 63
+ *   j >= 4:  sc = byte[j+4] & 15 | (byte[j-4] >> 6) << 4
+ *            m  = byte[j+4] >> 4 | (byte[j]   >> 6) << 4
+ */
+static inline void k4_scale_min(const uint8_t scales[12], int j, uint8_t *sc, uint8_t *m)
+{
+	if (j < 4) {
+		*sc = scales[j] & 0x3f;
+		*m = scales[j + 4] & 0x3f;
+	} else {
+		*sc = (uint8_t)((scales[j + 4] & 0x0f) | (scales[j - 4] >> 6) << 4);
+		*m = (uint8_t)((scales[j + 4] >> 4) | (scales[j] >> 6) << 4);
+	}
+}
+
 /* q5_K: 256 weights in 176 bytes; q4_K plus a fifth bit per quant.
  *
  *   byte 0      2      4              16           48                      176

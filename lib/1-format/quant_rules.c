@@ -87,7 +87,9 @@ void quant_params_default(struct quant_params *p, uint32_t ftype)
 	};
 }
 
-bool quant_type_is_quantized(uint32_t id)
+/* Whether ggml counts type id as quantized (ggml_is_quantized: not f32, f16, bf16,
+ * f64 or an integer type). */
+static bool quant_type_is_quantized(uint32_t id)
 {
 	switch (id) {
 	case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_F64:

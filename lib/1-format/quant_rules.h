@@ -114,10 +114,6 @@ int quant_rules_types(const struct quant_hparams *hp, const struct quant_params 
                       const struct gguf_tensor *const *tensors, uint64_t n, uint32_t *types,
                       char err[GGUF_ERR_MAX]);
 
-/* Whether ggml counts type id as quantized (ggml_is_quantized: not f32, f16, bf16,
- * f64 or an integer type). */
-bool quant_type_is_quantized(uint32_t id);
-
 /* ggml_n_dims: the dimensions of a tensor of t's shape less trailing ones (at least 1),
  * which is what a file llama.cpp writes says. */
 uint32_t quant_n_dims(const struct gguf_tensor *t);

@@ -41,24 +41,12 @@ static void unpack_q3_scales(const uint8_t *s, int sc[16])
 	}
 }
 
-/* Sub-block j's 6-bit scale and min from the 12 scale bytes of q4_K and q5_K. */
-static void scale_min_k4(const uint8_t *s, int j, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = s[j] & 0x3f;
-		*m = s[j + 4] & 0x3f;
-	} else {
-		*sc = (s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4;
-		*m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-	}
-}
-
 /* q4_K and q5_K share everything past the quants: w = (d * sc) * q - (dmin * m). */
 static void scale_k4(const uint8_t *scales, float d, float dmin, const int q[QK_K], float *dst)
 {
 	for (int s = 0; s < 8; s++) {
-		int sc, m;
-		scale_min_k4(scales, s, &sc, &m);
+		uint8_t sc, m;
+		k4_scale_min(scales, s, &sc, &m);
 		float ds = d * (float)sc;
 		float ms = dmin * (float)m;
 		for (int l = 0; l < 32; l++)

@@ -544,6 +544,47 @@ void model_close(struct ggufs_model *m)
 	free(m);
 }
 
+/* True when stat now is of the file of stat was, with the same bytes as far as a stat
+ * can tell: the same device, inode, size and mtime, and the same ctime, or another one
+ * that a change of its links, mode or owner explains (the file renamed over or removed, linked,
+ * chmod'ed: no byte written). A write moves mtime and ctime; one whose mtime was set
+ * back after it (touch -d, cp -p) still moved ctime. */
+static bool same_version(const struct stat *was, const struct stat *now)
+{
+	if (was->st_dev != now->st_dev || was->st_ino != now->st_ino ||
+	    was->st_size != now->st_size || was->st_mtim.tv_sec != now->st_mtim.tv_sec ||
+	    was->st_mtim.tv_nsec != now->st_mtim.tv_nsec)
+		return false;
+	if (was->st_ctim.tv_sec == now->st_ctim.tv_sec && was->st_ctim.tv_nsec == now->st_ctim.tv_nsec)
+		return true;
+	return was->st_nlink != now->st_nlink || was->st_mode != now->st_mode ||
+	       was->st_uid != now->st_uid || was->st_gid != now->st_gid;
+}
+
+uint32_t model_changed(const struct ggufs_model *m, char *why, size_t size)
+{
+	for (uint32_t s = 0; s < m->n_shards; s++) {
+		const struct model_shard *sh = &m->shards[s];
+		int fd;
+		uint64_t count;
+		struct stat now;
+		if (m->remote || !source_mapped(sh->src) || !source_span(sh->src, 0, 0, &fd, &count))
+			continue;
+		const bool gone = fstat(fd, &now) < 0;
+		if (!gone && same_version(&sh->st, &now))
+			continue;
+		if (why && gone)
+			snprintf(why, size, "%s: its state cannot be read (%s)", sh->path, strerror(errno));
+		else if (why)
+			snprintf(why, size, "%s: the file changed while mounted (%s): its "
+			         "quantizations (quants/) fail with EIO", sh->path,
+			         now.st_size != sh->st.st_size ? "its size changed" :
+			         "written to in place, its size unchanged");
+		return s + 1;
+	}
+	return 0;
+}
+
 void model_read_cause(const struct ggufs_model *m, int r, char cause[GGUF_ERR_MAX])
 {
 	const char *why = model_streamed(m) ? stream_error(m->shards[0].src) : NULL;

@@ -21,7 +21,9 @@ struct model_shard {
 	const uint8_t *map;     /* the header: a local file's whole mapping (the source's),
 	                         * a remote file's fetched prefix */
 	uint64_t size;          /* file size at open */
-	struct stat st;         /* a local shard: its stat, of the descriptor mapped */
+	struct stat st;         /* a local shard: fstat of the descriptor that was mapped and
+	                         * parsed, at open: which file, and which version of its bytes
+	                         * (model_changed) */
 	struct gguf_file gf;
 	struct source *src;     /* the file's bytes, local or remote; gf points into map */
 };
@@ -113,6 +115,18 @@ struct ggufs_model *model_open_stream(const char *url, const char *shown,
  * The tensor reader (reader.h) reads tensors without a copy where it can. */
 int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
                       void *buf);
+
+/* Whether m's local files are still the ones it parsed: each local shard's descriptor's
+ * device, inode, size, mtime and ctime now against those recorded at open (model_shard.
+ * st; any write moves ctime, whatever it does to mtime after; a ctime moved with the
+ * file's links, mode or owner is no write: the file renamed over, removed, linked or
+ * chmod'ed keeps its bytes). The first that differs: its index + 1, with "PATH: what
+ * changed" in why (size bytes; NULL: none wanted); 0 when none does. An fstat that
+ * fails counts as a change. A remote shard is not looked at (its reads check its ETag
+ * themselves), nor a streamed one (read once, in order). For what is made from the
+ * bytes and kept (a quantization's blocks): a check after making it tells that they
+ * were the recorded version's. */
+uint32_t model_changed(const struct ggufs_model *m, char *why, size_t size);
 
 /* Why a read of m's bytes failed with -errno r, one phrase into cause (for a line that
  * names the file and the tensor itself): a streamed model's stream error, a remote

@@ -86,7 +86,8 @@ void quant_plan_free(struct quant_plan *qp)
 	*qp = (struct quant_plan){ 0 };
 }
 
-uint64_t quant_plan_bytes(const struct quant_plan *qp)
+/* The bytes a plan holds, for the accounting of a tree's memory. */
+static uint64_t quant_plan_bytes(const struct quant_plan *qp)
 {
 	return sizeof *qp + qp->n_keys * sizeof *qp->keys + qp->infos_len +
 	       qp->n_tensors * sizeof *qp->tensors;

@@ -67,9 +67,6 @@ int quant_plan_build(const struct ggufs_model *m, const struct quant_params *p,
                      struct quant_plan *qp, char err[GGUF_ERR_MAX]);
 void quant_plan_free(struct quant_plan *qp);
 
-/* The bytes a plan holds, for the accounting of a tree's memory. */
-uint64_t quant_plan_bytes(const struct quant_plan *qp);
-
 /* Copies [off, off + len) of the header (inside [0, data_offset)) into buf. */
 void quant_plan_header_read(const struct quant_plan *qp, uint64_t off, uint64_t len,
                             uint8_t *buf);

@@ -380,7 +380,8 @@ void quant_q3_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
 	}
 }
 
-/* Packs eight 6-bit scales and mins (0..63) into q4_K's and q5_K's 12 bytes:
+/* Packs eight 6-bit scales and mins (0..63) into q4_K's and q5_K's 12 bytes (blocks.h's
+ * k4_scale_min unpacks them):
  *
  *   byte j     (0..3) = SS ssssss   sc j,  SS = bits 4-5 of sc j+4
  *   byte j + 4 (0..3) = MM mmmmmm   m j,   MM = bits 4-5 of m j+4
@@ -396,19 +397,6 @@ static void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t 
 			sc[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
 			sc[j - 0] |= (uint8_t)((lm[j] >> 4) << 6);
 		}
-	}
-}
-
-/* The scale and min of sub-block j as pack_scale_min_k4 stored them (ggml's
- * get_scale_min_k4). */
-static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
-{
-	if (j < 4) {
-		*d = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-		*m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
 	}
 }
 
@@ -492,7 +480,7 @@ static void k4_requantize(const float *x, int nmax, const uint8_t *sc, const uin
 
 	for (int j = 0; j < QK_K / 32; j++) {
 		uint8_t s, m;
-		scale_min_k4(j, sc, &s, &m);
+		k4_scale_min(sc, j, &s, &m);
 		const float d = d_all * s;
 		if (!d)
 			continue;

@@ -217,26 +217,14 @@ static void q4_K_sums_avx2(const uint8_t *qs, struct quant_sums *o)
 }
 #endif
 
-/* Sub-block j's 6-bit scale and min from q4_K's 12 scale bytes (blocks.h). */
-static void q4_K_scale_min(const uint8_t *s, int j, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = s[j] & 0x3f;
-		*m = s[j + 4] & 0x3f;
-	} else {
-		*sc = (s[j + 4] & 0x0f) | (s[j - 4] >> 6) << 4;
-		*m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-	}
-}
-
 /* A q4_K block's d1 and m1 for its eight sub-blocks (d * sc and dmin * m, floats). */
 static void q4_K_scales_scalar(const uint8_t *blk, float d1[8], float m1[8])
 {
 	const float d = half_at(FIELD(blk, block_q4_K, d));
 	const float dmin = half_at(FIELD(blk, block_q4_K, dmin));
 	for (int j = 0; j < 8; j++) {
-		int sc, m;
-		q4_K_scale_min(FIELD(blk, block_q4_K, scales), j, &sc, &m);
+		uint8_t sc, m;
+		k4_scale_min(FIELD(blk, block_q4_K, scales), j, &sc, &m);
 		d1[j] = d * (float)sc;
 		m1[j] = dmin * (float)m;
 	}
@@ -862,8 +850,8 @@ float stats_quant_first(uint32_t type, const uint8_t *p)
 		return half_at(FIELD(p, block_q6_K, d)) *
 		       (float)*(const int8_t *)FIELD(p, block_q6_K, scales) *
 		       (float)(q6_K_quant(p, 0) - 32);
-	int sc, m;
-	q4_K_scale_min(FIELD(p, block_q4_K, scales), 0, &sc, &m);
+	uint8_t sc, m;
+	k4_scale_min(FIELD(p, block_q4_K, scales), 0, &sc, &m);
 	const float d1 = half_at(FIELD(p, block_q4_K, d)) * (float)sc;
 	const float m1 = half_at(FIELD(p, block_q4_K, dmin)) * (float)m;
 	return d1 * (float)q4_K_quant(FIELD(p, block_q4_K, qs), 0, 0) - m1;

@@ -1,6 +1,7 @@
 #include "names.h"
 #include "hash.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,6 +69,31 @@ bool names_vim_probe(const char *name, uint64_t len)
 	return v >= 4913 && (v - 4913) % 123 == 0;
 }
 
+/* True when c is a byte a file name may hold escaped, as "%XX" (names_escape): rule 1's
+ * '/', '%' and NUL; a '.' (the name "." or "..", the dot of a suffix); and the first or
+ * last byte of a key that would look like a scratch name ('.', '#', '~', vim's probe's
+ * leading digit). The one table of the escapes, for names_encode and names_decode. */
+static bool escapable(unsigned char c)
+{
+	return c == '/' || c == '%' || c == '\0' || c == '.' || c == '#' || c == '~' ||
+	       (c >= '0' && c <= '9');
+}
+
+/* Appends c escaped, "%XX" with two upper-case hex digits (c escapable). */
+static void put_escape(struct out *o, unsigned char c)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char esc[3] = { '%', hex[c >> 4], hex[c & 0xf] };
+	put_unit(o, esc, 3);
+}
+
+/* The value of the upper-case hex digit d, or -1 (lower case is no escape names_encode
+ * writes). */
+static int hex_digit(char d)
+{
+	return d >= '0' && d <= '9' ? d - '0' : d >= 'A' && d <= 'F' ? d - 'A' + 10 : -1;
+}
+
 static bool ends_with(const char *s, uint64_t len, const char *suffix)
 {
 	size_t n = strlen(suffix);
@@ -102,20 +128,9 @@ size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_
 
 	for (uint64_t i = 0; i < len && !o.over;) {
 		unsigned char c = p[i];
-		if (i == 0 && scratch_first) {
-			char esc[4];
-			snprintf(esc, sizeof esc, "%%%02X", c);
-			put_unit(&o, esc, 3);
-		} else if (i == len - 1 && scratch_last) {
-			put_unit(&o, "%7E", 3);
-		} else if (c == '/') {
-			put_unit(&o, "%2F", 3);
-		} else if (c == '%') {
-			put_unit(&o, "%25", 3);
-		} else if (c == '\0') {
-			put_unit(&o, "%00", 3);
-		} else if (c == '.' && (all_dots || i == suffix_dot)) {
-			put_unit(&o, "%2E", 3);
+		if ((i == 0 && scratch_first) || (i == len - 1 && scratch_last) || c == '/' ||
+		    c == '%' || c == '\0' || (c == '.' && (all_dots || i == suffix_dot))) {
+			put_escape(&o, c);
 		} else {
 			size_t n = utf8_len(p + i, len - i);
 			put_unit(&o, name + i, n);
@@ -132,4 +147,28 @@ size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_
 	}
 	out[o.len] = '\0';
 	return o.len;
+}
+
+int names_decode(const char *file, char key[NAMES_BUF], uint64_t *len)
+{
+	if (strnlen(file, NAMES_BUF) >= NAMES_BUF)
+		return -ENAMETOOLONG;
+	uint64_t n = 0;
+	for (const char *p = file; *p; p++) {
+		int hi = p[0] == '%' ? hex_digit(p[1]) : -1, lo = hi >= 0 ? hex_digit(p[2]) : -1;
+		if (lo >= 0 && escapable((unsigned char)(hi << 4 | lo))) {
+			key[n++] = (char)(hi << 4 | lo);
+			p += 2;
+		} else {
+			key[n++] = *p;
+		}
+	}
+	if (strcmp(file, "%") == 0)
+		n = 0;   /* the empty name's file */
+	char again[NAMES_BUF];
+	names_encode(key, n, false, again);
+	if (strcmp(again, file) != 0)
+		return -EINVAL;
+	*len = n;
+	return 0;
 }

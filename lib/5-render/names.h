@@ -20,6 +20,15 @@
  * untrusted and may hold any bytes, NUL included. */
 size_t names_encode(const char *name, uint64_t len, bool tensor, char out[NAMES_BUF]);
 
+/* The metadata key whose file name is file (NUL-terminated): names_encode's escapes
+ * undone, into key (NAMES_BUF bytes, not NUL-terminated) and its length into *len.
+ * Refuses (-ENAMETOOLONG) a file longer than any key's file name (NAMES_BUF - 1 bytes:
+ * decoding never makes a name longer) and (-EINVAL) one that is not what names_encode
+ * makes of its key (a cut name with a hash, an escape the names do not use, a byte left
+ * that should be escaped); 0 otherwise. The file name comes from a caller (a create or a
+ * rename in metadata/) and may hold any bytes. */
+int names_decode(const char *file, char key[NAMES_BUF], uint64_t *len);
+
 /* True when name[0..len) is one of vim's probes of a directory (a file it makes and
  * deletes to learn whether it may write there): 4913 + 123 k in decimal, no leading
  * zero. A key's file name is never one (names_encode), and a file made with one in

@@ -493,25 +493,6 @@ const struct ggufs_model *tree_model(const struct tree *t)
 	return t->m;
 }
 
-const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind)
-{
-	const uint64_t n_t = t->m->n_tensors;
-	if (i >= n_t)
-		return NULL;
-	switch (kind) {
-	case TREE_RAW:
-		return tree_node(t, tree_ino_tensor(t->n_orig, i, 0));
-	case TREE_F32:
-		return tree_node(t, tree_ino_tensor(t->n_orig, i, 1));
-	case TREE_NPY:
-		return tree_node(t, tree_ino_tensor(t->n_orig, i, 2));
-	case TREE_STATS:
-		return tree_node(t, tree_ino_stats(t->n_orig, n_t, i));
-	default:
-		return NULL;
-	}
-}
-
 /* The node of key file ino (tree_ino.h: the file's keys below the tensors, created ones
  * above), found by its key's id, or NULL. */
 static const struct tree_node *key_node(const struct tree *t, uint64_t ino)

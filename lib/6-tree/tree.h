@@ -86,22 +86,32 @@ void tree_release(struct tree *t);
  * gguf.json's and summary.txt's sizes and marks are made when first asked for. */
 uint64_t tree_held_bytes(const struct tree *t);
 /* How the files of quants/ are made and kept (tree_quants.c): each NAME.gguf is a
- * computed file (computed.h), opened at its first read, its blocks made by workers ahead
- * of a sequential reader and kept in the disk cache under the model's identity, NAME
- * and QUANT_RULES_VERSION. */
+ * computed file (computed.h), opened at its first read, its blocks made by the pool's
+ * workers ahead of a sequential reader and kept in the disk cache under the model's
+ * identity, NAME and QUANT_RULES_VERSION. */
+struct computed_pool;
 struct tree_quant_cache {
-	const char *dir;       /* the disk cache's directory (remote_cache_dir), NULL: none */
+	const char *dir;       /* the disk cache's directory (cache_dir_default), NULL: none */
 	uint64_t max;          /* its bound in bytes, 0: the default (diskcache.h) */
-	unsigned threads;      /* workers per file being read: 0 for the online cores */
+	unsigned threads;      /* the pool's workers at most (tree_quant_pool_new): 0 for
+	                        * the online cores */
+	struct computed_pool *pool;   /* the mount's workers and memory, shared by every tree
+	                               * of the mount and kept until they are freed; NULL: a
+	                               * tree makes its own at its first quant read */
 };
 /* Sets t's way (copied), before anything is read; a tree of an edit state takes its
  * base's. Without it: no disk cache, workers on every core. false out of memory. */
 bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
-/* The mount is ending: every quants/ file of t open now, or opened from now on, marks
- * its disk cache entry as being let go (computed_leaving), so that a quick remount of
- * the same model waits for this one to close it instead of computing it again. Reads
- * go on. An edit state's tree is told apart (tree_edits_leaving). */
-void tree_leaving(struct tree *t);
+/* A pool for the quants/ files of a mount (computed_pool_new): at most threads workers,
+ * 0 for the online cores, and the default memory. NULL with one line in err. Freed by
+ * computed_pool_free after every tree that uses it; computed_pool_leaving at the
+ * unmount hands the disk cache entries of all their files over to a quick remount. */
+struct computed_pool *tree_quant_pool_new(unsigned threads, char err[GGUF_ERR_MAX]);
+/* True when file n of t is one of quants/ and t's model is no longer the file it parsed
+ * (model_changed: written to in place, or shrunk): its reads all fail with EIO, and
+ * an open of it must not keep the pages the kernel holds of it (they are of the model
+ * as it was). False for every other file. */
+bool tree_quants_changed(const struct tree *t, const struct tree_node *n);
 
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);
@@ -150,10 +160,6 @@ void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, s
  * proportional to the tensor. */
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off);
-
-/* The file of tensor i of this kind (TREE_RAW, TREE_F32, TREE_NPY, TREE_STATS), or NULL
- * when the tensor has none. */
-const struct tree_node *tree_tensor_file(const struct tree *t, uint64_t i, enum tree_kind kind);
 
 /* stats/NAME and stats.tsv are computed by their reads only (never by lookups, sizes or
  * directory listings), each tensor at most once per tree however many threads read it

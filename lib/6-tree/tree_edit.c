@@ -178,13 +178,6 @@ void tree_edits_leaving(struct tree_edits *e)
 	pthread_mutex_lock(&e->lock);
 	edits_store_leaving(e->store);
 	pthread_mutex_unlock(&e->lock);
-	/* under cur_lock: a commit swapping cur meanwhile cannot leave a state out (at
-	 * unmount none comes; the wait is at most one block's store per file) */
-	pthread_mutex_lock(&e->cur_lock);
-	tree_leaving(e->cur);
-	for (uint64_t i = 0; i < e->n_past; i++)
-		tree_leaving(e->past[i].t);
-	pthread_mutex_unlock(&e->cur_lock);
 }
 
 void tree_edits_set_file_max(struct tree_edits *e, uint64_t max)

@@ -26,10 +26,9 @@ struct tree_edits;
 struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX]);
 void tree_edits_close(struct tree_edits *e);
 /* The mount is ending: FILE handed over (edits_store_leaving: no edit is saved from now
- * on, and a new mount of FILE waits for this one's end instead of being refused), and
- * tree_leaving of the current state's tree and of every state kept before it (each has
- * quants/ files of its own, keyed by its header); the base tree is its owner's to tell.
- * NULL: nothing. */
+ * on, and a new mount of FILE waits for this one's end instead of being refused). The
+ * quants/ files of every state's tree are the mount's pool's to hand over
+ * (computed_pool_leaving). NULL: nothing. */
 void tree_edits_leaving(struct tree_edits *e);
 
 /* For tests: the largest FILE a save makes, smaller than EDITS_FILE_MAX (a save past it

@@ -21,50 +21,21 @@ static const char *quoted(const char *name, char q[80])
 	return gguf_quote(&s, q);
 }
 
-/* The key whose file name is name: the escaping undone (%2F %25 %00 %2E), and only
- * when the key's file name is name again. key holds NAMES_BUF bytes: a name longer than
- * any key's file name (NAMES_BUF - 1) is refused before it is decoded, since decoding
- * never shortens a name below its key. 0, or -ENAMETOOLONG / -EINVAL with err. */
+/* The key whose file name is name (names_decode), into key (NAMES_BUF bytes) and *len.
+ * 0, or -ENAMETOOLONG / -EINVAL with err. */
 static int key_of_name(const char *name, char key[NAMES_BUF], uint64_t *len,
                        char err[GGUF_ERR_MAX])
 {
 	char q[80];
-	if (strnlen(name, NAMES_BUF) >= NAMES_BUF) {
+	int r = names_decode(name, key, len);
+	if (r == -ENAMETOOLONG)
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: longer than any key's file name "
 		         "(%d bytes at most)", quoted(name, q), NAMES_BUF - 1);
-		return -ENAMETOOLONG;
-	}
-	uint64_t n = 0;
-	for (const char *p = name; *p; p++) {
-		if (p[0] == '%' && p[1] && p[2]) {
-			/* names.c's escapes: %2F %25 %00, a '.' (%2E), and the first or last
-			 * byte of a key that would look like a scratch name (%7E %23 %30-%39) */
-			static const char *const esc[] = { "2F", "25", "00", "2E", "7E", "23",
-			                                   "30", "31", "32", "33", "34", "35",
-			                                   "36", "37", "38", "39" };
-			size_t i, n_esc = sizeof esc / sizeof esc[0];
-			for (i = 0; i < n_esc && strncmp(p + 1, esc[i], 2) != 0; i++)
-				;
-			if (i < n_esc) {
-				key[n++] = (char)strtol(esc[i], NULL, 16);
-				p += 2;
-				continue;
-			}
-		}
-		key[n++] = *p;
-	}
-	char again[NAMES_BUF];
-	if (strcmp(name, "%") == 0)
-		n = 0;   /* the empty name's file */
-	names_encode(key, n, false, again);
-	if (strcmp(again, name) != 0) {
+	else if (r < 0)
 		snprintf(err, GGUF_ERR_MAX, "metadata/%s: not the file name of any key GGUF can "
 		         "hold (a cut name with a hash, or an escape the names do not use)",
 		         quoted(name, q));
-		return -EINVAL;
-	}
-	*len = n;
-	return 0;
+	return r;
 }
 
 /* The id of the key at position k of t (an edit state's tree). */

@@ -76,6 +76,8 @@ struct tree_quant_file {
 	const struct quant_plan *qp;
 	struct source *src;          /* NULL until opened */
 	bool opening;                /* being opened (the lock dropped): wait on opened */
+	bool closing;                /* being closed (the lock dropped; it still holds its
+	                              * disk cache entry): wait on opened before opening */
 	unsigned readers;            /* reads in src now: it is not closed under them */
 	uint64_t last_use;           /* tree_quants.tick at the last read's start */
 	uint64_t computed, from_disk, stored;   /* counters of its sources closed */
@@ -92,12 +94,13 @@ struct tree_quants {
 	/* the files' computed bytes, under files_lock (apart from lock: an open may wait
 	 * for a disk cache entry another mount lets go) */
 	pthread_mutex_t files_lock;
-	pthread_cond_t opened;
+	pthread_cond_t opened;           /* a file opened or closed */
 	struct tree_quant_file *files;   /* TREE_QUANT_TSV_SLOT, made at the first read */
 	unsigned n_open;
 	uint64_t tick;
-	bool leaving;                    /* tree_leaving: each file opened is told too */
 	struct tree_quant_cache cache;   /* dir malloc'ed (tree_set_quant_cache) */
+	struct computed_pool *own_pool;  /* without cache.pool (not a mount's tree): made
+	                                  * at the first open, freed with the tree */
 };
 
 struct tree {

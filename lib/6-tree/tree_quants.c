@@ -9,8 +9,16 @@
  * stays copied, the others quantized for the blocks a range touches: quant_read.h),
  * ahead of a sequential reader on workers, and kept in the disk cache under a key that
  * says what they were made from: the model's files (a local file's device, inode, size
- * and times; a remote one's URL, size and ETag), the header (so an edit of the metadata
- * is another file) and QUANT_RULES_VERSION (so a change of rules or quantizers is). */
+ * and times as the model recorded them when it parsed the file; a remote one's URL, size
+ * and ETag), the header (so an edit of the metadata is another file) and
+ * QUANT_RULES_VERSION (so a change of rules or quantizers is); never a path, so that
+ * one file is one entry whatever names lead to it.
+ *
+ * The plans are the model's parse at open: a local file written to since (in place: the
+ * same inode, its bytes others under the mapping) has none. Whatever is made from the
+ * mappings (the plans, a header read, a block) is checked after it is made against the
+ * identity recorded at open (model_changed) and, if the file changed, is -EIO and kept
+ * nowhere; from then on every read of quants/ fails with EIO. */
 #include "tree_impl.h"
 
 #include <errno.h>
@@ -18,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "computed.h"
@@ -64,6 +71,8 @@ static void run_plans(void *ctx)
 	}
 	struct sink c = sink_counter();
 	render_quants_tsv(&c, &q->qs);
+	if (model_changed(t->m, NULL, 0))   /* made from the mappings of another version */
+		return;
 	q->nodes[TREE_QUANT_TSV_SLOT] = (struct tree_node){
 		.ino = tree_ino_quant(gen, TREE_QUANT_TSV_SLOT), .parent = TREE_QUANTS_DIR_INO,
 		.kind = TREE_QUANTS_TSV, .index = TREE_QUANT_TSV_SLOT, .name = "quants.tsv",
@@ -73,8 +82,8 @@ static void run_plans(void *ctx)
 }
 
 /* t's plans made (once, by the first caller; the others wait): false when they could
- * not be (out of memory, or a page of the model's header has gone: a later call tries
- * again). */
+ * not be (out of memory, a page of the model's header has gone, or a local file changed
+ * since the model parsed it: a later call tries again). */
 static bool plans(const struct tree *t)
 {
 	struct tree *w = (struct tree *)t;
@@ -107,6 +116,7 @@ void tree_quants_free(struct tree *t)
 {
 	for (size_t j = 0; t->quants.files && j < TREE_QUANT_TSV_SLOT; j++)
 		source_close(t->quants.files[j].src);
+	computed_pool_free(t->quants.own_pool);   /* after its files */
 	free(t->quants.files);
 	quant_set_free(&t->quants.qs);
 	free((char *)t->quants.cache.dir);
@@ -118,6 +128,15 @@ void tree_quants_free(struct tree *t)
 void tree_set_requantize(struct tree *t, bool on)
 {
 	t->quants.requantize = on;
+}
+
+struct computed_pool *tree_quant_pool_new(unsigned threads, char err[GGUF_ERR_MAX])
+{
+	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	const struct computed_pool_opts o = {
+		.threads = threads ? threads : cores > 0 && cores < 65536 ? (unsigned)cores : 1,
+	};
+	return computed_pool_new(&o, err);
 }
 
 bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c)
@@ -185,11 +204,9 @@ static void run_header(void *ctx)
 	quant_plan_header_read(h->qp, h->off, h->len, (uint8_t *)h->buf);
 }
 
-/* [off, off + len) of NAME.gguf n (inside it): the header from the plan, then each
- * tensor's bytes (copied, or quantized from the blocks the range touches) and the zeros
- * after it. 0 or -errno. */
-static int read_quant(const struct tree *t, const struct quant_plan *qp, char *buf,
-                      uint64_t len, uint64_t off)
+/* read_quant's bytes, as the plan lays them out from the mappings now. */
+static int read_planned(const struct tree *t, const struct quant_plan *qp, char *buf,
+                        uint64_t len, uint64_t off)
 {
 	if (off < qp->data_offset) {
 		for (uint32_t s = 0; s < t->m->n_shards; s++)
@@ -226,8 +243,22 @@ static int read_quant(const struct tree *t, const struct quant_plan *qp, char *b
 	return 0;
 }
 
+/* [off, off + len) of NAME.gguf n (inside it): the header from the plan, then each
+ * tensor's bytes (copied, or quantized from the blocks the range touches) and the zeros
+ * after it. 0 or -errno: -EIO too when a local file of the model is no longer the
+ * version the plan was made from, checked after the bytes are made (model_changed: a
+ * write moves ctime before it changes a byte, so bytes made before an unchanged check
+ * are the recorded version's). */
+static int read_quant(const struct tree *t, const struct quant_plan *qp, char *buf,
+                      uint64_t len, uint64_t off)
+{
+	int r = read_planned(t, qp, buf, len, off);
+	return r == 0 && model_changed(t->m, NULL, 0) ? -EIO : r;
+}
+
 /* Files of one tree whose computed bytes stay open at once: past it, an idle one is
- * closed when another opens (each holds its workers and up to a few MB of blocks). */
+ * closed when another opens (each holds its disk cache entry: its lock, two files and
+ * a record of the blocks it keeps; the workers and memory are the pool's). */
 #define TREE_QUANT_OPEN_MAX 4
 /* The header is hashed for the disk cache's key in pieces of this many bytes. */
 #define TREE_QUANT_HASH_STEP (64u << 10)
@@ -250,25 +281,23 @@ static void id_add(struct id_hash *h, const void *p, uint64_t n)
 	h->b = hash_fnv1a(p, n, h->b);
 }
 
-/* Adds what shard s's bytes are to h: a local file's device, inode, size and times
- * (any change of its bytes changes its mtime or ctime), a remote one's URL, size and
- * ETag (or Last-Modified). false when that cannot be told (a streamed model, a server
- * that names no version): nothing of the file is then kept on disk. */
+/* Adds what shard s's bytes are to h: a local file's device, inode, size and times as
+ * the model recorded them from the descriptor it parsed (model_shard.st: the version the
+ * plans are made from, never a later fstat's, which may be another's; any change of
+ * its bytes moves its ctime), a remote one's URL, size and ETag (or Last-Modified).
+ * false when that cannot be told (a streamed model, a server that names no version):
+ * nothing of the file is then kept on disk. */
 static bool id_shard(const struct ggufs_model *m, uint32_t s, struct id_hash *h)
 {
 	const struct model_shard *sh = &m->shards[s];
+	const struct stat *st = &sh->st;
 	char line[512];
-	int fd;
-	uint64_t count;
-	struct stat st;
 	int n;
-	if (source_span(sh->src, 0, 0, &fd, &count)) {
-		if (fstat(fd, &st) < 0)
-			return false;
+	if (!m->remote && source_mapped(sh->src)) {
 		n = snprintf(line, sizeof line, "local %ju %ju %jd %jd.%09ld %jd.%09ld\n",
-		             (uintmax_t)st.st_dev, (uintmax_t)st.st_ino, (intmax_t)st.st_size,
-		             (intmax_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-		             (intmax_t)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+		             (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
+		             (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+		             (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 	} else if (m->remote) {
 		const struct remote_file *rf = remote_of_source(sh->src);
 		const char *etag = remote_etag(rf);
@@ -285,10 +314,12 @@ static bool id_shard(const struct ggufs_model *m, uint32_t s, struct id_hash *h)
 	return true;
 }
 
-/* The disk cache's key and version of file f of t: key names it for people ("quant
- * Q4_K_M of PATH"), version is what it was made from (id_shard's, its header's bytes,
- * QUANT_RULES_VERSION). 0; -EIO when the header cannot be read; 1 when the file has no
- * version to keep it under (nothing goes to disk). */
+/* The disk cache's key and version of file f of t: key names it for people by the
+ * model's first file, never by a path (one file is one entry, whatever names lead to
+ * it: "quant Q4_K_M of file 2049:1835018", a remote one "quant Q4_K_M of URL"), version
+ * is what it was made from (id_shard's, its header's bytes, QUANT_RULES_VERSION). 0;
+ * -EIO when the header cannot be read, or the model changed since it was parsed; 1 when
+ * the file has no version to keep it under (nothing goes to disk). */
 static int disk_key(const struct tree *t, const struct tree_quant_file *f, char *key,
                     size_t key_size, char *version, size_t version_size)
 {
@@ -315,15 +346,21 @@ static int disk_key(const struct tree *t, const struct tree_quant_file *f, char 
 		id_add(&h, piece, k);
 	}
 	free(piece);
-	snprintf(key, key_size, "quant %s of %.1024s", f->qp->name->name, t->m->path);
+	const struct model_shard *first = &t->m->shards[0];
+	if (t->m->remote)
+		snprintf(key, key_size, "quant %s of %.1024s", f->qp->name->name, first->path);
+	else
+		snprintf(key, key_size, "quant %s of file %ju:%ju", f->qp->name->name,
+		         (uintmax_t)first->st.st_dev, (uintmax_t)first->st.st_ino);
 	snprintf(version, version_size, "rules %d %016" PRIx64 "%016" PRIx64, QUANT_RULES_VERSION,
 	         h.a, h.b);
 	return 0;
 }
 
-/* Opens f's computed bytes with t's way (its base's in an edit state's tree): the
- * source, or NULL with *r (-EIO: its header could not be read; -ENOMEM). */
-static struct source *open_file(const struct tree *t, struct tree_quant_file *f, int *r)
+/* Opens f's computed bytes with t's way (its base's in an edit state's tree) in pool:
+ * the source, or NULL with *r (-EIO: its header could not be read; -ENOMEM). */
+static struct source *open_file(const struct tree *t, struct tree_quant_file *f,
+                                struct computed_pool *pool, int *r)
 {
 	const struct tree_quant_cache *c = t->base ? &t->base->quants.cache : &t->quants.cache;
 	char key[1200], version[80];
@@ -332,10 +369,8 @@ static struct source *open_file(const struct tree *t, struct tree_quant_file *f,
 		*r = k;
 		return NULL;
 	}
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	const struct computed_opts o = {
-		.size = f->qp->size, .fill = fill, .ctx = f,
-		.threads = c->threads ? c->threads : cores > 0 ? (unsigned)cores : 1,
+		.size = f->qp->size, .fill = fill, .ctx = f, .pool = pool,
 		.cache_dir = k == 0 ? c->dir : NULL, .cache_max = c->max,
 		.key = k == 0 ? key : NULL, .version = k == 0 ? version : NULL,
 	};
@@ -349,46 +384,59 @@ static struct source *open_file(const struct tree *t, struct tree_quant_file *f,
 	return src;
 }
 
-/* Adds the counters of f's source to its totals (it is being closed). */
-static void keep_counters(struct tree_quant_file *f)
+/* The pool t's files are made in: the mount's (its base's in an edit state's tree), or
+ * else t's own, made now (under files_lock); NULL out of memory. */
+static struct computed_pool *pool_of(const struct tree *t)
 {
-	struct computed_counters c;
-	computed_counters(f->src, &c);
-	f->computed += c.computed;
-	f->from_disk += c.from_disk;
-	f->stored += c.stored;
+	const struct tree_quant_cache *c = t->base ? &t->base->quants.cache : &t->quants.cache;
+	struct tree_quants *q = (struct tree_quants *)&t->quants;
+	if (c->pool)
+		return c->pool;
+	char err[GGUF_ERR_MAX];
+	if (!q->own_pool && !(q->own_pool = tree_quant_pool_new(c->threads, err)))
+		evlog(EVLOG_WARNING, "quant pool", "%s: quants/: %s", t->m->path, err);
+	return q->own_pool;
+}
+
+/* Adds c, the counters of a source of f that closed, to f's totals. */
+static void keep_counters(struct tree_quant_file *f, const struct computed_counters *c)
+{
+	f->computed += c->computed;
+	f->from_disk += c->from_disk;
+	f->stored += c->stored;
 }
 
 /* File j's computed bytes, opened if need be and held for one read (file_put lets go): the
  * source, or NULL with *r. An open past TREE_QUANT_OPEN_MAX closes the least recently
- * read idle files of the tree. */
+ * read idle files of the tree; a file being closed is opened again only once its close
+ * is done, so that its disk cache entry is let go first. */
 static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 {
 	struct tree_quants *q = (struct tree_quants *)&t->quants;
-	struct source *closing[TREE_QUANT_TSV_SLOT];
+	struct tree_quant_file *closing[TREE_QUANT_TSV_SLOT];
+	struct source *closing_src[TREE_QUANT_TSV_SLOT];
 	unsigned n_closing = 0;
 	pthread_mutex_lock(&q->files_lock);
 	if (!q->files)
 		q->files = calloc(TREE_QUANT_TSV_SLOT, sizeof *q->files);
-	if (!q->files) {
+	struct computed_pool *pool = q->files ? pool_of(t) : NULL;
+	if (!pool) {
 		pthread_mutex_unlock(&q->files_lock);
 		*r = -ENOMEM;
 		return NULL;
 	}
 	struct tree_quant_file *f = &q->files[j];
-	f->t = t;   /* the fill function's, the same each time */
-	f->qp = &q->qs.plans[j];
-	while (f->opening)
+	while (f->opening || f->closing)
 		pthread_cond_wait(&q->opened, &q->files_lock);
 	if (!f->src) {
+		f->t = t;   /* the fill function's (no source of f is open to read them) */
+		f->qp = &q->qs.plans[j];
 		f->opening = true;
 		pthread_mutex_unlock(&q->files_lock);
-		struct source *src = open_file(t, f, r);
+		struct source *src = open_file(t, f, pool, r);
 		pthread_mutex_lock(&q->files_lock);
 		f->opening = false;
 		f->src = src;
-		if (src && q->leaving)   /* (opened while the mount ended) */
-			computed_leaving(src);
 		pthread_cond_broadcast(&q->opened);
 		if (src)
 			q->n_open++;
@@ -401,9 +449,10 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 			}
 			if (!idle)
 				break;   /* all read now: closed when another opens */
-			keep_counters(idle);
-			closing[n_closing++] = idle->src;
+			closing[n_closing] = idle;
+			closing_src[n_closing++] = idle->src;
 			idle->src = NULL;
+			idle->closing = true;
 			q->n_open--;
 		}
 	}
@@ -413,20 +462,19 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 		f->last_use = ++q->tick;
 	}
 	pthread_mutex_unlock(&q->files_lock);
-	for (unsigned i = 0; i < n_closing; i++)
-		source_close(closing[i]);
+	if (n_closing) {   /* outside the lock: a close waits for its blocks being made */
+		struct computed_counters counted[TREE_QUANT_TSV_SLOT];
+		for (unsigned i = 0; i < n_closing; i++)
+			computed_close_counted(closing_src[i], &counted[i]);
+		pthread_mutex_lock(&q->files_lock);
+		for (unsigned i = 0; i < n_closing; i++) {
+			keep_counters(closing[i], &counted[i]);
+			closing[i]->closing = false;
+		}
+		pthread_cond_broadcast(&q->opened);
+		pthread_mutex_unlock(&q->files_lock);
+	}
 	return src;
-}
-
-void tree_leaving(struct tree *t)
-{
-	struct tree_quants *q = &t->quants;
-	pthread_mutex_lock(&q->files_lock);
-	q->leaving = true;
-	for (size_t j = 0; q->files && j < TREE_QUANT_TSV_SLOT; j++)
-		if (q->files[j].src)
-			computed_leaving(q->files[j].src);
-	pthread_mutex_unlock(&q->files_lock);
 }
 
 static void file_put(const struct tree *t, uint64_t j)
@@ -453,10 +501,19 @@ void tree_quants_counters(const struct tree *t, const struct tree_node *n, uint6
 	pthread_mutex_unlock(&q->files_lock);
 }
 
+bool tree_quants_changed(const struct tree *t, const struct tree_node *n)
+{
+	return (n->kind == TREE_QUANT || n->kind == TREE_QUANTS_TSV) &&
+	       model_changed(t->m, NULL, 0) != 0;
+}
+
 int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *buf,
                          uint64_t len, uint64_t off)
 {
-	if (!plans(t))
+	/* a local file that changed (shrank, or was written to in place) fails every
+	 * read, quants.tsv's and the blocks made before too: the plans were made from the
+	 * model parsed, which is no longer the file */
+	if (!plans(t) || model_changed(t->m, NULL, 0))
 		return -EIO;
 	struct tree_quants *q = (struct tree_quants *)&t->quants;
 	if (n->kind == TREE_QUANTS_TSV) {   /* from the plans alone, in memory */
@@ -464,11 +521,6 @@ int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *
 		render_quants_tsv(&s, &q->qs);
 		return (int64_t)len;
 	}
-	/* a local file that shrank fails every read, the blocks made before it too: what
-	 * they were made from is no longer the model */
-	for (uint32_t s = 0; s < t->m->n_shards; s++)
-		if (source_holds(t->m->shards[s].src, t->m->shards[s].size) < 0)
-			return -EIO;
 	int r = 0;
 	struct source *src = file_get(t, n->index, &r);
 	if (!src)

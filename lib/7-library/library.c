@@ -9,6 +9,7 @@
 
 #include "evlog.h"
 #include "library_impl.h"
+#include "mem_give_back.h"
 #include "model.h"
 #include "remote.h"
 
@@ -39,7 +40,8 @@ static struct lib_attr attr_of(const struct stat *st)
 	                          .mtim = st->st_mtim, .ctim = st->st_ctim };
 }
 
-static void slot_free(struct lib_slot *s)
+/* Frees slot s and what it holds, its built model too (tree and files). */
+static void slot_free_now(struct lib_slot *s)
 {
 	if (!s)
 		return;
@@ -53,6 +55,37 @@ static void slot_free(struct lib_slot *s)
 	if (s->owns_path)
 		free((char *)s->path);
 	free(s);
+}
+
+/* Frees slot s (under the lock): at once when it holds no built model, else at the
+ * next lib_unlock, since releasing a model waits for its quants/ blocks in flight and
+ * unmaps its files, which the lock would make every request wait for. */
+static void slot_free(struct library *lib, struct lib_slot *s)
+{
+	if (s->t || s->m) {
+		s->next_free = lib->gone;
+		lib->gone = s;
+	} else {
+		slot_free_now(s);
+	}
+}
+
+void lib_unlock(struct library *lib)
+{
+	struct lib_slot *gone = lib->gone;
+	struct lib_trimmed trimmed = lib->trimmed;
+	lib->gone = NULL;
+	lib->trimmed.n = 0;
+	pthread_mutex_unlock(&lib->lock);
+	while (gone) {
+		struct lib_slot *s = gone;
+		gone = s->next_free;
+		slot_free_now(s);
+	}
+	for (unsigned i = 0; i < trimmed.n; i++) {
+		tree_release(trimmed.t[i]);
+		model_close(trimmed.m[i]);
+	}
 }
 
 /* The live slot numbered no (under the lock), or NULL: -ENOENT into *err for a number
@@ -108,6 +141,9 @@ static struct lib_slot *slot_new(struct library *lib, enum lib_node_type type, c
 	}
 	lib->slots[s->no & (LIB_SLOTS_MAX - 1)] = s;
 	s->folder = folder;
+	const uint64_t live = atomic_fetch_add(&lib->live_slots, 1) + 1;
+	if (live > lib->slots_peak)
+		lib->slots_peak = live;
 	return s;
 fail:
 	free(own_src);
@@ -139,25 +175,79 @@ static void place_free(struct library *lib, uint64_t no)
 	lib->free_nos[(lib->first_free + lib->n_free++) % lib->cap_free] = (uint32_t)next;
 }
 
-void lib_slot_hold(struct lib_slot *s)
+/* Takes folder f out of lib's list of idle listings, if there (under the lock). */
+static void idle_remove(struct library *lib, struct lib_slot *f)
 {
-	s->holds++;
+	if (!f->in_idle)
+		return;
+	*(f->idle_prev ? &f->idle_prev->idle_next : &lib->idle_first) = f->idle_next;
+	*(f->idle_next ? &f->idle_next->idle_prev : &lib->idle_last) = f->idle_prev;
+	f->idle_prev = f->idle_next = NULL;
+	f->in_idle = false;
+	lib->idle_entries -= f->n_children;
 }
 
-void lib_slot_drop(struct library *lib, struct lib_slot *s)
+/* Puts folder f, idle now, last in lib's list of idle listings when it has a listing
+ * that may be let go: one in a listing itself (the root's stays), of a source whose
+ * folders may show under many paths. */
+static void idle_append(struct library *lib, struct lib_slot *f)
 {
-	if (--s->holds)
+	if (f->in_idle || !f->listed || !f->folder || !lib->src->links)
 		return;
-	/* what it alone held is freed in turn, by a list rather than by recursion: a deep
-	 * folder does not make a deep stack */
+	f->idle_prev = lib->idle_last;
+	f->idle_next = NULL;
+	*(lib->idle_last ? &lib->idle_last->idle_next : &lib->idle_first) = f;
+	lib->idle_last = f;
+	f->in_idle = true;
+	lib->idle_entries += f->n_children;
+}
+
+/* Slot s was not in use and is now (under the lock): its listing is not idle, and its
+ * folders above are in use through it, as far up as they were not already. */
+static void became_busy(struct library *lib, struct lib_slot *s)
+{
+	for (;;) {
+		idle_remove(lib, s);
+		struct lib_slot *f = s->folder;
+		if (!f || f->busy_children++ || f->holds)
+			return;
+		s = f;
+	}
+}
+
+/* Slot s was in use and is not now (under the lock): its listing idle, and so its
+ * folders above, as far up as nothing else uses them. */
+static void became_idle(struct library *lib, struct lib_slot *s)
+{
+	for (;;) {
+		idle_append(lib, s);
+		struct lib_slot *f = s->folder;
+		if (!f || --f->busy_children || f->holds)
+			return;
+		s = f;
+	}
+}
+
+/* True while slot s is held, or a slot of its listing is in use (under the lock). */
+static bool in_use(const struct lib_slot *s)
+{
+	return s->holds || s->busy_children;
+}
+
+/* Frees slot s, held by nothing and in no listing, and in turn the slots of its
+ * listing not in use, by a list rather than by recursion: a deep folder does not make a
+ * deep stack. Slots of its listing still in use stay, out of any listing. */
+static void free_slots(struct library *lib, struct lib_slot *s)
+{
 	s->next_free = NULL;
 	for (struct lib_slot *todo = s; todo; ) {
 		s = todo;
 		todo = s->next_free;
+		idle_remove(lib, s);
 		for (size_t i = 0; i < s->n_children; i++) {
 			struct lib_slot *c = s->children[i];
 			c->folder = NULL;
-			if (--c->holds == 0) {
+			if (!c->holds) {
 				c->next_free = todo;
 				todo = c;
 			}
@@ -166,8 +256,67 @@ void lib_slot_drop(struct library *lib, struct lib_slot *s)
 			lib->idle_built--;
 		lib_compares_forget(lib, s->no);
 		place_free(lib, s->no);
-		slot_free(s);
+		slot_free(lib, s);
+		atomic_fetch_sub(&lib->live_slots, 1);
 	}
+}
+
+/* Takes slot s out of its folder's listing (under the lock; the caller takes it out of
+ * the array): freed unless held, its folder in use through it no more. */
+static void leave_folder(struct library *lib, struct lib_slot *s)
+{
+	struct lib_slot *f = s->folder;
+	s->folder = NULL;
+	if (in_use(s) && f && --f->busy_children == 0 && !f->holds)
+		became_idle(lib, f);
+	if (!s->holds)
+		free_slots(lib, s);
+}
+
+void lib_slot_hold(struct library *lib, struct lib_slot *s)
+{
+	if (s->holds++ == 0 && !s->busy_children)
+		became_busy(lib, s);
+}
+
+void lib_slot_drop(struct library *lib, struct lib_slot *s)
+{
+	if (--s->holds)
+		return;
+	if (!s->busy_children)
+		became_idle(lib, s);
+	if (!s->folder && s != lib->root)
+		free_slots(lib, s);
+}
+
+/* Lets go of idle folder f's listing (under the lock): every slot in it is freed (none
+ * is in use, f being idle), and f is listed again when next used. */
+static void unlist(struct library *lib, struct lib_slot *f)
+{
+	idle_remove(lib, f);
+	struct lib_slot **children = f->children;
+	size_t n = f->n_children;
+	f->children = NULL;
+	f->n_children = 0;
+	f->listed = false;
+	for (size_t i = 0; i < n; i++)
+		leave_folder(lib, children[i]);
+	free(children);
+}
+
+void lib_listings_trim(struct library *lib)
+{
+	while (lib->idle_entries > LIB_KEEP_IDLE_ENTRIES && lib->idle_first)
+		unlist(lib, lib->idle_first);
+}
+
+bool lib_shrunk(struct library *lib)
+{
+	const uint64_t live = atomic_load(&lib->live_slots);
+	if (lib->slots_peak < live + LIB_KEEP_IDLE_ENTRIES / 2)
+		return false;
+	lib->slots_peak = live;
+	return true;
 }
 
 void library_set_requantize(struct library *lib, bool on)
@@ -204,7 +353,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 		root->parent = LIB_ROOT_INO;
 		pthread_mutex_lock(&lib->lock);
 		r = lib_folder_list(lib, root, true, err);
-		pthread_mutex_unlock(&lib->lock);
+		lib_unlock(lib);
 	} else {
 		snprintf(err, GGUF_ERR_MAX, "%s", strerror(-r));
 	}
@@ -220,7 +369,7 @@ void library_free(struct library *lib)
 	if (!lib)
 		return;
 	for (size_t i = 0; i < lib->n_slots; i++)
-		slot_free(lib->slots[i]);
+		slot_free_now(lib->slots[i]);
 	free(lib->slots);
 	free(lib->free_nos);
 	lib_compares_free(lib);
@@ -262,25 +411,6 @@ static struct lib_slot *child_named(const struct lib_slot *f, const char *name)
 	return NULL;
 }
 
-/* Takes folder f, which its source says is no folder, out of its folder's listing
- * (under the lock): lookups and listings no longer find it. The listing's hold on it
- * goes, unless it is the last (the caller's is then gone already: it stays till the
- * end). */
-static void forget_child(struct library *lib, struct lib_slot *f)
-{
-	struct lib_slot *p = f->folder;
-	for (size_t i = 0; p && i < p->n_children; i++) {
-		if (p->children[i] == f) {
-			memmove(&p->children[i], &p->children[i + 1],
-			        (p->n_children - i - 1) * sizeof *p->children);
-			p->n_children--;
-			if (f->holds > 1)
-				lib_slot_drop(lib, f);
-			break;
-		}
-	}
-}
-
 /* Leaves out of e (n entries) the folders that are folder f itself or a folder above
  * it, by device and inode (a symbolic link back up: x -> ., up -> ..): a walk that
  * followed them would never end, as models.tsv's did. A source without inode numbers
@@ -301,59 +431,18 @@ static void drop_loops(const struct lib_slot *f, struct lib_entry *e, size_t *n)
 	*n = k;
 }
 
-int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char err[GGUF_ERR_MAX])
+/* Folder f's new listing from e (*n entries, the loops left out of them; f held): 0
+ * with f's listing replaced, the slots of names gone or of versions gone taken out of it
+ * (freed unless held); or -ENOMEM with f's listing as it was. The caller frees e. */
+static int relist(struct library *lib, struct lib_slot *f, struct lib_entry *e, size_t *n,
+                  uint64_t version, char err[GGUF_ERR_MAX])
 {
-	const struct lib_source *src = lib->src;
-	if (f->listed && !force && src->ops->unchanged(src->ctx, f->src, f->dir_version))
-		return 0;
-	/* one listing of a folder at a time: one that ends while this waits was asked for
-	 * after this was, and is as fresh as this one would be */
-	const uint64_t asked = f->lists_done;
-	/* held for the while the lock is dropped, waiting or listing: a caller may not hold
-	 * it (compare/ lists the folder of its model, which no slot holds), and the listing
-	 * that ends while this waits may find it let go of and free it */
-	lib_slot_hold(f);
-	while (f->listing)
-		pthread_cond_wait(&lib->listed, &lib->lock);
-	if (f->holds == 1) {
-		lib_slot_drop(lib, f);
-		snprintf(err, GGUF_ERR_MAX, "the folder went while it was listed");
-		return -ENOENT;
-	}
-	if (f->lists_done != asked && f->listed) {
-		lib_slot_drop(lib, f);
-		return 0;
-	}
-	/* the source is asked without the lock: a listing may take many requests, and
-	 * every other lookup and read goes on meanwhile (slots, their names and paths stay
-	 * while the library lives) */
-	struct lib_entry *e;
-	size_t n;
-	uint64_t version;
-	f->listing = true;
-	pthread_mutex_unlock(&lib->lock);
-	int r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
-	pthread_mutex_lock(&lib->lock);
-	f->listing = false;
-	pthread_cond_broadcast(&lib->listed);
-	if (f->holds == 1) {   /* let go of meanwhile: what was listed is no one's */
-		if (r == 0)
-			lib_entries_free(e, n);
-		lib_slot_drop(lib, f);
-		snprintf(err, GGUF_ERR_MAX, "the folder went while it was listed");
-		return -ENOENT;
-	}
-	lib_slot_drop(lib, f);
-	if (r == -ENOENT && f->no != 0 && src->listed_once)
-		forget_child(lib, f);
-	if (r < 0)
-		return r;
-	drop_loops(f, e, &n);
+	drop_loops(f, e, n);
 	struct lib_name *names;
 	size_t n_names;
-	r = lib_names(e, n, f->no == 0, &names, &n_names);
+	int r = lib_names(e, *n, f->no == 0, &names, &n_names);
 	struct lib_slot **children = r == 0 ? calloc(n_names ? n_names : 1, sizeof *children) : NULL;
-	if (!children)
+	if (r == 0 && !children)
 		r = -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n_names; i++) {
 		const struct lib_name *ln = &names[i];
@@ -363,7 +452,6 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		if (old && old->type == ln->type &&
 		    (ln->type == LIB_NODE_DIR || old->version == ln->version)) {
 			children[i] = old;
-			lib_slot_hold(old);
 			old->dev = le->st.st_dev;
 			old->ino = le->st.st_ino;
 			continue;
@@ -398,10 +486,10 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		s->ino = le->st.st_ino;
 		s->files = ln->files;
 		children[i] = s;
-		lib_slot_hold(s);
 	}
-	/* the new listing holds its slots, then the old one lets go of its own: the slots of
-	 * versions gone are freed, unless in use */
+	/* the new listing takes the place of the old: the slots of the old one not in the
+	 * new leave (versions gone, freed unless in use); on failure, the slots made for
+	 * the new one, in no listing, are freed */
 	struct lib_slot **drop = r == 0 ? f->children : children;
 	size_t n_drop = r == 0 ? f->n_children : n_names;
 	if (r == 0) {
@@ -410,18 +498,62 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 		f->listed = true;
 		f->lists_done++;
 		f->dir_version = version;
-		for (size_t i = 0; i < n_drop; i++)
-			if (child_named(f, drop[i]->name) != drop[i])
-				drop[i]->folder = NULL;
 	} else {
 		snprintf(err, GGUF_ERR_MAX, "%s: out of memory listing the folder",
 		         *f->path ? f->path : "/");
 	}
 	for (size_t i = 0; drop && i < n_drop && drop[i]; i++)
-		lib_slot_drop(lib, drop[i]);
+		if (child_named(f, drop[i]->name) != drop[i])
+			leave_folder(lib, drop[i]);
 	free(drop);
 	lib_names_free(names, n_names);
-	lib_entries_free(e, n);
+	return r;
+}
+
+int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char err[GGUF_ERR_MAX])
+{
+	const struct lib_source *src = lib->src;
+	if (f->listed && !force && src->ops->unchanged(src->ctx, f->src, f->dir_version))
+		return 0;
+	/* one listing of a folder at a time: one that ends while this waits was asked for
+	 * after this was, and is as fresh as this one would be */
+	const uint64_t asked = f->lists_done;
+	/* held till the end: the lock is dropped while waiting or listing, and a caller
+	 * may not hold it (compare/ lists the folder of its model, which no slot holds);
+	 * the listing that ends while this waits may find it let go of; and an idle folder's
+	 * listing may be let go at any time, a held one's not */
+	lib_slot_hold(lib, f);
+	while (f->listing)
+		pthread_cond_wait(&lib->listed, &lib->lock);
+	int r = 0;
+	if (f->holds == 1 && !f->folder && f != lib->root) {
+		snprintf(err, GGUF_ERR_MAX, "the folder went while it was listed");
+		r = -ENOENT;
+	}
+	if (r == 0 && (f->lists_done == asked || !f->listed)) {
+		/* the source is asked without the lock: a listing may take many requests, and
+		 * every other lookup and read goes on meanwhile */
+		struct lib_entry *e;
+		size_t n;
+		uint64_t version;
+		f->listing = true;
+		lib_unlock(lib);
+		r = src->ops->list(src->ctx, f->src, &e, &n, &version, err);
+		pthread_mutex_lock(&lib->lock);
+		f->listing = false;
+		pthread_cond_broadcast(&lib->listed);
+		const bool got = r == 0;
+		if (got && f->holds == 1 && !f->folder && f != lib->root) {
+			/* let go of meanwhile: what was listed is no one's */
+			snprintf(err, GGUF_ERR_MAX, "the folder went while it was listed");
+			r = -ENOENT;
+		} else if (got) {
+			r = relist(lib, f, e, &n, version, err);
+		}
+		if (got)
+			lib_entries_free(e, n);
+	}
+	lib_slot_drop(lib, f);
 	return r;
 }
 
@@ -434,11 +566,14 @@ int lib_folder_refresh(struct library *lib, struct lib_slot *f, bool force)
 	return r;
 }
 
-/* The least recently used built models without users are released while more than
- * LIB_KEEP_IDLE are built (under the lock): their numbers stay theirs. */
+/* The least recently used built models without users are taken out of their slots
+ * into lib->trimmed, released at lib_unlock (at most LIB_TRIM_MAX a call; the next call
+ * goes on), while more than LIB_KEEP_IDLE are built (under the lock): their numbers stay
+ * theirs. */
 static void trim(struct library *lib)
 {
-	while (lib->idle_built > LIB_KEEP_IDLE) {
+	struct lib_trimmed *out = &lib->trimmed;
+	while (lib->idle_built > LIB_KEEP_IDLE && out->n < LIB_TRIM_MAX) {
 		struct lib_slot *lru = NULL;
 		for (size_t i = 1; i < lib->n_slots; i++) {
 			struct lib_slot *s = lib->slots[i];
@@ -447,8 +582,8 @@ static void trim(struct library *lib)
 		}
 		if (!lru)
 			return;
-		tree_release(lru->t);
-		model_close(lru->m);
+		out->t[out->n] = lru->t;
+		out->m[out->n++] = lru->m;
 		lru->t = NULL;
 		lru->m = NULL;
 		lru->state = MODEL_UNBUILT;
@@ -505,7 +640,7 @@ static void build(struct library *lib, struct lib_slot *s)
 	/* read under the lock: models.tsv's rows (lib_slot_row) set it without waiting for
 	 * builds */
 	const bool want_row = !s->row;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 
 	char err[GGUF_ERR_MAX];
 	bool stale;
@@ -549,6 +684,8 @@ static void build(struct library *lib, struct lib_slot *s)
 		s->m = m;
 		s->t = t;
 		s->state = MODEL_BUILT;
+		if (lib->leaving)   /* built while the mount ends */
+			remote_leaving(m->remote);
 		if (!s->row)
 			s->row = row;
 		else
@@ -667,6 +804,22 @@ static void unref(struct library *lib, struct lib_ref *r)
 	lib_slot_drop(lib, r->slot);
 }
 
+/* True when slot s would have been freed but for the kernel's lookups (under the
+ * lock): neither it nor a folder above it up to one in a listing is held otherwise (an
+ * open file, a request), and that chain of folders ends out of any listing (a version
+ * gone from its folder, or under a folder gone). Its number names nothing any more, as
+ * a freed slot's: the kernel's lookups keep the number, not the version. */
+static bool slot_gone(const struct library *lib, const struct lib_slot *s)
+{
+	for (const struct lib_slot *a = s; a != lib->root; a = a->folder) {
+		if (a->holds != a->kernel)
+			return false;
+		if (!a->folder)
+			return true;
+	}
+	return false;
+}
+
 /* library_get under the lock. The slot is held from the start: a build drops the lock,
  * and a listing meanwhile may let go of the slot. */
 static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct lib_ref *r)
@@ -682,11 +835,13 @@ static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct
 	struct lib_slot *s = slot_numbered(lib, no, &ret);
 	if (!s)
 		return ret;
+	if (slot_gone(lib, s))
+		return -ESTALE;
 	r->slot = s;
-	lib_slot_hold(s);
+	lib_slot_hold(lib, s);
 	ret = slot_ref(lib, s, low, want_build, r);
 	if (ret == 0 && r->other)
-		lib_slot_hold(r->other);
+		lib_slot_hold(lib, r->other);
 	if (ret == 0) {
 		r->pinned = true;
 		return 0;
@@ -702,7 +857,8 @@ int library_get(struct library *lib, uint64_t ino, bool want_build, struct lib_r
 	pthread_mutex_lock(&lib->lock);
 	int ret = get_locked(lib, ino, want_build, r);
 	trim(lib);
-	pthread_mutex_unlock(&lib->lock);
+	lib_listings_trim(lib);
+	lib_unlock(lib);
 	return ret;
 }
 
@@ -776,9 +932,10 @@ int library_lookup(struct library *lib, uint64_t parent, const char *name, struc
 		ret = -ENOTDIR;
 	}
 	unref(lib, &p);
-out:
+out:;
 	trim(lib);
-	pthread_mutex_unlock(&lib->lock);
+	lib_listings_trim(lib);
+	lib_unlock(lib);
 	return ret;
 }
 
@@ -789,10 +946,10 @@ void library_hold(struct library *lib, struct lib_ref *r)
 	pthread_mutex_lock(&lib->lock);
 	if (r->held)
 		r->slot->users++;
-	lib_slot_hold(r->slot);
+	lib_slot_hold(lib, r->slot);
 	if (r->other)
-		lib_slot_hold(r->other);
-	pthread_mutex_unlock(&lib->lock);
+		lib_slot_hold(lib, r->other);
+	lib_unlock(lib);
 }
 
 void library_put(struct library *lib, struct lib_ref *r)
@@ -802,7 +959,8 @@ void library_put(struct library *lib, struct lib_ref *r)
 	pthread_mutex_lock(&lib->lock);
 	unref(lib, r);
 	trim(lib);
-	pthread_mutex_unlock(&lib->lock);
+	lib_listings_trim(lib);
+	lib_unlock(lib);
 }
 
 /* Read bits of mode only, as the tree limits its own (tree_mode). */
@@ -888,14 +1046,16 @@ void library_list_free(struct library *lib, struct lib_list_entry *e, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (e[i].held)
 			lib_slot_drop(lib, e[i].held);
-	pthread_mutex_unlock(&lib->lock);
+	lib_listings_trim(lib);
+	lib_unlock(lib);
 	free(e);
 }
 
 /* The entry of the listing naming slot c, numbered ino, held (under the lock). */
-static struct lib_list_entry list_entry(struct lib_slot *c, uint64_t ino, bool dir)
+static struct lib_list_entry list_entry(struct library *lib, struct lib_slot *c, uint64_t ino,
+                                        bool dir)
 {
-	lib_slot_hold(c);
+	lib_slot_hold(lib, c);
 	return (struct lib_list_entry){ c->name, ino, dir, c };
 }
 
@@ -915,9 +1075,9 @@ static int list_compare(struct library *lib, struct lib_slot *s, struct lib_list
 		struct lib_slot *c = f->children[i];
 		if (c->type != LIB_NODE_MODEL || c == s)
 			continue;
-		e[k++] = list_entry(c, ino_of(s->no, LIB_COMPARE_LOW + 1 + c->no), false);
+		e[k++] = list_entry(lib, c, ino_of(s->no, LIB_COMPARE_LOW + 1 + c->no), false);
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	if (ret < 0) {
 		library_list_free(lib, e, k);
 		return ret;
@@ -961,9 +1121,9 @@ int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_e
 	}
 	for (size_t i = 0; e && i < f->n_children; i++) {
 		struct lib_slot *c = f->children[i];
-		e[k++] = list_entry(c, ino_of(c->no, 1), c->type != LIB_NODE_FILE);
+		e[k++] = list_entry(lib, c, ino_of(c->no, 1), c->type != LIB_NODE_FILE);
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	if (ret < 0) {
 		library_list_free(lib, e, k);
 		return ret;
@@ -1016,7 +1176,7 @@ int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs
 	default:
 		ret = -ENOMEM;
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	return ret;
 }
 
@@ -1059,13 +1219,46 @@ const char *library_error_text(const struct lib_ref *r)
 	return r->kind == LIB_ERROR ? r->slot->error : NULL;
 }
 
+void library_kernel_hold(struct library *lib, const struct lib_ref *r)
+{
+	if (!r->slot)
+		return;   /* the root's own files: the root stays */
+	pthread_mutex_lock(&lib->lock);
+	lib_slot_hold(lib, r->slot);
+	r->slot->kernel++;
+	lib_unlock(lib);
+}
+
+void library_forget(struct library *lib, uint64_t ino, uint64_t n)
+{
+	pthread_mutex_lock(&lib->lock);
+	int err;
+	struct lib_slot *s = slot_numbered(lib, ino >> LIB_LOW_BITS, &err);
+	const uint64_t k = s && n < s->kernel ? n : s ? s->kernel : 0;
+	if (k) {
+		s->kernel -= k;
+		s->holds -= k - 1;   /* (holds >= kernel >= k) and the last through the drop */
+		lib_slot_drop(lib, s);
+		lib_listings_trim(lib);
+	}
+	const bool shrunk = lib_shrunk(lib);
+	lib_unlock(lib);
+	if (shrunk)
+		mem_give_back();
+}
+
+uint64_t library_slots(struct library *lib)
+{
+	return atomic_load(&lib->live_slots);
+}
+
 void library_counts(struct library *lib, uint64_t *opened, uint64_t *built)
 {
 	pthread_mutex_lock(&lib->lock);
 	uint64_t b = 0;
 	for (size_t i = 1; i < lib->n_slots; i++)
 		b += lib->slots[i] && lib->slots[i]->state == MODEL_BUILT;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	*opened = atomic_load(&lib->opened);
 	*built = b;
 }
@@ -1073,12 +1266,11 @@ void library_counts(struct library *lib, uint64_t *opened, uint64_t *built)
 void library_leaving(struct library *lib)
 {
 	pthread_mutex_lock(&lib->lock);
+	lib->leaving = true;
 	for (size_t i = 1; i < lib->n_slots; i++) {
 		const struct lib_slot *s = lib->slots[i];
-		if (s && s->state == MODEL_BUILT) {
-			tree_leaving(s->t);
+		if (s && s->state == MODEL_BUILT)
 			remote_leaving(s->m->remote);
-		}
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 }

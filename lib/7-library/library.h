@@ -20,13 +20,22 @@
  * under the next generation; a place whose generations are used up is not taken again.
  * So memory follows the versions the folders hold now, and a number the kernel may
  * still hold (a cwd in a folder removed) names nothing, ESTALE, rather than another
- * file.
+ * file. A number the kernel was given by a lookup holds its slot until the kernel
+ * forgets it (library_kernel_hold, library_forget): the same name leads to it meanwhile.
  *
  * Lazy and bounded: listing a folder reads its source listing only; a model is opened
  * and its tree built at the first lookup inside its directory (or a read of models.tsv,
  * which opens every model once and keeps only its row). At most LIB_KEEP_IDLE built
  * models without a user (a request in progress or an open file) stay built: past that
  * the least recently used is released (tree, mapping), to be built again when used.
+ * A slot is in use while held (a lookup the kernel keeps, a request, an open file) and
+ * a folder while a slot of its listing is; a folder in use keeps its listing. Of a local
+ * source's folders not in use (lib_source.links: symbolic links may give a folder
+ * 2^n paths, each a folder here), the listings of the most recently used are kept up to
+ * LIB_KEEP_IDLE_ENTRIES slots in all, the least recently used let go past that (its
+ * slots freed: listed again, under new numbers, when next used), and a large release's
+ * memory given back (mem_give_back.h); other sources' folders have one path each, and
+ * keep their listings.
  *
  * compare/ (library_compare.c): in every model directory, a file for each other model
  * of the same folder holding `ggufs --diff THIS OTHER`. Listing it reads the folder's
@@ -52,6 +61,8 @@
 #define LIB_JSON_INO 3
 #define LIB_ERROR_LOW 2
 #define LIB_KEEP_IDLE 8
+/* slots in the listings of idle folders kept (a local source's: see the top) */
+#define LIB_KEEP_IDLE_ENTRIES 2048
 /* A slot number: its place in the table (at most LIB_SLOTS_MAX live slots), and the
  * place's generation in the bits above; every number fits 31 bits, and so every inode
  * number 63. */
@@ -103,9 +114,10 @@ void library_set_requantize(struct library *lib, bool on);
 /* How the quants/ of every model of lib are made and kept (tree_set_quant_cache),
  * copied; before anything is read. false out of memory. */
 bool library_set_quant_cache(struct library *lib, const struct tree_quant_cache *c);
-/* The mount is ending: every model of lib built now lets go of its disk cache entries
- * (tree_leaving: its quants/ files; remote_leaving: a remote model's blocks), so that a
- * quick remount waits for them instead of going without. Under the library's lock. */
+/* The mount is ending: every remote model of lib, built now or from now on, lets go of
+ * its disk cache entries (remote_leaving), so that a quick remount waits for them
+ * instead of going without (their quants/ files are the mount's pool's to hand over:
+ * computed_pool_leaving). Safe while requests are served. */
 void library_leaving(struct library *lib);
 
 /* The node of ino into *r, held (library_put lets go): 0, -ENOENT for a number never
@@ -196,7 +208,18 @@ int library_model_paths(struct library *lib, char ***paths, size_t *n);
 struct ggufs_model *library_model_open(struct library *lib, const char *path,
                                        char err[GGUF_ERR_MAX]);
 
-/* For tests and the root's attributes: models opened so far, and built now. */
+/* The kernel keeps the number it was given for r (a lookup's reply): r's slot is held
+ * until the kernel forgets it (library_forget), so that the number stays the slot's and
+ * its name leads to it. Nothing for the root's own files. */
+void library_kernel_hold(struct library *lib, const struct lib_ref *r);
+/* The kernel forgot n of its lookups of ino (FUSE's FORGET): that many of the kernel's
+ * holds on its slot let go (no more than it has; nothing for a number that names no
+ * slot), and the slot freed, or its folder's listing left idle, when nothing else uses
+ * it. */
+void library_forget(struct library *lib, uint64_t ino, uint64_t n);
+/* For tests and the root's attributes: models opened so far, and built now; slots now
+ * (every folder, file and model version held, the root's among them). */
 void library_counts(struct library *lib, uint64_t *opened, uint64_t *built);
+uint64_t library_slots(struct library *lib);
 
 #endif

@@ -144,10 +144,10 @@ static int64_t made(struct library *lib, const struct lib_ref *r, char *buf, uin
 	if (c && (c->text || !buf)) {
 		*size = c->len;
 		const int64_t n = buf ? slice(lib, c, buf, len, off) : 0;
-		pthread_mutex_unlock(&lib->lock);
+		lib_unlock(lib);
 		return n;
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 
 	pthread_mutex_lock(&lib->compare_lock);
 	pthread_mutex_lock(&lib->lock);
@@ -158,7 +158,7 @@ static int64_t made(struct library *lib, const struct lib_ref *r, char *buf, uin
 		*size = c->len;
 		ret = buf ? slice(lib, c, buf, len, off) : 0;
 	}
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	if (!ready) {
 		char name[2 * 4096 + 16];
 		snprintf(name, sizeof name, "%s/%s/%s", s->path, LIB_COMPARE_NAME, o->name);
@@ -171,7 +171,7 @@ static int64_t made(struct library *lib, const struct lib_ref *r, char *buf, uin
 			c = keep(lib, find(lib, s->no, o->no), s->no, o->no, text, n);
 			if (c && buf)
 				ret = slice(lib, c, buf, len, off);
-			pthread_mutex_unlock(&lib->lock);
+			lib_unlock(lib);
 			if (!c) {
 				/* made again at every read, it would be made for every 128 KiB */
 				free(text);
@@ -209,7 +209,7 @@ uint64_t library_compare_known(struct library *lib, const struct lib_ref *r)
 	pthread_mutex_lock(&lib->lock);
 	const struct lib_compare *c = find(lib, r->slot->no, r->other->no);
 	const uint64_t size = c ? c->len : 0;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	return size;
 }
 

@@ -46,13 +46,24 @@ struct lib_child {
 
 struct lib_slot {
 	uint64_t no;              /* generation << LIB_INDEX_BITS | its place in lib->slots */
-	/* what holds it (freed at none): its folder's listing, each lib_ref in use, each
-	 * computation's hold; the root, the library itself */
+	/* what holds it beside its folder's listing (it is freed when nothing does and no
+	 * listing has it): each lib_ref in use, each computation's, walk's and listing's
+	 * hold, and the kernel's lookups not yet forgotten (kernel of them); the root: the
+	 * library itself */
 	uint64_t holds;
-	/* the folder whose listing holds it: NULL for the root, and once it is not in that
+	uint64_t kernel;
+	/* the folder whose listing has it: NULL for the root, and once it is not in that
 	 * listing any more (a folder does not hold it otherwise, nor it its folder) */
 	struct lib_slot *folder;
-	struct lib_slot *next_free;   /* a list of slots being freed (lib_slot_drop) */
+	/* the slots of its listing in use: held, or (a folder) with such slots in its own
+	 * listing. A slot is in use while held or while this is not 0; a folder not in use
+	 * is idle, and its listing may be let go (lib_listings_trim) */
+	uint64_t busy_children;
+	/* an idle folder with a listing kept: its place in lib's list of them */
+	struct lib_slot *idle_prev, *idle_next;
+	bool in_idle;
+	struct lib_slot *next_free;   /* a list of slots being freed (lib_slot_drop), then of
+	                               * those freed whose model waits for lib_unlock */
 	enum lib_node_type type;
 	/* its names, each kept once: src the entry's path in the source (the folder, the
 	 * file, a model's first file), taken from its listing (owns_src) or lent by a
@@ -98,6 +109,14 @@ struct lib_compare {
 	uint64_t last_used;       /* the library's clock at its last read */
 };
 
+/* Built models taken out of their slots by trim, released at lib_unlock. */
+#define LIB_TRIM_MAX 4
+struct lib_trimmed {
+	struct tree *t[LIB_TRIM_MAX];
+	struct ggufs_model *m[LIB_TRIM_MAX];
+	unsigned n;
+};
+
 struct library {
 	struct lib_source *src;
 	pthread_mutex_t lock;      /* everything below, and every slot's fields */
@@ -114,6 +133,13 @@ struct library {
 	size_t first_free, n_free, cap_free;
 	uint64_t clock;
 	size_t idle_built;         /* built models without users */
+	/* the idle folders whose listings are kept, least recently idle first, and the
+	 * slots of those listings (a source whose folders may show under many paths,
+	 * lib_source.links, keeps at most LIB_KEEP_IDLE_ENTRIES of them) */
+	struct lib_slot *idle_first, *idle_last;
+	size_t idle_entries;
+	atomic_uint_fast64_t live_slots;   /* slots now, the root's among them */
+	uint64_t slots_peak;       /* the most live slots since memory was last given back */
 	atomic_uint_fast64_t opened, tsv_size, json_size;
 	/* the comparisons kept, and their texts' bytes (under lock) */
 	struct lib_compare *compares;
@@ -123,12 +149,34 @@ struct library {
 	atomic_uint_fast64_t compares_made;
 	bool requantize;           /* every model's tree: tree_set_requantize */
 	struct tree_quant_cache quant_cache;   /* every model tree's (dir malloc'ed) */
+	bool leaving;              /* library_leaving: a model built from now on is told */
+	/* what the lock's holder let go and lib_unlock releases once it is let go: slots
+	 * freed with a built model (by next_free), models trimmed */
+	struct lib_slot *gone;
+	struct lib_trimmed trimmed;
 };
 
+/* Lets go of lib->lock, then releases the models slots freed or trim took meanwhile
+ * (lib->gone, lib->trimmed): closing a model waits for its quants/ blocks in flight and
+ * unmaps its files, which no request should wait for under the lock. Every holder of
+ * the lock lets go of it here. */
+void lib_unlock(struct library *lib);
+
 /* One more hold on slot s, and one less (under lib->lock): a slot let go by its last
- * hold is freed, and so, in turn, what it alone held (its listing's slots, its folder). */
-void lib_slot_hold(struct lib_slot *s);
+ * hold and in no listing is freed, and so, in turn, what it alone held (its listing's
+ * slots not in use). A folder's last hold let go leaves its listing idle (kept, up to
+ * the bound of lib_listings_trim). */
+void lib_slot_hold(struct library *lib, struct lib_slot *s);
 void lib_slot_drop(struct library *lib, struct lib_slot *s);
+/* Lets go of the listings of the least recently idle folders while more than
+ * LIB_KEEP_IDLE_ENTRIES slots are in them (under lib->lock; nothing for a source whose
+ * folders each have one path): their slots are freed, numbers and all, and listed again
+ * (with new numbers) when next used. */
+void lib_listings_trim(struct library *lib);
+/* True, once, when the slots freed since the last time are worth giving their memory
+ * back for (mem_give_back, after the lock is let go): fewer than half the most there
+ * were since, and LIB_KEEP_IDLE_ENTRIES fewer at least (under lib->lock). */
+bool lib_shrunk(struct library *lib);
 
 /* Lists folder (when it changed, or always with force) under lib->lock, which it drops
  * while the source lists (holding the folder meanwhile: a caller must not keep pointers

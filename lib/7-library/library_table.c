@@ -1,5 +1,6 @@
 /* models.tsv and models.json: one row per model of the library, from its header alone,
- * each model opened at most once per version for it (its row is kept in its slot). */
+ * each model opened once per version for it while its slot lives (its row is kept in its
+ * slot: a folder's listing let go while idle, library.h, takes its rows with it). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 
 #include "json_string.h"
 #include "library_impl.h"
+#include "mem_give_back.h"
 #include "render_summary.h"
 #include "sink.h"
 
@@ -86,7 +88,7 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 {
 	pthread_mutex_lock(&lib->lock);
 	struct lib_row *row = s->row;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	if (row)
 		return row;
 	/* the header alone: no tree, and the model closed again at once */
@@ -104,7 +106,7 @@ const struct lib_row *lib_slot_row(struct library *lib, struct lib_slot *s)
 	else
 		lib_row_free(row);
 	row = s->row;
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	return row;
 }
 
@@ -180,7 +182,7 @@ static int collect(struct library *lib, struct lib_slot *f, struct walk *w, unsi
 	if (count)
 		memcpy(children, f->children, count * sizeof *children);
 	for (size_t i = 0; i < count; i++)
-		lib_slot_hold(children[i]);
+		lib_slot_hold(lib, children[i]);
 	int r = 0;
 	for (size_t i = 0; r == 0 && i < count; i++) {
 		struct lib_slot *c = children[i];
@@ -198,7 +200,7 @@ static int collect(struct library *lib, struct lib_slot *f, struct walk *w, unsi
 				w->cap_models = nc;
 			}
 			w->models[w->n_models++] = c;
-			lib_slot_hold(c);
+			lib_slot_hold(lib, c);
 		}
 	}
 	for (size_t i = 0; i < count; i++)
@@ -214,7 +216,7 @@ static int collect_all(struct library *lib, struct lib_slot ***models, size_t *n
 	struct walk w = { 0 };
 	pthread_mutex_lock(&lib->lock);
 	int r = collect(lib, lib->root, &w, 0);
-	pthread_mutex_unlock(&lib->lock);
+	lib_unlock(lib);
 	free(w.seen);
 	*models = w.models;
 	*n = w.n_models;
@@ -227,8 +229,12 @@ static void models_drop(struct library *lib, struct lib_slot **models, size_t n)
 	pthread_mutex_lock(&lib->lock);
 	for (size_t i = 0; i < n; i++)
 		lib_slot_drop(lib, models[i]);
-	pthread_mutex_unlock(&lib->lock);
+	lib_listings_trim(lib);
+	const bool shrunk = lib_shrunk(lib);
+	lib_unlock(lib);
 	free(models);
+	if (shrunk)
+		mem_give_back();
 }
 
 /* Models whose rows are opened for at once: a remote library's headers, fetched at most

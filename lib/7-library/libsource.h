@@ -48,9 +48,9 @@ bool lib_entry_name(struct lib_entry *e, const char *dir, const char *name, size
 
 struct lib_source_ops {
 	/* The entries of folder dir (files and folders only, in any order) into *out, and
-	 * the folder's own version into *version: 0, or -errno with one line in err;
-	 * -ENOENT when dir is no folder (any more), which takes it out of its parent's
-	 * listing. */
+	 * the folder's own version into *version: 0, or -errno with one line in err
+	 * (-ENOENT when dir is no folder any more). A folder its parent's listing named
+	 * and whose names are all left out is an empty folder (0, no entries). */
 	int (*list)(void *ctx, const char *dir, struct lib_entry **out, size_t *n,
 	            uint64_t *version, char err[GGUF_ERR_MAX]);
 	/* True when folder dir still has the version a listing gave: its entries' names
@@ -109,6 +109,10 @@ struct lib_source {
 	                     * folder versions to ask about cheaply): a lookup is answered
 	                     * from it, with no fresh look at the entry (a changed object is
 	                     * still caught by its ETag when read) */
+	bool links;   /* its folders may show under many paths (symbolic links are followed;
+	               * each path is a folder of the library, and n levels of two links
+	               * each make 2^n): the listings of folders nobody uses are let go past
+	               * a bound (library.h) */
 };
 
 /* The local folder at root (made absolute: the daemon changes its directory to "/"):

@@ -445,6 +445,7 @@ struct lib_source *lib_source_local(const char *root, bool confine, char err[GGU
 	ls->root = abs;
 	ls->confine = confine;
 	s->ops = &local_ops;
+	s->links = true;
 	s->ctx = ls;
 	return s;
 }

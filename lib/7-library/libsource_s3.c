@@ -116,19 +116,13 @@ static int s3src_list(void *ctx, const char *dir, struct lib_entry **out, size_t
 	 * meanwhile may have taken some: then this one is refused) */
 	const uint64_t budget = atomic_load(&s->names_left);
 	uint64_t left = budget;
-	unsigned left_out;
-	if (s3_list(s->r, s->bucket_url, prefix, &left, &e, &ne, &left_out, err) < 0) {
+	if (s3_list(s->r, s->bucket_url, prefix, &left, &e, &ne, err) < 0) {
 		free(prefix);
 		return -EIO;
 	}
-	/* S3 has no empty folders: a prefix is there because keys are under it, so one
-	 * whose keys were all left out (a/../../x) is no folder */
-	if (*dir && !ne && left_out) {
-		gguf_errf(err, "s3://%s/%s: every name under it was left out: no folder", s->bucket,
-		          prefix);
-		free(prefix);
-		return -ENOENT;
-	}
+	/* a prefix whose keys were all left out (a/../../x, a control byte) is an empty
+	 * folder: its parent showed it, and it stays what it was shown as (the names left
+	 * out were logged by s3_list) */
 	free(prefix);
 	if (!names_take(s, budget - left)) {
 		s3_entries_free(e, ne);

@@ -72,6 +72,12 @@ bool mount_lookup(struct mount *m, uint64_t parent, const char *name, struct mou
 	return m->kind->lookup(m, parent, name, e, err);
 }
 
+void mount_forget(struct mount *m, uint64_t ino, uint64_t n)
+{
+	if (m->kind->forget)
+		m->kind->forget(m, ino, n);
+}
+
 /* The open file of fh, held (put_file lets go), or NULL once released. */
 static void *take_file(struct mount *m, uint64_t fh)
 {

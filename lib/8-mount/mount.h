@@ -117,6 +117,10 @@ int mount_passthrough_file(struct mount *m, const char **not_file);
  * not there is an entry of ino 0 (a negative entry, cached e->entry_ttl). */
 bool mount_lookup(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
                   struct mount_err *err);
+/* The kernel forgot n of the lookups that gave it ino (FUSE's FORGET: each entry
+ * mount_lookup gave with a number is one, until forgotten): a library lets go of what it
+ * kept for them; a model keeps nothing. */
+void mount_forget(struct mount *m, uint64_t ino, uint64_t n);
 /* The attributes of ino (of open file fh when not 0: a file opened keeps what it
  * opened), and how long they may be kept. */
 bool mount_getattr(struct mount *m, uint64_t ino, uint64_t fh, struct stat *st, double *ttl,

@@ -1,8 +1,8 @@
 /* The live counters that a mount's root shows as user.ggufs.* extended attributes, the
  * last error, and the cause of an EIO (the fetcher's last failure, or a local file that
- * shrank). lib/ reports events through evlog.h and counts its fetches
- * (remote_counters); nothing here costs a read anything but a relaxed atomic add, and
- * the counters are gathered only when an attribute is read. */
+ * shrank, or was written to under quants/). lib/ reports events through evlog.h and
+ * counts its fetches (remote_counters); nothing here costs a read anything but a relaxed
+ * atomic add, and the counters are gathered only when an attribute is read. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "iso_time.h"
 #include "mount_impl.h"
 #include "remote.h"
 #include "s3.h"
@@ -29,15 +30,6 @@ void mount_counters_init(struct mount_counters *c)
 void mount_counters_destroy(struct mount_counters *c)
 {
 	pthread_mutex_destroy(&c->error_lock);
-}
-
-/* "2026-12-01T15:30:00Z": the UTC time t in ISO 8601, into buf (24 bytes). */
-static const char *iso_time(time_t t, char buf[24])
-{
-	struct tm tm;
-	if (!gmtime_r(&t, &tm) || !strftime(buf, 24, "%Y-%m-%dT%H:%M:%SZ", &tm))
-		snprintf(buf, 24, "%lld", (long long)t);
-	return buf;
 }
 
 /* n's path in the tree ("tensors/NAME.f32", "gguf.json"), into buf. */
@@ -90,6 +82,16 @@ static bool local_shrink(struct mount_counters *c, const struct ggufs_model *m, 
 	return false;
 }
 
+/* For a local model whose file changed since it was parsed (model_changed: written to in
+ * place), what a quants/ file's EIO is for: said in the log once and kept as the last
+ * error, its text in why. */
+static void local_changed(struct mount_counters *c, const struct ggufs_model *m, char *why,
+                          size_t size)
+{
+	if (model_changed(m, why, size) && note_error(c, why))
+		evlog(EVLOG_ERR, NULL, "%s", why);
+}
+
 void mount_counted_eio(struct mount_counters *c, const struct tree *t, const struct tree_node *n,
                        uint64_t off, uint64_t len, struct mount_err *err)
 {
@@ -103,8 +105,8 @@ void mount_counted_eio(struct mount_counters *c, const struct tree *t, const str
 			snprintf(cause, sizeof cause, "%s", rc->last_error);
 			free(rc);
 		}
-	} else {
-		local_shrink(c, m, cause, sizeof cause);
+	} else if (!local_shrink(c, m, cause, sizeof cause) && tree_quants_changed(t, n)) {
+		local_changed(c, m, cause, sizeof cause);
 	}
 	if (!cause[0])
 		snprintf(cause, sizeof cause, "the bytes could not be read");
@@ -194,14 +196,14 @@ static void counter_value(struct mount_counters *c, const struct mount_counted *
 	}
 	case C_LAST_ERROR: {
 		/* the later of the fetcher's and the mount's own */
-		char when[24];
+		char when[ISO_TIME_BUF];
 		pthread_mutex_lock(&c->error_lock);
 		bool ours = c->last_error[0] &&
 		            (!rc->last_error[0] || c->last_error_time >= rc->last_error_time);
 		if (ours)
-			snprintf(buf, size, "%s %s", iso_time(c->last_error_time, when), c->last_error);
+			snprintf(buf, size, "%s %s", iso_time_format(c->last_error_time, when), c->last_error);
 		else if (rc->last_error[0])
-			snprintf(buf, size, "%s %s", iso_time(rc->last_error_time, when), rc->last_error);
+			snprintf(buf, size, "%s %s", iso_time_format(rc->last_error_time, when), rc->last_error);
 		else
 			buf[0] = 0;
 		pthread_mutex_unlock(&c->error_lock);

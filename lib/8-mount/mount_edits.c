@@ -186,8 +186,11 @@ static bool open_scratch(struct mount *m, struct scratch_file *f, int flags, uid
 	return true;
 }
 
-bool mount_edit_open_writer(struct mount *m, struct edit_file *h, const struct tree_node *n,
-                      int flags, struct mount_err *err)
+/* The open of a file whose name an edit may change, for writing when write (checked:
+ * metadata/KEY, its owner asking): f gets its text (or the truncation's empty one). */
+static bool mount_edit_open_writer(struct mount *m, struct edit_file *h,
+                                   const struct tree_node *n, int flags,
+                                   struct mount_err *err)
 {
 	if (!(h->key_writer = mount_edit_writer_reserve(m)))
 		return mount_edit_refused(m, -ENFILE, "too many keys open for writing at once (16)", err);
@@ -249,7 +252,7 @@ static bool ed_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 		return false;
 	bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
 	o->direct_io = write || changes;
-	o->keep_cache = !write && !changes;
+	o->keep_cache = !write && !changes && !tree_quants_changed(t, n);
 	if (n->kind == TREE_MODEL) {
 		o->pt_fd = tree_model_file_fd(t);
 		o->pt_not_file = mount_not_file(t);

@@ -5,7 +5,8 @@
  * What the kernel may cache: inside a model directory everything, as for one model (a
  * slot's version never changes); the names of library folders never, since the folder
  * they follow may change at any time, and the attributes of folders and of models.tsv
- * and models.json never either. */
+ * and models.json never either. Every number a lookup gives the kernel holds its slot
+ * until the kernel forgets it (library_kernel_hold, library_forget). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -80,8 +81,15 @@ static bool lib_lookup(struct mount *m, uint64_t parent, const char *name, struc
 	library_stat(m->library, &r, &e->attr);
 	e->attr_ttl = attr_fixed(&r) ? MOUNT_TTL_FOREVER : 0;
 	e->entry_ttl = inside_model(&r) ? MOUNT_TTL_FOREVER : 0;
+	library_kernel_hold(m->library, &r);   /* until the kernel forgets it */
 	library_put(m->library, &r);
 	return true;
+}
+
+/* The kernel forgot n lookups of ino: the holds lib_lookup took for them let go. */
+static void lib_forget(struct mount *m, uint64_t ino, uint64_t n)
+{
+	library_forget(m->library, ino, n);
 }
 
 static bool lib_getattr(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
@@ -126,8 +134,10 @@ static int open_dir(struct mount *m, struct lib_file *h, struct mount_open *o)
 /* A file (opened for reading: lib_open refused the rest). A model's file holds its
  * model built until released; a plain file is opened in the source (a replaced one
  * keeps the version it opened); models.tsv and models.json are made whole here, read
- * past the page cache, and so are compare/ files. model.gguf tells the front end its
- * file, which the kernel may read itself. why: a plain file's EIO's cause. */
+ * past the page cache, and so are compare/ files; a quant file of a model changed since
+ * it was built keeps none of its pages (tree_quants_changed). model.gguf tells the
+ * front end its file, which the kernel may read itself. why: a plain file's EIO's
+ * cause. */
 static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o,
                      char why[GGUF_ERR_MAX])
 {
@@ -141,7 +151,8 @@ static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o,
 	else if (k == LIB_TSV || k == LIB_JSON)
 		ret = library_table(m->library, k == LIB_JSON, &h->text, &h->len);
 	o->direct_io = k == LIB_TSV || k == LIB_JSON || k == LIB_COMPARE;
-	o->keep_cache = !o->direct_io;
+	o->keep_cache = !o->direct_io &&
+	                !(ret == 0 && k == LIB_TREE && tree_quants_changed(h->ref.tree, h->ref.node));
 	if (ret == 0 && k == LIB_TREE && h->ref.node->kind == TREE_MODEL) {
 		o->pt_fd = tree_model_file_fd(h->ref.tree);
 		o->pt_not_file = mount_not_file(h->ref.tree);
@@ -247,18 +258,21 @@ static void lib_statfs(struct mount *m, struct statvfs *sv)
 	(void)m, (void)sv;
 }
 
-/* The root's own counters beside the mount's: models opened so far, built now. */
-static const char *const lib_counter[] = { "user.ggufs.models_opened", "user.ggufs.models_built" };
+/* The root's own counters beside the mount's: models opened so far, built now, and
+ * the library's slots now. */
+static const char *const lib_counter[] = { "user.ggufs.models_opened", "user.ggufs.models_built",
+                                           "user.ggufs.slots" };
 
 static uint64_t lib_counter_value(struct mount *m, size_t i)
 {
-	uint64_t v[2];
+	uint64_t v[3];
 	library_counts(m->library, &v[0], &v[1]);
+	v[2] = library_slots(m->library);
 	return v[i];
 }
 
 static const struct mount_counted lib_counted = {
-	.extra = lib_counter, .n_extra = 2, .extra_value = lib_counter_value,
+	.extra = lib_counter, .n_extra = 3, .extra_value = lib_counter_value,
 };
 
 /* getxattr of name, or listxattr when name is NULL: a model's user.gguf.* from its tree
@@ -288,7 +302,7 @@ static int64_t lib_xattr(struct mount *m, uint64_t ino, const char *name, char *
 }
 
 static const struct mount_kind library_kind = {
-	.lookup = lib_lookup, .getattr = lib_getattr, .open = lib_open, .readdir = lib_readdir,
+	.lookup = lib_lookup, .forget = lib_forget, .getattr = lib_getattr, .open = lib_open, .readdir = lib_readdir,
 	.read = lib_read, .file_free = lib_file_free, .statfs = lib_statfs, .xattr = lib_xattr,
 };
 

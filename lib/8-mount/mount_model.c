@@ -56,9 +56,10 @@ static bool mm_getattr(struct mount *m, uint64_t ino, void *file, struct stat *s
 }
 
 /* Opens for reading anywhere. Contents are fixed, so the page cache (and a listing) may
- * be kept across opens; direct_io stays off so that mmap works. model.gguf tells the
- * front end its file, which the kernel may read itself (passthrough). The open file is
- * the tree (nothing is held per open, nor freed). */
+ * be kept across opens (but a quant file's once the model changed: tree_quants_changed);
+ * direct_io stays off so that mmap works. model.gguf tells the front end its file,
+ * which the kernel may read itself (passthrough). The open file is the tree (nothing is
+ * held per open, nor freed). */
 static bool mm_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
                        struct mount_open *o, struct mount_err *err)
 {
@@ -73,7 +74,8 @@ static bool mm_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 	} else if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) {
 		return mount_fail(err, EROFS);
 	} else {
-		o->keep_cache = true;
+		/* a quant file of a model changed since: its old pages let go, its reads EIO */
+		o->keep_cache = !tree_quants_changed(m->tree, n);
 		if (n->kind == TREE_MODEL) {
 			o->pt_fd = tree_model_file_fd(m->tree);
 			o->pt_not_file = mount_not_file(m->tree);

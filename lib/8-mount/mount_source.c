@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "computed.h"
 #include "library.h"
 #include "model.h"
 #include "mount.h"
@@ -71,11 +72,19 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	memset(s, 0, sizeof *s);
 	const enum name_kind kind = name_kind_of(name);
 	s->library = name_kind_is_library(kind);
+	struct tree_quant_cache qc = open_name_quant_cache(&o->names);
+	s->quant_pool = qc.pool = tree_quant_pool_new(qc.threads, err);
+	if (!s->quant_pool)
+		goto fail;
 	if (s->library) {
 		s->lib = open_name_library(name, kind, &o->names, o->mountpoint, err);
 		s->remote = kind != NAME_KIND_FOLDER;
 		if (!s->lib)
 			goto fail;
+		if (!library_set_quant_cache(s->lib, &qc)) {
+			gguf_errf(err, "out of memory");
+			goto fail;
+		}
 		library_set_requantize(s->lib, o->requantize);
 		s->mount = mount_library(s->lib);
 	} else {
@@ -83,7 +92,6 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		if (!s->model || !(s->tree = tree_build(s->model, err)))
 			goto fail;
 		tree_set_requantize(s->tree, o->requantize);
-		const struct tree_quant_cache qc = open_name_quant_cache(&o->names);
 		if (!tree_set_quant_cache(s->tree, &qc)) {
 			gguf_errf(err, "out of memory");
 			goto fail;
@@ -111,8 +119,7 @@ void mount_source_leaving(struct mount_source *s)
 {
 	if (s->model)   /* (a library has none of its own) */
 		remote_leaving(s->model->remote);
-	if (s->tree)
-		tree_leaving(s->tree);
+	computed_pool_leaving(s->quant_pool);
 	tree_edits_leaving(s->tree_edits);
 	if (s->lib)
 		library_leaving(s->lib);
@@ -125,6 +132,7 @@ void mount_source_close(struct mount_source *s)
 	tree_free(s->tree);
 	library_free(s->lib);
 	model_close(s->model);
+	computed_pool_free(s->quant_pool);   /* after every tree whose files it served */
 	free(s->shown);
 	memset(s, 0, sizeof *s);
 }

@@ -15,6 +15,7 @@ struct ggufs_model;
 struct tree;
 struct tree_edits;
 struct library;
+struct computed_pool;
 
 /* How a name is opened for a mount. */
 struct mount_source_opts {
@@ -43,6 +44,8 @@ struct mount_source {
 	struct tree *tree;
 	struct tree_edits *tree_edits;
 	struct library *lib;
+	struct computed_pool *quant_pool;   /* the workers and memory of every quants/
+	                                     * file the mount serves (tree_quant_pool_new) */
 };
 
 /* Opens what name names into s, with o: the library (the edits file is not for one: the
@@ -52,10 +55,12 @@ struct mount_source {
 bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
                        char err[GGUF_ERR_MAX]);
 
-/* At unmount, first: a quick remount of the same model or library waits for this
- * mount's disk cache entries instead of reading or computing without them: a remote
- * model's blocks (remote_leaving), the quants/ files of its tree, of its edit states'
- * trees, or of every model a library has built (tree_leaving). */
+/* The mount is ending (the kernel has ended the session; its last requests may still
+ * be served, and this is safe meanwhile): a quick remount of the same model or library
+ * waits for this mount's disk cache entries instead of reading or computing without
+ * them: a remote model's blocks (remote_leaving, every remote model of a library's too:
+ * library_leaving), every quants/ file of the mount, open now or later
+ * (computed_pool_leaving), and the edits file (tree_edits_leaving). Once. */
 void mount_source_leaving(struct mount_source *s);
 
 /* Frees the mount, then what it was over (each may be NULL); s is emptied. */

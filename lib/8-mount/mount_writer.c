@@ -31,7 +31,7 @@ bool mount_edit_refused(struct mount *m, int r, const char *why, struct mount_er
  * writable mapping written back to us) before the notice returns, which with -s no
  * other thread would do: there the files' pages go at their next open or mmap (the
  * kernel drops a direct_io file's then), and only sizes and times now. */
-void mount_edit_forget(struct mount *m, uint64_t ino)
+static void mount_edit_forget(struct mount *m, uint64_t ino)
 {
 	static const uint64_t files[] = { TREE_JSON_INO, TREE_SUMMARY_INO };
 	if (!m->notify.forget)
@@ -64,8 +64,8 @@ static bool mount_edit_done(struct mount *m, int r, const char *why, uint64_t in
  * the key's type has no empty value (a number's, a boolean's), a close before the last
  * fails with EINVAL, neither counted nor said: a shell's "echo 7 > KEY" closes a first
  * descriptor before it writes; the last close (release) refuses it, counted and said. */
-bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
-                 struct mount_err *err)
+static bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
+                              struct mount_err *err)
 {
 	pthread_mutex_lock(&f->lock);
 	int r = f->refused;

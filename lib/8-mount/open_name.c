@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cache_dir.h"
 #include "library.h"
 #include "libsource.h"
 #include "libsource_hub.h"
@@ -45,7 +46,7 @@ static struct remote_opts open_name_remote_opts(const struct open_name_opts *o)
 {
 	return (struct remote_opts){ .cafile = o->cafile, .timeout = o->timeout,
 	                             .cache_size = o->cache_size,
-	                             .cache_dir = remote_cache_dir(o->cache_dir),
+	                             .cache_dir = cache_dir_default(o->cache_dir),
 	                             .cache_max = o->cache_max,
 	                             .waiting = o->waiting, .waiting_arg = o->waiting_arg };
 }
@@ -348,6 +349,6 @@ struct library *open_name_library(const char *name, enum name_kind kind,
 
 struct tree_quant_cache open_name_quant_cache(const struct open_name_opts *o)
 {
-	return (struct tree_quant_cache){ .dir = remote_cache_dir(o->cache_dir),
+	return (struct tree_quant_cache){ .dir = cache_dir_default(o->cache_dir),
 	                                  .max = o->cache_max };
 }

@@ -23,7 +23,7 @@ struct open_name_opts {
 	const char *cafile;       /* -o cafile, or NULL */
 	uint64_t cache_size;      /* -o cache_size in bytes, 0: the default */
 	const char *cache_dir;    /* -o cache_dir as given ("none": no disk cache), or NULL:
-	                           * the default (remote_cache_dir) */
+	                           * the default (cache_dir_default) */
 	uint64_t cache_max;       /* -o cache_max in bytes, 0: the default */
 	unsigned timeout;         /* -o timeout in seconds, 0: the default */
 	bool s3_anonymous;        /* -o s3_anonymous */

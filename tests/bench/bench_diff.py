@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 
 import numpy  # noqa: E402
 
-from remote_common import FaultServer, gm, rss_anon  # noqa: E402
+from remote_common import FaultServer, gm  # noqa: E402
 
 GGML_Q8_0 = 8
 Q8_0_BYTES = 34                   # per block of 32 values
@@ -78,16 +78,6 @@ def write_q8_model(path, n_tensors, ne1, seed):
     return os.path.getsize(path)
 
 
-def drop_pages(path):
-    """Evicts the file's clean pages from the page cache (this file only)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def run_measured(args):
     """Runs GGUFS args to its end: (wall s, CPU s, peak RssAnon bytes, exit status)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -97,7 +87,7 @@ def run_measured(args):
     peak = 0
     while p.poll() is None:
         try:
-            peak = max(peak, rss_anon(p.pid))
+            peak = max(peak, gm.rss_anon(p.pid))
         except (OSError, AssertionError):
             pass
         time.sleep(0.01)
@@ -128,8 +118,8 @@ def local(tmp, gb):
             best = None
             for _ in range(1 if state == "cold" else WARM_RUNS):
                 if state == "cold":
-                    drop_pages(a)
-                    drop_pages(b)
+                    gm.drop_pages(a)
+                    gm.drop_pages(b)
                 wall = cpu = 0.0
                 peak = 0
                 for args in commands:

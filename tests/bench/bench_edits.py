@@ -102,14 +102,6 @@ def keys_model(path, n):
         f.write(hdr + b"\0" * 128)
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def tensors_model(path, n):
     """A GGUF of 3 uint32 keys and n f32 tensors of 8 elements blk.N.ffn_up.weight, each
     with a .f32, a .npy and a stats file."""
@@ -148,14 +140,14 @@ def held_and_edit(m, k, rounds=10):
     cpu_ms = (cpu_ns(m.proc.pid) - cpu0) / rounds / 1e6
 
     def readers_rss(edit_between):
-        base = rss_kb(m.proc.pid)
+        base = gm.proc_status(m.proc.pid, "VmRSS", gone=0) // 1024
         readers = []
         for i in range(rounds):
             readers.append(open(m.p("gguf.json"), "rb"))
             readers[-1].read(1)
             if edit_between:
                 edit(k, b"%d\n" % (100 + i))
-        grown = rss_kb(m.proc.pid) - base
+        grown = gm.proc_status(m.proc.pid, "VmRSS", gone=0) // 1024 - base
         for r in readers:
             r.close()
         return grown

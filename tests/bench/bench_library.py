@@ -38,14 +38,6 @@ def ls_l(path):
     return time.monotonic() - t
 
 
-def status(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def local(tmp):
     src = os.path.join(tmp, "models")
     os.mkdir(src)
@@ -62,7 +54,8 @@ def local(tmp):
         one = time.monotonic() - t
         for i in range(N_LOCAL):
             gm.read_file(m.p("model-%04d" % i, "summary.txt"))
-        rss, anon = status(m.proc.pid, "VmRSS"), status(m.proc.pid, "RssAnon")
+        rss, anon = (gm.proc_status(m.proc.pid, "VmRSS", gone=0) // 1024,
+                     gm.proc_status(m.proc.pid, "RssAnon", gone=0) // 1024)
         built = int(os.getxattr(m.path, "user.ggufs.models_built"))
     t = time.monotonic()
     with gm.Mount(os.path.join(src, "model-0000.gguf")) as single:

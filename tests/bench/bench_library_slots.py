@@ -23,14 +23,6 @@ import ggufs_mount as gm  # noqa: E402
 N_FILES = 2000
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def main():
     gm.setup()
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4000
@@ -45,7 +37,7 @@ def main():
         with gm.Mount(src) as m:
             os.stat(m.p("f0000.txt"))
             print("rounds  seconds  VmRSS (MB)", flush=True)
-            print("%6d  %7.1f  %9.1f" % (0, 0, rss_kb(m.proc.pid) / 1024), flush=True)
+            print("%6d  %7.1f  %9.1f" % (0, 0, gm.proc_status(m.proc.pid, "VmRSS", gone=0) // 1024 / 1024), flush=True)
             t = time.monotonic()
             for r in range(1, rounds + 1):
                 ns = r * 1000
@@ -54,7 +46,7 @@ def main():
                 os.stat(m.p("f0000.txt"))
                 if r % 500 == 0 or r == rounds:
                     print("%6d  %7.1f  %9.1f" % (r, time.monotonic() - t,
-                                                 rss_kb(m.proc.pid) / 1024), flush=True)
+                                                 gm.proc_status(m.proc.pid, "VmRSS", gone=0) // 1024 / 1024), flush=True)
     finally:
         shutil.rmtree(tmp)
 

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import numpy  # noqa: E402
 
 import remote_common as rc  # noqa: E402
-from remote_common import EnvMount, FaultServer, gm, rss_anon  # noqa: E402
+from remote_common import EnvMount, FaultServer, gm  # noqa: E402
 
 LLAMA = os.path.join(HERE, "..", "llama")
 RATE = 25_000_000
@@ -96,15 +96,6 @@ def write_llama(path):
     return os.path.getsize(path)
 
 
-def drop(path):
-    """Drops path's pages from the page cache."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def read_whole(paths):
     """Reads every file of paths in PIECE reads, in order: (seconds, bytes)."""
     n = 0
@@ -133,11 +124,11 @@ def best_rate(model, shards, which):
     for _ in range(TRIES):
         with gm.Mount(model) as m:
             for s in shards:
-                drop(s)
+                gm.drop_pages(s)
             paths = [m.p("model.gguf")] if which == "model" else raw_files(m.path)
-            before = rss_anon(m.proc.pid)
+            before = gm.rss_anon(m.proc.pid)
             secs, n = read_whole(paths)
-            grew = max(grew, rss_anon(m.proc.pid) - before)
+            grew = max(grew, gm.rss_anon(m.proc.pid) - before)
         best = max(best, n / secs / 1e6)
     return best, grew
 
@@ -169,11 +160,11 @@ def load_ms(path, mmap, before=None):
 def local_loads(model):
     """Part 2."""
     for mmap in (True, False):
-        direct = min(load_ms(model, mmap, lambda: drop(model)) for _ in range(TRIES))
+        direct = min(load_ms(model, mmap, lambda: gm.drop_pages(model)) for _ in range(TRIES))
         mounted = []
         for _ in range(TRIES):
             with gm.Mount(model) as m:
-                mounted.append(load_ms(m.p("model.gguf"), mmap, lambda: drop(model)))
+                mounted.append(load_ms(m.p("model.gguf"), mmap, lambda: gm.drop_pages(model)))
         print("loadModel, cold, %s: the file %.0f ms, through a local mount %.0f ms: %.2fx "
               "(target <= 2x)" % ("mmap" if mmap else "--no-mmap", direct, min(mounted),
                                  min(mounted) / direct))
@@ -198,7 +189,7 @@ def remote(model, size):
                 s.clear_log()
                 paths = [m.p("model.gguf")] if which == "model" else raw_files(m.path)
                 secs, n = read_whole(paths)
-                rss = rss_anon(m.proc.pid)
+                rss = gm.rss_anon(m.proc.pid)
                 log = s.log_settled(1)
                 rate = fetched(log) / secs / 1e6
                 print("  cold read of %s (%.0f MB): %.2f s, fetched %.0f MB/s in %d requests "

@@ -73,7 +73,7 @@ def cached_bytes(path):
 def cp_seconds(path, drop=None):
     """Seconds of `cp path /dev/null`, with drop's pages dropped first if given."""
     if drop:
-        bm.drop(drop)
+        gm.drop_pages(drop)
     start = time.monotonic()
     subprocess.run(["cp", path, "/dev/null"], check=True)
     return time.monotonic() - start
@@ -120,7 +120,7 @@ PIECE = 128 << 10     # cp's read size (coreutils 9)
 def read_cold(path, model, advice, upto=None):
     """Seconds to read path from its start (to upto, else whole) in PIECE reads as cp
     does, model's pages dropped first, after posix_fadvise(advice) on path if given."""
-    bm.drop(model)
+    gm.drop_pages(model)
     buf = bytearray(PIECE)
     start = time.monotonic()
     with open(path, "rb", buffering=0) as f:
@@ -207,14 +207,14 @@ def loads(model):
         print("(node-llama-cpp not installed: no loadModel figures)")
         return
     for mmap in (True, False):
-        direct = min(bm.load_ms(model, mmap, lambda: bm.drop(model)) for _ in range(TRIES))
+        direct = min(bm.load_ms(model, mmap, lambda: gm.drop_pages(model)) for _ in range(TRIES))
         line = "loadModel, cold, %s: the file %.0f ms" % ("mmap" if mmap else "--no-mmap",
                                                           direct)
         for label, opts in MODES:
             mounted = []
             for _ in range(TRIES):
                 with gm.Mount(model, opts) as m:
-                    mounted.append(bm.load_ms(m.p("model.gguf"), mmap, lambda: bm.drop(model)))
+                    mounted.append(bm.load_ms(m.p("model.gguf"), mmap, lambda: gm.drop_pages(model)))
             line += "; %s %.0f ms = %.2fx" % (label, min(mounted), min(mounted) / direct)
         print(line + " (target with passthrough <= 1.05x)")
 
@@ -224,7 +224,7 @@ def memory(model):
     size = os.path.getsize(model)
     for label, opts in MODES:
         with gm.Mount(model, opts) as m:
-            bm.drop(model)
+            gm.drop_pages(model)
             before_file = cached_bytes(model)
             subprocess.run(["cp", m.p("model.gguf"), "/dev/null"], check=True)
             f, g = cached_bytes(model), cached_bytes(m.p("model.gguf"))

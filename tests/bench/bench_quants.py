@@ -30,7 +30,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,47 +48,6 @@ def daemon_cpu(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def rss_anon(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-class Peak:
-    """Samples RssAnon of pid every 20 ms while in its with block."""
-
-    def __init__(self, pid):
-        self.pid, self.peak, self.done = pid, 0, threading.Event()
-
-    def __enter__(self):
-        def run():
-            while not self.done.is_set():
-                self.peak = max(self.peak, rss_anon(self.pid))
-                time.sleep(0.02)
-        self.thread = threading.Thread(target=run)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.done.set()
-        self.thread.join()
-
-
-def drop(path):
-    """The file's pages out of the page cache."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def cat(path):
@@ -126,18 +84,18 @@ def bench_name(llama, work, label, model, name):
     rate1 = size / c1
     cache = os.path.join(work, "cache-%s-%s" % (label, name))
     opts = ["-o", "cache_dir=" + cache]
-    with gm.Mount(model, opts) as m, Peak(m.proc.pid) as peak:
+    with gm.Mount(model, opts) as m, gm.Peak(m.proc.pid) as peak:
         path = m.p("quants", name + ".gguf")
         os.stat(path)   # the plans, before the clock
         cpu0 = daemon_cpu(m.proc.pid)
         cold = cat(path)
         cpu = daemon_cpu(m.proc.pid) - cpu0
-        peak1 = peak.peak
+        peak1 = peak.rss
     entry = [os.path.join(cache, e, "data") for e in os.listdir(cache)
              if os.path.isdir(os.path.join(cache, e))]
     for f in entry + [ref]:
-        drop(f)
-    with gm.Mount(model, opts) as m, Peak(m.proc.pid) as peak:
+        gm.drop_pages(f)
+    with gm.Mount(model, opts) as m, gm.Peak(m.proc.pid) as peak:
         path = m.p("quants", name + ".gguf")
         os.stat(path)
         cpu0 = daemon_cpu(m.proc.pid)
@@ -145,7 +103,7 @@ def bench_name(llama, work, label, model, name):
         cpu_disk = daemon_cpu(m.proc.pid) - cpu0
         same = qp.sha256_file(path) == want
         from_disk = int(os.getxattr(path, "user.ggufs.blocks_from_disk"))
-        peak2 = peak.peak
+        peak2 = peak.rss
     local = cat(ref)
     print("%-8s %-7s %7.1f MB | llama 1t %6.2f s cpu %6.1f MB/s, 2t %6.2f s wall | "
           "ggufs cold %6.2f s wall, %6.2f s cpu %6.1f MB/s = %4.2fx 1t, wall %4.2fx 2t | "

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import numpy  # noqa: E402
 
 import remote_common as rc  # noqa: E402
-from remote_common import EnvMount, FaultServer, Nginx, gm, rss_anon  # noqa: E402
+from remote_common import EnvMount, FaultServer, Nginx, gm  # noqa: E402
 
 GGML_Q4_K = 12
 ROWS, COLS = 32000, 2048          # ne1 x ne0: 2048 wide, 32000 rows
@@ -97,7 +97,7 @@ def read_all(path, pid=None, peak=None):
             n += len(b)
             i += 1
             if pid and i % 16 == 0:
-                peak[0] = max(peak[0], rss_anon(pid))
+                peak[0] = max(peak[0], gm.rss_anon(pid))
     return time.monotonic() - start, n
 
 
@@ -164,9 +164,9 @@ def nginx_compare(directory, model):
             with gm.Mount(model) as local:
                 lsecs, ln = read_all(local.p("tensors", "w.f32"))
             with EnvMount(n.url + "/m.gguf") as m:
-                peak = [rss_anon(m.proc.pid)]
+                peak = [gm.rss_anon(m.proc.pid)]
                 rsecs, rn = read_all(m.p("tensors", "w.f32"), m.proc.pid, peak)
-                peak[0] = max(peak[0], rss_anon(m.proc.pid))
+                peak[0] = max(peak[0], gm.rss_anon(m.proc.pid))
     finally:
         shutil.rmtree(root)
     assert ln == rn

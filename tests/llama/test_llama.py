@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 from remote_common import (TINY, EnvMount, Nginx, env_without_token, gm,  # noqa: E402
                            served_root)
-from s3rver import ACCESS_KEY, SECRET_KEY, S3rver  # noqa: E402
+from s3rver import S3rver  # noqa: E402
 
 GREEDY = os.path.join(HERE, "greedy.mjs")
 NODE_TIMEOUT = 120
@@ -48,11 +48,15 @@ def greedy(paths, *flags):
     return [json.loads(line) for line in r.stdout.decode().splitlines() if line.startswith("{")]
 
 
-class Llama(unittest.TestCase):
+class LlamaCase(unittest.TestCase):
+    """What the llama tests share: start(reference) takes the tokens that loading the
+    reference file gives (the same with mmap and without) and serves cls.root by nginx
+    (cls.nginx, stopped with cls.root removed after the class); check_loads(paths), that
+    loading every path gives those tokens."""
+
     @classmethod
-    def setUpClass(cls):
-        cls.root, _, cls.shards = served_root()
-        base = greedy([TINY], "--both")
+    def start(cls, reference):
+        base = greedy([reference], "--both")
         cls.tokens = base[0]["tokens"]
         assert len(cls.tokens) == 8 and base[1]["tokens"] == cls.tokens, base
         cls.nginx = Nginx(cls.root).__enter__()
@@ -60,14 +64,35 @@ class Llama(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.nginx.__exit__(None, None, None)
-        shutil.rmtree(cls.root)
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def check_loads(self, paths):
+        """Loads every path, with mmap and without: the reference's tokens."""
+        got = greedy(paths, "--both")
+        self.assertEqual(len(got), 2 * len(paths))
+        for g in got:
+            self.assertEqual(g["tokens"], self.tokens, g)
+
+
+class In:
+    """A model directory rel of a library mount m, as check takes a mount."""
+
+    def __init__(self, m, *rel):
+        self.m, self.rel = m, rel
+
+    def p(self, name):
+        return self.m.p(*self.rel, name)
+
+
+class Llama(LlamaCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.root, _, cls.shards = served_root()
+        cls.start(TINY)
 
     def check(self, mounts):
         """Loads model.gguf of every mount, with mmap and without: the original's tokens."""
-        got = greedy([m.p("model.gguf") for m in mounts], "--both")
-        self.assertEqual(len(got), 2 * len(mounts))
-        for g in got:
-            self.assertEqual(g["tokens"], self.tokens, g)
+        self.check_loads([m.p("model.gguf") for m in mounts])
 
     def test_local_and_split(self):
         with gm.Mount(TINY) as a, gm.Mount(self.shards[1]) as b:
@@ -77,12 +102,6 @@ class Llama(unittest.TestCase):
         """model.gguf of models inside a library (issue 26): a single file in a nested
         folder, with FUSE passthrough where the kernel offers it (issue 30), and the
         split set, each a directory of the library of split/ and models/."""
-        class In:
-            def __init__(self, m, *rel):
-                self.m, self.rel = m, rel
-
-            def p(self, name):
-                return self.m.p(*self.rel, name)
         with gm.Mount(self.root) as lib:
             single, split = In(lib, "models", "tinyllama-q4km"), In(lib, "split", "tiny")
             why = os.getxattr(single.p("model.gguf"), "user.ggufs.passthrough").decode()
@@ -97,12 +116,6 @@ class Llama(unittest.TestCase):
         set of a repository served by HubServer, pinned to its commit."""
         from hub_server import HubServer
 
-        class In:
-            def __init__(self, m, *rel):
-                self.m, self.rel = m, rel
-
-            def p(self, name):
-                return self.m.p(*self.rel, name)
         files = {"tinyllama-q4km.gguf": gm.read_file(TINY)}
         for p in self.shards:
             files["split/" + os.path.basename(p)] = gm.read_file(p)
@@ -133,18 +146,12 @@ class Llama(unittest.TestCase):
             self.check([a, b, c])
 
     def test_s3(self):
-        why = S3rver.missing()
-        if why and os.environ.get("GGUFS_REQUIRE_S3RVER"):
-            self.fail("s3rver required (GGUFS_REQUIRE_S3RVER) but " + why)
-        if why:
-            self.skipTest(why)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        gm.require(self, "s3rver", S3rver.missing())
         with S3rver(["models"]) as s:
             s.put("models", "tiny/tinyllama-q4km.gguf", gm.read_file(TINY))
             for p in self.shards:
                 s.put("models", "split/" + os.path.basename(p), gm.read_file(p))
-            env.update(HOME=self.root, AWS_ACCESS_KEY_ID=ACCESS_KEY,
-                       AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_ENDPOINT_URL=s.url)
+            env = s.env(self.root)
             with EnvMount("s3://models/tiny/tinyllama-q4km.gguf", env=env) as a, \
                     EnvMount("s3://models/split/tiny-00002-of-00003.gguf", env=env) as b:
                 self.check([a, b])

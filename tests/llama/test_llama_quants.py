@@ -11,56 +11,42 @@ import os
 import shutil
 import sys
 import tempfile
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "quant"))
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import test_quant_plan as qp  # noqa: E402
-from remote_common import EnvMount, Nginx, gm, install, public_root  # noqa: E402
-from test_llama import greedy, node_ready  # noqa: E402
+from remote_common import EnvMount, gm, install, public_root  # noqa: E402
+from test_llama import LlamaCase, node_ready  # noqa: E402
 
 
-class LlamaQuants(unittest.TestCase):
+class LlamaQuants(LlamaCase):
     @classmethod
     def setUpClass(cls):
         llama = qp.Llama(qp.find_libllama())
         cls.root = public_root()
         cls.dir = tempfile.mkdtemp(prefix="ggufs-llama-quants-")
-        f16 = os.path.join(cls.dir, "tiny-F16.gguf")
-        assert llama.quantize(qp.TINY, f16, qp.FTYPE["F16"], requantize=True) == 0
-        cls.f16 = install(f16, cls.root, "models/tiny-F16.gguf")
+        cls.f16 = install(qp.tiny(llama, cls.dir), cls.root, "models/tiny-F16.gguf")
         ref = os.path.join(cls.dir, "tiny-Q4_K_M.gguf")
         assert llama.quantize(cls.f16, ref, qp.FTYPE["Q4_K_M"]) == 0
-        base = greedy([ref], "--both")
-        cls.tokens = base[0]["tokens"]
-        assert len(cls.tokens) == 8 and base[1]["tokens"] == cls.tokens, base
-        cls.nginx = Nginx(cls.root).__enter__()
+        cls.start(ref)   # llama.cpp's Q4_K_M's tokens
 
     @classmethod
     def tearDownClass(cls):
-        cls.nginx.__exit__(None, None, None)
-        shutil.rmtree(cls.root, ignore_errors=True)
+        super().tearDownClass()
         shutil.rmtree(cls.dir, ignore_errors=True)
-
-    def check(self, paths):
-        """Loads every path, with mmap and without: llama.cpp's Q4_K_M's tokens."""
-        got = greedy(paths, "--both")
-        self.assertEqual(len(got), 2 * len(paths))
-        for g in got:
-            self.assertEqual(g["tokens"], self.tokens, g)
 
     def test_local(self):
         with gm.Mount(self.f16) as m:
-            self.check([m.p("quants", "Q4_K_M.gguf")])
+            self.check_loads([m.p("quants", "Q4_K_M.gguf")])
 
     def test_remote(self):
         with EnvMount(self.nginx.url + "/models/tiny-F16.gguf") as m:
-            self.check([m.p("quants", "Q4_K_M.gguf")])
+            self.check_loads([m.p("quants", "Q4_K_M.gguf")])
 
     def test_library(self):
         with gm.Mount(self.root) as lib:
-            self.check([lib.p("models", "tiny-F16", "quants", "Q4_K_M.gguf")])
+            self.check_loads([lib.p("models", "tiny-F16", "quants", "Q4_K_M.gguf")])
 
 
 def main():

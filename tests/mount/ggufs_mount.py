@@ -9,11 +9,13 @@ be checked after unmounting: a sanitizer report or a non-zero exit fails the tes
 when every read was right. Daemon mode itself (no -f) is tested in test_cli.py.
 """
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -100,6 +102,60 @@ def main(what=None, missing=None, diff_pair=False):
         sys.exit(77)
     setup(diff_pair)
     unittest.main(verbosity=2)
+
+
+def tasks(pid):
+    """How many threads process pid has now (OSError once it is gone)."""
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+class Peak:
+    """`with Peak(pid) as p:` the most threads (p.threads) and RssAnon bytes (p.rss) of
+    process pid seen while in it, sampled every 10 ms (nothing once it is gone)."""
+
+    def __init__(self, pid):
+        self.pid, self.threads, self.rss = pid, 0, 0
+        self.done = threading.Event()
+        self.sampler = threading.Thread(target=self.sample)
+
+    def sample(self):
+        while not self.done.is_set():
+            try:
+                self.threads = max(self.threads, tasks(self.pid))
+                self.rss = max(self.rss, rss_anon(self.pid))
+            except OSError:
+                pass
+            time.sleep(0.01)
+
+    def __enter__(self):
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.sampler.join()
+        return False
+
+
+def run_threads(threads, timeout):
+    """Starts every thread, then waits for them all, timeout seconds at the most (a hang
+    guard): the threads still running then (none: an empty list)."""
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [t for t in threads if t.is_alive()]
+
+
+def require(tc, what, missing):
+    """Within test case tc, for a tool it needs (what: "s3rver") and why it is absent
+    (missing; None: it is there): skips the case, or fails it where GGUFS_REQUIRE_<WHAT>
+    is set, as main does for a whole script."""
+    if missing and os.environ.get("GGUFS_REQUIRE_" + what.upper()):
+        tc.fail("%s required (GGUFS_REQUIRE_%s) but %s" % (what, what.upper(), missing))
+    if missing:
+        tc.skipTest(missing)
 
 
 def make_pair(out, *args):
@@ -386,6 +442,49 @@ def pread_direct(path, length, offset, direct=True):
         return out
     finally:
         os.close(fd)
+
+
+def sha256_file(path, piece=1 << 20):
+    """The sha256 (hex) of the file at path, read in pieces of piece bytes (a loader's
+    large sequential reads)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(piece), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def drop_pages(path):
+    """Writes path's dirty pages and drops all of its pages from the page cache (this
+    file only), so that its next read is a cold one. On a mount, what the daemon serves
+    is read again from it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def proc_status(pid, field, gone=None):
+    """field ("RssAnon", "VmRSS") of /proc/PID/status in bytes (the kernel writes kB).
+    A process that is gone gives gone, or raises OSError when gone is None; a field the
+    kernel does not write fails the test (AssertionError)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        if gone is None:
+            raise
+        return gone
+    raise AssertionError("no %s for process %d" % (field, pid))
+
+
+def rss_anon(pid, gone=None):
+    """The process's RssAnon in bytes: its own memory, not the page cache (proc_status)."""
+    return proc_status(pid, "RssAnon", gone)
 
 
 # ---- ggufs(1)'s renderings, written independently of lib/ ----

@@ -2,7 +2,6 @@
 with the project's own parser (model.gguf mounted itself with ggufs) into the keys,
 values and tensors that the mount's tree shows, each tensor's bytes equal to its raw
 file in the tree."""
-import hashlib
 import json
 import os
 
@@ -10,15 +9,6 @@ import ggufs_mount as gm
 
 # the keys that make a file a shard: a merged model.gguf has none of them
 SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
-
-
-def sha256(path, piece=1 << 20):
-    """The sha256 of the file at path, read in pieces of piece bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(piece), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def load_json(path):

@@ -34,7 +34,7 @@ import time
 import unittest
 
 import ggufs_mount as gm
-from modelfile_check import parses_back, sha256
+from modelfile_check import parses_back
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
 from remote_common import split_gguf  # noqa: E402
@@ -47,6 +47,15 @@ SLOW_CLOSE_MS = 3000   # how long the old daemon holds FILE past the unmount, we
 
 def meta(m, key):
     return gm.read_file(m.p("metadata", key))
+
+
+def vim(path, cmd):
+    """vim -es running ex command cmd on path and saving it, its save outside /tmp
+    ('backupskip' emptied: the mount is in /tmp): its completed process."""
+    return subprocess.run(["vim", "-N", "-es", "-u", "NONE", "-i", "NONE",
+                           "-c", "set backupskip= writebackup nobackup backupcopy=auto",
+                           "-c", cmd, "-c", "wq", path],
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
 
 
 def keys_in_order(m):
@@ -73,7 +82,7 @@ class Edits(gm.EditsCase):
                     self.assertEqual(meta(m, k), text, k)
                 doc = edits_of(self.file)
                 self.assertEqual((doc["set"], doc["deleted"], doc["renamed"]), ({}, [], {}))
-                self.assertEqual(sha256(m.p("model.gguf")), sha256(model))
+                self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(model))
                 self.assertEqual(m.stderr(), "")
             os.unlink(self.file)
 
@@ -95,13 +104,13 @@ class Edits(gm.EditsCase):
             f.write(b"\xaa" * (start - end))
         try:
             with self.mount(path) as m:
-                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(path))
                 gm.put(m.p("metadata", "general.name"), b"pad\n")     # the same value
-                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(path))
                 gm.put(m.p("metadata", "general.name"), b"other\n")
-                self.assertNotEqual(sha256(m.p("model.gguf")), sha256(path))
+                self.assertNotEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(path))
                 gm.put(m.p("metadata", "general.name"), b"pad\n")     # undone
-                self.assertEqual(sha256(m.p("model.gguf")), sha256(path))
+                self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(path))
                 self.assertEqual(m.stderr(), "")
         finally:
             os.unlink(path)
@@ -453,10 +462,7 @@ class Edits(gm.EditsCase):
             for key, cmd in (("tokenizer.ggml.eos_token_id", "%s/.*/7/"),
                              ("tokenizer.ggml.tokens", "1s/.*/<UNK>/"),
                              ("general.name", "s/$/ (fixed)/")):
-                r = subprocess.run(["vim", "-N", "-es", "-u", "NONE", "-i", "NONE",
-                                    "-c", "set backupskip= writebackup nobackup backupcopy=auto",
-                                    "-c", cmd, "-c", "wq", md(key)],
-                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+                r = vim(md(key), cmd)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.vim_save_checks(m, keys, eos_ino, tokens)
             self.assertEqual(meta(m, "general.name")[-8:], b"(fixed)\n")
@@ -509,10 +515,7 @@ class Edits(gm.EditsCase):
             for key, cmd in (("tokenizer.ggml.token_type", "3s/.*/abc/"),
                              ("llama.context_length", "%s/.*/abc/"),
                              ("tokenizer.ggml.tokens", "2s/.*/a\\\\q/")):
-                r = subprocess.run(["vim", "-N", "-es", "-u", "NONE", "-i", "NONE",
-                                    "-c", "set backupskip= writebackup nobackup backupcopy=auto",
-                                    "-c", cmd, "-c", "wq", md(key)],
-                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+                r = vim(md(key), cmd)
                 self.assertNotEqual(r.returncode, 0, key)
             r = subprocess.run(["emacs", "-Q", "--batch",
                                 "--eval", "(setq backup-enable-predicate (lambda (f) t))",

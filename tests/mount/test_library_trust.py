@@ -6,7 +6,8 @@ under the numbers of its old version; and the slots of versions gone are freed, 
 numbers never given again. Issue 43: a split model's later shards are checked as its
 first file is (never a root-only file's bytes, never a FIFO or device opened), and the
 first file is opened once, through the descriptor checked, so that an error line never
-quotes another file's bytes.
+quotes another file's bytes; and browsing a symlink DAG (2^21 paths) gives its memory
+back once the kernel forgets the paths.
 
 The other user is played by forked children that setuid to nobody (65534); files are
 swapped with renameat2(RENAME_EXCHANGE), as an attacker would. Every loop is bounded in
@@ -543,6 +544,117 @@ class LocalTrust(gm.ScratchCase):
         out = r.stdout.decode()
         self.assertEqual(len(out.split("\n\n")), 1, out)
         self.assertTrue(out.startswith(os.path.join(self.src, first) + ".gguf: "), out)
+
+    def test_symlink_dag_browsed_memory_given_back(self):
+        """Issue 43 item 8: find over a chain of 21 folders each linking twice to the next
+        follows every path as shown (2^21), each a folder with its own slots and model;
+        the daemon's memory grew without bound and was never given back (2 to 32.8 MB in
+        60 s). Once the kernel forgets the paths (its caches dropped), the slots of
+        folders nobody uses go, but for LIB_KEEP_IDLE_ENTRIES of them, and the memory
+        with them; a path the kernel still knows keeps its numbers throughout."""
+        levels = 21
+        for i in range(levels + 1):
+            d = os.path.join(self.src, "d%d" % i)
+            os.mkdir(d)
+            gm.write_gguf(os.path.join(d, "m.gguf"), [("general.architecture", "d%d" % i)], [])
+            for name in ("a", "b") if i < levels else ():
+                os.symlink("../d%d" % (i + 1), os.path.join(d, name))
+        keep_idle_entries = 2048   # LIB_KEEP_IDLE_ENTRIES in lib/7-library/library.h
+
+        def rss(pid):
+            with open("/proc/%d/status" % pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+            raise AssertionError("no VmRSS")
+
+        def sanitized(pid):
+            """True for a daemon built with AddressSanitizer, whose allocator keeps what
+            is freed in quarantine: its VmRSS says nothing of what the library holds."""
+            with open("/proc/%d/maps" % pid) as f:
+                return "libasan" in f.read()
+
+        def slots(m):
+            try:
+                return int(os.getxattr(m.path, "user.ggufs.slots"))
+            except OSError:
+                return None   # a daemon without the counter: waited for in vain
+
+        def find_for(m, seconds, opens):
+            """find over the mount until seconds pass or the daemon opened opens models
+            more (each path's model is its own), then stopped."""
+            start = int(os.getxattr(m.path, "user.ggufs.models_opened"))
+            p = subprocess.Popen(["find", m.path], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline and p.poll() is None and \
+                        int(os.getxattr(m.path, "user.ggufs.models_opened")) < start + opens:
+                    time.sleep(0.25)
+            finally:
+                p.kill()
+                p.wait()
+            return int(os.getxattr(m.path, "user.ggufs.models_opened")) - start
+
+        def forgotten(m, pid):
+            """The kernel's dentries and inodes dropped, so that it forgets every path
+            not in use; then (at most 20 s) the slots back under the bound and VmRSS
+            steady: the daemon's RSS."""
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("2")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                n = slots(m)
+                if n is not None and n <= keep_idle_entries + 64:
+                    break
+                time.sleep(0.25)
+            last = rss(pid)
+            for _ in range(8):
+                time.sleep(0.25)
+                now = rss(pid)
+                if now == last:
+                    break
+                last = now
+            return last
+
+        deep = ["d0"] + ["ab"[i % 2] for i in range(6)]
+        with gm.Mount(self.src) as m:
+            pid = m.proc.pid
+            # a first walk makes the daemon's threads and their arenas, and the listings
+            # kept while idle: the base
+            find_for(m, 10, 4000)
+            base = forgotten(m, pid)
+            cwd = os.open(m.p(*deep), os.O_PATH)   # a shell's cwd, kept by the kernel
+            try:
+                numbers = [os.stat(m.p(*deep[:k])).st_ino for k in range(1, len(deep) + 1)]
+                model = os.stat(m.p(*deep, "m", "metadata")).st_ino
+                opened = find_for(m, 20, 8000)
+                peak = rss(pid)
+                after = forgotten(m, pid)
+                print("\n  RSS base %.1f MB, after find %.1f MB (%d models opened), "
+                      "after the kernel forgot %.1f MB; slots %s"
+                      % (base / 1e6, peak / 1e6, opened, after / 1e6, slots(m)))
+                self.assertGreater(opened, 500, "find made little progress")
+                # at least half of what the find took is given back (none was)
+                if not sanitized(pid):
+                    self.assertGreater(peak - base, 1 << 20, "find made little progress")
+                    self.assertLess(after - base, (peak - base) / 2,
+                                    "VmRSS %d -> %d -> %d" % (base, peak, after))
+                self.assertIsNotNone(slots(m))
+                self.assertLessEqual(slots(m), keep_idle_entries + 64)
+                # the path the kernel kept has its numbers, and serves
+                self.assertEqual(os.fstat(cwd).st_ino, numbers[-1])
+                self.assertEqual([os.stat(m.p(*deep[:k])).st_ino
+                                  for k in range(1, len(deep) + 1)], numbers)
+                self.assertEqual(os.stat(m.p(*deep, "m", "metadata")).st_ino, model)
+                self.assertEqual(gm.read_file(os.path.join("/proc/self/fd/%d" % cwd, "m",
+                                                           "metadata", "general.architecture")),
+                                 b"d6\n")
+                # and a path let go is looked up anew
+                far = m.p(*(["d0"] + ["b"] * 12 + ["m", "metadata", "general.architecture"]))
+                self.assertEqual(gm.read_file(far), b"d12\n")
+            finally:
+                os.close(cwd)
 
     def test_symlinks_out_of_the_root_with_allow_other(self):
         """Item 4: with allow_other, a symlink whose target leaves the library's folder is

@@ -25,7 +25,7 @@ import time
 import unittest
 
 import ggufs_mount as gm
-from modelfile_check import parses_back, sha256
+from modelfile_check import parses_back
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "remote"))
 from remote_common import split_gguf  # noqa: E402
@@ -36,7 +36,7 @@ ALLTYPES = os.path.join(gm.VECTORS, "alltypes.gguf")
 class Single(unittest.TestCase):
     def test_tinyllama(self):
         with gm.Mount(gm.TINY) as m:
-            self.assertEqual(sha256(m.p("model.gguf")), sha256(gm.TINY))
+            self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(gm.TINY))
             st, gs = os.stat(m.p("model.gguf")), os.stat(gm.TINY)
             self.assertEqual(st.st_size, gs.st_size)
             self.assertEqual(st.st_mode & 0o777, 0o444 & gs.st_mode)
@@ -78,7 +78,7 @@ class Split(unittest.TestCase):
     def test_tinyllama_merges_back(self):
         with gm.Mount(self.tiny[1]) as m:
             self.assertEqual(os.path.getsize(m.p("model.gguf")), os.path.getsize(gm.TINY))
-            self.assertEqual(sha256(m.p("model.gguf")), sha256(gm.TINY))
+            self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(gm.TINY))
             self.assertEqual(int(os.stat(m.p("model.gguf")).st_mtime),
                              int(os.stat(self.tiny[1]).st_mtime))
             self.assertIn("model file:       model.gguf (the 3 shards merged into one GGUF)\n",

@@ -21,14 +21,6 @@ SECONDS = float(os.environ.get("GGUFS_STRESS_SECONDS", "20"))
 RSS_ANON_LIMIT_MB = 64   # issue 4: however many files are read
 
 
-def rss_anon_mb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no RssAnon for pid %d" % pid)
-
-
 def sanitized(pid):
     """True when the daemon runs under ASan/UBSan, whose shadow memory and quarantine
     are anonymous memory too."""
@@ -173,7 +165,7 @@ class Stress(unittest.TestCase):
                 self.assertGreater(n, 20, "thread %d did only %d reads" % (i, n))
             print("\n%d reads in %g s by %d threads" % (sum(counts), SECONDS, THREADS))
             # every worker thread has its reply buffer by now: memory stays bounded
-            rss = rss_anon_mb(m.proc.pid)
+            rss = gm.rss_anon(m.proc.pid) / 2**20
             if sanitized(m.proc.pid):
                 print("daemon RssAnon %.1f MB (sanitizer build: limit not checked)" % rss)
             else:

@@ -6,7 +6,13 @@
  * by a mount that is ending is then seen every time, not only when the old daemon
  * happens to be slower than the new one's start. The same for the file whose path is
  * $GGUFS_SLOW_CLOSE_FILE (an edits file, -o edits=FILE: its lock too ends with its
- * close), for tests/mount/test_edits.py. Every other close is the real one. */
+ * close), for tests/mount/test_edits.py. Every other close is the real one.
+ *
+ * With $GGUFS_SLOW_SERVE_MS, the daemon's loop (libfuse's fuse_session_loop_mt, as the
+ * daemon calls it without -s) returns that much later than libfuse's does: a daemon
+ * whose last requests take long after the unmount (the loop returns once every request
+ * under way is answered), so that only what the daemon does before the loop returns is
+ * seen by a quick remount. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,29 +20,33 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Whether fd is the file at path exactly: its name from /proc/self/fd (a file renamed
- * over, "PATH (deleted)", is not). */
-static int slow_close_is_file(int fd, const char *path)
+/* fd's path, from /proc/self/fd, into path (4096 bytes): false when it has none. A file
+ * renamed over or removed reads "PATH (deleted)". */
+static int slow_close_path(int fd, char path[4096])
 {
-	char link[64], name[4096];
+	char link[64];
 	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-	const ssize_t n = readlink(link, name, sizeof name - 1);
-	if (n <= 0)
-		return 0;
-	name[n] = '\0';
-	return strcmp(name, path) == 0;
-}
-
-/* Whether fd is a map file under dir: its name from /proc/self/fd. */
-static int slow_close_is_map(int fd, const char *dir)
-{
-	char link[64], path[4096];
-	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-	const ssize_t n = readlink(link, path, sizeof path - 1);
+	const ssize_t n = readlink(link, path, 4095);
 	if (n <= 0)
 		return 0;
 	path[n] = '\0';
-	const size_t d = strlen(dir), p = (size_t)n;
+	return 1;
+}
+
+/* Whether fd is the file at path exactly (not one renamed over it). */
+static int slow_close_is_file(int fd, const char *path)
+{
+	char name[4096];
+	return slow_close_path(fd, name) && strcmp(name, path) == 0;
+}
+
+/* Whether fd is a map file under dir. */
+static int slow_close_is_map(int fd, const char *dir)
+{
+	char path[4096];
+	if (!slow_close_path(fd, path))
+		return 0;
+	const size_t d = strlen(dir), p = strlen(path);
 	return d && p > d + 4 && strncmp(path, dir, d) == 0 && path[d] == '/' &&
 	       strcmp(path + p - 4, "/map") == 0;
 }
@@ -58,4 +68,30 @@ int close(int fd)
 			;
 	}
 	return real_close(fd);
+}
+
+/* Sleeps the milliseconds the environment variable name gives, if any. */
+static void slow_close_sleep_ms(const char *name)
+{
+	const char *ms = getenv(name);
+	const long wait = ms ? strtol(ms, NULL, 10) : 0;
+	struct timespec t = { wait / 1000, (wait % 1000) * 1000000L };
+	while (wait > 0 && nanosleep(&t, &t) != 0)
+		;
+}
+
+struct fuse_session;
+struct fuse_loop_config;
+int fuse_session_loop_mt(struct fuse_session *se, struct fuse_loop_config *config);
+
+int fuse_session_loop_mt(struct fuse_session *se, struct fuse_loop_config *config)
+{
+	int (*real_loop)(struct fuse_session *, struct fuse_loop_config *);
+	void *sym = dlvsym(RTLD_NEXT, "fuse_session_loop_mt", "FUSE_3.12");
+	if (!sym)
+		sym = dlsym(RTLD_NEXT, "fuse_session_loop_mt");
+	memcpy(&real_loop, &sym, sizeof sym);
+	const int r = real_loop(se, config);
+	slow_close_sleep_ms("GGUFS_SLOW_SERVE_MS");
+	return r;
 }

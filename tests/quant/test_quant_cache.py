@@ -6,10 +6,16 @@ quantizing again, byte for byte llama.cpp's file (llama_model_quantize() of the 
 libllama through ctypes) both times; the counters on the file (user.ggufs.blocks_*) say
 where the blocks came from. Unmounted and mounted again at once, while the old daemon
 still exits holding the entry (slow_close.c preloaded in it), the new mount waits for it
-and reads every block from disk: a single model's, an edited state's and a library's. A
-local model that shrinks while its quant is read gives EIO, never a byte quantized from
-what is no longer there, the blocks made before included. The daemon's anonymous memory
-stays bounded while a quant of a model larger than the bound is read whole.
+and reads every block from disk: a single model's, an edited state's and a library's;
+the same when the old daemon's loop is slow to return after the unmount (its last
+requests take long): the hand-over starts when the kernel ends the session. Many NAMEs
+read at once keep every block on disk (a file closed to make room and opened again
+keeps its entry), and the daemon's threads stay within the mount's pool (the online
+cores) and its FUSE threads, the pool's ending once idle, for one model and for a
+library's models alike. A local model that shrinks while its quant is read gives EIO,
+never a byte quantized from what is no longer there, the blocks made before included.
+The daemon's anonymous memory stays bounded while a quant of a model larger than the
+bound is read whole, and while many NAMEs are read at once.
 
 Usage: test_quant_cache.py GGUFS_BINARY SLOW_CLOSE_SO (tests/quant/slow_close.c built).
 Skipped (77) without /dev/fuse or without the
@@ -34,6 +40,16 @@ MEMORY_BOUND = 256 << 20
 SLOW_CLOSE = None    # the preloaded library of slow_close.c (the second argument)
 SLOW_CLOSE_MS = 3000   # how long the old daemon holds its entry past the unmount, well
                        # under the wait of a new mount (DC_LEAVING_WAIT_S, 10 s)
+POOL_IDLE_S = 2.0      # COMPUTED_POOL_IDLE_S: a worker without blocks to make ends
+POOL_BLOCKS = (32, 10)   # COMPUTED_POOL_BLOCKS_MIN, _PER_THREAD: the pool's memory
+THREAD_MEMORY = 5 << 20  # what a thread of the daemon may hold besides: a FUSE thread's
+                         # buffers (libfuse's 1 MiB for requests, the 2 MiB huge page
+                         # of replies; all of it resident under meson's MALLOC_PERTURB_)
+                         # and quantization scratch
+FUSE_THREADS = ["-o", "max_threads=8", "-o", "max_idle_threads=1"]   # libfuse's own
+# NAMEs quick to make, for the tests that read many at once
+MANY = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q4_K_S", "Q5_K_S",
+        "Q6_K")
 
 
 def counters(path):
@@ -48,6 +64,65 @@ def entries(cache_dir):
         return []
     return sorted(e for e in os.listdir(cache_dir)
                   if os.path.isdir(os.path.join(cache_dir, e)))
+
+
+def tasks(pid):
+    """The threads of process pid now."""
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
+def thread_states(pid):
+    """What each thread of process pid waits in (its wchan), for a message."""
+    states = []
+    for t in sorted(os.listdir("/proc/%d/task" % pid)):
+        try:
+            with open("/proc/%d/task/%s/wchan" % (pid, t)) as f:
+                states.append(f.read())
+        except OSError:
+            pass
+    return " ".join(states)
+
+
+def read_at_once(paths):
+    """Each of paths read whole by a thread of its own, all at once: their sha256."""
+    sums = [None] * len(paths)
+
+    def read(i):
+        sums[i] = qp.sha256_file(paths[i])
+    readers = [threading.Thread(target=read, args=(i,)) for i in range(len(paths))]
+    for r in readers:
+        r.start()
+    for r in readers:
+        r.join()
+    return sums
+
+
+class Peak:
+    """`with Peak(pid) as p:` the most threads and RssAnon of process pid seen while in
+    it (p.threads, p.rss), sampled every 10 ms."""
+
+    def __init__(self, pid):
+        self.pid, self.threads, self.rss = pid, 0, 0
+        self.done = threading.Event()
+        self.sampler = threading.Thread(target=self.sample)
+
+    def sample(self):
+        while not self.done.is_set():
+            try:
+                self.threads = max(self.threads, tasks(self.pid))
+            except OSError:
+                pass
+            self.rss = max(self.rss, rss_anon(self.pid))
+            time.sleep(0.01)
+
+    def __enter__(self):
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.sampler.join()
+        return False
 
 
 def rss_anon(pid):
@@ -109,14 +184,17 @@ class QuantCache(unittest.TestCase):
             computed, from_disk, stored = counters(f)
             self.assertEqual((computed, stored), (0, 0))
             self.assertGreaterEqual(from_disk, blocks)
-        # another NAME is another entry; the first is still there
+        # another NAME is another entry, every block of it made (some may come back
+        # from its own entry, let go by the memory cache before their reader came);
+        # the first is still there
         with gm.Mount(self.model, opts) as m:
             f = m.p("quants", "Q8_0.gguf")
-            self.assertEqual(qp.sha256_file(f), self.reference(self.model, "Q8_0")[0])
-            self.assertEqual(counters(f)[1], 0)
+            want8, size8 = self.reference(self.model, "Q8_0")
+            self.assertEqual(qp.sha256_file(f), want8)
+            self.assertGreaterEqual(counters(f)[0], -(-size8 // BLOCK))
         self.assertEqual(len(entries(cache)), 2)
 
-    def quick_remount(self, source, rel, name, cache, edits=None):
+    def quick_remount(self, source, rel, name, cache, edits=None, slow_serve=False):
         """source (a model or a library) mounted with cache, its quant file rel/NAME
         read whole (made and stored), unmounted and at once mounted again while the old
         daemon holds its entry SLOW_CLOSE_MS longer: the new mount reads every block
@@ -124,12 +202,17 @@ class QuantCache(unittest.TestCase):
         nothing of another mount. With edits (a path), the old mount has -o edits=edits
         and edits general.name, the new one a copy of that file (the old daemon holds
         the file itself while it exits), and llama.cpp's bytes are those of the edited
-        model.gguf."""
+        model.gguf. With slow_serve, the old daemon closes its entry at once but its
+        loop returns SLOW_CLOSE_MS after the unmount instead (its last requests take
+        long)."""
         opts = ["-o", "cache_dir=" + cache]
         env = dict(os.environ)
-        os.environ.update(LD_PRELOAD=SLOW_CLOSE, GGUFS_SLOW_CLOSE_DIR=cache,
-                          GGUFS_SLOW_CLOSE_MS=str(SLOW_CLOSE_MS),
+        os.environ.update(LD_PRELOAD=SLOW_CLOSE,
                           ASAN_OPTIONS=env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+        if slow_serve:
+            os.environ.update(GGUFS_SLOW_SERVE_MS=str(SLOW_CLOSE_MS))
+        else:
+            os.environ.update(GGUFS_SLOW_CLOSE_DIR=cache, GGUFS_SLOW_CLOSE_MS=str(SLOW_CLOSE_MS))
         try:
             old = gm.Mount(source, opts + (["-o", "edits=" + edits] if edits else [])).__enter__()
         finally:
@@ -165,6 +248,12 @@ class QuantCache(unittest.TestCase):
         self.quick_remount(self.model, ("quants",), "Q4_K_M",
                            os.path.join(self.dir, "cache-remount"))
 
+    def test_quick_remount_session_end(self):
+        """The old daemon's loop returns SLOW_CLOSE_MS after the unmount: its entries are
+        handed over when the kernel ends the session, not when the loop returns."""
+        self.quick_remount(self.model, ("quants",), "Q5_K_M",
+                           os.path.join(self.dir, "cache-remount-serve"), slow_serve=True)
+
     def test_quick_remount_edits(self):
         """A mount with edits: the quant file of its edited state's tree."""
         self.quick_remount(self.model, ("quants",), "Q8_0",
@@ -182,6 +271,63 @@ class QuantCache(unittest.TestCase):
         self.quick_remount(root, ("models", "rand", "quants"), "Q6_K",
                            os.path.join(self.dir, "cache-remount-library"))
 
+    def test_many_names_at_once(self):
+        """More NAMEs read at once than a model keeps open (four), two readers each:
+        files are closed to make room and opened again while they are read, each
+        keeping its disk cache entry. Every byte is llama.cpp's; nothing says another
+        mount holds an entry; a second mount reads every NAME with no block computed."""
+        cache = os.path.join(self.dir, "cache-many")
+        opts = ["-o", "cache_dir=" + cache]
+        want = [self.reference(self.model, n)[0] for n in MANY]
+        with gm.Mount(self.model, opts) as m:
+            paths = [m.p("quants", n + ".gguf") for n in MANY]
+            self.assertEqual(read_at_once(paths + paths), want + want)
+            self.assertNotIn("another mount", m.stderr())
+        with gm.Mount(self.model, opts) as m:
+            paths = [m.p("quants", n + ".gguf") for n in MANY]
+            self.assertEqual(read_at_once(paths), want)
+            again = {n: counters(p)[0] for n, p in zip(MANY, paths)}
+            self.assertEqual(again, dict.fromkeys(MANY, 0), "blocks computed again")
+
+    def test_threads_and_memory_bound(self):
+        """One model's NAMEs read at once, two readers each; then a library of three
+        models (one file, three names), four NAMEs of each at once. The daemon's threads
+        never pass those it had before, plus libfuse's (-o max_threads=8) and the
+        mount's pool's (the online cores), and POOL_IDLE_S after the last read (10 s at
+        most) the pool's have ended (libfuse keeps one idle: -o max_idle_threads=1); its
+        RssAnon never passes what it was, plus the pool's memory and THREAD_MEMORY a
+        thread."""
+        cores = os.cpu_count()
+        pool = max(POOL_BLOCKS[0], POOL_BLOCKS[1] * cores) * BLOCK
+        root = os.path.join(self.dir, "library-threads")
+        os.makedirs(root, exist_ok=True)
+        for i in range(3):
+            if not os.path.exists(os.path.join(root, "m%d.gguf" % i)):
+                os.link(self.model, os.path.join(root, "m%d.gguf" % i))
+        cases = ((self.model, [("quants", n) for n in MANY] * 2),
+                 (root, [("m%d" % i, "quants", n) for i in range(3) for n in MANY[:4]]))
+        for source, files in cases:
+            with gm.Mount(source, FUSE_THREADS + ["-o", "cache_dir=none"]) as m:
+                pid = m.proc.pid
+                paths = [m.p(*f[:-1], f[-1] + ".gguf") for f in files]
+                for p in paths:   # looked up (a library's models built) before
+                    os.stat(p)
+                threads, rss = tasks(pid), rss_anon(pid)
+                with Peak(pid) as peak:
+                    read_at_once(paths)
+                self.assertLessEqual(peak.threads, threads + 8 + cores,
+                                     "%s: %d threads before, %d at the peak"
+                                     % (source, threads, peak.threads))
+                self.assertLessEqual(peak.rss, rss + pool + (8 + cores) * THREAD_MEMORY,
+                                     "%s: RssAnon %d before, %d at the peak"
+                                     % (source, rss, peak.rss))
+                deadline = time.monotonic() + 10
+                while tasks(pid) > threads + 2 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                self.assertLessEqual(tasks(pid), threads + 2,
+                                     "%s: %d threads before, %d idle 10 s after: %s"
+                                     % (source, threads, tasks(pid), thread_states(pid)))
+
     def test_changed_model_new_key(self):
         """A model rewritten in place (same path, other bytes) is quantized again, not
         read from the entry of the bytes it had."""
@@ -197,8 +343,9 @@ class QuantCache(unittest.TestCase):
                         n_head_kv=4, n_vocab=300, gtype=qp.F16)
         with gm.Mount(model, opts) as m:
             f = m.p("quants", "Q6_K.gguf")
-            self.assertEqual(qp.sha256_file(f), self.reference(model, "Q6_K")[0])
-            self.assertEqual(counters(f)[1], 0)
+            want, size = self.reference(model, "Q6_K")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
 
     def test_no_disk_cache(self):
         """-o cache_dir=none: nothing written anywhere, every block computed; without
@@ -248,6 +395,194 @@ class QuantCache(unittest.TestCase):
                 self.assertEqual(pos, len(first))
             finally:
                 os.close(fd)
+
+    def twins(self, stem, seed, gtype=qp.F16, other=qp.BF16):
+        """A model of gtype and a file of the same weights as other, the same size and
+        layout (written over it in place, it keeps its inode): their paths."""
+        paths = []
+        for t in (gtype, other):
+            paths.append(os.path.join(self.dir, "%s-%d.gguf" % (stem, t)))
+            qp.random_llama(paths[-1], seed=seed, n_embd=512, n_ff=1408, n_layer=2,
+                            n_head=8, n_head_kv=4, n_vocab=2000, gtype=t)
+        self.assertEqual(os.path.getsize(paths[0]), os.path.getsize(paths[1]))
+        return paths
+
+    def reference_bytes(self, src, name):
+        """llama.cpp's file of src for NAME, whole."""
+        out = os.path.join(self.dir, "ref-bytes.gguf")
+        self.assertEqual(self.llama.quantize(src, out, qp.FTYPE[name]), 0)
+        with open(out, "rb") as f:
+            data = f.read()
+        os.unlink(out)
+        return data
+
+    def assert_eio(self, path, count=4096):
+        """A new open of path reads EIO from its first byte."""
+        with self.assertRaises(OSError) as e:
+            with open(path, "rb") as f:
+                f.read(count)
+        self.assertEqual(e.exception.errno, errno.EIO)
+
+    def test_rewritten_in_place(self):
+        """The review's case: an F16 model mounted, its quants/ listed (the plans made),
+        then cp puts a BF16 file of the same weights over it (the same size and inode):
+        Q8_0 read through that mount is EIO from its first byte (its plan is the F16
+        file's), nothing goes to disk, and the log says the model changed; a fresh
+        mount of the new file gives llama.cpp's bytes, every block computed (none from
+        an entry made before)."""
+        f16, bf16 = self.twins("inplace", 51)
+        model = os.path.join(self.dir, "inplace.gguf")
+        shutil.copyfile(f16, model)
+        ino = os.stat(model).st_ino
+        want, size = self.reference(bf16, "Q8_0")
+        self.assertNotEqual(want, self.reference(f16, "Q8_0")[0])
+        cache = os.path.join(self.dir, "cache-inplace")
+        opts = ["-o", "cache_dir=" + cache]
+        with gm.Mount(model, opts) as m:
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(os.path.getsize(f), size)
+            subprocess.run(["cp", bf16, model], check=True)
+            self.assertEqual(os.stat(model).st_ino, ino)
+            self.assert_eio(f)
+            with self.assertRaises(OSError) as e:
+                qp.sha256_file(f)
+            self.assertEqual(e.exception.errno, errno.EIO)
+            self.assertEqual(counters(f)[2], 0)   # nothing stored
+            self.assertIn("changed while mounted", m.stderr())
+        with gm.Mount(model, opts) as m:
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+
+    def test_rewritten_in_place_library(self):
+        """In a library: a quant file opened before cp puts a BF16 file of the same
+        weights over its F16 model, read after, is EIO; the model's directory looked up
+        again is the new version, llama.cpp's bytes of it (every block computed), and a
+        new mount of the library reads them from disk, the same."""
+        f16, bf16 = self.twins("inplace-lib", 52)
+        root = os.path.join(self.dir, "library-inplace")
+        os.makedirs(root)
+        model = os.path.join(root, "m.gguf")
+        shutil.copyfile(f16, model)
+        want, size = self.reference(bf16, "Q8_0")
+        cache = os.path.join(self.dir, "cache-inplace-lib")
+        opts = ["-o", "cache_dir=" + cache]
+        with gm.Mount(root, opts) as m:
+            f = m.p("m", "quants", "Q8_0.gguf")
+            with open(f, "rb") as old:
+                subprocess.run(["cp", bf16, model], check=True)
+                with self.assertRaises(OSError) as e:
+                    old.read()
+                self.assertEqual(e.exception.errno, errno.EIO)
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+        with gm.Mount(root, opts) as m:
+            f = m.p("m", "quants", "Q8_0.gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertEqual(counters(f)[0], 0)
+
+    def test_rewritten_under_reader(self):
+        """dd conv=notrunc writes a BF16 file of the same weights over the F16 model
+        while its Q8_0 is read (O_DIRECT: every read the daemon's), the workers having
+        made blocks ahead: every byte read before is llama.cpp's of the F16 file, every
+        read after is EIO, never bytes of neither; a new open too (no page kept); a
+        fresh mount gives llama.cpp's bytes of the new file, every block computed."""
+        f16, bf16 = self.twins("underreader", 53)
+        model = os.path.join(self.dir, "underreader.gguf")
+        shutil.copyfile(f16, model)
+        old = self.reference_bytes(f16, "Q8_0")
+        want, size = self.reference(bf16, "Q8_0")
+        cache = os.path.join(self.dir, "cache-underreader")
+        opts = ["-o", "cache_dir=" + cache]
+        step = 256 << 10
+        with gm.Mount(model, opts) as m:
+            path = m.p("quants", "Q8_0.gguf")
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            try:
+                pos = 0
+                for _ in range(4):
+                    got = os.pread(fd, step, pos)
+                    self.assertEqual(got, old[pos:pos + step], pos)
+                    pos += len(got)
+                time.sleep(0.2)   # the workers make blocks ahead meanwhile
+                subprocess.run(["dd", "if=" + bf16, "of=" + model, "bs=1M", "conv=notrunc",
+                                "status=none"], check=True)
+                reads = 0
+                while pos < len(old) and reads < 1000:
+                    reads += 1
+                    with self.assertRaises(OSError) as e:
+                        os.pread(fd, step, pos)
+                    self.assertEqual(e.exception.errno, errno.EIO)
+                    pos += step
+            finally:
+                os.close(fd)
+            self.assert_eio(path)
+            self.assertEqual(os.path.getsize(path), size)
+        with gm.Mount(model, opts) as m:
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+
+    def test_renamed_over_keeps_serving(self):
+        """Another file renamed over the model's path while its Q8_0 is read (the model
+        file removed, its bytes kept) changes nothing: the read goes on, llama.cpp's
+        bytes of the file mounted, its blocks stored."""
+        f16, bf16 = self.twins("renamed", 55)
+        model = os.path.join(self.dir, "renamed.gguf")
+        shutil.copyfile(f16, model)
+        old = self.reference_bytes(f16, "Q8_0")
+        with gm.Mount(model, ["-o", "cache_dir=" + os.path.join(self.dir, "cache-renamed")]) as m:
+            path = m.p("quants", "Q8_0.gguf")
+            with open(path, "rb") as f:
+                got = f.read(1 << 20)
+                newer = model + ".new"
+                shutil.copyfile(bf16, newer)
+                os.rename(newer, model)
+                got += f.read()
+            self.assertEqual(got, old)
+            self.assertGreaterEqual(counters(path)[2], -(-len(old) // BLOCK))
+
+    def test_changed_model_page_cache(self):
+        """F32 of an F32 model read whole through the page cache, then the model shrinks
+        or another file of its size is written over it: a new open reads EIO from the
+        first byte, not the pages the kernel kept, and so does quants.tsv."""
+        f32, other = self.twins("pagecache", 54, gtype=qp.F32, other=qp.F32)
+        for change in ("shrink", "rewrite"):
+            model = os.path.join(self.dir, "pagecache-%s.gguf" % change)
+            shutil.copyfile(f32, model)
+            with gm.Mount(model, ["-o", "cache_dir=none"]) as m:
+                path = m.p("quants", "F32.gguf")
+                self.assertEqual(qp.sha256_file(path), self.reference(f32, "F32")[0])
+                with open(m.p("quants", "quants.tsv"), "rb") as f:
+                    self.assertTrue(f.read())
+                if change == "shrink":
+                    os.truncate(model, os.path.getsize(model) // 2)
+                else:
+                    subprocess.run(["dd", "if=" + other, "of=" + model, "bs=1M",
+                                    "conv=notrunc", "status=none"], check=True)
+                self.assert_eio(path)
+                self.assert_eio(m.p("quants", "quants.tsv"))
+
+    def test_one_entry_whatever_path(self):
+        """Two more paths to one model in a library, a symbolic link and a hard link:
+        the same quant read through each (each mounted alone) is one disk cache entry,
+        the second read every block from it."""
+        root = os.path.join(self.dir, "library-paths")
+        os.makedirs(root)
+        model = os.path.join(root, "a.gguf")
+        shutil.copyfile(self.model, model)
+        os.symlink("a.gguf", os.path.join(root, "b.gguf"))
+        os.link(model, os.path.join(root, "c.gguf"))
+        want, size = self.reference(self.model, "Q6_K")
+        cache = os.path.join(self.dir, "cache-paths")
+        opts = ["-o", "cache_dir=" + cache]
+        for name in ("b", "c"):
+            with gm.Mount(root, opts) as m:
+                f = m.p(name, "quants", "Q6_K.gguf")
+                self.assertEqual(qp.sha256_file(f), want)
+                if name == "c":
+                    self.assertEqual(counters(f)[0], 0, "blocks computed again")
+        self.assertEqual(len(entries(cache)), 1)
 
     def test_memory_bound(self):
         """A model larger than the bound: its F32 (twice its size) and Q8_0 read whole

@@ -34,8 +34,7 @@ class QuantFaults(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="ggufs-quant-faults-")
         llama = qp.Llama(qp.find_libllama())
-        f16 = os.path.join(cls.dir, "tiny-F16.gguf")
-        assert llama.quantize(qp.TINY, f16, qp.FTYPE["F16"], requantize=True) == 0
+        f16 = qp.tiny(llama, cls.dir)
         ref = os.path.join(cls.dir, "ref.gguf")
         assert llama.quantize(f16, ref, qp.FTYPE[NAME], False) == 0
         cls.data = gm.read_file(f16)

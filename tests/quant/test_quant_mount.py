@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import tempfile
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "mount"))
@@ -26,15 +25,13 @@ EVERY = ("F16", "Q8_0", "Q6_K", "Q4_K_M", "Q4_0", "IQ4_XS", "Q2_K", "MXFP4_MOE",
          "Q5_K_S")
 
 
-class QuantMount(unittest.TestCase):
+class QuantMount(qp.QuantCase):
+    PREFIX = "ggufs-quant-mount-"
+
     @classmethod
     def setUpClass(cls):
-        cls.llama = qp.Llama(qp.find_libllama())
-        cls.dir = tempfile.mkdtemp(prefix="ggufs-quant-mount-")
-        cls.models = {}
-        tiny = os.path.join(cls.dir, "tiny-F16.gguf")
-        assert cls.llama.quantize(qp.TINY, tiny, 1, requantize=True) == 0
-        cls.models["tiny-F16"] = tiny
+        super().setUpClass()
+        cls.models = {"tiny-F16": qp.tiny(cls.llama, cls.dir)}
         for name, kw in (
                 ("rand-gqa", dict(seed=11, n_embd=96, n_ff=160, n_layer=4, n_head=8,
                                   n_head_kv=2, n_vocab=300, gtype=qp.F16, shuffle=True,
@@ -44,10 +41,6 @@ class QuantMount(unittest.TestCase):
             path = os.path.join(cls.dir, name + ".gguf")
             qp.random_llama(path, **kw)
             cls.models[name] = path
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def reference(self, src, name):
         """llama.cpp's file of src for NAME (its path), or None when it makes none."""

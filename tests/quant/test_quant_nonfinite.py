@@ -16,11 +16,9 @@ the installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
 import errno
 import json
 import os
-import shutil
 import struct
 import sys
 import tempfile
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "mount"))
@@ -51,11 +49,12 @@ def tensors_of(path):
     return {t["name"]: (t["type"], t["offset"]) for t in doc["tensors"]}
 
 
-class QuantNonfinite(unittest.TestCase):
+class QuantNonfinite(qp.QuantCase):
+    PREFIX = "ggufs-quant-nan-"
+
     @classmethod
     def setUpClass(cls):
-        cls.llama = qp.Llama(qp.find_libllama())
-        cls.dir = tempfile.mkdtemp(prefix="ggufs-quant-nan-")
+        super().setUpClass()
         cls.clean = os.path.join(cls.dir, "clean.gguf")
         qp.random_llama(cls.clean, seed=21, n_embd=256, n_ff=512, n_layer=2, n_head=4,
                         n_head_kv=4, n_vocab=256, gtype=qp.F32)
@@ -67,10 +66,6 @@ class QuantNonfinite(unittest.TestCase):
         cls.bad = os.path.join(cls.dir, "bad.gguf")
         with open(cls.bad, "wb") as f:
             f.write(data)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_llama_refuses(self):
         """The premise: llama.cpp makes none of these files of the model, each bad value

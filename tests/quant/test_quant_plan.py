@@ -21,7 +21,6 @@ Usage: test_quant_plan.py QUANT_PLAN_DUMP. Skipped (77) without the installed
 node-llama-cpp package, unless GGUFS_REQUIRE_LLAMA is set."""
 import ctypes
 import glob
-import hashlib
 import os
 import shutil
 import struct
@@ -33,6 +32,8 @@ import unittest
 import numpy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.append(os.path.join(HERE, "..", "mount"))
+from ggufs_mount import sha256_file  # noqa: E402,F401 (the quant tests' qp.sha256_file)
 BINS = os.path.join(HERE, "..", "llama", "node_modules", "@node-llama-cpp", "linux-x64",
                     "bins", "linux-x64")
 TINY = os.path.join(os.environ.get("GGUFS_TEST_DATA", os.path.join(HERE, "..", "data")),
@@ -248,16 +249,37 @@ def parse_infos(data):
     return infos
 
 
-class QuantPlan(unittest.TestCase):
+def tiny(llama, folder, ftype="F16"):
+    """The bundled model rewritten by llama.cpp as ftype (F16, BF16, F32), at
+    folder/tiny-FTYPE.gguf: its path."""
+    path = os.path.join(folder, "tiny-%s.gguf" % ftype)
+    assert llama.quantize(TINY, path, FTYPE[ftype], requantize=True) == 0
+    return path
+
+
+class QuantCase(unittest.TestCase):
+    """What the quant tests' classes share: llama.cpp's quantizer (cls.llama) and a
+    scratch folder (cls.dir, its name from PREFIX), removed after the class."""
+    PREFIX = "ggufs-quant-"
+
     @classmethod
     def setUpClass(cls):
         cls.llama = Llama(find_libllama())
-        cls.dir = tempfile.mkdtemp(prefix="ggufs-quant-plan-")
-        cls.models = {}
-        for name, ftype in (("tiny-F16", 1), ("tiny-BF16", 32), ("tiny-F32", 0)):
-            path = os.path.join(cls.dir, name + ".gguf")
-            assert cls.llama.quantize(TINY, path, ftype, requantize=True) == 0
-            cls.models[name] = path
+        cls.dir = tempfile.mkdtemp(prefix=cls.PREFIX)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+
+class QuantPlan(QuantCase):
+    PREFIX = "ggufs-quant-plan-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.models = {name: tiny(cls.llama, cls.dir, name[5:])
+                      for name in ("tiny-F16", "tiny-BF16", "tiny-F32")}
 
         def add(name, **kw):
             path = os.path.join(cls.dir, name + ".gguf")
@@ -280,7 +302,7 @@ class QuantPlan(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
         print("\nwhole files byte for byte llama.cpp's: %d (%s)" % (len(cls.exact),
               ", ".join(cls.exact)), file=sys.stderr)
 
@@ -380,15 +402,6 @@ class QuantPlan(unittest.TestCase):
         for name in ("F16", "Q8_0", "Q4_K_M", "Q2_K", "IQ4_XS", "MXFP4_MOE"):
             with self.subTest(name=name, requantize=True):
                 self.assertIsNotNone(self.check(TINY, name, requantize=True))
-
-
-def sha256_file(path):
-    """sha256 (hex) of the file at path, read a MiB at a time."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(1 << 20), b""):
-            h.update(piece)
-    return h.hexdigest()
 
 
 def mount_test_main():

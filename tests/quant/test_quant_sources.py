@@ -20,26 +20,25 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "remote"))
 import test_quant_plan as qp  # noqa: E402
 from remote_common import (EnvMount, Nginx, env_without_token, gm, install,  # noqa: E402
                            public_root, split_gguf)
-from s3rver import ACCESS_KEY, SECRET_KEY, S3rver  # noqa: E402
+from s3rver import S3rver  # noqa: E402
 
 # the NAMEs whose bytes are compared for every source (the others by size only)
 NAMES = ("Q4_K_M", "Q6_K", "IQ4_XS", "Q8_0")
 
 
-class QuantSources(unittest.TestCase):
+class QuantSources(qp.QuantCase):
+    PREFIX = "ggufs-quant-src-"
+
     @classmethod
     def setUpClass(cls):
-        cls.llama = qp.Llama(qp.find_libllama())
-        cls.dir = tempfile.mkdtemp(prefix="ggufs-quant-src-")
-        cls.f16 = os.path.join(cls.dir, "tiny-F16.gguf")
-        assert cls.llama.quantize(qp.TINY, cls.f16, qp.FTYPE["F16"], requantize=True) == 0
+        super().setUpClass()
+        cls.f16 = qp.tiny(cls.llama, cls.dir)
         cls.root = public_root()
         install(cls.f16, cls.root, "models/tiny-F16.gguf")
         install(cls.f16, cls.root, "owner/repo/resolve/main/tiny-F16.gguf")
@@ -52,7 +51,7 @@ class QuantSources(unittest.TestCase):
     def tearDownClass(cls):
         cls.nginx.__exit__(None, None, None)
         shutil.rmtree(cls.root, ignore_errors=True)
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
 
     def reference(self, src, name, requantize=False):
         """llama.cpp's file of src for NAME (a path in the scratch folder), or None when
@@ -96,18 +95,12 @@ class QuantSources(unittest.TestCase):
 
     def test_s3(self):
         """s3://BUCKET/KEY from s3rver, a single file and a split set."""
-        why = S3rver.missing()
-        if why and os.environ.get("GGUFS_REQUIRE_S3RVER"):
-            self.fail("s3rver required (GGUFS_REQUIRE_S3RVER) but " + why)
-        if why:
-            self.skipTest(why)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        gm.require(self, "s3rver", S3rver.missing())
         with S3rver(["models"]) as s:
             s.put("models", "tiny/tiny-F16.gguf", gm.read_file(self.f16))
             for p in self.shards:
                 s.put("models", "split/" + os.path.basename(p), gm.read_file(p))
-            env.update(HOME=self.dir, AWS_ACCESS_KEY_ID=ACCESS_KEY,
-                       AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_ENDPOINT_URL=s.url)
+            env = s.env(self.dir)
             with EnvMount("s3://models/tiny/tiny-F16.gguf", env=env) as a, \
                     EnvMount("s3://models/split/tiny-00001-of-00003.gguf", env=env) as b:
                 for m in (a, b):

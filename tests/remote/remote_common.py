@@ -310,15 +310,6 @@ def tensor_extents(path):
 # ---- requests in the logs ----
 
 
-def rss_anon(pid):
-    """The process's RssAnon in bytes (the daemon's own memory, not the page cache)."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no RssAnon for %d" % pid)
-
-
 def check_raw_files(tc, m, data, extents):
     """Reads every tensor's raw file of mount m and checks its bytes against data (the
     model file's bytes), extents as tensor_extents gives them."""

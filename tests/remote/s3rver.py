@@ -7,7 +7,7 @@ botocore server proves the signature.
 `with S3rver(["models"]) as s:` starts it on a free port with those buckets, in a
 temporary directory, and stops it by its PID on exit; s.put(bucket, key, data) and
 s.delete(bucket, key) change objects through its API (signed by botocore, as any
-client's would be); s.url is its endpoint. Without node or the package, S3rver.missing()
+client's would be); s.url is its endpoint, s.env(home) a client's environment. Without node or the package, S3rver.missing()
 says why."""
 import http.client
 import os
@@ -82,6 +82,16 @@ class S3rver(ProcessServer):
             return r.status, r.read()
         finally:
             conn.close()
+
+    def env(self, home, **extra):
+        """The environment of a client of this server: its key pair and endpoint, HOME at
+        home (so no ~/.aws of the caller's is read), none of the caller's AWS_ settings;
+        then extra."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(HOME=home, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+                   AWS_ENDPOINT_URL=self.url)
+        env.update(extra)
+        return env
 
     def put(self, bucket, key, data):
         """Creates or overwrites an object (a new ETag for new bytes)."""

@@ -261,10 +261,7 @@ class Cache(TinyCase):
                 try:
                     readers = [threading.Thread(target=read_all, args=(a, self.data)),
                                threading.Thread(target=read_all, args=(b, other))]
-                    for r in readers:
-                        r.start()
-                    for r in readers:
-                        r.join()
+                    self.assertEqual(gm.run_threads(readers, 300), [])
                 finally:
                     stop.set()
                     t.join()

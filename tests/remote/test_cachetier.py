@@ -39,17 +39,6 @@ def write_model(path, size, seed):
     return gm.read_file(path)
 
 
-def load(path, piece=1 << 20):
-    """sha256 of the whole file, read as a loader reads it (large sequential reads)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(piece)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
-
-
 def slices(size):
     """The Range of every slice the tier asks the origin for."""
     return {"bytes=%d-%d" % (i, i + SLICE - 1) for i in range(0, size, SLICE)}
@@ -84,12 +73,9 @@ class CacheTier(unittest.TestCase):
                 got = [None] * 3
 
                 def run(i):
-                    got[i] = load(mounts[i].p("model.gguf"))
+                    got[i] = gm.sha256_file(mounts[i].p("model.gguf"))
                 threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join(300)
+                gm.run_threads(threads, 300)
                 self.assertEqual(got, [self.sha] * 3)
                 # a request's bytes are counted when it ends, which can be just after a
                 # reader waiting on it got its last bytes: wait (bounded) for the count
@@ -121,7 +107,7 @@ class CacheTier(unittest.TestCase):
             # 503s at the origin: passed on, not cached, retried by the mount
             with EnvMount(url) as m:
                 s.fail_next(3, 503)
-                self.assertEqual(load(m.p("model.gguf")), hashlib.sha256(small).hexdigest())
+                self.assertEqual(gm.sha256_file(m.p("model.gguf")), hashlib.sha256(small).hexdigest())
                 self.assertGreaterEqual(int(os.getxattr(m.path, "user.ggufs.retries")), 1)
             counts, statuses, _ = self.origin_slices(s)
             self.assertEqual(set(counts.values()), {1})
@@ -152,7 +138,7 @@ class CacheTier(unittest.TestCase):
             # slice mount 2 read before the change is stale too)
             time.sleep(max(0.0, swapped + 3 - time.monotonic()))
             with EnvMount(url) as m:
-                self.assertEqual(load(m.p("model.gguf")), hashlib.sha256(new).hexdigest())
+                self.assertEqual(gm.sha256_file(m.p("model.gguf")), hashlib.sha256(new).hexdigest())
 
 if __name__ == "__main__":
     gm.main()

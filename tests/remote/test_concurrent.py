@@ -48,11 +48,7 @@ class Concurrent(unittest.TestCase):
                 threads = [threading.Thread(target=reader, args=(i,), daemon=True)
                            for i in range(THREADS)]
                 start = time.monotonic()
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join(max(0.0, DEADLINE - (time.monotonic() - start)))
-                self.assertFalse(any(t.is_alive() for t in threads),
+                self.assertEqual(gm.run_threads(threads, DEADLINE), [],
                                  "readers still running after %g s" % DEADLINE)
                 self.assertEqual(errors, [])
                 self.assertIsNone(m.proc.poll())
@@ -78,11 +74,7 @@ class Concurrent(unittest.TestCase):
             got = [None] * THREADS
             threads = [threading.Thread(target=lambda i=i: got.__setitem__(
                 i, gm.pread_direct(path, 4096, at)), daemon=True) for i in range(THREADS)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(DEADLINE)
-            self.assertFalse(any(t.is_alive() for t in threads))
+            self.assertEqual(gm.run_threads(threads, DEADLINE), [])
             self.assertEqual(got, [want] * THREADS)
             log = s.log_settled(1)
             ranges = [r.range for r in log]

@@ -363,15 +363,6 @@ class Stall(Base):
         self.assertLess(took, 4 * timeout + 3)
 
 
-def rss_bytes(pid):
-    """The resident memory of process pid."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 class ClaimedSize(Base):
     def test_claim_beyond_the_limit_refused(self):
         with FaultServer({PATH: Body(self.data, 1 << 43)}) as s:
@@ -384,7 +375,7 @@ class ClaimedSize(Base):
         with FaultServer({PATH: Body(self.data, 4 << 40)}) as s:
             with EnvMount(s.url + PATH, ["-o", "cache_dir=" + self.cache]) as m:
                 self.read_all(m)
-                rss = rss_bytes(m.proc.pid)
+                rss = gm.proc_status(m.proc.pid, "VmRSS")
             (entry,) = entries(self.cache)
             sizes = {n: os.stat(os.path.join(self.cache, entry, n)).st_size
                      for n in ("data", "map")}

@@ -110,13 +110,19 @@ class HubLibrary(unittest.TestCase):
         for r in self.hub.log():
             self.assertEqual(r.headers.get("authorization"), "Bearer sekrit", r.path)
         # without the token: one line at mount, nothing mounted
+        self.assertIn("401", self.refused_line(["hf://owner/repo"]))
+
+    def refused_line(self, args, timeout=gm.MOUNT_TIMEOUT, **extra):
+        """The one line a mount of args (a mount point added) says, refused: run as
+        run_env runs it, exit status 1, one line on stderr, nothing mounted."""
         mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(mnt)
-        r = self.run_env(["hf://owner/repo", mnt])
-        self.assertEqual(r.returncode, 1)
+        os.makedirs(mnt, exist_ok=True)
+        r = self.run_env(list(args) + [mnt], timeout, **extra)
+        self.assertEqual(r.returncode, 1, r.stderr)
         lines = r.stderr.decode().splitlines()
         self.assertEqual(len(lines), 1, lines)
-        self.assertIn("401", lines[0])
+        self.assertFalse(gm.is_mounted(mnt))
+        return lines[0]
 
     def run_env(self, args, timeout=gm.MOUNT_TIMEOUT, **extra):
         """ggufs ARGS run to its end in self.env(**extra) alone."""
@@ -135,12 +141,11 @@ class HubLibrary(unittest.TestCase):
         for status in (404, 429, 503):
             with self.subTest(status=status):
                 self.hub.fail_next(50, status)
-                r = self.run_env(["-o", "timeout=2", "hf://owner/repo", mnt])
-                self.hub.clear_failures()
-                self.assertEqual(r.returncode, 1)
-                lines = r.stderr.decode().splitlines()
-                self.assertEqual(len(lines), 1, lines)
-                self.assertIn(str(status), lines[0])
+                try:
+                    line = self.refused_line(["-o", "timeout=2", "hf://owner/repo"])
+                finally:
+                    self.hub.clear_failures()
+                self.assertIn(str(status), line)
         r = self.run_env(["hf://owner/nothere", mnt])
         self.assertEqual(r.returncode, 1)
         self.assertIn("404", r.stderr.decode())
@@ -157,13 +162,7 @@ class HubLibrary(unittest.TestCase):
             body = self.hub.file(page).slice(0, len(self.hub.file(page).content)).tobytes()
             self.hub.swap(page, body, [("Link", '<%s%s&cursor=1>; rel="next"' % (other.url, page))])
             self.hub.token = "sekrit"
-            mnt = os.path.join(self.tmp, "mnt")
-            os.mkdir(mnt)
-            r = self.run_env(["hf://owner/repo", mnt], HF_TOKEN="sekrit")
-            self.assertEqual(r.returncode, 1)
-            lines = r.stderr.decode().splitlines()
-            self.assertEqual(len(lines), 1, lines)
-            self.assertIn("next page", lines[0])
+            self.assertIn("next page", self.refused_line(["hf://owner/repo"], HF_TOKEN="sekrit"))
             self.assertEqual(other.log(), [])
 
     def test_names_longer_than_255_bytes_left_out(self):
@@ -189,14 +188,9 @@ class HubLibrary(unittest.TestCase):
             key = base + ("&cursor=%d" % k if k else "")
             self.hub.swap(key, b"[]", [("Link", '<%s%s&cursor=%d>; rel="next"'
                                         % (self.hub.url, base, k + 1))])
-        mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(mnt)
         # 10,000 requests, one connection each: minutes allowed under a sanitizer
-        r = self.run_env(["hf://owner/repo@%s" % self.first, mnt], timeout=300)
-        self.assertEqual(r.returncode, 1, r.stderr)
-        lines = r.stderr.decode().splitlines()
-        self.assertEqual(len(lines), 1, lines)
-        self.assertIn("more than 10000 pages", lines[0])
+        self.assertIn("more than 10000 pages",
+                      self.refused_line(["hf://owner/repo@%s" % self.first], timeout=300))
 
     def test_compare(self):
         """compare/ of a hub library: listed without fetching the other model, read as
@@ -279,14 +273,9 @@ class HubLibrary(unittest.TestCase):
         with EnvMount("hf://owner/repo:q8_0", env=self.env()) as m:
             self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"eight\n")
             self.assertIn(self.first, m.stderr())
-        mnt = os.path.join(self.tmp, "mnt")
-        os.mkdir(mnt)
-        r = self.run_env(["hf://owner/repo:IQ2_XS", mnt])
-        self.assertEqual(r.returncode, 1)
-        lines = r.stderr.decode().splitlines()
-        self.assertEqual(len(lines), 1, lines)
+        line = self.refused_line(["hf://owner/repo:IQ2_XS"])
         for tag in ("Q4_K_M", "Q8_0", "F16"):
-            self.assertIn(tag, lines[0])
+            self.assertIn(tag, line)
         blob = "%s/owner/repo/blob/%s/Tiny-Q8_0.gguf" % (self.hub.url, self.first)
         with EnvMount(blob, env=self.env()) as m:
             self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"eight\n")

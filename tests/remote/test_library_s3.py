@@ -13,8 +13,8 @@ the fault server in S3 mode (s3auth.py):
 - an object's version is its ETag and size: a listing's LastModified a second off the
   object's, or absent, still serves the model; a changed object is ESTALE;
 - names longer than 255 bytes are left out with a log line;
-- a folder that holds only names left out (lib/a/../../x.gguf) is no folder once it is
-  looked in (S3 has no empty folders)."""
+- a folder that holds only names left out (lib/a/../../x.gguf) is an empty folder,
+  not gone once looked in."""
 import errno
 import os
 import subprocess
@@ -172,16 +172,26 @@ class S3Library(TinyCase):
             self.assertEqual(gm.read_file(m.p(fits)), b"f")
             self.assertIn("longer than 255 bytes", m.stderr())
 
-    def test_a_folder_of_names_left_out_is_no_folder(self):
+    def test_a_folder_of_names_left_out_is_empty(self):
+        """Issue 43 item 12: a folder whose every key is refused (a/../../x.gguf, one
+        with a tab) shows in its parent and, looked in, is empty, not gone: os.listdir
+        is [], and find over the mount exits 0 (it printed "No such file or
+        directory")."""
         files = {"/models/lib/a/../../escape2.gguf": tiny_model("one"),
+                 "/models/lib/b/tab\tx.txt": b"t",
                  "/models/lib/ok.txt": b"ok"}
         with self.server(files) as s, self.mount(s) as m:
-            with self.assertRaises(FileNotFoundError):
-                os.listdir(m.p("a"))
-            self.assertEqual(sorted(os.listdir(m.path)), ["models.json", "models.tsv", "ok.txt"])
-            self.assertFalse(os.path.exists(m.p("a")))
+            root = ["a", "b", "models.json", "models.tsv", "ok.txt"]
+            self.assertEqual(sorted(os.listdir(m.path)), root)
+            for name in ("a", "b"):
+                self.assertEqual(os.listdir(m.p(name)), [], name)
+                self.assertTrue(os.path.isdir(m.p(name)), name)
+            self.assertEqual(sorted(os.listdir(m.path)), root)
+            found = subprocess.run(["find", m.path], capture_output=True, timeout=60)
+            self.assertEqual((found.returncode, found.stderr), (0, b""))
+            self.assertEqual(sorted(found.stdout.decode().split("\n")),
+                             sorted(["", m.path] + [m.p(n) for n in root]))
             self.assertIn("left out", m.stderr())
-
 
 if __name__ == "__main__":
     gm.main()

@@ -9,7 +9,7 @@ import os
 import shutil
 import unittest
 
-from remote_common import EnvMount, Nginx, gm, public_root, rss_anon, write_noise_model
+from remote_common import EnvMount, Nginx, gm, public_root, write_noise_model
 
 N_TENSORS = 4
 TENSOR_FLOATS = 10 * (1 << 20)  # 40 MB each
@@ -46,7 +46,7 @@ class Memory(unittest.TestCase):
                 h.update(b)
                 n += 1
                 if pid and n % 8 == 0:
-                    peak[0] = max(peak[0], rss_anon(pid))
+                    peak[0] = max(peak[0], gm.rss_anon(pid))
         return h.hexdigest()
 
     def test_cache_bound(self):
@@ -54,7 +54,7 @@ class Memory(unittest.TestCase):
             with EnvMount(n.url + "/big.gguf", ["-o", "cache_size=16M"]) as m, \
                     gm.Mount(self.model) as local:
                 pid = m.proc.pid
-                peak = [rss_anon(pid)]
+                peak = [gm.rss_anon(pid)]
                 for i in range(N_TENSORS):
                     for suffix in ("", ".f32"):
                         name = "w.%d%s" % (i, suffix)

@@ -24,7 +24,7 @@ import unittest
 from remote_common import (EIO_TIMEOUT, ALLTYPES, FAILED_HOLD, TINY, EnvMount, FaultServer,
                            Nginx, env_without_token, gm, install, public_root, range_length,
                            read_bounded, read_sequentially, served_root, split_gguf)
-from modelfile_check import parses_back, sha256
+from modelfile_check import parses_back
 
 PATH = "/models/tinyllama-q4km.gguf"
 MIB = 1 << 20
@@ -49,7 +49,7 @@ class Served(unittest.TestCase):
 
     def test_tinyllama(self):
         with EnvMount(self.nginx.url + PATH) as m:
-            self.assertEqual(sha256(m.p("model.gguf")), sha256(TINY))
+            self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(TINY))
             self.assertEqual(os.path.getsize(m.p("model.gguf")), os.path.getsize(TINY))
             self.assertEqual(int(os.stat(m.p("model.gguf")).st_mtime), int(os.stat(TINY).st_mtime))
             parses_back(self, m.path)
@@ -58,7 +58,7 @@ class Served(unittest.TestCase):
     def test_hf(self):
         env = env_without_token(HF_ENDPOINT=self.nginx.url)
         with EnvMount("hf://owner/repo/tinyllama-q4km.gguf", env=env) as m:
-            self.assertEqual(sha256(m.p("model.gguf")), sha256(TINY))
+            self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(TINY))
 
     def test_alltypes(self):
         with EnvMount(self.nginx.url + "/vectors/alltypes.gguf") as m:
@@ -67,7 +67,7 @@ class Served(unittest.TestCase):
 
     def test_split_merges_back(self):
         with EnvMount(self.nginx.url + "/split/tiny-00002-of-00003.gguf") as m:
-            self.assertEqual(sha256(m.p("model.gguf")), sha256(TINY))
+            self.assertEqual(gm.sha256_file(m.p("model.gguf")), gm.sha256_file(TINY))
             parses_back(self, m.path)
 
     def test_edits_local_then_remote(self):

@@ -218,10 +218,9 @@ class S3(TinyCase):
                                      ["Tiny Q4+K", "big", "empty.txt"])
                     self.assertEqual(sorted(os.listdir(m.p("many"))),
                                      ["f%02d.bin" % i for i in range(5)])
-                    # "a/./b.gguf": no "." part, and so a/ holds nothing: no folder once
-                    # looked in (issue 37)
-                    with self.assertRaises(FileNotFoundError):
-                        os.listdir(m.p("a"))
+                    # "a/./b.gguf": no "." part, and so a/ holds nothing: an empty
+                    # folder (issue 43)
+                    self.assertEqual(os.listdir(m.p("a")), [])
                     self.assertEqual(gm.read_file(m.p("README.md")), b"# card\n")
                     self.assertEqual(gm.read_file(m.p("pub", "repo", "empty.txt")), b"")
                     self.assertEqual(gm.read_file(m.p("many", "f04.bin")), b"xxxx")

@@ -15,16 +15,7 @@ import unittest
 
 from remote_common import (TinyCase, EIO_TIMEOUT, TINY, EnvMount, compare_mounts, gm, read_bounded,
                            split_gguf)
-from s3rver import ACCESS_KEY, SECRET_KEY, S3rver
-
-
-def s3_env(home, url, **extra):
-    """s3rver's credentials and endpoint, nothing of the caller's AWS settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(HOME=home, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
-               AWS_ENDPOINT_URL=url)
-    env.update(extra)
-    return env
+from s3rver import S3rver
 
 
 class S3rverTest(TinyCase):
@@ -38,7 +29,7 @@ class S3rverTest(TinyCase):
         cls.s3.put("models", "tiny/tinyllama-q4km.gguf", cls.data)
         for p in cls.shards:
             cls.s3.put("models", "split/" + os.path.basename(p), gm.read_file(p))
-        cls.env = s3_env(cls.home, cls.s3.url)
+        cls.env = cls.s3.env(cls.home)
 
     @classmethod
     def tearDownClass(cls):
@@ -136,7 +127,7 @@ class S3rverTest(TinyCase):
         err = self.refused("s3://nobucket/x.gguf", self.env)
         self.assertIn("no such bucket 'nobucket' (HTTP 404 NoSuchBucket)", err)
         err = self.refused("s3://models/tiny/tinyllama-q4km.gguf",
-                           s3_env(self.home, self.s3.url, AWS_ACCESS_KEY_ID="NOBODY"))
+                           self.s3.env(self.home, AWS_ACCESS_KEY_ID="NOBODY"))
         self.assertIn("InvalidAccessKeyId", err)
 
 

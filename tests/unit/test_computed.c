@@ -1,17 +1,23 @@
 /* A computed file (lib/1-bytes/computed.h) over a fill function that makes known bytes
  * and counts its calls: any range reads the same bytes as the function makes; each
  * block is made once however many readers want it at once; a sequential reader has the
- * blocks ahead of it made on the workers; with a disk cache a second open of the same
- * key and version makes nothing and reads every block from disk, another version makes
- * them again; a failed block fails the reads that need it, is kept nowhere, and is made
- * again by the next read; a second open of the same key in one process shares its disk
- * cache entry; an open of an entry another mount holds computes without it, unless that
- * mount is leaving (computed_leaving): then it waits for its close and reads from disk. */
+ * blocks ahead of it made by the pool's workers; with a disk cache a second open of the
+ * same key and version makes nothing and reads every block from disk, another version
+ * makes them again; a failed block fails the reads that need it, is kept nowhere, and is
+ * made again by the next read; a second open of the same key in one process shares its
+ * disk cache entry; an open of an entry another mount (a child) holds computes without
+ * it, unless that mount is leaving (computed_pool_leaving): then it waits for its close
+ * and reads from disk; and one that found the entry held takes it at a later block once
+ * that mount let it go. The pool: many files read at once by many threads never have
+ * more workers than the pool's bound, and the workers end once idle; a close cancels
+ * the blocks queued for the workers and waits only for those being made (the workers
+ * live on). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,14 +68,25 @@ static int fill(void *ctx, uint64_t off, uint64_t len, void *buf)
 	return 0;
 }
 
-static struct source *open_file(struct maker *mk, unsigned threads, const char *dir,
+/* A pool of threads workers (ending after 0.2 s idle) and 64 blocks of memory. */
+static struct computed_pool *new_pool(unsigned threads)
+{
+	const struct computed_pool_opts o = { .threads = threads, .idle_s = 0.2,
+	                                      .memory = 64 * (uint64_t)COMPUTED_BLOCK_SIZE };
+	char err[GGUF_ERR_MAX];
+	struct computed_pool *p = computed_pool_new(&o, err);
+	if (!p)
+		fail_msg("%s", err);
+	return p;
+}
+
+static struct source *open_file(struct maker *mk, struct computed_pool *pool, const char *dir,
                                 const char *version)
 {
 	memset(mk, 0, sizeof *mk);
 	mk->reader = pthread_self();
 	atomic_store(&mk->fail_block, -1);
-	const struct computed_opts o = { .size = SIZE, .fill = fill, .ctx = mk, .threads = threads,
-	                                 .memory = 64 * (uint64_t)COMPUTED_BLOCK_SIZE,
+	const struct computed_opts o = { .size = SIZE, .fill = fill, .ctx = mk, .pool = pool,
 	                                 .cache_dir = dir, .key = "test:computed",
 	                                 .version = version };
 	char err[GGUF_ERR_MAX];
@@ -103,7 +120,8 @@ static void test_ranges_and_once(void **state)
 {
 	(void)state;
 	struct maker mk;
-	struct source *src = open_file(&mk, 0, NULL, NULL);
+	struct computed_pool *pool = new_pool(0);
+	struct source *src = open_file(&mk, pool, NULL, NULL);
 	const uint64_t B = COMPUTED_BLOCK_SIZE;
 	const uint64_t offs[] = { 0, 1, B - 1, B, 3 * B + 17, SIZE - B - 1, SIZE - 1 };
 	const uint64_t lens[] = { 1, 2, B, B + 1, 2 * B + 3, SIZE };
@@ -116,7 +134,9 @@ static void test_ranges_and_once(void **state)
 	computed_counters(src, &c);
 	assert_int_equal(c.computed, N_BLOCKS);
 	assert_int_equal(c.from_disk + c.stored + c.failed, 0);
+	assert_int_equal(computed_pool_threads(pool), 0);   /* none: nothing made ahead */
 	source_close(src);
+	computed_pool_free(pool);
 }
 
 struct reader_arg {
@@ -141,7 +161,8 @@ static void test_concurrent_readers(void **state)
 {
 	(void)state;
 	struct maker mk;
-	struct source *src = open_file(&mk, 2, NULL, NULL);
+	struct computed_pool *pool = new_pool(2);
+	struct source *src = open_file(&mk, pool, NULL, NULL);
 	pthread_t t[4];
 	struct reader_arg a[4];
 	for (int i = 0; i < 4; i++) {
@@ -153,6 +174,14 @@ static void test_concurrent_readers(void **state)
 	for (int k = 0; k < N_BLOCKS; k++)
 		assert_true(atomic_load(&mk.calls[k]) <= 1);
 	source_close(src);
+	computed_pool_free(pool);
+}
+
+/* Waits (1 ms at a time, 10 s at most) until block k of mk is made. */
+static void wait_made(struct maker *mk, int k)
+{
+	for (int waited = 0; waited < 10000 && !atomic_load(&mk->calls[k]); waited++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 }
 
 /* A sequential reader: the workers make the blocks ahead of it. */
@@ -160,16 +189,14 @@ static void test_sequential_ahead(void **state)
 {
 	(void)state;
 	struct maker mk;
-	struct source *src = open_file(&mk, 2, NULL, NULL);
+	struct computed_pool *pool = new_pool(2);
+	struct source *src = open_file(&mk, pool, NULL, NULL);
 	/* blocks 0 then 1: a sequential reader, whose next blocks the workers make */
 	expect_range(src, 0, 64 << 10);
 	expect_range(src, 64 << 10, 64 << 10);
 	expect_range(src, COMPUTED_BLOCK_SIZE, 64 << 10);
-	for (int waited = 0; waited < 10000; waited++) {   /* 10 s at most */
-		if (atomic_load(&mk.calls[2]) && atomic_load(&mk.calls[3]))
-			break;
-		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
-	}
+	wait_made(&mk, 2);
+	wait_made(&mk, 3);
 	assert_int_equal(atomic_load(&mk.calls[2]), 1);
 	assert_int_equal(atomic_load(&mk.calls[3]), 1);
 	assert_int_equal(atomic_load(&mk.other_thread), 2);   /* not the reader's */
@@ -178,6 +205,7 @@ static void test_sequential_ahead(void **state)
 		expect_range(src, off, SIZE - off < (64 << 10) ? SIZE - off : 64 << 10);
 	assert_int_equal(total_calls(&mk), N_BLOCKS);
 	source_close(src);
+	computed_pool_free(pool);
 }
 
 /* The disk cache: made once, read from disk by the next open of the same version. */
@@ -187,7 +215,8 @@ static void test_disk_cache(void **state)
 	char dir[128];
 	snprintf(dir, sizeof dir, "%s/cache", scratch_dir);
 	struct maker mk;
-	struct source *src = open_file(&mk, 0, dir, "v1");
+	struct computed_pool *pool = new_pool(0), *pool2 = new_pool(2);
+	struct source *src = open_file(&mk, pool, dir, "v1");
 	expect_range(src, 0, SIZE);
 	struct computed_counters c;
 	computed_counters(src, &c);
@@ -195,7 +224,7 @@ static void test_disk_cache(void **state)
 	assert_int_equal(c.stored, N_BLOCKS);
 	source_close(src);
 
-	src = open_file(&mk, 2, dir, "v1");
+	src = open_file(&mk, pool2, dir, "v1");
 	expect_range(src, 0, SIZE);
 	computed_counters(src, &c);
 	assert_int_equal(total_calls(&mk), 0);
@@ -204,74 +233,125 @@ static void test_disk_cache(void **state)
 	source_close(src);
 
 	/* another version: made again */
-	src = open_file(&mk, 0, dir, "v2");
+	src = open_file(&mk, pool, dir, "v2");
 	expect_range(src, SIZE - 10, 10);
 	assert_int_equal(total_calls(&mk), 1);
 	source_close(src);
+	computed_pool_free(pool2);
+	computed_pool_free(pool);
 }
 
-/* Whether src reads as the fill function makes it, whole (no cmocka: for a child). */
-static bool reads_whole(struct source *src)
+/* Whether src reads as the fill function makes it, from off to the end (no cmocka: for
+ * a child). */
+static bool reads_from(struct source *src, uint64_t off)
 {
 	uint8_t *buf = malloc(SIZE);
-	bool ok = buf && source_read(src, 0, SIZE, buf) == 0;
-	for (uint64_t i = 0; ok && i < SIZE; i++)
-		ok = buf[i] == byte_at(i);
+	bool ok = buf && source_read(src, off, SIZE - off, buf) == 0;
+	for (uint64_t i = 0; ok && i < SIZE - off; i++)
+		ok = buf[i] == byte_at(off + i);
 	free(buf);
 	return ok;
 }
 
-/* The old mount of test_leaving, in a child: opens the file, reads it whole (stored),
- * says 'r'; at 'l' from the parent, leaves (computed_leaving), reads it whole again,
- * says 'L', and closes 300 ms later (a mount that takes a while to exit). Exit status 0
- * when every step went as said. */
-static int old_mount(const char *dir, int from_parent, int to_parent)
+/* Another mount, in a child: a pool of threads workers, the file of key version v1
+ * opened, read from off to the end (stored), 'r' said; then at 'l' from the parent its
+ * pool leaves (computed_pool_leaving), the file is read whole again (reads go on), 'L'
+ * said, and it closes 300 ms later (a mount that takes a while to exit); or at 'c' it
+ * closes at once and says 'C'. Exit status 0 when every step went as said. */
+static int other_mount(const char *dir, unsigned threads, uint64_t off, int from_parent,
+                       int to_parent)
 {
 	struct maker mk;
 	memset(&mk, 0, sizeof mk);
 	mk.reader = pthread_self();
 	atomic_store(&mk.fail_block, -1);
-	const struct computed_opts o = { .size = SIZE, .fill = fill, .ctx = &mk, .threads = 2,
-	                                 .memory = 64 * (uint64_t)COMPUTED_BLOCK_SIZE,
+	char err[GGUF_ERR_MAX], c;
+	const struct computed_pool_opts po = { .threads = threads, .idle_s = 0.2 };
+	struct computed_pool *pool = computed_pool_new(&po, err);
+	const struct computed_opts o = { .size = SIZE, .fill = fill, .ctx = &mk, .pool = pool,
 	                                 .cache_dir = dir, .key = "test:computed",
 	                                 .version = "v1" };
-	char err[GGUF_ERR_MAX], c;
-	struct source *old = computed_open(&o, err);
-	if (!old || !reads_whole(old) || write(to_parent, "r", 1) != 1)
+	struct source *src = pool ? computed_open(&o, err) : NULL;
+	if (!src || !reads_from(src, off) || write(to_parent, "r", 1) != 1)
 		return 1;
-	if (read(from_parent, &c, 1) != 1 || c != 'l')
+	if (read(from_parent, &c, 1) != 1 || (c != 'l' && c != 'c'))
 		return 2;
-	computed_leaving(old);
-	if (!reads_whole(old) || write(to_parent, "L", 1) != 1)   /* reads go on */
-		return 3;
-	const struct timespec pause = { 0, 300 * 1000000L };
-	nanosleep(&pause, NULL);
-	source_close(old);
+	if (c == 'l') {
+		computed_pool_leaving(pool);
+		if (!reads_from(src, 0) || write(to_parent, "L", 1) != 1)
+			return 3;
+		const struct timespec pause = { 0, 300 * 1000000L };
+		nanosleep(&pause, NULL);
+		source_close(src);
+	} else {
+		source_close(src);
+		if (write(to_parent, "C", 1) != 1)
+			return 4;
+	}
+	computed_pool_free(pool);
 	return 0;
 }
 
-/* computed_leaving: an entry held by another mount (a child) is not this one's (it
- * computes without the disk cache), until the holder says it is leaving: then an open
- * waits for it to close and reads every block from disk. A second open in this process
- * while the first holds the entry shares it and reads from disk too. A file leaving
- * stores nothing more, its reads go on. */
+/* A child running other_mount, and the pipes to it. */
+struct child {
+	pid_t pid;
+	int down[2], up[2];
+};
+
+/* Starts other_mount in a child (before this process opens the cache: its own
+ * descriptors) and waits for its 'r'. */
+static void child_start(struct child *ch, const char *dir, unsigned threads, uint64_t off)
+{
+	assert_int_equal(pipe(ch->down), 0);
+	assert_int_equal(pipe(ch->up), 0);
+	ch->pid = fork();
+	assert_true(ch->pid >= 0);
+	if (ch->pid == 0)
+		_exit(other_mount(dir, threads, off, ch->down[0], ch->up[1]));
+	char said = 0;
+	assert_int_equal(read(ch->up[0], &said, 1), 1);
+	assert_int_equal(said, 'r');
+}
+
+/* Tells the child what (l or c) and waits for its answer (L or C). */
+static void child_tell(struct child *ch, char what, char answer)
+{
+	char said = 0;
+	assert_int_equal(write(ch->down[1], &what, 1), 1);
+	assert_int_equal(read(ch->up[0], &said, 1), 1);
+	assert_int_equal(said, answer);
+}
+
+/* Waits for the child's exit status 0 and closes the pipes. */
+static void child_end(struct child *ch)
+{
+	int status;
+	assert_int_equal(waitpid(ch->pid, &status, 0), ch->pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	for (int i = 0; i < 2; i++) {
+		close(ch->down[i]);
+		close(ch->up[i]);
+	}
+}
+
+/* computed_pool_leaving: an entry held by another mount (a child) is not this one's (it
+ * computes without the disk cache), until the holder's pool says it is leaving: then an
+ * open waits for it to close and reads every block from disk. A second open in this
+ * process while the first holds the entry shares it and reads from disk too. A file
+ * leaving stores nothing more, its reads go on; one opened in a pool that is leaving
+ * takes no entry, which another open then gets for itself. */
 static void test_leaving(void **state)
 {
 	(void)state;
 	char dir[128];
 	snprintf(dir, sizeof dir, "%s/cache-leaving", scratch_dir);
-	int down[2], up[2];
-	assert_int_equal(pipe(down), 0);
-	assert_int_equal(pipe(up), 0);
-	pid_t pid = fork();   /* before this process opens the cache: its own descriptors */
-	if (pid == 0)
-		_exit(old_mount(dir, down[0], up[1]));
-	char said = 0;
-	assert_int_equal(read(up[0], &said, 1), 1);
-	assert_int_equal(said, 'r');
+	struct child ch;
+	child_start(&ch, dir, 2, 0);
 
 	struct maker mk_new, mk_again;
-	struct source *other = open_file(&mk_new, 0, dir, "v1");   /* held: no entry */
+	struct computed_pool *pool0 = new_pool(0);
+	struct source *other = open_file(&mk_new, pool0, dir, "v1");   /* held: no entry */
 	expect_range(other, 0, SIZE);
 	struct computed_counters c;
 	computed_counters(other, &c);
@@ -279,46 +359,81 @@ static void test_leaving(void **state)
 	assert_int_equal(c.from_disk + c.stored, 0);
 	source_close(other);
 
-	assert_int_equal(write(down[1], "l", 1), 1);
-	assert_int_equal(read(up[0], &said, 1), 1);
-	assert_int_equal(said, 'L');
-	struct source *next = open_file(&mk_new, 0, dir, "v1");   /* waits for old's close */
+	child_tell(&ch, 'l', 'L');
+	struct source *next = open_file(&mk_new, pool0, dir, "v1");   /* waits for its close */
 	expect_range(next, 0, SIZE);
 	computed_counters(next, &c);
 	assert_int_equal(total_calls(&mk_new), 0);
 	assert_int_equal(c.from_disk, N_BLOCKS);
-	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
-	struct source *again = open_file(&mk_again, 0, dir, "v1");   /* shared with next */
+	child_end(&ch);
+	struct source *again = open_file(&mk_again, pool0, dir, "v1");   /* shared with next */
 	expect_range(again, 0, SIZE);
 	computed_counters(again, &c);
 	assert_int_equal(total_calls(&mk_again), 0);
 	assert_int_equal(c.from_disk, N_BLOCKS);
 	source_close(again);
 	source_close(next);
-	close(down[0]);
-	close(down[1]);
-	close(up[0]);
-	close(up[1]);
 
 	/* nothing stored once leaving: block 5, made after, is made again by the next open */
 	struct maker mk_old;
-	struct source *src = open_file(&mk_old, 0, dir, "v2");
+	struct computed_pool *pool = new_pool(0);
+	struct source *src = open_file(&mk_old, pool, dir, "v2");
 	expect_range(src, 0, 10);
-	computed_leaving(src);
+	computed_pool_leaving(pool);
 	expect_range(src, 5 * COMPUTED_BLOCK_SIZE, 10);
 	computed_counters(src, &c);
 	assert_int_equal(c.computed, 2);
 	assert_int_equal(c.stored, 1);
+	/* a file opened in the leaving pool takes no entry: another open gets its own */
+	struct maker mk_late;
+	struct source *late = open_file(&mk_late, pool, dir, "v3");
+	expect_range(late, 0, 10);
+	struct source *src3 = open_file(&mk_new, pool0, dir, "v3");
+	expect_range(src3, 0, 10);
+	computed_counters(src3, &c);
+	assert_int_equal(c.stored, 1);
+	source_close(src3);
+	source_close(late);
 	source_close(src);
-	src = open_file(&mk_new, 0, dir, "v2");
+	src = open_file(&mk_new, pool0, dir, "v2");
 	expect_range(src, 0, 10);
 	expect_range(src, 5 * COMPUTED_BLOCK_SIZE, 10);
 	assert_int_equal(total_calls(&mk_new), 1);
 	assert_int_equal(atomic_load(&mk_new.calls[5]), 1);
 	source_close(src);
+	computed_pool_free(pool);
+	computed_pool_free(pool0);
+}
+
+/* An entry another mount (a child) held at the open, not leaving: blocks are made
+ * without it, until a block made COMPUTED_ENTRY_RETRY_S after the open, once the holder
+ * has let it go: from then on the entry is the file's (blocks read from it, stored in
+ * it). */
+static void test_entry_retried(void **state)
+{
+	(void)state;
+	char dir[128];
+	snprintf(dir, sizeof dir, "%s/cache-retry", scratch_dir);
+	struct child ch;
+	child_start(&ch, dir, 0, 5 * COMPUTED_BLOCK_SIZE);   /* blocks 5 to 10 stored */
+	struct maker mk;
+	struct computed_pool *pool = new_pool(0);
+	struct source *src = open_file(&mk, pool, dir, "v1");   /* held: no entry */
+	expect_range(src, 0, 10);   /* made, not stored */
+	child_tell(&ch, 'c', 'C');   /* let go, without leaving */
+	child_end(&ch);
+	const struct timespec pause = { (time_t)COMPUTED_ENTRY_RETRY_S, 100 * 1000000L };
+	nanosleep(&pause, NULL);
+	expect_range(src, 6 * COMPUTED_BLOCK_SIZE, 10);   /* retried: from disk */
+	expect_range(src, 2 * COMPUTED_BLOCK_SIZE, 10);   /* made and stored */
+	struct computed_counters c;
+	computed_counters(src, &c);
+	assert_int_equal(c.computed, 2);
+	assert_int_equal(c.from_disk, 1);
+	assert_int_equal(c.stored, 1);
+	assert_int_equal(atomic_load(&mk.calls[6]), 0);
+	source_close(src);
+	computed_pool_free(pool);
 }
 
 /* A block that fails: its reads fail, others do not, nothing is kept of it, and the
@@ -329,7 +444,8 @@ static void test_failed_block(void **state)
 	char dir[128];
 	snprintf(dir, sizeof dir, "%s/cache-fail", scratch_dir);
 	struct maker mk;
-	struct source *src = open_file(&mk, 0, dir, "v1");
+	struct computed_pool *pool = new_pool(0);
+	struct source *src = open_file(&mk, pool, dir, "v1");
 	atomic_store(&mk.fail_block, 3);
 	uint8_t *buf = malloc(SIZE);
 	assert_non_null(buf);
@@ -343,7 +459,127 @@ static void test_failed_block(void **state)
 	computed_counters(src, &c);
 	assert_int_equal(c.failed, 2);
 	source_close(src);
+	computed_pool_free(pool);
 	free(buf);
+}
+
+/* The pool under many files: POOL_FILES files, each read whole, in order, by its own
+ * thread at once, in a pool of POOL_THREADS workers. */
+#define POOL_FILES 12
+#define POOL_THREADS 3
+
+struct pool_reader {
+	struct computed_pool *pool;
+	struct maker mk;
+	struct source *src;
+};
+
+static void *read_whole(void *arg)
+{
+	struct pool_reader *r = arg;
+	for (uint64_t off = 0; off < SIZE; off += 32 << 10)
+		expect_range(r->src, off, SIZE - off < (32 << 10) ? SIZE - off : 32 << 10);
+	return NULL;
+}
+
+struct watch {
+	struct computed_pool *pool;
+	atomic_bool done;
+	atomic_uint most;   /* the most workers seen alive at once */
+};
+
+static void *watch_threads(void *arg)
+{
+	struct watch *w = arg;
+	while (!atomic_load(&w->done)) {
+		const unsigned n = computed_pool_threads(w->pool);
+		if (n > atomic_load(&w->most))
+			atomic_store(&w->most, n);
+		nanosleep(&(struct timespec){ 0, 200000 }, NULL);
+	}
+	return NULL;
+}
+
+/* Every file's bytes right; never more than POOL_THREADS workers, however many files;
+ * some blocks made by the workers; all of them gone within a moment of the last read
+ * (0.2 s idle here; 10 s as a hang guard); the pool made again and ended a second time. */
+static void test_pool_bound(void **state)
+{
+	(void)state;
+	struct computed_pool *pool = new_pool(POOL_THREADS);
+	struct watch w = { .pool = pool };
+	pthread_t watcher;
+	assert_int_equal(pthread_create(&watcher, NULL, watch_threads, &w), 0);
+	for (int round = 0; round < 2; round++) {
+		static struct pool_reader r[POOL_FILES];
+		pthread_t t[POOL_FILES];
+		for (int i = 0; i < POOL_FILES; i++)
+			r[i].src = open_file(&r[i].mk, pool, NULL, NULL);
+		for (int i = 0; i < POOL_FILES; i++)
+			assert_int_equal(pthread_create(&t[i], NULL, read_whole, &r[i]), 0);
+		for (int i = 0; i < POOL_FILES; i++) {
+			pthread_join(t[i], NULL);
+			assert_true(total_calls(&r[i].mk) >= N_BLOCKS);
+			source_close(r[i].src);
+		}
+		for (int waited = 0; waited < 10000 && computed_pool_threads(pool); waited++)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		assert_int_equal(computed_pool_threads(pool), 0);
+	}
+	atomic_store(&w.done, true);
+	pthread_join(watcher, NULL);
+	assert_true(atomic_load(&w.most) >= 1);
+	assert_true(atomic_load(&w.most) <= POOL_THREADS);
+	computed_pool_free(pool);
+}
+
+/* A fill that takes SLOW_MS a block: a close while the workers make blocks ahead. */
+#define SLOW_MS 30
+
+struct slow_maker {
+	atomic_int made, after_close;
+	atomic_bool closed;
+};
+
+static int slow_fill(void *ctx, uint64_t off, uint64_t len, void *buf)
+{
+	struct slow_maker *sm = ctx;
+	nanosleep(&(struct timespec){ 0, SLOW_MS * 1000000L }, NULL);
+	for (uint64_t i = 0; i < len; i++)
+		((uint8_t *)buf)[i] = byte_at(off + i);
+	atomic_fetch_add(&sm->made, 1);
+	if (atomic_load(&sm->closed))
+		atomic_fetch_add(&sm->after_close, 1);
+	return 0;
+}
+
+/* A close cancels the file's blocks queued for the workers and waits for those being
+ * made, and no more: nothing of it is made after its close returns, it leaves blocks of
+ * its window unmade, and the workers live on (no join) until idle. */
+static void test_close_cancels(void **state)
+{
+	(void)state;
+	const struct computed_pool_opts po = { .threads = 2, .idle_s = 60 };
+	char err[GGUF_ERR_MAX];
+	struct computed_pool *pool = computed_pool_new(&po, err);
+	assert_non_null(pool);
+	struct slow_maker sm = { 0 };
+	const struct computed_opts o = { .size = SIZE, .fill = slow_fill, .ctx = &sm,
+	                                 .pool = pool };
+	struct source *src = computed_open(&o, err);
+	assert_non_null(src);
+	/* three blocks in order: the window ahead grows to 8 blocks of the 11 */
+	for (uint64_t k = 0; k < 3; k++)
+		expect_range(src, k * COMPUTED_BLOCK_SIZE, COMPUTED_BLOCK_SIZE);
+	source_close(src);
+	atomic_store(&sm.closed, true);
+	const int made = atomic_load(&sm.made);
+	assert_true(made < N_BLOCKS);   /* its window cancelled */
+	assert_true(computed_pool_threads(pool) > 0);   /* closed without a join */
+	nanosleep(&(struct timespec){ 0, 4 * SLOW_MS * 1000000L }, NULL);
+	assert_int_equal(atomic_load(&sm.after_close), 0);
+	assert_int_equal(atomic_load(&sm.made), made);
+	computed_pool_free(pool);
 }
 
 int unit_main(UNIT_ARGS)
@@ -355,6 +591,9 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_disk_cache),
 		cmocka_unit_test(test_failed_block),
 		cmocka_unit_test(test_leaving),
+		cmocka_unit_test(test_entry_retried),
+		cmocka_unit_test(test_pool_bound),
+		cmocka_unit_test(test_close_cancels),
 	};
 	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "unit.h"
+#include "tiny_model.h"
 
 #include "edit_text.h"
 #include "model.h"
@@ -57,8 +58,7 @@ static void test_load(void **state)
 {
 	(void)state;
 	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	assert_non_null(m);
+	struct ggufs_model *m = tiny_model_open();
 	struct tree *t = tree_build(m, err);
 	assert_non_null(t);
 	const struct tree_node *n = tree_lookup(t, TREE_METADATA_DIR_INO, "general.architecture");

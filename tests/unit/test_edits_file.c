@@ -15,21 +15,12 @@
 #include <cmocka.h>
 
 #include "unit.h"
+#include "tiny_model.h"
 
 #include "edits_file.h"
 #include "model.h"
 #include "overlay.h"
 #include "parse_value.h"
-
-static struct ggufs_model *open_test_model(void)
-{
-	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	if (!m)
-		print_error("%s\n", err);
-	assert_non_null(m);
-	return m;
-}
 
 /* The value of type tname that text parses to (value_buf_free it). */
 static struct value_buf text_value(const char *tname, const char *text, size_t len)
@@ -62,7 +53,7 @@ static void assert_same_state(const struct ov_state *a, const struct ov_state *b
 static void test_states(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = open_test_model();
+	struct ggufs_model *m = tiny_model_open();
 	struct ov_state *s0 = ov_initial(m);
 	assert_non_null(s0);
 	uint64_t n = m->meta->n_kv, name_at = find(s0, "general.name");
@@ -172,7 +163,7 @@ static struct ov_state *edited(const struct ggufs_model *m)
 static void test_patch_round_trip(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = open_test_model();
+	struct ggufs_model *m = tiny_model_open();
 	struct edits_identity id = { .size = 12345 };
 	assert_int_equal(ov_identity(m, &id.header_hash), 0);
 	struct ov_state *s = edited(m);
@@ -236,7 +227,7 @@ static void refused(const struct ggufs_model *m, const struct edits_identity *id
 static void test_patch_refusals(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = open_test_model();
+	struct ggufs_model *m = tiny_model_open();
 	struct edits_identity id = { .size = 1 };
 	assert_int_equal(ov_identity(m, &id.header_hash), 0);
 	refused(m, &id, ", \"set\": {\"general.alignment\": {\"type\": \"uint32\", \"value\": 64}}",

@@ -133,14 +133,9 @@ static void test_escape_bytes(void **state)
 	assert_string_equal(out, "");
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_once_then_counted, setup),
-		cmocka_unit_test_setup(test_line_escaped, setup),
-		cmocka_unit_test(test_escape_bytes),
-		cmocka_unit_test_setup(test_keys_apart, setup),
-		cmocka_unit_test_setup(test_oldest_cause_forgotten, setup),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(
+	cmocka_unit_test_setup(test_once_then_counted, setup),
+	cmocka_unit_test_setup(test_line_escaped, setup),
+	cmocka_unit_test(test_escape_bytes),
+	cmocka_unit_test_setup(test_keys_apart, setup),
+	cmocka_unit_test_setup(test_oldest_cause_forgotten, setup))

@@ -246,11 +246,6 @@ static void test_truncation(void **state)
 	);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_random_corruption),
-		cmocka_unit_test(test_truncation),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+UNIT_TESTS_IN_GROUP(setup, teardown,
+	cmocka_unit_test(test_random_corruption),
+	cmocka_unit_test(test_truncation))

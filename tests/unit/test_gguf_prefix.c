@@ -230,14 +230,9 @@ static void test_string_array_asks_at_once(void **state)
 	free(img);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_prefix_of_tinyllama),
-		cmocka_unit_test(test_mutants_end_as_whole),
-		cmocka_unit_test(test_tinyllama_one_request),
-		cmocka_unit_test(test_claims_ask_before_allocating),
-		cmocka_unit_test(test_string_array_asks_at_once),
-	};
-	return cmocka_run_group_tests(tests, load_tiny, free_tiny);
-}
+UNIT_TESTS_IN_GROUP(load_tiny, free_tiny,
+	cmocka_unit_test(test_every_prefix_of_tinyllama),
+	cmocka_unit_test(test_mutants_end_as_whole),
+	cmocka_unit_test(test_tinyllama_one_request),
+	cmocka_unit_test(test_claims_ask_before_allocating),
+	cmocka_unit_test(test_string_array_asks_at_once))

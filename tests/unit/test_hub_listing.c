@@ -18,6 +18,18 @@
 
 #define SHA "0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789abcdef"
 
+/* The listing of the root's page (no folder prefix), which must parse and hold n
+ * entries. */
+static struct hub_listing parsed(const char *page, size_t n)
+{
+	struct hub_listing l = { 0 };
+	char err[GGUF_ERR_MAX];
+	if (hub_parse_page(page, strlen(page), "", &l, err) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(l.n, n);
+	return l;
+}
+
 static void test_page(void **state)
 {
 	(void)state;
@@ -36,10 +48,8 @@ static void test_page(void **state)
 		" {\"type\":\"file\",\"path\":\"neg\",\"size\":-1},"
 		" {\"type\":\"link\",\"path\":\"l\",\"size\":1},"
 		" {\"path\":\"notype\",\"size\":1}, 7, null]";
-	struct hub_listing l = { 0 };
+	struct hub_listing l = parsed(page, 3);
 	char err[GGUF_ERR_MAX];
-	assert_int_equal(hub_parse_page(page, strlen(page), "", &l, err), 0);
-	assert_int_equal(l.n, 3);
 	assert_string_equal(l.files[0].path, "a.gguf");
 	assert_false(l.files[0].dir);
 	assert_int_equal(l.files[0].size, 10);
@@ -90,10 +100,7 @@ static void test_dates(void **state)
 		" {\"type\":\"file\",\"path\":\"e\",\"size\":1,\"lastCommit\":{\"date\":\"2024-04\"}},"
 		" {\"type\":\"directory\",\"path\":\"f\",\"size\":0,"
 		"  \"lastCommit\":{\"date\":\"2023-01-02T03:04:05+00:00\"}}]";
-	struct hub_listing l = { 0 };
-	char err[GGUF_ERR_MAX];
-	assert_int_equal(hub_parse_page(page, strlen(page), "", &l, err), 0);
-	assert_int_equal(l.n, 6);
+	struct hub_listing l = parsed(page, 6);
 	assert_int_equal(l.files[0].date, 1713434059);
 	for (size_t i = 1; i < 5; i++)
 		assert_int_equal(l.files[i].date, 0);
@@ -114,10 +121,7 @@ static void test_finish(void **state)
 	                   " {\"type\":\"directory\",\"path\":\"a\"},"
 	                   " {\"type\":\"file\",\"path\":\"a/b/y.gguf\",\"size\":2},"
 	                   " {\"type\":\"file\",\"path\":\"q/r.txt\",\"size\":4}]";
-	struct hub_listing l = { 0 };
-	char err[GGUF_ERR_MAX];
-	assert_int_equal(hub_parse_page(page, strlen(page), "", &l, err), 0);
-	assert_int_equal(l.n, 6);
+	struct hub_listing l = parsed(page, 6);
 	assert_int_equal(hub_listing_finish(&l), 0);
 	const char *want[] = { "a", "a-z.txt", "a/b", "a/b/c", "a/b/c/x.gguf", "a/b/y.gguf", "q",
 	                       "q/r.txt" };

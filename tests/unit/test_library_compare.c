@@ -328,11 +328,6 @@ static void test_concurrent_reads(void **state)
 	library_free(lib);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_compare),
-		cmocka_unit_test(test_concurrent_reads),
-	};
-	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
-}
+UNIT_TESTS_IN_SCRATCH(
+	cmocka_unit_test(test_compare),
+	cmocka_unit_test(test_concurrent_reads))

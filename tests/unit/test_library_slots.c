@@ -19,6 +19,7 @@
 #include "unit.h"
 
 #include "library.h"
+#include "library_fixture.h"
 
 /* The source: a root folder holding f.txt, whose version is the count of listings so
  * far, and so is the root's (its listing changes every time). */
@@ -63,29 +64,18 @@ static int fake_stat(void *ctx, const char *path, struct lib_entry *e)
 	return 0;
 }
 
-static void fake_free(void *ctx)
-{
-	free(ctx);
-}
-
 static const struct lib_source_ops fake_ops = {
 	.list = fake_list,
 	.unchanged = fake_unchanged,
 	.stat = fake_stat,
-	.free = fake_free,
+	.free = free,
 };
 
 static struct library *fake_library(void)
 {
-	struct lib_source *src = calloc(1, sizeof *src);
-	assert_non_null(src);
-	src->ops = &fake_ops;
-	src->ctx = calloc(1, sizeof(struct fake));
-	assert_non_null(src->ctx);
-	char err[GGUF_ERR_MAX];
-	struct library *lib = library_open(src, err);
-	assert_non_null(lib);
-	return lib;
+	struct fake *f = calloc(1, sizeof *f);
+	assert_non_null(f);
+	return library_fixture_open(&fake_ops, f, false);
 }
 
 /* f.txt looked up (a listing: its next version), held in *r. */

@@ -13,8 +13,11 @@
  * again; a lookup gives a ref of the kind its name has, or -ENOENT for a name the
  * source may not hold then (never for one it always holds); listings hold each name and
  * each number once, the names always there among them; every models.tsv and .json
- * holds the three models always there; at the end no more than LIB_KEEP_IDLE models
- * stay built with no user, and the library frees all it has (LeakSanitizer). */
+ * holds the three models always there; a number kept by the "kernel" (library_kernel_hold)
+ * gives its own slot until forgotten, or -ESTALE once its version is gone; at the end no
+ * more than LIB_KEEP_IDLE models stay built with no user, the listings of idle folders
+ * are let go past LIB_KEEP_IDLE_ENTRIES slots (big0 .. big2, two of three kept), and the
+ * library frees all it has (LeakSanitizer). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +37,7 @@
 
 #include "gguf_writer.h"
 #include "library.h"
+#include "library_fixture.h"
 #include "model.h"
 #include "scratch_dir.h"
 
@@ -41,14 +45,20 @@
 #define SECONDS 3          /* each thread's time, and at most ITERATIONS steps */
 #define ITERATIONS 4000
 #define HELD_PER_THREAD 4  /* refs a thread keeps across its steps, as open files */
+#define KNOWN_PER_THREAD 6 /* numbers a thread keeps as the kernel does, till forgotten */
+/* plain files in each of big0 .. big2: two such listings idle are under the bound of
+ * those kept, three over it */
+#define BIG_FILES (LIB_KEEP_IDLE_ENTRIES * 2 / 5)
 
 /* The source: every listing of the root or of churn is one more listing (gen); the
  * root holds m0.gguf .. m2.gguf (always, version 1), f.txt (a new version each
  * listing), g<gen % 5>.txt, the folder churn (always) and the folder sub<gen % 3>;
  * churn holds c<gen % 4>.gguf of version gen and x.txt of version gen; sub<k> holds
- * s.gguf, version 1. Every model opens model.gguf of the scratch folder. */
+ * s.gguf, version 1; the folders big0 .. big2 (always) hold BIG_FILES files each, and
+ * stay unchanged: listed again only once let go. Every model opens model.gguf of the
+ * scratch folder. */
 static atomic_uint_fast64_t gen;
-static atomic_uint_fast64_t lists, opens;
+static atomic_uint_fast64_t lists, opens, big_lists;
 
 /* A short sleep, different at each call: the window without the library's lock. */
 static void nap(void)
@@ -77,7 +87,7 @@ static int fake_list(void *ctx, const char *dir, struct lib_entry **out, size_t 
 	(void)ctx;
 	atomic_fetch_add(&lists, 1);
 	nap();
-	struct lib_entry *e = calloc(8, sizeof *e);
+	struct lib_entry *e = calloc(BIG_FILES + 16, sizeof *e);
 	assert_non_null(e);
 	size_t k = 0;
 	char name[32];
@@ -93,6 +103,10 @@ static int fake_list(void *ctx, const char *dir, struct lib_entry **out, size_t 
 		put_entry(&e[k++], "churn", true, 1, 2);
 		snprintf(name, sizeof name, "sub%d", (int)(g % 3));
 		put_entry(&e[k++], name, true, 1, 10 + g % 3);
+		for (int i = 0; i < 3; i++) {
+			snprintf(name, sizeof name, "big%d", i);
+			put_entry(&e[k++], name, true, 1, 20 + i);
+		}
 		*version = g;
 	} else if (!strcmp(dir, "churn")) {
 		const uint64_t g = atomic_fetch_add(&gen, 1) + 1;
@@ -102,6 +116,13 @@ static int fake_list(void *ctx, const char *dir, struct lib_entry **out, size_t 
 		*version = g;
 	} else if (!strncmp(dir, "sub", 3) && strlen(dir) == 4) {
 		put_entry(&e[k++], "s.gguf", false, 1, 600 + (dir[3] - '0'));
+		*version = 1;
+	} else if (!strncmp(dir, "big", 3) && strlen(dir) == 4) {
+		atomic_fetch_add(&big_lists, 1);
+		for (int i = 0; i < BIG_FILES; i++) {
+			snprintf(name, sizeof name, "p%04d.txt", i);
+			put_entry(&e[k++], name, false, 1, 1000 + (ino_t)i);
+		}
 		*version = 1;
 	} else {
 		free(e);
@@ -117,8 +138,8 @@ static bool fake_unchanged(void *ctx, const char *dir, uint64_t version)
 {
 	(void)ctx;
 	(void)version;
-	(void)dir;
-	return false;   /* every look lists again (the root and churn change each time) */
+	/* every look lists again (the root and churn change each time), but big<k>'s */
+	return !strncmp(dir, "big", 3);
 }
 
 /* The root, the models always there (version 1); every other file a version gone. */
@@ -160,18 +181,13 @@ static struct ggufs_model *fake_open_model(void *ctx, const char *path, char err
 	return model_open(file, err);
 }
 
-static void fake_free(void *ctx)
-{
-	(void)ctx;
-}
-
 static const struct lib_source_ops fake_ops = {
 	.list = fake_list,
 	.unchanged = fake_unchanged,
 	.stat = fake_stat,
 	.same_version = fake_same_version,
 	.open_model = fake_open_model,
-	.free = fake_free,
+	.free = free,   /* (ctx is NULL) */
 };
 
 /* model.gguf: a small model of two f32 tensors and a name. */
@@ -249,8 +265,10 @@ struct worker {
 	size_t n_refs;
 	uint64_t gone[16];          /* numbers let go of, to look up again */
 	size_t n_gone;
+	uint64_t known[KNOWN_PER_THREAD];   /* numbers given to the "kernel", oldest first */
+	size_t n_known;
 	/* counts */
-	uint64_t steps, lookups, enoent, estale, builds, tables, listings;
+	uint64_t steps, lookups, enoent, estale, builds, tables, listings, forgets;
 	const char *failed;         /* the first assertion that failed, or NULL */
 };
 
@@ -399,6 +417,53 @@ static void step_sub(struct worker *w)
 	keep(w, &m, "s");
 }
 
+/* The kernel forgets the oldest number it keeps. */
+static void forget_oldest(struct worker *w)
+{
+	library_forget(w->lib, w->known[0], 1);
+	memmove(&w->known[0], &w->known[1], (w->n_known - 1) * sizeof w->known[0]);
+	w->n_known--;
+	w->forgets++;
+}
+
+/* A lookup whose number the kernel keeps (its slot held until forgotten): a file of
+ * big<k> (listed again if let go meanwhile), or a name of the root; and a number kept
+ * gives its own slot, or -ESTALE once its version is gone. */
+static void step_kernel(struct worker *w)
+{
+	if (w->n_known && rand_r(&w->seed) % 2) {
+		const uint64_t ino = w->known[rand_r(&w->seed) % w->n_known];
+		struct lib_ref r;
+		int ret = library_get(w->lib, ino, false, &r);
+		CHECK(w, ret == 0 || ret == -ESTALE);
+		if (ret == 0) {
+			CHECK(w, r.ino == ino);
+			library_put(w->lib, &r);
+		}
+		return;
+	}
+	char name[16];
+	snprintf(name, sizeof name, "big%d", rand_r(&w->seed) % 3);
+	struct lib_ref f, r;
+	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &f);
+	CHECK(w, ret == 0);
+	if (ret)
+		return;
+	snprintf(name, sizeof name, "p%04d.txt", rand_r(&w->seed) % BIG_FILES);
+	ret = library_lookup(w->lib, f.ino, name, &r);
+	CHECK(w, ret == 0);
+	struct lib_ref *kept = rand_r(&w->seed) % 2 ? &f : &r;
+	if (ret == 0) {
+		CHECK(w, r.kind == LIB_PLAIN);
+		if (w->n_known == KNOWN_PER_THREAD)
+			forget_oldest(w);
+		library_kernel_hold(w->lib, kept);
+		w->known[w->n_known++] = kept->ino;
+		library_put(w->lib, &r);
+	}
+	library_put(w->lib, &f);
+}
+
 /* A held ref's number gives its own slot; a model's built. */
 static void step_get(struct worker *w)
 {
@@ -492,39 +557,42 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A table's walk now and then (a walk of every model is costly), else what the
+ * kernel's forgetting does (step_kernel). */
+static void step_table_or_kernel(struct worker *w)
+{
+	if (rand_r(&w->seed) % 4 == 0)
+		step_table(w);
+	else
+		step_kernel(w);
+}
+
+/* Its oldest ref put back, when it holds any. */
+static void step_drop(struct worker *w)
+{
+	if (w->n_refs)
+		drop_oldest(w);
+}
+
+/* A worker's steps, one drawn at a time from the 16: each as often as it stands here. */
+static void (*const worker_steps[16])(struct worker *w) = {
+	step_lookup, step_lookup, step_lookup, step_lookup, step_sub, step_sub,
+	step_get, step_get, step_get, step_gone, step_gone, step_list, step_list, step_list,
+	step_table_or_kernel, step_drop,
+};
+
 static void *work(void *arg)
 {
 	struct worker *w = arg;
 	const double end = now() + SECONDS;
 	while (w->steps < ITERATIONS && now() < end && !w->failed) {
 		w->steps++;
-		switch (rand_r(&w->seed) % 16) {
-		case 0: case 1: case 2: case 3:
-			step_lookup(w);
-			break;
-		case 4: case 5:
-			step_sub(w);
-			break;
-		case 6: case 7: case 8:
-			step_get(w);
-			break;
-		case 9: case 10:
-			step_gone(w);
-			break;
-		case 11: case 12: case 13:
-			step_list(w);
-			break;
-		case 14:
-			if (rand_r(&w->seed) % 4 == 0)
-				step_table(w);
-			break;
-		default:
-			if (w->n_refs)
-				drop_oldest(w);
-		}
+		worker_steps[rand_r(&w->seed) % 16](w);
 	}
 	while (w->n_refs)
 		drop_oldest(w);
+	while (w->n_known)
+		forget_oldest(w);
 	return NULL;
 }
 
@@ -532,12 +600,8 @@ static void test_threads(void **state)
 {
 	(void)state;
 	write_model();
-	struct lib_source *src = calloc(1, sizeof *src);
-	assert_non_null(src);
-	src->ops = &fake_ops;
-	char err[GGUF_ERR_MAX];
-	struct library *lib = library_open(src, err);
-	assert_non_null(lib);
+	/* the listings of idle folders let go past the bound (links) */
+	struct library *lib = library_fixture_open(&fake_ops, NULL, true);
 	struct worker w[THREADS];
 	pthread_t th[THREADS];
 	for (int i = 0; i < THREADS; i++) {
@@ -545,7 +609,7 @@ static void test_threads(void **state)
 		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
 	}
 	uint64_t steps = 0, lookups = 0, enoent = 0, estale = 0, builds = 0, tables = 0,
-	         listings = 0;
+	         listings = 0, forgets = 0;
 	for (int i = 0; i < THREADS; i++) {
 		assert_int_equal(pthread_join(th[i], NULL), 0);
 		if (w[i].failed)
@@ -557,14 +621,18 @@ static void test_threads(void **state)
 		builds += w[i].builds;
 		tables += w[i].tables;
 		listings += w[i].listings;
+		forgets += w[i].forgets;
 	}
 	printf("%d threads: %llu steps, %llu lookups (%llu ENOENT), %llu gets of numbers let go "
 	       "ESTALE, %llu builds, %llu listings, %llu tables, %llu refs held of places taken "
-	       "again; source: %llu listings, %llu models opened\n", THREADS, (unsigned long long)steps, (unsigned long long)lookups,
-	       (unsigned long long)enoent, (unsigned long long)estale, (unsigned long long)builds,
+	       "again, %llu numbers forgotten; source: %llu listings (%llu of big<k>), %llu "
+	       "models opened; %llu slots left\n", THREADS, (unsigned long long)steps,
+	       (unsigned long long)lookups, (unsigned long long)enoent,
+	       (unsigned long long)estale, (unsigned long long)builds,
 	       (unsigned long long)listings, (unsigned long long)tables,
-	       (unsigned long long)atomic_load(&reused),
-	       (unsigned long long)atomic_load(&lists), (unsigned long long)atomic_load(&opens));
+	       (unsigned long long)atomic_load(&reused), (unsigned long long)forgets,
+	       (unsigned long long)atomic_load(&lists), (unsigned long long)atomic_load(&big_lists),
+	       (unsigned long long)atomic_load(&opens), (unsigned long long)library_slots(lib));
 	assert_int_equal(atomic_load(&conflicts), 0);
 	/* every thread did each kind of step, and slots were freed under them */
 	assert_true(lookups > THREADS && builds > 0 && tables > 0 && listings > THREADS);
@@ -574,6 +642,11 @@ static void test_threads(void **state)
 	library_counts(lib, &opened, &built);
 	assert_true(built <= LIB_KEEP_IDLE);
 	assert_true(opened > 0);
+	/* nothing held, nothing the kernel keeps: the root and its listing, churn's, and the
+	 * listings of idle folders kept (big<k>'s: two of three), the rest let go */
+	assert_true(forgets > 0);
+	assert_true(library_slots(lib) <= 1 + 16 + 2 + LIB_KEEP_IDLE_ENTRIES);
+	assert_true(atomic_load(&big_lists) >= 3);
 	/* and the library still answers */
 	struct lib_ref r;
 	assert_int_equal(library_lookup(lib, LIB_ROOT_INO, "m1", &r), 0);

@@ -20,6 +20,7 @@
 #include "unit.h"
 
 #include "library.h"
+#include "library_fixture.h"
 
 /* Links to the next level per level, and levels below d0: 2^LEVELS paths (a walk of
  * each would not end in the test's life; alarm fails it instead of hanging). */
@@ -108,30 +109,19 @@ static struct ggufs_model *fake_open_model(void *ctx, const char *path, char err
 	return NULL;
 }
 
-static void fake_free(void *ctx)
-{
-	free(ctx);
-}
-
 static const struct lib_source_ops fake_ops = {
 	.list = fake_list,
 	.unchanged = fake_unchanged,
 	.stat = fake_stat,
 	.open_model = fake_open_model,
-	.free = fake_free,
+	.free = free,
 };
 
 static struct library *fake_library(struct fake **f)
 {
-	struct lib_source *src = calloc(1, sizeof *src);
-	assert_non_null(src);
-	src->ops = &fake_ops;
-	src->ctx = *f = calloc(1, sizeof **f);
-	assert_non_null(src->ctx);
-	char err[GGUF_ERR_MAX];
-	struct library *lib = library_open(src, err);
-	assert_non_null(lib);
-	return lib;
+	*f = calloc(1, sizeof **f);
+	assert_non_null(*f);
+	return library_fixture_open(&fake_ops, *f, false);
 }
 
 /* "d0/a/a/.../a" down to the bottom level, then tail. */

@@ -11,13 +11,13 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "unit.h"
+#include "open_watch.h"
 
 #include "local_check.h"
 #include "scratch_dir.h"
@@ -74,33 +74,6 @@ static void test_reads_the_file_resolved(void **state)
 	unlink(link);
 }
 
-/* An inotify descriptor watching path for opens (IN_OPEN; an O_PATH descriptor opens
- * nothing and is not one). */
-static int watch_opens(const char *path)
-{
-	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	assert_true(in >= 0);
-	assert_true(inotify_add_watch(in, path, IN_OPEN) >= 0);
-	return in;
-}
-
-/* How many opens in saw (then closed). */
-static int opens_seen(int in)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	int n = 0;
-	ssize_t len;
-	while ((len = read(in, buf, sizeof buf)) > 0) {
-		for (ssize_t at = 0; at < len;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
-			n += (ev->mask & IN_OPEN) != 0;
-			at += (ssize_t)(sizeof *ev + ev->len);
-		}
-	}
-	close(in);
-	return n;
-}
-
 /* A FIFO, a character device and a folder are resolved (nothing waits), refused with
  * what they are, and never opened. */
 static void test_refuses_unopened(void **state)
@@ -125,7 +98,7 @@ static void test_refuses_unopened(void **state)
 		if (cases[i].path == dev && !have_dev)
 			continue;   /* no mknod here (a container without CAP_MKNOD) */
 		const bool watched = cases[i].path == fifo || cases[i].path == dev;
-		int in = watched ? watch_opens(cases[i].path) : -1;
+		int in = watched ? open_watch(cases[i].path) : -1;
 		struct stat st;
 		int pfd = local_check_resolve(AT_FDCWD, cases[i].path, &st);
 		assert_true(pfd >= 0);
@@ -135,14 +108,14 @@ static void test_refuses_unopened(void **state)
 		assert_non_null(strstr(err, cases[i].why));
 		close(pfd);
 		if (watched)
-			assert_int_equal(opens_seen(in), 0);
+			assert_int_equal(open_watch_count(in), 0);
 	}
 	/* the watch sees an open where there is one */
-	int in = watch_opens(fifo);
+	int in = open_watch(fifo);
 	int fd = open(fifo, O_RDONLY | O_NONBLOCK);
 	assert_true(fd >= 0);
 	close(fd);
-	assert_int_equal(opens_seen(in), 1);
+	assert_int_equal(open_watch_count(in), 1);
 	unlink(fifo);
 	if (have_dev)
 		unlink(dev);

@@ -8,12 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "unit.h"
+#include "open_watch.h"
+#include "tiny_model.h"
 
 #include "gguf_split.h"
 #include "model.h"
@@ -42,8 +43,7 @@ static void test_single(void **state)
 {
 	(void)state;
 	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	assert_non_null(m);
+	struct ggufs_model *m = tiny_model_open();
 	assert_int_equal(m->n_shards, 1);
 	assert_int_equal(m->n_tensors, 21);
 	assert_string_equal(m->file_name, "tinyllama-q4km.gguf");
@@ -64,8 +64,7 @@ static void test_split(void **state)
 	(void)state;
 	char path[256], err[GGUF_ERR_MAX];
 	split_as("llama", 3, NULL);
-	struct ggufs_model *orig = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	assert_non_null(orig);
+	struct ggufs_model *orig = tiny_model_open();
 	for (unsigned no = 1; no <= 3; no++) {
 		shard_path(path, sizeof path, "llama", no, 3);
 		struct ggufs_model *m = model_open(path, err);
@@ -143,8 +142,7 @@ static void test_split_shards_named(void **state)
 		tree_free(t);
 		model_close(m);
 	}
-	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	assert_non_null(m);
+	struct ggufs_model *m = tiny_model_open();
 	struct tree *t = tree_build(m, err);
 	assert_non_null(t);
 	const struct tree_node *n = tree_node(t, TREE_FIRST_META + m->meta->n_kv);
@@ -292,23 +290,6 @@ static void test_opener_order_and_refusal(void **state)
 	assert_string_equal(err, want);
 }
 
-/* How many opens (IN_OPEN) inotify descriptor in saw; it is closed. */
-static int opens_seen(int in)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	int n = 0;
-	ssize_t len;
-	while ((len = read(in, buf, sizeof buf)) > 0) {
-		for (ssize_t at = 0; at < len;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
-			n += (ev->mask & IN_OPEN) != 0;
-			at += (ssize_t)(sizeof *ev + ev->len);
-		}
-	}
-	close(in);
-	return n;
-}
-
 /* A shard that is a FIFO is refused with what it is and never opened: inotify sees no
  * open of it (a reader's open, even O_NONBLOCK, would wake a writer waiting in it). */
 static void test_split_fifo_never_opened(void **state)
@@ -319,12 +300,10 @@ static void test_split_fifo_never_opened(void **state)
 	shard_path(fifo, sizeof fifo, "pipe", 2, 2);
 	assert_int_equal(unlink(fifo), 0);
 	assert_int_equal(mkfifo(fifo, 0644), 0);
-	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	assert_true(in >= 0);
-	assert_true(inotify_add_watch(in, fifo, IN_OPEN) >= 0);
+	int in = open_watch(fifo);
 	shard_path(path, sizeof path, "pipe", 1, 2);
 	assert_null(model_open(path, err));
-	assert_int_equal(opens_seen(in), 0);
+	assert_int_equal(open_watch_count(in), 0);
 	char want[512];
 	snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
 	assert_string_equal(err, want);
@@ -370,18 +349,13 @@ static void test_shared_shards_read_as_the_named(void **state)
 	model_close(m);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_single),
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_split_shards_named),
-		cmocka_unit_test(test_split_missing),
-		cmocka_unit_test(test_split_foreign),
-		cmocka_unit_test(test_split_duplicate),
-		cmocka_unit_test(test_opener_order_and_refusal),
-		cmocka_unit_test(test_split_fifo_never_opened),
-		cmocka_unit_test(test_shared_shards_read_as_the_named),
-	};
-	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
-}
+UNIT_TESTS_IN_SCRATCH(
+	cmocka_unit_test(test_single),
+	cmocka_unit_test(test_split),
+	cmocka_unit_test(test_split_shards_named),
+	cmocka_unit_test(test_split_missing),
+	cmocka_unit_test(test_split_foreign),
+	cmocka_unit_test(test_split_duplicate),
+	cmocka_unit_test(test_opener_order_and_refusal),
+	cmocka_unit_test(test_split_fifo_never_opened),
+	cmocka_unit_test(test_shared_shards_read_as_the_named))

@@ -283,14 +283,9 @@ static void test_split_disagree(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_header_roundtrip),
-		cmocka_unit_test(test_header_overflow),
-		cmocka_unit_test(test_single),
-		cmocka_unit_test(test_split_merges_back),
-		cmocka_unit_test(test_split_disagree),
-	};
-	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
-}
+UNIT_TESTS_IN_SCRATCH(
+	cmocka_unit_test(test_header_roundtrip),
+	cmocka_unit_test(test_header_overflow),
+	cmocka_unit_test(test_single),
+	cmocka_unit_test(test_split_merges_back),
+	cmocka_unit_test(test_split_disagree))

@@ -38,6 +38,7 @@ static struct tree *tree;
  * 8 values 0 to 7 (mount_fixture_model). */
 static int setup(void **state)
 {
+	guard_install();   /* the SIGBUS guard of mapped reads, before any read */
 	return mount_fixture_open(state, 8, 1.0f, &model, &tree);
 }
 
@@ -302,15 +303,9 @@ static void test_truncation_made_at_close(void **state)
 	unmount(m);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	guard_install();
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_writer_makes_the_value),
-		cmocka_unit_test(test_refusal_carries_its_cause),
-		cmocka_unit_test(test_create_unlink_rename),
-		cmocka_unit_test(test_refused_truncation_refuses_the_writer),
-		cmocka_unit_test(test_truncation_made_at_close),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+UNIT_TESTS_IN_GROUP(setup, teardown,
+	cmocka_unit_test(test_writer_makes_the_value),
+	cmocka_unit_test(test_refusal_carries_its_cause),
+	cmocka_unit_test(test_create_unlink_rename),
+	cmocka_unit_test(test_refused_truncation_refuses_the_writer),
+	cmocka_unit_test(test_truncation_made_at_close))

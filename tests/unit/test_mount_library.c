@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "unit.h"
+#include "open_watch.h"
 
 #include "gguf_writer.h"
 #include "guard.h"
@@ -41,17 +41,23 @@ static void write_model(const char *rel)
 
 static struct library *lib;
 
-/* The library of scratch_dir mounted; confine: as with allow_other. */
-static struct mount *mount_scratch_as(bool confine)
+/* A library of folder dir and its mount; confine: as with allow_other. */
+static struct mount *mount_at(const char *dir, bool confine)
 {
 	char err[GGUF_ERR_MAX];
-	struct lib_source *src = lib_source_local(scratch_dir, confine, err);
+	struct lib_source *src = lib_source_local(dir, confine, err);
 	assert_non_null(src);
 	lib = library_open(src, err);
 	assert_non_null(lib);
 	struct mount *m = mount_library(lib);
 	assert_non_null(m);
 	return m;
+}
+
+/* The library of scratch_dir mounted; confine: as with allow_other. */
+static struct mount *mount_scratch_as(bool confine)
+{
+	return mount_at(scratch_dir, confine);
 }
 
 static struct mount *mount_scratch(void)
@@ -78,8 +84,50 @@ static struct mount_entry walk(struct mount *m, const char *path)
 	return e;
 }
 
+/* The model directory at path, whose entry was old, gone stale: a lookup of name in
+ * the old one is ESTALE, path looked up anew is another inode with name in it. The new
+ * entry. */
+static struct mount_entry expect_stale(struct mount *m, const char *path,
+                                       const struct mount_entry *old, const char *name)
+{
+	struct mount_entry e;
+	struct mount_err err;
+	assert_false(mount_lookup(m, old->ino, name, &e, &err));
+	assert_int_equal(err.no, ESTALE);
+	struct mount_entry now = walk(m, path);
+	assert_int_not_equal(now.ino, old->ino);
+	assert_true(mount_lookup(m, now.ino, name, &e, &err));
+	assert_int_not_equal(e.ino, 0);
+	return now;
+}
+
+/* A file at path that only its owner reads (mode 600), holding "TOPSECRET\n": what a
+ * model's error must never quote. */
+static void write_secret(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("TOPSECRET\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* The file at path (from the root) opened to read into *o, and in *g a new buffer for
+ * what its reads give (free it): the file's entry. */
+static struct mount_entry open_to_read(struct mount *m, const char *path, struct mount_open *o,
+                                       struct mount_got **g)
+{
+	struct mount_err err;
+	struct mount_entry f = walk(m, path);
+	assert_true(mount_open(m, f.ino, O_RDONLY, 0, o, &err));
+	*g = calloc(1, sizeof **g);
+	assert_non_null(*g);
+	return f;
+}
+
 static int setup(void **state)
 {
+	guard_install();   /* the SIGBUS guard of mapped reads, before any read */
 	if (scratch_dir_make(state) != 0)
 		return -1;
 	write_model("tiny.gguf");
@@ -122,16 +170,15 @@ static void test_read_then_release(void **state)
 {
 	(void)state;
 	struct mount *m = mount_scratch();
-	struct mount_err err;
-	struct mount_entry f = walk(m, "tiny/tensors/w.f32");
 	struct mount_open o;
-	assert_false(mount_open(m, f.ino, O_WRONLY, 0, &o, &err));
-	assert_int_equal(err.no, EROFS);
-	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
+	struct mount_got *g;
+	struct mount_entry f = open_to_read(m, "tiny/tensors/w.f32", &o, &g);
 	assert_int_not_equal(o.fh, 0);
 	assert_int_equal(o.pt_fd, -1);   /* only model.gguf is a file to pass through */
-	struct mount_got *g = calloc(1, sizeof *g);
-	assert_non_null(g);
+	struct mount_err err;
+	struct mount_open w;
+	assert_false(mount_open(m, f.ino, O_WRONLY, 0, &w, &err));
+	assert_int_equal(err.no, EROFS);
 	assert_true(mount_read(m, f.ino, o.fh, 8, 16, false, mount_got_take, g, &err));
 	assert_int_equal(g->calls, 1);
 	assert_int_equal(g->len, 16);
@@ -229,11 +276,9 @@ static void test_counters_and_eio_cause(void **state)
 	assert_int_equal(err.no, ENODATA);
 	long long reads = xattr_number(m, LIB_ROOT_INO, "user.ggufs.reads");
 
-	struct mount_entry f = walk(m, "shrinks/tensors/w");
 	struct mount_open o;
-	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
-	struct mount_got *g = calloc(1, sizeof *g);
-	assert_non_null(g);
+	struct mount_got *g;
+	struct mount_entry f = open_to_read(m, "shrinks/tensors/w", &o, &g);
 	assert_true(mount_read(m, f.ino, o.fh, 0, 64, false, mount_got_take, g, &err));
 	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.reads"), reads + 1);
 	assert_int_equal(xattr_number(m, LIB_ROOT_INO, "user.ggufs.eio_replies"), 0);
@@ -257,6 +302,127 @@ static void test_counters_and_eio_cause(void **state)
 	assert_non_null(strstr(last, "shrank"));
 	mount_release(m, f.ino, o.fh);
 	free(g);
+	unmount(m);
+}
+
+/* The symbolic link DAG: DAG_LEVELS folders, each holding f.txt and two links, a and
+ * b, to the next (the last holds f.txt alone), the first the library's root: 2^k paths
+ * to the k-th. */
+#define DAG_LEVELS 13
+
+/* Makes the DAG under scratch_dir/dag (the root: scratch_dir/dag/d0). */
+static void make_dag(char root[512])
+{
+	char path[512], target[512];
+	snprintf(path, sizeof path, "%s/dag", scratch_dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	for (int i = 0; i < DAG_LEVELS; i++) {
+		snprintf(path, sizeof path, "%s/dag/d%d", scratch_dir, i);
+		assert_int_equal(mkdir(path, 0755), 0);
+		snprintf(path, sizeof path, "%s/dag/d%d/f.txt", scratch_dir, i);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fclose(f);
+		for (int k = 0; i + 1 < DAG_LEVELS && k < 2; k++) {
+			snprintf(target, sizeof target, "%s/dag/d%d", scratch_dir, i + 1);
+			snprintf(path, sizeof path, "%s/dag/d%d/%c", scratch_dir, i, "ab"[k]);
+			assert_int_equal(symlink(target, path), 0);
+		}
+	}
+	snprintf(root, 512, "%s/dag/d0", scratch_dir);
+}
+
+/* The numbers the "kernel" was given by lookups (one each; forgotten one by one). */
+struct known {
+	uint64_t *ino;
+	size_t n, cap;
+};
+
+/* The entry of name in parent, looked up as the kernel would (known keeps it). */
+static struct mount_entry known_lookup(struct mount *m, struct known *k, uint64_t parent,
+                                       const char *name)
+{
+	struct mount_entry e;
+	struct mount_err err;
+	assert_true(mount_lookup(m, parent, name, &e, &err));
+	assert_int_not_equal(e.ino, 0);
+	if (k->n == k->cap) {
+		k->cap = k->cap ? 2 * k->cap : 1024;
+		k->ino = realloc(k->ino, k->cap * sizeof *k->ino);
+		assert_non_null(k->ino);
+	}
+	k->ino[k->n++] = e.ino;
+	return e;
+}
+
+/* Every path under folder dir, as find walks them: f.txt, a and b looked up, and a and b
+ * walked in turn. */
+static void walk_all(struct mount *m, struct known *k, uint64_t dir, int level)
+{
+	known_lookup(m, k, dir, "f.txt");
+	for (int i = 0; level + 1 < DAG_LEVELS && i < 2; i++)
+		walk_all(m, k, known_lookup(m, k, dir, i ? "b" : "a").ino, level + 1);
+}
+
+/* Everything in k forgotten. */
+static void forget_all(struct mount *m, struct known *k)
+{
+	for (size_t i = 0; i < k->n; i++)
+		mount_forget(m, k->ino[i], 1);
+	k->n = 0;
+}
+
+/* Issue 43 item 8: a walk of every path of a symbolic link DAG (2^13 paths to the last
+ * folder) makes a slot for each; once the kernel forgets them, the listings of the
+ * folders nobody uses are let go past LIB_KEEP_IDLE_ENTRIES slots, and the slots come
+ * back near their start, while a path the kernel still knows keeps its numbers; the
+ * rest are listed again when next looked up. */
+static void test_forgotten_paths_let_go(void **state)
+{
+	(void)state;
+	char root[512];
+	make_dag(root);
+	struct mount *m = mount_at(root, false);
+	const uint64_t start = library_slots(lib);
+	assert_int_equal(start, 1 + 3);   /* the root and its listing */
+	struct known k = { 0 }, chain = { 0 };
+	walk_all(m, &k, LIB_ROOT_INO, 0);
+	const uint64_t paths = (UINT64_C(1) << DAG_LEVELS) - 1;   /* folders walked */
+	assert_int_equal(k.n, 2 * paths - 1);
+	assert_true(library_slots(lib) >= 2 * paths);
+	/* one path the kernel keeps (a shell's cwd): a/b/a/b and its f.txt */
+	uint64_t kept[5], dir = LIB_ROOT_INO;
+	for (int i = 0; i < 5; i++)
+		dir = kept[i] = known_lookup(m, &chain, dir, i == 4 ? "f.txt" : i % 2 ? "b" : "a").ino;
+	forget_all(m, &k);
+	const uint64_t after = library_slots(lib);
+	assert_true(after <= start + LIB_KEEP_IDLE_ENTRIES + 5 * 3);
+	assert_true(after < paths);
+	/* the path kept has its numbers, and what it names is served */
+	dir = LIB_ROOT_INO;
+	struct mount_err err;
+	for (int i = 0; i < 5; i++) {
+		struct stat st;
+		double ttl;
+		assert_true(mount_getattr(m, kept[i], 0, &st, &ttl, &err));
+		dir = known_lookup(m, &chain, dir, i == 4 ? "f.txt" : i % 2 ? "b" : "a").ino;
+		assert_int_equal(dir, kept[i]);
+	}
+	/* more forgets than lookups, and numbers never given: nothing */
+	mount_forget(m, kept[4], 1000);
+	mount_forget(m, (UINT64_C(1) << 40) | 1, 1);
+	forget_all(m, &chain);
+	assert_true(library_slots(lib) <= start + LIB_KEEP_IDLE_ENTRIES);
+	/* a walk again: every path there, listed anew */
+	walk_all(m, &k, LIB_ROOT_INO, 0);
+	assert_int_equal(k.n, 2 * paths - 1);
+	forget_all(m, &k);
+	assert_true(library_slots(lib) <= start + LIB_KEEP_IDLE_ENTRIES);
+	char value[32] = "";
+	assert_true(mount_xattr(m, LIB_ROOT_INO, "user.ggufs.slots", value, sizeof value - 1, &err) > 0);
+	assert_int_equal(strtoull(value, NULL, 10), library_slots(lib));
+	free(k.ino);
+	free(chain.ino);
 	unmount(m);
 }
 
@@ -289,11 +455,9 @@ static void write_shard(const char *rel, unsigned no, unsigned count)
 static void read_text(struct mount *m, const char *path, char *out, size_t n)
 {
 	struct mount_err err;
-	struct mount_entry f = walk(m, path);
 	struct mount_open o;
-	assert_true(mount_open(m, f.ino, O_RDONLY, 0, &o, &err));
-	struct mount_got *g = calloc(1, sizeof *g);
-	assert_non_null(g);
+	struct mount_got *g;
+	struct mount_entry f = open_to_read(m, path, &o, &g);
 	assert_true(mount_read(m, f.ino, o.fh, 0, sizeof g->buf, false, mount_got_take, g, &err));
 	mount_release(m, f.ino, o.fh);
 	assert_true(g->len < n);
@@ -312,23 +476,6 @@ static void expect_error(struct mount *m, const char *model, const char *want)
 	if (strcmp(text, line))
 		print_error("%s: '%s', not '%s'\n", model, text, line);
 	assert_string_equal(text, line);
-}
-
-/* How many opens (IN_OPEN) inotify descriptor in saw; it is closed. */
-static int opens_seen(int in)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	int n = 0;
-	ssize_t len;
-	while ((len = read(in, buf, sizeof buf)) > 0) {
-		for (ssize_t at = 0; at < len;) {
-			const struct inotify_event *ev = (const struct inotify_event *)(buf + at);
-			n += (ev->mask & IN_OPEN) != 0;
-			at += (ssize_t)(sizeof *ev + ev->len);
-		}
-	}
-	close(in);
-	return n;
 }
 
 /* A library others read (confined): each later shard is checked as the first file is
@@ -368,16 +515,10 @@ static void test_shards_checked_as_the_first_file(void **state)
 	snprintf(fifo, sizeof fifo, "%s/r-00002-of-00002.gguf", dir);
 	assert_int_equal(unlink(fifo), 0);
 	assert_int_equal(mkfifo(fifo, 0644), 0);
-	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	assert_true(in >= 0);
-	assert_true(inotify_add_watch(in, fifo, IN_OPEN) >= 0);
+	int in = open_watch(fifo);
 	/* s: shard 2 a symlink to a file of the folder that only its owner reads */
 	snprintf(path, sizeof path, "%s/vault", dir);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs("TOPSECRET\n", f);
-	fclose(f);
-	assert_int_equal(chmod(path, 0600), 0);
+	write_secret(path);
 	snprintf(path, sizeof path, "%s/s-00002-of-00002.gguf", dir);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(symlink("vault", path), 0);
@@ -396,7 +537,7 @@ static void test_shards_checked_as_the_first_file(void **state)
 	}
 	snprintf(want, sizeof want, "%s: not a regular file (a FIFO)", fifo);
 	expect_error(m, "shards/r", want);
-	assert_int_equal(opens_seen(in), 0);
+	assert_int_equal(open_watch_count(in), 0);
 	snprintf(want, sizeof want, "%s/s-00002-of-00002.gguf: not read, as other users read "
 	         "the library: its mode 600 (group %lu) lets fewer users read it than the first "
 	         "file's 644 (group %lu)", dir, (unsigned long)getegid(), (unsigned long)getegid());
@@ -427,22 +568,12 @@ static void test_first_file_swapped_before_build(void **state)
 	struct mount *m = mount_scratch_as(true);
 	struct mount_entry x = walk(m, "swap/x");   /* looked up, not built */
 	snprintf(other, sizeof other, "%s/swap/other", scratch_dir);
-	FILE *f = fopen(other, "w");
-	assert_non_null(f);
-	fputs("TOPSECRET\n", f);
-	fclose(f);
-	assert_int_equal(chmod(other, 0600), 0);
+	write_secret(other);
 	snprintf(path, sizeof path, "%s/swap/x.gguf", scratch_dir);
 	assert_int_equal(rename(other, path), 0);
-	struct mount_entry e;
-	struct mount_err err;
-	assert_false(mount_lookup(m, x.ino, "error", &e, &err));
-	assert_int_equal(err.no, ESTALE);
 	/* the name now: the new version, with its own owner and mode */
-	struct mount_entry y = walk(m, "swap/x");
-	assert_int_not_equal(y.ino, x.ino);
+	struct mount_entry y = expect_stale(m, "swap/x", &x, "error");
 	assert_int_equal(y.attr.st_mode & 0777, 0500);
-	assert_int_not_equal(walk(m, "swap/x/error").ino, 0);
 	unmount(m);
 }
 
@@ -460,27 +591,16 @@ static void test_shard_replaced_is_stale_then_listed(void **state)
 	snprintf(path, sizeof path, "%s/later/t-00002-of-00002.gguf", scratch_dir);
 	struct timeval times[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
 	assert_int_equal(utimes(path, times), 0);   /* another version: mtime and ctime */
-	struct mount_entry e;
-	struct mount_err err;
-	assert_false(mount_lookup(m, t.ino, "summary.txt", &e, &err));
-	assert_int_equal(err.no, ESTALE);
-	struct mount_entry u = walk(m, "later/t");
-	assert_int_not_equal(u.ino, t.ino);
-	assert_int_not_equal(walk(m, "later/t/summary.txt").ino, 0);
+	expect_stale(m, "later/t", &t, "summary.txt");
 	unmount(m);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	guard_install();
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lookup_is_one_call_with_attributes),
-		cmocka_unit_test(test_read_then_release),
-		cmocka_unit_test(test_readdir_from_offsets),
-		cmocka_unit_test(test_counters_and_eio_cause),
-		cmocka_unit_test(test_shards_checked_as_the_first_file),
-		cmocka_unit_test(test_first_file_swapped_before_build),
-		cmocka_unit_test(test_shard_replaced_is_stale_then_listed),
-	};
-	return cmocka_run_group_tests(tests, setup, scratch_dir_remove);
-}
+UNIT_TESTS_IN_GROUP(setup, scratch_dir_remove,
+	cmocka_unit_test(test_lookup_is_one_call_with_attributes),
+	cmocka_unit_test(test_read_then_release),
+	cmocka_unit_test(test_readdir_from_offsets),
+	cmocka_unit_test(test_counters_and_eio_cause),
+	cmocka_unit_test(test_forgotten_paths_let_go),
+	cmocka_unit_test(test_shards_checked_as_the_first_file),
+	cmocka_unit_test(test_first_file_swapped_before_build),
+	cmocka_unit_test(test_shard_replaced_is_stale_then_listed))

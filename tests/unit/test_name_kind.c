@@ -122,14 +122,9 @@ static void test_s3_names(void **state)
 	assert_false(name_kind_is_library(NAME_KIND_S3_OBJECT));
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_local_file_and_folder),
-		cmocka_unit_test(test_other_schemes),
-		cmocka_unit_test(test_urls),
-		cmocka_unit_test(test_hub_names),
-		cmocka_unit_test(test_s3_names),
-	};
-	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
-}
+UNIT_TESTS_IN_SCRATCH(
+	cmocka_unit_test(test_local_file_and_folder),
+	cmocka_unit_test(test_other_schemes),
+	cmocka_unit_test(test_urls),
+	cmocka_unit_test(test_hub_names),
+	cmocka_unit_test(test_s3_names))

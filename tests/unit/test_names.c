@@ -1,5 +1,6 @@
 /* File names from tensor names and metadata keys: ggufs(1)'s five rules, the 200-byte cut,
  * and that distinct names stay distinct. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -251,6 +252,79 @@ static void test_distinct(void **state)
 	}
 }
 
+/* names_decode gives back the key of every file name names_encode makes of a key. */
+static void expect_decode(const char *key, size_t len)
+{
+	char file[NAMES_BUF], back[NAMES_BUF];
+	uint64_t back_len = UINT64_MAX;
+	names_encode(key, len, false, file);
+	assert_int_equal(names_decode(file, back, &back_len), 0);
+	assert_int_equal(back_len, len);
+	assert_memory_equal(back, key, len);
+}
+#define DECODE(lit) expect_decode((lit), sizeof(lit) - 1)
+
+static void test_decode_round_trip(void **state)
+{
+	(void)state;
+	DECODE("general.architecture");
+	DECODE("");
+	DECODE("%");
+	DECODE("a/b%c\0d");
+	DECODE(".");
+	DECODE("..");
+	DECODE(".hidden~");
+	DECODE("#auto#");
+	DECODE("4913");
+	DECODE("x.gguf");
+	DECODE("%2F");
+	DECODE("caf\xc3\xa9 \xff");
+	char lit[NAMES_CUT];
+	memset(lit, '/', sizeof lit);   /* 200 bytes escaped: cut, not decodable */
+	char file[NAMES_BUF], key[NAMES_BUF];
+	uint64_t len = 7;
+	names_encode(lit, 66, false, file);
+	assert_int_equal(names_decode(file, key, &len), 0);
+	assert_int_equal(len, 66);
+	names_encode(lit, sizeof lit, false, file);
+	assert_int_equal(names_decode(file, key, &len), -EINVAL);
+}
+
+/* What no key's file name is: refused, *len untouched. */
+static void test_decode_refusals(void **state)
+{
+	(void)state;
+	static const char *const not_files[] = {
+		"%2f",     /* a lower-case escape */
+		"%41",     /* an escape names_encode does not write ('A') */
+		"%2",      /* an escape cut short */
+		"100%",    /* a '%' that should be "%25" */
+		".hidden", /* a leading '.' a key's file name escapes */
+		"key~",
+		"#auto#",
+		"4913",
+		".",
+		"x%2Ef32", /* a key's ".f32" is not escaped (only a tensor's) */
+		"a%2Fb%",
+	};
+	char key[NAMES_BUF];
+	for (size_t i = 0; i < sizeof not_files / sizeof not_files[0]; i++) {
+		uint64_t len = 7;
+		if (names_decode(not_files[i], key, &len) != -EINVAL)
+			print_error("\"%s\" decoded\n", not_files[i]);
+		assert_int_equal(names_decode(not_files[i], key, &len), -EINVAL);
+		assert_int_equal(len, 7);
+	}
+	char longer[NAMES_BUF + 1];
+	memset(longer, 'a', NAMES_BUF);
+	longer[NAMES_BUF] = '\0';
+	uint64_t len = 7;
+	assert_int_equal(names_decode(longer, key, &len), -ENAMETOOLONG);
+	longer[NAMES_BUF - 1] = '\0';   /* NAMES_BUF - 1 bytes: as long as a cut name */
+	assert_int_equal(names_decode(longer, key, &len), -EINVAL);
+	assert_int_equal(len, 7);
+}
+
 UNIT_TESTS(cmocka_unit_test(test_fnv),
            cmocka_unit_test(test_plain),
            cmocka_unit_test(test_rule1_escapes),
@@ -259,4 +333,6 @@ UNIT_TESTS(cmocka_unit_test(test_fnv),
            cmocka_unit_test(test_rule5_scratch),
            cmocka_unit_test(test_rule4_cut),
            cmocka_unit_test(test_cut_with_suffix_dot),
-           cmocka_unit_test(test_distinct))
+           cmocka_unit_test(test_distinct),
+           cmocka_unit_test(test_decode_round_trip),
+           cmocka_unit_test(test_decode_refusals))

@@ -363,21 +363,16 @@ static void test_name_list(void **state)
 	env_vars[0] = NULL;
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_local_file),
-		cmocka_unit_test(test_split_by_first_shard),
-		cmocka_unit_test(test_folder_as_library),
-		cmocka_unit_test(test_shown),
-		cmocka_unit_test(test_scrub_args),
-		cmocka_unit_test(test_other_scheme),
-		cmocka_unit_test(test_urls_refused_as_shown),
-		cmocka_unit_test(test_blob_page_read_as_resolve),
-		cmocka_unit_test(test_quant_tag),
-		cmocka_unit_test(test_s3_names),
-		cmocka_unit_test(test_hub_library),
-		cmocka_unit_test(test_name_list),
-	};
-	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
-}
+UNIT_TESTS_IN_SCRATCH(
+	cmocka_unit_test(test_local_file),
+	cmocka_unit_test(test_split_by_first_shard),
+	cmocka_unit_test(test_folder_as_library),
+	cmocka_unit_test(test_shown),
+	cmocka_unit_test(test_scrub_args),
+	cmocka_unit_test(test_other_scheme),
+	cmocka_unit_test(test_urls_refused_as_shown),
+	cmocka_unit_test(test_blob_page_read_as_resolve),
+	cmocka_unit_test(test_quant_tag),
+	cmocka_unit_test(test_s3_names),
+	cmocka_unit_test(test_hub_library),
+	cmocka_unit_test(test_name_list))

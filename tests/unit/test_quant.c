@@ -73,10 +73,30 @@ static void test_refusals(void **state)
 	assert_int_equal(y[0], 0xa5);
 }
 
+/* A float's bits and the 16-bit value (f16 or bf16) it is to become. */
+struct half_case {
+	uint32_t in;
+	uint16_t out;
+};
+
+/* Each case's float quantized alone to type (GGML_TYPE_F16 or _BF16): the case's value,
+ * little-endian. */
+static void expect_halves(uint32_t type, const struct half_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float x = bits_f32(cases[i].in);
+		uint8_t y[2];
+		assert_int_equal(quant_row(type, &x, y, 1), 0);
+		if (gguf_le16(y) != cases[i].out)
+			fail_msg("%s of %08x: %04x, not %04x", ggml_type_get(type)->name, cases[i].in,
+			         gguf_le16(y), cases[i].out);
+	}
+}
+
 static void test_fp16(void **state)
 {
 	(void)state;
-	const struct { uint32_t in; uint16_t out; } cases[] = {
+	const struct half_case cases[] = {
 		{ 0x3f800000, 0x3c00 },   /* 1 */
 		{ 0xbf800000, 0xbc00 },   /* -1 */
 		{ 0x00000000, 0x0000 },
@@ -104,20 +124,15 @@ static void test_fp16(void **state)
 		{ 0xffc12345, 0xfe00 },   /* with a payload */
 		{ 0xff800001, 0xfe00 },
 	};
-	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		float x = bits_f32(cases[i].in);
-		uint8_t y[2];
-		assert_int_equal(quant_row(GGML_TYPE_F16, &x, y, 1), 0);
-		if (gguf_le16(y) != cases[i].out)
-			fail_msg("f16 of %08x: %04x, not %04x", cases[i].in, gguf_le16(y), cases[i].out);
-		assert_int_equal(f32_to_fp16(x), cases[i].out);
-	}
+	expect_halves(GGML_TYPE_F16, cases, sizeof cases / sizeof cases[0]);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)   /* half.h's alike */
+		assert_int_equal(f32_to_fp16(bits_f32(cases[i].in)), cases[i].out);
 }
 
 static void test_bf16(void **state)
 {
 	(void)state;
-	const struct { uint32_t in; uint16_t out; } cases[] = {
+	const struct half_case cases[] = {
 		{ 0x3f800000, 0x3f80 },
 		{ 0x3f808000, 0x3f80 },   /* a tie, to even */
 		{ 0x3f818000, 0x3f82 },   /* a tie, to even (up) */
@@ -134,13 +149,7 @@ static void test_bf16(void **state)
 		{ 0xffc0ffff, 0xffc0 },   /* a NaN is never rounded (up into the sign) */
 		{ 0x7fffffff, 0x7fff },
 	};
-	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		float x = bits_f32(cases[i].in);
-		uint8_t y[2];
-		assert_int_equal(quant_row(GGML_TYPE_BF16, &x, y, 1), 0);
-		if (gguf_le16(y) != cases[i].out)
-			fail_msg("bf16 of %08x: %04x, not %04x", cases[i].in, gguf_le16(y), cases[i].out);
-	}
+	expect_halves(GGML_TYPE_BF16, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* f32 is a copy, NaN payloads included, little-endian. */
@@ -445,6 +454,34 @@ static void test_k_round_trip(void **state)
 	}
 }
 
+/* blocks.h's k4_scale_min, the one unpack of q4_K's and q5_K's 12 scale bytes: every
+ * sub-block's 6-bit scale and min back from bytes packed by the diagram, each field
+ * with bits set that no other field's have (so a bit taken from the wrong byte or place
+ * shows), and all 64 values of each field at each place. */
+static void test_k4_scale_min(void **state)
+{
+	(void)state;
+	for (int base = 0; base < 64; base++) {
+		uint8_t sc[8], m[8], b[12] = { 0 };
+		for (int j = 0; j < 8; j++) {
+			sc[j] = (uint8_t)((base + 11 * j) & 63);
+			m[j] = (uint8_t)((base * 5 + 23 * j + 7) & 63);
+		}
+		for (int j = 0; j < 4; j++) {
+			b[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+			b[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+			b[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+		}
+		for (int j = 0; j < 8; j++) {
+			uint8_t got_sc = 0xff, got_m = 0xff;
+			k4_scale_min(b, j, &got_sc, &got_m);
+			if (got_sc != sc[j] || got_m != m[j])
+				fail_msg("base %d sub-block %d: sc %u m %u, want %u %u", base, j,
+				         got_sc, got_m, sc[j], m[j]);
+		}
+	}
+}
+
 UNIT_TESTS(
 	cmocka_unit_test(test_can_make),
 	cmocka_unit_test(test_refusals),
@@ -459,4 +496,5 @@ UNIT_TESTS(
 	cmocka_unit_test(test_k_zeros),
 	cmocka_unit_test(test_q6_K_one_value),
 	cmocka_unit_test(test_k_round_trip),
+	cmocka_unit_test(test_k4_scale_min),
 )

@@ -282,13 +282,8 @@ static void test_tsv(void **state)
 	model_close(m);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_header),
-		cmocka_unit_test(test_order),
-		cmocka_unit_test(test_no_file),
-		cmocka_unit_test(test_tsv),
-	};
-	return cmocka_run_group_tests(tests, scratch_dir_make, scratch_dir_remove);
-}
+UNIT_TESTS_IN_SCRATCH(
+	cmocka_unit_test(test_header),
+	cmocka_unit_test(test_order),
+	cmocka_unit_test(test_no_file),
+	cmocka_unit_test(test_tsv))

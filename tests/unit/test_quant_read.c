@@ -58,6 +58,7 @@ static float next_value(void)
 
 static int setup(void **state)
 {
+	guard_install();   /* the SIGBUS guard of mapped reads, before any read */
 	struct fixture *f = calloc(1, sizeof *f);
 	assert_non_null(f);
 	struct gw w, data;
@@ -85,11 +86,8 @@ static int setup(void **state)
 	gw_raw(&w, data.buf, data.len);
 	gw_free(&data);
 	strcpy(f->path, "/tmp/ggufs-quant-read-XXXXXX");
-	assert_true(gw_save_temp(&w, f->path));
-	f->img = gw_take(&w, &f->len);
 	char err[GGUF_ERR_MAX];
-	f->m = model_open(f->path, err);
-	if (!f->m)
+	if (!(f->m = gw_open_temp(&w, f->path, &f->img, &f->len, err)))
 		fail_msg("%s", err);
 	*state = f;
 	return 0;
@@ -226,14 +224,8 @@ static void test_shrunk_file(void **state)
 	assert_int_equal(fclose(fp), 0);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	guard_install();
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ranges),
-		cmocka_unit_test(test_own_type_is_stored_bytes),
-		cmocka_unit_test(test_sizes_and_refusals),
-		cmocka_unit_test(test_shrunk_file),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+UNIT_TESTS_IN_GROUP(setup, teardown,
+	cmocka_unit_test(test_ranges),
+	cmocka_unit_test(test_own_type_is_stored_bytes),
+	cmocka_unit_test(test_sizes_and_refusals),
+	cmocka_unit_test(test_shrunk_file))

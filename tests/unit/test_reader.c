@@ -81,11 +81,8 @@ static int setup(void **state)
 	gw_init(&w);
 	gw_flat_model(&w, N_TENSORS, random_tensor, NULL);
 	strcpy(f->path, "/tmp/ggufs-reader-XXXXXX");
-	assert_true(gw_save_temp(&w, f->path));
-	f->img = gw_take(&w, &f->len);
 	char err[GGUF_ERR_MAX];
-	f->m = model_open(f->path, err);
-	if (!f->m)
+	if (!(f->m = gw_open_temp(&w, f->path, &f->img, &f->len, err)))
 		fail_msg("%s", err);
 	for (uint64_t i = 0; i < N_TENSORS; i++) {
 		const struct gguf_tensor *g = f->m->tensors[i].t;
@@ -355,15 +352,10 @@ static void test_failing_source(void **state)
 	f->m->shards[0].src = mapped;
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_block_boundaries),
-		cmocka_unit_test(test_past_the_end),
-		cmocka_unit_test(test_shrunk),
-		cmocka_unit_test(test_sigbus_guard),
-		cmocka_unit_test(test_unmapped_source),
-		cmocka_unit_test(test_failing_source),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+UNIT_TESTS_IN_GROUP(setup, teardown,
+	cmocka_unit_test(test_block_boundaries),
+	cmocka_unit_test(test_past_the_end),
+	cmocka_unit_test(test_shrunk),
+	cmocka_unit_test(test_sigbus_guard),
+	cmocka_unit_test(test_unmapped_source),
+	cmocka_unit_test(test_failing_source))

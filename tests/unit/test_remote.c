@@ -1,6 +1,5 @@
 /* The remote layer without a server: what it refuses before any request, and a
  * refused connection at open. (Everything with a server is in tests/remote/.) */
-#include <curl/curl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,9 +53,10 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_tokens),
 		cmocka_unit_test(test_refused_connection),
 	};
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+	char err[GGUF_ERR_MAX];
+	if (!remote_process_start(err))
 		return 1;
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
-	curl_global_cleanup();
+	remote_process_end();
 	return failed;
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "unit.h"
+#include "tiny_model.h"
 
 #include "model.h"
 #include "render_summary.h"
@@ -40,11 +41,7 @@ static void expect_line(const char *text, const char *line)
 static void test_tinyllama(void **state)
 {
 	(void)state;
-	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	if (!m)
-		print_error("%s\n", err);
-	assert_non_null(m);
+	struct ggufs_model *m = tiny_model_open();
 	size_t len;
 	char *txt = render_all(summary_fn, m, &len);
 	expect_line(txt, "file:             tinyllama-q4km.gguf");

@@ -415,17 +415,12 @@ static void test_list_page(void **state)
 	free(page);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_encode),
-		cmocka_unit_test(test_query),
-		cmocka_unit_test(test_object_url),
-		cmocka_unit_test_setup_teardown(test_config_env, make_home, remove_home),
-		cmocka_unit_test_setup_teardown(test_config_files, make_home, remove_home),
-		cmocka_unit_test(test_error_body),
-		cmocka_unit_test(test_list_page),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(
+	cmocka_unit_test(test_split),
+	cmocka_unit_test(test_encode),
+	cmocka_unit_test(test_query),
+	cmocka_unit_test(test_object_url),
+	cmocka_unit_test_setup_teardown(test_config_env, make_home, remove_home),
+	cmocka_unit_test_setup_teardown(test_config_files, make_home, remove_home),
+	cmocka_unit_test(test_error_body),
+	cmocka_unit_test(test_list_page))

@@ -240,13 +240,8 @@ static void test_shrunk(void **state)
 	write_model(path);
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_item_once),
-		cmocka_unit_test(test_two_models),
-		cmocka_unit_test(test_first_failure),
-		cmocka_unit_test(test_shrunk),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+UNIT_TESTS_IN_GROUP(setup, teardown,
+	cmocka_unit_test(test_every_item_once),
+	cmocka_unit_test(test_two_models),
+	cmocka_unit_test(test_first_failure),
+	cmocka_unit_test(test_shrunk))

@@ -22,33 +22,20 @@
 #include "edits_file.h"
 #include "gguf.h"
 #include "gguf_write.h"
+#include "edits_fixture.h"
 #include "gguf_writer.h"
 #include "model.h"
 #include "scratch.h"
 #include "tree.h"
 #include "tree_edit.h"
 
-struct fixture {
-	struct ggufs_model *m;
-	struct tree *base;
-	struct tree_edits *e;
-	char dir[64];
-	char file[96];
-};
-
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof *f);
-	char err[GGUF_ERR_MAX];
-	strcpy(f->dir, "/tmp/ggufs-tree-edit-XXXXXX");
-	if (!mkdtemp(f->dir))
-		return -1;
-	snprintf(f->file, sizeof f->file, "%s/fix.json", f->dir);
-	f->m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	f->base = f->m ? tree_build(f->m, err) : NULL;
-	f->e = f->base ? tree_edits_open(f->base, f->file, err) : NULL;
-	if (!f->e) {
-		print_error("%s\n", err);
+	struct edits_fixture *f = calloc(1, sizeof *f);
+	assert_non_null(f);
+	if (edits_fixture_open(f, "/tmp/ggufs-tree-edit-XXXXXX", TEST_DATA "/tinyllama-q4km.gguf",
+	                       NULL, 0) < 0) {
+		free(f);
 		return -1;
 	}
 	*state = f;
@@ -57,13 +44,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-	tree_edits_close(f->e);
-	tree_free(f->base);
-	model_close(f->m);
-	unlink(f->file);
-	rmdir(f->dir);
-	free(f);
+	edits_fixture_close(*state);
+	free(*state);
 	return 0;
 }
 
@@ -97,7 +79,7 @@ static void expect_content(struct tree_edits *e, const char *name, const char *w
 
 static void test_each_edit(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	uint64_t name_ino = ino_of(f->e, "general.name"), ino;
 	assert_int_equal(tree_edits_write(f->e, name_ino, "fixed\n", 6, err), 0);
@@ -216,7 +198,7 @@ struct race {
  * inflates a value, x6 for control bytes). */
 static void test_file_too_large(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX], before[4096], after[4096];
 	FILE *in = fopen(f->file, "r");
 	assert_non_null(in);
@@ -254,7 +236,7 @@ static int file_fd_now(struct tree_edits *e)
  * edit, not after one, and again once the edit is undone; the model's own tree always. */
 static void test_model_is_the_file(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	int fd = tree_model_file_fd(f->base);
 	assert_true(fd >= 0);
@@ -275,7 +257,7 @@ static void test_model_is_the_file(void **state)
 
 static void test_long_names(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX], name[1025];
 	uint64_t ino;
 	static const size_t lens[] = { 218, 226, 255, 256, 1000, 1024 };
@@ -318,7 +300,7 @@ static void *reader(void *arg)
 
 static void test_readers_while_editing(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX], text[32];
 	char *orig = content(f->e, "general.name");
 	struct race r = { .e = f->e, .orig = orig };
@@ -515,7 +497,7 @@ static int precheck_in_pieces(struct tree_edits *e, uint64_t ino, const char *te
  * text that parses, and a copy of the file as shown, pass every write. */
 static void test_precheck_arrays(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	size_t at;
 	uint64_t types = ino_of(f->e, "tokenizer.ggml.token_type");     /* array[int32] */
@@ -555,7 +537,7 @@ static void test_precheck_arrays(void **state)
 
 static void test_scratch_files(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	uint64_t ino, held;
 	struct tree *t0 = tree_edits_current(f->e);
@@ -721,7 +703,7 @@ static void reader_in_commit(void *ctx)
  * the lock readers take; they read the state before it meanwhile, whole. */
 static void test_readers_during_commit(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	struct during d = { .e = f->e, .lock = PTHREAD_MUTEX_INITIALIZER,
 	                    .cond = PTHREAD_COND_INITIALIZER };
@@ -742,7 +724,7 @@ static void test_readers_during_commit(void **state)
  * the same state shows. */
 static void test_kept_keys_as_fresh(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	uint64_t ino;
 	assert_int_equal(tree_edits_write(f->e, ino_of(f->e, "general.name"), "kept\n", 5, err), 0);
@@ -783,7 +765,7 @@ static void test_kept_keys_as_fresh(void **state)
  * attribute the kernel cached of a removed key can be taken for a new one's. */
 static void test_create_remove_loop(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX], name[32];
 	uint64_t ino, last = 0;
 	struct tree *t = tree_edits_current(f->e);
@@ -812,7 +794,7 @@ static void test_create_remove_loop(void **state)
  * edit, a rename, a delete and a new key. */
 static void test_header_pieces(void **state)
 {
-	struct fixture *f = *state;
+	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	uint64_t ino;
 	const uint64_t file_header = f->m->shards[0].gf.data_offset;
@@ -868,21 +850,16 @@ static void test_header_pieces(void **state)
 	}
 }
 
-int unit_main(UNIT_ARGS)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_each_edit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_scratch_files, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_precheck_arrays, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_readers_during_commit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_kept_keys_as_fresh, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_create_remove_loop, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_header_pieces, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_file_too_large, setup, teardown),
-		cmocka_unit_test(test_every_type_round_trip),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TESTS(
+	cmocka_unit_test_setup_teardown(test_each_edit, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_scratch_files, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_precheck_arrays, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_readers_during_commit, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_kept_keys_as_fresh, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_create_remove_loop, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_header_pieces, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_readers_while_editing, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_file_too_large, setup, teardown),
+	cmocka_unit_test(test_every_type_round_trip))

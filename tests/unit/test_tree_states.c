@@ -17,6 +17,7 @@
 
 #include "unit.h"
 
+#include "edits_fixture.h"
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "model.h"
@@ -74,45 +75,6 @@ static void write_many_keys(const char *path, uint64_t n)
 	gw_free(&w);
 }
 
-/* A model written to a fresh temporary folder, its tree and its edit states (kept in
- * fix.json beside it): what both tests start from. */
-struct states_fixture {
-	char dir[32], path[64], file[64];
-	struct ggufs_model *m;
-	struct tree *base;
-	struct tree_edits *e;
-};
-
-/* Makes a folder from the mkdtemp template dir, writes name in it with write(path, n) and
- * opens the model, its tree and its edits; fails the test where any does not open. */
-static void fixture_open(struct states_fixture *f, const char *dir, const char *name,
-                         void (*write)(const char *path, uint64_t n), uint64_t n)
-{
-	char err[GGUF_ERR_MAX];
-	snprintf(f->dir, sizeof f->dir, "%s", dir);
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
-	snprintf(f->file, sizeof f->file, "%s/fix.json", f->dir);
-	write(f->path, n);
-	f->m = model_open(f->path, err);
-	assert_non_null(f->m);
-	f->base = tree_build(f->m, err);
-	assert_non_null(f->base);
-	f->e = tree_edits_open(f->base, f->file, err);
-	assert_non_null(f->e);
-}
-
-/* Closes what fixture_open opened and removes its files and folder. */
-static void fixture_close(struct states_fixture *f)
-{
-	tree_edits_close(f->e);
-	tree_free(f->base);
-	model_close(f->m);
-	unlink(f->path);
-	unlink(f->file);
-	rmdir(f->dir);
-}
-
 /* What no edit changes is built once and shared (issue 24 item 9): the tree of each
  * edit state of a model of 4000 tensors holds a few KiB of its own (its keys, model.gguf's
  * header up to the last key), not the 4000 tensors' nodes, names and tensor infos
@@ -125,8 +87,9 @@ static void test_states_share_tensors(void **state)
 	(void)state;
 	char err[GGUF_ERR_MAX];
 	const uint64_t n_t = 4000;
-	struct states_fixture f;
-	fixture_open(&f, "/tmp/ggufs-share-XXXXXX", "many.gguf", write_many_tensors, n_t);
+	struct edits_fixture f;
+	assert_int_equal(edits_fixture_open(&f, "/tmp/ggufs-share-XXXXXX", "many.gguf",
+	                                    write_many_tensors, n_t), 0);
 	struct ggufs_model *m = f.m;
 	struct tree *base = f.base;
 	struct tree_edits *e = f.e;
@@ -200,7 +163,7 @@ static void test_states_share_tensors(void **state)
 	free(file_bytes);
 	for (int i = 0; i < 5; i++)
 		tree_release(held[i]);
-	fixture_close(&f);
+	edits_fixture_close(&f);
 }
 
 /* Every key file of t has the size of its text, found by name and by number. */
@@ -229,8 +192,9 @@ static void test_value_edits_share_nodes(void **state)
 	(void)state;
 	char err[GGUF_ERR_MAX], name[32], text[32];
 	const uint64_t n = 200;
-	struct states_fixture f;
-	fixture_open(&f, "/tmp/ggufs-nodes-XXXXXX", "keys.gguf", write_many_keys, n);
+	struct edits_fixture f;
+	assert_int_equal(edits_fixture_open(&f, "/tmp/ggufs-nodes-XXXXXX", "keys.gguf",
+	                                    write_many_keys, n), 0);
 	struct tree_edits *e = f.e;
 	struct tree *first = NULL;
 	for (uint64_t i = 0; i < 60; i++) {
@@ -261,7 +225,7 @@ static void test_value_edits_share_nodes(void **state)
 	expect_key_sizes(first, n);
 	tree_release(t);
 	tree_release(first);
-	fixture_close(&f);
+	edits_fixture_close(&f);
 }
 
 /* Writes text to metadata/name of e: tree_edits_write's result. */
@@ -279,8 +243,9 @@ static int write_key(struct tree_edits *e, const char *name, const char *text)
 static void test_older_states_held(void **state)
 {
 	(void)state;
-	struct states_fixture f;
-	fixture_open(&f, "/tmp/ggufs-held-XXXXXX", "keys.gguf", write_many_keys, 4);
+	struct edits_fixture f;
+	assert_int_equal(edits_fixture_open(&f, "/tmp/ggufs-held-XXXXXX", "keys.gguf",
+	                                    write_many_keys, 4), 0);
 	struct tree *first = tree_edits_current(f.e);
 	uint64_t first_model = tree_model_ino(first);
 	char text[16];
@@ -319,7 +284,7 @@ static void test_older_states_held(void **state)
 	assert_null(tree_edits_holding(f.e, first_model));
 	assert_null(tree_edits_holding(f.e, model_before));
 	assert_null(tree_edits_holding(f.e, TREE_MODEL_STATE_INO + 1000));
-	fixture_close(&f);
+	edits_fixture_close(&f);
 }
 
 /* tree_edits_check says what tree_edits_write would, making nothing (an empty number is
@@ -327,9 +292,10 @@ static void test_older_states_held(void **state)
 static void test_check_makes_nothing(void **state)
 {
 	(void)state;
-	struct states_fixture f;
+	struct edits_fixture f;
 	char err[GGUF_ERR_MAX];
-	fixture_open(&f, "/tmp/ggufs-check-XXXXXX", "keys.gguf", write_many_keys, 4);
+	assert_int_equal(edits_fixture_open(&f, "/tmp/ggufs-check-XXXXXX", "keys.gguf",
+	                                    write_many_keys, 4), 0);
 	uint64_t ino = key_ino(f.e, "k.0002");
 	struct tree *before = tree_edits_current(f.e);
 	assert_int_equal(tree_edits_check(f.e, ino, "", 0, err), -EINVAL);
@@ -341,7 +307,7 @@ static void test_check_makes_nothing(void **state)
 	assert_ptr_equal(after, before);   /* no new state */
 	tree_release(after);
 	tree_release(before);
-	fixture_close(&f);
+	edits_fixture_close(&f);
 }
 
 UNIT_TESTS(cmocka_unit_test(test_states_share_tensors),

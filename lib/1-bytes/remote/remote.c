@@ -20,6 +20,8 @@
  * bc_get returned without it came from memory. */
 static _Thread_local bool fetched_here;
 
+static void remote_close(struct remote_file *f);
+
 /* Keeps block index of f in the disk cache, or says (once; then counted) that it could
  * not: no room that may be freed under cache_max, or a write error. */
 void remote_store_block(struct remote_file *f, uint64_t index, const uint8_t *data,
@@ -235,12 +237,6 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 	return r;
 }
 
-void remote_set_cancel(struct remote *r, bool (*is_cancelled)(void *arg), void *arg)
-{
-	r->o.cancelled = is_cancelled;
-	r->o.cancel_arg = arg;
-}
-
 void remote_leaving(struct remote *r)
 {
 	if (r)
@@ -437,7 +433,8 @@ const struct remote_file *remote_of_source(const struct source *src)
 	return (const struct remote_file *)src;
 }
 
-void remote_close(struct remote_file *f)
+/* Closes f (its source's close): its read-ahead jobs, cached blocks and prefix go. */
+static void remote_close(struct remote_file *f)
 {
 	if (!f)
 		return;
@@ -455,4 +452,17 @@ void remote_close(struct remote_file *f)
 	free(f->etag_origin);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
+}
+
+bool remote_process_start(char err[GGUF_ERR_MAX])
+{
+	CURLcode c = curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (c != CURLE_OK)
+		gguf_errf(err, "libcurl cannot start: %s", curl_easy_strerror(c));
+	return c == CURLE_OK;
+}
+
+void remote_process_end(void)
+{
+	curl_global_cleanup();
 }

@@ -256,9 +256,6 @@ void ahead_stop(struct remote *r);
 
 /* ---- remote.c ---- */
 
-/* Closes f (its source's close): its read-ahead jobs, cached blocks and prefix go. */
-void remote_close(struct remote_file *f);
-
 /* Keeps block index of f in the disk cache, or says (once; then counted) that it
  * could not. */
 void remote_store_block(struct remote_file *f, uint64_t index, const uint8_t *data,

@@ -395,11 +395,10 @@ static bool token_seen(uint64_t *seen, size_t n, const char *token)
 }
 
 int s3_list(struct remote *r, const char *bucket_url, const char *prefix, uint64_t *budget,
-            struct s3_entry **out, size_t *n, unsigned *left_out, char err[GGUF_ERR_MAX])
+            struct s3_entry **out, size_t *n, char err[GGUF_ERR_MAX])
 {
 	*out = NULL;
 	*n = 0;
-	*left_out = 0;
 	size_t cap = 0;
 	struct http_body body = { .max = PAGE_MAX };
 	struct s3_page *pg = malloc(sizeof *pg);
@@ -463,7 +462,6 @@ int s3_list(struct remote *r, const char *bucket_url, const char *prefix, uint64
 		      "listing (empty, '.', '..', holding '/' or a control byte, longer than %u "
 		      "bytes, or not under the prefix; the last: %s)", bucket_url, prefix, refused,
 		      refused == 1 ? "" : "s", S3_PART_MAX, why ? why : "?");
-	*left_out = refused;
 	if (*n == 0) {   /* every name left out: no array, as for an empty folder */
 		free(*out);
 		*out = NULL;

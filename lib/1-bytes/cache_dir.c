@@ -1,6 +1,7 @@
-/* Where the disk cache lives when the command line does not say (remote.h:
- * remote_cache_dir): the XDG cache directory's ggufs/, as llama.cpp's -hf and
- * huggingface_hub keep theirs. */
+/* Where the disk cache lives when the command line does not say (cache_dir.h): the XDG
+ * cache directory's ggufs/, as llama.cpp's -hf and huggingface_hub keep theirs. */
+#include "cache_dir.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -11,8 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include "remote.h"
 
 /* Makes directory path and its missing parents, each mode 0700 (as the XDG spec asks of
  * $XDG_CACHE_HOME): true when it is there after, false when a part could not be made
@@ -32,12 +31,12 @@ static bool cache_dir_make(char *path)
 }
 
 static pthread_once_t cache_dir_once = PTHREAD_ONCE_INIT;
-static char *cache_dir_default;   /* the process's default directory, or NULL: none */
+static char *cache_dir_found;   /* the process's default directory, or NULL: none */
 
-/* Sets cache_dir_default, once: $XDG_CACHE_HOME/ggufs (an absolute XDG_CACHE_HOME only,
+/* Sets cache_dir_found, once: $XDG_CACHE_HOME/ggufs (an absolute XDG_CACHE_HOME only,
  * as the XDG spec says), else ~/.cache/ggufs, its parents made (mode 0700) when
  * missing; NULL without a home, or when the parents cannot be made (a cache the user did
- * not ask for never stops a mount). Kept for the process's life: every remote model
+ * not ask for never stops a mount). Kept for the process's life: every disk cache
  * shares it. */
 static void cache_dir_find(void)
 {
@@ -59,15 +58,15 @@ static void cache_dir_find(void)
 		base[--n] = 0;
 	if (n + sizeof "/ggufs" > sizeof base || !cache_dir_make(base))
 		return;
-	cache_dir_default = malloc(n + sizeof "/ggufs");
-	if (cache_dir_default)
-		snprintf(cache_dir_default, n + sizeof "/ggufs", "%s/ggufs", base);
+	cache_dir_found = malloc(n + sizeof "/ggufs");
+	if (cache_dir_found)
+		snprintf(cache_dir_found, n + sizeof "/ggufs", "%s/ggufs", base);
 }
 
-const char *remote_cache_dir(const char *given)
+const char *cache_dir_default(const char *given)
 {
 	if (given)
 		return strcmp(given, "none") == 0 ? NULL : given;
 	pthread_once(&cache_dir_once, cache_dir_find);
-	return cache_dir_default;
+	return cache_dir_found;
 }

@@ -1,5 +1,6 @@
-/* A persistent cache of fixed-size blocks of remote files, in a directory on disk, so
- * that a later mount of the same file version fetches nothing again. FUSE-free.
+/* A persistent cache of fixed-size blocks of files (remote, or computed: computed.h), in
+ * a directory on disk, so that a later mount of the same file version fetches (or
+ * computes) nothing again. FUSE-free.
  *
  * Layout: per file version (URL as url_cache_key gives it, size, ETag) one directory,
  * named by a hash of that key (never the token: the key holds no credentials, and its

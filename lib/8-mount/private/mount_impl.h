@@ -20,6 +20,8 @@
 struct mount_kind {
 	bool (*lookup)(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
 	               struct mount_err *err);
+	/* the kernel forgot n lookups of ino (NULL: nothing is kept for them) */
+	void (*forget)(struct mount *m, uint64_t ino, uint64_t n);
 	bool (*getattr)(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
 	                struct mount_err *err);
 	/* a new open file of ino (directory or not, as dir asks) for uid, with o's flags

@@ -71,24 +71,14 @@ void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct sta
  * gone (the kernel looks its name up again), else ENOENT, nothing held. */
 const struct tree_node *mount_edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
                                        struct mount_err *err);
-/* The open of a file whose name an edit may change, for writing when write (checked:
- * metadata/KEY, its owner asking): f gets its text (or the truncation's empty one). */
-bool mount_edit_open_writer(struct mount *m, struct edit_file *f, const struct tree_node *n,
-                      int flags, struct mount_err *err);
 
 /* mount_writer.c */
 
 /* True when uid is the mount's owner, who alone may edit; else EACCES into err. */
 bool mount_edit_owner(uid_t uid, struct mount_err *err);
-/* The kernel forgets what it cached of ino (0: only metadata/'s listing) and of the
- * files every edit changes (gguf.json, summary.txt). */
-void mount_edit_forget(struct mount *m, uint64_t ino);
 /* An edit refused with -errno r for why: counted, kept as the last error, into err
  * (said as a warning by whoever says err). */
 bool mount_edit_refused(struct mount *m, int r, const char *why, struct mount_err *err);
-/* The flush and the last close of writer f of ino (last: its release). */
-bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino, bool last,
-                 struct mount_err *err);
 /* The changes, as struct mount_kind's of the same names (mount_impl.h). */
 bool mount_edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
 void mount_edit_release(struct mount *m, uint64_t ino, void *file);

@@ -1,6 +1,7 @@
-/* A bounded memory cache of fixed-size blocks of remote files, least recently used out
- * first. A block is fetched once however many threads want it at the same time: the
- * first claims it and fetches, the others wait for the bytes. Thread-safe. */
+/* A bounded memory cache of fixed-size blocks of files (remote, or computed: computed.h),
+ * least recently used out first. A block is fetched once however many threads want it
+ * at the same time: the first claims it and fetches, the others wait for the bytes.
+ * Thread-safe. */
 #ifndef GGUFS_BLOCKCACHE_H
 #define GGUFS_BLOCKCACHE_H
 
