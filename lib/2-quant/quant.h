@@ -55,7 +55,12 @@ bool quant_can_make(enum ggml_type_id type);
  * distance overflows, bring about) there are no bytes to match, and where it reads
  * past its arrays on the way (iq1's fallback scan of the whole grid, iq2_xxs's map at
  * a point off its range) none to trust: these write bytes anyway, the same every
- * time, never crash (a neighbour list's first row, row 0 for a group off the grid). */
+ * time, never crash (a neighbour list's first row, row 0 for a group off the grid).
+ * And under a matrix one NaN reaches the weights of its whole super-block (row, for
+ * the legacy types), so NaNs meet NaNs; x86 keeps the first operand's, which is the
+ * compiler's pick, not the same in every unrolled copy of ggml's loops, so a block
+ * whose bytes show a NaN's payload (its scales 0 or NaN: it decodes to zeros, or is
+ * refused) may differ from ggml's in those bits. */
 
 /* The state of one row for quant_blocks_weighted, made by quant_row_prepare. */
 struct quant_row_ctx {

@@ -36,7 +36,8 @@
  * levels. A sum must be below FLT_MAX to count: where none is (huge or NaN input),
  * ggml aborts, and this takes the list's first row (row 0 without a list, which a
  * grid built whole never lacks). A row's four terms are made side by side (lanes,
- * each ggml's (w * diff) * diff), then added in ggml's order. Returns the row. */
+ * each ggml's (w * diff) * diff), then added in ggml's order; the pick is a select,
+ * not a branch (which the data make unpredictable). Returns the row. */
 static int nearest_row(const struct quant_grid *g, const uint16_t *nb, const float *xval,
                        const float *w, float scale, int8_t *L)
 {
@@ -51,10 +52,9 @@ static int nearest_row(const struct quant_grid *g, const uint16_t *nb, const flo
 		const qk_vf diff = scale * q - xv;
 		const qk_vf t = wv * diff * diff;
 		const float d2 = (((0 + t[0]) + t[1]) + t[2]) + t[3];
-		if (d2 < best_d2) {
-			best_d2 = d2;
-			best = nb[j];
-		}
+		const bool better = d2 < best_d2;
+		best = better ? nb[j] : best;
+		best_d2 = better ? d2 : best_d2;
 	}
 	for (int i = 0; i < 4; i++)
 		L[i] = (int8_t)g->level[best][i];
