@@ -87,6 +87,15 @@ static inline int quant_nearest_int(float f)
 	return (i & 0x007fffff) - 0x00400000;
 }
 
+/* The level l (0..max) whose odd value 2l + 1 is nearest to id * v, as the i-quants
+ * round a magnitude or a sub-block scale: ggml's MAX(0, MIN(max,
+ * nearest_int(0.5f * (id * v - 1)))). */
+static inline int quant_odd_level(float v, float id, int max)
+{
+	const int l = quant_nearest_int(0.5f * (id * v - 1));
+	return l < 0 ? 0 : l > max ? max : l;
+}
+
 /* (int32_t)f as x86-64 computes it (cvttss2si, cvttps2dq): toward zero, and INT32_MIN
  * for NaN and for values out of range. ggml's casts of a float to int8_t or uint8_t
  * compile to that conversion then keep the low byte; C leaves them undefined out of

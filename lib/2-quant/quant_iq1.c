@@ -261,7 +261,7 @@ void quant_iq1_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
 			const float id = 1 / d;
 			quant_put16(y + offsetof(struct block_iq1_s, d), f32_to_fp16(d * 1.125f));
 			for (int ib = 0; ib < QK_K / IQ1S_SUB; ib++) {
-				int l = quant_maxi(0, quant_mini(7, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
+				int l = quant_odd_level(scales[ib], id, 7);
 				if (shifts[ib] == -1)
 					l |= 8;
 				qh[ib] |= (uint16_t)(l << 12);
@@ -432,7 +432,7 @@ void quant_iq1_m_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
 		const float id = 1 / d;
 		float sumqx = 0, sumq2 = 0;
 		for (int ib = 0; ib < QK_K / IQ1M_SUB; ib++) {
-			const int l = quant_maxi(0, quant_mini(7, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
+			const int l = quant_odd_level(scales[ib], id, 7);
 			sc[ib / 4] |= (uint16_t)(l << (3 * (ib % 4)));
 			qh[ib] |= masks[shifts[ib]];
 			const float *xb = x + IQ1M_SUB * ib, *w = weight + IQ1M_SUB * ib;

@@ -62,7 +62,7 @@ static int nearest_row(const struct quant_grid *g, uint32_t u, const float *xval
 /* The level (0..2) of magnitude v at inverse scale id: round((id * v - 1) / 2). */
 static int level_of(float v, float id)
 {
-	return quant_maxi(0, quant_mini(IQ2_KMAXQ - 1, quant_nearest_int(0.5f * (id * v - 1))));
+	return quant_odd_level(v, id, IQ2_KMAXQ - 1);
 }
 
 /* The point of 8 levels (2 bits each, level i at bit 2i), as ggml's uint16_t holds it. */
@@ -272,7 +272,7 @@ void quant_iq2_xxs_w(const float *x, uint8_t *y, int64_t nblocks, const float *q
 		const float id = 1 / d;
 		quant_put16(y + offsetof(struct block_iq2_xxs, d), f32_to_fp16(d));
 		for (int ib = 0; ib < QK_K / 32; ib++) {
-			const int l = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
+			const int l = quant_odd_level(scales[ib], id, 15);
 			q2[2 * ib + 1] |= (uint32_t)l << 28;
 		}
 		for (int w = 0; w < 2 * (QK_K / 32); w++)
@@ -360,7 +360,7 @@ static void scale_nibbles(const float *scales, float max_scale, uint8_t *out)
 	const float id = 1 / (max_scale / 31);
 
 	for (int ib = 0; ib < QK_K / 16; ib++) {
-		const int l = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
+		const int l = quant_odd_level(scales[ib], id, 15);
 		if (ib % 2 == 0)
 			out[ib / 2] = (uint8_t)l;
 		else

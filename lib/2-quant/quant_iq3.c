@@ -64,8 +64,7 @@ static int nearest_row(const struct quant_grid *g, const uint16_t *nb, const flo
 /* The level (0..7) of magnitude v at inverse scale id: round((id * v - 1) / 2). */
 static int level_of(float v, float id)
 {
-	const int l = quant_nearest_int(0.5f * (id * v - 1));
-	return quant_maxi(0, quant_mini(IQ3S_KMAXQ - 1, l));
+	return quant_odd_level(v, id, IQ3S_KMAXQ - 1);
 }
 
 /* The point of four levels. */
@@ -302,8 +301,8 @@ void quant_iq3_s_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
 		uint8_t *sc = y + offsetof(struct block_iq3_s, scales);
 		quant_put16(y + offsetof(struct block_iq3_s, d), f32_to_fp16(d * 1.033f));
 		for (int ib = 0; ib < QK_K / IQ3S_SUB; ib += 2) {
-			const int l1 = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
-			const int l2 = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib + 1] - 1))));
+			const int l1 = quant_odd_level(scales[ib], id, 15);
+			const int l2 = quant_odd_level(scales[ib + 1], id, 15);
 			sc[ib / 2] = (uint8_t)(l1 | l2 << 4);
 		}
 	}
@@ -448,7 +447,7 @@ void quant_iq3_xxs_w(const float *x, uint8_t *y, int64_t nblocks, const float *q
 		const float id = 1 / d;
 		quant_put16(y + offsetof(struct block_iq3_xxs, d), f32_to_fp16(d * 1.0125f));
 		for (int ib = 0; ib < QK_K / IQ3S_SUB; ib++) {
-			const int l = quant_maxi(0, quant_mini(15, quant_nearest_int(0.5f * (id * scales[ib] - 1))));
+			const int l = quant_odd_level(scales[ib], id, 15);
 			quant_put32(qs + QK_K / 4 + 4 * ib, sas[ib] | (uint32_t)l << 28);
 		}
 	}
