@@ -66,7 +66,6 @@ struct ggufs {
 	struct fuse_session *se;
 	const char *mountpoint;  /* absolute */
 	atomic_bool ending;      /* the mount is ending: transfers stop */
-	atomic_bool left;        /* mount_source_leaving done (watch_leave) */
 	pthread_t watch_thread;
 	int watch_wake;          /* eventfd: watch_stop wakes the watcher */
 	bool watching;
@@ -119,7 +118,8 @@ void passthrough_why_not(void *arg, uint64_t ino, int fd, const char *not_file,
 bool watch_start(struct ggufs *fs);
 /* Sets fs->ending for good and stops the watcher (before the session is destroyed). */
 void watch_stop(struct ggufs *fs);
-/* mount_source_leaving of fs->src, the first time only. */
+/* The hand-over of fs->src (its leaving run: once; a later call returns when it is
+ * done). */
 void watch_leave(struct ggufs *fs);
 /* The remote fetcher's cancel callback (arg: struct ggufs). */
 bool watch_ending(void *fs);

@@ -3,8 +3,8 @@
  * (umount, fusermount3 -u) and the fd then polls POLLERR at once, while the loop still
  * finishes the requests under way (serve() returns only after the last). From that
  * moment the mount hands its disk cache entries and edits file over to a quick remount
- * (mount_source_leaving, once: watch_leave) and fs->ending is set; the same when the loop
- * exits on a signal.
+ * (watch_leave: the source's leaving run, once) and fs->ending is set; the same when the
+ * loop exits on a signal.
  *
  * For a remote model, fs->ending is also what a stalled transfer polls (watch_ending,
  * about once a second per transfer), and it is set too once the mount has left the
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ggufs.h"
+#include "leaving.h"
 
 #define WATCH_MS 250
 
@@ -88,8 +89,7 @@ void watch_stop(struct ggufs *fs)
 
 void watch_leave(struct ggufs *fs)
 {
-	if (!atomic_exchange(&fs->left, true))
-		mount_source_leaving(&fs->src);
+	leaving_run(fs->src.leaving);
 }
 
 bool watch_ending(void *fs)

@@ -51,24 +51,24 @@ int main(int argc, char **argv)
 		return 1;
 	/* which tensors go, and how */
 	uint64_t n_out = 0, reshaped = UINT64_MAX, last = 0;
-	for (uint64_t i = 0; i < m->n_tensors; i++)
-		if (m->tensors[i].t->size > m->tensors[last].t->size)
+	for (uint64_t i = 0; i < model_n_tensors(m); i++)
+		if (model_tensor(m, i)->size > model_tensor(m, last)->size)
 			last = i;
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *g = model_tensor(m, i);
 		if (vary && reshaped == UINT64_MAX && g->n_dims == 1 && g->ne[0] % 2 == 0)
 			reshaped = i;
 		n_out += g->has_f32 && !(vary && i == last);
 	}
 	uint64_t n_kv = 1;
-	for (uint64_t k = 0; k < m->meta->n_kv; k++)
-		n_kv += !key_is(&m->meta->kv[k], "general.quantization_version");
+	for (uint64_t k = 0; k < model_meta(m)->n_kv; k++)
+		n_kv += !key_is(&model_meta(m)->kv[k], "general.quantization_version");
 
 	struct gw w;
 	gw_init(&w);
 	gw_header(&w, 3, n_out + vary, n_kv);
-	for (uint64_t k = 0; k < m->meta->n_kv; k++) {
-		const struct gguf_kv *kv = &m->meta->kv[k];
+	for (uint64_t k = 0; k < model_meta(m)->n_kv; k++) {
+		const struct gguf_kv *kv = &model_meta(m)->kv[k];
 		if (key_is(kv, "general.quantization_version"))
 			continue;
 		if (key_is(kv, "general.file_type"))
@@ -82,8 +82,8 @@ int main(int argc, char **argv)
 	const uint32_t type = f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
 	const uint64_t width = f16 ? 2 : 4;
 	uint64_t off = 0;
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *g = model_tensor(m, i);
 		if (!g->has_f32 || (vary && i == last))
 			continue;
 		char name[512];
@@ -107,13 +107,13 @@ int main(int argc, char **argv)
 	float *buf = malloc(1 << 20);
 	if (!buf)
 		return 1;
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *g = model_tensor(m, i);
 		if (!g->has_f32 || (vary && i == last))
 			continue;
 		for (uint64_t at = 0; at < g->n_elements; at += (1 << 18)) {
 			const uint64_t n = g->n_elements - at < (1 << 18) ? g->n_elements - at : (1 << 18);
-			if (reader_f32(m, i, at * 4, n * 4, buf) < 0) {
+			if (reader_f32(m, i, at * 4, n * 4, buf, NULL) < 0) {
 				fprintf(stderr, "diff_pair: %s: cannot read a tensor\n", argv[1]);
 				return 1;
 			}

@@ -55,7 +55,7 @@ int main(int argc, char **argv)
 	int rc = 0;
 	for (uint64_t i = 0; i < qp.n_tensors; i++) {
 		const struct quant_tensor *qt = &qp.tensors[i];
-		const struct gguf_tensor *t = m->tensors[qt->src].t;
+		const struct gguf_tensor *t = model_tensor(m, qt->src);
 		const bool copied = qt->type == t->type;
 		const bool makes = copied || quant_can_make((enum ggml_type_id)qt->type);
 		uint8_t *data = calloc(1, qt->size ? qt->size : 1);
@@ -63,8 +63,8 @@ int main(int argc, char **argv)
 			perror("quant_plan_dump");
 			return 1;
 		}
-		if (makes && (copied ? model_tensor_read(m, qt->src, 0, qt->size, data)
-		                     : reader_quant(m, qt->src, qt->type, 0, qt->size, data)) < 0) {
+		if (makes && (copied ? model_tensor_read(m, qt->src, 0, qt->size, data, NULL)
+		                     : reader_quant(m, qt->src, qt->type, 0, qt->size, data, NULL)) < 0) {
 			fprintf(stderr, "quant_plan_dump: cannot make %.*s\n", (int)t->name.len,
 			        t->name.ptr);
 			rc = 1;

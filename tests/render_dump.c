@@ -42,17 +42,17 @@ int main(int argc, char **argv)
 	int rc = 0;
 	if (argc > 3 && (strcmp(argv[2], "npy") == 0 || strcmp(argv[2], "name") == 0)) {
 		uint64_t i;
-		for (i = 0; i < m->n_tensors; i++) {
-			const struct gguf_str *n = &m->tensors[i].t->name;
+		for (i = 0; i < model_n_tensors(m); i++) {
+			const struct gguf_str *n = &model_tensor(m, i)->name;
 			if (n->len == strlen(argv[3]) && memcmp(n->ptr, argv[3], n->len) == 0)
 				break;
 		}
-		if (i == m->n_tensors) {
+		if (i == model_n_tensors(m)) {
 			fprintf(stderr, "render_dump: no tensor %s\n", argv[3]);
 			rc = 1;
 		} else if (argv[2][0] == 'n' && argv[2][1] == 'p') {
 			char buf[NPY_HEADER_MAX];
-			fwrite(buf, 1, npy_header(m->tensors[i].t, buf), stdout);
+			fwrite(buf, 1, npy_header(model_tensor(m, i), buf), stdout);
 		} else {
 			char buf[NAMES_BUF];
 			size_t n = names_encode(argv[3], strlen(argv[3]), true, buf);
@@ -62,7 +62,7 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	if (argc > 3) {
-		const struct gguf_kv *kv = gguf_find_kv(m->meta, argv[3]);
+		const struct gguf_kv *kv = gguf_find_kv(model_meta(m), argv[3]);
 		if (!kv) {
 			fprintf(stderr, "render_dump: no key %s\n", argv[3]);
 			model_close(m);

@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "diskcache.h"
 #include "evlog.h"
+#include "leaving.h"
 
 /* A read this many blocks behind the furthest one is still the same sequential reader
  * (the kernel hands the pieces of its read-ahead to several threads). */
@@ -41,7 +42,8 @@ struct computed_pool {
 	pthread_t *ended;           /* workers that ended, not joined yet (max_threads) */
 	unsigned n_ended;
 	bool stop;                  /* computed_pool_free: the workers end */
-	atomic_bool leaving;        /* computed_pool_leaving: nothing more goes to disk */
+	atomic_bool leaving;        /* its leaving has run: nothing more goes to disk */
+	struct leaving_entry leave; /* in the mount's leaving: computed_pool_leave */
 };
 
 struct computed {
@@ -68,9 +70,12 @@ struct computed {
 	struct computed *q_prev, *q_next;   /* in the pool's queue */
 	struct computed *f_prev, *f_next;   /* in the pool's files */
 	unsigned in_flight;         /* its blocks being made by workers now */
-	unsigned pins;              /* computed_pool_leaving at work on it */
+	unsigned pins;              /* computed_pool_leave at work on it */
 
 	atomic_uint_fast64_t computed, from_disk, stored, failed;
+	pthread_mutex_t failure_lock;
+	char failure[GGUF_ERR_MAX]; /* the why of its last fill that failed (a worker's or a
+	                             * reader's): what the reads it fails say */
 };
 
 /* Bytes of block k (the last may be short). */
@@ -82,7 +87,7 @@ static size_t block_len(const struct computed *c, uint64_t k)
 }
 
 /* c takes entry e, found by a retry: marked as let go at once when the pool is leaving
- * (computed_pool_leaving's walk may have passed c's disk cache before e was in it). */
+ * (computed_pool_leave's walk may have passed c's disk cache before e was in it). */
 static void attach_entry(struct computed *c, struct dc_entry *e)
 {
 	atomic_store(&c->entry, e);
@@ -125,9 +130,13 @@ static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
 		atomic_fetch_add(&c->from_disk, 1);
 		return 0;
 	}
-	const int r = c->fill(c->ctx, k * COMPUTED_BLOCK_SIZE, len, buf);
+	char why[GGUF_ERR_MAX] = "";
+	const int r = c->fill(c->ctx, k * COMPUTED_BLOCK_SIZE, len, buf, why);
 	if (r < 0) {
 		atomic_fetch_add(&c->failed, 1);
+		pthread_mutex_lock(&c->failure_lock);
+		memcpy(c->failure, why, sizeof why);
+		pthread_mutex_unlock(&c->failure_lock);
 		return r;
 	}
 	atomic_fetch_add(&c->computed, 1);
@@ -302,7 +311,10 @@ static void note_read(struct computed *c, uint64_t k)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static int computed_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+/* Source read: block by block through the pool's memory, each made (or loaded from
+ * disk) once; a block that could not be made fails the read with its fill's why. */
+static int computed_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                         char why[GGUF_ERR_MAX])
 {
 	struct computed *c = (struct computed *)src;
 	struct blockcache *bc = c->pool->bc;
@@ -314,8 +326,14 @@ static int computed_read(struct source *src, uint64_t off, uint64_t len, void *b
 		const uint8_t *data;
 		struct bc_block *held;
 		const int r = bc_get(bc, c, k, block_len(c, k), make_block, c, &data, &held);
-		if (r < 0)
+		if (r < 0) {
+			if (why) {   /* the fill that failed kept it before the block failed */
+				pthread_mutex_lock(&c->failure_lock);
+				memcpy(why, c->failure, GGUF_ERR_MAX);
+				pthread_mutex_unlock(&c->failure_lock);
+			}
 			return r;
+		}
 		const uint64_t stop = start + block_len(c, k) < end ? start + block_len(c, k) : end;
 		memcpy((uint8_t *)buf + (pos - off), data + (pos - start), stop - pos);
 		bc_release(bc, held);
@@ -332,6 +350,7 @@ static void free_computed(struct computed *c)
 	free(c->key);
 	free(c->version);
 	pthread_mutex_destroy(&c->retry_lock);
+	pthread_mutex_destroy(&c->failure_lock);
 	free(c);
 }
 
@@ -415,6 +434,7 @@ struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MA
 	c->next = UINT64_MAX;
 	c->window = COMPUTED_WINDOW_MIN;
 	pthread_mutex_init(&c->retry_lock, NULL);
+	pthread_mutex_init(&c->failure_lock, NULL);
 	if (o->cache_dir && o->key && o->version && o->version[0] && !atomic_load(&p->leaving))
 		open_disk(c, o);
 	pthread_mutex_lock(&p->lock);
@@ -435,6 +455,30 @@ void computed_counters(const struct source *src, struct computed_counters *out)
 	out->from_disk = atomic_load(&c->from_disk);
 	out->stored = atomic_load(&c->stored);
 	out->failed = atomic_load(&c->failed);
+}
+
+/* The mount is ending (p->leave's fn; computed_pool_opts.leaving says what follows):
+ * every file of p lets go of its disk cache entry, and those opened later take none. */
+static void computed_pool_leave(void *arg)
+{
+	struct computed_pool *p = arg;
+	pthread_mutex_lock(&p->lock);
+	atomic_store(&p->leaving, true);
+	/* each file pinned (its close waits) while its disk cache is told without the
+	 * lock: dc_leaving waits for a store under way. Files opened from now on see
+	 * leaving themselves. */
+	for (struct computed *c = p->files; c;) {
+		c->pins++;
+		pthread_mutex_unlock(&p->lock);
+		dc_leaving(c->dc);
+		pthread_mutex_lock(&p->lock);
+		c->pins--;
+		struct computed *next = c->f_next;
+		if (c->closing && !c->pins)
+			pthread_cond_broadcast(&p->settled);
+		c = next;
+	}
+	pthread_mutex_unlock(&p->lock);
 }
 
 struct computed_pool *computed_pool_new(const struct computed_pool_opts *o,
@@ -479,6 +523,8 @@ struct computed_pool *computed_pool_new(const struct computed_pool_opts *o,
 	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->settled, NULL);
+	p->leave = (struct leaving_entry){ .fn = computed_pool_leave, .ctx = p };
+	leaving_add(o->leaving, &p->leave);
 	return p;
 }
 
@@ -486,6 +532,7 @@ void computed_pool_free(struct computed_pool *p)
 {
 	if (!p)
 		return;
+	leaving_remove(&p->leave);   /* (waits for its walk under way) */
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
 	pthread_cond_broadcast(&p->work);
@@ -500,29 +547,6 @@ void computed_pool_free(struct computed_pool *p)
 	pthread_cond_destroy(&p->settled);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
-}
-
-void computed_pool_leaving(struct computed_pool *p)
-{
-	if (!p)
-		return;
-	pthread_mutex_lock(&p->lock);
-	atomic_store(&p->leaving, true);
-	/* each file pinned (its close waits) while its disk cache is told without the
-	 * lock: dc_leaving waits for a store under way. Files opened from now on see
-	 * leaving themselves. */
-	for (struct computed *c = p->files; c;) {
-		c->pins++;
-		pthread_mutex_unlock(&p->lock);
-		dc_leaving(c->dc);
-		pthread_mutex_lock(&p->lock);
-		c->pins--;
-		struct computed *next = c->f_next;
-		if (c->closing && !c->pins)
-			pthread_cond_broadcast(&p->settled);
-		c = next;
-	}
-	pthread_mutex_unlock(&p->lock);
 }
 
 unsigned computed_pool_threads(struct computed_pool *p)

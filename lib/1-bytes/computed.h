@@ -17,8 +17,8 @@
  * and at most its memory of blocks (more only while readers hold that many at once).
  *
  * A block that cannot be computed (the fill function's -errno: the source's bytes could
- * not be read) fails the reads that need it, is kept nowhere, and is computed again by
- * the next read. FUSE-free; thread-safe. */
+ * not be read) fails the reads that need it with the fill's why, is kept nowhere, and
+ * is computed again by the next read. FUSE-free; thread-safe. */
 #ifndef GGUFS_COMPUTED_H
 #define GGUFS_COMPUTED_H
 
@@ -40,34 +40,37 @@
 #define COMPUTED_ENTRY_RETRY_S 1.0
 
 struct computed_pool;
+struct leaving;
 
 struct computed_pool_opts {
 	unsigned threads;   /* workers at most; 0: none (reads compute, nothing is made ahead) */
 	double idle_s;      /* a worker without blocks to make this long ends; 0: the default */
 	uint64_t memory;    /* bytes of blocks held in memory by all its files; 0: the default */
+	/* the mount's hand-over (leaving.h), or NULL. When it runs, each file of the pool,
+	 * open then or opened later, stores nothing more on disk and marks its disk cache
+	 * entry as being let go (dc_leaving), so that a quick remount of the same file waits
+	 * a moment (DC_LEAVING_WAIT_S) for this one to close it, and reads the blocks kept
+	 * there, instead of computing every block again without it. A file opened from then
+	 * on takes no entry. Reads go on. Safe while files are read, opened and closed, and
+	 * while workers store blocks (it waits for a store under way). */
+	struct leaving *leaving;
 };
 
 /* A pool for computed files: no thread yet (each starts when blocks are to be made
- * ahead and none waits). NULL with one line in err when out of memory. */
+ * ahead and none waits), in o->leaving. NULL with one line in err when out of memory. */
 struct computed_pool *computed_pool_new(const struct computed_pool_opts *o,
                                         char err[GGUF_ERR_MAX]);
 /* Frees p once every file of it is closed, waiting for its workers to end (each is at
  * most between two blocks: none has a file left). NULL: nothing. */
 void computed_pool_free(struct computed_pool *p);
-/* The mount is ending (nothing reads its files any more, or soon): each file of p, open
- * now or opened from now on, stores nothing more on disk and marks its disk cache entry
- * as being let go (dc_leaving), so that a quick remount of the same file waits a moment
- * (DC_LEAVING_WAIT_S) for this one to close it, and reads the blocks kept there,
- * instead of computing every block again without it. A file opened from now on takes
- * no entry. Reads go on. Safe while files are read, opened and closed, and while
- * workers store blocks (it waits for a store under way). */
-void computed_pool_leaving(struct computed_pool *p);
 /* Workers alive now (for tests and bounds). */
 unsigned computed_pool_threads(struct computed_pool *p);
 
 /* Writes bytes [off, off + len) of the file (inside its size, within one block) into
- * buf: 0, or -errno. Called from any thread, for different blocks at once. */
-typedef int (*computed_fill_fn)(void *ctx, uint64_t off, uint64_t len, void *buf);
+ * buf: 0, or -errno with why (as source.h's reads say it), which the reads that the
+ * failed block fails say. Called from any thread, for different blocks at once. */
+typedef int (*computed_fill_fn)(void *ctx, uint64_t off, uint64_t len, void *buf,
+                                char why[GGUF_ERR_MAX]);
 
 struct computed_opts {
 	uint64_t size;              /* the file's size in bytes */
@@ -84,7 +87,7 @@ struct computed_opts {
  * the blocks it has queued for the workers and waiting only for those being made; its
  * reads are computed_read's), or NULL with one line in err (out of memory). A disk
  * cache that cannot be used (another user's directory, one in use by another mount for
- * this key: one that is ending, computed_pool_leaving, is waited for first) is not an
+ * this key: one that is ending, its pool's leaving run, is waited for first) is not an
  * error: the file is computed without it, and the reason is said once in the event
  * log; an entry another mount held is tried again later (COMPUTED_ENTRY_RETRY_S), so
  * that the file keeps its blocks from the moment that mount lets it go. */

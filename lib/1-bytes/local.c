@@ -17,17 +17,36 @@ struct local_file {
 	int fd;
 	const uint8_t *map;     /* the whole file as it was at open */
 	uint64_t size;          /* its size at open */
+	char *shown;            /* its name in what is said of it */
 };
+
+/* Why bytes of f are gone, into why (when wanted): "PATH: the file shrank from A to B
+ * bytes while mounted: ...", as the file is now. */
+static void gone_why(const struct local_file *f, char why[GGUF_ERR_MAX])
+{
+	struct stat st;
+	if (!why)
+		return;
+	if (fstat(f->fd, &st) < 0)
+		gguf_errf(why, "%s: its state cannot be read (%s)", f->shown, strerror(errno));
+	else if ((uint64_t)st.st_size < f->size)
+		gguf_errf(why, "%s: the file shrank from %" PRIu64 " to %" PRIu64 " bytes while "
+		          "mounted: reads of the bytes that went fail with EIO", f->shown, f->size,
+		          (uint64_t)st.st_size);
+	else
+		gguf_errf(why, "%s: a page of the file could not be read", f->shown);
+}
 
 /* True when the file still holds bytes [0, end): the file may have shrunk since it was
  * mapped, and a read of what is gone must fail, not return zeros from the tail of the
- * last page. */
-static bool still_there(const struct local_file *f, uint64_t end)
+ * last page. False with why (gone_why). */
+static bool still_there(const struct local_file *f, uint64_t end, char why[GGUF_ERR_MAX])
 {
 	struct stat st;
-	if (fstat(f->fd, &st) < 0)
-		return false;
-	return (uint64_t)st.st_size >= end;
+	if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size >= end)
+		return true;
+	gone_why(f, why);
+	return false;
 }
 
 /* A visit of bytes in the mapping, as guard_call runs it. */
@@ -44,15 +63,19 @@ static void run_visit(void *ctx)
 	v->fn(v->ctx, v->p, v->len);
 }
 
-/* Source visit: fn on the mapping itself, under the SIGBUS guard. */
+/* Source visit: fn on the mapping itself, under the SIGBUS guard (a page gone while it
+ * runs: the file shrank under it). */
 static int local_visit(struct source *src, uint64_t off, uint64_t len, source_visit_fn fn,
-                       void *ctx)
+                       void *ctx, char why[GGUF_ERR_MAX])
 {
 	const struct local_file *f = (const struct local_file *)src;
-	if (!still_there(f, off + len))
+	if (!still_there(f, off + len, why))
 		return -EIO;
 	struct visit v = { .fn = fn, .ctx = ctx, .p = f->map + off, .len = len };
-	return guard_call(run_visit, &v);
+	const int r = guard_call(run_visit, &v);
+	if (r < 0)
+		gone_why(f, why);
+	return r;
 }
 
 /* A visit that copies the bytes to ctx, a buffer. */
@@ -62,14 +85,15 @@ static void copy_out(void *ctx, const uint8_t *p, uint64_t len)
 }
 
 /* Source read: a copy out of the mapping, under the SIGBUS guard. */
-static int local_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+static int local_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                      char why[GGUF_ERR_MAX])
 {
-	return local_visit(src, off, len, copy_out, buf);
+	return local_visit(src, off, len, copy_out, buf, why);
 }
 
-static int local_holds(struct source *src, uint64_t end)
+static int local_holds(struct source *src, uint64_t end, char why[GGUF_ERR_MAX])
 {
-	return still_there((const struct local_file *)src, end) ? 0 : -EIO;
+	return still_there((const struct local_file *)src, end, why) ? 0 : -EIO;
 }
 
 static void local_span(struct source *src, uint64_t off, uint64_t len, int *fd,
@@ -93,6 +117,7 @@ static void local_close(struct source *src)
 		munmap((void *)f->map, f->size);
 	if (f->fd >= 0)
 		close(f->fd);
+	free(f->shown);
 	free(f);
 }
 
@@ -116,6 +141,10 @@ struct source *local_open_fd(int fd, const char *shown, struct stat *st, const u
 	f->src.ops = &local_ops;
 	f->map = MAP_FAILED;
 	f->fd = fd;
+	if (!(f->shown = strdup(shown))) {
+		gguf_errf(err, "%s: out of memory", shown);
+		goto fail;
+	}
 	if (fstat(f->fd, st) < 0) {
 		gguf_errf(err, "%s: %s", shown, strerror(errno));
 		goto fail;

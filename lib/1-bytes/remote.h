@@ -51,6 +51,8 @@ bool remote_s3_copy(struct remote_s3 *d, const struct remote_s3 *s);
 /* Frees the strings of a remote_s3_copy, the secrets wiped first. */
 void remote_s3_free(struct remote_s3 *s);
 
+struct leaving;
+
 struct remote_opts {
 	const struct remote_s3 *s3;  /* an s3:// model, or NULL */
 	const char *token;          /* sent only to the origin of each URL as given; may be NULL */
@@ -65,6 +67,10 @@ struct remote_opts {
 	uint64_t cache_max;         /* its bound in bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
+	/* the mount's hand-over (leaving.h), or NULL: when it runs, the disk cache lets go
+	 * of its entries at once, for a new mount of the same files to take (dc_leaving),
+	 * before the slower rest of the shutdown; nothing more is stored in it */
+	struct leaving *leaving;
 	/* NULL, or told at mount, in one line without "ggufs: ", what the mount waits for
 	 * once it has waited a few seconds (REMOTE_WAIT_SAY_S): an attempt without an
 	 * answer yet, or a retry, at most once per attempt (a terminal shows it; silence
@@ -81,12 +87,9 @@ struct remote_file;
 
 /* The shared state of one mount; NULL with err on failure (a token with anything but
  * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that
- * cannot be made or written). Copies what o points to. */
+ * cannot be made or written). Copies what o points to; a disk cache is added to
+ * o->leaving (let go at once when it has run). */
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
-/* The mount is ending (nothing reads any more): the disk cache lets go of its entries
- * at once, for a new mount of the same files to take (dc_leaving), before the slower
- * rest of the shutdown. NULL: nothing. */
-void remote_leaving(struct remote *r);
 /* Stops the read-ahead threads and frees everything; the files must be closed first. */
 void remote_free(struct remote *r);
 

@@ -4,13 +4,18 @@
  *     after checking that the file still holds the bytes (it may shrink while mounted);
  *   - a remote file (remote/remote.c): fetched by range requests through its caches.
  * Callers keep every range inside the file's size at open; the file's own checks
- * (gone, changed) are the source's. */
+ * (gone, changed) are the source's. A read that fails says why where it fails: into
+ * why (char[GGUF_ERR_MAX]; NULL when the caller does not want it), one line that names
+ * the file and what went wrong ("PATH: the file shrank from A to B bytes ...", "URL:
+ * HTTP 503"), or "" when the errno says it all. */
 #ifndef GGUFS_SOURCE_H
 #define GGUFS_SOURCE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "errline.h"
 
 struct source;
 
@@ -26,17 +31,19 @@ typedef void (*source_visit_fn)(void *ctx, const uint8_t *p, uint64_t len);
 
 struct source_ops {
 	/* Copies bytes [off, off + len) of the file (inside its size) into buf: 0, or
-	 * -errno (-EIO when they cannot be had, or the file changed since it was opened). */
-	int (*read)(struct source *src, uint64_t off, uint64_t len, void *buf);
+	 * -errno (-EIO when they cannot be had, or the file changed since it was opened)
+	 * with why (see above). */
+	int (*read)(struct source *src, uint64_t off, uint64_t len, void *buf,
+	            char why[GGUF_ERR_MAX]);
 	void (*close)(struct source *src);
 	/* The rest only for a mapped file (NULL otherwise: a fetched file never shrinks,
 	 * and a changed one fails its reads). visit: fn on [off, off + len) in place, 0 or
 	 * -EIO when those bytes have gone. holds: 0 when the file still holds its first end
-	 * bytes, else -EIO. span: the fd, and how many of the len bytes at off the file
-	 * holds now. */
+	 * bytes, else -EIO. Both with why. span: the fd, and how many of the len bytes at
+	 * off the file holds now. */
 	int (*visit)(struct source *src, uint64_t off, uint64_t len, source_visit_fn fn,
-	             void *ctx);
-	int (*holds)(struct source *src, uint64_t end);
+	             void *ctx, char why[GGUF_ERR_MAX]);
+	int (*holds)(struct source *src, uint64_t end, char why[GGUF_ERR_MAX]);
 	void (*span)(struct source *src, uint64_t off, uint64_t len, int *fd, uint64_t *count);
 	/* Optional, for a fetched file: a sequential reader of prev (a source of the same
 	 * kind) goes on at byte off of this one, as a merged model.gguf runs from one shard
@@ -54,10 +61,13 @@ struct source {
 	const struct source_ops *ops;
 };
 
-/* Copies bytes [off, off + len) into buf: 0 or -errno (see source_ops.read). */
-static inline int source_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+/* Copies bytes [off, off + len) into buf: 0 or -errno with why (see source_ops.read). */
+static inline int source_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                              char why[GGUF_ERR_MAX])
 {
-	return src->ops->read(src, off, len, buf);
+	if (why)
+		why[0] = 0;
+	return src->ops->read(src, off, len, buf, why);
 }
 
 /* Closes the file and frees the source with what it holds (a local file's mapping, a
@@ -77,24 +87,29 @@ static inline bool source_mapped(const struct source *src)
 
 /* Calls fn once on bytes [off, off + len) (inside the file): in place where the source
  * is mapped, else on buf (len bytes) once they are read into it. For a scan that needs
- * no copy of a local file's bytes. 0, or -errno with fn perhaps part way through. */
+ * no copy of a local file's bytes. 0, or -errno with why, fn perhaps part way through. */
 static inline int source_visit(struct source *src, uint64_t off, uint64_t len, void *buf,
-                               source_visit_fn fn, void *ctx)
+                               source_visit_fn fn, void *ctx, char why[GGUF_ERR_MAX])
 {
+	if (why)
+		why[0] = 0;
 	if (src->ops->visit)
-		return src->ops->visit(src, off, len, fn, ctx);
-	int r = src->ops->read(src, off, len, buf);
+		return src->ops->visit(src, off, len, fn, ctx, why);
+	int r = src->ops->read(src, off, len, buf, why);
 	if (r < 0)
 		return r;
 	fn(ctx, (const uint8_t *)buf, len);
 	return 0;
 }
 
-/* 0 when the file still holds its first end bytes, else -EIO: before bytes of the
- * mapping are touched other than through read or visit (a header being rendered). */
-static inline int source_holds(struct source *src, uint64_t end)
+/* 0 when the file still holds its first end bytes, else -EIO with why: before bytes
+ * of the mapping are touched other than through read or visit (a header being
+ * rendered). */
+static inline int source_holds(struct source *src, uint64_t end, char why[GGUF_ERR_MAX])
 {
-	return src->ops->holds ? src->ops->holds(src, end) : 0;
+	if (why)
+		why[0] = 0;
+	return src->ops->holds ? src->ops->holds(src, end, why) : 0;
 }
 
 /* Tells src that the sequential reader of prev goes on at its byte off (source_ops.

@@ -205,12 +205,17 @@ static void wait_for(struct stream *s, uint64_t end)
 		pthread_cond_wait(&s->cond, &s->lock);
 }
 
-static int stream_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+/* Source read: the bytes from the ring, once they have arrived; -EIO with the stream's
+ * error (stream_error) as why when they will not. */
+static int stream_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                       char why[GGUF_ERR_MAX])
 {
 	struct stream *s = stream_of(src);
 	pthread_mutex_lock(&s->lock);
 	if (len > STREAM_WINDOW) {
 		fail_locked(s, "a read larger than the stream's window");
+		if (why)
+			gguf_errf(why, "%s", s->err);
 		pthread_mutex_unlock(&s->lock);
 		return -EIO;
 	}
@@ -230,11 +235,13 @@ static int stream_read(struct source *src, uint64_t off, uint64_t len, void *buf
 			done += k;
 		}
 	} else if (!s->failed) {
-		char why[GGUF_ERR_MAX];
-		snprintf(why, sizeof why, "a read of bytes the stream had passed (at %" PRIu64
-		         ", the stream at %" PRIu64 ")", off, s->pos);
-		fail_locked(s, why);
+		char passed[GGUF_ERR_MAX];
+		snprintf(passed, sizeof passed, "a read of bytes the stream had passed (at %"
+		         PRIu64 ", the stream at %" PRIu64 ")", off, s->pos);
+		fail_locked(s, passed);
 	}
+	if (!have && why)
+		gguf_errf(why, "%s", s->err);
 	pthread_mutex_unlock(&s->lock);
 	return have ? 0 : -EIO;
 }

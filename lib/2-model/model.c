@@ -1,547 +1,238 @@
-#include "model.h"
-#include "local.h"
-#include "local_check.h"
-#include "nameset.h"
+/* The model as every source makes it (model_source.h): its names, metadata, tensors and
+ * files, and what is answered from the files alone, whatever they hold (a change, a
+ * shrink, the identity for the caches, the passthrough descriptor), and views for the
+ * states of edits. */
+#include "model_impl.h"
 #include "remote.h"
 #include "stream.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdbool.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-/* Opens one file by opener (named: as model_opener.open has it), maps and parses it into
- * shard s, its stat in s->st: 0, or -errno (the opener's: -ENOENT, no such file; -EINVAL
- * for a file opened that is no model) with "PATH: problem" in err. */
-static int shard_open(struct model_shard *s, const char *path, const struct model_opener *o,
-                      const struct stat *named, char err[GGUF_ERR_MAX])
-{
-	char why[GGUF_ERR_MAX];
-
-	s->path = strdup(path);
-	if (!s->path) {
-		gguf_errf(err, "%s: out of memory", path);
-		return -ENOMEM;
-	}
-	int fd = o->open(o->ctx, path, named, err);
-	if (fd < 0)
-		return fd;
-	s->src = local_open_fd(fd, path, &s->st, &s->map, &s->size, err);
-	if (!s->src)
-		return -EINVAL;
-	if (gguf_parse(s->map, s->size, &s->gf, why) < 0) {
-		gguf_errf(err, "%s: %s", path, why);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* model_opener.open of model_opener_local: ctx is shared, as a pointer-sized number. */
-static int open_local(void *ctx, const char *path, const struct stat *named,
-                      char err[GGUF_ERR_MAX])
-{
-	const bool shared = (uintptr_t)ctx != 0;
-	char why[GGUF_ERR_MAX];
-	struct stat st;
-	int pfd = local_check_resolve(AT_FDCWD, path, &st);
-	if (pfd < 0) {
-		gguf_errf(err, "%s: %s", path, strerror(-pfd));
-		return pfd;
-	}
-	int fd = local_check_regular(&st, path, err);
-	if (fd == 0 && shared && named && !local_check_reads(named, &st, why)) {
-		gguf_errf(err, "%s: not read, as other users read the model: %s", path, why);
-		fd = -EACCES;
-	}
-	if (fd == 0)
-		fd = local_check_reopen(pfd, &st, path, err);
-	close(pfd);
-	return fd;
-}
-
-struct model_opener model_opener_local(bool shared)
-{
-	return (struct model_opener){ .open = open_local, .ctx = (void *)(uintptr_t)shared };
-}
-
-/* Where a shard's header comes from when the file is fetched: its first bytes, as many
- * as the parser asks for (remote_prefix, stream_prefix). */
-struct header_reader {
-	/* At least want (at most the file's size) of the file's first bytes: their start,
-	 * their count into *have, or NULL with why. */
-	const uint8_t *(*prefix)(void *ctx, uint64_t want, uint64_t *have, char why[GGUF_ERR_MAX]);
-	void *ctx;
-	uint64_t max;        /* a larger header is refused here (0: prefix's own bound) */
-	bool rest_with_it;   /* a rest of the file smaller than a step comes with it */
-};
-
-/* Parses the header of shard s (of s->size bytes) from ever longer prefixes:
- * REMOTE_FIRST_BYTES first, then REMOTE_GROWTH times the last, or what the parser says
- * it needs where that is more (at most hr->max). On failure err holds "SHOWN: problem". */
-static int parse_header(struct model_shard *s, const char *shown, const struct header_reader *hr,
-                        char err[GGUF_ERR_MAX])
-{
-	char why[GGUF_ERR_MAX];
-	for (uint64_t want = REMOTE_FIRST_BYTES;;) {
-		uint64_t have, need;
-		s->map = hr->prefix(hr->ctx, want < s->size ? want : s->size, &have, why);
-		if (!s->map) {
-			gguf_errf(err, "%s: %s", shown, why);
-			return -1;
-		}
-		int r = gguf_parse_prefix(s->map, have, s->size, &s->gf, why, &need);
-		if (r == 0)
-			return 0;
-		if (r < 0) {
-			gguf_errf(err, "%s: %s", shown, why);
-			return -1;
-		}
-		if (hr->max && need > hr->max) {
-			gguf_errf(err, "%s: the header is larger than %llu MiB, the most ggufs fetches",
-			          shown, (unsigned long long)(hr->max >> 20));
-			return -1;
-		}
-		if (have >= s->size) {   /* never: the parser knows the size */
-			gguf_errf(err, "%s: the header does not fit in the file", shown);
-			return -1;
-		}
-		want = hr->max && have > hr->max / REMOTE_GROWTH ? hr->max : have * REMOTE_GROWTH;
-		if (want < need)
-			want = need;
-		/* a rest of the file smaller than this request comes with it: one round trip
-		 * saved, at most as many bytes again */
-		if (hr->rest_with_it && want < s->size && s->size - want < want - have)
-			want = s->size;
-	}
-}
-
-/* header_reader.prefix of a remote file (ctx): what it holds, fetched further when
- * that is short of want (remote_grow_prefix). */
-static const uint8_t *remote_header_prefix(void *ctx, uint64_t want, uint64_t *have,
-                                           char why[GGUF_ERR_MAX])
-{
-	if (remote_grow_prefix(ctx, want, why) < 0)
-		return NULL;
-	return remote_prefix(ctx, have);
-}
-
-/* Opens one remote shard: its header, fetched with as few requests as the parser
- * needs, growing the prefix geometrically. On failure err holds "SHOWN: problem". */
-static int shard_open_remote(struct ggufs_model *m, struct model_shard *s, const char *url,
-                             const char *shown, bool missing_if_404, const char *missing,
-                             char err[GGUF_ERR_MAX])
-{
-	char why[GGUF_ERR_MAX];
-	long status;
-
-	s->map = NULL;
-	s->path = strdup(shown);
-	if (!s->path) {
-		gguf_errf(err, "%s: out of memory", shown);
-		return -1;
-	}
-	struct remote_file *f = remote_open(m->remote, url, shown, REMOTE_FIRST_BYTES, why,
-	                                    &status);
-	if (!f) {
-		m->open_status = status;
-		if (missing_if_404 && (status == 404 || status == 410))
-			gguf_errf(err, "%s: %s", shown, missing);
-		else
-			gguf_errf(err, "%s: %s", shown, why);
-		return -1;
-	}
-	s->src = remote_source(f);
-	s->size = remote_size(f);
-	if (s->size == 0) {
-		gguf_errf(err, "%s: empty file, not GGUF", shown);
-		return -1;
-	}
-	struct header_reader hr = { remote_header_prefix, f, REMOTE_HEADER_MAX, true };
-	return parse_header(s, shown, &hr, err);
-}
-
-static void shard_close(struct model_shard *s)
-{
-	gguf_file_free(&s->gf);
-	source_close(s->src);   /* the header (map) is the source's */
-	free(s->path);
-}
-
-bool model_split_key(const struct gguf_str *k)
-{
-	static const char *const keys[] = { "split.no", "split.count", "split.tensors.count" };
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-		if (k->len == strlen(keys[i]) && memcmp(k->ptr, keys[i], k->len) == 0)
-			return true;
-	return false;
-}
-
-bool model_split_name(const char *path, size_t *prefix, unsigned *no, unsigned *count)
-{
-	size_t n = strlen(path);
-	const char *tail = "-00000-of-00000.gguf";
-	size_t tl = strlen(tail);
-	if (n < tl)
-		return false;
-	const char *p = path + n - tl;
-	for (size_t i = 0; i < tl; i++) {
-		bool digit = tail[i] == '0';
-		if (digit ? !(p[i] >= '0' && p[i] <= '9') : p[i] != tail[i])
-			return false;
-	}
-	*no = (unsigned)strtoul(p + 1, NULL, 10);
-	*count = (unsigned)strtoul(p + 10, NULL, 10);
-	*prefix = n - tl;
-	return *no >= 1 && *count >= 1 && *no <= *count;
-}
-
-/* Checks that shard i (from 0) of count belongs to the set that shard 0 starts. */
-static int split_check(struct ggufs_model *m, uint32_t i, uint64_t tensors_total,
-                       char err[GGUF_ERR_MAX])
-{
-	const struct model_shard *s = &m->shards[i];
-	uint64_t no, count, total;
-	if (!gguf_kv_uint(gguf_find_kv(&s->gf, "split.no"), &no) ||
-	    !gguf_kv_uint(gguf_find_kv(&s->gf, "split.count"), &count)) {
-		gguf_errf(err, "%s: shard %u of %u has no split.no or split.count key", s->path, i + 1,
-		     m->n_shards);
-		return -1;
-	}
-	if (count != m->n_shards || no != i) {
-		gguf_errf(err, "%s: not shard %u of %u of this model: its split.no is %" PRIu64
-		     " and split.count %" PRIu64, s->path, i + 1, m->n_shards, no, count);
-		return -1;
-	}
-	if (gguf_kv_uint(gguf_find_kv(&s->gf, "split.tensors.count"), &total) && total != tensors_total) {
-		gguf_errf(err, "%s: belongs to another model: split.tensors.count is %" PRIu64
-		     ", the first shard says %" PRIu64, s->path, total, tensors_total);
-		return -1;
-	}
-	return 0;
-}
-
-/* Opens shard s at path (local, by opener; named as model_opener.open has it), or at url
- * shown as path (remote); missing is the message for a remote 404 when the shard is one
- * of a split set the user did not name. 0, or -errno (-ENOENT: a local file that is not
- * there) with the line in err. */
-static int open_one(struct ggufs_model *m, struct model_shard *s, const char *path,
-                    const char *url, const struct model_opener *opener,
-                    const struct stat *named, const char *missing, char err[GGUF_ERR_MAX])
-{
-	if (!m->remote)
-		return shard_open(s, path, opener, named, err);
-	return shard_open_remote(m, s, url, path, missing != NULL, missing, err) < 0 ? -EIO : 0;
-}
-
-/* The -0000K-of-0000N.gguf name of shard no of count, at prefix bytes of name, with
- * what followed the name (a remote URL's query) kept after it: malloc'ed. */
-static char *shard_name(const char *name, size_t prefix, const char *after, unsigned no,
-                        unsigned count)
-{
-	size_t n = prefix + 32 + strlen(after);
-	char *s = malloc(n);
-	if (s)
-		snprintf(s, n, "%.*s-%05u-of-%05u.gguf%s", (int)prefix, name, no, count, after);
-	return s;
-}
-
-/* Opens every shard of the split set that path belongs to, or path alone: the file
- * named first, then the others in order. For a local model opener opens each file, and
- * m->st is the named file's; for a remote model path is the URL as shown and url the
- * one fetched (whose query, if any, each shard's URL keeps). */
-static int open_shards(struct ggufs_model *m, const char *path, const char *url,
-                       const struct model_opener *opener, char err[GGUF_ERR_MAX])
-{
-	size_t prefix, url_prefix = 0;
-	unsigned no, count, url_no, url_count;
-	const char *query = url ? strchr(url, '?') : NULL;
-	char *url_path = url ? strndup(url, query ? (size_t)(query - url) : strlen(url)) : NULL;
-	if (url && !url_path) {
-		gguf_errf(err, "%s: out of memory", path);
-		return -1;
-	}
-	bool split = model_split_name(path, &prefix, &no, &count) && count > 1;
-	if (split && url)   /* both names end the same way: shown is url without credentials */
-		split = model_split_name(url_path, &url_prefix, &url_no, &url_count) && url_no == no &&
-		        url_count == count;
-
-	if (!split) {
-		free(url_path);
-		m->shards = calloc(1, sizeof *m->shards);
-		if (!m->shards) {
-			gguf_errf(err, "%s: out of memory", path);
-			return -1;
-		}
-		m->n_shards = 1;
-		if (open_one(m, &m->shards[0], path, url, opener, NULL, NULL, err) < 0)
-			return -1;
-		m->st = m->shards[0].st;
-		uint64_t c;
-		if (gguf_kv_uint(gguf_find_kv(&m->shards[0].gf, "split.count"), &c) && c > 1) {
-			gguf_errf(err, "%s: shard of a model split in %" PRIu64 " files, but its name is not "
-			     "NAME-0000N-of-0000M.gguf, so the others cannot be found", path, c);
-			return -1;
-		}
-		return 0;
-	}
-	m->shards = calloc(count, sizeof *m->shards);
-	if (!m->shards) {
-		free(url_path);
-		gguf_errf(err, "%s: out of memory", path);
-		return -1;
-	}
-	m->n_shards = count;   /* those not opened yet are zeros, which close as nothing */
-	for (unsigned k = 0; k < count; k++) {
-		/* the file named first: the others are checked against it */
-		const unsigned i = k == 0 ? no - 1 : k - 1 < no - 1 ? k - 1 : k;
-		char missing[64];
-		char *name = shard_name(path, prefix, "", i + 1, count);
-		char *name_url = url ? shard_name(url_path, url_prefix, query ? query : "", i + 1,
-		                                  count) : NULL;
-		if (!name || (url && !name_url)) {
-			free(name);
-			free(name_url);
-			free(url_path);
-			gguf_errf(err, "%s: out of memory", path);
-			return -1;
-		}
-		snprintf(missing, sizeof missing, "shard %u of %u is missing", i + 1, count);
-		int r = open_one(m, &m->shards[i], name, name_url, opener, k == 0 ? NULL : &m->st,
-		                 k == 0 ? NULL : missing, err);
-		if (r == -ENOENT)
-			gguf_errf(err, "%s: %s", name, missing);
-		free(name);
-		free(name_url);
-		if (r < 0) {
-			free(url_path);
-			return -1;
-		}
-		if (k == 0)
-			m->st = m->shards[i].st;
-	}
-	free(url_path);
-	uint64_t total = 0;
-	for (unsigned i = 0; i < count; i++)
-		total += m->shards[i].gf.n_tensors;
-	uint64_t claimed = total;
-	gguf_kv_uint(gguf_find_kv(&m->shards[0].gf, "split.tensors.count"), &claimed);
-	for (unsigned i = 0; i < count; i++)
-		if (split_check(m, i, claimed, err) < 0)
-			return -1;
-	if (claimed != total) {
-		gguf_errf(err, "%s: split.tensors.count is %" PRIu64 " but the %u shards hold %" PRIu64
-		     " tensors", m->shards[0].path, claimed, count, total);
-		return -1;
-	}
-	return 0;
-}
-
-/* What both kinds of model share once the shards are open: the metadata, the one list
- * of tensors, and the check that no name is in two shards. */
-static int model_finish(struct ggufs_model *m, char err[GGUF_ERR_MAX])
-{
-	m->meta = &m->shards[0].gf;
-	const char *slash = strrchr(m->shards[0].path, '/');
-	m->file_name = slash ? slash + 1 : m->shards[0].path;
-
-	for (uint32_t s = 0; s < m->n_shards; s++)
-		m->n_tensors += m->shards[s].gf.n_tensors;
-	m->tensors = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *m->tensors);
-	struct nameset seen;
-	if (!m->tensors || !nameset_init(&seen, m->n_tensors)) {
-		gguf_errf(err, "%s: out of memory", m->path);
-		return -1;
-	}
-	uint64_t k = 0;
-	for (uint32_t s = 0; s < m->n_shards; s++) {
-		for (uint64_t i = 0; i < m->shards[s].gf.n_tensors; i++, k++) {
-			const struct gguf_tensor *t = &m->shards[s].gf.tensors[i];
-			m->tensors[k] = (struct model_tensor){ .t = t, .shard = s };
-			if (!nameset_add(&seen, &t->name)) {
-				char q[80];
-				gguf_errf(err, "%s: tensor '%s' is also in an earlier shard", m->shards[s].path,
-				     gguf_quote(&t->name, q));
-				nameset_free(&seen);
-				return -1;
-			}
-		}
-	}
-	nameset_free(&seen);
-	return 0;
-}
-
-struct ggufs_model *model_open_by(const char *path, const struct model_opener *opener,
-                                  char err[GGUF_ERR_MAX])
+struct ggufs_model *model_new(const struct model_desc *d)
 {
 	struct ggufs_model *m = calloc(1, sizeof *m);
-	if (!m || !(m->path = strdup(path))) {
-		gguf_errf(err, "%s: out of memory", path);
-		free(m);
-		return NULL;
-	}
-	if (open_shards(m, path, NULL, opener, err) < 0 || model_finish(m, err) < 0) {
-		model_close(m);
-		return NULL;
-	}
-	return m;
-}
-
-struct ggufs_model *model_open(const char *path, char err[GGUF_ERR_MAX])
-{
-	const struct model_opener o = model_opener_local(false);
-	return model_open_by(path, &o, err);
-}
-
-/* What the file's own stat gives a local model, for one fetched: read-only, the mounting
- * user's, of size bytes, times from mtime (Last-Modified) or, without one (-1), now. */
-static void fetched_stat(struct ggufs_model *m, uint64_t size, time_t mtime)
-{
-	m->st.st_mode = S_IFREG | 0444;
-	m->st.st_nlink = 1;
-	m->st.st_uid = getuid();
-	m->st.st_gid = getgid();
-	m->st.st_size = (off_t)size;
-	m->st.st_mtim.tv_sec = mtime >= 0 ? mtime : time(NULL);
-	m->st.st_atim = m->st.st_ctim = m->st.st_mtim;
-}
-
-struct ggufs_model *model_open_remote(const char *url, const char *shown,
-                                      const struct remote_opts *o, char err[GGUF_ERR_MAX],
-                                      long *status)
-{
-	char why[GGUF_ERR_MAX];
-	if (status)
-		*status = 0;
-	struct ggufs_model *m = calloc(1, sizeof *m);
-	if (!m || !(m->path = strdup(shown))) {
-		gguf_errf(err, "%s: out of memory", shown);
-		free(m);
-		return NULL;
-	}
-	m->source = m->path;
-	m->remote = remote_new(o, why);
-	if (!m->remote) {
-		gguf_errf(err, "%s: %s", shown, why);
-		goto fail;
-	}
-	if (open_shards(m, shown, url, NULL, err) < 0 || model_finish(m, err) < 0)
-		goto fail;
-	/* the stat is that of the shard named (fetched_stat) */
-	const struct model_shard *given = &m->shards[0];
-	for (uint32_t s = 0; s < m->n_shards; s++)
-		if (strcmp(m->shards[s].path, shown) == 0)
-			given = &m->shards[s];
-	const struct remote_file *gf = remote_of_source(given->src);
-	time_t mtime = remote_mtime(gf);
-	/* the hub names the commit it served: summary.txt's source line says which */
-	const char *commit = remote_repo_commit(gf);
-	if (*commit) {
-		size_t n = strlen(shown) + strlen(commit) + 16;
-		m->source_buf = malloc(n);
-		if (!m->source_buf) {
-			gguf_errf(err, "%s: out of memory", shown);
-			goto fail;
-		}
-		snprintf(m->source_buf, n, "%s (commit %s)", shown, commit);
-		m->source = m->source_buf;
-	}
-	fetched_stat(m, given->size, mtime);
-	return m;
-fail:
-	if (status)
-		*status = m->open_status;
-	model_close(m);
-	return NULL;
-}
-
-/* header_reader.prefix of a stream (ctx: its source): exactly want bytes. */
-static const uint8_t *stream_header_prefix(void *ctx, uint64_t want, uint64_t *have,
-                                           char why[GGUF_ERR_MAX])
-{
-	*have = want;
-	return stream_prefix(ctx, want, why);
-}
-
-struct ggufs_model *model_open_stream(const char *url, const char *shown,
-                                      const struct stream_opts *o, char err[GGUF_ERR_MAX])
-{
-	char why[GGUF_ERR_MAX];
-	size_t prefix;
-	unsigned no, count;
-	struct ggufs_model *m = calloc(1, sizeof *m);
-	if (!m || !(m->path = strdup(shown)) || !(m->shards = calloc(1, sizeof *m->shards))) {
-		gguf_errf(err, "%s: out of memory", shown);
+	if (!m || !(m->path = strdup(d->path)) || (d->url && !(m->url = strdup(d->url)))) {
 		if (m)
 			free(m->path);
 		free(m);
 		return NULL;
 	}
-	m->source = m->path;
-	struct model_shard *s = &m->shards[0];
-	m->n_shards = 1;
-	if (model_split_name(shown, &prefix, &no, &count) && count > 1) {
-		gguf_errf(err, "%s: the server ignores Range requests, and a split model's shards "
-		          "cannot be read without them", shown);
-		goto fail;
-	}
-	if (!(s->path = strdup(shown))) {
-		gguf_errf(err, "%s: out of memory", shown);
-		goto fail;
-	}
-	s->src = stream_open(url, o, &s->size, why);
-	if (!s->src) {
-		gguf_errf(err, "%s: %s", shown, why);
-		goto fail;
-	}
-	if (s->size == 0) {
-		gguf_errf(err, "%s: empty file, not GGUF", shown);
-		goto fail;
-	}
-	/* the header, kept apart as it arrives (stream_prefix bounds it; the bytes come
-	 * anyway) */
-	struct header_reader hr = { stream_header_prefix, s->src, 0, false };
-	if (parse_header(s, shown, &hr, err) < 0)
-		goto fail;
-	uint64_t c;
-	if (gguf_kv_uint(gguf_find_kv(&s->gf, "split.count"), &c) && c > 1) {
-		gguf_errf(err, "%s: shard of a model split in %" PRIu64 " files: the server ignores "
-		          "Range requests, and the shards cannot be read without them", shown, c);
-		goto fail;
-	}
-	if (model_finish(m, err) < 0)
-		goto fail;
-	fetched_stat(m, s->size, -1);
+	const char *first = d->files[0].path, *slash = strrchr(first, '/');
+	m->file_name = slash ? slash + 1 : first;
+	m->st = d->st;
+	m->meta = m->own = d->meta;
+	m->n_tensors = d->n_tensors;
+	m->tensors = d->tensors;
+	m->n_files = d->n_files;
+	m->files = d->files;
+	m->remote = d->remote;
+	m->ops = d->ops;
+	m->ctx = d->ctx;
 	return m;
-fail:
-	model_close(m);
-	return NULL;
-}
-
-int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
-                      void *buf)
-{
-	const struct model_shard *s = &m->shards[m->tensors[i].shard];
-	return source_read(s->src, m->tensors[i].t->offset + off, len, buf);
 }
 
 void model_close(struct ggufs_model *m)
 {
 	if (!m)
 		return;
-	for (uint32_t i = 0; i < m->n_shards; i++)
-		shard_close(&m->shards[i]);
-	free(m->shards);
-	free(m->tensors);
-	remote_free(m->remote);
-	free(m->source_buf);
+	if (m->base) {   /* a view holds nothing of the model's */
+		model_view_free(m);
+		return;
+	}
+	if (m->ops)
+		m->ops->close(m->ctx);
 	free(m->path);
+	free(m->url);
 	free(m);
+}
+
+struct ggufs_model *model_view_new(const struct ggufs_model *m, const struct gguf_file *meta)
+{
+	struct ggufs_model *v = malloc(sizeof *v);
+	if (v) {
+		*v = *m;
+		v->meta = meta;
+		v->base = m->base ? m->base : m;
+	}
+	return v;
+}
+
+void model_view_free(struct ggufs_model *v)
+{
+	free(v);
+}
+
+const char *model_path(const struct ggufs_model *m)
+{
+	return m->path;
+}
+
+const char *model_file_name(const struct ggufs_model *m)
+{
+	return m->file_name;
+}
+
+const struct stat *model_stat(const struct ggufs_model *m)
+{
+	return &m->st;
+}
+
+const char *model_url(const struct ggufs_model *m)
+{
+	return m->url;
+}
+
+const struct gguf_file *model_meta(const struct ggufs_model *m)
+{
+	return m->meta;
+}
+
+const struct gguf_file *model_own_meta(const struct ggufs_model *m)
+{
+	return m->own;
+}
+
+bool model_edited(const struct ggufs_model *m)
+{
+	return m->meta != m->own;
+}
+
+int model_header_holds(const struct ggufs_model *m, char why[GGUF_ERR_MAX])
+{
+	for (uint32_t f = 0; f < m->n_files; f++) {
+		const struct model_file *mf = &m->files[f];
+		if (mf->gguf && source_holds(mf->src, mf->gguf->data_offset, why) < 0) {
+			if (why && !why[0])
+				gguf_errf(why, "%s: the file has shrunk: its header is gone", mf->path);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+uint64_t model_n_tensors(const struct ggufs_model *m)
+{
+	return m->n_tensors;
+}
+
+const struct gguf_tensor *model_tensor(const struct ggufs_model *m, uint64_t i)
+{
+	return m->tensors[i].t;
+}
+
+uint32_t model_tensor_file(const struct ggufs_model *m, uint64_t i)
+{
+	return m->tensors[i].file;
+}
+
+struct source *model_tensor_bytes(const struct ggufs_model *m, uint64_t i, uint64_t *off)
+{
+	*off = m->tensors[i].t->offset;
+	return m->files[m->tensors[i].file].src;
+}
+
+const uint8_t *model_tensor_mapped(const struct ggufs_model *m, uint64_t i)
+{
+	const struct model_file *f = &m->files[m->tensors[i].file];
+	return f->head && source_mapped(f->src) ? f->head + m->tensors[i].t->offset : NULL;
+}
+
+int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
+                      void *buf, char why[GGUF_ERR_MAX])
+{
+	uint64_t at;
+	struct source *src = model_tensor_bytes(m, i, &at);
+	return source_read(src, at + off, len, buf, why);
+}
+
+uint32_t model_n_files(const struct ggufs_model *m)
+{
+	return m->n_files;
+}
+
+void model_file(const struct ggufs_model *m, uint32_t f, struct model_file_info *info)
+{
+	const struct model_file *mf = &m->files[f];
+	*info = (struct model_file_info){ .path = mf->path, .size = mf->size, .st = mf->st,
+	                                  .remote = mf->remote };
+}
+
+int model_file_fd(const struct ggufs_model *m, const char **not_file)
+{
+	const char *why = NULL;
+	int fd = -1;
+	uint64_t count;
+	if (m->remote)
+		why = "a remote model";
+	else if (m->n_files != 1)
+		why = "a split model, merged here";
+	else if (!m->files[0].st || !source_span(m->files[0].src, 0, 0, &fd, &count))
+		why = "not a local file";
+	if (not_file)
+		*not_file = why;
+	return why ? -1 : fd;
+}
+
+bool model_identity(const struct ggufs_model *m,
+                    void (*add)(void *arg, const void *p, uint64_t n), void *arg)
+{
+	for (uint32_t f = 0; f < m->n_files; f++) {
+		const struct model_file *mf = &m->files[f];
+		const struct stat *st = mf->st;
+		char line[512];
+		int n;
+		if (st) {
+			n = snprintf(line, sizeof line, "local %ju %ju %jd %jd.%09ld %jd.%09ld\n",
+			             (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
+			             (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+			             (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+		} else if (mf->remote) {
+			const char *etag = remote_etag(mf->remote);
+			const time_t mt = remote_mtime(mf->remote);
+			if (!etag[0] && mt == (time_t)-1)
+				return false;
+			add(arg, mf->path, strlen(mf->path));
+			n = snprintf(line, sizeof line, "\nremote %" PRIu64 " %s %jd\n",
+			             remote_size(mf->remote), etag, (intmax_t)(etag[0] ? 0 : mt));
+		} else {
+			return false;
+		}
+		add(arg, line, (uint64_t)n);
+	}
+	return true;
+}
+
+void model_cache_name(const struct ggufs_model *m, char *buf, size_t size)
+{
+	const struct model_file *first = &m->files[0];
+	if (first->st)
+		snprintf(buf, size, "file %ju:%ju", (uintmax_t)first->st->st_dev,
+		         (uintmax_t)first->st->st_ino);
+	else
+		snprintf(buf, size, "%.1024s", first->path);
+}
+
+bool model_fetched(const struct ggufs_model *m)
+{
+	return m->remote != NULL;
+}
+
+bool model_streamed(const struct ggufs_model *m)
+{
+	return !m->remote && m->n_files == 1 && !source_mapped(m->files[0].src);
+}
+
+bool model_fetch_counters(const struct ggufs_model *m, struct remote_counters *rc)
+{
+	if (!m->remote)
+		return false;
+	remote_counters(m->remote, rc);
+	return true;
 }
 
 /* True when stat now is of the file of stat was, with the same bytes as far as a stat
@@ -561,33 +252,38 @@ static bool same_version(const struct stat *was, const struct stat *now)
 	       was->st_uid != now->st_uid || was->st_gid != now->st_gid;
 }
 
-uint32_t model_changed(const struct ggufs_model *m, char *why, size_t size)
+uint32_t model_changed(const struct ggufs_model *m, char why[GGUF_ERR_MAX])
 {
-	for (uint32_t s = 0; s < m->n_shards; s++) {
-		const struct model_shard *sh = &m->shards[s];
+	for (uint32_t f = 0; f < m->n_files; f++) {
+		const struct model_file *mf = &m->files[f];
 		int fd;
 		uint64_t count;
 		struct stat now;
-		if (m->remote || !source_mapped(sh->src) || !source_span(sh->src, 0, 0, &fd, &count))
+		if (!mf->st || !source_span(mf->src, 0, 0, &fd, &count))
 			continue;
 		const bool gone = fstat(fd, &now) < 0;
-		if (!gone && same_version(&sh->st, &now))
+		if (!gone && same_version(mf->st, &now))
 			continue;
-		if (why && gone)
-			snprintf(why, size, "%s: its state cannot be read (%s)", sh->path, strerror(errno));
-		else if (why)
-			snprintf(why, size, "%s: the file changed while mounted (%s): its "
-			         "quantizations (quants/) fail with EIO", sh->path,
-			         now.st_size != sh->st.st_size ? "its size changed" :
-			         "written to in place, its size unchanged");
-		return s + 1;
+		if (!why)
+			return f + 1;
+		/* shrunk: said as its reads say it (the source's why) */
+		const bool shrunk = !gone && (uint64_t)now.st_size < mf->size &&
+		                    source_holds(mf->src, mf->size, why) < 0 && why[0];
+		if (gone)
+			gguf_errf(why, "%s: its state cannot be read (%s)", mf->path, strerror(errno));
+		else if (!shrunk)
+			gguf_errf(why, "%s: the file changed while mounted (%s): its quantizations "
+			          "(quants/) fail with EIO", mf->path,
+			          now.st_size != mf->st->st_size ? "its size changed" :
+			          "written to in place, its size unchanged");
+		return f + 1;
 	}
 	return 0;
 }
 
 void model_read_cause(const struct ggufs_model *m, int r, char cause[GGUF_ERR_MAX])
 {
-	const char *why = model_streamed(m) ? stream_error(m->shards[0].src) : NULL;
+	const char *why = model_streamed(m) ? stream_error(m->files[0].src) : NULL;
 	if (why)
 		snprintf(cause, GGUF_ERR_MAX, "%s", why);
 	else if (!(m->remote && remote_first_cause(m->remote, cause)))

@@ -1,4 +1,5 @@
 #include "modelfile.h"
+#include "model_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,19 +20,19 @@ static const uint8_t zeros[ZERO_BYTES];
  * the alignment): 0, or -1 with err naming the first that does not. */
 static int shards_agree(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 {
-	const struct gguf_file *g0 = &m->shards[0].gf;
-	for (uint32_t s = 1; s < m->n_shards; s++) {
-		const struct gguf_file *g = &m->shards[s].gf;
+	const struct gguf_file *g0 = m->files[0].gguf;
+	for (uint32_t s = 1; s < m->n_files; s++) {
+		const struct gguf_file *g = m->files[s].gguf;
 		if (g->version != g0->version) {
 			gguf_errf(err, "%s: GGUF version %" PRIu32 ", but the first shard's "
 			         "is %" PRIu32 ": the shards do not merge into one model.gguf",
-			         m->shards[s].path, g->version, g0->version);
+			         m->files[s].path, g->version, g0->version);
 			return -1;
 		}
 		if (g->alignment != g0->alignment) {
 			gguf_errf(err, "%s: alignment %" PRIu64 ", but the first shard's is "
 			         "%" PRIu64 ": the shards do not merge into one model.gguf",
-			         m->shards[s].path, g->alignment, g0->alignment);
+			         m->files[s].path, g->alignment, g0->alignment);
 			return -1;
 		}
 	}
@@ -44,7 +45,7 @@ static int shards_agree(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 static int lay_out_merged(const struct ggufs_model *m, struct modelfile_tensors *mt,
                           char err[GGUF_ERR_MAX])
 {
-	const uint64_t align = m->shards[0].gf.alignment;
+	const uint64_t align = m->files[0].gguf->alignment;
 	mt->tensor_offset = calloc(m->n_tensors + 1, sizeof *mt->tensor_offset);
 	mt->spans = calloc(m->n_tensors + 1, sizeof *mt->spans);
 	if (!mt->tensor_offset || !mt->spans) {
@@ -66,7 +67,7 @@ static int lay_out_merged(const struct ggufs_model *m, struct modelfile_tensors 
 		if (t->size)
 			mt->spans[mt->n_spans++] = (struct modelfile_span){
 				.off = data, .len = t->size, .shard_off = t->offset,
-				.shard = m->tensors[i].shard };
+				.shard = m->tensors[i].file };
 		data = end & ~(align - 1);
 	}
 	mt->data_len = data;
@@ -87,7 +88,7 @@ int modelfile_tensors_build(const struct ggufs_model *m, struct modelfile_tensor
 		goto oom;
 	for (uint64_t i = 0; i < m->n_tensors; i++)
 		ts[i] = m->tensors[i].t;
-	if (m->n_shards > 1) {
+	if (m->n_files > 1) {
 		if (shards_agree(m, err) < 0 || lay_out_merged(m, mt, err) < 0)
 			goto out;
 		offsets = mt->tensor_offset;
@@ -96,7 +97,7 @@ int modelfile_tensors_build(const struct ggufs_model *m, struct modelfile_tensor
 		if (!(own_offsets = calloc(m->n_tensors + 1, sizeof *own_offsets)))
 			goto oom;
 		for (uint64_t i = 0; i < m->n_tensors; i++)
-			own_offsets[i] = ts[i]->offset - m->shards[0].gf.data_offset;
+			own_offsets[i] = ts[i]->offset - m->files[0].gguf->data_offset;
 		offsets = own_offsets;
 	}
 	if (gguf_tensor_infos_write(ts, offsets, m->n_tensors, NULL, 0, &mt->infos_len, why) < 0)
@@ -135,15 +136,15 @@ uint64_t modelfile_tensors_bytes(const struct modelfile_tensors *mt)
 	       (mt->tensor_offset ? mt->n_tensors * sizeof *mt->tensor_offset : 0);
 }
 
-/* Where key kv lies in shard sh's header as a header holds it, when it lies there as
+/* Where key kv lies in file sh's header as a header holds it, when it lies there as
  * is (its name and value both the file's own, parsed there: a key an edit left alone),
  * into [*at, *at + *len) of the file. False for a key with a new name or value. */
-static bool kv_in_file(const struct model_shard *sh, const struct gguf_kv *kv, uint64_t *at,
+static bool kv_in_file(const struct model_file *sh, const struct gguf_kv *kv, uint64_t *at,
                        uint64_t *len)
 {
 	/* addresses as numbers: name and value may be in blobs, apart from the header */
-	const uintptr_t base = (uintptr_t)sh->map, name = (uintptr_t)kv->key.ptr;
-	const uint64_t end = sh->gf.data_offset;
+	const uintptr_t base = (uintptr_t)sh->head, name = (uintptr_t)kv->key.ptr;
+	const uint64_t end = sh->gguf->data_offset;
 	if (!base || name < base + 8 || name - base > end)
 		return false;
 	uint64_t from = (uint64_t)(name - base) - 8, data;
@@ -173,9 +174,9 @@ static int write_header(const struct ggufs_model *m, const struct gguf_kv *const
                         uint64_t n_kv, const struct modelfile_tensors *mt, uint64_t data,
                         struct modelfile *mf, char err[GGUF_ERR_MAX])
 {
-	const struct model_shard *sh = &m->shards[0];
-	const uint64_t align = sh->gf.alignment;
-	const bool mapped = source_mapped(sh->src);   /* else map is a fetched prefix */
+	const struct model_file *sh = &m->files[0];
+	const uint64_t align = sh->gguf->alignment;
+	const bool mapped = source_mapped(sh->src);   /* else head is a fetched prefix */
 	char why[GGUF_ERR_MAX];
 	/* first the bytes to write and the pieces, counted as the loop below makes them (a
 	 * key written runs on from written bytes, a key in the file from the file bytes
@@ -202,7 +203,7 @@ static int write_header(const struct ggufs_model *m, const struct gguf_kv *const
 		return -1;
 	}
 	memcpy(mf->header, GGUF_MAGIC, 4);
-	put_le(mf->header + 4, sh->gf.version, 4);
+	put_le(mf->header + 4, sh->gguf->version, 4);
 	put_le(mf->header + 8, m->n_tensors, 8);
 	put_le(mf->header + 16, n_kv, 8);
 	mf->head[0] = (struct modelfile_piece){ .off = 0, .len = 24, .mem = mf->header };
@@ -212,7 +213,7 @@ static int write_header(const struct ggufs_model *m, const struct gguf_kv *const
 		struct modelfile_piece *last = &mf->head[mf->n_head - 1], p = { .off = pos };
 		if (kv_in_file(sh, kv[i], &at, &len)) {
 			p = (struct modelfile_piece){ .off = pos, .len = len, .from = at,
-			                              .mem = mapped ? NULL : sh->map + at };
+			                              .mem = mapped ? NULL : sh->head + at };
 			bool runs_on = last->mem != mf->header && last->from + last->len == at;
 			if (runs_on)
 				last->len += len;
@@ -280,7 +281,7 @@ static int build_merged(const struct ggufs_model *m, const struct modelfile_tens
 /* True when bytes [off, off + len) of shard sh are mem's, read through its source in
  * pieces so that the first difference ends the compare. False too when they cannot be
  * read or out of memory. */
-static bool file_holds(const struct model_shard *sh, uint64_t off, const uint8_t *mem,
+static bool file_holds(const struct model_file *sh, uint64_t off, const uint8_t *mem,
                        uint64_t len)
 {
 	enum { PIECE = ZERO_BYTES };   /* zeros is as long */
@@ -288,7 +289,7 @@ static bool file_holds(const struct model_shard *sh, uint64_t off, const uint8_t
 	bool same = buf != NULL;
 	for (uint64_t at = 0; same && at < len; at += PIECE) {
 		uint64_t n = len - at < PIECE ? len - at : PIECE;
-		same = source_read(sh->src, off + at, n, buf) == 0 &&
+		same = source_read(sh->src, off + at, n, buf, NULL) == 0 &&
 		       (mem ? memcmp(buf, mem + at, n) == 0 : memcmp(buf, zeros, n) == 0);
 	}
 	free(buf);
@@ -297,15 +298,15 @@ static bool file_holds(const struct model_shard *sh, uint64_t off, const uint8_t
 
 /* True when bytes [a, a + len) and [b, b + len) of shard sh are the same, read in pieces
  * (the first difference ends the compare). */
-static bool file_same(const struct model_shard *sh, uint64_t a, uint64_t b, uint64_t len)
+static bool file_same(const struct model_file *sh, uint64_t a, uint64_t b, uint64_t len)
 {
 	enum { PIECE = ZERO_BYTES };
 	uint8_t *buf = malloc(2 * PIECE);
 	bool same = buf != NULL;
 	for (uint64_t at = 0; same && at < len; at += PIECE) {
 		uint64_t n = len - at < PIECE ? len - at : PIECE;
-		same = source_read(sh->src, a + at, n, buf) == 0 &&
-		       source_read(sh->src, b + at, n, buf + PIECE) == 0 &&
+		same = source_read(sh->src, a + at, n, buf, NULL) == 0 &&
+		       source_read(sh->src, b + at, n, buf + PIECE, NULL) == 0 &&
 		       memcmp(buf, buf + PIECE, n) == 0;
 	}
 	free(buf);
@@ -319,8 +320,8 @@ static bool file_same(const struct model_shard *sh, uint64_t a, uint64_t b, uint
  * compare, so an edit that changed a key reads the file only up to it. */
 static bool same_as_file(const struct ggufs_model *m, const struct modelfile *mf)
 {
-	const struct model_shard *sh = &m->shards[0];
-	if (mf->data_offset != sh->gf.data_offset || mf->data_offset > sh->size)
+	const struct model_file *sh = &m->files[0];
+	if (mf->data_offset != sh->gguf->data_offset || mf->data_offset > sh->size)
 		return false;
 	for (uint64_t i = 0; i < mf->n_head; i++) {
 		const struct modelfile_piece *p = &mf->head[i];
@@ -334,16 +335,16 @@ static bool same_as_file(const struct ggufs_model *m, const struct modelfile *mf
 	       file_holds(sh, mf->header_len, NULL, mf->data_offset - mf->header_len);
 }
 
-/* The layout of a single-file model seen with edited metadata (m->meta is not the
- * file's own parse: overlay.h): a header written from m->meta's keys and every tensor
+/* The layout of a single-file model seen with edited metadata (model_edited: the view
+ * of an overlay state, overlay.h): a header written from m->meta's keys and every tensor
  * at its own offset in the data section, then the file's data section from its start
  * to the end of the file, unchanged, as one span; or, when that header is the file's own
  * byte for byte, the file itself as one span (as for a model not edited). */
 static int build_edited(const struct ggufs_model *m, const struct modelfile_tensors *mt,
                         struct modelfile *mf, char err[GGUF_ERR_MAX])
 {
-	const struct gguf_file *g = m->meta, *own = &m->shards[0].gf;
-	const uint64_t data_off = own->data_offset, data = m->shards[0].size - data_off;
+	const struct gguf_file *g = m->meta, *own = m->files[0].gguf;
+	const uint64_t data_off = own->data_offset, data = m->files[0].size - data_off;
 	const struct gguf_kv **kv = calloc(g->n_kv + 1, sizeof *kv);
 	if (!kv) {
 		gguf_errf(err, "%s: out of memory for model.gguf", m->path);
@@ -378,13 +379,13 @@ int modelfile_build_with(const struct ggufs_model *m, const struct modelfile_ten
                          struct modelfile *mf, char err[GGUF_ERR_MAX])
 {
 	memset(mf, 0, sizeof *mf);
-	if (m->n_shards == 1 && m->meta == &m->shards[0].gf) {
+	if (m->n_files == 1 && !model_edited(m)) {
 		/* the file itself */
-		mf->size = m->shards[0].size;
+		mf->size = m->files[0].size;
 		mf->one = (struct modelfile_span){ .off = 0, .len = mf->size, .shard_off = 0,
 		                                   .shard = 0 };
 		mf->n_spans = mf->size ? 1 : 0;
-		mf->data_offset = m->shards[0].gf.data_offset;
+		mf->data_offset = m->files[0].gguf->data_offset;
 		return 0;
 	}
 	if (!mt) {
@@ -398,7 +399,7 @@ int modelfile_build_with(const struct ggufs_model *m, const struct modelfile_ten
 		}
 		mt = mf->own;
 	}
-	int rc = m->n_shards > 1 ? build_merged(m, mt, mf, err) : build_edited(m, mt, mf, err);
+	int rc = m->n_files > 1 ? build_merged(m, mt, mf, err) : build_edited(m, mt, mf, err);
 	if (rc < 0)
 		modelfile_free(mf);
 	return rc;
@@ -411,9 +412,9 @@ int modelfile_build(const struct ggufs_model *m, struct modelfile *mf, char err[
 
 bool modelfile_is_file(const struct modelfile *mf, const struct ggufs_model *m)
 {
-	return m->n_shards == 1 && !mf->n_head && mf->n_spans == 1 && !mf->spans &&
-	       mf->one.off == 0 && mf->one.shard_off == 0 && mf->one.len == m->shards[0].size &&
-	       mf->size == m->shards[0].size;
+	return m->n_files == 1 && !mf->n_head && mf->n_spans == 1 && !mf->spans &&
+	       mf->one.off == 0 && mf->one.shard_off == 0 && mf->one.len == m->files[0].size &&
+	       mf->size == m->files[0].size;
 }
 
 uint64_t modelfile_bytes(const struct modelfile *mf)
@@ -438,7 +439,7 @@ uint64_t modelfile_tensor_offset(const struct modelfile *mf, const struct ggufs_
 	if (mf->tensor_offset)
 		return mf->data_offset + mf->tensor_offset[i];
 	/* one file: its data section moved as a whole (model.gguf's own when unedited) */
-	return mf->data_offset + (m->tensors[i].t->offset - m->shards[0].gf.data_offset);
+	return mf->data_offset + (m->tensors[i].t->offset - m->files[0].gguf->data_offset);
 }
 
 /* mf's spans: its own one, or the shared part's. */
@@ -538,6 +539,7 @@ struct read_ctx {
 	const struct ggufs_model *m;
 	uint8_t *out;
 	int rc;
+	char *why;
 };
 
 /* Copies one piece: memory, or the shard's bytes through its source (which guards a
@@ -549,21 +551,22 @@ static bool copy_piece(void *ctx, const struct piece *p)
 	struct read_ctx *c = ctx;
 	if (p->mem) {
 		memcpy(c->out, p->mem, p->len);
-	} else if (source_read(c->m->shards[p->shard].src, p->shard_off, p->len, c->out) < 0) {
+	} else if (source_read(c->m->files[p->shard].src, p->shard_off, p->len, c->out,
+	                       c->why) < 0) {
 		c->rc = -EIO;
 		return false;
 	}
 	if (p->next)
-		source_expect(c->m->shards[p->next->shard].src, p->next->shard_off,
-		              c->m->shards[p->shard].src);
+		source_expect(c->m->files[p->next->shard].src, p->next->shard_off,
+		              c->m->files[p->shard].src);
 	c->out += p->len;
 	return true;
 }
 
 int modelfile_read(const struct ggufs_model *m, const struct modelfile *mf, uint64_t off,
-                   uint64_t len, void *buf)
+                   uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
-	struct read_ctx c = { m, buf, 0 };
+	struct read_ctx c = { m, buf, 0, why };
 	walk(mf, off, off + len, copy_piece, &c);
 	return c.rc;
 }
@@ -573,6 +576,7 @@ struct iov_ctx {
 	struct iovec *iov;
 	int n, max;
 	bool gone;
+	char *why;
 };
 
 /* One piece as an iovec: memory, or a mapped shard's bytes once the file is known to
@@ -584,24 +588,24 @@ static bool add_iov(void *ctx, const struct piece *p)
 		return false;
 	const uint8_t *base = p->mem;
 	if (!base) {
-		const struct model_shard *s = &c->m->shards[p->shard];
-		if (source_holds(s->src, p->shard_off + p->len) < 0) {
+		const struct model_file *f = &c->m->files[p->shard];
+		if (source_holds(f->src, p->shard_off + p->len, c->why) < 0) {
 			c->gone = true;
 			return false;
 		}
-		base = s->map + p->shard_off;
+		base = f->head + p->shard_off;
 	}
 	c->iov[c->n++] = (struct iovec){ .iov_base = (void *)base, .iov_len = p->len };
 	return true;
 }
 
 int modelfile_iov(const struct ggufs_model *m, const struct modelfile *mf, uint64_t off,
-                  uint64_t len, struct iovec *iov, int max)
+                  uint64_t len, struct iovec *iov, int max, char why[GGUF_ERR_MAX])
 {
-	for (uint32_t s = 0; s < m->n_shards; s++)
-		if (!source_mapped(m->shards[s].src))
+	for (uint32_t f = 0; f < m->n_files; f++)
+		if (!m->files[f].head || !source_mapped(m->files[f].src))
 			return 0;
-	struct iov_ctx c = { m, iov, 0, max, false };
+	struct iov_ctx c = { m, iov, 0, max, false, why };
 	if (walk(mf, off, off + len, add_iov, &c))
 		return c.n;
 	return c.gone ? -EIO : 0;

@@ -13,8 +13,8 @@
  * header's first part, "GGUF" through its last key, as pieces: the keys an edit left
  * alone are read from the file where it has them, and only the others are written.
  *
- * A model seen with edited metadata (m->meta not the first shard's own parse: the view
- * of an overlay state, overlay.h) has its header written from those keys, the model's
+ * A model seen with edited metadata (model_edited: a view of an overlay state,
+ * overlay.h) has its header written from those keys, the model's
  * own key order with new keys last; a single file's data section follows it at the
  * next multiple of the alignment as one span, byte for byte. When that header comes out
  * byte for byte the file's own (no edit yet, or edits undone), model.gguf is the file
@@ -117,17 +117,19 @@ uint64_t modelfile_tensor_offset(const struct modelfile *mf, const struct ggufs_
 /* Copies [off, off + len) of model.gguf (inside it) into buf: header and zeros from
  * memory, tensor bytes through the shards' sources (source.h: a local file's mapping
  * under the SIGBUS guard, a remote file's caches). 0 or -EIO (bytes gone from a file
- * that shrank, not fetched, or of a changed file). */
+ * that shrank, not fetched, or of a changed file) with why as the source said it
+ * (NULL: not wanted). */
 int modelfile_read(const struct ggufs_model *m, const struct modelfile *mf, uint64_t off,
-                   uint64_t len, void *buf);
+                   uint64_t len, void *buf, char why[GGUF_ERR_MAX]);
 
 /* [off, off + len) of model.gguf of a local model (inside it) as at most max iovecs
  * pointing into the header, a static zero page and the shards' mappings, in order, for
  * a reply without a copy, once each file is known to still hold the bytes (should one
  * shrink after, the kernel's copy fails and the reader gets EIO: the daemon never
  * touches the gone pages). The count; 0 when more are needed or a shard is not mapped
- * (read it with modelfile_read); -EIO when a file no longer holds the bytes. */
+ * (read it with modelfile_read); -EIO with why (NULL: not wanted) when a file no
+ * longer holds the bytes. */
 int modelfile_iov(const struct ggufs_model *m, const struct modelfile *mf, uint64_t off,
-                  uint64_t len, struct iovec *iov, int max);
+                  uint64_t len, struct iovec *iov, int max, char why[GGUF_ERR_MAX]);
 
 #endif

@@ -50,16 +50,17 @@ static struct ov_state *state_alloc(const struct ggufs_model *m, uint64_t n)
 		return NULL;
 	s->keys = calloc(n + 1, sizeof *s->keys);
 	s->kv = calloc(n + 1, sizeof *s->kv);
-	if (!s->keys || !s->kv) {
+	s->view = model_view_new(m, &s->file);
+	if (!s->keys || !s->kv || !s->view) {
 		free(s->keys);
 		free(s->kv);
+		model_view_free(s->view);
 		free(s);
 		return NULL;
 	}
 	atomic_init(&s->refs, 1);
 	s->n = n;
-	s->view = *m;
-	s->file = *m->meta;
+	s->file = *model_meta(m);
 	return s;
 }
 
@@ -70,17 +71,16 @@ static void state_seal(struct ov_state *s)
 		s->kv[i] = s->keys[i].kv;
 	s->file.kv = s->kv;
 	s->file.n_kv = s->n;
-	s->view.meta = &s->file;
 }
 
 struct ov_state *ov_initial(const struct ggufs_model *m)
 {
-	struct ov_state *s = state_alloc(m, m->meta->n_kv);
+	struct ov_state *s = state_alloc(m, model_meta(m)->n_kv);
 	if (!s)
 		return NULL;
 	for (uint64_t k = 0; k < s->n; k++)
-		s->keys[k] = (struct ov_key){ .kv = m->meta->kv[k], .id = k };
-	s->n_orig = s->next_id = m->meta->n_kv;
+		s->keys[k] = (struct ov_key){ .kv = model_meta(m)->kv[k], .id = k };
+	s->n_orig = s->next_id = model_meta(m)->n_kv;
 	state_seal(s);
 	return s;
 }
@@ -106,6 +106,7 @@ void ov_put(struct ov_state *s)
 	}
 	free(s->keys);
 	free(s->kv);
+	model_view_free(s->view);
 	free(s);
 }
 
@@ -126,10 +127,10 @@ uint64_t ov_find_name(const struct ov_state *s, const char *name, uint64_t len)
 
 bool ov_unchanged(const struct ov_state *s, const struct ggufs_model *m)
 {
-	if (s->n != m->meta->n_kv)
+	if (s->n != model_meta(m)->n_kv)
 		return false;
 	for (uint64_t i = 0; i < s->n; i++) {
-		const struct gguf_kv *a = &s->keys[i].kv, *b = &m->meta->kv[i];
+		const struct gguf_kv *a = &s->keys[i].kv, *b = &model_meta(m)->kv[i];
 		if (s->keys[i].id != i || a->key.len != b->key.len ||
 		    (a->key.ptr != b->key.ptr && memcmp(a->key.ptr, b->key.ptr, a->key.len) != 0) ||
 		    !ov_value_equal(&a->value, &b->value))
@@ -171,10 +172,9 @@ bool ov_value_equal(const struct gguf_value *a, const struct gguf_value *b)
  * shared. */
 static struct ov_state *state_copy(const struct ov_state *s, uint64_t extra)
 {
-	struct ov_state *c = state_alloc(&s->view, s->n + extra);
+	struct ov_state *c = state_alloc(s->view, s->n + extra);
 	if (!c)
 		return NULL;
-	c->view = s->view;
 	c->file = s->file;
 	c->n = s->n;
 	for (uint64_t i = 0; i < s->n; i++) {
@@ -320,7 +320,7 @@ struct ov_state *ov_rename(const struct ov_state *s, uint64_t i, const char *nam
 struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change *change,
                             const struct gguf_kv *new_kv, uint64_t n_new, uint64_t gen)
 {
-	uint64_t n_orig = m->meta->n_kv;
+	uint64_t n_orig = model_meta(m)->n_kv;
 	struct ov_state *c = state_alloc(m, n_orig + n_new);
 	if (!c)
 		return NULL;
@@ -329,7 +329,7 @@ struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change 
 		if (change[k].deleted)
 			continue;
 		struct ov_key *key = &c->keys[c->n++];
-		*key = (struct ov_key){ .kv = m->meta->kv[k], .id = k };
+		*key = (struct ov_key){ .kv = model_meta(m)->kv[k], .id = k };
 		if ((change[k].name && !put_name(key, change[k].name->ptr, change[k].name->len)) ||
 		    (change[k].value && !put_value(key, change[k].value)))
 			return fail(c);
@@ -350,11 +350,12 @@ struct ov_state *ov_patched(const struct ggufs_model *m, const struct ov_change 
 
 int ov_identity(const struct ggufs_model *m, uint64_t *header_hash)
 {
-	const struct gguf_file *g0 = &m->shards[0].gf;
-	const uint64_t align = g0->alignment;
+	const struct gguf_file *g0 = model_own_meta(m);
+	const uint64_t align = g0->alignment, n_t = model_n_tensors(m);
+	const bool one = model_n_files(m) == 1;
 	const struct gguf_kv **kv = calloc(g0->n_kv + 1, sizeof *kv);
-	const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
-	uint64_t *offsets = calloc(m->n_tensors + 1, sizeof *offsets);
+	const struct gguf_tensor **ts = calloc(n_t + 1, sizeof *ts);
+	uint64_t *offsets = calloc(n_t + 1, sizeof *offsets);
 	uint8_t *buf = NULL;
 	int rc = -1;
 	char err[GGUF_ERR_MAX];
@@ -364,11 +365,11 @@ int ov_identity(const struct ggufs_model *m, uint64_t *header_hash)
 	/* the header of model.gguf unedited (modelfile.h): a split model's merged one,
 	 * which is a single file's own when the shards were cut from it */
 	for (uint64_t k = 0; k < g0->n_kv; k++)
-		if (m->n_shards == 1 || !model_split_key(&g0->kv[k].key))
+		if (one || !model_split_key(&g0->kv[k].key))
 			kv[n_kv++] = &g0->kv[k];
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		ts[i] = m->tensors[i].t;
-		if (m->n_shards == 1) {
+	for (uint64_t i = 0; i < n_t; i++) {
+		ts[i] = model_tensor(m, i);
+		if (one) {
 			offsets[i] = ts[i]->offset - g0->data_offset;
 			continue;
 		}
@@ -378,10 +379,10 @@ int ov_identity(const struct ggufs_model *m, uint64_t *header_hash)
 			goto out;
 		data &= ~(align - 1);
 	}
-	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align, NULL, 0,
+	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, n_t, align, NULL, 0,
 	                      &len, err) < 0 || len > SIZE_MAX || !(buf = malloc((size_t)len + 1)))
 		goto out;
-	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, m->n_tensors, align, buf, len,
+	if (gguf_header_write(g0->version, kv, n_kv, ts, offsets, n_t, align, buf, len,
 	                      &len, err) < 0)
 		goto out;
 	*header_hash = XXH3_64bits(buf, (size_t)len);

@@ -39,8 +39,9 @@ struct ov_state {
 	struct gguf_kv *kv;       /* the keys' kvs in order, for file below */
 	struct gguf_file file;    /* the first shard's parse with this state's metadata:
 	                           * what renderers and the model.gguf header are made from */
-	struct ggufs_model view;  /* the model seen with this metadata (view.meta = &file);
-	                           * shares everything else with the model */
+	struct ggufs_model *view; /* the model seen with this metadata (model_view_new: its
+	                           * metadata is file); shares everything else with the
+	                           * model */
 };
 
 /* The state of the model's own metadata (gen 0, one reference), or NULL out of memory.

@@ -96,7 +96,7 @@ static uint64_t quant_plan_bytes(const struct quant_plan *qp)
 /* The keys of the quant file: m's in order less the dropped ones, then the two set. */
 static int plan_keys(const struct ggufs_model *m, struct quant_plan *qp, char err[GGUF_ERR_MAX])
 {
-	const struct gguf_file *g = m->meta;
+	const struct gguf_file *g = model_meta(m);
 	qp->keys = calloc(g->n_kv + 2, sizeof *qp->keys);
 	if (!qp->keys) {
 		gguf_errf(err, "out of memory for %" PRIu64 " keys", g->n_kv);
@@ -139,9 +139,9 @@ static int plan_tensors(const struct ggufs_model *m, const struct quant_params *
                         struct quant_plan *qp, char err[GGUF_ERR_MAX])
 {
 	struct quant_hparams hp;
-	if (quant_hparams_read(m->meta, &hp, err) < 0)
+	if (quant_hparams_read(model_meta(m), &hp, err) < 0)
 		return -1;
-	const uint64_t n = m->n_tensors;
+	const uint64_t n = model_n_tensors(m);
 	const struct gguf_tensor **src = calloc(n ? n : 1, sizeof *src);
 	const struct gguf_tensor **sorted = calloc(n ? n : 1, sizeof *sorted);
 	struct gguf_tensor *written = calloc(n ? n : 1, sizeof *written);
@@ -156,7 +156,7 @@ static int plan_tensors(const struct ggufs_model *m, const struct quant_params *
 		goto out;
 	}
 	for (uint64_t i = 0; i < n; i++)
-		src[i] = m->tensors[i].t;
+		src[i] = model_tensor(m, i);
 	if (quant_rules_order(src, n, order, err) < 0)
 		goto out;
 	for (uint64_t i = 0; i < n; i++)
@@ -332,7 +332,7 @@ int quant_set_build(const struct ggufs_model *m, bool requantize, bool (*can_mak
 		for (uint64_t k = 0; can_make && k < qs->plans[i].n_tensors; k++) {
 			const struct quant_tensor *qt = &qs->plans[i].tensors[k];
 			char b[16];
-			if (qt->type != m->tensors[qt->src].t->type && !can_make(qt->type)) {
+			if (qt->type != model_tensor(m, qt->src)->type && !can_make(qt->type)) {
 				snprintf(qs->why[i], GGUF_ERR_MAX, "this ggufs does not quantize to %s "
 				         "yet", ggml_type_name(qt->type, b));
 				quant_plan_free(&qs->plans[i]);

@@ -29,7 +29,7 @@
 
 /* One tensor of the quant file, in file order. */
 struct quant_tensor {
-	uint64_t src;          /* its index in the model (m->tensors) */
+	uint64_t src;          /* its index in the model (model_tensor) */
 	uint32_t type;         /* its type in the quant file */
 	uint64_t offset;       /* from the data section's start */
 	uint64_t size;         /* its bytes, without the padding after them */
@@ -59,7 +59,7 @@ struct quant_plan {
 	uint64_t n_elements;         /* values of all tensors */
 };
 
-/* Plans the quant file of m (whose metadata, m->meta, and tensors must outlive it) with
+/* Plans the quant file of m (whose metadata, model_meta, and tensors must outlive it) with
  * parameters p. 0 on success. -1 with one line in err when llama.cpp makes no such file
  * from this model (it says why: "requantizing from type q4_K is disabled", a key it
  * needs, ...) or out of memory; qp is then empty (quant_plan_free is still allowed). */

@@ -27,7 +27,7 @@ static struct thread_buf blocks_buf = THREAD_BUF(QUANT_READ_STEP_VALUES * sizeof
 uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
 {
 	const struct ggml_type *ty = ggml_type_get(to);
-	const struct gguf_tensor *t = m->tensors[i].t;
+	const struct gguf_tensor *t = model_tensor(m, i);
 	if (to == t->type)
 		return t->size;
 	if (!ty || !ty->block_elems || !ty->block_bytes || t->ne[0] % ty->block_elems)
@@ -38,18 +38,18 @@ uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
 }
 
 /* Says once per tensor and type that block b of tensor i, as type to, is one that
- * llama.cpp's checks refuse (what says why); returns -EIO. */
+ * llama.cpp's checks refuse (what says why); returns -EIO (said: no why more). */
 static int refused(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t b,
                    const char *what)
 {
-	const struct gguf_tensor *t = m->tensors[i].t;
+	const struct gguf_tensor *t = model_tensor(m, i);
 	const struct ggml_type *ty = ggml_type_get(to);
 	const int n = t->name.len > 200 ? 200 : (int)t->name.len;
 	char key[256];
 	snprintf(key, sizeof key, "quant-refused %.*s %" PRIu32, n, t->name.ptr, to);
 	evlog(EVLOG_ERR, key, "%s: tensor '%.*s' as %s: block %" PRIu64 " %s, which llama.cpp's "
 	      "quantizer refuses (llama_model_quantize writes no file of this model): EIO for "
-	      "its bytes in quants/", m->path, n, t->name.ptr, ty ? ty->name : "?", b, what);
+	      "its bytes in quants/", model_path(m), n, t->name.ptr, ty ? ty->name : "?", b, what);
 	return -EIO;
 }
 
@@ -57,12 +57,12 @@ static int refused(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_
  * blocks through the thread's blocks_buf (64 KiB) so that each is checked as llama.cpp
  * checks the tensors it reads: -EIO for a block it refuses. */
 static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
-                        uint64_t len, uint8_t *buf)
+                        uint64_t len, uint8_t *buf, char why[GGUF_ERR_MAX])
 {
 	const struct ggml_type *ty = ggml_type_get(to);
 	const uint64_t bb = ty && ty->block_bytes ? ty->block_bytes : 0;
 	if (!bb || !block_check_looks(to))
-		return reader_raw(m, i, off, len, buf);
+		return reader_raw(m, i, off, len, buf, why);
 	/* blocks are a few hundred bytes at most, but never less than one a step */
 	const uint64_t room = QUANT_READ_STEP_VALUES * sizeof(float);
 	const uint64_t step = bb < room ? room / bb : 1;
@@ -74,7 +74,7 @@ static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, ui
 		uint64_t nb = (end - 1) / bb + 1 - b0;
 		if (nb > step)
 			nb = step;
-		r = reader_raw(m, i, b0 * bb, nb * bb, tmp);
+		r = reader_raw(m, i, b0 * bb, nb * bb, tmp, why);
 		if (r < 0)
 			break;
 		const uint64_t bad = block_check_first_bad(to, tmp, nb);
@@ -91,14 +91,14 @@ static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, ui
 }
 
 int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
-                 uint64_t len, void *buf)
+                 uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
-	const struct gguf_tensor *t = m->tensors[i].t;
+	const struct gguf_tensor *t = model_tensor(m, i);
 	const uint64_t size = reader_quant_size(m, i, to);
 	if (!size || off > size || len > size - off)
 		return -EINVAL;
 	if (to == t->type)
-		return len ? copy_checked(m, i, to, off, len, buf) : 0;
+		return len ? copy_checked(m, i, to, off, len, buf, why) : 0;
 	if (!t->has_f32 || !quant_can_make(to))
 		return -EINVAL;
 	if (!len)
@@ -118,7 +118,7 @@ int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t 
 		uint64_t nb = (end - 1) / bb + 1 - b0;
 		if (nb > step)
 			nb = step;
-		r = reader_f32(m, i, b0 * be * sizeof(float), nb * be * sizeof(float), values);
+		r = reader_f32(m, i, b0 * be * sizeof(float), nb * be * sizeof(float), values, why);
 		if (r < 0)
 			break;
 		/* llama.cpp checks what it reads: a NaN or infinity among the values (or, in

@@ -35,8 +35,10 @@ uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
  * bytes (llama.cpp copies a tensor it does not convert); otherwise the tensor must have
  * a dequantizer (has_f32) and to a quantizer (quant_can_make). Memory of a read is a
  * few hundred kilobytes whatever the range. 0, or -EIO (the source's bytes could not be
- * read, or a block of the range is one llama.cpp refuses), -EINVAL (a type or range this cannot make), -ENOMEM. Thread-safe. */
+ * read: why as the source said it, NULL when not wanted; or a block of the range is one
+ * llama.cpp refuses, said in the event log), -EINVAL (a type or range this cannot
+ * make), -ENOMEM. Thread-safe. */
 int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
-                 uint64_t len, void *buf);
+                 uint64_t len, void *buf, char why[GGUF_ERR_MAX]);
 
 #endif

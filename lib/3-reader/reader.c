@@ -8,9 +8,9 @@
 #include "thread_buf.h"
 
 int reader_raw(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
-               void *buf)
+               void *buf, char why[GGUF_ERR_MAX])
 {
-	return model_tensor_read(m, i, off, len, buf);
+	return model_tensor_read(m, i, off, len, buf, why);
 }
 
 /* Dequantizes bytes [off, off + len) of the .f32 rendering of a tensor of type ty into
@@ -75,13 +75,13 @@ static void dequant_slice(void *ctx, const uint8_t *p, uint64_t len)
 }
 
 int reader_f32(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
-               void *buf)
+               void *buf, char why[GGUF_ERR_MAX])
 {
 	if (len == 0)
 		return 0;
-	const struct model_tensor *mt = &m->tensors[i];
-	const struct ggml_type *ty = mt->t->ti;
-	struct source *src = m->shards[mt->shard].src;
+	uint64_t at;
+	struct source *src = model_tensor_bytes(m, i, &at);
+	const struct ggml_type *ty = model_tensor(m, i)->ti;
 	const uint64_t block_out = (uint64_t)ty->block_elems * sizeof(float);
 	const uint64_t end = off + len, first = off / block_out;
 	const uint64_t last = (end + block_out - 1) / block_out;
@@ -96,8 +96,11 @@ int reader_f32(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t l
 		if (slice_blocks > most)
 			slice_blocks = most;
 		slice = thread_buf_get(&slice_buf, slice_blocks * ty->block_bytes, &owned);
-		if (!slice)
+		if (!slice) {
+			if (why)
+				gguf_errf(why, "out of memory");
 			return -EIO;
+		}
 	}
 	int r = 0;
 	for (uint64_t pos = off; pos < end;) {
@@ -106,8 +109,8 @@ int reader_f32(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t l
 		uint64_t stop = b1 * block_out < end ? b1 * block_out : end;
 		struct f32_slice sl = { .ty = ty, .b0 = b0, .out = (char *)buf + (pos - off),
 		                        .len = stop - pos, .off = pos };
-		r = source_visit(src, mt->t->offset + b0 * ty->block_bytes,
-		                 (b1 - b0) * ty->block_bytes, slice, dequant_slice, &sl);
+		r = source_visit(src, at + b0 * ty->block_bytes,
+		                 (b1 - b0) * ty->block_bytes, slice, dequant_slice, &sl, why);
 		if (r < 0)
 			break;
 		pos = stop;
@@ -117,22 +120,29 @@ int reader_f32(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t l
 }
 
 int reader_visit_raw(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
-                     void *buf, source_visit_fn fn, void *ctx)
+                     void *buf, source_visit_fn fn, void *ctx, char why[GGUF_ERR_MAX])
 {
-	const struct model_tensor *mt = &m->tensors[i];
-	if (off > mt->t->size || len > mt->t->size - off)
+	const uint64_t size = model_tensor(m, i)->size;
+	if (off > size || len > size - off)
 		return -EINVAL;
 	if (len == 0)
 		return 0;
-	return source_visit(m->shards[mt->shard].src, mt->t->offset + off, len, buf, fn, ctx);
+	uint64_t at;
+	struct source *src = model_tensor_bytes(m, i, &at);
+	return source_visit(src, at + off, len, buf, fn, ctx, why);
 }
 
 bool reader_raw_span(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
-                     int *fd, uint64_t *file_off, uint64_t *count)
+                     int *fd, uint64_t *file_off, uint64_t *count, char why[GGUF_ERR_MAX])
 {
-	const struct model_tensor *mt = &m->tensors[i];
-	const uint64_t size = mt->t->size;
-	*file_off = mt->t->offset + off;
-	*count = off >= size ? 0 : (len < size - off ? len : size - off);
-	return source_span(m->shards[mt->shard].src, *file_off, *count, fd, count);
+	const uint64_t size = model_tensor(m, i)->size;
+	uint64_t at;
+	struct source *src = model_tensor_bytes(m, i, &at);
+	*file_off = at + off;
+	const uint64_t asked = off >= size ? 0 : (len < size - off ? len : size - off);
+	if (!source_span(src, *file_off, asked, fd, count))
+		return false;
+	if (*count < asked && why)   /* the file shrank under them: as a read says it */
+		source_holds(src, *file_off + asked, why);
+	return true;
 }

@@ -65,12 +65,12 @@ static void table_free(struct name_table *t)
 
 static const struct gguf_str *tensor_name(const void *m, uint64_t i)
 {
-	return &((const struct ggufs_model *)m)->tensors[i].t->name;
+	return &model_tensor((const struct ggufs_model *)m, i)->name;
 }
 
 static const struct gguf_str *key_name(const void *m, uint64_t k)
 {
-	return &((const struct ggufs_model *)m)->meta->kv[k].key;
+	return &model_meta((const struct ggufs_model *)m)->kv[k].key;
 }
 
 static bool same_dims(const struct gguf_tensor *x, const struct gguf_tensor *y)
@@ -95,23 +95,23 @@ static bool pair_tensors(const struct ggufs_model *a, const struct ggufs_model *
                          const struct name_table *ta, const struct name_table *tb,
                          struct diff_plan *p)
 {
-	p->same = calloc(a->n_tensors + 1, sizeof *p->same);
-	p->dims = calloc(a->n_tensors + 1, sizeof *p->dims);
-	p->only_a = calloc(a->n_tensors + 1, sizeof *p->only_a);
-	p->only_b = calloc(b->n_tensors + 1, sizeof *p->only_b);
+	p->same = calloc(model_n_tensors(a) + 1, sizeof *p->same);
+	p->dims = calloc(model_n_tensors(a) + 1, sizeof *p->dims);
+	p->only_a = calloc(model_n_tensors(a) + 1, sizeof *p->only_a);
+	p->only_b = calloc(model_n_tensors(b) + 1, sizeof *p->only_b);
 	if (!p->same || !p->dims || !p->only_a || !p->only_b)
 		return false;
-	for (uint64_t i = 0; i < a->n_tensors; i++) {
-		const uint64_t j = table_find(tb, &a->tensors[i].t->name);
+	for (uint64_t i = 0; i < model_n_tensors(a); i++) {
+		const uint64_t j = table_find(tb, &model_tensor(a, i)->name);
 		if (j == UINT64_MAX)
 			p->only_a[p->n_only_a++] = i;
-		else if (same_dims(a->tensors[i].t, b->tensors[j].t))
+		else if (same_dims(model_tensor(a, i), model_tensor(b, j)))
 			p->same[p->n_same++] = (struct diff_pair){ i, j };
 		else
 			p->dims[p->n_dims++] = (struct diff_pair){ i, j };
 	}
-	for (uint64_t j = 0; j < b->n_tensors; j++)
-		if (table_find(ta, &b->tensors[j].t->name) == UINT64_MAX)
+	for (uint64_t j = 0; j < model_n_tensors(b); j++)
+		if (table_find(ta, &model_tensor(b, j)->name) == UINT64_MAX)
 			p->only_b[p->n_only_b++] = j;
 	return true;
 }
@@ -121,21 +121,21 @@ static bool pair_keys(const struct ggufs_model *a, const struct ggufs_model *b,
                       const struct name_table *ka, const struct name_table *kb,
                       struct diff_plan *p)
 {
-	const uint64_t na = a->meta->n_kv, nb = b->meta->n_kv;
+	const uint64_t na = model_meta(a)->n_kv, nb = model_meta(b)->n_kv;
 	p->keys_removed = calloc(na + 1, sizeof *p->keys_removed);
 	p->keys_changed = calloc(na + 1, sizeof *p->keys_changed);
 	p->keys_added = calloc(nb + 1, sizeof *p->keys_added);
 	if (!p->keys_removed || !p->keys_changed || !p->keys_added)
 		return false;
 	for (uint64_t k = 0; k < na; k++) {
-		const uint64_t j = table_find(kb, &a->meta->kv[k].key);
+		const uint64_t j = table_find(kb, &model_meta(a)->kv[k].key);
 		if (j == UINT64_MAX)
 			p->keys_removed[p->n_keys_removed++] = k;
-		else if (!same_value(&a->meta->kv[k].value, &b->meta->kv[j].value))
+		else if (!same_value(&model_meta(a)->kv[k].value, &model_meta(b)->kv[j].value))
 			p->keys_changed[p->n_keys_changed++] = (struct diff_pair){ k, j };
 	}
 	for (uint64_t j = 0; j < nb; j++)
-		if (table_find(ka, &b->meta->kv[j].key) == UINT64_MAX)
+		if (table_find(ka, &model_meta(b)->kv[j].key) == UINT64_MAX)
 			p->keys_added[p->n_keys_added++] = j;
 	return true;
 }
@@ -145,10 +145,10 @@ int diff_plan_make(const struct ggufs_model *a, const struct ggufs_model *b,
 {
 	memset(p, 0, sizeof *p);
 	struct name_table ta = { 0 }, tb = { 0 }, ka = { 0 }, kb = { 0 };
-	bool ok = table_make(&ta, a->n_tensors, tensor_name, a) &&
-	          table_make(&tb, b->n_tensors, tensor_name, b) &&
-	          table_make(&ka, a->meta->n_kv, key_name, a) &&
-	          table_make(&kb, b->meta->n_kv, key_name, b) &&
+	bool ok = table_make(&ta, model_n_tensors(a), tensor_name, a) &&
+	          table_make(&tb, model_n_tensors(b), tensor_name, b) &&
+	          table_make(&ka, model_meta(a)->n_kv, key_name, a) &&
+	          table_make(&kb, model_meta(b)->n_kv, key_name, b) &&
 	          pair_tensors(a, b, &ta, &tb, p) && pair_keys(a, b, &ka, &kb, p);
 	table_free(&ta);
 	table_free(&tb);

@@ -82,22 +82,23 @@ static int visit_piece(void *ctx, const struct stats_scan_job *job, uint64_t seg
 static void want_compared(const struct ggufs_model *m, int w, const struct diff_plan *plan,
                           const bool *compared)
 {
-	if (!m->remote)
+	if (!model_fetched(m))
 		return;
-	bool *read = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *read);
-	struct source_range *ranges = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *ranges);
+	const uint64_t n_t = model_n_tensors(m);
+	bool *read = calloc(n_t ? n_t : 1, sizeof *read);
+	struct source_range *ranges = calloc(n_t ? n_t : 1, sizeof *ranges);
 	if (read && ranges) {
 		for (uint64_t k = 0; k < plan->n_same; k++)
 			if (compared[k])
 				read[w ? plan->same[k].b : plan->same[k].a] = true;
-		/* tensors are in shard order, then file order: each shard's ranges sorted */
-		for (uint64_t i = 0, n = 0; i < m->n_tensors; i++) {
-			const uint32_t shard = m->tensors[i].shard;
+		/* tensors are in file order, then each file's order: each file's ranges sorted */
+		for (uint64_t i = 0, n = 0; i < n_t; i++) {
+			uint64_t at;
+			struct source *src = model_tensor_bytes(m, i, &at);
 			if (read[i])
-				ranges[n++] = (struct source_range){ m->tensors[i].t->offset,
-				                                     m->tensors[i].t->size };
-			if (i + 1 == m->n_tensors || m->tensors[i + 1].shard != shard) {
-				source_want(m->shards[shard].src, ranges, n);
+				ranges[n++] = (struct source_range){ at, model_tensor(m, i)->size };
+			if (i + 1 == n_t || model_tensor_file(m, i + 1) != model_tensor_file(m, i)) {
+				source_want(src, ranges, n);
 				n = 0;
 			}
 		}
@@ -122,8 +123,8 @@ int diff_scan_run(const struct ggufs_model *a, const struct ggufs_model *b,
 	                         .segment = DIFF_CHUNK };
 	*total = 0;
 	for (uint64_t k = 0; k < plan->n_same; k++) {
-		const struct gguf_tensor *ga = a->tensors[plan->same[k].a].t;
-		const struct gguf_tensor *gb = b->tensors[plan->same[k].b].t;
+		const struct gguf_tensor *ga = model_tensor(a, plan->same[k].a);
+		const struct gguf_tensor *gb = model_tensor(b, plan->same[k].b);
 		compared[k] = ga->has_f32 && gb->has_f32;
 		diff_sums_init(&sums[k]);
 		if (!compared[k])

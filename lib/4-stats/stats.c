@@ -246,18 +246,19 @@ static void scan_raw(void *ctx, const uint8_t *raw, uint64_t len)
 
 /* Segment [first, end) of tensor i through scan (a source_visit_fn on whole blocks that
  * start a STATS_BLOCK) from its raw blocks: straight from the mapping for a local model
- * (one visit), through rawbuf a chunk at a time for a remote one. */
+ * (one visit), through rawbuf a chunk at a time for a remote one. 0, or a read's -errno
+ * with why (NULL: not wanted). */
 static int segment_quant(const struct ggufs_model *m, uint64_t i, uint64_t first,
                          uint64_t end, source_visit_fn scan, void *sc, uint8_t *rawbuf,
-                         _Atomic uint64_t *progress)
+                         _Atomic uint64_t *progress, char why[GGUF_ERR_MAX])
 {
-	const struct ggml_type *ty = m->tensors[i].t->ti;
-	const uint64_t step = model_tensor_remote(m, i) ? CHUNK_VALUES : end - first;
+	const struct ggml_type *ty = model_tensor(m, i)->ti;
+	const uint64_t step = !model_tensor_mapped(m, i) ? CHUNK_VALUES : end - first;
 	for (uint64_t done = first; done < end; done += step) {
 		const uint64_t n = end - done < step ? end - done : step;
 		const uint64_t bytes = n / ty->block_elems * ty->block_bytes;
 		int r = reader_visit_raw(m, i, done / ty->block_elems * ty->block_bytes, bytes,
-		                         rawbuf, scan, sc);
+		                         rawbuf, scan, sc, why);
 		if (r < 0)
 			return r;
 		if (progress)
@@ -272,12 +273,13 @@ uint64_t stats_segments(const struct gguf_tensor *g)
 	return n ? n : 1;
 }
 
-int stats_segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
-                  struct stats_part *out, _Atomic uint64_t *progress)
+/* stats_segment, with a read's why (NULL: not wanted). */
+static int segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
+                   struct stats_part *out, _Atomic uint64_t *progress, char why[GGUF_ERR_MAX])
 {
-	if (i >= m->n_tensors || !m->tensors[i].t->has_f32)
+	if (i >= model_n_tensors(m) || !model_tensor(m, i)->has_f32)
 		return -ENOENT;
-	const struct gguf_tensor *g = m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(m, i);
 	const struct ggml_type *ty = g->ti;
 	const bool scales = stats_type_has_scales(g->type);
 	/* summed from the raw blocks (stats_quant.h), which are read anyway */
@@ -301,7 +303,7 @@ int stats_segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
 	if (quant) {
 		struct raw_scan sc = { .a = a, .ty = ty, .to_float = dequant_get(ty->id)->to_float,
 		                       .buf = buf };
-		ret = segment_quant(m, i, first, end, scan_raw, &sc, rawbuf, progress);
+		ret = segment_quant(m, i, first, end, scan_raw, &sc, rawbuf, progress, why);
 		if (ret < 0)
 			goto out;
 		bad = sc.bad;
@@ -309,10 +311,10 @@ int stats_segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
 	for (uint64_t done = first; !quant && done < end; done += CHUNK_VALUES) {
 		const uint64_t n = end - done < CHUNK_VALUES ? end - done : CHUNK_VALUES;
 		const uint64_t blocks = n / ty->block_elems;
-		int r = reader_f32(m, i, done * sizeof *buf, n * sizeof *buf, buf);
+		int r = reader_f32(m, i, done * sizeof *buf, n * sizeof *buf, buf, why);
 		if (r >= 0 && scales) {
 			const uint64_t off = done / ty->block_elems * ty->block_bytes;
-			r = reader_raw(m, i, off, blocks * ty->block_bytes, rawbuf);
+			r = reader_raw(m, i, off, blocks * ty->block_bytes, rawbuf, why);
 			if (r >= 0)
 				bad += stats_bad_blocks(g->type, rawbuf, blocks);
 		}
@@ -332,6 +334,12 @@ out:
 	free(rawbuf);
 	free(a);
 	return ret;
+}
+
+int stats_segment(const struct ggufs_model *m, uint64_t i, uint64_t seg,
+                  struct stats_part *out, _Atomic uint64_t *progress)
+{
+	return segment(m, i, seg, out, progress, NULL);
 }
 
 /* A health scan of raw blocks of a type that stats_quant_has (stats_segment_health). */
@@ -382,7 +390,7 @@ static void scan_health(void *ctx, const uint8_t *raw, uint64_t len)
 int stats_segment_health(const struct ggufs_model *m, uint64_t i, uint64_t seg,
                          struct stats_health *out, _Atomic uint64_t *progress)
 {
-	const struct gguf_tensor *g = m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(m, i);
 	const uint64_t first = seg * STATS_SEGMENT;
 	const uint64_t end = g->n_elements - first < STATS_SEGMENT ? g->n_elements
 	                                                           : first + STATS_SEGMENT;
@@ -405,7 +413,7 @@ int stats_segment_health(const struct ggufs_model *m, uint64_t i, uint64_t seg,
 	uint8_t *rawbuf = malloc(CHUNK_VALUES / ty->block_elems * ty->block_bytes);
 	int r = -ENOMEM;
 	if (hs.buf && rawbuf)
-		r = segment_quant(m, i, first, end, scan_health, &hs, rawbuf, progress);
+		r = segment_quant(m, i, first, end, scan_health, &hs, rawbuf, progress, NULL);
 	free(hs.buf);
 	free(rawbuf);
 	if (r < 0)
@@ -429,12 +437,13 @@ void stats_health_merge(struct stats_health *into, const struct stats_health *ne
 	into->bad_blocks += next->bad_blocks;
 }
 
-int stats_tensor(const struct ggufs_model *m, uint64_t i, struct tensor_stats *out)
+int stats_tensor(const struct ggufs_model *m, uint64_t i, struct tensor_stats *out,
+                 char why[GGUF_ERR_MAX])
 {
-	const struct gguf_tensor *g = m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(m, i);
 	struct stats_part all, part;
 	for (uint64_t seg = 0; seg < stats_segments(g); seg++) {
-		int r = stats_segment(m, i, seg, seg ? &part : &all, NULL);
+		int r = segment(m, i, seg, seg ? &part : &all, NULL, why);
 		if (r < 0)
 			return r;
 		if (seg)

@@ -109,8 +109,9 @@ int stats_segment_health(const struct ggufs_model *m, uint64_t i, uint64_t seg,
 void stats_health_merge(struct stats_health *into, const struct stats_health *next);
 
 /* The statistics of tensor i: its segments in order, merged and finished. 0 or -errno,
- * with *out unset on failure. */
-int stats_tensor(const struct ggufs_model *m, uint64_t i, struct tensor_stats *out);
+ * with *out unset on failure and a read's why (reader.h; NULL: not wanted). */
+int stats_tensor(const struct ggufs_model *m, uint64_t i, struct tensor_stats *out,
+                 char why[GGUF_ERR_MAX]);
 
 /* True when the tensor is unhealthy: NaN or infinite values, or bad block scales. */
 bool stats_unhealthy(const struct tensor_stats *s);

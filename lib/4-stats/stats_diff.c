@@ -233,7 +233,7 @@ void diff_figures(const struct diff_sums *s, struct diff_figures *f)
 /* Stored bytes of n values of tensor i (whole blocks). */
 static uint64_t stored_bytes(const struct ggufs_model *m, uint64_t i, uint64_t n)
 {
-	const struct ggml_type *ty = m->tensors[i].t->ti;
+	const struct ggml_type *ty = model_tensor(m, i)->ti;
 	return (n + ty->block_elems - 1) / ty->block_elems * ty->block_bytes;
 }
 
@@ -268,9 +268,9 @@ int diff_range(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_mod
                uint64_t ib, uint64_t first, uint64_t count, struct diff_sums *out, int *which,
                _Atomic uint64_t *progress)
 {
-	const uint64_t n_elements = ma->tensors[ia].t->n_elements;
-	if (!ma->tensors[ia].t->has_f32 || !mb->tensors[ib].t->has_f32 ||
-	    mb->tensors[ib].t->n_elements != n_elements || first > n_elements)
+	const uint64_t n_elements = model_tensor(ma, ia)->n_elements;
+	if (!model_tensor(ma, ia)->has_f32 || !model_tensor(mb, ib)->has_f32 ||
+	    model_tensor(mb, ib)->n_elements != n_elements || first > n_elements)
 		return -EINVAL;
 	const uint64_t end = n_elements - first < count ? n_elements : first + count;
 	float *a = chunk_buffer();
@@ -280,12 +280,12 @@ int diff_range(const struct ggufs_model *ma, uint64_t ia, const struct ggufs_mod
 	diff_sums_init(out);
 	for (uint64_t done = first; done < end; done += DIFF_CHUNK) {
 		const uint64_t n = end - done < DIFF_CHUNK ? end - done : DIFF_CHUNK;
-		int r = reader_f32(ma, ia, done * sizeof *a, n * sizeof *a, a);
+		int r = reader_f32(ma, ia, done * sizeof *a, n * sizeof *a, a, NULL);
 		if (r < 0) {
 			*which = 0;
 			return r;
 		}
-		r = reader_f32(mb, ib, done * sizeof *b, n * sizeof *b, b);
+		r = reader_f32(mb, ib, done * sizeof *b, n * sizeof *b, b, NULL);
 		if (r < 0) {
 			*which = 1;
 			return r;

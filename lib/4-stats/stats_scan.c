@@ -50,7 +50,7 @@ uint64_t stats_scan_plan(struct stats_scan *sc)
 	uint64_t n = 0;
 	for (uint64_t j = 0; j < sc->n_jobs; j++) {
 		struct stats_scan_job *job = &sc->jobs[j];
-		const uint64_t values = sc->model[0]->tensors[job->tensor[0]].t->n_elements;
+		const uint64_t values = model_tensor(sc->model[0], job->tensor[0])->n_elements;
 		job->segments = values ? (values - 1) / per + 1 : 1;
 		job->first_item = n;
 		n += job->segments;
@@ -78,7 +78,7 @@ static uint64_t job_of(const struct stats_scan *sc, uint64_t k)
 static bool segment_span(const struct ggufs_model *m, uint64_t i, uint64_t seg, uint64_t per,
                          uint64_t *at, uint64_t *len)
 {
-	const struct gguf_tensor *g = m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(m, i);
 	if (g->n_elements == 0 || g->size == 0)
 		return false;
 	const uint64_t per_block = g->ti->block_bytes, elems = g->ti->block_elems;
@@ -152,9 +152,9 @@ static void *reader(void *arg)
 			const struct ggufs_model *m = sc->model[side];
 			const uint64_t i = job->tensor[side];
 			uint64_t at, len;
-			if (model_tensor_remote(m, i) || !segment_span(m, i, seg, r->segment, &at, &len))
+			if (!model_tensor_mapped(m, i) || !segment_span(m, i, seg, r->segment, &at, &len))
 				continue;
-			if (reader_visit_raw(m, i, at, len, NULL, touch_pages, &t) < 0)
+			if (reader_visit_raw(m, i, at, len, NULL, touch_pages, &t, NULL) < 0)
 				return NULL;
 		}
 	}

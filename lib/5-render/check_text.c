@@ -49,7 +49,7 @@ static bool check_sort_by_offset(struct stats_scan *sc, const struct ggufs_model
 	if (!keys)
 		return false;
 	for (uint64_t j = 0; j < sc->n_jobs; j++)
-		keys[j] = (struct check_offset){ m->tensors[sc->jobs[j].tensor[0]].t->offset,
+		keys[j] = (struct check_offset){ model_tensor(m, sc->jobs[j].tensor[0])->offset,
 		                                 sc->jobs[j].tensor[0] };
 	qsort(keys, sc->n_jobs, sizeof *keys, check_by_offset);
 	for (uint64_t j = 0; j < sc->n_jobs; j++)
@@ -113,15 +113,15 @@ int check_text_make(const struct ggufs_model *m, bool json, stats_scan_progress_
 	struct check_scan cs = { .m = m, .health_only = !json };
 	struct stats_scan sc = { .model = { m, NULL }, .visit = check_visit, .ctx = &cs,
 	                         .progress = progress, .progress_ctx = progress_ctx };
-	struct check_tensor *res = calloc(m->n_tensors + 1, sizeof *res);
-	sc.jobs = calloc(m->n_tensors + 1, sizeof *sc.jobs);
+	struct check_tensor *res = calloc(model_n_tensors(m) + 1, sizeof *res);
+	sc.jobs = calloc(model_n_tensors(m) + 1, sizeof *sc.jobs);
 	if (!res || !sc.jobs)
 		goto oom;
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		if (!m->tensors[i].t->has_f32)
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		if (!model_tensor(m, i)->has_f32)
 			continue;
 		sc.jobs[sc.n_jobs++].tensor[0] = i;
-		*total += m->tensors[i].t->size;
+		*total += model_tensor(m, i)->size;
 	}
 	if (model_streamed(m)) {
 		/* one reader, front to back: the stream lets go of what it has passed */
@@ -141,8 +141,8 @@ int check_text_make(const struct ggufs_model *m, bool json, stats_scan_progress_
 	if (r < 0) {
 		char q[80], cause[GGUF_ERR_MAX];
 		model_read_cause(m, r, cause);
-		gguf_errf(err, "%s: tensor '%s': cannot read: %s", m->path,
-		          gguf_quote(&m->tensors[sc.jobs[failed].tensor[0]].t->name, q), cause);
+		gguf_errf(err, "%s: tensor '%s': cannot read: %s", model_path(m),
+		          gguf_quote(&model_tensor(m, sc.jobs[failed].tensor[0])->name, q), cause);
 		goto out;
 	}
 	check_merge(&cs, &sc, res);
@@ -156,7 +156,7 @@ int check_text_make(const struct ggufs_model *m, bool json, stats_scan_progress_
 	goto out;
 oom:
 	r = -ENOMEM;
-	gguf_errf(err, "%s: out of memory", m->path);
+	gguf_errf(err, "%s: out of memory", model_path(m));
 out:
 	free(res);
 	free(sc.jobs);

@@ -14,12 +14,9 @@
 static int headers_there(const struct ggufs_model *m, int which, struct diff_text_failure *fail,
                          char err[GGUF_ERR_MAX])
 {
-	for (uint32_t s = 0; s < m->n_shards; s++) {
-		if (source_holds(m->shards[s].src, m->shards[s].gf.data_offset) < 0) {
-			gguf_errf(err, "%s: the file has shrunk: its header is gone", m->shards[s].path);
-			*fail = (struct diff_text_failure){ which, UINT64_MAX };
-			return -EIO;
-		}
+	if (model_header_holds(m, err) < 0) {
+		*fail = (struct diff_text_failure){ which, UINT64_MAX };
+		return -EIO;
 	}
 	return 0;
 }
@@ -66,8 +63,8 @@ int diff_text_make(const struct ggufs_model *a, const struct ggufs_model *b, boo
 		const struct ggufs_model *fm = sf.which ? b : a;
 		char q[80], cause[GGUF_ERR_MAX];
 		model_read_cause(fm, r, cause);
-		gguf_errf(err, "%s: tensor '%s': cannot read: %s", fm->path,
-		          gguf_quote(&fm->tensors[fail->tensor].t->name, q), cause);
+		gguf_errf(err, "%s: tensor '%s': cannot read: %s", model_path(fm),
+		          gguf_quote(&model_tensor(fm, fail->tensor)->name, q), cause);
 		goto out;
 	}
 	/* the headers again: the report shows the metadata from them */

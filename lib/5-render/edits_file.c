@@ -20,7 +20,7 @@ static bool unchanged_value(const struct ov_state *s, uint64_t i)
 {
 	const struct ov_key *k = &s->keys[i];
 	return k->id < s->n_orig &&
-	       ov_value_equal(&k->kv.value, &s->view.shards[0].gf.kv[k->id].value);
+	       ov_value_equal(&k->kv.value, &model_own_meta(s->view)->kv[k->id].value);
 }
 
 /* Renders v as gguf.json does into a malloc'd buffer. NULL out of memory. */
@@ -95,7 +95,7 @@ static void put_key(struct sink *s, const struct gguf_str *k)
 static void patch(struct sink *s, const struct ov_state *st, const struct edits_identity *id,
                   const bool *exact)
 {
-	const struct gguf_file *g0 = &st->view.shards[0].gf;
+	const struct gguf_file *g0 = model_own_meta(st->view);
 	char num[64];
 	snprintf(num, sizeof num, "%" PRIu64 ", \"header_xxh3\": \"%016" PRIx64 "\"},\n",
 	         id->size, id->header_hash);
@@ -207,7 +207,7 @@ static const struct gguf_str *key_name(const struct reading *r, uint64_t k, bool
 {
 	if (now && r->change[k].deleted)
 		return NULL;
-	return now && r->change[k].name ? r->change[k].name : &r->m->shards[0].gf.kv[k].key;
+	return now && r->change[k].name ? r->change[k].name : &model_own_meta(r->m)->kv[k].key;
 }
 
 static void index_free(struct key_index *ix)
@@ -221,7 +221,7 @@ static void index_free(struct key_index *ix)
  * of memory. Equal names (never in a parsed model) find the first. */
 static struct key_index *index_build(const struct reading *r, bool now)
 {
-	const struct gguf_file *g = &r->m->shards[0].gf;
+	const struct gguf_file *g = model_own_meta(r->m);
 	struct key_index *ix = calloc(1, sizeof *ix);
 	uint64_t cap = hash_slots(g->n_kv);
 	if (ix && !(ix->slots = calloc(cap, sizeof *ix->slots))) {
@@ -596,7 +596,7 @@ out:
 /* Every name of the patched metadata is different: false with err otherwise. */
 static bool names_unique(struct reading *r)
 {
-	const struct gguf_file *g = &r->m->shards[0].gf;
+	const struct gguf_file *g = model_own_meta(r->m);
 	struct nameset ns;
 	if (!nameset_init(&ns, g->n_kv + r->n_new))
 		return rfail(r, "%s", "out of memory");
@@ -713,7 +713,7 @@ static void reading_free(struct reading *r, uint64_t n_kv)
 struct ov_state *edits_parse(const struct ggufs_model *m, const struct edits_identity *id,
                              const char *p, uint64_t len, char err[GGUF_ERR_MAX])
 {
-	const struct gguf_file *g = &m->shards[0].gf;
+	const struct gguf_file *g = model_own_meta(m);
 	struct reading r = { .m = m, .c = { .p = p, .end = p + len }, .err = err };
 	struct ov_state *s = NULL;
 	err[0] = '\0';

@@ -27,8 +27,8 @@ void check_count(const struct ggufs_model *m, const struct check_tensor *res,
                  struct check_counts *c)
 {
 	*c = (struct check_counts){ 0 };
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *g = model_tensor(m, i);
 		const enum verdict v = verdict_of(g, &res[i]);
 		c->unhealthy += v == UNHEALTHY;
 		c->warnings += v == WARNING;
@@ -90,13 +90,13 @@ static void text_line(struct sink *out, const struct gguf_tensor *g,
 void render_check_text(struct sink *s, const struct ggufs_model *m,
                        const struct check_tensor *res, const struct check_counts *c)
 {
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const enum verdict v = verdict_of(m->tensors[i].t, &res[i]);
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const enum verdict v = verdict_of(model_tensor(m, i), &res[i]);
 		if (v != OK)
-			text_line(s, m->tensors[i].t, &res[i], v);
+			text_line(s, model_tensor(m, i), &res[i], v);
 	}
 	char size[RENDER_SIZE_MAX];
-	sink_puts(s, m->path);
+	sink_puts(s, model_path(m));
 	sink_printf(s, ": %" PRIu64 " tensors checked (%s): %" PRIu64 " unhealthy, %" PRIu64
 	            " with warnings", c->checked, render_size((double)c->bytes, size),
 	            c->unhealthy, c->warnings);
@@ -158,10 +158,10 @@ void render_check_json(struct sink *s, const struct ggufs_model *m,
                        const struct check_tensor *res, const struct check_counts *c)
 {
 	sink_puts(s, "{\"file\": ");
-	render_json_string(s, m->path, strlen(m->path));
+	render_json_string(s, model_path(m), strlen(model_path(m)));
 	sink_printf(s, ", \"bytes\": %" PRIu64 ", \"tensors\": [", c->bytes);
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *g = model_tensor(m, i);
 		static const char *const status[] = { "ok", "warning", "unhealthy", "not checked" };
 		char tn[16];
 		sink_puts(s, i ? ",\n  {\"name\": " : "\n  {\"name\": ");

@@ -40,13 +40,13 @@ static void totals_of(const struct diff_report *r, struct totals *t)
 			t->lowest_at = k;
 		}
 	}
-	for (uint64_t i = 0; i < r->a->n_tensors; i++) {
-		t->bytes_a += r->a->tensors[i].t->size;
-		t->elements_a += r->a->tensors[i].t->n_elements;
+	for (uint64_t i = 0; i < model_n_tensors(r->a); i++) {
+		t->bytes_a += model_tensor(r->a, i)->size;
+		t->elements_a += model_tensor(r->a, i)->n_elements;
 	}
-	for (uint64_t i = 0; i < r->b->n_tensors; i++) {
-		t->bytes_b += r->b->tensors[i].t->size;
-		t->elements_b += r->b->tensors[i].t->n_elements;
+	for (uint64_t i = 0; i < model_n_tensors(r->b); i++) {
+		t->bytes_b += model_tensor(r->b, i)->size;
+		t->elements_b += model_tensor(r->b, i)->n_elements;
 	}
 }
 
@@ -158,8 +158,8 @@ static void put_vtype(struct sink *s, const struct gguf_value *v, bool json)
 /* One compared tensor's line (TSV) or object (JSON). */
 static void put_pair(struct sink *s, const struct diff_report *r, uint64_t k, bool json)
 {
-	const struct gguf_tensor *ga = r->a->tensors[r->plan->same[k].a].t;
-	const struct gguf_tensor *gb = r->b->tensors[r->plan->same[k].b].t;
+	const struct gguf_tensor *ga = model_tensor(r->a, r->plan->same[k].a);
+	const struct gguf_tensor *gb = model_tensor(r->b, r->plan->same[k].b);
 	struct diff_figures f = { NAN, NAN, NAN, NAN };
 	if (r->compared[k])
 		diff_figures(&r->sums[k], &f);
@@ -197,7 +197,7 @@ static void tsv_unpaired(struct sink *s, const struct diff_report *r)
 	const uint64_t *only[2] = { p->only_a, p->only_b }, n_only[2] = { p->n_only_a, p->n_only_b };
 	for (int w = 0; w < 2; w++) {
 		for (uint64_t k = 0; k < n_only[w]; k++) {
-			const struct gguf_tensor *g = side[w]->tensors[only[w][k]].t;
+			const struct gguf_tensor *g = model_tensor(side[w], only[w][k]);
 			sink_puts(s, w ? "only_b\t" : "only_a\t");
 			put_name(s, &g->name, false);
 			sink_putc(s, '\t');
@@ -208,8 +208,8 @@ static void tsv_unpaired(struct sink *s, const struct diff_report *r)
 		}
 	}
 	for (uint64_t k = 0; k < p->n_dims; k++) {
-		const struct gguf_tensor *ga = r->a->tensors[p->dims[k].a].t;
-		const struct gguf_tensor *gb = r->b->tensors[p->dims[k].b].t;
+		const struct gguf_tensor *ga = model_tensor(r->a, p->dims[k].a);
+		const struct gguf_tensor *gb = model_tensor(r->b, p->dims[k].b);
 		sink_puts(s, "dims\t");
 		put_name(s, &ga->name, false);
 		const struct gguf_tensor *g2[2] = { ga, gb };
@@ -225,7 +225,7 @@ static void tsv_unpaired(struct sink *s, const struct diff_report *r)
 	const uint64_t n_keys[2] = { p->n_keys_removed, p->n_keys_added };
 	for (int w = 0; w < 2; w++) {
 		for (uint64_t k = 0; k < n_keys[w]; k++) {
-			const struct gguf_kv *kv = &side[w]->meta->kv[keys[w][k]];
+			const struct gguf_kv *kv = &model_meta(side[w])->kv[keys[w][k]];
 			uint64_t bytes;
 			sink_puts(s, w ? "key_added\t" : "key_removed\t");
 			put_name(s, &kv->key, false);
@@ -237,8 +237,8 @@ static void tsv_unpaired(struct sink *s, const struct diff_report *r)
 		}
 	}
 	for (uint64_t k = 0; k < p->n_keys_changed; k++) {
-		const struct gguf_kv *kv[2] = { &r->a->meta->kv[p->keys_changed[k].a],
-		                                &r->b->meta->kv[p->keys_changed[k].b] };
+		const struct gguf_kv *kv[2] = { &model_meta(r->a)->kv[p->keys_changed[k].a],
+		                                &model_meta(r->b)->kv[p->keys_changed[k].b] };
 		uint64_t bytes;
 		sink_puts(s, "key_changed\t");
 		put_name(s, &kv[0]->key, false);
@@ -268,10 +268,10 @@ void render_diff_tsv(struct sink *s, const struct diff_report *r)
 	put_f64(s, t.lowest_cosine, false);
 	sink_puts(s, "\tlowest_cosine_tensor=");
 	if (!isnan(t.lowest_cosine))
-		put_name(s, &r->a->tensors[r->plan->same[t.lowest_at].a].t->name, false);
+		put_name(s, &model_tensor(r->a, r->plan->same[t.lowest_at].a)->name, false);
 	sink_printf(s, "\tundefined=%" PRIu64 "\tundefined_tensor=", t.undefined);
 	if (t.undefined)
-		put_name(s, &r->a->tensors[r->plan->same[t.first_undefined].a].t->name, false);
+		put_name(s, &model_tensor(r->a, r->plan->same[t.first_undefined].a)->name, false);
 	sink_printf(s, "\tbytes_a=%" PRIu64 "\tbytes_b=%" PRIu64 "\tbpw_a=", t.bytes_a, t.bytes_b);
 	put_f64(s, bpw(t.bytes_a, t.elements_a), false);
 	sink_puts(s, "\tbpw_b=");
@@ -285,7 +285,7 @@ static void json_only(struct sink *s, const char *key, const struct ggufs_model 
 {
 	sink_printf(s, ",\n\"%s\": [", key);
 	for (uint64_t k = 0; k < n; k++) {
-		const struct gguf_tensor *g = m->tensors[only[k]].t;
+		const struct gguf_tensor *g = model_tensor(m, only[k]);
 		sink_puts(s, k ? ",\n  {\"name\": " : "\n  {\"name\": ");
 		put_name(s, &g->name, true);
 		sink_puts(s, ", \"type\": ");
@@ -303,7 +303,7 @@ static void json_keys(struct sink *s, const char *key, const struct ggufs_model 
 {
 	sink_printf(s, ",\n\"%s\": [", key);
 	for (uint64_t k = 0; k < n; k++) {
-		const struct gguf_kv *kv = &m->meta->kv[keys[k]];
+		const struct gguf_kv *kv = &model_meta(m)->kv[keys[k]];
 		uint64_t bytes;
 		sink_puts(s, k ? ",\n  {\"key\": " : "\n  {\"key\": ");
 		put_name(s, &kv->key, true);
@@ -323,8 +323,8 @@ static void json_unpaired(struct sink *s, const struct diff_report *r)
 	json_only(s, "only_b", r->b, p->only_b, p->n_only_b);
 	sink_puts(s, ",\n\"dims\": [");
 	for (uint64_t k = 0; k < p->n_dims; k++) {
-		const struct gguf_tensor *g[2] = { r->a->tensors[p->dims[k].a].t,
-		                                   r->b->tensors[p->dims[k].b].t };
+		const struct gguf_tensor *g[2] = { model_tensor(r->a, p->dims[k].a),
+		                                   model_tensor(r->b, p->dims[k].b) };
 		sink_puts(s, k ? ",\n  {\"name\": " : "\n  {\"name\": ");
 		put_name(s, &g[0]->name, true);
 		for (int w = 0; w < 2; w++) {
@@ -340,8 +340,8 @@ static void json_unpaired(struct sink *s, const struct diff_report *r)
 	json_keys(s, "keys_added", r->b, p->keys_added, p->n_keys_added);
 	sink_puts(s, ",\n\"keys_changed\": [");
 	for (uint64_t k = 0; k < p->n_keys_changed; k++) {
-		const struct gguf_kv *kv[2] = { &r->a->meta->kv[p->keys_changed[k].a],
-		                                &r->b->meta->kv[p->keys_changed[k].b] };
+		const struct gguf_kv *kv[2] = { &model_meta(r->a)->kv[p->keys_changed[k].a],
+		                                &model_meta(r->b)->kv[p->keys_changed[k].b] };
 		sink_puts(s, k ? ",\n  {\"key\": " : "\n  {\"key\": ");
 		put_name(s, &kv[0]->key, true);
 		for (int w = 0; w < 2; w++) {
@@ -360,9 +360,9 @@ static void json_unpaired(struct sink *s, const struct diff_report *r)
 void render_diff_json(struct sink *s, const struct diff_report *r)
 {
 	sink_puts(s, "{\"a\": ");
-	render_json_string(s, r->a->path, strlen(r->a->path));
+	render_json_string(s, model_path(r->a), strlen(model_path(r->a)));
 	sink_puts(s, ", \"b\": ");
-	render_json_string(s, r->b->path, strlen(r->b->path));
+	render_json_string(s, model_path(r->b), strlen(model_path(r->b)));
 	sink_puts(s, ",\n\"tensors\": [");
 	for (uint64_t k = 0; k < r->plan->n_same; k++) {
 		sink_puts(s, k ? ",\n  " : "\n  ");
@@ -382,10 +382,10 @@ void render_diff_json(struct sink *s, const struct diff_report *r)
 	if (isnan(t.lowest_cosine))
 		sink_puts(s, "null");
 	else
-		put_name(s, &r->a->tensors[r->plan->same[t.lowest_at].a].t->name, true);
+		put_name(s, &model_tensor(r->a, r->plan->same[t.lowest_at].a)->name, true);
 	sink_printf(s, ", \"undefined\": %" PRIu64 ", \"undefined_tensor\": ", t.undefined);
 	if (t.undefined)
-		put_name(s, &r->a->tensors[r->plan->same[t.first_undefined].a].t->name, true);
+		put_name(s, &model_tensor(r->a, r->plan->same[t.first_undefined].a)->name, true);
 	else
 		sink_puts(s, "null");
 	sink_printf(s, ", \"bytes_a\": %" PRIu64 ", \"bytes_b\": %" PRIu64 ", \"bpw_a\": ",

@@ -62,7 +62,7 @@ static void render_kv(struct sink *s, const struct gguf_kv *kv, uint64_t i,
 static void render_tensor(struct sink *s, const struct ggufs_model *m,
                           const struct modelfile *mf, uint64_t i)
 {
-	const struct gguf_tensor *t = m->tensors[i].t;
+	const struct gguf_tensor *t = model_tensor(m, i);
 	char tbuf[16];
 	sink_puts(s, "{\"name\": ");
 	render_json_string(s, t->name.ptr, t->name.len);
@@ -92,9 +92,11 @@ static void render_tensor(struct sink *s, const struct ggufs_model *m,
 	} else {
 		sink_puts(s, ", \"f32\": null, \"npy\": null");
 	}
-	if (m->n_shards > 1) {
+	if (model_n_files(m) > 1) {
+		struct model_file_info f;
+		model_file(m, model_tensor_file(m, i), &f);
 		sink_puts(s, ", \"shard\": ");
-		put_cstr_json(s, base_name(m->shards[m->tensors[i].shard].path));
+		put_cstr_json(s, base_name(f.path));
 	}
 	sink_putc(s, '}');
 }
@@ -115,11 +117,11 @@ static void mark_boundary(struct sink *s, uint64_t kv, uint64_t tensor)
 void render_json_from(struct sink *s, const struct ggufs_model *m, const struct modelfile *mf,
                       const struct render_mark *from)
 {
-	const struct gguf_file *f = m->meta;
+	const struct gguf_file *f = model_meta(m);
 	uint64_t i = 0, j = 0;
 	if (!from) {
 		sink_puts(s, "{\"file\": ");
-		put_cstr_json(s, m->file_name);
+		put_cstr_json(s, model_file_name(m));
 		/* the model as one GGUF file, relative to the mount root (modelfile.h) */
 		sink_puts(s, ", \"model\": \"model.gguf\", \"version\": ");
 		put_u64(s, f->version);
@@ -150,12 +152,12 @@ void render_json_from(struct sink *s, const struct ggufs_model *m, const struct 
 		}
 		sink_puts(s, f->n_kv ? "\n },\n \"tensors\": [" : "},\n \"tensors\": [");
 	}
-	for (; j < m->n_tensors; j++) {
+	for (; j < model_n_tensors(m); j++) {
 		if (sink_done(s))
 			return;
 		mark_boundary(s, f->n_kv, j);
 		sink_puts(s, j ? ",\n  " : "\n  ");
 		render_tensor(s, m, mf, j);
 	}
-	sink_puts(s, m->n_tensors ? "\n ]}\n" : "]}\n");
+	sink_puts(s, model_n_tensors(m) ? "\n ]}\n" : "]}\n");
 }

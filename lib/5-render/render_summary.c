@@ -259,39 +259,42 @@ static void table_row(struct sink *s, const char *name, const struct type_row *r
 static void summary_files(struct sink *s, const struct ggufs_model *m)
 {
 	label(s, "file:");
-	render_escaped(s, m->file_name, strlen(m->file_name));
+	const char *file_name = model_file_name(m), *url = model_url(m);
+	const uint32_t n_files = model_n_files(m);
+	render_escaped(s, file_name, strlen(file_name));
 	sink_putc(s, '\n');
-	if (m->source) {
+	if (url) {
 		label(s, "source:");
-		render_escaped(s, m->source, strlen(m->source));
+		render_escaped(s, url, strlen(url));
 		sink_putc(s, '\n');
 	}
-	if (m->n_shards > 1) {
+	if (n_files > 1) {
 		/* every shard, in order, whichever one the mount was given */
 		label(s, "shards:");
-		putf(s, "%" PRIu32 "\n", m->n_shards);
-		for (uint32_t i = 0; i < m->n_shards; i++) {
-			const char *path = m->shards[i].path;
-			const char *slash = strrchr(path, '/');
-			const char *name = slash ? slash + 1 : path;
+		putf(s, "%" PRIu32 "\n", n_files);
+		for (uint32_t i = 0; i < n_files; i++) {
+			struct model_file_info f;
+			model_file(m, i, &f);
+			const char *slash = strrchr(f.path, '/');
+			const char *name = slash ? slash + 1 : f.path;
 			putf(s, "  ");
 			render_escaped(s, name, strlen(name));
-			putf(s, " (%" PRIu64 " bytes)\n", m->shards[i].size);
+			putf(s, " (%" PRIu64 " bytes)\n", f.size);
 		}
 	}
 	/* the file a GGUF tool loads (modelfile.h): this one, or the shards merged */
 	label(s, "model file:");
 	/* a model seen with edited metadata (overlay.h): its meta is not the file's own */
-	bool edited = m->meta != &m->shards[0].gf;
-	if (m->n_shards > 1)
-		putf(s, "model.gguf (the %" PRIu32 " shards merged into one GGUF%s)\n", m->n_shards,
+	bool edited = model_edited(m);
+	if (n_files > 1)
+		putf(s, "model.gguf (the %" PRIu32 " shards merged into one GGUF%s)\n", n_files,
 		     edited ? ", with the metadata edits" : "");
 	else if (edited)
 		putf(s, "model.gguf (this file with the metadata edits)\n");
 	else
 		putf(s, "model.gguf (this file as it is)\n");
 	label(s, "GGUF version:");
-	putf(s, "%" PRIu32 "\n", m->meta->version);
+	putf(s, "%" PRIu32 "\n", model_meta(m)->version);
 }
 
 /* The lines about the model itself, from its metadata and tensors: architecture, name,
@@ -299,7 +302,7 @@ static void summary_files(struct sink *s, const struct ggufs_model *m)
 static void summary_model(struct sink *s, const struct ggufs_model *m, uint64_t n_elements,
                           uint64_t n_bytes)
 {
-	const struct gguf_file *f = m->meta;
+	const struct gguf_file *f = model_meta(m);
 	const struct gguf_kv *arch = gguf_find_kv(f, "general.architecture");
 	const struct gguf_str *arch_str = NULL;
 	struct gguf_str arch_s;
@@ -336,7 +339,7 @@ static void summary_model(struct sink *s, const struct ggufs_model *m, uint64_t 
 	else
 		putf(s, "\n");
 	label(s, "tensors:");
-	putf(s, "%" PRIu64 "\n", m->n_tensors);
+	putf(s, "%" PRIu64 "\n", model_n_tensors(m));
 
 	static const struct { const char *label, *suffix; } hparams[] = {
 		{ "context length:", "context_length" },
@@ -381,8 +384,8 @@ void render_summary(struct sink *s, const struct ggufs_model *m)
 	struct type_table tt;
 	memset(&tt, 0, sizeof tt);
 	uint64_t n_elements = 0, n_bytes = 0;
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *t = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *t = model_tensor(m, i);
 		n_elements += t->n_elements;
 		n_bytes += t->size;
 		table_add(&tt, t->type, t->size);

@@ -16,7 +16,7 @@ int edit_text_load(struct vbytes *text, const struct tree *t, const struct tree_
 	vbytes_resize(text, n->size);
 	if (text->failed)
 		return out_of_memory(text);
-	int64_t r = n->size ? tree_read(t, n, (char *)text->p, n->size, 0) : 0;
+	int64_t r = n->size ? tree_read(t, n, (char *)text->p, n->size, 0, NULL) : 0;
 	vbytes_resize(text, r < 0 ? 0 : (uint64_t)r);
 	return r < 0 ? (int)r : 0;
 }

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,14 +17,17 @@
 #include "clock.h"
 #include "edits_file.h"
 #include "flock_handover.h"
+#include "leaving.h"
 
 struct edits_store {
 	char *path;       /* as given, for messages */
 	char *name;       /* FILE's name in its directory */
 	int dirfd;        /* FILE's directory */
+	pthread_mutex_t lock;   /* held by a save and by the leave: fd, max, leaving */
 	int fd;           /* FILE as it is now, flock'ed; -1 while it does not exist */
 	uint64_t max;     /* the largest FILE a save makes */
-	bool leaving;     /* edits_store_leaving: nothing more is saved */
+	bool leaving;     /* its leaving has run: nothing more is saved */
+	struct leaving_entry leave;   /* in the mount's leaving: edits_store_leave */
 };
 
 /* Why st, FILE's (file) or its directory's, may not be trusted: NULL when it may. */
@@ -204,7 +208,7 @@ static int read_all(struct edits_store *s, char **text, uint64_t *len, char err[
 /* Opens FILE (s->fd) and locks it, as the header says: 0, 1 when it does not exist, or
  * -1 with err. The inode locked is the one FILE names once the lock is held (a save of
  * another mount may have renamed a new one over it meanwhile: then again). A holder that
- * is ending (edits_store_leaving) is waited for, up to EDITS_LEAVING_WAIT_S. */
+ * is ending (its store's leaving has run) is waited for, up to EDITS_LEAVING_WAIT_S. */
 static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 {
 	char why[160];
@@ -224,7 +228,7 @@ static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 			return -1;
 		}
 		if (flock_retry(s->fd, LOCK_EX | LOCK_NB) != 0) {
-			/* held by a mount that is ending (edits_store_leaving) */
+			/* held by a mount that is ending (edits_store_leave) */
 			bool ending = flock_holder_leaving(s->fd);
 			if (ending && clock_now_s() < give_up) {
 				/* (opened again: the name may be another inode by the next look) */
@@ -252,8 +256,22 @@ static int open_locked(struct edits_store *s, char err[GGUF_ERR_MAX])
 	return -1;
 }
 
-int edits_store_open(const char *path, struct edits_store **out, char **text, uint64_t *len,
-                     char err[GGUF_ERR_MAX])
+/* The mount is ending (s->leave's fn): FILE handed over, as edits_store_open says. */
+static void edits_store_leave(void *arg)
+{
+	struct edits_store *s = arg;
+	pthread_mutex_lock(&s->lock);   /* no save under way, none from now on */
+	s->leaving = true;
+	/* not atomic (flock drops the lock, then takes the new one): a new store may take
+	 * FILE in between, which is why nothing is saved from here on; and without blocking,
+	 * or this daemon would wait for the new mount to end */
+	if (s->fd >= 0)
+		flock_leave(s->fd);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int edits_store_open(const char *path, struct leaving *leaving, struct edits_store **out,
+                     char **text, uint64_t *len, char err[GGUF_ERR_MAX])
 {
 	struct edits_store *s = calloc(1, sizeof *s);
 	const char *slash = strrchr(path, '/');
@@ -261,11 +279,14 @@ int edits_store_open(const char *path, struct edits_store **out, char **text, ui
 	struct stat st;
 	*text = NULL;
 	*len = 0;
+	if (s) {
+		pthread_mutex_init(&s->lock, NULL);
+		s->fd = s->dirfd = -1;   /* before any failure: close() closes what is >= 0 */
+	}
 	if (!s || !(s->path = strdup(path)) || !(s->name = strdup(slash ? slash + 1 : path))) {
 		snprintf(err, GGUF_ERR_MAX, "%s: out of memory", path);
 		goto fail;
 	}
-	s->fd = s->dirfd = -1;
 	s->max = EDITS_FILE_MAX;
 	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
 	if (!dir || !s->name[0]) {
@@ -297,6 +318,8 @@ int edits_store_open(const char *path, struct edits_store **out, char **text, ui
 		goto fail;
 	if (r == 0)
 		remove_temporaries(s);
+	s->leave = (struct leaving_entry){ .fn = edits_store_leave, .ctx = s };
+	leaving_add(leaving, &s->leave);
 	*out = s;
 	return r;
 fail:
@@ -309,30 +332,22 @@ void edits_store_close(struct edits_store *s)
 {
 	if (!s)
 		return;
+	leaving_remove(&s->leave);   /* (waits for its hand-over under way) */
 	if (s->fd >= 0)
 		close(s->fd);   /* ends the lock */
 	if (s->dirfd >= 0)
 		close(s->dirfd);
+	pthread_mutex_destroy(&s->lock);
 	free(s->path);
 	free(s->name);
 	free(s);
 }
 
-void edits_store_leaving(struct edits_store *s)
-{
-	if (!s || s->leaving)
-		return;
-	s->leaving = true;
-	/* not atomic (flock drops the lock, then takes the new one): a new store may take
-	 * FILE in between, which is why nothing is saved from here on; and without blocking,
-	 * or this daemon would wait for the new mount to end */
-	if (s->fd >= 0)
-		flock_leave(s->fd);
-}
-
 void edits_store_set_max(struct edits_store *s, uint64_t max)
 {
+	pthread_mutex_lock(&s->lock);
 	s->max = max < EDITS_FILE_MAX ? max : EDITS_FILE_MAX;
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* Writes [p, p + len) to fd whole: 0 or -errno. */
@@ -349,8 +364,9 @@ static int write_all(int fd, const char *p, uint64_t len)
 	return 0;
 }
 
-int edits_store_save(struct edits_store *s, const char *p, uint64_t len,
-                     char err[GGUF_ERR_MAX])
+/* edits_store_save with s's lock held. */
+static int store_save_locked(struct edits_store *s, const char *p, uint64_t len,
+                             char err[GGUF_ERR_MAX])
 {
 	if (s->leaving) {   /* FILE may be another mount's by now */
 		snprintf(err, GGUF_ERR_MAX, "%s: the mount is ending; nothing changed", s->path);
@@ -416,4 +432,13 @@ int edits_store_save(struct edits_store *s, const char *p, uint64_t len,
 	s->fd = fd;
 	free(tmp);
 	return 0;
+}
+
+int edits_store_save(struct edits_store *s, const char *p, uint64_t len,
+                     char err[GGUF_ERR_MAX])
+{
+	pthread_mutex_lock(&s->lock);
+	const int r = store_save_locked(s, p, len, err);
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }

@@ -46,9 +46,9 @@ static void render(const struct tree *t, const struct tree_node *n, struct sink 
 	switch (n->kind) {
 	case TREE_META:
 		if (from)
-			render_value_from(s, &m->meta->kv[n->index].value, from);
+			render_value_from(s, &model_meta(m)->kv[n->index].value, from);
 		else
-			render_value(s, &m->meta->kv[n->index].value);
+			render_value(s, &model_meta(m)->kv[n->index].value);
 		break;
 	case TREE_JSON:
 		render_json_from(s, m, &t->mf, from);
@@ -128,8 +128,9 @@ static uint64_t key_names_bytes(const struct ggufs_model *m)
 {
 	char buf[NAMES_BUF];
 	uint64_t total = 1;
-	for (uint64_t k = 0; k < m->meta->n_kv; k++)
-		total += names_encode(m->meta->kv[k].key.ptr, m->meta->kv[k].key.len, false, buf) + 1;
+	const struct gguf_file *g = model_meta(m);
+	for (uint64_t k = 0; k < g->n_kv; k++)
+		total += names_encode(g->kv[k].key.ptr, g->kv[k].key.len, false, buf) + 1;
 	return total;
 }
 
@@ -207,8 +208,8 @@ static bool add_keys(struct tree *t, const struct ov_state *s, const struct tree
 		return false;
 	char *w = kn->names;
 	for (uint64_t k = 0; k < t->n_keys; k++) {
-		uint64_t ino = tree_ino_key(t->n_orig, m->n_tensors, s ? s->keys[k].id : k);
-		const struct gguf_str *key = &m->meta->kv[k].key;
+		uint64_t ino = tree_ino_key(t->n_orig, model_n_tensors(m), s ? s->keys[k].id : k);
+		const struct gguf_str *key = &model_meta(m)->kv[k].key;
 		kn->nodes[k] = (struct tree_node){ .ino = ino, .parent = TREE_METADATA_DIR_INO,
 		                                   .kind = TREE_META, .index = k, .name = w };
 		w += names_encode(key->ptr, key->len, false, w) + 1;
@@ -308,10 +309,7 @@ static void size_rendered(const struct tree *t)
 		return;
 	pthread_mutex_lock(&w->size_lock);
 	if (!atomic_load_explicit(&w->sized, memory_order_relaxed)) {
-		bool held = true;
-		for (uint32_t s = 0; s < t->m->n_shards; s++)
-			held = held && source_holds(t->m->shards[s].src,
-			                            t->m->shards[s].gf.data_offset) == 0;
+		bool held = model_header_holds(t->m, NULL) == 0;
 		render_marks_free(&w->json_marks);
 		if (held && guard_call(run_sizing, w) == 0)
 			atomic_store_explicit(&w->sized, true, memory_order_release);
@@ -336,7 +334,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
                           char err[GGUF_ERR_MAX])
 {
 	struct tree *t = calloc(1, sizeof *t);
-	uint64_t n_kv = m->meta->n_kv, n_t = m->n_tensors;
+	uint64_t n_kv = model_meta(m)->n_kv, n_t = model_n_tensors(m);
 	uint64_t n_orig = s ? s->n_orig : n_kv;
 
 	guard_install();
@@ -361,7 +359,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	bool own = s && base && ov_unchanged(s, base->m);
 	const struct ggufs_model *shown = own ? base->m : m;
 	const struct modelfile_tensors *mt = NULL;
-	if ((shown->n_shards > 1 || shown->meta != &shown->shards[0].gf) &&
+	if ((model_n_files(shown) > 1 || model_edited(shown)) &&
 	    !(mt = tree_tensor_layout(t->tensors, shown, err))) {
 		tree_free(t);
 		return NULL;
@@ -398,7 +396,7 @@ static struct tree *build(const struct ggufs_model *m, struct ov_state *s,
 	return t;
 oom:
 	snprintf(err, GGUF_ERR_MAX, "%s: out of memory for the tree of %" PRIu64 " keys and %"
-	         PRIu64 " tensors", m->path, n_kv, n_t);
+	         PRIu64 " tensors", model_path(m), n_kv, n_t);
 	tree_free(t);
 	return NULL;
 }
@@ -411,7 +409,7 @@ struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX])
 struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
                               const struct tree *prev, char err[GGUF_ERR_MAX])
 {
-	return build(&s->view, s, base, prev, err);
+	return build(s->view, s, base, prev, err);
 }
 
 struct tree *tree_hold(struct tree *t)
@@ -448,7 +446,7 @@ void tree_free(struct tree *t)
 	free(t->marked);
 	render_marks_free(&t->json_marks);
 	if (!t->base)
-		tree_tensors_free(t->tensors, t->m->n_tensors);
+		tree_tensors_free(t->tensors, model_n_tensors(t->m));
 	ov_put(t->state);
 	free(t->key_time);
 	modelfile_free(&t->mf);
@@ -478,7 +476,7 @@ uint64_t tree_held_bytes(const struct tree *t)
 		b += ov_state_bytes(t->state);
 	if (!t->base) {
 		const struct tree_tensors *tt = t->tensors;
-		uint64_t n_t = t->m->n_tensors;
+		uint64_t n_t = model_n_tensors(t->m);
 		b += sizeof *tt + (tt->n_nodes + 1) * sizeof *tt->nodes + tt->names_len +
 		     (tt->index.mask + 1) * sizeof *tt->index.slots +
 		     (3 * n_t + 1) * sizeof *tt->tensor_children + (n_t + 1) * sizeof(uint32_t) +
@@ -607,16 +605,17 @@ mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
 }
 
 /* Reads [off, off + len) of tensor file n (inside it) through the tensor reader: the
- * .npy header rendered here, the values and stored bytes read there. 0 or -errno. */
+ * .npy header rendered here, the values and stored bytes read there. 0 or -errno with
+ * the reader's why. */
 static int read_tensor(const struct tree *t, const struct tree_node *n, char *buf,
-                       uint64_t len, uint64_t off)
+                       uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
 {
 	uint64_t i = n->index;
 	if (n->kind == TREE_RAW)
-		return reader_raw(t->m, i, off, len, buf);
+		return reader_raw(t->m, i, off, len, buf, why);
 	if (n->kind == TREE_NPY) {
 		char hdr[NPY_HEADER_MAX];
-		uint64_t h = npy_header(t->m->tensors[i].t, hdr);
+		uint64_t h = npy_header(model_tensor(t->m, i), hdr);
 		if (off < h) {
 			uint64_t k = h - off < len ? h - off : len;
 			memcpy(buf, hdr + off, k);
@@ -626,7 +625,7 @@ static int read_tensor(const struct tree *t, const struct tree_node *n, char *bu
 		}
 		off -= h;
 	}
-	return reader_f32(t->m, i, off, len, buf);
+	return reader_f32(t->m, i, off, len, buf, why);
 }
 
 /* A rendering of a file into a sink's window, as guard_call runs it. */
@@ -645,25 +644,28 @@ static void run_render(void *ctx)
 
 /* Renders [off, off + len) of n (inside the file) with the SIGBUS guard armed: the
  * header it renders lies in the shards' mappings, and a page of one that has gone
- * makes it -EIO. */
+ * makes it -EIO, with why (model_header_holds's). */
 static int64_t read_rendered(const struct tree *t, const struct tree_node *n, char *buf,
-                             const uint64_t len, const uint64_t off)
+                             const uint64_t len, const uint64_t off, char why[GGUF_ERR_MAX])
 {
-	for (uint32_t s = 0; s < t->m->n_shards; s++)
-		if (source_holds(t->m->shards[s].src, t->m->shards[s].gf.data_offset) < 0)
-			return -EIO;
+	if (model_header_holds(t->m, why) < 0)
+		return -EIO;
 	/* start at the last mark before off */
 	struct rendering r = { .t = t, .n = n, .from = render_mark_find(marks_of(t, n), off),
 	                       .s = sink_window(buf, off, len) };
 	if (r.from)
 		r.s.pos = r.from->pos;
 	int e = guard_call(run_render, &r);
+	if (e < 0)   /* a page went while it rendered: which file shrank under it */
+		model_header_holds(t->m, why);
 	return e < 0 ? e : (int64_t)len;
 }
 
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
-                  uint64_t off)
+                  uint64_t off, char why[GGUF_ERR_MAX])
 {
+	if (why)
+		why[0] = 0;
 	if (tree_is_dir(n))
 		return -EISDIR;
 	if (off >= n->size)
@@ -673,55 +675,53 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 	if (len == 0)
 		return 0;
 	if (n->kind == TREE_STATS || n->kind == TREE_STATS_TSV)
-		return tree_stats_read(t, n, buf, len, off);
+		return tree_stats_read(t, n, buf, len, off, why);
 	if (n->kind == TREE_QUANT || n->kind == TREE_QUANTS_TSV)
-		return tree_quants_read(t, n, buf, len, off);
+		return tree_quants_read(t, n, buf, len, off, why);
 	if (n->kind == TREE_MODEL) {   /* the sources guard and fetch (modelfile.h) */
-		int r = modelfile_read(t->m, &t->mf, off, len, buf);
+		int r = modelfile_read(t->m, &t->mf, off, len, buf, why);
 		return r < 0 ? r : (int64_t)len;
 	}
 
 	if (n->kind == TREE_RAW || n->kind == TREE_F32 || n->kind == TREE_NPY) {
-		int r = read_tensor(t, n, buf, len, off);
+		int r = read_tensor(t, n, buf, len, off, why);
 		return r < 0 ? r : (int64_t)len;
 	}
-	return read_rendered(t, n, buf, len, off);
+	return read_rendered(t, n, buf, len, off, why);
 }
 
 int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                  struct iovec *iov, int max)
+                  struct iovec *iov, int max, char why[GGUF_ERR_MAX])
 {
+	if (why)
+		why[0] = 0;
 	if (n->kind == TREE_MODEL)
-		return tree_model_iov(t, n, off, len, iov, max);
-	if (n->kind != TREE_RAW || model_tensor_remote(t->m, n->index) || max < 1)
+		return tree_model_iov(t, n, off, len, iov, max, why);
+	const uint8_t *mapped = n->kind == TREE_RAW ? model_tensor_mapped(t->m, n->index) : NULL;
+	if (!mapped || max < 1)
 		return 0;
 	int fd;
 	uint64_t file_off, count;
-	if (!tree_raw_span(t, n, off, len, &fd, &file_off, &count) || count < len)
+	if (!reader_raw_span(t->m, n->index, off, len, &fd, &file_off, &count, why) || count < len)
 		return -EIO;
-	iov[0] = (struct iovec){ .iov_base = (void *)(model_tensor_data(t->m, n->index) + off),
+	iov[0] = (struct iovec){ .iov_base = (void *)(mapped + off),
 	                         .iov_len = (size_t)len };
 	return 1;
 }
 
 int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                   struct iovec *iov, int max)
+                   struct iovec *iov, int max, char why[GGUF_ERR_MAX])
 {
 	if (n->kind != TREE_MODEL || off > n->size || len > n->size - off || len == 0)
 		return 0;
-	return modelfile_iov(t->m, &t->mf, off, len, iov, max);
+	return modelfile_iov(t->m, &t->mf, off, len, iov, max, why);
 }
 
 int tree_model_file_fd(const struct tree *t)
 {
-	const struct ggufs_model *m = t->m;
-	int fd = -1;
-	uint64_t count;
-	if (m->remote || !modelfile_is_file(&t->mf, m))
+	if (!modelfile_is_file(&t->mf, t->m))
 		return -1;
-	if (!source_span(m->shards[0].src, 0, 0, &fd, &count))
-		return -1;
-	return fd;
+	return model_file_fd(t->m, NULL);
 }
 
 bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
@@ -729,7 +729,7 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
 {
 	if (n->kind != TREE_RAW)
 		return false;
-	return reader_raw_span(t->m, n->index, off, len, fd, file_off, count);
+	return reader_raw_span(t->m, n->index, off, len, fd, file_off, count, NULL);
 }
 
 bool tree_edit_time(const struct tree *t, const struct tree_node *n, struct timespec *ts)

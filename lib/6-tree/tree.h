@@ -90,6 +90,7 @@ uint64_t tree_held_bytes(const struct tree *t);
  * workers ahead of a sequential reader and kept in the disk cache under the model's
  * identity, NAME and QUANT_RULES_VERSION. */
 struct computed_pool;
+struct leaving;
 struct tree_quant_cache {
 	const char *dir;       /* the disk cache's directory (cache_dir_default), NULL: none */
 	uint64_t max;          /* its bound in bytes, 0: the default (diskcache.h) */
@@ -104,9 +105,11 @@ struct tree_quant_cache {
 bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
 /* A pool for the quants/ files of a mount (computed_pool_new): at most threads workers,
  * 0 for the online cores, and the default memory. NULL with one line in err. Freed by
- * computed_pool_free after every tree that uses it; computed_pool_leaving at the
- * unmount hands the disk cache entries of all their files over to a quick remount. */
-struct computed_pool *tree_quant_pool_new(unsigned threads, char err[GGUF_ERR_MAX]);
+ * computed_pool_free after every tree that uses it; when leaving (the mount's
+ * hand-over, leaving.h; or NULL) runs at the unmount, the disk cache entries of all
+ * their files go over to a quick remount (computed_pool_opts.leaving). */
+struct computed_pool *tree_quant_pool_new(unsigned threads, struct leaving *leaving,
+                                          char err[GGUF_ERR_MAX]);
 /* True when file n of t is one of quants/ and t's model is no longer the file it parsed
  * (model_changed: written to in place, or shrunk): its reads all fail with EIO, and
  * an open of it must not keep the pages the kernel holds of it (they are of the model
@@ -156,10 +159,12 @@ void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, s
 /* Reads up to len bytes of node n at off into buf. Returns the number of bytes (short
  * only at the end of the file), or -errno: -EISDIR for a directory, -EIO when the bytes
  * have gone from the model file (it shrank under the mount) or, for a remote model,
- * could not be fetched or belong to a changed file. Thread-safe; allocates nothing
- * proportional to the tensor. */
+ * could not be fetched or belong to a changed file, with why as the failure was seen
+ * (source.h: "PATH: the file shrank from A to B bytes ...", "URL: HTTP 503"; "" when
+ * the errno says it all; NULL: not wanted). Thread-safe; allocates nothing proportional
+ * to the tensor. */
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
-                  uint64_t off);
+                  uint64_t off, char why[GGUF_ERR_MAX]);
 
 /* stats/NAME and stats.tsv are computed by their reads only (never by lookups, sizes or
  * directory listings), each tensor at most once per tree however many threads read it
@@ -175,11 +180,11 @@ uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
  * of the model as they lie: a raw tensor file of a local model (one iovec into its
  * mapping) and model.gguf of a local model (tree_model_iov). The count; 0 when n is to
  * be read with tree_read instead (any other file, a remote model, model.gguf in more
- * than max pieces); -EIO when the file no longer holds the bytes (it shrank: checked
- * against the file as it is now; should it shrink after, the kernel's copy fails and
- * the reader gets EIO, never the daemon a SIGBUS). */
+ * than max pieces); -EIO with why (as tree_read's) when the file no longer holds the
+ * bytes (it shrank: checked against the file as it is now; should it shrink after, the
+ * kernel's copy fails and the reader gets EIO, never the daemon a SIGBUS). */
 int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                  struct iovec *iov, int max);
+                  struct iovec *iov, int max, char why[GGUF_ERR_MAX]);
 
 /* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
  * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
@@ -192,9 +197,9 @@ bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off
  * and the shards' mappings, for a reply the kernel copies from them (as tree_raw_span):
  * the count, checked against the files as they are now; 0 when the range needs more
  * than max, the model is remote or n is not model.gguf (read it with tree_read); -EIO
- * when a shard no longer holds the bytes. */
+ * with why (as tree_read's) when a shard no longer holds the bytes. */
 int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                   struct iovec *iov, int max);
+                   struct iovec *iov, int max, char why[GGUF_ERR_MAX]);
 
 /* The fd of the one local file that model.gguf of t is byte for byte (a single-file
  * local model whose metadata is the file's own, or edited back to it: its layout one

@@ -75,7 +75,7 @@ static bool stamp(struct tree *t, const struct tree *base, const struct tree *ol
 	t->key_time = malloc((s->n ? s->n : 1) * sizeof *t->key_time);
 	if (!t->key_time)
 		return false;
-	const struct timespec model_time = base->m->st.st_mtim;
+	const struct timespec model_time = model_stat(base->m)->st_mtim;
 	t->made = old || !ov_unchanged(s, base->m) ? now : model_time;
 	uint64_t j = 0;
 	for (uint64_t k = 0; k < s->n; k++) {
@@ -101,7 +101,8 @@ static struct timespec time_now(void)
 	return ts;
 }
 
-struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX])
+struct tree_edits *tree_edits_open(struct tree *base, const char *path, struct leaving *leaving,
+                                   char err[GGUF_ERR_MAX])
 {
 	struct tree_edits *e = calloc(1, sizeof *e);
 	char why[GGUF_ERR_MAX];
@@ -118,7 +119,7 @@ struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err
 	e->id.size = base->mf.size;
 	if (ov_identity(base->m, &e->id.header_hash) < 0)
 		goto oom;
-	int r = edits_store_open(path, &e->store, &text, &len, err);
+	int r = edits_store_open(path, leaving, &e->store, &text, &len, err);
 	if (r < 0)
 		goto fail;
 	if (r == 1) {   /* missing: created, holding no edits */
@@ -167,17 +168,6 @@ void tree_edits_close(struct tree_edits *e)
 	pthread_mutex_destroy(&e->cur_lock);
 	edits_store_close(e->store);
 	free(e);
-}
-
-void tree_edits_leaving(struct tree_edits *e)
-{
-	if (!e)
-		return;
-	/* FILE handed over to a quick remount: under the edit lock, so that no save is under
-	 * way and none comes after (a commit from here on fails; at unmount none comes) */
-	pthread_mutex_lock(&e->lock);
-	edits_store_leaving(e->store);
-	pthread_mutex_unlock(&e->lock);
 }
 
 void tree_edits_set_file_max(struct tree_edits *e, uint64_t max)
@@ -352,14 +342,15 @@ int edit_commit_key(struct tree_edits *e, struct ov_state *s, uint64_t k, char e
 void edit_key_err(const struct tree *t, uint64_t k, const char *why, char err[GGUF_ERR_MAX])
 {
 	char q[80];
-	snprintf(err, GGUF_ERR_MAX, "metadata/%s: %.400s", gguf_quote(&t->m->meta->kv[k].key, q), why);
+	snprintf(err, GGUF_ERR_MAX, "metadata/%s: %.400s",
+	         gguf_quote(&model_meta(t->m)->kv[k].key, q), why);
 }
 
 /* The refusal of editing key k of t at all (general.alignment, split.*): -errno, or 0. */
 int edit_refused(const struct tree *t, uint64_t k, char err[GGUF_ERR_MAX])
 {
 	const char *why;
-	const struct gguf_str *key = &t->m->meta->kv[k].key;
+	const struct gguf_str *key = &model_meta(t->m)->kv[k].key;
 	int r = ov_refusal(key->ptr, key->len, &why);
 	if (r < 0)
 		edit_key_err(t, k, why, err);
@@ -422,7 +413,7 @@ static int set_text(struct tree_edits *e, uint64_t k, const struct value_type *t
 		edit_key_err(cur, k, why, err);
 		return r;
 	}
-	if (!dry && !ov_value_equal(&b.v, &cur->m->meta->kv[k].value)) {
+	if (!dry && !ov_value_equal(&b.v, &model_meta(cur->m)->kv[k].value)) {
 		struct ov_state *s = ov_set(cur->state, k, &b.v);
 		r = edit_commit_key(e, s, k, err);
 	}
@@ -446,7 +437,7 @@ static int write_text(struct tree_edits *e, uint64_t ino, const char *text, uint
 		edit_key_err(cur, k, "the text is longer than a key takes (64 MiB)", err);
 		r = -EFBIG;
 	} else if ((r = edit_refused(cur, k, err)) < 0) {
-	} else if (edit_is_rendering(&cur->m->meta->kv[k].value, text, len)) {
+	} else if (edit_is_rendering(&model_meta(cur->m)->kv[k].value, text, len)) {
 		r = 0;   /* what it shows: the same value, bytes and all */
 	} else if (edit_type_of(e, k, &t) < 0) {
 		edit_key_err(cur, k, "a value of an unknown type cannot be written", err);
@@ -593,7 +584,7 @@ int tree_edits_precheck(struct tree_edits *e, uint64_t ino, const char *text, ui
 	uint64_t k = key_at(cur, ino);
 	int r = 0;
 	if (k != UINT64_MAX) {
-		const struct gguf_value *v = &cur->m->meta->kv[k].value;
+		const struct gguf_value *v = &model_meta(cur->m)->kv[k].value;
 		char buf[96], why[GGUF_ERR_MAX];
 		struct value_type t;
 		const char *no = NULL;
@@ -638,8 +629,8 @@ int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, ui
 		r = -EINVAL;
 	} else if (edit_type_of(e, k, &now) == 0 && now.depth == t.depth && now.leaf == t.leaf) {
 		r = 0;   /* the type it has */
-	} else if (cur->m->meta->kv[k].value.type == GGUF_TYPE_STRING &&
-	           cur->m->meta->kv[k].value.size == 8) {
+	} else if (model_meta(cur->m)->kv[k].value.type == GGUF_TYPE_STRING &&
+	           model_meta(cur->m)->kv[k].value.size == 8) {
 		/* an empty string (a key just made with touch) takes the type's empty value:
 		 * 0, false, an empty array; what is written next is parsed as that type */
 		const char *zero = t.depth ? "" : t.leaf == GGUF_TYPE_BOOL ? "false" :
@@ -647,7 +638,7 @@ int tree_edits_set_type(struct tree_edits *e, uint64_t ino, const char *type, ui
 		r = set_text(e, k, &t, zero, strlen(zero), false, err);
 	} else {
 		/* the text it shows, parsed as the new type */
-		const struct gguf_value *v = &cur->m->meta->kv[k].value;
+		const struct gguf_value *v = &model_meta(cur->m)->kv[k].value;
 		struct sink c = sink_counter();
 		render_value(&c, v);
 		char *buf = malloc(c.pos + 1);

@@ -17,19 +17,20 @@
 #include "tree.h"
 
 struct tree_edits;
+struct leaving;
 
 /* The edits of base's model kept in path (edits_store.h: the user's own, locked for the
  * result's life): the file read and checked against the model (a missing one is
  * created, holding no edits), and the tree of its state built. NULL with one line in
  * err: "FILE: it was made for another model (...)", "FILE: in use by another mount,
- * pid N (...)", ... base must outlive the result. */
-struct tree_edits *tree_edits_open(struct tree *base, const char *path, char err[GGUF_ERR_MAX]);
+ * pid N (...)", ... base must outlive the result. When leaving (the mount's hand-over,
+ * leaving.h; or NULL) runs, FILE is handed over: no edit is saved from then on (one
+ * under way is waited for), and a new mount of FILE waits for this one's end instead
+ * of being refused. (The quants/ files of every state's tree are the mount's pool's to
+ * hand over.) */
+struct tree_edits *tree_edits_open(struct tree *base, const char *path, struct leaving *leaving,
+                                   char err[GGUF_ERR_MAX]);
 void tree_edits_close(struct tree_edits *e);
-/* The mount is ending: FILE handed over (edits_store_leaving: no edit is saved from now
- * on, and a new mount of FILE waits for this one's end instead of being refused). The
- * quants/ files of every state's tree are the mount's pool's to hand over
- * (computed_pool_leaving). NULL: nothing. */
-void tree_edits_leaving(struct tree_edits *e);
 
 /* For tests: the largest FILE a save makes, smaller than EDITS_FILE_MAX (a save past it
  * is EFBIG, as one past EDITS_FILE_MAX is). */

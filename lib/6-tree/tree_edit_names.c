@@ -56,7 +56,7 @@ static uint64_t key_named(struct tree_edits *e, const char *name, bool *aside)
 /* What metadata/ shows of key k of t, into a new buffer (NUL after it). 0 or -ENOMEM. */
 static int key_text(const struct tree *t, uint64_t k, char **text, uint64_t *len)
 {
-	const struct gguf_value *v = &t->m->meta->kv[k].value;
+	const struct gguf_value *v = &model_meta(t->m)->kv[k].value;
 	struct sink c = sink_counter();
 	render_value(&c, v);
 	*text = malloc(c.pos + 1);
@@ -91,7 +91,7 @@ static int set_key_text(struct tree_edits *e, uint64_t target, const char *text,
 		edit_key_err(cur, target, "a value of an unknown type cannot be written", err);
 		return -EINVAL;
 	}
-	bool same = edit_is_rendering(&cur->m->meta->kv[target].value, text, len);
+	bool same = edit_is_rendering(&model_meta(cur->m)->kv[target].value, text, len);
 	if (!same && (r = edit_parse_bounded(text, len, &t, &b, why)) < 0) {
 		edit_key_err(cur, target, why, err);
 		return r;
@@ -245,7 +245,7 @@ int tree_edits_create(struct tree_edits *e, const char *name, uint64_t *ino,
 	} else {
 		r = edit_commit(e, s, err);
 		if (r == 0)   /* new keys come last */
-			*ino = tree_key_ino(e->cur, e->cur->m->meta->n_kv - 1);
+			*ino = tree_key_ino(e->cur, model_meta(e->cur->m)->n_kv - 1);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return r;
@@ -298,7 +298,7 @@ static int rename_with_text(struct tree_edits *e, uint64_t j, const char *key, u
 		edit_key_err(cur, j, "the text is longer than a key takes (64 MiB)", err);
 		return -EFBIG;
 	}
-	bool same = edit_is_rendering(&cur->m->meta->kv[j].value, text, text_len);
+	bool same = edit_is_rendering(&model_meta(cur->m)->kv[j].value, text, text_len);
 	if (!same && edit_type_of(e, j, &t) < 0) {
 		edit_key_err(cur, j, "a value of an unknown type cannot be written", err);
 		return -EINVAL;

@@ -170,9 +170,9 @@ void tree_stats_free(struct stats_slot *slots, uint64_t n_tensors);
 void tree_stats_layout(const struct ggufs_model *m, struct tree_tensors *tt);
 /* Reads [off, off + len) of stats/NAME or stats.tsv (inside the file), computing the
  * statistics of only the tensors whose text the range covers (in stats.tsv: or comes
- * before, as lines are as long as their figures): len, or -errno. */
+ * before, as lines are as long as their figures): len, or -errno with a read's why. */
 int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *buf,
-                        uint64_t len, uint64_t off);
+                        uint64_t len, uint64_t off, char why[GGUF_ERR_MAX]);
 
 /* quants/ (tree_quants.c). tree_quants_init before anything can free the tree. Nodes are
  * NULL (or the count 0) when the plans could not be made (out of memory, a page of the
@@ -189,8 +189,8 @@ const struct tree_node *tree_quants_child(const struct tree *t, uint64_t i);
 void tree_quants_counters(const struct tree *t, const struct tree_node *n, uint64_t *computed,
                           uint64_t *from_disk, uint64_t *stored);
 /* Reads [off, off + len) of quants/NAME.gguf or quants.tsv n (inside it): len, or
- * -EIO (the model's bytes could not be read, or a local file shrank). */
+ * -EIO with why (the model's bytes could not be read, a local file changed or shrank). */
 int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *buf,
-                         uint64_t len, uint64_t off);
+                         uint64_t len, uint64_t off, char why[GGUF_ERR_MAX]);
 
 #endif

@@ -33,7 +33,6 @@
 #include "guard.h"
 #include "hash.h"
 #include "quant.h"
-#include "remote.h"
 #include "reader.h"
 #include "quant_read.h"
 #include "render_quants.h"
@@ -71,7 +70,7 @@ static void run_plans(void *ctx)
 	}
 	struct sink c = sink_counter();
 	render_quants_tsv(&c, &q->qs);
-	if (model_changed(t->m, NULL, 0))   /* made from the mappings of another version */
+	if (model_changed(t->m, NULL))   /* made from the mappings of another version */
 		return;
 	q->nodes[TREE_QUANT_TSV_SLOT] = (struct tree_node){
 		.ino = tree_ino_quant(gen, TREE_QUANT_TSV_SLOT), .parent = TREE_QUANTS_DIR_INO,
@@ -92,10 +91,7 @@ static bool plans(const struct tree *t)
 		return true;
 	pthread_mutex_lock(&q->lock);
 	if (!atomic_load_explicit(&q->made, memory_order_relaxed)) {
-		bool held = true;
-		for (uint32_t s = 0; s < t->m->n_shards; s++)
-			held = held && source_holds(t->m->shards[s].src,
-			                            t->m->shards[s].gf.data_offset) == 0;
+		bool held = model_header_holds(t->m, NULL) == 0;
 		quant_set_free(&q->qs);
 		if (held)
 			guard_call(run_plans, w);
@@ -130,11 +126,13 @@ void tree_set_requantize(struct tree *t, bool on)
 	t->quants.requantize = on;
 }
 
-struct computed_pool *tree_quant_pool_new(unsigned threads, char err[GGUF_ERR_MAX])
+struct computed_pool *tree_quant_pool_new(unsigned threads, struct leaving *leaving,
+                                          char err[GGUF_ERR_MAX])
 {
 	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	const struct computed_pool_opts o = {
 		.threads = threads ? threads : cores > 0 && cores < 65536 ? (unsigned)cores : 1,
+		.leaving = leaving,
 	};
 	return computed_pool_new(&o, err);
 }
@@ -206,17 +204,18 @@ static void run_header(void *ctx)
 
 /* read_quant's bytes, as the plan lays them out from the mappings now. */
 static int read_planned(const struct tree *t, const struct quant_plan *qp, char *buf,
-                        uint64_t len, uint64_t off)
+                        uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
 {
 	if (off < qp->data_offset) {
-		for (uint32_t s = 0; s < t->m->n_shards; s++)
-			if (source_holds(t->m->shards[s].src, t->m->shards[s].gf.data_offset) < 0)
-				return -EIO;
+		if (model_header_holds(t->m, why) < 0)
+			return -EIO;
 		uint64_t k = qp->data_offset - off < len ? qp->data_offset - off : len;
 		struct header_read h = { qp, off, k, buf };
 		int e = guard_call(run_header, &h);
-		if (e < 0)
+		if (e < 0) {   /* a page went while it was read: which file shrank */
+			model_header_holds(t->m, why);
 			return e;
+		}
 		buf += k, off += k, len -= k;
 	}
 	for (uint64_t i = len ? quant_plan_tensor_at(qp, off) : 0; len; i++) {
@@ -226,7 +225,7 @@ static int read_planned(const struct tree *t, const struct quant_plan *qp, char 
 		if (off < end) {
 			uint64_t k = end - off < len ? end - off : len;
 			/* copied or quantized, each block as llama.cpp checks it */
-			int r = reader_quant(t->m, qt->src, qt->type, off - start, k, buf);
+			int r = reader_quant(t->m, qt->src, qt->type, off - start, k, buf, why);
 			if (r < 0)   /* -EINVAL: a type this build does not make, as EIO */
 				return r == -ENOMEM ? r : -EIO;
 			buf += k, off += k, len -= k;
@@ -245,15 +244,15 @@ static int read_planned(const struct tree *t, const struct quant_plan *qp, char 
 
 /* [off, off + len) of NAME.gguf n (inside it): the header from the plan, then each
  * tensor's bytes (copied, or quantized from the blocks the range touches) and the zeros
- * after it. 0 or -errno: -EIO too when a local file of the model is no longer the
- * version the plan was made from, checked after the bytes are made (model_changed: a
- * write moves ctime before it changes a byte, so bytes made before an unchanged check
+ * after it. 0 or -errno with why: -EIO too when a local file of the model is no longer
+ * the version the plan was made from, checked after the bytes are made (model_changed:
+ * a write moves ctime before it changes a byte, so bytes made before an unchanged check
  * are the recorded version's). */
 static int read_quant(const struct tree *t, const struct quant_plan *qp, char *buf,
-                      uint64_t len, uint64_t off)
+                      uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
 {
-	int r = read_planned(t, qp, buf, len, off);
-	return r == 0 && model_changed(t->m, NULL, 0) ? -EIO : r;
+	int r = read_planned(t, qp, buf, len, off, why);
+	return r == 0 && model_changed(t->m, why) ? -EIO : r;
 }
 
 /* Files of one tree whose computed bytes stay open at once: past it, an idle one is
@@ -264,10 +263,10 @@ static int read_quant(const struct tree *t, const struct quant_plan *qp, char *b
 #define TREE_QUANT_HASH_STEP (64u << 10)
 
 /* computed_fill_fn: bytes [off, off + len) of the file f is (a tree_quant_file). */
-static int fill(void *ctx, uint64_t off, uint64_t len, void *buf)
+static int fill(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
 	const struct tree_quant_file *f = ctx;
-	return read_quant(f->t, f->qp, buf, len, off);
+	return read_quant(f->t, f->qp, buf, len, off, why);
 }
 
 /* Two FNV-1a hashes, one 128-bit name for what went into them. */
@@ -281,56 +280,29 @@ static void id_add(struct id_hash *h, const void *p, uint64_t n)
 	h->b = hash_fnv1a(p, n, h->b);
 }
 
-/* Adds what shard s's bytes are to h: a local file's device, inode, size and times as
- * the model recorded them from the descriptor it parsed (model_shard.st: the version the
- * plans are made from, never a later fstat's, which may be another's; any change of
- * its bytes moves its ctime), a remote one's URL, size and ETag (or Last-Modified).
- * false when that cannot be told (a streamed model, a server that names no version):
- * nothing of the file is then kept on disk. */
-static bool id_shard(const struct ggufs_model *m, uint32_t s, struct id_hash *h)
+/* model_identity's add: into the hashes at arg. */
+static void id_model(void *arg, const void *p, uint64_t n)
 {
-	const struct model_shard *sh = &m->shards[s];
-	const struct stat *st = &sh->st;
-	char line[512];
-	int n;
-	if (!m->remote && source_mapped(sh->src)) {
-		n = snprintf(line, sizeof line, "local %ju %ju %jd %jd.%09ld %jd.%09ld\n",
-		             (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
-		             (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
-		             (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
-	} else if (m->remote) {
-		const struct remote_file *rf = remote_of_source(sh->src);
-		const char *etag = remote_etag(rf);
-		const time_t mt = remote_mtime(rf);
-		if (!etag[0] && mt == (time_t)-1)
-			return false;
-		id_add(h, sh->path, strlen(sh->path));
-		n = snprintf(line, sizeof line, "\nremote %" PRIu64 " %s %jd\n", remote_size(rf),
-		             etag, (intmax_t)(etag[0] ? 0 : mt));
-	} else {
-		return false;
-	}
-	id_add(h, line, (uint64_t)n);
-	return true;
+	id_add(arg, p, n);
 }
 
 /* The disk cache's key and version of file f of t: key names it for people by the
  * model's first file, never by a path (one file is one entry, whatever names lead to
  * it: "quant Q4_K_M of file 2049:1835018", a remote one "quant Q4_K_M of URL"), version
- * is what it was made from (id_shard's, its header's bytes, QUANT_RULES_VERSION). 0;
- * -EIO when the header cannot be read, or the model changed since it was parsed; 1 when
- * the file has no version to keep it under (nothing goes to disk). */
+ * is what it was made from (model_identity's, its header's bytes, QUANT_RULES_VERSION). 0;
+ * -EIO with why when the header cannot be read, or the model changed since it was
+ * parsed; 1 when the file has no version to keep it under (nothing goes to disk). */
 static int disk_key(const struct tree *t, const struct tree_quant_file *f, char *key,
-                    size_t key_size, char *version, size_t version_size)
+                    size_t key_size, char *version, size_t version_size,
+                    char why[GGUF_ERR_MAX])
 {
 	struct id_hash h = { HASH_FNV1A_BASIS, 0x84222325cbf29ce4ull };
 	char head[64];
 	int n = snprintf(head, sizeof head, "ggufs quant rules %d %s\n", QUANT_RULES_VERSION,
 	                 f->qp->name->name);
 	id_add(&h, head, (uint64_t)n);
-	for (uint32_t s = 0; s < t->m->n_shards; s++)
-		if (!id_shard(t->m, s, &h))
-			return 1;
+	if (!model_identity(t->m, id_model, &h))
+		return 1;
 	uint8_t *piece = malloc(TREE_QUANT_HASH_STEP);
 	if (!piece)
 		return -ENOMEM;
@@ -338,7 +310,7 @@ static int disk_key(const struct tree *t, const struct tree_quant_file *f, char 
 		uint64_t k = f->qp->data_offset - off;
 		if (k > TREE_QUANT_HASH_STEP)
 			k = TREE_QUANT_HASH_STEP;
-		int r = read_quant(t, f->qp, (char *)piece, k, off);
+		int r = read_quant(t, f->qp, (char *)piece, k, off, why);
 		if (r < 0) {
 			free(piece);
 			return r;
@@ -346,42 +318,38 @@ static int disk_key(const struct tree *t, const struct tree_quant_file *f, char 
 		id_add(&h, piece, k);
 	}
 	free(piece);
-	const struct model_shard *first = &t->m->shards[0];
-	if (t->m->remote)
-		snprintf(key, key_size, "quant %s of %.1024s", f->qp->name->name, first->path);
-	else
-		snprintf(key, key_size, "quant %s of file %ju:%ju", f->qp->name->name,
-		         (uintmax_t)first->st.st_dev, (uintmax_t)first->st.st_ino);
+	char name[1040];
+	model_cache_name(t->m, name, sizeof name);
+	snprintf(key, key_size, "quant %s of %s", f->qp->name->name, name);
 	snprintf(version, version_size, "rules %d %016" PRIx64 "%016" PRIx64, QUANT_RULES_VERSION,
 	         h.a, h.b);
 	return 0;
 }
 
-/* Opens f's computed bytes with t's way (its base's in an edit state's tree) in pool:
- * the source, or NULL with *r (-EIO: its header could not be read; -ENOMEM). */
-static struct source *open_file(const struct tree *t, struct tree_quant_file *f,
-                                struct computed_pool *pool, int *r)
+/* Opens f's computed bytes with t's way (its base's in an edit state's tree) in pool,
+ * into *src: 0, or -EIO (its header could not be read: why says so) or -ENOMEM. */
+static int open_file(const struct tree *t, struct tree_quant_file *f,
+                     struct computed_pool *pool, struct source **src, char why[GGUF_ERR_MAX])
 {
 	const struct tree_quant_cache *c = t->base ? &t->base->quants.cache : &t->quants.cache;
 	char key[1200], version[80];
-	const int k = c->dir ? disk_key(t, f, key, sizeof key, version, sizeof version) : 1;
-	if (k < 0) {
-		*r = k;
-		return NULL;
-	}
+	const int k = c->dir ? disk_key(t, f, key, sizeof key, version, sizeof version, why) : 1;
+	*src = NULL;
+	if (k < 0)
+		return k;
 	const struct computed_opts o = {
 		.size = f->qp->size, .fill = fill, .ctx = f, .pool = pool,
 		.cache_dir = k == 0 ? c->dir : NULL, .cache_max = c->max,
 		.key = k == 0 ? key : NULL, .version = k == 0 ? version : NULL,
 	};
 	char err[GGUF_ERR_MAX];
-	struct source *src = computed_open(&o, err);
-	if (!src) {
-		evlog(EVLOG_WARNING, "quant open", "%s: quants/%s.gguf: %s", t->m->path,
+	*src = computed_open(&o, err);
+	if (!*src) {
+		evlog(EVLOG_WARNING, "quant open", "%s: quants/%s.gguf: %s", model_path(t->m),
 		      f->qp->name->name, err);
-		*r = -ENOMEM;
+		return -ENOMEM;
 	}
-	return src;
+	return 0;
 }
 
 /* The pool t's files are made in: the mount's (its base's in an edit state's tree), or
@@ -393,8 +361,8 @@ static struct computed_pool *pool_of(const struct tree *t)
 	if (c->pool)
 		return c->pool;
 	char err[GGUF_ERR_MAX];
-	if (!q->own_pool && !(q->own_pool = tree_quant_pool_new(c->threads, err)))
-		evlog(EVLOG_WARNING, "quant pool", "%s: quants/: %s", t->m->path, err);
+	if (!q->own_pool && !(q->own_pool = tree_quant_pool_new(c->threads, NULL, err)))
+		evlog(EVLOG_WARNING, "quant pool", "%s: quants/: %s", model_path(t->m), err);
 	return q->own_pool;
 }
 
@@ -406,11 +374,12 @@ static void keep_counters(struct tree_quant_file *f, const struct computed_count
 	f->stored += c->stored;
 }
 
-/* File j's computed bytes, opened if need be and held for one read (file_put lets go): the
- * source, or NULL with *r. An open past TREE_QUANT_OPEN_MAX closes the least recently
- * read idle files of the tree; a file being closed is opened again only once its close
- * is done, so that its disk cache entry is let go first. */
-static struct source *file_get(const struct tree *t, uint64_t j, int *r)
+/* File j's computed bytes, opened if need be and held for one read (file_put lets go),
+ * into *out: 0, or open_file's -errno with why. An open past TREE_QUANT_OPEN_MAX closes
+ * the least recently read idle files of the tree; a file being closed is opened again
+ * only once its close is done, so that its disk cache entry is let go first. */
+static int file_get(const struct tree *t, uint64_t j, struct source **out,
+                    char why[GGUF_ERR_MAX])
 {
 	struct tree_quants *q = (struct tree_quants *)&t->quants;
 	struct tree_quant_file *closing[TREE_QUANT_TSV_SLOT];
@@ -420,11 +389,12 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 	if (!q->files)
 		q->files = calloc(TREE_QUANT_TSV_SLOT, sizeof *q->files);
 	struct computed_pool *pool = q->files ? pool_of(t) : NULL;
+	*out = NULL;
 	if (!pool) {
 		pthread_mutex_unlock(&q->files_lock);
-		*r = -ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
+	int r = 0;
 	struct tree_quant_file *f = &q->files[j];
 	while (f->opening || f->closing)
 		pthread_cond_wait(&q->opened, &q->files_lock);
@@ -433,7 +403,8 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 		f->qp = &q->qs.plans[j];
 		f->opening = true;
 		pthread_mutex_unlock(&q->files_lock);
-		struct source *src = open_file(t, f, pool, r);
+		struct source *src;
+		r = open_file(t, f, pool, &src, why);
 		pthread_mutex_lock(&q->files_lock);
 		f->opening = false;
 		f->src = src;
@@ -474,7 +445,8 @@ static struct source *file_get(const struct tree *t, uint64_t j, int *r)
 		pthread_cond_broadcast(&q->opened);
 		pthread_mutex_unlock(&q->files_lock);
 	}
-	return src;
+	*out = src;
+	return src ? 0 : r;
 }
 
 static void file_put(const struct tree *t, uint64_t j)
@@ -504,16 +476,16 @@ void tree_quants_counters(const struct tree *t, const struct tree_node *n, uint6
 bool tree_quants_changed(const struct tree *t, const struct tree_node *n)
 {
 	return (n->kind == TREE_QUANT || n->kind == TREE_QUANTS_TSV) &&
-	       model_changed(t->m, NULL, 0) != 0;
+	       model_changed(t->m, NULL) != 0;
 }
 
 int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *buf,
-                         uint64_t len, uint64_t off)
+                         uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
 {
 	/* a local file that changed (shrank, or was written to in place) fails every
 	 * read, quants.tsv's and the blocks made before too: the plans were made from the
 	 * model parsed, which is no longer the file */
-	if (!plans(t) || model_changed(t->m, NULL, 0))
+	if (model_changed(t->m, why) || !plans(t))
 		return -EIO;
 	struct tree_quants *q = (struct tree_quants *)&t->quants;
 	if (n->kind == TREE_QUANTS_TSV) {   /* from the plans alone, in memory */
@@ -521,11 +493,11 @@ int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *
 		render_quants_tsv(&s, &q->qs);
 		return (int64_t)len;
 	}
-	int r = 0;
-	struct source *src = file_get(t, n->index, &r);
-	if (!src)
+	struct source *src;
+	int r = file_get(t, n->index, &src, why);
+	if (r < 0)
 		return r;
-	r = source_read(src, off, len, buf);
+	r = source_read(src, off, len, buf, why);
 	file_put(t, n->index);
 	return r < 0 ? r : (int64_t)len;
 }

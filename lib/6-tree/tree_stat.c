@@ -9,7 +9,7 @@
 
 void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, struct stat *st)
 {
-	const struct stat *gs = &tree_model(t)->st;
+	const struct stat *gs = model_stat(tree_model(t));
 
 	memset(st, 0, sizeof *st);
 	st->st_ino = n->ino;

@@ -44,7 +44,7 @@ void tree_stats_layout(const struct ggufs_model *m, struct tree_tensors *tt)
 	for (uint64_t k = 0; k < tt->n_stats_children; k++) {
 		const struct tree_node *sn = &tt->nodes[tt->stats_children[k] - tt->first_ino];
 		tt->tsv_line[k + 1] = tt->tsv_line[k] +
-		                      render_stats_tsv_line_size(m->tensors[sn->index].t, sn->name);
+		                      render_stats_tsv_line_size(model_tensor(m, sn->index), sn->name);
 	}
 }
 
@@ -55,15 +55,16 @@ uint64_t tree_stats_computed(const struct tree *t)
 
 /* The statistics of tensor i into *out: the kept result, or computed now by the first
  * caller while any other waits for it. A failed computation keeps nothing, so that a
- * later read tries again. 0 or -errno. */
-static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_stats *out)
+ * later read tries again. 0 or -errno with a read's why. */
+static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_stats *out,
+                             char why[GGUF_ERR_MAX])
 {
 	struct stats_slot *slot = &t->tensors->stats[i];
 	int r = 0;
 	if (!atomic_load_explicit(&slot->done, memory_order_acquire)) {
 		pthread_mutex_lock(&slot->lock);
 		if (!atomic_load_explicit(&slot->done, memory_order_relaxed)) {
-			r = stats_tensor(t->m, i, &slot->s);
+			r = stats_tensor(t->m, i, &slot->s, why);
 			if (r == 0) {
 				atomic_fetch_add(&t->tensors->stats_computed, 1);
 				atomic_store_explicit(&slot->done, true, memory_order_release);
@@ -77,16 +78,16 @@ static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_sta
 }
 
 int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *buf,
-                        uint64_t len, uint64_t off)
+                        uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
 {
 	struct tensor_stats st;
 	struct sink s = sink_window(buf, off, len);
 	int r;
 	if (n->kind == TREE_STATS) {
-		r = tensor_stats_once(t, n->index, &st);
+		r = tensor_stats_once(t, n->index, &st, why);
 		if (r < 0)
 			return r;
-		render_stats(&s, t->m->tensors[n->index].t, &st);
+		render_stats(&s, model_tensor(t->m, n->index), &st);
 		return (int64_t)len;
 	}
 	const struct tree_tensors *tt = t->tensors;
@@ -99,10 +100,10 @@ int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *b
 	uint64_t k = 0;
 	for (; k < tt->n_stats_children && s.pos < off + len; k++) {
 		const struct tree_node *sn = &tt->nodes[tt->stats_children[k] - tt->first_ino];
-		r = tensor_stats_once(t, sn->index, &st);
+		r = tensor_stats_once(t, sn->index, &st, why);
 		if (r < 0)
 			return r;
-		render_stats_tsv_line(&s, t->m->tensors[sn->index].t, sn->name, &st);
+		render_stats_tsv_line(&s, model_tensor(t->m, sn->index), sn->name, &st);
 	}
 	/* then empty lines up to the size laid out for the widest figures */
 	if (k == tt->n_stats_children && s.pos < off + len) {

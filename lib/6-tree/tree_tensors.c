@@ -24,8 +24,8 @@ static uint64_t tensor_names_bytes(const struct ggufs_model *m)
 {
 	char buf[NAMES_BUF];
 	uint64_t total = 1;
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *g = model_tensor(m, i);
 		uint64_t len = names_encode(g->name.ptr, g->name.len, true, buf);
 		total += len + 1 + (g->has_f32 ? 2 * (len + 5) + len + 1 : 0);
 	}
@@ -37,7 +37,7 @@ static uint64_t tensor_names_bytes(const struct ggufs_model *m)
 static char *add_tensor(struct tree_tensors *tt, const struct ggufs_model *m, uint64_t n_orig,
                         uint64_t i, char *w)
 {
-	const struct gguf_tensor *g = m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(m, i);
 	uint64_t base_ino = tree_ino_tensor(n_orig, i, 0);
 	struct tree_node *at = &tt->nodes[base_ino - tt->first_ino];
 	const char *base_name = w;
@@ -62,7 +62,7 @@ static char *add_tensor(struct tree_tensors *tt, const struct ggufs_model *m, ui
 	at[1].size = f32_size(g);
 	at[2].size = tt->npy_header_len[i] + f32_size(g);
 
-	uint64_t sino = tree_ino_stats(n_orig, m->n_tensors, i);
+	uint64_t sino = tree_ino_stats(n_orig, model_n_tensors(m), i);
 	struct tree_node *sn = &tt->nodes[sino - tt->first_ino];
 	memmove(w, base_name, len);
 	w[len] = 0;
@@ -98,7 +98,7 @@ void tree_tensors_free(struct tree_tensors *tt, uint64_t n_t)
  * out of memory. */
 struct tree_tensors *tree_tensors_build(const struct ggufs_model *m, uint64_t n_orig)
 {
-	const uint64_t n_t = m->n_tensors;
+	const uint64_t n_t = model_n_tensors(m);
 	struct tree_tensors *tt = calloc(1, sizeof *tt);
 	if (!tt)
 		return NULL;
@@ -137,7 +137,7 @@ const struct modelfile_tensors *tree_tensor_layout(struct tree_tensors *tt,
 	if (!tt->layout) {
 		struct modelfile_tensors *mt = calloc(1, sizeof *mt);
 		if (!mt)
-			gguf_errf(err, "%s: out of memory for model.gguf", m->path);
+			gguf_errf(err, "%s: out of memory for model.gguf", model_path(m));
 		else if (modelfile_tensors_build(m, mt, err) < 0) {
 			free(mt);
 			mt = NULL;

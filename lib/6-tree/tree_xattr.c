@@ -25,7 +25,7 @@ static int node_xattrs(const struct tree *t, const struct tree_node *n,
 {
 	const struct ggufs_model *m = tree_model(t);
 	if (n->kind == TREE_META) {
-		const struct gguf_value *v = &m->meta->kv[n->index].value;
+		const struct gguf_value *v = &model_meta(m)->kv[n->index].value;
 		x[0].name = "user.gguf.type";
 		x[0].len = render_value_type(v, x[0].buf);
 		x[0].value = x[0].buf;
@@ -51,7 +51,7 @@ static int node_xattrs(const struct tree *t, const struct tree_node *n,
 	}
 	if (n->kind != TREE_RAW && n->kind != TREE_F32 && n->kind != TREE_NPY)
 		return 0;
-	const struct gguf_tensor *g = m->tensors[n->index].t;
+	const struct gguf_tensor *g = model_tensor(m, n->index);
 	char tmp[16];
 	x[0].name = "user.gguf.name";
 	x[0].value = g->name.ptr;
@@ -74,13 +74,14 @@ static int node_xattrs(const struct tree *t, const struct tree_node *n,
 	x[4].len = (uint64_t)snprintf(x[4].buf, sizeof x[4].buf, "%" PRIu64,
 	                              modelfile_tensor_offset(&t->mf, m, n->index));
 	x[4].value = x[4].buf;
-	if (m->n_shards == 1)
+	if (model_n_files(m) == 1)
 		return 5;
 	/* the file that offset is in */
-	const char *path = m->shards[m->tensors[n->index].shard].path;
-	const char *slash = strrchr(path, '/');
+	struct model_file_info f;
+	model_file(m, model_tensor_file(m, n->index), &f);
+	const char *slash = strrchr(f.path, '/');
 	x[5].name = "user.gguf.shard";
-	x[5].value = slash ? slash + 1 : path;
+	x[5].value = slash ? slash + 1 : f.path;
 	x[5].len = strlen(x[5].value);
 	return 6;
 }

@@ -11,7 +11,6 @@
 #include "library_impl.h"
 #include "mem_give_back.h"
 #include "model.h"
-#include "remote.h"
 
 static uint64_t ino_of(uint64_t no, uint64_t low)
 {
@@ -88,16 +87,16 @@ void lib_unlock(struct library *lib)
 	}
 }
 
-/* The live slot numbered no (under the lock), or NULL: -ENOENT into *err for a number
+/* The live slot numbered no (under the lock) into *out: 0, or -ENOENT for a number
  * never given, -ESTALE for one whose slot was freed. */
-static struct lib_slot *slot_numbered(const struct library *lib, uint64_t no, int *err)
+static int slot_numbered(const struct library *lib, uint64_t no, struct lib_slot **out)
 {
 	const uint64_t place = no & (LIB_SLOTS_MAX - 1);
 	struct lib_slot *s = !(no >> LIB_NO_BITS) && place < lib->n_slots ? lib->slots[place] : NULL;
-	if (s && s->no == no)
-		return s;
-	*err = no >> LIB_NO_BITS || place >= lib->n_slots ? -ENOENT : -ESTALE;
-	return NULL;
+	*out = s && s->no == no ? s : NULL;
+	if (*out)
+		return 0;
+	return no >> LIB_NO_BITS || place >= lib->n_slots ? -ENOENT : -ESTALE;
 }
 
 /* A new slot in folder (NULL for the root) with the next number, holding nothing yet
@@ -600,7 +599,7 @@ static bool lib_same_file(const struct library *lib, const struct lib_slot *s,
                           const struct ggufs_model *m)
 {
 	const struct lib_attr *a = &s->st;
-	const struct stat *b = &m->st;
+	const struct stat *b = model_stat(m);
 	const struct lib_source *src = lib->src;
 	if (!src->pinned && src->ops->same_version)   /* the source knows its versions */
 		return src->ops->same_version(src->ctx, s->src, s->first_version, m);
@@ -650,13 +649,14 @@ static void build(struct library *lib, struct lib_slot *s)
 	if (m) {
 		/* the numbers of the tree must fit under its quants/ and the slot's compare/
 		 * (tree_ino.h: four a tensor) */
-		uint64_t inos = TREE_FIRST_META + m->meta->n_kv + 4 * m->n_tensors;
+		uint64_t inos = TREE_FIRST_META + model_meta(m)->n_kv + 4 * model_n_tensors(m);
 		if (inos >= TREE_QUANT_INO || tree_ino_quant(0, TREE_QUANT_TSV_SLOT) >= LIB_COMPARE_LOW)
-			snprintf(err, sizeof err, "%s: too many keys and tensors for a library", m->path);
+			snprintf(err, sizeof err, "%s: too many keys and tensors for a library",
+			         model_path(m));
 		else
 			t = tree_build(m, err);
 		if (t && !tree_set_quant_cache(t, &lib->quant_cache)) {
-			snprintf(err, sizeof err, "%s: out of memory", m->path);
+			snprintf(err, sizeof err, "%s: out of memory", model_path(m));
 			tree_free(t);
 			t = NULL;
 		}
@@ -684,8 +684,6 @@ static void build(struct library *lib, struct lib_slot *s)
 		s->m = m;
 		s->t = t;
 		s->state = MODEL_BUILT;
-		if (lib->leaving)   /* built while the mount ends */
-			remote_leaving(m->remote);
 		if (!s->row)
 			s->row = row;
 		else
@@ -731,9 +729,9 @@ static int compare_ref(struct library *lib, struct lib_slot *s, uint64_t low, st
 		r->kind = LIB_COMPARE_DIR;
 		return 0;
 	}
-	int err = -ENOENT;
-	struct lib_slot *o = slot_numbered(lib, low - LIB_COMPARE_LOW - 1, &err);
-	if (!o)
+	struct lib_slot *o;
+	const int err = slot_numbered(lib, low - LIB_COMPARE_LOW - 1, &o);
+	if (err < 0)
 		return err;
 	if (o == s || o->type != LIB_NODE_MODEL || o->parent != s->parent)
 		return -ENOENT;
@@ -831,9 +829,9 @@ static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct
 		r->kind = low == LIB_TSV_INO ? LIB_TSV : LIB_JSON;
 		return 0;
 	}
-	int ret = -ENOENT;
-	struct lib_slot *s = slot_numbered(lib, no, &ret);
-	if (!s)
+	struct lib_slot *s;
+	int ret = slot_numbered(lib, no, &s);
+	if (ret < 0)
 		return ret;
 	if (slot_gone(lib, s))
 		return -ESTALE;
@@ -1232,8 +1230,8 @@ void library_kernel_hold(struct library *lib, const struct lib_ref *r)
 void library_forget(struct library *lib, uint64_t ino, uint64_t n)
 {
 	pthread_mutex_lock(&lib->lock);
-	int err;
-	struct lib_slot *s = slot_numbered(lib, ino >> LIB_LOW_BITS, &err);
+	struct lib_slot *s;
+	slot_numbered(lib, ino >> LIB_LOW_BITS, &s);   /* NULL: no such slot, nothing to forget */
 	const uint64_t k = s && n < s->kernel ? n : s ? s->kernel : 0;
 	if (k) {
 		s->kernel -= k;
@@ -1261,16 +1259,4 @@ void library_counts(struct library *lib, uint64_t *opened, uint64_t *built)
 	lib_unlock(lib);
 	*opened = atomic_load(&lib->opened);
 	*built = b;
-}
-
-void library_leaving(struct library *lib)
-{
-	pthread_mutex_lock(&lib->lock);
-	lib->leaving = true;
-	for (size_t i = 1; i < lib->n_slots; i++) {
-		const struct lib_slot *s = lib->slots[i];
-		if (s && s->state == MODEL_BUILT)
-			remote_leaving(s->m->remote);
-	}
-	lib_unlock(lib);
 }

@@ -114,11 +114,6 @@ void library_set_requantize(struct library *lib, bool on);
 /* How the quants/ of every model of lib are made and kept (tree_set_quant_cache),
  * copied; before anything is read. false out of memory. */
 bool library_set_quant_cache(struct library *lib, const struct tree_quant_cache *c);
-/* The mount is ending: every remote model of lib, built now or from now on, lets go of
- * its disk cache entries (remote_leaving), so that a quick remount waits for them
- * instead of going without (their quants/ files are the mount's pool's to hand over:
- * computed_pool_leaving). Safe while requests are served. */
-void library_leaving(struct library *lib);
 
 /* The node of ino into *r, held (library_put lets go): 0, -ENOENT for a number never
  * given, -ESTALE for a slot freed since or a model whose file changed since its slot

@@ -116,7 +116,7 @@ static int compute(struct library *lib, struct lib_slot *s, struct lib_slot *o, 
 		const struct ggufs_model *fm = m[fail.which];
 		char q[80];
 		gguf_errf(err, "%s: cannot compare: %s: tensor '%s': cannot read: %s", name,
-		          fm->path, gguf_quote(&fm->tensors[fail.tensor].t->name, q),
+		          model_path(fm), gguf_quote(&model_tensor(fm, fail.tensor)->name, q),
 		          r == -ENOMEM ? "out of memory" : strerror(-r));
 		evlog(EVLOG_ERR, name, "%s", err);
 	} else if (r < 0) {

@@ -15,7 +15,8 @@ struct lib_row {
 	char *arch, *name;          /* general.architecture and general.name, or NULL */
 	size_t arch_len, name_len;
 	bool has_ftype, has_ctx, has_layers, has_kv;
-	uint64_t ftype, params, bytes, ctx, layers, kv, shards, tensor_bytes;
+	uint64_t ftype, params, bytes, ctx, layers, kv, tensor_bytes;
+	uint64_t files;             /* the files it is in (models.tsv's "shards") */
 	char sha256[65];            /* the source's for the first file, or "" */
 };
 
@@ -149,7 +150,6 @@ struct library {
 	atomic_uint_fast64_t compares_made;
 	bool requantize;           /* every model's tree: tree_set_requantize */
 	struct tree_quant_cache quant_cache;   /* every model tree's (dir malloc'ed) */
-	bool leaving;              /* library_leaving: a model built from now on is told */
 	/* what the lock's holder let go and lib_unlock releases once it is let go: slots
 	 * freed with a built model (by next_free), models trimmed */
 	struct lib_slot *gone;

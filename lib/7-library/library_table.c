@@ -43,7 +43,7 @@ struct lib_row *lib_row_of(const struct ggufs_model *m, const char *sha256)
 		return NULL;
 	if (sha256)
 		snprintf(row->sha256, sizeof row->sha256, "%s", sha256);
-	const struct gguf_file *f = m->meta;
+	const struct gguf_file *f = model_meta(m);
 	row->arch = str_kv(f, "general.architecture", &row->arch_len);
 	row->name = str_kv(f, "general.name", &row->name_len);
 	const struct gguf_kv *ft = gguf_find_kv(f, "general.file_type");
@@ -54,13 +54,16 @@ struct lib_row *lib_row_of(const struct ggufs_model *m, const char *sha256)
 		row->ftype = v;   /* little-endian host: x86-64 and arm64 */
 		row->has_ftype = true;
 	}
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		row->params += m->tensors[i].t->n_elements;
-		row->tensor_bytes += m->tensors[i].t->size;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		row->params += model_tensor(m, i)->n_elements;
+		row->tensor_bytes += model_tensor(m, i)->size;
 	}
-	for (uint32_t i = 0; i < m->n_shards; i++)
-		row->bytes += m->shards[i].size;
-	row->shards = m->n_shards;
+	row->files = model_n_files(m);
+	for (uint32_t i = 0; i < row->files; i++) {
+		struct model_file_info fi;
+		model_file(m, i, &fi);
+		row->bytes += fi.size;
+	}
 	row->has_ctx = summary_arch_uint(f, "context_length", &row->ctx);
 	row->has_layers = summary_arch_uint(f, "block_count", &row->layers);
 	row->has_kv = summary_kv_bytes(f, &row->kv);
@@ -364,7 +367,7 @@ static bool put_column(struct sink *s, const struct lib_row *row, size_t k, bool
 	case 7: if (row->has_ctx) put_u64(s, row->ctx); return row->has_ctx;
 	case 8: if (row->has_layers) put_u64(s, row->layers); return row->has_layers;
 	case 9: if (row->has_kv) put_u64(s, row->kv); return row->has_kv;
-	case 10: put_u64(s, row->shards); return true;
+	case 10: put_u64(s, row->files); return true;
 	case 11:   /* the source's (the hub's); a local file's is never computed */
 		if (!row->sha256[0])
 			return false;

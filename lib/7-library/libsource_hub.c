@@ -364,7 +364,7 @@ static int64_t hub_read_file(void *ctx, void *file, char *buf, uint64_t len, uin
 	if (off >= p->size)
 		return 0;
 	uint64_t n = p->size - off < len ? p->size - off : len;
-	int r = source_read(p->src, off, n, buf);
+	int r = source_read(p->src, off, n, buf, NULL);
 	return r < 0 ? r : (int64_t)n;
 }
 

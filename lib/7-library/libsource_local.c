@@ -317,9 +317,11 @@ static struct ggufs_model *open_local_model(const struct local_source *ls, const
 		close(o.dirfd);
 	}
 	uint64_t v = 0;
-	for (uint32_t i = 0; check && m && i < m->n_shards; i++)
-		v = i ? lib_names_version_add(v, version_of(&m->shards[i].st))
-		      : version_of(&m->shards[i].st);
+	for (uint32_t i = 0; check && m && i < model_n_files(m); i++) {
+		struct model_file_info f;
+		model_file(m, i, &f);   /* a local file's: st is there */
+		v = i ? lib_names_version_add(v, version_of(f.st)) : version_of(f.st);
+	}
 	if (m && check && v != version)
 		o.stale = true;   /* a shard replaced, come or gone since the listing */
 	if (o.stale) {

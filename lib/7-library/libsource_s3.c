@@ -184,7 +184,10 @@ static bool s3src_same_version(void *ctx, const char *path, uint64_t version,
                                const struct ggufs_model *m)
 {
 	(void)ctx;
-	const struct remote_file *f = m->n_shards ? remote_of_source(m->shards[0].src) : NULL;
+	struct model_file_info info = { 0 };
+	if (model_n_files(m))
+		model_file(m, 0, &info);
+	const struct remote_file *f = info.remote;
 	const char *slash = strrchr(path, '/');
 	const char *etag = f ? remote_etag(f) : NULL;
 	return f && version_of(slash ? slash + 1 : path, false,
@@ -261,7 +264,7 @@ static int64_t s3src_read_file(void *ctx, void *handle, char *buf, uint64_t len,
 		return 0;
 	if (len > size - off)
 		len = size - off;
-	int r = source_read(remote_source(file->f), off, len, buf);
+	int r = source_read(remote_source(file->f), off, len, buf, NULL);
 	return r < 0 ? r : (int64_t)len;
 }
 

@@ -290,7 +290,7 @@ int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct tree
 	char value[256] = "off (-o passthrough=no)";
 	if (m->pt.why_not)
 		m->pt.why_not(m->pt.arg, ino, tree_model_file_fd(t), mount_not_file(t),
-		              tree_model(t)->path, value, sizeof value);
+		              model_path(tree_model(t)), value, sizeof value);
 	return mount_xattr_value(buf, size, value, strnlen(value, sizeof value - 1));
 }
 
@@ -302,13 +302,11 @@ int mount_passthrough_file(struct mount *m, const char **not_file)
 
 const char *mount_not_file(const struct tree *t)
 {
-	const struct ggufs_model *model = tree_model(t);
+	const char *why;
 	if (tree_model_file_fd(t) >= 0)
 		return NULL;
-	if (model->remote)
-		return "a remote model";
-	if (model->n_shards != 1)
-		return "a split model, merged here";
+	if (model_file_fd(tree_model(t), &why) < 0)
+		return why;
 	return "edited: model.gguf has a header of its own in front of the file's data";
 }
 
@@ -366,9 +364,10 @@ bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_no
 	uint64_t left = n->size - off;
 	size_t want = left < len ? (size_t)left : (size_t)len;
 	struct iovec iov[READ_IOV_MAX];
-	int count = tree_read_iov(t, n, off, want, iov, READ_IOV_MAX);
+	char why[GGUF_ERR_MAX];
+	int count = tree_read_iov(t, n, off, want, iov, READ_IOV_MAX, why);
 	if (count == -EIO) {
-		mount_counted_eio(&m->counters, t, n, off, want, err);
+		mount_counted_eio(&m->counters, t, n, off, want, why, err);
 		return false;
 	}
 	if (count < 0)
@@ -381,12 +380,12 @@ bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_no
 	char *buf = thread_buf_get(&reply_buf, want, &owned);
 	if (!buf)
 		return mount_fail(err, ENOMEM);
-	int64_t r = tree_read(t, n, buf, want, off);
+	int64_t r = tree_read(t, n, buf, want, off, why);
 	if (r >= 0) {
 		struct iovec one = { buf, (size_t)r };
 		reply(ctx, &one, 1);
 	} else if (r == -EIO) {
-		mount_counted_eio(&m->counters, t, n, off, want, err);
+		mount_counted_eio(&m->counters, t, n, off, want, why, err);
 	} else {
 		mount_fail(err, (int)-r);
 	}

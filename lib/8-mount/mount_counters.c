@@ -1,8 +1,9 @@
 /* The live counters that a mount's root shows as user.ggufs.* extended attributes, the
- * last error, and the cause of an EIO (the fetcher's last failure, or a local file that
- * shrank, or was written to under quants/). lib/ reports events through evlog.h and
- * counts its fetches (remote_counters); nothing here costs a read anything but a relaxed
- * atomic add, and the counters are gathered only when an attribute is read. */
+ * last error, and the line an EIO is said with (its cause the why the failed read gave:
+ * a fetch that failed, a local file that shrank, or was written to under quants/).
+ * lib/ reports events through evlog.h and counts its fetches (remote_counters);
+ * nothing here costs a read anything but a relaxed atomic add, and the counters are
+ * gathered only when an attribute is read. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -59,57 +60,16 @@ static bool note_error(struct mount_counters *c, const char *why)
 	return new_error;
 }
 
-/* For a local model: the first shard that is shorter now than at mount, said in the
- * log (once per size it shrank to) and kept as the last error; its text in why. False
- * when none is. */
-static bool local_shrink(struct mount_counters *c, const struct ggufs_model *m, char *why,
-                         size_t size)
-{
-	for (uint32_t s = 0; s < m->n_shards; s++) {
-		int fd;
-		uint64_t now;   /* of its bytes at mount, how many the file holds now */
-		if (!source_span(m->shards[s].src, 0, m->shards[s].size, &fd, &now) ||
-		    now >= m->shards[s].size)
-			continue;
-		snprintf(why, size, "%s: the file shrank from %" PRIu64 " to %" PRIu64 " bytes "
-		         "while mounted: reads of the bytes that went fail with EIO",
-		         m->shards[s].path, m->shards[s].size, now);
-		/* said once per size it shrank to: its EIOs are what is counted */
-		if (note_error(c, why))
-			evlog(EVLOG_ERR, NULL, "%s", why);
-		return true;
-	}
-	return false;
-}
-
-/* For a local model whose file changed since it was parsed (model_changed: written to in
- * place), what a quants/ file's EIO is for: said in the log once and kept as the last
- * error, its text in why. */
-static void local_changed(struct mount_counters *c, const struct ggufs_model *m, char *why,
-                          size_t size)
-{
-	if (model_changed(m, why, size) && note_error(c, why))
-		evlog(EVLOG_ERR, NULL, "%s", why);
-}
-
 void mount_counted_eio(struct mount_counters *c, const struct tree *t, const struct tree_node *n,
-                       uint64_t off, uint64_t len, struct mount_err *err)
+                       uint64_t off, uint64_t len, const char *why, struct mount_err *err)
 {
 	atomic_fetch_add_explicit(&c->eio_replies, 1, memory_order_relaxed);
-	char cause[GGUF_ERR_MAX + 64] = "", path[320];   /* (a longer path cut in the line) */
-	const struct ggufs_model *m = tree_model(t);
-	if (m->remote) {
-		struct remote_counters *rc = malloc(sizeof *rc);
-		if (rc) {
-			remote_counters(m->remote, rc);
-			snprintf(cause, sizeof cause, "%s", rc->last_error);
-			free(rc);
-		}
-	} else if (!local_shrink(c, m, cause, sizeof cause) && tree_quants_changed(t, n)) {
-		local_changed(c, m, cause, sizeof cause);
-	}
-	if (!cause[0])
-		snprintf(cause, sizeof cause, "the bytes could not be read");
+	char path[320];   /* (a longer path cut in the line) */
+	const char *cause = why && why[0] ? why : "the bytes could not be read";
+	/* a local model's cause is said here, once while it is the last (once per size a
+	 * file shrank to, say): its EIOs are what is counted */
+	if (why && why[0] && !model_fetched(tree_model(t)) && note_error(c, why))
+		evlog(EVLOG_ERR, NULL, "%s", why);
 	err->no = EIO;
 	err->level = EVLOG_ERR;
 	/* the first EIO of each cause: said with it, the rest counted under the same key
@@ -162,7 +122,7 @@ static bool applies(const struct mount_counted *what, const struct remote_counte
 		return true;
 	if (k == C_EDITS_REFUSED)
 		return what->edits;
-	if (!what->model || !what->model->remote)
+	if (!what->model || !model_fetched(what->model))
 		return false;
 	return k != C_DISK_HITS || rc->disk_cache;
 }
@@ -187,7 +147,7 @@ static void counter_value(struct mount_counters *c, const struct mount_counted *
 	case C_URL: {
 		/* as given, less what the man page keeps out of sight (user:password@, a query
 		 * that may hold a signature): the root's attributes are every reader's */
-		const char *path = what->model->path;
+		const char *path = model_path(what->model);
 		bool plain = strncasecmp(path, "hf://", 5) == 0 || s3_is_name(path);  /* no secret */
 		char *shown = plain ? NULL : url_display(path);
 		snprintf(buf, size, "%s", plain ? path : shown ? shown : "");
@@ -218,8 +178,8 @@ static void counter_value(struct mount_counters *c, const struct mount_counted *
 static void gather(const struct mount_counted *what, struct remote_counters *rc)
 {
 	memset(rc, 0, sizeof *rc);
-	if (what->model && what->model->remote)
-		remote_counters(what->model->remote, rc);
+	if (what->model)
+		model_fetch_counters(what->model, rc);
 }
 
 /* Appends name (with its NUL) at *need of buf when it fits. */

@@ -64,7 +64,7 @@ void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct sta
 	scratch_stat(f, &size, &t);
 	memset(st, 0, sizeof *st);
 	st->st_ino = scratch_ino(f);
-	st->st_mode = tree_mode(&as_key, tree_model(m->tree)->st.st_mode) | S_IWUSR;
+	st->st_mode = tree_mode(&as_key, model_stat(tree_model(m->tree))->st_mode) | S_IWUSR;
 	st->st_nlink = 1;
 	st->st_uid = getuid();
 	st->st_gid = getgid();
@@ -256,7 +256,7 @@ static bool ed_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 	if (n->kind == TREE_MODEL) {
 		o->pt_fd = tree_model_file_fd(t);
 		o->pt_not_file = mount_not_file(t);
-		o->pt_path = tree_model(t)->path;
+		o->pt_path = model_path(tree_model(t));
 	}
 	*file = h;
 	return true;
@@ -360,9 +360,10 @@ static void ed_file_free(struct mount *m, void *file)
 static void ed_statfs(struct mount *m, struct statvfs *sv)
 {
 	const struct ggufs_model *model = tree_model(m->tree);
-	sv->f_blocks = (fsblkcnt_t)(((uint64_t)model->st.st_size + 4095) / 4096);
+	sv->f_blocks = (fsblkcnt_t)(((uint64_t)model_stat(model)->st_size + 4095) / 4096);
 	/* the inode numbers of tree_ino.h: four per tensor (raw, .f32, .npy, stats/) */
-	sv->f_files = (fsfilcnt_t)(TREE_FIRST_META + model->meta->n_kv + 4 * model->n_tensors);
+	sv->f_files = (fsfilcnt_t)(TREE_FIRST_META + model_meta(model)->n_kv +
+	                           4 * model_n_tensors(model));
 	sv->f_flag = 0;
 }
 

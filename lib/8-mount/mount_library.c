@@ -156,7 +156,7 @@ static int open_file(struct mount *m, struct lib_file *h, struct mount_open *o,
 	if (ret == 0 && k == LIB_TREE && h->ref.node->kind == TREE_MODEL) {
 		o->pt_fd = tree_model_file_fd(h->ref.tree);
 		o->pt_not_file = mount_not_file(h->ref.tree);
-		o->pt_path = tree_model(h->ref.tree)->path;
+		o->pt_path = model_path(tree_model(h->ref.tree));
 	}
 	return ret;
 }

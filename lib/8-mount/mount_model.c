@@ -79,7 +79,7 @@ static bool mm_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 		if (n->kind == TREE_MODEL) {
 			o->pt_fd = tree_model_file_fd(m->tree);
 			o->pt_not_file = mount_not_file(m->tree);
-			o->pt_path = tree_model(m->tree)->path;
+			o->pt_path = model_path(tree_model(m->tree));
 		}
 	}
 	*file = m->tree;
@@ -117,9 +117,10 @@ static bool mm_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uin
 static void mm_statfs(struct mount *m, struct statvfs *sv)
 {
 	const struct ggufs_model *model = tree_model(m->tree);
-	sv->f_blocks = (fsblkcnt_t)(((uint64_t)model->st.st_size + 4095) / 4096);
+	sv->f_blocks = (fsblkcnt_t)(((uint64_t)model_stat(model)->st_size + 4095) / 4096);
 	/* the inode numbers of tree_ino.h: four per tensor (raw, .f32, .npy, stats/) */
-	sv->f_files = (fsfilcnt_t)(TREE_FIRST_META + model->meta->n_kv + 4 * model->n_tensors);
+	sv->f_files = (fsfilcnt_t)(TREE_FIRST_META + model_meta(model)->n_kv +
+	                           4 * model_n_tensors(model));
 }
 
 /* user.gguf.* values from the tree, the root's user.ggufs.* counters and model.gguf's

@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "computed.h"
+#include "leaving.h"
 #include "library.h"
 #include "model.h"
 #include "mount.h"
 #include "path.h"
-#include "remote.h"
 #include "tree.h"
 #include "tree_edit.h"
 #include "types.h"
@@ -22,18 +22,18 @@
 static void mount_source_warn_raw_only(const struct ggufs_model *m,
                                        const struct open_name_opts *o)
 {
-	for (uint64_t i = 0; o->note && i < m->n_tensors; i++) {
-		const struct gguf_tensor *t = m->tensors[i].t;
+	for (uint64_t i = 0; o->note && i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *t = model_tensor(m, i);
 		if (t->has_f32)
 			continue;
 		char line[GGUF_ERR_MAX + 256], nb[16];
 		int len = t->name.len > INT_MAX ? INT_MAX : (int)t->name.len;
 		if (!t->ti)
 			snprintf(line, sizeof line, "%s: warning: tensor '%.*s' has unknown type %"
-			         PRIu32 ": raw file only", m->path, len, t->name.ptr, t->type);
+			         PRIu32 ": raw file only", model_path(m), len, t->name.ptr, t->type);
 		else
 			snprintf(line, sizeof line, "%s: warning: tensor '%.*s' has type %s, which has "
-			         "no dequantizer: raw file only", m->path, len, t->name.ptr,
+			         "no dequantizer: raw file only", model_path(m), len, t->name.ptr,
 			         ggml_type_name(t->type, nb));
 		o->note(o->note_arg, line);
 	}
@@ -61,7 +61,7 @@ static bool mount_source_edits(struct mount_source *s, const struct mount_source
 		          "every save would wait on the mount itself): keep it elsewhere", path,
 		          o->mountpoint);
 	else
-		s->tree_edits = tree_edits_open(s->tree, path, err);
+		s->tree_edits = tree_edits_open(s->tree, path, s->leaving, err);
 	free(path);
 	return s->tree_edits != NULL;
 }
@@ -72,12 +72,18 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	memset(s, 0, sizeof *s);
 	const enum name_kind kind = name_kind_of(name);
 	s->library = name_kind_is_library(kind);
-	struct tree_quant_cache qc = open_name_quant_cache(&o->names);
-	s->quant_pool = qc.pool = tree_quant_pool_new(qc.threads, err);
+	struct open_name_opts names = o->names;
+	names.leaving = s->leaving = leaving_new();
+	if (!s->leaving) {
+		gguf_errf(err, "out of memory");
+		goto fail;
+	}
+	struct tree_quant_cache qc = open_name_quant_cache(&names);
+	s->quant_pool = qc.pool = tree_quant_pool_new(qc.threads, s->leaving, err);
 	if (!s->quant_pool)
 		goto fail;
 	if (s->library) {
-		s->lib = open_name_library(name, kind, &o->names, o->mountpoint, err);
+		s->lib = open_name_library(name, kind, &names, o->mountpoint, err);
 		s->remote = kind != NAME_KIND_FOLDER;
 		if (!s->lib)
 			goto fail;
@@ -88,7 +94,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		library_set_requantize(s->lib, o->requantize);
 		s->mount = mount_library(s->lib);
 	} else {
-		s->model = open_name_model(name, &o->names, &s->shown, err);
+		s->model = open_name_model(name, &names, &s->shown, err);
 		if (!s->model || !(s->tree = tree_build(s->model, err)))
 			goto fail;
 		tree_set_requantize(s->tree, o->requantize);
@@ -96,7 +102,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 			gguf_errf(err, "out of memory");
 			goto fail;
 		}
-		s->remote = s->model->remote != NULL;
+		s->remote = model_fetched(s->model);
 		if (o->edits_file && !mount_source_edits(s, o, err))
 			goto fail;
 		s->edits = s->tree_edits != NULL;
@@ -115,16 +121,6 @@ fail:
 	return false;
 }
 
-void mount_source_leaving(struct mount_source *s)
-{
-	if (s->model)   /* (a library has none of its own) */
-		remote_leaving(s->model->remote);
-	computed_pool_leaving(s->quant_pool);
-	tree_edits_leaving(s->tree_edits);
-	if (s->lib)
-		library_leaving(s->lib);
-}
-
 void mount_source_close(struct mount_source *s)
 {
 	mount_free(s->mount);   /* first: its open files hold states of the edits, models */
@@ -133,6 +129,7 @@ void mount_source_close(struct mount_source *s)
 	library_free(s->lib);
 	model_close(s->model);
 	computed_pool_free(s->quant_pool);   /* after every tree whose files it served */
+	leaving_free(s->leaving);   /* after all that was in it */
 	free(s->shown);
 	memset(s, 0, sizeof *s);
 }

@@ -16,6 +16,7 @@ struct tree;
 struct tree_edits;
 struct library;
 struct computed_pool;
+struct leaving;
 
 /* How a name is opened for a mount. */
 struct mount_source_opts {
@@ -46,6 +47,13 @@ struct mount_source {
 	struct library *lib;
 	struct computed_pool *quant_pool;   /* the workers and memory of every quants/
 	                                     * file the mount serves (tree_quant_pool_new) */
+	/* The mount is ending (the kernel has ended the session; its last requests may
+	 * still be served): leaving_run(leaving), once, and a quick remount of the same
+	 * model or library waits for this mount's disk cache entries instead of reading or
+	 * computing without them: a remote model's blocks (every remote model of a
+	 * library's too, built then or later), every quants/ file of the mount, open then
+	 * or later, and the edits file. Each of them is in it from where it is made. */
+	struct leaving *leaving;
 };
 
 /* Opens what name names into s, with o: the library (the edits file is not for one: the
@@ -54,14 +62,6 @@ struct mount_source {
  * mount over it. True; or false with one line in err, and nothing left open. */
 bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
                        char err[GGUF_ERR_MAX]);
-
-/* The mount is ending (the kernel has ended the session; its last requests may still
- * be served, and this is safe meanwhile): a quick remount of the same model or library
- * waits for this mount's disk cache entries instead of reading or computing without
- * them: a remote model's blocks (remote_leaving, every remote model of a library's too:
- * library_leaving), every quants/ file of the mount, open now or later
- * (computed_pool_leaving), and the edits file (tree_edits_leaving). Once. */
-void mount_source_leaving(struct mount_source *s);
 
 /* Frees the mount, then what it was over (each may be NULL); s is emptied. */
 void mount_source_close(struct mount_source *s);

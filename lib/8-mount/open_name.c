@@ -48,7 +48,8 @@ static struct remote_opts open_name_remote_opts(const struct open_name_opts *o)
 	                             .cache_size = o->cache_size,
 	                             .cache_dir = cache_dir_default(o->cache_dir),
 	                             .cache_max = o->cache_max,
-	                             .waiting = o->waiting, .waiting_arg = o->waiting_arg };
+	                             .waiting = o->waiting, .waiting_arg = o->waiting_arg,
+	                             .leaving = o->leaving };
 }
 
 /* An hf:// name parsed, with what the hub's API is reached with for it (hub_http_make:

@@ -14,6 +14,7 @@
 #include "name_kind.h"
 
 struct ggufs_model;
+struct leaving;
 struct library;
 
 /* The options a name is opened with: the command line's remote options and where the
@@ -51,6 +52,10 @@ struct open_name_opts {
 	 * (the mount ends) */
 	bool (*cancelled)(void *arg);
 	void *cancel_arg;
+	/* NULL, or the mount's hand-over (leaving.h), which the disk cache of every remote
+	 * model (a library's too, built later) and of a hub library's plain files is in
+	 * (remote_opts.leaving) */
+	struct leaving *leaving;
 };
 
 /* name as it may be shown when it is an http(s):// URL, which may hold credentials or a

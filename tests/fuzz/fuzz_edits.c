@@ -76,7 +76,7 @@ static void open_edits(void)
 	snprintf(edits_path, sizeof edits_path, "%s/fix.json", edits_dir);
 	small = model_open(path, err);
 	small_base = small ? tree_build(small, err) : NULL;
-	edits = small_base ? tree_edits_open(small_base, edits_path, err) : NULL;
+	edits = small_base ? tree_edits_open(small_base, edits_path, NULL, err) : NULL;
 	if (!edits || tree_edits_create(edits, "fuzz.key", &ino, err) < 0)
 		broken(err);
 	atexit(remove_edits);

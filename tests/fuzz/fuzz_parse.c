@@ -16,6 +16,7 @@
 #include "gguf.h"
 #include "gguf_write.h"
 #include "model.h"
+#include "model_source.h"
 #include "tree.h"
 #include "types.h"
 
@@ -109,7 +110,7 @@ static void read_at(const struct tree *t, const struct tree_node *n, uint64_t of
 	if (len > sizeof buf)
 		len = sizeof buf;
 	uint64_t want = off >= n->size ? 0 : n->size - off < len ? n->size - off : len;
-	int64_t got = tree_read(t, n, buf, len, off);
+	int64_t got = tree_read(t, n, buf, len, off, NULL);
 	if (got < 0 || (uint64_t)got != want)
 		broken("tree_read returned other than st_size promises");
 	if (got)
@@ -127,11 +128,11 @@ static void check_windows(const struct tree *t, const struct tree_node *n)
 	if (n->size > WHOLE_MAX || n->kind == TREE_RAW || n->kind == TREE_F32 ||
 	    n->kind == TREE_NPY)
 		return;
-	if (tree_read(t, n, whole, n->size, 0) != (int64_t)n->size)
+	if (tree_read(t, n, whole, n->size, 0, NULL) != (int64_t)n->size)
 		broken("a rendered file read whole is short");
 	for (uint64_t off = 0; off < n->size; off += 997) {
 		uint64_t len = n->size - off < sizeof part ? n->size - off : sizeof part;
-		if (tree_read(t, n, part, len, off) != (int64_t)len || memcmp(part, whole + off, len))
+		if (tree_read(t, n, part, len, off, NULL) != (int64_t)len || memcmp(part, whole + off, len))
 			broken("a window of a rendered file differs from the whole");
 	}
 }
@@ -165,8 +166,9 @@ struct image_source {
 };
 
 static int image_visit(struct source *src, uint64_t off, uint64_t len, source_visit_fn fn,
-                       void *ctx)
+                       void *ctx, char why[GGUF_ERR_MAX])
 {
+	(void)why;
 	fn(ctx, ((struct image_source *)src)->data + off, len);
 	return 0;
 }
@@ -176,9 +178,10 @@ static void image_copy(void *ctx, const uint8_t *p, uint64_t len)
 	memcpy(ctx, p, len);
 }
 
-static int image_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+static int image_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                      char why[GGUF_ERR_MAX])
 {
-	return image_visit(src, off, len, image_copy, buf);
+	return image_visit(src, off, len, image_copy, buf, why);
 }
 
 static void image_close(struct source *src)
@@ -196,25 +199,30 @@ static void check_tree(const uint8_t *data, size_t size, const struct gguf_file 
 {
 	static char path[] = "fuzz.gguf";
 	struct image_source image = { .src.ops = &image_ops, .data = data };
-	struct model_shard shard = { .path = path, .map = data, .size = size, .gf = *f,
-	                             .src = &image.src };
-	struct ggufs_model m = { .path = path, .file_name = path, .n_shards = 1,
-	                         .shards = &shard, .meta = &shard.gf, .n_tensors = f->n_tensors };
-	m.st.st_mode = S_IFREG | 0644;
-	m.tensors = calloc(f->n_tensors + 1, sizeof *m.tensors);
-	if (!m.tensors)
+	const struct model_file file = { .path = path, .size = size, .src = &image.src,
+	                                 .head = data, .gguf = f };
+	struct model_tensor *ts = calloc(f->n_tensors + 1, sizeof *ts);
+	if (!ts)
 		return;
 	for (uint64_t i = 0; i < f->n_tensors; i++)
-		m.tensors[i] = (struct model_tensor){ .t = &shard.gf.tensors[i], .shard = 0 };
+		ts[i] = (struct model_tensor){ .t = &f->tensors[i], .file = 0 };
+	struct model_desc desc = { .path = path, .meta = f, .tensors = ts,
+	                           .n_tensors = f->n_tensors, .files = &file, .n_files = 1 };
+	desc.st.st_mode = S_IFREG | 0644;
+	struct ggufs_model *m = model_new(&desc);
+	if (!m) {
+		free(ts);
+		return;
+	}
 	char err[GGUF_ERR_MAX];
-	struct tree *t = tree_build(&m, err);
+	struct tree *t = tree_build(m, err);
 	if (!t)
 		broken("tree_build failed on a valid file");
 	static const uint64_t dirs[] = { TREE_ROOT_INO, 2, 3, TREE_STATS_DIR_INO };
 	uint64_t files = 0;
 	for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
 		const struct tree_node *dir = tree_node(t, dirs[d]);
-		if (!dir || !tree_is_dir(dir) || tree_read(t, dir, err, 1, 0) != -EISDIR)
+		if (!dir || !tree_is_dir(dir) || tree_read(t, dir, err, 1, 0, NULL) != -EISDIR)
 			broken("a directory is missing or readable");
 		uint64_t count = tree_dir_count(t, dirs[d]);
 		for (uint64_t i = 0; i < count; i++) {
@@ -237,7 +245,8 @@ static void check_tree(const uint8_t *data, size_t size, const struct gguf_file 
 		fprintf(stderr, "fuzz_parse: %zu bytes parsed, %llu files in the tree\n", size,
 		        (unsigned long long)files);
 	tree_free(t);
-	free(m.tensors);
+	model_close(m);
+	free(ts);
 }
 
 /* The header written back from what was parsed (as model.gguf's merged header is

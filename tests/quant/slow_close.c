@@ -1,6 +1,7 @@
-/* Preloaded (LD_PRELOAD) into a ggufs daemon by test_quant_cache.py: an old daemon that
- * takes long to exit. Its close() of a disk cache entry's map file (a file called "map"
- * under the directory $GGUFS_SLOW_CLOSE_DIR) first sleeps $GGUFS_SLOW_CLOSE_MS, so the
+/* Preloaded (LD_PRELOAD) into a ggufs daemon by test_quant_cache.py (and
+ * tests/remote/test_library_hub.py): an old daemon that takes long to exit. Its close()
+ * of a disk cache entry's map file (a file called "map" under the directory
+ * $GGUFS_SLOW_CLOSE_DIR) first sleeps $GGUFS_SLOW_CLOSE_MS, so the
  * daemon, once unmounted, goes on holding the entry's lock (flock, ended by that close)
  * while a new mount of the same model starts: what the new one does with an entry held
  * by a mount that is ending is then seen every time, not only when the old daemon

@@ -3,17 +3,26 @@ tree API read page by page (3 entries a page), the revision resolved to a commit
 and every file read at it (the repository changes on the server after mount, the mount
 does not), a folder of the repository, models.tsv with the hub's sha256, tokens sent
 only to the endpoint, hf://OWNER/REPO:QUANT as one model, a browser's blob URL, and a
-hub that refuses the listing, compare/ of two of its models."""
+hub that refuses the listing, compare/ of two of its models, a quick remount that takes
+the old daemon's disk cache entries."""
 import calendar
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
 from remote_common import EnvMount, env_without_token, gm
 from hub_server import HubServer
+
+SLOW_CLOSE = None     # the preloaded library of slow_close.c (the second argument)
+SLOW_SERVE_MS = 3000  # how long the old daemon's loop goes on past the unmount (its
+                      # entries held meanwhile), well under a new mount's wait for them
+                      # (DC_LEAVING_WAIT_S)
+HEADER_RANGE = "bytes=0-%d" % ((1 << 20) - 1)   # a model's first request (REMOTE_FIRST_BYTES)
 
 
 def tiny_model(path, arch):
@@ -269,6 +278,38 @@ class HubLibrary(unittest.TestCase):
             held = [os.readlink(os.path.join(fds, f)) for f in os.listdir(fds)]
             self.assertFalse([h for h in held if "/none/" in h or h.endswith("/none")], held)
 
+    def test_quick_remount_keeps_the_cache(self):
+        """Unmounted and at once mounted again while the old daemon still holds its disk
+        cache entries (its loop returns SLOW_SERVE_MS after the unmount: slow_close
+        preloaded in it): the new mount waits for them, saying nothing of another mount,
+        and reads the model from them (nothing past its header fetched again): a
+        library's model hands its entries over when the kernel ends the session."""
+        if not SLOW_CLOSE:
+            self.skipTest("no slow_close library given")
+        cache = os.path.join(self.tmp, "cache")
+        opts = ["-o", "cache_dir=" + cache]
+        slow = self.env(LD_PRELOAD=SLOW_CLOSE, GGUFS_SLOW_SERVE_MS=str(SLOW_SERVE_MS),
+                        ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
+                        ":verify_asan_link_order=0")
+        with open(gm.TINY, "rb") as f:
+            want = f.read()
+        model = ("Tiny-Q4_K_M", "model.gguf")
+        old = EnvMount("hf://owner/repo", opts, env=slow).__enter__()
+        try:
+            self.assertEqual(gm.read_file(old.p(*model)), want)
+            self.hub.quiet()
+            self.hub.clear_log()
+            subprocess.run(["fusermount3", "-u", old.path], check=True)
+            with EnvMount("hf://owner/repo", opts, env=self.env()) as new:
+                self.assertIsNone(old.proc.poll(), "the old daemon exited before the read")
+                self.assertEqual(gm.read_file(new.p(*model)), want)
+                self.assertNotIn("another mount", new.stderr())
+            fetched = [(r.path, r.range) for r in self.hub.log()
+                       if r.path.endswith("/Tiny-Q4_K_M.gguf") and r.range != HEADER_RANGE]
+            self.assertEqual(fetched, [])
+        finally:
+            old.__exit__(None, None, None)
+
     def test_quant_and_blob(self):
         with EnvMount("hf://owner/repo:q8_0", env=self.env()) as m:
             self.assertEqual(gm.read_file(m.p("metadata", "general.architecture")), b"eight\n")
@@ -283,4 +324,6 @@ class HubLibrary(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and os.path.isfile(sys.argv[2]):
+        SLOW_CLOSE = os.path.abspath(sys.argv.pop(2))
     gm.main()

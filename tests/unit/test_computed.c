@@ -6,13 +6,14 @@
  * makes them again; a failed block fails the reads that need it, is kept nowhere, and is
  * made again by the next read; a second open of the same key in one process shares its
  * disk cache entry; an open of an entry another mount (a child) holds computes without
- * it, unless that mount is leaving (computed_pool_leaving): then it waits for its close
+ * it, unless that mount is leaving (its pool's leaving run): then it waits for its close
  * and reads from disk; and one that found the entry held takes it at a later block once
  * that mount let it go. The pool: many files read at once by many threads never have
  * more workers than the pool's bound, and the workers end once idle; a close cancels
  * the blocks queued for the workers and waits only for those being made (the workers
  * live on). */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +33,7 @@
 #include "unit.h"
 
 #include "computed.h"
+#include "leaving.h"
 #include "scratch_dir.h"
 
 /* 10 blocks and a short one. */
@@ -52,7 +54,7 @@ static uint8_t byte_at(uint64_t i)
 	return (uint8_t)(x >> 56 ^ x >> 29);
 }
 
-static int fill(void *ctx, uint64_t off, uint64_t len, void *buf)
+static int fill(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
 	struct maker *mk = ctx;
 	const uint64_t k = off / COMPUTED_BLOCK_SIZE;
@@ -61,23 +63,33 @@ static int fill(void *ctx, uint64_t off, uint64_t len, void *buf)
 	atomic_fetch_add(&mk->calls[k], 1);
 	if (!pthread_equal(pthread_self(), mk->reader))
 		atomic_fetch_add(&mk->other_thread, 1);
-	if (atomic_load(&mk->fail_block) == (int)k)
+	if (atomic_load(&mk->fail_block) == (int)k) {
+		gguf_errf(why, "block %" PRIu64 " could not be made", k);
 		return -EIO;
+	}
 	for (uint64_t i = 0; i < len; i++)
 		((uint8_t *)buf)[i] = byte_at(off + i);
 	return 0;
 }
 
-/* A pool of threads workers (ending after 0.2 s idle) and 64 blocks of memory. */
-static struct computed_pool *new_pool(unsigned threads)
+/* A pool of threads workers (ending after 0.2 s idle) and 64 blocks of memory, in
+ * leaving (or NULL). */
+static struct computed_pool *new_pool_in(unsigned threads, struct leaving *leaving)
 {
 	const struct computed_pool_opts o = { .threads = threads, .idle_s = 0.2,
-	                                      .memory = 64 * (uint64_t)COMPUTED_BLOCK_SIZE };
+	                                      .memory = 64 * (uint64_t)COMPUTED_BLOCK_SIZE,
+	                                      .leaving = leaving };
 	char err[GGUF_ERR_MAX];
 	struct computed_pool *p = computed_pool_new(&o, err);
 	if (!p)
 		fail_msg("%s", err);
 	return p;
+}
+
+/* The same in no leaving. */
+static struct computed_pool *new_pool(unsigned threads)
+{
+	return new_pool_in(threads, NULL);
 }
 
 static struct source *open_file(struct maker *mk, struct computed_pool *pool, const char *dir,
@@ -100,7 +112,7 @@ static void expect_range(struct source *src, uint64_t off, uint64_t len)
 {
 	uint8_t *buf = malloc(len + 1);
 	assert_non_null(buf);
-	assert_int_equal(source_read(src, off, len, buf), 0);
+	assert_int_equal(source_read(src, off, len, buf, NULL), 0);
 	for (uint64_t i = 0; i < len; i++)
 		if (buf[i] != byte_at(off + i))
 			fail_msg("byte %llu: %u, not %u", (unsigned long long)(off + i), buf[i],
@@ -246,7 +258,7 @@ static void test_disk_cache(void **state)
 static bool reads_from(struct source *src, uint64_t off)
 {
 	uint8_t *buf = malloc(SIZE);
-	bool ok = buf && source_read(src, off, SIZE - off, buf) == 0;
+	bool ok = buf && source_read(src, off, SIZE - off, buf, NULL) == 0;
 	for (uint64_t i = 0; ok && i < SIZE - off; i++)
 		ok = buf[i] == byte_at(off + i);
 	free(buf);
@@ -255,7 +267,7 @@ static bool reads_from(struct source *src, uint64_t off)
 
 /* Another mount, in a child: a pool of threads workers, the file of key version v1
  * opened, read from off to the end (stored), 'r' said; then at 'l' from the parent its
- * pool leaves (computed_pool_leaving), the file is read whole again (reads go on), 'L'
+ * pool's leaving runs, the file is read whole again (reads go on), 'L'
  * said, and it closes 300 ms later (a mount that takes a while to exit); or at 'c' it
  * closes at once and says 'C'. Exit status 0 when every step went as said. */
 static int other_mount(const char *dir, unsigned threads, uint64_t off, int from_parent,
@@ -266,8 +278,10 @@ static int other_mount(const char *dir, unsigned threads, uint64_t off, int from
 	mk.reader = pthread_self();
 	atomic_store(&mk.fail_block, -1);
 	char err[GGUF_ERR_MAX], c;
-	const struct computed_pool_opts po = { .threads = threads, .idle_s = 0.2 };
-	struct computed_pool *pool = computed_pool_new(&po, err);
+	struct leaving *leave = leaving_new();
+	const struct computed_pool_opts po = { .threads = threads, .idle_s = 0.2,
+	                                       .leaving = leave };
+	struct computed_pool *pool = leave ? computed_pool_new(&po, err) : NULL;
 	const struct computed_opts o = { .size = SIZE, .fill = fill, .ctx = &mk, .pool = pool,
 	                                 .cache_dir = dir, .key = "test:computed",
 	                                 .version = "v1" };
@@ -277,7 +291,7 @@ static int other_mount(const char *dir, unsigned threads, uint64_t off, int from
 	if (read(from_parent, &c, 1) != 1 || (c != 'l' && c != 'c'))
 		return 2;
 	if (c == 'l') {
-		computed_pool_leaving(pool);
+		leaving_run(leave);
 		if (!reads_from(src, 0) || write(to_parent, "L", 1) != 1)
 			return 3;
 		const struct timespec pause = { 0, 300 * 1000000L };
@@ -289,6 +303,7 @@ static int other_mount(const char *dir, unsigned threads, uint64_t off, int from
 			return 4;
 	}
 	computed_pool_free(pool);
+	leaving_free(leave);
 	return 0;
 }
 
@@ -335,7 +350,7 @@ static void child_end(struct child *ch)
 	}
 }
 
-/* computed_pool_leaving: an entry held by another mount (a child) is not this one's (it
+/* A pool's leaving: an entry held by another mount (a child) is not this one's (it
  * computes without the disk cache), until the holder's pool says it is leaving: then an
  * open waits for it to close and reads every block from disk. A second open in this
  * process while the first holds the entry shares it and reads from disk too. A file
@@ -376,10 +391,12 @@ static void test_leaving(void **state)
 
 	/* nothing stored once leaving: block 5, made after, is made again by the next open */
 	struct maker mk_old;
-	struct computed_pool *pool = new_pool(0);
+	struct leaving *leave = leaving_new();
+	assert_non_null(leave);
+	struct computed_pool *pool = new_pool_in(0, leave);
 	struct source *src = open_file(&mk_old, pool, dir, "v2");
 	expect_range(src, 0, 10);
-	computed_pool_leaving(pool);
+	leaving_run(leave);
 	expect_range(src, 5 * COMPUTED_BLOCK_SIZE, 10);
 	computed_counters(src, &c);
 	assert_int_equal(c.computed, 2);
@@ -403,6 +420,7 @@ static void test_leaving(void **state)
 	source_close(src);
 	computed_pool_free(pool);
 	computed_pool_free(pool0);
+	leaving_free(leave);
 }
 
 /* An entry another mount (a child) held at the open, not leaving: blocks are made
@@ -436,8 +454,8 @@ static void test_entry_retried(void **state)
 	computed_pool_free(pool);
 }
 
-/* A block that fails: its reads fail, others do not, nothing is kept of it, and the
- * next read makes it again. */
+/* A block that fails: its reads fail with its fill's why, others do not, nothing is
+ * kept of it, and the next read makes it again. */
 static void test_failed_block(void **state)
 {
 	(void)state;
@@ -449,8 +467,10 @@ static void test_failed_block(void **state)
 	atomic_store(&mk.fail_block, 3);
 	uint8_t *buf = malloc(SIZE);
 	assert_non_null(buf);
-	assert_int_equal(source_read(src, 0, SIZE, buf), -EIO);
-	assert_int_equal(source_read(src, 3 * COMPUTED_BLOCK_SIZE + 5, 1, buf), -EIO);
+	char why[GGUF_ERR_MAX];
+	assert_int_equal(source_read(src, 0, SIZE, buf, why), -EIO);
+	assert_string_equal(why, "block 3 could not be made");
+	assert_int_equal(source_read(src, 3 * COMPUTED_BLOCK_SIZE + 5, 1, buf, NULL), -EIO);
 	expect_range(src, 4 * COMPUTED_BLOCK_SIZE, COMPUTED_BLOCK_SIZE);
 	atomic_store(&mk.fail_block, -1);
 	expect_range(src, 0, SIZE);
@@ -541,8 +561,10 @@ struct slow_maker {
 	atomic_bool closed;
 };
 
-static int slow_fill(void *ctx, uint64_t off, uint64_t len, void *buf)
+static int slow_fill(void *ctx, uint64_t off, uint64_t len, void *buf,
+                     char why[GGUF_ERR_MAX])
 {
+	(void)why;
 	struct slow_maker *sm = ctx;
 	nanosleep(&(struct timespec){ 0, SLOW_MS * 1000000L }, NULL);
 	for (uint64_t i = 0; i < len; i++)

@@ -56,7 +56,7 @@ static void test_states(void **state)
 	struct ggufs_model *m = tiny_model_open();
 	struct ov_state *s0 = ov_initial(m);
 	assert_non_null(s0);
-	uint64_t n = m->meta->n_kv, name_at = find(s0, "general.name");
+	uint64_t n = model_meta(m)->n_kv, name_at = find(s0, "general.name");
 	assert_int_equal(s0->n, n);
 	assert_true(name_at != UINT64_MAX);
 
@@ -65,11 +65,11 @@ static void test_states(void **state)
 	value_buf_free(&v);
 	assert_non_null(s1);
 	/* the old state is as it was: a reader holding it sees no change */
-	assert_true(ov_value_equal(&s0->keys[name_at].kv.value, &m->meta->kv[name_at].value));
+	assert_true(ov_value_equal(&s0->keys[name_at].kv.value, &model_meta(m)->kv[name_at].value));
 	assert_int_equal(s1->keys[name_at].kv.value.size, 8 + 5);
 	assert_memory_equal(s1->keys[name_at].kv.value.data + 8, "fixed", 5);
 	assert_int_equal(s1->file.n_kv, n);
-	assert_ptr_equal(s1->view.meta, &s1->file);
+	assert_ptr_equal(model_meta(s1->view), &s1->file);
 
 	v = text_value("uint32", "7\n", 2);
 	struct ov_state *s2, *taken;

@@ -1,8 +1,9 @@
 /* The edits file on disk (edits_store.h): a missing FILE made by the first save, each
  * save whole with no temporary left; one store at a time (another process is refused
  * with the holder's pid, the lock follows each save's new file); a store that is ending
- * (edits_store_leaving) saves nothing more and is waited for by a new one; what a killed save left
- * removed at open; a symlink, a FIFO, a directory, another user's FILE or directory, or
+ * (its mount's leaving run) saves nothing more and is waited for by a new one, and one
+ * opened into a leaving that has run is ending at once; what a killed save left removed
+ * at open; a symlink, a FIFO, a directory, another user's FILE or directory, or
  * one writable by others refused in one line without blocking; a save larger than a
  * mount loads refused (EFBIG) with FILE unchanged. */
 #include <setjmp.h>
@@ -24,6 +25,7 @@
 
 #include "edits_file.h"
 #include "edits_store.h"
+#include "leaving.h"
 #include "scratch_dir.h"
 
 #define NOBODY 65534
@@ -64,7 +66,7 @@ static int open_once(const char *path, char err[GGUF_ERR_MAX])
 	char *text;
 	uint64_t len;
 	err[0] = 0;
-	int r = edits_store_open(path, &s, &text, &len, err);
+	int r = edits_store_open(path, NULL, &s, &text, &len, err);
 	edits_store_close(s);
 	free(text);
 	return r;
@@ -76,7 +78,7 @@ static void test_save_and_load(void **state)
 	struct edits_store *s;
 	char *text, err[GGUF_ERR_MAX];
 	uint64_t len;
-	assert_int_equal(edits_store_open(file, &s, &text, &len, err), 1);   /* missing */
+	assert_int_equal(edits_store_open(file, NULL, &s, &text, &len, err), 1);   /* missing */
 	assert_null(text);
 	assert_int_equal(edits_store_save(s, "one\n", 4, err), 0);
 	assert_int_equal(edits_store_save(s, "two!\n", 5, err), 0);
@@ -86,7 +88,7 @@ static void test_save_and_load(void **state)
 	assert_int_equal(edits_store_save(s, "123456789", 9, err), -EFBIG);
 	assert_non_null(strstr(err, "more than the 8"));
 	edits_store_close(s);
-	assert_int_equal(edits_store_open(file, &s, &text, &len, err), 0);
+	assert_int_equal(edits_store_open(file, NULL, &s, &text, &len, err), 0);
 	assert_int_equal(len, 5);
 	assert_memory_equal(text, "two!\n", 5);
 	free(text);
@@ -115,7 +117,7 @@ static void test_one_store_at_a_time(void **state)
 	struct edits_store *s;
 	char *text, err[GGUF_ERR_MAX];
 	uint64_t len;
-	assert_int_equal(edits_store_open(file, &s, &text, &len, err), 1);
+	assert_int_equal(edits_store_open(file, NULL, &s, &text, &len, err), 1);
 	assert_int_equal(edits_store_save(s, "{}\n", 3, err), 0);   /* made: locked */
 	assert_int_equal(child_refused(file, getpid()), 0);
 	assert_int_equal(edits_store_save(s, "{ }\n", 4, err), 0);  /* a new inode: locked too */
@@ -132,7 +134,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A quick remount on the same FILE: a store that is ending (edits_store_leaving) saves
+/* A quick remount on the same FILE: a store that is ending (its leaving run) saves
  * nothing more (EROFS, FILE as it was), and a store opened by another process meanwhile
  * waits for its close, then has FILE and its text; before the leaving, the same open is
  * refused at once. */
@@ -142,12 +144,14 @@ static void test_leaving_handed_over(void **state)
 	struct edits_store *s;
 	char *text, err[GGUF_ERR_MAX];
 	uint64_t len;
-	assert_int_equal(edits_store_open(file, &s, &text, &len, err), 1);
+	struct leaving *leave = leaving_new();
+	assert_non_null(leave);
+	assert_int_equal(edits_store_open(file, leave, &s, &text, &len, err), 1);
 	assert_int_equal(edits_store_save(s, "{\"a\": 1}\n", 9, err), 0);
 	double t0 = now_s();
 	assert_int_equal(child_refused(file, getpid()), 0);   /* not ending: refused */
 	assert_true(now_s() - t0 < EDITS_LEAVING_WAIT_S / 2);  /* at once, not after a wait */
-	edits_store_leaving(s);
+	leaving_run(leave);
 	assert_int_equal(edits_store_save(s, "{}\n", 3, err), -EROFS);
 	assert_non_null(strstr(err, "the mount is ending"));
 	int pipefd[2];
@@ -161,7 +165,7 @@ static void test_leaving_handed_over(void **state)
 		char *t = NULL, e[GGUF_ERR_MAX];
 		uint64_t l = 0;
 		double start = now_s();
-		int r = edits_store_open(file, &n, &t, &l, e);
+		int r = edits_store_open(file, NULL, &n, &t, &l, e);
 		double waited = now_s() - start;
 		if (write(pipefd[1], &waited, sizeof waited) != (ssize_t)sizeof waited)
 			_exit(3);
@@ -180,6 +184,26 @@ static void test_leaving_handed_over(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_true(waited >= 0.3);   /* it waited for the close, and was not refused */
 	assert_true(waited < EDITS_LEAVING_WAIT_S);
+	leaving_free(leave);
+}
+
+/* A store opened while its mount ends (its leaving run already) is ending at once: a
+ * missing FILE is not made. */
+static void test_opened_after_leaving(void **state)
+{
+	(void)state;
+	struct edits_store *s;
+	char *text, err[GGUF_ERR_MAX];
+	uint64_t len;
+	struct leaving *leave = leaving_new();
+	assert_non_null(leave);
+	leaving_run(leave);
+	assert_int_equal(edits_store_open(file, leave, &s, &text, &len, err), 1);
+	assert_int_equal(edits_store_save(s, "{}\n", 3, err), -EROFS);
+	struct stat st;
+	assert_int_equal(stat(file, &st), -1);
+	edits_store_close(s);
+	leaving_free(leave);
 }
 
 /* The refusal names the process that holds FILE's lock, not any process that merely
@@ -202,7 +226,7 @@ static void test_holder_is_the_locker(void **state)
 		struct edits_store *s;
 		char *text;
 		uint64_t len;
-		char c = edits_store_open(file, &s, &text, &len, err) >= 0 ? 'y' : 'n';
+		char c = edits_store_open(file, NULL, &s, &text, &len, err) >= 0 ? 'y' : 'n';
 		close(done[1]);
 		if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) < 0)
 			_exit(2);
@@ -287,6 +311,7 @@ static void test_untrusted_refused(void **state)
 UNIT_TESTS(cmocka_unit_test_setup_teardown(test_save_and_load, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_one_store_at_a_time, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_leaving_handed_over, setup, scratch_dir_remove),
+           cmocka_unit_test_setup_teardown(test_opened_after_leaving, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_holder_is_the_locker, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_temporaries_removed, setup, scratch_dir_remove),
            cmocka_unit_test_setup_teardown(test_untrusted_refused, setup, scratch_dir_remove))

@@ -44,9 +44,9 @@ static void test_single(void **state)
 	(void)state;
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = tiny_model_open();
-	assert_int_equal(m->n_shards, 1);
-	assert_int_equal(m->n_tensors, 21);
-	assert_string_equal(m->file_name, "tinyllama-q4km.gguf");
+	assert_int_equal(model_n_files(m), 1);
+	assert_int_equal(model_n_tensors(m), 21);
+	assert_string_equal(model_file_name(m), "tinyllama-q4km.gguf");
 	model_close(m);
 
 	m = model_open(TEST_DATA "/no-such-model.gguf", err);
@@ -71,19 +71,19 @@ static void test_split(void **state)
 		if (!m)
 			print_error("%s\n", err);
 		assert_non_null(m);
-		assert_int_equal(m->n_shards, 3);
-		assert_string_equal(m->file_name, "llama-00001-of-00003.gguf");
-		assert_int_equal(m->meta->n_kv, orig->meta->n_kv + 3);
-		assert_int_equal(m->n_tensors, orig->n_tensors);
-		for (uint64_t i = 0; i < m->n_tensors; i++) {
-			const struct gguf_tensor *a = m->tensors[i].t, *b = orig->tensors[i].t;
+		assert_int_equal(model_n_files(m), 3);
+		assert_string_equal(model_file_name(m), "llama-00001-of-00003.gguf");
+		assert_int_equal(model_meta(m)->n_kv, model_meta(orig)->n_kv + 3);
+		assert_int_equal(model_n_tensors(m), model_n_tensors(orig));
+		for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+			const struct gguf_tensor *a = model_tensor(m, i), *b = model_tensor(orig, i);
 			assert_int_equal(a->name.len, b->name.len);
 			assert_memory_equal(a->name.ptr, b->name.ptr, a->name.len);
 			assert_int_equal(a->size, b->size);
-			assert_memory_equal(model_tensor_data(m, i), model_tensor_data(orig, i), a->size);
+			assert_memory_equal(model_tensor_mapped(m, i), model_tensor_mapped(orig, i), a->size);
 		}
-		assert_int_equal(m->tensors[0].shard, 0);
-		assert_int_equal(m->tensors[m->n_tensors - 1].shard, 2);
+		assert_int_equal(model_tensor_file(m, 0), 0);
+		assert_int_equal(model_tensor_file(m, model_n_tensors(m) - 1), 2);
 		model_close(m);
 	}
 	model_close(orig);
@@ -108,12 +108,12 @@ static void test_split_shards_named(void **state)
 		assert_non_null(m);
 		struct tree *t = tree_build(m, err);
 		assert_non_null(t);
-		for (uint64_t i = 0; i < m->n_tensors; i++) {
+		for (uint64_t i = 0; i < model_n_tensors(m); i++) {
 			char want[64];
-			snprintf(want, sizeof want, "named-%05u-of-00003.gguf", m->tensors[i].shard + 1);
+			snprintf(want, sizeof want, "named-%05u-of-00003.gguf", model_tensor_file(m, i) + 1);
 			for (uint64_t j = 0; j < 3; j++) {
 				const struct tree_node *n =
-					tree_node(t, TREE_FIRST_META + m->meta->n_kv + 3 * i + j);
+					tree_node(t, TREE_FIRST_META + model_meta(m)->n_kv + 3 * i + j);
 				assert_non_null(n);
 				int64_t r = tree_getxattr(t, n, "user.gguf.shard", val, sizeof val);
 				assert_int_equal(r, (int64_t)strlen(want));
@@ -145,7 +145,7 @@ static void test_split_shards_named(void **state)
 	struct ggufs_model *m = tiny_model_open();
 	struct tree *t = tree_build(m, err);
 	assert_non_null(t);
-	const struct tree_node *n = tree_node(t, TREE_FIRST_META + m->meta->n_kv);
+	const struct tree_node *n = tree_node(t, TREE_FIRST_META + model_meta(m)->n_kv);
 	assert_int_equal(tree_getxattr(t, n, "user.gguf.shard", val, sizeof val), -ENODATA);
 	size_t len;
 	char *txt = render_all(summary_fn, m, &len);
@@ -277,9 +277,12 @@ static void test_opener_order_and_refusal(void **state)
 			assert_int_equal(o.named_ino[i], named.st_ino);
 	}
 	/* the model's stat and each shard's are those of the descriptors mapped */
-	assert_int_equal(m->st.st_ino, named.st_ino);
-	assert_int_equal(m->shards[1].st.st_ino, named.st_ino);
-	assert_int_not_equal(m->shards[0].st.st_ino, named.st_ino);
+	assert_int_equal(model_stat(m)->st_ino, named.st_ino);
+	struct model_file_info f0, f1;
+	model_file(m, 0, &f0);
+	model_file(m, 1, &f1);
+	assert_int_equal(f1.st->st_ino, named.st_ino);
+	assert_int_not_equal(f0.st->st_ino, named.st_ino);
 	model_close(m);
 
 	o = (struct opens){ .refuse = 3 };

@@ -73,7 +73,7 @@ static struct mount *mount_edits(const char *name)
 {
 	char path[512], err[GGUF_ERR_MAX];
 	snprintf(path, sizeof path, "%s/%s", scratch_dir, name);
-	edits = tree_edits_open(tree, path, err);
+	edits = tree_edits_open(tree, path, NULL, err);
 	assert_non_null(edits);
 	struct mount *m = mount_model_edits(tree, edits, false);
 	assert_non_null(m);

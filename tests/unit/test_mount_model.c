@@ -178,7 +178,7 @@ static void test_attributes_listing_statfs(void **state)
 	struct statvfs sv;
 	mount_statfs(m, &sv);
 	assert_true(sv.f_flag & ST_RDONLY);
-	assert_int_equal(sv.f_blocks, (model->st.st_size + 4095) / 4096);
+	assert_int_equal(sv.f_blocks, (model_stat(model)->st_size + 4095) / 4096);
 	/* the three keys of mount_fixture_model, "w" and its three files */
 	assert_int_equal(sv.f_files, TREE_FIRST_META + 3 + 4);
 	mount_free(m);

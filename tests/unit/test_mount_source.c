@@ -17,6 +17,7 @@
 #include "gguf_writer.h"
 #include "scratch_dir.h"
 
+#include "leaving.h"
 #include "mount.h"
 #include "mount_source.h"
 
@@ -62,7 +63,7 @@ static void test_model(void **state)
 	struct mount_err me;
 	assert_true(mount_lookup(s.mount, 1, "model.gguf", &e, &me));
 	assert_int_not_equal(e.ino, 0);
-	mount_source_leaving(&s);   /* (a local model: nothing) */
+	leaving_run(s.leaving);   /* (a local model: nothing) */
 	mount_source_close(&s);
 	assert_null(s.mount);
 	assert_false(mount_source_open(&s, TEST_DATA "/no-such.gguf", &o, err));

@@ -82,8 +82,8 @@ static void test_local_file(void **state)
 	struct ggufs_model *m = open_name_model(TINY, &o, &shown, err);
 	assert_non_null(m);
 	assert_null(shown);   /* a local file is shown by its path */
-	assert_null(m->remote);
-	assert_int_equal(m->n_shards, 1);
+	assert_false(model_fetched(m));
+	assert_int_equal(model_n_files(m), 1);
 	model_close(m);
 	expect_refused(TEST_DATA "/no-such.gguf", "no-such.gguf", NULL);
 	/* a folder given where one model is wanted (--diff) is refused as a file */
@@ -100,7 +100,7 @@ static void test_split_by_first_shard(void **state)
 	const struct open_name_opts o = test_opts();
 	struct ggufs_model *m = open_name_model(first, &o, &shown, err);
 	assert_non_null(m);
-	assert_int_equal(m->n_shards, 3);
+	assert_int_equal(model_n_files(m), 3);
 	model_close(m);
 }
 
@@ -350,7 +350,7 @@ static void test_name_list(void **state)
 		snprintf(p, sizeof p, "%s%s", dir, want[i - 1]);
 		char *real = realpath(p, NULL);
 		assert_non_null(real);
-		assert_string_equal(m->path, real);
+		assert_string_equal(model_path(m), real);
 		free(real);
 		model_close(m);
 	}

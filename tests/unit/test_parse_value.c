@@ -61,9 +61,9 @@ static void round_trip_model(const char *path)
 	if (!m)
 		print_error("%s\n", err);
 	assert_non_null(m);
-	for (uint64_t i = 0; i < m->meta->n_kv; i++) {
+	for (uint64_t i = 0; i < model_meta(m)->n_kv; i++) {
 		char name[80];
-		round_trip(&m->meta->kv[i].value, gguf_quote(&m->meta->kv[i].key, name));
+		round_trip(&model_meta(m)->kv[i].value, gguf_quote(&model_meta(m)->kv[i].key, name));
 	}
 	model_close(m);
 }

@@ -106,14 +106,14 @@ static int teardown(void **state)
 /* Tensor i as type to, made whole: its values read whole and quantized at once. */
 static uint8_t *whole(const struct fixture *f, uint64_t i, uint32_t to, uint64_t *size)
 {
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	*size = reader_quant_size(f->m, i, to);
 	assert_true(*size > 0);
 	float *v = malloc(g->n_elements * sizeof *v);
 	uint8_t *out = malloc(*size);
 	assert_non_null(v);
 	assert_non_null(out);
-	assert_int_equal(reader_f32(f->m, i, 0, g->n_elements * sizeof *v, v), 0);
+	assert_int_equal(reader_f32(f->m, i, 0, g->n_elements * sizeof *v, v, NULL), 0);
 	assert_int_equal(quant_row(to, v, out, (int64_t)g->n_elements), 0);
 	free(v);
 	return out;
@@ -139,7 +139,7 @@ static void check_type(const struct fixture *f, uint64_t i, uint32_t to)
 			const uint64_t len = lens[b] < size - off ? lens[b] : size - off;
 			for (int shift = 0; shift < 2; shift++) {
 				memset(buf, 0x55, size + 1);
-				assert_int_equal(reader_quant(f->m, i, to, off, len, buf + shift), 0);
+				assert_int_equal(reader_quant(f->m, i, to, off, len, buf + shift, NULL), 0);
 				assert_memory_equal(buf + shift, want + off, len);
 			}
 		}
@@ -170,11 +170,11 @@ static void test_own_type_is_stored_bytes(void **state)
 {
 	struct fixture *f = *state;
 	for (uint64_t i = 0; i < N_TENSORS; i++) {
-		const struct gguf_tensor *g = f->m->tensors[i].t;
+		const struct gguf_tensor *g = model_tensor(f->m, i);
 		assert_int_equal(reader_quant_size(f->m, i, g->type), g->size);
 		uint8_t *buf = malloc(g->size);
 		assert_non_null(buf);
-		assert_int_equal(reader_quant(f->m, i, g->type, 3, g->size - 3, buf), 0);
+		assert_int_equal(reader_quant(f->m, i, g->type, 3, g->size - 3, buf, NULL), 0);
 		assert_memory_equal(buf, f->img + g->offset + 3, g->size - 3);
 		free(buf);
 	}
@@ -193,12 +193,12 @@ static void test_sizes_and_refusals(void **state)
 	assert_int_equal(reader_quant_size(f->m, 0, GGML_TYPE_COUNT + 5), 0);
 	uint8_t buf[64];
 	memset(buf, 0x55, sizeof buf);
-	assert_int_equal(reader_quant(f->m, 2, GGML_TYPE_Q8_0, 0, 1, buf), -EINVAL);
+	assert_int_equal(reader_quant(f->m, 2, GGML_TYPE_Q8_0, 0, 1, buf, NULL), -EINVAL);
 	const uint64_t size = reader_quant_size(f->m, 0, GGML_TYPE_Q8_0);
-	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, size - 1, 2, buf), -EINVAL);
-	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, size + 1, 0, buf), -EINVAL);
-	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, UINT64_MAX, 2, buf), -EINVAL);
-	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, size, 0, buf), 0);
+	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, size - 1, 2, buf, NULL), -EINVAL);
+	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, size + 1, 0, buf, NULL), -EINVAL);
+	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, UINT64_MAX, 2, buf, NULL), -EINVAL);
+	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, size, 0, buf, NULL), 0);
 	for (size_t k = 0; k < sizeof buf; k++)
 		assert_int_equal(buf[k], 0x55);
 }
@@ -209,14 +209,14 @@ static void test_shrunk_file(void **state)
 {
 	struct fixture *f = *state;
 	guard_install();   /* cmocka puts its own SIGBUS handler in for every test */
-	const struct gguf_tensor *g = f->m->tensors[0].t;
+	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	assert_int_equal(truncate(f->path, (off_t)(g->offset + g->size / 2)), 0);
 	const uint64_t size = reader_quant_size(f->m, 0, GGML_TYPE_Q8_0);
 	uint8_t *buf = malloc(size);
 	assert_non_null(buf);
-	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, 0, size, buf), -EIO);
+	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, 0, size, buf, NULL), -EIO);
 	/* the first half still reads */
-	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, 0, 34, buf), 0);
+	assert_int_equal(reader_quant(f->m, 0, GGML_TYPE_Q8_0, 0, 34, buf, NULL), 0);
 	free(buf);
 	FILE *fp = fopen(f->path, "r+b");
 	assert_non_null(fp);

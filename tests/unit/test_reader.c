@@ -4,6 +4,7 @@
  * and during one: the SIGBUS guard), and byte sources that are not mapped (read slice
  * by slice) or fail. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include "gguf_writer.h"
 #include "guard.h"
 #include "model.h"
+#include "model_source.h"
 #include "reader.h"
 #include "test_data.h"
 #include "types.h"
@@ -56,7 +58,7 @@ static uint8_t next_byte(void)
 /* The stored bytes of tensor i in the file as written. */
 static const uint8_t *stored(const struct fixture *f, uint64_t i)
 {
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	return f->img + g->offset;
 }
 
@@ -85,7 +87,7 @@ static int setup(void **state)
 	if (!(f->m = gw_open_temp(&w, f->path, &f->img, &f->len, err)))
 		fail_msg("%s", err);
 	for (uint64_t i = 0; i < N_TENSORS; i++) {
-		const struct gguf_tensor *g = f->m->tensors[i].t;
+		const struct gguf_tensor *g = model_tensor(f->m, i);
 		f->values[i] = malloc(g->n_elements * sizeof(float));
 		assert_non_null(f->values[i]);
 		dequant_get(g->type)->to_float(stored(f, i), f->values[i],
@@ -121,7 +123,7 @@ static void restore(const struct fixture *f)
  * misaligned one (the bounce path), against the whole tensor. */
 static void check_ranges(const struct fixture *f, uint64_t i)
 {
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	const uint64_t bo = (uint64_t)g->ti->block_elems * sizeof(float);
 	const uint64_t f32_size = g->n_elements * sizeof(float), bb = g->ti->block_bytes;
 	const uint64_t offs[] = { 0, 1, bo - 1, bo, bo + 1, 3 * bo - 2, f32_size / 2 + 3,
@@ -135,13 +137,13 @@ static void check_ranges(const struct fixture *f, uint64_t i)
 			const uint64_t len = lens[b] < f32_size - off ? lens[b] : f32_size - off;
 			for (int shift = 0; shift < 2; shift++) {
 				memset(buf, 0x55, f32_size + 1);
-				assert_int_equal(reader_f32(f->m, i, off, len, buf + shift), 0);
+				assert_int_equal(reader_f32(f->m, i, off, len, buf + shift, NULL), 0);
 				assert_memory_equal(buf + shift, (const char *)f->values[i] + off, len);
 			}
 			/* the same positions in the stored bytes, by block */
 			const uint64_t roff = off / bo * bb + off % bb;
 			const uint64_t rlen = len < g->size - roff ? len : g->size - roff;
-			assert_int_equal(reader_raw(f->m, i, roff, rlen, buf), 0);
+			assert_int_equal(reader_raw(f->m, i, roff, rlen, buf, NULL), 0);
 			assert_memory_equal(buf, stored(f, i) + roff, rlen);
 		}
 	}
@@ -176,32 +178,32 @@ static void test_past_the_end(void **state)
 {
 	struct fixture *f = *state;
 	const uint64_t i = 1;
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	const uint64_t f32_size = g->n_elements * sizeof(float);
 	char buf[64];
-	assert_int_equal(reader_f32(f->m, i, f32_size - 5, 5, buf), 0);
+	assert_int_equal(reader_f32(f->m, i, f32_size - 5, 5, buf, NULL), 0);
 	assert_memory_equal(buf, (const char *)f->values[i] + f32_size - 5, 5);
-	assert_int_equal(reader_raw(f->m, i, g->size - 7, 7, buf), 0);
+	assert_int_equal(reader_raw(f->m, i, g->size - 7, 7, buf, NULL), 0);
 	assert_memory_equal(buf, stored(f, i) + g->size - 7, 7);
-	assert_int_equal(reader_f32(f->m, i, f32_size, 0, buf), 0);
+	assert_int_equal(reader_f32(f->m, i, f32_size, 0, buf, NULL), 0);
 
 	struct expect e = { .want = stored(f, i) + g->size - 9, .len = 9 };
-	assert_int_equal(reader_visit_raw(f->m, i, g->size - 9, 9, buf, visit_expect, &e), 0);
+	assert_int_equal(reader_visit_raw(f->m, i, g->size - 9, 9, buf, visit_expect, &e, NULL), 0);
 	assert_int_equal(e.calls, 1);
 	e.calls = 0;
-	assert_int_equal(reader_visit_raw(f->m, i, g->size - 9, 10, buf, visit_expect, &e),
+	assert_int_equal(reader_visit_raw(f->m, i, g->size - 9, 10, buf, visit_expect, &e, NULL),
 	                 -EINVAL);
-	assert_int_equal(reader_visit_raw(f->m, i, g->size + 1, 0, buf, visit_expect, &e),
+	assert_int_equal(reader_visit_raw(f->m, i, g->size + 1, 0, buf, visit_expect, &e, NULL),
 	                 -EINVAL);
-	assert_int_equal(reader_visit_raw(f->m, i, g->size, 0, buf, visit_expect, &e), 0);
+	assert_int_equal(reader_visit_raw(f->m, i, g->size, 0, buf, visit_expect, &e, NULL), 0);
 	assert_int_equal(e.calls, 0);
 
 	int fd;
 	uint64_t file_off, count;
-	assert_true(reader_raw_span(f->m, i, g->size - 10, 100, &fd, &file_off, &count));
+	assert_true(reader_raw_span(f->m, i, g->size - 10, 100, &fd, &file_off, &count, NULL));
 	assert_int_equal(file_off, g->offset + g->size - 10);
 	assert_int_equal(count, 10);
-	assert_true(reader_raw_span(f->m, i, g->size, 100, &fd, &file_off, &count));
+	assert_true(reader_raw_span(f->m, i, g->size, 100, &fd, &file_off, &count, NULL));
 	assert_int_equal(count, 0);
 }
 
@@ -212,32 +214,46 @@ static void test_shrunk(void **state)
 {
 	struct fixture *f = *state;
 	const uint64_t i = 0;
-	const struct gguf_tensor *g = f->m->tensors[i].t;
+	const struct gguf_tensor *g = model_tensor(f->m, i);
 	const uint64_t cut = g->offset + g->size / 2;     /* inside tensor 0's blocks */
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
 	assert_int_equal(truncate(f->path, (off_t)cut), 0);
 
-	assert_int_equal(reader_raw(f->m, i, 0, 100, buf), 0);
+	assert_int_equal(reader_raw(f->m, i, 0, 100, buf, NULL), 0);
 	assert_memory_equal(buf, stored(f, i), 100);
-	assert_int_equal(reader_f32(f->m, i, 0, 4096, buf), 0);
+	assert_int_equal(reader_f32(f->m, i, 0, 4096, buf, NULL), 0);
 	assert_memory_equal(buf, f->values[i], 4096);
-	assert_int_equal(reader_raw(f->m, i, g->size / 2 - 10, 20, buf), -EIO);
-	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf), -EIO);
-	assert_int_equal(reader_f32(f->m, i, g->n_elements * 2, 4, buf), -EIO);
-	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf), -EIO);    /* wholly past the cut */
+	assert_int_equal(reader_raw(f->m, i, g->size / 2 - 10, 20, buf, NULL), -EIO);
+	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf, NULL), -EIO);
+	assert_int_equal(reader_f32(f->m, i, g->n_elements * 2, 4, buf, NULL), -EIO);
+	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf, NULL), -EIO);    /* wholly past the cut */
 	struct expect e = { 0 };
-	assert_int_equal(reader_visit_raw(f->m, i, 0, g->size, buf, visit_expect, &e), -EIO);
+	assert_int_equal(reader_visit_raw(f->m, i, 0, g->size, buf, visit_expect, &e, NULL), -EIO);
 	assert_int_equal(e.calls, 0);
 	int fd;
 	uint64_t file_off, count;
-	assert_true(reader_raw_span(f->m, i, g->size / 2 - 10, 100, &fd, &file_off, &count));
+	assert_true(reader_raw_span(f->m, i, g->size / 2 - 10, 100, &fd, &file_off, &count, NULL));
 	assert_int_equal(count, 10);
 
+	/* each failure says why where it is seen: the file, and the sizes it shrank between */
+	char want[GGUF_ERR_MAX], why[GGUF_ERR_MAX];
+	snprintf(want, sizeof want, "%s: the file shrank from %zu to %" PRIu64 " bytes while "
+	         "mounted: reads of the bytes that went fail with EIO", f->path, f->len, cut);
+	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf, why), -EIO);
+	assert_string_equal(why, want);
+	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf, why), -EIO);
+	assert_string_equal(why, want);
+	assert_int_equal(reader_visit_raw(f->m, i, 0, g->size, buf, visit_expect, &e, why), -EIO);
+	assert_string_equal(why, want);
+	assert_true(reader_raw_span(f->m, i, g->size / 2 - 10, 100, &fd, &file_off, &count, why));
+	assert_string_equal(why, want);
+	assert_int_equal(reader_raw(f->m, i, 0, 100, buf, why), 0);   /* a read that works */
+
 	restore(f);
-	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf), 0);
+	assert_int_equal(reader_raw(f->m, i, 0, g->size, buf, NULL), 0);
 	assert_memory_equal(buf, stored(f, i), g->size);
-	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf), 0);
+	assert_int_equal(reader_f32(f->m, 1, 0, 4, buf, NULL), 0);
 	free(buf);
 }
 
@@ -257,13 +273,13 @@ static void visit_cut(void *ctx, const uint8_t *p, uint64_t len)
 static void test_sigbus_guard(void **state)
 {
 	struct fixture *f = *state;
-	const struct gguf_tensor *g = f->m->tensors[0].t;
+	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	guard_install();   /* cmocka puts its own SIGBUS handler in for every test */
 	cut_path = f->path;
-	assert_int_equal(reader_visit_raw(f->m, 0, 0, g->size, NULL, visit_cut, NULL), -EIO);
+	assert_int_equal(reader_visit_raw(f->m, 0, 0, g->size, NULL, visit_cut, NULL, NULL), -EIO);
 	restore(f);
 	char buf[16];
-	assert_int_equal(reader_raw(f->m, 0, g->size - 16, 16, buf), 0);
+	assert_int_equal(reader_raw(f->m, 0, g->size - 16, 16, buf, NULL), 0);
 	assert_memory_equal(buf, stored(f, 0) + g->size - 16, 16);
 }
 
@@ -276,12 +292,16 @@ struct test_source {
 	int reads;
 };
 
-static int test_source_read(struct source *src, uint64_t off, uint64_t len, void *buf)
+static int test_source_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                            char why[GGUF_ERR_MAX])
 {
 	struct test_source *ts = (struct test_source *)src;
 	ts->reads++;
-	if (ts->reads_left == 0)
+	if (ts->reads_left == 0) {
+		if (why)
+			gguf_errf(why, "test.gguf: read %d failed", ts->reads);
 		return -EIO;
+	}
 	if (ts->reads_left > 0)
 		ts->reads_left--;
 	memcpy(buf, ts->data + off, len);
@@ -298,32 +318,50 @@ static const struct source_ops test_source_ops = {
 	.close = test_source_close,
 };
 
+/* The fixture's model, made again by hand (model_source.h) with its one file's bytes
+ * read through src: its tensors into ts. f->m until model_close. */
+static void read_through(struct fixture *f, struct source *src, struct model_tensor *ts)
+{
+	const struct gguf_file *own = model_own_meta(f->m);
+	for (uint64_t i = 0; i < N_TENSORS; i++)
+		ts[i] = (struct model_tensor){ model_tensor(f->m, i), 0 };
+	static struct model_file file;   /* the model's until it closes */
+	file = (struct model_file){ .path = f->path, .size = f->len, .src = src, .gguf = own };
+	const struct model_desc d = { .path = f->path, .st = *model_stat(f->m), .meta = own,
+	                              .tensors = ts, .n_tensors = N_TENSORS, .files = &file,
+	                              .n_files = 1 };
+	f->m = model_new(&d);
+	assert_non_null(f->m);
+}
+
 /* Through a source that is not mapped, the same bytes as through the mapping: the
  * .f32 of a tensor larger than a slice comes slice by slice. */
 static void test_unmapped_source(void **state)
 {
 	struct fixture *f = *state;
 	struct test_source ts = { .src.ops = &test_source_ops, .data = f->img, .reads_left = -1 };
-	struct source *mapped = f->m->shards[0].src;
-	f->m->shards[0].src = &ts.src;
-	assert_true(model_tensor_remote(f->m, 0));
+	struct ggufs_model *mapped = f->m;
+	struct model_tensor mts[N_TENSORS];
+	read_through(f, &ts.src, mts);
+	assert_null(model_tensor_mapped(f->m, 0));
 	for (uint64_t i = 0; i < N_TENSORS; i++)
 		check_ranges(f, i);
-	const struct gguf_tensor *g = f->m->tensors[0].t;
+	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	ts.reads = 0;
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
-	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf), 0);
+	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf, NULL), 0);
 	assert_memory_equal(buf, f->values[0], g->n_elements * sizeof(float));
 	assert_true(ts.reads > 1);
 	struct expect e = { .want = stored(f, 0) + 34, .len = 68 };
-	assert_int_equal(reader_visit_raw(f->m, 0, 34, 68, buf, visit_expect, &e), 0);
+	assert_int_equal(reader_visit_raw(f->m, 0, 34, 68, buf, visit_expect, &e, NULL), 0);
 	assert_int_equal(e.calls, 1);
 	int fd;
 	uint64_t file_off, count;
-	assert_false(reader_raw_span(f->m, 0, 0, 100, &fd, &file_off, &count));
+	assert_false(reader_raw_span(f->m, 0, 0, 100, &fd, &file_off, &count, NULL));
 	free(buf);
-	f->m->shards[0].src = mapped;
+	model_close(f->m);
+	f->m = mapped;
 }
 
 /* Through a source that fails, at once or part way through a read of several slices:
@@ -332,24 +370,29 @@ static void test_failing_source(void **state)
 {
 	struct fixture *f = *state;
 	struct test_source ts = { .src.ops = &test_source_ops, .data = f->img, .reads_left = 0 };
-	struct source *mapped = f->m->shards[0].src;
-	f->m->shards[0].src = &ts.src;
-	const struct gguf_tensor *g = f->m->tensors[0].t;
+	struct ggufs_model *mapped = f->m;
+	struct model_tensor mts[N_TENSORS];
+	read_through(f, &ts.src, mts);
+	const struct gguf_tensor *g = model_tensor(f->m, 0);
 	char *buf = malloc(g->n_elements * sizeof(float));
 	assert_non_null(buf);
-	assert_int_equal(reader_raw(f->m, 0, 0, 16, buf), -EIO);
-	assert_int_equal(reader_f32(f->m, 0, 0, 16, buf), -EIO);
-	assert_int_equal(reader_f32(f->m, 1, 5, 1000, buf), -EIO);
+	char why[GGUF_ERR_MAX];
+	assert_int_equal(reader_raw(f->m, 0, 0, 16, buf, why), -EIO);
+	assert_string_equal(why, "test.gguf: read 1 failed");   /* the source's own why */
+	assert_int_equal(reader_f32(f->m, 0, 0, 16, buf, why), -EIO);
+	assert_string_equal(why, "test.gguf: read 2 failed");
+	assert_int_equal(reader_f32(f->m, 1, 5, 1000, buf, NULL), -EIO);
 	struct expect e = { 0 };
-	assert_int_equal(reader_visit_raw(f->m, 0, 0, 16, buf, visit_expect, &e), -EIO);
+	assert_int_equal(reader_visit_raw(f->m, 0, 0, 16, buf, visit_expect, &e, NULL), -EIO);
 	assert_int_equal(e.calls, 0);
 	/* the second slice of a whole .f32 read fails */
 	ts.reads_left = 1;
 	ts.reads = 0;
-	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf), -EIO);
+	assert_int_equal(reader_f32(f->m, 0, 0, g->n_elements * sizeof(float), buf, NULL), -EIO);
 	assert_int_equal(ts.reads, 2);
 	free(buf);
-	f->m->shards[0].src = mapped;
+	model_close(f->m);
+	f->m = mapped;
 }
 
 UNIT_TESTS_IN_GROUP(setup, teardown,

@@ -13,6 +13,7 @@
 
 #include "unit.h"
 
+#include "model_source.h"
 #include "render_json.h"
 #include "render_value.h"
 #include "render_util.h"
@@ -169,9 +170,10 @@ struct fixture {
 	struct bytes arch, toks, eps;
 	struct gguf_kv kv[3];
 	struct gguf_tensor t[2];
-	struct model_shard shards[2];
+	struct gguf_file gf;
+	struct model_file files[2];
 	struct model_tensor mt[2];
-	struct ggufs_model m;
+	struct ggufs_model *m;   /* made by hand (model_source.h): closed by fixture_done */
 };
 
 static void fixture_init(struct fixture *fx, uint32_t n_shards)
@@ -190,16 +192,39 @@ static void fixture_init(struct fixture *fx, uint32_t n_shards)
 	fx->t[1] = (struct gguf_tensor){ .name = { "new.type\tx", 10 }, .n_dims = 1,
 		.ne = { 64, 1, 1, 1 }, .type = 99, .n_elements = 64, .offset = 1855808,
 		.size = 96 };
-	fx->shards[0].path = "/models/m-00001-of-00002.gguf";
-	fx->shards[1].path = "/models/m-00002-of-00002.gguf";
-	fx->shards[0].gf = (struct gguf_file){ .version = 3, .alignment = 32,
+	fx->files[0].path = "/models/m-00001-of-00002.gguf";
+	fx->files[1].path = "/models/m-00002-of-00002.gguf";
+	fx->gf = (struct gguf_file){ .version = 3, .alignment = 32,
 		.data_offset = 175808, .n_kv = 3, .kv = fx->kv, .n_tensors = n_shards == 1 ? 2 : 1,
 		.tensors = fx->t };
 	fx->mt[0] = (struct model_tensor){ &fx->t[0], 0 };
 	fx->mt[1] = (struct model_tensor){ &fx->t[1], n_shards == 1 ? 0 : 1 };
-	fx->m = (struct ggufs_model){ .path = "m.gguf", .file_name = "m-00001-of-00002.gguf",
-		.n_shards = n_shards, .shards = fx->shards, .meta = &fx->shards[0].gf,
-		.n_tensors = 2, .tensors = fx->mt };
+	const struct model_desc d = { .path = "m.gguf", .meta = &fx->gf, .tensors = fx->mt,
+	                              .n_tensors = 2, .files = fx->files, .n_files = n_shards };
+	fx->m = model_new(&d);
+	assert_non_null(fx->m);
+}
+
+static void fixture_done(struct fixture *fx)
+{
+	model_close(fx->m);
+}
+
+/* A model of one file made by hand (model_source.h) of metadata g, its n tensors
+ * (into mt, which stays the model's, as g and path do). */
+static struct ggufs_model *one_file(const char *path, const struct gguf_file *g,
+                                    const struct gguf_tensor *t, uint64_t n,
+                                    struct model_tensor *mt)
+{
+	static struct model_file file;   /* the model's until it closes */
+	file = (struct model_file){ .path = path, .gguf = g };
+	for (uint64_t i = 0; i < n; i++)
+		mt[i] = (struct model_tensor){ &t[i], 0 };
+	const struct model_desc d = { .path = path, .meta = g, .tensors = mt, .n_tensors = n,
+	                              .files = &file, .n_files = 1 };
+	struct ggufs_model *m = model_new(&d);
+	assert_non_null(m);
+	return m;
 }
 
 static void json_doc_fn(struct sink *s, const void *arg)
@@ -213,7 +238,7 @@ static void test_document(void **state)
 	static struct fixture fx;
 	fixture_init(&fx, 1);
 	size_t len;
-	char *got = render_all(json_doc_fn, &fx.m, &len);
+	char *got = render_all(json_doc_fn, fx.m, &len);
 	static const char want[] =
 		"{\"file\": \"m-00001-of-00002.gguf\", \"model\": \"model.gguf\", \"version\": 3, "
 		"\"alignment\": 32, \"data_offset\": 175808,\n"
@@ -237,8 +262,9 @@ static void test_document(void **state)
 		print_error("got:\n%s\nwant:\n%s\n", got, want);
 	assert_string_equal(got, want);
 	for (unsigned seed = 1; seed <= 20; seed++)
-		assert_true(render_windows_agree(json_doc_fn, &fx.m, got, len, seed));
+		assert_true(render_windows_agree(json_doc_fn, fx.m, got, len, seed));
 	free(got);
+	fixture_done(&fx);
 }
 
 static void test_document_shards(void **state)
@@ -247,11 +273,12 @@ static void test_document_shards(void **state)
 	static struct fixture fx;
 	fixture_init(&fx, 2);
 	size_t len;
-	char *got = render_all(json_doc_fn, &fx.m, &len);
+	char *got = render_all(json_doc_fn, fx.m, &len);
 	assert_non_null(strstr(got, "\"npy\": \"tensors/output.weight.npy\", "
 	                            "\"shard\": \"m-00001-of-00002.gguf\"}"));
 	assert_non_null(strstr(got, "\"npy\": null, \"shard\": \"m-00002-of-00002.gguf\"}"));
 	free(got);
+	fixture_done(&fx);
 }
 
 /* Names that must be escaped: each kv and tensor names the file that the tree has for
@@ -301,15 +328,12 @@ static void test_document_paths(void **state)
 		                                            : (struct gguf_str){ long_t, sizeof long_t },
 		                             .n_dims = 1, .ne = { 2, 1, 1, 1 }, .type = 0,
 		                             .n_elements = 2, .size = 8, .has_f32 = i != 1 };
-		mt[i] = (struct model_tensor){ &t[i], 0 };
 	}
-	struct model_shard sh = { .path = "n.gguf",
-		.gf = { .version = 3, .alignment = 32, .n_kv = NK + 1, .kv = kv,
-		        .n_tensors = NT + 1, .tensors = t } };
-	struct ggufs_model m = { .file_name = "n.gguf", .n_shards = 1, .shards = &sh,
-	                         .meta = &sh.gf, .n_tensors = NT + 1, .tensors = mt };
+	static const struct gguf_file g = { .version = 3, .alignment = 32, .n_kv = NK + 1,
+	                                    .kv = kv, .n_tensors = NT + 1, .tensors = t };
+	struct ggufs_model *m = one_file("n.gguf", &g, t, NT + 1, mt);
 	size_t len;
-	char *got = render_all(json_doc_fn, &m, &len);
+	char *got = render_all(json_doc_fn, m, &len);
 	char want[1024];
 	for (size_t i = 0; i < NK; i++) {
 		snprintf(want, sizeof want, "\"value\": 7, \"file\": \"%s\"}", keys[i].path);
@@ -335,23 +359,23 @@ static void test_document_paths(void **state)
 	         "\"f32\": \"tensors/%.200s~0f91a5d6f33c56c5.f32\"", long_t, long_t);
 	assert_non_null(strstr(got, want));
 	for (unsigned seed = 1; seed <= 5; seed++)
-		assert_true(render_windows_agree(json_doc_fn, &m, got, len, seed));
+		assert_true(render_windows_agree(json_doc_fn, m, got, len, seed));
 	free(got);
+	model_close(m);
 }
 
 static void test_empty_model(void **state)
 {
 	(void)state;
-	struct gguf_file f = { .version = 2, .alignment = 64, .data_offset = 32 };
-	struct model_shard sh = { .path = "e.gguf", .gf = f };
-	struct ggufs_model m = { .file_name = "e.gguf", .n_shards = 1, .shards = &sh,
-	                         .meta = &sh.gf };
+	const struct gguf_file f = { .version = 2, .alignment = 64, .data_offset = 32 };
+	struct ggufs_model *m = one_file("e.gguf", &f, NULL, 0, NULL);
 	size_t len;
-	char *got = render_all(json_doc_fn, &m, &len);
+	char *got = render_all(json_doc_fn, m, &len);
 	assert_string_equal(got, "{\"file\": \"e.gguf\", \"model\": \"model.gguf\", \"version\": 2, "
 	                         "\"alignment\": 64, \"data_offset\": 32,\n \"metadata\": {},\n "
 	                         "\"tensors\": []}\n");
 	free(got);
+	model_close(m);
 }
 
 static void test_window_stops_early(void **state)
@@ -370,15 +394,14 @@ static void test_window_stops_early(void **state)
 	}
 	v.size = n;
 	struct gguf_kv kv = { { "tokenizer.ggml.tokens", 21 }, v };
-	struct gguf_file f = { .version = 3, .alignment = 32, .n_kv = 1, .kv = &kv };
-	struct model_shard sh = { .path = "b.gguf", .gf = f };
-	struct ggufs_model m = { .file_name = "b.gguf", .n_shards = 1, .shards = &sh,
-	                         .meta = &sh.gf };
+	const struct gguf_file f = { .version = 3, .alignment = 32, .n_kv = 1, .kv = &kv };
+	struct ggufs_model *m = one_file("b.gguf", &f, NULL, 0, NULL);
 	char buf[100];
-	struct window_render r = render_window(json_doc_fn, &m, buf, 50, sizeof buf);
+	struct window_render r = render_window(json_doc_fn, m, buf, 50, sizeof buf);
 	assert_int_equal(r.filled, sizeof buf);
 	assert_true(r.walked < 1000);
 	assert_true(r.whole > 100000);
+	model_close(m);
 }
 
 UNIT_TESTS(cmocka_unit_test(test_escapes),

@@ -14,6 +14,7 @@
 #include "tiny_model.h"
 
 #include "model.h"
+#include "model_source.h"
 #include "render_summary.h"
 #include "render_util.h"
 
@@ -149,12 +150,16 @@ static void test_hand_built(void **state)
 		                             .type = i == 11 ? 1 : 100 + i, .size = 20 };
 		mt[i] = (struct model_tensor){ &t[i], 0 };
 	}
-	struct model_shard sh = { .path = "h.gguf",
-		.gf = { .version = 2, .n_kv = 3, .kv = kv, .n_tensors = 12, .tensors = t } };
-	struct ggufs_model m = { .file_name = "h\n.gguf", .n_shards = 1, .shards = &sh,
-	                         .meta = &sh.gf, .n_tensors = 12, .tensors = mt };
+	/* a model made by hand (model_source.h): its file name is its file's */
+	const struct gguf_file g = { .version = 2, .n_kv = 3, .kv = kv, .n_tensors = 12,
+	                             .tensors = t };
+	const struct model_file file = { .path = "h\n.gguf", .gguf = &g };
+	const struct model_desc d = { .path = "h.gguf", .meta = &g, .tensors = mt,
+	                              .n_tensors = 12, .files = &file, .n_files = 1 };
+	struct ggufs_model *m = model_new(&d);
+	assert_non_null(m);
 	size_t len;
-	char *txt = render_all(summary_fn, &m, &len);
+	char *txt = render_all(summary_fn, m, &len);
 	expect_line(txt, "file:             h\\n.gguf");
 	expect_line(txt, "name:             n/a");
 	expect_line(txt, "file type:        unknown (99)");
@@ -178,6 +183,7 @@ static void test_hand_built(void **state)
 	assert_int_equal(sscanf(other, "\nother %llu %llu", &c, &b), 2);
 	assert_true(c == 3 && b == 60);
 	free(txt);
+	model_close(m);
 }
 
 /* The KV figure from per-layer KV head counts and key and value lengths of their own,

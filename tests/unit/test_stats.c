@@ -499,7 +499,7 @@ static void parse(const char *text, struct parsed *p)
 static char *read_node(const struct tree *t, const struct tree_node *n)
 {
 	char *buf = malloc(n->size + 1);
-	assert_int_equal(tree_read(t, n, buf, n->size + 10, 0), (int64_t)n->size);
+	assert_int_equal(tree_read(t, n, buf, n->size + 10, 0, NULL), (int64_t)n->size);
 	buf[n->size] = 0;
 	return buf;
 }
@@ -525,7 +525,7 @@ static void check_model(bool faults)
 		assert_int_equal(p.subnormals, faults ? want->subnormals : 0);
 		/* the file and --check's verdict agree */
 		struct tensor_stats s;
-		assert_int_equal(stats_tensor(f->m, n->index, &s), 0);
+		assert_int_equal(stats_tensor(f->m, n->index, &s, NULL), 0);
 		assert_int_equal(stats_unhealthy(&s), faults && want->unhealthy);
 		assert_int_equal(s.elements, p.elements);
 		free(text);
@@ -550,8 +550,8 @@ static void test_clean(void **state)
 static void assert_health_agrees(const struct tree *t)
 {
 	const struct ggufs_model *m = tree_model(t);
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct gguf_tensor *g = m->tensors[i].t;
+	for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+		const struct gguf_tensor *g = model_tensor(m, i);
 		if (!g->has_f32)
 			continue;
 		for (uint64_t seg = 0; seg < stats_segments(g); seg++) {
@@ -679,14 +679,14 @@ static void test_lazy(void **state)
 	char *b = read_node(t, one);
 	assert_string_equal(a, b);
 	char part[8];
-	assert_int_equal(tree_read(t, one, part, sizeof part, 20), (int64_t)sizeof part);
+	assert_int_equal(tree_read(t, one, part, sizeof part, 20, NULL), (int64_t)sizeof part);
 	assert_memory_equal(part, a + 20, sizeof part);
 	assert_int_equal(tree_stats_computed(t), 1);
 
 	/* the header of stats.tsv needs no tensor; a slice needs only its lines' */
 	const struct tree_node *tsv = tree_node(t, TREE_STATS_TSV_INO);
 	char head[7];
-	assert_int_equal(tree_read(t, tsv, head, 6, 0), 6);
+	assert_int_equal(tree_read(t, tsv, head, 6, 0, NULL), 6);
 	head[6] = 0;
 	assert_string_equal(head, "tensor");
 	assert_int_equal(tree_stats_computed(t), 1);
@@ -708,9 +708,9 @@ static void test_lazy(void **state)
 	/* a slice after the lines, and one across their end, read the same bytes */
 	char tail[64];
 	const uint64_t at = (uint64_t)(line - all) - 10;
-	assert_int_equal(tree_read(t, tsv, tail, sizeof tail, at), (int64_t)sizeof tail);
+	assert_int_equal(tree_read(t, tsv, tail, sizeof tail, at, NULL), (int64_t)sizeof tail);
 	assert_memory_equal(tail, all + at, sizeof tail);
-	assert_int_equal(tree_read(t, tsv, tail, 5, size - 5), 5);
+	assert_int_equal(tree_read(t, tsv, tail, 5, size - 5, NULL), 5);
 	assert_memory_equal(tail, "\n\n\n\n\n", 5);
 	free(all);
 	free(a);
@@ -728,7 +728,7 @@ static void *read_thread(void *arg)
 {
 	struct reader *r = arg;
 	r->text = malloc(r->n->size + 1);
-	if (tree_read(r->t, r->n, r->text, r->n->size, 0) == (int64_t)r->n->size)
+	if (tree_read(r->t, r->n, r->text, r->n->size, 0, NULL) == (int64_t)r->n->size)
 		r->text[r->n->size] = 0;
 	else
 		r->text[0] = 0;
@@ -769,17 +769,19 @@ static void test_shrunk(void **state)
 	const struct tree_node *n = tree_lookup(f->t, TREE_STATS_DIR_INO, "f32.subnormal");
 	FILE *fp = fopen(f->path, "r+b");
 	assert_non_null(fp);
-	size_t size = (size_t)f->m->shards[0].size;
+	struct model_file_info fi;
+	model_file(f->m, 0, &fi);
+	size_t size = (size_t)fi.size;
 	char *copy = malloc(size);
 	assert_int_equal(fread(copy, 1, size, fp), size);
 	assert_int_equal(ftruncate(fileno(fp), (off_t)(size - 1000)), 0);
 	char buf[512];
-	assert_int_equal(tree_read(f->t, n, buf, sizeof buf, 0), -EIO);
+	assert_int_equal(tree_read(f->t, n, buf, sizeof buf, 0, NULL), -EIO);
 	assert_int_equal(tree_stats_computed(f->t), 0);
 	assert_int_equal(fseek(fp, 0, SEEK_SET), 0);
 	assert_int_equal(fwrite(copy, 1, size, fp), size);
 	assert_int_equal(fflush(fp), 0);
-	assert_int_equal(tree_read(f->t, n, buf, sizeof buf, 0), (int64_t)n->size);
+	assert_int_equal(tree_read(f->t, n, buf, sizeof buf, 0, NULL), (int64_t)n->size);
 	assert_int_equal(tree_stats_computed(f->t), 1);
 	fclose(fp);
 	free(copy);

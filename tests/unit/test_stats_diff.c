@@ -274,10 +274,10 @@ static void test_scan_in_order(void **state)
 			assert_true(sums[k].d2 > 0);
 		}
 	}
-	assert_int_equal(total, a->tensors[0].t->size + a->tensors[1].t->size +
-	                        b->tensors[0].t->size + b->tensors[1].t->size);
+	assert_int_equal(total, model_tensor(a, 0)->size + model_tensor(a, 1)->size +
+	                        model_tensor(b, 0)->size + model_tensor(b, 1)->size);
 	/* b shrinks to its first tensor and half its second: the second pair fails, in b */
-	assert_int_equal(truncate(pb, (off_t)(b->tensors[1].t->offset + b->tensors[1].t->size / 2)), 0);
+	assert_int_equal(truncate(pb, (off_t)(model_tensor(b, 1)->offset + model_tensor(b, 1)->size / 2)), 0);
 	assert_int_equal(diff_scan_run(a, b, &plan, sums, compared, NULL, NULL, &total, &fail), -EIO);
 	assert_int_equal(fail.which, 1);
 	assert_int_equal(fail.pair, 1);

@@ -130,8 +130,8 @@ static int visit(void *ctx, const struct stats_scan_job *job, uint64_t seg, uint
 	atomic_fetch_add(&r->visits[item], 1);
 	if (item == r->fail_at[0] || item == r->fail_at[1])
 		return -EIO;
-	if (r->m[1] && r->m[0]->tensors[job->tensor[0]].t->n_elements !=
-	               r->m[1]->tensors[job->tensor[1]].t->n_elements)
+	if (r->m[1] && model_tensor(r->m[0], job->tensor[0])->n_elements !=
+	               model_tensor(r->m[1], job->tensor[1])->n_elements)
 		r->pair_ok = false;
 	return stats_segment(r->m[0], job->tensor[0], seg, &r->parts[item], progress);
 }
@@ -183,7 +183,7 @@ static void test_every_item_once(void **state)
 		memset(&got, 0, sizeof got);
 		memset(&want, 0, sizeof want);
 		stats_finish(&all, &got);
-		assert_int_equal(stats_tensor(m, job->tensor[0], &want), 0);
+		assert_int_equal(stats_tensor(m, job->tensor[0], &want, NULL), 0);
 		assert_memory_equal(&got, &want, sizeof got);
 		assert_int_equal(got.elements, tensors[j].n);
 	}
@@ -228,7 +228,9 @@ static void test_shrunk(void **state)
 {
 	(void)state;
 	struct ggufs_model *m = open_model();
-	const uint64_t size = m->shards[0].size;
+	struct model_file_info fi;
+	model_file(m, 0, &fi);
+	const uint64_t size = fi.size;
 	assert_int_equal(truncate(path, (off_t)(size / 3)), 0);
 	struct record r;
 	struct stats_scan sc;

@@ -67,7 +67,7 @@ static char *read_all(const struct tree *t, const struct tree_node *n)
 {
 	char *buf = malloc(n->size + 1);
 	assert_non_null(buf);
-	int64_t got = tree_read(t, n, buf, n->size + 100, 0);
+	int64_t got = tree_read(t, n, buf, n->size + 100, 0, NULL);
 	assert_int_equal(got, n->size);
 	buf[n->size] = 0;
 	return buf;
@@ -140,7 +140,7 @@ static void test_quants(void **state)
 	assert_ptr_equal(tree_node(t, q->ino), q);
 	assert_ptr_equal(tree_node(t, tsv->ino), tsv);
 	assert_null(tree_lookup(t, d->ino, "Q8_0.gguf"));
-	assert_int_equal(tree_read(t, d, NULL, 1, 0), -EISDIR);
+	assert_int_equal(tree_read(t, d, NULL, 1, 0, NULL), -EISDIR);
 
 	FILE *fp = fopen(TEST_DATA "/tinyllama-q4km.gguf", "rb");
 	assert_non_null(fp);
@@ -152,7 +152,7 @@ static void test_quants(void **state)
 	assert_memory_equal(got, want, q->size);
 	char piece[5000];
 	for (uint64_t off = 0; off < q->size; off += q->size / 7 + 1) {
-		assert_int_equal(tree_read(t, q, piece, sizeof piece, off),
+		assert_int_equal(tree_read(t, q, piece, sizeof piece, off, NULL),
 		                 q->size - off < sizeof piece ? q->size - off : sizeof piece);
 		assert_memory_equal(piece, want + off, q->size - off < sizeof piece ? q->size - off
 		                                                                     : sizeof piece);
@@ -188,11 +188,11 @@ static void test_metadata(void **state)
 	free(s);
 
 	char buf[8];
-	assert_int_equal(tree_read(f->t, tree_node(f->t, 2), buf, 8, 0), -EISDIR);
+	assert_int_equal(tree_read(f->t, tree_node(f->t, 2), buf, 8, 0, NULL), -EISDIR);
 	n = tree_lookup(f->t, 2, "general.architecture");
-	assert_int_equal(tree_read(f->t, n, buf, 8, 6), 0);
-	assert_int_equal(tree_read(f->t, n, buf, 8, 1000), 0);
-	assert_int_equal(tree_read(f->t, n, buf, 3, 2), 3);
+	assert_int_equal(tree_read(f->t, n, buf, 8, 6, NULL), 0);
+	assert_int_equal(tree_read(f->t, n, buf, 8, 1000, NULL), 0);
+	assert_int_equal(tree_read(f->t, n, buf, 3, 2, NULL), 3);
 	assert_memory_equal(buf, "ama", 3);
 }
 
@@ -262,7 +262,7 @@ static void test_slices(void **state)
 				len = 1 + (uint64_t)rand() % 700;
 			/* an odd destination address exercises the bounce path too */
 			char *dst = slice + (k & 1);
-			assert_int_equal(tree_read(f->t, n, dst, len, off), len);
+			assert_int_equal(tree_read(f->t, n, dst, len, off, NULL), len);
 			assert_memory_equal(dst, (char *)got + off, len);
 		}
 
@@ -274,7 +274,7 @@ static void test_slices(void **state)
 		assert_memory_equal(all, "\x93NUMPY\x01\x00", 8);
 		assert_memory_equal(all + h, got, n->size);
 		/* across the header/data boundary */
-		assert_int_equal(tree_read(f->t, npy, slice, 13, h - 5), 13);
+		assert_int_equal(tree_read(f->t, npy, slice, 13, h - 5, NULL), 13);
 		assert_memory_equal(slice, all + h - 5, 13);
 		free(all);
 
@@ -387,7 +387,7 @@ static void test_resume(void **state)
 			memset(buf, 0x55, n->size);
 			for (uint64_t off = 0; off < n->size; off += chunks[c]) {
 				uint64_t want = n->size - off < chunks[c] ? n->size - off : chunks[c];
-				assert_int_equal(tree_read(t, n, buf + off, chunks[c], off), want);
+				assert_int_equal(tree_read(t, n, buf + off, chunks[c], off, NULL), want);
 			}
 			assert_memory_equal(buf, full, n->size);
 		}
@@ -395,7 +395,7 @@ static void test_resume(void **state)
 			uint64_t off = (uint64_t)rand() % n->size;
 			uint64_t len = 1 + (uint64_t)rand() % (k % 2 ? 300 : 3 << 20);
 			uint64_t want = n->size - off < len ? n->size - off : len;
-			assert_int_equal(tree_read(t, n, buf, len, off), want);
+			assert_int_equal(tree_read(t, n, buf, len, off, NULL), want);
 			assert_memory_equal(buf, full + off, want);
 		}
 		free(buf);
@@ -426,39 +426,41 @@ static void test_shrink(void **state)
 	const struct tree_node *last = tree_lookup(t, 3, "token_embd.weight.f32");
 	const struct tree_node *last_raw = tree_lookup(t, 3, "token_embd.weight");
 	char *buf = malloc(1 << 20);
-	assert_int_equal(tree_read(t, last, buf, 1 << 20, 0), 1 << 20);
+	assert_int_equal(tree_read(t, last, buf, 1 << 20, 0, NULL), 1 << 20);
 	/* model.gguf is the file, through tree_read and through iovecs */
 	const struct tree_node *model = tree_node(t, TREE_MODEL_INO);
 	assert_string_equal(model->name, "model.gguf");
 	assert_int_equal(model->size, size);
 	char *whole = malloc(size);
-	assert_int_equal(tree_read(t, model, whole, size + 10, 0), size);
+	assert_int_equal(tree_read(t, model, whole, size + 10, 0, NULL), size);
 	assert_memory_equal(whole, data, size);
 	free(whole);
 	struct iovec iov[4];
-	assert_int_equal(tree_model_iov(t, model, 2000000, 4096, iov, 4), 1);
-	assert_ptr_equal(iov[0].iov_base, m->shards[0].map + 2000000);
-	assert_int_equal(tree_model_iov(t, last, 0, 4096, iov, 4), 0);
+	/* the file's mapping: where its first tensor's bytes are, less their offset */
+	const uint8_t *map = model_tensor_mapped(m, 0) - model_tensor(m, 0)->offset;
+	assert_int_equal(tree_model_iov(t, model, 2000000, 4096, iov, 4, NULL), 1);
+	assert_ptr_equal(iov[0].iov_base, map + 2000000);
+	assert_int_equal(tree_model_iov(t, last, 0, 4096, iov, 4, NULL), 0);
 	/* the one zero-copy entry point: model.gguf as tree_model_iov, a raw tensor as one
 	 * iovec into the mapping, a rendered or dequantized file not at all */
-	assert_int_equal(tree_read_iov(t, model, 2000000, 4096, iov, 4), 1);
-	assert_ptr_equal(iov[0].iov_base, m->shards[0].map + 2000000);
-	assert_int_equal(tree_read_iov(t, last_raw, 1000, 4096, iov, 4), 1);
-	assert_ptr_equal(iov[0].iov_base, m->shards[0].map + 1856832 + 1000);
+	assert_int_equal(tree_read_iov(t, model, 2000000, 4096, iov, 4, NULL), 1);
+	assert_ptr_equal(iov[0].iov_base, map + 2000000);
+	assert_int_equal(tree_read_iov(t, last_raw, 1000, 4096, iov, 4, NULL), 1);
+	assert_ptr_equal(iov[0].iov_base, map + 1856832 + 1000);
 	assert_int_equal(iov[0].iov_len, 4096);
-	assert_int_equal(tree_read_iov(t, last, 0, 4096, iov, 4), 0);
-	assert_int_equal(tree_read_iov(t, tree_node(t, TREE_JSON_INO), 0, 16, iov, 4), 0);
+	assert_int_equal(tree_read_iov(t, last, 0, 4096, iov, 4, NULL), 0);
+	assert_int_equal(tree_read_iov(t, tree_node(t, TREE_JSON_INO), 0, 16, iov, 4, NULL), 0);
 
 	/* cut the file inside token_embd.weight, well past a page boundary */
 	assert_int_equal(ftruncate(fd, 1856832 + 300000), 0);
-	assert_int_equal(tree_read(t, last, buf, 4096, 8000000), -EIO);
-	assert_int_equal(tree_read(t, last_raw, buf, 4096, 1100000), -EIO);
-	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 300000 - 100), -EIO);
-	assert_int_equal(tree_model_iov(t, model, 1856832 + 300000 - 100, 4096, iov, 4), -EIO);
-	assert_int_equal(tree_read_iov(t, last_raw, 1100000, 4096, iov, 4), -EIO);
-	assert_int_equal(tree_read_iov(t, last_raw, 299000, 4096, iov, 4), -EIO);   /* a part */
-	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 200000), 4096);
-	assert_int_equal(tree_model_iov(t, model, 1856832 + 200000, 4096, iov, 4), 1);
+	assert_int_equal(tree_read(t, last, buf, 4096, 8000000, NULL), -EIO);
+	assert_int_equal(tree_read(t, last_raw, buf, 4096, 1100000, NULL), -EIO);
+	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 300000 - 100, NULL), -EIO);
+	assert_int_equal(tree_model_iov(t, model, 1856832 + 300000 - 100, 4096, iov, 4, NULL), -EIO);
+	assert_int_equal(tree_read_iov(t, last_raw, 1100000, 4096, iov, 4, NULL), -EIO);
+	assert_int_equal(tree_read_iov(t, last_raw, 299000, 4096, iov, 4, NULL), -EIO);   /* a part */
+	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 200000, NULL), 4096);
+	assert_int_equal(tree_model_iov(t, model, 1856832 + 200000, 4096, iov, 4, NULL), 1);
 	/* the zero-copy span says how much is left: none past the cut, a part across it */
 	int span_fd;
 	uint64_t span_off, span_count;
@@ -468,15 +470,15 @@ static void test_shrink(void **state)
 	assert_int_equal(span_off, 1856832 + 299000);
 	assert_int_equal(span_count, 1000);
 	assert_false(tree_raw_span(t, last, 0, 4096, &span_fd, &span_off, &span_count));
-	assert_int_equal(tree_read(t, last, buf, 4096, 0), 4096);
-	assert_int_equal(tree_read(t, first, buf, 1 << 20, 0), 1 << 20);
+	assert_int_equal(tree_read(t, last, buf, 4096, 0, NULL), 4096);
+	assert_int_equal(tree_read(t, first, buf, 1 << 20, 0, NULL), 1 << 20);
 	const struct tree_node *arch = tree_lookup(t, 2, "general.architecture");
-	assert_int_equal(tree_read(t, arch, buf, 100, 0), 6);
+	assert_int_equal(tree_read(t, arch, buf, 100, 0, NULL), 6);
 
 	/* cut into the header: metadata goes too, without a crash */
 	assert_int_equal(ftruncate(fd, 1000), 0);
-	assert_int_equal(tree_read(t, arch, buf, 100, 0), -EIO);
-	assert_int_equal(tree_read(t, first, buf, 4096, 0), -EIO);
+	assert_int_equal(tree_read(t, arch, buf, 100, 0, NULL), -EIO);
+	assert_int_equal(tree_read(t, first, buf, 4096, 0, NULL), -EIO);
 
 	free(buf);
 	tree_free(t);

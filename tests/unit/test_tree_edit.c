@@ -56,7 +56,7 @@ static char *content(struct tree_edits *e, const char *name)
 	const struct tree_node *n = tree_lookup(t, 2, name);
 	char *buf = calloc(1, n ? n->size + 1 : 1);
 	if (n)
-		assert_int_equal(tree_read(t, n, buf, n->size, 0), (int64_t)n->size);
+		assert_int_equal(tree_read(t, n, buf, n->size, 0, NULL), (int64_t)n->size);
 	tree_release(t);
 	return buf;
 }
@@ -87,7 +87,7 @@ static void test_each_edit(void **state)
 
 	assert_int_equal(tree_edits_create(f->e, "my.key", &ino, err), 0);
 	assert_int_equal(ino, ino_of(f->e, "my.key"));
-	assert_true(ino > TREE_FIRST_META + f->m->meta->n_kv + 4 * f->m->n_tensors - 1);
+	assert_true(ino > TREE_FIRST_META + model_meta(f->m)->n_kv + 4 * model_n_tensors(f->m) - 1);
 	assert_int_equal(tree_edits_set_type(f->e, ino, "uint32", 6, err), 0);
 	expect_content(f->e, "my.key", "0\n");
 	assert_int_equal(tree_edits_write(f->e, ino, "7", 1, err), 0);
@@ -117,7 +117,7 @@ static void test_each_edit(void **state)
 	{
 		struct tree *t = tree_edits_current(f->e);
 		const struct tree_node *n = tree_node(t, eos);
-		assert_int_equal(tree_model(t)->meta->kv[n->index].value.type, GGUF_TYPE_UINT32);
+		assert_int_equal(model_meta(tree_model(t))->kv[n->index].value.type, GGUF_TYPE_UINT32);
 		tree_release(t);
 	}
 	expect_content(f->e, "tokenizer.ggml.eos_token_id", "7\n");
@@ -153,7 +153,7 @@ static void test_each_edit(void **state)
 	assert_int_equal(mn->ino, TREE_MODEL_STATE_INO + tree_state(t)->gen);
 	assert_int_equal(tree_model_ino(f->base), TREE_MODEL_INO);
 	uint8_t *img = malloc(mn->size);
-	assert_int_equal(tree_read(t, mn, (char *)img, mn->size, 0), (int64_t)mn->size);
+	assert_int_equal(tree_read(t, mn, (char *)img, mn->size, 0, NULL), (int64_t)mn->size);
 	struct gguf_file g;
 	assert_int_equal(gguf_parse(img, mn->size, &g, err), 0);
 	assert_null(gguf_find_kv(&g, "general.name"));
@@ -162,11 +162,14 @@ static void test_each_edit(void **state)
 	assert_int_equal(k->value.type, GGUF_TYPE_INT64);
 	assert_int_equal(gguf_le64(k->value.data), 7);
 	assert_ptr_equal(k, &g.kv[g.n_kv - 2]);   /* new keys last, in order */
-	const struct gguf_file *own = &f->m->shards[0].gf;
+	const struct gguf_file *own = model_own_meta(f->m);
+	struct model_file_info file;
+	model_file(f->m, 0, &file);
 	assert_int_equal(g.n_tensors, own->n_tensors);
-	assert_int_equal(mn->size - g.data_offset, f->m->shards[0].size - own->data_offset);
-	assert_memory_equal(img + g.data_offset, f->m->shards[0].map + own->data_offset,
-	                    mn->size - g.data_offset);
+	assert_int_equal(mn->size - g.data_offset, file.size - own->data_offset);
+	/* the file's mapping: where its first tensor's bytes are, less their offset */
+	const uint8_t *map = model_tensor_mapped(f->m, 0) - model_tensor(f->m, 0)->offset;
+	assert_memory_equal(img + g.data_offset, map + own->data_offset, mn->size - g.data_offset);
 	for (uint64_t i = 0; i < g.n_tensors; i++)
 		assert_int_equal(g.tensors[i].offset - g.data_offset,
 		                 own->tensors[i].offset - own->data_offset);
@@ -176,10 +179,10 @@ static void test_each_edit(void **state)
 
 	/* FILE is held: a second open while it is is refused; once closed, an open gives
 	 * the same metadata */
-	assert_null(tree_edits_open(f->base, f->file, err));
+	assert_null(tree_edits_open(f->base, f->file, NULL, err));
 	assert_non_null(strstr(err, "in use by another mount"));
 	tree_edits_close(f->e);
-	f->e = tree_edits_open(f->base, f->file, err);
+	f->e = tree_edits_open(f->base, f->file, NULL, err);
 	assert_non_null(f->e);
 	expect_content(f->e, "my.key", "7\n");
 	assert_int_equal(ino_of(f->e, "general.name"), 0);
@@ -388,14 +391,14 @@ static void test_every_type_round_trip(void **state)
 		print_error("%s\n", err);
 	assert_non_null(m);
 	struct tree *base = tree_build(m, err);
-	struct tree_edits *e = tree_edits_open(base, file, err);
+	struct tree_edits *e = tree_edits_open(base, file, NULL, err);
 	assert_non_null(e);
-	uint64_t n = m->meta->n_kv;
+	uint64_t n = model_meta(m)->n_kv;
 	for (uint64_t k = 0; k < n; k++) {
 		struct tree *t = tree_edits_current(e);
 		const struct tree_node *nd = tree_node(t, TREE_FIRST_META + k);
 		char *text = malloc(nd->size + 1);
-		assert_int_equal(tree_read(t, nd, text, nd->size, 0), (int64_t)nd->size);
+		assert_int_equal(tree_read(t, nd, text, nd->size, 0, NULL), (int64_t)nd->size);
 		assert_int_equal(tree_edits_write(e, nd->ino, text, nd->size, err), 0);
 		/* the same text under a new name: a value of the same type and rendering */
 		char name[80];
@@ -419,12 +422,12 @@ static void test_every_type_round_trip(void **state)
 	const struct ov_state *st = tree_state(t);
 	assert_int_equal(st->n, 2 * n);
 	for (uint64_t k = 0; k < n; k++)
-		assert_true(ov_value_equal(&st->keys[k].kv.value, &m->meta->kv[k].value));
+		assert_true(ov_value_equal(&st->keys[k].kv.value, &model_meta(m)->kv[k].value));
 	/* FILE holds the copies exactly: an open after close reads the same state (t, held,
 	 * keeps the old one) */
 	tree_edits_close(e);
 	e = NULL;
-	struct tree_edits *again = tree_edits_open(base, file, err);
+	struct tree_edits *again = tree_edits_open(base, file, NULL, err);
 	if (!again)
 		print_error("%s\n", err);
 	assert_non_null(again);
@@ -464,9 +467,9 @@ static bool has_key(struct tree_edits *e, const char *key)
 	struct tree *t = tree_edits_current(e);
 	const struct ggufs_model *m = tree_model(t);
 	bool found = false;
-	for (uint64_t k = 0; k < m->meta->n_kv; k++)
-		found |= m->meta->kv[k].key.len == strlen(key) &&
-		         memcmp(m->meta->kv[k].key.ptr, key, strlen(key)) == 0;
+	for (uint64_t k = 0; k < model_meta(m)->n_kv; k++)
+		found |= model_meta(m)->kv[k].key.len == strlen(key) &&
+		         memcmp(model_meta(m)->kv[k].key.ptr, key, strlen(key)) == 0;
 	tree_release(t);
 	return found;
 }
@@ -541,7 +544,7 @@ static void test_scratch_files(void **state)
 	char err[GGUF_ERR_MAX];
 	uint64_t ino, held;
 	struct tree *t0 = tree_edits_current(f->e);
-	uint64_t n_kv = tree_model(t0)->meta->n_kv, gen = tree_state(t0)->gen;
+	uint64_t n_kv = model_meta(tree_model(t0))->n_kv, gen = tree_state(t0)->gen;
 	tree_release(t0);
 	const char *probes[] = { "4913", ".KEY.swp", "#KEY#", "KEY~", ".rsync.XXXXXX" };
 	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
@@ -555,7 +558,7 @@ static void test_scratch_files(void **state)
 	}
 	assert_false(scratch_is_name("4914") || scratch_is_name("a~b") || scratch_is_name("#"));
 	t0 = tree_edits_current(f->e);
-	assert_int_equal(tree_model(t0)->meta->n_kv, n_kv);   /* no key made, no edit */
+	assert_int_equal(model_meta(tree_model(t0))->n_kv, n_kv);   /* no key made, no edit */
 	assert_int_equal(tree_state(t0)->gen, gen);
 	tree_release(t0);
 
@@ -633,7 +636,7 @@ static void test_scratch_files(void **state)
 	{
 		struct tree *t = tree_edits_current(f->e);
 		const struct tree_node *n = tree_node(t, eos_at);
-		assert_int_equal(tree_model(t)->meta->kv[n->index].value.type, GGUF_TYPE_UINT32);
+		assert_int_equal(model_meta(tree_model(t))->kv[n->index].value.type, GGUF_TYPE_UINT32);
 		tree_release(t);
 	}
 	assert_false(tree_edits_taken(f->e, "e~"));
@@ -736,8 +739,8 @@ static void test_kept_keys_as_fresh(void **state)
 	struct tree *t = tree_edits_current(f->e);
 	struct tree *fresh = tree_build_state(f->base, (struct ov_state *)tree_state(t), NULL, err);
 	assert_non_null(fresh);
-	uint64_t n_kv = tree_model(t)->meta->n_kv;
-	assert_int_equal(tree_model(fresh)->meta->n_kv, n_kv);
+	uint64_t n_kv = model_meta(tree_model(t))->n_kv;
+	assert_int_equal(model_meta(tree_model(fresh))->n_kv, n_kv);
 	for (uint64_t k = 0; k < n_kv; k++) {
 		const struct tree_node *a = tree_node(t, tree_key_ino(t, k));
 		const struct tree_node *b = tree_node(fresh, tree_key_ino(fresh, k));
@@ -747,8 +750,8 @@ static void test_kept_keys_as_fresh(void **state)
 		char *x = malloc(a->size + 1), *y = malloc(b->size + 1);
 		for (uint64_t off = 0; off < a->size; off += a->size / 7 + 1) {
 			uint64_t len = a->size - off < 70000 ? a->size - off : 70000;
-			assert_int_equal(tree_read(t, a, x, len, off), (int64_t)len);
-			assert_int_equal(tree_read(fresh, b, y, len, off), (int64_t)len);
+			assert_int_equal(tree_read(t, a, x, len, off, NULL), (int64_t)len);
+			assert_int_equal(tree_read(fresh, b, y, len, off, NULL), (int64_t)len);
 			assert_memory_equal(x, y, len);
 		}
 		free(x);
@@ -797,7 +800,7 @@ static void test_header_pieces(void **state)
 	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
 	uint64_t ino;
-	const uint64_t file_header = f->m->shards[0].gf.data_offset;
+	const uint64_t file_header = model_own_meta(f->m)->data_offset;
 	assert_int_equal(tree_edits_write(f->e, ino_of(f->e, "general.name"), "pieces\n", 7, err), 0);
 	struct tree *t = tree_edits_current(f->e);
 	if (tree_held_bytes(t) * 8 > file_header)
@@ -812,29 +815,29 @@ static void test_header_pieces(void **state)
 	for (int round = 0; round < 2; round++) {
 		t = tree_edits_current(f->e);
 		const struct ggufs_model *m = tree_model(t);
-		const struct gguf_file *g = m->meta;
+		const struct gguf_file *g = model_meta(m);
 		const struct gguf_kv **kv = calloc(g->n_kv + 1, sizeof *kv);
-		const struct gguf_tensor **ts = calloc(m->n_tensors + 1, sizeof *ts);
-		uint64_t *offs = calloc(m->n_tensors + 1, sizeof *offs), len;
+		const struct gguf_tensor **ts = calloc(model_n_tensors(m) + 1, sizeof *ts);
+		uint64_t *offs = calloc(model_n_tensors(m) + 1, sizeof *offs), len;
 		for (uint64_t k = 0; k < g->n_kv; k++)
 			kv[k] = &g->kv[k];
-		for (uint64_t i = 0; i < m->n_tensors; i++) {
-			ts[i] = m->tensors[i].t;
-			offs[i] = ts[i]->offset - m->shards[0].gf.data_offset;
+		for (uint64_t i = 0; i < model_n_tensors(m); i++) {
+			ts[i] = model_tensor(m, i);
+			offs[i] = ts[i]->offset - model_own_meta(m)->data_offset;
 		}
-		assert_int_equal(gguf_header_write(g->version, kv, g->n_kv, ts, offs, m->n_tensors,
-		                                   m->shards[0].gf.alignment, NULL, 0, &len, err), 0);
+		assert_int_equal(gguf_header_write(g->version, kv, g->n_kv, ts, offs, model_n_tensors(m),
+		                                   model_own_meta(m)->alignment, NULL, 0, &len, err), 0);
 		uint8_t *want = malloc(len), *got = malloc(len);
-		assert_int_equal(gguf_header_write(g->version, kv, g->n_kv, ts, offs, m->n_tensors,
-		                                   m->shards[0].gf.alignment, want, len, &len, err), 0);
+		assert_int_equal(gguf_header_write(g->version, kv, g->n_kv, ts, offs, model_n_tensors(m),
+		                                   model_own_meta(m)->alignment, want, len, &len, err), 0);
 		const struct tree_node *mn = tree_node(t, tree_model_ino(t));
 		assert_true(mn->size > len);
-		assert_int_equal(tree_read(t, mn, (char *)got, len, 0), (int64_t)len);
+		assert_int_equal(tree_read(t, mn, (char *)got, len, 0, NULL), (int64_t)len);
 		assert_memory_equal(got, want, len);
 		/* and in odd windows, across the pieces' edges */
 		for (uint64_t off = 0; off < len; off += 4093) {
 			uint64_t n = len - off < 777 ? len - off : 777;
-			assert_int_equal(tree_read(t, mn, (char *)got, n, off), (int64_t)n);
+			assert_int_equal(tree_read(t, mn, (char *)got, n, off, NULL), (int64_t)n);
 			assert_memory_equal(got, want + off, n);
 		}
 		free(want);

@@ -94,7 +94,7 @@ static char *read_whole(const struct tree *t, const struct tree_node *n)
 	assert_non_null(buf);
 	for (uint64_t off = 0; off < n->size; off += PIECE) {
 		const uint64_t len = n->size - off < PIECE ? n->size - off : PIECE;
-		assert_int_equal(tree_read(t, n, buf + off, len, off), (int64_t)len);
+		assert_int_equal(tree_read(t, n, buf + off, len, off, NULL), (int64_t)len);
 	}
 	return buf;
 }
@@ -131,7 +131,8 @@ static bool read_right(const struct tree *t, size_t j, uint64_t off, uint64_t le
 		return true;
 	if (len > n->size - off)
 		len = n->size - off;
-	return tree_read(t, n, buf, len, off) == (int64_t)len && memcmp(buf, want[j] + off, len) == 0;
+	return tree_read(t, n, buf, len, off, NULL) == (int64_t)len &&
+	       memcmp(buf, want[j] + off, len) == 0;
 }
 
 static void *reader_main(void *arg)
@@ -186,7 +187,7 @@ static void test_table_threads(void **state)
 	model_close(m);
 
 	char err[GGUF_ERR_MAX];
-	struct computed_pool *pool = tree_quant_pool_new(POOL_THREADS, err);
+	struct computed_pool *pool = tree_quant_pool_new(POOL_THREADS, NULL, err);
 	assert_non_null(pool);
 	struct tree *t = open_tree(&m, pool);
 	struct watch w = { .pool = pool };
@@ -214,7 +215,7 @@ static void test_table_threads(void **state)
 	computed_pool_free(pool);
 
 	/* a second tree, as a second mount: every block from the disk cache */
-	pool = tree_quant_pool_new(POOL_THREADS, err);
+	pool = tree_quant_pool_new(POOL_THREADS, NULL, err);
 	assert_non_null(pool);
 	t = open_tree(&m, pool);
 	uint64_t computed = 0, from_disk = 0;

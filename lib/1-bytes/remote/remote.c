@@ -80,18 +80,34 @@ static int fetch_block(void *arg, uint64_t index, uint8_t *buf, size_t len)
 	return 0;
 }
 
+/* A read of f fails: -EIO, with f's last failure (the fetch that failed for good, or
+ * the change seen on the server, said when it happened) as why. */
+static int read_failed(struct remote_file *f, char why[GGUF_ERR_MAX])
+{
+	if (why) {
+		pthread_mutex_lock(&f->lock);
+		snprintf(why, GGUF_ERR_MAX, "%s", f->failure);
+		pthread_mutex_unlock(&f->lock);
+	}
+	return -EIO;
+}
+
 /* Source read: from the header prefix where it holds the bytes, else block by block
  * through the cache, with read-ahead (read_ahead above). */
-static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out)
+static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out,
+                       char why[GGUF_ERR_MAX])
 {
 	struct remote_file *f = (struct remote_file *)src;
 	uint8_t *dst = out;
 	if (atomic_load(&f->changed))
-		return -EIO;
+		return read_failed(f, why);
 	if (len == 0)
 		return 0;
-	if (off > f->size || len > f->size - off)
+	if (off > f->size || len > f->size - off) {
+		if (why)
+			gguf_errf(why, "%s: a read past its end", remote_log_name(f));
 		return -EIO;
+	}
 	uint64_t k0 = off / REMOTE_BLOCK_SIZE, k1 = (off + len - 1) / REMOTE_BLOCK_SIZE;
 	ahead_read(f, k0, k1);
 	for (uint64_t k = k0; k <= k1; k++) {
@@ -105,12 +121,12 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 			struct bc_block *held;
 			const uint8_t *data;
 			if (failed_lately(f, k))   /* the kernel's READ again after a failed one */
-				return -EIO;
+				return read_failed(f, why);
 			if (ahead_run_queued(f, k))
-				return -EIO;
+				return read_failed(f, why);
 			fetched_here = false;
 			if (bc_get(f->r->cache, f, k, blen, fetch_block, f, &data, &held) < 0)
-				return -EIO;
+				return read_failed(f, why);
 			if (!fetched_here)
 				atomic_fetch_add_explicit(&f->r->n_memory_hits, 1, memory_order_relaxed);
 			memcpy(dst, data + from, to - from);
@@ -118,7 +134,7 @@ static int remote_read(struct source *src, uint64_t off, uint64_t len, void *out
 		}
 		dst += to - from;
 	}
-	return atomic_load(&f->changed) ? -EIO : 0;
+	return atomic_load(&f->changed) ? read_failed(f, why) : 0;
 }
 
 /* Source close: the file and its header prefix go. */
@@ -187,6 +203,13 @@ static bool copy_s3(struct remote *r, const struct remote_s3 *s)
 	return copied;
 }
 
+/* The mount is ending (r->leave's fn, r's disk cache): its entries let go at once for a
+ * new mount of the same files to take, nothing more stored (dc_leaving). */
+static void remote_leave(void *r)
+{
+	dc_leaving(((struct remote *)r)->disk);
+}
+
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 {
 	if (o->token && !token_ok(o->token)) {
@@ -234,19 +257,18 @@ struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX])
 	uint64_t half = r->o.cache_size / REMOTE_BLOCK_SIZE / 2;
 	r->ahead_wanted = half >= REMOTE_WINDOW_MIN_BLOCKS;
 	r->window_max = half < REMOTE_WINDOW_MAX_BLOCKS ? (unsigned)half : REMOTE_WINDOW_MAX_BLOCKS;
+	if (r->disk) {
+		r->leave = (struct leaving_entry){ .fn = remote_leave, .ctx = r };
+		leaving_add(o->leaving, &r->leave);
+	}
 	return r;
-}
-
-void remote_leaving(struct remote *r)
-{
-	if (r)
-		dc_leaving(r->disk);
 }
 
 void remote_free(struct remote *r)
 {
 	if (!r)
 		return;
+	leaving_remove(&r->leave);   /* (waits for its dc_leaving under way) */
 	ahead_stop(r);
 	remote_fetch_pool_free(r);
 	bc_free(r->cache);

@@ -620,11 +620,15 @@ done:
 	return out;
 }
 
-/* Keeps why (one phrase about f) as the mount's last failure. */
+/* Keeps why (one phrase about f) as the mount's last failure, and as f's: what the reads
+ * it fails say (remote_read). */
 static void note_failure(struct remote_file *f, const char *why)
 {
 	struct remote *r = f->r;
 	atomic_fetch_add_explicit(&r->n_failures, 1, memory_order_relaxed);
+	pthread_mutex_lock(&f->lock);
+	snprintf(f->failure, sizeof f->failure, "%s: %s", remote_log_name(f), why);
+	pthread_mutex_unlock(&f->lock);
 	pthread_mutex_lock(&r->error_lock);
 	snprintf(r->last_error, sizeof r->last_error, "%s: %s", remote_log_name(f), why);
 	r->last_error_time = time(NULL);

@@ -20,6 +20,7 @@
 #include "blockcache.h"
 #include "diskcache.h"
 #include "http.h"
+#include "leaving.h"
 #include "remote.h"
 #include "url.h"
 
@@ -112,6 +113,7 @@ struct remote {
 	remote_sign_fn *sign;       /* each request's credentials */
 	struct blockcache *cache;
 	struct diskcache *disk;     /* -o cache_dir, or NULL */
+	struct leaving_entry leave; /* in o.leaving while disk is: dc_leaving */
 
 	pthread_mutex_t pool_lock;  /* idle easy handles, each used by one thread at a time */
 	CURL **pool;
@@ -157,8 +159,11 @@ struct remote_file {
 	uint8_t *prefix;            /* the first prefix_len bytes, fixed once mounted */
 	uint64_t prefix_len;
 
-	pthread_mutex_t lock;       /* target, failed */
+	pthread_mutex_t lock;       /* target, failed, failure */
 	char *target;               /* where the last redirect led (used first), or NULL */
+	char failure[GGUF_ERR_MAX]; /* its last fetch that failed for good, as the mount's
+	                             * last error says it ("NAME: HTTP 503"): the why of the
+	                             * reads it fails; "" while none has */
 	struct {                    /* blocks whose fetch failed lately (REMOTE_FAILED_HOLD_MS) */
 		uint64_t index;
 		double until;           /* clock_now_s() before this: reads of it fail at once */

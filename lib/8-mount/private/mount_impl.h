@@ -93,11 +93,13 @@ static inline void mount_counted_read(struct mount_counters *c)
 {
 	atomic_fetch_add_explicit(&c->reads, 1, memory_order_relaxed);
 }
-/* A read of [off, off + len) of node n of tree t that failed with EIO: counted, and err
- * filled with the cause (the fetcher's last failure, or a local file that shrank, which
- * is then said and kept as the last error), keyed so that each cause is said once. */
+/* A read of [off, off + len) of node n of tree t that failed with EIO, why the read's own
+ * (tree_read's: "" when none was said): counted, and err filled with it as the cause,
+ * keyed so that each cause is said once. A local model's why is said in the log (once
+ * while it is the last) and kept as the last error; a fetched model's is the fetcher's,
+ * which said it and keeps it itself (user.ggufs.last_error). */
 void mount_counted_eio(struct mount_counters *c, const struct tree *t, const struct tree_node *n,
-                       uint64_t off, uint64_t len, struct mount_err *err);
+                       uint64_t off, uint64_t len, const char *why, struct mount_err *err);
 /* An EIO whose cause lib said already (why, or "" when unknown): counted and kept as
  * the last error; err gets EIO and nothing more to say. */
 void mount_counted_eio_said(struct mount_counters *c, const char *why, struct mount_err *err);
