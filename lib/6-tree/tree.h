@@ -144,7 +144,7 @@ bool tree_is_dir(const struct tree_node *n);
  * directories r-xr-xr-x, each limited by the read bits of the GGUF file. */
 mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
 
-/* The attributes of node n of t (tree_stat.c): its provider's attr made a stat by the one
+/* The attributes of node n of t: its provider's attr made a stat by the one
  * rule of node.h (node_stat), wherever the model is mounted (alone or in a library);
  * with editable (-o edits), metadata/ and its keys the mount owner's and writable by
  * them. st_ino is the tree's number (a library gives its own). */

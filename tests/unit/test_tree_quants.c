@@ -30,7 +30,7 @@
 #include "tree.h"
 #include "types.h"
 
-/* Twelve NAMEs (more than TREE_QUANT_OPEN_MAX), each a file of a few blocks. */
+/* Twelve NAMEs (more than QUANTS_OPEN_MAX), each a file of a few blocks. */
 static const char *const names[] = { "F16", "BF16", "Q8_0", "Q6_K", "Q5_0", "Q5_1", "Q4_0",
                                      "Q4_1", "Q5_K_S", "Q4_K_S", "Q3_K_S", "Q2_K" };
 #define N_NAMES (sizeof names / sizeof *names)
