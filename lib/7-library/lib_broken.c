@@ -1,7 +1,7 @@
 /* The directory of a library's model that does not parse (library.h): it holds `error`
  * alone, the line `ggufs FILE` would print ("ggufs: LINE\n"), set once by the model's
- * build. The directory's listing is not cached (as no library directory's but a
- * model's tree); the names in it never change. */
+ * build (one block, as every computed file). The directory's listing is not cached (as
+ * no library directory's but a model's tree); the names in it never change. */
 #include <string.h>
 
 #include "library_impl.h"
@@ -47,7 +47,6 @@ static void error_attr(const struct node_ref *r, void *open, struct node_attr *a
 	lib_attr_of_slot(lib_ref_slot(r), a);
 	const char *text = error_text(r);
 	a->size = text ? strlen(text) : 0;
-	a->stored = true;   /* counts its size's blocks, as a plain file */
 }
 
 static int64_t error_read(const struct node_ref *r, void *open, char *buf, uint64_t len,

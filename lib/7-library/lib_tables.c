@@ -1,7 +1,8 @@
 /* models.tsv and models.json at a library's root (library.h, library_table.c): made
  * whole by each open from every model of the library now, read from that text past
  * the page cache (their bytes change under one number), sized by their last rendering
- * (their attributes change too: attr TTL 0); mode 0444, the root's owner and times. */
+ * (their attributes change too: attr TTL 0); mode 0444, the root's owner and times;
+ * one block each, as every computed file (node.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,6 @@ static void tables_attr(const struct node_ref *r, void *open, struct node_attr *
 	a->read_bits = 0444;
 	a->size = atomic_load(is_json(r) ? &lib->json_size : &lib->tsv_size);
 	a->flags = NODE_ATTR_CHANGES | NODE_BYTES_CHANGE;
-	a->stored = true;   /* counts its size's blocks, as a plain file */
 }
 
 static int tables_open(const struct node_ref *r, int flags, void **open, char why[GGUF_ERR_MAX])

@@ -290,15 +290,15 @@ const struct tree_provider lib_compare_dir_provider = {
 };
 
 /* compare/OTHER: the model's read bits, owner and times; its size the length of its
- * text, known once the namespace's get or lookup sized it (lib_compare_size); read past
- * the page cache (a text let go is made again, the same, but its pages need not be). */
+ * text, known once the namespace's get or lookup sized it (lib_compare_size), one
+ * block as every computed file; read past the page cache (its text is made by the
+ * first read, and may be let go and made again). */
 static void compare_attr(const struct node_ref *r, void *open, struct node_attr *a)
 {
 	(void)open;
 	lib_attr_of_slot(lib_ref_slot(r), a);
 	a->size = known(r->ctx, r);
 	a->flags = NODE_BYTES_CHANGE;
-	a->stored = true;   /* counts its size's blocks, as a plain file */
 }
 
 static int64_t compare_read(const struct node_ref *r, void *open, char *buf, uint64_t len,
