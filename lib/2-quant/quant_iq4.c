@@ -93,17 +93,15 @@ static void iq4_sums(const float *x, const float *w, float id, float *sumqx, flo
 	*sumq2 = sq2;
 }
 
-/* The scale of one sub-block of 32 values: 0 if its largest magnitude is below
- * IQ4_EPS; else the least-squares scale for the levels that the largest-magnitude value
- * (max, signed) picks as level 0 (-127), then the best of the trial scales where max
- * lands on -127 + t, t = -7..7 (best: largest sumqx^2 / sumq2, the first of equals). */
-static float iq4_block_scale(const float *x)
+/* The scale of one sub-block of 32 values x under the weights w: 0 if its largest
+ * magnitude is below IQ4_EPS; else the least-squares scale for the levels that the
+ * largest-magnitude value (max, signed) picks as level 0 (-127), then the best of the
+ * trial scales where max lands on -127 + t, t = -7..7 (best: largest sumqx^2 / sumq2,
+ * the first of equals). */
+static float iq4_block_scale(const float *x, const float *w)
 {
-	float w[32];
 	float amax = 0.0f, max = 0.0f;
 
-	for (int j = 0; j < 32; j++)
-		w[j] = x[j] * x[j];
 	for (int j = 0; j < 32; j++) {
 		const float ax = fabsf(x[j]);
 		if (ax > amax) {
@@ -130,6 +128,25 @@ static float iq4_block_scale(const float *x)
 	return d;
 }
 
+/* ggml's sigma2 of quantize_row_iq4_nl_impl under a matrix: the super-block's sbs
+ * values (32 for iq4_nl, 256 for iq4_xs) squared and summed in order, times 2 / sbs. */
+static float iq4_sigma2(const float *sb, int sbs)
+{
+	float sigma2 = 0;
+
+	for (int j = 0; j < sbs; j++)
+		sigma2 += sb[j] * sb[j];
+	return sigma2 * (2.f / sbs);
+}
+
+/* The weights of the 32 values x of a sub-block: x^2 without a matrix (qw NULL); with
+ * one, qw[j] * sqrt(sigma2 + x^2), qw the sub-block's columns. */
+static void iq4_weights(const float *x, const float *qw, float sigma2, float w[32])
+{
+	for (int j = 0; j < 32; j++)
+		w[j] = qw ? qw[j] * sqrtf(sigma2 + x[j] * x[j]) : x[j] * x[j];
+}
+
 /* Packs 32 values at inverse scale id into 16 bytes: the low nibble of byte j is the
  * level index of value j, the high nibble that of value j + 16. */
 static void iq4_pack(const float *x, float id, uint8_t *qs)
@@ -152,8 +169,21 @@ static void iq4_pack(const float *x, float id, uint8_t *qs)
  * at 1 / d as a float (not the fp16), 8 (level 1) for every value when d = 0. */
 void quant_iq4_nl(const float *x, uint8_t *y, int64_t nblocks)
 {
-	for (int64_t i = 0; i < nblocks; i++, x += QK4_NL, y += sizeof(struct block_iq4_nl)) {
-		const float d = iq4_block_scale(x);
+	quant_iq4_nl_w(x, y, nblocks, NULL, 0);
+}
+
+/* iq4_nl without a matrix (qw NULL) or with one (the matrix's value for each of x),
+ * which changes the weights only (iq4_weights). */
+void quant_iq4_nl_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                    float row_sigma2)
+{
+	float w[32];
+
+	(void)row_sigma2;
+	for (int64_t i = 0; i < nblocks; i++, x += QK4_NL, y += sizeof(struct block_iq4_nl),
+	     qw = qw ? qw + QK4_NL : NULL) {
+		iq4_weights(x, qw, qw ? iq4_sigma2(x, QK4_NL) : 0, w);
+		const float d = iq4_block_scale(x, w);
 
 		quant_put16(y + offsetof(struct block_iq4_nl, d), f32_to_fp16(d));
 		iq4_pack(x, d != 0.0f ? 1 / d : 0.0f, y + offsetof(struct block_iq4_nl, qs));
@@ -175,12 +205,25 @@ void quant_iq4_nl(const float *x, uint8_t *y, int64_t nblocks)
  * zeros has d = -0 (fp16 0x8000), as in ggml. */
 void quant_iq4_xs(const float *x, uint8_t *y, int64_t nblocks)
 {
-	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_iq4_xs)) {
+	quant_iq4_xs_w(x, y, nblocks, NULL, 0);
+}
+
+/* iq4_xs without a matrix (qw NULL) or with one, as iq4_nl. */
+void quant_iq4_xs_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                    float row_sigma2)
+{
+	float w[32];
+
+	(void)row_sigma2;
+	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_iq4_xs),
+	     qw = qw ? qw + QK_K : NULL) {
 		float scales[QK_K / 32];
 		float max_scale = 0.0f, amax_scale = 0.0f;
+		const float sigma2 = qw ? iq4_sigma2(x, QK_K) : 0;
 
 		for (int ib = 0; ib < QK_K / 32; ib++) {
-			scales[ib] = iq4_block_scale(x + 32 * ib);
+			iq4_weights(x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2, w);
+			scales[ib] = iq4_block_scale(x + 32 * ib, w);
 			if (fabsf(scales[ib]) > amax_scale) {
 				amax_scale = fabsf(scales[ib]);
 				max_scale = scales[ib];

@@ -1,20 +1,23 @@
-/* The k-quants: super-blocks of 256 values in sub-blocks of 16 or 32, as ggml's
- * quantize_row_q{2,3,4,5,6}_K_ref write them (no importance matrix). Each searches a
- * scale (and a minimum) per sub-block that fits its values best, then quantizes those
- * scales themselves against one fp16 super-scale, then the values against the scales
- * as they will be decoded. Every float operation is ggml's, in ggml's order (with
+/* The k-quants: super-blocks of 256 values in sub-blocks of 16 or 32, as ggml writes
+ * them without an importance matrix (quantize_row_q{2,3,4,5,6}_K_ref) and with one
+ * (quantize_row_q{2,3,4,5,6}_K_impl, the _w functions). Each searches a scale (and a
+ * minimum) per sub-block that fits its values best (quant_search.h), then quantizes
+ * those scales themselves against one fp16 super-scale, then the values against the
+ * scales as they will be decoded; a matrix weighs each value in the searches (its
+ * column's value times sqrt(sigma2 + x^2), sigma2 the super-block's mean x^2) and
+ * changes how the scales are quantized. A super-block depends on its own values and
+ * columns only. Every float operation is ggml's, in ggml's order (with
  * -ffp-contract=off), so that each search takes the same turns and the bytes come out
  * the same, NaN and inf inputs included. blocks.h has each layout in full. */
 #include "quant_impl.h"
+#include "quant_search.h"
+#include "quant_vec.h"
 
 #include "blocks.h"
 #include "half.h"
 
 #include <math.h>
 #include <stdbool.h>
-
-/* Below this, a sub-block is all zeros (ggml's GROUP_MAX_EPS). */
-#define QK_GROUP_EPS 1e-15f
 
 /* An int stored into int8_t, as gcc does it: its low byte, signed. */
 static int wrap_int8(int v)
@@ -27,132 +30,6 @@ static int wrap_int8(int v)
 static int clampi(int v, int lo, int hi)
 {
 	return quant_maxi(lo, quant_mini(hi, v));
-}
-
-/* make_qx_quants tries 18 scales on the same values, and ggml runs each trial as its
- * own loop of additions, a chain where every step waits on the one before. The trials
- * do not depend on each other until the best is picked, so here they run side by side,
- * one trial a lane of a vector (gcc's vector extensions, 4 lanes: one SSE2 register):
- * each lane does its trial's operations in ggml's order, and the pick then walks the
- * trials in ggml's order. Exact: IEEE arithmetic gives a lane the bits the scalar
- * operation gives. make_qkx2_quants's trials cannot (each starts from the minimum of
- * the best one before it), nor can make_q3_quants's passes: there the lanes are four
- * sub-blocks, which never depend on each other. */
-#define QK_LANES 4
-typedef float qk_vf __attribute__((vector_size(4 * QK_LANES)));
-typedef int32_t qk_vi __attribute__((vector_size(4 * QK_LANES)));
-
-/* quant_nearest_int in every lane. */
-static inline __attribute__((always_inline)) qk_vi v_nearest_int(qk_vf f)
-{
-	qk_vi i = (qk_vi)(f + 12582912.f);
-	return (i & 0x007fffff) - 0x00400000;
-}
-
-/* clampi in every lane. */
-static inline __attribute__((always_inline)) qk_vi v_clamp(qk_vi v, int lo, int hi)
-{
-	qk_vi vlo = (qk_vi){ 0 } + lo, vhi = (qk_vi){ 0 } + hi;
-	qk_vi below = v < vlo;
-	v = (v & ~below) | (vlo & below);
-	qk_vi above = v > vhi;
-	return (v & ~above) | (vhi & above);
-}
-
-/* The value of largest magnitude among n (the first of equal ones), signed, and its
- * magnitude in *amax; 0 and 0 when every value is 0 or NaN. */
-static float signed_absmax(int n, const float *x, float *amax)
-{
-	float max = 0, a = 0;
-
-	for (int i = 0; i < n; i++) {
-		float ax = fabsf(x[i]);
-		if (ax > a) {
-			a = ax;
-			max = x[i];
-		}
-	}
-	*amax = a;
-	return max;
-}
-
-/* ggml's make_qx_quants with rmse_type 1 and no weights (the one q6_K uses): a scale
- * for n values and their quants L[i] in 0..2 nmax - 1 (q = L - nmax), the scale being
- * the least-squares one weighted by x^2, from the best of 19 trial inverse scales
- * around -nmax / max. Returns the scale; 0 with every L 0 for an all-zero group. */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
-{
-	float amax;
-	float max = signed_absmax(n, x, &amax);
-
-	if (amax < QK_GROUP_EPS) {
-		memset(L, 0, (size_t)n);
-		return 0.f;
-	}
-	float iscale = -nmax / max;
-	float sumlx = 0, suml2 = 0;
-	for (int i = 0; i < n; i++) {
-		int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-		L[i] = (int8_t)(l + nmax);
-		float w = x[i] * x[i];
-		sumlx += w * x[i] * l;
-		suml2 += w * l * l;
-	}
-	float scale = suml2 ? sumlx / suml2 : 0.0f;
-	float best = scale * sumlx;
-
-	/* the 18 trials is = -9..-1, 1..9, side by side (the last 2 lanes idle) */
-	enum { G = 5 };
-	float isc[G * QK_LANES];
-	for (int t = 0; t < G * QK_LANES; t++) {
-		int is = t < 9 ? t - 9 : t - 8;
-		isc[t] = -(nmax + 0.1f * is) / max;
-	}
-	qk_vf vis[G], vlx[G], vl2[G];
-	qk_vi lv[G][32];
-	for (int g = 0; g < G; g++) {
-		memcpy(&vis[g], isc + g * QK_LANES, sizeof vis[g]);
-		vlx[g] = vl2[g] = (qk_vf){ 0 };
-	}
-	for (int i = 0; i < n; i++) {
-		float w = x[i] * x[i];
-		float wx = w * x[i];
-		for (int g = 0; g < G; g++) {
-			qk_vi l = v_clamp(v_nearest_int(vis[g] * x[i]), -nmax, nmax - 1);
-			qk_vf lf = __builtin_convertvector(l, qk_vf);
-			lv[g][i] = l;
-			vlx[g] += wx * lf;
-			vl2[g] += (w * lf) * lf;
-		}
-	}
-	for (int t = 0; t < 18; t++) {
-		int g = t / QK_LANES, k = t % QK_LANES;
-		float trial_lx = vlx[g][k], trial_l2 = vl2[g][k];
-		if (trial_l2 > 0 && trial_lx * trial_lx > best * trial_l2) {
-			for (int i = 0; i < n; i++)
-				L[i] = (int8_t)(nmax + lv[g][i][k]);
-			scale = trial_lx / trial_l2;
-			best = scale * trial_lx;
-		}
-	}
-	return scale;
-}
-
-/* Where mask (all ones or zeros a lane) is set, a; elsewhere b. */
-static inline __attribute__((always_inline)) qk_vf v_select(qk_vi mask, qk_vf a, qk_vf b)
-{
-	return (qk_vf)(((qk_vi)a & mask) | ((qk_vi)b & ~mask));
-}
-
-static inline __attribute__((always_inline)) qk_vi v_select_i(qk_vi mask, qk_vi a, qk_vi b)
-{
-	return (a & mask) | (b & ~mask);
-}
-
-/* fabsf in every lane. */
-static inline __attribute__((always_inline)) qk_vf v_fabs(qk_vf f)
-{
-	return (qk_vf)((qk_vi)f & 0x7fffffff);
 }
 
 /* ggml's make_q3_quants with do_rmse (q3_K's), for QK_LANES groups at once, one a lane:
@@ -212,7 +89,7 @@ static void make_q3_quants(int n, int nmax, const float *x, int8_t *L, float *sc
 			suml2 = v_select(take, sl2, suml2);
 			changed |= take;
 		}
-		if (!(changed[0] | changed[1] | changed[2] | changed[3]))
+		if (!v_any(changed))
 			break;
 	}
 	qk_vf scale = v_select(suml2 > 0.0f, sumlx / suml2, zero);
@@ -220,98 +97,6 @@ static void make_q3_quants(int n, int nmax, const float *x, int8_t *L, float *sc
 		scale_out[k] = empty[k] ? 0.f : scale[k];
 		for (int i = 0; i < n; i++)
 			L[k * n + i] = (int8_t)(empty[k] ? 0 : lt[i][k] + nmax);
-	}
-}
-
-/* ggml's make_qkx2_quants, for QK_LANES sub-blocks at once, one a lane: sub-block k is
- * the n values x[k n ..] with weights w[k n ..]. For each: a scale and a minimum, and
- * the quants L[k n + i] in 0..nmax (x ~ scale * L - the minimum), the best by weighted
- * error (absolute with use_mad, else squared) among the plain fit from the range and
- * nstep + 1 least-squares fits of trial inverse scales (rmin + rdelta * is + nmax) /
- * range, each trial starting from the minimum of the best before it. The scale goes to
- * scale[k], the minimum, negated (so >= 0), to the_min[k]. n <= 32.
- *
- * Each lane follows ggml's one sub-block exactly: its operations in ggml's order, its
- * branches turned into per-lane selects (a sub-block of equal values is finished off at
- * the end, as ggml's early return has it). The sub-blocks do not depend on each other,
- * so running them side by side changes no bit, and lets the chains of additions that
- * ggml waits on one at a time run four at once. */
-static void make_qkx2_quants(int n, int nmax, const float *x, const float *w, uint8_t *L,
-                             float *scale_out, float *the_min,
-                             float rmin, float rdelta, int nstep, bool use_mad)
-{
-	qk_vf xt[32], wt[32];
-	qk_vi lt[32], laux[32];
-
-	for (int i = 0; i < n; i++)
-		for (int k = 0; k < QK_LANES; k++) {
-			xt[i][k] = x[k * n + i];
-			wt[i][k] = w[k * n + i];
-		}
-
-	qk_vf min = xt[0], max = xt[0];
-	qk_vf sum_w = wt[0];
-	qk_vf sum_x = sum_w * xt[0];
-	for (int i = 1; i < n; i++) {
-		min = v_select(xt[i] < min, xt[i], min);
-		max = v_select(xt[i] > max, xt[i], max);
-		sum_w += wt[i];
-		sum_x += wt[i] * xt[i];
-	}
-	const qk_vf zero = { 0 };
-	min = v_select(min > 0, zero, min);
-	const qk_vi flat = max == min;       /* ggml returns 0, all quants 0, -min */
-	const qk_vf flat_min = min;
-
-	qk_vf iscale = (float)nmax / (max - min);
-	qk_vf scale = 1 / iscale;
-	qk_vf best_error = zero;
-	for (int i = 0; i < n; i++) {
-		lt[i] = v_clamp(v_nearest_int(iscale * (xt[i] - min)), 0, nmax);
-		qk_vf diff = scale * __builtin_convertvector(lt[i], qk_vf) + min - xt[i];
-		diff = use_mad ? v_fabs(diff) : diff * diff;
-		best_error += wt[i] * diff;
-	}
-	for (int is = 0; is <= nstep; is++) {
-		iscale = (rmin + rdelta * is + nmax) / (max - min);
-		qk_vf sum_l = zero, sum_l2 = zero, sum_xl = zero;
-		for (int i = 0; i < n; i++) {
-			laux[i] = v_clamp(v_nearest_int(iscale * (xt[i] - min)), 0, nmax);
-			qk_vf l = __builtin_convertvector(laux[i], qk_vf);
-			sum_l += wt[i] * l;
-			sum_l2 += wt[i] * l * l;
-			sum_xl += wt[i] * l * xt[i];
-		}
-		qk_vf D = sum_w * sum_l2 - sum_l * sum_l;
-		qk_vi fits = D > 0;
-		if (!(fits[0] | fits[1] | fits[2] | fits[3]))
-			continue;
-		qk_vf this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-		qk_vf this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-		qk_vi above = this_min > 0;
-		this_min = v_select(above, zero, this_min);
-		this_scale = v_select(above, sum_xl / sum_l2, this_scale);
-		qk_vf cur_error = zero;
-		for (int i = 0; i < n; i++) {
-			qk_vf diff = this_scale * __builtin_convertvector(laux[i], qk_vf) + this_min - xt[i];
-			diff = use_mad ? v_fabs(diff) : diff * diff;
-			cur_error += wt[i] * diff;
-		}
-		qk_vi better = fits & (cur_error < best_error);
-		for (int i = 0; i < n; i++)
-			lt[i] = v_select_i(better, laux[i], lt[i]);
-		best_error = v_select(better, cur_error, best_error);
-		scale = v_select(better, this_scale, scale);
-		min = v_select(better, this_min, min);
-	}
-
-	scale = v_select(flat, zero, scale);
-	min = v_select(flat, flat_min, min);
-	for (int k = 0; k < QK_LANES; k++) {
-		scale_out[k] = scale[k];
-		the_min[k] = -min[k];
-		for (int i = 0; i < n; i++)
-			L[k * n + i] = flat[k] ? 0 : (uint8_t)lt[i][k];
 	}
 }
 
@@ -323,6 +108,56 @@ static void pack_2bit_planes(const uint8_t *L, uint8_t *qs)
 		for (int l = 0; l < 32; l++)
 			qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) |
 			                          (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+}
+
+/* The sum of x^2 over a super-block, in order from 0, times 2, over 256: ggml's sigma2
+ * of the weighted k-quants but q2_K (which has no 2) and of most i-quants. */
+static float sigma2_k(const float *x)
+{
+	float sum_x2 = 0;
+
+	for (int l = 0; l < QK_K; l++)
+		sum_x2 += x[l] * x[l];
+	return 2 * sum_x2 / QK_K;
+}
+
+/* The weights ggml's quantize_row_*_impl give n values x under the matrix's qw:
+ * qw * sqrt(sigma2 + x^2), into w; and the sum of each group of g of them, in order
+ * from 0, into sw (n / g sums). */
+static void weigh(int n, int g, const float *x, const float *qw, float sigma2, float *w,
+                  float *sw)
+{
+	for (int l = 0; l < n; l++)
+		w[l] = qw[l] * sqrtf(sigma2 + x[l] * x[l]);
+	for (int j = 0; j < n / g; j++) {
+		float sum = 0;
+		for (int l = 0; l < g; l++)
+			sum += w[g * j + l];
+		sw[j] = sum;
+	}
+}
+
+/* q2_K's last step, weighted or not: with d, dmin and the 4-bit scales and minimums
+ * written at y, every value of x quantized again against its sub-block's scale and
+ * minimum as decoded (0..3, into L; where the decoded scale is 0, the search's quants
+ * in L stay), and L packed into qs. */
+static void q2_K_finish(const float *x, uint8_t *y, uint8_t L[QK_K])
+{
+	const uint8_t *sc = y + offsetof(struct block_q2_K, scales);
+	const float d_all = half_at(y + offsetof(struct block_q2_K, d));
+	const float dmin_all = half_at(y + offsetof(struct block_q2_K, dmin));
+
+	for (int j = 0; j < QK_K / 16; j++) {
+		const float d = d_all * (sc[j] & 0xF);
+		if (!d)
+			continue;
+		const float dm = dmin_all * (sc[j] >> 4);
+		for (int ii = 0; ii < 16; ii++) {
+			int l = quant_nearest_int((x[16 * j + ii] + dm) / d);
+			L[16 * j + ii] = (uint8_t)clampi(l, 0, 3);
+		}
+	}
+	pack_2bit_planes(L, y + offsetof(struct block_q2_K, qs));
 }
 
 /* q2_K, 84 bytes:
@@ -353,8 +188,8 @@ void quant_q2_K(const float *x, uint8_t *y, int64_t nblocks)
 		for (int l = 0; l < QK_K; l++)
 			weights[l] = fabsf(x[l]);
 		for (int j = 0; j < QK_K / 16; j += QK_LANES)
-			make_qkx2_quants(16, 3, x + 16 * j, weights + 16 * j, L + 16 * j, &scales[j],
-			                 &mins[j], -0.5f, 0.1f, 15, true);
+			quant_make_qkx(16, 3, x + 16 * j, weights + 16 * j, L + 16 * j, &scales[j],
+			               &mins[j], -0.5f, 0.1f, 15, true);
 		for (int j = 0; j < QK_K / 16; j++) {
 			if (scales[j] > max_scale)
 				max_scale = scales[j];
@@ -380,20 +215,78 @@ void quant_q2_K(const float *x, uint8_t *y, int64_t nblocks)
 			quant_put16(y + offsetof(struct block_q2_K, dmin), f32_to_fp16(0.f));
 		}
 
-		const float d_all = half_at(y + offsetof(struct block_q2_K, d));
-		const float dmin_all = half_at(y + offsetof(struct block_q2_K, dmin));
-		for (int j = 0; j < QK_K / 16; j++) {
-			const float d = d_all * (sc[j] & 0xF);
-			if (!d)
-				continue;       /* the search's quants stay */
-			const float dm = dmin_all * (sc[j] >> 4);
-			for (int ii = 0; ii < 16; ii++) {
-				int l = quant_nearest_int((x[16 * j + ii] + dm) / d);
-				L[16 * j + ii] = (uint8_t)clampi(l, 0, 3);
-			}
-		}
-		pack_2bit_planes(L, y + offsetof(struct block_q2_K, qs));
+		q2_K_finish(x, y, L);
 	}
+}
+
+/* q2_K under a matrix (ggml's quantize_row_q2_K_impl): weights qw * sqrt(sigma2 + x^2),
+ * sigma2 the super-block's mean x^2 (no 2 here); each sub-block of 16 a scale and a
+ * minimum from make_qkx3_quants (rmin -0.9, 36 steps of 0.05, squared error); the
+ * scales and the minimums quantized to 4 bits by make_qp_quants, weighted by each
+ * sub-block's summed weight; then as without one. qw NULL: quant_q2_K. */
+void quant_q2_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
+	uint8_t L[QK_K], Ls[QK_K / 16], Lm[QK_K / 16];
+	float weights[QK_K], sw[QK_K / 16], mins[QK_K / 16], scales[QK_K / 16];
+
+	(void)row_sigma2;
+	if (!qw) {
+		quant_q2_K(x, y, nblocks);
+		return;
+	}
+	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_q2_K), qw += QK_K) {
+		float sumx2 = 0;
+		for (int j = 0; j < QK_K; j++)
+			sumx2 += x[j] * x[j];
+		weigh(QK_K, 16, x, qw, sumx2 / QK_K, weights, sw);
+		for (int j = 0; j < QK_K / 16; j += QK_LANES)
+			quant_make_qkx(16, 3, x + 16 * j, weights + 16 * j, L + 16 * j, &scales[j],
+			               &mins[j], -0.9f, 0.05f, 36, false);
+		const float dm = quant_make_qp(QK_K / 16, 15, scales, Ls, sw);
+		const float mm = quant_make_qp(QK_K / 16, 15, mins, Lm, sw);
+		quant_put16(y + offsetof(struct block_q2_K, d), f32_to_fp16(dm));
+		quant_put16(y + offsetof(struct block_q2_K, dmin), f32_to_fp16(mm));
+		uint8_t *sc = y + offsetof(struct block_q2_K, scales);
+		for (int j = 0; j < QK_K / 16; j++)
+			sc[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+		q2_K_finish(x, y, L);
+	}
+}
+
+/* q3_K's last step, weighted or not: with d and the 6-bit scales written at y, every
+ * value of x quantized again against its sub-block's scale as decoded (0..7, into L;
+ * where the decoded scale is 0, the search's quants in L stay), then bit 2 of each
+ * into hmask and the low 2 bits into the planes of qs (without ggml's branch on
+ * q > 3, which random data mispredicts). */
+static void q3_K_finish(const float *x, uint8_t *y, int8_t L[QK_K])
+{
+	const uint8_t *sc = y + offsetof(struct block_q3_K, scales);
+	const float d_all = half_at(y + offsetof(struct block_q3_K, d));
+
+	for (int j = 0; j < QK_K / 16; j++) {
+		int s = j < 8 ? sc[j] & 0xF : sc[j - 8] >> 4;
+		s = (s | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+		float d = d_all * s;
+		if (!d)
+			continue;
+		for (int ii = 0; ii < 16; ii++) {
+			int l = quant_nearest_int(x[16 * j + ii] / d);
+			L[16 * j + ii] = (int8_t)(clampi(l, -4, 3) + 4);
+		}
+	}
+
+	uint8_t *hmask = y + offsetof(struct block_q3_K, hmask);
+	uint8_t low[QK_K];
+	for (int l = 0; l < 32; l++) {
+		unsigned h = 0;
+		for (int b = 0; b < 8; b++)
+			h |= (unsigned)(L[32 * b + l] >> 2) << b;
+		hmask[l] = (uint8_t)h;
+	}
+	for (int j = 0; j < QK_K; j++)
+		low[j] = (uint8_t)(L[j] & 3);
+	pack_2bit_planes(low, y + offsetof(struct block_q3_K, qs));
 }
 
 /* q3_K, 110 bytes:
@@ -447,32 +340,43 @@ void quant_q3_K(const float *x, uint8_t *y, int64_t nblocks)
 			quant_put16(y + offsetof(struct block_q3_K, d), f32_to_fp16(0.f));
 		}
 
-		const float d_all = half_at(y + offsetof(struct block_q3_K, d));
-		for (int j = 0; j < QK_K / 16; j++) {
-			int s = j < 8 ? sc[j] & 0xF : sc[j - 8] >> 4;
-			s = (s | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-			float d = d_all * s;
-			if (!d)
-				continue;       /* the search's quants stay */
-			for (int ii = 0; ii < 16; ii++) {
-				int l = quant_nearest_int(x[16 * j + ii] / d);
-				L[16 * j + ii] = (int8_t)(clampi(l, -4, 3) + 4);
-			}
-		}
+		q3_K_finish(x, y, L);
+	}
+}
 
-		/* bit 2 of each quant (0..7) into hmask, then the low 2 bits into the planes;
-		 * without ggml's branch on q > 3, which random data mispredicts */
-		uint8_t *hmask = y + offsetof(struct block_q3_K, hmask);
-		uint8_t low[QK_K];
-		for (int l = 0; l < 32; l++) {
-			unsigned h = 0;
-			for (int b = 0; b < 8; b++)
-				h |= (unsigned)(L[32 * b + l] >> 2) << b;
-			hmask[l] = (uint8_t)h;
+/* q3_K under a matrix (ggml's quantize_row_q3_K_impl): weights qw * sqrt(sigma2 + x^2);
+ * each sub-block of 16 a signed scale from make_qx_quants under them; the scales
+ * quantized to 6 bits by make_qx_quants again, weighted by each sub-block's summed
+ * weight; then as without one. qw NULL: quant_q3_K. */
+void quant_q3_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
+	int8_t L[QK_K], Ls[QK_K / 16];
+	float weights[QK_K], sw[QK_K / 16], scales[QK_K / 16];
+
+	(void)row_sigma2;
+	if (!qw) {
+		quant_q3_K(x, y, nblocks);
+		return;
+	}
+	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_q3_K), qw += QK_K) {
+		weigh(QK_K, 16, x, qw, sigma2_k(x), weights, sw);
+		for (int j = 0; j < QK_K / 16; j++)
+			scales[j] = quant_make_qx(16, 4, x + 16 * j, weights + 16 * j, L + 16 * j);
+		uint8_t *sc = y + offsetof(struct block_q3_K, scales);
+		memset(sc, 0, 12);
+		const float d_block = quant_make_qx(QK_K / 16, 32, scales, sw, Ls);
+		for (int j = 0; j < QK_K / 16; j++) {
+			int l = Ls[j];
+			if (j < 8)
+				sc[j] = (uint8_t)(l & 0xF);
+			else
+				sc[j - 8] |= (uint8_t)((l & 0xF) << 4);
+			l >>= 4;
+			sc[j % 4 + 8] |= (uint8_t)(l << (2 * (j / 4)));
 		}
-		for (int j = 0; j < QK_K; j++)
-			low[j] = (uint8_t)(L[j] & 3);
-		pack_2bit_planes(low, y + offsetof(struct block_q3_K, qs));
+		quant_put16(y + offsetof(struct block_q3_K, d), f32_to_fp16(d_block));
+		q3_K_finish(x, y, L);
 	}
 }
 
@@ -496,12 +400,12 @@ static void pack_scale_min_k4(const uint8_t ls[8], const uint8_t lm[8], uint8_t 
 	}
 }
 
-/* What q4_K and q5_K share: for each sub-block of 32, a scale and a minimum from
- * make_qkx2_quants (weights rms + |x|, squared error; nmax and the search's rmin and
- * nstep are the type's); both quantized to 6 bits against the largest of each into
- * the 12 scale bytes sc and the fp16 d and dmin at dp and dminp; then every value
- * quantized again against the decoded scale and minimum, into L (0..nmax). */
-static void quant_k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *sc,
+/* What q4_K and q5_K share without a matrix: for each sub-block of 32, a scale and a
+ * minimum from make_qkx2_quants (weights rms + |x|, squared error; nmax and the
+ * search's rmin and nstep are the type's), the search's quants in L (0..nmax); both
+ * quantized to 6 bits against the largest of each into the 12 scale bytes sc and the
+ * fp16 d and dmin at dp and dminp. */
+static void k4_scales_plain(const float *x, int nmax, float rmin, int nstep, uint8_t *sc,
                             uint8_t *dp, uint8_t *dminp, uint8_t L[QK_K])
 {
 	uint8_t ls[QK_K / 32], lm[QK_K / 32];
@@ -517,8 +421,8 @@ static void quant_k4_scales(const float *x, int nmax, float rmin, int nstep, uin
 			weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
 	}
 	for (int j = 0; j < QK_K / 32; j += QK_LANES)
-		make_qkx2_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &scales[j],
-		                 &mins[j], rmin, 0.1f, nstep, false);
+		quant_make_qkx(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &scales[j],
+		               &mins[j], rmin, 0.1f, nstep, false);
 	for (int j = 0; j < QK_K / 32; j++) {
 		if (scales[j] > max_scale)
 			max_scale = scales[j];
@@ -537,14 +441,49 @@ static void quant_k4_scales(const float *x, int nmax, float rmin, int nstep, uin
 	pack_scale_min_k4(ls, lm, sc);
 	quant_put16(dp, f32_to_fp16(max_scale / 63.f));
 	quant_put16(dminp, f32_to_fp16(max_min / 63.f));
+}
 
+/* What q4_K and q5_K share under a matrix (ggml's quantize_row_q{4,5}_K_impl): for
+ * each sub-block of 32, weights from the matrix's qw (weigh), a scale and a minimum
+ * from make_qkx3_quants (rmin -0.9, 36 steps of 0.05), its quants in L (0..nmax); the
+ * scales and the minimums quantized to 6 bits by make_qp_quants weighted by each
+ * sub-block's summed weight (clamped to 63 where clamp, as q5_K does and q4_K does
+ * not), into sc, d and dmin. */
+static void k4_scales_weighted(const float *x, const float *qw, int nmax, bool clamp,
+                               uint8_t *sc, uint8_t *dp, uint8_t *dminp, uint8_t L[QK_K])
+{
+	uint8_t ls[QK_K / 32], lm[QK_K / 32];
+	float weights[QK_K], sw[QK_K / 32], mins[QK_K / 32], scales[QK_K / 32];
+
+	weigh(QK_K, 32, x, qw, sigma2_k(x), weights, sw);
+	for (int j = 0; j < QK_K / 32; j += QK_LANES)
+		quant_make_qkx(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &scales[j],
+		               &mins[j], -0.9f, 0.05f, 36, false);
+	const float d_block = quant_make_qp(QK_K / 32, 63, scales, ls, sw);
+	const float m_block = quant_make_qp(QK_K / 32, 63, mins, lm, sw);
+	for (int j = 0; clamp && j < QK_K / 32; j++) {
+		ls[j] = ls[j] < 63 ? ls[j] : 63;
+		lm[j] = lm[j] < 63 ? lm[j] : 63;
+	}
+	pack_scale_min_k4(ls, lm, sc);
+	quant_put16(dp, f32_to_fp16(d_block));
+	quant_put16(dminp, f32_to_fp16(m_block));
+}
+
+/* q4_K's and q5_K's last step: every value of x quantized again against its
+ * sub-block's scale and minimum as decoded from sc, d and dmin, into L (0..nmax; where
+ * the decoded scale is 0, the search's quants in L stay). */
+static void k4_requantize(const float *x, int nmax, const uint8_t *sc, const uint8_t *dp,
+                          const uint8_t *dminp, uint8_t L[QK_K])
+{
 	const float d_all = half_at(dp), dmin_all = half_at(dminp);
+
 	for (int j = 0; j < QK_K / 32; j++) {
 		uint8_t s, m;
 		k4_scale_min(sc, j, &s, &m);
 		const float d = d_all * s;
 		if (!d)
-			continue;       /* the search's quants stay */
+			continue;
 		const float dm = dmin_all * m;
 		for (int ii = 0; ii < 32; ii++) {
 			int l = quant_nearest_int((x[32 * j + ii] + dm) / d);
@@ -566,12 +505,28 @@ static void quant_k4_scales(const float *x, int nmax, float rmin, int nstep, uin
  */
 void quant_q4_K(const float *x, uint8_t *y, int64_t nblocks)
 {
+	quant_q4_K_w(x, y, nblocks, NULL, 0);
+}
+
+/* q4_K without a matrix (qw NULL) or with one (the matrix's value for each of x),
+ * its sub-block scales by k4_scales_plain or k4_scales_weighted. */
+void quant_q4_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
 	uint8_t L[QK_K];
 
+	(void)row_sigma2;
 	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_q4_K)) {
-		quant_k4_scales(x, 15, -1.f, 20, y + offsetof(struct block_q4_K, scales),
-		                y + offsetof(struct block_q4_K, d),
-		                y + offsetof(struct block_q4_K, dmin), L);
+		uint8_t *sc = y + offsetof(struct block_q4_K, scales);
+		uint8_t *dp = y + offsetof(struct block_q4_K, d);
+		uint8_t *dminp = y + offsetof(struct block_q4_K, dmin);
+		if (qw) {
+			k4_scales_weighted(x, qw, 15, false, sc, dp, dminp, L);
+			qw += QK_K;
+		} else {
+			k4_scales_plain(x, 15, -1.f, 20, sc, dp, dminp, L);
+		}
+		k4_requantize(x, 15, sc, dp, dminp, L);
 		uint8_t *q = y + offsetof(struct block_q4_K, qs);
 		for (int j = 0; j < QK_K; j += 64, q += 32)
 			for (int l = 0; l < 32; l++)
@@ -592,12 +547,27 @@ void quant_q4_K(const float *x, uint8_t *y, int64_t nblocks)
  */
 void quant_q5_K(const float *x, uint8_t *y, int64_t nblocks)
 {
+	quant_q5_K_w(x, y, nblocks, NULL, 0);
+}
+
+/* q5_K without a matrix (qw NULL) or with one, as q4_K. */
+void quant_q5_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
 	uint8_t L[QK_K];
 
+	(void)row_sigma2;
 	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_q5_K)) {
-		quant_k4_scales(x, 31, -0.5f, 15, y + offsetof(struct block_q5_K, scales),
-		                y + offsetof(struct block_q5_K, d),
-		                y + offsetof(struct block_q5_K, dmin), L);
+		uint8_t *sc = y + offsetof(struct block_q5_K, scales);
+		uint8_t *dp = y + offsetof(struct block_q5_K, d);
+		uint8_t *dminp = y + offsetof(struct block_q5_K, dmin);
+		if (qw) {
+			k4_scales_weighted(x, qw, 31, true, sc, dp, dminp, L);
+			qw += QK_K;
+		} else {
+			k4_scales_plain(x, 31, -0.5f, 15, sc, dp, dminp, L);
+		}
+		k4_requantize(x, 31, sc, dp, dminp, L);
 		uint8_t *qh = y + offsetof(struct block_q5_K, qh);
 		uint8_t *ql = y + offsetof(struct block_q5_K, qs);
 		memset(qh, 0, QK_K / 8);
@@ -633,19 +603,34 @@ void quant_q5_K(const float *x, uint8_t *y, int64_t nblocks)
  *
  *   value = d * scale * (q - 32)            q = 0..63
  *
- * Each sub-block of 16 gets a scale from make_qx_quants; the scales are quantized to
- * int8 against the one of largest magnitude (-128 at it), then the values again
- * against the decoded scales. A super-block whose scales are all ~0 is all zero bytes. */
+ * Each sub-block of 16 gets a scale from make_qx_quants, weighted by x^2 or, under a
+ * matrix, by the matrix's values themselves (ggml's quantize_row_q6_K_impl uses no
+ * sigma2); the scales are quantized to int8 against the one of largest magnitude
+ * (-128 at it), then the values again against the decoded scales. A super-block whose
+ * scales are all ~0 is all zero bytes. */
 void quant_q6_K(const float *x, uint8_t *y, int64_t nblocks)
 {
-	int8_t L[QK_K];
-	float scales[QK_K / 16];
+	quant_q6_K_w(x, y, nblocks, NULL, 0);
+}
 
-	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_q6_K)) {
+/* q6_K without a matrix (qw NULL) or with one (the matrix's value for each of x). */
+void quant_q6_K_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
+	int8_t L[QK_K];
+	float scales[QK_K / 16], w2[16];
+
+	(void)row_sigma2;
+	for (int64_t i = 0; i < nblocks; i++, x += QK_K, y += sizeof(struct block_q6_K),
+	     qw = qw ? qw + QK_K : NULL) {
 		float max_scale = 0, max_abs_scale = 0;
 
 		for (int ib = 0; ib < QK_K / 16; ib++) {
-			const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+			const float *xb = x + 16 * ib;
+			const float *w = qw ? qw + 16 * ib : w2;
+			for (int l = 0; !qw && l < 16; l++)
+				w2[l] = xb[l] * xb[l];
+			const float scale = quant_make_qx(16, 32, xb, w, L + 16 * ib);
 			scales[ib] = scale;
 			const float abs_scale = fabsf(scale);
 			if (abs_scale > max_abs_scale) {

@@ -2,8 +2,14 @@
  * _1 types, an fp16 offset m), as ggml's quantize_row_q{4,5}_{0,1}_ref and
  * quantize_row_q8_0_ref write them: the same float operations in the same order, and
  * ggml's casts of a float to an 8-bit integer as x86-64 computes them (quant_cvtt), so
- * that NaN, inf and huge inputs give ggml's bytes too. blocks.h has each layout. */
+ * that NaN, inf and huge inputs give ggml's bytes too. Under an importance matrix
+ * (ggml's quantize_row_q{4,5}_{0,1}_impl, the _w functions) d (and m) come from the
+ * k-quants' searches instead, each value weighted by its column's value times
+ * sqrt(sigma2 + x^2), where sigma2 is the mean x^2 of the whole row: the one value a
+ * block takes from outside itself. q8_0 ignores the matrix. blocks.h has each layout. */
 #include "quant_impl.h"
+#include "quant_search.h"
+#include "quant_vec.h"
 
 #include "blocks.h"
 #include "half.h"
@@ -213,4 +219,121 @@ void quant_q8_0(const float *x, uint8_t *y, int64_t nblocks)
 		for (int j = 0; j < QK; j++)
 			qs[j] = (uint8_t)round_to_int8(x[j] * id);
 	}
+}
+
+/* The weights ggml's quantize_row_q{4,5}_{0,1}_impl give the 32 values x of a block
+ * under the matrix's qw: qw * sqrt(sigma2 + x^2), sigma2 the row's (quant_row_prepare). */
+static void legacy_weights(const float *x, const float *qw, float sigma2, float w[QK])
+{
+	for (int j = 0; j < QK; j++)
+		w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
+/* q4_0 under a matrix (ggml's quantize_row_q4_0_impl): d from make_qx_quants (nmax 8)
+ * under legacy_weights, the quants its search found (0..15, no second rounding
+ * against the fp16 d). qw NULL: quant_q4_0. */
+void quant_q4_0_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
+	float w[QK];
+	int8_t L[QK];
+
+	if (!qw) {
+		quant_q4_0(x, y, nblocks);
+		return;
+	}
+	for (int64_t i = 0; i < nblocks; i++, x += QK, qw += QK, y += sizeof(struct block_q4_0)) {
+		legacy_weights(x, qw, row_sigma2, w);
+		const float d = quant_make_qx(QK, 8, x, w, L);
+		uint8_t *qs = y + offsetof(struct block_q4_0, qs);
+		quant_put16(y + offsetof(struct block_q4_0, d), f32_to_fp16(d));
+		for (int j = 0; j < QK / 2; j++)
+			qs[j] = (uint8_t)(L[j] | (L[j + QK / 2] << 4));
+	}
+}
+
+/* q5_0 under a matrix: as q4_0's, make_qx_quants with nmax 16 (quants 0..31). */
+void quant_q5_0_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
+	float w[QK];
+	int8_t L[QK];
+	uint8_t q[QK];
+
+	if (!qw) {
+		quant_q5_0(x, y, nblocks);
+		return;
+	}
+	for (int64_t i = 0; i < nblocks; i++, x += QK, qw += QK, y += sizeof(struct block_q5_0)) {
+		legacy_weights(x, qw, row_sigma2, w);
+		const float d = quant_make_qx(QK, 16, x, w, L);
+		quant_put16(y + offsetof(struct block_q5_0, d), f32_to_fp16(d));
+		for (int j = 0; j < QK; j++)
+			q[j] = (uint8_t)L[j];
+		pack5(q, y + offsetof(struct block_q5_0, qs), y + offsetof(struct block_q5_0, qh));
+	}
+}
+
+/* What q4_1 and q5_1 share under a matrix (ggml's quantize_row_q{4,5}_1_impl): d and
+ * the minimum m from make_qkx3_quants (rmin -0.9, 36 steps of 0.05) under
+ * legacy_weights, four blocks at a time (the searches run side by side; a run's last
+ * lanes repeat its last block and are dropped); the quants (0..nmax) go to put, with
+ * d and m, block by block. */
+static void legacy_1_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                       float sigma2, int nmax, size_t block_bytes,
+                       void (*put)(uint8_t *y, float d, float m, const uint8_t *L))
+{
+	float xb[QK_LANES * QK], wb[QK_LANES * QK], d[QK_LANES], the_min[QK_LANES];
+	uint8_t L[QK_LANES * QK];
+
+	for (int64_t i = 0; i < nblocks; i += QK_LANES) {
+		const int64_t m = nblocks - i < QK_LANES ? nblocks - i : QK_LANES;
+		for (int k = 0; k < QK_LANES; k++) {
+			const int64_t b = i + (k < m ? k : m - 1);
+			memcpy(xb + k * QK, x + b * QK, sizeof(float) * QK);
+			legacy_weights(x + b * QK, qw + b * QK, sigma2, wb + k * QK);
+		}
+		quant_make_qkx(QK, nmax, xb, wb, L, d, the_min, -0.9f, 0.05f, 36, false);
+		for (int k = 0; k < m; k++)
+			put(y + (size_t)(i + k) * block_bytes, d[k], -the_min[k], L + k * QK);
+	}
+}
+
+/* q4_1's block from d, m and its 32 quants (0..15). */
+static void put_q4_1(uint8_t *y, float d, float m, const uint8_t *L)
+{
+	uint8_t *qs = y + offsetof(struct block_q4_1, qs);
+
+	quant_put16(y + offsetof(struct block_q4_1, d), f32_to_fp16(d));
+	quant_put16(y + offsetof(struct block_q4_1, m), f32_to_fp16(m));
+	for (int j = 0; j < QK / 2; j++)
+		qs[j] = (uint8_t)(L[j] | (L[j + QK / 2] << 4));
+}
+
+/* q5_1's block from d, m and its 32 quants (0..31). */
+static void put_q5_1(uint8_t *y, float d, float m, const uint8_t *L)
+{
+	quant_put16(y + offsetof(struct block_q5_1, d), f32_to_fp16(d));
+	quant_put16(y + offsetof(struct block_q5_1, m), f32_to_fp16(m));
+	pack5(L, y + offsetof(struct block_q5_1, qs), y + offsetof(struct block_q5_1, qh));
+}
+
+/* q4_1 under a matrix (legacy_1_w, nmax 15). qw NULL: quant_q4_1. */
+void quant_q4_1_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
+	if (!qw)
+		quant_q4_1(x, y, nblocks);
+	else
+		legacy_1_w(x, y, nblocks, qw, row_sigma2, 15, sizeof(struct block_q4_1), put_q4_1);
+}
+
+/* q5_1 under a matrix (legacy_1_w, nmax 31). qw NULL: quant_q5_1. */
+void quant_q5_1_w(const float *x, uint8_t *y, int64_t nblocks, const float *qw,
+                  float row_sigma2)
+{
+	if (!qw)
+		quant_q5_1(x, y, nblocks);
+	else
+		legacy_1_w(x, y, nblocks, qw, row_sigma2, 31, sizeof(struct block_q5_1), put_q5_1);
 }

@@ -1,9 +1,9 @@
 /* lib/2-quant's i-quants, ternary, FP4 and 1- and 2-bit types (iq4_nl, iq4_xs, iq3_s,
  * tq1_0, tq2_0, mxfp4, q1_0, q2_0) on crafted blocks whose bytes follow by hand from
  * ggml's rules: zeros, values exactly on the levels, rounding ties, one huge value,
- * NaN and inf, the exponent wrap of mxfp4, iq3_s's all-zero sub-block quirk and its
- * neighbour lists. tests/quant_ref.py compares the same code with llama.cpp itself on
- * millions of values; this says why the bytes are right. */
+ * NaN and inf, the exponent wrap of mxfp4, iq3_s's all-zero sub-block quirk (its
+ * neighbour lists: test_quant_grid.c). tests/quant_ref.py compares the same code with
+ * llama.cpp itself on millions of values; this says why the bytes are right. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -19,7 +19,6 @@
 #include "ggml_tables.h"
 #include "half.h"
 #include "quant.h"
-#include "quant_iq3s_grid.h"
 #include "types.h"
 
 /* One or more blocks of type from n values, checked to succeed. */
@@ -280,57 +279,6 @@ static void test_iq4_xs(void **state)
 		assert_int_equal(y[offsetof(struct block_iq4_xs, qs) + j], 0x88);
 }
 
-/* The neighbour lists of iq3_s's cube, as ggml's iq3xs_init_impl(512) makes them: every
- * grid row's point maps to it; every other point has a list of rows, sorted by distance
- * then row, holding every row at its three smallest distances and no other; the lists
- * fill the table exactly. */
-static void test_iq3s_cube(void **state)
-{
-	(void)state;
-	const struct iq3s_cube *c = iq3s_cube_get();
-	int on_grid = 0;
-
-	assert_int_equal(c->filled, IQ3S_NEIGHBOUR_CELLS);
-	for (int u = 0; u < IQ3S_POINTS; u++) {
-		int lv[4];
-		for (int k = 0; k < 4; k++)
-			lv[k] = (u >> (3 * k)) & 7;
-		int dist[512];
-		for (int j = 0; j < 512; j++) {
-			dist[j] = 0;
-			for (int k = 0; k < 4; k++) {
-				int g = (int)((iq3s_grid[j] >> (8 * k)) & 0xff) - (2 * lv[k] + 1);
-				dist[j] += g * g;
-			}
-		}
-		if (c->map[u] >= 0) {
-			on_grid++;
-			assert_int_equal(dist[c->map[u]], 0);
-			continue;
-		}
-		const uint16_t *nb = c->neighbours - c->map[u] - 1;
-		assert_true(nb[0] > 0);
-		int levels = 1, last = dist[nb[1]];
-		for (int j = 2; j <= nb[0]; j++) {
-			int dj = dist[nb[j]], dp = dist[nb[j - 1]];
-			assert_true(dj > dp || (dj == dp && nb[j] > nb[j - 1]));
-			if (dj > last) {
-				levels++;
-				last = dj;
-			}
-		}
-		assert_true(levels <= 3);
-		/* no row left out at the distances listed, nor one nearer than the first */
-		int count = 0;
-		for (int j = 0; j < 512; j++) {
-			assert_true(dist[j] >= dist[nb[1]]);
-			count += dist[j] <= last;
-		}
-		assert_int_equal(count, nb[0]);
-	}
-	assert_int_equal(on_grid, 512);
-}
-
 /* iq3_s: a block of zeros is all zero bytes. A sub-block after an all-zero one writes
  * its grid rows and signs where the zero one's would have gone (ggml's pointers advance
  * only past sub-blocks it quantized), while qh and the scale nibble follow its own
@@ -436,7 +384,6 @@ UNIT_TESTS(
 	cmocka_unit_test(test_q2_0),
 	cmocka_unit_test(test_iq4_nl),
 	cmocka_unit_test(test_iq4_xs),
-	cmocka_unit_test(test_iq3s_cube),
 	cmocka_unit_test(test_iq3_s_zero_sub_block),
 	cmocka_unit_test(test_power_of_two_scaling),
 	cmocka_unit_test(test_blocks_independent),
