@@ -17,6 +17,15 @@
 _Static_assert(TREE_ZONE_P + TREE_STATE_WIDTH_MAX <= LIB_COMPARE_LOW,
                "a model's tree numbers stay below its compare/");
 
+/* Lists folder (when it changed, or always with force) under lib->lock, which it drops
+ * while the source lists (holding the folder meanwhile: a caller must not keep pointers
+ * into a folder's children across it); a listing another thread is making is waited
+ * for (the folder held meanwhile: a caller need not hold it). 0, or -errno with one line
+ * in err (lib_folder_refresh: in the log); -ENOENT when the folder is gone (then freed,
+ * unless the caller holds it). */
+static int folder_list(struct library *lib, struct lib_slot *folder, bool force,
+                       char err[GGUF_ERR_MAX]);
+
 /* A place freed waits behind at least this many others before it is taken again, so
  * that its next number comes long after its last. */
 #define REUSE_AFTER 1024
@@ -351,7 +360,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 		root->ino = e.st.st_ino;
 		root->parent = LIB_ROOT_INO;
 		pthread_mutex_lock(&lib->lock);
-		r = lib_folder_list(lib, root, true, err);
+		r = folder_list(lib, root, true, err);
 		lib_unlock(lib);
 	} else {
 		snprintf(err, GGUF_ERR_MAX, "%s", strerror(-r));
@@ -509,7 +518,8 @@ static int relist(struct library *lib, struct lib_slot *f, struct lib_entry *e, 
 	return r;
 }
 
-int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char err[GGUF_ERR_MAX])
+static int folder_list(struct library *lib, struct lib_slot *f, bool force,
+                       char err[GGUF_ERR_MAX])
 {
 	const struct lib_source *src = lib->src;
 	if (f->listed && !force && src->ops->unchanged(src->ctx, f->src, f->dir_version))
@@ -559,7 +569,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 int lib_folder_refresh(struct library *lib, struct lib_slot *f, bool force)
 {
 	char err[GGUF_ERR_MAX];
-	int r = lib_folder_list(lib, f, force, err);
+	int r = folder_list(lib, f, force, err);
 	if (r < 0)
 		evlog(EVLOG_ERR, err, "%s", err);
 	return r;

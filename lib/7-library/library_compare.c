@@ -186,13 +186,6 @@ static int64_t made(struct library *lib, const struct node_ref *r, char *buf, ui
 	return ret;
 }
 
-int64_t lib_compare_read(struct library *lib, const struct node_ref *r, char *buf,
-                         uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
-{
-	uint64_t size;
-	return made(lib, r, buf, len, off, &size, why);
-}
-
 int lib_compare_size(struct library *lib, const struct node_ref *r, uint64_t *size,
                      char why[GGUF_ERR_MAX])
 {
@@ -306,7 +299,8 @@ static int64_t compare_read(const struct node_ref *r, void *open, char *buf, uin
 {
 	(void)open;
 	why[0] = 0;
-	return lib_compare_read(r->ctx, r, buf, len, off, why);
+	uint64_t size;
+	return made(r->ctx, r, buf, len, off, &size, why);
 }
 
 const struct tree_provider lib_compare_provider = {

@@ -197,14 +197,8 @@ void lib_listings_trim(struct library *lib);
  * were since, and LIB_KEEP_IDLE_ENTRIES fewer at least (under lib->lock). */
 bool lib_shrunk(struct library *lib);
 
-/* Lists folder (when it changed, or always with force) under lib->lock, which it drops
- * while the source lists (holding the folder meanwhile: a caller must not keep pointers
- * into a folder's children across it); a listing another thread is making is waited
- * for (the folder held meanwhile: a caller need not hold it). 0, or -errno with one line
- * in err (lib_folder_refresh: in the log); -ENOENT when the folder is gone (then freed,
- * unless the caller holds it). */
-int lib_folder_list(struct library *lib, struct lib_slot *folder, bool force,
-                    char err[GGUF_ERR_MAX]);
+/* Lists folder (when it changed, or always with force) under lib->lock, as
+ * library.c's folder_list does, its error said in the log: 0 or -errno. */
 int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force);
 /* Model slot s built and held for a computation, called without the lock: 0 with its
  * model in *m (lib_slot_release lets go); -EIO for a model that does not parse, with
@@ -212,15 +206,11 @@ int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force)
 int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs_model **m,
                      const char **error);
 void lib_slot_release(struct library *lib, struct lib_slot *s);
-/* Up to len bytes at off of compare/OTHER r: the count, or -EIO when a model does not
- * parse or cannot be read (said in the log and in why), -ESTALE, -ENOMEM. The text is
- * computed by the first lookup or read (others of the same pair wait for it) and
- * kept. */
-int64_t lib_compare_read(struct library *lib, const struct node_ref *r, char *buf,
-                         uint64_t len, uint64_t off, char why[GGUF_ERR_MAX]);
 /* The length of compare/OTHER r's text into *size, computing the comparison when no
- * length is kept (its first lookup): 0, or -errno as lib_compare_read. The length stays
- * known for the mount even when the text is let go. */
+ * length is kept (its first lookup; others of the same pair wait for it, and the text
+ * is kept): 0, or -EIO when a model does not parse or cannot be read (said in the log
+ * and in why), -ESTALE, -ENOMEM. The length stays known for the mount even when the
+ * text is let go. */
 int lib_compare_size(struct library *lib, const struct node_ref *r, uint64_t *size,
                      char why[GGUF_ERR_MAX]);
 /* Frees the comparisons kept (library_free). */
