@@ -55,12 +55,7 @@ static int64_t error_read(const struct node_ref *r, void *open, char *buf, uint6
 	(void)open;
 	why[0] = 0;
 	const char *text = error_text(r);
-	const uint64_t n = text ? strlen(text) : 0;
-	if (off >= n)
-		return 0;
-	const uint64_t k = n - off < len ? n - off : len;
-	memcpy(buf, text + off, k);
-	return (int64_t)k;
+	return lib_text_read(text, text ? strlen(text) : 0, buf, len, off);
 }
 
 const struct tree_provider lib_error_provider = {

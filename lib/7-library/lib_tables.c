@@ -5,7 +5,6 @@
  * one block each, as every computed file (node.h). */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "library_impl.h"
 
@@ -52,11 +51,7 @@ static int64_t tables_read(const struct node_ref *r, void *open, char *buf, uint
 	(void)r;
 	why[0] = 0;
 	const struct lib_table_text *t = open;
-	if (off >= t->len)
-		return 0;
-	const uint64_t n = t->len - off < len ? t->len - off : len;
-	memcpy(buf, t->text + off, n);
-	return (int64_t)n;
+	return lib_text_read(t->text, t->len, buf, len, off);
 }
 
 static void tables_close(const struct node_ref *r, void *open)

@@ -30,11 +30,7 @@ static int64_t slice(struct library *lib, struct lib_compare *c, char *buf, uint
                      uint64_t off)
 {
 	c->last_used = ++lib->clock;
-	if (off >= c->len)
-		return 0;
-	const uint64_t n = c->len - off < len ? c->len - off : len;
-	memcpy(buf, c->text + off, n);
-	return (int64_t)n;
+	return lib_text_read(c->text, c->len, buf, len, off);
 }
 
 /* Lets go of the least recently read texts until room more bytes fit the bound

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "library.h"
 #include "library_names.h"
@@ -173,6 +174,18 @@ static inline struct lib_slot *lib_ref_slot(const struct node_ref *r)
 static inline struct lib_slot *lib_ref_other(const struct node_ref *r)
 {
 	return (struct lib_slot *)r->hold[LIB_HOLD_OTHER];
+}
+
+/* Copies [off, off + len) of text (n bytes, NULL when n is 0) into buf: the count
+ * copied, 0 past its end (the reads of the library's own texts). */
+static inline int64_t lib_text_read(const char *text, uint64_t n, char *buf, uint64_t len,
+                                    uint64_t off)
+{
+	if (off >= n)
+		return 0;
+	const uint64_t k = n - off < len ? n - off : len;
+	memcpy(buf, text + off, k);
+	return (int64_t)k;
 }
 
 /* Lets go of lib->lock, then releases the models slots freed or trim took meanwhile
