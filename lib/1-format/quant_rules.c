@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "llama_archs.h"
 #include "types.h"
 
 /* The 26 names, each with llama.cpp's ftype and default type. */
@@ -196,8 +197,15 @@ int quant_hparams_read(const struct gguf_file *meta, struct quant_hparams *hp,
 	}
 	uint64_t alen = gguf_le64(a->value.data);
 	const char *aptr = (const char *)a->value.data + 8;
-	if (alen == 0 || alen > 200 || memchr(aptr, 0, alen)) {
-		gguf_errf(err, "general.architecture is not an architecture's name");
+	/* llama_model_create's refusals, before any hyperparameter is read */
+	const struct llama_arch *known = llama_arch_find(aptr, alen);
+	if (!known) {
+		gguf_errf(err, "unknown model architecture: '%.*s%s'", alen > 64 ? 64 : (int)alen,
+		          aptr, alen > 64 ? "..." : "");
+		return -1;
+	}
+	if (!known->has_model) {
+		gguf_errf(err, "unsupported model architecture: '%s'", known->name);
 		return -1;
 	}
 	char arch[201];

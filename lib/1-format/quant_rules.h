@@ -95,7 +95,9 @@ struct quant_hparams {
 };
 
 /* Reads them from the metadata meta. -1 with one line in err when llama.cpp would not
- * load them (a key missing, of another type, out of range), else 0. */
+ * load them, else 0: an architecture llama.cpp does not know or makes no model of
+ * (llama_archs.h; llama.cpp's own words: "unknown model architecture: 'NAME'"), a key
+ * missing, of another type, out of range. */
 int quant_hparams_read(const struct gguf_file *meta, struct quant_hparams *hp,
                        char err[GGUF_ERR_MAX]);
 

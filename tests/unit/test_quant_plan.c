@@ -219,6 +219,26 @@ static void keys_experts(struct gw *w)
 	gw_kv_u32(w, "llama.expert_count", 4);
 }
 
+static void keys_unknown_arch(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "nosucharch");
+	gw_kv_u32(w, "nosucharch.block_count", 2);
+}
+
+/* named in llama.cpp's LLM_ARCH_NAMES, but llama_model_create makes no model of it */
+static void keys_gptj(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "gptj");
+	gw_kv_u32(w, "gptj.block_count", 2);
+}
+
+/* LLM_ARCH_UNKNOWN's own name */
+static void keys_unknown_name(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "(unknown)");
+	gw_kv_u32(w, "(unknown).block_count", 2);
+}
+
 /* Metadata llama.cpp does not load makes no file, each NAME saying why. */
 static void test_no_file(void **state)
 {
@@ -234,6 +254,9 @@ static void test_no_file(void **state)
 		{ keys_bad_heads, 3, "llama.attention.head_count is not an array of 2" },
 		{ keys_nested, 3, "array of arrays" },
 		{ keys_experts, 3, "do not agree" },
+		{ keys_unknown_arch, 2, "unknown model architecture: 'nosucharch'" },
+		{ keys_gptj, 2, "unsupported model architecture: 'gptj'" },
+		{ keys_unknown_name, 2, "unknown model architecture: '(unknown)'" },
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		struct ggufs_model *m = model_with("n.gguf", cases[c].kv, cases[c].n_kv, small, 7);
@@ -246,6 +269,33 @@ static void test_no_file(void **state)
 		quant_set_free(&qs);
 		model_close(m);
 	}
+}
+
+/* quants.tsv of a model of an architecture llama.cpp does not know: no NAME, each
+ * one's comment line giving llama.cpp's reason. */
+static void test_tsv_unknown_arch(void **state)
+{
+	(void)state;
+	struct ggufs_model *m = model_with("u.gguf", keys_unknown_arch, 2, small, 7);
+	struct quant_set qs;
+	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
+	struct sink c = sink_counter();
+	render_quants_tsv(&c, &qs);
+	char *text = calloc(1, c.pos + 1);
+	struct sink s = sink_window(text, 0, c.pos);
+	render_quants_tsv(&s, &qs);
+	const char *head = "name\tftype\tbytes\tbits_per_weight\ttensor_types\n";
+	assert_int_equal(strncmp(text, head, strlen(head)), 0);
+	/* after the header, comment lines only: one per NAME */
+	size_t lines = 0;
+	for (const char *l = text + strlen(head); *l; l = strchr(l, '\n') + 1, lines++)
+		assert_int_equal(*l, '#');
+	assert_int_equal(lines, qs.n);
+	assert_non_null(strstr(text, "\n# Q4_K_M: not made: unknown model architecture: "
+	                             "'nosucharch'\n"));
+	free(text);
+	quant_set_free(&qs);
+	model_close(m);
 }
 
 /* quants.tsv: a header, one line per NAME made with its exact size, bits per weight
@@ -286,4 +336,5 @@ UNIT_TESTS_IN_SCRATCH(
 	cmocka_unit_test(test_header),
 	cmocka_unit_test(test_order),
 	cmocka_unit_test(test_no_file),
-	cmocka_unit_test(test_tsv))
+	cmocka_unit_test(test_tsv),
+	cmocka_unit_test(test_tsv_unknown_arch))
