@@ -1,7 +1,7 @@
 /* llama.cpp's architectures: the names general.architecture may hold for llama.cpp to
  * load a model (or quantize it), as the pinned llama.cpp of tests/llama knows them.
  * The table (llama_archs.c) is generated from that source by gen_llama_archs.py and
- * checked against it by tests/quant/test_quant_archs.py. */
+ * checked against it by tests/quant/test_quant_refuse.py. */
 #ifndef GGUFS_LLAMA_ARCHS_H
 #define GGUFS_LLAMA_ARCHS_H
 

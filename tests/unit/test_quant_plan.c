@@ -55,9 +55,21 @@ static struct ggufs_model *model_with(const char *name, void (*kv)(struct gw *),
 	return m;
 }
 
+/* general.architecture arch and the two keys every architecture but clip needs before
+ * its block count (3 keys) */
+static void arch_keys(struct gw *w, const char *arch)
+{
+	char key[64];
+	gw_kv_str(w, "general.architecture", arch);
+	snprintf(key, sizeof key, "%s.context_length", arch);
+	gw_kv_u32(w, key, 64);
+	snprintf(key, sizeof key, "%s.embedding_length", arch);
+	gw_kv_u32(w, key, 64);
+}
+
 static void llama_keys(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "general.file_type", 0);
 	gw_kv_u32(w, "llama.block_count", 2);
 	gw_key(w, "test.flag", GGUF_TYPE_BOOL);
@@ -94,7 +106,7 @@ static const struct quant_plan *plan_of(const struct quant_set *qs, const char *
 static void test_header(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = model_with("h.gguf", llama_keys, 7, small, 7);
+	struct ggufs_model *m = model_with("h.gguf", llama_keys, 9, small, 7);
 	struct quant_set qs;
 	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
 	const struct quant_plan *qp = plan_of(&qs, "Q8_0");
@@ -103,22 +115,22 @@ static void test_header(void **state)
 	quant_plan_header_read(qp, 0, qp->data_offset, whole);
 	assert_memory_equal(whole, "GGUF\3\0\0\0", 8);
 	assert_int_equal(gguf_le64(whole + 8), 7);
-	assert_int_equal(gguf_le64(whole + 16), 7);   /* 7 - file_type - split.no + 2 */
+	assert_int_equal(gguf_le64(whole + 16), 9);   /* 9 - file_type - split.no + 2 */
 	struct gguf_file gf;
 	char err[GGUF_ERR_MAX];
 	/* the header parses as a file whose data section is all there (zeros) */
 	uint8_t *img = calloc(1, qp->size);
 	memcpy(img, whole, qp->data_offset);
 	assert_int_equal(gguf_parse(img, qp->size, &gf, err), 0);
-	static const char *const keys[] = { "general.architecture", "llama.block_count",
-		"test.flag", "test.flags", "general.name", "general.quantization_version",
-		"general.file_type" };
-	for (int i = 0; i < 7; i++)
+	static const char *const keys[] = { "general.architecture", "llama.context_length",
+		"llama.embedding_length", "llama.block_count", "test.flag", "test.flags",
+		"general.name", "general.quantization_version", "general.file_type" };
+	for (int i = 0; i < 9; i++)
 		assert_memory_equal(gf.kv[i].key.ptr, keys[i], strlen(keys[i]));
-	assert_int_equal(gf.kv[2].value.data[0], 1);
-	assert_memory_equal(gf.kv[3].value.data, "\0\1\1", 3);
-	assert_int_equal(gguf_le32(gf.kv[5].value.data), QUANT_VERSION);
-	assert_int_equal(gguf_le32(gf.kv[6].value.data), QUANT_FTYPE_Q8_0);
+	assert_int_equal(gf.kv[4].value.data[0], 1);
+	assert_memory_equal(gf.kv[5].value.data, "\0\1\1", 3);
+	assert_int_equal(gguf_le32(gf.kv[7].value.data), QUANT_VERSION);
+	assert_int_equal(gguf_le32(gf.kv[8].value.data), QUANT_FTYPE_Q8_0);
 	/* order: names without a layer (-1) first, then blk.0, blk.1 */
 	static const char *const order[] = { "abcde", "abcdef", "output_norm.weight",
 		"token_embd.weight", "blk.0.attn_v.weight", "blk.0.row.weight",
@@ -178,24 +190,24 @@ static void test_order(void **state)
 
 static void keys_no_blocks(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 }
 
 static void keys_string_blocks(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_str(w, "llama.block_count", "2");
 }
 
 static void keys_many_blocks(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "llama.block_count", 513);
 }
 
 static void keys_bad_heads(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "llama.block_count", 2);
 	gw_key(w, "llama.attention.head_count", GGUF_TYPE_ARRAY);
 	gw_array(w, GGUF_TYPE_UINT32, 3);
@@ -204,7 +216,7 @@ static void keys_bad_heads(struct gw *w)
 
 static void keys_nested(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "llama.block_count", 2);
 	gw_key(w, "test.nested", GGUF_TYPE_ARRAY);
 	gw_array(w, GGUF_TYPE_ARRAY, 1);
@@ -214,7 +226,7 @@ static void keys_nested(struct gw *w)
 
 static void keys_experts(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "llama.block_count", 2);
 	gw_kv_u32(w, "llama.expert_count", 4);
 }
@@ -239,6 +251,67 @@ static void keys_unknown_name(struct gw *w)
 	gw_kv_u32(w, "(unknown).block_count", 2);
 }
 
+static void keys_no_context(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+}
+
+static void keys_no_embedding(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "llama");
+	gw_kv_u32(w, "llama.context_length", 64);
+	gw_kv_u32(w, "llama.block_count", 2);
+}
+
+static void keys_name_u32(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "general.name", 1);
+}
+
+static void keys_freq_base_u32(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "llama.rope.freq_base", 10000);
+}
+
+static void keys_rope_type(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_str(w, "llama.rope.scaling.type", "cubic");
+}
+
+/* 4 heads of 64 values: heads of 16, which a llama's rotation must span */
+static void keys_n_rot(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "llama.attention.head_count", 4);
+	gw_kv_u32(w, "llama.rope.dimension_count", 8);
+}
+
+static void keys_groups(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "llama.expert_count", 4);
+	gw_kv_u32(w, "llama.expert_used_count", 2);
+	gw_kv_u32(w, "llama.expert_group_count", 4);
+}
+
+static void keys_labels_f32(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_key(w, "llama.classifier.output_labels", GGUF_TYPE_ARRAY);
+	gw_array(w, GGUF_TYPE_FLOAT32, 1);
+	gw_f32(w, 0);
+}
+
 /* Metadata llama.cpp does not load makes no file, each NAME saying why. */
 static void test_no_file(void **state)
 {
@@ -248,15 +321,28 @@ static void test_no_file(void **state)
 		uint64_t n_kv;
 		const char *why;
 	} cases[] = {
-		{ keys_no_blocks, 1, "llama.block_count is missing" },
-		{ keys_string_blocks, 2, "llama.block_count is a string" },
-		{ keys_many_blocks, 2, "not 1 to 512" },
-		{ keys_bad_heads, 3, "llama.attention.head_count is not an array of 2" },
-		{ keys_nested, 3, "array of arrays" },
-		{ keys_experts, 3, "do not agree" },
+		{ keys_no_blocks, 3, "key not found in model: llama.block_count" },
+		{ keys_string_blocks, 4, "key llama.block_count has wrong type str but expected "
+		                         "type u32" },
+		{ keys_many_blocks, 4, "llama.block_count is 513: llama.cpp asserts 1 to 512" },
+		{ keys_bad_heads, 5, "key llama.attention.head_count has wrong array length; "
+		                     "expected 2, got 3" },
+		{ keys_nested, 5, "array of arrays" },
+		{ keys_experts, 5, "do not agree" },
 		{ keys_unknown_arch, 2, "unknown model architecture: 'nosucharch'" },
 		{ keys_gptj, 2, "unsupported model architecture: 'gptj'" },
 		{ keys_unknown_name, 2, "unknown model architecture: '(unknown)'" },
+		{ keys_no_context, 2, "key not found in model: llama.context_length" },
+		{ keys_no_embedding, 3, "key not found in model: llama.embedding_length" },
+		{ keys_name_u32, 5, "key general.name has wrong type u32 but expected type str" },
+		{ keys_freq_base_u32, 5, "key llama.rope.freq_base has wrong type u32 but "
+		                         "expected type f32" },
+		{ keys_rope_type, 5, "llama.rope.scaling.type is not none, linear, yarn or "
+		                     "longrope" },
+		{ keys_n_rot, 6, "invalid n_rot: 8, expected 16" },
+		{ keys_groups, 7, "expert_group_count below expert_count" },
+		{ keys_labels_f32, 5, "llama.classifier.output_labels has wrong array element "
+		                      "type f32" },
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		struct ggufs_model *m = model_with("n.gguf", cases[c].kv, cases[c].n_kv, small, 7);
@@ -303,7 +389,7 @@ static void test_tsv_unknown_arch(void **state)
 static void test_tsv(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = model_with("t.gguf", llama_keys, 7, small, 7);
+	struct ggufs_model *m = model_with("t.gguf", llama_keys, 9, small, 7);
 	struct quant_set qs;
 	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
 	struct sink c = sink_counter();
