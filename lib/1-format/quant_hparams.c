@@ -3,8 +3,9 @@
  * model's metadata, in their order, with their refusals in llama.cpp's words: an
  * unknown architecture, a required key missing, any key read of another type, an array
  * of the wrong length or element type, and the values llama.cpp asserts (where it
- * aborts, the line says what it asserts). Not here: the keys each architecture's own
- * load_arch_hparams reads after these. */
+ * aborts, the line says what it asserts); then the keys the architecture's own
+ * load_arch_hparams requires whatever the model says (llama_archs.h: not those it reads
+ * only under a condition, nor the types of those read optionally). */
 #include "quant_rules.h"
 
 #include <inttypes.h>
@@ -240,6 +241,31 @@ static int hp_heads_rope(const struct hp_reader *r, struct quant_hparams *hp, ui
 	return 0;
 }
 
+/* The keys the architecture's own load_arch_hparams requires (llama_archs.h). */
+static int hp_arch_keys(const struct hp_reader *r, const struct llama_arch *arch)
+{
+	for (const struct llama_arch_key *k = arch->keys; k && k->key; k++) {
+		const struct gguf_kv *kv = gguf_find_kv(r->meta, k->key);
+		bool array = kv && kv->value.type == GGUF_TYPE_ARRAY;
+		if (k->how == 'a' && !array) {
+			gguf_errf(r->err, "array key not found in model: %s", k->key);
+			return -1;
+		}
+		if (!kv) {
+			gguf_errf(r->err, "key not found in model: %s", k->key);
+			return -1;
+		}
+		uint32_t want = k->how == 'n' ? GGUF_TYPE_ARRAY
+		              : k->how == 'k' ? k->type : LLAMA_ARCH_ANY_TYPE;
+		if (want != LLAMA_ARCH_ANY_TYPE && kv->value.type != want) {
+			gguf_errf(r->err, "key %s has wrong type %s but expected type %s", k->key,
+			          llama_type_name(kv->value.type), llama_type_name(want));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int quant_hparams_read(const struct gguf_file *meta, struct quant_hparams *hp,
                        char err[GGUF_ERR_MAX])
 {
@@ -308,7 +334,8 @@ int quant_hparams_read(const struct gguf_file *meta, struct quant_hparams *hp,
 		hp->n_expert = used_max = 0;
 	if (!strcmp(r.arch, "wavtokenizer-dec") && hp_wavtokenizer(&r, hp->n_layer_all) < 0)
 		return -1;
-	if (hp_experts(&r, hp, used_max, groups, group_used) < 0 || hp_heads_rope(&r, hp, n_embd) < 0)
+	if (hp_experts(&r, hp, used_max, groups, group_used) < 0 || hp_heads_rope(&r, hp, n_embd) < 0
+	    || hp_arch_keys(&r, known) < 0)
 		return -1;
 
 	hp->falcon = strcmp(r.arch, "falcon") == 0;

@@ -99,8 +99,9 @@ struct quant_hparams {
  * has any, else 0: an architecture llama.cpp does not know or makes no model of
  * (llama_archs.h: "unknown model architecture: 'NAME'"), a required key missing ("key
  * not found in model: llama.context_length"), a key of another type, an array of
- * another length or element type, a value llama.cpp asserts against. The keys each
- * architecture's load_arch_hparams requires are not checked yet. */
+ * another length or element type, a value llama.cpp asserts against, a key the
+ * architecture's own load_arch_hparams requires ("key not found in model:
+ * llama.attention.layer_norm_rms_epsilon"; llama_archs.h says which are known). */
 int quant_hparams_read(const struct gguf_file *meta, struct quant_hparams *hp,
                        char err[GGUF_ERR_MAX]);
 

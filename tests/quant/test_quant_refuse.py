@@ -9,16 +9,19 @@ gen_llama_archs.py.
 The models: random llamas (test_quant_plan.random_llama) whose general.architecture and
 keys' prefix are an unknown name ("nosucharch"), LLM_ARCH_UNKNOWN's own "(unknown)",
 one llama.cpp names but makes no model of ("gptj"), no general.architecture at all;
-llamas without a key load_hparams requires (context_length, embedding_length), with a
-key of another type (general.name, rope.freq_base), an unknown rope scaling type, a
-rotation shorter than a head, expert groups as many as experts, float classifier labels
-(some of which llama.cpp asserts against: it aborts, so it runs in a child process);
-and known ones ("llama", "qwen2", per-layer head counts as int32 and bool arrays) that
-both make.
+llamas without a key load_hparams requires (context_length, embedding_length) or the
+llama's own load_arch_hparams requires (its norm's epsilon), with a key of another type
+(general.name, rope.freq_base, the epsilon), an unknown rope scaling type, a rotation
+shorter than a head, expert groups as many as experts, float classifier labels (some
+of which llama.cpp asserts against: it aborts, so it runs in a child process); the
+same llama under each of the 148 architectures llama.cpp knows; and known ones
+("llama", "qwen2", "gptneox" with its keys, per-layer head counts as int32 and bool
+arrays) that both make.
 
 Usage: test_quant_refuse.py QUANT_PLAN_DUMP. Skipped (77) without the installed
 node-llama-cpp package, unless GGUFS_REQUIRE_LLAMA is set."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -114,10 +117,14 @@ class Refuse(qp.QuantCase):
             self.assertEqual(drc, 3, err)
 
     def test_known(self):
-        """Known architectures: both make every NAME the rows allow (Q1_0's 128-value
-        blocks do not fit rows of 64), of the same size."""
-        for arch in ("llama", "qwen2"):
-            src = self.model(arch, arch=arch)
+        """Known architectures, with the keys their load_arch_hparams requires (a
+        GPT-NeoX's norm epsilon and parallel residual flag): both make every NAME the
+        rows allow (Q1_0's 128-value blocks do not fit rows of 64), of the same size."""
+        neox = [("gptneox.attention.layer_norm_epsilon", "f32", 1e-5),
+                ("gptneox.use_parallel_residual", "bool", 1)]
+        for arch in ("llama", "qwen2", "gptneox"):
+            src = self.model(arch, arch=arch,
+                             kv_edit=(lambda kvs: kvs + neox) if arch == "gptneox" else None)
             for name, _ in qp.NAMES:
                 with self.subTest(arch=arch, name=name):
                     rc, log, drc, err = self.both(src, name)
@@ -161,6 +168,11 @@ class Refuse(qp.QuantCase):
              "invalid n_rot: 8, expected 16"),
             ("labels", put("llama.classifier.output_labels", ("arr", "f32"), [0.5]), None,
              "llama.classifier.output_labels has wrong array element type f32"),
+            ("no-eps", drop("llama.attention.layer_norm_rms_epsilon"), None,
+             "key not found in model: llama.attention.layer_norm_rms_epsilon"),
+            ("eps-u32", put("llama.attention.layer_norm_rms_epsilon", "u32", 0), None,
+             "key llama.attention.layer_norm_rms_epsilon has wrong type u32 but expected "
+             "type f32"),
             ("rope-type", put("llama.rope.scaling.type", "str", "cubic"), "GGML_ASSERT",
              "llama.rope.scaling.type is not none, linear, yarn or longrope"),
             ("groups", lambda kvs: kvs + [("llama.expert_group_count", "u32", 8)], "GGML_ASSERT",
@@ -193,13 +205,46 @@ class Refuse(qp.QuantCase):
                     self.assertEqual(os.path.getsize(os.path.join(self.dir, "ours.gguf")),
                                      os.path.getsize(os.path.join(self.dir, "ref.gguf")))
 
+    def test_every_arch(self):
+        """A small llama's tensors and generic keys under every architecture llama.cpp
+        knows: llama.cpp makes Q8_0 exactly when ggufs does. Where it refuses (a key
+        the architecture requires missing), ggufs gives the same reason; or, where
+        llama.cpp requires a key under a condition ggufs does not follow (DeepSeek2's
+        q_lora_rank, unless a "lite" model) or names it in words of its own (DFlash's
+        target_layers), a key of that architecture missing too."""
+        with open(os.path.join(ROOT, "lib", "1-format", "llama_archs.c")) as f:
+            names = re.findall(r'^\t\{ "([^"]+)", (?:true|false), ', f.read(), re.M)
+        self.assertGreater(len(names), 100)
+        made, same = 0, 0
+        for arch in names:
+            with self.subTest(arch=arch):
+                src = self.model("every", arch=arch)
+                rc, log = self.child(src, "Q8_0")
+                drc, err = self.dump(src, "Q8_0")
+                self.assertEqual(drc, 0 if rc == 0 else 3, "llama.cpp: %s; ggufs: %s" % (
+                    [line for line in log.splitlines() if "quantize:" in line], err))
+                made += rc == 0
+                if rc != 0:
+                    why = re.search(r"failed to quantize: (.*)", log)
+                    ours = err.strip().split(": ", 1)[1]
+                    self.assertIsNotNone(why, log)
+                    same += ours == why.group(1)
+                    if ours != why.group(1):
+                        missing = r"(array )?key not found in model: %s\." % re.escape(arch)
+                        self.assertRegex(ours, "^" + missing)
+                        self.assertRegex(why.group(1), "^%s|requires '" % missing)
+        print("\narchitectures: %d; Q8_0 made by both of %d; refused by both for the same "
+              "reason %d, for a missing key %d" % (len(names), made, same,
+                                                  len(names) - made - same), file=sys.stderr)
+
     def test_table(self):
         """lib/1-format/llama_archs.c is what gen_llama_archs.py makes of the pinned
         llama.cpp's source."""
         src = tempfile.mkdtemp(prefix="ggufs-llama-src-", dir=self.dir)
         subprocess.run(["git", "clone", "-q", "-n", BUNDLE, src], check=True, timeout=300)
         subprocess.run(["git", "-C", src, "checkout", "-q", "HEAD", "--", "src/llama-arch.cpp",
-                        "src/llama-model.cpp"], check=True, timeout=120)
+                        "src/llama-model.cpp", "src/llama-hparams.h", "src/models"],
+                       check=True, timeout=120)
         r = subprocess.run([sys.executable, os.path.join(ROOT, "lib", "1-format",
                                                          "gen_llama_archs.py"),
                             "--check", src, os.path.join(ROOT, "lib", "1-format",

@@ -72,6 +72,8 @@ static void llama_keys(struct gw *w)
 	arch_keys(w, "llama");
 	gw_kv_u32(w, "general.file_type", 0);
 	gw_kv_u32(w, "llama.block_count", 2);
+	gw_key(w, "llama.attention.layer_norm_rms_epsilon", GGUF_TYPE_FLOAT32);
+	gw_f32(w, 1e-5f);
 	gw_key(w, "test.flag", GGUF_TYPE_BOOL);
 	gw_u8(w, 2);   /* a boolean byte that is neither 0 nor 1 */
 	gw_key(w, "test.flags", GGUF_TYPE_ARRAY);
@@ -106,7 +108,7 @@ static const struct quant_plan *plan_of(const struct quant_set *qs, const char *
 static void test_header(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = model_with("h.gguf", llama_keys, 9, small, 7);
+	struct ggufs_model *m = model_with("h.gguf", llama_keys, 10, small, 7);
 	struct quant_set qs;
 	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
 	const struct quant_plan *qp = plan_of(&qs, "Q8_0");
@@ -115,7 +117,7 @@ static void test_header(void **state)
 	quant_plan_header_read(qp, 0, qp->data_offset, whole);
 	assert_memory_equal(whole, "GGUF\3\0\0\0", 8);
 	assert_int_equal(gguf_le64(whole + 8), 7);
-	assert_int_equal(gguf_le64(whole + 16), 9);   /* 9 - file_type - split.no + 2 */
+	assert_int_equal(gguf_le64(whole + 16), 10);   /* 10 - file_type - split.no + 2 */
 	struct gguf_file gf;
 	char err[GGUF_ERR_MAX];
 	/* the header parses as a file whose data section is all there (zeros) */
@@ -123,14 +125,15 @@ static void test_header(void **state)
 	memcpy(img, whole, qp->data_offset);
 	assert_int_equal(gguf_parse(img, qp->size, &gf, err), 0);
 	static const char *const keys[] = { "general.architecture", "llama.context_length",
-		"llama.embedding_length", "llama.block_count", "test.flag", "test.flags",
+		"llama.embedding_length", "llama.block_count",
+		"llama.attention.layer_norm_rms_epsilon", "test.flag", "test.flags",
 		"general.name", "general.quantization_version", "general.file_type" };
-	for (int i = 0; i < 9; i++)
+	for (int i = 0; i < 10; i++)
 		assert_memory_equal(gf.kv[i].key.ptr, keys[i], strlen(keys[i]));
-	assert_int_equal(gf.kv[4].value.data[0], 1);
-	assert_memory_equal(gf.kv[5].value.data, "\0\1\1", 3);
-	assert_int_equal(gguf_le32(gf.kv[7].value.data), QUANT_VERSION);
-	assert_int_equal(gguf_le32(gf.kv[8].value.data), QUANT_FTYPE_Q8_0);
+	assert_int_equal(gf.kv[5].value.data[0], 1);
+	assert_memory_equal(gf.kv[6].value.data, "\0\1\1", 3);
+	assert_int_equal(gguf_le32(gf.kv[8].value.data), QUANT_VERSION);
+	assert_int_equal(gguf_le32(gf.kv[9].value.data), QUANT_FTYPE_Q8_0);
 	/* order: names without a layer (-1) first, then blk.0, blk.1 */
 	static const char *const order[] = { "abcde", "abcdef", "output_norm.weight",
 		"token_embd.weight", "blk.0.attn_v.weight", "blk.0.row.weight",
@@ -312,6 +315,20 @@ static void keys_labels_f32(struct gw *w)
 	gw_f32(w, 0);
 }
 
+/* a llama without its norm's epsilon, which llama's load_arch_hparams requires */
+static void keys_no_eps(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+}
+
+static void keys_eps_u32(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "llama.attention.layer_norm_rms_epsilon", 0);
+}
+
 /* Metadata llama.cpp does not load makes no file, each NAME saying why. */
 static void test_no_file(void **state)
 {
@@ -343,6 +360,9 @@ static void test_no_file(void **state)
 		{ keys_groups, 7, "expert_group_count below expert_count" },
 		{ keys_labels_f32, 5, "llama.classifier.output_labels has wrong array element "
 		                      "type f32" },
+		{ keys_no_eps, 4, "key not found in model: llama.attention.layer_norm_rms_epsilon" },
+		{ keys_eps_u32, 5, "key llama.attention.layer_norm_rms_epsilon has wrong type u32 "
+		                   "but expected type f32" },
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		struct ggufs_model *m = model_with("n.gguf", cases[c].kv, cases[c].n_kv, small, 7);
@@ -389,7 +409,7 @@ static void test_tsv_unknown_arch(void **state)
 static void test_tsv(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = model_with("t.gguf", llama_keys, 9, small, 7);
+	struct ggufs_model *m = model_with("t.gguf", llama_keys, 10, small, 7);
 	struct quant_set qs;
 	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
 	struct sink c = sink_counter();
