@@ -106,8 +106,8 @@ bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
 /* A pool for the quants/ files of a mount (computed_pool_new): at most threads workers,
  * 0 for the online cores, and the default memory. NULL with one line in err. Freed by
  * computed_pool_free after every tree that uses it; when leaving (the mount's
- * hand-over, leaving.h; or NULL) runs at the unmount, the disk cache entries of all
- * their files go over to a quick remount (computed_pool_opts.leaving). */
+ * hand-over, leaving.h; or NULL) runs at the unmount, their files store nothing more
+ * on disk; a quick remount shares their entries (computed_pool_opts.leaving). */
 struct computed_pool *tree_quant_pool_new(unsigned threads, struct leaving *leaving,
                                           char err[GGUF_ERR_MAX]);
 /* True when file n of t is one of quants/ and t's model is no longer the file it parsed

@@ -48,11 +48,11 @@ struct mount_source {
 	struct computed_pool *quant_pool;   /* the workers and memory of every quants/
 	                                     * file the mount serves (tree_quant_pool_new) */
 	/* The mount is ending (the kernel has ended the session; its last requests may
-	 * still be served): leaving_run(leaving), once, and a quick remount of the same
-	 * model or library waits for this mount's disk cache entries instead of reading or
-	 * computing without them: a remote model's blocks (every remote model of a
-	 * library's too, built then or later), every quants/ file of the mount, open then
-	 * or later, and the edits file. Each of them is in it from where it is made. */
+	 * still be served): leaving_run(leaving), once: the edits file goes over to a
+	 * quick remount of the same model, and the disk cache stores nothing more (a
+	 * remote model's blocks, every remote model of a library's too, built then or
+	 * later; every quants/ file of the mount, open then or later), whose entries the
+	 * quick remount shares meanwhile. Each of them is in it from where it is made. */
 	struct leaving *leaving;
 };
 
