@@ -12,10 +12,19 @@
 #include "mem_give_back.h"
 #include "model.h"
 
-static uint64_t ino_of(uint64_t no, uint64_t low)
-{
-	return no << LIB_LOW_BITS | low;
-}
+/* A model's tree nests below its directory's compare/ numbers (library.h): every tree
+ * number, of every state a tree may have, stays below LIB_COMPARE_LOW (tree_ino.h). */
+_Static_assert(TREE_ZONE_P + TREE_STATE_WIDTH_MAX <= LIB_COMPARE_LOW,
+               "a model's tree numbers stay below its compare/");
+
+/* Lists folder (when it changed, or always with force) under lib->lock, which it drops
+ * while the source lists (holding the folder meanwhile: a caller must not keep pointers
+ * into a folder's children across it); a listing another thread is making is waited
+ * for (the folder held meanwhile: a caller need not hold it). 0, or -errno with one line
+ * in err (lib_folder_refresh: in the log); -ENOENT when the folder is gone (then freed,
+ * unless the caller holds it). */
+static int folder_list(struct library *lib, struct lib_slot *folder, bool force,
+                       char err[GGUF_ERR_MAX]);
 
 /* A place freed waits behind at least this many others before it is taken again, so
  * that its next number comes long after its last. */
@@ -351,7 +360,7 @@ struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
 		root->ino = e.st.st_ino;
 		root->parent = LIB_ROOT_INO;
 		pthread_mutex_lock(&lib->lock);
-		r = lib_folder_list(lib, root, true, err);
+		r = folder_list(lib, root, true, err);
 		lib_unlock(lib);
 	} else {
 		snprintf(err, GGUF_ERR_MAX, "%s", strerror(-r));
@@ -477,7 +486,7 @@ static int relist(struct library *lib, struct lib_slot *f, struct lib_entry *e, 
 			r = -ENOMEM;
 			break;
 		}
-		s->parent = ino_of(f->no, 1);
+		s->parent = lib_ino(f->no, 1);
 		s->version = ln->version;
 		s->first_version = le->version;
 		s->st = attr_of(&le->st);
@@ -509,7 +518,8 @@ static int relist(struct library *lib, struct lib_slot *f, struct lib_entry *e, 
 	return r;
 }
 
-int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char err[GGUF_ERR_MAX])
+static int folder_list(struct library *lib, struct lib_slot *f, bool force,
+                       char err[GGUF_ERR_MAX])
 {
 	const struct lib_source *src = lib->src;
 	if (f->listed && !force && src->ops->unchanged(src->ctx, f->src, f->dir_version))
@@ -559,7 +569,7 @@ int lib_folder_list(struct library *lib, struct lib_slot *f, bool force, char er
 int lib_folder_refresh(struct library *lib, struct lib_slot *f, bool force)
 {
 	char err[GGUF_ERR_MAX];
-	int r = lib_folder_list(lib, f, force, err);
+	int r = folder_list(lib, f, force, err);
 	if (r < 0)
 		evlog(EVLOG_ERR, err, "%s", err);
 	return r;
@@ -701,13 +711,12 @@ static void build(struct library *lib, struct lib_slot *s)
 	pthread_cond_broadcast(&lib->built);
 }
 
-/* Holds built model s for r (under the lock). */
-static void hold(struct library *lib, struct lib_slot *s, struct lib_ref *r)
+/* Built model s used once more (under the lock): by a ref, or a computation. */
+static void use_model(struct library *lib, struct lib_slot *s)
 {
 	if (s->users++ == 0)
 		lib->idle_built--;
 	s->last_used = ++lib->clock;
-	r->held = true;
 }
 
 /* The folder whose listing holds slot s, or NULL: s is of a version gone from it. */
@@ -719,14 +728,15 @@ static struct lib_slot *folder_of(const struct lib_slot *s)
 /* r for compare/ (low LIB_COMPARE_LOW) or compare/OTHER (above) of model slot s (under
  * the lock), neither model built: there while s parses (it did, to be looked in) and
  * OTHER is a model of s's folder as last listed (-ESTALE once it is not). */
-static int compare_ref(struct library *lib, struct lib_slot *s, uint64_t low, struct lib_ref *r)
+static int compare_ref(struct library *lib, struct lib_slot *s, uint64_t low, struct node_ref *r)
 {
 	if (s->state == MODEL_STALE)
 		return -ESTALE;
 	if (s->state == MODEL_BROKEN)
 		return -ENOENT;
 	if (low == LIB_COMPARE_LOW) {
-		r->kind = LIB_COMPARE_DIR;
+		r->p = &lib_compare_dir_provider;
+		r->parent = lib_ino(s->no, 1);
 		return 0;
 	}
 	struct lib_slot *o;
@@ -737,37 +747,45 @@ static int compare_ref(struct library *lib, struct lib_slot *s, uint64_t low, st
 		return -ENOENT;
 	if (!folder_of(s) || folder_of(o) != folder_of(s))
 		return -ESTALE;
-	r->kind = LIB_COMPARE;
-	r->other = o;
+	r->p = &lib_compare_provider;
+	r->parent = lib_ino(s->no, LIB_COMPARE_LOW);
+	r->hold[LIB_HOLD_OTHER] = (uintptr_t)o;
 	return 0;
 }
 
-/* r for low number low of model slot s (under the lock), building it when asked to. */
+/* r for low number low of model slot s (under the lock), building it when asked to:
+ * the model directory (its tree's root once built), a node of its tree, compare/, or a
+ * broken model's directory and error. */
 static int model_ref(struct library *lib, struct lib_slot *s, uint64_t low, bool want_build,
-                     struct lib_ref *r)
+                     struct node_ref *r)
 {
+	r->ino_base = lib_ino(s->no, 0);
 	if (low >= LIB_COMPARE_LOW)
 		return compare_ref(lib, s, low, r);
-	if (low == 1 && !want_build && (s->state == MODEL_UNBUILT || s->state == MODEL_BUILDING)) {
-		r->kind = LIB_MODEL_DIR;
+	r->parent = low == 1 ? s->parent : lib_ino(s->no, 1);
+	r->p = low == 1 ? &lib_model_dir_provider : NULL;
+	if (low == 1 && !want_build && (s->state == MODEL_UNBUILT || s->state == MODEL_BUILDING))
 		return 0;
-	}
 	build(lib, s);
 	switch (s->state) {
 	case MODEL_BUILT: {
 		const struct tree_node *n = tree_node(s->t, low);
 		if (!n)
 			return -ENOENT;
-		r->kind = LIB_TREE;
 		r->tree = s->t;
-		r->node = n;
-		hold(lib, s, r);
+		r->n = n;
+		if (low != 1) {
+			lib_tree_ref(s->t, n, r);
+			r->parent = lib_ino(s->no, n->parent);
+		}
+		use_model(lib, s);
+		r->hold[LIB_HOLD_FLAGS] |= LIB_HELD;
 		return 0;
 	}
 	case MODEL_BROKEN:
 		if (low != 1 && low != LIB_ERROR_LOW)
 			return -ENOENT;
-		r->kind = low == 1 ? LIB_BROKEN : LIB_ERROR;
+		r->p = low == 1 ? &lib_broken_provider : &lib_error_provider;
 		return 0;
 	case MODEL_STALE:
 		return -ESTALE;
@@ -776,30 +794,32 @@ static int model_ref(struct library *lib, struct lib_slot *s, uint64_t low, bool
 	}
 }
 
-/* The kind of node low of slot s into r (under the lock, s held by r). */
+/* r for node low of slot s (under the lock, s held by r). */
 static int slot_ref(struct library *lib, struct lib_slot *s, uint64_t low, bool want_build,
-                    struct lib_ref *r)
+                    struct node_ref *r)
 {
 	if (s->type == LIB_NODE_MODEL)
 		return model_ref(lib, s, low, want_build, r);
 	if (low != 1)
 		return -ENOENT;
-	r->kind = s->type == LIB_NODE_DIR ? LIB_FOLDER : LIB_PLAIN;
+	r->p = s->type == LIB_NODE_DIR ? &lib_folder_provider : &lib_plain_provider;
+	r->parent = s->parent;
 	return 0;
 }
 
-/* Lets go of what r holds (under the lock). */
-static void unref(struct library *lib, struct lib_ref *r)
+/* Lets go of what r holds (under the lock): nothing after. */
+static void unref(struct library *lib, struct node_ref *r)
 {
-	if (r->held && --r->slot->users == 0)
+	struct lib_slot *s = lib_ref_slot(r), *o = lib_ref_other(r);
+	const uintptr_t held = r->hold[LIB_HOLD_FLAGS];
+	memset(r->hold, 0, sizeof r->hold);
+	if ((held & LIB_HELD) && --s->users == 0)
 		lib->idle_built++;
-	r->held = false;
-	if (!r->pinned)
+	if (!(held & LIB_PINNED))
 		return;
-	r->pinned = false;
-	if (r->other)
-		lib_slot_drop(lib, r->other);
-	lib_slot_drop(lib, r->slot);
+	if (o)
+		lib_slot_drop(lib, o);
+	lib_slot_drop(lib, s);
 }
 
 /* True when slot s would have been freed but for the kernel's lookups (under the
@@ -820,13 +840,15 @@ static bool slot_gone(const struct library *lib, const struct lib_slot *s)
 
 /* library_get under the lock. The slot is held from the start: a build drops the lock,
  * and a listing meanwhile may let go of the slot. */
-static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct lib_ref *r)
+static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct node_ref *r)
 {
 	memset(r, 0, sizeof *r);
 	r->ino = ino;
+	r->ctx = lib;
+	r->parent = LIB_ROOT_INO;
 	uint64_t no = ino >> LIB_LOW_BITS, low = ino & LIB_LOW_MASK;
 	if (no == 0 && (low == LIB_TSV_INO || low == LIB_JSON_INO)) {
-		r->kind = low == LIB_TSV_INO ? LIB_TSV : LIB_JSON;
+		r->p = &lib_tables_provider;
 		return 0;
 	}
 	struct lib_slot *s;
@@ -835,22 +857,21 @@ static int get_locked(struct library *lib, uint64_t ino, bool want_build, struct
 		return ret;
 	if (slot_gone(lib, s))
 		return -ESTALE;
-	r->slot = s;
+	r->hold[LIB_HOLD_SLOT] = (uintptr_t)s;
 	lib_slot_hold(lib, s);
 	ret = slot_ref(lib, s, low, want_build, r);
-	if (ret == 0 && r->other)
-		lib_slot_hold(lib, r->other);
 	if (ret == 0) {
-		r->pinned = true;
+		if (lib_ref_other(r))
+			lib_slot_hold(lib, lib_ref_other(r));
+		r->hold[LIB_HOLD_FLAGS] |= LIB_PINNED;
 		return 0;
 	}
-	r->other = NULL;
 	lib_slot_drop(lib, s);
-	r->slot = NULL;
+	memset(r->hold, 0, sizeof r->hold);
 	return ret;
 }
 
-int library_get(struct library *lib, uint64_t ino, bool want_build, struct lib_ref *r)
+int library_get(struct library *lib, uint64_t ino, bool want_build, struct node_ref *r)
 {
 	pthread_mutex_lock(&lib->lock);
 	int ret = get_locked(lib, ino, want_build, r);
@@ -883,76 +904,63 @@ static struct lib_slot *folder_child(struct library *lib, struct lib_slot *f, co
 	return child_named(f, name);
 }
 
-int library_lookup(struct library *lib, uint64_t parent, const char *name, struct lib_ref *r)
+/* The child called name of directory p into *r (under the lock), as its provider
+ * shows its entries: a folder's listing (the root's with its tables), a model
+ * directory's tree and compare/, compare/'s other models of the folder as it is now, a
+ * broken model's error, a tree directory's. 0, -ENOENT, -ENOTDIR. */
+static int child_locked(struct library *lib, const struct node_ref *p, const char *name,
+                        struct node_ref *r)
 {
-	pthread_mutex_lock(&lib->lock);
-	struct lib_ref p;
-	int ret = get_locked(lib, parent, true, &p);
-	if (ret < 0)
-		goto out;
-	switch (p.kind) {
-	case LIB_FOLDER: {
-		if (p.slot->no == 0 && (!strcmp(name, LIB_TSV_NAME) || !strcmp(name, LIB_JSON_NAME))) {
-			ret = get_locked(lib, !strcmp(name, LIB_TSV_NAME) ? LIB_TSV_INO : LIB_JSON_INO,
-			                 false, r);
-			break;
-		}
-		struct lib_slot *c = folder_child(lib, p.slot, name);
-		ret = c ? get_locked(lib, ino_of(c->no, 1), false, r) : -ENOENT;
-		break;
+	struct lib_slot *s = lib_ref_slot(p);
+	if (p->p == &lib_folder_provider) {
+		if (s->no == 0 && (!strcmp(name, LIB_TSV_NAME) || !strcmp(name, LIB_JSON_NAME)))
+			return get_locked(lib, !strcmp(name, LIB_TSV_NAME) ? LIB_TSV_INO : LIB_JSON_INO,
+			                  false, r);
+		struct lib_slot *c = folder_child(lib, s, name);
+		return c ? get_locked(lib, lib_ino(c->no, 1), false, r) : -ENOENT;
 	}
-	case LIB_TREE: {
-		if (p.node->ino == TREE_ROOT_INO && !strcmp(name, LIB_COMPARE_NAME)) {
-			ret = get_locked(lib, ino_of(p.slot->no, LIB_COMPARE_LOW), false, r);
-			break;
-		}
-		const struct tree_node *n = tree_is_dir(p.node) ? tree_lookup(p.tree, p.node->ino, name)
-		                                                : NULL;
-		ret = !tree_is_dir(p.node) ? -ENOTDIR : n ? 0 : -ENOENT;
-		if (n)
-			ret = get_locked(lib, ino_of(p.slot->no, n->ino), true, r);
-		break;
-	}
-	case LIB_COMPARE_DIR: {
+	if (p->p == &lib_compare_dir_provider) {
 		/* another model of the folder as it is now */
-		struct lib_slot *f = folder_of(p.slot);
+		struct lib_slot *f = folder_of(s);
 		struct lib_slot *c = f ? folder_child(lib, f, name) : NULL;
-		ret = c && c->type == LIB_NODE_MODEL && c != p.slot
-		              ? get_locked(lib, ino_of(p.slot->no, LIB_COMPARE_LOW + 1 + c->no), false, r)
-		              : -ENOENT;
-		break;
+		return c && c->type == LIB_NODE_MODEL && c != s
+		               ? get_locked(lib, lib_ino(s->no, LIB_COMPARE_LOW + 1 + c->no), false, r)
+		               : -ENOENT;
 	}
-	case LIB_BROKEN:
-		ret = strcmp(name, "error") ? -ENOENT
-		                            : get_locked(lib, ino_of(p.slot->no, LIB_ERROR_LOW), true, r);
-		break;
-	default:
-		ret = -ENOTDIR;
+	if (p->p == &lib_broken_provider)
+		return strcmp(name, "error") ? -ENOENT
+		                             : get_locked(lib, lib_ino(s->no, LIB_ERROR_LOW), true, r);
+	if (!p->tree)   /* a file of the library's own */
+		return -ENOTDIR;
+	if (p->p == &lib_model_dir_provider && !strcmp(name, LIB_COMPARE_NAME))
+		return get_locked(lib, lib_ino(s->no, LIB_COMPARE_LOW), false, r);
+	if (!tree_is_dir(p->n))
+		return -ENOTDIR;
+	const struct tree_node *n = tree_lookup(p->tree, p->n->ino, name);
+	return n ? get_locked(lib, lib_ino(s->no, n->ino), true, r) : -ENOENT;
+}
+
+int library_lookup(struct library *lib, uint64_t parent, const char *name, struct node_ref *r,
+                   unsigned *dir_flags)
+{
+	memset(r, 0, sizeof *r);
+	pthread_mutex_lock(&lib->lock);
+	struct node_ref p;
+	int ret = get_locked(lib, parent, true, &p);
+	if (ret == 0) {
+		*dir_flags = p.p->flags;
+		ret = child_locked(lib, &p, name, r);
+		unref(lib, &p);
 	}
-	unref(lib, &p);
-out:;
 	trim(lib);
 	lib_listings_trim(lib);
 	lib_unlock(lib);
 	return ret;
 }
 
-void library_hold(struct library *lib, struct lib_ref *r)
+void library_put(struct library *lib, struct node_ref *r)
 {
-	if (!r->pinned)
-		return;
-	pthread_mutex_lock(&lib->lock);
-	if (r->held)
-		r->slot->users++;
-	lib_slot_hold(lib, r->slot);
-	if (r->other)
-		lib_slot_hold(lib, r->other);
-	lib_unlock(lib);
-}
-
-void library_put(struct library *lib, struct lib_ref *r)
-{
-	if (!r->pinned && !r->held)
+	if (!r->hold[LIB_HOLD_FLAGS])
 		return;
 	pthread_mutex_lock(&lib->lock);
 	unref(lib, r);
@@ -961,194 +969,14 @@ void library_put(struct library *lib, struct lib_ref *r)
 	lib_unlock(lib);
 }
 
-/* Read bits of mode only, as the tree limits its own (tree_mode). */
-static mode_t read_bits(mode_t mode)
+void lib_attr_of_slot(const struct lib_slot *s, struct node_attr *a)
 {
-	return mode & (S_IRUSR | S_IRGRP | S_IROTH);
-}
-
-void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st)
-{
-	memset(st, 0, sizeof *st);
-	st->st_ino = r->ino;
-	st->st_blksize = 4096;
-	/* the root's own files (models.tsv, models.json) have the root's */
-	const struct lib_attr *from = r->slot ? &r->slot->st : &lib->root->st;
-	struct tree_node dir = { .kind = TREE_ROOT };
-	switch (r->kind) {
-	case LIB_FOLDER:
-		st->st_mode = S_IFDIR | read_bits(from->mode) | ((read_bits(from->mode) >> 2) & 0111);
-		break;
-	case LIB_PLAIN:
-		st->st_mode = S_IFREG | read_bits(from->mode);
-		st->st_size = from->size;
-		break;
-	case LIB_TSV:
-	case LIB_JSON:
-		/* the size of the last rendering: the table is made whole by its open */
-		st->st_mode = S_IFREG | 0444;
-		st->st_size = (off_t)atomic_load(r->kind == LIB_TSV ? &lib->tsv_size : &lib->json_size);
-		break;
-	case LIB_MODEL_DIR:
-	case LIB_BROKEN:
-	case LIB_COMPARE_DIR:
-		st->st_mode = tree_mode(&dir, from->mode);
-		break;
-	case LIB_COMPARE:
-		/* the length of its text, known once a lookup made it (library_compare_size) */
-		st->st_mode = S_IFREG | read_bits(from->mode);
-		st->st_size = (off_t)library_compare_known(lib, r);
-		break;
-	case LIB_ERROR:
-		st->st_mode = S_IFREG | (0444 & read_bits(from->mode));
-		st->st_size = r->slot->error ? (off_t)strlen(r->slot->error) : 0;
-		break;
-	case LIB_TREE:
-		/* a model's files as its single mount shows them (du counts it once) */
-		tree_stat(r->tree, r->node, false, st);
-		st->st_ino = r->ino;
-		return;
-	}
-	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
-	st->st_uid = from->uid;
-	st->st_gid = from->gid;
-	st->st_blocks = (blkcnt_t)((st->st_size + 511) / 512);
-	st->st_atim = from->atim;
-	st->st_mtim = from->mtim;
-	st->st_ctim = from->ctim;
-}
-
-uint64_t library_tree_ino(const struct lib_ref *r, uint64_t tree_ino)
-{
-	return ino_of(r->slot->no, tree_ino);
-}
-
-uint64_t library_parent(const struct lib_ref *r)
-{
-	if (!r->slot)
-		return LIB_ROOT_INO;
-	if (r->kind == LIB_TREE && r->node->ino != TREE_ROOT_INO)
-		return ino_of(r->slot->no, r->node->parent);
-	if (r->kind == LIB_ERROR || r->kind == LIB_COMPARE_DIR)
-		return ino_of(r->slot->no, 1);
-	if (r->kind == LIB_COMPARE)
-		return ino_of(r->slot->no, LIB_COMPARE_LOW);
-	return r->slot->parent;
-}
-
-void library_list_free(struct library *lib, struct lib_list_entry *e, size_t n)
-{
-	if (!e)
-		return;
-	pthread_mutex_lock(&lib->lock);
-	for (size_t i = 0; i < n; i++)
-		if (e[i].held)
-			lib_slot_drop(lib, e[i].held);
-	lib_listings_trim(lib);
-	lib_unlock(lib);
-	free(e);
-}
-
-/* The entry of the listing naming slot c, numbered ino, held (under the lock). */
-static struct lib_list_entry list_entry(struct library *lib, struct lib_slot *c, uint64_t ino,
-                                        bool dir)
-{
-	lib_slot_hold(lib, c);
-	return (struct lib_list_entry){ c->name, ino, dir, c };
-}
-
-/* The listing of model slot s's compare/: every other model of its folder, as it is
- * now (the folder's listing read again if it changed). */
-static int list_compare(struct library *lib, struct lib_slot *s, struct lib_list_entry **out,
-                        size_t *n)
-{
-	pthread_mutex_lock(&lib->lock);
-	struct lib_slot *f = folder_of(s);
-	int ret = f ? lib_folder_refresh(lib, f, false) : -ESTALE;
-	struct lib_list_entry *e = ret == 0 ? calloc(f->n_children + 1, sizeof *e) : NULL;
-	if (ret == 0 && !e)
-		ret = -ENOMEM;
-	size_t k = 0;
-	for (size_t i = 0; e && i < f->n_children; i++) {
-		struct lib_slot *c = f->children[i];
-		if (c->type != LIB_NODE_MODEL || c == s)
-			continue;
-		e[k++] = list_entry(lib, c, ino_of(s->no, LIB_COMPARE_LOW + 1 + c->no), false);
-	}
-	lib_unlock(lib);
-	if (ret < 0) {
-		library_list_free(lib, e, k);
-		return ret;
-	}
-	*out = e;
-	*n = k;
-	return 0;
-}
-
-int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_entry **out,
-                 size_t *n)
-{
-	*out = NULL;
-	*n = 0;
-	if (r->kind == LIB_BROKEN) {
-		struct lib_list_entry *e = calloc(1, sizeof *e);
-		if (!e)
-			return -ENOMEM;
-		e->name = "error";
-		e->ino = ino_of(r->slot->no, LIB_ERROR_LOW);
-		*out = e;
-		*n = 1;
-		return 0;
-	}
-	if (r->kind == LIB_COMPARE_DIR)
-		return list_compare(lib, r->slot, out, n);
-	if (r->kind != LIB_FOLDER)
-		return -ENOTDIR;
-	pthread_mutex_lock(&lib->lock);
-	struct lib_slot *f = r->slot;
-	int ret = lib_folder_refresh(lib, f, false);
-	bool root = f->no == 0;
-	size_t count = f->n_children + (root ? 2 : 0);
-	struct lib_list_entry *e = ret == 0 ? calloc(count ? count : 1, sizeof *e) : NULL;
-	if (ret == 0 && !e)
-		ret = -ENOMEM;
-	size_t k = 0;
-	if (e && root) {
-		e[k++] = (struct lib_list_entry){ LIB_TSV_NAME, LIB_TSV_INO, false, NULL };
-		e[k++] = (struct lib_list_entry){ LIB_JSON_NAME, LIB_JSON_INO, false, NULL };
-	}
-	for (size_t i = 0; e && i < f->n_children; i++) {
-		struct lib_slot *c = f->children[i];
-		e[k++] = list_entry(lib, c, ino_of(c->no, 1), c->type != LIB_NODE_FILE);
-	}
-	lib_unlock(lib);
-	if (ret < 0) {
-		library_list_free(lib, e, k);
-		return ret;
-	}
-	*out = e;
-	*n = k;
-	return 0;
-}
-
-uint64_t library_tree_dir_count(const struct lib_ref *r)
-{
-	return tree_dir_count(r->tree, r->node->ino) + (r->node->ino == TREE_ROOT_INO);
-}
-
-void library_tree_dir_entry(const struct lib_ref *r, uint64_t pos, const char **name,
-                            uint64_t *ino, bool *dir)
-{
-	if (pos == tree_dir_count(r->tree, r->node->ino)) {   /* the model directory's last */
-		*name = LIB_COMPARE_NAME;
-		*ino = ino_of(r->slot->no, LIB_COMPARE_LOW);
-		*dir = true;
-		return;
-	}
-	const struct tree_node *c = tree_dir_child(r->tree, r->node->ino, pos);
-	*name = c->name;
-	*ino = ino_of(r->slot->no, c->ino);
-	*dir = tree_is_dir(c);
+	a->read_bits = s->st.mode & 0444;
+	a->uid = s->st.uid;
+	a->gid = s->st.gid;
+	a->atim = s->st.atim;
+	a->mtim = s->st.mtim;
+	a->ctim = s->st.ctim;
 }
 
 int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs_model **m,
@@ -1158,12 +986,10 @@ int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs
 	build(lib, s);
 	int ret = 0;
 	switch (s->state) {
-	case MODEL_BUILT: {
-		struct lib_ref r;
-		hold(lib, s, &r);
+	case MODEL_BUILT:
+		use_model(lib, s);
 		*m = s->m;
 		break;
-	}
 	case MODEL_BROKEN:
 		*error = s->error;
 		ret = -EIO;
@@ -1180,50 +1006,19 @@ int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs
 
 void lib_slot_release(struct library *lib, struct lib_slot *s)
 {
-	struct lib_ref r = { .slot = s, .held = true };
-	library_put(lib, &r);   /* the model's hold alone: the slot is its caller's */
+	/* the model's hold alone: the slot is its caller's */
+	struct node_ref r = { .hold = { [LIB_HOLD_SLOT] = (uintptr_t)s, [LIB_HOLD_FLAGS] = LIB_HELD } };
+	library_put(lib, &r);
 }
 
-int library_file_open(struct library *lib, const struct lib_ref *r, void **file,
-                      char why[GGUF_ERR_MAX])
+void library_kernel_hold(struct library *lib, const struct node_ref *r)
 {
-	*file = NULL;
-	why[0] = 0;
-	int ret = lib->src->ops->open_file(lib->src->ctx, r->slot->src, r->slot->first_version,
-	                                   file, why);
-	if (ret == -EIO) {
-		if (!why[0])
-			gguf_errf(why, "%s: the source could not open it", r->slot->path);
-		/* said once per cause (its numbers aside), as a read's EIO is */
-		char key[GGUF_ERR_MAX + 16] = "eio open ";
-		evlog_key_cause(key, sizeof key, why);
-		evlog(EVLOG_ERR, key, "EIO to an open of %s, because %s", r->slot->path, why);
-	}
-	return ret;
-}
-
-int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off)
-{
-	return lib->src->ops->read_file(lib->src->ctx, file, buf, len, off);
-}
-
-void library_file_close(struct library *lib, void *file)
-{
-	lib->src->ops->close_file(lib->src->ctx, file);
-}
-
-const char *library_error_text(const struct lib_ref *r)
-{
-	return r->kind == LIB_ERROR ? r->slot->error : NULL;
-}
-
-void library_kernel_hold(struct library *lib, const struct lib_ref *r)
-{
-	if (!r->slot)
+	struct lib_slot *s = lib_ref_slot(r);
+	if (!s)
 		return;   /* the root's own files: the root stays */
 	pthread_mutex_lock(&lib->lock);
-	lib_slot_hold(lib, r->slot);
-	r->slot->kernel++;
+	lib_slot_hold(lib, s);
+	s->kernel++;
 	lib_unlock(lib);
 }
 

@@ -37,6 +37,14 @@
  * memory given back (mem_give_back.h); other sources' folders have one path each, and
  * keep their listings.
  *
+ * What each kind of entry does is one provider (provider.h), a namespace's own (no tree
+ * instance): lib_folder.c (the root and folders), lib_plain.c (other files),
+ * lib_tables.c (models.tsv, models.json), lib_model_dir.c (a model directory),
+ * lib_broken.c (a model that does not parse, and its `error`), library_compare.c
+ * (compare/ and its files); a built model's own files are its tree's. library_ns.c
+ * makes the library a mount's namespace (ns.h) over library_get, library_lookup and
+ * library_put.
+ *
  * compare/ (library_compare.c): in every model directory, a file for each other model
  * of the same folder holding `ggufs --diff THIS OTHER`. Listing it reads the folder's
  * listing only; the first lookup or read of a file computes the comparison (one at a time, on
@@ -49,9 +57,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/stat.h>
 
 #include "libsource.h"
+#include "ns.h"
 #include "tree.h"
 
 #define LIB_LOW_BITS 32
@@ -75,33 +83,26 @@
 #define LIB_COMPARE_NAME "compare"
 #define LIB_COMPARE_KEEP (UINT64_C(64) << 20)
 
-enum lib_kind {
-	LIB_FOLDER,     /* the root or a folder of the source */
-	LIB_PLAIN,      /* a file that is not a model, shown as itself */
-	LIB_TSV,        /* models.tsv */
-	LIB_JSON,       /* models.json */
-	LIB_MODEL_DIR,  /* a model directory whose model is not built now */
-	LIB_TREE,       /* a node of a built model's tree (its root: the model directory) */
-	LIB_BROKEN,     /* the directory of a model that does not parse */
-	LIB_ERROR,      /* its `error` file */
-	LIB_COMPARE_DIR, /* a model directory's compare/ */
-	LIB_COMPARE,    /* compare/OTHER in it */
-};
+/* A library's ref (provider.h's node_ref) holds in hold[]: its slot (struct lib_slot *;
+ * 0 for the root's own files), compare/OTHER's other model's slot, and what of them it
+ * holds (LIB_HELD: the slot's model built; LIB_PINNED: the slots). ino_base is the
+ * slot's number << LIB_LOW_BITS inside a model directory (its tree's numbers, compare/,
+ * error), else 0. */
+#define LIB_HOLD_SLOT 0
+#define LIB_HOLD_OTHER 1
+#define LIB_HOLD_FLAGS 2
+#define LIB_HELD 1u
+#define LIB_PINNED 2u
 
-struct lib_slot;
-
-/* What an inode is, for one request or an open file: a LIB_TREE ref holds its model
- * built (library_put lets go). */
-struct lib_ref {
-	enum lib_kind kind;
-	uint64_t ino;
-	struct lib_slot *slot;          /* NULL for the root's own files */
-	struct tree *tree;              /* LIB_TREE */
-	const struct tree_node *node;   /* LIB_TREE */
-	struct lib_slot *other;         /* LIB_COMPARE: the model compared with slot's */
-	bool held;                      /* slot's model held built */
-	bool pinned;                    /* slot (and other) held: not freed meanwhile */
-};
+/* The library's providers (ctx: the library). */
+extern const struct tree_provider lib_folder_provider;      /* the root, a folder */
+extern const struct tree_provider lib_plain_provider;       /* a file shown as itself */
+extern const struct tree_provider lib_tables_provider;      /* models.tsv, models.json */
+extern const struct tree_provider lib_model_dir_provider;   /* a model directory */
+extern const struct tree_provider lib_broken_provider;      /* a model that does not parse */
+extern const struct tree_provider lib_error_provider;       /* its `error` */
+extern const struct tree_provider lib_compare_dir_provider; /* compare/ */
+extern const struct tree_provider lib_compare_provider;     /* compare/OTHER */
 
 struct library;
 
@@ -115,78 +116,30 @@ void library_set_requantize(struct library *lib, bool on);
  * copied; before anything is read. false out of memory. */
 bool library_set_quant_cache(struct library *lib, const struct tree_quant_cache *c);
 
+/* The namespace of lib (ns.h) for a mount: NULL out of memory. Its get and lookup are
+ * library_get's and library_lookup's, and size compare/OTHER (its comparison made at
+ * its first: EIO with why when a model of the pair cannot be read); it keeps no
+ * negative entry (NS_NO_NEGATIVE); the root's user.ggufs.* add models_opened,
+ * models_built and slots. Freed by its free, before lib. */
+struct ns *library_ns_new(struct library *lib);
+
 /* The node of ino into *r, held (library_put lets go): 0, -ENOENT for a number never
  * given, -ESTALE for a slot freed since or a model whose file changed since its slot
- * was given, or -errno (then r holds nothing). build: for a model directory,
- * build the model (LIB_TREE or LIB_BROKEN) rather than answer LIB_MODEL_DIR. */
-int library_get(struct library *lib, uint64_t ino, bool build, struct lib_ref *r);
+ * was given, or -errno (then r holds nothing). build: for a model directory, build the
+ * model (its tree's root, or a broken model) rather than answer the slot alone. */
+int library_get(struct library *lib, uint64_t ino, bool build, struct node_ref *r);
 /* The child called name of directory parent into *r, held as library_get holds it: 0,
- * -ENOENT, -ENOTDIR or -errno. A
- * lookup inside a model directory builds the model; one in a folder reads its listing
+ * -ENOENT, -ENOTDIR or -errno; on 0 and -ENOENT, *dir_flags gets parent's provider's
+ * flags (TREE_P_NAMES_CHANGE). Parent and child are found under one hold of the lock.
+ * A lookup inside a model directory builds the model; one in a folder reads its listing
  * again if the folder changed, and looks again at the file it names. */
-int library_lookup(struct library *lib, uint64_t parent, const char *name, struct lib_ref *r);
-/* Another hold on r (its slot, and its model built), for a copy that outlives the
- * request: each is let go by its own library_put. */
-void library_hold(struct library *lib, struct lib_ref *r);
-/* Lets go of r (any kind; a ref that holds nothing, or was let go, is fine). */
-void library_put(struct library *lib, struct lib_ref *r);
+int library_lookup(struct library *lib, uint64_t parent, const char *name, struct node_ref *r,
+                   unsigned *dir_flags);
+/* Lets go of r (any; a ref that holds nothing, or was let go, is fine). */
+void library_put(struct library *lib, struct node_ref *r);
 
-/* The attributes of r (st_ino in the library's numbers): a folder's and plain file's
- * from the source (modes limited to reading), a model's as `ggufs FILE` shows them. */
-void library_stat(struct library *lib, const struct lib_ref *r, struct stat *st);
-/* The library's number of tree inode tree_ino of r's model (LIB_TREE). */
-uint64_t library_tree_ino(const struct lib_ref *r, uint64_t tree_ino);
-/* The number of r's parent directory. */
-uint64_t library_parent(const struct lib_ref *r);
-
-/* A listing of a folder or a broken model's directory: names, numbers, and which are
- * directories, as they were when listed; library_list_free lets it go. A name is not
- * copied: the listing holds the slot it names (a folder of 200,000 files listed while
- * open costs no second copy of their names). */
-struct lib_list_entry {
-	const char *name;
-	uint64_t ino;
-	bool dir;
-	struct lib_slot *held;    /* the slot whose name it is, or NULL (a constant) */
-};
-int library_list(struct library *lib, const struct lib_ref *r, struct lib_list_entry **out,
-                 size_t *n);
-void library_list_free(struct library *lib, struct lib_list_entry *e, size_t n);
-
-/* The entries of directory r of a model's tree (LIB_TREE): the tree's own, then, in a
- * model directory, compare/. Entry pos (below the count) into *name (the tree's or a
- * constant), *ino (the library's number) and *dir. */
-uint64_t library_tree_dir_count(const struct lib_ref *r);
-void library_tree_dir_entry(const struct lib_ref *r, uint64_t pos, const char **name,
-                            uint64_t *ino, bool *dir);
-
-/* Up to len bytes at off of compare/OTHER (LIB_COMPARE): the count, or -EIO when a
- * model does not parse or cannot be read (said in the log and in err), -ESTALE, -ENOMEM.
- * The text
- * is computed by the first lookup or read (others of the same pair wait for it) and
- * kept. */
-int64_t library_compare_read(struct library *lib, const struct lib_ref *r, char *buf,
-                             uint64_t len, uint64_t off, char err[GGUF_ERR_MAX]);
-/* The length of compare/OTHER's text (LIB_COMPARE) into *size, computing the comparison
- * when no length is kept (its first lookup): 0, or -errno as library_compare_read. The
- * length stays known for the mount even when the text is let go. */
-int library_compare_size(struct library *lib, const struct lib_ref *r, uint64_t *size,
-                         char err[GGUF_ERR_MAX]);
-/* That length if known (under the library's lock), else 0. */
-uint64_t library_compare_known(struct library *lib, const struct lib_ref *r);
 /* For tests: comparisons computed so far. */
 uint64_t library_compares_made(struct library *lib);
-
-/* A plain file: opened (-ESTALE when its name leads to another file than the version
- * looked up; an EIO's cause said in the log and given in why), read (the count, or
- * -errno), closed. */
-int library_file_open(struct library *lib, const struct lib_ref *r, void **file,
-                      char why[GGUF_ERR_MAX]);
-int64_t library_file_read(struct library *lib, void *file, char *buf, uint64_t len, uint64_t off);
-void library_file_close(struct library *lib, void *file);
-
-/* The `error` file's text ("ggufs: LINE\n") of r (LIB_ERROR), or NULL. */
-const char *library_error_text(const struct lib_ref *r);
 
 /* models.tsv (json false) or models.json of the whole library now, malloc'ed into *text:
  * every folder listed, every model opened once per version (its row kept). 0 or
@@ -206,7 +159,7 @@ struct ggufs_model *library_model_open(struct library *lib, const char *path,
 /* The kernel keeps the number it was given for r (a lookup's reply): r's slot is held
  * until the kernel forgets it (library_forget), so that the number stays the slot's and
  * its name leads to it. Nothing for the root's own files. */
-void library_kernel_hold(struct library *lib, const struct lib_ref *r);
+void library_kernel_hold(struct library *lib, const struct node_ref *r);
 /* The kernel forgot n of its lookups of ino (FUSE's FORGET): that many of the kernel's
  * holds on its slot let go (no more than it has; nothing for a number that names no
  * slot), and the slot freed, or its folder's listing left idle, when nothing else uses

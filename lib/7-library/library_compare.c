@@ -30,11 +30,7 @@ static int64_t slice(struct library *lib, struct lib_compare *c, char *buf, uint
                      uint64_t off)
 {
 	c->last_used = ++lib->clock;
-	if (off >= c->len)
-		return 0;
-	const uint64_t n = c->len - off < len ? c->len - off : len;
-	memcpy(buf, c->text + off, n);
-	return (int64_t)n;
+	return lib_text_read(c->text, c->len, buf, len, off);
 }
 
 /* Lets go of the least recently read texts until room more bytes fit the bound
@@ -135,10 +131,10 @@ static int compute(struct library *lib, struct lib_slot *s, struct lib_slot *o, 
  * comparison at a time: the pair may have been made while this one waited); then, with
  * buf, copies [off, off + len) of it: the count (0 without buf), or -errno after one
  * line in the log and in err; *size gets the text's length. */
-static int64_t made(struct library *lib, const struct lib_ref *r, char *buf, uint64_t len,
+static int64_t made(struct library *lib, const struct node_ref *r, char *buf, uint64_t len,
                     uint64_t off, uint64_t *size, char err[GGUF_ERR_MAX])
 {
-	struct lib_slot *s = r->slot, *o = r->other;
+	struct lib_slot *s = lib_ref_slot(r), *o = lib_ref_other(r);
 	pthread_mutex_lock(&lib->lock);
 	struct lib_compare *c = find(lib, s->no, o->no);
 	if (c && (c->text || !buf)) {
@@ -186,28 +182,18 @@ static int64_t made(struct library *lib, const struct lib_ref *r, char *buf, uin
 	return ret;
 }
 
-int64_t library_compare_read(struct library *lib, const struct lib_ref *r, char *buf,
-                             uint64_t len, uint64_t off, char err[GGUF_ERR_MAX])
+int lib_compare_size(struct library *lib, const struct node_ref *r, uint64_t *size,
+                     char why[GGUF_ERR_MAX])
 {
-	if (r->kind != LIB_COMPARE)
-		return -EINVAL;
-	uint64_t size;
-	return made(lib, r, buf, len, off, &size, err);
-}
-
-int library_compare_size(struct library *lib, const struct lib_ref *r, uint64_t *size,
-                         char err[GGUF_ERR_MAX])
-{
-	if (r->kind != LIB_COMPARE)
-		return -EINVAL;
-	const int64_t ret = made(lib, r, NULL, 0, 0, size, err);
+	const int64_t ret = made(lib, r, NULL, 0, 0, size, why);
 	return ret < 0 ? (int)ret : 0;
 }
 
-uint64_t library_compare_known(struct library *lib, const struct lib_ref *r)
+/* The length of r's text if known (under the library's lock), else 0. */
+static uint64_t known(struct library *lib, const struct node_ref *r)
 {
 	pthread_mutex_lock(&lib->lock);
-	const struct lib_compare *c = find(lib, r->slot->no, r->other->no);
+	const struct lib_compare *c = find(lib, lib_ref_slot(r)->no, lib_ref_other(r)->no);
 	const uint64_t size = c ? c->len : 0;
 	lib_unlock(lib);
 	return size;
@@ -239,3 +225,82 @@ void lib_compares_forget(struct library *lib, uint64_t no)
 		*c = lib->compares[--lib->n_compares];
 	}
 }
+
+/* ---- compare/ and compare/OTHER as providers ---- */
+
+/* compare/: a directory of the model's read bits, owner and times, whose names follow
+ * its folder (none kept, no listing cached). */
+static void compare_dir_attr(const struct node_ref *r, void *open, struct node_attr *a)
+{
+	(void)open;
+	lib_attr_of_slot(lib_ref_slot(r), a);
+	a->dir = true;
+	a->flags = NODE_LIST_CHANGES;
+}
+
+/* The listing of compare/ r into *open: every other model of its model's folder, as it
+ * is now (the folder's listing read again if it changed). 0, -ESTALE (the model's
+ * version gone from its folder), -ENOMEM, or the listing's -errno. */
+static int compare_dir_open(const struct node_ref *r, int flags, void **open,
+                            char why[GGUF_ERR_MAX])
+{
+	(void)flags;
+	why[0] = 0;
+	struct library *lib = r->ctx;
+	struct lib_slot *s = lib_ref_slot(r);
+	pthread_mutex_lock(&lib->lock);
+	struct lib_slot *f = s->folder;
+	int ret = f ? lib_folder_refresh(lib, f, false) : -ESTALE;
+	struct lib_listing *l = ret == 0 ? lib_listing_new(f->n_children) : NULL;
+	if (ret == 0 && !l)
+		ret = -ENOMEM;
+	for (size_t i = 0; l && i < f->n_children; i++) {
+		struct lib_slot *c = f->children[i];
+		if (c->type == LIB_NODE_MODEL && c != s)
+			lib_listing_add(lib, l, c, LIB_COMPARE_LOW + 1 + c->no, false);
+	}
+	lib_unlock(lib);
+	if (ret < 0) {
+		lib_listing_free(lib, l);
+		return ret;
+	}
+	*open = l;
+	return 0;
+}
+
+const struct tree_provider lib_compare_dir_provider = {
+	.name = "library compare",
+	.flags = TREE_P_NAMES_CHANGE,
+	.count = lib_listing_count,
+	.entry = lib_listing_entry,
+	.attr = compare_dir_attr,
+	.open = compare_dir_open,
+	.close = lib_listing_close,
+};
+
+/* compare/OTHER: the model's read bits, owner and times; its size the length of its
+ * text, known once the namespace's get or lookup sized it (lib_compare_size), one
+ * block as every computed file; read past the page cache (its text is made by the
+ * first read, and may be let go and made again). */
+static void compare_attr(const struct node_ref *r, void *open, struct node_attr *a)
+{
+	(void)open;
+	lib_attr_of_slot(lib_ref_slot(r), a);
+	a->size = known(r->ctx, r);
+	a->flags = NODE_BYTES_CHANGE;
+}
+
+static int64_t compare_read(const struct node_ref *r, void *open, char *buf, uint64_t len,
+                            uint64_t off, char why[GGUF_ERR_MAX])
+{
+	(void)open;
+	why[0] = 0;
+	uint64_t size;
+	return made(r->ctx, r, buf, len, off, &size, why);
+}
+
+const struct tree_provider lib_compare_provider = {
+	.name = "library comparison",
+	.attr = compare_attr,
+	.read = compare_read,
+};

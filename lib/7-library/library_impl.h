@@ -1,13 +1,17 @@
-/* What library.c (slots, folders, models) and library_table.c (models.tsv and .json)
- * share. Nothing outside lib/7-library/ includes this. */
+/* What library.c (slots, folders, models), its providers (lib_*.c, library_compare.c)
+ * and library_table.c (models.tsv and .json) share. Nothing outside lib/7-library/
+ * includes this. */
 #ifndef GGUFS_LIBRARY_IMPL_H
 #define GGUFS_LIBRARY_IMPL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "library.h"
 #include "library_names.h"
+
+struct lib_slot;
 
 /* One line of models.tsv: what the model's header says, kept once known. */
 struct lib_row {
@@ -48,7 +52,7 @@ struct lib_child {
 struct lib_slot {
 	uint64_t no;              /* generation << LIB_INDEX_BITS | its place in lib->slots */
 	/* what holds it beside its folder's listing (it is freed when nothing does and no
-	 * listing has it): each lib_ref in use, each computation's, walk's and listing's
+	 * listing has it): each ref in use, each computation's, walk's and listing's
 	 * hold, and the kernel's lookups not yet forgotten (kernel of them); the root: the
 	 * library itself */
 	uint64_t holds;
@@ -156,6 +160,34 @@ struct library {
 	struct lib_trimmed trimmed;
 };
 
+/* The library's number of low number low of slot number no. */
+static inline uint64_t lib_ino(uint64_t no, uint64_t low)
+{
+	return no << LIB_LOW_BITS | low;
+}
+
+/* A library ref's slot (NULL: the root's own files), and compare/OTHER's other. */
+static inline struct lib_slot *lib_ref_slot(const struct node_ref *r)
+{
+	return (struct lib_slot *)r->hold[LIB_HOLD_SLOT];
+}
+static inline struct lib_slot *lib_ref_other(const struct node_ref *r)
+{
+	return (struct lib_slot *)r->hold[LIB_HOLD_OTHER];
+}
+
+/* Copies [off, off + len) of text (n bytes, NULL when n is 0) into buf: the count
+ * copied, 0 past its end (the reads of the library's own texts). */
+static inline int64_t lib_text_read(const char *text, uint64_t n, char *buf, uint64_t len,
+                                    uint64_t off)
+{
+	if (off >= n)
+		return 0;
+	const uint64_t k = n - off < len ? n - off : len;
+	memcpy(buf, text + off, k);
+	return (int64_t)k;
+}
+
 /* Lets go of lib->lock, then releases the models slots freed or trim took meanwhile
  * (lib->gone, lib->trimmed): closing a model waits for its quants/ blocks in flight and
  * unmaps its files, which no request should wait for under the lock. Every holder of
@@ -178,14 +210,8 @@ void lib_listings_trim(struct library *lib);
  * were since, and LIB_KEEP_IDLE_ENTRIES fewer at least (under lib->lock). */
 bool lib_shrunk(struct library *lib);
 
-/* Lists folder (when it changed, or always with force) under lib->lock, which it drops
- * while the source lists (holding the folder meanwhile: a caller must not keep pointers
- * into a folder's children across it); a listing another thread is making is waited
- * for (the folder held meanwhile: a caller need not hold it). 0, or -errno with one line
- * in err (lib_folder_refresh: in the log); -ENOENT when the folder is gone (then freed,
- * unless the caller holds it). */
-int lib_folder_list(struct library *lib, struct lib_slot *folder, bool force,
-                    char err[GGUF_ERR_MAX]);
+/* Lists folder (when it changed, or always with force) under lib->lock, as
+ * library.c's folder_list does, its error said in the log: 0 or -errno. */
 int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force);
 /* Model slot s built and held for a computation, called without the lock: 0 with its
  * model in *m (lib_slot_release lets go); -EIO for a model that does not parse, with
@@ -193,6 +219,13 @@ int lib_folder_refresh(struct library *lib, struct lib_slot *folder, bool force)
 int lib_slot_acquire(struct library *lib, struct lib_slot *s, const struct ggufs_model **m,
                      const char **error);
 void lib_slot_release(struct library *lib, struct lib_slot *s);
+/* The length of compare/OTHER r's text into *size, computing the comparison when no
+ * length is kept (its first lookup; others of the same pair wait for it, and the text
+ * is kept): 0, or -EIO when a model does not parse or cannot be read (said in the log
+ * and in why), -ESTALE, -ENOMEM. The length stays known for the mount even when the
+ * text is let go. */
+int lib_compare_size(struct library *lib, const struct node_ref *r, uint64_t *size,
+                     char why[GGUF_ERR_MAX]);
 /* Frees the comparisons kept (library_free). */
 void lib_compares_free(struct library *lib);
 /* Lets go of the comparisons kept of slot number no, freed (under lib->lock). */
@@ -204,6 +237,48 @@ void lib_compares_forget(struct library *lib, uint64_t no);
  * *stale (err empty: nothing of another file is said) or with one line in err. */
 struct ggufs_model *lib_slot_open(struct library *lib, const struct lib_slot *s, bool *stale,
                                   char err[GGUF_ERR_MAX]);
+
+/* A listing of a folder or compare/, as it was when listed (the per-open state of
+ * their providers): names, numbers, and which are directories. A name is not copied:
+ * the listing holds the slot it names (a folder of 200,000 files listed while open
+ * costs no second copy of their names). */
+struct lib_list_entry {
+	const char *name;
+	uint64_t ino;
+	bool dir;
+	struct lib_slot *held;    /* the slot whose name it is, or NULL (a constant) */
+};
+struct lib_listing {
+	size_t n;
+	struct lib_list_entry e[];
+};
+/* A listing of room entries, none yet (under lib->lock), or NULL out of memory. */
+struct lib_listing *lib_listing_new(size_t room);
+/* Appends the entry naming slot c, numbered ino, to l, holding c (under lib->lock). */
+void lib_listing_add(struct library *lib, struct lib_listing *l, struct lib_slot *c,
+                     uint64_t ino, bool dir);
+/* Lets go of l and the slots it holds (without the lock: it takes it). */
+void lib_listing_free(struct library *lib, struct lib_listing *l);
+/* A listing's provider operations (the folder's and compare/'s): its entries, from the
+ * open's listing. */
+uint64_t lib_listing_count(const struct node_ref *dir, void *open);
+bool lib_listing_entry(const struct node_ref *dir, void *open, uint64_t i,
+                       struct node_dirent *e);
+void lib_listing_close(const struct node_ref *dir, void *open);
+
+/* A node of a built model's tree (not its root: the model directory's) as r's
+ * provider, context and node (lib_tree.c): the rest of r is the library's. */
+void lib_tree_ref(const struct tree *t, const struct tree_node *n, struct node_ref *r);
+/* r's attributes and listing as the tree's node n of t gives them (the model
+ * directory's, from its tree's root). */
+void lib_tree_attr(const struct tree *t, const struct tree_node *n, struct node_attr *a);
+uint64_t lib_tree_count(const struct tree *t, const struct tree_node *n);
+void lib_tree_entry(const struct tree *t, const struct tree_node *n, uint64_t i,
+                    struct node_dirent *e);
+
+/* The attributes a library's own entry of slot s shows: its read bits, owner and times
+ * (the root's files: the root's). */
+void lib_attr_of_slot(const struct lib_slot *s, struct node_attr *a);
 
 /* The row of model slot s, opening the model for it when not known yet; called without
  * the lock. NULL out of memory. */

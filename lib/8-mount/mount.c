@@ -54,6 +54,8 @@ void mount_free(struct mount *m)
 			file_free(m, handle_table_slot(&m->files, i));
 	free(m->files.slots);
 	pthread_mutex_destroy(&m->files.lock);
+	if (m->ns)
+		m->ns->ops->free(m->ns);
 	free(m);
 }
 

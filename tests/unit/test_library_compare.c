@@ -1,5 +1,6 @@
 /* compare/ in a library (lib/7-library/library_compare.c, library.c): a local folder of
- * models written here, looked at through library.h as the mount does. compare/ in a
+ * models written here, looked at through library.h and its providers as the mount
+ * does. compare/ in a
  * model directory lists every other model of its folder (and no folder, no plain file,
  * not the model itself) without opening any; compare/OTHER holds exactly the text
  * diff_text_make gives for the two models, made by the first read only; a pair with
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 #include "gguf_writer.h"
 #include "guard.h"
 #include "library.h"
+#include "node.h"
 #include "model.h"
 #include "scratch_dir.h"
 
@@ -88,14 +91,15 @@ static char *direct(const char *rel_a, const char *rel_b, size_t *len)
 	return text;
 }
 
-/* The whole of r's compare file, read 100 bytes at a time (as many reads do). */
-static int64_t read_all(struct library *lib, const struct lib_ref *r, char *buf, size_t size)
+/* The whole of r's compare file, read 100 bytes at a time (as many reads do) by its
+ * provider. */
+static int64_t read_all(const struct node_ref *r, char *buf, size_t size)
 {
 	char err[GGUF_ERR_MAX];
 	uint64_t off = 0;
 	for (;;) {
-		int64_t n = library_compare_read(lib, r, buf + off, off + 100 <= size ? 100 : size - off, off,
-		                                 err);
+		int64_t n = r->p->read(r, NULL, buf + off, off + 100 <= size ? 100 : size - off, off,
+		                       err);
 		if (n <= 0)
 			return n < 0 ? n : (int64_t)off;
 		off += (uint64_t)n;
@@ -113,12 +117,13 @@ static struct library *open_lib(void)
 }
 
 /* The ref of path's parts under the root, each looked up in turn. */
-static int walk(struct library *lib, const char *const *parts, struct lib_ref *r)
+static int walk(struct library *lib, const char *const *parts, struct node_ref *r)
 {
 	uint64_t ino = LIB_ROOT_INO;
 	int ret = 0;
+	unsigned dir_flags;
 	for (; *parts; parts++) {
-		ret = library_lookup(lib, ino, *parts, r);
+		ret = library_lookup(lib, ino, *parts, r, &dir_flags);
 		if (ret < 0)
 			return ret;
 		ino = r->ino;
@@ -131,7 +136,7 @@ static int walk(struct library *lib, const char *const *parts, struct lib_ref *r
 /* Model a's compare/b (into *r, held) reads as ggufs --diff a.gguf b.gguf: that text
  * (free it). */
 static char *expect_compare(struct library *lib, const char *a, const char *b,
-                            struct lib_ref *r)
+                            struct node_ref *r)
 {
 	static char buf[1 << 16];
 	char pa[64], pb[64];
@@ -140,7 +145,7 @@ static char *expect_compare(struct library *lib, const char *a, const char *b,
 	snprintf(pb, sizeof pb, "%s.gguf", b);
 	assert_int_equal(walk(lib, (const char *[]){ a, LIB_COMPARE_NAME, b, NULL }, r), 0);
 	char *text = direct(pa, pb, &len);
-	assert_int_equal(read_all(lib, r, buf, sizeof buf), (int64_t)len);
+	assert_int_equal(read_all(r, buf, sizeof buf), (int64_t)len);
 	assert_memory_equal(buf, text, len);
 	return text;
 }
@@ -157,75 +162,79 @@ static void test_compare(void **state)
 	write_file("notes.txt", "a plain file\n");
 	write_model("sub/s.gguf", "t", 1, 1.0f); /* another folder */
 	struct library *lib = open_lib();
+	struct ns *ns = library_ns_new(lib);
+	assert_non_null(ns);
 	uint64_t opened, built;
 
 	/* compare/ of q: the other models of its folder, none opened for the listing */
-	struct lib_ref dir;
+	struct node_ref dir;
 	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, NULL }, &dir), 0);
-	assert_int_equal(dir.kind, LIB_COMPARE_DIR);
+	assert_ptr_equal(dir.p, &lib_compare_dir_provider);
 	struct stat st;
-	library_stat(lib, &dir, &st);
+	node_stat(&dir, NULL, &st);
 	assert_true(S_ISDIR(st.st_mode));
-	struct lib_list_entry *e;
-	size_t n;
-	assert_int_equal(library_list(lib, &dir, &e, &n), 0);
-	assert_int_equal(n, 3);
+	void *listing;
+	char err[GGUF_ERR_MAX];
+	assert_int_equal(dir.p->open(&dir, O_RDONLY, &listing, err), 0);
+	assert_int_equal(dir.p->count(&dir, listing), 3);
 	const char *want[] = { "bad", "r", "x" };
-	for (size_t i = 0; i < n; i++) {
-		assert_string_equal(e[i].name, want[i]);
-		assert_false(e[i].dir);
+	for (uint64_t i = 0; i < 3; i++) {
+		struct node_dirent e;
+		assert_true(dir.p->entry(&dir, listing, i, &e));
+		assert_string_equal(e.name, want[i]);
+		assert_false(e.dir);
 	}
-	library_list_free(lib, e, n);
+	dir.p->close(&dir, listing);
 	library_counts(lib, &opened, &built);
 	assert_int_equal(opened, 1);   /* q itself, to look inside it */
 
 	/* the model directory lists compare/ after its tree's own entries */
-	struct lib_ref q;
+	struct node_ref q;
 	assert_int_equal(walk(lib, (const char *[]){ "q", "gguf.json", NULL }, &q), 0);
 	library_put(lib, &q);
-	assert_int_equal(library_get(lib, library_parent(&dir), true, &q), 0);
-	const uint64_t count = library_tree_dir_count(&q);
-	const char *name;
-	uint64_t ino;
-	bool is_dir;
-	library_tree_dir_entry(&q, count - 1, &name, &ino, &is_dir);
-	assert_string_equal(name, LIB_COMPARE_NAME);
-	assert_int_equal(ino, dir.ino);
-	assert_true(is_dir);
+	assert_int_equal(library_get(lib, dir.parent, true, &q), 0);
+	const uint64_t count = q.p->count(&q, NULL);
+	struct node_dirent e;
+	assert_true(q.p->entry(&q, NULL, count - 1, &e));
+	assert_string_equal(e.name, LIB_COMPARE_NAME);
+	assert_int_equal(e.ino + q.ino_base, dir.ino);
+	assert_true(e.dir);
 	library_put(lib, &q);
 	library_put(lib, &dir);
 
 	/* not there: q itself, a plain file, a folder, a model of another folder */
-	struct lib_ref r;
+	struct node_ref r;
 	const char *absent[] = { "q", "notes", "notes.txt", "sub", "s", "nothing" };
 	for (size_t i = 0; i < sizeof absent / sizeof *absent; i++)
 		assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, absent[i], NULL },
 		                      &r), -ENOENT);
 
-	/* compare/r: no size known from the listing alone; its size (the mount asks for it
-	 * at lookup) makes the text of --diff q r, once, and stat says it from then on */
+	/* compare/r: no size known from the listing alone; its size (the namespace's get
+	 * and lookup, which the mount asks) makes the text of --diff q r, once, and stat
+	 * says it from then on */
 	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "r", NULL }, &r), 0);
-	assert_int_equal(r.kind, LIB_COMPARE);
-	library_stat(lib, &r, &st);
+	assert_ptr_equal(r.p, &lib_compare_provider);
+	node_stat(&r, NULL, &st);
 	assert_true(S_ISREG(st.st_mode));
 	assert_int_equal(st.st_size, 0);
-	assert_int_equal(library_parent(&r), dir.ino);
+	assert_int_equal(r.parent, dir.ino);
 	library_counts(lib, &opened, &built);
 	assert_int_equal(opened, 1);
 	static char buf[1 << 16];
 	size_t len;
 	char *text = direct("q.gguf", "r.gguf", &len);
 	assert_true(len > 0 && len < sizeof buf);
-	char err[GGUF_ERR_MAX];
-	uint64_t size = 0;
-	assert_int_equal(library_compare_size(lib, &r, &size, err), 0);
-	assert_int_equal(size, len);
+	struct node_ref sized;
+	assert_int_equal(ns->ops->get(ns, r.ino, 0, &sized, err), 0);
+	node_stat(&sized, NULL, &st);
+	ns->ops->put(ns, &sized);
+	assert_int_equal(st.st_size, (off_t)len);
 	assert_int_equal(library_compares_made(lib), 1);
-	library_stat(lib, &r, &st);
+	node_stat(&r, NULL, &st);
 	assert_int_equal(st.st_size, (off_t)len);
 	assert_true(strstr(text, "only_a\tt2") != NULL);
 	for (int round = 0; round < 2; round++) {
-		assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
+		assert_int_equal(read_all(&r, buf, sizeof buf), (int64_t)len);
 		assert_memory_equal(buf, text, len);
 		assert_int_equal(library_compares_made(lib), 1);
 	}
@@ -247,15 +256,20 @@ static void test_compare(void **state)
 
 	/* a model that does not parse: EIO, every time */
 	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "bad", NULL }, &r), 0);
-	assert_int_equal(library_compare_read(lib, &r, buf, sizeof buf, 0, err), -EIO);
-	assert_int_equal(library_compare_size(lib, &r, &size, err), -EIO);
+	assert_int_equal(r.p->read(&r, NULL, buf, sizeof buf, 0, err), -EIO);
+	err[0] = 0;
+	assert_int_equal(ns->ops->get(ns, r.ino, 0, &sized, err), -EIO);
+	assert_true(strstr(err, "compare/bad: cannot compare: ") != NULL);
+	unsigned dir_flags;
+	err[0] = 0;
+	assert_int_equal(ns->ops->lookup(ns, dir.ino, "bad", &sized, &dir_flags, err), -EIO);
 	assert_true(strstr(err, "compare/bad: cannot compare: ") != NULL);
 	library_put(lib, &r);
 	/* and it has no compare/ of its own */
 	assert_int_equal(walk(lib, (const char *[]){ "bad", LIB_COMPARE_NAME, NULL }, &r), -ENOENT);
 
 	/* r replaced: compare/r is a new number with the new file's figures */
-	struct lib_ref old;
+	struct node_ref old;
 	assert_int_equal(walk(lib, (const char *[]){ "q", LIB_COMPARE_NAME, "r", NULL }, &old), 0);
 	library_put(lib, &old);
 	write_model("r.gguf", "t", 3, 2.0f);
@@ -263,18 +277,19 @@ static void test_compare(void **state)
 	assert_int_not_equal(r.ino, old.ino);
 	assert_int_equal(library_get(lib, old.ino, false, &old), -ESTALE);
 	text = direct("q.gguf", "r.gguf", &len);
-	assert_int_equal(read_all(lib, &r, buf, sizeof buf), (int64_t)len);
+	assert_int_equal(read_all(&r, buf, sizeof buf), (int64_t)len);
 	assert_memory_equal(buf, text, len);
 	assert_null(strstr(text, "only_a"));
 	free(text);
 	library_put(lib, &r);
 
+	ns->ops->free(ns);
 	library_free(lib);
 }
 
 struct reader_arg {
 	struct library *lib;
-	struct lib_ref r;
+	struct node_ref r;
 	char buf[1 << 16];
 	int64_t n;
 };
@@ -282,7 +297,7 @@ struct reader_arg {
 static void *read_thread(void *p)
 {
 	struct reader_arg *a = p;
-	a->n = read_all(a->lib, &a->r, a->buf, sizeof a->buf);
+	a->n = read_all(&a->r, a->buf, sizeof a->buf);
 	return NULL;
 }
 

@@ -19,6 +19,7 @@
 #include "unit.h"
 
 #include "library.h"
+#include "node.h"
 #include "library_fixture.h"
 
 /* The source: a root folder holding f.txt, whose version is the count of listings so
@@ -79,10 +80,11 @@ static struct library *fake_library(void)
 }
 
 /* f.txt looked up (a listing: its next version), held in *r. */
-static uint64_t next_version(struct library *lib, struct lib_ref *r)
+static uint64_t next_version(struct library *lib, struct node_ref *r)
 {
-	assert_int_equal(library_lookup(lib, LIB_ROOT_INO, "f.txt", r), 0);
-	assert_int_equal(r->kind, LIB_PLAIN);
+	unsigned dir_flags;
+	assert_int_equal(library_lookup(lib, LIB_ROOT_INO, "f.txt", r, &dir_flags), 0);
+	assert_ptr_equal(r->p, &lib_plain_provider);
 	return r->ino;
 }
 
@@ -108,7 +110,7 @@ static void test_numbers_never_given_twice(void **state)
 	assert_non_null(inos);
 	uint64_t max_place = 0, first = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct lib_ref r;
+		struct node_ref r;
 		inos[i] = next_version(lib, &r);
 		if (!i)
 			first = inos[i];
@@ -125,9 +127,9 @@ static void test_numbers_never_given_twice(void **state)
 		assert_true(inos[i] != inos[i - 1]);
 	free(inos);
 	/* the first version's number names nothing now; a place never used, nothing ever */
-	struct lib_ref r;
+	struct node_ref r;
 	assert_int_equal(library_get(lib, first, false, &r), -ESTALE);
-	assert_false(r.pinned);
+	assert_int_equal(r.hold[LIB_HOLD_FLAGS], 0);   /* holding nothing */
 	library_put(lib, &r);
 	assert_int_equal(library_get(lib, (LIB_SLOTS_MAX - 1) << LIB_LOW_BITS | 1, false, &r),
 	                 -ENOENT);
@@ -135,29 +137,29 @@ static void test_numbers_never_given_twice(void **state)
 }
 
 /* A version held (an open file) keeps its slot and number through later versions, and
- * is freed when let go; a second hold (library_hold) needs its own put. */
+ * is freed when let go; a second ref of it (another open file's) needs its own put. */
 static void test_held_versions_stay(void **state)
 {
 	(void)state;
 	struct library *lib = fake_library();
-	struct lib_ref held;
+	struct node_ref held;
 	const uint64_t ino = next_version(lib, &held);
-	struct lib_ref copy = held;   /* a copy that outlives the request: a hold of its own */
-	library_hold(lib, &copy);
+	struct node_ref copy;   /* another ref that outlives the request: a hold of its own */
+	assert_int_equal(library_get(lib, ino, false, &copy), 0);
 	for (int i = 0; i < 3000; i++) {
-		struct lib_ref r;
+		struct node_ref r;
 		assert_true(next_version(lib, &r) != ino);
 		library_put(lib, &r);
 	}
-	struct lib_ref again;
+	struct node_ref again;
 	struct stat st;
 	assert_int_equal(library_get(lib, ino, false, &again), 0);
-	assert_ptr_equal(again.slot, held.slot);
-	library_stat(lib, &again, &st);   /* (a use after free, for ASan) */
+	assert_true(again.hold[LIB_HOLD_SLOT] == held.hold[LIB_HOLD_SLOT]);
+	node_stat(&again, NULL, &st);   /* (a use after free, for ASan) */
 	assert_int_equal(st.st_ino, ino);
 	library_put(lib, &again);
 	library_put(lib, &held);
-	assert_false(held.pinned);
+	assert_int_equal(held.hold[LIB_HOLD_FLAGS], 0);
 	library_put(lib, &held);   /* a ref let go: nothing */
 	assert_int_equal(library_get(lib, ino, false, &again), 0);   /* the copy's hold */
 	library_put(lib, &again);

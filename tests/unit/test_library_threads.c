@@ -10,7 +10,7 @@
  *
  * What must hold: no number is given to two different entries alive at once (every ref
  * held is in a table shared by the threads); a held ref's number gives its own slot
- * again; a lookup gives a ref of the kind its name has, or -ENOENT for a name the
+ * again; a lookup gives a ref of the provider its name has, or -ENOENT for a name the
  * source may not hold then (never for one it always holds); listings hold each name and
  * each number once, the names always there among them; every models.tsv and .json
  * holds the three models always there; a number kept by the "kernel" (library_kernel_hold)
@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@
 
 #include "gguf_writer.h"
 #include "library.h"
+#include "node.h"
 #include "library_fixture.h"
 #include "model.h"
 #include "scratch_dir.h"
@@ -213,16 +215,22 @@ static void write_model(void)
 /* The refs held now by every thread: a number held twice must name one slot. */
 struct held {
 	uint64_t ino;
-	const struct lib_slot *slot;
+	uintptr_t slot;   /* the library's slot of it (its ref's hold[LIB_HOLD_SLOT]), 0: none */
 	char name[16];
 };
+
+/* r's slot, as the library keeps it in the ref (0: the root's own files). */
+static uintptr_t slot_of(const struct node_ref *r)
+{
+	return r->hold[LIB_HOLD_SLOT];
+}
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct held held_now[THREADS * (HELD_PER_THREAD + 2)];
 static atomic_uint_fast64_t conflicts, reused;   /* numbers of a place taken again */
 
 /* Adds r (got by name) to the table: a conflict when a ref held with its slot number
  * has another slot, or the same slot another number or name. Returns its place. */
-static size_t held_add(const struct lib_ref *r, const char *name)
+static size_t held_add(const struct node_ref *r, const char *name)
 {
 	pthread_mutex_lock(&held_lock);
 	size_t free_at = SIZE_MAX;
@@ -234,8 +242,8 @@ static size_t held_add(const struct lib_ref *r, const char *name)
 				free_at = i;
 			continue;
 		}
-		if ((h->ino >> LIB_LOW_BITS == no) != (h->slot == r->slot) ||
-		    (h->slot == r->slot && strcmp(h->name, name))) {
+		if ((h->ino >> LIB_LOW_BITS == no) != (h->slot == slot_of(r)) ||
+		    (h->slot == slot_of(r) && strcmp(h->name, name))) {
 			fprintf(stderr, "number %#llx held for %s and %s\n", (unsigned long long)r->ino,
 			        h->name, name);
 			atomic_fetch_add(&conflicts, 1);
@@ -244,7 +252,7 @@ static size_t held_add(const struct lib_ref *r, const char *name)
 	assert_true(free_at != SIZE_MAX);
 	if (no >> LIB_INDEX_BITS)
 		atomic_fetch_add(&reused, 1);
-	held_now[free_at] = (struct held){ .ino = r->ino, .slot = r->slot };
+	held_now[free_at] = (struct held){ .ino = r->ino, .slot = slot_of(r) };
 	snprintf(held_now[free_at].name, sizeof held_now[free_at].name, "%s", name);
 	pthread_mutex_unlock(&held_lock);
 	return free_at;
@@ -253,14 +261,14 @@ static size_t held_add(const struct lib_ref *r, const char *name)
 static void held_remove(size_t at)
 {
 	pthread_mutex_lock(&held_lock);
-	held_now[at].slot = NULL;
+	held_now[at].slot = 0;
 	pthread_mutex_unlock(&held_lock);
 }
 
 struct worker {
 	struct library *lib;
 	unsigned seed;
-	struct lib_ref refs[HELD_PER_THREAD];
+	struct node_ref refs[HELD_PER_THREAD];
 	size_t at[HELD_PER_THREAD];
 	size_t n_refs;
 	uint64_t gone[16];          /* numbers let go of, to look up again */
@@ -284,23 +292,29 @@ static const char *const root_names[] = {
 };
 #define N_ROOT_NAMES (sizeof root_names / sizeof root_names[0])
 
-/* The kind a root name's ref must be. */
-static bool kind_fits(const char *name, enum lib_kind k)
+/* True for a root name of a model. */
+static bool model_name(const char *name)
 {
-	if (name[0] == 'm' && name[1] != 'o')
-		return k == LIB_MODEL_DIR || k == LIB_TREE;
+	return name[0] == 'm' && name[1] != 'o';
+}
+
+/* The provider a root name's ref must have (a model directory's, built or not). */
+static const struct tree_provider *provider_of(const char *name)
+{
+	if (model_name(name))
+		return &lib_model_dir_provider;
 	if (!strcmp(name, "models.tsv"))
-		return k == LIB_TSV;
+		return &lib_tables_provider;
 	if (!strcmp(name, "churn") || !strncmp(name, "sub", 3))
-		return k == LIB_FOLDER;
-	return k == LIB_PLAIN;
+		return &lib_folder_provider;
+	return &lib_plain_provider;
 }
 
 /* Lets go of the oldest ref held. */
 static void drop_oldest(struct worker *w)
 {
 	held_remove(w->at[0]);
-	if (w->refs[0].slot)
+	if (slot_of(&w->refs[0]))
 		w->gone[w->n_gone++ % 16] = w->refs[0].ino;
 	library_put(w->lib, &w->refs[0]);
 	memmove(&w->refs[0], &w->refs[1], (w->n_refs - 1) * sizeof w->refs[0]);
@@ -309,9 +323,9 @@ static void drop_oldest(struct worker *w)
 }
 
 /* Keeps r (got by name) among the refs held, letting go of the oldest past the bound. */
-static void keep(struct worker *w, struct lib_ref *r, const char *name)
+static void keep(struct worker *w, struct node_ref *r, const char *name)
 {
-	if (!r->slot) {   /* the root's own files: no slot to hold */
+	if (!slot_of(r)) {   /* the root's own files: no slot to hold */
 		library_put(w->lib, r);
 		return;
 	}
@@ -321,9 +335,15 @@ static void keep(struct worker *w, struct lib_ref *r, const char *name)
 	w->refs[w->n_refs++] = *r;
 }
 
-/* A listing: each name and number once, and the names always there. */
-static void check_listing(struct worker *w, const struct lib_list_entry *e, size_t n, bool root)
+/* A listing of directory r open as open (its provider's): each name and number once,
+ * and the names always there. */
+static void check_listing(struct worker *w, const struct node_ref *r, void *open, bool root)
 {
+	const uint64_t n = r->p->count(r, open);
+	struct node_dirent *e = calloc(n ? n : 1, sizeof *e);
+	assert_non_null(e);
+	for (uint64_t i = 0; i < n; i++)
+		CHECK(w, r->p->entry(r, open, i, &e[i]));
 	size_t always = 0;
 	for (size_t i = 0; i < n; i++) {
 		for (size_t j = i + 1; j < n; j++) {
@@ -338,15 +358,17 @@ static void check_listing(struct worker *w, const struct lib_list_entry *e, size
 			always += !strcmp(e[i].name, "x.txt");
 	}
 	CHECK(w, always == (root ? 5u : 1u));
+	free(e);
 }
 
 static void step_lookup(struct worker *w)
 {
 	const char *name = root_names[rand_r(&w->seed) % N_ROOT_NAMES];
-	struct lib_ref r;
-	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &r);
+	struct node_ref r;
+	unsigned dir_flags;
+	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &r, &dir_flags);
 	w->lookups++;
-	const bool always = kind_fits(name, LIB_MODEL_DIR) || !strcmp(name, "churn") ||
+	const bool always = model_name(name) || !strcmp(name, "churn") ||
 	                    !strcmp(name, "models.tsv") || !strcmp(name, "f.txt");
 	if (ret == -ENOENT) {
 		w->enoent++;
@@ -357,19 +379,20 @@ static void step_lookup(struct worker *w)
 	if (ret)
 		return;
 	CHECK(w, strcmp(name, "nosuch") != 0);
-	CHECK(w, kind_fits(name, r.kind));
+	CHECK(w, r.p == provider_of(name));
+	CHECK(w, dir_flags == TREE_P_NAMES_CHANGE);   /* a folder's names come and go */
 	struct stat st;
-	library_stat(w->lib, &r, &st);
+	node_stat(&r, NULL, &st);
 	CHECK(w, st.st_ino == r.ino);
-	if (r.kind == LIB_FOLDER && !strcmp(name, "churn")) {
+	if (r.p == &lib_folder_provider && !strcmp(name, "churn")) {
 		/* a lookup in it: a folder listed anew whose model moves */
-		struct lib_ref c;
+		struct node_ref c;
 		char cname[8];
 		snprintf(cname, sizeof cname, "c%d", rand_r(&w->seed) % 4);
-		int cret = library_lookup(w->lib, r.ino, cname, &c);
+		int cret = library_lookup(w->lib, r.ino, cname, &c, &dir_flags);
 		CHECK(w, cret == 0 || cret == -ENOENT);
 		if (cret == 0) {
-			CHECK(w, c.kind == LIB_MODEL_DIR || c.kind == LIB_TREE);
+			CHECK(w, c.p == &lib_model_dir_provider);
 			keep(w, &c, cname);
 		}
 	}
@@ -383,33 +406,35 @@ static void step_sub(struct worker *w)
 {
 	char name[8];
 	snprintf(name, sizeof name, "sub%d", rand_r(&w->seed) % 3);
-	struct lib_ref f, m;
-	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &f);
+	struct node_ref f, m;
+	unsigned dir_flags;
+	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &f, &dir_flags);
 	CHECK(w, ret == 0 || ret == -ENOENT);
 	if (ret)
 		return;
-	ret = library_lookup(w->lib, f.ino, "s", &m);
+	ret = library_lookup(w->lib, f.ino, "s", &m, &dir_flags);
 	library_put(w->lib, &f);
 	CHECK(w, ret == 0 || ret == -ENOENT);   /* (the folder gone since) */
 	if (ret)
 		return;
-	CHECK(w, m.kind == LIB_MODEL_DIR || m.kind == LIB_TREE);
+	CHECK(w, m.p == &lib_model_dir_provider);
 	if (rand_r(&w->seed) % 2) {
-		struct lib_ref c;
+		struct node_ref c;
 		const uint64_t cino = (m.ino & ~LIB_LOW_MASK) | LIB_COMPARE_LOW;
 		ret = library_get(w->lib, cino, false, &c);
 		CHECK(w, ret == 0);
 		if (ret == 0) {
-			CHECK(w, c.kind == LIB_COMPARE_DIR);
-			struct lib_list_entry *e;
-			size_t n;
-			ret = library_list(w->lib, &c, &e, &n);
+			CHECK(w, c.p == &lib_compare_dir_provider);
+			void *listing = NULL;
+			char why[GGUF_ERR_MAX];
+			ret = c.p->open(&c, O_RDONLY, &listing, why);
 			/* its folder's other models: none; or the folder gone from the root */
-			CHECK(w, (ret == 0 && n == 0) || ret == -ESTALE || ret == -ENOENT);
+			CHECK(w, (ret == 0 && c.p->count(&c, listing) == 0) || ret == -ESTALE ||
+			         ret == -ENOENT);
 			if (ret == 0)
-				library_list_free(w->lib, e, n);
-			struct lib_ref o;
-			ret = library_lookup(w->lib, cino, "s", &o);   /* itself: not there */
+				c.p->close(&c, listing);
+			struct node_ref o;
+			ret = library_lookup(w->lib, cino, "s", &o, &dir_flags);   /* itself: not there */
 			CHECK(w, ret == -ENOENT);
 			library_put(w->lib, &c);
 		}
@@ -433,7 +458,7 @@ static void step_kernel(struct worker *w)
 {
 	if (w->n_known && rand_r(&w->seed) % 2) {
 		const uint64_t ino = w->known[rand_r(&w->seed) % w->n_known];
-		struct lib_ref r;
+		struct node_ref r;
 		int ret = library_get(w->lib, ino, false, &r);
 		CHECK(w, ret == 0 || ret == -ESTALE);
 		if (ret == 0) {
@@ -444,17 +469,18 @@ static void step_kernel(struct worker *w)
 	}
 	char name[16];
 	snprintf(name, sizeof name, "big%d", rand_r(&w->seed) % 3);
-	struct lib_ref f, r;
-	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &f);
+	struct node_ref f, r;
+	unsigned dir_flags;
+	int ret = library_lookup(w->lib, LIB_ROOT_INO, name, &f, &dir_flags);
 	CHECK(w, ret == 0);
 	if (ret)
 		return;
 	snprintf(name, sizeof name, "p%04d.txt", rand_r(&w->seed) % BIG_FILES);
-	ret = library_lookup(w->lib, f.ino, name, &r);
+	ret = library_lookup(w->lib, f.ino, name, &r, &dir_flags);
 	CHECK(w, ret == 0);
-	struct lib_ref *kept = rand_r(&w->seed) % 2 ? &f : &r;
+	struct node_ref *kept = rand_r(&w->seed) % 2 ? &f : &r;
 	if (ret == 0) {
-		CHECK(w, r.kind == LIB_PLAIN);
+		CHECK(w, r.p == &lib_plain_provider);
 		if (w->n_known == KNOWN_PER_THREAD)
 			forget_oldest(w);
 		library_kernel_hold(w->lib, kept);
@@ -469,21 +495,21 @@ static void step_get(struct worker *w)
 {
 	if (!w->n_refs)
 		return;
-	const struct lib_ref *h = &w->refs[rand_r(&w->seed) % w->n_refs];
-	if (!h->slot)
+	const struct node_ref *h = &w->refs[rand_r(&w->seed) % w->n_refs];
+	if (!slot_of(h))
 		return;
-	struct lib_ref r;
-	const bool build = h->kind == LIB_MODEL_DIR || h->kind == LIB_TREE;
+	struct node_ref r;
+	const bool build = h->p == &lib_model_dir_provider;
 	int ret = library_get(w->lib, h->ino, build, &r);
 	CHECK(w, ret == 0);
 	if (ret)
 		return;
-	CHECK(w, r.slot == h->slot);
+	CHECK(w, slot_of(&r) == slot_of(h));
 	if (build) {
 		w->builds++;
-		CHECK(w, r.kind == LIB_TREE);
-		if (r.kind == LIB_TREE)
-			CHECK(w, library_tree_dir_count(&r) > 0);
+		CHECK(w, r.p == &lib_model_dir_provider && r.tree);
+		if (r.tree)
+			CHECK(w, r.p->count(&r, NULL) > 0);
 	}
 	library_put(w->lib, &r);
 }
@@ -494,7 +520,7 @@ static void step_gone(struct worker *w)
 	if (!w->n_gone)
 		return;
 	const uint64_t ino = w->gone[rand_r(&w->seed) % (w->n_gone < 16 ? w->n_gone : 16)];
-	struct lib_ref r;
+	struct node_ref r;
 	int ret = library_get(w->lib, ino, false, &r);
 	CHECK(w, ret == 0 || ret == -ESTALE);
 	if (ret == -ESTALE)
@@ -507,20 +533,21 @@ static void step_gone(struct worker *w)
 
 static void step_list(struct worker *w)
 {
-	struct lib_ref r;
+	struct node_ref r;
+	unsigned dir_flags;
 	const bool root = rand_r(&w->seed) % 2;
 	int ret = root ? library_get(w->lib, LIB_ROOT_INO, false, &r)
-	               : library_lookup(w->lib, LIB_ROOT_INO, "churn", &r);
+	               : library_lookup(w->lib, LIB_ROOT_INO, "churn", &r, &dir_flags);
 	CHECK(w, ret == 0);
 	if (ret)
 		return;
-	struct lib_list_entry *e;
-	size_t n;
-	ret = library_list(w->lib, &r, &e, &n);
+	void *listing = NULL;
+	char why[GGUF_ERR_MAX];
+	ret = r.p->open(&r, O_RDONLY, &listing, why);
 	CHECK(w, ret == 0);
 	if (ret == 0) {
-		check_listing(w, e, n, root);
-		library_list_free(w->lib, e, n);
+		check_listing(w, &r, listing, root);
+		r.p->close(&r, listing);
 	}
 	w->listings++;
 	library_put(w->lib, &r);
@@ -648,8 +675,9 @@ static void test_threads(void **state)
 	assert_true(library_slots(lib) <= 1 + 16 + 2 + LIB_KEEP_IDLE_ENTRIES);
 	assert_true(atomic_load(&big_lists) >= 3);
 	/* and the library still answers */
-	struct lib_ref r;
-	assert_int_equal(library_lookup(lib, LIB_ROOT_INO, "m1", &r), 0);
+	struct node_ref r;
+	unsigned dir_flags;
+	assert_int_equal(library_lookup(lib, LIB_ROOT_INO, "m1", &r, &dir_flags), 0);
 	library_put(lib, &r);
 	library_free(lib);
 }

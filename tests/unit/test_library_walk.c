@@ -196,18 +196,20 @@ static void test_browsing_by_any_path(void **state)
 	(void)state;
 	struct fake *f;
 	struct library *lib = fake_library(&f);
-	struct lib_ref r;
-	assert_int_equal(library_lookup(lib, LIB_ROOT_INO, "d0", &r), 0);
+	struct node_ref r;
+	unsigned dir_flags;
+	assert_int_equal(library_lookup(lib, LIB_ROOT_INO, "d0", &r, &dir_flags), 0);
 	for (int i = 0; i < LEVELS; i++) {
-		struct lib_ref next;
-		assert_int_equal(library_lookup(lib, r.ino, i % 3 ? "b" : "a", &next), 0);
-		assert_int_equal(next.kind, LIB_FOLDER);
+		struct node_ref next;
+		assert_int_equal(library_lookup(lib, r.ino, i % 3 ? "b" : "a", &next, &dir_flags), 0);
+		assert_ptr_equal(next.p, &lib_folder_provider);
 		library_put(lib, &r);
 		r = next;
 	}
-	struct lib_ref m;
-	assert_int_equal(library_lookup(lib, r.ino, "m", &m), 0);
-	assert_int_equal(m.kind, LIB_MODEL_DIR);
+	struct node_ref m;
+	assert_int_equal(library_lookup(lib, r.ino, "m", &m, &dir_flags), 0);
+	assert_ptr_equal(m.p, &lib_model_dir_provider);
+	assert_null(m.tree);   /* not built by a lookup of its name */
 	library_put(lib, &m);
 	library_put(lib, &r);
 	library_free(lib);

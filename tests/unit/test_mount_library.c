@@ -595,6 +595,110 @@ static void test_shard_replaced_is_stale_then_listed(void **state)
 	unmount(m);
 }
 
+/* scratch_dir/rel: a model of n f32 tensors t0, t1 ... of 8 values each. */
+static void write_tensors(const char *rel, int n)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", scratch_dir, rel);
+	struct gw w;
+	gw_init(&w);
+	gw_header(&w, 3, (uint64_t)n, 1);
+	gw_kv_str(&w, "general.architecture", "test");
+	const uint64_t ne[1] = { 8 };
+	for (int k = 0; k < n; k++) {
+		char name[32];
+		snprintf(name, sizeof name, "t%d", k);
+		gw_tensor(&w, name, 1, ne, GGML_TYPE_F32, (uint64_t)k * 32);
+	}
+	gw_align(&w, 32);
+	for (int i = 0; i < 8 * n; i++)
+		gw_f32(&w, (float)i);
+	assert_true(gw_save(&w, path));
+	gw_free(&w);
+}
+
+/* The size and blocks of the file at parent/name, read whole first (a table's size is
+ * its last rendering's). */
+static struct stat read_then_stat(struct mount *m, uint64_t parent, const char *name)
+{
+	struct mount_entry e;
+	struct mount_err err;
+	struct mount_open o;
+	assert_true(mount_lookup(m, parent, name, &e, &err));
+	assert_int_not_equal(e.ino, 0);
+	assert_true(mount_open(m, e.ino, O_RDONLY, 0, &o, &err));
+	struct mount_got *g = calloc(1, sizeof *g);
+	assert_non_null(g);
+	assert_true(mount_read(m, e.ino, o.fh, 0, sizeof g->buf, false, mount_got_take, g, &err));
+	mount_release(m, e.ino, o.fh);
+	free(g);
+	assert_true(mount_lookup(m, parent, name, &e, &err));
+	return e.attr;
+}
+
+/* The stat rule of every mount (node.h): a library's own computed files, models.tsv,
+ * compare/OTHER and a broken model's error, count one block each, as a model's
+ * computed files do, whatever their size (each past 512 bytes here: its size's blocks
+ * would be 2 or more); a plain file counts its size's blocks, as it is stored. */
+static void test_computed_files_count_one_block(void **state)
+{
+	(void)state;
+	char path[1024], name[201];
+	snprintf(path, sizeof path, "%s/blocks", scratch_dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	for (int i = 0; i < 8; i++) {
+		char rel[32];
+		snprintf(rel, sizeof rel, "blocks/m%d.gguf", i);
+		write_model(rel);
+	}
+	write_tensors("blocks/many.gguf", 40);   /* compare/many: a line for each */
+	/* a broken model whose error names a path past 512 bytes */
+	memset(name, 'd', 200);
+	name[200] = 0;
+	snprintf(path, sizeof path, "%s/blocks/%s", scratch_dir, name);
+	assert_int_equal(mkdir(path, 0755), 0);
+	size_t at = strlen(path);
+	snprintf(path + at, sizeof path - at, "/%s", name);
+	path[at + 1] = 'e';
+	assert_int_equal(mkdir(path, 0755), 0);
+	at = strlen(path);
+	snprintf(path + at, sizeof path - at, "/%.150s.gguf", name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("not a model", f);
+	fclose(f);
+	/* a plain file of 2,000 bytes */
+	snprintf(path, sizeof path, "%s/blocks/plain.txt", scratch_dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	for (int i = 0; i < 2000; i++)
+		fputc('x', f);
+	fclose(f);
+
+	struct mount *m = mount_scratch();
+	struct stat st = read_then_stat(m, LIB_ROOT_INO, "models.tsv");
+	assert_true(st.st_size > 512);
+	assert_int_equal(st.st_blocks, 1);
+	struct mount_entry mc = walk(m, "blocks/m0/compare");
+	st = read_then_stat(m, mc.ino, "many");
+	assert_true(st.st_size > 512);
+	assert_int_equal(st.st_blocks, 1);
+	struct mount_entry e, d = walk(m, "blocks");
+	struct mount_err err;
+	name[0] = 'd';
+	assert_true(mount_lookup(m, d.ino, name, &e, &err));
+	name[0] = 'e';
+	assert_true(mount_lookup(m, e.ino, name, &e, &err));
+	snprintf(path, sizeof path, "%.150s", name);
+	path[0] = 'd';
+	assert_true(mount_lookup(m, e.ino, path, &e, &err));
+	st = read_then_stat(m, e.ino, "error");
+	assert_true(st.st_size > 512);
+	assert_int_equal(st.st_blocks, 1);
+	assert_int_equal(walk(m, "blocks/plain.txt").attr.st_blocks, (2000 + 511) / 512);
+	unmount(m);
+}
+
 UNIT_TESTS_IN_GROUP(setup, scratch_dir_remove,
 	cmocka_unit_test(test_lookup_is_one_call_with_attributes),
 	cmocka_unit_test(test_read_then_release),
@@ -603,4 +707,5 @@ UNIT_TESTS_IN_GROUP(setup, scratch_dir_remove,
 	cmocka_unit_test(test_forgotten_paths_let_go),
 	cmocka_unit_test(test_shards_checked_as_the_first_file),
 	cmocka_unit_test(test_first_file_swapped_before_build),
-	cmocka_unit_test(test_shard_replaced_is_stale_then_listed))
+	cmocka_unit_test(test_shard_replaced_is_stale_then_listed),
+	cmocka_unit_test(test_computed_files_count_one_block))

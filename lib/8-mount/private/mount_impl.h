@@ -12,6 +12,7 @@
 
 #include "handle_table.h"
 #include "mount.h"
+#include "ns.h"
 #include "tree.h"
 
 /* The operations of one kind of mount, as mount.h's of the same name (mount.c checks
@@ -71,7 +72,7 @@ struct mount {
 	struct mount_counters counters;
 	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
 	struct tree *tree;              /* mount_model.c's, or NULL */
-	struct library *library;        /* mount_library.c's, or NULL */
+	struct ns *ns;                  /* mount_library.c's (freed with the mount), or NULL */
 	struct tree_edits *edits;       /* mount_edits.c's, or NULL */
 	bool single_thread;             /* -s: no request waits for another (mount_edit_forget) */
 	struct mount_notify notify;     /* forget NULL: the kernel is told nothing */
