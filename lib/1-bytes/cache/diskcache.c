@@ -67,7 +67,7 @@ struct dc_dir {
 	ino_t ino;
 	unsigned handles;            /* dc_open handles on it (under dc_dirs_lock) */
 	pthread_mutex_t lock;        /* ticks of every held entry, the tick counter, held,
-	                              * their refs and the handles' entries */
+	                              * and their refs */
 	pthread_mutex_t store_lock;  /* one store, open, close or eviction at a time (with the
 	                              * flock): no held entry's files close under one */
 	char *path;                  /* as the first dc_open named it: for messages */
@@ -104,10 +104,10 @@ struct dc_held {
 	int mapfd;                   /* flock'ed (shared) while held */
 	int datafd;
 	uint64_t size, nblocks;
-	/* per block: last use, 0 when not on disk as this process knows (another process
-	 * may have stored it since, or evicted it: the map on disk says); in chunks of TICK_CHUNK blocks made only
-	 * when one of theirs is stored, so that what this takes follows what is cached, not
-	 * the size the server claims (under dir->lock) */
+	/* per block: last use, 0 when not on disk as far as this process knows (another
+	 * may have stored it since, or evicted it: the map on disk says); in chunks of
+	 * TICK_CHUNK blocks made only when one of theirs is stored, so that what this takes
+	 * follows what is cached, not the size the server claims (under dir->lock) */
 	uint64_t **ticks;
 	uint64_t n_chunks;
 	/* what its map and data took when last accounted (account_held), valid while
