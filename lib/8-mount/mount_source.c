@@ -66,16 +66,16 @@ static bool mount_source_edits(struct mount_source *s, const struct mount_source
 	return s->tree_edits != NULL;
 }
 
-/* Tells o's note, at the mount's start where the user sees it (stderr, before the
- * daemon detaches), that the disk cache dir cannot be used, and why: quants/ are then
- * computed on every read (the event log says it again at their first open). */
-static void mount_source_warn_cache(const char *dir, const struct open_name_opts *o)
+/* Puts into s->cache_warning the line that says the disk cache dir cannot be used,
+ * and why, or "" when it can (or there is none): quants/ are then computed on every
+ * read (the event log says it again at their first open). */
+static void mount_source_check_cache(struct mount_source *s, const char *dir)
 {
-	char why[GGUF_ERR_MAX], line[GGUF_ERR_MAX + 64];
-	if (!dir || !o->note || computed_cache_usable(dir, why))
-		return;
-	snprintf(line, sizeof line, "warning: the disk cache is not used: %s", why);
-	o->note(o->note_arg, line);
+	char why[GGUF_ERR_MAX];
+	s->cache_warning[0] = '\0';
+	if (dir && !computed_cache_usable(dir, why))
+		snprintf(s->cache_warning, sizeof s->cache_warning,
+		         "warning: the disk cache is not used: %s", why);
 }
 
 bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
@@ -127,7 +127,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	}
 	if (s->model)
 		mount_source_warn_raw_only(s->model, &o->names);
-	mount_source_warn_cache(qc.dir, &o->names);
+	mount_source_check_cache(s, qc.dir);
 	return true;
 fail:
 	mount_source_close(s);

@@ -40,6 +40,10 @@ struct mount_source {
 	bool edits;      /* metadata/ is writable (-o edits=FILE) */
 	char *shown;     /* a remote model's name as it may be shown (open_name_model's), or
 	                  * NULL */
+	/* "", or one line (without "ggufs: ") saying that the disk cache cannot be used and
+	 * why, for the front end to say on stderr once mounted, before the daemon detaches
+	 * (the event log, which may be syslog, says it again at the first quants/ open) */
+	char cache_warning[GGUF_ERR_MAX + 64];
 	/* what the mount is over, freed by mount_source_close */
 	struct ggufs_model *model;
 	struct tree *tree;

@@ -266,12 +266,17 @@ class QuantCache(unittest.TestCase):
 
     def test_unusable_cache_said_at_start(self):
         """A cache_dir that cannot be used (writable by others): the mount says so on
-        stderr as it starts, before any quant file is opened, in one line naming the
-        directory and why; its quants are still llama.cpp's bytes, computed."""
+        stderr as it starts (once mounted, before the daemon would detach), before any
+        quant file is opened, in one line naming the directory and why; its quants are
+        still llama.cpp's bytes, computed."""
         cache = os.path.join(self.dir, "cache-open")
         os.makedirs(cache, exist_ok=True)
         os.chmod(cache, 0o777)
         with gm.Mount(self.model, ["-o", "cache_dir=" + cache]) as m:
+            # said once mounted, before the daemon would detach (a hang guard: 10 s)
+            deadline = time.monotonic() + 10
+            while not m.stderr() and time.monotonic() < deadline:
+                time.sleep(0.02)
             self.assertEqual(m.stderr(), "ggufs: warning: the disk cache is not used: "
                              "cache_dir %s: writable by group or others (mode 0777); "
                              "chmod go-w it\n" % cache)
