@@ -78,11 +78,11 @@ struct quant_params {
 };
 void quant_params_default(struct quant_params *p, uint32_t ftype);
 
-/* What the quantizer reads of the model's hyperparameters (llama_model::load_hparams),
- * from the keys "ARCH.block_count", "ARCH.nextn_predict_layers", "ARCH.expert_count",
- * "ARCH.attention.head_count" and "ARCH.attention.head_count_kv" (a uint32, or an
- * array of int32/uint32 per layer, whose first element counts) of the architecture
- * general.architecture names. */
+/* What the quantizer's rules use of the model's hyperparameters (llama_model_base::
+ * load_hparams), from the keys "ARCH.block_count", "ARCH.nextn_predict_layers",
+ * "ARCH.expert_count", "ARCH.attention.head_count" and "ARCH.attention.head_count_kv"
+ * (a uint32, or an array of int32/uint32/bool per layer, whose first element counts) of
+ * the architecture general.architecture names. quant_hparams.c reads them. */
 struct quant_hparams {
 	uint32_t n_layer_all;    /* block_count (1..512) */
 	uint32_t n_layer_nextn;
@@ -94,8 +94,14 @@ struct quant_hparams {
 	bool type_70b;           /* llama.cpp takes the model for a 70B (LLM_TYPE_70B) */
 };
 
-/* Reads them from the metadata meta. -1 with one line in err when llama.cpp would not
- * load them (a key missing, of another type, out of range), else 0. */
+/* Reads them from the metadata meta, checking every key load_hparams reads as it does.
+ * -1 with one line in err when llama.cpp would not load them, in its words where it
+ * has any, else 0: an architecture llama.cpp does not know or makes no model of
+ * (llama_archs.h: "unknown model architecture: 'NAME'"), a required key missing ("key
+ * not found in model: llama.context_length"), a key of another type, an array of
+ * another length or element type, a value llama.cpp asserts against, a key the
+ * architecture's own load_arch_hparams requires ("key not found in model:
+ * llama.attention.layer_norm_rms_epsilon"; llama_archs.h says which are known). */
 int quant_hparams_read(const struct gguf_file *meta, struct quant_hparams *hp,
                        char err[GGUF_ERR_MAX]);
 

@@ -2,7 +2,8 @@
 """quants/ in a mounted tree (issue 36): every NAME.gguf is byte for byte the file that
 llama.cpp's llama_model_quantize() (the pinned libllama, through ctypes) writes from
 the mount's own model.gguf, its size exact at lookup; quants.tsv lists the same sizes;
-NAMEs llama.cpp refuses are not there. On a single mount of float models (random
+NAMEs llama.cpp refuses are not there (none of a model of an unknown architecture,
+quants.tsv saying why). On a single mount of float models (random
 llamas with rows that are not multiples of 256, grouped query attention, a mixture of
 experts, the bundled model rewritten as F16), a model directory inside a library, and a
 mount with edits, where an edited key makes every quant file a new inode holding the
@@ -107,6 +108,20 @@ class QuantMount(qp.QuantCase):
                 self.check_tree(quants, m.p("a", "m", "model.gguf"), EVERY)
         finally:
             shutil.rmtree(lib)
+
+    def test_unknown_arch(self):
+        """A model of an architecture llama.cpp does not know: quants/ holds no NAME,
+        as llama.cpp makes none, and quants.tsv gives llama.cpp's reason for each."""
+        path = os.path.join(self.dir, "nosucharch.gguf")
+        qp.random_llama(path, seed=13, n_embd=64, n_ff=128, n_layer=2, n_head=4, n_head_kv=2,
+                        n_vocab=64, gtype=qp.F16, arch="nosucharch")
+        with gm.Mount(path) as m:
+            self.check_tree(m.p("quants"), m.p("model.gguf"), ())
+            self.assertEqual(os.listdir(m.p("quants")), ["quants.tsv"])
+            with open(m.p("quants", "quants.tsv")) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(lines[1:], ["# %s: not made: unknown model architecture: "
+                                         "'nosucharch'" % n for n, _ in qp.NAMES])
 
     def test_edits(self):
         """An edited key: new inodes in quants/, each the quantization of the edited

@@ -154,9 +154,12 @@ def store(values, gtype):
 
 
 def random_llama(path, seed, n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, gtype,
-                 tied=False, n_expert=0, alignment=32, shuffle=False, extra=()):
+                 tied=False, n_expert=0, alignment=32, shuffle=False, extra=(), arch="llama",
+                 kv_edit=None):
     """A llama of random weights stored as gtype (norms F32), that llama.cpp loads the
-    hyperparameters of. extra: more (name, shape) tensors."""
+    hyperparameters of. extra: more (name, shape) tensors. arch: general.architecture
+    and the prefix of the llama keys. kv_edit: a function of the keys [(key, type,
+    value)] giving those written."""
     rng = numpy.random.default_rng(seed)
     head_dim = n_embd // n_head
     shapes = [("token_embd.weight", [n_embd, n_vocab]), ("output_norm.weight", [n_embd])]
@@ -210,6 +213,11 @@ def random_llama(path, seed, n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, 
             ("tokenizer.ggml.add_bos_token", "bool", 1),
             ("test.flags", ("arr", "bool"), [1, 0, 1]),
             ("test.scale", "f64", 0.125)]
+    if arch != "llama":
+        kvs = [("general.architecture", t, arch) if k == "general.architecture"
+               else (arch + k[5:] if k.startswith("llama.") else k, t, v) for k, t, v in kvs]
+    if kv_edit:
+        kvs = kv_edit(kvs)
     write_gguf(path, kvs, tensors, alignment)
 
 

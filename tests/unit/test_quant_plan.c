@@ -55,11 +55,25 @@ static struct ggufs_model *model_with(const char *name, void (*kv)(struct gw *),
 	return m;
 }
 
+/* general.architecture arch and the two keys every architecture but clip needs before
+ * its block count (3 keys) */
+static void arch_keys(struct gw *w, const char *arch)
+{
+	char key[64];
+	gw_kv_str(w, "general.architecture", arch);
+	snprintf(key, sizeof key, "%s.context_length", arch);
+	gw_kv_u32(w, key, 64);
+	snprintf(key, sizeof key, "%s.embedding_length", arch);
+	gw_kv_u32(w, key, 64);
+}
+
 static void llama_keys(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "general.file_type", 0);
 	gw_kv_u32(w, "llama.block_count", 2);
+	gw_key(w, "llama.attention.layer_norm_rms_epsilon", GGUF_TYPE_FLOAT32);
+	gw_f32(w, 1e-5f);
 	gw_key(w, "test.flag", GGUF_TYPE_BOOL);
 	gw_u8(w, 2);   /* a boolean byte that is neither 0 nor 1 */
 	gw_key(w, "test.flags", GGUF_TYPE_ARRAY);
@@ -94,7 +108,7 @@ static const struct quant_plan *plan_of(const struct quant_set *qs, const char *
 static void test_header(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = model_with("h.gguf", llama_keys, 7, small, 7);
+	struct ggufs_model *m = model_with("h.gguf", llama_keys, 10, small, 7);
 	struct quant_set qs;
 	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
 	const struct quant_plan *qp = plan_of(&qs, "Q8_0");
@@ -103,22 +117,23 @@ static void test_header(void **state)
 	quant_plan_header_read(qp, 0, qp->data_offset, whole);
 	assert_memory_equal(whole, "GGUF\3\0\0\0", 8);
 	assert_int_equal(gguf_le64(whole + 8), 7);
-	assert_int_equal(gguf_le64(whole + 16), 7);   /* 7 - file_type - split.no + 2 */
+	assert_int_equal(gguf_le64(whole + 16), 10);   /* 10 - file_type - split.no + 2 */
 	struct gguf_file gf;
 	char err[GGUF_ERR_MAX];
 	/* the header parses as a file whose data section is all there (zeros) */
 	uint8_t *img = calloc(1, qp->size);
 	memcpy(img, whole, qp->data_offset);
 	assert_int_equal(gguf_parse(img, qp->size, &gf, err), 0);
-	static const char *const keys[] = { "general.architecture", "llama.block_count",
-		"test.flag", "test.flags", "general.name", "general.quantization_version",
-		"general.file_type" };
-	for (int i = 0; i < 7; i++)
+	static const char *const keys[] = { "general.architecture", "llama.context_length",
+		"llama.embedding_length", "llama.block_count",
+		"llama.attention.layer_norm_rms_epsilon", "test.flag", "test.flags",
+		"general.name", "general.quantization_version", "general.file_type" };
+	for (int i = 0; i < 10; i++)
 		assert_memory_equal(gf.kv[i].key.ptr, keys[i], strlen(keys[i]));
-	assert_int_equal(gf.kv[2].value.data[0], 1);
-	assert_memory_equal(gf.kv[3].value.data, "\0\1\1", 3);
-	assert_int_equal(gguf_le32(gf.kv[5].value.data), QUANT_VERSION);
-	assert_int_equal(gguf_le32(gf.kv[6].value.data), QUANT_FTYPE_Q8_0);
+	assert_int_equal(gf.kv[5].value.data[0], 1);
+	assert_memory_equal(gf.kv[6].value.data, "\0\1\1", 3);
+	assert_int_equal(gguf_le32(gf.kv[8].value.data), QUANT_VERSION);
+	assert_int_equal(gguf_le32(gf.kv[9].value.data), QUANT_FTYPE_Q8_0);
 	/* order: names without a layer (-1) first, then blk.0, blk.1 */
 	static const char *const order[] = { "abcde", "abcdef", "output_norm.weight",
 		"token_embd.weight", "blk.0.attn_v.weight", "blk.0.row.weight",
@@ -178,24 +193,24 @@ static void test_order(void **state)
 
 static void keys_no_blocks(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 }
 
 static void keys_string_blocks(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_str(w, "llama.block_count", "2");
 }
 
 static void keys_many_blocks(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "llama.block_count", 513);
 }
 
 static void keys_bad_heads(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "llama.block_count", 2);
 	gw_key(w, "llama.attention.head_count", GGUF_TYPE_ARRAY);
 	gw_array(w, GGUF_TYPE_UINT32, 3);
@@ -204,7 +219,7 @@ static void keys_bad_heads(struct gw *w)
 
 static void keys_nested(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "llama.block_count", 2);
 	gw_key(w, "test.nested", GGUF_TYPE_ARRAY);
 	gw_array(w, GGUF_TYPE_ARRAY, 1);
@@ -214,9 +229,104 @@ static void keys_nested(struct gw *w)
 
 static void keys_experts(struct gw *w)
 {
-	gw_kv_str(w, "general.architecture", "llama");
+	arch_keys(w, "llama");
 	gw_kv_u32(w, "llama.block_count", 2);
 	gw_kv_u32(w, "llama.expert_count", 4);
+}
+
+static void keys_unknown_arch(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "nosucharch");
+	gw_kv_u32(w, "nosucharch.block_count", 2);
+}
+
+/* named in llama.cpp's LLM_ARCH_NAMES, but llama_model_create makes no model of it */
+static void keys_gptj(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "gptj");
+	gw_kv_u32(w, "gptj.block_count", 2);
+}
+
+/* LLM_ARCH_UNKNOWN's own name */
+static void keys_unknown_name(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "(unknown)");
+	gw_kv_u32(w, "(unknown).block_count", 2);
+}
+
+static void keys_no_context(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+}
+
+static void keys_no_embedding(struct gw *w)
+{
+	gw_kv_str(w, "general.architecture", "llama");
+	gw_kv_u32(w, "llama.context_length", 64);
+	gw_kv_u32(w, "llama.block_count", 2);
+}
+
+static void keys_name_u32(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "general.name", 1);
+}
+
+static void keys_freq_base_u32(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "llama.rope.freq_base", 10000);
+}
+
+static void keys_rope_type(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_str(w, "llama.rope.scaling.type", "cubic");
+}
+
+/* 4 heads of 64 values: heads of 16, which a llama's rotation must span */
+static void keys_n_rot(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "llama.attention.head_count", 4);
+	gw_kv_u32(w, "llama.rope.dimension_count", 8);
+}
+
+static void keys_groups(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "llama.expert_count", 4);
+	gw_kv_u32(w, "llama.expert_used_count", 2);
+	gw_kv_u32(w, "llama.expert_group_count", 4);
+}
+
+static void keys_labels_f32(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_key(w, "llama.classifier.output_labels", GGUF_TYPE_ARRAY);
+	gw_array(w, GGUF_TYPE_FLOAT32, 1);
+	gw_f32(w, 0);
+}
+
+/* a llama without its norm's epsilon, which llama's load_arch_hparams requires */
+static void keys_no_eps(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+}
+
+static void keys_eps_u32(struct gw *w)
+{
+	arch_keys(w, "llama");
+	gw_kv_u32(w, "llama.block_count", 2);
+	gw_kv_u32(w, "llama.attention.layer_norm_rms_epsilon", 0);
 }
 
 /* Metadata llama.cpp does not load makes no file, each NAME saying why. */
@@ -228,12 +338,31 @@ static void test_no_file(void **state)
 		uint64_t n_kv;
 		const char *why;
 	} cases[] = {
-		{ keys_no_blocks, 1, "llama.block_count is missing" },
-		{ keys_string_blocks, 2, "llama.block_count is a string" },
-		{ keys_many_blocks, 2, "not 1 to 512" },
-		{ keys_bad_heads, 3, "llama.attention.head_count is not an array of 2" },
-		{ keys_nested, 3, "array of arrays" },
-		{ keys_experts, 3, "do not agree" },
+		{ keys_no_blocks, 3, "key not found in model: llama.block_count" },
+		{ keys_string_blocks, 4, "key llama.block_count has wrong type str but expected "
+		                         "type u32" },
+		{ keys_many_blocks, 4, "llama.block_count is 513: llama.cpp asserts 1 to 512" },
+		{ keys_bad_heads, 5, "key llama.attention.head_count has wrong array length; "
+		                     "expected 2, got 3" },
+		{ keys_nested, 5, "array of arrays" },
+		{ keys_experts, 5, "do not agree" },
+		{ keys_unknown_arch, 2, "unknown model architecture: 'nosucharch'" },
+		{ keys_gptj, 2, "unsupported model architecture: 'gptj'" },
+		{ keys_unknown_name, 2, "unknown model architecture: '(unknown)'" },
+		{ keys_no_context, 2, "key not found in model: llama.context_length" },
+		{ keys_no_embedding, 3, "key not found in model: llama.embedding_length" },
+		{ keys_name_u32, 5, "key general.name has wrong type u32 but expected type str" },
+		{ keys_freq_base_u32, 5, "key llama.rope.freq_base has wrong type u32 but "
+		                         "expected type f32" },
+		{ keys_rope_type, 5, "llama.rope.scaling.type is not none, linear, yarn or "
+		                     "longrope" },
+		{ keys_n_rot, 6, "invalid n_rot: 8, expected 16" },
+		{ keys_groups, 7, "expert_group_count below expert_count" },
+		{ keys_labels_f32, 5, "llama.classifier.output_labels has wrong array element "
+		                      "type f32" },
+		{ keys_no_eps, 4, "key not found in model: llama.attention.layer_norm_rms_epsilon" },
+		{ keys_eps_u32, 5, "key llama.attention.layer_norm_rms_epsilon has wrong type u32 "
+		                   "but expected type f32" },
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		struct ggufs_model *m = model_with("n.gguf", cases[c].kv, cases[c].n_kv, small, 7);
@@ -248,12 +377,39 @@ static void test_no_file(void **state)
 	}
 }
 
+/* quants.tsv of a model of an architecture llama.cpp does not know: no NAME, each
+ * one's comment line giving llama.cpp's reason. */
+static void test_tsv_unknown_arch(void **state)
+{
+	(void)state;
+	struct ggufs_model *m = model_with("u.gguf", keys_unknown_arch, 2, small, 7);
+	struct quant_set qs;
+	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
+	struct sink c = sink_counter();
+	render_quants_tsv(&c, &qs);
+	char *text = calloc(1, c.pos + 1);
+	struct sink s = sink_window(text, 0, c.pos);
+	render_quants_tsv(&s, &qs);
+	const char *head = "name\tftype\tbytes\tbits_per_weight\ttensor_types\n";
+	assert_int_equal(strncmp(text, head, strlen(head)), 0);
+	/* after the header, comment lines only: one per NAME */
+	size_t lines = 0;
+	for (const char *l = text + strlen(head); *l; l = strchr(l, '\n') + 1, lines++)
+		assert_int_equal(*l, '#');
+	assert_int_equal(lines, qs.n);
+	assert_non_null(strstr(text, "\n# Q4_K_M: not made: unknown model architecture: "
+	                             "'nosucharch'\n"));
+	free(text);
+	quant_set_free(&qs);
+	model_close(m);
+}
+
 /* quants.tsv: a header, one line per NAME made with its exact size, bits per weight
  * and types; Q1_0 (128-value blocks, no fallback) not made from 64-value rows. */
 static void test_tsv(void **state)
 {
 	(void)state;
-	struct ggufs_model *m = model_with("t.gguf", llama_keys, 7, small, 7);
+	struct ggufs_model *m = model_with("t.gguf", llama_keys, 10, small, 7);
 	struct quant_set qs;
 	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
 	struct sink c = sink_counter();
@@ -286,4 +442,5 @@ UNIT_TESTS_IN_SCRATCH(
 	cmocka_unit_test(test_header),
 	cmocka_unit_test(test_order),
 	cmocka_unit_test(test_no_file),
-	cmocka_unit_test(test_tsv))
+	cmocka_unit_test(test_tsv),
+	cmocka_unit_test(test_tsv_unknown_arch))

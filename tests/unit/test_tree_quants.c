@@ -41,9 +41,14 @@ static void write_model(void)
 {
 	struct gw w;
 	gw_init(&w);
-	gw_header(&w, 3, 2, 2);
+	gw_header(&w, 3, 2, 5);
 	gw_kv_str(&w, "general.architecture", "llama");
 	gw_kv_u32(&w, "llama.block_count", 1);
+	/* the keys llama.cpp requires of a llama before it quantizes one */
+	gw_kv_u32(&w, "llama.context_length", 64);
+	gw_kv_u32(&w, "llama.embedding_length", 512);
+	gw_key(&w, "llama.attention.layer_norm_rms_epsilon", GGUF_TYPE_FLOAT32);
+	gw_f32(&w, 1e-5f);
 	const uint64_t ne[2] = { 512, 640 }, bytes = 512 * 640 * 4;
 	gw_tensor(&w, "blk.0.ffn_down.weight", 2, ne, GGML_TYPE_F32, 0);
 	gw_tensor(&w, "blk.0.ffn_up.weight", 2, ne, GGML_TYPE_F32, bytes);
