@@ -365,7 +365,21 @@ class QuantCache(unittest.TestCase):
         mount's pool's (the online cores), and POOL_IDLE_S after the last read (10 s at
         most) the pool's have ended (libfuse keeps one idle: -o max_idle_threads=1); its
         RssAnon never passes what it was, plus the pool's memory and THREAD_MEMORY a
-        thread."""
+        thread. Under ASan the daemons run without its quarantine (the freed memory it
+        keeps back to catch a use after free, anonymous memory that is not the
+        daemon's)."""
+        saved = os.environ.get("ASAN_OPTIONS")
+        os.environ["ASAN_OPTIONS"] = ((saved or "") + ":quarantine_size_mb=0"
+                                      ":thread_local_quarantine_size_kb=0").lstrip(":")
+        try:
+            self.threads_and_memory_bound()
+        finally:
+            if saved is None:
+                del os.environ["ASAN_OPTIONS"]
+            else:
+                os.environ["ASAN_OPTIONS"] = saved
+
+    def threads_and_memory_bound(self):
         cores = os.cpu_count()
         pool = max(POOL_BLOCKS[0], POOL_BLOCKS[1] * cores) * BLOCK
         root = os.path.join(self.dir, "library-threads")
