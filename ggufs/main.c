@@ -146,10 +146,11 @@ static struct fuse_session *new_session(struct fuse_args *args, struct ggufs *fs
 	return se;
 }
 
-/* Step 4, once mounted: passthrough before the first request (INIT) is read, then the
- * daemon detaches (only now may the parent return to the shell), the log starts (from
- * now on stderr may be /dev/null) and the helper threads with it. 0, or -1 when the
- * daemon could not detach. */
+/* Step 4, once mounted: passthrough before the first request (INIT) is read, the
+ * warnings the user must see said on stderr (a disk cache that cannot be used, no
+ * syslog to hear the events), then the daemon detaches (only now may the parent return
+ * to the shell), the log starts (from now on stderr may be /dev/null) and the helper
+ * threads with it. 0, or -1 when the daemon could not detach. */
 static int go_live(struct ggufs *fs, struct fuse_session *se, const struct cli_opts *o,
                    const struct fuse_cmdline_opts *fo)
 {
@@ -169,6 +170,8 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct cli_o
 	char what[PATH_MAX + 64];
 	if (!mount_point_mounted_at(fs->mountpoint, what, sizeof what, fs->bdi))
 		fs->bdi[0] = 0;
+	if (fs->src.cache_warning[0])   /* (said where the user sees it, then the log's) */
+		log_errf("%s", fs->src.cache_warning);
 	report_warn_unheard(fs, fo->foreground);
 	if (fuse_daemonize(fo->foreground) != 0)
 		return -1;

@@ -1,7 +1,7 @@
-/* One mount's hand-over at its end: what must let go of a file for a quick remount (a
- * disk cache's entries, the edits file) registers one entry where it is made, and the
- * mount runs them all at once when the kernel ends its session, while its last
- * requests may still be served.
+/* One mount's hand-over at its end: what must let go of a file for a quick remount (the
+ * edits file), or stop adding to what the next mount shares (a disk cache's stores),
+ * registers one entry where it is made, and the mount runs them all at once when the
+ * kernel ends its session, while its last requests may still be served.
  *
  * An entry is the owner's (embedded in what it hands over; nothing is allocated): its
  * fn and ctx set, then leaving_add; leaving_remove before the owner is freed. A list

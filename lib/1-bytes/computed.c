@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "blockcache.h"
-#include "clock.h"
 #include "diskcache.h"
 #include "evlog.h"
 #include "leaving.h"
@@ -42,7 +41,7 @@ struct computed_pool {
 	pthread_t *ended;           /* workers that ended, not joined yet (max_threads) */
 	unsigned n_ended;
 	bool stop;                  /* computed_pool_free: the workers end */
-	atomic_bool leaving;        /* its leaving has run: nothing more goes to disk */
+	atomic_bool leaving;        /* its leaving has run: nothing more is stored on disk */
 	struct leaving_entry leave; /* in the mount's leaving: computed_pool_leave */
 };
 
@@ -52,14 +51,9 @@ struct computed {
 	computed_fill_fn fill;
 	void *ctx;
 	uint64_t size, n_blocks;
-	/* the disk cache: dc NULL without one; entry NULL while another mount holds it, then
-	 * tried again (retrying) at a block made, at most once in COMPUTED_ENTRY_RETRY_S */
+	/* the disk cache, shared with every process on it: dc and entry NULL without one */
 	struct diskcache *dc;
-	_Atomic(struct dc_entry *) entry;
-	atomic_bool retrying;
-	pthread_mutex_t retry_lock;
-	double retry_at;            /* under retry_lock */
-	char *key, *version;        /* the entry's, kept while retrying */
+	struct dc_entry *entry;
 
 	/* the read-ahead state, under pool->lock */
 	uint64_t next;              /* the block after the furthest read; UINT64_MAX: none */
@@ -70,7 +64,6 @@ struct computed {
 	struct computed *q_prev, *q_next;   /* in the pool's queue */
 	struct computed *f_prev, *f_next;   /* in the pool's files */
 	unsigned in_flight;         /* its blocks being made by workers now */
-	unsigned pins;              /* computed_pool_leave at work on it */
 
 	atomic_uint_fast64_t computed, from_disk, stored, failed;
 	pthread_mutex_t failure_lock;
@@ -86,47 +79,13 @@ static size_t block_len(const struct computed *c, uint64_t k)
 	                                             : COMPUTED_BLOCK_SIZE;
 }
 
-/* c takes entry e, found by a retry: marked as let go at once when the pool is leaving
- * (computed_pool_leave's walk may have passed c's disk cache before e was in it). */
-static void attach_entry(struct computed *c, struct dc_entry *e)
-{
-	atomic_store(&c->entry, e);
-	atomic_store(&c->retrying, false);
-	if (atomic_load(&c->pool->leaving))
-		dc_leaving(c->dc);
-}
-
-/* c's disk cache entry, or NULL: without one, while another mount held it at c's open,
- * taken now when that mount has let it go (tried at most once in COMPUTED_ENTRY_RETRY_S,
- * by one thread at a time: the others go on without). */
-static struct dc_entry *entry_of(struct computed *c)
-{
-	struct dc_entry *e = atomic_load(&c->entry);
-	if (e || !atomic_load(&c->retrying) || atomic_load(&c->pool->leaving) ||
-	    pthread_mutex_trylock(&c->retry_lock) != 0)
-		return e;
-	e = atomic_load(&c->entry);
-	const double now = clock_now_s();
-	if (!e && atomic_load(&c->retrying) && now >= c->retry_at) {
-		bool busy = false;
-		e = dc_entry_open(c->dc, c->key, c->size, c->version, &busy);
-		c->retry_at = clock_now_s() + COMPUTED_ENTRY_RETRY_S;
-		if (e)
-			attach_entry(c, e);
-		else if (!busy)   /* it cannot be made: no use trying again */
-			atomic_store(&c->retrying, false);
-	}
-	pthread_mutex_unlock(&c->retry_lock);
-	return e;
-}
-
 /* Block k into buf (len bytes): from the disk cache when it holds it checked, else made
  * by fill and stored there. 0 or fill's -errno. The block cache's fetch function. */
 static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
 {
 	struct computed *c = arg;
-	struct dc_entry *e = entry_of(c);
-	if (e && dc_holds(e, k) && dc_load(e, k, buf, len)) {
+	struct dc_entry *e = c->entry;
+	if (e && dc_load(e, k, buf, len)) {
 		atomic_fetch_add(&c->from_disk, 1);
 		return 0;
 	}
@@ -345,11 +304,8 @@ static int computed_read(struct source *src, uint64_t off, uint64_t len, void *b
 /* Frees c with what it holds (out of the pool, its blocks dropped). */
 static void free_computed(struct computed *c)
 {
-	dc_entry_close(atomic_load(&c->entry));
+	dc_entry_close(c->entry);
 	dc_close(c->dc);
-	free(c->key);
-	free(c->version);
-	pthread_mutex_destroy(&c->retry_lock);
 	pthread_mutex_destroy(&c->failure_lock);
 	free(c);
 }
@@ -369,7 +325,7 @@ void computed_close_counted(struct source *src, struct computed_counters *out)
 	pthread_mutex_lock(&p->lock);
 	c->closing = true;
 	queue_update(p, c);
-	while (c->in_flight || c->pins)
+	while (c->in_flight)
 		pthread_cond_wait(&p->settled, &p->lock);
 	if (c->f_prev)
 		c->f_prev->f_next = c->f_next;
@@ -388,8 +344,8 @@ static const struct source_ops computed_ops = {
 	.close = computed_close,
 };
 
-/* Opens the disk cache entry of the file, or says in the log why it goes without; an
- * entry another mount holds is tried again later (entry_of). */
+/* Opens the disk cache entry of the file (shared with every other process that has it
+ * open), or says in the log why it goes without. */
 static void open_disk(struct computed *c, const struct computed_opts *o)
 {
 	char why[GGUF_ERR_MAX];
@@ -398,23 +354,18 @@ static void open_disk(struct computed *c, const struct computed_opts *o)
 		evlog(EVLOG_WARNING, "computed dc", "%s: the disk cache is not used: %s", o->key, why);
 		return;
 	}
-	bool busy = false;
-	struct dc_entry *e = dc_entry_open(c->dc, o->key, o->size, o->version, &busy);
-	if (e) {
-		atomic_store(&c->entry, e);
+	c->entry = dc_entry_open(c->dc, o->key, o->size, o->version);
+	if (c->entry)
 		return;
-	}
-	if (busy && (c->key = strdup(o->key)) && (c->version = strdup(o->version))) {
-		c->retry_at = clock_now_s() + COMPUTED_ENTRY_RETRY_S;
-		atomic_store(&c->retrying, true);
-		evlog(EVLOG_WARNING, "computed dc entry", "%s: another mount uses its disk cache "
-		      "entry: it is computed without it until that mount lets it go", o->key);
-		return;
-	}
 	evlog(EVLOG_WARNING, "computed dc entry", "%s: no disk cache entry could be made: it is "
 	      "computed without one", o->key);
 	dc_close(c->dc);
 	c->dc = NULL;
+}
+
+bool computed_cache_usable(const char *cache_dir, char err[GGUF_ERR_MAX])
+{
+	return dc_usable(cache_dir, err, GGUF_ERR_MAX);
 }
 
 struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MAX])
@@ -433,9 +384,8 @@ struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MA
 	c->n_blocks = o->size / COMPUTED_BLOCK_SIZE + (o->size % COMPUTED_BLOCK_SIZE != 0);
 	c->next = UINT64_MAX;
 	c->window = COMPUTED_WINDOW_MIN;
-	pthread_mutex_init(&c->retry_lock, NULL);
 	pthread_mutex_init(&c->failure_lock, NULL);
-	if (o->cache_dir && o->key && o->version && o->version[0] && !atomic_load(&p->leaving))
+	if (o->cache_dir && o->key && o->version && o->version[0])
 		open_disk(c, o);
 	pthread_mutex_lock(&p->lock);
 	c->f_next = p->files;
@@ -443,8 +393,6 @@ struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MA
 		p->files->f_prev = c;
 	p->files = c;
 	pthread_mutex_unlock(&p->lock);
-	if (atomic_load(&p->leaving))   /* (the pool's walk may have passed it) */
-		dc_leaving(c->dc);
 	return &c->src;
 }
 
@@ -458,27 +406,11 @@ void computed_counters(const struct source *src, struct computed_counters *out)
 }
 
 /* The mount is ending (p->leave's fn; computed_pool_opts.leaving says what follows):
- * every file of p lets go of its disk cache entry, and those opened later take none. */
+ * its files store nothing more on disk. */
 static void computed_pool_leave(void *arg)
 {
 	struct computed_pool *p = arg;
-	pthread_mutex_lock(&p->lock);
 	atomic_store(&p->leaving, true);
-	/* each file pinned (its close waits) while its disk cache is told without the
-	 * lock: dc_leaving waits for a store under way. Files opened from now on see
-	 * leaving themselves. */
-	for (struct computed *c = p->files; c;) {
-		c->pins++;
-		pthread_mutex_unlock(&p->lock);
-		dc_leaving(c->dc);
-		pthread_mutex_lock(&p->lock);
-		c->pins--;
-		struct computed *next = c->f_next;
-		if (c->closing && !c->pins)
-			pthread_cond_broadcast(&p->settled);
-		c = next;
-	}
-	pthread_mutex_unlock(&p->lock);
 }
 
 struct computed_pool *computed_pool_new(const struct computed_pool_opts *o,
@@ -532,7 +464,7 @@ void computed_pool_free(struct computed_pool *p)
 {
 	if (!p)
 		return;
-	leaving_remove(&p->leave);   /* (waits for its walk under way) */
+	leaving_remove(&p->leave);
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
 	pthread_cond_broadcast(&p->work);

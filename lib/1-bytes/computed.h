@@ -5,8 +5,9 @@
  *   - in memory, a bounded cache of blocks that every file of a pool shares (the remote
  *     files' block cache): readers of the same block at once wait for one computation;
  *   - on disk, with a disk cache (-o cache_dir), each block kept under the file's key
- *     and version, checksummed, within the cache's bound, so that a later mount of the
- *     same file reads it at disk speed instead of computing it again;
+ *     and version, checksummed, within the cache's bound, so that another mount of the
+ *     same file, later or at the same time, reads it at disk speed instead of
+ *     computing it again;
  *   - ahead: a reader that goes on sequentially (cat, sha256sum, a model loader) has
  *     the blocks past it computed by the pool's workers, so that a whole-file read runs
  *     at the speed of every core, not one.
@@ -35,9 +36,6 @@
  * minimum (4 MiB), so that two files read at full speed keep their windows ahead. */
 #define COMPUTED_POOL_BLOCKS_PER_THREAD 10u
 #define COMPUTED_POOL_BLOCKS_MIN 32u
-/* A file whose disk cache entry another mount held at its open tries again at a later
- * block it has to make, at most once in this many seconds. */
-#define COMPUTED_ENTRY_RETRY_S 1.0
 
 struct computed_pool;
 struct leaving;
@@ -47,12 +45,9 @@ struct computed_pool_opts {
 	double idle_s;      /* a worker without blocks to make this long ends; 0: the default */
 	uint64_t memory;    /* bytes of blocks held in memory by all its files; 0: the default */
 	/* the mount's hand-over (leaving.h), or NULL. When it runs, each file of the pool,
-	 * open then or opened later, stores nothing more on disk and marks its disk cache
-	 * entry as being let go (dc_leaving), so that a quick remount of the same file waits
-	 * a moment (DC_LEAVING_WAIT_S) for this one to close it, and reads the blocks kept
-	 * there, instead of computing every block again without it. A file opened from then
-	 * on takes no entry. Reads go on. Safe while files are read, opened and closed, and
-	 * while workers store blocks (it waits for a store under way). */
+	 * open then or opened later, stores nothing more on disk: what it made is the new
+	 * mount's to store, which shares the disk cache with it (a quick remount reads what
+	 * this one kept, however long it takes to exit). Loads and reads go on. */
 	struct leaving *leaving;
 };
 
@@ -85,13 +80,20 @@ struct computed_opts {
 
 /* Opens the computed file in o->pool: its source (source_close frees it, cancelling
  * the blocks it has queued for the workers and waiting only for those being made; its
- * reads are computed_read's), or NULL with one line in err (out of memory). A disk
- * cache that cannot be used (another user's directory, one in use by another mount for
- * this key: one that is ending, its pool's leaving run, is waited for first) is not an
- * error: the file is computed without it, and the reason is said once in the event
- * log; an entry another mount held is tried again later (COMPUTED_ENTRY_RETRY_S), so
- * that the file keeps its blocks from the moment that mount lets it go. */
+ * reads are computed_read's), or NULL with one line in err (out of memory). Its disk
+ * cache entry is shared with every other process that has it open (another mount of
+ * the same model, an ending one, --check): a block one stored the others load. A disk
+ * cache that cannot be used (another user's directory: computed_cache_usable says so
+ * at the mount's start) is not an error: the file is computed without it, and the
+ * reason is said once in the event log. */
 struct source *computed_open(const struct computed_opts *o, char err[GGUF_ERR_MAX]);
+
+/* Whether computed files may use the disk cache in cache_dir (what computed_open's
+ * dc_open checks: the directory the user's own and writable by nobody else, its lock
+ * file too; made when missing): false with the one line that says why in err. For the
+ * mount to say at its start, where the user sees it, that its quantizations will be
+ * computed without one. */
+bool computed_cache_usable(const char *cache_dir, char err[GGUF_ERR_MAX]);
 
 /* Counters, for tests and the mount's attributes. */
 struct computed_counters {

@@ -67,9 +67,9 @@ struct remote_opts {
 	uint64_t cache_max;         /* its bound in bytes; 0: the default */
 	bool (*cancelled)(void *arg);  /* true once the mount is ending: transfers stop */
 	void *cancel_arg;
-	/* the mount's hand-over (leaving.h), or NULL: when it runs, the disk cache lets go
-	 * of its entries at once, for a new mount of the same files to take (dc_leaving),
-	 * before the slower rest of the shutdown; nothing more is stored in it */
+	/* the mount's hand-over (leaving.h), or NULL: when it runs, nothing more is stored
+	 * in the disk cache (dc_leaving); a new mount of the same files shares its entries
+	 * with this one meanwhile, however long this one takes to exit */
 	struct leaving *leaving;
 	/* NULL, or told at mount, in one line without "ggufs: ", what the mount waits for
 	 * once it has waited a few seconds (REMOTE_WAIT_SAY_S): an attempt without an
@@ -88,7 +88,7 @@ struct remote_file;
 /* The shared state of one mount; NULL with err on failure (a token with anything but
  * visible ASCII in it, which could smuggle a header in, is refused; a cache_dir that
  * cannot be made or written). Copies what o points to; a disk cache is added to
- * o->leaving (let go at once when it has run). */
+ * o->leaving (its stores end at once when it has run). */
 struct remote *remote_new(const struct remote_opts *o, char err[GGUF_ERR_MAX]);
 /* Stops the read-ahead threads and frees everything; the files must be closed first. */
 void remote_free(struct remote *r);

@@ -38,8 +38,9 @@ struct quants_opts {
 struct quants_mount;
 
 /* The state for a mount of options o: its pool made (computed_pool_new; when leaving,
- * the mount's hand-over, or NULL, runs at the unmount, the disk cache entries of every
- * file of the pool go over to a quick remount). NULL with one line in err. */
+ * the mount's hand-over, or NULL, runs at the unmount, every file of the pool stores
+ * nothing more on disk; a quick remount shares their entries). NULL with one line in
+ * err. */
 struct quants_mount *quants_mount_new(const struct quants_opts *o, struct leaving *leaving,
                                       char err[GGUF_ERR_MAX]);
 /* Frees qm and its pool, after every tree whose quants/ it served (NULL: nothing). */

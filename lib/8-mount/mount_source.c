@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cache_dir.h"
+#include "computed.h"
 #include "leaving.h"
 #include "library.h"
 #include "model.h"
@@ -67,6 +68,18 @@ static bool mount_source_edits(struct mount_source *s, const struct mount_source
 	return s->tree_edits != NULL;
 }
 
+/* Puts into s->cache_warning the line that says the disk cache dir cannot be used,
+ * and why, or "" when it can (or there is none): quants/ are then computed on every
+ * read (the event log says it again at their first open). */
+static void mount_source_check_cache(struct mount_source *s, const char *dir)
+{
+	char why[GGUF_ERR_MAX];
+	s->cache_warning[0] = '\0';
+	if (dir && !computed_cache_usable(dir, why))
+		snprintf(s->cache_warning, sizeof s->cache_warning,
+		         "warning: the disk cache is not used: %s", why);
+}
+
 bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
                        char err[GGUF_ERR_MAX])
 {
@@ -110,6 +123,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	}
 	if (s->model)
 		mount_source_warn_raw_only(s->model, &o->names);
+	mount_source_check_cache(s, qo.cache_dir);
 	return true;
 fail:
 	mount_source_close(s);

@@ -41,6 +41,10 @@ struct mount_source {
 	bool edits;      /* metadata/ is writable (-o edits=FILE) */
 	char *shown;     /* a remote model's name as it may be shown (open_name_model's), or
 	                  * NULL */
+	/* "", or one line (without "ggufs: ") saying that the disk cache cannot be used and
+	 * why, for the front end to say on stderr once mounted, before the daemon detaches
+	 * (the event log, which may be syslog, says it again at the first quants/ open) */
+	char cache_warning[GGUF_ERR_MAX + 64];
 	/* what the mount is over, freed by mount_source_close */
 	struct ggufs_model *model;
 	struct tree *tree;
@@ -51,11 +55,11 @@ struct mount_source {
 	                                * serves */
 	struct tree_kit *kit;          /* the providers every tree of the mount is built with */
 	/* The mount is ending (the kernel has ended the session; its last requests may
-	 * still be served): leaving_run(leaving), once, and a quick remount of the same
-	 * model or library waits for this mount's disk cache entries instead of reading or
-	 * computing without them: a remote model's blocks (every remote model of a
-	 * library's too, built then or later), every quants/ file of the mount, open then
-	 * or later, and the edits file. Each of them is in it from where it is made. */
+	 * still be served): leaving_run(leaving), once: the edits file goes over to a
+	 * quick remount of the same model, and the disk cache stores nothing more (a
+	 * remote model's blocks, every remote model of a library's too, built then or
+	 * later; every quants/ file of the mount, open then or later), whose entries the
+	 * quick remount shares meanwhile. Each of them is in it from where it is made. */
 	struct leaving *leaving;
 };
 

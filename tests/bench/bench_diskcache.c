@@ -89,8 +89,7 @@ static void run(const char *base, unsigned n, const uint8_t *bytes)
 		fprintf(stderr, "bench_diskcache: %s\n", err);
 		exit(1);
 	}
-	bool busy;
-	struct dc_entry *e = dc_entry_open(dc, "bench:Q8_0", BENCH_DC_FILE_SIZE, "v1", &busy);
+	struct dc_entry *e = dc_entry_open(dc, "bench:Q8_0", BENCH_DC_FILE_SIZE, "v1");
 	if (!e) {
 		fprintf(stderr, "bench_diskcache: no entry\n");
 		exit(1);

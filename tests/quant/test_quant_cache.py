@@ -4,11 +4,14 @@
 NAME and the rules' version, so that a second mount reads them from disk instead of
 quantizing again, byte for byte llama.cpp's file (llama_model_quantize() of the pinned
 libllama through ctypes) both times; the counters on the file (user.ggufs.blocks_*) say
-where the blocks came from. Unmounted and mounted again at once, while the old daemon
-still exits holding the entry (slow_close.c preloaded in it), the new mount waits for it
-and reads every block from disk: a single model's, an edited state's and a library's;
-the same when the old daemon's loop is slow to return after the unmount (its last
-requests take long): the hand-over starts when the kernel ends the session. Many NAMEs
+where the blocks came from. Every mount on one cache_dir shares its entries at once: two
+mounts of one model, the second reads every block the first made from disk, computing
+none; a cache_dir that cannot be used is said on stderr as the mount starts; unmounted (lazily) while a file is held open, so that the old daemon still serves
+it, and mounted again at once, the new mount computes none either. Unmounted and
+mounted again at once, while the old daemon still exits holding the entry (slow_close.c
+preloaded in it), the new mount shares it at once and reads every block from disk: a
+single model's, an edited state's and a library's; the same when the old daemon's loop
+is slow to return after the unmount (its last requests take long). Many NAMEs
 read at once keep every block on disk (a file closed to make room and opened again
 keeps its entry), and the daemon's threads stay within the mount's pool (the online
 cores) and its FUSE threads, the pool's ending once idle, for one model and for a
@@ -38,8 +41,7 @@ import test_quant_plan as qp  # noqa: E402
 BLOCK = 128 << 10   # COMPUTED_BLOCK_SIZE
 MEMORY_BOUND = 256 << 20
 SLOW_CLOSE = None    # the preloaded library of slow_close.c (the second argument)
-SLOW_CLOSE_MS = 3000   # how long the old daemon holds its entry past the unmount, well
-                       # under the wait of a new mount (DC_LEAVING_WAIT_S, 10 s)
+SLOW_CLOSE_MS = 3000   # how long the old daemon holds its entry past the unmount
 POOL_IDLE_S = 2.0      # COMPUTED_POOL_IDLE_S: a worker without blocks to make ends
 POOL_BLOCKS = (32, 10)   # COMPUTED_POOL_BLOCKS_MIN, _PER_THREAD: the pool's memory
 THREAD_MEMORY = 5 << 20  # what a thread of the daemon may hold besides: a FUSE thread's
@@ -197,9 +199,9 @@ class QuantCache(unittest.TestCase):
     def quick_remount(self, source, rel, name, cache, edits=None, slow_serve=False):
         """source (a model or a library) mounted with cache, its quant file rel/NAME
         read whole (made and stored), unmounted and at once mounted again while the old
-        daemon holds its entry SLOW_CLOSE_MS longer: the new mount reads every block
-        from the disk cache (computes and stores none), llama.cpp's bytes, and says
-        nothing of another mount. With edits (a path), the old mount has -o edits=edits
+        daemon holds its entry SLOW_CLOSE_MS longer: the new mount shares it and reads
+        every block from the disk cache (computes and stores none), llama.cpp's bytes,
+        and says nothing of the disk cache. With edits (a path), the old mount has -o edits=edits
         and edits general.name, the new one a copy of that file (the old daemon holds
         the file itself while it exits), and llama.cpp's bytes are those of the edited
         model.gguf. With slow_serve, the old daemon closes its entry at once but its
@@ -239,7 +241,74 @@ class QuantCache(unittest.TestCase):
                 computed, from_disk, stored = counters(f)
                 self.assertEqual((computed, stored), (0, 0), "blocks computed again")
                 self.assertGreaterEqual(from_disk, blocks)
-                self.assertNotIn("another mount", new.stderr())
+                self.assertNotIn("disk cache", new.stderr())
+        finally:
+            old.__exit__(None, None, None)
+
+    def test_two_mounts_at_once(self):
+        """Two mounts of one model on one cache_dir at once: Q4_K_M read whole through
+        the first (its file held open there), then through the second, which reads every
+        block from the disk cache, computing none; both llama.cpp's bytes."""
+        want, size = self.reference(self.model, "Q4_K_M")
+        blocks = -(-size // BLOCK)
+        opts = ["-o", "cache_dir=" + os.path.join(self.dir, "cache-two")]
+        with gm.Mount(self.model, opts) as a, gm.Mount(self.model, opts) as b:
+            fa, fb = a.p("quants", "Q4_K_M.gguf"), b.p("quants", "Q4_K_M.gguf")
+            with open(fa, "rb"):
+                self.assertEqual(qp.sha256_file(fa), want)
+                self.assertEqual(qp.sha256_file(fb), want)
+                computed, from_disk, stored = counters(fb)
+                print("two mounts at once: the second computed %d of %d blocks, %d from "
+                      "disk" % (computed, blocks, from_disk))
+                self.assertEqual((computed, stored), (0, 0), "blocks computed again")
+                self.assertGreaterEqual(from_disk, blocks)
+            self.assertNotIn("disk cache", a.stderr() + b.stderr())
+
+    def test_unusable_cache_said_at_start(self):
+        """A cache_dir that cannot be used (writable by others): the mount says so on
+        stderr as it starts (once mounted, before the daemon would detach), before any
+        quant file is opened, in one line naming the directory and why; its quants are
+        still llama.cpp's bytes, computed."""
+        cache = os.path.join(self.dir, "cache-open")
+        os.makedirs(cache, exist_ok=True)
+        os.chmod(cache, 0o777)
+        with gm.Mount(self.model, ["-o", "cache_dir=" + cache]) as m:
+            # said once mounted, before the daemon would detach (a hang guard: 10 s)
+            deadline = time.monotonic() + 10
+            while not m.stderr() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertEqual(m.stderr(), "ggufs: warning: the disk cache is not used: "
+                             "cache_dir %s: writable by group or others (mode 0777); "
+                             "chmod go-w it\n" % cache)
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(qp.sha256_file(f), self.reference(self.model, "Q8_0")[0])
+            self.assertEqual(counters(f)[2], 0)
+
+    def test_remount_while_old_daemon_serves(self):
+        """Q4_K_M read whole, its file held open, the mount unmounted lazily (fusermount3
+        -u -z: the open file keeps the old daemon serving it, its session not ended) and
+        mounted again at once: the new mount reads every block from the disk cache,
+        computing none, while the old daemon still serves the open file."""
+        want, size = self.reference(self.model, "Q4_K_M")
+        blocks = -(-size // BLOCK)
+        opts = ["-o", "cache_dir=" + os.path.join(self.dir, "cache-lazy")]
+        old = gm.Mount(self.model, opts).__enter__()
+        try:
+            f = old.p("quants", "Q4_K_M.gguf")
+            with open(f, "rb") as held:
+                self.assertEqual(qp.sha256_file(f), want)
+                subprocess.run(["fusermount3", "-u", "-z", old.path], check=True)
+                with gm.Mount(self.model, opts) as new:
+                    g = new.p("quants", "Q4_K_M.gguf")
+                    self.assertEqual(qp.sha256_file(g), want)
+                    self.assertIsNone(old.proc.poll(), "the old daemon exited before the read")
+                    computed, from_disk, stored = counters(g)
+                    print("remount while the old daemon serves: computed %d of %d blocks, "
+                          "%d from disk" % (computed, blocks, from_disk))
+                    self.assertEqual((computed, stored), (0, 0), "blocks computed again")
+                    self.assertGreaterEqual(from_disk, blocks)
+                    self.assertEqual(len(held.read(4096)), 4096)   # the old one serves
+                    self.assertNotIn("disk cache", new.stderr())
         finally:
             old.__exit__(None, None, None)
 
@@ -282,7 +351,7 @@ class QuantCache(unittest.TestCase):
         with gm.Mount(self.model, opts) as m:
             paths = [m.p("quants", n + ".gguf") for n in MANY]
             self.assertEqual(read_at_once(paths + paths), want + want)
-            self.assertNotIn("another mount", m.stderr())
+            self.assertNotIn("disk cache", m.stderr())
         with gm.Mount(self.model, opts) as m:
             paths = [m.p("quants", n + ".gguf") for n in MANY]
             self.assertEqual(read_at_once(paths), want)
@@ -296,7 +365,21 @@ class QuantCache(unittest.TestCase):
         mount's pool's (the online cores), and POOL_IDLE_S after the last read (10 s at
         most) the pool's have ended (libfuse keeps one idle: -o max_idle_threads=1); its
         RssAnon never passes what it was, plus the pool's memory and THREAD_MEMORY a
-        thread."""
+        thread. Under ASan the daemons run without its quarantine (the freed memory it
+        keeps back to catch a use after free, anonymous memory that is not the
+        daemon's)."""
+        saved = os.environ.get("ASAN_OPTIONS")
+        os.environ["ASAN_OPTIONS"] = ((saved or "") + ":quarantine_size_mb=0"
+                                      ":thread_local_quarantine_size_kb=0").lstrip(":")
+        try:
+            self.threads_and_memory_bound()
+        finally:
+            if saved is None:
+                del os.environ["ASAN_OPTIONS"]
+            else:
+                os.environ["ASAN_OPTIONS"] = saved
+
+    def threads_and_memory_bound(self):
         cores = os.cpu_count()
         pool = max(POOL_BLOCKS[0], POOL_BLOCKS[1] * cores) * BLOCK
         root = os.path.join(self.dir, "library-threads")

@@ -193,8 +193,8 @@ class Log(TinyCase):
                 self.assertEqual(self.read(m, self.by_offset[-1])[0], 0)
                 self.assertEqual(m.stderr(), "ggufs: warning: %s%s: the disk cache refused an "
                                  "entry for this file (no room under cache_max, a URL too "
-                                 "long, or a write error): it is read without the disk "
-                                 "cache\n" % (s.url, PATH))
+                                 "long, a write error, or an older ggufs holding it): it is "
+                                 "read without the disk cache\n" % (s.url, PATH))
 
     def test_encoded_reply_logged(self):
         """A read refused because the server sent an encoded (gzip) body: one line with
@@ -227,8 +227,8 @@ class Log(TinyCase):
                 self.assertEqual(m.stderr(), "")
                 self.assertEqual(self.lines(m.path), [
                     "warning: %s%s: the disk cache refused an entry for this file (no room "
-                    "under cache_max, a URL too long, or a write error): it is read "
-                    "without the disk cache" % (s.url, PATH)])
+                    "under cache_max, a URL too long, a write error, or an older ggufs "
+                    "holding it): it is read without the disk cache" % (s.url, PATH)])
 
     def test_disk_cache_damaged(self):
         """A block whose bytes on disk no longer match their checksum: one warning that

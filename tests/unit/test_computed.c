@@ -5,10 +5,9 @@
  * same key and version makes nothing and reads every block from disk, another version
  * makes them again; a failed block fails the reads that need it, is kept nowhere, and is
  * made again by the next read; a second open of the same key in one process shares its
- * disk cache entry; an open of an entry another mount (a child) holds computes without
- * it, unless that mount is leaving (its pool's leaving run): then it waits for its close
- * and reads from disk; and one that found the entry held takes it at a later block once
- * that mount let it go. The pool: many files read at once by many threads never have
+ * disk cache entry, and so does an open while another mount (a child) has it open,
+ * before and after that mount's leaving ran: every block it stored is read from disk;
+ * a pool that is leaving stores nothing more, its loads go on. The pool: many files read at once by many threads never have
  * more workers than the pool's bound, and the workers end once idle; a close cancels
  * the blocks queued for the workers and waits only for those being made (the workers
  * live on). */
@@ -268,8 +267,8 @@ static bool reads_from(struct source *src, uint64_t off)
 /* Another mount, in a child: a pool of threads workers, the file of key version v1
  * opened, read from off to the end (stored), 'r' said; then at 'l' from the parent its
  * pool's leaving runs, the file is read whole again (reads go on), 'L'
- * said, and it closes 300 ms later (a mount that takes a while to exit); or at 'c' it
- * closes at once and says 'C'. Exit status 0 when every step went as said. */
+ * said, and it closes 300 ms later (a mount that takes a while to exit). Exit status 0
+ * when every step went as said. */
 static int other_mount(const char *dir, unsigned threads, uint64_t off, int from_parent,
                        int to_parent)
 {
@@ -288,20 +287,14 @@ static int other_mount(const char *dir, unsigned threads, uint64_t off, int from
 	struct source *src = pool ? computed_open(&o, err) : NULL;
 	if (!src || !reads_from(src, off) || write(to_parent, "r", 1) != 1)
 		return 1;
-	if (read(from_parent, &c, 1) != 1 || (c != 'l' && c != 'c'))
+	if (read(from_parent, &c, 1) != 1 || c != 'l')
 		return 2;
-	if (c == 'l') {
-		leaving_run(leave);
-		if (!reads_from(src, 0) || write(to_parent, "L", 1) != 1)
-			return 3;
-		const struct timespec pause = { 0, 300 * 1000000L };
-		nanosleep(&pause, NULL);
-		source_close(src);
-	} else {
-		source_close(src);
-		if (write(to_parent, "C", 1) != 1)
-			return 4;
-	}
+	leaving_run(leave);
+	if (!reads_from(src, 0) || write(to_parent, "L", 1) != 1)
+		return 3;
+	const struct timespec pause = { 0, 300 * 1000000L };
+	nanosleep(&pause, NULL);
+	source_close(src);
 	computed_pool_free(pool);
 	leaving_free(leave);
 	return 0;
@@ -321,14 +314,17 @@ static void child_start(struct child *ch, const char *dir, unsigned threads, uin
 	assert_int_equal(pipe(ch->up), 0);
 	ch->pid = fork();
 	assert_true(ch->pid >= 0);
-	if (ch->pid == 0)
+	if (ch->pid == 0) {   /* (its ends only: a parent that failed is heard as the end) */
+		close(ch->down[1]);
+		close(ch->up[0]);
 		_exit(other_mount(dir, threads, off, ch->down[0], ch->up[1]));
+	}
 	char said = 0;
 	assert_int_equal(read(ch->up[0], &said, 1), 1);
 	assert_int_equal(said, 'r');
 }
 
-/* Tells the child what (l or c) and waits for its answer (L or C). */
+/* Tells the child what (l) and waits for its answer (L). */
 static void child_tell(struct child *ch, char what, char answer)
 {
 	char said = 0;
@@ -350,13 +346,13 @@ static void child_end(struct child *ch)
 	}
 }
 
-/* A pool's leaving: an entry held by another mount (a child) is not this one's (it
- * computes without the disk cache), until the holder's pool says it is leaving: then an
- * open waits for it to close and reads every block from disk. A second open in this
- * process while the first holds the entry shares it and reads from disk too. A file
- * leaving stores nothing more, its reads go on; one opened in a pool that is leaving
- * takes no entry, which another open then gets for itself. */
-static void test_leaving(void **state)
+/* Another mount (a child) has the file open, its blocks stored: this process shares the
+ * disk cache entry at once and reads every block from disk, computing none, also after
+ * that mount's leaving ran (its reads go on) and while it takes its time to exit; a
+ * second open in this process shares it too. A pool that is leaving stores nothing
+ * more: a block made after is made again by the next open; a file opened in it loads
+ * what is stored, and stores nothing either. */
+static void test_shared_and_leaving(void **state)
 {
 	(void)state;
 	char dir[128];
@@ -366,26 +362,19 @@ static void test_leaving(void **state)
 
 	struct maker mk_new, mk_again;
 	struct computed_pool *pool0 = new_pool(0);
-	struct source *other = open_file(&mk_new, pool0, dir, "v1");   /* held: no entry */
-	expect_range(other, 0, SIZE);
-	struct computed_counters c;
-	computed_counters(other, &c);
-	assert_int_equal(c.computed, N_BLOCKS);
-	assert_int_equal(c.from_disk + c.stored, 0);
-	source_close(other);
-
-	child_tell(&ch, 'l', 'L');
-	struct source *next = open_file(&mk_new, pool0, dir, "v1");   /* waits for its close */
+	struct source *next = open_file(&mk_new, pool0, dir, "v1");   /* shared with the child */
 	expect_range(next, 0, SIZE);
+	struct computed_counters c;
 	computed_counters(next, &c);
 	assert_int_equal(total_calls(&mk_new), 0);
 	assert_int_equal(c.from_disk, N_BLOCKS);
-	child_end(&ch);
+	child_tell(&ch, 'l', 'L');
 	struct source *again = open_file(&mk_again, pool0, dir, "v1");   /* shared with next */
 	expect_range(again, 0, SIZE);
 	computed_counters(again, &c);
 	assert_int_equal(total_calls(&mk_again), 0);
 	assert_int_equal(c.from_disk, N_BLOCKS);
+	child_end(&ch);
 	source_close(again);
 	source_close(next);
 
@@ -401,57 +390,28 @@ static void test_leaving(void **state)
 	computed_counters(src, &c);
 	assert_int_equal(c.computed, 2);
 	assert_int_equal(c.stored, 1);
-	/* a file opened in the leaving pool takes no entry: another open gets its own */
+	/* a file opened in the leaving pool loads block 0, and stores nothing */
 	struct maker mk_late;
-	struct source *late = open_file(&mk_late, pool, dir, "v3");
+	struct source *late = open_file(&mk_late, pool, dir, "v2");
 	expect_range(late, 0, 10);
-	struct source *src3 = open_file(&mk_new, pool0, dir, "v3");
-	expect_range(src3, 0, 10);
-	computed_counters(src3, &c);
-	assert_int_equal(c.stored, 1);
-	source_close(src3);
+	expect_range(late, 7 * COMPUTED_BLOCK_SIZE, 10);
+	computed_counters(late, &c);
+	assert_int_equal(c.from_disk, 1);
+	assert_int_equal(c.computed, 1);
+	assert_int_equal(c.stored, 0);
 	source_close(late);
 	source_close(src);
 	src = open_file(&mk_new, pool0, dir, "v2");
 	expect_range(src, 0, 10);
 	expect_range(src, 5 * COMPUTED_BLOCK_SIZE, 10);
-	assert_int_equal(total_calls(&mk_new), 1);
+	expect_range(src, 7 * COMPUTED_BLOCK_SIZE, 10);
+	assert_int_equal(total_calls(&mk_new), 2);
 	assert_int_equal(atomic_load(&mk_new.calls[5]), 1);
+	assert_int_equal(atomic_load(&mk_new.calls[7]), 1);
 	source_close(src);
 	computed_pool_free(pool);
 	computed_pool_free(pool0);
 	leaving_free(leave);
-}
-
-/* An entry another mount (a child) held at the open, not leaving: blocks are made
- * without it, until a block made COMPUTED_ENTRY_RETRY_S after the open, once the holder
- * has let it go: from then on the entry is the file's (blocks read from it, stored in
- * it). */
-static void test_entry_retried(void **state)
-{
-	(void)state;
-	char dir[128];
-	snprintf(dir, sizeof dir, "%s/cache-retry", scratch_dir);
-	struct child ch;
-	child_start(&ch, dir, 0, 5 * COMPUTED_BLOCK_SIZE);   /* blocks 5 to 10 stored */
-	struct maker mk;
-	struct computed_pool *pool = new_pool(0);
-	struct source *src = open_file(&mk, pool, dir, "v1");   /* held: no entry */
-	expect_range(src, 0, 10);   /* made, not stored */
-	child_tell(&ch, 'c', 'C');   /* let go, without leaving */
-	child_end(&ch);
-	const struct timespec pause = { (time_t)COMPUTED_ENTRY_RETRY_S, 100 * 1000000L };
-	nanosleep(&pause, NULL);
-	expect_range(src, 6 * COMPUTED_BLOCK_SIZE, 10);   /* retried: from disk */
-	expect_range(src, 2 * COMPUTED_BLOCK_SIZE, 10);   /* made and stored */
-	struct computed_counters c;
-	computed_counters(src, &c);
-	assert_int_equal(c.computed, 2);
-	assert_int_equal(c.from_disk, 1);
-	assert_int_equal(c.stored, 1);
-	assert_int_equal(atomic_load(&mk.calls[6]), 0);
-	source_close(src);
-	computed_pool_free(pool);
 }
 
 /* A block that fails: its reads fail with its fill's why, others do not, nothing is
@@ -612,8 +572,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test(test_sequential_ahead),
 		cmocka_unit_test(test_disk_cache),
 		cmocka_unit_test(test_failed_block),
-		cmocka_unit_test(test_leaving),
-		cmocka_unit_test(test_entry_retried),
+		cmocka_unit_test(test_shared_and_leaving),
 		cmocka_unit_test(test_pool_bound),
 		cmocka_unit_test(test_close_cancels),
 	};

@@ -1,8 +1,10 @@
 /* The disk cache: blocks stored and loaded back, also after reopening; a torn block or a
  * bad map record never loaded; the bound held by evicting unused entries, then the least
  * recently used blocks, also those of another mount's entry; modes 0700/0600; every pair
- * of flipped bits among a few positions caught by the checksum; one mount (process) per
- * entry, every open of it in that process sharing it; a new version a new entry.
+ * of flipped bits among a few positions caught by the checksum; an entry shared by every
+ * mount (process) at once, each loading what the others stored and never a torn block,
+ * and never evicted whole while one uses it; every open of it in one process sharing
+ * one state; a new version a new entry; a full file system said as such (ENOSPC).
  *
  * Another mount is another process, forked before this one opens the cache (a child
  * forked after would share this process's open directory, its descriptors and locks). */
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,6 +32,7 @@
 #include "unit.h"
 
 #include "diskcache.h"
+#include "evlog.h"
 
 #define BS 16384u
 #define URL "http://127.0.0.1:8080/m.gguf"
@@ -85,10 +89,8 @@ static struct diskcache *open_cache(uint64_t max)
 static struct dc_entry *open_entry(struct diskcache *dc, const char *url, uint64_t size,
                                    const char *version)
 {
-	bool busy = true;
-	struct dc_entry *e = dc_entry_open(dc, url, size, version, &busy);
+	struct dc_entry *e = dc_entry_open(dc, url, size, version);
 	assert_non_null(e);
-	assert_false(busy);
 	return e;
 }
 
@@ -434,45 +436,226 @@ static int child_status(pid_t pid)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* Another mount holds the entry: this process gets none (busy), until it lets go. */
-static void test_entry_held_by_another_mount_not_shared(void **state)
+/* Reads one byte from fd (a pipe from the other process): c, or 0 at its end. */
+static char heard(int fd)
+{
+	char c = 0;
+	return read(fd, &c, 1) == 1 ? c : 0;
+}
+
+/* The other mount of test_entry_shared_between_mounts, in a child: at 'g' it opens the
+ * entry this process made and stored block 2 in, stores blocks 0 and 1, loads 2, says
+ * 'y'; at 'h' it loads block 3, which this process stored after the child's open, and
+ * ends. Exit status 0 when all went so. */
+static int sharing_mount(int from_parent, int to_parent)
+{
+	char err[256];
+	uint8_t b[BS], got[BS];
+	if (heard(from_parent) != 'g')
+		return 2;
+	struct diskcache *dc = dc_open(dir, 1 << 30, BS, err, sizeof err);
+	struct dc_entry *e = dc ? dc_entry_open(dc, URL, 4 * BS, ETAG) : NULL;
+	if (!e)
+		return 3;
+	int bad = 0;
+	for (uint64_t k = 0; k < 2; k++) {
+		fill(b, BS, k, 1);
+		bad += !dc_store(e, k, b, BS);
+	}
+	fill(b, BS, 2, 1);
+	bad += !dc_load(e, 2, got, BS) || memcmp(got, b, BS) != 0;
+	if (bad || write(to_parent, "y", 1) != 1 || heard(from_parent) != 'h')
+		return 4;
+	fill(b, BS, 3, 1);
+	bad += !dc_holds(e, 3) || !dc_load(e, 3, got, BS) || memcmp(got, b, BS) != 0;
+	dc_entry_close(e);
+	dc_close(dc);
+	return bad ? 5 : 0;
+}
+
+/* Two mounts (processes) use one entry at once: each loads the blocks the other stored,
+ * also those stored after it opened the entry (its own record knows nothing of them:
+ * the map on disk does), and a store of a block the other stored keeps what is there. */
+static void test_entry_shared_between_mounts(void **state)
 {
 	(void)state;
-	int ready[2], done[2];
-	assert_int_equal(pipe(ready), 0);
-	assert_int_equal(pipe(done), 0);
-	pid_t holder = fork();
-	if (holder == 0) {   /* the other mount: holds the entry until told */
-		char err[256], c = 'n';
-		bool busy;
-		struct diskcache *dc = dc_open(dir, 1 << 30, BS, err, sizeof err);
-		struct dc_entry *e = dc ? dc_entry_open(dc, URL, 2 * BS, ETAG, &busy) : NULL;
-		close(done[1]);
-		c = e ? 'y' : 'n';
-		if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) < 0)
-			_exit(2);
-		dc_entry_close(e);
-		dc_close(dc);
-		_exit(0);
+	int down[2], up[2];
+	assert_int_equal(pipe(down), 0);
+	assert_int_equal(pipe(up), 0);
+	pid_t other = fork();
+	if (other == 0) {
+		close(down[1]);
+		close(up[0]);
+		_exit(sharing_mount(down[0], up[1]));
 	}
-	close(done[0]);
-	char c = 0;
-	assert_int_equal(read(ready[0], &c, 1), 1);
-	assert_int_equal(c, 'y');
+	close(down[0]);   /* (a child that ended is heard as the pipe's end) */
+	close(up[1]);
 	struct diskcache *dc = open_cache(1 << 30);
-	bool busy = false;
-	assert_null(dc_entry_open(dc, URL, 2 * BS, ETAG, &busy));
-	assert_true(busy);
-	close(done[1]);
-	assert_int_equal(child_status(holder), 0);
-	struct dc_entry *e = open_entry(dc, URL, 2 * BS, ETAG);   /* free again */
+	struct dc_entry *e = open_entry(dc, URL, 4 * BS, ETAG);
+	store(e, 2, BS, 1);
+	assert_false(dc_holds(e, 0));
+	assert_int_equal(write(down[1], "g", 1), 1);
+	assert_int_equal(heard(up[0]), 'y');
+	assert_true(dc_holds(e, 0));
+	assert_true(loads(e, 0, BS, 1));
+	assert_true(loads(e, 1, BS, 1));
+	uint8_t b[BS];
+	fill(b, BS, 1, 1);
+	assert_true(dc_store(e, 1, b, BS));   /* the other's, kept */
+	store(e, 3, BS, 1);
+	assert_int_equal(write(down[1], "h", 1), 1);
+	assert_int_equal(child_status(other), 0);
+	for (uint64_t k = 0; k < 4; k++)
+		assert_true(loads(e, k, BS, 1));
+	expect_total(dc);
 	dc_entry_close(e);
 	/* a version that cannot be told is not cached */
-	assert_null(dc_entry_open(dc, URL, 2 * BS, "", &busy));
-	assert_false(busy);
+	assert_null(dc_entry_open(dc, URL, 2 * BS, ""));
 	dc_close(dc);
-	close(ready[0]);
-	close(ready[1]);
+	close(down[1]);
+	close(up[0]);
+}
+
+/* The other mount of test_torn_block_of_another_mount, in a child: at 'g' it opens the
+ * entry, stores blocks 0 to 2, then tears block 1's bytes (a write cut short after its
+ * record, as a bad disk would) and block 2's (another version's bytes half written over
+ * it), says 'y'; at 'h' it loads block 1, stored again whole by this process. */
+static int tearing_mount(int from_parent, int to_parent)
+{
+	char err[256];
+	uint8_t b[BS], got[BS];
+	if (heard(from_parent) != 'g')
+		return 2;
+	struct diskcache *dc = dc_open(dir, 1 << 30, BS, err, sizeof err);
+	struct dc_entry *e = dc ? dc_entry_open(dc, URL, 4 * BS, ETAG) : NULL;
+	if (!e)
+		return 3;
+	int bad = 0;
+	for (uint64_t k = 0; k < 3; k++) {
+		fill(b, BS, k, 1);
+		bad += !dc_store(e, k, b, BS);
+	}
+	int fd = open(entry_file(e, "data"), O_WRONLY);
+	memset(b, 0, BS);
+	bad += fd < 0 || pwrite(fd, b, BS / 2, BS + BS / 2) != (ssize_t)(BS / 2);
+	fill(b, BS, 2, 2);
+	bad += fd < 0 || pwrite(fd, b, BS / 2, 2 * BS) != (ssize_t)(BS / 2);
+	if (fd >= 0)
+		close(fd);
+	if (bad || write(to_parent, "y", 1) != 1 || heard(from_parent) != 'h')
+		return 4;
+	fill(b, BS, 1, 1);
+	bad += !dc_load(e, 1, got, BS) || memcmp(got, b, BS) != 0;
+	dc_entry_close(e);
+	dc_close(dc);
+	return bad ? 5 : 0;
+}
+
+/* Blocks another mount stored and then tore, while this one has the entry open: never
+ * loaded (their records check out, their bytes do not), the whole one is; this mount
+ * stores the torn one again, and the other loads it whole. */
+static void test_torn_block_of_another_mount(void **state)
+{
+	(void)state;
+	int down[2], up[2];
+	assert_int_equal(pipe(down), 0);
+	assert_int_equal(pipe(up), 0);
+	pid_t other = fork();
+	if (other == 0) {
+		close(down[1]);
+		close(up[0]);
+		_exit(tearing_mount(down[0], up[1]));
+	}
+	close(down[0]);   /* (a child that ended is heard as the pipe's end) */
+	close(up[1]);
+	struct diskcache *dc = open_cache(1 << 30);
+	struct dc_entry *e = open_entry(dc, URL, 4 * BS, ETAG);
+	assert_int_equal(write(down[1], "g", 1), 1);
+	assert_int_equal(heard(up[0]), 'y');
+	assert_true(loads(e, 0, BS, 1));
+	assert_false(loads(e, 1, BS, 1));
+	assert_false(loads(e, 2, BS, 1));
+	assert_false(loads(e, 2, BS, 2));
+	store(e, 1, BS, 1);
+	assert_int_equal(write(down[1], "h", 1), 1);
+	assert_int_equal(child_status(other), 0);
+	dc_entry_close(e);
+	dc_close(dc);
+	close(down[1]);
+	close(up[0]);
+}
+
+/* The other mount of test_entry_in_use_never_evicted_whole, in a child: opens the
+ * entry of URL and stores its block 0, says 'y', and holds it until 'h'. */
+static int holding_mount(int from_parent, int to_parent)
+{
+	char err[256];
+	uint8_t b[BS];
+	struct diskcache *dc = dc_open(dir, 1 << 30, BS, err, sizeof err);
+	struct dc_entry *e = dc ? dc_entry_open(dc, URL, 4 * BS, ETAG) : NULL;
+	fill(b, BS, 0, 1);
+	if (!e || !dc_store(e, 0, b, BS) || write(to_parent, "y", 1) != 1 ||
+	    heard(from_parent) != 'h')
+		return 2;
+	dc_entry_close(e);
+	dc_close(dc);
+	return 0;
+}
+
+/* Whether the cache directory holds an entry directory named name. */
+static bool entry_there(const char *name)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	return stat(path, &st) == 0;
+}
+
+/* An entry another mount uses is never evicted whole, however full the cache: not
+ * while this process shares it too, not once this one let it go; once the other let it
+ * go as well, the next store past the bound removes it whole first. */
+static void test_entry_in_use_never_evicted_whole(void **state)
+{
+	(void)state;
+	int down[2], up[2];
+	assert_int_equal(pipe(down), 0);
+	assert_int_equal(pipe(up), 0);
+	pid_t other = fork();
+	if (other == 0) {
+		close(down[1]);
+		close(up[0]);
+		_exit(holding_mount(down[0], up[1]));
+	}
+	close(down[0]);   /* (a child that ended is heard as the pipe's end) */
+	close(up[1]);
+	assert_int_equal(heard(up[0]), 'y');
+	uint64_t max = 12 * BS;
+	struct diskcache *dc = open_cache(max);
+	struct dc_entry *held = open_entry(dc, URL, 4 * BS, ETAG);
+	char name[33];
+	snprintf(name, sizeof name, "%s", dc_entry_name(held));
+	store(held, 1, BS, 1);
+	struct dc_entry *e = open_entry(dc, "http://127.0.0.1:8080/b.gguf", 24 * BS, ETAG);
+	for (uint64_t k = 0; k < 12; k++) {
+		store(e, k, BS, 1);
+		assert_true(dc_usage(dc) <= max);
+		assert_true(entry_there(name));
+	}
+	dc_entry_close(held);
+	for (uint64_t k = 12; k < 18; k++) {
+		store(e, k, BS, 1);
+		assert_true(dc_usage(dc) <= max);
+		assert_true(entry_there(name));
+	}
+	assert_int_equal(write(down[1], "h", 1), 1);
+	assert_int_equal(child_status(other), 0);
+	store(e, 18, BS, 1);
+	assert_false(entry_there(name));
+	expect_total(dc);
+	dc_entry_close(e);
+	dc_close(dc);
+	close(down[1]);
+	close(up[0]);
 }
 
 /* In one process every open of an entry shares it: two handles on the directory (two
@@ -525,8 +708,7 @@ static void *open_close(void *arg)
 	for (int i = 0; i < 40; i++) {
 		char err[256];
 		struct diskcache *dc = o->shared ? o->shared : dc_open(dir, 1 << 30, BS, err, sizeof err);
-		bool busy;
-		struct dc_entry *e = dc ? dc_entry_open(dc, URL, 8 * BS, ETAG, &busy) : NULL;
+		struct dc_entry *e = dc ? dc_entry_open(dc, URL, 8 * BS, ETAG) : NULL;
 		if (e) {
 			uint64_t k = (uint64_t)(rand_r(&o->seed) % 8);
 			fill(want, BS, k, 1);
@@ -697,10 +879,9 @@ static void test_two_mounts_share_the_bound(void **state)
 	pid_t other = fork();
 	if (other == 0) {
 		char err[256];
-		bool busy;
 		struct sharer w = { .dc = dc_open(dir, max, BS, err, sizeof err), .max = max };
-		w.e = w.dc ? dc_entry_open(w.dc, "http://127.0.0.1:8080/b.gguf", 24 * BS, ETAG,
-		                           &busy) : NULL;
+		w.e = w.dc ? dc_entry_open(w.dc, "http://127.0.0.1:8080/b.gguf", 24 * BS, ETAG)
+		           : NULL;
 		if (!w.e)
 			_exit(2);
 		share(&w);
@@ -738,13 +919,12 @@ static void test_lru_across_mounts(void **state)
 	pid_t other = fork();
 	if (other == 0) {
 		char c, err[256];
-		bool busy;
 		close(go[1]);
 		if (read(go[0], &c, 1) != 1)
 			_exit(2);
 		struct diskcache *b = dc_open(dir, max, BS, err, sizeof err);
 		struct dc_entry *eb = b ? dc_entry_open(b, "http://127.0.0.1:8080/b.gguf", 4 * BS,
-		                                        ETAG, &busy) : NULL;
+		                                        ETAG) : NULL;
 		if (!eb)
 			_exit(3);
 		int bad = 0;
@@ -985,6 +1165,73 @@ static void test_default_bound(void **state)
 	assert_non_null(strstr(err, "/nonexistent/dir/cache"));
 }
 
+/* The lines the event log said, one after another (test_full_file_system_said). */
+static char said[4096];
+
+static void keep_line(void *arg, enum evlog_level level, const char *line)
+{
+	(void)arg, (void)level;
+	size_t n = strlen(said);
+	snprintf(said + n, sizeof said - n, "%s\n", line);
+}
+
+/* test_full_file_system_said in a child of its own mount namespace, where a tmpfs of
+ * 256 KiB at root/fs holds the cache (gone with the namespace): blocks are stored until
+ * the file system is full; exit status 0 when a store failed, the log said ENOSPC with
+ * the directory and not cache_max, the blocks stored load back, and one more store
+ * fails as well; 77 when no file system can be mounted here. */
+static int fill_small_fs(void)
+{
+	char fs[128], err[256];
+	snprintf(fs, sizeof fs, "%s/fs", root);
+	if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mkdir(fs, 0700) != 0 || mount("tmpfs", fs, "tmpfs", 0, "size=256k,mode=0700") != 0)
+		return 77;
+	snprintf(dir, sizeof dir, "%s/cache", fs);
+	evlog_reset();
+	evlog_set_sink(keep_line, NULL);
+	struct diskcache *dc = dc_open(dir, 1 << 30, BS, err, sizeof err);
+	struct dc_entry *e = dc ? dc_entry_open(dc, URL, 64 * BS, ETAG) : NULL;
+	if (!e)
+		return 2;
+	uint8_t b[BS], got[BS];
+	uint64_t stored = 0;
+	for (; stored < 64; stored++) {
+		fill(b, BS, stored, 1);
+		if (!dc_store(e, stored, b, BS))
+			break;
+	}
+	int bad = stored == 64 || stored == 0;
+	for (uint64_t k = 0; k < stored; k++) {
+		fill(b, BS, k, 1);
+		bad += !dc_load(e, k, got, BS) || memcmp(got, b, BS) != 0;
+	}
+	fill(b, BS, 63, 1);
+	bad += dc_store(e, 63, b, BS);
+	bad += !strstr(said, "ENOSPC") || !strstr(said, dir) || strstr(said, "cache_max") != NULL;
+	if (bad)
+		fprintf(stderr, "stored %llu blocks; the log said:\n%s", (unsigned long long)stored,
+		        said);
+	dc_entry_close(e);
+	dc_close(dc);
+	return bad ? 3 : 0;
+}
+
+/* A store that fails because the file system under the cache is full is said as such
+ * (ENOSPC, with the directory), not as the bound, and what was stored loads back.
+ * Skipped where no tmpfs can be mounted (not root, no mount namespace). */
+static void test_full_file_system_said(void **state)
+{
+	(void)state;
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(fill_small_fs());
+	int status = child_status(pid);
+	if (status == 77)
+		skip();
+	assert_int_equal(status, 0);
+}
+
 int unit_main(UNIT_ARGS)
 {
 	const struct CMUnitTest tests[] = {
@@ -997,7 +1244,9 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_bound_and_lru, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unused_entries_evicted_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_entry_within_bound, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_entry_held_by_another_mount_not_shared, setup,
+		cmocka_unit_test_setup_teardown(test_entry_shared_between_mounts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_block_of_another_mount, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entry_in_use_never_evicted_whole, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_opens_in_one_process_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_close_from_threads, setup, teardown),
@@ -1009,6 +1258,7 @@ int unit_main(UNIT_ARGS)
 		cmocka_unit_test_setup_teardown(test_stores_walk_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_usage_total_follows_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_default_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_file_system_said, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,4 @@
 #include "diskcache.h"
-#include "clock.h"
 #include "flock_handover.h"
 #include "evlog.h"
 #include "hash.h"
@@ -36,6 +35,8 @@ static bool make_room(struct diskcache *dc, const struct dc_held *keep, uint64_t
                       uint64_t need);
 static bool evict_entries(struct diskcache *dc, uint64_t need);
 static bool evict_block(struct dc_dir *d, const struct dc_held *keep, uint64_t keep_index);
+static void write_failed(const struct dc_dir *d, int err);
+static int open_lock(int fd, const char *path, char *err, size_t errlen);
 
 /* One block's record in the map, in the machine's byte order. check covers the other
  * fields and the block's index, so that a record torn or written at the wrong place is
@@ -66,11 +67,13 @@ struct dc_dir {
 	ino_t ino;
 	unsigned handles;            /* dc_open handles on it (under dc_dirs_lock) */
 	pthread_mutex_t lock;        /* ticks of every held entry, the tick counter, held,
-	                              * their refs and the handles' entries */
+	                              * and their refs */
 	pthread_mutex_t store_lock;  /* one store, open, close or eviction at a time (with the
 	                              * flock): no held entry's files close under one */
+	char *path;                  /* as the first dc_open named it: for messages */
 	int dirfd;
-	int lockfd;                  /* flock'ed by whoever stores, makes or removes entries */
+	int lockfd;                  /* flock'ed by whoever stores, makes or removes entries,
+	                              * or changes a record (by any process) */
 	uint64_t tick;               /* the last use given out (next_tick) */
 	struct dc_held *held;        /* entries open in this process */
 	/* while this process changes the directory (change_begin to change_end, so under
@@ -87,11 +90,10 @@ struct diskcache {
 	uint64_t max;
 	uint32_t block_size;
 	bool leaving;                /* dc_leaving: nothing more is stored (under store_lock) */
-	struct dc_entry *entries;    /* opened through this handle (under dir->lock) */
 };
 
-/* An entry this process holds (the flock on its map), shared by every dc_entry_open of
- * it in the process. */
+/* An entry this process holds (a shared flock on its map, as every process that uses it
+ * holds), shared by every dc_entry_open of it in the process. */
 struct dc_held {
 	struct dc_dir *dir;
 	struct dc_held *next;        /* in dir->held */
@@ -99,14 +101,13 @@ struct dc_held {
 	char *key;                   /* as its map's header names it */
 	uint32_t block_size;
 	unsigned refs;               /* its dc_entry's (under dir->lock) */
-	bool leaving;                /* its lock made shared: nothing more stored in it (under
-	                              * dir->store_lock) */
-	int mapfd;                   /* flock'ed while held */
+	int mapfd;                   /* flock'ed (shared) while held */
 	int datafd;
 	uint64_t size, nblocks;
-	/* per block: last use, 0 when not on disk; in chunks of TICK_CHUNK blocks made only
-	 * when one of theirs is stored, so that what this takes follows what is cached, not
-	 * the size the server claims (under dir->lock) */
+	/* per block: last use, 0 when not on disk as far as this process knows (another
+	 * may have stored it since, or evicted it: the map on disk says); in chunks of
+	 * TICK_CHUNK blocks made only when one of theirs is stored, so that what this takes
+	 * follows what is cached, not the size the server claims (under dir->lock) */
 	uint64_t **ticks;
 	uint64_t n_chunks;
 	/* what its map and data took when last accounted (account_held), valid while
@@ -118,7 +119,6 @@ struct dc_held {
 struct dc_entry {
 	struct diskcache *dc;
 	struct dc_held *held;
-	struct dc_entry *next;       /* in dc->entries */
 };
 
 static pthread_mutex_t dc_dirs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -191,6 +191,8 @@ static int io_full(int fd, uint8_t *p, size_t n, uint64_t off, bool write)
 		ssize_t k = write ? pwrite(fd, p, n, (off_t)off) : pread(fd, p, n, (off_t)off);
 		if (k < 0 && errno == EINTR)
 			continue;
+		if (k == 0)
+			errno = EIO;   /* (no progress: a read past the end) */
 		if (k <= 0)
 			return -1;
 		p += k;
@@ -547,19 +549,13 @@ static struct dc_dir *open_dir(int fd, const struct stat *st, const char *path, 
 	d->ino = st->st_ino;
 	d->handles = 1;
 	d->dirfd = fd;
-	/* the lock (and what it will hold) is trusted as the directory is: a regular file
-	 * of the user's alone, or the cache is not used (never removed: another mount may
-	 * hold its flock) */
-	d->lockfd = open_regular(fd, "lock", O_RDWR | O_CREAT, 0600);
-	if (d->lockfd < 0 || !trusted_fd(d->lockfd, false)) {
-		if (d->lockfd >= 0 || errno == EINVAL)
-			snprintf(err, errlen, "cache_dir %s: %s/lock is not a regular file of the "
-			         "user's alone (mode 0600, one name): remove it", path, path);
-		else
-			snprintf(err, errlen, "cache_dir %s: lock: %s", path, strerror(errno));
-		if (d->lockfd >= 0)
-			close(d->lockfd);
+	d->path = strdup(path);
+	d->lockfd = d->path ? open_lock(fd, path, err, errlen) : -1;
+	if (!d->path)
+		snprintf(err, errlen, "out of memory");
+	if (d->lockfd < 0) {
 		close(fd);
+		free(d->path);
 		free(d);
 		return NULL;
 	}
@@ -578,40 +574,81 @@ static struct dc_dir *open_dir(int fd, const struct stat *st, const char *path, 
 	return d;
 }
 
-struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
-                          size_t errlen)
+/* The cache directory dir opened (made mode 0700 when missing) when it may be used: the
+ * user's own, a directory (not a symlink), writable by nobody else, into *st; -1 with
+ * one phrase in err otherwise (a directory another user made or can write to, or that
+ * leads elsewhere, could hold blocks that are not the server's: never used). */
+static int open_checked_dir(const char *dir, struct stat *st, char *err, size_t errlen)
 {
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
-		return NULL;
+		return -1;
 	}
-	/* a directory that another user made, or can write to, or that leads elsewhere
-	 * could hold blocks that are not the server's: refused, never used */
-	struct stat st;
-	if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+	if (lstat(dir, st) == 0 && S_ISLNK(st->st_mode)) {
 		snprintf(err, errlen, "cache_dir %s: is a symlink; give the directory itself", dir);
-		return NULL;
+		return -1;
 	}
-	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid != geteuid()) {
+	if (lstat(dir, st) == 0 && S_ISDIR(st->st_mode) && st->st_uid != geteuid()) {
 		snprintf(err, errlen, "cache_dir %s: owned by uid %u, not by the user mounting "
-		         "(uid %u)", dir, (unsigned)st.st_uid, (unsigned)geteuid());
-		return NULL;
+		         "(uid %u)", dir, (unsigned)st->st_uid, (unsigned)geteuid());
+		return -1;
 	}
-	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 022)) {
+	if (lstat(dir, st) == 0 && S_ISDIR(st->st_mode) && (st->st_mode & 022)) {
 		snprintf(err, errlen, "cache_dir %s: writable by group or others (mode %04o); "
-		         "chmod go-w it", dir, (unsigned)(st.st_mode & 07777));
-		return NULL;
+		         "chmod go-w it", dir, (unsigned)(st->st_mode & 07777));
+		return -1;
 	}
 	int fd = open(dir, OPEN_DIR);
 	/* checked again on what was opened: the name may have been swapped meanwhile */
-	bool trusted = fd >= 0 && trusted_fd(fd, true) && fstat(fd, &st) == 0;
+	bool trusted = fd >= 0 && trusted_fd(fd, true) && fstat(fd, st) == 0;
 	if (fd < 0 || access(dir, W_OK) != 0 || !trusted) {
 		snprintf(err, errlen, "cache_dir %s: %s", dir,
 		         fd >= 0 && !trusted ? "changed while being opened" : strerror(errno));
 		if (fd >= 0)
 			close(fd);
-		return NULL;
+		return -1;
 	}
+	return fd;
+}
+
+/* The lock file of the cache directory open on fd (path names it), opened (made when
+ * missing): trusted as the directory is, a regular file of the user's alone, or -1
+ * with one phrase in err and the cache is not used (never removed: another mount may
+ * hold its flock). */
+static int open_lock(int fd, const char *path, char *err, size_t errlen)
+{
+	int lockfd = open_regular(fd, "lock", O_RDWR | O_CREAT, 0600);
+	if (lockfd >= 0 && trusted_fd(lockfd, false))
+		return lockfd;
+	if (lockfd >= 0 || errno == EINVAL)
+		snprintf(err, errlen, "cache_dir %s: %s/lock is not a regular file of the user's "
+		         "alone (mode 0600, one name): remove it", path, path);
+	else
+		snprintf(err, errlen, "cache_dir %s: lock: %s", path, strerror(errno));
+	if (lockfd >= 0)
+		close(lockfd);
+	return -1;
+}
+
+bool dc_usable(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open_checked_dir(dir, &st, err, errlen);
+	int lockfd = fd >= 0 ? open_lock(fd, dir, err, errlen) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (lockfd >= 0)
+		close(lockfd);
+	return lockfd >= 0;
+}
+
+struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
+                          size_t errlen)
+{
+	struct stat st;
+	int fd = open_checked_dir(dir, &st, err, errlen);
+	if (fd < 0)
+		return NULL;
 	struct diskcache *dc = calloc(1, sizeof *dc);
 	if (!dc) {
 		snprintf(err, errlen, "out of memory");
@@ -659,14 +696,8 @@ void dc_leaving(struct diskcache *dc)
 	if (!dc)
 		return;
 	struct dc_dir *d = dc->dir;
-	pthread_mutex_lock(&d->store_lock);   /* no store under way */
+	pthread_mutex_lock(&d->store_lock);   /* after a store under way */
 	dc->leaving = true;
-	pthread_mutex_lock(&d->lock);
-	for (struct dc_entry *e = dc->entries; e; e = e->next) {
-		e->held->leaving = true;
-		flock_leave(e->held->mapfd);
-	}
-	pthread_mutex_unlock(&d->lock);
 	pthread_mutex_unlock(&d->store_lock);
 }
 
@@ -689,6 +720,7 @@ void dc_close(struct diskcache *dc)
 	if (last) {
 		close(d->lockfd);
 		close(d->dirfd);
+		free(d->path);
 		pthread_mutex_destroy(&d->lock);
 		pthread_mutex_destroy(&d->store_lock);
 		free(d);
@@ -730,8 +762,10 @@ static int create_entry(const struct dc_held *e)
 	char tmp[64];
 	snprintf(tmp, sizeof tmp, NEW_PREFIX "%s", e->name);
 	remove_entry(d, tmp);
-	if (mkdirat(d->dirfd, tmp, 0700) != 0)
+	if (mkdirat(d->dirfd, tmp, 0700) != 0) {
+		write_failed(d, errno);
 		return -1;
+	}
 	int fd = openat(d->dirfd, tmp, OPEN_DIR);
 	const int make = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
 	int mapfd = fd < 0 ? -1 : openat(fd, "map", make, 0600);
@@ -745,6 +779,10 @@ static int create_entry(const struct dc_held *e)
 		if (pwrite_full(mapfd, h, MAP_HEADER, 0) == 0 && fsync(mapfd) == 0 && fsync(datafd) == 0 &&
 		    fsync(fd) == 0)
 			r = 0;
+		else
+			write_failed(d, errno);
+	} else if (h) {
+		write_failed(d, errno);
 	}
 	usage_change(d, 0, entry_usage(d, tmp));   /* (whatever was made: removed below if r) */
 	if (r == 0 && renameat(d->dirfd, tmp, d->dirfd, e->name) == 0)
@@ -763,9 +801,11 @@ static int create_entry(const struct dc_held *e)
 	return r;
 }
 
-/* Opens the existing entry e->name as e's, checking that its header is e->key's and its
- * files have the sizes it says, and loads which blocks it holds. 0; -1 when it is not
- * there or not usable; -2 when another process holds it. Called in a change. */
+/* Opens the existing entry e->name as e's, its map's flock taken shared (as every process
+ * that uses it holds it), checking that its header is e->key's and its files have the
+ * sizes it says, and loads which blocks it holds. 0; -1 when it is not there or not
+ * usable; -2 when another process holds it exclusively (a ggufs older than shared
+ * entries: eviction never holds it outside a change). Called in a change. */
 static int open_entry(struct dc_held *e)
 {
 	struct dc_dir *d = e->dir;
@@ -774,7 +814,7 @@ static int open_entry(struct dc_held *e)
 	e->datafd = open_in_entry(d->dirfd, e->name, "data", O_RDWR);
 	if (e->mapfd < 0 || e->datafd < 0)
 		return -1;
-	if (flock_retry(e->mapfd, LOCK_EX | LOCK_NB) != 0)
+	if (flock_retry(e->mapfd, LOCK_SH | LOCK_NB) != 0)
 		return errno == EWOULDBLOCK ? -2 : -1;
 	enum { CHUNK = 2048 };   /* records read at a time: a large model's map is megabytes */
 	uint8_t *want = malloc(MAP_HEADER), *have = malloc(MAP_HEADER);
@@ -887,65 +927,57 @@ static struct dc_held *new_held(struct dc_dir *d, const char *url, uint64_t size
 	return e;
 }
 
+/* Whether another process uses entry e, whose map is open but not usable as e's (not
+ * its key's, damaged): its flock cannot be had exclusively. Then it is left as it is:
+ * removing it would take its files from under that process. */
+static bool used_elsewhere(const struct dc_held *e)
+{
+	return e->mapfd >= 0 && flock_retry(e->mapfd, LOCK_EX | LOCK_NB) != 0;
+}
+
 /* Opens e on disk, as new_held made it, once: made afresh when missing, damaged or not
- * this key's. 0; -2 when another process holds it and is not ending; -1 when it cannot
- * be had. One that is ending (dc_leaving made its lock shared) is waited for, polling
- * without store_lock, up to give_up (clock_now_s), unless this process comes to hold it
- * meanwhile: then -3, with *found that held entry (referenced). Called with store_lock
- * held (let go and taken again while waiting). */
-static int open_held(struct diskcache *dc, struct dc_held *e, double give_up,
-                     struct dc_held **found)
+ * this key's (unless another process uses it as it is). 0; -1 when it cannot be had;
+ * -3 when this process holds it already: then *found is that held entry (referenced).
+ * Never waits for another process. Called with store_lock held. */
+static int open_held(struct diskcache *dc, struct dc_held *e, struct dc_held **found)
 {
 	struct dc_dir *d = dc->dir;
-	for (;;) {
-		pthread_mutex_lock(&d->lock);
-		struct dc_held *have = find_held(d, e->name);
-		bool same = have && have->block_size == e->block_size && !strcmp(have->key, e->key);
-		if (same)
-			have->refs++;
-		pthread_mutex_unlock(&d->lock);
-		if (same) {
-			*found = have;
-			return -3;
-		}
-		if (have)
-			return -2;   /* another key by the same name (a hash collision): not shared */
-		if (!change_begin(d))
-			return -1;
-		int r = open_entry(e);
-		/* held by a mount that is ending (dc_leaving made its lock shared) */
-		if (r == -2 && flock_holder_leaving(e->mapfd) && clock_now_s() < give_up) {
-			change_end(d);   /* (the holder may want it to end) */
-			close_files(e);
-			pthread_mutex_unlock(&d->store_lock);
-			struct timespec pause = { 0, DC_LEAVING_POLL_MS * 1000000L };
-			nanosleep(&pause, NULL);
-			pthread_mutex_lock(&d->store_lock);
-			continue;
-		}
-		if (r == -1) {   /* missing, or not this version's, or damaged: made afresh */
-			close_files(e);
-			remove_entry(d, e->name);
-			clear_ticks(e);
-			/* a new entry takes a directory and the map's header: within the bound too */
-			struct stat st;
-			uint64_t fsblock = fstat(d->dirfd, &st) == 0 && st.st_blksize > 0 ?
-				(uint64_t)st.st_blksize : 4096;
-			uint64_t need = 2 * (MAP_HEADER > fsblock ? MAP_HEADER : fsblock);
-			if (make_room(dc, NULL, UINT64_MAX, need) && create_entry(e) == 0)
-				r = open_entry(e);
-		}
-		if (r == 0)
-			account_held(e);   /* what its files take from now on */
-		change_end(d);
-		return r;
+	pthread_mutex_lock(&d->lock);
+	struct dc_held *have = find_held(d, e->name);
+	bool same = have && have->block_size == e->block_size && !strcmp(have->key, e->key);
+	if (same)
+		have->refs++;
+	pthread_mutex_unlock(&d->lock);
+	if (same) {
+		*found = have;
+		return -3;
 	}
+	if (have)
+		return -1;   /* another key by the same name (a hash collision): not shared */
+	if (!change_begin(d))
+		return -1;
+	int r = open_entry(e);
+	if (r == -1 && !used_elsewhere(e)) {   /* missing, not this version's, or damaged */
+		close_files(e);
+		remove_entry(d, e->name);
+		clear_ticks(e);
+		/* a new entry takes a directory and the map's header: within the bound too */
+		struct stat st;
+		uint64_t fsblock = fstat(d->dirfd, &st) == 0 && st.st_blksize > 0 ?
+			(uint64_t)st.st_blksize : 4096;
+		uint64_t need = 2 * (MAP_HEADER > fsblock ? MAP_HEADER : fsblock);
+		if (make_room(dc, NULL, UINT64_MAX, need) && create_entry(e) == 0)
+			r = open_entry(e);
+	}
+	if (r == 0)
+		account_held(e);   /* what its files take from now on */
+	change_end(d);
+	return r == 0 ? 0 : -1;
 }
 
 struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t size,
-                               const char *version, bool *busy)
+                               const char *version)
 {
-	*busy = false;
 	if (!version[0] || size == 0)
 		return NULL;
 	struct dc_dir *d = dc->dir;
@@ -958,7 +990,7 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 	}
 	pthread_mutex_lock(&d->store_lock);
 	struct dc_held *found = NULL;
-	int r = open_held(dc, e, clock_now_s() + DC_LEAVING_WAIT_S, &found);
+	int r = open_held(dc, e, &found);
 	if (r == 0) {
 		e->refs = 1;
 		found = e;
@@ -969,15 +1001,9 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 			e->next = d->held;
 			d->held = e;
 		}
+		pthread_mutex_unlock(&d->lock);
 		ref->dc = dc;
 		ref->held = found;
-		ref->next = dc->entries;
-		dc->entries = ref;
-		if (dc->leaving && !found->leaving) {   /* opened while the mount ends */
-			found->leaving = true;
-			flock_leave(found->mapfd);
-		}
-		pthread_mutex_unlock(&d->lock);
 	}
 	pthread_mutex_unlock(&d->store_lock);
 	if (found) {
@@ -985,7 +1011,6 @@ struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t s
 			free_held(e);
 		return ref;
 	}
-	*busy = r == -2;
 	close_files(e);
 	free_held(e);
 	free(ref);
@@ -996,17 +1021,10 @@ void dc_entry_close(struct dc_entry *ref)
 {
 	if (!ref)
 		return;
-	struct diskcache *dc = ref->dc;
 	struct dc_held *e = ref->held;
 	struct dc_dir *d = e->dir;
 	pthread_mutex_lock(&d->store_lock);   /* no store or eviction uses its files */
 	pthread_mutex_lock(&d->lock);
-	for (struct dc_entry **p = &dc->entries; *p; p = &(*p)->next) {
-		if (*p == ref) {
-			*p = ref->next;
-			break;
-		}
-	}
 	bool last = --e->refs == 0;
 	if (last) {
 		for (struct dc_held **p = &d->held; *p; p = &(*p)->next) {
@@ -1056,37 +1074,110 @@ static void forget_locked(struct dc_held *e, uint64_t index, uint64_t tick)
 	pwrite_full(e->mapfd, &zero, sizeof zero, record_offset(index));
 }
 
+/* Block index's record in e's map on disk into *rec, when it checks out as the record
+ * of a block of that length: false when it is not there (never stored, or evicted by
+ * any process) or does not check out (torn, or written as another block's). */
+static bool disk_record(const struct dc_held *e, uint64_t index, struct dc_record *rec)
+{
+	return pread_full(e->mapfd, rec, sizeof *rec, record_offset(index)) == 0 &&
+	       rec->check == record_check(rec, index) && rec->tick &&
+	       rec->len == block_len(e, index);
+}
+
+/* Takes the directory's flock for a short change of one record, without waiting: true
+ * when had (then flock_end lets go of both). A record changes only under it, so that
+ * what a process read of it stays so meanwhile: an eviction, a store, or another such
+ * change never crosses it. */
+static bool flock_now(struct dc_dir *d)
+{
+	if (pthread_mutex_trylock(&d->store_lock) != 0)
+		return false;
+	if (flock_retry(d->lockfd, LOCK_EX | LOCK_NB) == 0)
+		return true;
+	pthread_mutex_unlock(&d->store_lock);
+	return false;
+}
+
+static void flock_end(struct dc_dir *d)
+{
+	flock_retry(d->lockfd, LOCK_UN);
+	pthread_mutex_unlock(&d->store_lock);
+}
+
+/* Whether e's map on disk holds rec as block index's record still. */
+static bool record_still(const struct dc_held *e, uint64_t index, const struct dc_record *rec)
+{
+	struct dc_record now;
+	return pread_full(e->mapfd, &now, sizeof now, record_offset(index)) == 0 &&
+	       !memcmp(&now, rec, sizeof now);
+}
+
+/* Block index of e, its record rec, had bytes that do not match it: forgotten here; on
+ * disk, when the flock can be had at once and the record and bytes are still so (no
+ * eviction went on meanwhile: then it is damaged), its record is zeroed and the damage
+ * said. buf (len bytes) is scratch. */
+static void drop_mismatch(struct dc_held *e, uint64_t index, const struct dc_record *rec,
+                          uint8_t *buf, size_t len)
+{
+	struct dc_dir *d = e->dir;
+	pthread_mutex_lock(&d->lock);
+	set_tick(e, index, 0);
+	pthread_mutex_unlock(&d->lock);
+	if (!flock_now(d))
+		return;
+	if (record_still(e, index, rec) &&
+	    (pread_full(e->datafd, buf, len, index * e->block_size) != 0 ||
+	     dc_checksum(buf, len) != rec->sum)) {
+		static const struct dc_record zero;
+		pwrite_full(e->mapfd, &zero, sizeof zero, record_offset(index));
+		evlog(EVLOG_WARNING, "dc damaged", "the disk cache held a damaged block (its bytes "
+		      "do not match their checksum): it is dropped and fetched again");
+	}
+	flock_end(d);
+}
+
+/* Block index of e, its record rec, was loaded: its use now noted here, and on disk for
+ * every process's eviction order when the flock can be had at once and the record is
+ * still rec (one an eviction zeroed meanwhile is never written back). */
+static void note_use(struct dc_held *e, uint64_t index, struct dc_record rec)
+{
+	struct dc_dir *d = e->dir;
+	pthread_mutex_lock(&d->lock);
+	const uint64_t tick = next_tick(d);
+	set_tick(e, index, tick);   /* (out of memory: not known here; the map says) */
+	pthread_mutex_unlock(&d->lock);
+	if (!flock_now(d))
+		return;
+	if (record_still(e, index, &rec)) {
+		rec.tick = tick;
+		rec.check = record_check(&rec, index);
+		pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index));
+	}
+	flock_end(d);
+}
+
 bool dc_load(struct dc_entry *ref, uint64_t index, uint8_t *buf, size_t len)
 {
 	struct dc_held *e = ref->held;
 	struct dc_dir *d = e->dir;
 	if (index >= e->nblocks || len != block_len(e, index))
 		return false;
-	pthread_mutex_lock(&d->lock);
-	uint64_t tick = tick_of(e, index);
-	pthread_mutex_unlock(&d->lock);
-	if (!tick)
+	/* the map on disk, whatever this process knows: another may have stored the block
+	 * since, or evicted it */
+	struct dc_record rec;
+	if (!disk_record(e, index, &rec)) {
+		pthread_mutex_lock(&d->lock);
+		set_tick(e, index, 0);
+		pthread_mutex_unlock(&d->lock);
 		return false;
-	struct dc_record rec = { 0 };   /* a read that failed leaves no record that checks */
-	bool ok = pread_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0 &&
-	          rec.check == record_check(&rec, index) && rec.len == len &&
-	          pread_full(e->datafd, buf, len, index * e->block_size) == 0 &&
-	          dc_checksum(buf, len) == rec.sum;
-	if (!ok && rec.check == record_check(&rec, index) && rec.len == len && rec.sum)
-		evlog(EVLOG_WARNING, "dc damaged", "the disk cache held a damaged block (its bytes "
-		      "do not match their checksum): it is dropped and fetched again");
-	pthread_mutex_lock(&d->lock);
-	if (!ok) {
-		forget_locked(e, index, tick);
-	} else if (tick_of(e, index) == tick) {
-		/* the use is recorded for the next mount's eviction order too */
-		rec.tick = next_tick(d);
-		rec.check = record_check(&rec, index);
-		if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0)
-			set_tick(e, index, rec.tick);   /* a chunk that is there: cannot fail */
 	}
-	pthread_mutex_unlock(&d->lock);
-	return ok;
+	if (pread_full(e->datafd, buf, len, index * e->block_size) != 0 ||
+	    dc_checksum(buf, len) != rec.sum) {
+		drop_mismatch(e, index, &rec, buf, len);
+		return false;
+	}
+	note_use(e, index, rec);
+	return true;
 }
 
 bool dc_holds(struct dc_entry *ref, uint64_t index)
@@ -1097,7 +1188,8 @@ bool dc_holds(struct dc_entry *ref, uint64_t index)
 	pthread_mutex_lock(&e->dir->lock);
 	bool yes = tick_of(e, index) != 0;
 	pthread_mutex_unlock(&e->dir->lock);
-	return yes;
+	struct dc_record rec;
+	return yes || disk_record(e, index, &rec);
 }
 
 /* An entry directory that no mount holds, and its map's modification time. */
@@ -1182,9 +1274,12 @@ static bool ours(struct dc_dir *d, const char *name)
 }
 
 /* The least recently used block, by its map on disk, of the entries that other mounts
- * use (what is left once the unused ones went) into *v; false if they hold none.
- * Called with the flock held, so that no record is being stored meanwhile. */
-static bool oldest_foreign(struct dc_dir *d, struct foreign_block *v)
+ * use (what is left once the unused ones went) into *v, or with ours_too of every entry
+ * (but block keep_index of keep): those this process holds may hold blocks another
+ * stored that this one does not know of; false if they hold none. Called with the
+ * flock held, so that no record is being stored meanwhile. */
+static bool oldest_foreign(struct dc_dir *d, struct foreign_block *v, bool ours_too,
+                           const struct dc_held *keep, uint64_t keep_index)
 {
 	enum { CHUNK = 2048 };
 	DIR *list = list_cache(d);
@@ -1192,8 +1287,9 @@ static bool oldest_foreign(struct dc_dir *d, struct foreign_block *v)
 	bool found = false;
 	v->tick = UINT64_MAX;
 	for (struct dirent *de; list && recs && (de = readdir(list));) {
-		if (!is_entry_name(de->d_name) || ours(d, de->d_name))
+		if (!is_entry_name(de->d_name) || (!ours_too && ours(d, de->d_name)))
 			continue;
+		const bool kept = keep && !strcmp(de->d_name, keep->name);
 		int mfd = open_in_entry(d->dirfd, de->d_name, "map", O_RDONLY);
 		if (mfd < 0)
 			continue;
@@ -1215,7 +1311,7 @@ static bool oldest_foreign(struct dc_dir *d, struct foreign_block *v)
 				break;
 			for (size_t j = 0; j < (size_t)got / sizeof *recs; j++) {
 				const struct dc_record *rec = &recs[j];
-				if (rec->tick && rec->tick < v->tick && rec->len &&
+				if (rec->tick && rec->tick < v->tick && rec->len && !(kept && at + j == keep_index) &&
 				    rec->len <= bs && rec->check == record_check(rec, at + j)) {
 					memcpy(v->name, de->d_name, sizeof v->name);
 					v->index = at + j;
@@ -1260,13 +1356,36 @@ static bool evict_foreign(struct dc_dir *d, const struct foreign_block *v)
 	return ok;
 }
 
+/* Punches out block v of entry e, which this process holds but does not know the block
+ * of (another process stored it), its record first, accounted as e's files are. True
+ * when it went. Called in a change. */
+static bool evict_held_unknown(struct dc_held *e, const struct foreign_block *v)
+{
+	static const struct dc_record zero;
+	struct dc_record rec;
+	account_held(e);
+	bool ok = v->block_size == e->block_size && v->index < e->nblocks &&
+	          pread_full(e->mapfd, &rec, sizeof rec, record_offset(v->index)) == 0 &&
+	          rec.tick == v->tick &&
+	          pwrite_full(e->mapfd, &zero, sizeof zero, record_offset(v->index)) == 0 &&
+	          fallocate(e->datafd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	                    (off_t)(v->index * e->block_size), (off_t)block_len(e, v->index)) == 0;
+	pthread_mutex_lock(&e->dir->lock);
+	set_tick(e, v->index, 0);
+	pthread_mutex_unlock(&e->dir->lock);
+	account_held(e);
+	return ok;
+}
+
 /* Punches out the least recently used block of the entries in use, this process's
- * (other than block index of keep) and other mounts'. True when one went. Called in a
+ * (other than block index of keep) and other mounts'; when neither holds one that this
+ * process knows of, the least recently used of all by the maps on disk (blocks other
+ * processes stored in entries this one holds too). True when one went. Called in a
  * change. */
 static bool evict_block(struct dc_dir *d, const struct dc_held *keep, uint64_t keep_index)
 {
 	struct foreign_block other;
-	bool have_other = oldest_foreign(d, &other);
+	bool have_other = oldest_foreign(d, &other, false, NULL, 0);
 	pthread_mutex_lock(&d->lock);
 	struct dc_held *victim = NULL;
 	uint64_t vi = 0, vt = UINT64_MAX;
@@ -1283,6 +1402,16 @@ static bool evict_block(struct dc_dir *d, const struct dc_held *keep, uint64_t k
 				vt = t;
 			}
 		}
+	}
+	if (!victim && !have_other) {
+		pthread_mutex_unlock(&d->lock);
+		if (!oldest_foreign(d, &other, true, keep, keep_index))
+			return false;
+		pthread_mutex_lock(&d->lock);
+		struct dc_held *mine = find_held(d, other.name);
+		pthread_mutex_unlock(&d->lock);
+		/* (held entries stay while store_lock is: a close waits for it) */
+		return mine ? evict_held_unknown(mine, &other) : evict_foreign(d, &other);
 	}
 	if (!victim || (have_other && other.tick < vt)) {
 		pthread_mutex_unlock(&d->lock);
@@ -1325,6 +1454,40 @@ static bool make_room(struct diskcache *dc, const struct dc_held *keep, uint64_t
 	}
 }
 
+/* A write to the directory failed with errno err: said once, the file system full (with
+ * the directory, so that it is not taken for the bound) or another cause. */
+static void write_failed(const struct dc_dir *d, int err)
+{
+	if (err == ENOSPC || err == EDQUOT)
+		evlog(EVLOG_WARNING, "dc full fs", "cache_dir %s: the file system is full (%s): "
+		      "blocks are not kept on disk until it has room; reads go on without them",
+		      d->path, err == ENOSPC ? "ENOSPC" : "EDQUOT");
+	else
+		evlog(EVLOG_WARNING, "dc write", "cache_dir %s: a write failed (%s): the block "
+		      "is not kept on disk", d->path, strerror(err));
+}
+
+/* Whether e holds block index as buf (len bytes) already, stored by another process:
+ * its record checks out with buf's checksum and its bytes are buf's. Called in a
+ * change (no eviction nor store meanwhile); the block is then noted here. */
+static bool stored_elsewhere(struct dc_held *e, uint64_t index, const uint8_t *buf,
+                             size_t len, uint64_t sum)
+{
+	struct dc_record rec;
+	if (!disk_record(e, index, &rec) || rec.sum != sum)
+		return false;
+	uint8_t *have = malloc(len);
+	bool same = have && pread_full(e->datafd, have, len, index * e->block_size) == 0 &&
+	            memcmp(have, buf, len) == 0;
+	free(have);
+	if (same) {
+		pthread_mutex_lock(&e->dir->lock);
+		set_tick(e, index, rec.tick);
+		pthread_mutex_unlock(&e->dir->lock);
+	}
+	return same;
+}
+
 bool dc_store(struct dc_entry *ref, uint64_t index, const uint8_t *buf, size_t len)
 {
 	struct diskcache *dc = ref->dc;
@@ -1339,33 +1502,44 @@ bool dc_store(struct dc_entry *ref, uint64_t index, const uint8_t *buf, size_t l
 	 * the map its record lands in, and a block of the data file's extent tree */
 	uint64_t fsblock = st.st_blksize > 0 ? (uint64_t)st.st_blksize : 4096;
 	uint64_t need = (len + fsblock - 1) / fsblock * fsblock + 2 * fsblock;
+	const uint64_t sum = dc_checksum(buf, len);
 	bool ok = false;
 	pthread_mutex_lock(&d->store_lock);
 	pthread_mutex_lock(&d->lock);
 	bool present = tick_of(e, index) != 0;
 	pthread_mutex_unlock(&d->lock);
-	/* (leaving: a new mount may hold the entry now) */
-	if (present || dc->leaving || e->leaving) {
+	if (present || dc->leaving) {
 		ok = true;
 	} else if (change_begin(d)) {
 		account_held(e);   /* (what changed since that nobody accounted) */
-		/* no fdatasync between the bytes and the record: whatever a crash keeps of
-		 * either, a block is served only when its bytes match its record's checksum,
-		 * and a sync per block would halve the speed of a cold read */
-		if (make_room(dc, e, index, need) &&
-		    pwrite_full(e->datafd, buf, len, index * e->block_size) == 0) {
-			struct dc_record rec = { .sum = dc_checksum(buf, len), .len = (uint32_t)len };
+		int err = 0;
+		if (stored_elsewhere(e, index, buf, len, sum)) {
+			ok = true;
+		} else if (!make_room(dc, e, index, need)) {
+			evlog(EVLOG_WARNING, "dc no room", "cache_dir %s: nothing more may be freed "
+			      "under cache_max: blocks are not kept on disk", d->path);
+		} else if (pwrite_full(e->datafd, buf, len, index * e->block_size) != 0) {
+			err = errno;
+		} else {
+			/* no fdatasync between the bytes and the record: whatever a crash keeps of
+			 * either, a block is served only when its bytes match its record's checksum,
+			 * and a sync per block would halve the speed of a cold read */
+			struct dc_record rec = { .sum = sum, .len = (uint32_t)len };
 			pthread_mutex_lock(&d->lock);
 			rec.tick = next_tick(d);
 			rec.check = record_check(&rec, index);
-			if (set_tick(e, index, rec.tick) &&
-			    pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0) {
+			if (!set_tick(e, index, rec.tick))
+				err = ENOMEM;
+			else if (pwrite_full(e->mapfd, &rec, sizeof rec, record_offset(index)) == 0)
 				ok = true;
-			} else {
+			else
+				err = errno;
+			if (!ok)
 				set_tick(e, index, 0);
-			}
 			pthread_mutex_unlock(&d->lock);
 		}
+		if (err && err != ENOMEM)
+			write_failed(d, err);
 		account_held(e);   /* what the store took */
 		/* a file system that allocated more than foreseen: back under at once */
 		while (!fits(dc, 0) && (evict_entries(dc, 0) || evict_block(d, e, index)))

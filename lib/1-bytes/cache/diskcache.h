@@ -29,16 +29,23 @@
  * left mid-change by a process that died, when a change would take it below zero, and
  * when it says a block does not fit yet nothing more can be evicted.
  *
- * An entry is used by one mount (process) at a time (flock on its map); a second mount of
- * the same version gets no entry and runs from memory and the network only. Within a
- * process every open of an entry shares it, through any handle: dc_open of a directory
+ * Every process (mount, --check, --diff) shares the directory and its entries at once.
+ * A process that uses an entry holds a shared flock on its map, so that eviction (which
+ * takes it exclusively, without waiting) never removes an entry in use, whole; blocks of
+ * entries in use may be punched out all the same (record first). What a process knows
+ * of an entry (which blocks it holds, read from the map when it opened it) is a record
+ * of its own; a load or store it does not know of asks the map on disk (one record
+ * read): a block another process stored is loaded, and one that went is not. A block
+ * two processes make at once is made by both (the cache never waits for another
+ * process's computation), stored by the first, and loaded or kept by the second only
+ * once its record and bytes check out: never a half-written block. Within a process
+ * every open of an entry shares one state, through any handle: dc_open of a directory
  * this process has open already (the same device and inode) shares its state, and
- * dc_entry_open of an entry held already references it, so that two files of one key
- * (a library's model at two paths, a quant file closed and opened again) never lock
- * each other out. A mount that is ending says so at once (dc_leaving: its lock becomes
- * shared, and it stores nothing more), and a new mount waits up to DC_LEAVING_WAIT_S
- * for such an entry instead of going without it: a quick remount keeps its cache
- * however long the old daemon takes to exit.
+ * dc_entry_open of an entry held already references it.
+ *
+ * A failed write says its cause once in the event log: the file system full (ENOSPC or
+ * EDQUOT, with the directory), another error, or the bound (cache_max) with nothing
+ * more to free; the block is then not kept and the reader goes on without it.
  *
  * A process that forks after opening a directory shares its descriptors, and so its
  * locks, with the child: the child must not use the cache (ggufs's daemon is the one
@@ -55,8 +62,6 @@
 #define DC_DEFAULT_MAX (10ull << 30)  /* the default bound: at most 10 GiB ... */
 #define DC_DEFAULT_FREE_DIVISOR 4     /* ... and at most a quarter of (free + cached) */
 #define DC_KEY_MAX 3968               /* a longer key (URL) is not cached */
-#define DC_LEAVING_WAIT_S 10.0        /* how long a new mount waits for an ending one */
-#define DC_LEAVING_POLL_MS 20
 
 struct diskcache;
 struct dc_entry;
@@ -75,11 +80,12 @@ struct dc_entry;
  * device never is), all with O_NONBLOCK. */
 struct diskcache *dc_open(const char *dir, uint64_t max, uint32_t block_size, char *err,
                           size_t errlen);
-/* The mount is ending: nothing more is stored through dc, and each entry opened through
- * it (or later) is marked as being let go, so that a new mount of its file waits for it
- * (dc_entry_open) rather than reading without the disk cache: its lock is the process's,
- * so nothing more is stored in it through any handle either. Loads go on. NULL:
- * nothing. */
+/* Whether dir may be used as dc_open uses it (made mode 0700 when missing; its lock
+ * file made, checked, closed), without opening it: false with the phrase dc_open would
+ * give in err. For a warning at a mount's start, where nothing opens it yet. */
+bool dc_usable(const char *dir, char *err, size_t errlen);
+/* The mount is ending: nothing more is stored through dc (the processes that go on
+ * store what they make); loads go on. NULL: nothing. */
 void dc_leaving(struct diskcache *dc);
 /* Closes the handle (the directory with the last one); its entries must be closed
  * first. */
@@ -97,22 +103,26 @@ uint64_t dc_usage_kept(struct diskcache *dc);
  * and version (its ETag, or else its Last-Modified; "" means the version cannot be told
  * and nothing is cached: NULL). Created empty when missing or unreadable; shared with
  * the opens of it in this process (each closed by its own dc_entry_close; the entry is
- * let go with the last). NULL when another mount holds it (*busy set; one that is
- * ending is waited for first, up to DC_LEAVING_WAIT_S), or it cannot be made. */
+ * let go with the last) and with other processes. NULL when it cannot be made (no room
+ * under the bound, a write error, a key too long), or another process holds it
+ * exclusively (a ggufs older than shared entries); never waits for another process. */
 struct dc_entry *dc_entry_open(struct diskcache *dc, const char *url, uint64_t size,
-                               const char *version, bool *busy);
+                               const char *version);
 void dc_entry_close(struct dc_entry *e);
 /* The entry's directory name in the cache directory (for tests and messages). */
 const char *dc_entry_name(const struct dc_entry *e);
 
 /* Fills buf with block index (len bytes: the block size, or less for the last block)
- * when the entry holds it whole and checked; false otherwise (a block that fails its
- * check is forgotten). */
+ * when the entry holds it whole and checked, stored by this process or another; false
+ * otherwise (a block that fails its check is forgotten). */
 bool dc_load(struct dc_entry *e, uint64_t index, uint8_t *buf, size_t len);
-/* Whether block index is recorded as held (unchecked: dc_load checks). */
+/* Whether block index is recorded as held, by this process's record or else the map on
+ * disk (unchecked: dc_load checks). */
 bool dc_holds(struct dc_entry *e, uint64_t index);
-/* Writes block index to disk, making room within the bound; false when it could not
- * (no room that may be freed, an I/O error): the block is then just not cached. */
+/* Writes block index to disk, making room within the bound; true too when the entry
+ * holds those bytes already (another process stored them). False when it could not (no
+ * room that may be freed, the file system full, an I/O error: said once in the event
+ * log): the block is then just not cached. */
 bool dc_store(struct dc_entry *e, uint64_t index, const uint8_t *buf, size_t len);
 
 /* The checksum of a block as the map records it (xxHash's XXH3, 64 bits): for tests. */

@@ -22,15 +22,12 @@ static _Thread_local bool fetched_here;
 
 static void remote_close(struct remote_file *f);
 
-/* Keeps block index of f in the disk cache, or says (once; then counted) that it could
- * not: no room that may be freed under cache_max, or a write error. */
+/* Keeps block index of f in the disk cache; one it could not keep (the disk cache says
+ * why in the event log) is fetched again when read again. */
 void remote_store_block(struct remote_file *f, uint64_t index, const uint8_t *data,
                         size_t len)
 {
-	if (!dc_store(f->entry, index, data, len))
-		evlog(EVLOG_WARNING, "dc store", "the disk cache could not keep a block (no room "
-		      "that may be freed under cache_max, or a write error): it is fetched again "
-		      "when read again");
+	dc_store(f->entry, index, data, len);
 }
 
 /* Notes that block index of f failed after every retry (not when the mount is ending:
@@ -203,8 +200,8 @@ static bool copy_s3(struct remote *r, const struct remote_s3 *s)
 	return copied;
 }
 
-/* The mount is ending (r->leave's fn, r's disk cache): its entries let go at once for a
- * new mount of the same files to take, nothing more stored (dc_leaving). */
+/* The mount is ending (r->leave's fn, r's disk cache): nothing more is stored in it
+ * (dc_leaving); a new mount of the same files shares its entries meanwhile. */
 static void remote_leave(void *r)
 {
 	dc_leaving(((struct remote *)r)->disk);
@@ -309,9 +306,9 @@ static void pin_commit(struct remote_file *f)
 }
 
 /* Opens f's entry in the disk cache, keyed by the URL (url_cache_key: its query too,
- * hashed), the size and the ETag (or Last-Modified); without either, when another mount
- * holds the entry, or when none can be made, f is read without the disk cache, and the
- * event log says why. */
+ * hashed), the size and the ETag (or Last-Modified), shared with every other mount of
+ * the same file; without either, or when none can be made, f is read without the disk
+ * cache, and the event log says why. */
 static void open_disk_entry(struct remote_file *f)
 {
 	char *key = url_cache_key(f->url);
@@ -324,20 +321,16 @@ static void open_disk_entry(struct remote_file *f)
 		snprintf(version, sizeof version, "Last-Modified %s", f->last_modified);
 	else
 		version[0] = 0;
-	bool busy;
-	f->entry = dc_entry_open(f->r->disk, key, f->size, version, &busy);
+	f->entry = dc_entry_open(f->r->disk, key, f->size, version);
 	free(key);
-	if (busy)
-		evlog(EVLOG_WARNING, NULL, "%s: another mount uses its disk cache entry: this "
-		      "mount reads without the disk cache", remote_log_name(f));
-	else if (!f->entry && !version[0])
+	if (!f->entry && !version[0])
 		evlog(EVLOG_WARNING, NULL, "%s: the server sends neither ETag nor Last-Modified, "
 		      "so a later version could not be told apart: this file is read without the "
 		      "disk cache", remote_log_name(f));
 	else if (!f->entry)
 		evlog(EVLOG_WARNING, NULL, "%s: the disk cache refused an entry for this file (no "
-		      "room under cache_max, a URL too long, or a write error): it is read without "
-		      "the disk cache", remote_log_name(f));
+		      "room under cache_max, a URL too long, a write error, or an older ggufs "
+		      "holding it): it is read without the disk cache", remote_log_name(f));
 }
 
 struct remote_file *remote_open(struct remote *r, const char *url, const char *name,

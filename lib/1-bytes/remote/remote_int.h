@@ -113,7 +113,7 @@ struct remote {
 	remote_sign_fn *sign;       /* each request's credentials */
 	struct blockcache *cache;
 	struct diskcache *disk;     /* -o cache_dir, or NULL */
-	struct leaving_entry leave; /* in o.leaving while disk is: dc_leaving */
+	struct leaving_entry leave; /* in o.leaving while disk is: dc_leaving (stores end) */
 
 	pthread_mutex_t pool_lock;  /* idle easy handles, each used by one thread at a time */
 	CURL **pool;
