@@ -313,9 +313,14 @@ int imatrix_parse(const uint8_t *data, uint64_t size, struct imatrix *out,
 	memset(out, 0, sizeof *out);
 	int r = size >= 4 && memcmp(data, GGUF_MAGIC, 4) == 0 ? parse_gguf(data, size, out, err)
 	                                                       : parse_legacy(data, size, out, err);
-	if (r != 0)
+	if (r != 0) {
 		imatrix_free(out);
-	return r;
+		return r;
+	}
+	out->all_finite = true;
+	for (uint64_t i = 0; i < out->n_entries && out->all_finite; i++)
+		out->all_finite = imatrix_entry_finite(out, &out->entries[i], &out->first_non_finite);
+	return 0;
 }
 
 void imatrix_free(struct imatrix *im)
@@ -369,8 +374,14 @@ static float weight(const struct imatrix *im, const struct imatrix_entry *e, uin
 
 void imatrix_values(const struct imatrix *im, const struct imatrix_entry *e, float *out)
 {
-	for (uint64_t i = 0; i < e->n_values; i++)
-		out[i] = weight(im, e, i);
+	imatrix_values_range(im, e, 0, e->n_values, out);
+}
+
+void imatrix_values_range(const struct imatrix *im, const struct imatrix_entry *e,
+                          uint64_t first, uint64_t n, float *out)
+{
+	for (uint64_t i = 0; i < n; i++)
+		out[i] = weight(im, e, first + i);
 }
 
 bool imatrix_entry_finite(const struct imatrix *im, const struct imatrix_entry *e,

@@ -42,6 +42,9 @@ struct imatrix {
 	bool has_dataset;
 	struct gguf_str dataset;    /* the first dataset, cut at its first NUL (into the image) */
 	int32_t chunk_count;        /* as llama-quantize takes it: written when > 0 */
+	bool all_finite;            /* every weight finite (llama_model_quantize refuses a
+	                             * matrix with one that is not) ... */
+	float first_non_finite;     /* ... else the first, in the entries' order */
 	struct gguf_file gf;        /* the GGUF form's parse (zeroed for the legacy form) */
 };
 
@@ -50,7 +53,7 @@ struct imatrix {
  * sums or counts not F32, a GGUF without the imatrix keys, a truncated entry) or would
  * crash on (a count tensor of no values, a key of another type than llama.cpp reads
  * it as, a negative length). Never reads outside the image; allocates at most in
- * proportion to size. */
+ * proportion to size. Every weight is made once, to tell all_finite. */
 int imatrix_parse(const uint8_t *data, uint64_t size, struct imatrix *out,
                   char err[GGUF_ERR_MAX]);
 /* Releases what imatrix_parse allocated (not the image); *im zeroed. */
@@ -65,6 +68,10 @@ const struct imatrix_entry *imatrix_find(const struct imatrix *im, const char *n
  * rounds it; a count below 1 gives weights of 1), values past n_counts * (n_values /
  * n_counts) 0; legacy: the sums divided by ncall when it is positive, else as they are. */
 void imatrix_values(const struct imatrix *im, const struct imatrix_entry *e, float *out);
+/* Weights [first, first + n) of e only (inside n_values), into out: a tensor's row of
+ * one expert. */
+void imatrix_values_range(const struct imatrix *im, const struct imatrix_entry *e,
+                          uint64_t first, uint64_t n, float *out);
 
 /* Whether every weight of e (as imatrix_values makes them) is finite: llama_model_quantize
  * refuses a matrix with one that is not. On false, *bad is the first such weight. */

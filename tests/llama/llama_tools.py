@@ -9,6 +9,7 @@ running at once build each tool once.
     tools.build("quantize")           # tools/quantize -> llama-quantize
     tools.build("imatrix")            # tools/imatrix  -> llama-imatrix
     tools.build("imatrix_ref", extra=HERE/imatrix_ref.cpp, with_dir="tools/quantize")
+    tools.build("quantize_many", extra=HERE/quantize_many.cpp, with_dir="tools/quantize")
     subprocess.run([...], env=tools.env())   # a tool that runs a model finds its CPU backend
 """
 import fcntl
