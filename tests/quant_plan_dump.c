@@ -1,5 +1,7 @@
-/* quant_plan_dump MODEL NAME OUT [requantize]: the quant file ggufs plans for MODEL and file type
- * NAME (quant_plan.h; with requantize, llama-quantize --allow-requantize's), for tests/quant/test_quant_plan.py to compare with what
+/* quant_plan_dump MODEL NAME OUT [requantize] [imatrix=FILE]: the quant file ggufs plans for
+ * MODEL and file type NAME (quant_plan.h; with requantize, llama-quantize
+ * --allow-requantize's; with imatrix=FILE, --imatrix FILE's, FILE named as given), for
+ * tests/quant/test_quant_plan.py to compare with what
  * llama.cpp's llama_model_quantize() writes. OUT gets the file as far as the plan makes
  * it without a quantizer: the whole header, every tensor whose type stays copied from
  * MODEL, every converted one quantized (quant_read.h: its values through the
@@ -8,11 +10,16 @@
  * (type a ggml id, offset from the data section, how 1 copied, 2 quantized, 3 zeros: a
  * type lib/2-quant does not make yet). A model
  * llama.cpp makes no such file from: exit 3 with the reason on stderr. */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "imatrix_file.h"
 #include "model.h"
 #include "quant.h"
 #include "quant_plan.h"
@@ -21,8 +28,18 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 4 && !(argc == 5 && strcmp(argv[4], "requantize") == 0)) {
-		fprintf(stderr, "usage: quant_plan_dump MODEL NAME OUT [requantize]\n");
+	bool requantize = false;
+	const char *imatrix_file = NULL;
+	for (int a = 4; a < argc; a++) {
+		if (strcmp(argv[a], "requantize") == 0)
+			requantize = true;
+		else if (strncmp(argv[a], "imatrix=", 8) == 0)
+			imatrix_file = argv[a] + 8;
+		else
+			argc = 0;
+	}
+	if (argc < 4) {
+		fprintf(stderr, "usage: quant_plan_dump MODEL NAME OUT [requantize] [imatrix=FILE]\n");
 		return 2;
 	}
 	const struct quant_name *qn = quant_name_find(argv[2]);
@@ -36,10 +53,26 @@ int main(int argc, char **argv)
 	char err[GGUF_ERR_MAX];
 	struct quant_params p;
 	quant_params_default(&p, qn->ftype);
-	p.allow_requantize = argc == 5;
+	p.allow_requantize = requantize;
+	struct imatrix im = { 0 };
+	if (imatrix_file) {
+		int fd = open(imatrix_file, O_RDONLY);
+		struct stat st;
+		void *img = MAP_FAILED;
+		if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0 ||
+		    (img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED ||
+		    imatrix_parse(img, (uint64_t)st.st_size, &im, err) != 0) {
+			fprintf(stderr, "quant_plan_dump: %s: cannot read the importance matrix\n",
+			        imatrix_file);
+			return 1;
+		}
+		quant_params_imatrix(&p, &im, imatrix_file);
+	}
 	struct quant_plan qp;
 	if (quant_plan_build(m, &p, &qp, err) < 0) {
 		fprintf(stderr, "quant_plan_dump: %s\n", err);
+		if (imatrix_file)
+			imatrix_free(&im);
 		model_close(m);
 		return 3;
 	}
@@ -57,14 +90,16 @@ int main(int argc, char **argv)
 		const struct quant_tensor *qt = &qp.tensors[i];
 		const struct gguf_tensor *t = model_tensor(m, qt->src);
 		const bool copied = qt->type == t->type;
-		const bool makes = copied || quant_can_make((enum ggml_type_id)qt->type);
+		const bool makes = copied || quant_can_make((enum ggml_type_id)qt->type) ||
+		                   (qt->weights && quant_can_make_weighted((enum ggml_type_id)qt->type));
 		uint8_t *data = calloc(1, qt->size ? qt->size : 1);
 		if (!data) {
 			perror("quant_plan_dump");
 			return 1;
 		}
 		if (makes && (copied ? model_tensor_read(m, qt->src, 0, qt->size, data, NULL)
-		                     : reader_quant(m, qt->src, qt->type, 0, qt->size, data, NULL)) < 0) {
+		                     : reader_quant_weighted(m, qt->src, qt->type, p.imatrix,
+		                                             qt->weights, 0, qt->size, data, NULL)) < 0) {
 			fprintf(stderr, "quant_plan_dump: cannot make %.*s\n", (int)t->name.len,
 			        t->name.ptr);
 			rc = 1;
@@ -81,6 +116,8 @@ int main(int argc, char **argv)
 		rc = 1;
 	free(buf);
 	quant_plan_free(&qp);
+	if (imatrix_file)
+		imatrix_free(&im);   /* its mapping goes with the process */
 	model_close(m);
 	return rc;
 }

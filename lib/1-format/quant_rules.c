@@ -37,9 +37,8 @@ static const struct quant_name names[] = {
 	{ "Q1_0", QUANT_FTYPE_Q1_0, GGML_TYPE_Q1_0 },
 };
 
-/* The file types of llama.cpp that ggufs does not serve (they need an importance
- * matrix), with their default types, so that the rules below stay whole for the day
- * they are served. */
+/* The file types of llama.cpp that need an importance matrix, with their default types,
+ * in llama-quantize's help order. */
 static const struct quant_name imatrix_names[] = {
 	{ "IQ2_XXS", QUANT_FTYPE_IQ2_XXS, GGML_TYPE_IQ2_XXS },
 	{ "IQ2_XS", QUANT_FTYPE_IQ2_XS, GGML_TYPE_IQ2_XS },
@@ -58,11 +57,20 @@ const struct quant_name *quant_names(size_t *n)
 	return names;
 }
 
+const struct quant_name *quant_imatrix_names(size_t *n)
+{
+	*n = sizeof imatrix_names / sizeof imatrix_names[0];
+	return imatrix_names;
+}
+
 const struct quant_name *quant_name_find(const char *name)
 {
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (strcmp(names[i].name, name) == 0)
 			return &names[i];
+	for (size_t i = 0; i < sizeof imatrix_names / sizeof imatrix_names[0]; i++)
+		if (strcmp(imatrix_names[i].name, name) == 0)
+			return &imatrix_names[i];
 	return NULL;
 }
 
@@ -85,6 +93,14 @@ void quant_params_default(struct quant_params *p, uint32_t ftype)
 		.token_embedding_type = QUANT_TYPE_NONE,
 		.quantize_output_tensor = true,
 	};
+}
+
+void quant_params_imatrix(struct quant_params *p, const struct imatrix *im, const char *file)
+{
+	const bool some = im && im->n_entries > 0;
+	p->has_imatrix = some;
+	p->imatrix = some ? im : NULL;
+	p->imatrix_file = some ? file : NULL;
 }
 
 /* Whether ggml counts type id as quantized (ggml_is_quantized: not f32, f16, bf16,
@@ -617,9 +633,39 @@ static int tensor_type(struct qstate *qs, const struct gguf_tensor *t, const cha
 	return 0;
 }
 
+/* The main loop's look for a converted tensor's weights in the importance matrix: an
+ * entry of ne[0] x ne[2] values (one row of weights per expert) is its weights (into
+ * *out when out is not NULL); one of another size refuses the file, but for the token
+ * embeddings, which then go without; a tensor whose type needs weights refuses it
+ * without them. 0, or -1 with err. */
+static int matrix_weights(const struct quant_params *p, const struct gguf_tensor *t,
+                          const char *name, uint32_t type, const struct imatrix_entry **out,
+                          char err[GGUF_ERR_MAX])
+{
+	const struct imatrix_entry *e = imatrix_find(p->imatrix, name, strlen(name));
+	/* ne[0] * ne[2] <= n_elements, which the parser bounded */
+	const uint64_t want = t->ne[0] * t->ne[2];
+	if (e && e->n_values != want) {
+		if (strcmp(name, "token_embd.weight") && strcmp(name, "per_layer_token_embd.weight")) {
+			gguf_errf(err, "imatrix size %d is different from tensor size %d for %s",
+			          (int)e->n_values, (int)want, name);
+			return -1;
+		}
+		e = NULL;
+	}
+	if (!e && requires_imatrix(name, type, p->ftype)) {
+		gguf_errf(err, "Missing importance matrix for tensor %s in a very low-bit "
+		          "quantization", name);
+		return -1;
+	}
+	if (out)
+		*out = e;
+	return 0;
+}
+
 int quant_rules_types(const struct quant_hparams *hp, const struct quant_params *p,
                       const struct gguf_tensor *const *tensors, uint64_t n, uint32_t *types,
-                      char err[GGUF_ERR_MAX])
+                      const struct imatrix_entry **weights, char err[GGUF_ERR_MAX])
 {
 	const uint32_t ftype = p->ftype;
 	const struct quant_name *qn = quant_name_of_ftype(ftype);
@@ -640,21 +686,32 @@ int quant_rules_types(const struct quant_hparams *hp, const struct quant_params 
 	}
 	qs.n_ffn_down = qs.n_ffn_gate = qs.n_ffn_up = (int)hp->n_layer_all;
 
+	/* the preliminary pass over every tensor: its type, and a refusal before any is
+	 * written */
 	for (uint64_t i = 0; i < n; i++) {
 		const struct gguf_tensor *t = tensors[i];
-		char name[64], b1[16], b2[16];
+		char name[64], b1[16];
 		cname(t, name);
 		if (tensor_type(&qs, t, name, qn->default_type, &types[i], err) < 0)
 			return -1;
-		const uint32_t nt = types[i];
-		if (allows(p, t, name) && !p->has_imatrix && requires_imatrix(name, nt, ftype)) {
+		if (!p->has_imatrix && allows(p, t, name) && requires_imatrix(name, types[i], ftype)) {
 			gguf_errf(err, "this quantization requires an imatrix! (tensor %s, type %s)",
-			          name, ggml_type_name(nt, b1));
+			          name, ggml_type_name(types[i], b1));
 			return -1;
 		}
+	}
+	/* the main loop's refusals, for each tensor that is converted, in order */
+	for (uint64_t i = 0; i < n; i++) {
+		const struct gguf_tensor *t = tensors[i];
+		const uint32_t nt = types[i];
+		char name[64], b1[16], b2[16];
+		cname(t, name);
+		if (weights)
+			weights[i] = NULL;
 		if (nt == t->type)
 			continue;
-		/* the main loop's refusals, for a tensor that is converted */
+		if (p->imatrix && matrix_weights(p, t, name, nt, weights ? &weights[i] : NULL, err) < 0)
+			return -1;
 		if (!blck(nt) || t->ne[0] % blck(nt)) {
 			gguf_errf(err, "tensor %s: type %s does not fit its rows", name,
 			          ggml_type_name(nt, b1));

@@ -18,6 +18,7 @@
 
 #include "errline.h"
 #include "gguf.h"
+#include "imatrix_file.h"
 
 /* The version of what quants/ makes: the rules here and the quantizers of lib/2-quant
  * (and quant_plan.h's layout). The disk cache keeps quantized blocks under it, so bump
@@ -53,7 +54,10 @@ struct quant_name {
  * importance matrix and the aliases: F32 F16 BF16 Q8_0 ... Q1_0 (issue 36's list). The
  * count goes to *n; the table is static. */
 const struct quant_name *quant_names(size_t *n);
-/* The entry called name (exactly as printed), or NULL. */
+/* The names that need an importance matrix: IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ1_S IQ1_M
+ * Q2_K_S IQ3_XS IQ3_XXS. The count goes to *n; the table is static. */
+const struct quant_name *quant_imatrix_names(size_t *n);
+/* The entry called name (exactly as printed), of either table, or NULL. */
 const struct quant_name *quant_name_find(const char *name);
 /* The entry of ftype number ftype, or NULL. */
 const struct quant_name *quant_name_of_ftype(uint32_t ftype);
@@ -70,13 +74,21 @@ struct quant_params {
 	bool allow_requantize;           /* --allow-requantize (-o requantize) */
 	bool quantize_output_tensor;     /* true; --leave-output-tensor clears it */
 	bool pure;                       /* --pure: no per-tensor rules */
-	bool has_imatrix;                /* an importance matrix is given (not yet served) */
+	bool has_imatrix;                /* an importance matrix is given */
+	/* the matrix (with has_imatrix; NULL: none): its entries are the converted
+	 * tensors' weights, looked up by name, as llama_model_quantize's main loop does */
+	const struct imatrix *imatrix;
+	const char *imatrix_file;        /* its name as given (quantize.imatrix.file) */
 	/* --tensor-type: the type the first matching pattern gives tensor name (len bytes),
 	 * or QUANT_TYPE_NONE when none matches; NULL for no overrides */
 	uint32_t (*tensor_type)(void *ctx, const char *name, size_t len);
 	void *tensor_type_ctx;
 };
 void quant_params_default(struct quant_params *p, uint32_t ftype);
+/* Gives p the importance matrix im, named file (as given: quantize.imatrix.file), as
+ * llama-quantize gives one: only when it has an entry (an empty one is no matrix at
+ * all: has_imatrix stays false). im NULL: none. Both must outlive p's use. */
+void quant_params_imatrix(struct quant_params *p, const struct imatrix *im, const char *file);
 
 /* What the quantizer's rules use of the model's hyperparameters (llama_model_base::
  * load_hparams), from the keys "ARCH.block_count", "ARCH.nextn_predict_layers",
@@ -112,13 +124,15 @@ int quant_hparams_read(const struct gguf_file *meta, struct quant_hparams *hp,
 int quant_rules_order(const struct gguf_tensor *const *tensors, uint64_t n, uint64_t *order,
                       char err[GGUF_ERR_MAX]);
 
-/* The type of every tensor, tensors given in the order above: types[i] for tensors[i].
- * -1 with one line in err when llama_model_quantize() fails for this model and these
- * parameters (the line says why, as llama.cpp does: "requantizing from type q4_K is
- * disabled", ...), else 0. */
+/* The type of every tensor, tensors given in the order above: types[i] for tensors[i],
+ * and (weights not NULL) the importance matrix's entry it is quantized with, weights[i]
+ * (NULL: none). -1 with one line in err when llama_model_quantize() fails for this model
+ * and these parameters (the line says why, as llama.cpp does: "requantizing from type
+ * q4_K is disabled", ...; its preliminary pass's refusals first, then the main loop's,
+ * in the tensors' order), else 0. */
 int quant_rules_types(const struct quant_hparams *hp, const struct quant_params *p,
                       const struct gguf_tensor *const *tensors, uint64_t n, uint32_t *types,
-                      char err[GGUF_ERR_MAX]);
+                      const struct imatrix_entry **weights, char err[GGUF_ERR_MAX]);
 
 /* ggml_n_dims: the dimensions of a tensor of t's shape less trailing ones (at least 1),
  * which is what a file llama.cpp writes says. */

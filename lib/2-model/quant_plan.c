@@ -93,26 +93,75 @@ static uint64_t quant_plan_bytes(const struct quant_plan *qp)
 	       qp->n_tensors * sizeof *qp->tensors;
 }
 
-/* The keys of the quant file: m's in order less the dropped ones, then the two set. */
-static int plan_keys(const struct ggufs_model *m, struct quant_plan *qp, char err[GGUF_ERR_MAX])
+/* Appends own key name to the plan: a uint32 (str NULL) or a string of at most
+ * QUANT_KV_STR_MAX bytes (cut where strncpy would: at its first NUL or the bound), its
+ * value in own_bytes from *at on. */
+static void own_key(struct quant_plan *qp, uint64_t *at, const char *name, uint32_t u32,
+                    const char *str, uint64_t str_len)
+{
+	uint8_t *p = qp->own_bytes + *at;
+	struct gguf_kv *kv = &qp->own[qp->n_own++];
+	kv->key = (struct gguf_str){ name, strlen(name) };
+	if (!str) {
+		put_le(p, u32, 4);
+		kv->value = (struct gguf_value){ .type = GGUF_TYPE_UINT32, .data = p, .size = 4 };
+		*at += 4;
+		return;
+	}
+	const char *nul = memchr(str, 0, str_len);
+	uint64_t n = nul ? (uint64_t)(nul - str) : str_len;
+	if (n > QUANT_KV_STR_MAX)
+		n = QUANT_KV_STR_MAX;
+	put_le(p, n, 8);
+	memcpy(p + 8, str, n);
+	kv->value = (struct gguf_value){ .type = GGUF_TYPE_STRING, .data = p, .size = 8 + n };
+	*at += 8 + n;
+}
+
+/* The keys llama.cpp sets, in the order it sets them (each set moves its key last). */
+static void plan_own_keys(const struct quant_params *p, struct quant_plan *qp)
+{
+	uint64_t at = 0;
+	own_key(qp, &at, "general.quantization_version", QUANT_VERSION, NULL, 0);
+	own_key(qp, &at, "general.file_type", qp->ftype, NULL, 0);
+	const struct imatrix *im = p->imatrix;
+	if (!im)
+		return;
+	const char *file = p->imatrix_file ? p->imatrix_file : "";
+	own_key(qp, &at, "quantize.imatrix.file", 0, file, strlen(file));
+	if (im->has_dataset)
+		own_key(qp, &at, "quantize.imatrix.dataset", 0, im->dataset.ptr, im->dataset.len);
+	/* an int override is written as the uint32 of its absolute value */
+	own_key(qp, &at, "quantize.imatrix.entries_count", (uint32_t)im->n_entries, NULL, 0);
+	if (im->chunk_count > 0)
+		own_key(qp, &at, "quantize.imatrix.chunks_count", (uint32_t)im->chunk_count, NULL, 0);
+}
+
+/* Whether kv is one of the keys the plan sets (so the model's goes). */
+static bool key_set_again(const struct quant_plan *qp, const struct gguf_kv *kv)
+{
+	for (uint32_t i = 0; i < qp->n_own; i++)
+		if (kv->key.len == qp->own[i].key.len &&
+		    memcmp(kv->key.ptr, qp->own[i].key.ptr, kv->key.len) == 0)
+			return true;
+	return false;
+}
+
+/* The keys of the quant file: m's in order less the dropped ones, then those set. */
+static int plan_keys(const struct ggufs_model *m, const struct quant_params *p,
+                     struct quant_plan *qp, char err[GGUF_ERR_MAX])
 {
 	const struct gguf_file *g = model_meta(m);
-	qp->keys = calloc(g->n_kv + 2, sizeof *qp->keys);
+	plan_own_keys(p, qp);
+	qp->keys = calloc(g->n_kv + qp->n_own, sizeof *qp->keys);
 	if (!qp->keys) {
 		gguf_errf(err, "out of memory for %" PRIu64 " keys", g->n_kv);
 		return -1;
 	}
-	put_le(qp->own_bytes, QUANT_VERSION, 4);
-	put_le(qp->own_bytes + 4, qp->ftype, 4);
-	static const char qv[] = "general.quantization_version", ft[] = "general.file_type";
-	qp->own[0] = (struct gguf_kv){ { qv, sizeof qv - 1 },
-		{ .type = GGUF_TYPE_UINT32, .data = qp->own_bytes, .size = 4 } };
-	qp->own[1] = (struct gguf_kv){ { ft, sizeof ft - 1 },
-		{ .type = GGUF_TYPE_UINT32, .data = qp->own_bytes + 4, .size = 4 } };
 	uint64_t off = 24;   /* "GGUF", version, tensor count, key count */
-	for (uint64_t i = 0; i < g->n_kv + 2; i++) {
+	for (uint64_t i = 0; i < g->n_kv + qp->n_own; i++) {
 		const struct gguf_kv *kv = i < g->n_kv ? &g->kv[i] : &qp->own[i - g->n_kv];
-		if (i < g->n_kv && key_dropped(kv))
+		if (i < g->n_kv && (key_dropped(kv) || key_set_again(qp, kv)))
 			continue;
 		/* llama.cpp's GGUF reader takes no array of arrays */
 		if (kv->value.type == GGUF_TYPE_ARRAY && kv->value.elem_type == GGUF_TYPE_ARRAY) {
@@ -149,9 +198,10 @@ static int plan_tensors(const struct ggufs_model *m, const struct quant_params *
 	uint64_t *order = calloc(n ? n : 1, sizeof *order);
 	uint64_t *offsets = calloc(n ? n : 1, sizeof *offsets);
 	uint32_t *types = calloc(n ? n : 1, sizeof *types);
+	const struct imatrix_entry **weights = calloc(n ? n : 1, sizeof *weights);
 	qp->tensors = calloc(n ? n : 1, sizeof *qp->tensors);
 	int r = -1;
-	if (!src || !sorted || !written || !wp || !order || !offsets || !types || !qp->tensors) {
+	if (!src || !sorted || !written || !wp || !order || !offsets || !types || !weights || !qp->tensors) {
 		gguf_errf(err, "out of memory for %" PRIu64 " tensors", n);
 		goto out;
 	}
@@ -161,7 +211,7 @@ static int plan_tensors(const struct ggufs_model *m, const struct quant_params *
 		goto out;
 	for (uint64_t i = 0; i < n; i++)
 		sorted[i] = src[order[i]];
-	if (quant_rules_types(&hp, p, sorted, n, types, err) < 0)
+	if (quant_rules_types(&hp, p, sorted, n, types, weights, err) < 0)
 		goto out;
 	uint64_t off = 0;
 	for (uint64_t i = 0; i < n; i++) {
@@ -179,7 +229,7 @@ static int plan_tensors(const struct ggufs_model *m, const struct quant_params *
 			gguf_errf(err, "the tensors would be larger than 2^64 bytes");
 			goto out;
 		}
-		qp->tensors[i] = (struct quant_tensor){ order[i], types[i], off, size };
+		qp->tensors[i] = (struct quant_tensor){ order[i], types[i], off, size, weights[i] };
 		written[i] = *t;
 		written[i].n_dims = quant_n_dims(t);
 		written[i].type = types[i];
@@ -224,6 +274,7 @@ out:
 	free(order);
 	free(offsets);
 	free(types);
+	free(weights);
 	return r;
 }
 
@@ -235,7 +286,12 @@ int quant_plan_build(const struct ggufs_model *m, const struct quant_params *p,
 		gguf_errf(err, "invalid output file type %" PRIu32, p->ftype);
 		return -1;
 	}
-	if (plan_keys(m, qp, err) < 0 || plan_tensors(m, p, qp, err) < 0) {
+	if (p->imatrix && !p->imatrix->all_finite) {
+		gguf_errf(err, "imatrix contains non-finite value %f",
+		          (double)p->imatrix->first_non_finite);
+		return -1;
+	}
+	if (plan_keys(m, p, qp, err) < 0 || plan_tensors(m, p, qp, err) < 0) {
 		quant_plan_free(qp);
 		return -1;
 	}

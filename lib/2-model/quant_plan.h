@@ -6,7 +6,11 @@
  * - GGUF version 3, whatever the source's; the tensor and key counts;
  * - the model's keys in order, less general.quantization_version, general.file_type
  *   and split.no, split.count, split.tensors.count, then general.quantization_version
- *   (uint32 2) and general.file_type (uint32 ftype) last; every value as it was (booleans
+ *   (uint32 2) and general.file_type (uint32 ftype), then, under an importance matrix,
+ *   quantize.imatrix.file (its name as given, cut to 127 bytes), .dataset (the first,
+ *   cut so; when it names one), .entries_count and .chunks_count (when positive), each
+ *   uint32 (llama-quantize's overrides: a model's own keys of these names go, as set
+ *   keys move last); every other value as it was (booleans
  *   written as 0 or 1), general.alignment included, though the file is laid out at 32;
  * - the tensor infos in llama.cpp's order (quant_rules_order: by layer, then name), each
  *   with its dimensions less trailing ones (ggml_n_dims), its new type, and its offset:
@@ -26,6 +30,9 @@
 
 #define QUANT_ALIGNMENT 32      /* GGUF_DEFAULT_ALIGNMENT: llama.cpp's, whatever the model says */
 #define QUANT_VERSION 2         /* GGML_QNT_VERSION: general.quantization_version */
+#define QUANT_KV_STR_MAX 127    /* llama_model_kv_override's val_str, less its NUL */
+#define QUANT_OWN_KEYS 6
+#define QUANT_OWN_BYTES (4 * 4 + 2 * (8 + QUANT_KV_STR_MAX))
 
 /* One tensor of the quant file, in file order. */
 struct quant_tensor {
@@ -33,6 +40,7 @@ struct quant_tensor {
 	uint32_t type;         /* its type in the quant file */
 	uint64_t offset;       /* from the data section's start */
 	uint64_t size;         /* its bytes, without the padding after them */
+	const struct imatrix_entry *weights;   /* the matrix's entry it is quantized with */
 };
 
 /* A piece of the header's head ("GGUF" through the last key): key i of the plan. */
@@ -46,8 +54,11 @@ struct quant_plan {
 	const struct quant_name *name;
 	uint64_t n_keys;
 	struct quant_plan_key *keys;
-	struct gguf_kv own[2];       /* general.quantization_version, general.file_type */
-	uint8_t own_bytes[8];        /* their values */
+	/* the keys llama.cpp sets: general.quantization_version, general.file_type, and
+	 * under a matrix its four quantize.imatrix.* (n_own of them) */
+	struct gguf_kv own[QUANT_OWN_KEYS];
+	uint32_t n_own;
+	uint8_t own_bytes[QUANT_OWN_BYTES];   /* their values */
 	uint64_t head_len;           /* the preamble and keys */
 	uint8_t *infos;              /* the tensor infos, as written */
 	uint64_t infos_len;

@@ -90,8 +90,85 @@ static int copy_checked(const struct ggufs_model *m, uint64_t i, uint32_t to, ui
 	return r;
 }
 
+/* The weights of one row's expert and that row's state, as a read goes along. */
+struct row_state {
+	const struct imatrix *im;
+	const struct imatrix_entry *w;
+	uint64_t ne0, rows_per_expert;
+	float *weights;          /* ne0 of them: expert's (NULL: no matrix) */
+	uint64_t expert;         /* whose they are (UINT64_MAX: none yet) */
+	uint64_t row;            /* the row ctx is prepared for (UINT64_MAX: none) */
+	struct quant_row_ctx ctx;
+	float *row_values;       /* the whole row, where the type's preparation needs it */
+};
+
+/* Prepares rs for row (its expert's weights, its ctx): 0 or -errno. */
+static int row_begin(const struct ggufs_model *m, uint64_t i, uint32_t to,
+                     struct row_state *rs, uint64_t row, char why[GGUF_ERR_MAX])
+{
+	if (rs->row == row)
+		return 0;
+	const uint64_t expert = row / rs->rows_per_expert;
+	if (rs->w && rs->expert != expert) {
+		imatrix_values_range(rs->im, rs->w, expert * rs->ne0, rs->ne0, rs->weights);
+		rs->expert = expert;
+	}
+	const bool needs = quant_row_needs_values((enum ggml_type_id)to, rs->w != NULL);
+	if (needs) {
+		if (!rs->row_values && !(rs->row_values = malloc(rs->ne0 * sizeof(float))))
+			return -ENOMEM;
+		int r = reader_f32(m, i, row * rs->ne0 * sizeof(float), rs->ne0 * sizeof(float),
+		                   rs->row_values, why);
+		if (r < 0)
+			return r;
+		/* the row's sum takes every value: one NaN or infinity refuses its block */
+		const uint64_t be = ggml_type_get(to)->block_elems;
+		for (uint64_t v = 0; v < rs->ne0; v++)
+			if (!isfinite(rs->row_values[v]))
+				return refused(m, i, to, (row * rs->ne0 + v) / be,
+				               "is made from a NaN or infinity");
+	}
+	if (quant_row_prepare((enum ggml_type_id)to, needs ? rs->row_values : NULL,
+	                      (int64_t)rs->ne0, rs->w ? rs->weights : NULL, &rs->ctx) < 0)
+		return -EINVAL;
+	rs->row = row;
+	return 0;
+}
+
+/* Quantizes nb blocks from block b0 (values at x) into y under rs, a row's run at a
+ * time. */
+static int weighted_blocks(const struct ggufs_model *m, uint64_t i, uint32_t to,
+                           struct row_state *rs, uint64_t b0, uint64_t nb, const float *x,
+                           uint8_t *y, char why[GGUF_ERR_MAX])
+{
+	const struct ggml_type *ty = ggml_type_get(to);
+	const uint64_t be = ty->block_elems, bb = ty->block_bytes, per_row = rs->ne0 / be;
+	for (uint64_t b = b0; b < b0 + nb;) {
+		const uint64_t row = b / per_row, col = (b % per_row) * be;
+		uint64_t run = per_row - b % per_row;
+		if (run > b0 + nb - b)
+			run = b0 + nb - b;
+		int r = row_begin(m, i, to, rs, row, why);
+		if (r < 0)
+			return r;
+		if (quant_blocks_weighted((enum ggml_type_id)to, x + (b - b0) * be, y + (b - b0) * bb,
+		                          (int64_t)(run * be), rs->w ? rs->weights + col : NULL,
+		                          &rs->ctx) < 0)
+			return -EINVAL;
+		b += run;
+	}
+	return 0;
+}
+
 int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
                  uint64_t len, void *buf, char why[GGUF_ERR_MAX])
+{
+	return reader_quant_weighted(m, i, to, NULL, NULL, off, len, buf, why);
+}
+
+int reader_quant_weighted(const struct ggufs_model *m, uint64_t i, uint32_t to,
+                          const struct imatrix *im, const struct imatrix_entry *w,
+                          uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
 	const struct gguf_tensor *t = model_tensor(m, i);
 	const uint64_t size = reader_quant_size(m, i, to);
@@ -99,10 +176,17 @@ int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t 
 		return -EINVAL;
 	if (to == t->type)
 		return len ? copy_checked(m, i, to, off, len, buf, why) : 0;
-	if (!t->has_f32 || !quant_can_make(to))
+	const bool weighted = w != NULL;
+	if (!t->has_f32 || (quant_requires_weights((enum ggml_type_id)to) && !weighted) ||
+	    !(weighted ? quant_can_make_weighted((enum ggml_type_id)to) : quant_can_make(to)) ||
+	    (w && (!im || w->n_values != t->ne[0] * t->ne[2])))
 		return -EINVAL;
 	if (!len)
 		return 0;
+	struct row_state rs = { .im = im, .w = w, .ne0 = t->ne[0], .rows_per_expert = t->ne[1],
+	                        .expert = UINT64_MAX, .row = UINT64_MAX };
+	if (w && !(rs.weights = malloc(rs.ne0 * sizeof(float))))
+		return -ENOMEM;
 	const struct ggml_type *ty = ggml_type_get(to);
 	const uint64_t bb = ty->block_bytes, be = ty->block_elems;
 	const uint64_t step = be < QUANT_READ_STEP_VALUES ? QUANT_READ_STEP_VALUES / be : 1;
@@ -130,7 +214,8 @@ int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t 
 			}
 		}
 		if (r == 0)
-			r = quant_row(to, values, blocks, (int64_t)(nb * be));
+			r = weighted ? weighted_blocks(m, i, to, &rs, b0, nb, values, blocks, why)
+			             : quant_row(to, values, blocks, (int64_t)(nb * be));
 		if (r < 0)
 			break;
 		/* and what it writes: a scale (or, for f16 and bf16, a value) that came out
@@ -146,5 +231,7 @@ int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t 
 	}
 	thread_buf_put(values, values_owned);
 	thread_buf_put(blocks, blocks_owned);
+	free(rs.weights);
+	free(rs.row_values);
 	return r;
 }

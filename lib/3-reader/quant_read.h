@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "imatrix_file.h"
 #include "model.h"
 
 /* Bytes tensor i takes stored as type to: 0 when to cannot store it (no block layout,
@@ -40,5 +41,15 @@ uint64_t reader_quant_size(const struct ggufs_model *m, uint64_t i, uint32_t to)
  * make), -ENOMEM. Thread-safe. */
 int reader_quant(const struct ggufs_model *m, uint64_t i, uint32_t to, uint64_t off,
                  uint64_t len, void *buf, char why[GGUF_ERR_MAX]);
+
+/* The same under an importance matrix: tensor i quantized with the weights of entry w
+ * of im (its ne[0] x ne[2] values: row r of the tensor takes those of its expert, r /
+ * ne[1]), as llama_model_quantize does given the matrix; w NULL: without weights, as
+ * reader_quant. q4_0, q4_1, q5_0 and q5_1 under a matrix take a value of the whole row
+ * (quant.h), so a read of part of such a row reads all of it. Errors as reader_quant's;
+ * -EINVAL also for a w of another size or a type that needs weights without them. */
+int reader_quant_weighted(const struct ggufs_model *m, uint64_t i, uint32_t to,
+                          const struct imatrix *im, const struct imatrix_entry *w,
+                          uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX]);
 
 #endif

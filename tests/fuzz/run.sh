@@ -8,11 +8,12 @@
 #   fuzz_edits  the edits file, metadata text, file names corpus_edits/  regressions_edits/
 #   fuzz_hub    the hub's tree page and Link header      corpus_hub/    regressions_hub/
 #   fuzz_s3     S3's ListObjectsV2 page and error body    corpus_s3/     regressions_s3/
-# The listings' two small parsers get half the time each (LISTING_SECS, default SECONDS/2):
+#   fuzz_imatrix an importance matrix file (GGUF, .dat)  corpus_imatrix/ regressions_imatrix/
+# The listings' two small parsers and the importance matrix's get half the time each (LISTING_SECS, default SECONDS/2):
 # their inputs are short and their state small, so they saturate sooner.
 # It fails if anything was found: each crash, leak, timeout or OOM input is copied into
 # the target's regressions folder, which the normal test suite replays (meson test
-# fuzz-parse, fuzz-edits). FUZZ_JOBS=N runs N fuzzers of a target in parallel.
+# fuzz-parse, fuzz-edits, ...). FUZZ_JOBS=N runs N fuzzers of a target in parallel.
 set -eu
 
 all_secs=${1:?usage: $0 SECONDS}
@@ -26,7 +27,8 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 if [ ! -f "$build/build.ninja" ]; then
 	CC=clang meson setup "$build" "$src" -Dfuzz=true -Dbuildtype=debugoptimized
 fi
-ninja -C "$build" tests/fuzz/fuzz_parse tests/fuzz/fuzz_edits tests/fuzz/fuzz_hub tests/fuzz/fuzz_s3
+ninja -C "$build" tests/fuzz/fuzz_parse tests/fuzz/fuzz_edits tests/fuzz/fuzz_hub tests/fuzz/fuzz_s3 \
+	tests/fuzz/fuzz_imatrix
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ggufs-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
@@ -75,4 +77,5 @@ fuzz fuzz_parse corpus regressions
 fuzz fuzz_edits corpus_edits regressions_edits
 fuzz fuzz_hub corpus_hub regressions_hub "$listing_secs"
 fuzz fuzz_s3 corpus_s3 regressions_s3 "$listing_secs"
+fuzz fuzz_imatrix corpus_imatrix regressions_imatrix "$listing_secs"
 exit "$failed"
