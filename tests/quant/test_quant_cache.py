@@ -61,11 +61,22 @@ def counters(path):
 
 
 def entries(cache_dir):
-    """The disk cache's entry directories (named by a hash of their key)."""
+    """The disk cache's entry directories (named by a hash of their key): one per
+    converted (tensor, type)."""
     if not os.path.isdir(cache_dir):
         return []
     return sorted(e for e in os.listdir(cache_dir)
                   if os.path.isdir(os.path.join(cache_dir, e)))
+
+
+def assert_all_had(test, c, blocks):
+    """Counters c (computed, from_disk, stored) of a quant file read whole, its blocks
+    made here: some block computed and stored, and each of its blocks had, computed or
+    assembled from the pieces another block made (blocks and pieces do not align)."""
+    computed, from_disk, stored = c
+    test.assertGreater(computed, 0)
+    test.assertGreater(stored, 0)
+    test.assertGreaterEqual(computed + from_disk, blocks)
 
 
 def tasks(pid):
@@ -176,25 +187,23 @@ class QuantCache(unittest.TestCase):
             self.assertEqual(qp.sha256_file(f), want)
             # every block made here (and stored); a block the memory cache let go
             # before its reader came is read back from the disk cache
-            computed, from_disk, stored = counters(f)
-            self.assertGreaterEqual(computed, blocks)
-            self.assertGreaterEqual(stored, blocks)
-        self.assertEqual(len(entries(cache)), 1)
+            assert_all_had(self, counters(f), blocks)
+        first = len(entries(cache))
+        self.assertGreater(first, 0)
         with gm.Mount(self.model, opts) as m:
             f = m.p("quants", "Q4_K_M.gguf")
             self.assertEqual(qp.sha256_file(f), want)
             computed, from_disk, stored = counters(f)
             self.assertEqual((computed, stored), (0, 0))
             self.assertGreaterEqual(from_disk, blocks)
-        # another NAME is another entry, every block of it made (some may come back
-        # from its own entry, let go by the memory cache before their reader came);
-        # the first is still there
+        # another NAME of other types has other pieces, every block of it made; the
+        # first's are still there
         with gm.Mount(self.model, opts) as m:
             f = m.p("quants", "Q8_0.gguf")
             want8, size8 = self.reference(self.model, "Q8_0")
             self.assertEqual(qp.sha256_file(f), want8)
-            self.assertGreaterEqual(counters(f)[0], -(-size8 // BLOCK))
-        self.assertEqual(len(entries(cache)), 2)
+            assert_all_had(self, counters(f), -(-size8 // BLOCK))
+        self.assertGreater(len(entries(cache)), first)
 
     def quick_remount(self, source, rel, name, cache, edits=None, slow_serve=False):
         """source (a model or a library) mounted with cache, its quant file rel/NAME
@@ -231,7 +240,7 @@ class QuantCache(unittest.TestCase):
             blocks = -(-size // BLOCK)
             f = old.p(*rel, name + ".gguf")
             self.assertEqual(qp.sha256_file(f), want)
-            self.assertGreaterEqual(counters(f)[2], blocks)   # every block stored
+            assert_all_had(self, counters(f), blocks)   # made and stored
             subprocess.run(["fusermount3", "-u", old.path], check=True)
             with gm.Mount(source, opts) as new:
                 # the old daemon is still exiting: its entry is not let go yet
@@ -428,7 +437,7 @@ class QuantCache(unittest.TestCase):
             f = m.p("quants", "Q6_K.gguf")
             want, size = self.reference(model, "Q6_K")
             self.assertEqual(qp.sha256_file(f), want)
-            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+            assert_all_had(self, counters(f), -(-size // BLOCK))
 
     def test_no_disk_cache(self):
         """-o cache_dir=none: nothing written anywhere, every block computed; without
@@ -446,7 +455,7 @@ class QuantCache(unittest.TestCase):
         self.assertEqual(entries(default), [])
         with gm.Mount(self.model, default_cache=True) as m:
             self.assertEqual(qp.sha256_file(m.p("quants", "Q2_K.gguf")), want)
-        self.assertEqual(len(entries(default)), 1)
+        self.assertGreater(len(entries(default)), 0)
 
     def test_shrinking_model(self):
         """The model file shrinks while its quant is read: every read after gives EIO
@@ -535,7 +544,7 @@ class QuantCache(unittest.TestCase):
         with gm.Mount(model, opts) as m:
             f = m.p("quants", "Q8_0.gguf")
             self.assertEqual(qp.sha256_file(f), want)
-            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+            assert_all_had(self, counters(f), -(-size // BLOCK))
 
     def test_rewritten_in_place_library(self):
         """In a library: a quant file opened before cp puts a BF16 file of the same
@@ -558,7 +567,7 @@ class QuantCache(unittest.TestCase):
                     old.read()
                 self.assertEqual(e.exception.errno, errno.EIO)
             self.assertEqual(qp.sha256_file(f), want)
-            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+            assert_all_had(self, counters(f), -(-size // BLOCK))
         with gm.Mount(root, opts) as m:
             f = m.p("m", "quants", "Q8_0.gguf")
             self.assertEqual(qp.sha256_file(f), want)
@@ -604,7 +613,7 @@ class QuantCache(unittest.TestCase):
         with gm.Mount(model, opts) as m:
             f = m.p("quants", "Q8_0.gguf")
             self.assertEqual(qp.sha256_file(f), want)
-            self.assertGreaterEqual(counters(f)[0], -(-size // BLOCK))
+            assert_all_had(self, counters(f), -(-size // BLOCK))
 
     def test_renamed_over_keeps_serving(self):
         """Another file renamed over the model's path while its Q8_0 is read (the model
@@ -623,7 +632,7 @@ class QuantCache(unittest.TestCase):
                 os.rename(newer, model)
                 got += f.read()
             self.assertEqual(got, old)
-            self.assertGreaterEqual(counters(path)[2], -(-len(old) // BLOCK))
+            self.assertGreater(counters(path)[2], 0)
 
     def test_changed_model_page_cache(self):
         """F32 of an F32 model read whole through the page cache, then the model shrinks
@@ -659,13 +668,16 @@ class QuantCache(unittest.TestCase):
         want, size = self.reference(self.model, "Q6_K")
         cache = os.path.join(self.dir, "cache-paths")
         opts = ["-o", "cache_dir=" + cache]
+        made = []
         for name in ("b", "c"):
             with gm.Mount(root, opts) as m:
                 f = m.p(name, "quants", "Q6_K.gguf")
                 self.assertEqual(qp.sha256_file(f), want)
                 if name == "c":
                     self.assertEqual(counters(f)[0], 0, "blocks computed again")
-        self.assertEqual(len(entries(cache)), 1)
+            made.append(entries(cache))
+        self.assertTrue(made[0])
+        self.assertEqual(made[1], made[0])
 
     def test_memory_bound(self):
         """A model larger than the bound: its F32 (twice its size) and Q8_0 read whole
