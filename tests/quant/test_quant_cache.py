@@ -49,6 +49,7 @@ THREAD_MEMORY = 5 << 20  # what a thread of the daemon may hold besides: a FUSE 
                          # of replies; all of it resident under meson's MALLOC_PERTURB_)
                          # and quantization scratch
 FUSE_THREADS = ["-o", "max_threads=8", "-o", "max_idle_threads=1"]   # libfuse's own
+ENTRY_OVERHEAD = 24 << 10   # a disk cache entry's own: its directory, its map's header
 # NAMEs quick to make, for the tests that read many at once
 MANY = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q4_K_S", "Q5_K_S",
         "Q6_K")
@@ -67,6 +68,15 @@ def entries(cache_dir):
         return []
     return sorted(e for e in os.listdir(cache_dir)
                   if os.path.isdir(os.path.join(cache_dir, e)))
+
+
+def du(path):
+    """Bytes the files under path take on disk (st_blocks), as du counts them."""
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for n in dirs + files:
+            total += os.lstat(os.path.join(root, n)).st_blocks * 512
+    return total
 
 
 def assert_all_had(test, c, blocks):
@@ -654,6 +664,124 @@ class QuantCache(unittest.TestCase):
                                     "conv=notrunc", "status=none"], check=True)
                 self.assert_eio(path)
                 self.assert_eio(m.p("quants", "quants.tsv"))
+
+    def test_model_moved_keeps_pieces(self):
+        """mv, ln, chmod 600, touch and cp of a model, then a fresh mount of it: Q4_K_M
+        read whole computes no block (its pieces are keyed by the tensors' bytes, not
+        the path, inode or times) and adds nothing to the cache; llama.cpp's bytes."""
+        want, size = self.reference(self.model, "Q4_K_M")
+        cache = os.path.join(self.dir, "cache-moved")
+        opts = ["-o", "cache_dir=" + cache]
+        folder = os.path.join(self.dir, "moved")
+        os.makedirs(folder)
+        model = os.path.join(folder, "a.gguf")
+        shutil.copyfile(self.model, model)
+        with gm.Mount(model, opts) as m:
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q4_K_M.gguf")), want)
+        before = du(cache)
+
+        def mv(path):
+            os.rename(path, path + ".mv")
+            return path + ".mv"
+
+        def ln(path):
+            os.link(path, path + ".ln")
+            return path + ".ln"
+
+        def chmod(path):
+            os.chmod(path, 0o600)
+            return path
+
+        def touch(path):
+            os.utime(path)
+            return path
+
+        def cp(path):
+            subprocess.run(["cp", path, path + ".cp"], check=True)
+            return path + ".cp"
+        for change in (mv, ln, chmod, touch, cp):
+            model = change(model)
+            with gm.Mount(model, opts) as m:
+                f = m.p("quants", "Q4_K_M.gguf")
+                self.assertEqual(qp.sha256_file(f), want)
+                computed, from_disk, stored = counters(f)
+                print("after %s: %d blocks computed, %d from disk" % (change.__name__,
+                                                                     computed, from_disk))
+                self.assertEqual((computed, stored), (0, 0), change.__name__)
+                self.assertGreaterEqual(from_disk, -(-size // BLOCK))
+        self.assertEqual(du(cache), before)
+
+    def tensor_types(self, name):
+        """llama.cpp's file of the model for NAME: {tensor: (type, bytes)} and its size."""
+        data = self.reference_bytes(self.model, name)
+        infos, end = qp.parse_infos(data, with_end=True)
+        start = -(-end // 32) * 32
+        offs = sorted(i[3] for i in infos) + [len(data) - start]
+        sizes = {o: offs[k + 1] - o for k, o in enumerate(offs[:-1])}
+        return {i[0]: (i[2], sizes[i[3]]) for i in infos}, len(data)
+
+    def test_names_share_pieces(self):
+        """Q4_K_S after Q4_K_M adds to the cache (du) only the bytes of the tensors
+        whose type differs (and each entry's own few KiB), not a copy of the file."""
+        cache = os.path.join(self.dir, "cache-share")
+        opts = ["-o", "cache_dir=" + cache]
+        m_types, _ = self.tensor_types("Q4_K_M")
+        s_types, s_size = self.tensor_types("Q4_K_S")
+        differ = [t for t in s_types if s_types[t][0] != m_types[t][0]]
+        differ_bytes = sum(s_types[t][1] for t in differ)
+        bound = differ_bytes + len(differ) * ENTRY_OVERHEAD + BLOCK
+        self.assertLess(bound, s_size // 2)   # (a copy of the file would not pass it)
+        with gm.Mount(self.model, opts) as m:
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q4_K_M.gguf")),
+                             self.reference(self.model, "Q4_K_M")[0])
+            before = du(cache)
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q4_K_S.gguf")),
+                             self.reference(self.model, "Q4_K_S")[0])
+            added = du(cache) - before
+        print("Q4_K_S after Q4_K_M: %d bytes added, %d tensors of %d bytes differ, "
+              "the file %d bytes" % (added, len(differ), differ_bytes, s_size))
+        self.assertLessEqual(added, bound)
+
+    def test_same_type_not_stored(self):
+        """F16.gguf of an F16 model: every tensor's type stays, read from the model:
+        nothing computed, nothing added to the cache but its directory's lock."""
+        cache = os.path.join(self.dir, "cache-same")
+        want, size = self.reference(self.model, "F16")
+        with gm.Mount(self.model, ["-o", "cache_dir=" + cache]) as m:
+            before = du(cache)
+            f = m.p("quants", "F16.gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            computed, from_disk, stored = counters(f)
+            self.assertEqual((computed, stored), (0, 0))
+            self.assertGreaterEqual(from_disk, -(-size // BLOCK))
+        print("F16 of F16 (%d bytes): %d bytes added to the cache" % (size,
+                                                                     du(cache) - before))
+        self.assertLessEqual(du(cache) - before, ENTRY_OVERHEAD)
+
+    def test_rewritten_times_restored(self):
+        """A model rewritten in place with other weights of the same size, its mtime put
+        back (touch -r): a fresh mount never serves a block of what it held before,
+        llama.cpp's bytes of the new content."""
+        f16, bf16 = self.twins("restored", 56)
+        model = os.path.join(self.dir, "restored.gguf")
+        shutil.copyfile(f16, model)
+        want, size = self.reference(bf16, "Q8_0")
+        cache = os.path.join(self.dir, "cache-restored")
+        opts = ["-o", "cache_dir=" + cache]
+        with gm.Mount(model, opts) as m:
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q8_0.gguf")),
+                             self.reference(f16, "Q8_0")[0])
+        st = os.stat(model)
+        with open(bf16, "rb") as src, open(model, "r+b") as dst:
+            dst.write(src.read())
+        os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+        after = os.stat(model)
+        self.assertEqual((after.st_size, after.st_mtime_ns, after.st_ino),
+                         (st.st_size, st.st_mtime_ns, st.st_ino))
+        with gm.Mount(model, opts) as m:
+            f = m.p("quants", "Q8_0.gguf")
+            self.assertEqual(qp.sha256_file(f), want)
+            assert_all_had(self, counters(f), -(-size // BLOCK))
 
     def test_one_entry_whatever_path(self):
         """Two more paths to one model in a library, a symbolic link and a hard link:
