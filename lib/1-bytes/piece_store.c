@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "diskcache.h"
+#include "evlog.h"
 #include "leaving.h"
 
 /* One key's entry, held while reads use it and then kept open up to PIECE_OPEN_MAX. */
@@ -31,9 +32,14 @@ struct piece_making {
 };
 
 struct piece_store {
-	pthread_mutex_t lock;        /* entries, making, tick */
+	pthread_mutex_t lock;        /* dc, entries, making, tick */
 	pthread_cond_t made;         /* a block of making done (stored or not) */
+	char *cache_dir;
+	uint64_t cache_max;
+	/* opened at the first read (a mount that forks to the background opens nothing
+	 * before): NULL before, or when it could not be (dc_failed) */
 	struct diskcache *dc;
+	bool dc_failed;
 	struct piece_entry *entries;
 	unsigned n_open;
 	uint64_t tick;
@@ -47,7 +53,9 @@ static void store_leave(void *arg)
 {
 	struct piece_store *ps = arg;
 	atomic_store(&ps->leaving, true);
+	pthread_mutex_lock(&ps->lock);
 	dc_leaving(ps->dc);
+	pthread_mutex_unlock(&ps->lock);
 }
 
 struct piece_store *piece_store_new(const char *cache_dir, uint64_t cache_max,
@@ -58,13 +66,12 @@ struct piece_store *piece_store_new(const char *cache_dir, uint64_t cache_max,
 		gguf_errf(err, "out of memory");
 		return NULL;
 	}
-	char why[GGUF_ERR_MAX];
-	ps->dc = dc_open(cache_dir, cache_max, PIECE_BLOCK, why, sizeof why);
-	if (!ps->dc) {
-		gguf_errf(err, "%s", why);
+	if (!(ps->cache_dir = strdup(cache_dir))) {
+		gguf_errf(err, "out of memory");
 		free(ps);
 		return NULL;
 	}
+	ps->cache_max = cache_max;
 	pthread_mutex_init(&ps->lock, NULL);
 	pthread_cond_init(&ps->made, NULL);
 	atomic_init(&ps->leaving, false);
@@ -93,6 +100,7 @@ void piece_store_free(struct piece_store *ps)
 	dc_close(ps->dc);
 	pthread_cond_destroy(&ps->made);
 	pthread_mutex_destroy(&ps->lock);
+	free(ps->cache_dir);
 	free(ps);
 }
 
@@ -114,6 +122,24 @@ static void entries_trim(struct piece_store *ps)
 	}
 }
 
+/* The disk cache, opened at the first need (under the lock): NULL when it cannot be
+ * used, said once in the event log (the mount said so at its start too). */
+static struct diskcache *store_dc(struct piece_store *ps)
+{
+	if (ps->dc || ps->dc_failed)
+		return ps->dc;
+	char why[GGUF_ERR_MAX];
+	ps->dc = dc_open(ps->cache_dir, ps->cache_max, PIECE_BLOCK, why, sizeof why);
+	if (!ps->dc) {
+		ps->dc_failed = true;
+		evlog(EVLOG_WARNING, "piece dc", "%s: the disk cache is not used: %s", ps->cache_dir,
+		      why);
+	} else if (atomic_load(&ps->leaving)) {
+		dc_leaving(ps->dc);
+	}
+	return ps->dc;
+}
+
 /* The entry of key (size bytes), opened if need be and held: NULL out of memory. */
 static struct piece_entry *entry_get(struct piece_store *ps, const char *key, uint64_t size)
 {
@@ -123,7 +149,8 @@ static struct piece_entry *entry_get(struct piece_store *ps, const char *key, ui
 		pe = pe->next;
 	if (!pe && (pe = calloc(1, sizeof *pe)) && (pe->key = strdup(key))) {
 		pe->size = size;
-		pe->e = dc_entry_open(ps->dc, key, size, "piece 1");
+		struct diskcache *dc = store_dc(ps);
+		pe->e = dc ? dc_entry_open(dc, key, size, "piece 1") : NULL;
 		pe->next = ps->entries;
 		ps->entries = pe;
 		ps->n_open++;

@@ -53,8 +53,10 @@ struct piece_store;
 struct leaving;
 
 /* A store in the disk cache cache_dir bounded to cache_max (dc_open's: 0 the default),
- * storing nothing more once leaving (the mount's hand-over, or NULL) has run. NULL with
- * one line in err when the directory cannot be used, or out of memory. */
+ * storing nothing more once leaving (the mount's hand-over, or NULL) has run. The
+ * directory is opened at the first read (nothing is open across a fork to the
+ * background); one that cannot be used is said once in the event log, and the pieces
+ * are made without it. NULL with one line in err out of memory. */
 struct piece_store *piece_store_new(const char *cache_dir, uint64_t cache_max,
                                     struct leaving *leaving, char err[GGUF_ERR_MAX]);
 /* Frees ps (NULL: nothing), once no read is in it. */
