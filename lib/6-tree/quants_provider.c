@@ -14,9 +14,9 @@
  *
  * The plans are the model's parse at open: a local file written to since (in place: the
  * same inode, its bytes others under the mapping) has none. Whatever is made from the
- * mappings (the plans, a header read, a block) is checked after it is made against the
- * identity recorded at open (model_changed) and, if the file changed, is -EIO and kept
- * nowhere; from then on every read of quants/ fails with EIO.
+ * mappings (the plans, a header read, a tensor's content hash, a block) is checked after
+ * it is made against the identity recorded at open (model_changed) and, if the file
+ * changed, is -EIO and kept nowhere; from then on every read of quants/ fails with EIO.
  *
  * It sees the tree through tree.h only (its model, the attributes helper): a feature,
  * to move above the tree core with the rest of quants/. */
@@ -49,8 +49,9 @@
 enum { QUANTS_DIR, QUANTS_FILE, QUANTS_TSV };
 
 /* Files of one tree whose computed bytes stay open at once: past it, an idle one is
- * closed when another opens (each holds its disk cache entry: its lock, two files and
- * a record of the blocks it keeps; the workers and memory are the pool's). */
+ * closed when another opens (each holds its read-ahead state and its blocks in the
+ * pool's memory; the workers and memory are the pool's, the disk entries the piece
+ * store's). */
 #define QUANTS_OPEN_MAX 4
 /* The most files one open closes (the rest, when all were read then, at a later one). */
 #define QUANTS_CLOSE_MAX 8
@@ -74,8 +75,8 @@ struct quants_file {
 	const struct quant_plan *qp;
 	struct source *src;           /* NULL until opened */
 	bool opening;                 /* being opened (the lock dropped): wait on opened */
-	bool closing;                 /* being closed (the lock dropped; it still holds its
-	                               * disk cache entry): wait on opened before opening */
+	bool closing;                 /* being closed (the lock dropped; its blocks being
+	                               * made are waited for): wait on opened before opening */
 	unsigned readers;             /* reads in src now: it is not closed under them */
 	uint64_t last_use;            /* quants_tree.tick at the last read's start */
 	uint64_t computed, from_disk, stored;   /* counters of its sources closed */
@@ -97,8 +98,8 @@ struct quants_tree {
 	char *names;                 /* their file names, back to back */
 	size_t *children;            /* quants/'s listing: the NAMEs made, quants.tsv */
 	uint64_t n_children;
-	/* the files' computed bytes, under files_lock (apart from lock: an open may wait
-	 * for a disk cache entry another mount lets go) */
+	/* the files' computed bytes, under files_lock (apart from lock: a close waits for
+	 * the blocks being made) */
 	pthread_mutex_t files_lock;
 	pthread_cond_t opened;         /* a file opened or closed */
 	struct quants_file *files;     /* n_names, made at the first read */
@@ -660,7 +661,7 @@ static void keep_counters(struct quants_file *f, const struct computed_counters 
 /* File j's computed bytes, opened if need be and held for one read (file_put lets go),
  * into *out: 0, or open_file's -errno with why. An open past QUANTS_OPEN_MAX closes the
  * least recently read idle files of the tree; a file being closed is opened again only
- * once its close is done, so that its disk cache entry is let go first. */
+ * once its close is done. */
 static int file_get(const struct quants_tree *cq, uint64_t j, struct source **out,
                     char why[GGUF_ERR_MAX])
 {
