@@ -758,6 +758,23 @@ class QuantCache(unittest.TestCase):
                                                                      du(cache) - before))
         self.assertLessEqual(du(cache) - before, ENTRY_OVERHEAD)
 
+    def test_same_tensors_other_name(self):
+        """MXFP4_MOE of a dense model gives its tensors Q8_0's types: read after Q8_0,
+        it computes no block and adds nothing to the cache."""
+        cache = os.path.join(self.dir, "cache-mxfp4")
+        opts = ["-o", "cache_dir=" + cache]
+        with gm.Mount(self.model, opts) as m:
+            self.assertEqual(qp.sha256_file(m.p("quants", "Q8_0.gguf")),
+                             self.reference(self.model, "Q8_0")[0])
+            before = du(cache)
+            f = m.p("quants", "MXFP4_MOE.gguf")
+            want, size = self.reference(self.model, "MXFP4_MOE")
+            self.assertEqual(qp.sha256_file(f), want)
+            computed, from_disk, stored = counters(f)
+            self.assertEqual((computed, stored), (0, 0))
+            self.assertGreaterEqual(from_disk, -(-size // BLOCK))
+            self.assertEqual(du(cache), before)
+
     def test_rewritten_times_restored(self):
         """A model rewritten in place with other weights of the same size, its mtime put
         back (touch -r): a fresh mount never serves a block of what it held before,
