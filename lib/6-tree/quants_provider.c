@@ -299,6 +299,10 @@ static uint64_t quants_bytes(const void *inst)
 	pthread_mutex_lock(&q->files_lock);
 	uint64_t b = sizeof *q + (q->files ? q->n_names * sizeof *q->files : 0);
 	pthread_mutex_unlock(&q->files_lock);
+	pthread_mutex_lock(&q->ids_lock);
+	if (q->ids)   /* the tensors' content identities */
+		b += model_n_tensors(q->m) * (sizeof *q->ids + 1);
+	pthread_mutex_unlock(&q->ids_lock);
 	if (atomic_load(&q->made))
 		b += quant_set_bytes(&q->qs) + (q->n_names + 1) * (sizeof *q->nodes + sizeof *q->children);
 	return b;
