@@ -249,8 +249,13 @@ int piece_read(struct piece_store *ps, const char *key, uint64_t size, uint64_t 
 		}
 		uint8_t *dst = whole ? (uint8_t *)buf + (pos - off) : scratch;
 		r = block_get(ps, pe, index, dst, blen, make, ctx, how, why);
-		if (r == 0 && !whole)
+		if (r == 0 && !whole) {
 			memcpy((uint8_t *)buf + (pos - off), scratch + (pos - start), stop - pos);
+		} else if (r < 0 && r != -ENOMEM && !whole) {
+			/* the block fails, perhaps for bytes outside the range: the range alone */
+			r = make(ctx, pos, stop - pos, (uint8_t *)buf + (pos - off), why);
+			*how |= r == 0 ? PIECE_MADE : 0;
+		}
 		pos = stop;
 	}
 	free(scratch);

@@ -64,7 +64,9 @@ void piece_store_free(struct piece_store *ps);
 
 /* Makes bytes [off, off + len) of the piece (inside it, within one PIECE_BLOCK) into
  * buf: 0 or -errno with why. A made block is stored only when it returns 0: a maker
- * that cannot prove its bytes current fails. */
+ * that cannot prove its bytes current fails. Asked for whole blocks, and for the part
+ * a read wants of one whose whole failed (that part is not stored): a failure is the
+ * reads' that need the bytes that fail, not their neighbours'. */
 typedef int (*piece_make_fn)(void *ctx, uint64_t off, uint64_t len, void *buf,
                              char why[GGUF_ERR_MAX]);
 
@@ -77,7 +79,8 @@ enum {
 
 /* Bytes [off, off + len) of the piece named key, size bytes long, into buf: each block
  * they touch loaded from its entry when held there whole and checked, else made whole
- * by make (ctx) and stored. 0 with *how set, or make's -errno with why (-ENOMEM too). */
+ * by make (ctx) and stored (a block whose whole fails: the part wanted alone, not
+ * stored). 0 with *how set, or make's -errno with why (-ENOMEM too). */
 int piece_read(struct piece_store *ps, const char *key, uint64_t size, uint64_t off,
                uint64_t len, void *buf, piece_make_fn make, void *ctx, unsigned *how,
                char why[GGUF_ERR_MAX]);

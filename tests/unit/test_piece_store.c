@@ -3,7 +3,8 @@
  * reading the same blocks at once make each block once; a second store on the same
  * directory (another mount) makes nothing and loads every block; two keys are two
  * pieces; a failed make fails the read with its why, is kept nowhere, and is made again
- * by the next read; more keys than PIECE_OPEN_MAX read in turn all stay right; a store
+ * by the next read, and a block that fails for a byte outside a read's range still
+ * gives that range (made alone, not stored); more keys than PIECE_OPEN_MAX read in turn all stay right; a store
  * whose leaving ran stores nothing more. */
 #include <errno.h>
 #include <pthread.h>
@@ -33,6 +34,8 @@ struct maker {
 	uint8_t seed;                  /* which piece: its bytes differ */
 	atomic_int calls[N_BLOCKS];
 	atomic_int fail_block;         /* this block's make fails with -EIO; -1: none */
+	atomic_llong fail_byte;        /* a make of a range holding it fails; -1: none */
+	atomic_int parts;              /* makes of less than a whole block */
 };
 
 /* Byte i of piece seed: a hash of both, so that a misplaced byte shows. */
@@ -46,9 +49,16 @@ static int make(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_
 {
 	struct maker *mk = ctx;
 	const uint64_t k = off / PIECE_BLOCK;
-	assert_true(off % PIECE_BLOCK == 0);   /* whole blocks, one at a time */
-	assert_true(len == (k + 1 < N_BLOCKS ? PIECE_BLOCK : SIZE % PIECE_BLOCK));
-	atomic_fetch_add(&mk->calls[k], 1);
+	assert_true(off + len <= (k + 1) * PIECE_BLOCK);   /* within one block */
+	if (off % PIECE_BLOCK || len != (k + 1 < N_BLOCKS ? PIECE_BLOCK : SIZE % PIECE_BLOCK))
+		atomic_fetch_add(&mk->parts, 1);
+	else
+		atomic_fetch_add(&mk->calls[k], 1);
+	const long long bad = atomic_load(&mk->fail_byte);
+	if (bad >= 0 && (uint64_t)bad >= off && (uint64_t)bad < off + len) {
+		snprintf(why, GGUF_ERR_MAX, "byte %lld made to fail", bad);
+		return -EIO;
+	}
 	if (atomic_load(&mk->fail_block) == (int)k) {
 		snprintf(why, GGUF_ERR_MAX, "block %d made to fail", (int)k);
 		return -EIO;
@@ -64,6 +74,8 @@ static void maker_init(struct maker *mk, uint8_t seed)
 	for (int k = 0; k < N_BLOCKS; k++)
 		atomic_init(&mk->calls[k], 0);
 	atomic_init(&mk->fail_block, -1);
+	atomic_init(&mk->fail_byte, -1);
+	atomic_init(&mk->parts, 0);
 }
 
 static int total_calls(struct maker *mk)
@@ -172,6 +184,20 @@ static void test_failed_make(void **state)
 	read_right(ps, "piece f", &mk, 0, SIZE);
 	assert_int_equal(atomic_load(&mk.calls[2]), 2);   /* kept nowhere: made again */
 	assert_int_equal(atomic_load(&mk.calls[1]), 1);
+	assert_int_equal(atomic_load(&mk.parts), 0);
+
+	/* a byte of block 4 fails: a read of another part of it is made alone, not kept;
+	 * a read of the byte fails */
+	struct maker part;
+	maker_init(&part, 4);
+	atomic_store(&part.fail_byte, (long long)(4 * PIECE_BLOCK + 1000));
+	assert_int_equal(read_right(ps, "piece p", &part, 4 * PIECE_BLOCK + 2000, 100), PIECE_MADE);
+	assert_int_equal(atomic_load(&part.parts), 1);
+	assert_int_equal(read_right(ps, "piece p", &part, 4 * PIECE_BLOCK + 2000, 100), PIECE_MADE);
+	assert_int_equal(atomic_load(&part.parts), 2);
+	assert_int_equal(piece_read(ps, "piece p", SIZE, 4 * PIECE_BLOCK + 900, 200, buf, make,
+	                            &part, &how, why), -EIO);
+	assert_string_equal(why, "byte 525288 made to fail");
 	free(buf);
 	piece_store_free(ps);
 }
