@@ -251,9 +251,19 @@ static bool translate_class(const unsigned char *p, size_t len, size_t *i,
 			out_bytes(o, (const char *)p + *i, k + 2 - *i);
 			*i = k + 2;
 		} else if (c == '[' && *i + 1 < len && (p[*i + 1] == '.' || p[*i + 1] == '=')) {
-			gguf_errf(err, "[%c...%c] inside a bracket is not supported", p[*i + 1],
-			          p[*i + 1]);
-			return false;
+			/* [.x.] and [=x=] of one letter: that letter, as in libstdc++'s
+			 * classic locale, whose table of collating names has the letters as
+			 * themselves (a digit or a sign goes by a name: "zero", "hyphen",
+			 * which are not read here) */
+			const unsigned char k = p[*i + 1];
+			const unsigned char x = *i + 2 < len ? p[*i + 2] : 0;
+			const bool letter = (x >= 'a' && x <= 'z') || (x >= 'A' && x <= 'Z');
+			if (!letter || *i + 4 >= len || p[*i + 3] != k || p[*i + 4] != ']') {
+				gguf_errf(err, "[%c...%c] other than of one letter is not supported", k, k);
+				return false;
+			}
+			out_literal(o, p[*i + 2]);
+			*i += 5;
 		} else if (c == '-' || c == '^') {
 			out_bytes(o, (const char *)&p[*i], 1);
 			(*i)++;

@@ -15,8 +15,9 @@
  *   as libstdc++ does; "." matches anything but \n and \r, "$" only at the end, "[]"
  *   matches nothing and "[^]" anything, a backreference to a group that did not take
  *   part matches nothing.
- * What still differs (man/ggufs.1 says it): [.x.] and [=x=] inside a bracket, which
- * libstdc++ takes and this refuses; a pattern too large for libstdc++'s automaton
+ * What still differs (man/ggufs.1 says it): [.name.] and [=name=] inside a bracket
+ * naming a character by its name ("hyphen", "zero"), which libstdc++ takes and this
+ * refuses ([.a.] of a letter is read); a pattern too large for libstdc++'s automaton
  * (100000 states: a{99999}) but not for PCRE2, or the other way round. A search gives
  * up after a bound of backtracking steps (libstdc++ has none and may run for ever): the
  * caller refuses then. */
