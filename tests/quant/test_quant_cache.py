@@ -95,6 +95,18 @@ def tasks(pid):
     return len(os.listdir("/proc/%d/task" % pid))
 
 
+def named_threads(pid, name):
+    """How many threads of process pid are named name now."""
+    n = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+                n += f.read().rstrip("\n") == name
+        except OSError:
+            pass
+    return n
+
+
 def thread_states(pid):
     """What each thread of process pid waits in (its wchan), for a message."""
     states = []
@@ -831,6 +843,34 @@ class QuantCache(unittest.TestCase):
             made.append(entries(cache))
         self.assertTrue(made[0])
         self.assertEqual(made[1], made[0])
+
+    def test_quant_threads_and_total(self):
+        """-o quant_threads=1: four NAMEs read at once, never more than one of the pool's
+        workers (threads named ggufs-computed, COMPUTED_THREAD_NAME) alive, and one at
+        least (the reads went ahead). Each file's user.ggufs.blocks_total is its 128 KiB
+        blocks, and a whole read had every one of them (computed or from disk)."""
+        with gm.Mount(self.model, FUSE_THREADS + ["-o", "cache_dir=none,quant_threads=1"]) as m:
+            paths = [m.p("quants", n + ".gguf") for n in MANY[:4]]
+            most = [0]
+            done = threading.Event()
+
+            def sample():
+                while not done.is_set():
+                    most[0] = max(most[0], named_threads(m.proc.pid, "ggufs-computed"))
+                    time.sleep(0.005)
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            try:
+                read_at_once(paths)
+            finally:
+                done.set()
+                sampler.join()
+            self.assertEqual(most[0], 1, "pool workers at the peak")
+            for p in paths:
+                total = int(os.getxattr(p, "user.ggufs.blocks_total"))
+                self.assertEqual(total, (os.path.getsize(p) + BLOCK - 1) // BLOCK, p)
+                computed, from_disk, _ = counters(p)
+                self.assertGreaterEqual(computed + from_disk, total, p)
 
     def test_memory_bound(self):
         """A model larger than the bound: its F32 (twice its size) and Q8_0 read whole
