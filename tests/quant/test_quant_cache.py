@@ -688,7 +688,8 @@ class QuantCache(unittest.TestCase):
     def test_model_moved_keeps_pieces(self):
         """mv, ln, chmod 600, touch and cp of a model, then a fresh mount of it: Q4_K_M
         read whole computes no block (its pieces are keyed by the tensors' bytes, not
-        the path, inode or times) and adds nothing to the cache; llama.cpp's bytes."""
+        the path, inode or times) and adds nothing to the cache but the hashes of its
+        tensors under the new version (an entry each); llama.cpp's bytes."""
         want, size = self.reference(self.model, "Q4_K_M")
         cache = os.path.join(self.dir, "cache-moved")
         opts = ["-o", "cache_dir=" + cache]
@@ -729,7 +730,12 @@ class QuantCache(unittest.TestCase):
                                                                      computed, from_disk))
                 self.assertEqual((computed, stored), (0, 0), change.__name__)
                 self.assertGreaterEqual(from_disk, -(-size // BLOCK))
-        self.assertEqual(du(cache), before)
+                kept = int(os.getxattr(m.p("quants"), "user.ggufs.tensors_hash_kept"))
+                hashed = int(os.getxattr(m.p("quants"), "user.ggufs.tensors_hashed"))
+                self.assertEqual(kept, 0, change.__name__)   # another version each time
+            added = du(cache) - before
+            self.assertLessEqual(added, hashed * ENTRY_OVERHEAD, change.__name__)
+            before += added
 
     def tensor_types(self, name):
         """llama.cpp's file of the model for NAME: {tensor: (type, bytes)} and its size."""
@@ -843,6 +849,35 @@ class QuantCache(unittest.TestCase):
             made.append(entries(cache))
         self.assertTrue(made[0])
         self.assertEqual(made[1], made[0])
+
+    def test_tensor_hashes_kept(self):
+        """A remount of the same version of a model (its device, inode, size, mtime and
+        ctime) reads the hashes of its tensors of 1 MiB or more as the first mount kept
+        them (user.ggufs.tensors_hash_kept of quants/) and hashes only the smaller ones
+        (tensors_hashed); after a touch (a new ctime: another version) every one is
+        hashed again, and the blocks still come from disk. llama.cpp's bytes each time."""
+        want, size = self.reference(self.model, "Q8_0")
+        model = os.path.join(self.dir, "kept-hashes.gguf")
+        shutil.copyfile(self.model, model)
+        opts = ["-o", "cache_dir=" + os.path.join(self.dir, "cache-hashes")]
+        seen = []
+        for step in ("first", "again", "touched"):
+            if step == "touched":
+                os.utime(model)
+            with gm.Mount(model, opts) as m:
+                f = m.p("quants", "Q8_0.gguf")
+                self.assertEqual(qp.sha256_file(f), want, step)
+                seen.append(tuple(int(os.getxattr(m.p("quants"), "user.ggufs.tensors_" + k))
+                                  for k in ("hashed", "hash_kept")) + counters(f)[:1])
+        print("tensors (hashed, kept, blocks computed): first %s, again %s, touched %s"
+              % tuple(seen))
+        (h1, k1, c1), (h2, k2, c2), (h3, k3, c3) = seen
+        self.assertEqual(k1, 0)
+        self.assertGreater(c1, 0)
+        self.assertGreater(k2, 0)
+        self.assertEqual(h2 + k2, h1)
+        self.assertEqual(c2, 0)
+        self.assertEqual((h3, k3, c3), (h1, 0, 0))
 
     def test_quant_threads_and_total(self):
         """-o quant_threads=1: four NAMEs read at once, never more than one of the pool's
