@@ -57,6 +57,10 @@ enum { QUANTS_DIR, QUANTS_FILE, QUANTS_TSV };
 #define QUANTS_CLOSE_MAX 8
 /* A tensor's stored bytes are hashed for its pieces' keys in reads of this many. */
 #define QUANTS_HASH_STEP (1u << 20)
+/* A local tensor this big or more keeps its content identity in the disk cache, under
+ * its file's version (tensor_id): a later mount of that version reads 16 bytes instead
+ * of hashing it. Smaller ones are hashed again (cheaper than an entry). */
+#define QUANTS_ID_KEEP_MIN (1u << 20)
 
 struct quants_mount {
 	bool requantize;
@@ -108,10 +112,14 @@ struct quants_tree {
 	/* each model tensor's content identity (tensor_id), made at its first need */
 	pthread_mutex_t ids_lock;
 	uint8_t (*ids)[16];
-	uint8_t *id_state;             /* per tensor: ID_NONE, ID_MADE, ID_NOT (none kept) */
+	uint8_t *id_state;             /* per tensor: ID_NONE, ID_MADE, ID_NOT (none kept),
+	                                * ID_MAKING (a thread makes it: the others wait) */
+	pthread_cond_t id_made;        /* an ID_MAKING ended */
+	atomic_uint_fast64_t ids_hashed;   /* identities made by hashing the tensor's bytes */
+	atomic_uint_fast64_t ids_kept;     /* and read as kept by an earlier mount */
 };
 
-enum { ID_NONE, ID_MADE, ID_NOT };
+enum { ID_NONE, ID_MADE, ID_NOT, ID_MAKING };
 
 /* ---- the per-mount state ---- */
 
@@ -128,7 +136,9 @@ struct quants_mount *quants_mount_new(const struct quants_opts *o, struct leavin
 	qm->cache_max = o->cache_max;
 	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	const struct computed_pool_opts po = {
-		.threads = o->threads ? o->threads : cores > 0 && cores < 65536 ? (unsigned)cores : 1,
+		.threads = o->threads ? (o->threads < QUANTS_THREADS_MAX ? o->threads : QUANTS_THREADS_MAX)
+		         : cores > 0 && cores < QUANTS_THREADS_MAX ? (unsigned)cores
+		         : cores > 0 ? QUANTS_THREADS_MAX : 1,
 		.leaving = leaving,
 	};
 	if (!(qm->pool = computed_pool_new(&po, err))) {
@@ -264,6 +274,7 @@ static void quants_free(void *inst)
 	free(q->ids);
 	free(q->id_state);
 	pthread_mutex_destroy(&q->ids_lock);
+	pthread_cond_destroy(&q->id_made);
 	pthread_cond_destroy(&q->opened);
 	pthread_mutex_destroy(&q->files_lock);
 	pthread_mutex_destroy(&q->lock);
@@ -281,7 +292,10 @@ static int quants_make(void *ctx, const struct tree *t, const struct tree_range 
 	pthread_mutex_init(&q->files_lock, NULL);
 	pthread_cond_init(&q->opened, NULL);
 	pthread_mutex_init(&q->ids_lock, NULL);
+	pthread_cond_init(&q->id_made, NULL);
 	atomic_init(&q->made, false);
+	atomic_init(&q->ids_hashed, 0);
+	atomic_init(&q->ids_kept, 0);
 	q->m = tree_model(t);
 	q->qm = ctx;
 	q->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO,
@@ -408,13 +422,63 @@ static int hash_stored(const struct ggufs_model *m, uint64_t i, XXH3_state_t *h,
 	return r == 0 && model_changed(m, why) ? -EIO : r;
 }
 
+/* What make_id hashes: tensor i of m. */
+struct id_of {
+	const struct ggufs_model *m;
+	uint64_t i;
+};
+
+/* piece_make_fn of a tensor's kept identity (16 bytes: the piece's whole): the XXH3-128
+ * of its stored bytes, as tensor_id makes it, or -errno with why. */
+static int make_id(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
+{
+	const struct id_of *o = ctx;
+	if (off != 0 || len != 16)
+		return -EINVAL;
+	XXH3_state_t *h = XXH3_createState();
+	if (!h)
+		return -ENOMEM;
+	XXH3_128bits_reset(h);
+	const int r = hash_stored(o->m, o->i, h, why);
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+	XXH3_freeState(h);
+	if (r == 0)
+		memcpy(buf, c.digest, 16);
+	return r;
+}
+
+/* The key under which tensor i of local model m keeps its identity into key
+ * (PIECE_KEY_MAX): its files' version as model_identity tells it (device, inode, size,
+ * mtime and ctime: any write to the bytes moves the ctime, which nobody puts back) and
+ * the tensor's place, type and shape. False when the version cannot be told. */
+static bool id_key(const struct ggufs_model *m, uint64_t i, char key[PIECE_KEY_MAX])
+{
+	XXH3_state_t *h = XXH3_createState();
+	if (!h)
+		return false;
+	XXH3_128bits_reset(h);
+	const bool told = model_identity(m, id_add, h);
+	const XXH128_hash_t v = XXH3_128bits_digest(h);
+	XXH3_freeState(h);
+	const struct gguf_tensor *t = model_tensor(m, i);
+	snprintf(key, PIECE_KEY_MAX, "tensor xxh3-128 of version %016" PRIx64 "%016" PRIx64 " file %"
+	         PRIu32 " offset %" PRIu64 " bytes %" PRIu64 " type %" PRIu32 " shape %" PRIu64
+	         " %" PRIu64 " %" PRIu64 " %" PRIu64, (uint64_t)v.high64, (uint64_t)v.low64,
+	         model_tensor_file(m, i), t->offset, t->size, t->type, t->ne[0], t->ne[1],
+	         t->ne[2], t->ne[3]);
+	return told;
+}
+
 /* The content identity of model tensor i of q's model into id, made at its first need
  * and kept for the tree: a local model's XXH3-128 of the tensor's stored bytes (read
  * from the version parsed, believed only when model_changed says after it that the file
  * is still that version: any write moves its ctime, which nobody puts back), a remote
  * one's of what names its files' bytes (model_identity: URL and ETag, already content)
- * and the tensor's place in them. 1 made; 0 when none can be told (a streamed model, a
- * server that names no version: nothing is kept); -errno with why. */
+ * and the tensor's place in them. A local tensor of QUANTS_ID_KEEP_MIN bytes or more
+ * has its hash kept in the piece store under its file's version (id_key) and read from
+ * there by a later mount of that version. 1 made; 0 when none can be told (a streamed
+ * model, a server that names no version: nothing is kept); -errno with why. */
 static int tensor_id(const struct quants_tree *cq, uint64_t i, uint8_t id[16],
                      char why[GGUF_ERR_MAX])
 {
@@ -432,39 +496,61 @@ static int tensor_id(const struct quants_tree *cq, uint64_t i, uint8_t id[16],
 			return -ENOMEM;
 		}
 	}
+	while (q->id_state[i] == ID_MAKING)   /* another thread hashes it: its answer */
+		pthread_cond_wait(&q->id_made, &q->ids_lock);
 	const uint8_t state = q->id_state[i];
 	if (state == ID_MADE)
 		memcpy(id, q->ids[i], 16);
+	if (state == ID_NONE)
+		q->id_state[i] = ID_MAKING;
 	pthread_mutex_unlock(&q->ids_lock);
 	if (state != ID_NONE)
 		return state == ID_MADE;
-	XXH3_state_t *h = XXH3_createState();
-	if (!h)
-		return -ENOMEM;
-	XXH3_128bits_reset(h);
 	int r = 1;
+	bool kept = false;   /* read as an earlier mount kept it */
+	char key[PIECE_KEY_MAX];
 	if (model_streamed(q->m)) {
 		r = 0;
-	} else if (model_fetched(q->m)) {
-		const struct gguf_tensor *t = model_tensor(q->m, i);
-		const uint64_t place[3] = { model_tensor_file(q->m, i), t->offset, t->size };
-		if (model_identity(q->m, id_add, h))
-			XXH3_128bits_update(h, place, sizeof place);
-		else
-			r = 0;
+	} else if (!model_fetched(q->m) && q->qm->store &&
+	           model_tensor(q->m, i)->size >= QUANTS_ID_KEEP_MIN && id_key(q->m, i, key)) {
+		const struct id_of o = { q->m, i };
+		unsigned how;
+		r = piece_read(q->qm->store, key, 16, 0, 16, id, make_id, (void *)&o, &how, why);
+		r = r < 0 ? r : 1;
+		kept = !(how & PIECE_MADE);
 	} else {
-		const int e = hash_stored(q->m, i, h, why);
-		r = e < 0 ? e : 1;
+		XXH3_state_t *h = XXH3_createState();
+		if (!h) {
+			r = -ENOMEM;
+		} else {
+			XXH3_128bits_reset(h);
+			if (!model_fetched(q->m)) {
+				r = hash_stored(q->m, i, h, why);
+				r = r < 0 ? r : 1;
+			} else {
+				const struct gguf_tensor *t = model_tensor(q->m, i);
+				const uint64_t place[3] = { model_tensor_file(q->m, i), t->offset, t->size };
+				if (model_identity(q->m, id_add, h))
+					XXH3_128bits_update(h, place, sizeof place);
+				else
+					r = 0;
+			}
+			XXH128_canonical_t c;
+			XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+			XXH3_freeState(h);
+			memcpy(id, c.digest, 16);
+		}
 	}
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
-	XXH3_freeState(h);
-	if (r < 0)
-		return r;
-	memcpy(id, c.digest, 16);
 	pthread_mutex_lock(&q->ids_lock);
-	q->id_state[i] = r ? ID_MADE : ID_NOT;
-	memcpy(q->ids[i], id, 16);
+	if (r < 0) {   /* made again by the next need */
+		q->id_state[i] = ID_NONE;
+	} else {
+		q->id_state[i] = r ? ID_MADE : ID_NOT;
+		memcpy(q->ids[i], id, 16);
+		if (r && !model_fetched(q->m))
+			atomic_fetch_add(kept ? &q->ids_kept : &q->ids_hashed, 1);
+	}
+	pthread_cond_broadcast(&q->id_made);
 	pthread_mutex_unlock(&q->ids_lock);
 	return r;
 }
@@ -775,14 +861,29 @@ static int64_t quants_read(const struct node_ref *r, void *open, char *buf, uint
 	return e < 0 ? e : (int64_t)len;
 }
 
-/* NAME.gguf's user.ggufs.blocks_*: how its blocks were had so far (made, read from the
- * disk cache, stored in it). */
+/* quants/'s user.ggufs.tensors_hashed and _hash_kept: the tensors whose content
+ * identity the mount made by hashing their bytes, and read as an earlier mount kept it.
+ * NAME.gguf's user.ggufs.blocks_*: how its blocks were had so far (made, read from the
+ * disk cache, stored in it; a block had again after the memory let it go counts again),
+ * and how many it has (COMPUTED_BLOCK_SIZE each, the last one shorter): progress. */
 static int quants_xattrs(const struct node_ref *r, struct node_xattr x[NODE_XATTR_MAX])
 {
+	struct quants_tree *q = (struct quants_tree *)r->inst;
+	if (r->n->role == QUANTS_DIR) {   /* how the tensors' identities were had */
+		const uint64_t v[2] = { atomic_load(&q->ids_hashed), atomic_load(&q->ids_kept) };
+		static const char *const names[2] = { "user.ggufs.tensors_hashed",
+			"user.ggufs.tensors_hash_kept" };
+		for (int i = 0; i < 2; i++) {
+			x[i].name = names[i];
+			x[i].len = (uint64_t)snprintf(x[i].buf, sizeof x[i].buf, "%" PRIu64, v[i]);
+			x[i].value = x[i].buf;
+		}
+		return 2;
+	}
 	if (r->n->role != QUANTS_FILE)
 		return 0;
-	struct quants_tree *q = (struct quants_tree *)r->inst;
-	uint64_t v[3] = { 0, 0, 0 };
+	uint64_t v[4] = { 0, 0, 0, r->n->size / COMPUTED_BLOCK_SIZE +
+	                           (r->n->size % COMPUTED_BLOCK_SIZE != 0) };
 	pthread_mutex_lock(&q->files_lock);
 	const struct quants_file *f = q->files ? &q->files[r->n->index] : NULL;
 	if (f) {
@@ -794,14 +895,14 @@ static int quants_xattrs(const struct node_ref *r, struct node_xattr x[NODE_XATT
 		}
 	}
 	pthread_mutex_unlock(&q->files_lock);
-	static const char *const names[3] = { "user.ggufs.blocks_computed",
-		"user.ggufs.blocks_from_disk", "user.ggufs.blocks_stored" };
-	for (int i = 0; i < 3; i++) {
+	static const char *const names[4] = { "user.ggufs.blocks_computed",
+		"user.ggufs.blocks_from_disk", "user.ggufs.blocks_stored", "user.ggufs.blocks_total" };
+	for (int i = 0; i < 4; i++) {
 		x[i].name = names[i];
 		x[i].len = (uint64_t)snprintf(x[i].buf, sizeof x[i].buf, "%" PRIu64, v[i]);
 		x[i].value = x[i].buf;
 	}
-	return 3;
+	return 4;
 }
 
 static const struct tree_root quants_roots[] = { { "quants", true, false } };
