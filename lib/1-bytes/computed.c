@@ -162,8 +162,10 @@ static void wake_worker(struct computed_pool *p)
 	for (; p->n_ended; p->n_ended--)   /* (each has let go of the lock for good) */
 		pthread_join(p->ended[p->n_ended - 1], NULL);
 	pthread_t t;
-	if (pthread_create(&t, NULL, worker, p) == 0)
+	if (pthread_create(&t, NULL, worker, p) == 0) {
+		pthread_setname_np(t, COMPUTED_THREAD_NAME);
 		p->n_threads++;
+	}
 }
 
 /* The deadline of a wait of s seconds on the pool's work (CLOCK_MONOTONIC). */

@@ -30,6 +30,8 @@
 
 /* The block size: disk cache blocks, memory blocks and fills never span two. */
 #define COMPUTED_BLOCK_SIZE (128u << 10)
+/* The pool's workers' thread name (top -H, /proc/PID/task/TID/comm). */
+#define COMPUTED_THREAD_NAME "ggufs-computed"
 /* How long a worker waits for blocks to make before it ends. */
 #define COMPUTED_POOL_IDLE_S 2.0
 /* The pool's memory, unless told: this many blocks per thread, and at least the

@@ -1,6 +1,9 @@
 /* Pieces kept by what they are made from (piece_store.h): one disk cache entry per key,
- * at most PIECE_OPEN_MAX of them held open, and the blocks being made in this process
- * listed so that a second reader of one waits for it instead of making it again. */
+ * at most PIECE_OPEN_MAX of them held open, the blocks being made in this process
+ * listed so that a second reader of one waits for it instead of making it again, and
+ * each thread's last block read in part kept for its next read (a quant file's block
+ * and its pieces' blocks do not align: a sequential reader wants each piece block in two
+ * reads, which then load and check it once). */
 #include "piece_store.h"
 
 #include <errno.h>
@@ -47,6 +50,43 @@ struct piece_store {
 	atomic_bool leaving;         /* leaving has run: nothing more is stored */
 	struct leaving_entry leave;
 };
+
+/* A thread's last piece block had whole for a read that wanted part of it: the bytes of
+ * block index of the piece named key (pieces are named by what they are made from, so
+ * the same key is the same bytes in every store of the process), and how it was had. */
+struct piece_scratch {
+	uint8_t buf[PIECE_BLOCK];
+	bool valid;
+	uint64_t index;
+	size_t len;
+	unsigned how;                /* PIECE_LOADED, or PIECE_MADE when it was not stored */
+	char key[PIECE_KEY_MAX];
+};
+
+static pthread_key_t scratch_key;
+static bool scratch_key_made;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_key_make(void)
+{
+	scratch_key_made = pthread_key_create(&scratch_key, free) == 0;
+}
+
+/* The calling thread's scratch block (freed when the thread ends), or NULL when out of
+ * memory. */
+static struct piece_scratch *scratch_get(void)
+{
+	pthread_once(&scratch_once, scratch_key_make);
+	struct piece_scratch *sc = scratch_key_made ? pthread_getspecific(scratch_key) : NULL;
+	if (!sc && (sc = malloc(sizeof *sc))) {
+		sc->valid = false;
+		if (!scratch_key_made || pthread_setspecific(scratch_key, sc) != 0) {
+			free(sc);
+			return NULL;
+		}
+	}
+	return sc;
+}
 
 /* The mount is ending (ps->leave's fn): nothing more is stored. */
 static void store_leave(void *arg)
@@ -102,6 +142,12 @@ void piece_store_free(struct piece_store *ps)
 	pthread_mutex_destroy(&ps->lock);
 	free(ps->cache_dir);
 	free(ps);
+	/* the calling thread's scratch block, which the thread's end would free: a
+	 * process's main thread that ends by exit() frees nothing */
+	if (scratch_key_made) {
+		free(pthread_getspecific(scratch_key));
+		pthread_setspecific(scratch_key, NULL);
+	}
 }
 
 /* Closes idle entries, least recently used first, while more than PIECE_OPEN_MAX are
@@ -233,24 +279,40 @@ int piece_read(struct piece_store *ps, const char *key, uint64_t size, uint64_t 
 	*how = 0;
 	if (off > size || len > size - off)
 		return -EINVAL;
+	if (strlen(key) >= PIECE_KEY_MAX)
+		return -EINVAL;
 	struct piece_entry *pe = entry_get(ps, key, size);
 	if (!pe)
 		return -ENOMEM;
-	uint8_t *scratch = NULL;
+	struct piece_scratch *sc = NULL;
 	int r = 0;
 	for (uint64_t pos = off, end = off + len; pos < end && r == 0;) {
 		const uint64_t index = pos / PIECE_BLOCK, start = index * PIECE_BLOCK;
 		const size_t blen = size - start < PIECE_BLOCK ? (size_t)(size - start) : PIECE_BLOCK;
 		const uint64_t stop = start + blen < end ? start + blen : end;
 		const bool whole = pos == start && stop == start + blen;
-		if (!whole && !scratch && !(scratch = malloc(PIECE_BLOCK))) {
+		if (!whole && !sc && !(sc = scratch_get())) {
 			r = -ENOMEM;
 			break;
 		}
-		uint8_t *dst = whole ? (uint8_t *)buf + (pos - off) : scratch;
-		r = block_get(ps, pe, index, dst, blen, make, ctx, how, why);
+		if (!whole && sc->valid && sc->index == index && sc->len == blen &&
+		    strcmp(sc->key, key) == 0) {   /* this thread's last block, read again */
+			memcpy((uint8_t *)buf + (pos - off), sc->buf + (pos - start), stop - pos);
+			*how |= sc->how;
+			pos = stop;
+			continue;
+		}
+		uint8_t *dst = whole ? (uint8_t *)buf + (pos - off) : sc->buf;
+		unsigned got = 0;
+		if (!whole)
+			sc->valid = false;
+		r = block_get(ps, pe, index, dst, blen, make, ctx, &got, why);
+		*how |= got;
 		if (r == 0 && !whole) {
-			memcpy((uint8_t *)buf + (pos - off), scratch + (pos - start), stop - pos);
+			memcpy((uint8_t *)buf + (pos - off), sc->buf + (pos - start), stop - pos);
+			sc->valid = true, sc->index = index, sc->len = blen;
+			sc->how = got & PIECE_MADE && !(got & PIECE_STORED) ? PIECE_MADE : PIECE_LOADED;
+			memcpy(sc->key, key, strlen(key) + 1);
 		} else if (r < 0 && r != -ENOMEM && !whole) {
 			/* the block fails, perhaps for bytes outside the range: the range alone */
 			r = make(ctx, pos, stop - pos, (uint8_t *)buf + (pos - off), why);
@@ -258,7 +320,6 @@ int piece_read(struct piece_store *ps, const char *key, uint64_t size, uint64_t 
 		}
 		pos = stop;
 	}
-	free(scratch);
 	entry_put(ps, pe);
 	return r;
 }

@@ -143,7 +143,9 @@ struct quants_mount *quants_mount_new(const struct quants_opts *o, struct leavin
 	qm->cache_max = o->cache_max;
 	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	const struct computed_pool_opts po = {
-		.threads = o->threads ? o->threads : cores > 0 && cores < 65536 ? (unsigned)cores : 1,
+		.threads = o->threads ? (o->threads < QUANTS_THREADS_MAX ? o->threads : QUANTS_THREADS_MAX)
+		         : cores > 0 && cores < QUANTS_THREADS_MAX ? (unsigned)cores
+		         : cores > 0 ? QUANTS_THREADS_MAX : 1,
 		.leaving = leaving,
 	};
 	if (!(qm->pool = computed_pool_new(&po, err))) {
@@ -859,13 +861,15 @@ static int64_t quants_read(const struct node_ref *r, void *open, char *buf, uint
 }
 
 /* NAME.gguf's user.ggufs.blocks_*: how its blocks were had so far (made, read from the
- * disk cache, stored in it). */
+ * disk cache, stored in it; a block had again after the memory let it go counts again),
+ * and how many it has (COMPUTED_BLOCK_SIZE each, the last one shorter): progress. */
 static int quants_xattrs(const struct node_ref *r, struct node_xattr x[NODE_XATTR_MAX])
 {
 	if (r->n->role != QUANTS_FILE)
 		return 0;
 	struct quants_tree *q = (struct quants_tree *)r->inst;
-	uint64_t v[3] = { 0, 0, 0 };
+	uint64_t v[4] = { 0, 0, 0, r->n->size / COMPUTED_BLOCK_SIZE +
+	                           (r->n->size % COMPUTED_BLOCK_SIZE != 0) };
 	pthread_mutex_lock(&q->files_lock);
 	const struct quants_file *f = q->files ? &q->files[r->n->index] : NULL;
 	if (f) {
@@ -877,14 +881,14 @@ static int quants_xattrs(const struct node_ref *r, struct node_xattr x[NODE_XATT
 		}
 	}
 	pthread_mutex_unlock(&q->files_lock);
-	static const char *const names[3] = { "user.ggufs.blocks_computed",
-		"user.ggufs.blocks_from_disk", "user.ggufs.blocks_stored" };
-	for (int i = 0; i < 3; i++) {
+	static const char *const names[4] = { "user.ggufs.blocks_computed",
+		"user.ggufs.blocks_from_disk", "user.ggufs.blocks_stored", "user.ggufs.blocks_total" };
+	for (int i = 0; i < 4; i++) {
 		x[i].name = names[i];
 		x[i].len = (uint64_t)snprintf(x[i].buf, sizeof x[i].buf, "%" PRIu64, v[i]);
 		x[i].value = x[i].buf;
 	}
-	return 3;
+	return 4;
 }
 
 static const struct tree_root quants_roots[] = { { "quants", true, false } };

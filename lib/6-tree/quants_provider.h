@@ -28,12 +28,16 @@ struct computed_pool;
 struct imatrix;
 
 /* A mount's options for quants/. */
+/* The most workers a mount's quants/ runs, whatever it is told or the cores. */
+#define QUANTS_THREADS_MAX 256u
+
 struct quants_opts {
 	bool requantize;         /* -o requantize (llama-quantize's --allow-requantize): the
 	                          * quantizations llama.cpp makes only when allowed to
 	                          * requantize a tensor already quantized (dequantized as ggml
 	                          * does, then quantized) */
-	unsigned threads;        /* the pool's workers at most: 0 for the online cores */
+	unsigned threads;        /* the pool's workers at most: 0 for the online cores; more
+	                          * than QUANTS_THREADS_MAX is that many */
 	const char *cache_dir;   /* the disk cache's directory (copied), NULL: none */
 	uint64_t cache_max;      /* its bound in bytes, 0: the default (diskcache.h) */
 	/* -o imatrix=FILE (llama-quantize's --imatrix FILE): the matrix, parsed once for the

@@ -132,7 +132,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	 * once from the options */
 	if (o->imatrix && !mount_source_imatrix(s, o, &names, err))
 		goto fail;
-	const struct quants_opts qo = { .requantize = o->requantize,
+	const struct quants_opts qo = { .requantize = o->requantize, .threads = o->quant_threads,
 	                                .cache_dir = cache_dir_default(names.cache_dir),
 	                                .cache_max = names.cache_max,
 	                                .imatrix = s->imatrix, .imatrix_file = s->imatrix_name };

@@ -34,6 +34,8 @@ struct mount_source_opts {
 	                           * (quants_opts) */
 	const char *imatrix;      /* -o imatrix=FILE as given (a local file, a URL, hf://,
 	                           * s3://), or NULL: quants/ under that importance matrix */
+	unsigned quant_threads;   /* -o quant_threads: the quantizer's workers at most (0: the
+	                           * online cores) */
 };
 
 /* An opened source and its mount. */

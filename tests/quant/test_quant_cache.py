@@ -23,6 +23,7 @@ bound is read whole, and while many NAMEs are read at once.
 Usage: test_quant_cache.py GGUFS_BINARY SLOW_CLOSE_SO (tests/quant/slow_close.c built).
 Skipped (77) without /dev/fuse or without the
 installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
+import contextlib
 import errno
 import os
 import shutil
@@ -94,6 +95,18 @@ def tasks(pid):
     return len(os.listdir("/proc/%d/task" % pid))
 
 
+def named_threads(pid, name):
+    """How many threads of process pid are named name now."""
+    n = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+                n += f.read().rstrip("\n") == name
+        except OSError:
+            pass
+    return n
+
+
 def thread_states(pid):
     """What each thread of process pid waits in (its wchan), for a message."""
     states = []
@@ -146,6 +159,23 @@ class Peak:
         self.done.set()
         self.sampler.join()
         return False
+
+
+@contextlib.contextmanager
+def without_asan_quarantine():
+    """Daemons started inside run without ASan's quarantine: the freed memory it keeps
+    back to catch a use after free is anonymous memory that is not the daemon's, and
+    a memory bound is the daemon's (a normal build's daemon has none)."""
+    saved = os.environ.get("ASAN_OPTIONS")
+    os.environ["ASAN_OPTIONS"] = ((saved or "") + ":quarantine_size_mb=0"
+                                  ":thread_local_quarantine_size_kb=0").lstrip(":")
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["ASAN_OPTIONS"]
+        else:
+            os.environ["ASAN_OPTIONS"] = saved
 
 
 def rss_anon(pid):
@@ -384,19 +414,9 @@ class QuantCache(unittest.TestCase):
         mount's pool's (the online cores), and POOL_IDLE_S after the last read (10 s at
         most) the pool's have ended (libfuse keeps one idle: -o max_idle_threads=1); its
         RssAnon never passes what it was, plus the pool's memory and THREAD_MEMORY a
-        thread. Under ASan the daemons run without its quarantine (the freed memory it
-        keeps back to catch a use after free, anonymous memory that is not the
-        daemon's)."""
-        saved = os.environ.get("ASAN_OPTIONS")
-        os.environ["ASAN_OPTIONS"] = ((saved or "") + ":quarantine_size_mb=0"
-                                      ":thread_local_quarantine_size_kb=0").lstrip(":")
-        try:
+        thread (without ASan's quarantine: without_asan_quarantine)."""
+        with without_asan_quarantine():
             self.threads_and_memory_bound()
-        finally:
-            if saved is None:
-                del os.environ["ASAN_OPTIONS"]
-            else:
-                os.environ["ASAN_OPTIONS"] = saved
 
     def threads_and_memory_bound(self):
         cores = os.cpu_count()
@@ -824,15 +844,45 @@ class QuantCache(unittest.TestCase):
         self.assertTrue(made[0])
         self.assertEqual(made[1], made[0])
 
+    def test_quant_threads_and_total(self):
+        """-o quant_threads=1: four NAMEs read at once, never more than one of the pool's
+        workers (threads named ggufs-computed, COMPUTED_THREAD_NAME) alive, and one at
+        least (the reads went ahead). Each file's user.ggufs.blocks_total is its 128 KiB
+        blocks, and a whole read had every one of them (computed or from disk)."""
+        with gm.Mount(self.model, FUSE_THREADS + ["-o", "cache_dir=none,quant_threads=1"]) as m:
+            paths = [m.p("quants", n + ".gguf") for n in MANY[:4]]
+            most = [0]
+            done = threading.Event()
+
+            def sample():
+                while not done.is_set():
+                    most[0] = max(most[0], named_threads(m.proc.pid, "ggufs-computed"))
+                    time.sleep(0.005)
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            try:
+                read_at_once(paths)
+            finally:
+                done.set()
+                sampler.join()
+            self.assertEqual(most[0], 1, "pool workers at the peak")
+            for p in paths:
+                total = int(os.getxattr(p, "user.ggufs.blocks_total"))
+                self.assertEqual(total, (os.path.getsize(p) + BLOCK - 1) // BLOCK, p)
+                computed, from_disk, _ = counters(p)
+                self.assertGreaterEqual(computed + from_disk, total, p)
+
     def test_memory_bound(self):
         """A model larger than the bound: its F32 (twice its size) and Q8_0 read whole
-        at once, the daemon's anonymous memory stays under 256 MB."""
+        at once, the daemon's anonymous memory stays under 256 MB (without ASan's
+        quarantine: without_asan_quarantine)."""
         big = os.path.join(self.dir, "big.gguf")
         qp.random_llama(big, seed=41, n_embd=1536, n_ff=4096, n_layer=4, n_head=12,
                         n_head_kv=4, n_vocab=32000, gtype=qp.F16)
         self.assertGreater(os.path.getsize(big), 200 << 20)
         peak = [0]
-        with gm.Mount(big, ["-o", "cache_dir=" + os.path.join(self.dir, "cache-big")]) as m:
+        with without_asan_quarantine(), \
+                gm.Mount(big, ["-o", "cache_dir=" + os.path.join(self.dir, "cache-big")]) as m:
             done = threading.Event()
 
             def sample():

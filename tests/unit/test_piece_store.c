@@ -240,5 +240,35 @@ static void test_leaving(void **state)
 	leaving_free(l);
 }
 
+/* A block read in two parts by one thread is had once: its second part comes from the
+ * thread's last block (a quant file's blocks straddle its pieces' blocks), said as it was
+ * had (made and not stored: made), never for another key or block. */
+static void test_parts_of_one_block(void **state)
+{
+	(void)state;
+	struct leaving *l = leaving_new();
+	assert_non_null(l);
+	leaving_run(l);   /* nothing stored: a block had again would be made again */
+	struct maker mk, other;
+	maker_init(&mk, 6);
+	maker_init(&other, 7);
+	struct piece_store *ps = store_new("parts", l);
+	const uint64_t b2 = 2 * (uint64_t)PIECE_BLOCK;
+	assert_int_equal(read_right(ps, "piece p", &mk, b2 + 100, 1000), PIECE_MADE);
+	assert_int_equal(read_right(ps, "piece p", &mk, b2 + 1100, PIECE_BLOCK - 1100),
+	                 PIECE_MADE);
+	assert_int_equal(atomic_load(&mk.calls[2]), 1);
+	/* another key, another block: made */
+	assert_int_equal(read_right(ps, "piece q", &other, b2 + 5, 10), PIECE_MADE);
+	assert_int_equal(atomic_load(&other.calls[2]), 1);
+	assert_int_equal(read_right(ps, "piece p", &mk, b2 + PIECE_BLOCK + 5, 10), PIECE_MADE);
+	assert_int_equal(atomic_load(&mk.calls[3]), 1);
+	assert_int_equal(read_right(ps, "piece p", &mk, b2 + 7, 10), PIECE_MADE);
+	assert_int_equal(atomic_load(&mk.calls[2]), 2);
+	piece_store_free(ps);
+	leaving_free(l);
+}
+
 UNIT_TESTS_IN_SCRATCH(cmocka_unit_test(test_once_and_shared), cmocka_unit_test(test_failed_make),
-                      cmocka_unit_test(test_many_keys), cmocka_unit_test(test_leaving))
+                      cmocka_unit_test(test_many_keys), cmocka_unit_test(test_leaving),
+                      cmocka_unit_test(test_parts_of_one_block))

@@ -249,6 +249,8 @@ static void test_table_threads(void **state)
 		free(got);
 		computed += counter(t, n, "computed");
 		from_disk += counter(t, n, "from_disk");
+		assert_int_equal(counter(t, n, "total"),
+		                 (n->size + COMPUTED_BLOCK_SIZE - 1) / COMPUTED_BLOCK_SIZE);
 	}
 	assert_int_equal(computed, 0);
 	assert_true(from_disk >= blocks);
