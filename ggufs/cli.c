@@ -77,6 +77,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "metadata/ writable by you; edits kept in FILE" },
 	{ "requantize", OURS(requantize),
 	  .help = "quants/ of quantized models (--allow-requantize)" },
+	{ "imatrix=%s", OURS(imatrix_file), .arg = "FILE",
+	  .help = "quants/ under this importance matrix (--imatrix)" },
 	{ "quant_threads=%u", OURS(quant_threads), .arg = "N",
 	  .help = "quants/: at most N threads quantize ahead (cores)" },
 	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",
