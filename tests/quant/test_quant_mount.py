@@ -24,6 +24,11 @@ import test_quant_plan as qp  # noqa: E402
 # the NAMEs read whole on every model; the others on the first model only (time)
 EVERY = ("F16", "Q8_0", "Q6_K", "Q4_K_M", "Q4_0", "IQ4_XS", "Q2_K", "MXFP4_MOE", "Q3_K_M",
          "Q5_K_S")
+# The NAMEs llama-quantize makes only with an importance matrix, unless no tensor of the
+# model is given a type that needs one (rows it falls back for): made then without one.
+NEED_MATRIX = [("IQ2_XXS", 19), ("IQ2_XS", 20), ("IQ2_S", 28), ("IQ2_M", 29), ("IQ1_S", 24),
+               ("IQ1_M", 31), ("Q2_K_S", 21), ("IQ3_XS", 22), ("IQ3_XXS", 23)]   # quants.tsv's order
+FTYPE = dict(qp.NAMES + NEED_MATRIX)
 
 
 class QuantMount(qp.QuantCase):
@@ -48,7 +53,7 @@ class QuantMount(qp.QuantCase):
         out = os.path.join(self.dir, "ref-%s.gguf" % name)
         if os.path.exists(out):
             os.unlink(out)
-        return out if self.llama.quantize(src, out, qp.FTYPE[name]) == 0 else None
+        return out if self.llama.quantize(src, out, FTYPE[name]) == 0 else None
 
     def check_tree(self, quants, src, names):
         """quants/ of a mount of src: the NAMEs llama.cpp makes, each of its size and,
@@ -62,7 +67,7 @@ class QuantMount(qp.QuantCase):
         self.assertLessEqual(later, {"IQ4_XS", "IQ4_NL", "IQ3_M", "IQ3_S", "TQ2_0", "TQ1_0",
                                      "MXFP4_MOE", "Q2_0", "Q1_0"})
         made = {}
-        for name, _ in qp.NAMES:
+        for name, _ in qp.NAMES + NEED_MATRIX:
             ref = self.reference(src, name)
             if ref and name not in later:
                 made[name] = os.path.getsize(ref)
@@ -76,7 +81,7 @@ class QuantMount(qp.QuantCase):
         self.assertEqual(rows[0], ["name", "ftype", "bytes", "bits_per_weight", "tensor_types"])
         self.assertEqual({r[0]: int(r[2]) for r in rows[1:]}, made)
         for r in rows[1:]:
-            self.assertEqual(int(r[1]), qp.FTYPE[r[0]])
+            self.assertEqual(int(r[1]), FTYPE[r[0]])
 
     def test_single(self):
         """Every NAME of each model, read whole through a mount."""
@@ -121,7 +126,7 @@ class QuantMount(qp.QuantCase):
             with open(m.p("quants", "quants.tsv")) as f:
                 lines = f.read().splitlines()
             self.assertEqual(lines[1:], ["# %s: not made: unknown model architecture: "
-                                         "'nosucharch'" % n for n, _ in qp.NAMES])
+                                         "'nosucharch'" % n for n, _ in qp.NAMES + NEED_MATRIX])
 
     def test_edits(self):
         """An edited key: new inodes in quants/, each the quantization of the edited
