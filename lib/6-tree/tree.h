@@ -83,6 +83,12 @@ struct tree *tree_build(const struct ggufs_model *m, const struct tree_kit *k,
                         char err[GGUF_ERR_MAX]);
 void tree_free(struct tree *t);
 
+/* One tree as a mount's namespace (ns.h; tree_ns.c): a single model's mount, its
+ * numbers and names the tree's, kept by the kernel for good. t outlives it. NULL out
+ * of memory. */
+struct ns;
+struct ns *tree_ns_new(const struct tree *t);
+
 /* The tree of edit state s (held while the tree lives), with base's kit and numbers,
  * sharing base's TREE_P_SHARED instances (tensors/, stats/): base, the tree of the model's
  * own metadata, must outlive it. prev (or NULL), the tree of the state s was made from,

@@ -8,9 +8,10 @@
 #include <string.h>
 
 #include "mount_impl.h"
+#include "node.h"
 #include "thread_buf.h"
 
-struct mount *mount_new(const struct mount_kind *kind)
+struct mount *mount_new_kind(const struct mount_kind *kind)
 {
 	struct mount *m = calloc(1, sizeof *m);
 	if (!m)
@@ -284,20 +285,330 @@ int64_t mount_xattr(struct mount *m, uint64_t ino, const char *name, char *buf, 
 	return r;
 }
 
+/* ---- one request path over a namespace (ns.h) ---- */
+
+/* What an open file or directory keeps: its ref (a library's model held built), its
+ * provider's per-open state (a plain file's source handle, a table's text, a folder's
+ * listing) or NULL, and what its attributes said at open. */
+struct mount_file {
+	struct node_ref r;
+	void *open;
+	bool dir;
+	bool zero_copy;   /* NODE_ZERO_COPY: read_iov first */
+};
+
+/* -ret into err: an EIO with a cause (a plain file's open, a comparison) counted and
+ * kept as the last error, the cause said where it was seen. False. */
+static bool failed(struct mount *m, int ret, const char *why, struct mount_err *err)
+{
+	if (ret == -EIO && why[0]) {
+		mount_counted_eio_said(&m->counters, why, err);
+		return false;
+	}
+	return mount_fail(err, -ret);
+}
+
+static bool ns_lookup(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
+                      struct mount_err *err)
+{
+	struct node_ref r;
+	unsigned dir_flags = NS_DIR_UNKNOWN;
+	char why[GGUF_ERR_MAX] = "";
+	int ret = m->ns->ops->lookup(m->ns, parent, name, &r, &dir_flags, why);
+	if (ret == -ENOENT && dir_flags != NS_DIR_UNKNOWN) {   /* a negative entry */
+		e->entry_ttl = node_entry_ttl(m->ns->flags, dir_flags, NULL);
+		return true;
+	}
+	if (ret < 0)
+		return failed(m, ret, why, err);
+	e->ino = r.ino;
+	e->attr_ttl = node_attr_ttl(node_stat(&r, NULL, &e->attr));
+	e->entry_ttl = node_entry_ttl(m->ns->flags, dir_flags, &r);
+	if (m->ns->ops->kernel_hold)   /* until the kernel forgets it */
+		m->ns->ops->kernel_hold(m->ns, &r);
+	m->ns->ops->put(m->ns, &r);
+	return true;
+}
+
+/* The kernel forgot n lookups of ino: the holds ns_lookup took for them let go. */
+static void ns_forget(struct mount *m, uint64_t ino, uint64_t n)
+{
+	if (m->ns->ops->forget)
+		m->ns->ops->forget(m->ns, ino, n);
+}
+
+static bool ns_getattr(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
+                       struct mount_err *err)
+{
+	(void)file;
+	struct node_ref r;
+	char why[GGUF_ERR_MAX] = "";
+	int ret = m->ns->ops->get(m->ns, ino, 0, &r, why);
+	if (ret < 0)
+		return failed(m, ret, why, err);
+	*ttl = node_attr_ttl(node_stat(&r, NULL, st));
+	m->ns->ops->put(m->ns, &r);
+	return true;
+}
+
+static void ns_file_free(struct mount *m, void *file)
+{
+	struct mount_file *f = file;
+	if (!f)
+		return;
+	if (f->open && f->r.p->close)
+		f->r.p->close(&f->r, f->open);
+	m->ns->ops->put(m->ns, &f->r);
+	free(f);
+}
+
+/* Opens ino for reading (a directory when dir) into f: the ref got for an open (a
+ * model directory's model built), its provider's open, how the kernel is to cache it
+ * (node_open_cache), and a file with a file_fd (model.gguf) tells the front end its
+ * file, which the kernel may read itself (passthrough). 0 or -errno with why. */
+static int open_ref(struct mount *m, uint64_t ino, bool dir, int flags, struct mount_file *f,
+                    struct mount_open *o, char why[GGUF_ERR_MAX])
+{
+	int ret = m->ns->ops->get(m->ns, ino, NS_FOR_OPEN, &f->r, why);
+	if (ret < 0)
+		return ret;
+	const struct node_ref *r = &f->r;
+	struct node_attr a;
+	node_attr(r, NULL, &a);
+	if (dir != a.dir)
+		return dir ? -ENOTDIR : -EISDIR;
+	f->dir = a.dir;
+	f->zero_copy = a.flags & NODE_ZERO_COPY;
+	if (r->p->open && (ret = r->p->open(r, flags, &f->open, why)) < 0)
+		return ret;
+	struct node_cache c;
+	node_open_cache(m->ns->flags, &a, false, !dir && r->p->stale && r->p->stale(r), &c);
+	o->direct_io = c.direct_io;
+	o->keep_cache = c.keep_cache;
+	o->cache_readdir = c.cache_readdir;
+	if (!dir && r->p->file_fd)
+		o->pt_fd = r->p->file_fd(r, &o->pt_not_file, &o->pt_path);
+	return 0;
+}
+
+static bool ns_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
+                    struct mount_open *o, struct mount_err *err)
+{
+	(void)uid;
+	if (!dir && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
+		return mount_fail(err, EROFS);
+	struct mount_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return mount_fail(err, ENOMEM);
+	char why[GGUF_ERR_MAX] = "";
+	int ret = open_ref(m, ino, dir, flags, f, o, why);
+	if (ret < 0) {
+		ns_file_free(m, f);
+		return failed(m, ret, why, err);
+	}
+	*file = f;
+	return true;
+}
+
+/* ".", ".." and the provider's entries from offset off (an entry it no longer lists
+ * keeps its offset), numbered as the kernel knows them. */
+static bool ns_readdir(struct mount *m, uint64_t ino, void *file, uint64_t off, mount_dir_fn add,
+                       void *ctx, struct mount_err *err)
+{
+	(void)m, (void)err;
+	const struct mount_file *f = file;
+	const struct node_ref *r = &f->r;
+	const uint64_t count = r->p->count ? r->p->count(r, f->open) : 0;
+	for (uint64_t pos = off; pos < count + 2; pos++) {
+		struct node_dirent d = { pos == 0 ? "." : "..", pos == 0 ? ino : r->parent, true };
+		if (pos >= 2 && !r->p->entry(r, f->open, pos - 2, &d))
+			continue;
+		if (pos >= 2)
+			d.ino += r->ino_base;
+		if (!add(ctx, d.name, d.ino, d.dir, pos + 1))
+			break;
+	}
+	return true;
+}
+
+/* Raw tensor bytes of a local model, and its model.gguf, are replied straight from the
+ * mappings (read_iov): the kernel copies them from the page cache into the reply with
+ * no copy through our memory (a pread into a buffer first measured 3x slower cold). */
+#define READ_IOV_MAX 256
+
+/* One reply buffer per worker thread, kept for the thread's life. A fresh 1 MiB
+ * malloc per request is a fresh mmap, and faulting its 256 pages in cost more than
+ * dequantizing into them; a kept buffer is faulted once and stays in cache. Requests
+ * are at most 1 MiB (max_pages); a larger one falls back to malloc.
+ *
+ * The buffer is one 2 MiB-aligned transparent huge page where the kernel grants it
+ * (THP "madvise" or "always"): the kernel takes the reply one 4 KiB page at a time,
+ * looking each up in our page tables, and a huge page makes every lookup short. Cold
+ * .f32 reads measured 3.8-4.0 -> 4.6 GB/s for q4_K. It costs 2 MiB of memory per
+ * thread instead of 1 (libfuse runs at most max_threads, 10 by default). */
+static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
+
+/* An EIO of r's read of [off, off + len) with why: a tree's file counted with its
+ * path, a namespace's own with its cause. False. */
+static bool read_eio(struct mount *m, const struct node_ref *r, uint64_t off, uint64_t len,
+                     const char *why, struct mount_err *err)
+{
+	if (r->tree)
+		mount_counted_eio(&m->counters, r->tree, r->n, off, len, why, err);
+	else
+		failed(m, -EIO, why, err);
+	return false;
+}
+
+/* Reads [off, off + len) of the open file's ref: a tree's file within its size and
+ * counted, from its mapping with no copy where its provider can (NODE_ZERO_COPY), else
+ * into the per-thread buffer; EIO with its cause. */
+static bool ns_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
+                    bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err)
+{
+	(void)ino, (void)fills_cache;
+	const struct mount_file *f = file;
+	const struct node_ref *r = &f->r;
+	if (f->dir || !r->p->read)
+		return mount_fail(err, EISDIR);
+	if (r->n) {
+		if (off >= r->n->size || len == 0) {
+			reply(ctx, NULL, 0);
+			return true;
+		}
+		mount_counted_read(&m->counters);
+		if (r->n->size - off < len)
+			len = r->n->size - off;
+	}
+	char why[GGUF_ERR_MAX] = "";
+	if (f->zero_copy) {
+		struct iovec iov[READ_IOV_MAX];
+		const int count = r->p->read_iov(r, f->open, off, len, iov, READ_IOV_MAX, why);
+		if (count == -EIO)
+			return read_eio(m, r, off, len, why, err);
+		if (count < 0)
+			return mount_fail(err, -count);
+		if (count > 0) {
+			reply(ctx, iov, count);
+			return true;
+		}
+	}
+	bool owned;
+	char *buf = thread_buf_get(&reply_buf, len ? (size_t)len : 1, &owned);
+	if (!buf)
+		return mount_fail(err, ENOMEM);
+	const int64_t n = r->p->read(r, f->open, buf, len, off, why);
+	if (n >= 0) {
+		struct iovec one = { buf, (size_t)n };
+		reply(ctx, &one, 1);
+	} else if (n == -EIO) {
+		read_eio(m, r, off, len, why, err);
+	} else {
+		mount_fail(err, (int)-n);
+	}
+	thread_buf_put(buf, owned);
+	return n >= 0;
+}
+
+static void ns_statfs(struct mount *m, struct statvfs *sv)
+{
+	m->ns->ops->statfs(m->ns, sv);
+}
+
+/* The root's counters beside the mount's, as the namespace counts them. */
+static uint64_t ns_counter_value(struct mount *m, size_t i)
+{
+	struct ns_counted c;
+	m->ns->ops->counted(m->ns, &c);
+	return c.extra_value(m->ns, i);
+}
+
+/* Appends listxattr's part x (a length, or -errno) to *at; false on an error (into *at). */
+static bool list_add(int64_t *at, int64_t x)
+{
+	*at = x < 0 ? x : *at + x;
+	return x >= 0;
+}
+
+/* The one composition of extended attributes: getxattr of name, or listxattr when name
+ * is NULL, of ino: its provider's (a model's user.gguf.*, as `ggufs FILE` shows them),
+ * then MOUNT_PASSTHROUGH_XATTR of a file with a file_fd (model.gguf), then the root's
+ * user.ggufs.* counters and the namespace's; a name is the first that has it. */
+static int64_t ns_xattr(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
+                        struct mount_err *err)
+{
+	(void)err;
+	struct node_ref r;
+	char why[GGUF_ERR_MAX] = "";
+	int ret = m->ns->ops->get(m->ns, ino, 0, &r, why);
+	if (ret < 0)
+		return ret;
+	struct ns_counted c;
+	m->ns->ops->counted(m->ns, &c);
+	const struct mount_counted counted = { .model = c.model, .extra = c.extra,
+	                                       .n_extra = c.n_extra,
+	                                       .extra_value = ns_counter_value };
+	const bool root = ino == NS_ROOT_INO;
+	int64_t x;
+	if (name) {
+		x = node_getxattr(&r, name, buf, size);
+		if (x == -ENODATA && r.p->file_fd && strcmp(name, MOUNT_PASSTHROUGH_XATTR) == 0)
+			x = mount_passthrough_value(m, ino, &r, buf, size);
+		if (x == -ENODATA && root)
+			x = mount_counters_get(m, &counted, name, buf, size);
+	} else {
+		x = 0;
+		if (list_add(&x, node_listxattr(&r, buf, size)) && r.p->file_fd) {
+			if (size && (uint64_t)x + sizeof MOUNT_PASSTHROUGH_XATTR > size)
+				x = -ERANGE;
+			else if (size)
+				memcpy(buf + x, MOUNT_PASSTHROUGH_XATTR, sizeof MOUNT_PASSTHROUGH_XATTR);
+			if (x >= 0)
+				x += (int64_t)sizeof MOUNT_PASSTHROUGH_XATTR;
+		}
+		if (x >= 0 && root)
+			list_add(&x, mount_counters_list(m, &counted, size ? buf + x : NULL,
+			                                 size ? size - (size_t)x : 0));
+	}
+	m->ns->ops->put(m->ns, &r);
+	return x == -ENOENT ? -ENODATA : x;
+}
+
+static const struct mount_kind ns_kind = {
+	.lookup = ns_lookup, .forget = ns_forget, .getattr = ns_getattr, .open = ns_open,
+	.readdir = ns_readdir, .read = ns_read, .file_free = ns_file_free,
+	.statfs = ns_statfs, .xattr = ns_xattr,
+};
+
+struct mount *mount_new(struct ns *ns)
+{
+	struct mount *m = ns ? mount_new_kind(&ns_kind) : NULL;
+	if (m)
+		m->ns = ns;
+	else if (ns)
+		ns->ops->free(ns);
+	return m;
+}
+
 /* ---- what every kind of mount answers alike ---- */
 
-int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct tree *t, char *buf,
-                                size_t size)
+int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct node_ref *r,
+                                char *buf, size_t size)
 {
 	char value[256] = "off (-o passthrough=no)";
-	if (m->pt.why_not)
-		m->pt.why_not(m->pt.arg, ino, tree_model_file_fd(t), mount_not_file(t),
-		              model_path(tree_model(t)), value, sizeof value);
+	if (m->pt.why_not) {
+		const char *not_file = NULL, *path = NULL;
+		const int fd = r->p->file_fd(r, &not_file, &path);
+		m->pt.why_not(m->pt.arg, ino, fd, not_file, path, value, sizeof value);
+	}
 	return mount_xattr_value(buf, size, value, strnlen(value, sizeof value - 1));
 }
 
 int mount_passthrough_file(struct mount *m, const char **not_file)
 {
+	*not_file = NULL;
+	if (m->ns)
+		return m->ns->ops->passthrough_fd ? m->ns->ops->passthrough_fd(m->ns, not_file) : -1;
 	*not_file = m->tree ? mount_not_file(m->tree) : NULL;
 	return m->tree ? tree_model_file_fd(m->tree) : -1;
 }
@@ -335,24 +646,6 @@ void mount_reply_slice(const char *text, uint64_t n, uint64_t off, uint64_t len,
 	struct iovec iov = { (void *)(text + off), n - off < len ? (size_t)(n - off) : (size_t)len };
 	reply(ctx, &iov, 1);
 }
-
-/* Raw tensor bytes of a local model, and its model.gguf, are replied straight from the
- * mappings (tree_read_iov): the kernel copies them from the page cache into the reply
- * with no copy through our memory (a pread into a buffer first measured 3x slower
- * cold). */
-#define READ_IOV_MAX 256
-
-/* One reply buffer per worker thread, kept for the thread's life. A fresh 1 MiB
- * malloc per request is a fresh mmap, and faulting its 256 pages in cost more than
- * dequantizing into them; a kept buffer is faulted once and stays in cache. Requests
- * are at most 1 MiB (max_pages); a larger one falls back to malloc.
- *
- * The buffer is one 2 MiB-aligned transparent huge page where the kernel grants it
- * (THP "madvise" or "always"): the kernel takes the reply one 4 KiB page at a time,
- * looking each up in our page tables, and a huge page makes every lookup short. Cold
- * .f32 reads measured 3.8-4.0 -> 4.6 GB/s for q4_K. It costs 2 MiB of memory per
- * thread instead of 1 (libfuse runs at most max_threads, 10 by default). */
-static struct thread_buf reply_buf = THREAD_BUF(1u << 20, true);
 
 bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_node *n,
                      uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,

@@ -392,7 +392,9 @@ static int64_t ed_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 	} else if (!name) {
 		r = mount_tree_listxattr(t, n, buf, size);
 	} else if (n->kind == TREE_MODEL && strcmp(name, MOUNT_PASSTHROUGH_XATTR) == 0) {
-		r = mount_passthrough_value(m, 0, t, buf, size);
+		struct node_ref mr;
+		r = tree_ref(t, n->ino, &mr) < 0 ? -ENODATA
+		                                  : mount_passthrough_value(m, 0, &mr, buf, size);
 	} else {
 		r = n->kind == TREE_ROOT ? mount_counters_get(m, &what, name, buf, size) : -ENOENT;
 		if (r == -ENOENT)
@@ -413,7 +415,7 @@ static const struct mount_kind edits_kind = {
 
 struct mount *mount_model_edits(struct tree *base, struct tree_edits *e, bool single_thread)
 {
-	struct mount *m = mount_new(&edits_kind);
+	struct mount *m = mount_new_kind(&edits_kind);
 	if (!m)
 		return NULL;
 	m->edits = e;

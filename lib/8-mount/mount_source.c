@@ -105,7 +105,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		s->remote = kind != NAME_KIND_FOLDER;
 		if (!s->lib)
 			goto fail;
-		s->mount = mount_library(s->lib);
+		s->mount = mount_new(library_ns_new(s->lib));
 	} else {
 		s->model = open_name_model(name, &names, &s->shown, err);
 		if (!s->model || !(s->tree = tree_build(s->model, s->kit, err)))
@@ -115,7 +115,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 			goto fail;
 		s->edits = s->tree_edits != NULL;
 		s->mount = s->edits ? mount_model_edits(s->tree, s->tree_edits, o->single_thread)
-		                    : mount_model(s->tree);
+		                    : mount_new(tree_ns_new(s->tree));
 	}
 	if (!s->mount) {
 		gguf_errf(err, "out of memory");

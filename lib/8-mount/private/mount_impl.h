@@ -80,7 +80,7 @@ struct mount {
 };
 
 /* A new mount of kind, its common parts set up; NULL out of memory. */
-struct mount *mount_new(const struct mount_kind *kind);
+struct mount *mount_new_kind(const struct mount_kind *kind);
 
 /* Fills err with errno no and nothing to say; false, for "return mount_fail(...)". */
 bool mount_fail(struct mount_err *err, int no);
@@ -132,10 +132,11 @@ int64_t mount_counters_get(struct mount *m, const struct mount_counted *what, co
 /* An attribute's value of len bytes as getxattr answers it: the length; with size,
  * the bytes into buf, or -ERANGE when they do not fit. */
 int64_t mount_xattr_value(char *buf, size_t size, const char *value, size_t len);
-/* The value of MOUNT_PASSTHROUGH_XATTR for model.gguf inode ino of tree t, from the
- * front end's passthrough: as mount_xattr_value. */
-int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct tree *t, char *buf,
-                                size_t size);
+/* The value of MOUNT_PASSTHROUGH_XATTR of r (a file with a file_fd: model.gguf),
+ * number ino as the kernel knows it, from the front end's passthrough: as
+ * mount_xattr_value. */
+int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct node_ref *r,
+                                char *buf, size_t size);
 /* Why model.gguf of t is not the model's file byte for byte (remote, split, edited),
  * or NULL when it is (tree_model_file_fd). */
 const char *mount_not_file(const struct tree *t);
