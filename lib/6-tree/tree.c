@@ -385,13 +385,6 @@ int tree_model_file_fd(const struct tree *t)
 	return r.p->file_fd ? r.p->file_fd(&r, &not_file, &path) : -1;
 }
 
-bool tree_quants_changed(const struct tree *t, const struct tree_node *n)
-{
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	return r.p->stale && r.p->stale(&r);
-}
-
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n)
 {
 	const struct render_marks *ms = n->prov == KIT_META ? tree_meta_marks(t, n)

@@ -28,27 +28,6 @@
 #include "provider.h"
 #include "tree_ino.h"
 
-/* What a node is, for the mount's kinds of mount until they go (phase 2c): set by each
- * provider beside its own role, read by nothing in this layer. */
-enum tree_kind {
-	TREE_ROOT,
-	TREE_DIR_METADATA,
-	TREE_DIR_TENSORS,
-	TREE_JSON,
-	TREE_SUMMARY,
-	TREE_META,     /* metadata/KEY */
-	TREE_RAW,      /* tensors/NAME */
-	TREE_F32,      /* tensors/NAME.f32 */
-	TREE_NPY,      /* tensors/NAME.npy */
-	TREE_DIR_STATS,
-	TREE_STATS,    /* stats/NAME */
-	TREE_STATS_TSV,
-	TREE_MODEL,    /* model.gguf: the model as one GGUF file (modelfile.h) */
-	TREE_DIR_QUANTS,
-	TREE_QUANT,    /* quants/NAME.gguf */
-	TREE_QUANTS_TSV,
-	TREE_OTHER,    /* a node of a provider the kinds above do not name */
-};
 
 /* Flags of struct tree_node. */
 #define TREE_NODE_DIR 1u   /* a directory */
@@ -60,7 +39,6 @@ enum tree_kind {
 struct tree_node {
 	uint64_t ino;
 	uint64_t parent;     /* number of the directory holding it (the root: itself) */
-	enum tree_kind kind;
 	uint16_t prov;       /* its provider's place in the tree's kit (tree_range.prov) */
 	uint8_t role;        /* what it is to its provider (the provider's own values) */
 	uint8_t flags;       /* TREE_NODE_* */
@@ -109,10 +87,6 @@ void tree_release(struct tree *t);
  * tree that made them); gguf.json's and summary.txt's sizes and marks are made when
  * first asked for. */
 uint64_t tree_held_bytes(const struct tree *t);
-/* True when an open of file n of t is to keep none of the kernel's pages of it: its
- * provider's stale() (a quants/ file of a model no longer the file it parsed: its reads
- * all fail with EIO, and the pages the kernel holds are of the model as it was). */
-bool tree_quants_changed(const struct tree *t, const struct tree_node *n);
 
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);
@@ -145,6 +119,10 @@ const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const ch
 uint64_t tree_dir_count(const struct tree *t, uint64_t dir);
 const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i);
 bool tree_is_dir(const struct tree_node *n);
+/* Whether n is metadata/KEY, or metadata/ or a key (the metadata provider's): what the
+ * edits' requests change, until edits_meta takes them (tree_meta.c). */
+bool tree_is_key(const struct tree_node *n);
+bool tree_is_metadata(const struct tree_node *n);
 
 /* st_mode for node n of a model whose file has mode gguf_mode: files r--r--r--,
  * directories r-xr-xr-x, each limited by the read bits of the GGUF file. */

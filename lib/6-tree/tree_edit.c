@@ -327,7 +327,7 @@ int edit_commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MAX]
 static uint64_t key_at(const struct tree *t, uint64_t ino)
 {
 	const struct tree_node *n = tree_node(t, ino);
-	return n && n->kind == TREE_META ? n->index : UINT64_MAX;
+	return n && tree_is_key(n) ? n->index : UINT64_MAX;
 }
 
 int edit_commit_key(struct tree_edits *e, struct ov_state *s, uint64_t k, char err[GGUF_ERR_MAX])

@@ -287,6 +287,12 @@ int64_t mount_xattr(struct mount *m, uint64_t ino, const char *name, char *buf, 
 
 /* ---- one request path over a namespace (ns.h) ---- */
 
+void mount_open_passthrough(const struct node_ref *r, struct mount_open *o)
+{
+	if (r->p->file_fd)
+		o->pt_fd = r->p->file_fd(r, &o->pt_not_file, &o->pt_path);
+}
+
 /* What an open file or directory keeps: its ref (a library's model held built), its
  * provider's per-open state (a plain file's source handle, a table's text, a folder's
  * listing) or NULL, and what its attributes said at open. */
@@ -386,8 +392,8 @@ static int open_ref(struct mount *m, uint64_t ino, bool dir, int flags, struct m
 	o->direct_io = c.direct_io;
 	o->keep_cache = c.keep_cache;
 	o->cache_readdir = c.cache_readdir;
-	if (!dir && r->p->file_fd)
-		o->pt_fd = r->p->file_fd(r, &o->pt_not_file, &o->pt_path);
+	if (!dir)
+		mount_open_passthrough(r, o);
 	return 0;
 }
 
@@ -460,16 +466,11 @@ static bool read_eio(struct mount *m, const struct node_ref *r, uint64_t off, ui
 	return false;
 }
 
-/* Reads [off, off + len) of the open file's ref: a tree's file within its size and
- * counted, from its mapping with no copy where its provider can (NODE_ZERO_COPY), else
- * into the per-thread buffer; EIO with its cause. */
-static bool ns_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
-                    bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err)
+bool mount_read_ref(struct mount *m, const struct node_ref *r, void *open, bool zero_copy,
+                    uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,
+                    struct mount_err *err)
 {
-	(void)ino, (void)fills_cache;
-	const struct mount_file *f = file;
-	const struct node_ref *r = &f->r;
-	if (f->dir || !r->p->read)
+	if (!r->p->read)
 		return mount_fail(err, EISDIR);
 	if (r->n) {
 		if (off >= r->n->size || len == 0) {
@@ -481,9 +482,9 @@ static bool ns_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uin
 			len = r->n->size - off;
 	}
 	char why[GGUF_ERR_MAX] = "";
-	if (f->zero_copy) {
+	if (zero_copy) {
 		struct iovec iov[READ_IOV_MAX];
-		const int count = r->p->read_iov(r, f->open, off, len, iov, READ_IOV_MAX, why);
+		const int count = r->p->read_iov(r, open, off, len, iov, READ_IOV_MAX, why);
 		if (count == -EIO)
 			return read_eio(m, r, off, len, why, err);
 		if (count < 0)
@@ -497,7 +498,7 @@ static bool ns_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uin
 	char *buf = thread_buf_get(&reply_buf, len ? (size_t)len : 1, &owned);
 	if (!buf)
 		return mount_fail(err, ENOMEM);
-	const int64_t n = r->p->read(r, f->open, buf, len, off, why);
+	const int64_t n = r->p->read(r, open, buf, len, off, why);
 	if (n >= 0) {
 		struct iovec one = { buf, (size_t)n };
 		reply(ctx, &one, 1);
@@ -508,6 +509,17 @@ static bool ns_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uin
 	}
 	thread_buf_put(buf, owned);
 	return n >= 0;
+}
+
+/* Reads [off, off + len) of the open file's ref (mount_read_ref). */
+static bool ns_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
+                    bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err)
+{
+	(void)ino, (void)fills_cache;
+	const struct mount_file *f = file;
+	if (f->dir)
+		return mount_fail(err, EISDIR);
+	return mount_read_ref(m, &f->r, f->open, f->zero_copy, off, len, reply, ctx, err);
 }
 
 static void ns_statfs(struct mount *m, struct statvfs *sv)
@@ -530,10 +542,36 @@ static bool list_add(int64_t *at, int64_t x)
 	return x >= 0;
 }
 
-/* The one composition of extended attributes: getxattr of name, or listxattr when name
- * is NULL, of ino: its provider's (a model's user.gguf.*, as `ggufs FILE` shows them),
- * then MOUNT_PASSTHROUGH_XATTR of a file with a file_fd (model.gguf), then the root's
- * user.ggufs.* counters and the namespace's; a name is the first that has it. */
+int64_t mount_xattr_ref(struct mount *m, uint64_t ino, const struct node_ref *r,
+                        const struct mount_counted *counted, const char *name, char *buf,
+                        size_t size)
+{
+	const bool root = ino == NS_ROOT_INO;
+	int64_t x;
+	if (name) {
+		x = node_getxattr(r, name, buf, size);
+		if (x == -ENODATA && r->p->file_fd && strcmp(name, MOUNT_PASSTHROUGH_XATTR) == 0)
+			x = mount_passthrough_value(m, ino, r, buf, size);
+		if (x == -ENODATA && root)
+			x = mount_counters_get(m, counted, name, buf, size);
+	} else {
+		x = 0;
+		if (list_add(&x, node_listxattr(r, buf, size)) && r->p->file_fd) {
+			if (size && (uint64_t)x + sizeof MOUNT_PASSTHROUGH_XATTR > size)
+				x = -ERANGE;
+			else if (size)
+				memcpy(buf + x, MOUNT_PASSTHROUGH_XATTR, sizeof MOUNT_PASSTHROUGH_XATTR);
+			if (x >= 0)
+				x += (int64_t)sizeof MOUNT_PASSTHROUGH_XATTR;
+		}
+		if (x >= 0 && root)
+			list_add(&x, mount_counters_list(m, counted, size ? buf + x : NULL,
+			                                 size ? size - (size_t)x : 0));
+	}
+	return x == -ENOENT ? -ENODATA : x;
+}
+
+/* Extended attributes of ino (mount_xattr_ref), with the namespace's counters. */
 static int64_t ns_xattr(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
                         struct mount_err *err)
 {
@@ -548,30 +586,9 @@ static int64_t ns_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 	const struct mount_counted counted = { .model = c.model, .extra = c.extra,
 	                                       .n_extra = c.n_extra,
 	                                       .extra_value = ns_counter_value };
-	const bool root = ino == NS_ROOT_INO;
-	int64_t x;
-	if (name) {
-		x = node_getxattr(&r, name, buf, size);
-		if (x == -ENODATA && r.p->file_fd && strcmp(name, MOUNT_PASSTHROUGH_XATTR) == 0)
-			x = mount_passthrough_value(m, ino, &r, buf, size);
-		if (x == -ENODATA && root)
-			x = mount_counters_get(m, &counted, name, buf, size);
-	} else {
-		x = 0;
-		if (list_add(&x, node_listxattr(&r, buf, size)) && r.p->file_fd) {
-			if (size && (uint64_t)x + sizeof MOUNT_PASSTHROUGH_XATTR > size)
-				x = -ERANGE;
-			else if (size)
-				memcpy(buf + x, MOUNT_PASSTHROUGH_XATTR, sizeof MOUNT_PASSTHROUGH_XATTR);
-			if (x >= 0)
-				x += (int64_t)sizeof MOUNT_PASSTHROUGH_XATTR;
-		}
-		if (x >= 0 && root)
-			list_add(&x, mount_counters_list(m, &counted, size ? buf + x : NULL,
-			                                 size ? size - (size_t)x : 0));
-	}
+	const int64_t x = mount_xattr_ref(m, ino, &r, &counted, name, buf, size);
 	m->ns->ops->put(m->ns, &r);
-	return x == -ENOENT ? -ENODATA : x;
+	return x;
 }
 
 static const struct mount_kind ns_kind = {
@@ -609,31 +626,11 @@ int mount_passthrough_file(struct mount *m, const char **not_file)
 	*not_file = NULL;
 	if (m->ns)
 		return m->ns->ops->passthrough_fd ? m->ns->ops->passthrough_fd(m->ns, not_file) : -1;
-	*not_file = m->tree ? mount_not_file(m->tree) : NULL;
-	return m->tree ? tree_model_file_fd(m->tree) : -1;
-}
-
-const char *mount_not_file(const struct tree *t)
-{
-	const char *why;
-	if (tree_model_file_fd(t) >= 0)
-		return NULL;
-	if (model_file_fd(tree_model(t), &why) < 0)
-		return why;
-	return "edited: model.gguf has a header of its own in front of the file's data";
-}
-
-int64_t mount_tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf,
-                             size_t size)
-{
-	int64_t x = tree_listxattr(t, n, buf, size);
-	if (x < 0 || n->kind != TREE_MODEL)
-		return x;
-	if (size && (uint64_t)x + sizeof MOUNT_PASSTHROUGH_XATTR > size)
-		return -ERANGE;
-	if (size)
-		memcpy(buf + x, MOUNT_PASSTHROUGH_XATTR, sizeof MOUNT_PASSTHROUGH_XATTR);
-	return x + (int64_t)sizeof MOUNT_PASSTHROUGH_XATTR;
+	struct node_ref r;   /* with edits: the model's own model.gguf */
+	const char *path;
+	if (!m->tree || tree_ref(m->tree, tree_model_ino(m->tree), &r) < 0 || !r.p->file_fd)
+		return -1;
+	return r.p->file_fd(&r, not_file, &path);
 }
 
 void mount_reply_slice(const char *text, uint64_t n, uint64_t off, uint64_t len,
@@ -645,45 +642,4 @@ void mount_reply_slice(const char *text, uint64_t n, uint64_t off, uint64_t len,
 	}
 	struct iovec iov = { (void *)(text + off), n - off < len ? (size_t)(n - off) : (size_t)len };
 	reply(ctx, &iov, 1);
-}
-
-bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_node *n,
-                     uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,
-                     struct mount_err *err)
-{
-	if (off >= n->size || len == 0) {
-		reply(ctx, NULL, 0);
-		return true;
-	}
-	mount_counted_read(&m->counters);
-	uint64_t left = n->size - off;
-	size_t want = left < len ? (size_t)left : (size_t)len;
-	struct iovec iov[READ_IOV_MAX];
-	char why[GGUF_ERR_MAX];
-	int count = tree_read_iov(t, n, off, want, iov, READ_IOV_MAX, why);
-	if (count == -EIO) {
-		mount_counted_eio(&m->counters, t, n, off, want, why, err);
-		return false;
-	}
-	if (count < 0)
-		return mount_fail(err, -count);
-	if (count > 0) {
-		reply(ctx, iov, count);
-		return true;
-	}
-	bool owned;
-	char *buf = thread_buf_get(&reply_buf, want, &owned);
-	if (!buf)
-		return mount_fail(err, ENOMEM);
-	int64_t r = tree_read(t, n, buf, want, off, why);
-	if (r >= 0) {
-		struct iovec one = { buf, (size_t)r };
-		reply(ctx, &one, 1);
-	} else if (r == -EIO) {
-		mount_counted_eio(&m->counters, t, n, off, want, why, err);
-	} else {
-		mount_fail(err, (int)-r);
-	}
-	thread_buf_put(buf, owned);
-	return r >= 0;
 }

@@ -10,6 +10,7 @@
 
 #include "edit_text.h"
 #include "mount_edits.h"
+#include "node.h"
 
 struct edit_file *mount_edit_file_new(struct tree *t, bool writing)
 {
@@ -60,11 +61,10 @@ void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct sta
 {
 	uint64_t size;
 	struct timespec t;
-	struct tree_node as_key = { .kind = TREE_META };
 	scratch_stat(f, &size, &t);
 	memset(st, 0, sizeof *st);
 	st->st_ino = scratch_ino(f);
-	st->st_mode = tree_mode(&as_key, model_stat(tree_model(m->tree))->st_mode) | S_IWUSR;
+	st->st_mode = S_IFREG | (model_stat(tree_model(m->tree))->st_mode & 0444) | S_IWUSR;
 	st->st_nlink = 1;
 	st->st_uid = getuid();
 	st->st_gid = getgid();
@@ -236,7 +236,7 @@ static bool ed_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 	bool ok = false;
 	if (tree_is_dir(n))
 		mount_fail(err, EISDIR);
-	else if (write && n->kind != TREE_META)
+	else if (write && !tree_is_key(n))
 		mount_fail(err, EROFS);
 	else if (write && !mount_edit_owner(uid, err))
 		;
@@ -250,14 +250,14 @@ static bool ed_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t ui
 		mount_edit_file_free(m, h);
 	if (!ok)
 		return false;
-	bool changes = n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY;
+	struct node_ref r;
+	tree_ref(t, ino, &r);
+	struct node_attr a;
+	node_attr(&r, NULL, &a);
+	bool changes = a.flags & NODE_BYTES_FOLLOW_EDITS;
 	o->direct_io = write || changes;
-	o->keep_cache = !write && !changes && !tree_quants_changed(t, n);
-	if (n->kind == TREE_MODEL) {
-		o->pt_fd = tree_model_file_fd(t);
-		o->pt_not_file = mount_not_file(t);
-		o->pt_path = model_path(tree_model(t));
-	}
+	o->keep_cache = !write && !changes && !(r.p->stale && r.p->stale(&r));
+	mount_open_passthrough(&r, o);
 	*file = h;
 	return true;
 }
@@ -314,8 +314,11 @@ static struct tree *fill_tree(struct mount *m, uint64_t ino, bool fills_cache)
 	if (!fills_cache)
 		return NULL;
 	struct tree *now = tree_edits_current(m->edits);
-	const struct tree_node *n = tree_node(now, ino);
-	if (n && (n->kind == TREE_META || n->kind == TREE_JSON || n->kind == TREE_SUMMARY))
+	struct node_ref r;
+	struct node_attr a = { 0 };
+	if (tree_ref(now, ino, &r) == 0)
+		node_attr(&r, NULL, &a);
+	if (a.flags & NODE_BYTES_FOLLOW_EDITS)
 		return now;
 	tree_release(now);
 	return NULL;
@@ -343,8 +346,11 @@ static bool ed_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uin
 	}
 	struct tree *now = fill_tree(m, ino, fills_cache);
 	const struct tree *t = now ? now : h->tree;
-	const struct tree_node *n = tree_node(t, ino);
-	bool ok = n ? mount_read_tree(m, t, n, off, len, reply, ctx, err) : mount_fail(err, ENOENT);
+	struct node_ref r;
+	bool ok = tree_ref(t, ino, &r) == 0
+	                  ? mount_read_ref(m, &r, NULL, r.n->flags & TREE_NODE_IOV, off, len, reply,
+	                                   ctx, err)
+	                  : mount_fail(err, ENOENT);
 	if (now)
 		tree_release(now);
 	return ok;
@@ -382,24 +388,10 @@ static int64_t ed_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 	const struct tree_node *n = mount_edit_take_node(m, ino, &t, err);
 	if (!n)
 		return -err->no;
-	struct mount_counted what = { .model = tree_model(t), .edits = true };
-	int64_t r;
-	if (!name && n->kind == TREE_ROOT) {
-		r = tree_listxattr(t, n, buf, size);
-		int64_t c = r < 0 ? 0 : mount_counters_list(m, &what, size ? buf + r : NULL,
-		                                            size ? size - (size_t)r : 0);
-		r = r < 0 ? r : c < 0 ? c : r + c;
-	} else if (!name) {
-		r = mount_tree_listxattr(t, n, buf, size);
-	} else if (n->kind == TREE_MODEL && strcmp(name, MOUNT_PASSTHROUGH_XATTR) == 0) {
-		struct node_ref mr;
-		r = tree_ref(t, n->ino, &mr) < 0 ? -ENODATA
-		                                  : mount_passthrough_value(m, 0, &mr, buf, size);
-	} else {
-		r = n->kind == TREE_ROOT ? mount_counters_get(m, &what, name, buf, size) : -ENOENT;
-		if (r == -ENOENT)
-			r = tree_getxattr(t, n, name, buf, size);
-	}
+	const struct mount_counted what = { .model = tree_model(t), .edits = true };
+	struct node_ref nr;
+	int64_t r = tree_ref(t, n->ino, &nr) < 0 ? -ENOENT
+	                                         : mount_xattr_ref(m, ino, &nr, &what, name, buf, size);
 	tree_release(t);
 	return r;
 }

@@ -157,10 +157,10 @@ bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_s
 	if (!n)
 		return false;
 	int r = 0;
-	bool in_metadata = n->kind == TREE_META || n->kind == TREE_DIR_METADATA;
+	bool in_metadata = tree_is_metadata(n);
 	if ((to_set & MOUNT_SET_MODE) && !in_metadata)
 		r = -EPERM;
-	else if ((to_set & MOUNT_SET_SIZE) && n->kind != TREE_META)
+	else if ((to_set & MOUNT_SET_SIZE) && !tree_is_key(n))
 		r = -EROFS;
 	else if ((to_set & MOUNT_SET_SIZE) && !(h && h->writing) && size > EDIT_TEXT_MAX)
 		r = -EFBIG;
@@ -358,7 +358,7 @@ bool mount_edit_setxattr(struct mount *m, uint64_t ino, const char *name, const 
 		return false;
 	struct tree *t = tree_edits_current(m->edits);
 	const struct tree_node *n = tree_node(t, ino);
-	bool key = n && n->kind == TREE_META, node = n != NULL;
+	bool key = n && tree_is_key(n), node = n != NULL;
 	tree_release(t);
 	struct scratch_file *f = mount_edit_scratch_of(m, ino);
 	scratch_drop(f);

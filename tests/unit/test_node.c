@@ -260,7 +260,8 @@ static void tree_attr(const struct node_ref *r, void *open, struct node_attr *a)
 	(void)open;
 	struct stat ts;
 	tree_stat(cross_tree, r->n, false, &ts);
-	*a = (struct node_attr){ .dir = tree_is_dir(r->n), .stored = r->n->kind == TREE_MODEL,
+	*a = (struct node_attr){ .dir = tree_is_dir(r->n),
+		.stored = r->n->ino == tree_model_ino(cross_tree),
 		.read_bits = ts.st_mode, .uid = ts.st_uid, .gid = ts.st_gid, .size = r->n->size,
 		.atim = ts.st_atim, .mtim = ts.st_mtim, .ctim = ts.st_ctim };
 }

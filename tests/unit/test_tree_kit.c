@@ -72,15 +72,15 @@ static int fake_make(void *ctx, const struct tree *t, const struct tree_range *r
 	c->range = *r;
 	c->made++;
 	const uint16_t prov = (uint16_t)r->prov;
-	fi->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO, .kind = TREE_OTHER,
+	fi->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO,
 	                              .prov = prov, .role = FAKE_DIR, .flags = TREE_NODE_DIR,
 	                              .name = "fake" };
 	for (unsigned i = 0; i < FAKE_FILES; i++)
 		fi->files[i] = (struct tree_node){ .ino = r->stable + i, .parent = r->root[0],
-		                                   .kind = TREE_OTHER, .prov = prov,
+		                                   .prov = prov,
 		                                   .role = FAKE_FILE, .index = i,
 		                                   .name = fake_names[i], .size = 1 + i };
-	fi->txt = (struct tree_node){ .ino = r->root[1], .parent = TREE_ROOT_INO, .kind = TREE_OTHER,
+	fi->txt = (struct tree_node){ .ino = r->root[1], .parent = TREE_ROOT_INO,
 	                              .prov = prov, .role = FAKE_TXT, .name = "fake.txt",
 	                              .size = 5 };
 	*inst = fi;

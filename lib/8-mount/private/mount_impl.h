@@ -137,21 +137,25 @@ int64_t mount_xattr_value(char *buf, size_t size, const char *value, size_t len)
  * mount_xattr_value. */
 int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct node_ref *r,
                                 char *buf, size_t size);
-/* Why model.gguf of t is not the model's file byte for byte (remote, split, edited),
- * or NULL when it is (tree_model_file_fd). */
-const char *mount_not_file(const struct tree *t);
-/* The names of node n's attributes in tree t: the tree's, then model.gguf's
- * MOUNT_PASSTHROUGH_XATTR; as tree_listxattr. */
-int64_t mount_tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf,
-                             size_t size);
+/* The one composition of extended attributes of r, number ino as the kernel knows it:
+ * getxattr of name, or listxattr when name is NULL: its provider's (a model's
+ * user.gguf.*, as `ggufs FILE` shows them), then MOUNT_PASSTHROUGH_XATTR of a file with
+ * a file_fd (model.gguf), then on the root the counters of counted; a name is the
+ * first that has it. The length, or -errno (ERANGE, ENODATA). */
+int64_t mount_xattr_ref(struct mount *m, uint64_t ino, const struct node_ref *r,
+                        const struct mount_counted *counted, const char *name, char *buf,
+                        size_t size);
+/* A file opened as r with a file_fd (model.gguf): its fd into o->pt_fd when it is one
+ * local file as it lies (passthrough), else -1 and why not in o->pt_not_file. */
+void mount_open_passthrough(const struct node_ref *r, struct mount_open *o);
 
-/* Reads [off, off + len) of node n of tree t (the one read of a model's file, in a
- * single mount or a library): the raw bytes of a local tensor and model.gguf from the
- * mappings with no copy, anything else rendered, dequantized or fetched into a
- * per-thread buffer; counted; EIO with its cause. */
-bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_node *n,
-                     uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,
-                     struct mount_err *err);
+/* The one read: [off, off + len) of r through its provider's per-open state open, given
+ * to reply once. A tree's file is read within its size and counted (user.ggufs.reads);
+ * zero_copy (NODE_ZERO_COPY, seen at open): from its mapping with no copy where its
+ * read_iov can; else into a per-thread buffer. EIO counted with the provider's why. */
+bool mount_read_ref(struct mount *m, const struct node_ref *r, void *open, bool zero_copy,
+                    uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,
+                    struct mount_err *err);
 /* [off, off + len) of text (n bytes; NULL: none) given to reply, or nothing past its
  * end. */
 void mount_reply_slice(const char *text, uint64_t n, uint64_t off, uint64_t len,
