@@ -333,20 +333,6 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 	return r.p->read ? r.p->read(&r, NULL, buf, len, off, w) : -EIO;
 }
 
-int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                  struct iovec *iov, int max, char why[GGUF_ERR_MAX])
-{
-	char own[GGUF_ERR_MAX];
-	char *w = why ? why : own;
-	w[0] = 0;
-	if (!(n->flags & TREE_NODE_IOV) || max < 1 || off > n->size || len > n->size - off ||
-	    len == 0)
-		return 0;
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	return r.p->read_iov ? r.p->read_iov(&r, NULL, off, len, iov, max, w) : 0;
-}
-
 /* The place in t's root table of model.gguf's entry (the core's, always there). */
 static unsigned model_root(const struct tree *t)
 {
@@ -372,17 +358,6 @@ bool tree_ino_state_root(const struct tree *t, uint64_t ino)
 			return true;
 	}
 	return false;
-}
-
-int tree_model_file_fd(const struct tree *t)
-{
-	const struct tree_node *n = tree_node(t, tree_model_ino(t));
-	if (!n)
-		return -1;
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	const char *not_file, *path;
-	return r.p->file_fd ? r.p->file_fd(&r, &not_file, &path) : -1;
 }
 
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n)

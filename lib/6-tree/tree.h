@@ -154,22 +154,7 @@ uint64_t tree_stats_computed(const struct tree *t);
  * non-rendered files. For tests. */
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
 
-/* The zero-copy read: [off, off + len) of n (inside its size) as at most max iovecs
- * into memory the reply may be copied from by the kernel, for the files that are bytes
- * of the model as they lie (TREE_NODE_IOV: a raw tensor file of a local model, one
- * iovec into its mapping; model.gguf of a local model, its pieces). The count; 0 when n
- * is to be read with tree_read instead (any other file, model.gguf in more than max
- * pieces); -EIO with why (as tree_read's) when the file no longer holds the bytes (it
- * shrank: checked against the file as it is now; should it shrink after, the kernel's
- * copy fails and the reader gets EIO, never the daemon a SIGBUS). */
-int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                  struct iovec *iov, int max, char why[GGUF_ERR_MAX]);
 
-/* The fd of the one local file that model.gguf of t is byte for byte (a single-file
- * local model whose metadata is the file's own, or edited back to it: its layout one
- * span, the whole file from offset 0), for handing to the kernel; -1 for any other
- * model.gguf (split, remote, edited). */
-int tree_model_file_fd(const struct tree *t);
 
 /* Extended attributes (man page), as n's provider says them: listxattr fills buf with
  * NUL-separated names, getxattr the value; both return the full length needed, with
