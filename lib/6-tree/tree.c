@@ -306,16 +306,11 @@ void tree_node_attr(const struct tree *t, const struct tree_node *n, bool dated,
 		a->mtim = a->ctim = t->made;
 }
 
-void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, struct stat *st)
+void tree_stat(const struct tree *t, const struct tree_node *n, struct stat *st)
 {
 	struct node_ref r;
 	tree_ref_of(t, n, &r);
 	node_stat(&r, NULL, st);
-	if (editable && n->prov == KIT_META) {   /* writable by the mount's owner alone */
-		st->st_mode |= S_IWUSR;
-		st->st_uid = getuid();
-		st->st_gid = getgid();
-	}
 }
 
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,

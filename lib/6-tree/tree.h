@@ -61,6 +61,10 @@ struct tree *tree_build(const struct ggufs_model *m, const struct tree_kit *k,
                         char err[GGUF_ERR_MAX]);
 void tree_free(struct tree *t);
 
+/* The core's metadata/ provider (tree_meta.c), every kit's unless replaced: a mount with
+ * edits puts its own in its place (tree_kit_replace), which calls these operations. */
+extern const struct tree_provider tree_meta_provider;
+
 /* One tree as a mount's namespace (ns.h; tree_ns.c): a single model's mount, its
  * numbers and names the tree's, kept by the kernel for good. t outlives it. NULL out
  * of memory. */
@@ -129,11 +133,12 @@ bool tree_is_metadata(const struct tree_node *n);
 mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
 
 /* The attributes of node n of t: its provider's attr made a stat by the one
- * rule of node.h (node_stat), wherever the model is mounted (alone or in a library);
- * with editable (-o edits), metadata/ and its keys the mount owner's and writable by
- * them. st_ino is the tree's number (a library gives its own). */
+ * rule of node.h (node_stat), wherever the model is mounted (alone or in a library;
+ * with -o edits, metadata/ and its keys the mount owner's and writable by them: the
+ * edits' metadata provider says so). st_ino is the tree's number (a library gives its
+ * own). */
 struct stat;
-void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, struct stat *st);
+void tree_stat(const struct tree *t, const struct tree_node *n, struct stat *st);
 
 /* Reads up to len bytes of node n at off into buf, through its provider. Returns the
  * number of bytes (short only at the end of the file), or -errno: -EISDIR for a

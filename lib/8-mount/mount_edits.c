@@ -54,7 +54,9 @@ struct scratch_file *mount_edit_scratch_of(struct mount *m, uint64_t ino)
 
 void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st)
 {
-	tree_stat(t, n, true, st);
+	struct node_ref r;
+	tree_ref(t, n->ino, &r);
+	node_stat(&r, NULL, st);
 }
 
 void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st)

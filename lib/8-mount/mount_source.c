@@ -13,6 +13,7 @@
 #include "library.h"
 #include "model.h"
 #include "mount.h"
+#include "mount_edits.h"
 #include "path.h"
 #include "quants_provider.h"
 #include "tree.h"
@@ -108,7 +109,9 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		s->mount = mount_new(library_ns_new(s->lib));
 	} else {
 		s->model = open_name_model(name, &names, &s->shown, err);
-		if (!s->model || !(s->tree = tree_build(s->model, s->kit, err)))
+		if (!s->model || (o->edits_file && !tree_kit_replace(s->kit, &tree_meta_provider,
+		                                                     &edits_meta_provider, NULL, err)) ||
+		    !(s->tree = tree_build(s->model, s->kit, err)))
 			goto fail;
 		s->remote = model_fetched(s->model);
 		if (o->edits_file && !mount_source_edits(s, o, err))

@@ -26,6 +26,7 @@
 #include "guard.h"
 #include "model.h"
 #include "mount.h"
+#include "mount_edits.h"
 #include "mount_fixture.h"
 #include "scratch_dir.h"
 #include "tree.h"
@@ -33,18 +34,29 @@
 
 static struct ggufs_model *model;
 static struct tree *tree;
+static struct tree_kit *kit;
 
 /* scratch_dir/m.gguf: general.name "old" and a u32 context length, one f32 tensor of
- * 8 values 0 to 7 (mount_fixture_model). */
+ * 8 values 0 to 7 (mount_fixture_model), its tree built as a mount with edits builds it
+ * (mount_source.c): metadata/ the edits' provider. */
 static int setup(void **state)
 {
 	guard_install();   /* the SIGBUS guard of mapped reads, before any read */
-	return mount_fixture_open(state, 8, 1.0f, &model, &tree);
+	if (mount_fixture_open(state, 8, 1.0f, &model, &tree) != 0)
+		return -1;
+	char err[GGUF_ERR_MAX];
+	tree_free(tree);
+	kit = tree_kit_new(err);
+	tree = kit && tree_kit_replace(kit, &tree_meta_provider, &edits_meta_provider, NULL, err)
+	               ? tree_build(model, kit, err) : NULL;
+	return tree ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-	return mount_fixture_close(state, model, tree);
+	int r = mount_fixture_close(state, model, tree);
+	tree_kit_free(kit);
+	return r;
 }
 
 /* What the mount told the front end to forget. */

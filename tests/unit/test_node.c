@@ -259,7 +259,7 @@ static void tree_attr(const struct node_ref *r, void *open, struct node_attr *a)
 {
 	(void)open;
 	struct stat ts;
-	tree_stat(cross_tree, r->n, false, &ts);
+	tree_stat(cross_tree, r->n, &ts);
 	*a = (struct node_attr){ .dir = tree_is_dir(r->n),
 		.stored = r->n->ino == tree_model_ino(cross_tree),
 		.read_bits = ts.st_mode, .uid = ts.st_uid, .gid = ts.st_gid, .size = r->n->size,
@@ -274,7 +274,7 @@ static void same_stat_under(const struct tree *t, const struct tree_node *n, uin
 {
 	struct stat want, got;
 	struct node_ref r = { .p = &tree_adapter, .tree = t, .n = n, .ino = n->ino };
-	tree_stat(t, n, false, &want);
+	tree_stat(t, n, &want);
 	node_stat(&r, NULL, &got);
 	if (memcmp(&want, &got, sizeof want) != 0)
 		fail_msg("%s (ino %llu): mode %o/%o blocks %lld/%lld", n->name,

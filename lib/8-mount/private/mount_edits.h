@@ -52,6 +52,10 @@ struct edit_file {
 	struct edit_lines lines;
 };
 
+/* metadata/ with edits (edits_meta.c): the kit of a mount with edits holds it in place
+ * of tree_meta_provider (tree_kit_replace), before its first tree is built. */
+extern const struct tree_provider edits_meta_provider;
+
 /* mount_edits.c */
 
 /* A new open file on tree t (which it keeps), or NULL out of memory. */
