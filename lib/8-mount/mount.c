@@ -1,7 +1,11 @@
-/* The mount's calls (mount.h) as every kind of mount shares them: the open files by id,
- * held by each request that uses one; the error said; the one read of a model's file;
- * the attributes every kind answers alike. Each call then goes to its kind's operation
- * (mount_impl.h). */
+/* The mount's calls (mount.h): the open files by id, held by each request that uses
+ * one; the error said; and the one request path over a namespace (ns.h), a single
+ * model's or a library's: each request asks the namespace for the ref of a number or
+ * name and the ref's provider for the rest, with node.h's rules once (the stat, the
+ * TTLs, how an open is cached), the one read (mount_read_ref), the one composition of
+ * extended attributes (mount_xattr_ref) and the one passthrough (file_fd). A model with
+ * edits still has its own kind of mount (mount_edits.c), over the same read and
+ * attributes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

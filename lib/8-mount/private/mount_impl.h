@@ -1,6 +1,7 @@
 /* What the mount's files share (private to lib/8-mount): struct mount, the operations
- * each kind of mount implements (a model, a library), the table of open files and the
- * counters. */
+ * of its two kinds (mount.c's one path over a namespace, for a model and a library;
+ * mount_edits.c's for a model with edits, until edits are a namespace too), the table
+ * of open files, the counters, and the one read and attribute composition by ref. */
 #ifndef GGUFS_MOUNT_IMPL_H
 #define GGUFS_MOUNT_IMPL_H
 
@@ -71,8 +72,8 @@ struct mount {
 	struct handle_table files;      /* open files and directories, by fh */
 	struct mount_counters counters;
 	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
-	struct tree *tree;              /* mount_model.c's, or NULL */
-	struct ns *ns;                  /* mount_library.c's (freed with the mount), or NULL */
+	struct ns *ns;                  /* mount_new's (freed with the mount), or NULL */
+	struct tree *tree;              /* mount_edits.c's base tree, or NULL */
 	struct tree_edits *edits;       /* mount_edits.c's, or NULL */
 	bool single_thread;             /* -s: no request waits for another (mount_edit_forget) */
 	struct mount_notify notify;     /* forget NULL: the kernel is told nothing */
