@@ -107,30 +107,33 @@ static bool ed_lookup(struct mount *m, uint64_t parent, const char *name, struct
                       struct mount_err *err)
 {
 	struct tree *t = tree_edits_current(m->edits);
-	bool ok = dir_of(t, parent, err) != NULL;
-	if (ok) {
-		e->attr_ttl = MOUNT_TTL_FOREVER;
-		e->entry_ttl = parent == TREE_METADATA_DIR_INO ? 0 : MOUNT_TTL_FOREVER;
-		const struct tree_node *n = tree_lookup(t, parent, name);
+	struct node_ref dir, c;
+	int ret = tree_ref(t, parent, &dir);
+	if (ret < 0) {   /* a number never given */
+		tree_release(t);
+		return mount_fail(err, -ret);
+	}
+	ret = tree_ref_child(t, &dir, name, &c);
+	if (ret == 0 && tree_edits_aside(m->edits, t, c.n))
+		ret = -ENOENT;   /* moved aside (tree_edit.h): not there */
+	if (ret == 0 || ret == -ENOENT) {
+		/* node.h's TTLs: metadata/'s names change (edits_meta), per-state numbers are
+		 * other numbers in each state */
+		e->entry_ttl = node_entry_ttl(NS_STATES, dir.p->flags, ret == 0 ? &c : NULL);
 		struct scratch_file *f = parent == TREE_METADATA_DIR_INO && scratch_is_name(name) ?
 		                         scratch_by_name(tree_edits_scratch(m->edits), name) : NULL;
-		if (n && tree_edits_aside(m->edits, t, n))
-			n = NULL;   /* moved aside (tree_edit.h): not there */
 		if (f) {
 			e->ino = scratch_ino(f);
 			e->attr_ttl = 0;
 			mount_edit_scratch_stat(m, f, &e->attr);
 			scratch_drop(f);
-		} else if (n) {
-			e->ino = n->ino;
-			/* model.gguf and quants/'s files are other inodes in each state */
-			if (tree_ino_per_state(n->ino))
-				e->entry_ttl = 0;
-			mount_edit_stat(t, n, &e->attr);
+		} else if (ret == 0) {
+			e->ino = c.ino;
+			e->attr_ttl = node_attr_ttl(node_stat(&c, NULL, &e->attr));
 		}
 	}
 	tree_release(t);
-	return ok;
+	return ret == 0 || ret == -ENOENT || mount_fail(err, -ret);
 }
 
 /* An fstat of an open file answers from the tree of its open (the model.gguf of an
