@@ -274,35 +274,36 @@ static bool ed_readdir(struct mount *m, uint64_t ino, void *file, uint64_t off, 
 {
 	(void)file;
 	struct tree *t = tree_edits_current(m->edits);
-	const struct tree_node *dir = dir_of(t, ino, err);
-	if (dir) {
-		uint64_t count = tree_dir_count(t, ino);
+	struct node_ref d;
+	int ret = tree_ref(t, ino, &d);
+	if (ret == 0 && !tree_is_dir(d.n))
+		ret = -ENOTDIR;
+	if (ret == 0) {
+		const uint64_t count = d.p->count ? d.p->count(&d, NULL) : 0;
 		struct scratch_set *scratch = ino == TREE_METADATA_DIR_INO ?
 		                              tree_edits_scratch(m->edits) : NULL;
-		uint64_t n = count + (scratch ? scratch_count(scratch) : 0);
+		const uint64_t n = count + (scratch ? scratch_count(scratch) : 0);
 		char name[256];
 		for (uint64_t pos = off; pos < n + 2; pos++) {
-			const struct tree_node *c = pos == 0 ? dir :
-			                            pos == 1 ? tree_node(t, dir->parent) :
-			                            pos - 2 < count ? tree_dir_child(t, ino, pos - 2) : NULL;
+			struct node_dirent e = { pos == 0 ? "." : "..", pos == 0 ? ino : d.parent, true };
 			uint64_t child;
-			bool ok;
-			if (pos < 2)
-				ok = add(ctx, pos == 0 ? "." : "..", c->ino, true, pos + 1);
-			else if (c && scratch && tree_edits_aside(m->edits, t, c))
-				continue;
-			else if (c)
-				ok = add(ctx, c->name, c->ino, tree_is_dir(c), pos + 1);
-			else if (scratch_entry(scratch, pos - 2 - count, name, &child))
-				ok = add(ctx, name, child, false, pos + 1);
-			else
-				continue;   /* a scratch file gone since the count */
-			if (!ok)
+			if (pos >= 2 && pos - 2 < count) {
+				if (!d.p->entry(&d, NULL, pos - 2, &e))
+					continue;
+				const struct tree_node *c = scratch ? tree_node(t, e.ino) : NULL;
+				if (c && tree_edits_aside(m->edits, t, c))
+					continue;
+			} else if (pos >= 2) {
+				if (!scratch_entry(scratch, pos - 2 - count, name, &child))
+					continue;   /* a scratch file gone since the count */
+				e = (struct node_dirent){ name, child, false };
+			}
+			if (!add(ctx, e.name, e.ino, e.dir, pos + 1))
 				break;
 		}
 	}
 	tree_release(t);
-	return dir != NULL;
+	return ret == 0 || mount_fail(err, -ret);
 }
 
 /* With edits, the tree a fill of the kernel's page cache for ino reads (held), or NULL
