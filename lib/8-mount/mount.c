@@ -1,16 +1,17 @@
 /* The mount's calls (mount.h): the open files by id, held by each request that uses
  * one; the error said; and the one request path over a namespace (ns.h), a single
- * model's or a library's: each request asks the namespace for the ref of a number or
- * name and the ref's provider for the rest, with node.h's rules once (the stat, the
- * TTLs, how an open is cached), the one read (mount_read_ref), the one composition of
- * extended attributes (mount_xattr_ref) and the one passthrough (file_fd). A model with
- * edits still has its own kind of mount (mount_edits.c), over the same read and
- * attributes. */
+ * model's, a model's with edits or a library's: each request asks the namespace for the
+ * ref of a number or name and the ref's provider for the rest, with node.h's rules once
+ * (the stat, the TTLs, how an open is cached), the one read (read_ref), the one
+ * composition of extended attributes (mount_xattr_ref) and the one passthrough
+ * (file_fd). A writable namespace's changes are mount_writer.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "mount_edits.h"
 #include "mount_impl.h"
 #include "node.h"
 #include "thread_buf.h"
@@ -297,16 +298,6 @@ void mount_open_passthrough(const struct node_ref *r, struct mount_open *o)
 		o->pt_fd = r->p->file_fd(r, &o->pt_not_file, &o->pt_path);
 }
 
-/* What an open file or directory keeps: its ref (a library's model held built), its
- * provider's per-open state (a plain file's source handle, a table's text, a folder's
- * listing) or NULL, and what its attributes said at open. */
-struct mount_file {
-	struct node_ref r;
-	void *open;
-	bool dir;
-	bool zero_copy;   /* NODE_ZERO_COPY: read_iov first */
-};
-
 /* -ret into err: an EIO with a cause (a plain file's open, a comparison) counted and
  * kept as the last error, the cause said where it was seen. False. */
 static bool failed(struct mount *m, int ret, const char *why, struct mount_err *err)
@@ -350,7 +341,14 @@ static void ns_forget(struct mount *m, uint64_t ino, uint64_t n)
 static bool ns_getattr(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
                        struct mount_err *err)
 {
-	(void)file;
+	/* with edit states, an fstat answers from the open's (a model.gguf of an older
+	 * state is in no other, a scratch file unlinked in none), a writer's size its
+	 * text's */
+	const struct mount_file *f = file;
+	if (f && (m->ns->flags & NS_STATES)) {
+		*ttl = node_attr_ttl(node_stat(&f->r, f->open, st));
+		return true;
+	}
 	struct node_ref r;
 	char why[GGUF_ERR_MAX] = "";
 	int ret = m->ns->ops->get(m->ns, ino, 0, &r, why);
@@ -372,12 +370,41 @@ static void ns_file_free(struct mount *m, void *file)
 	free(f);
 }
 
-/* Opens ino for reading (a directory when dir) into f: the ref got for an open (a
- * model directory's model built), its provider's open, how the kernel is to cache it
- * (node_open_cache), and a file with a file_fd (model.gguf) tells the front end its
- * file, which the kernel may read itself (passthrough). 0 or -errno with why. */
-static int open_ref(struct mount *m, uint64_t ino, bool dir, int flags, struct mount_file *f,
-                    struct mount_open *o, char why[GGUF_ERR_MAX])
+/* What f's attributes a say for its reads. */
+static void file_attr(struct mount *m, struct mount_file *f, const struct node_attr *a)
+{
+	f->dir = a->dir;
+	f->zero_copy = a->flags & NODE_ZERO_COPY;
+	f->follows = (m->ns->flags & NS_STATES) && (a->flags & NODE_BYTES_FOLLOW_EDITS);
+}
+
+int mount_file_now(struct mount *m, uint64_t ino, bool writing, struct mount_file **file)
+{
+	struct mount_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return -ENOMEM;
+	char why[GGUF_ERR_MAX];
+	int ret = m->ns->ops->get(m->ns, ino, NS_NOW, &f->r, why);
+	if (ret < 0) {
+		free(f);
+		return ret;
+	}
+	struct node_attr a;
+	node_attr(&f->r, NULL, &a);
+	file_attr(m, f, &a);
+	f->writing = writing;
+	*file = f;
+	return 0;
+}
+
+/* Opens ino (a directory when dir) for uid into f: the ref got for an open (a model
+ * directory's model built), the one open rule (EISDIR, ENOTDIR; a write of a file
+ * that is not writable EROFS, of one by another than the mount's owner EACCES), its
+ * provider's open, how the kernel is to cache it (node_open_cache), and a file with a
+ * file_fd (model.gguf) tells the front end its file, which the kernel may read itself
+ * (passthrough). 0 or -errno with why. */
+static int open_ref(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid,
+                    struct mount_file *f, struct mount_open *o, char why[GGUF_ERR_MAX])
 {
 	int ret = m->ns->ops->get(m->ns, ino, NS_FOR_OPEN, &f->r, why);
 	if (ret < 0)
@@ -387,12 +414,16 @@ static int open_ref(struct mount *m, uint64_t ino, bool dir, int flags, struct m
 	node_attr(r, NULL, &a);
 	if (dir != a.dir)
 		return dir ? -ENOTDIR : -EISDIR;
-	f->dir = a.dir;
-	f->zero_copy = a.flags & NODE_ZERO_COPY;
+	if (f->writing && !a.writable)
+		return -EROFS;
+	if (f->writing && uid != getuid())   /* allow_other lets others read, never write */
+		return -EACCES;
+	file_attr(m, f, &a);
 	if (r->p->open && (ret = r->p->open(r, flags, &f->open, why)) < 0)
 		return ret;
 	struct node_cache c;
-	node_open_cache(m->ns->flags, &a, false, !dir && r->p->stale && r->p->stale(r), &c);
+	node_open_cache(m->ns->flags, &a, f->writing,
+	                !dir && r->p->stale && r->p->stale(r), &c);
 	o->direct_io = c.direct_io;
 	o->keep_cache = c.keep_cache;
 	o->cache_readdir = c.cache_readdir;
@@ -404,30 +435,43 @@ static int open_ref(struct mount *m, uint64_t ino, bool dir, int flags, struct m
 static bool ns_open(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
                     struct mount_open *o, struct mount_err *err)
 {
-	(void)uid;
-	if (!dir && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
+	const bool writing = !dir && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC));
+	if (writing && !(m->ns->flags & NS_WRITABLE))
 		return mount_fail(err, EROFS);
 	struct mount_file *f = calloc(1, sizeof *f);
 	if (!f)
 		return mount_fail(err, ENOMEM);
+	f->writing = writing;
 	char why[GGUF_ERR_MAX] = "";
-	int ret = open_ref(m, ino, dir, flags, f, o, why);
+	int ret = open_ref(m, ino, dir, flags, uid, f, o, why);
 	if (ret < 0) {
 		ns_file_free(m, f);
-		return failed(m, ret, why, err);
+		if (!writing || !why[0])
+			return failed(m, ret, why, err);
+		mount_counted_refusal(&m->counters, ret, why, err);   /* a writer refused */
+		return false;
 	}
 	*file = f;
 	return true;
 }
 
 /* ".", ".." and the provider's entries from offset off (an entry it no longer lists
- * keeps its offset), numbered as the kernel knows them. */
+ * keeps its offset), numbered as the kernel knows them. With edit states, from the
+ * state now: a listing read from the open's state after an edit would be kept by the
+ * kernel after the edit's forget, stale until the next edit. */
 static bool ns_readdir(struct mount *m, uint64_t ino, void *file, uint64_t off, mount_dir_fn add,
                        void *ctx, struct mount_err *err)
 {
-	(void)m, (void)err;
 	const struct mount_file *f = file;
+	struct node_ref now;
 	const struct node_ref *r = &f->r;
+	if (m->ns->flags & NS_STATES) {
+		char why[GGUF_ERR_MAX];
+		int ret = m->ns->ops->get(m->ns, ino, NS_NOW, &now, why);
+		if (ret < 0)
+			return failed(m, ret, why, err);
+		r = &now;
+	}
 	const uint64_t count = r->p->count ? r->p->count(r, f->open) : 0;
 	for (uint64_t pos = off; pos < count + 2; pos++) {
 		struct node_dirent d = { pos == 0 ? "." : "..", pos == 0 ? ino : r->parent, true };
@@ -438,6 +482,8 @@ static bool ns_readdir(struct mount *m, uint64_t ino, void *file, uint64_t off, 
 		if (!add(ctx, d.name, d.ino, d.dir, pos + 1))
 			break;
 	}
+	if (r == &now)
+		m->ns->ops->put(m->ns, &now);
 	return true;
 }
 
@@ -470,13 +516,18 @@ static bool read_eio(struct mount *m, const struct node_ref *r, uint64_t off, ui
 	return false;
 }
 
-bool mount_read_ref(struct mount *m, const struct node_ref *r, void *open, bool zero_copy,
-                    uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,
-                    struct mount_err *err)
+/* The one read: [off, off + len) of r through its provider's per-open state open, given
+ * to reply once. A tree's file is read within its size and counted (user.ggufs.reads),
+ * but through a writer (writing: its own text); zero_copy (NODE_ZERO_COPY, seen at
+ * open): from its mapping with no copy where its read_iov can; else into a per-thread
+ * buffer. EIO counted with the provider's why. */
+static bool read_ref(struct mount *m, const struct node_ref *r, void *open, bool writing,
+                     bool zero_copy, uint64_t off, uint64_t len, mount_data_fn reply,
+                     void *ctx, struct mount_err *err)
 {
 	if (!r->p->read)
 		return mount_fail(err, EISDIR);
-	if (r->n) {
+	if (r->n && !writing) {
 		if (off >= r->n->size || len == 0) {
 			reply(ctx, NULL, 0);
 			return true;
@@ -515,19 +566,36 @@ bool mount_read_ref(struct mount *m, const struct node_ref *r, void *open, bool 
 	return n >= 0;
 }
 
-/* Reads [off, off + len) of the open file's ref (mount_read_ref). */
+/* Reads [off, off + len) of the open file's ref (read_ref). With edit states, a fill
+ * of the kernel's page cache of a file whose bytes follow the edits reads the state
+ * now: such files are opened direct_io, so a read(2) reads the state of its open, but
+ * the kernel fills the one page cache of their inode, for any mapping of any open,
+ * through the open that faults; filled from the state now, it never holds another
+ * state's pages than that one, since each edit drops them after making its state
+ * current (mount_writer.c): an old open that keeps faulting cannot bring its state's
+ * pages back under a mapping made after. A file gone from the state now is read in
+ * the open's. */
 static bool ns_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
                     bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err)
 {
-	(void)ino, (void)fills_cache;
 	const struct mount_file *f = file;
 	if (f->dir)
 		return mount_fail(err, EISDIR);
-	return mount_read_ref(m, &f->r, f->open, f->zero_copy, off, len, reply, ctx, err);
+	struct node_ref now;
+	char why[GGUF_ERR_MAX];
+	if (fills_cache && f->follows && !f->writing &&
+	    m->ns->ops->get(m->ns, ino, NS_NOW, &now, why) == 0) {
+		bool ok = read_ref(m, &now, NULL, false, f->zero_copy, off, len, reply, ctx, err);
+		m->ns->ops->put(m->ns, &now);
+		return ok;
+	}
+	return read_ref(m, &f->r, f->open, f->writing, f->zero_copy, off, len, reply, ctx, err);
 }
 
 static void ns_statfs(struct mount *m, struct statvfs *sv)
 {
+	if (m->ns->flags & NS_WRITABLE)   /* edits go to the edits file */
+		sv->f_flag = 0;
 	m->ns->ops->statfs(m->ns, sv);
 }
 
@@ -587,7 +655,9 @@ static int64_t ns_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 		return ret;
 	struct ns_counted c;
 	m->ns->ops->counted(m->ns, &c);
-	const struct mount_counted counted = { .model = c.model, .extra = c.extra,
+	const struct mount_counted counted = { .model = c.model,
+	                                       .edits = m->ns->flags & NS_WRITABLE,
+	                                       .extra = c.extra,
 	                                       .n_extra = c.n_extra,
 	                                       .extra_value = ns_counter_value };
 	const int64_t x = mount_xattr_ref(m, ino, &r, &counted, name, buf, size);
@@ -601,9 +671,21 @@ static const struct mount_kind ns_kind = {
 	.statfs = ns_statfs, .xattr = ns_xattr,
 };
 
+/* A writable namespace's (edits'): the same, and the changes (mount_writer.c). */
+static const struct mount_kind ns_writes_kind = {
+	.lookup = ns_lookup, .forget = ns_forget, .getattr = ns_getattr, .open = ns_open,
+	.readdir = ns_readdir, .read = ns_read, .file_free = ns_file_free,
+	.statfs = ns_statfs, .xattr = ns_xattr,
+	.flush = mount_edit_flush, .release = mount_edit_release, .setattr = mount_edit_setattr,
+	.write = mount_edit_write, .create = mount_edit_create, .unlink = mount_edit_unlink,
+	.rename = mount_edit_rename, .setxattr = mount_edit_setxattr,
+	.removexattr = mount_edit_removexattr,
+};
+
 struct mount *mount_new(struct ns *ns)
 {
-	struct mount *m = ns ? mount_new_kind(&ns_kind) : NULL;
+	struct mount *m = !ns ? NULL :
+	                  mount_new_kind(ns->flags & NS_WRITABLE ? &ns_writes_kind : &ns_kind);
 	if (m)
 		m->ns = ns;
 	else if (ns)
@@ -628,22 +710,5 @@ int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct node
 int mount_passthrough_file(struct mount *m, const char **not_file)
 {
 	*not_file = NULL;
-	if (m->ns)
-		return m->ns->ops->passthrough_fd ? m->ns->ops->passthrough_fd(m->ns, not_file) : -1;
-	struct node_ref r;   /* with edits: the model's own model.gguf */
-	const char *path;
-	if (!m->tree || tree_ref(m->tree, tree_model_ino(m->tree), &r) < 0 || !r.p->file_fd)
-		return -1;
-	return r.p->file_fd(&r, not_file, &path);
-}
-
-void mount_reply_slice(const char *text, uint64_t n, uint64_t off, uint64_t len,
-                       mount_data_fn reply, void *ctx)
-{
-	if (!text || off >= n) {
-		reply(ctx, NULL, 0);
-		return;
-	}
-	struct iovec iov = { (void *)(text + off), n - off < len ? (size_t)(n - off) : (size_t)len };
-	reply(ctx, &iov, 1);
+	return m->ns->ops->passthrough_fd ? m->ns->ops->passthrough_fd(m->ns, not_file) : -1;
 }

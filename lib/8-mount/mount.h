@@ -84,16 +84,12 @@ struct mount_open {
 	const char *pt_path;  /* the model's name, for a log line */
 };
 
-/* The mount of namespace ns (ns.h: a single model's tree, tree_ns_new; a library's,
- * library_ns_new), which it frees with itself (and at once when the mount cannot be
- * made), or of a model with metadata edits e of its tree base (tree_edit.h: -o
- * edits=FILE; single_thread: one thread serves every request, -s). What they are made
+/* The mount of namespace ns (ns.h: a single model's tree, tree_ns_new; a model's with
+ * metadata edits, -o edits=FILE, mount_source.c's; a library's, library_ns_new), which
+ * it frees with itself (and at once when the mount cannot be made). What ns is made
  * over must outlive the mount. NULL out of memory (ns NULL too). */
 struct ns;
-struct tree;
-struct tree_edits;
 struct mount *mount_new(struct ns *ns);
-struct mount *mount_model_edits(struct tree *base, struct tree_edits *e, bool single_thread);
 
 /* What an edit tells the front end: the kernel is to forget what it cached of ino (its
  * attributes and size; with pages, its pages too), before the request that made the

@@ -14,6 +14,7 @@ struct mount;
 struct ggufs_model;
 struct tree;
 struct tree_edits;
+struct edits_mount;
 struct library;
 struct quants_mount;
 struct tree_kit;
@@ -54,6 +55,8 @@ struct mount_source {
 	                                * workers and memory of every quants/ file the mount
 	                                * serves */
 	struct tree_kit *kit;          /* the providers every tree of the mount is built with */
+	struct edits_mount *edits_mount;   /* with edits: what metadata/'s provider and the
+	                                    * mount's namespace share */
 	/* The mount is ending (the kernel has ended the session; its last requests may
 	 * still be served): leaving_run(leaving), once: the edits file goes over to a
 	 * quick remount of the same model, and the disk cache stores nothing more (a

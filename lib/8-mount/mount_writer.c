@@ -10,6 +10,20 @@
 
 #include "edit_text.h"
 #include "mount_edits.h"
+#include "node.h"
+
+/* The edits of m (a mount over edits_ns). */
+static struct edits_mount *em_of(struct mount *m)
+{
+	return edits_ns_mount(m->ns);
+}
+
+/* The edit_file of open file file (a struct mount_file), or NULL: none, or not open
+ * to write nor a scratch file's. */
+static struct edit_file *edit_of(void *file)
+{
+	return file ? ((struct mount_file *)file)->open : NULL;
+}
 
 bool mount_edit_owner(uid_t uid, struct mount_err *err)
 {
@@ -25,7 +39,7 @@ bool mount_edit_refused(struct mount *m, int r, const char *why, struct mount_er
 
 /* After an edit: the kernel forgets what it cached of the files the edit changed (ino's,
  * with metadata/'s listing, gguf.json and summary.txt), so that no read shows stale
- * bytes or sizes, nor a mapping stale pages (mount_edits.c fill_tree). model.gguf is a
+ * bytes or sizes, nor a mapping stale pages (mount.c ns_read). model.gguf is a
  * new inode (tree_ino.h): the old one's pages stay, its readers' own. The kernel drops a
  * file's pages only once the reads filling them are answered (and dirty ones of a shared
  * writable mapping written back to us) before the notice returns, which with -s no
@@ -36,7 +50,7 @@ static void mount_edit_forget(struct mount *m, uint64_t ino)
 	static const uint64_t files[] = { TREE_JSON_INO, TREE_SUMMARY_INO };
 	if (!m->notify.forget)
 		return;
-	bool pages = !m->single_thread;
+	bool pages = !em_of(m)->single_thread;
 	if (ino)
 		m->notify.forget(m->notify.arg, ino, pages);
 	m->notify.forget(m->notify.arg, TREE_METADATA_DIR_INO, true);
@@ -73,11 +87,12 @@ static bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino
 	if (r < 0) {
 		mount_fail(err, -r);   /* said where it was refused */
 	} else if (f->dirty && f->only_truncated && !last &&
-	           (r = tree_edits_check(m->edits, ino, edit_text_bytes(&f->text), f->text.len,
+	           (r = tree_edits_check(em_of(m)->edits, ino, edit_text_bytes(&f->text), f->text.len,
 	                                 why)) < 0) {
 		mount_fail(err, -r);   /* still dirty: written next, or refused at the last */
 	} else if (f->dirty) {
-		r = tree_edits_write(m->edits, ino, edit_text_bytes(&f->text), f->text.len, why);
+		r = tree_edits_write(em_of(m)->edits, ino, edit_text_bytes(&f->text), f->text.len,
+		                     why);
 		if (r < 0)
 			mount_edit_refused(m, r, why, err);
 		f->dirty = false;   /* refused or made: the next close has nothing new */
@@ -92,7 +107,7 @@ static bool mount_edit_commit(struct mount *m, struct edit_file *f, uint64_t ino
  * returns; EINVAL when it does not parse (the old value stays). */
 bool mount_edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err)
 {
-	struct edit_file *f = file;
+	struct edit_file *f = edit_of(file);
 	return !f || !f->writing || f->scratch || mount_edit_commit(m, f, ino, false, err);
 }
 
@@ -100,9 +115,9 @@ bool mount_edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_er
  * reach us) is made one now. */
 void mount_edit_release(struct mount *m, uint64_t ino, void *file)
 {
-	struct edit_file *f = file;
+	struct edit_file *f = edit_of(file);
 	struct mount_err err;
-	if (f->writing && !f->scratch && !mount_edit_commit(m, f, ino, true, &err))
+	if (f && f->writing && !f->scratch && !mount_edit_commit(m, f, ino, true, &err))
 		mount_err_say(&err);   /* no reply carries it */
 }
 
@@ -140,20 +155,21 @@ static int writer_truncate(struct edit_file *h, uint64_t size)
 bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
                   uid_t uid, struct stat *st, double *ttl, struct mount_err *err)
 {
-	struct edit_file *h = file;
+	struct edit_file *h = edit_of(file);
+	struct edits_mount *em = em_of(m);
 	if (!may_edit(uid, err))
 		return false;
-	struct scratch_file *f = h && h->scratch ? NULL : mount_edit_scratch_of(m, ino);
+	struct scratch_file *f = h && h->scratch ? NULL : mount_edit_scratch_of(em, ino);
 	if (f || (h && h->scratch)) {   /* a scratch file: its size; the rest as a key's */
 		struct scratch_file *of = f ? f : h->scratch;
 		int sr = to_set & MOUNT_SET_SIZE ? scratch_truncate(of, size) : 0;
-		mount_edit_scratch_stat(m, of, st);
+		mount_edit_scratch_stat(em, of, st);
 		scratch_drop(f);
 		*ttl = 0;
 		return sr == 0 || mount_fail(err, -sr);
 	}
 	struct tree *t;
-	const struct tree_node *n = mount_edit_take_node(m, ino, &t, err);
+	const struct tree_node *n = mount_edit_take_node(em, ino, &t, err);
 	if (!n)
 		return false;
 	int r = 0;
@@ -174,7 +190,7 @@ bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_s
 		if (r == 0)
 			r = edit_text_resize(&text, size);
 		if (r == 0) {
-			r = tree_edits_write(m->edits, ino, edit_text_bytes(&text), size, why);
+			r = tree_edits_write(em->edits, ino, edit_text_bytes(&text), size, why);
 			if (r < 0) {
 				free(text.p);
 				tree_release(t);
@@ -187,7 +203,7 @@ bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_s
 	tree_release(t);
 	if (r < 0)
 		return mount_fail(err, -r);
-	t = tree_edits_current(m->edits);
+	t = tree_edits_current(em->edits);
 	n = tree_node(t, ino);
 	if (n) {
 		mount_edit_stat(t, n, st);
@@ -227,9 +243,9 @@ static void lines_written(struct edit_file *h, uint64_t off, uint64_t size, uint
 bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
                 uint64_t off, struct mount_err *err)
 {
-	struct edit_file *h = file;
+	struct edit_file *h = edit_of(file);
 	uint64_t end;
-	if (!h->writing)
+	if (!h || !h->writing)
 		return mount_fail(err, EROFS);
 	if (h->scratch) {
 		int sr = scratch_write(h->scratch, buf, size, off);
@@ -247,7 +263,7 @@ bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf
 			h->dirty = true;
 			h->only_truncated = false;
 			lines_written(h, off, size, was);
-			r = tree_edits_precheck(m->edits, ino, edit_text_bytes(&h->text), h->text.len,
+			r = tree_edits_precheck(em_of(m)->edits, ino, edit_text_bytes(&h->text), h->text.len,
 			                        h->lines_state == LINES_ON ? &h->lines : NULL, why);
 		}
 	}
@@ -268,58 +284,51 @@ static bool may_edit_in(uint64_t parent, uid_t uid, struct mount_err *err)
 
 /* A new file in metadata/ is a new key, an empty string until written (and typed with
  * user.gguf.type); the open it comes with is a writer's. */
-bool mount_edit_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
-                 struct mount_entry *e, void **file, struct mount_open *o,
-                 struct mount_err *err)
+bool mount_edit_create(struct mount *m, uint64_t parent, const char *name, int flags,
+                       uid_t uid, struct mount_entry *e, void **file, struct mount_open *o,
+                       struct mount_err *err)
 {
+	struct edits_mount *em = em_of(m);
 	if (!may_edit_in(parent, uid, err))
 		return false;
 	char why[GGUF_ERR_MAX];
 	uint64_t ino;
 	bool writing = (flags & O_ACCMODE) != O_RDONLY;
 	bool key_writer = writing && !scratch_is_name(name);
-	if (key_writer && !mount_edit_writer_reserve(m))
-		return mount_edit_refused(m, -ENFILE, "too many keys open for writing at once (16)", err);
-	int r = tree_edits_create(m->edits, name, &ino, why);
+	if (key_writer && !edit_writer_reserve(em))
+		return mount_edit_refused(m, -ENFILE, EDIT_WRITERS_REFUSAL, err);
+	int r = tree_edits_create(em->edits, name, &ino, why);
 	if (r < 0) {
 		if (key_writer)
-			mount_edit_writer_release(m);
+			edit_writer_release(em);
 		return mount_edit_refused(m, r, why, err);
 	}
 	mount_edit_forget(m, 0);
-	struct tree *t = tree_edits_current(m->edits);
-	struct edit_file *h = mount_edit_file_new(t, writing);
+	struct edit_file *h = edit_file_new(writing);
 	if (h)
 		h->key_writer = key_writer;
 	else if (key_writer)
-		mount_edit_writer_release(m);
-	struct scratch_file *f = mount_edit_scratch_of(m, ino);
-	const struct tree_node *n = f ? NULL : tree_node(t, ino);
-	if (!h || (!f && !n)) {
-		scratch_drop(f);
-		if (h)
-			mount_edit_file_free(m, h);
-		else
-			tree_release(t);
-		return mount_fail(err, h ? ENOENT : ENOMEM);
+		edit_writer_release(em);
+	struct mount_file *f = NULL;
+	int fr = h ? mount_file_now(m, ino, writing, &f) : -ENOMEM;
+	if (fr < 0) {
+		edit_file_free(em, h);
+		return mount_fail(err, -fr);
 	}
-	e->ino = ino;
-	e->attr_ttl = f ? 0 : MOUNT_TTL_FOREVER;
-	e->entry_ttl = 0;   /* as a lookup's in metadata/ */
-	if (f) {
-		h->scratch = f;
-		mount_edit_scratch_stat(m, f, &e->attr);
-	} else {
-		mount_edit_stat(t, n, &e->attr);
-	}
+	f->open = h;
+	const bool scratch = f->r.p == &edits_scratch_provider;
+	if (scratch)
+		h->scratch = (struct scratch_file *)f->r.hold[1];
 	if (r == 1 && h->writing) {
 		/* a key moved aside made again (tree_edit.h): its text starts empty, made the
 		 * value at close, as a shell's "> KEY" */
 		h->dirty = h->only_truncated = true;
-		e->attr.st_size = 0;
 	}
-	o->direct_io = h->writing || f;
-	*file = h;
+	e->ino = ino;
+	e->attr_ttl = node_attr_ttl(node_stat(&f->r, h, &e->attr));
+	e->entry_ttl = 0;   /* as a lookup's in metadata/ */
+	o->direct_io = h->writing || scratch;
+	*file = f;
 	return true;
 }
 
@@ -331,7 +340,7 @@ bool mount_edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t
 		return false;
 	char why[GGUF_ERR_MAX];
 	uint64_t ino;
-	int r = tree_edits_unlink(m->edits, name, &ino, why);
+	int r = tree_edits_unlink(em_of(m)->edits, name, &ino, why);
 	return mount_edit_done(m, r, why, 0, err);
 }
 
@@ -343,10 +352,10 @@ bool mount_edit_rename(struct mount *m, uint64_t parent, const char *name, uint6
 		return false;
 	if (flags & RENAME_EXCHANGE)
 		return mount_fail(err, EINVAL);
-	if ((flags & RENAME_NOREPLACE) && tree_edits_taken(m->edits, newname))
+	if ((flags & RENAME_NOREPLACE) && tree_edits_taken(em_of(m)->edits, newname))
 		return mount_fail(err, EEXIST);
 	char why[GGUF_ERR_MAX];
-	int r = tree_edits_rename(m->edits, name, newname, why);
+	int r = tree_edits_rename(em_of(m)->edits, name, newname, why);
 	return mount_edit_done(m, r, why, 0, err);
 }
 
@@ -356,18 +365,19 @@ bool mount_edit_setxattr(struct mount *m, uint64_t ino, const char *name, const 
 {
 	if (!may_edit(uid, err))
 		return false;
-	struct tree *t = tree_edits_current(m->edits);
+	struct edits_mount *em = em_of(m);
+	struct tree *t = tree_edits_current(em->edits);
 	const struct tree_node *n = tree_node(t, ino);
 	bool key = n && tree_is_key(n), node = n != NULL;
 	tree_release(t);
-	struct scratch_file *f = mount_edit_scratch_of(m, ino);
+	struct scratch_file *f = mount_edit_scratch_of(em, ino);
 	scratch_drop(f);
 	if (!key && !f && node)   /* the rest of the tree is read-only */
 		return mount_fail(err, EROFS);
 	if (strcmp(name, "user.gguf.type") != 0 || f)
 		return mount_fail(err, ENOTSUP);
 	char why[GGUF_ERR_MAX];
-	int r = tree_edits_set_type(m->edits, ino, value, size, why);
+	int r = tree_edits_set_type(em->edits, ino, value, size, why);
 	return mount_edit_done(m, r, why, ino, err);
 }
 

@@ -1,7 +1,7 @@
 /* What the mount's files share (private to lib/8-mount): struct mount, the operations
- * of its two kinds (mount.c's one path over a namespace, for a model and a library;
- * mount_edits.c's for a model with edits, until edits are a namespace too), the table
- * of open files, the counters, and the one read and attribute composition by ref. */
+ * of its two kinds (mount.c's one path over a namespace, a model's, a library's, a
+ * model's with edits; the latter's changes mount_writer.c's), the open files, the
+ * counters, and the one attribute composition by ref. */
 #ifndef GGUFS_MOUNT_IMPL_H
 #define GGUFS_MOUNT_IMPL_H
 
@@ -72,12 +72,22 @@ struct mount {
 	struct handle_table files;      /* open files and directories, by fh */
 	struct mount_counters counters;
 	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
-	struct ns *ns;                  /* mount_new's (freed with the mount), or NULL */
-	struct tree *tree;              /* mount_edits.c's base tree, or NULL */
-	struct tree_edits *edits;       /* mount_edits.c's, or NULL */
-	bool single_thread;             /* -s: no request waits for another (mount_edit_forget) */
+	struct ns *ns;                  /* mount_new's (freed with the mount) */
 	struct mount_notify notify;     /* forget NULL: the kernel is told nothing */
-	atomic_uint key_writers;        /* writers of keys open now (mount_edits.h) */
+};
+
+/* What an open file or directory keeps: its ref (a library's model held built, an edit
+ * state's tree), its provider's per-open state (a plain file's source handle, a table's
+ * text, a folder's listing, a writer's text) or NULL, and what its open said. */
+struct mount_file {
+	struct node_ref r;
+	void *open;
+	bool dir;
+	bool writing;     /* opened to write (or O_TRUNC): read and sized by its provider
+	                   * through open, not within its node's size */
+	bool zero_copy;   /* NODE_ZERO_COPY: read_iov first */
+	bool follows;     /* NODE_BYTES_FOLLOW_EDITS with NS_STATES: a page fill reads the
+	                   * state now */
 };
 
 /* A new mount of kind, its common parts set up; NULL out of memory. */
@@ -150,16 +160,8 @@ int64_t mount_xattr_ref(struct mount *m, uint64_t ino, const struct node_ref *r,
  * local file as it lies (passthrough), else -1 and why not in o->pt_not_file. */
 void mount_open_passthrough(const struct node_ref *r, struct mount_open *o);
 
-/* The one read: [off, off + len) of r through its provider's per-open state open, given
- * to reply once. A tree's file is read within its size and counted (user.ggufs.reads);
- * zero_copy (NODE_ZERO_COPY, seen at open): from its mapping with no copy where its
- * read_iov can; else into a per-thread buffer. EIO counted with the provider's why. */
-bool mount_read_ref(struct mount *m, const struct node_ref *r, void *open, bool zero_copy,
-                    uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,
-                    struct mount_err *err);
-/* [off, off + len) of text (n bytes; NULL: none) given to reply, or nothing past its
- * end. */
-void mount_reply_slice(const char *text, uint64_t n, uint64_t off, uint64_t len,
-                       mount_data_fn reply, void *ctx);
-
+/* A new open file of ino, its ref in the state now (the one an edit just made), opened
+ * to write when writing, its provider's per-open state NULL (the caller's to set): into
+ * *file, 0; or -errno (ENOENT: gone meanwhile, ENOMEM). */
+int mount_file_now(struct mount *m, uint64_t ino, bool writing, struct mount_file **file);
 #endif
