@@ -4,7 +4,7 @@
  * them: node.h's stat rule), its names come and go with the edits
  * (TREE_P_NAMES_CHANGE), its listing skips keys moved aside and ends with the scratch
  * files, and a key opened to write is a writer: its own text, made the key's value at
- * close (mount_writer.c). Every other operation is the metadata provider's own. */
+ * close (edits_writer.c). Every other operation is the metadata provider's own. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -210,4 +210,5 @@ const struct tree_provider edits_meta_provider = {
 	.close = em_close,
 	.read = em_read,
 	.xattrs = em_xattrs,
+	.writes = &edits_meta_writes,
 };

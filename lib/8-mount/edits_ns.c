@@ -5,10 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "mount_edits.h"
-#include "node.h"
 #include "tree_ino.h"
 
 struct edits_ns {
@@ -31,34 +29,10 @@ void edits_scratch_ref(struct edits_mount *em, struct scratch_file *f, struct no
 	r->hold[1] = (uintptr_t)f;
 }
 
-struct scratch_file *mount_edit_scratch_of(struct edits_mount *em, uint64_t ino)
+/* The scratch file of ino, held (scratch_drop it), when ino is one; else NULL. */
+static struct scratch_file *scratch_of(struct edits_mount *em, uint64_t ino)
 {
 	return tree_ino_ns_own(ino) ? scratch_by_ino(tree_edits_scratch(em->edits), ino) : NULL;
-}
-
-void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st)
-{
-	struct node_ref r;
-	tree_ref(t, n->ino, &r);
-	node_stat(&r, NULL, st);
-}
-
-void mount_edit_scratch_stat(struct edits_mount *em, struct scratch_file *f, struct stat *st)
-{
-	struct node_ref r;
-	edits_scratch_ref(em, f, &r);
-	node_stat(&r, NULL, st);
-}
-
-const struct tree_node *mount_edit_take_node(struct edits_mount *em, uint64_t ino,
-                                             struct tree **t, struct mount_err *err)
-{
-	*t = tree_edits_holding(em->edits, ino);
-	if (!*t) {
-		mount_fail(err, tree_ino_state_root(em->base, ino) ? ESTALE : ENOENT);
-		return NULL;
-	}
-	return tree_node(*t, ino);
 }
 
 /* The ref of ino: a scratch file's, or a node's in the tree that holds it (NS_NOW: the
@@ -70,7 +44,7 @@ static int ens_get(struct ns *ns, uint64_t ino, unsigned how, struct node_ref *r
 	struct edits_mount *em = edits_ns_mount(ns);
 	why[0] = 0;
 	if (tree_ino_ns_own(ino)) {
-		struct scratch_file *f = mount_edit_scratch_of(em, ino);
+		struct scratch_file *f = scratch_of(em, ino);
 		if (!f)
 			return -ENOENT;
 		edits_scratch_ref(em, f, r);

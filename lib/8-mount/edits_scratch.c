@@ -37,7 +37,6 @@ static int es_open(const struct node_ref *r, int flags, void **open, char why[GG
 	struct edit_file *h = edit_file_new(write);
 	if (!h)
 		return -ENOMEM;
-	h->scratch = file_of(r);
 	*open = h;
 	return 0;
 }
@@ -60,6 +59,37 @@ static int es_xattrs(const struct node_ref *r, struct node_xattr x[NODE_XATTR_MA
 	return 0;
 }
 
+/* Writes, truncations (the mount checked the owner): ENOSPC, EFBIG, ENOMEM as
+ * scratch.h's; nothing for the kernel to forget (their bytes are read past its cache,
+ * their attributes never kept). */
+static int es_write(const struct node_ref *r, void *open, const char *buf, size_t size,
+                    uint64_t off, struct node_changes *ch, char why[GGUF_ERR_MAX])
+{
+	(void)open, (void)ch, (void)why;
+	return scratch_write(file_of(r), buf, size, off);
+}
+
+static int es_truncate(const struct node_ref *r, void *open, uint64_t size,
+                       struct node_changes *ch, char why[GGUF_ERR_MAX])
+{
+	(void)open, (void)ch, (void)why;
+	return scratch_truncate(file_of(r), size);
+}
+
+/* No attribute is set on a scratch file: ENOTSUP. */
+static int es_setxattr(const struct node_ref *r, const char *name, const char *value,
+                       size_t size, struct node_changes *ch, char why[GGUF_ERR_MAX])
+{
+	(void)r, (void)name, (void)value, (void)size, (void)ch, (void)why;
+	return -ENOTSUP;
+}
+
+static const struct tree_writes es_writes = {
+	.write = es_write,
+	.truncate = es_truncate,
+	.setxattr = es_setxattr,
+};
+
 const struct tree_provider edits_scratch_provider = {
 	.name = "scratch files",
 	.attr = es_attr,
@@ -67,4 +97,5 @@ const struct tree_provider edits_scratch_provider = {
 	.close = es_close,
 	.read = es_read,
 	.xattrs = es_xattrs,
+	.writes = &es_writes,
 };

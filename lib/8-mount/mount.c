@@ -4,14 +4,14 @@
  * ref of a number or name and the ref's provider for the rest, with node.h's rules once
  * (the stat, the TTLs, how an open is cached), the one read (read_ref), the one
  * composition of extended attributes (mount_xattr_ref) and the one passthrough
- * (file_fd). A writable namespace's changes are mount_writer.c's. */
+ * (file_fd); a writable namespace's changes through its providers' writes, the
+ * kernel told to forget what they name. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "mount_edits.h"
 #include "mount_impl.h"
 #include "node.h"
 #include "thread_buf.h"
@@ -99,6 +99,25 @@ static void put_file(struct mount *m, uint64_t fh, void *file, bool release)
 		file_free(m, file);
 }
 
+/* The changes of a writable namespace (below, with the request path). */
+static bool may_change(struct mount *m, uid_t uid, struct mount_err *err);
+static bool ns_flush(struct mount *m, const struct mount_file *f, bool last,
+                     struct mount_err *err);
+static bool ns_setattr(struct mount *m, uint64_t ino, const struct mount_file *f,
+                       unsigned to_set, uint64_t size, uid_t uid, struct stat *st, double *ttl,
+                       struct mount_err *err);
+static bool ns_write(struct mount *m, const struct mount_file *f, const char *buf, size_t size,
+                     uint64_t off, struct mount_err *err);
+static bool ns_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+                      struct mount_entry *e, void **file, struct mount_open *o,
+                      struct mount_err *err);
+static bool ns_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+                      struct mount_err *err);
+static bool ns_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+                      const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
+static bool ns_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+                        size_t size, uid_t uid, struct mount_err *err);
+
 bool mount_getattr(struct mount *m, uint64_t ino, uint64_t fh, struct stat *st, double *ttl,
                    struct mount_err *err)
 {
@@ -169,11 +188,13 @@ bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64
 
 void mount_release(struct mount *m, uint64_t ino, uint64_t fh)
 {
+	(void)ino;
 	void *file = take_file(m, fh);
 	if (!file)
 		return;
-	if (m->kind->release)
-		m->kind->release(m, ino, file);
+	struct mount_err err;
+	if (m->ns->flags & NS_WRITABLE)   /* a writer's text no flush made a value */
+		ns_flush(m, file, true, &err);
 	put_file(m, fh, file, false);   /* the take's */
 	put_file(m, fh, file, true);    /* the open's */
 }
@@ -186,15 +207,16 @@ void mount_set_notify(struct mount *m, const struct mount_notify *n)
 		memset(&m->notify, 0, sizeof m->notify);
 }
 
+void mount_set_single_thread(struct mount *m, bool single_thread)
+{
+	m->single_thread = single_thread;
+}
+
 bool mount_flush(struct mount *m, uint64_t ino, uint64_t fh, struct mount_err *err)
 {
-	/* nothing to flush: ENOSYS has the kernel stop sending FLUSH (no_flush), so that a
-	 * close no longer waits for the daemon (a passthrough model.gguf's opens and closes
-	 * are all it still asks about) */
-	if (!m->kind->flush)
-		return mount_fail(err, ENOSYS);
-	void *file = take_file(m, fh);
-	bool ok = m->kind->flush(m, ino, file, err);
+	(void)ino;
+	void *file = (m->ns->flags & NS_WRITABLE) ? take_file(m, fh) : NULL;
+	bool ok = ns_flush(m, file, false, err);
 	put_file(m, fh, file, false);
 	return ok;
 }
@@ -202,10 +224,8 @@ bool mount_flush(struct mount *m, uint64_t ino, uint64_t fh, struct mount_err *e
 bool mount_setattr(struct mount *m, uint64_t ino, uint64_t fh, unsigned to_set, uint64_t size,
                    uid_t uid, struct stat *st, double *ttl, struct mount_err *err)
 {
-	if (!m->kind->setattr)
-		return mount_fail(err, EROFS);
 	void *file = fh ? take_file(m, fh) : NULL;
-	bool ok = m->kind->setattr(m, ino, file, to_set, size, uid, st, ttl, err);
+	bool ok = ns_setattr(m, ino, file, to_set, size, uid, st, ttl, err);
 	put_file(m, fh, file, false);
 	return ok;
 }
@@ -213,10 +233,11 @@ bool mount_setattr(struct mount *m, uint64_t ino, uint64_t fh, unsigned to_set, 
 bool mount_write(struct mount *m, uint64_t ino, uint64_t fh, const char *buf, size_t size,
                  uint64_t off, struct mount_err *err)
 {
-	void *file = m->kind->write ? take_file(m, fh) : NULL;
-	if (!file)   /* no writer (or released) */
+	(void)ino;
+	void *file = take_file(m, fh);
+	if (!file)   /* released */
 		return mount_fail(err, EROFS);
-	bool ok = m->kind->write(m, ino, file, buf, size, off, err);
+	bool ok = ns_write(m, file, buf, size, off, err);
 	put_file(m, fh, file, false);
 	return ok;
 }
@@ -228,38 +249,33 @@ bool mount_create(struct mount *m, uint64_t parent, const char *name, int flags,
 	memset(o, 0, sizeof *o);
 	o->pt_fd = -1;
 	void *file = NULL;
-	if (!m->kind->create)
-		return mount_fail(err, EROFS);
-	return m->kind->create(m, parent, name, flags, uid, e, &file, o, err) &&
+	return ns_create(m, parent, name, flags, uid, e, &file, o, err) &&
 	       add_file(m, file, o, err);
 }
 
 bool mount_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
                   struct mount_err *err)
 {
-	return m->kind->unlink ? m->kind->unlink(m, parent, name, uid, err)
-	                       : mount_fail(err, EROFS);
+	return ns_unlink(m, parent, name, uid, err);
 }
 
 bool mount_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
                   const char *newname, unsigned flags, uid_t uid, struct mount_err *err)
 {
-	return m->kind->rename ? m->kind->rename(m, parent, name, newparent, newname, flags, uid,
-	                                         err)
-	                       : mount_fail(err, EROFS);
+	return ns_rename(m, parent, name, newparent, newname, flags, uid, err);
 }
 
 bool mount_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
                     size_t size, uid_t uid, struct mount_err *err)
 {
-	return m->kind->setxattr ? m->kind->setxattr(m, ino, name, value, size, uid, err)
-	                         : mount_fail(err, EROFS);
+	return ns_setxattr(m, ino, name, value, size, uid, err);
 }
 
 bool mount_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err)
 {
-	return m->kind->removexattr ? m->kind->removexattr(m, ino, uid, err)
-	                            : mount_fail(err, EROFS);
+	(void)ino;
+	/* no attribute is removed: ENOTSUP where changes are taken at all */
+	return may_change(m, uid, err) && mount_fail(err, ENOTSUP);
 }
 
 void mount_release_unused(struct mount *m, uint64_t fh)
@@ -572,7 +588,7 @@ static bool read_ref(struct mount *m, const struct node_ref *r, void *open, bool
  * the kernel fills the one page cache of their inode, for any mapping of any open,
  * through the open that faults; filled from the state now, it never holds another
  * state's pages than that one, since each edit drops them after making its state
- * current (mount_writer.c): an old open that keeps faulting cannot bring its state's
+ * current (forget_changes): an old open that keeps faulting cannot bring its state's
  * pages back under a mapping made after. A file gone from the state now is read in
  * the open's. */
 static bool ns_read(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
@@ -671,21 +687,255 @@ static const struct mount_kind ns_kind = {
 	.statfs = ns_statfs, .xattr = ns_xattr,
 };
 
-/* A writable namespace's (edits'): the same, and the changes (mount_writer.c). */
-static const struct mount_kind ns_writes_kind = {
-	.lookup = ns_lookup, .forget = ns_forget, .getattr = ns_getattr, .open = ns_open,
-	.readdir = ns_readdir, .read = ns_read, .file_free = ns_file_free,
-	.statfs = ns_statfs, .xattr = ns_xattr,
-	.flush = mount_edit_flush, .release = mount_edit_release, .setattr = mount_edit_setattr,
-	.write = mount_edit_write, .create = mount_edit_create, .unlink = mount_edit_unlink,
-	.rename = mount_edit_rename, .setxattr = mount_edit_setxattr,
-	.removexattr = mount_edit_removexattr,
-};
+/* ---- the changes of a writable namespace (NS_WRITABLE: edits), through the
+ * providers' writes (provider.h struct tree_writes) ---- */
+
+/* The kernel forgets what ch names in r's numbers: attributes, a directory's listing,
+ * a file's pages too but with -s, where no other thread would answer the reads that
+ * fill them before the notice returns (their pages go at the next open or mmap then,
+ * the kernel drops a direct_io file's). */
+static void forget_changes(struct mount *m, const struct node_ref *r,
+                           const struct node_changes *ch)
+{
+	for (unsigned i = 0; m->notify.forget && i < ch->n && i < NODE_CHANGES_MAX; i++)
+		m->notify.forget(m->notify.arg, ch->c[i].ino + r->ino_base,
+		                 ch->c[i].dir || !m->single_thread);
+}
+
+/* A change's result ret into err: a failure with a why is an edit refused (counted in
+ * user.ggufs.edits_refused, kept as the last error, said as a warning), one without a
+ * plain errno. */
+static bool changed(struct mount *m, int ret, const char *why, struct mount_err *err)
+{
+	if (ret >= 0)
+		return true;
+	if (!why[0])
+		return mount_fail(err, -ret);
+	mount_counted_refusal(&m->counters, ret, why, err);
+	return false;
+}
+
+/* The checks before any change (design §11.5): EROFS unless the namespace is
+ * writable, EACCES for anyone but the mount's owner (allow_other lets others read,
+ * never write). */
+static bool may_change(struct mount *m, uid_t uid, struct mount_err *err)
+{
+	if (!(m->ns->flags & NS_WRITABLE))
+		return mount_fail(err, EROFS);
+	return uid == getuid() || mount_fail(err, EACCES);
+}
+
+/* close(2) of a writer (last: its release, whose refusal no reply carries, said here):
+ * its provider's flush. Nothing else to flush: ENOSYS without NS_WRITABLE has the
+ * kernel stop sending FLUSH (no_flush), so that a close no longer waits for the daemon
+ * (a passthrough model.gguf's opens and closes are all it still asks about). */
+static bool ns_flush(struct mount *m, const struct mount_file *f, bool last,
+                     struct mount_err *err)
+{
+	if (!(m->ns->flags & NS_WRITABLE))
+		return mount_fail(err, ENOSYS);
+	const struct tree_writes *w = f ? f->r.p->writes : NULL;
+	if (!f || !f->open || !w || !w->flush)
+		return true;
+	struct node_changes ch = { 0 };
+	char why[GGUF_ERR_MAX] = "";
+	const int ret = w->flush(&f->r, f->open, last, &ch, why);
+	forget_changes(m, &f->r, &ch);
+	if (changed(m, ret, why, err))
+		return true;
+	if (last)
+		mount_err_say(err);
+	return false;
+}
+
+/* setattr: modes and owners accepted and changed nowhere where the provider takes
+ * changes (as vfat's "quiet": cp -a, install and rsync set them after copying, and
+ * fail on an error), EPERM elsewhere; a size through its provider's truncate (of the
+ * open f's writer), EROFS where none; times accepted and changed nowhere. The
+ * attributes after, from the state now (a scratch file unlinked: its open's). */
+static bool ns_setattr(struct mount *m, uint64_t ino, const struct mount_file *f,
+                       unsigned to_set, uint64_t size, uid_t uid, struct stat *st, double *ttl,
+                       struct mount_err *err)
+{
+	if (!may_change(m, uid, err))
+		return false;
+	struct node_ref got, now;
+	char why[GGUF_ERR_MAX] = "";
+	int ret = f ? 0 : m->ns->ops->get(m->ns, ino, 0, &got, why);
+	if (ret < 0)
+		return failed(m, ret, why, err);
+	const struct node_ref *r = f ? &f->r : &got;
+	void *open = f ? f->open : NULL;
+	const struct tree_writes *w = r->p->writes;
+	if ((to_set & MOUNT_SET_MODE) && !w) {
+		ret = -EPERM;
+	} else if ((to_set & MOUNT_SET_SIZE) && (!w || !w->truncate)) {
+		ret = -EROFS;
+	} else if (to_set & MOUNT_SET_SIZE) {
+		struct node_changes ch = { 0 };
+		ret = w->truncate(r, open, size, &ch, why);
+		forget_changes(m, r, &ch);
+	}
+	if (ret == 0) {
+		char now_why[GGUF_ERR_MAX];
+		const int got_now = m->ns->ops->get(m->ns, ino, NS_NOW, &now, now_why);
+		if (got_now == 0)
+			*ttl = node_attr_ttl(node_stat(&now, open, st));
+		else if (f && !f->r.tree)
+			*ttl = node_attr_ttl(node_stat(&f->r, open, st));
+		else
+			ret = got_now;
+		if (got_now == 0)
+			m->ns->ops->put(m->ns, &now);
+	}
+	if (!f)
+		m->ns->ops->put(m->ns, &got);
+	return changed(m, ret, why, err);
+}
+
+/* A write through open writer f: its provider's. */
+static bool ns_write(struct mount *m, const struct mount_file *f, const char *buf, size_t size,
+                     uint64_t off, struct mount_err *err)
+{
+	const struct tree_writes *w = f->r.p->writes;
+	if (!f->writing || !w || !w->write)
+		return mount_fail(err, EROFS);
+	struct node_changes ch = { 0 };
+	char why[GGUF_ERR_MAX] = "";
+	const int ret = w->write(&f->r, f->open, buf, size, off, &ch, why);
+	forget_changes(m, &f->r, &ch);
+	return changed(m, ret, why, err);
+}
+
+/* The ref of directory parent in the state now for a change of its names by uid into
+ * *dir, and its provider's writes: NULL with err (EROFS, EACCES, the get's). */
+static const struct tree_writes *dir_writes(struct mount *m, uint64_t parent, uid_t uid,
+                                            struct node_ref *dir, struct mount_err *err)
+{
+	if (!(m->ns->flags & NS_WRITABLE)) {
+		mount_fail(err, EROFS);
+		return NULL;
+	}
+	char why[GGUF_ERR_MAX] = "";
+	const int ret = m->ns->ops->get(m->ns, parent, NS_NOW, dir, why);
+	if (ret < 0) {
+		failed(m, ret, why, err);
+		return NULL;
+	}
+	const struct tree_writes *w = dir->p->writes;
+	if (!w)
+		mount_fail(err, EROFS);
+	else if (uid != getuid())
+		mount_fail(err, EACCES);
+	if (!w || uid != getuid()) {
+		m->ns->ops->put(m->ns, dir);
+		return NULL;
+	}
+	return w;
+}
+
+/* A new name in parent, opened with flags: its provider's create, then the new
+ * number's ref in the state now (gone meanwhile: ENOENT, the open let go with the
+ * directory's provider's close) as the open file, cached as node_open_cache says. */
+static bool ns_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+                      struct mount_entry *e, void **file, struct mount_open *o,
+                      struct mount_err *err)
+{
+	struct node_ref dir;
+	const struct tree_writes *w = dir_writes(m, parent, uid, &dir, err);
+	if (!w)
+		return false;
+	if (!w->create) {
+		m->ns->ops->put(m->ns, &dir);
+		return mount_fail(err, EROFS);
+	}
+	struct node_changes ch = { 0 };
+	char why[GGUF_ERR_MAX] = "";
+	void *open = NULL;
+	uint64_t ino;
+	int ret = w->create(&dir, name, flags, &ino, &open, &ch, why);
+	forget_changes(m, &dir, &ch);
+	struct mount_file *f = NULL;
+	if (ret == 0 && (ret = mount_file_now(m, ino + dir.ino_base,
+	                                      (flags & O_ACCMODE) != O_RDONLY, &f)) < 0) {
+		if (open && dir.p->close)
+			dir.p->close(&dir, open);
+		why[0] = 0;
+	}
+	const unsigned dir_flags = dir.p->flags;
+	m->ns->ops->put(m->ns, &dir);
+	if (ret < 0)
+		return changed(m, ret, why, err);
+	f->open = open;
+	struct node_attr a;
+	node_attr(&f->r, NULL, &a);
+	e->ino = f->r.ino;
+	e->attr_ttl = node_attr_ttl(node_stat(&f->r, open, &e->attr));
+	e->entry_ttl = node_entry_ttl(m->ns->flags, dir_flags, &f->r);
+	struct node_cache c;
+	node_open_cache(m->ns->flags, &a, f->writing, false, &c);
+	o->direct_io = c.direct_io;
+	o->keep_cache = c.keep_cache;
+	*file = f;
+	return true;
+}
+
+/* rm: its directory provider's unlink. */
+static bool ns_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+                      struct mount_err *err)
+{
+	struct node_ref dir;
+	const struct tree_writes *w = dir_writes(m, parent, uid, &dir, err);
+	if (!w)
+		return false;
+	struct node_changes ch = { 0 };
+	char why[GGUF_ERR_MAX] = "";
+	const int ret = w->unlink ? w->unlink(&dir, name, &ch, why) : -EROFS;
+	forget_changes(m, &dir, &ch);
+	m->ns->ops->put(m->ns, &dir);
+	return changed(m, ret, why, err);
+}
+
+/* mv within one directory (another: EROFS): its provider's rename. */
+static bool ns_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+                      const char *newname, unsigned flags, uid_t uid, struct mount_err *err)
+{
+	struct node_ref dir;
+	if (parent != newparent)
+		return mount_fail(err, EROFS);
+	const struct tree_writes *w = dir_writes(m, parent, uid, &dir, err);
+	if (!w)
+		return false;
+	struct node_changes ch = { 0 };
+	char why[GGUF_ERR_MAX] = "";
+	const int ret = w->rename ? w->rename(&dir, name, newname, flags, &ch, why) : -EROFS;
+	forget_changes(m, &dir, &ch);
+	m->ns->ops->put(m->ns, &dir);
+	return changed(m, ret, why, err);
+}
+
+/* setxattr of ino in the state now: its provider's (EROFS where none). */
+static bool ns_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+                        size_t size, uid_t uid, struct mount_err *err)
+{
+	if (!may_change(m, uid, err))
+		return false;
+	struct node_ref r;
+	char why[GGUF_ERR_MAX] = "";
+	int ret = m->ns->ops->get(m->ns, ino, NS_NOW, &r, why);
+	if (ret < 0)
+		return failed(m, ret, why, err);
+	const struct tree_writes *w = r.p->writes;
+	struct node_changes ch = { 0 };
+	ret = w && w->setxattr ? w->setxattr(&r, name, value, size, &ch, why) : -EROFS;
+	forget_changes(m, &r, &ch);
+	m->ns->ops->put(m->ns, &r);
+	return changed(m, ret, why, err);
+}
 
 struct mount *mount_new(struct ns *ns)
 {
-	struct mount *m = !ns ? NULL :
-	                  mount_new_kind(ns->flags & NS_WRITABLE ? &ns_writes_kind : &ns_kind);
+	struct mount *m = ns ? mount_new_kind(&ns_kind) : NULL;
 	if (m)
 		m->ns = ns;
 	else if (ns)

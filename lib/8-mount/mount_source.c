@@ -14,6 +14,7 @@
 #include "model.h"
 #include "mount.h"
 #include "mount_edits.h"
+#include "mount_impl.h"
 #include "path.h"
 #include "quants_provider.h"
 #include "tree.h"
@@ -126,9 +127,10 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		if (s->edits) {
 			s->edits_mount->edits = s->tree_edits;
 			s->edits_mount->base = s->tree;
-			s->edits_mount->single_thread = o->single_thread;
 		}
 		s->mount = mount_new(s->edits ? edits_ns_new(s->edits_mount) : tree_ns_new(s->tree));
+		if (s->mount)
+			mount_set_single_thread(s->mount, o->single_thread);
 	}
 	if (!s->mount) {
 		gguf_errf(err, "out of memory");

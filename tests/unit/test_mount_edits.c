@@ -1,4 +1,4 @@
-/* A model's mount with edits (lib/8-mount/edits_ns.c, mount_writer.c), asked as the
+/* A model's mount with edits (lib/8-mount/edits_ns.c, edits_writer.c), asked as the
  * front end asks it, with no FUSE: a writer of metadata/KEY opened, written and closed
  * makes the value, the kernel told to forget the key, metadata/ and the files every edit
  * changes; a write that can never parse fails at once with EINVAL and its cause, counted

@@ -1,7 +1,7 @@
-/* What the mount's files share (private to lib/8-mount): struct mount, the operations
- * of its two kinds (mount.c's one path over a namespace, a model's, a library's, a
- * model's with edits; the latter's changes mount_writer.c's), the open files, the
- * counters, and the one attribute composition by ref. */
+/* What the mount's files share (private to lib/8-mount): struct mount (mount.c's one
+ * path over a namespace: a model's, a library's, a model's with edits, whose changes
+ * go through its providers' writes), the open files, the counters, and the one
+ * attribute composition by ref. */
 #ifndef GGUFS_MOUNT_IMPL_H
 #define GGUFS_MOUNT_IMPL_H
 
@@ -74,7 +74,12 @@ struct mount {
 	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
 	struct ns *ns;                  /* mount_new's (freed with the mount) */
 	struct mount_notify notify;     /* forget NULL: the kernel is told nothing */
+	bool single_thread;             /* -s: no request waits for another (forget_changes) */
 };
+
+/* With single_thread (-s: one thread serves every request), an edit has the kernel
+ * forget its files' sizes and times, not their pages (mount.c forget_changes). */
+void mount_set_single_thread(struct mount *m, bool single_thread);
 
 /* What an open file or directory keeps: its ref (a library's model held built, an edit
  * state's tree), its provider's per-open state (a plain file's source handle, a table's
