@@ -282,14 +282,6 @@ bool tree_is_dir(const struct tree_node *n)
 	return n->flags & TREE_NODE_DIR;
 }
 
-mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
-{
-	mode_t r = gguf_mode & 0444;
-	if (tree_is_dir(n))
-		return S_IFDIR | r | (r >> 2);
-	return S_IFREG | r;
-}
-
 void tree_node_attr(const struct tree *t, const struct tree_node *n, bool dated,
                     struct node_attr *a)
 {
@@ -304,13 +296,6 @@ void tree_node_attr(const struct tree *t, const struct tree_node *n, bool dated,
 	a->ctim = gs->st_ctim;
 	if (dated && t->key_time)
 		a->mtim = a->ctim = t->made;
-}
-
-void tree_stat(const struct tree *t, const struct tree_node *n, struct stat *st)
-{
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	node_stat(&r, NULL, st);
 }
 
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,

@@ -123,22 +123,9 @@ const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const ch
 uint64_t tree_dir_count(const struct tree *t, uint64_t dir);
 const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i);
 bool tree_is_dir(const struct tree_node *n);
-/* Whether n is metadata/KEY, or metadata/ or a key (the metadata provider's): what the
- * edits' requests change, until edits_meta takes them (tree_meta.c). */
+/* Whether n is metadata/KEY (the metadata provider's): what the edits change
+ * (tree_meta.c). */
 bool tree_is_key(const struct tree_node *n);
-bool tree_is_metadata(const struct tree_node *n);
-
-/* st_mode for node n of a model whose file has mode gguf_mode: files r--r--r--,
- * directories r-xr-xr-x, each limited by the read bits of the GGUF file. */
-mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
-
-/* The attributes of node n of t: its provider's attr made a stat by the one
- * rule of node.h (node_stat), wherever the model is mounted (alone or in a library;
- * with -o edits, metadata/ and its keys the mount owner's and writable by them: the
- * edits' metadata provider says so). st_ino is the tree's number (a library gives its
- * own). */
-struct stat;
-void tree_stat(const struct tree *t, const struct tree_node *n, struct stat *st);
 
 /* Reads up to len bytes of node n at off into buf, through its provider. Returns the
  * number of bytes (short only at the end of the file), or -errno: -EISDIR for a

@@ -493,7 +493,3 @@ bool tree_is_key(const struct tree_node *n)
 	return n->prov == KIT_META && n->role == META_KEY;
 }
 
-bool tree_is_metadata(const struct tree_node *n)
-{
-	return n->prov == KIT_META;
-}

@@ -16,296 +16,6 @@
 #include "node.h"
 #include "thread_buf.h"
 
-struct mount *mount_new_kind(const struct mount_kind *kind)
-{
-	struct mount *m = calloc(1, sizeof *m);
-	if (!m)
-		return NULL;
-	m->kind = kind;
-	m->files = (struct handle_table)HANDLE_TABLE_INIT;
-	mount_counters_init(&m->counters);
-	return m;
-}
-
-/* Frees open file (a kind's), when the kind has anything to free. */
-static void file_free(struct mount *m, void *file)
-{
-	if (m->kind->file_free)
-		m->kind->file_free(m, file);
-}
-
-bool mount_fail(struct mount_err *err, int no)
-{
-	err->no = no;
-	err->level = EVLOG_ERR;
-	err->cause[0] = 0;
-	err->key[0] = 0;
-	return false;
-}
-
-void mount_err_say(const struct mount_err *e)
-{
-	if (e->cause[0])
-		evlog(e->level, e->key[0] ? e->key : NULL, "%s", e->cause);
-}
-
-void mount_free(struct mount *m)
-{
-	if (!m)
-		return;
-	mount_counters_destroy(&m->counters);
-	/* open files never released (the kernel's releases lost at an unmount) */
-	for (size_t i = 0; i < m->files.cap; i++)
-		if (m->files.slots && handle_table_slot(&m->files, i))
-			file_free(m, handle_table_slot(&m->files, i));
-	free(m->files.slots);
-	pthread_mutex_destroy(&m->files.lock);
-	if (m->ns)
-		m->ns->ops->free(m->ns);
-	free(m);
-}
-
-void mount_set_passthrough(struct mount *m, const struct mount_passthrough *pt)
-{
-	if (pt)
-		m->pt = *pt;
-	else
-		memset(&m->pt, 0, sizeof m->pt);
-}
-
-bool mount_lookup(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
-                  struct mount_err *err)
-{
-	memset(e, 0, sizeof *e);
-	return m->kind->lookup(m, parent, name, e, err);
-}
-
-void mount_forget(struct mount *m, uint64_t ino, uint64_t n)
-{
-	if (m->kind->forget)
-		m->kind->forget(m, ino, n);
-}
-
-/* The open file of fh, held (put_file lets go), or NULL once released. */
-static void *take_file(struct mount *m, uint64_t fh)
-{
-	return handle_table_take(&m->files, fh);
-}
-
-/* Lets go of a hold of file (fh's), freeing it after the last; release: the open's. */
-static void put_file(struct mount *m, uint64_t fh, void *file, bool release)
-{
-	if (file && handle_table_drop(&m->files, fh, release))
-		file_free(m, file);
-}
-
-/* The changes of a writable namespace (below, with the request path). */
-static bool may_change(struct mount *m, uid_t uid, struct mount_err *err);
-static bool ns_flush(struct mount *m, const struct mount_file *f, bool last,
-                     struct mount_err *err);
-static bool ns_setattr(struct mount *m, uint64_t ino, const struct mount_file *f,
-                       unsigned to_set, uint64_t size, uid_t uid, struct stat *st, double *ttl,
-                       struct mount_err *err);
-static bool ns_write(struct mount *m, const struct mount_file *f, const char *buf, size_t size,
-                     uint64_t off, struct mount_err *err);
-static bool ns_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
-                      struct mount_entry *e, void **file, struct mount_open *o,
-                      struct mount_err *err);
-static bool ns_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
-                      struct mount_err *err);
-static bool ns_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
-                      const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
-static bool ns_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
-                        size_t size, uid_t uid, struct mount_err *err);
-
-bool mount_getattr(struct mount *m, uint64_t ino, uint64_t fh, struct stat *st, double *ttl,
-                   struct mount_err *err)
-{
-	void *file = fh ? take_file(m, fh) : NULL;
-	bool ok = m->kind->getattr(m, ino, file, st, ttl, err);
-	put_file(m, fh, file, false);
-	return ok;
-}
-
-/* Registers new open file under o->fh: false out of memory (file freed). */
-static bool add_file(struct mount *m, void *file, struct mount_open *o, struct mount_err *err)
-{
-	o->fh = handle_table_add(&m->files, file);
-	if (!o->fh) {
-		file_free(m, file);
-		return mount_fail(err, ENOMEM);
-	}
-	return true;
-}
-
-/* Opens ino (a directory when dir) for uid into o, its file registered under o->fh. */
-static bool open_file(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid,
-                      struct mount_open *o, struct mount_err *err)
-{
-	memset(o, 0, sizeof *o);
-	o->pt_fd = -1;
-	void *file = NULL;
-	return m->kind->open(m, ino, dir, flags, uid, &file, o, err) && add_file(m, file, o, err);
-}
-
-bool mount_opendir(struct mount *m, uint64_t ino, struct mount_open *o, struct mount_err *err)
-{
-	return open_file(m, ino, true, O_RDONLY, 0, o, err);
-}
-
-bool mount_readdir(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, mount_dir_fn add,
-                   void *ctx, struct mount_err *err)
-{
-	void *file = take_file(m, fh);
-	if (!file)
-		return mount_fail(err, EBADF);
-	bool ok = m->kind->readdir(m, ino, file, off, add, ctx, err);
-	put_file(m, fh, file, false);
-	return ok;
-}
-
-void mount_releasedir(struct mount *m, uint64_t fh)
-{
-	mount_release(m, 0, fh);
-}
-
-bool mount_open(struct mount *m, uint64_t ino, int flags, uid_t uid, struct mount_open *o,
-                struct mount_err *err)
-{
-	return open_file(m, ino, false, flags, uid, o, err);
-}
-
-bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64_t len,
-                bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err)
-{
-	void *file = take_file(m, fh);
-	if (!file)   /* a read after its release: to a reader gone */
-		return mount_fail(err, EBADF);
-	bool ok = m->kind->read(m, ino, file, off, len, fills_cache, reply, ctx, err);
-	put_file(m, fh, file, false);
-	return ok;
-}
-
-void mount_release(struct mount *m, uint64_t ino, uint64_t fh)
-{
-	(void)ino;
-	void *file = take_file(m, fh);
-	if (!file)
-		return;
-	struct mount_err err;
-	if (m->ns->flags & NS_WRITABLE)   /* a writer's text no flush made a value */
-		ns_flush(m, file, true, &err);
-	put_file(m, fh, file, false);   /* the take's */
-	put_file(m, fh, file, true);    /* the open's */
-}
-
-void mount_set_notify(struct mount *m, const struct mount_notify *n)
-{
-	if (n)
-		m->notify = *n;
-	else
-		memset(&m->notify, 0, sizeof m->notify);
-}
-
-void mount_set_single_thread(struct mount *m, bool single_thread)
-{
-	m->single_thread = single_thread;
-}
-
-bool mount_flush(struct mount *m, uint64_t ino, uint64_t fh, struct mount_err *err)
-{
-	(void)ino;
-	void *file = (m->ns->flags & NS_WRITABLE) ? take_file(m, fh) : NULL;
-	bool ok = ns_flush(m, file, false, err);
-	put_file(m, fh, file, false);
-	return ok;
-}
-
-bool mount_setattr(struct mount *m, uint64_t ino, uint64_t fh, unsigned to_set, uint64_t size,
-                   uid_t uid, struct stat *st, double *ttl, struct mount_err *err)
-{
-	void *file = fh ? take_file(m, fh) : NULL;
-	bool ok = ns_setattr(m, ino, file, to_set, size, uid, st, ttl, err);
-	put_file(m, fh, file, false);
-	return ok;
-}
-
-bool mount_write(struct mount *m, uint64_t ino, uint64_t fh, const char *buf, size_t size,
-                 uint64_t off, struct mount_err *err)
-{
-	(void)ino;
-	void *file = take_file(m, fh);
-	if (!file)   /* released */
-		return mount_fail(err, EROFS);
-	bool ok = ns_write(m, file, buf, size, off, err);
-	put_file(m, fh, file, false);
-	return ok;
-}
-
-bool mount_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
-                  struct mount_entry *e, struct mount_open *o, struct mount_err *err)
-{
-	memset(e, 0, sizeof *e);
-	memset(o, 0, sizeof *o);
-	o->pt_fd = -1;
-	void *file = NULL;
-	return ns_create(m, parent, name, flags, uid, e, &file, o, err) &&
-	       add_file(m, file, o, err);
-}
-
-bool mount_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
-                  struct mount_err *err)
-{
-	return ns_unlink(m, parent, name, uid, err);
-}
-
-bool mount_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
-                  const char *newname, unsigned flags, uid_t uid, struct mount_err *err)
-{
-	return ns_rename(m, parent, name, newparent, newname, flags, uid, err);
-}
-
-bool mount_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
-                    size_t size, uid_t uid, struct mount_err *err)
-{
-	return ns_setxattr(m, ino, name, value, size, uid, err);
-}
-
-bool mount_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err)
-{
-	(void)ino;
-	/* no attribute is removed: ENOTSUP where changes are taken at all */
-	return may_change(m, uid, err) && mount_fail(err, ENOTSUP);
-}
-
-void mount_release_unused(struct mount *m, uint64_t fh)
-{
-	void *file = take_file(m, fh);
-	put_file(m, fh, file, false);
-	put_file(m, fh, file, true);
-}
-
-void mount_statfs(struct mount *m, struct statvfs *sv)
-{
-	memset(sv, 0, sizeof *sv);
-	sv->f_bsize = 4096;
-	sv->f_frsize = 4096;
-	sv->f_namemax = 255;
-	sv->f_flag = ST_RDONLY;
-	m->kind->statfs(m, sv);
-}
-
-int64_t mount_xattr(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
-                    struct mount_err *err)
-{
-	int64_t r = m->kind->xattr(m, ino, name, buf, size, err);
-	if (r < 0) {
-		mount_fail(err, (int)-r);
-		return -1;
-	}
-	return r;
-}
-
 /* ---- one request path over a namespace (ns.h) ---- */
 
 void mount_open_passthrough(const struct node_ref *r, struct mount_open *o)
@@ -345,13 +55,6 @@ static bool ns_lookup(struct mount *m, uint64_t parent, const char *name, struct
 		m->ns->ops->kernel_hold(m->ns, &r);
 	m->ns->ops->put(m->ns, &r);
 	return true;
-}
-
-/* The kernel forgot n lookups of ino: the holds ns_lookup took for them let go. */
-static void ns_forget(struct mount *m, uint64_t ino, uint64_t n)
-{
-	if (m->ns->ops->forget)
-		m->ns->ops->forget(m->ns, ino, n);
 }
 
 static bool ns_getattr(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
@@ -681,11 +384,6 @@ static int64_t ns_xattr(struct mount *m, uint64_t ino, const char *name, char *b
 	return x;
 }
 
-static const struct mount_kind ns_kind = {
-	.lookup = ns_lookup, .forget = ns_forget, .getattr = ns_getattr, .open = ns_open,
-	.readdir = ns_readdir, .read = ns_read, .file_free = ns_file_free,
-	.statfs = ns_statfs, .xattr = ns_xattr,
-};
 
 /* ---- the changes of a writable namespace (NS_WRITABLE: edits), through the
  * providers' writes (provider.h struct tree_writes) ---- */
@@ -935,15 +633,275 @@ static bool ns_setxattr(struct mount *m, uint64_t ino, const char *name, const c
 
 struct mount *mount_new(struct ns *ns)
 {
-	struct mount *m = ns ? mount_new_kind(&ns_kind) : NULL;
-	if (m)
-		m->ns = ns;
-	else if (ns)
-		ns->ops->free(ns);
+	struct mount *m = ns ? calloc(1, sizeof *m) : NULL;
+	if (!m) {
+		if (ns)
+			ns->ops->free(ns);
+		return NULL;
+	}
+	m->ns = ns;
+	m->files = (struct handle_table)HANDLE_TABLE_INIT;
+	mount_counters_init(&m->counters);
 	return m;
 }
 
-/* ---- what every kind of mount answers alike ---- */
+/* ---- mount.h's calls: the open file of fh held for each, and the request path's ---- */
+
+bool mount_fail(struct mount_err *err, int no)
+{
+	err->no = no;
+	err->level = EVLOG_ERR;
+	err->cause[0] = 0;
+	err->key[0] = 0;
+	return false;
+}
+
+void mount_err_say(const struct mount_err *e)
+{
+	if (e->cause[0])
+		evlog(e->level, e->key[0] ? e->key : NULL, "%s", e->cause);
+}
+
+void mount_free(struct mount *m)
+{
+	if (!m)
+		return;
+	mount_counters_destroy(&m->counters);
+	/* open files never released (the kernel's releases lost at an unmount) */
+	for (size_t i = 0; i < m->files.cap; i++)
+		if (m->files.slots && handle_table_slot(&m->files, i))
+			ns_file_free(m, handle_table_slot(&m->files, i));
+	free(m->files.slots);
+	pthread_mutex_destroy(&m->files.lock);
+	if (m->ns)
+		m->ns->ops->free(m->ns);
+	free(m);
+}
+
+void mount_set_passthrough(struct mount *m, const struct mount_passthrough *pt)
+{
+	if (pt)
+		m->pt = *pt;
+	else
+		memset(&m->pt, 0, sizeof m->pt);
+}
+
+bool mount_lookup(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
+                  struct mount_err *err)
+{
+	memset(e, 0, sizeof *e);
+	return ns_lookup(m, parent, name, e, err);
+}
+
+void mount_forget(struct mount *m, uint64_t ino, uint64_t n)
+{
+	if (m->ns->ops->forget)   /* the holds ns_lookup took for them let go */
+		m->ns->ops->forget(m->ns, ino, n);
+}
+
+/* The open file of fh, held (put_file lets go), or NULL once released. */
+static void *take_file(struct mount *m, uint64_t fh)
+{
+	return handle_table_take(&m->files, fh);
+}
+
+/* Lets go of a hold of file (fh's), freeing it after the last; release: the open's. */
+static void put_file(struct mount *m, uint64_t fh, void *file, bool release)
+{
+	if (file && handle_table_drop(&m->files, fh, release))
+		ns_file_free(m, file);
+}
+
+bool mount_getattr(struct mount *m, uint64_t ino, uint64_t fh, struct stat *st, double *ttl,
+                   struct mount_err *err)
+{
+	void *file = fh ? take_file(m, fh) : NULL;
+	bool ok = ns_getattr(m, ino, file, st, ttl, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+/* Registers new open file under o->fh: false out of memory (file freed). */
+static bool add_file(struct mount *m, void *file, struct mount_open *o, struct mount_err *err)
+{
+	o->fh = handle_table_add(&m->files, file);
+	if (!o->fh) {
+		ns_file_free(m, file);
+		return mount_fail(err, ENOMEM);
+	}
+	return true;
+}
+
+/* Opens ino (a directory when dir) for uid into o, its file registered under o->fh. */
+static bool open_file(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid,
+                      struct mount_open *o, struct mount_err *err)
+{
+	memset(o, 0, sizeof *o);
+	o->pt_fd = -1;
+	void *file = NULL;
+	return ns_open(m, ino, dir, flags, uid, &file, o, err) && add_file(m, file, o, err);
+}
+
+bool mount_opendir(struct mount *m, uint64_t ino, struct mount_open *o, struct mount_err *err)
+{
+	return open_file(m, ino, true, O_RDONLY, 0, o, err);
+}
+
+bool mount_readdir(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, mount_dir_fn add,
+                   void *ctx, struct mount_err *err)
+{
+	void *file = take_file(m, fh);
+	if (!file)
+		return mount_fail(err, EBADF);
+	bool ok = ns_readdir(m, ino, file, off, add, ctx, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+void mount_releasedir(struct mount *m, uint64_t fh)
+{
+	mount_release(m, 0, fh);
+}
+
+bool mount_open(struct mount *m, uint64_t ino, int flags, uid_t uid, struct mount_open *o,
+                struct mount_err *err)
+{
+	return open_file(m, ino, false, flags, uid, o, err);
+}
+
+bool mount_read(struct mount *m, uint64_t ino, uint64_t fh, uint64_t off, uint64_t len,
+                bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err)
+{
+	void *file = take_file(m, fh);
+	if (!file)   /* a read after its release: to a reader gone */
+		return mount_fail(err, EBADF);
+	bool ok = ns_read(m, ino, file, off, len, fills_cache, reply, ctx, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+void mount_release(struct mount *m, uint64_t ino, uint64_t fh)
+{
+	(void)ino;
+	void *file = take_file(m, fh);
+	if (!file)
+		return;
+	struct mount_err err;
+	if (m->ns->flags & NS_WRITABLE)   /* a writer's text no flush made a value */
+		ns_flush(m, file, true, &err);
+	put_file(m, fh, file, false);   /* the take's */
+	put_file(m, fh, file, true);    /* the open's */
+}
+
+void mount_set_notify(struct mount *m, const struct mount_notify *n)
+{
+	if (n)
+		m->notify = *n;
+	else
+		memset(&m->notify, 0, sizeof m->notify);
+}
+
+void mount_set_single_thread(struct mount *m, bool single_thread)
+{
+	m->single_thread = single_thread;
+}
+
+bool mount_flush(struct mount *m, uint64_t ino, uint64_t fh, struct mount_err *err)
+{
+	(void)ino;
+	void *file = (m->ns->flags & NS_WRITABLE) ? take_file(m, fh) : NULL;
+	bool ok = ns_flush(m, file, false, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+bool mount_setattr(struct mount *m, uint64_t ino, uint64_t fh, unsigned to_set, uint64_t size,
+                   uid_t uid, struct stat *st, double *ttl, struct mount_err *err)
+{
+	void *file = fh ? take_file(m, fh) : NULL;
+	bool ok = ns_setattr(m, ino, file, to_set, size, uid, st, ttl, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+bool mount_write(struct mount *m, uint64_t ino, uint64_t fh, const char *buf, size_t size,
+                 uint64_t off, struct mount_err *err)
+{
+	(void)ino;
+	void *file = take_file(m, fh);
+	if (!file)   /* released */
+		return mount_fail(err, EROFS);
+	bool ok = ns_write(m, file, buf, size, off, err);
+	put_file(m, fh, file, false);
+	return ok;
+}
+
+bool mount_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
+                  struct mount_entry *e, struct mount_open *o, struct mount_err *err)
+{
+	memset(e, 0, sizeof *e);
+	memset(o, 0, sizeof *o);
+	o->pt_fd = -1;
+	void *file = NULL;
+	return ns_create(m, parent, name, flags, uid, e, &file, o, err) &&
+	       add_file(m, file, o, err);
+}
+
+bool mount_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
+                  struct mount_err *err)
+{
+	return ns_unlink(m, parent, name, uid, err);
+}
+
+bool mount_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
+                  const char *newname, unsigned flags, uid_t uid, struct mount_err *err)
+{
+	return ns_rename(m, parent, name, newparent, newname, flags, uid, err);
+}
+
+bool mount_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
+                    size_t size, uid_t uid, struct mount_err *err)
+{
+	return ns_setxattr(m, ino, name, value, size, uid, err);
+}
+
+bool mount_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err)
+{
+	(void)ino;
+	/* no attribute is removed: ENOTSUP where changes are taken at all */
+	return may_change(m, uid, err) && mount_fail(err, ENOTSUP);
+}
+
+void mount_release_unused(struct mount *m, uint64_t fh)
+{
+	void *file = take_file(m, fh);
+	put_file(m, fh, file, false);
+	put_file(m, fh, file, true);
+}
+
+void mount_statfs(struct mount *m, struct statvfs *sv)
+{
+	memset(sv, 0, sizeof *sv);
+	sv->f_bsize = 4096;
+	sv->f_frsize = 4096;
+	sv->f_namemax = 255;
+	sv->f_flag = ST_RDONLY;
+	ns_statfs(m, sv);
+}
+
+int64_t mount_xattr(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
+                    struct mount_err *err)
+{
+	int64_t r = ns_xattr(m, ino, name, buf, size, err);
+	if (r < 0) {
+		mount_fail(err, (int)-r);
+		return -1;
+	}
+	return r;
+}
+
+
+/* ---- passthrough ---- */
 
 int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct node_ref *r,
                                 char *buf, size_t size)

@@ -117,11 +117,6 @@ static void test_shape(void **state)
 	assert_int_equal(f32->size, 256 * 8000 * 4);
 	assert_int_equal(npy->size % 64, 0); /* 64-byte header, data a multiple of 4*256 */
 	assert_true(npy->size > f32->size);
-
-	assert_int_equal(tree_mode(raw, 0644) & 07777, 0444);
-	assert_int_equal(tree_mode(raw, 0640) & 07777, 0440);
-	assert_int_equal(tree_mode(tree_node(t, 2), 0640) & 07777, 0550);
-	assert_int_equal(tree_mode(tree_node(t, 2), 0755) & 07777, 0555);
 }
 
 /* quants/ of the Q4_K_M model: only the NAMEs llama.cpp makes without requantizing, here

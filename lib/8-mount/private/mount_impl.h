@@ -16,49 +16,6 @@
 #include "ns.h"
 #include "tree.h"
 
-/* The operations of one kind of mount, as mount.h's of the same name (mount.c checks
- * what is common: arguments, the open file of fh). A file handle here is the kind's
- * own open file (void *), found by fh and held for the call. */
-struct mount_kind {
-	bool (*lookup)(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
-	               struct mount_err *err);
-	/* the kernel forgot n lookups of ino (NULL: nothing is kept for them) */
-	void (*forget)(struct mount *m, uint64_t ino, uint64_t n);
-	bool (*getattr)(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
-	                struct mount_err *err);
-	/* a new open file of ino (directory or not, as dir asks) for uid, with o's flags
-	 * set */
-	bool (*open)(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
-	             struct mount_open *o, struct mount_err *err);
-	bool (*readdir)(struct mount *m, uint64_t ino, void *file, uint64_t off, mount_dir_fn add,
-	                void *ctx, struct mount_err *err);
-	bool (*read)(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
-	             bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
-	/* frees an open file once released and no request holds it (NULL: nothing to) */
-	void (*file_free)(struct mount *m, void *file);
-	void (*statfs)(struct mount *m, struct statvfs *sv);
-	int64_t (*xattr)(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
-	                 struct mount_err *err);
-	/* The changes (a model's with edits: mount_writer.c); NULL: ENOSYS for flush,
-	 * nothing for release (before the open's hold goes), EROFS for the rest. */
-	bool (*flush)(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
-	void (*release)(struct mount *m, uint64_t ino, void *file);
-	bool (*setattr)(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
-	                uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
-	bool (*write)(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
-	              uint64_t off, struct mount_err *err);
-	bool (*create)(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
-	               struct mount_entry *e, void **file, struct mount_open *o,
-	               struct mount_err *err);
-	bool (*unlink)(struct mount *m, uint64_t parent, const char *name, uid_t uid,
-	               struct mount_err *err);
-	bool (*rename)(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
-	               const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
-	bool (*setxattr)(struct mount *m, uint64_t ino, const char *name, const char *value,
-	                 size_t size, uid_t uid, struct mount_err *err);
-	bool (*removexattr)(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err);
-};
-
 /* The counters of user.ggufs.* and the last error (mount_counters.c). */
 struct mount_counters {
 	atomic_uint_fast64_t reads, eio_replies, edits_refused;
@@ -68,7 +25,6 @@ struct mount_counters {
 };
 
 struct mount {
-	const struct mount_kind *kind;
 	struct handle_table files;      /* open files and directories, by fh */
 	struct mount_counters counters;
 	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
@@ -94,9 +50,6 @@ struct mount_file {
 	bool follows;     /* NODE_BYTES_FOLLOW_EDITS with NS_STATES: a page fill reads the
 	                   * state now */
 };
-
-/* A new mount of kind, its common parts set up; NULL out of memory. */
-struct mount *mount_new_kind(const struct mount_kind *kind);
 
 /* Fills err with errno no and nothing to say; false, for "return mount_fail(...)". */
 bool mount_fail(struct mount_err *err, int no);
