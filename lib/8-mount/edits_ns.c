@@ -12,6 +12,7 @@
 struct edits_ns {
 	struct ns ns;   /* first: the mount's handle */
 	struct edits_mount *em;
+	struct ns *base;   /* tree_ns_new(em->base): the model's own */
 };
 
 struct edits_mount *edits_ns_mount(struct ns *ns)
@@ -104,37 +105,31 @@ static void ens_put(struct ns *ns, struct node_ref *r)
 	r->hold[0] = r->hold[1] = 0;
 }
 
-/* Sizes in 4 KiB blocks, nothing free: a view of one file (edits go to the edits file,
- * not to the file system); the numbers tree_ino.h gives (four per tensor: raw, .f32,
- * .npy, stats/). */
+/* The model's sizes, counters and passthrough file are its own metadata's tree's, as
+ * a single model's mount says them (tree_ns.c): the base's namespace answers. */
 static void ens_statfs(struct ns *ns, struct statvfs *sv)
 {
-	const struct ggufs_model *model = tree_model(edits_ns_mount(ns)->base);
-	sv->f_blocks = (fsblkcnt_t)(((uint64_t)model_stat(model)->st_size + 4095) / 4096);
-	sv->f_files = (fsfilcnt_t)(TREE_FIRST_META + model_meta(model)->n_kv +
-	                           4 * model_n_tensors(model));
+	struct ns *base = ((struct edits_ns *)ns)->base;
+	base->ops->statfs(base, sv);
 }
 
-/* The model's fetches are the root's counters; nothing else. */
 static void ens_counted(struct ns *ns, struct ns_counted *c)
 {
-	*c = (struct ns_counted){ .model = tree_model(edits_ns_mount(ns)->base) };
+	struct ns *base = ((struct edits_ns *)ns)->base;
+	base->ops->counted(base, c);
 }
 
 /* The model's own model.gguf's file (state 0), whatever the edits since. */
 static int ens_passthrough_fd(struct ns *ns, const char **not_file)
 {
-	const struct tree *t = edits_ns_mount(ns)->base;
-	struct node_ref r;
-	*not_file = NULL;
-	if (tree_ref(t, tree_model_ino(t), &r) < 0 || !r.p->file_fd)
-		return -1;
-	const char *path;
-	return r.p->file_fd(&r, not_file, &path);
+	struct ns *base = ((struct edits_ns *)ns)->base;
+	return base->ops->passthrough_fd(base, not_file);
 }
 
 static void ens_free(struct ns *ns)
 {
+	struct ns *base = ((struct edits_ns *)ns)->base;
+	base->ops->free(base);
 	free(ns);
 }
 
@@ -151,8 +146,10 @@ static const struct ns_ops edits_ns_ops = {
 struct ns *edits_ns_new(struct edits_mount *em)
 {
 	struct edits_ns *n = calloc(1, sizeof *n);
-	if (!n)
+	if (!n || !(n->base = tree_ns_new(em->base))) {
+		free(n);
 		return NULL;
+	}
 	n->ns = (struct ns){ .ops = &edits_ns_ops, .flags = NS_STATES | NS_WRITABLE };
 	n->em = em;
 	return &n->ns;
