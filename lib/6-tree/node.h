@@ -61,4 +61,12 @@ struct node_cache {
 void node_open_cache(unsigned ns_flags, const struct node_attr *a, bool writing, bool stale,
                      struct node_cache *c);
 
+/* r's extended attributes as its provider says them (tree_xattr.c): listxattr's
+ * NUL-separated names into buf, getxattr's value of name (copied under the SIGBUS
+ * guard: a value may lie in a mapping). The full length needed (size 0: the size
+ * query), -ERANGE when size is short, -ENODATA for a name r does not have, -EIO for a
+ * value whose page went. */
+int64_t node_listxattr(const struct node_ref *r, char *buf, uint64_t size);
+int64_t node_getxattr(const struct node_ref *r, const char *name, char *buf, uint64_t size);
+
 #endif

@@ -34,6 +34,9 @@
                               * the number (a listing, a page fill of a file whose bytes
                               * follow the edits); without NS_STATES, the same */
 
+/* What a lookup's *dir_flags holds until the parent is found: no provider flag. */
+#define NS_DIR_UNKNOWN (1u << 31)
+
 /* What the root's user.ggufs.* shows besides the mount's counters: the model whose
  * fetches are counted (NULL: none, a library), and the namespace's own counters, named
  * extra[i] and valued by extra_value(ns, i). */
@@ -56,7 +59,9 @@ struct ns_ops {
 	/* The child called name of directory parent into *r, held, in the state now: 0,
 	 * -ENOENT (a name not there), -ENOTDIR, or -errno with why. On 0 and -ENOENT,
 	 * *dir_flags gets parent's provider's flags (TREE_P_NAMES_CHANGE: node.h's entry
-	 * TTLs). A library looks parent and child up under one hold of its lock. */
+	 * TTLs); a parent never given is -ENOENT with *dir_flags as it was (the caller's
+	 * NS_DIR_UNKNOWN: an error, not a name not there). A library looks parent and
+	 * child up under one hold of its lock. */
 	int (*lookup)(struct ns *ns, uint64_t parent, const char *name, struct node_ref *r,
 	              unsigned *dir_flags, char why[GGUF_ERR_MAX]);
 	/* lets go of r (a ref that holds nothing, or let go already, is fine) */

@@ -213,7 +213,7 @@ static void run_plans(void *ctx)
 		memcpy(w, q->qs.names[j].name, len);
 		memcpy(w + len, ".gguf", 6);
 		q->nodes[j] = (struct tree_node){ .ino = q->first + j, .parent = q->dir.ino,
-			.kind = TREE_QUANT, .prov = q->dir.prov, .role = QUANTS_FILE, .index = j,
+			.prov = q->dir.prov, .role = QUANTS_FILE, .index = j,
 			.name = w, .size = q->qs.plans[j].size };
 		w += len + 6;
 		q->children[q->n_children++] = j;
@@ -223,7 +223,7 @@ static void run_plans(void *ctx)
 	if (model_changed(q->m, NULL))   /* made from the mappings of another version */
 		return;
 	q->nodes[q->n_names] = (struct tree_node){ .ino = q->first + q->n_names,
-		.parent = q->dir.ino, .kind = TREE_QUANTS_TSV, .prov = q->dir.prov,
+		.parent = q->dir.ino, .prov = q->dir.prov,
 		.role = QUANTS_TSV, .index = q->n_names, .name = "quants.tsv", .size = c.pos };
 	q->children[q->n_children++] = q->n_names;
 	atomic_store_explicit(&q->made, true, memory_order_release);
@@ -327,7 +327,7 @@ static int quants_make(void *ctx, const struct tree *t, const struct tree_range 
 	q->m = tree_model(t);
 	q->qm = ctx;
 	q->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO,
-		.kind = TREE_DIR_QUANTS, .prov = (uint16_t)r->prov, .role = QUANTS_DIR,
+		.prov = (uint16_t)r->prov, .role = QUANTS_DIR,
 		.flags = TREE_NODE_DIR, .name = "quants" };
 	q->first = r->state;
 	q->n_names = r->n_state ? (size_t)(r->n_state - 1) : 0;

@@ -282,14 +282,6 @@ bool tree_is_dir(const struct tree_node *n)
 	return n->flags & TREE_NODE_DIR;
 }
 
-mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode)
-{
-	mode_t r = gguf_mode & 0444;
-	if (tree_is_dir(n))
-		return S_IFDIR | r | (r >> 2);
-	return S_IFREG | r;
-}
-
 void tree_node_attr(const struct tree *t, const struct tree_node *n, bool dated,
                     struct node_attr *a)
 {
@@ -306,18 +298,6 @@ void tree_node_attr(const struct tree *t, const struct tree_node *n, bool dated,
 		a->mtim = a->ctim = t->made;
 }
 
-void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, struct stat *st)
-{
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	node_stat(&r, NULL, st);
-	if (editable && n->prov == KIT_META) {   /* writable by the mount's owner alone */
-		st->st_mode |= S_IWUSR;
-		st->st_uid = getuid();
-		st->st_gid = getgid();
-	}
-}
-
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off, char why[GGUF_ERR_MAX])
 {
@@ -331,20 +311,6 @@ int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, ui
 	struct node_ref r;
 	tree_ref_of(t, n, &r);
 	return r.p->read ? r.p->read(&r, NULL, buf, len, off, w) : -EIO;
-}
-
-int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                  struct iovec *iov, int max, char why[GGUF_ERR_MAX])
-{
-	char own[GGUF_ERR_MAX];
-	char *w = why ? why : own;
-	w[0] = 0;
-	if (!(n->flags & TREE_NODE_IOV) || max < 1 || off > n->size || len > n->size - off ||
-	    len == 0)
-		return 0;
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	return r.p->read_iov ? r.p->read_iov(&r, NULL, off, len, iov, max, w) : 0;
 }
 
 /* The place in t's root table of model.gguf's entry (the core's, always there). */
@@ -372,24 +338,6 @@ bool tree_ino_state_root(const struct tree *t, uint64_t ino)
 			return true;
 	}
 	return false;
-}
-
-int tree_model_file_fd(const struct tree *t)
-{
-	const struct tree_node *n = tree_node(t, tree_model_ino(t));
-	if (!n)
-		return -1;
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	const char *not_file, *path;
-	return r.p->file_fd ? r.p->file_fd(&r, &not_file, &path) : -1;
-}
-
-bool tree_quants_changed(const struct tree *t, const struct tree_node *n)
-{
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	return r.p->stale && r.p->stale(&r);
 }
 
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n)

@@ -28,27 +28,6 @@
 #include "provider.h"
 #include "tree_ino.h"
 
-/* What a node is, for the mount's kinds of mount until they go (phase 2c): set by each
- * provider beside its own role, read by nothing in this layer. */
-enum tree_kind {
-	TREE_ROOT,
-	TREE_DIR_METADATA,
-	TREE_DIR_TENSORS,
-	TREE_JSON,
-	TREE_SUMMARY,
-	TREE_META,     /* metadata/KEY */
-	TREE_RAW,      /* tensors/NAME */
-	TREE_F32,      /* tensors/NAME.f32 */
-	TREE_NPY,      /* tensors/NAME.npy */
-	TREE_DIR_STATS,
-	TREE_STATS,    /* stats/NAME */
-	TREE_STATS_TSV,
-	TREE_MODEL,    /* model.gguf: the model as one GGUF file (modelfile.h) */
-	TREE_DIR_QUANTS,
-	TREE_QUANT,    /* quants/NAME.gguf */
-	TREE_QUANTS_TSV,
-	TREE_OTHER,    /* a node of a provider the kinds above do not name */
-};
 
 /* Flags of struct tree_node. */
 #define TREE_NODE_DIR 1u   /* a directory */
@@ -60,7 +39,6 @@ enum tree_kind {
 struct tree_node {
 	uint64_t ino;
 	uint64_t parent;     /* number of the directory holding it (the root: itself) */
-	enum tree_kind kind;
 	uint16_t prov;       /* its provider's place in the tree's kit (tree_range.prov) */
 	uint8_t role;        /* what it is to its provider (the provider's own values) */
 	uint8_t flags;       /* TREE_NODE_* */
@@ -83,6 +61,16 @@ struct tree *tree_build(const struct ggufs_model *m, const struct tree_kit *k,
                         char err[GGUF_ERR_MAX]);
 void tree_free(struct tree *t);
 
+/* The core's metadata/ provider (tree_meta.c), every kit's unless replaced: a mount with
+ * edits puts its own in its place (tree_kit_replace), which calls these operations. */
+extern const struct tree_provider tree_meta_provider;
+
+/* One tree as a mount's namespace (ns.h; tree_ns.c): a single model's mount, its
+ * numbers and names the tree's, kept by the kernel for good. t outlives it. NULL out
+ * of memory. */
+struct ns;
+struct ns *tree_ns_new(const struct tree *t);
+
 /* The tree of edit state s (held while the tree lives), with base's kit and numbers,
  * sharing base's TREE_P_SHARED instances (tensors/, stats/): base, the tree of the model's
  * own metadata, must outlive it. prev (or NULL), the tree of the state s was made from,
@@ -103,10 +91,6 @@ void tree_release(struct tree *t);
  * tree that made them); gguf.json's and summary.txt's sizes and marks are made when
  * first asked for. */
 uint64_t tree_held_bytes(const struct tree *t);
-/* True when an open of file n of t is to keep none of the kernel's pages of it: its
- * provider's stale() (a quants/ file of a model no longer the file it parsed: its reads
- * all fail with EIO, and the pages the kernel holds are of the model as it was). */
-bool tree_quants_changed(const struct tree *t, const struct tree_node *n);
 
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);
@@ -139,17 +123,9 @@ const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const ch
 uint64_t tree_dir_count(const struct tree *t, uint64_t dir);
 const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i);
 bool tree_is_dir(const struct tree_node *n);
-
-/* st_mode for node n of a model whose file has mode gguf_mode: files r--r--r--,
- * directories r-xr-xr-x, each limited by the read bits of the GGUF file. */
-mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
-
-/* The attributes of node n of t: its provider's attr made a stat by the one
- * rule of node.h (node_stat), wherever the model is mounted (alone or in a library);
- * with editable (-o edits), metadata/ and its keys the mount owner's and writable by
- * them. st_ino is the tree's number (a library gives its own). */
-struct stat;
-void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, struct stat *st);
+/* Whether n is metadata/KEY (the metadata provider's): what the edits change
+ * (tree_meta.c). */
+bool tree_is_key(const struct tree_node *n);
 
 /* Reads up to len bytes of node n at off into buf, through its provider. Returns the
  * number of bytes (short only at the end of the file), or -errno: -EISDIR for a
@@ -170,22 +146,7 @@ uint64_t tree_stats_computed(const struct tree *t);
  * non-rendered files. For tests. */
 uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
 
-/* The zero-copy read: [off, off + len) of n (inside its size) as at most max iovecs
- * into memory the reply may be copied from by the kernel, for the files that are bytes
- * of the model as they lie (TREE_NODE_IOV: a raw tensor file of a local model, one
- * iovec into its mapping; model.gguf of a local model, its pieces). The count; 0 when n
- * is to be read with tree_read instead (any other file, model.gguf in more than max
- * pieces); -EIO with why (as tree_read's) when the file no longer holds the bytes (it
- * shrank: checked against the file as it is now; should it shrink after, the kernel's
- * copy fails and the reader gets EIO, never the daemon a SIGBUS). */
-int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                  struct iovec *iov, int max, char why[GGUF_ERR_MAX]);
 
-/* The fd of the one local file that model.gguf of t is byte for byte (a single-file
- * local model whose metadata is the file's own, or edited back to it: its layout one
- * span, the whole file from offset 0), for handing to the kernel; -1 for any other
- * model.gguf (split, remote, edited). */
-int tree_model_file_fd(const struct tree *t);
 
 /* Extended attributes (man page), as n's provider says them: listxattr fills buf with
  * NUL-separated names, getxattr the value; both return the full length needed, with

@@ -177,6 +177,13 @@ void tree_edits_set_file_max(struct tree_edits *e, uint64_t max)
 	pthread_mutex_unlock(&e->lock);
 }
 
+void tree_edits_set_next_gen(struct tree_edits *e, uint64_t gen)
+{
+	pthread_mutex_lock(&e->lock);
+	e->next_gen = gen;
+	pthread_mutex_unlock(&e->lock);
+}
+
 void tree_edits_set_commit_hook(struct tree_edits *e, void (*hook)(void *), void *ctx)
 {
 	pthread_mutex_lock(&e->lock);
@@ -292,11 +299,23 @@ struct tree *tree_edits_holding(struct tree_edits *e, uint64_t ino)
 
 /* Makes s (the next state, ours) current: its tree built, FILE written, then the swap.
  * Called with the lock held (not cur_lock: readers go on with the current tree all the
- * while, and only the swap is theirs to wait for); takes s. 0 or -errno with err. */
+ * while, and only the swap is theirs to wait for); takes s. 0 or -errno with err: EFBIG
+ * for a state past the last whose numbers fit in zone P (tree_ino.h: about 2^62 / W
+ * edits of a mount, W the numbers of one state), which a remount starts again. */
 int edit_commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MAX])
 {
 	char *text = NULL;
-	uint64_t len;
+	uint64_t len, first;
+	if (e->next_gen) {
+		s->gen = e->next_gen;
+		e->next_gen = 0;
+	}
+	if (!tree_zone_state_first(s->gen, e->base->lay->w, &first)) {
+		snprintf(err, GGUF_ERR_MAX, "no numbers are left for another edit state (%" PRIu64
+		         " edits since the mount): remount to edit again", s->gen);
+		ov_put(s);
+		return -EFBIG;
+	}
 	struct tree *t = tree_build_state(e->base, s, e->cur, err);
 	ov_put(s);
 	if (!t)
@@ -327,7 +346,7 @@ int edit_commit(struct tree_edits *e, struct ov_state *s, char err[GGUF_ERR_MAX]
 static uint64_t key_at(const struct tree *t, uint64_t ino)
 {
 	const struct tree_node *n = tree_node(t, ino);
-	return n && n->kind == TREE_META ? n->index : UINT64_MAX;
+	return n && tree_is_key(n) ? n->index : UINT64_MAX;
 }
 
 int edit_commit_key(struct tree_edits *e, struct ov_state *s, uint64_t k, char err[GGUF_ERR_MAX])

@@ -36,6 +36,9 @@ void tree_edits_close(struct tree_edits *e);
  * is EFBIG, as one past EDITS_FILE_MAX is). */
 void tree_edits_set_file_max(struct tree_edits *e, uint64_t max);
 
+/* For tests: the next edit's state is generation gen (0: the one after the current), as
+ * though that many edits had been made: its numbers' place in zone P (tree_ino.h). */
+void tree_edits_set_next_gen(struct tree_edits *e, uint64_t gen);
 /* For tests: hook(ctx) is called inside every commit, once the new state is built and
  * before FILE is written, with the edit lock held (NULL: none). */
 void tree_edits_set_commit_hook(struct tree_edits *e, void (*hook)(void *), void *ctx);

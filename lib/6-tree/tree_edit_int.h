@@ -33,6 +33,7 @@ struct tree_edits {
 	struct past { struct tree *t; struct timespec until; } *past;
 	uint64_t n_past, cap_past;
 	void (*commit_hook)(void *);   /* for tests: called inside each commit */
+	uint64_t next_gen;             /* for tests: the next state's generation, or 0 */
 	void *commit_hook_ctx;
 	struct edits_store *store;  /* FILE */
 	struct scratch_set *scratch;   /* metadata/'s scratch files (scratch.h) */

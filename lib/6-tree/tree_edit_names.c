@@ -169,7 +169,7 @@ struct scratch_set *tree_edits_scratch(struct tree_edits *e)
 
 bool tree_edits_aside(struct tree_edits *e, const struct tree *t, const struct tree_node *n)
 {
-	return n->kind == TREE_META && t->state &&
+	return tree_is_key(n) && t->state &&
 	       scratch_holds(e->scratch, id_at(t, n->index));
 }
 

@@ -50,7 +50,6 @@ struct tree_kit {
 };
 
 extern const struct tree_provider tree_root_provider;
-extern const struct tree_provider tree_meta_provider;
 extern const struct tree_provider tree_tensors_provider;
 extern const struct tree_provider tree_modelfile_provider;
 extern const struct tree_provider tree_render_provider;

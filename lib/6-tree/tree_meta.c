@@ -199,7 +199,7 @@ static bool add_keys(struct tree_meta *mi, const struct ov_state *s,
 	for (uint64_t k = 0; k < mi->n_keys; k++) {
 		const struct gguf_str *key = &model_meta(m)->kv[k].key;
 		kn->nodes[k] = (struct tree_node){ .ino = key_ino(mi, s ? s->keys[k].id : k),
-		                                   .parent = mi->dir.ino, .kind = TREE_META,
+		                                   .parent = mi->dir.ino,
 		                                   .prov = mi->dir.prov, .role = META_KEY,
 		                                   .index = k, .name = w };
 		w += names_encode(key->ptr, key->len, false, w) + 1;
@@ -307,8 +307,7 @@ static bool meta_fill(struct tree_meta *mi, const struct tree *t, const struct t
                       const struct tree_meta *prev)
 {
 	mi->t = t;
-	mi->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO,
-	                              .kind = TREE_DIR_METADATA, .prov = (uint16_t)r->prov,
+	mi->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO, .prov = (uint16_t)r->prov,
 	                              .role = META_DIR, .flags = TREE_NODE_DIR,
 	                              .name = "metadata" };
 	mi->first = r->stable;
@@ -488,3 +487,9 @@ const struct tree_provider tree_meta_provider = {
 	.read = meta_read,
 	.xattrs = meta_xattrs,
 };
+
+bool tree_is_key(const struct tree_node *n)
+{
+	return n->prov == KIT_META && n->role == META_KEY;
+}
+

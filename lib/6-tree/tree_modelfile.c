@@ -23,7 +23,7 @@ static int mf_make(void *ctx, const struct tree *t, const struct tree_range *r, 
 		return -ENOMEM;
 	mi->t = t;
 	mi->file = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO,
-		.kind = TREE_MODEL, .prov = (uint16_t)r->prov,
+		.prov = (uint16_t)r->prov,
 		.flags = model_fetched(t->m) ? 0 : TREE_NODE_IOV, .name = "model.gguf",
 		.size = t->mf.size };
 	*inst = mi;

@@ -93,10 +93,10 @@ static int render_make(void *ctx, const struct tree *t, const struct tree_range 
 	pthread_mutex_init(&ri->size_lock, NULL);
 	atomic_init(&ri->sized, false);
 	ri->files[RENDER_JSON] = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO,
-		.kind = TREE_JSON, .prov = (uint16_t)r->prov, .role = RENDER_JSON,
+		.prov = (uint16_t)r->prov, .role = RENDER_JSON,
 		.name = "gguf.json" };
 	ri->files[RENDER_SUMMARY] = (struct tree_node){ .ino = r->root[1],
-		.parent = TREE_ROOT_INO, .kind = TREE_SUMMARY, .prov = (uint16_t)r->prov,
+		.parent = TREE_ROOT_INO, .prov = (uint16_t)r->prov,
 		.role = RENDER_SUMMARY, .name = "summary.txt" };
 	if (!base)   /* the model's own tree, made at mount: sized now */
 		size_rendered(ri);

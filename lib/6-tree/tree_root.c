@@ -21,7 +21,7 @@ static int root_make(void *ctx, const struct tree *t, const struct tree_range *r
 	if (!ri)
 		return -ENOMEM;
 	ri->root = (struct tree_node){ .ino = TREE_ROOT_INO, .parent = TREE_ROOT_INO,
-	                               .kind = TREE_ROOT, .prov = (uint16_t)r->prov,
+	                               .prov = (uint16_t)r->prov,
 	                               .flags = TREE_NODE_DIR, .name = "" };
 	*inst = ri;
 	return 0;

@@ -52,12 +52,11 @@ static char *add_tensor(struct tree_tensors *tt, const struct ggufs_model *m, ui
 	const uint8_t iov = model_tensor_mapped(m, i) ? TREE_NODE_IOV : 0;
 	for (unsigned j = 0; j < (g->has_f32 ? 3u : 1u); j++) {
 		static const char *const suffix[] = { "", ".f32", ".npy" };
-		static const enum tree_kind kinds[] = { TREE_RAW, TREE_F32, TREE_NPY };
 		if (j)
 			memmove(w, base_name, len);
 		strcpy(w + len, suffix[j]);
 		at[j] = (struct tree_node){ .ino = tt->first_ino + 3 * i + j, .parent = tdir->ino,
-		                            .kind = kinds[j], .prov = tdir->prov,
+		                            .prov = tdir->prov,
 		                            .role = (uint8_t)(TENSORS_RAW + j),
 		                            .flags = j == 0 ? iov : 0, .index = i, .name = w };
 		w += len + strlen(suffix[j]) + 1;
@@ -76,7 +75,7 @@ static char *add_tensor(struct tree_tensors *tt, const struct ggufs_model *m, ui
 	memmove(w, base_name, len);
 	w[len] = 0;
 	*sn = (struct tree_node){ .ino = tt->first_ino + (uint64_t)(sn - tt->nodes),
-	                          .parent = sdir->ino, .kind = TREE_STATS, .prov = sdir->prov,
+	                          .parent = sdir->ino, .prov = sdir->prov,
 	                          .role = TENSORS_STATS, .index = i, .name = w,
 	                          .size = render_stats_size(g) };
 	w += len + 1;
@@ -127,15 +126,14 @@ static int tensors_make(void *ctx, const struct tree *t, const struct tree_range
 		return -ENOMEM;
 	tt->m = m;
 	atomic_init(&tt->stats_computed, 0);
-	static const struct { const char *name; enum tree_kind kind; uint8_t role; bool dir; }
-	dirs[3] = {
-		{ "tensors", TREE_DIR_TENSORS, TENSORS_DIR, true },
-		{ "stats", TREE_DIR_STATS, TENSORS_STATS_DIR, true },
-		{ "stats.tsv", TREE_STATS_TSV, TENSORS_TSV, false },
+	static const struct { const char *name; uint8_t role; bool dir; } dirs[3] = {
+		{ "tensors", TENSORS_DIR, true },
+		{ "stats", TENSORS_STATS_DIR, true },
+		{ "stats.tsv", TENSORS_TSV, false },
 	};
 	for (unsigned d = 0; d < 3; d++)
 		tt->dirs[d] = (struct tree_node){ .ino = r->root[d], .parent = TREE_ROOT_INO,
-			.kind = dirs[d].kind, .prov = (uint16_t)r->prov, .role = dirs[d].role,
+			.prov = (uint16_t)r->prov, .role = dirs[d].role,
 			.flags = dirs[d].dir ? TREE_NODE_DIR : 0, .name = dirs[d].name };
 	tt->first_ino = r->stable;
 	tt->n_nodes = 4 * n_t;

@@ -1,25 +1,24 @@
-/* A tree node's extended attributes (tree.h: tree_listxattr, tree_getxattr), as its
- * provider says them (provider.h: xattrs), listed and copied out in one place. */
+/* A node's extended attributes as its provider says them (provider.h: xattrs), listed
+ * and copied out in one place (node.h: node_listxattr, node_getxattr; tree.h's
+ * tree_listxattr, tree_getxattr for a tree's node). */
 #include "tree_impl.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include "guard.h"
+#include "node.h"
 
-/* n's attributes into x: their count. */
-static int node_xattrs(const struct tree *t, const struct tree_node *n,
-                       struct node_xattr x[NODE_XATTR_MAX])
+/* r's attributes into x: their count. */
+static int ref_xattrs(const struct node_ref *r, struct node_xattr x[NODE_XATTR_MAX])
 {
-	struct node_ref r;
-	tree_ref_of(t, n, &r);
-	return r.p->xattrs ? r.p->xattrs(&r, x) : 0;
+	return r->p->xattrs ? r->p->xattrs(r, x) : 0;
 }
 
-int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size)
+int64_t node_listxattr(const struct node_ref *r, char *buf, uint64_t size)
 {
 	struct node_xattr x[NODE_XATTR_MAX];
-	int count = node_xattrs(t, n, x);
+	int count = ref_xattrs(r, x);
 	uint64_t need = 0;
 	for (int i = 0; i < count; i++)
 		need += strlen(x[i].name) + 1;
@@ -48,11 +47,10 @@ static void run_copy(void *ctx)
 	memcpy(c->to, c->from, c->len);
 }
 
-int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
-                      char *buf, uint64_t size)
+int64_t node_getxattr(const struct node_ref *r, const char *name, char *buf, uint64_t size)
 {
 	struct node_xattr x[NODE_XATTR_MAX];
-	int count = node_xattrs(t, n, x);
+	int count = ref_xattrs(r, x);
 	for (int i = 0; i < count; i++) {
 		if (strcmp(x[i].name, name) != 0)
 			continue;
@@ -66,4 +64,19 @@ int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const cha
 		return e < 0 ? e : (int64_t)x[i].len;
 	}
 	return -ENODATA;
+}
+
+int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size)
+{
+	struct node_ref r;
+	tree_ref_of(t, n, &r);
+	return node_listxattr(&r, buf, size);
+}
+
+int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
+                      char *buf, uint64_t size)
+{
+	struct node_ref r;
+	tree_ref_of(t, n, &r);
+	return node_getxattr(&r, name, buf, size);
 }

@@ -5,11 +5,20 @@
  * listing. Lookups in it are the library's (library_lookup: compare/ or the tree). */
 #include "library_impl.h"
 
+/* The tree's own ref of its root, which dir (built) shows. */
+static struct node_ref root_of(const struct node_ref *dir)
+{
+	struct node_ref root;
+	tree_ref(dir->tree, dir->n->ino, &root);
+	return root;
+}
+
 static void model_dir_attr(const struct node_ref *r, void *open, struct node_attr *a)
 {
 	(void)open;
 	if (r->tree) {
-		lib_tree_attr(r->tree, r->n, a);
+		const struct node_ref root = root_of(r);
+		root.p->attr(&root, NULL, a);
 		return;
 	}
 	lib_attr_of_slot(lib_ref_slot(r), a);
@@ -21,18 +30,22 @@ static void model_dir_attr(const struct node_ref *r, void *open, struct node_att
 static uint64_t model_dir_count(const struct node_ref *dir, void *open)
 {
 	(void)open;
-	return dir->tree ? lib_tree_count(dir->tree, dir->n) + 1 : 0;
+	if (!dir->tree)
+		return 0;
+	const struct node_ref root = root_of(dir);
+	return root.p->count(&root, NULL) + 1;
 }
 
 static bool model_dir_entry(const struct node_ref *dir, void *open, uint64_t i,
                             struct node_dirent *e)
 {
 	(void)open;
-	if (i == lib_tree_count(dir->tree, dir->n))   /* the model directory's last */
+	const struct node_ref root = root_of(dir);
+	if (i == root.p->count(&root, NULL)) {   /* the model directory's last */
 		*e = (struct node_dirent){ LIB_COMPARE_NAME, LIB_COMPARE_LOW, true };
-	else
-		lib_tree_entry(dir->tree, dir->n, i, e);
-	return true;
+		return true;
+	}
+	return root.p->entry(&root, NULL, i, e);
 }
 
 const struct tree_provider lib_model_dir_provider = {

@@ -745,14 +745,20 @@ static int model_ref(struct library *lib, struct lib_slot *s, uint64_t low, bool
 	build(lib, s);
 	switch (s->state) {
 	case MODEL_BUILT: {
-		const struct tree_node *n = tree_node(s->t, low);
-		if (!n)
-			return -ENOENT;
-		r->tree = s->t;
-		r->n = n;
-		if (low != 1) {
-			lib_tree_ref(s->t, n, r);
-			r->parent = lib_ino(s->no, n->parent);
+		if (low != 1) {   /* the tree's own: its provider's ref, the rest the library's */
+			const struct node_ref lr = *r;
+			if (tree_ref(s->t, low, r) < 0)
+				return -ENOENT;
+			r->ino = lr.ino;
+			r->parent = lib_ino(s->no, r->parent);
+			r->ino_base = lr.ino_base;
+			memcpy(r->hold, lr.hold, sizeof r->hold);
+		} else {
+			struct node_ref root;
+			if (tree_ref(s->t, low, &root) < 0)
+				return -ENOENT;
+			r->tree = s->t;
+			r->n = root.n;
 		}
 		use_model(lib, s);
 		r->hold[LIB_HOLD_FLAGS] |= LIB_HELD;
@@ -910,10 +916,11 @@ static int child_locked(struct library *lib, const struct node_ref *p, const cha
 		return -ENOTDIR;
 	if (p->p == &lib_model_dir_provider && !strcmp(name, LIB_COMPARE_NAME))
 		return get_locked(lib, lib_ino(s->no, LIB_COMPARE_LOW), false, r);
-	if (!tree_is_dir(p->n))
-		return -ENOTDIR;
-	const struct tree_node *n = tree_lookup(p->tree, p->n->ino, name);
-	return n ? get_locked(lib, lib_ino(s->no, n->ino), true, r) : -ENOENT;
+	struct node_ref dir, c;
+	int ret = tree_ref(p->tree, p->n->ino, &dir);
+	if (ret == 0)
+		ret = tree_ref_child(p->tree, &dir, name, &c);
+	return ret < 0 ? ret : get_locked(lib, lib_ino(s->no, c.ino), true, r);
 }
 
 int library_lookup(struct library *lib, uint64_t parent, const char *name, struct node_ref *r,

@@ -266,16 +266,6 @@ bool lib_listing_entry(const struct node_ref *dir, void *open, uint64_t i,
                        struct node_dirent *e);
 void lib_listing_close(const struct node_ref *dir, void *open);
 
-/* A node of a built model's tree (not its root: the model directory's) as r's
- * provider, context and node (lib_tree.c): the rest of r is the library's. */
-void lib_tree_ref(const struct tree *t, const struct tree_node *n, struct node_ref *r);
-/* r's attributes and listing as the tree's node n of t gives them (the model
- * directory's, from its tree's root). */
-void lib_tree_attr(const struct tree *t, const struct tree_node *n, struct node_attr *a);
-uint64_t lib_tree_count(const struct tree *t, const struct tree_node *n);
-void lib_tree_entry(const struct tree *t, const struct tree_node *n, uint64_t i,
-                    struct node_dirent *e);
-
 /* The attributes a library's own entry of slot s shows: its read bits, owner and times
  * (the root's files: the root's). */
 void lib_attr_of_slot(const struct lib_slot *s, struct node_attr *a);

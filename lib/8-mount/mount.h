@@ -1,7 +1,7 @@
 /* The mount: what a file system front end asks of a mounted model or library, one call
- * per request, and knows nothing of FUSE. A single model and a library implement it
- * alike (mount_model.c, mount_library.c); the front end translates each request into
- * one call here and the answer into one reply.
+ * per request, and knows nothing of FUSE. A single model and a library are answered
+ * alike, through their namespace (ns.h) and its providers (mount.c); the front end
+ * translates each request into one call here and the answer into one reply.
  *
  * Inode numbers are the tree's (tree_ino.h) for a model and the library's (library.h)
  * for a library; the front end passes them through. An open file is an id (fh) into the
@@ -84,16 +84,12 @@ struct mount_open {
 	const char *pt_path;  /* the model's name, for a log line */
 };
 
-/* The mount of a single model's tree t (tree.h), of a model with metadata edits e of
- * its tree base (tree_edit.h: -o edits=FILE; single_thread: one thread serves every
- * request, -s), or of library lib (library.h); each must outlive the mount. NULL out
- * of memory. */
-struct tree;
-struct tree_edits;
-struct library;
-struct mount *mount_model(struct tree *t);
-struct mount *mount_model_edits(struct tree *base, struct tree_edits *e, bool single_thread);
-struct mount *mount_library(struct library *lib);
+/* The mount of namespace ns (ns.h: a single model's tree, tree_ns_new; a model's with
+ * metadata edits, -o edits=FILE, mount_source.c's; a library's, library_ns_new), which
+ * it frees with itself (and at once when the mount cannot be made). What ns is made
+ * over must outlive the mount. NULL out of memory (ns NULL too). */
+struct ns;
+struct mount *mount_new(struct ns *ns);
 
 /* What an edit tells the front end: the kernel is to forget what it cached of ino (its
  * attributes and size; with pages, its pages too), before the request that made the

@@ -13,6 +13,8 @@
 #include "library.h"
 #include "model.h"
 #include "mount.h"
+#include "mount_edits.h"
+#include "mount_impl.h"
 #include "path.h"
 #include "imatrix_file.h"
 #include "quants_provider.h"
@@ -144,17 +146,30 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		s->remote = kind != NAME_KIND_FOLDER;
 		if (!s->lib)
 			goto fail;
-		s->mount = mount_library(s->lib);
+		s->mount = mount_new(library_ns_new(s->lib));
 	} else {
 		s->model = open_name_model(name, &names, &s->shown, err);
-		if (!s->model || !(s->tree = tree_build(s->model, s->kit, err)))
+		if (!s->model)
+			goto fail;
+		if (o->edits_file && !(s->edits_mount = calloc(1, sizeof *s->edits_mount))) {
+			gguf_errf(err, "out of memory");
+			goto fail;
+		}
+		if ((o->edits_file && !tree_kit_replace(s->kit, &tree_meta_provider,
+		                                        &edits_meta_provider, s->edits_mount, err)) ||
+		    !(s->tree = tree_build(s->model, s->kit, err)))
 			goto fail;
 		s->remote = model_fetched(s->model);
 		if (o->edits_file && !mount_source_edits(s, o, err))
 			goto fail;
 		s->edits = s->tree_edits != NULL;
-		s->mount = s->edits ? mount_model_edits(s->tree, s->tree_edits, o->single_thread)
-		                    : mount_model(s->tree);
+		if (s->edits) {
+			s->edits_mount->edits = s->tree_edits;
+			s->edits_mount->base = s->tree;
+		}
+		s->mount = mount_new(s->edits ? edits_ns_new(s->edits_mount) : tree_ns_new(s->tree));
+		if (s->mount)
+			mount_set_single_thread(s->mount, o->single_thread);
 	}
 	if (!s->mount) {
 		gguf_errf(err, "out of memory");
@@ -183,6 +198,7 @@ void mount_source_close(struct mount_source *s)
 	free(s->imatrix);
 	free(s->imatrix_bytes);
 	free(s->imatrix_name);
+	free(s->edits_mount);           /* the ctx of its metadata/ */
 	leaving_free(s->leaving);       /* after all that was in it */
 	free(s->shown);
 	memset(s, 0, sizeof *s);

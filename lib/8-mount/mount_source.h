@@ -15,6 +15,7 @@ struct mount;
 struct ggufs_model;
 struct tree;
 struct tree_edits;
+struct edits_mount;
 struct library;
 struct quants_mount;
 struct tree_kit;
@@ -63,6 +64,8 @@ struct mount_source {
 	uint8_t *imatrix_bytes;        /* -o imatrix's file, whole, and its parse (quants/'s) */
 	struct imatrix *imatrix;
 	char *imatrix_name;            /* FILE as it may be shown (quantize.imatrix.file) */
+	struct edits_mount *edits_mount;   /* with edits: what metadata/'s provider and the
+	                                    * mount's namespace share */
 	/* The mount is ending (the kernel has ended the session; its last requests may
 	 * still be served): leaving_run(leaving), once: the edits file goes over to a
 	 * quick remount of the same model, and the disk cache stores nothing more (a

@@ -126,8 +126,7 @@ static void read_at(const struct tree *t, const struct tree_node *n, uint64_t of
 static void check_windows(const struct tree *t, const struct tree_node *n)
 {
 	static char whole[WHOLE_MAX], part[1500];
-	if (n->size > WHOLE_MAX || n->kind == TREE_RAW || n->kind == TREE_F32 ||
-	    n->kind == TREE_NPY)
+	if (n->size > WHOLE_MAX || n->parent == TREE_TENSORS_DIR_INO)
 		return;
 	if (tree_read(t, n, whole, n->size, 0, NULL) != (int64_t)n->size)
 		broken("a rendered file read whole is short");

@@ -1,4 +1,4 @@
-/* A model's mount with edits (lib/8-mount/mount_edits.c, mount_writer.c), asked as the
+/* A model's mount with edits (lib/8-mount/edits_ns.c, edits_writer.c), asked as the
  * front end asks it, with no FUSE: a writer of metadata/KEY opened, written and closed
  * makes the value, the kernel told to forget the key, metadata/ and the files every edit
  * changes; a write that can never parse fails at once with EINVAL and its cause, counted
@@ -26,6 +26,7 @@
 #include "guard.h"
 #include "model.h"
 #include "mount.h"
+#include "mount_edits.h"
 #include "mount_fixture.h"
 #include "scratch_dir.h"
 #include "tree.h"
@@ -33,18 +34,30 @@
 
 static struct ggufs_model *model;
 static struct tree *tree;
+static struct tree_kit *kit;
+static struct edits_mount em;   /* metadata/'s provider's, and each mount's namespace's */
 
 /* scratch_dir/m.gguf: general.name "old" and a u32 context length, one f32 tensor of
- * 8 values 0 to 7 (mount_fixture_model). */
+ * 8 values 0 to 7 (mount_fixture_model), its tree built as a mount with edits builds it
+ * (mount_source.c): metadata/ the edits' provider. */
 static int setup(void **state)
 {
 	guard_install();   /* the SIGBUS guard of mapped reads, before any read */
-	return mount_fixture_open(state, 8, 1.0f, &model, &tree);
+	if (mount_fixture_open(state, 8, 1.0f, &model, &tree) != 0)
+		return -1;
+	char err[GGUF_ERR_MAX];
+	tree_free(tree);
+	kit = tree_kit_new(err);
+	tree = kit && tree_kit_replace(kit, &tree_meta_provider, &edits_meta_provider, &em, err)
+	               ? tree_build(model, kit, err) : NULL;
+	return tree ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-	return mount_fixture_close(state, model, tree);
+	int r = mount_fixture_close(state, model, tree);
+	tree_kit_free(kit);
+	return r;
 }
 
 /* What the mount told the front end to forget. */
@@ -75,7 +88,9 @@ static struct mount *mount_edits(const char *name)
 	snprintf(path, sizeof path, "%s/%s", scratch_dir, name);
 	edits = tree_edits_open(tree, path, NULL, err);
 	assert_non_null(edits);
-	struct mount *m = mount_model_edits(tree, edits, false);
+	em.edits = edits;
+	em.base = tree;
+	struct mount *m = mount_new(edits_ns_new(&em));
 	assert_non_null(m);
 	mount_set_notify(m, &(struct mount_notify){ .forget = forget });
 	n_forgotten = 0;

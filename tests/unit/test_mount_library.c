@@ -1,4 +1,4 @@
-/* A library's mount (lib/8-mount/mount.h over mount_library.c), asked as the front end
+/* A library's mount (lib/8-mount/mount.h over library_ns.c), asked as the front end
  * asks it, with no FUSE: a lookup answers the entry with its attributes and timeouts in
  * one call (a negative entry for a missing name); a model's files inside the library
  * have the stat of the tree's one rule (du counts the model once); an open file reads
@@ -50,7 +50,7 @@ static struct mount *mount_at(const char *dir, bool confine)
 	assert_non_null(src);
 	lib = library_open(src, test_kit(), err);
 	assert_non_null(lib);
-	struct mount *m = mount_library(lib);
+	struct mount *m = mount_new(library_ns_new(lib));
 	assert_non_null(m);
 	return m;
 }

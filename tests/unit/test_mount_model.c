@@ -1,4 +1,4 @@
-/* A single model's mount (lib/8-mount/mount.h over mount_model.c), asked as the front
+/* A single model's mount (lib/8-mount/mount.h over tree_ns.c), asked as the front
  * end asks it, with no FUSE: a lookup of metadata/general.architecture is one call that
  * answers the entry with its attributes (the tree's stat rule) and timeouts; a read of
  * a .f32 at an offset is one call and one reply; the root's user.ggufs.* counters come
@@ -47,7 +47,7 @@ static int teardown(void **state)
 static void test_lookup_one_call(void **state)
 {
 	(void)state;
-	struct mount *m = mount_model(tree);
+	struct mount *m = mount_new(tree_ns_new(tree));
 	assert_non_null(m);
 	struct mount_entry e;
 	struct mount_err err;
@@ -84,7 +84,7 @@ static long long reads_of(struct mount *m)
 static void test_read_f32_one_call(void **state)
 {
 	(void)state;
-	struct mount *m = mount_model(tree);
+	struct mount *m = mount_new(tree_ns_new(tree));
 	struct mount_entry e;
 	struct mount_err err;
 	assert_true(mount_lookup(m, TREE_TENSORS_DIR_INO, "w.f32", &e, &err));
@@ -139,7 +139,7 @@ static bool add_name(void *ctx, const char *name, uint64_t ino, bool dir, uint64
 static void test_attributes_listing_statfs(void **state)
 {
 	(void)state;
-	struct mount *m = mount_model(tree);
+	struct mount *m = mount_new(tree_ns_new(tree));
 	struct mount_err err;
 	/* the root's names: the tree's, then the counters */
 	char names[2048];
@@ -162,7 +162,7 @@ static void test_attributes_listing_statfs(void **state)
 	assert_int_equal(r, 4);
 	assert_memory_equal(value, "hook", 4);
 	assert_true(asked_fd >= 0);   /* the model is its one local file */
-	assert_int_equal(asked_ino, 0);
+	assert_int_equal(asked_ino, e.ino);   /* model.gguf's number */
 	struct mount_open o;
 	assert_true(mount_open(m, e.ino, O_RDONLY, 0, &o, &err));
 	assert_int_equal(o.pt_fd, asked_fd);

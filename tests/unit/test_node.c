@@ -1,7 +1,6 @@
 /* The one stat rule, the TTL rule and the open caching rule of every mount
  * (lib/6-tree/node.h), case by case, over a provider whose attr says what each case
- * gives; and the stat rule against the tree's own (tree_stat) for every node of a
- * model, which it is to replace. */
+ * gives. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +13,6 @@
 
 #include "node.h"
 #include "ns.h"
-#include "test_kit.h"
 #include "tree.h"
 
 /* The attributes the fake provider says, and the open its attr was given. */
@@ -248,62 +246,6 @@ static void test_open_cache(void **state)
 	}
 }
 
-/* ---- against the tree's own rule, for every node of a model ---- */
-
-/* The tree node a ref names, and the stat tree_stat gives it, for tree_attr. */
-static const struct tree *cross_tree;
-
-/* A tree node's attributes as phase 2a's providers will say them: read bits, owner and
- * times from the model file (here: tree_stat's), stored for model.gguf only. */
-static void tree_attr(const struct node_ref *r, void *open, struct node_attr *a)
-{
-	(void)open;
-	struct stat ts;
-	tree_stat(cross_tree, r->n, false, &ts);
-	*a = (struct node_attr){ .dir = tree_is_dir(r->n), .stored = r->n->kind == TREE_MODEL,
-		.read_bits = ts.st_mode, .uid = ts.st_uid, .gid = ts.st_gid, .size = r->n->size,
-		.atim = ts.st_atim, .mtim = ts.st_mtim, .ctim = ts.st_ctim };
-}
-
-static const struct tree_provider tree_adapter = { .name = "tree", .attr = tree_attr };
-
-/* node_stat and tree_stat agree on n and, a directory, every node under it: the count
- * of nodes compared added to *n_seen. */
-static void same_stat_under(const struct tree *t, const struct tree_node *n, uint64_t *n_seen)
-{
-	struct stat want, got;
-	struct node_ref r = { .p = &tree_adapter, .tree = t, .n = n, .ino = n->ino };
-	tree_stat(t, n, false, &want);
-	node_stat(&r, NULL, &got);
-	if (memcmp(&want, &got, sizeof want) != 0)
-		fail_msg("%s (ino %llu): mode %o/%o blocks %lld/%lld", n->name,
-		         (unsigned long long)n->ino, (unsigned)want.st_mode, (unsigned)got.st_mode,
-		         (long long)want.st_blocks, (long long)got.st_blocks);
-	++*n_seen;
-	if (!tree_is_dir(n))
-		return;
-	for (uint64_t i = 0; i < tree_dir_count(t, n->ino); i++)
-		same_stat_under(t, tree_dir_child(t, n->ino, i), n_seen);
-}
-
-static void test_same_as_tree_stat(void **state)
-{
-	(void)state;
-	char err[GGUF_ERR_MAX];
-	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
-	assert_non_null(m);
-	struct tree *t = tree_build(m, test_kit(), err);
-	assert_non_null(t);
-	cross_tree = t;
-	uint64_t seen = 0;
-	same_stat_under(t, tree_node(t, TREE_ROOT_INO), &seen);
-	/* the root and its 8 entries, 23 keys, 21 tensors' 3 files and stats/, and more in
-	 * quants/ */
-	assert_true(seen > 1 + 8 + 23 + 4 * 21);
-	tree_free(t);
-	model_close(m);
-}
-
 UNIT_TESTS(
 	cmocka_unit_test(test_file_mode_owner_times),
 	cmocka_unit_test(test_dir_mode),
@@ -314,5 +256,4 @@ UNIT_TESTS(
 	cmocka_unit_test(test_attr_ttl),
 	cmocka_unit_test(test_entry_ttl),
 	cmocka_unit_test(test_open_cache),
-	cmocka_unit_test(test_same_as_tree_stat),
 )

@@ -224,15 +224,61 @@ static void test_file_too_large(void **state)
 	assert_int_equal(tree_edits_write(f->e, name, "ok\n", 3, err), 0);   /* within it */
 }
 
+/* An edit whose state's numbers would pass zone P (tree_ino.h: a state's W numbers
+ * at 2^30 + gen W, below 2^62) is EFBIG, with why, and changes nothing, in the tree or
+ * in FILE; the last state that fits is still made. The generation is pushed to the
+ * edge (tree_edits_set_next_gen): 2^62 / W edits are not made one by one. */
+static void test_states_past_the_zone(void **state)
+{
+	struct edits_fixture *f = *state;
+	char err[GGUF_ERR_MAX];
+	uint64_t name = ino_of(f->e, "general.name");
+	struct tree *t = tree_edits_current(f->e);
+	const uint64_t before = tree_model_ino(t);
+	tree_release(t);
+	assert_int_equal(tree_edits_write(f->e, name, "a\n", 2, err), 0);
+	t = tree_edits_current(f->e);
+	const uint64_t w = tree_model_ino(t) - before;   /* one state's numbers */
+	tree_release(t);
+	assert_true(w > 0 && w < TREE_ZONE_P);
+	const uint64_t last = (TREE_ZONE_X - TREE_ZONE_P) / w - 1;
+	tree_edits_set_next_gen(f->e, last);
+	assert_int_equal(tree_edits_write(f->e, name, "b\n", 2, err), 0);
+	t = tree_edits_current(f->e);
+	assert_true(tree_model_ino(t) < TREE_ZONE_X);
+	assert_true(tree_ino_per_state(tree_model_ino(t)));
+	tree_release(t);
+	expect_content(f->e, "general.name", "b\n");
+	err[0] = 0;
+	assert_int_equal(tree_edits_write(f->e, name, "c\n", 2, err), -EFBIG);
+	assert_non_null(strstr(err, "no numbers are left"));
+	expect_content(f->e, "general.name", "b\n");
+	tree_edits_close(f->e);   /* FILE holds the last state made */
+	f->e = tree_edits_open(f->base, f->file, NULL, err);
+	assert_non_null(f->e);
+	expect_content(f->e, "general.name", "b\n");
+	name = ino_of(f->e, "general.name");
+	assert_int_equal(tree_edits_write(f->e, name, "c\n", 2, err), 0);   /* remounted */
+}
+
 /* A name longer than any key's file name (217 bytes: a cut name with its hash) is
  * ENAMETOOLONG before it is decoded, to create and to rename alike, up to 1,024 bytes
  * of letters or of escapes; the longest name that is a key's is still taken. Nothing
  * changes for a refused one. */
+/* The fd of the file model.gguf of t is byte for byte (its provider's file_fd, as the
+ * mount asks it for passthrough), or -1. */
+static int model_gguf_fd(const struct tree *t)
+{
+	struct node_ref r;
+	const char *not_file, *path;
+	return tree_ref(t, tree_model_ino(t), &r) == 0 ? r.p->file_fd(&r, &not_file, &path) : -1;
+}
+
 /* The fd of the file model.gguf of the current tree is byte for byte, or -1. */
 static int file_fd_now(struct tree_edits *e)
 {
 	struct tree *t = tree_edits_current(e);
-	int fd = tree_model_file_fd(t);
+	int fd = model_gguf_fd(t);
 	tree_release(t);
 	return fd;
 }
@@ -243,7 +289,7 @@ static void test_model_is_the_file(void **state)
 {
 	struct edits_fixture *f = *state;
 	char err[GGUF_ERR_MAX];
-	int fd = tree_model_file_fd(f->base);
+	int fd = model_gguf_fd(f->base);
 	assert_true(fd >= 0);
 	assert_int_equal(file_fd_now(f->e), fd);
 	char *old = content(f->e, "general.name");
@@ -256,7 +302,7 @@ static void test_model_is_the_file(void **state)
 	uint64_t added;
 	assert_int_equal(tree_edits_create(f->e, "x.new", &added, err), 0);
 	assert_int_equal(file_fd_now(f->e), -1);
-	assert_int_equal(tree_model_file_fd(f->base), fd);
+	assert_int_equal(model_gguf_fd(f->base), fd);
 	free(old);
 }
 
@@ -867,4 +913,5 @@ UNIT_TESTS(
 	cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_model_is_the_file, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_file_too_large, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_states_past_the_zone, setup, teardown),
 	cmocka_unit_test(test_every_type_round_trip))

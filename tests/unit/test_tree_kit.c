@@ -18,6 +18,7 @@
 #include "unit.h"
 
 #include "model.h"
+#include "node.h"
 #include "provider.h"
 #include "tiny_model.h"
 #include "tree.h"
@@ -72,15 +73,15 @@ static int fake_make(void *ctx, const struct tree *t, const struct tree_range *r
 	c->range = *r;
 	c->made++;
 	const uint16_t prov = (uint16_t)r->prov;
-	fi->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO, .kind = TREE_OTHER,
+	fi->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO,
 	                              .prov = prov, .role = FAKE_DIR, .flags = TREE_NODE_DIR,
 	                              .name = "fake" };
 	for (unsigned i = 0; i < FAKE_FILES; i++)
 		fi->files[i] = (struct tree_node){ .ino = r->stable + i, .parent = r->root[0],
-		                                   .kind = TREE_OTHER, .prov = prov,
+		                                   .prov = prov,
 		                                   .role = FAKE_FILE, .index = i,
 		                                   .name = fake_names[i], .size = 1 + i };
-	fi->txt = (struct tree_node){ .ino = r->root[1], .parent = TREE_ROOT_INO, .kind = TREE_OTHER,
+	fi->txt = (struct tree_node){ .ino = r->root[1], .parent = TREE_ROOT_INO,
 	                              .prov = prov, .role = FAKE_TXT, .name = "fake.txt",
 	                              .size = 5 };
 	*inst = fi;
@@ -413,12 +414,15 @@ static void test_reached(void **state)
 	assert_string_equal(buf, "cc");
 	assert_int_equal(tree_read(t, tree_node(t, 8), buf, sizeof buf, 0, NULL), -EISDIR);
 	struct stat st;
-	tree_stat(t, c, false, &st);
+	struct node_ref r;
+	assert_int_equal(tree_ref(t, c->ino, &r), 0);
+	node_stat(&r, NULL, &st);
 	assert_true(S_ISREG(st.st_mode));
 	assert_int_equal(st.st_size, 3);
 	assert_int_equal(st.st_blocks, 1);
 	assert_int_equal(st.st_ino, c->ino);
-	tree_stat(t, tree_node(t, 8), false, &st);
+	assert_int_equal(tree_ref(t, 8, &r), 0);
+	node_stat(&r, NULL, &st);
 	assert_true(S_ISDIR(st.st_mode));
 	assert_true(tree_is_dir(tree_node(t, 8)));
 	kit_tree_close(&kt);

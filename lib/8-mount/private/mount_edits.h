@@ -1,21 +1,27 @@
-/* A model's mount with -o edits=FILE (private to lib/8-mount): mount_edits.c answers
- * lookups, listings, opens and reads from the trees of the metadata's states;
- * mount_writer.c the requests that change metadata/ (writes, truncations, creations,
- * renames, deletions of keys, user.gguf.type) and the closes of its writers.
+/* A model's mount with -o edits=FILE (private to lib/8-mount): edits_ns.c is its
+ * namespace (ns.h) over the trees of the metadata's states and the scratch files
+ * editors make in metadata/; edits_meta.c and edits_scratch.c are the providers of
+ * metadata/'s keys and of those scratch files, whose per-open state (struct edit_file)
+ * is a writer's; edits_writer.c the changes metadata/'s keys take (writes, truncations,
+ * creations, renames, deletions, user.gguf.type, the closes of writers), as the
+ * provider's writes (provider.h struct tree_writes), which the mount reaches as any
+ * provider's.
  *
- * Each request works on the tree current when it came (held for it), an open file on
- * the tree current at its open, and every accepted edit has the front end's kernel
+ * Each request works on the tree current when it came (held by its ref), an open file
+ * on the tree current at its open, and every accepted edit has the front end's kernel
  * forget what it cached of the files it changed (their attributes and pages, metadata/'s
  * listing) before the request that made it is answered (mount_notify). */
 #ifndef GGUFS_MOUNT_EDITS_H
 #define GGUFS_MOUNT_EDITS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "mount_impl.h"
+#include "ns.h"
+#include "provider.h"
 #include "scratch.h"
 #include "tree_edit.h"
 #include "vbytes.h"
@@ -24,13 +30,25 @@
  * of text, so this bounds what writers can make the daemon hold (ggufs(1)). */
 #define EDIT_WRITERS_MAX 16
 
-/* What an open file keeps: the tree at its open, so that its reads see one state whole;
- * for a file opened to write, the text written so far, made the key's value at flush
- * (close) or release. */
+/* What a mount with edits shares between its namespace and its providers (the ctx of
+ * edits_meta_provider and edits_scratch_provider): its caller's, zeroed, registered in
+ * the kit before the first tree is built and filled (edits, base) before the first
+ * request; it outlives the mount. */
+struct edits_mount {
+	struct tree_edits *edits;
+	const struct tree *base;   /* the model's own metadata: its file's attributes */
+	atomic_uint key_writers;   /* writers of keys open now (EDIT_WRITERS_MAX) */
+};
+
+/* A mount's namespace over em (ns.h): NS_STATES | NS_WRITABLE; NULL out of memory. */
+struct ns *edits_ns_new(struct edits_mount *em);
+/* The edits_mount of a namespace edits_ns_new made. */
+struct edits_mount *edits_ns_mount(struct ns *ns);
+
+/* What an open key or scratch file keeps (its providers' per-open state; NULL for a key
+ * opened to read): for a file opened to write, the text written so far, made the key's
+ * value at flush (close) or release. */
 struct edit_file {
-	struct tree *tree;
-	struct scratch_file *scratch;   /* an open scratch file of metadata/ (scratch.h): its
-	                                 * reads and writes go to it, not to tree */
 	bool writing;
 	bool key_writer;        /* holds one of EDIT_WRITERS_MAX */
 	bool dirty;             /* written since the last commit */
@@ -41,7 +59,7 @@ struct edit_file {
 	bool only_truncated;    /* opened with O_TRUNC and nothing written since: a shell's
 	                         * "> KEY" closes a first descriptor (its dup2) before it
 	                         * writes, so an empty text its key refuses fails that close
-	                         * without counting a refusal (mount_edit_commit) */
+	                         * without counting a refusal (edits_writer.c ew_flush) */
 	pthread_mutex_t lock;   /* text, dirty, refused, only_truncated, lines */
 	struct vbytes text;     /* edit_text.h */
 	/* An array's lines checked as they are written (tree_edits_precheck), while the
@@ -52,49 +70,31 @@ struct edit_file {
 	struct edit_lines lines;
 };
 
-/* mount_edits.c */
+/* metadata/ with edits (edits_meta.c): the kit of a mount with edits holds it in place
+ * of tree_meta_provider (tree_kit_replace, ctx the edits_mount), before its first tree
+ * is built. */
+extern const struct tree_provider edits_meta_provider;
+/* The scratch files of metadata/ (edits_scratch.c): the namespace's own provider. */
+extern const struct tree_provider edits_scratch_provider;
 
-/* A new open file on tree t (which it keeps), or NULL out of memory. */
-struct edit_file *mount_edit_file_new(struct tree *t, bool writing);
-/* Frees f with its tree, scratch file and writer place (the mount's). */
-void mount_edit_file_free(struct mount *m, struct edit_file *f);
+/* edits_meta.c */
+
+/* A new open file, writing or not, or NULL out of memory. */
+struct edit_file *edit_file_new(bool writing);
+/* Frees f with its writer place (em's). */
+void edit_file_free(struct edits_mount *em, struct edit_file *f);
 /* A writer's place among EDIT_WRITERS_MAX: false when all are taken. */
-bool mount_edit_writer_reserve(struct mount *m);
-void mount_edit_writer_release(struct mount *m);
-/* The scratch file of ino, held (scratch_drop it), when ino is one; else NULL. */
-struct scratch_file *mount_edit_scratch_of(struct mount *m, uint64_t ino);
-/* The attributes of node n of t (the tree's rule, metadata/ writable), and of scratch
- * file f (a file as a key's is, with its own size and time). */
-void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st);
-void mount_edit_scratch_stat(struct mount *m, struct scratch_file *f, struct stat *st);
-/* The node of ino in the tree that holds it now (into *t, held: tree_release it); or NULL with ESTALE for a model.gguf of a state
- * gone (the kernel looks its name up again), else ENOENT, nothing held. */
-const struct tree_node *mount_edit_take_node(struct mount *m, uint64_t ino, struct tree **t,
-                                       struct mount_err *err);
+bool edit_writer_reserve(struct edits_mount *em);
+void edit_writer_release(struct edits_mount *em);
+/* The refusal of a writer past EDIT_WRITERS_MAX. */
+#define EDIT_WRITERS_REFUSAL "too many keys open for writing at once (16)"
 
-/* mount_writer.c */
+/* edits_ns.c */
 
-/* True when uid is the mount's owner, who alone may edit; else EACCES into err. */
-bool mount_edit_owner(uid_t uid, struct mount_err *err);
-/* An edit refused with -errno r for why: counted, kept as the last error, into err
- * (said as a warning by whoever says err). */
-bool mount_edit_refused(struct mount *m, int r, const char *why, struct mount_err *err);
-/* The changes, as struct mount_kind's of the same names (mount_impl.h). */
-bool mount_edit_flush(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
-void mount_edit_release(struct mount *m, uint64_t ino, void *file);
-bool mount_edit_setattr(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
-                  uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
-bool mount_edit_write(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
-                uint64_t off, struct mount_err *err);
-bool mount_edit_create(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
-                 struct mount_entry *e, void **file, struct mount_open *o,
-                 struct mount_err *err);
-bool mount_edit_unlink(struct mount *m, uint64_t parent, const char *name, uid_t uid,
-                 struct mount_err *err);
-bool mount_edit_rename(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
-                 const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
-bool mount_edit_setxattr(struct mount *m, uint64_t ino, const char *name, const char *value,
-                   size_t size, uid_t uid, struct mount_err *err);
-bool mount_edit_removexattr(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err);
+/* The ref of scratch file f (held: the ref's put drops it) into *r. */
+void edits_scratch_ref(struct edits_mount *em, struct scratch_file *f, struct node_ref *r);
+
+/* edits_writer.c: the changes metadata/'s keys take (edits_meta_provider's writes). */
+extern const struct tree_writes edits_meta_writes;
 
 #endif

@@ -1,6 +1,7 @@
-/* What the mount's files share (private to lib/8-mount): struct mount, the operations
- * each kind of mount implements (a model, a library), the table of open files and the
- * counters. */
+/* What the mount's files share (private to lib/8-mount): struct mount (mount.c's one
+ * path over a namespace: a model's, a library's, a model's with edits, whose changes
+ * go through its providers' writes), the open files, the counters, and the one
+ * attribute composition by ref. */
 #ifndef GGUFS_MOUNT_IMPL_H
 #define GGUFS_MOUNT_IMPL_H
 
@@ -15,49 +16,6 @@
 #include "ns.h"
 #include "tree.h"
 
-/* The operations of one kind of mount, as mount.h's of the same name (mount.c checks
- * what is common: arguments, the open file of fh). A file handle here is the kind's
- * own open file (void *), found by fh and held for the call. */
-struct mount_kind {
-	bool (*lookup)(struct mount *m, uint64_t parent, const char *name, struct mount_entry *e,
-	               struct mount_err *err);
-	/* the kernel forgot n lookups of ino (NULL: nothing is kept for them) */
-	void (*forget)(struct mount *m, uint64_t ino, uint64_t n);
-	bool (*getattr)(struct mount *m, uint64_t ino, void *file, struct stat *st, double *ttl,
-	                struct mount_err *err);
-	/* a new open file of ino (directory or not, as dir asks) for uid, with o's flags
-	 * set */
-	bool (*open)(struct mount *m, uint64_t ino, bool dir, int flags, uid_t uid, void **file,
-	             struct mount_open *o, struct mount_err *err);
-	bool (*readdir)(struct mount *m, uint64_t ino, void *file, uint64_t off, mount_dir_fn add,
-	                void *ctx, struct mount_err *err);
-	bool (*read)(struct mount *m, uint64_t ino, void *file, uint64_t off, uint64_t len,
-	             bool fills_cache, mount_data_fn reply, void *ctx, struct mount_err *err);
-	/* frees an open file once released and no request holds it (NULL: nothing to) */
-	void (*file_free)(struct mount *m, void *file);
-	void (*statfs)(struct mount *m, struct statvfs *sv);
-	int64_t (*xattr)(struct mount *m, uint64_t ino, const char *name, char *buf, size_t size,
-	                 struct mount_err *err);
-	/* The changes (a model's with edits: mount_writer.c); NULL: ENOSYS for flush,
-	 * nothing for release (before the open's hold goes), EROFS for the rest. */
-	bool (*flush)(struct mount *m, uint64_t ino, void *file, struct mount_err *err);
-	void (*release)(struct mount *m, uint64_t ino, void *file);
-	bool (*setattr)(struct mount *m, uint64_t ino, void *file, unsigned to_set, uint64_t size,
-	                uid_t uid, struct stat *st, double *ttl, struct mount_err *err);
-	bool (*write)(struct mount *m, uint64_t ino, void *file, const char *buf, size_t size,
-	              uint64_t off, struct mount_err *err);
-	bool (*create)(struct mount *m, uint64_t parent, const char *name, int flags, uid_t uid,
-	               struct mount_entry *e, void **file, struct mount_open *o,
-	               struct mount_err *err);
-	bool (*unlink)(struct mount *m, uint64_t parent, const char *name, uid_t uid,
-	               struct mount_err *err);
-	bool (*rename)(struct mount *m, uint64_t parent, const char *name, uint64_t newparent,
-	               const char *newname, unsigned flags, uid_t uid, struct mount_err *err);
-	bool (*setxattr)(struct mount *m, uint64_t ino, const char *name, const char *value,
-	                 size_t size, uid_t uid, struct mount_err *err);
-	bool (*removexattr)(struct mount *m, uint64_t ino, uid_t uid, struct mount_err *err);
-};
-
 /* The counters of user.ggufs.* and the last error (mount_counters.c). */
 struct mount_counters {
 	atomic_uint_fast64_t reads, eio_replies, edits_refused;
@@ -67,20 +25,31 @@ struct mount_counters {
 };
 
 struct mount {
-	const struct mount_kind *kind;
 	struct handle_table files;      /* open files and directories, by fh */
 	struct mount_counters counters;
 	struct mount_passthrough pt;    /* why_not NULL: no passthrough */
-	struct tree *tree;              /* mount_model.c's, or NULL */
-	struct ns *ns;                  /* mount_library.c's (freed with the mount), or NULL */
-	struct tree_edits *edits;       /* mount_edits.c's, or NULL */
-	bool single_thread;             /* -s: no request waits for another (mount_edit_forget) */
+	struct ns *ns;                  /* mount_new's (freed with the mount) */
 	struct mount_notify notify;     /* forget NULL: the kernel is told nothing */
-	atomic_uint key_writers;        /* writers of keys open now (mount_edits.h) */
+	bool single_thread;             /* -s: no request waits for another (forget_changes) */
 };
 
-/* A new mount of kind, its common parts set up; NULL out of memory. */
-struct mount *mount_new(const struct mount_kind *kind);
+/* With single_thread (-s: one thread serves every request), an edit has the kernel
+ * forget its files' sizes and times, not their pages (mount.c forget_changes). */
+void mount_set_single_thread(struct mount *m, bool single_thread);
+
+/* What an open file or directory keeps: its ref (a library's model held built, an edit
+ * state's tree), its provider's per-open state (a plain file's source handle, a table's
+ * text, a folder's listing, a writer's text) or NULL, and what its open said. */
+struct mount_file {
+	struct node_ref r;
+	void *open;
+	bool dir;
+	bool writing;     /* opened to write (or O_TRUNC): read and sized by its provider
+	                   * through open, not within its node's size */
+	bool zero_copy;   /* NODE_ZERO_COPY: read_iov first */
+	bool follows;     /* NODE_BYTES_FOLLOW_EDITS with NS_STATES: a page fill reads the
+	                   * state now */
+};
 
 /* Fills err with errno no and nothing to say; false, for "return mount_fail(...)". */
 bool mount_fail(struct mount_err *err, int no);
@@ -132,28 +101,25 @@ int64_t mount_counters_get(struct mount *m, const struct mount_counted *what, co
 /* An attribute's value of len bytes as getxattr answers it: the length; with size,
  * the bytes into buf, or -ERANGE when they do not fit. */
 int64_t mount_xattr_value(char *buf, size_t size, const char *value, size_t len);
-/* The value of MOUNT_PASSTHROUGH_XATTR for model.gguf inode ino of tree t, from the
- * front end's passthrough: as mount_xattr_value. */
-int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct tree *t, char *buf,
-                                size_t size);
-/* Why model.gguf of t is not the model's file byte for byte (remote, split, edited),
- * or NULL when it is (tree_model_file_fd). */
-const char *mount_not_file(const struct tree *t);
-/* The names of node n's attributes in tree t: the tree's, then model.gguf's
- * MOUNT_PASSTHROUGH_XATTR; as tree_listxattr. */
-int64_t mount_tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf,
-                             size_t size);
+/* The value of MOUNT_PASSTHROUGH_XATTR of r (a file with a file_fd: model.gguf),
+ * number ino as the kernel knows it, from the front end's passthrough: as
+ * mount_xattr_value. */
+int64_t mount_passthrough_value(struct mount *m, uint64_t ino, const struct node_ref *r,
+                                char *buf, size_t size);
+/* The one composition of extended attributes of r, number ino as the kernel knows it:
+ * getxattr of name, or listxattr when name is NULL: its provider's (a model's
+ * user.gguf.*, as `ggufs FILE` shows them), then MOUNT_PASSTHROUGH_XATTR of a file with
+ * a file_fd (model.gguf), then on the root the counters of counted; a name is the
+ * first that has it. The length, or -errno (ERANGE, ENODATA). */
+int64_t mount_xattr_ref(struct mount *m, uint64_t ino, const struct node_ref *r,
+                        const struct mount_counted *counted, const char *name, char *buf,
+                        size_t size);
+/* A file opened as r with a file_fd (model.gguf): its fd into o->pt_fd when it is one
+ * local file as it lies (passthrough), else -1 and why not in o->pt_not_file. */
+void mount_open_passthrough(const struct node_ref *r, struct mount_open *o);
 
-/* Reads [off, off + len) of node n of tree t (the one read of a model's file, in a
- * single mount or a library): the raw bytes of a local tensor and model.gguf from the
- * mappings with no copy, anything else rendered, dequantized or fetched into a
- * per-thread buffer; counted; EIO with its cause. */
-bool mount_read_tree(struct mount *m, const struct tree *t, const struct tree_node *n,
-                     uint64_t off, uint64_t len, mount_data_fn reply, void *ctx,
-                     struct mount_err *err);
-/* [off, off + len) of text (n bytes; NULL: none) given to reply, or nothing past its
- * end. */
-void mount_reply_slice(const char *text, uint64_t n, uint64_t off, uint64_t len,
-                       mount_data_fn reply, void *ctx);
-
+/* A new open file of ino, its ref in the state now (the one an edit just made), opened
+ * to write when writing, its provider's per-open state NULL (the caller's to set): into
+ * *file, 0; or -errno (ENOENT: gone meanwhile, ENOMEM). */
+int mount_file_now(struct mount *m, uint64_t ino, bool writing, struct mount_file **file);
 #endif
