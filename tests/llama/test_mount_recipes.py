@@ -5,7 +5,8 @@ sha256 of `llama-quantize OPTIONS [--imatrix F] MODEL OUT BASE` (a --tensor-type
 as typed in the file, bartowski's Q4_K_L, an IQ base, --pure), without and with -o
 imatrix; a recipe llama-quantize would refuse for the model (an IQ base without a
 matrix) is absent, quants.tsv saying why under its NAME; a bad recipe file refuses the
-mount in one line naming FILE and the line.
+mount in one line naming FILE and the line; in a library, every model has the
+recipes.
 
     python3 tests/llama/test_mount_recipes.py GGUFS CACHE_DIR [unittest args]
 
@@ -135,6 +136,24 @@ class MountRecipes(unittest.TestCase):
                 self.assertIsNotNone(w, "llama-quantize refused")
                 self.assertEqual(g, w)
                 self.assertIn("\n%s\t" % name, tsv)
+
+    def test_library(self):
+        # every model of a library has the recipes: a/m and b/m, the same model twice
+        want = self.references(None)
+        lib = os.path.join(self.tmp, "lib")
+        for sub in ("a", "b"):
+            os.makedirs(os.path.join(lib, sub), exist_ok=True)
+            shutil.copyfile(self.f16, os.path.join(lib, sub, "m.gguf"))
+        with gm.Mount(lib, ["-o", "recipes=" + self.recipes, "-o", "cache_dir=none"]) as m:
+            for sub in ("a", "b"):
+                listed = set(os.listdir(m.p(sub, "m", "quants")))
+                for (name, _, _, _), w in zip(RECIPES, want):
+                    with self.subTest(model=sub, name=name):
+                        if w is None:
+                            self.assertNotIn(name + ".gguf", listed)
+                        else:
+                            self.assertEqual(tmi.sha256(m.p(sub, "m", "quants",
+                                                            name + ".gguf")), w)
 
     def test_bad_file_refuses(self):
         cases = [("A Q4_K_M\nB\n", ":2: "), ("# c\nA NOPE\n", ":2: "),
