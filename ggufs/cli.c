@@ -79,6 +79,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "quants/ of quantized models (--allow-requantize)" },
 	{ "imatrix=%s", OURS(imatrix_file), .arg = "FILE",
 	  .help = "quants/ under this importance matrix (--imatrix)" },
+	{ "recipes=%s", OURS(recipes_file), .arg = "FILE",
+	  .help = "quants/ also FILE's NAME BASE [OPTIONS] lines" },
 	{ "quant_threads=%u", OURS(quant_threads), .arg = "N",
 	  .help = "quants/: at most N threads quantize ahead (cores)" },
 	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",

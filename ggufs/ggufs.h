@@ -184,6 +184,7 @@ struct cli_opts {
 	int requantize;      /* -o requantize: quants/ of already quantized models too */
 	const char *imatrix_file;  /* -o imatrix=FILE: quants/ under that importance matrix
 	                            * (a local file, a URL, hf://, s3://), or NULL */
+	const char *recipes_file;  /* -o recipes=FILE: its recipes in quants/, or NULL */
 	unsigned quant_threads;   /* -o quant_threads=N, 0 if not given */
 	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gguf_write.h"
+#include "recipe_file.h"
 
 /* Keys llama.cpp sets anew (last) or drops. */
 static bool key_is(const struct gguf_kv *kv, const char *key)
@@ -365,16 +366,41 @@ uint32_t quant_plan_type_counts(const struct quant_plan *qp, uint32_t *types, ui
 	return n;
 }
 
+/* Plans entry i of qs (its parameters p) for m, checking its types against o->can_make:
+ * the plan, or why[i] saying why there is none. */
+static void quant_set_plan(const struct ggufs_model *m, const struct quant_set_opts *o,
+                           const struct quant_params *p, struct quant_set *qs, size_t i)
+{
+	if (quant_plan_build(m, p, &qs->plans[i], qs->why[i]) < 0) {
+		if (!qs->why[i][0])
+			snprintf(qs->why[i], GGUF_ERR_MAX, "not planned");
+		return;
+	}
+	for (uint64_t k = 0; o->can_make && k < qs->plans[i].n_tensors; k++) {
+		const struct quant_tensor *qt = &qs->plans[i].tensors[k];
+		char b[16];
+		if (qt->type != model_tensor(m, qt->src)->type &&
+		    !o->can_make(qt->type, qt->weights != NULL)) {
+			snprintf(qs->why[i], GGUF_ERR_MAX, "this ggufs does not quantize to %s%s "
+			         "yet", ggml_type_name(qt->type, b),
+			         qt->weights ? " under an importance matrix" : "");
+			quant_plan_free(&qs->plans[i]);
+			break;
+		}
+	}
+}
+
 int quant_set_build(const struct ggufs_model *m, const struct quant_set_opts *o,
                     struct quant_set *qs)
 {
 	size_t n26, n9;
 	const struct quant_name *plain = quant_names(&n26), *weighted = quant_imatrix_names(&n9);
+	const size_t n_recipes = o->recipes ? o->recipes->n : 0;
 	struct quant_params base;
 	quant_params_default(&base, 0);
 	quant_params_imatrix(&base, o->imatrix, o->imatrix_file);
 	*qs = (struct quant_set){ .requantize = o->requantize, .imatrix = base.imatrix != NULL,
-	                          .n = n26 + n9 };
+	                          .n = n26 + n9 + n_recipes };
 	struct quant_name *names = calloc(qs->n, sizeof *names);
 	qs->names = names;
 	qs->plans = calloc(qs->n, sizeof *qs->plans);
@@ -385,27 +411,22 @@ int quant_set_build(const struct ggufs_model *m, const struct quant_set_opts *o,
 	}
 	memcpy(names, plain, n26 * sizeof *names);
 	memcpy(names + n26, weighted, n9 * sizeof *names);
-	for (size_t i = 0; i < qs->n; i++) {
+	for (size_t i = 0; i < n26 + n9; i++) {
 		struct quant_params p = base;
 		p.ftype = qs->names[i].ftype;
 		p.allow_requantize = o->requantize;
-		if (quant_plan_build(m, &p, &qs->plans[i], qs->why[i]) < 0) {
-			if (!qs->why[i][0])
-				snprintf(qs->why[i], GGUF_ERR_MAX, "not planned");
-			continue;
-		}
-		for (uint64_t k = 0; o->can_make && k < qs->plans[i].n_tensors; k++) {
-			const struct quant_tensor *qt = &qs->plans[i].tensors[k];
-			char b[16];
-			if (qt->type != model_tensor(m, qt->src)->type &&
-			    !o->can_make(qt->type, qt->weights != NULL)) {
-				snprintf(qs->why[i], GGUF_ERR_MAX, "this ggufs does not quantize to %s%s "
-				         "yet", ggml_type_name(qt->type, b),
-				         qt->weights ? " under an importance matrix" : "");
-				quant_plan_free(&qs->plans[i]);
-				break;
-			}
-		}
+		quant_set_plan(m, o, &p, qs, i);
+	}
+	for (size_t k = 0; k < n_recipes; k++) {
+		const struct recipe *r = &o->recipes->recipes[k];
+		const size_t i = n26 + n9 + k;
+		names[i] = (struct quant_name){ .name = r->name, .ftype = r->base->ftype,
+		                                .default_type = r->base->default_type };
+		struct quant_params p;
+		recipe_params(r, &p);
+		quant_params_imatrix(&p, o->imatrix, o->imatrix_file);
+		p.allow_requantize = o->requantize;
+		quant_set_plan(m, o, &p, qs, i);
 	}
 	return 0;
 }

@@ -91,12 +91,18 @@ uint64_t quant_plan_tensor_at(const struct quant_plan *qp, uint64_t off);
 uint32_t quant_plan_type_counts(const struct quant_plan *qp, uint32_t *types, uint64_t *counts,
                                 uint32_t cap);
 
-/* Every NAME of quant_names() and quant_imatrix_names() planned for one model (a tree's
- * quants/): plans[i] for names[i], made when why[i] is empty, else why[i] says why
- * llama.cpp makes no such file (that NAME is not shown). */
+struct recipe_set;
+
+/* Every NAME of quant_names() and quant_imatrix_names(), then every recipe of the
+ * mount's recipe file, planned for one model (a tree's quants/): plans[i] for names[i],
+ * made when why[i] is empty, else why[i] says why llama.cpp makes no such file (that
+ * NAME is not shown). A recipe's entry has the recipe's NAME as its name, its BASE's
+ * ftype and default type. */
 struct quant_set {
 	size_t n;
-	const struct quant_name *names;   /* the 26, then the nine that need a matrix */
+	/* the 26, then the nine that need a matrix, then the recipes (their names the
+	 * recipe set's, which outlives the set) */
+	const struct quant_name *names;
 	struct quant_plan *plans;
 	char (*why)[GGUF_ERR_MAX];
 	bool requantize;
@@ -108,12 +114,15 @@ struct quant_set_opts {
 	bool requantize;                  /* allow_requantize */
 	const struct imatrix *imatrix;    /* --imatrix (NULL: none), outliving the set */
 	const char *imatrix_file;         /* its name as given (quantize.imatrix.file) */
+	/* -o recipes=FILE (recipe_file.h), outliving the set, or NULL: one plan per recipe
+	 * after the built-in NAMEs, as llama-quantize OPTIONS [--imatrix F] MODEL OUT BASE */
+	const struct recipe_set *recipes;
 	/* which types the quantizers at hand make, with a matrix's weights or without
 	 * (NULL: every type); a NAME that needs another is not made, its why saying so */
 	bool (*can_make)(uint32_t type, bool weighted);
 };
 
-/* Plans every NAME for m (which must outlive the set) as o says. 0, or -1 out of memory
+/* Plans every NAME and recipe for m (which must outlive the set) as o says. 0, or -1 out of memory
  * for the set (a plan that runs out of memory says so in its why). */
 int quant_set_build(const struct ggufs_model *m, const struct quant_set_opts *o,
                     struct quant_set *qs);

@@ -41,6 +41,7 @@
 #include "quant_plan.h"
 #include "quant_read.h"
 #include "reader.h"
+#include "recipe_file.h"
 #include "render_quants.h"
 #include "sink.h"
 #include "tree.h"
@@ -66,6 +67,7 @@ struct quants_mount {
 	bool requantize;
 	const struct imatrix *imatrix;   /* the mount's matrix, or NULL */
 	char *imatrix_file;
+	const struct recipe_set *recipes;   /* the mount's recipes, or NULL */
 	/* each matrix entry's identity (matrix_id), made at its first need */
 	pthread_mutex_t ids_lock;
 	char (*entry_ids)[33];           /* im->n_entries, "" until made */
@@ -93,7 +95,7 @@ struct quants_file {
 
 /* quants/ in one tree: every NAME's plan, made at the first lookup, listing or stat in
  * quants/ and kept; the nodes of the NAMEs made and quants.tsv, by j (a NAME's place in
- * quant_names() then quant_imatrix_names(), quants.tsv's n_names). */
+ * quant_names() then quant_imatrix_names() then the recipes, quants.tsv's n_names). */
 struct quants_tree {
 	const struct ggufs_model *m;
 	const struct quants_mount *qm;
@@ -147,6 +149,7 @@ struct quants_mount *quants_mount_new(const struct quants_opts *o, struct leavin
 		return NULL;
 	}
 	qm->imatrix = o->imatrix;
+	qm->recipes = o->recipes;
 	qm->requantize = o->requantize;
 	qm->cache_max = o->cache_max;
 	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -201,7 +204,8 @@ static void run_plans(void *ctx)
 {
 	struct quants_tree *q = ctx;
 	const struct quant_set_opts o = { .requantize = q->qm->requantize,
-		.imatrix = q->qm->imatrix, .imatrix_file = q->qm->imatrix_file, .can_make = can_make };
+		.imatrix = q->qm->imatrix, .imatrix_file = q->qm->imatrix_file,
+		.recipes = q->qm->recipes, .can_make = can_make };
 	if (quant_set_build(q->m, &o, &q->qs) < 0)
 		return;
 	q->n_children = 0;
@@ -236,9 +240,11 @@ static bool nodes_made(struct quants_tree *q)
 		return true;
 	size_t n, n9;
 	const struct quant_name *names = quant_names(&n), *weighted = quant_imatrix_names(&n9);
+	const struct recipe_set *rs = q->qm->recipes;
 	size_t len = 1;
-	for (size_t j = 0; j < n + n9 && j < q->n_names; j++)
-		len += strlen(j < n ? names[j].name : weighted[j - n].name) + 6;
+	for (size_t j = 0; j < n + n9 + (rs ? rs->n : 0) && j < q->n_names; j++)
+		len += strlen(j < n ? names[j].name : j < n + n9 ? weighted[j - n].name
+		                                                 : rs->recipes[j - n - n9].name) + 6;
 	q->nodes = calloc(q->n_names + 1, sizeof *q->nodes);
 	q->names = malloc(len);
 	q->children = calloc(q->n_names + 1, sizeof *q->children);
@@ -274,11 +280,12 @@ static bool plans(const struct quants_tree *cq)
 static int quants_widths(void *ctx, const struct ggufs_model *m, struct tree_widths *w,
                          char why[GGUF_ERR_MAX])
 {
-	(void)ctx, (void)m, (void)why;
+	(void)m, (void)why;
+	const struct quants_mount *qm = ctx;
 	size_t n, n9;
 	quant_names(&n);
 	quant_imatrix_names(&n9);
-	w->per_state = (uint64_t)(n + n9) + 1;
+	w->per_state = (uint64_t)(n + n9 + (qm->recipes ? qm->recipes->n : 0)) + 1;
 	return 0;
 }
 
@@ -817,7 +824,7 @@ static int open_file(const struct quants_tree *q, struct quants_file *f, struct 
 	*src = computed_open(&o, err);
 	if (!*src) {
 		evlog(EVLOG_WARNING, "quant open", "%s: quants/%s.gguf: %s", model_path(q->m),
-		      f->qp->name->name, err);
+		      q->qs.names[f->qp - q->qs.plans].name, err);
 		return -ENOMEM;
 	}
 	return 0;

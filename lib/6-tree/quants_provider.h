@@ -10,10 +10,10 @@
  * its header, the model's own bytes (tensors whose type stays) and its converted
  * tensors' pieces, kept in the disk cache (piece_store.h) by what each is made from: its
  * source bytes' content hash, type and shape, its new type, QUANT_RULES_VERSION and its
- * importance matrix entry; one copy per (tensor, type) whatever NAME, path or model
- * holds it. Its numbers are a
- * state's own (tree_ino.h's zone P): one per candidate NAME and quants.tsv, whether the
- * model makes it or not, so that the numbers stay the model's file's alone. */
+ * importance matrix entry; one copy per (tensor, type) whatever NAME (a recipe's too),
+ * path or model holds it. Its numbers are a state's own (tree_ino.h's zone P): one per
+ * candidate NAME (the mount's recipes included) and quants.tsv, whether the model makes
+ * it or not, so that the numbers stay the model's file's alone. */
 #ifndef GGUFS_QUANTS_PROVIDER_H
 #define GGUFS_QUANTS_PROVIDER_H
 
@@ -26,6 +26,7 @@
 struct leaving;
 struct computed_pool;
 struct imatrix;
+struct recipe_set;
 
 /* A mount's options for quants/. */
 /* The most workers a mount's quants/ runs, whatever it is told or the cores. */
@@ -46,6 +47,10 @@ struct quants_opts {
 	 * need one are made where llama-quantize makes them. */
 	const struct imatrix *imatrix;
 	const char *imatrix_file;
+	/* -o recipes=FILE (recipe_file.h): the recipes, read once for the mount (outliving
+	 * it), or NULL. Each is quants/NAME.gguf in every tree, after the built-in NAMEs,
+	 * as llama-quantize OPTIONS [--imatrix FILE] MODEL OUT BASE writes it. */
+	const struct recipe_set *recipes;
 };
 
 /* The per-mount state of quants/: the options, and the pool of workers and memory that

@@ -18,6 +18,7 @@
 #include "path.h"
 #include "imatrix_file.h"
 #include "quants_provider.h"
+#include "recipe_file.h"
 #include "tree.h"
 #include "tree_edit.h"
 #include "types.h"
@@ -118,6 +119,24 @@ static bool mount_source_imatrix(struct mount_source *s, const struct mount_sour
 	return true;
 }
 
+/* Reads -o recipes=FILE (o->recipes, a local file) into s: true, or false with
+ * recipes_read's line in err ("FILE:LINE: ..." for a line it refuses). */
+static bool mount_source_recipes(struct mount_source *s, const struct mount_source_opts *o,
+                                 char err[GGUF_ERR_MAX])
+{
+	s->recipes = calloc(1, sizeof *s->recipes);
+	if (!s->recipes) {
+		gguf_errf(err, "out of memory");
+		return false;
+	}
+	if (recipes_read(o->recipes, s->recipes, err) < 0) {
+		free(s->recipes);
+		s->recipes = NULL;
+		return false;
+	}
+	return true;
+}
+
 bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
                        char err[GGUF_ERR_MAX])
 {
@@ -132,12 +151,14 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	}
 	/* the providers of every tree of the mount, each with its per-mount state made
 	 * once from the options */
-	if (o->imatrix && !mount_source_imatrix(s, o, &names, err))
+	if ((o->imatrix && !mount_source_imatrix(s, o, &names, err)) ||
+	    (o->recipes && !mount_source_recipes(s, o, err)))
 		goto fail;
 	const struct quants_opts qo = { .requantize = o->requantize, .threads = o->quant_threads,
 	                                .cache_dir = cache_dir_default(names.cache_dir),
 	                                .cache_max = names.cache_max,
-	                                .imatrix = s->imatrix, .imatrix_file = s->imatrix_name };
+	                                .imatrix = s->imatrix, .imatrix_file = s->imatrix_name,
+	                                .recipes = s->recipes };
 	if (!(s->quants = quants_mount_new(&qo, s->leaving, err)) ||
 	    !(s->kit = tree_kit_new(err)) || !tree_kit_add(s->kit, &quants_provider, s->quants, err))
 		goto fail;
@@ -198,6 +219,9 @@ void mount_source_close(struct mount_source *s)
 	free(s->imatrix);
 	free(s->imatrix_bytes);
 	free(s->imatrix_name);
+	if (s->recipes)                 /* after quants/, which read them */
+		recipes_free(s->recipes);
+	free(s->recipes);
 	free(s->edits_mount);           /* the ctx of its metadata/ */
 	leaving_free(s->leaving);       /* after all that was in it */
 	free(s->shown);

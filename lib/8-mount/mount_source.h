@@ -21,6 +21,7 @@ struct quants_mount;
 struct tree_kit;
 struct leaving;
 struct imatrix;
+struct recipe_set;
 
 /* How a name is opened for a mount. */
 struct mount_source_opts {
@@ -35,6 +36,8 @@ struct mount_source_opts {
 	                           * (quants_opts) */
 	const char *imatrix;      /* -o imatrix=FILE as given (a local file, a URL, hf://,
 	                           * s3://), or NULL: quants/ under that importance matrix */
+	const char *recipes;      /* -o recipes=FILE as given (a local file), or NULL: its
+	                           * recipes in quants/ of every model (recipe_file.h) */
 	unsigned quant_threads;   /* -o quant_threads: the quantizer's workers at most (0: the
 	                           * online cores) */
 };
@@ -64,6 +67,7 @@ struct mount_source {
 	uint8_t *imatrix_bytes;        /* -o imatrix's file, whole, and its parse (quants/'s) */
 	struct imatrix *imatrix;
 	char *imatrix_name;            /* FILE as it may be shown (quantize.imatrix.file) */
+	struct recipe_set *recipes;    /* -o recipes's recipes (quants/'s), or NULL */
 	struct edits_mount *edits_mount;   /* with edits: what metadata/'s provider and the
 	                                    * mount's namespace share */
 	/* The mount is ending (the kernel has ended the session; its last requests may
@@ -77,7 +81,8 @@ struct mount_source {
 
 /* Opens what name names into s, with o: the importance matrix first (one that
  * llama-quantize refuses, or with a weight that is not finite, which it refuses for
- * every file, refuses the mount: the line names FILE), then the library (the edits file
+ * every file, refuses the mount: the line names FILE), the recipe file (read once; a
+ * line recipe_file.h refuses refuses the mount: "FILE:LINE: ..."), then the library (the edits file
  * is not for one: the caller refuses that first), or the model, its tree built (a model the tree refuses is
  * refused) and its edits file opened (made absolute: the daemon moves to "/"), and the
  * mount over it. True; or false with one line in err, and nothing left open. */

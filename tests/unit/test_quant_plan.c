@@ -419,6 +419,59 @@ static void test_recipe(void **state)
 	model_close(m);
 }
 
+/* A set with recipes: one entry per recipe after the built-in NAMEs, named as the
+ * recipe, with its BASE's ftype, planned as recipe_params says (its overrides applied),
+ * and a recipe this model cannot have (its search gives up) not made, quants.tsv saying
+ * why under its NAME. */
+static void test_set_recipes(void **state)
+{
+	(void)state;
+	static const struct mt ts[] = {
+		{ "token_embd.weight", 2, { 256, 10 } },
+		{ "blk.0.attn_v.weight", 2, { 256, 32 } },
+		{ "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.weight", 2, { 256, 2 } },
+	};
+	struct ggufs_model *m = model_with("s.gguf", llama_keys, 10, ts, 3);
+	const char *text = "MINE Q8_0 --tensor-type attn_v=q4_0\n"
+	                   "SLOW Q8_0 --tensor-type \"^(a|a)*[bc]=q4_0\"\n";
+	struct recipe_set rs;
+	char err[GGUF_ERR_MAX];
+	assert_int_equal(recipes_parse(text, strlen(text), "f", &rs, err), 0);
+	struct quant_set qs, plain;
+	assert_int_equal(quant_set_build(m, &(struct quant_set_opts){ .recipes = &rs }, &qs), 0);
+	assert_int_equal(quant_set_build(m, &(struct quant_set_opts){ 0 }, &plain), 0);
+	assert_int_equal(qs.n, plain.n + 2);
+	assert_string_equal(qs.names[plain.n].name, "MINE");
+	assert_int_equal(qs.names[plain.n].ftype, QUANT_FTYPE_Q8_0);
+	assert_string_equal(qs.names[plain.n + 1].name, "SLOW");
+	const struct quant_plan *mine = plan_of(&qs, "MINE"), *q8 = plan_of(&qs, "Q8_0");
+	assert_non_null(mine);
+	assert_int_equal(mine->n_tensors, q8->n_tensors);
+	for (uint64_t i = 0; i < mine->n_tensors; i++) {
+		const struct gguf_tensor *t = model_tensor(m, mine->tensors[i].src);
+		assert_int_equal(mine->tensors[i].type,
+		                 memmem(t->name.ptr, t->name.len, "attn_v", 6) ? GGML_TYPE_Q4_0
+		                                                               : q8->tensors[i].type);
+	}
+	assert_true(mine->size < q8->size);
+	assert_null(plan_of(&qs, "SLOW"));
+	struct sink c = sink_counter();
+	render_quants_tsv(&c, &qs);
+	char *tsv = calloc(1, c.pos + 1);
+	struct sink s = sink_window(tsv, 0, c.pos);
+	render_quants_tsv(&s, &qs);
+	char line[64];
+	snprintf(line, sizeof line, "\nMINE\t7\t%llu\t", (unsigned long long)mine->size);
+	assert_non_null(strstr(tsv, line));
+	assert_non_null(strstr(tsv, "\n# SLOW: not made: a --tensor-type regex took too many "
+	                            "steps on tensor aaaa"));
+	free(tsv);
+	quant_set_free(&plain);
+	quant_set_free(&qs);
+	recipes_free(&rs);
+	model_close(m);
+}
+
 /* quants.tsv of a model of an architecture llama.cpp does not know: no NAME, each
  * one's comment line giving llama.cpp's reason. */
 static void test_tsv_unknown_arch(void **state)
@@ -484,5 +537,6 @@ UNIT_TESTS_IN_SCRATCH(
 	cmocka_unit_test(test_header),
 	cmocka_unit_test(test_order),
 	cmocka_unit_test(test_no_file), cmocka_unit_test(test_recipe),
+	cmocka_unit_test(test_set_recipes),
 	cmocka_unit_test(test_tsv),
 	cmocka_unit_test(test_tsv_unknown_arch))
