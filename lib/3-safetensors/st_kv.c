@@ -35,6 +35,12 @@ void st_kv_str(struct st_kv *kv, const char *key, const char *v)
 	st_kv_put_str(kv, v, strlen(v));
 }
 
+void st_kv_strn(struct st_kv *kv, const char *key, const char *v, uint64_t len)
+{
+	key_head(kv, key, 8);
+	st_kv_put_str(kv, v, len);
+}
+
 void st_kv_array(struct st_kv *kv, const char *key, uint32_t type, uint64_t n)
 {
 	key_head(kv, key, 9);

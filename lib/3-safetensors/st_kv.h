@@ -23,6 +23,8 @@ void st_kv_u32(struct st_kv *kv, const char *key, uint32_t v);
 void st_kv_f32(struct st_kv *kv, const char *key, float v);
 void st_kv_bool(struct st_kv *kv, const char *key, bool v);
 void st_kv_str(struct st_kv *kv, const char *key, const char *v);
+/* A string key of len bytes at v (a NUL among them kept). */
+void st_kv_strn(struct st_kv *kv, const char *key, const char *v, uint64_t len);
 
 /* An array (9) of n values of element type type (GGUF's number), written after it by
  * the caller with st_kv_put_* (n of them). */

@@ -1,6 +1,8 @@
 /* A sentencepiece vocabulary as the converter makes it (st_vocab.h). */
 #include "st_vocab.h"
 
+#include "st_json.h"
+
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -102,26 +104,6 @@ static int apply_added(struct st_vocab *v, const char *added, size_t n,
 	return 0;
 }
 
-/* Whether j is true as Python's bool() takes the value json.load made of it. */
-static bool py_truthy(const json_t *j)
-{
-	switch (json_typeof(j)) {
-	case JSON_TRUE:
-		return true;
-	case JSON_INTEGER:
-	case JSON_REAL:
-		return json_number_value(j) != 0;
-	case JSON_STRING:
-		return json_string_length(j) > 0;
-	case JSON_ARRAY:
-		return json_array_size(j) > 0;
-	case JSON_OBJECT:
-		return json_object_size(j) > 0;
-	default:
-		return false;
-	}
-}
-
 /* tokenizer_config.json's added_tokens_decoder, in its order. */
 static int apply_decoder(struct st_vocab *v, const char *config, size_t n,
                          char err[GGUF_ERR_MAX])
@@ -154,7 +136,7 @@ static int apply_decoder(struct st_vocab *v, const char *config, size_t n,
 		if (id >= v->n)
 			continue;
 		const json_t *sp = json_object_get(val, "special");
-		if ((sp && py_truthy(sp)) || looks_special(content)) {
+		if ((sp && st_json_truthy(sp)) || looks_special(content)) {
 			v->type[id] = ST_SPM_CONTROL;
 			set_text(v, id, content, strlen(content));
 		} else {

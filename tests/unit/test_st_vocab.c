@@ -1,7 +1,9 @@
 /* A sentencepiece tokenizer as the converter reads it (lib/3-safetensors: st_spm.h,
  * st_vocab.h): llama-spm-f32's tokenizer keys (model, pre, tokens, scores, token types)
  * byte for byte the converter's (its output's header, in tests/data/st); added tokens
- * and added_tokens_decoder as the converter applies them; the protobuf reader's
+ * and added_tokens_decoder as the converter applies them; the keys around the
+ * vocabulary (add_space_prefix; special ids, add_*, the chat template, byte for byte
+ * the reference's too); the protobuf reader's
  * refusals of hostile bytes, each one line naming the file. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 
 #include "unit.h"
 
+#include "st_special.h"
 #include "st_spm.h"
 #include "st_vocab.h"
 
@@ -208,8 +211,117 @@ static void test_spm_refusals(void **state)
 	st_spm_free(&spm);
 }
 
+
+/* The reference's bytes of the keys around the vocabulary: add_space_prefix just
+ * before tokenizer.ggml.model, and from bos_token_id to the end of the keys (the first
+ * tensor's name follows). */
+static void test_reference_special(void **state)
+{
+	(void)state;
+	size_t n_head;
+	char *head = slurp(ST_DATA "/llama-spm-f32.auto.head", &n_head);
+	struct st_special_files f;
+	f.config.p = slurp(ST_DATA "/llama-spm-f32/config.json", &f.config.n);
+	f.tokenizer_config.p = slurp(ST_DATA "/llama-spm-f32/tokenizer_config.json",
+	                             &f.tokenizer_config.n);
+	f.jinja.p = slurp(ST_DATA "/llama-spm-f32/chat_template.jinja", &f.jinja.n);
+	f.template_json.p = NULL;
+	char err[GGUF_ERR_MAX];
+	struct st_kv kv = { 0 };
+	assert_int_equal(st_special_write_prefix(&f, &kv, err), 0);
+	assert_int_equal(kv.n, 1);
+	static const char model[] = "\x14\0\0\0\0\0\0\0tokenizer.ggml.model";
+	const char *at = memmem(head, n_head, model, sizeof model - 1);
+	assert_non_null(at);
+	assert_true((uint64_t)(at - head) >= kv.b.len);
+	assert_memory_equal(kv.b.p, at - kv.b.len, kv.b.len);
+	free(kv.b.p);
+	kv = (struct st_kv){ 0 };
+	assert_int_equal(st_special_write(&f, 1024, &kv, err), 0);
+	assert_int_equal(kv.n, 5);
+	static const char bos[] = "\x1b\0\0\0\0\0\0\0tokenizer.ggml.bos_token_id";
+	at = memmem(head, n_head, bos, sizeof bos - 1);
+	assert_non_null(at);
+	assert_true(kv.b.len <= n_head - (uint64_t)(at - head));
+	assert_memory_equal(kv.b.p, at, kv.b.len);
+	static const char tensor[] = "\x0d\0\0\0\0\0\0\0output.weight";
+	assert_memory_equal(at + kv.b.len, tensor, sizeof tensor - 1);
+	free(kv.b.p);
+	free((char *)f.config.p);
+	free((char *)f.tokenizer_config.p);
+	free((char *)f.jinja.p);
+	free(head);
+}
+
+/* The keys SpecialVocab writes for config, tokenizer_config and a jinja template (NULL:
+ * no such file) into *kv (freed by the caller): the return. */
+static int special(const char *config, const char *tc, const char *jinja, size_t jinja_len,
+                   struct st_kv *kv, char err[GGUF_ERR_MAX])
+{
+	struct st_special_files f = {
+		{ config, config ? strlen(config) : 0 }, { tc, tc ? strlen(tc) : 0 },
+		{ jinja, jinja_len }, { NULL, 0 },
+	};
+	*kv = (struct st_kv){ 0 };
+	return st_special_write(&f, 10, kv, err);
+}
+
+static void test_special(void **state)
+{
+	(void)state;
+	struct st_kv kv;
+	char err[GGUF_ERR_MAX];
+	/* ids: past the vocabulary skipped, a list skipped, a bool an int, cls unwritten;
+	 * no tokenizer_config.json: no add_* and no template */
+	assert_int_equal(special("{\"bos_token_id\": 10, \"eos_token_id\": [1, 2],"
+	                         "\"pad_token_id\": true, \"cls_token_id\": 3,"
+	                         "\"mask_token_id\": 4}", NULL, "x", 1, &kv, err), 0);
+	assert_int_equal(kv.n, 2);
+	assert_non_null(memmem(kv.b.p, kv.b.len, "padding_token_id\x04\0\0\0\x01\0\0\0", 24));
+	assert_null(memmem(kv.b.p, kv.b.len, "chat_template", 13));
+	free(kv.b.p);
+	/* the template: tokenizer_config's first (a NUL-free string), else the jinja file's
+	 * with its line ends as Python reads them, NULs kept */
+	assert_int_equal(special("{}", "{\"chat_template\": \"T\", \"add_eos_token\": true,"
+	                         "\"add_unk_token\": true, \"add_bos_token\": 1}", "J", 1, &kv,
+	                         err), 0);
+	assert_int_equal(kv.n, 2);
+	assert_non_null(memmem(kv.b.p, kv.b.len, "add_eos_token\x07\0\0\0\x01", 18));
+	assert_non_null(memmem(kv.b.p, kv.b.len, "chat_template\x08\0\0\0\x01\0\0\0\0\0\0\0T", 26));
+	free(kv.b.p);
+	assert_int_equal(special(NULL, "{\"x\": 1}", "a\r\nb\rc\n\r\0d", 10, &kv, err), 0);
+	assert_int_equal(kv.n, 1);
+	assert_non_null(memmem(kv.b.p, kv.b.len, "\x08\0\0\0\x09\0\0\0\0\0\0\0a\nb\nc\n\n\0d", 21));
+	free(kv.b.p);
+	/* an empty tokenizer_config.json is none; a null template is none */
+	assert_int_equal(special(NULL, "{}", "J", 1, &kv, err), 0);
+	assert_int_equal(kv.n, 0);
+	free(kv.b.p);
+	assert_int_equal(special(NULL, "{\"chat_template\": null}", "J", 1, &kv, err), 0);
+	assert_int_equal(kv.n, 0);
+	free(kv.b.p);
+	/* refusals, each naming its file */
+	assert_int_equal(special("{\"bos_token_id\": -1}", NULL, NULL, 0, &kv, err), -1);
+	assert_non_null(strstr(err, "config.json: bos_token_id is -1, a negative token id"));
+	free(kv.b.p);
+	assert_int_equal(special(NULL, "{\"x\": 1}", "\xff", 1, &kv, err), -1);
+	assert_non_null(strstr(err, "chat_template.jinja: not UTF-8"));
+	free(kv.b.p);
+	assert_int_equal(special(NULL, "{\"chat_template\": [{}]}", NULL, 0, &kv, err), -1);
+	assert_non_null(strstr(err, "tokenizer_config.json: a list of chat templates"));
+	free(kv.b.p);
+	assert_int_equal(special("[", NULL, NULL, 0, &kv, err), -1);
+	assert_non_null(strstr(err, "config.json: not JSON"));
+	free(kv.b.p);
+	assert_int_equal(special(NULL, "[]", NULL, 0, &kv, err), -1);
+	assert_non_null(strstr(err, "tokenizer_config.json: not a JSON object"));
+	free(kv.b.p);
+}
+
 UNIT_TESTS(
 	cmocka_unit_test(test_reference_vocab),
+	cmocka_unit_test(test_reference_special),
+	cmocka_unit_test(test_special),
 	cmocka_unit_test(test_added_tokens),
 	cmocka_unit_test(test_spm_refusals),
 )
