@@ -46,7 +46,7 @@ static void test_reference_hparams(void **state)
 	(void)state;
 	size_t len, head_len;
 	char *json = slurp(ST_DATA "/llama-spm-f32/config.json", &len);
-	char *head = slurp(ST_DATA "/llama-spm-f32.auto.head", &head_len);
+	char *head = slurp(ST_DATA "/llama-spm-f32.auto.gguf", &head_len);
 	struct st_config c;
 	char err[GGUF_ERR_MAX];
 	assert_int_equal(st_config_parse(json, len, "config.json", &c, err), 0);

@@ -46,7 +46,7 @@ static void test_reference_vocab(void **state)
 	size_t n_model, n_config, n_head;
 	char *model = slurp(ST_DATA "/llama-spm-f32/tokenizer.model", &n_model);
 	char *config = slurp(ST_DATA "/llama-spm-f32/tokenizer_config.json", &n_config);
-	char *head = slurp(ST_DATA "/llama-spm-f32.auto.head", &n_head);
+	char *head = slurp(ST_DATA "/llama-spm-f32.auto.gguf", &n_head);
 	struct st_spm spm;
 	char err[GGUF_ERR_MAX];
 	assert_int_equal(st_spm_parse((const uint8_t *)model, n_model, "tokenizer.model", &spm,
@@ -219,7 +219,7 @@ static void test_reference_special(void **state)
 {
 	(void)state;
 	size_t n_head;
-	char *head = slurp(ST_DATA "/llama-spm-f32.auto.head", &n_head);
+	char *head = slurp(ST_DATA "/llama-spm-f32.auto.gguf", &n_head);
 	struct st_special_files f;
 	f.config.p = slurp(ST_DATA "/llama-spm-f32/config.json", &f.config.n);
 	f.tokenizer_config.p = slurp(ST_DATA "/llama-spm-f32/tokenizer_config.json",
