@@ -1,0 +1,285 @@
+/* A model folder as a model (st_model.h). */
+#include "st_model.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "local.h"
+#include "model_source.h"
+
+/* The small files a folder may hold, their names, and where each goes in st_folder. */
+enum { F_CONFIG, F_TOKENIZER, F_TOKENIZER_CONFIG, F_ADDED, F_JINJA, F_TEMPLATE_JSON,
+       F_GENERATION, F_N };
+static const char *const small_names[F_N] = {
+	"config.json", "tokenizer.model", "tokenizer_config.json", "added_tokens.json",
+	"chat_template.jinja", "chat_template.json", "generation_config.json",
+};
+
+/* generation_config.json's keys gguf-py writes as general.sampling.* (not yet here). */
+static const char *const sampling_keys[] = {
+	"sequence", "top_k", "top_p", "min_p", "xtc_probability", "xtc_threshold",
+	"temperature", "penalty_last_n", "penalty_repeat", "repetition_penalty", "mirostat",
+	"mirostat_tau", "mirostat_eta",
+};
+
+/* Files whose presence changes the converter's output in ways not converted yet. */
+static const char *const refused_names[] = {
+	"model.safetensors.index.json", "tokenizer.json", "README.md", "additional_chat_templates",
+};
+
+/* The most bytes a small file may hold. */
+#define SMALL_MAX (64u << 20)
+
+/* The model being opened, then the model's source context. */
+struct st_source {
+	struct source base;          /* the converted file: reads convert (st_gguf_read) */
+	char *dir;
+	char *file_path;             /* the converted file's shown path: DIR/NAME.gguf */
+	struct source *shard;        /* model.safetensors */
+	const uint8_t *shard_map;
+	uint64_t shard_size;
+	struct st_header header;
+	struct st_gguf g;
+	struct gguf_file gf;         /* the converted header, parsed */
+	bool gf_parsed;
+	struct model_tensor *tensors;
+	struct model_file file;
+	struct stat st;
+};
+
+/* st_read_fn over the one shard. */
+static int shard_read(void *ctx, uint32_t shard, uint64_t off, uint64_t len, void *buf,
+                      char why[GGUF_ERR_MAX])
+{
+	struct st_source *s = ctx;
+	(void)shard;
+	return source_read(s->shard, off, len, buf, why);
+}
+
+static int vfile_read(struct source *src, uint64_t off, uint64_t len, void *buf,
+                      char why[GGUF_ERR_MAX])
+{
+	struct st_source *s = (struct st_source *)src;
+	return st_gguf_read(&s->g, off, len, buf, shard_read, s, why);
+}
+
+/* The converted file's close: nothing of its own (the model's close frees all). */
+static void vfile_close(struct source *src)
+{
+	(void)src;
+}
+
+static const struct source_ops vfile_ops = { .read = vfile_read, .close = vfile_close };
+
+static void st_source_free(struct st_source *s)
+{
+	if (!s)
+		return;
+	free(s->tensors);
+	if (s->gf_parsed)
+		gguf_file_free(&s->gf);
+	st_gguf_free(&s->g);
+	st_header_free(&s->header);
+	source_close(s->shard);
+	free(s->file_path);
+	free(s->dir);
+	free(s);
+}
+
+static void st_close(void *ctx)
+{
+	st_source_free(ctx);
+}
+
+static const struct model_source_ops st_ops = { .close = st_close };
+
+/* Opens DIR/name by o, mapped: its source (the caller's), or NULL with err; *absent set
+ * (and no error) when the folder has no such file. */
+static struct source *open_in(const char *dir, const char *name,
+                              const struct model_opener *o, struct stat *st,
+                              const uint8_t **map, uint64_t *size, bool *absent,
+                              char err[GGUF_ERR_MAX])
+{
+	char path[4096];
+	*absent = false;
+	if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+		gguf_errf(err, "%s: the path is too long", dir);
+		return NULL;
+	}
+	char why[GGUF_ERR_MAX];
+	int fd = o->open(o->ctx, path, NULL, why);
+	if (fd == -ENOENT) {
+		*absent = true;
+		return NULL;
+	}
+	if (fd < 0) {
+		gguf_errf(err, "%s", why);
+		return NULL;
+	}
+	return local_open_fd(fd, path, st, map, size, err);
+}
+
+struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
+                                  const struct model_opener *opener, char err[GGUF_ERR_MAX])
+{
+	struct st_source *s = calloc(1, sizeof *s);
+	struct source *small[F_N] = { NULL };
+	const uint8_t *small_map[F_N] = { NULL };
+	uint64_t small_size[F_N] = { 0 };
+	struct ggufs_model *model = NULL;
+	if (!s || !(s->dir = strdup(dir))) {
+		gguf_errf(err, "%s: out of memory", dir);
+		goto out;
+	}
+	size_t len = strlen(s->dir);
+	while (len > 1 && s->dir[len - 1] == '/')
+		s->dir[--len] = '\0';
+	const char *slash = strrchr(s->dir, '/');
+	const char *name = slash ? slash + 1 : s->dir;
+	for (size_t i = 0; i < sizeof refused_names / sizeof refused_names[0]; i++) {
+		char path[4096];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%s", s->dir, refused_names[i]);
+		if (lstat(path, &st) == 0) {
+			gguf_errf(err, "%s: the folder holds %s, which ggufs does not convert yet",
+			          s->dir, refused_names[i]);
+			goto out;
+		}
+	}
+	struct st_folder f = { .name = name };
+	struct st_text generation = { NULL, 0 };
+	struct st_text *texts[F_N] = { &f.config, &f.tokenizer_model, &f.tokenizer_config,
+	                               &f.added_tokens, &f.jinja, &f.template_json,
+	                               &generation };
+	for (int i = 0; i < F_N; i++) {
+		struct stat st;
+		bool absent;
+		small[i] = open_in(s->dir, small_names[i], opener, &st, &small_map[i],
+		                   &small_size[i], &absent, err);
+		if (!small[i] && !absent)
+			goto out;
+		if (small[i] && small_size[i] > SMALL_MAX) {
+			gguf_errf(err, "%s/%s: more than the %u MiB ggufs reads", s->dir,
+			          small_names[i], SMALL_MAX >> 20);
+			goto out;
+		}
+		if (i == F_CONFIG && small[i])
+			s->st = st;
+		/* a copy: the mapping is read under no guard here */
+		if (small[i]) {
+			char *copy = malloc(small_size[i] + 1);
+			if (!copy) {
+				gguf_errf(err, "%s: out of memory", s->dir);
+				goto out;
+			}
+			char why[GGUF_ERR_MAX];
+			if (source_read(small[i], 0, small_size[i], copy, why) < 0) {
+				gguf_errf(err, "%s", why);
+				free(copy);
+				goto out;
+			}
+			texts[i]->p = copy;
+			texts[i]->n = small_size[i];
+		}
+	}
+	/* a config.json with keys the metadata does not follow yet */
+	if (f.config.p) {
+		json_t *j = json_loadb(f.config.p, f.config.n, 0, NULL);
+		const bool named = json_object_get(j, "_name_or_path") != NULL;
+		json_decref(j);
+		if (named) {
+			gguf_errf(err, "%s/config.json: _name_or_path, which ggufs does not name "
+			          "models from yet", s->dir);
+			goto out_texts;
+		}
+	}
+	if (generation.p) {
+		json_t *j = json_loadb(generation.p, generation.n, JSON_DECODE_INT_AS_REAL, NULL);
+		const char *found = NULL;
+		for (size_t i = 0; i < sizeof sampling_keys / sizeof sampling_keys[0]; i++)
+			if (json_object_get(j, sampling_keys[i]))
+				found = found ? found : sampling_keys[i];
+		json_decref(j);
+		if (found) {
+			gguf_errf(err, "%s/generation_config.json: '%s', a sampling value ggufs "
+			          "does not convert yet", s->dir, found);
+			goto out_texts;
+		}
+	}
+	bool absent;
+	struct stat shard_st;
+	s->shard = open_in(s->dir, "model.safetensors", opener, &shard_st, &s->shard_map,
+	                   &s->shard_size, &absent, err);
+	if (!s->shard) {
+		if (absent)
+			gguf_errf(err, "%s: no model.safetensors", s->dir);
+		goto out_texts;
+	}
+	/* the header, copied out of the mapping by a guarded read */
+	uint8_t first[8];
+	uint64_t need;
+	char why[GGUF_ERR_MAX];
+	if (s->shard_size >= 8 && source_read(s->shard, 0, 8, first, why) < 0) {
+		gguf_errf(err, "%s", why);
+		goto out_texts;
+	}
+	char shown[4200];
+	snprintf(shown, sizeof shown, "%s/model.safetensors", s->dir);
+	if (!st_header_size(first, s->shard_size, shown, &need, err))
+		goto out_texts;
+	uint8_t *head = malloc(need);
+	if (!head || source_read(s->shard, 0, need, head, why) < 0) {
+		gguf_errf(err, "%s", head ? why : "out of memory");
+		free(head);
+		goto out_texts;
+	}
+	const int parsed = st_header_parse(head, need, s->shard_size, shown, &s->header, err);
+	free(head);
+	if (parsed < 0)
+		goto out_texts;
+	const struct st_header *shards[1] = { &s->header };
+	if (st_gguf_make(&f, shards, 1, out, &s->g, err) < 0)
+		goto out_texts;
+	uint64_t more;
+	if (gguf_parse_prefix(s->g.header.p, s->g.header.len, s->g.size, &s->gf, why,
+	                      &more) != 0) {
+		gguf_errf(err, "%s: the converted header does not parse: %s", s->dir, why);
+		goto out_texts;
+	}
+	s->gf_parsed = true;
+	s->tensors = calloc(s->gf.n_tensors ? s->gf.n_tensors : 1, sizeof *s->tensors);
+	if (asprintf(&s->file_path, "%s/%s.gguf", s->dir, name) < 0)
+		s->file_path = NULL;
+	if (!s->tensors || !s->file_path) {
+		gguf_errf(err, "%s: out of memory", s->dir);
+		goto out_texts;
+	}
+	for (uint64_t i = 0; i < s->gf.n_tensors; i++)
+		s->tensors[i] = (struct model_tensor){ .t = &s->gf.tensors[i], .file = 0 };
+	s->base.ops = &vfile_ops;
+	s->file = (struct model_file){ .path = s->file_path, .size = s->g.size, .st = NULL,
+	                               .remote = NULL, .src = &s->base,
+	                               .head = s->g.header.p, .gguf = &s->gf };
+	s->st.st_size = (off_t)s->g.size;
+	const struct model_desc d = {
+		.path = s->dir, .url = NULL, .st = s->st, .meta = &s->gf, .tensors = s->tensors,
+		.n_tensors = s->gf.n_tensors, .files = &s->file, .n_files = 1, .remote = NULL,
+		.ops = &st_ops, .ctx = s,
+	};
+	model = model_new(&d);
+	if (!model)
+		gguf_errf(err, "%s: out of memory", s->dir);
+out_texts:
+	for (int i = 0; i < F_N; i++)
+		free((char *)texts[i]->p);
+out:
+	for (int i = 0; i < F_N; i++)
+		source_close(small[i]);
+	if (!model)
+		st_source_free(s);
+	return model;
+}

@@ -1,0 +1,24 @@
+/* A Hugging Face model folder as a model (model_source.h): its small files (config.json,
+ * tokenizer.model, tokenizer_config.json, added_tokens.json, chat_template.jinja and
+ * .json) and model.safetensors opened by the opener (model.h), the safetensors header
+ * read and checked, the folder converted as the converter converts it (st_gguf.h): the
+ * model is one GGUF file whose header is made at open and whose tensor bytes are
+ * converted from model.safetensors on each read, block by block. What the folder holds
+ * that ggufs does not convert yet is refused at open in one line naming the file:
+ * shards (model.safetensors.index.json), tokenizer.json, a README.md model card,
+ * generation_config.json's sampling values, config.json's _name_or_path, a list of chat
+ * templates (additional_chat_templates/). */
+#ifndef GGUFS_ST_MODEL_H
+#define GGUFS_ST_MODEL_H
+
+#include "errline.h"
+#include "model.h"
+#include "st_gguf.h"
+
+/* The model of folder dir (its base name names the model, as the converter's output is
+ * named), converted to outtype out, its files opened by opener; NULL with one line in
+ * err. */
+struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
+                                  const struct model_opener *opener, char err[GGUF_ERR_MAX]);
+
+#endif
