@@ -1,6 +1,7 @@
 /* A model folder as a model (st_model.h). */
 #include "st_model.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -30,6 +31,31 @@ static const char *const sampling_keys[] = {
 static const char *const refused_names[] = {
 	"model.safetensors.index.json", "tokenizer.json", "README.md", "additional_chat_templates",
 };
+
+/* Whether dir holds a file the converter reads as a part of the model besides
+ * model.safetensors (its parts: every "model*.safetensors"): true with its name in err,
+ * or when dir cannot be listed (err says why). */
+static bool other_parts(const char *dir, char err[GGUF_ERR_MAX])
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		gguf_errf(err, "%s: %s", dir, strerror(errno));
+		return true;
+	}
+	bool found = false;
+	for (struct dirent *e; !found && (e = readdir(d));) {
+		const size_t n = strlen(e->d_name);
+		if (strncmp(e->d_name, "model", 5) == 0 && n >= 12 &&
+		    strcmp(e->d_name + n - 12, ".safetensors") == 0 &&
+		    strcmp(e->d_name, "model.safetensors") != 0) {
+			gguf_errf(err, "%s: the folder holds %.64s, a part of the model beside "
+			          "model.safetensors, which ggufs does not convert yet", dir, e->d_name);
+			found = true;
+		}
+	}
+	closedir(d);
+	return found;
+}
 
 /* The most bytes a small file may hold. */
 #define SMALL_MAX (64u << 20)
@@ -150,6 +176,8 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 			goto out;
 		}
 	}
+	if (other_parts(s->dir, err))
+		goto out;
 	struct st_folder f = { .name = name };
 	struct st_text generation = { NULL, 0 };
 	struct st_text *texts[F_N] = { &f.config, &f.tokenizer_model, &f.tokenizer_config,
@@ -199,6 +227,11 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 	}
 	if (generation.p) {
 		json_t *j = json_loadb(generation.p, generation.n, JSON_DECODE_INT_AS_REAL, NULL);
+		if (!json_is_object(j)) {
+			gguf_errf(err, "%s/generation_config.json: not a JSON object", s->dir);
+			json_decref(j);
+			goto out_texts;
+		}
 		const char *found = NULL;
 		for (size_t i = 0; i < sizeof sampling_keys / sizeof sampling_keys[0]; i++)
 			if (json_object_get(j, sampling_keys[i]))

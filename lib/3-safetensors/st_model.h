@@ -5,7 +5,8 @@
  * model is one GGUF file whose header is made at open and whose tensor bytes are
  * converted from model.safetensors on each read, block by block. What the folder holds
  * that ggufs does not convert yet is refused at open in one line naming the file:
- * shards (model.safetensors.index.json), tokenizer.json, a README.md model card,
+ * shards (model.safetensors.index.json, or any other model*.safetensors, which the
+ * converter reads as parts), tokenizer.json, a README.md model card,
  * generation_config.json's sampling values, config.json's _name_or_path, a list of chat
  * templates (additional_chat_templates/). */
 #ifndef GGUFS_ST_MODEL_H

@@ -2,7 +2,9 @@
  * llama-spm-f32 opened through the local opener, its model.gguf laid out by the
  * modelfile path every model's goes through, is the converter's output byte for byte
  * (the reference beside it, by its sha256 in expected-SHA256SUMS: st-data-sums), read
- * whole and in 4 KiB reads; a folder without model.safetensors is refused, named. */
+ * whole and in 4 KiB reads; a folder without model.safetensors is refused, named, and
+ * so is one holding what the converter would read and ggufs does not convert yet
+ * (another model*.safetensors part, README.md, a sampling value). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,10 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "unit.h"
+
+#include "scratch_dir.h"
 
 #include "model.h"
 #include "modelfile.h"
@@ -58,7 +64,72 @@ static void test_refused(void **state)
 	assert_non_null(strstr(err, "/st: no model.safetensors"));
 }
 
-UNIT_TESTS(
+/* Writes len bytes of p as scratch file name (under the folder). */
+static void put(const char *name, const void *p, size_t len)
+{
+	char path[256];
+	snprintf(path, sizeof path, "%s/llama-spm-f32/%s", scratch_dir, name);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(p, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Copies the test folder's file name into the scratch folder. */
+static void copy_in(const char *name)
+{
+	char path[256];
+	snprintf(path, sizeof path, TEST_DATA "/st/llama-spm-f32/%s", name);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	static char buf[1 << 20];
+	const size_t n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	put(name, buf, n);
+}
+
+static void test_refused_until_converted(void **state)
+{
+	(void)state;
+	char dir[128], path[256];
+	snprintf(dir, sizeof dir, "%s/llama-spm-f32", scratch_dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	static const char *const files[] = { "config.json", "tokenizer.model",
+	                                     "tokenizer_config.json", "chat_template.jinja",
+	                                     "generation_config.json", "model.safetensors" };
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		copy_in(files[i]);
+	const struct model_opener o = model_opener_local(false);
+	char err[GGUF_ERR_MAX];
+	struct ggufs_model *m = st_model_open(dir, ST_OUT_AUTO, &o, err);
+	if (!m)
+		fail_msg("%s", err);
+	model_close(m);
+	put("model-extra.safetensors", "x", 1);
+	assert_null(st_model_open(dir, ST_OUT_AUTO, &o, err));
+	assert_non_null(strstr(err, "holds model-extra.safetensors, a part of the model"));
+	snprintf(path, sizeof path, "%s/model-extra.safetensors", dir);
+	assert_int_equal(unlink(path), 0);
+	put("README.md", "---\nlicense: mit\n---\n", 21);
+	assert_null(st_model_open(dir, ST_OUT_AUTO, &o, err));
+	assert_non_null(strstr(err, "holds README.md, which ggufs does not convert yet"));
+	snprintf(path, sizeof path, "%s/README.md", dir);
+	assert_int_equal(unlink(path), 0);
+	put("generation_config.json", "{\"temperature\": 0.6}", 20);
+	assert_null(st_model_open(dir, ST_OUT_AUTO, &o, err));
+	assert_non_null(strstr(err, "generation_config.json: 'temperature', a sampling value"));
+	put("generation_config.json", "{\"top_k\": 1}\0", 13);   /* json.load refuses it */
+	assert_null(st_model_open(dir, ST_OUT_AUTO, &o, err));
+	assert_non_null(strstr(err, "generation_config.json: not a JSON object"));
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		assert_int_equal(unlink(path), 0);
+	}
+	assert_int_equal(rmdir(dir), 0);
+}
+
+UNIT_TESTS_IN_SCRATCH(
 	cmocka_unit_test(test_model_gguf),
 	cmocka_unit_test(test_refused),
+	cmocka_unit_test(test_refused_until_converted),
 )
