@@ -10,23 +10,20 @@
 #include "st_vocab.h"
 
 /* The converter's outtype auto: the first matrix (2 dimensions or more, in its order)
- * that is BF16 or F16 decides; none: F16. BF16 into -1 (not converted yet). */
-static int auto_ftype(const struct st_header *const *shards, uint32_t n, enum st_ftype *ft)
+ * that is BF16 or F16 decides; none: F16. */
+static void auto_ftype(const struct st_header *const *shards, uint32_t n, enum st_ftype *ft)
 {
 	for (uint32_t s = 0; s < n; s++)
 		for (size_t i = 0; i < shards[s]->n; i++) {
 			const struct st_tensor *t = &shards[s]->t[i];
 			if (t->n_dims < 2)
 				continue;
-			if (t->dtype == ST_BF16)
-				return -1;
-			if (t->dtype == ST_F16) {
-				*ft = ST_FTYPE_F16;
-				return 0;
+			if (t->dtype == ST_BF16 || t->dtype == ST_F16) {
+				*ft = t->dtype == ST_BF16 ? ST_FTYPE_BF16 : ST_FTYPE_F16;
+				return;
 			}
 		}
 	*ft = ST_FTYPE_F16;
-	return 0;
 }
 
 /* The tokenizer's keys (set_vocab's, for a sentencepiece folder): 0, or -1 with err. */
@@ -64,12 +61,10 @@ int st_gguf_make(const struct st_folder *f, const struct st_header *const *shard
 	}
 	if (st_config_parse(f->config.p, f->config.n, "config.json", &g->config, err) < 0)
 		return -1;
-	enum st_ftype ftype = out == ST_OUT_F32 ? ST_FTYPE_F32 : ST_FTYPE_F16;
-	if (out == ST_OUT_AUTO && auto_ftype(shards, n, &ftype) < 0) {
-		gguf_errf(err, "%s: a BF16 checkpoint (outtype auto: bf16), which ggufs does not "
-		          "convert yet", f->name);
-		goto fail;
-	}
+	enum st_ftype ftype = out == ST_OUT_F32 ? ST_FTYPE_F32 :
+	                      out == ST_OUT_BF16 ? ST_FTYPE_BF16 : ST_FTYPE_F16;
+	if (out == ST_OUT_AUTO)
+		auto_ftype(shards, n, &ftype);
 	char why[GGUF_ERR_MAX];
 	if (st_plan_make(&g->config, shards, n, ftype, &g->plan, why) < 0) {
 		gguf_errf(err, "%s: %s", f->name, why);

@@ -47,7 +47,8 @@ static uint32_t out_type(const struct st_config *c, const char *name, uint32_t n
 	    !(ends_with(name, ".weight") || ends_with(name, ".lora_a") ||
 	      ends_with(name, ".lora_b")))
 		return GGML_TYPE_F32;
-	return ftype == ST_FTYPE_F16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+	return ftype == ST_FTYPE_F16 ? GGML_TYPE_F16 :
+	       ftype == ST_FTYPE_BF16 ? GGML_TYPE_BF16 : GGML_TYPE_F32;
 }
 
 /* One checkpoint tensor t of shard into the plan's next entry: 1, 0 when the converter
@@ -81,7 +82,7 @@ static int plan_one(const struct st_config *c, const struct st_tensor *t, uint32
 	for (uint32_t i = 0; i < t->n_dims; i++)
 		o->ne[i] = t->shape[t->n_dims - 1 - i];
 	o->type = out_type(c, name, t->n_dims, block_id(t->name), ftype);
-	o->size = t->n_elements * (o->type == GGML_TYPE_F16 ? 2 : 4);
+	o->size = t->n_elements * (o->type == GGML_TYPE_F32 ? 4 : 2);
 	o->shard = shard;
 	o->src = t;
 	o->rows = t->shape[0] ? t->shape[0] : 1;
@@ -194,11 +195,18 @@ static float elem_f32(const uint8_t *s, enum st_dtype d, uint64_t i)
 }
 
 /* n elements of dtype d at s converted to GGML type out at o. An F16 checkpoint into an
- * F16 tensor keeps its bits (numpy's astype of a float16 array to float16). */
+ * F16 tensor keeps its bits (numpy's astype of a float16 array to float16); BF16 is
+ * gguf-py's rounding of the float (to nearest, ties to even; a NaN quieted), which is
+ * ggml's f32_to_bf16 bit for bit, a BF16 checkpoint's values widened to float first as
+ * the converter widens them. */
 static void convert(const uint8_t *s, enum st_dtype d, uint64_t n, uint32_t out, uint8_t *o)
 {
 	for (uint64_t i = 0; i < n; i++) {
-		if (out == GGML_TYPE_F16) {
+		if (out == GGML_TYPE_BF16) {
+			const uint16_t h = f32_to_bf16(elem_f32(s, d, i));
+			o[2 * i] = (uint8_t)h;
+			o[2 * i + 1] = (uint8_t)(h >> 8);
+		} else if (out == GGML_TYPE_F16) {
 			const uint16_t h = d == ST_F16 ? (uint16_t)(s[2 * i] | s[2 * i + 1] << 8)
 			                               : numpy_fp16(elem_f32(s, d, i));
 			o[2 * i] = (uint8_t)h;
@@ -216,7 +224,7 @@ static int read_tensor(const struct st_out *o, uint64_t a, uint64_t b, uint8_t *
 {
 	enum { CHUNK = 1024 };
 	uint8_t src[CHUNK * 8], out[CHUNK * 4];
-	const unsigned eo = o->type == GGML_TYPE_F16 ? 2 : 4;
+	const unsigned eo = o->type == GGML_TYPE_F32 ? 4 : 2;
 	const unsigned es = st_dtype_size(o->src->dtype);
 	const uint64_t row_len = o->permute_heads ? o->row_len : o->src->n_elements;
 	uint64_t e = a / eo;

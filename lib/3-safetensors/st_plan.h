@@ -25,7 +25,7 @@ struct st_out {
 	char *name;                 /* its GGUF name */
 	uint32_t n_dims;
 	uint64_t ne[4];             /* GGUF's order: the checkpoint's shape reversed */
-	uint32_t type;              /* GGML_TYPE_F32 or GGML_TYPE_F16 */
+	uint32_t type;              /* GGML_TYPE_F32, _F16 or _BF16 */
 	uint64_t offset;            /* in the data section */
 	uint64_t size;              /* its bytes, before the padding */
 	uint32_t shard;             /* the checkpoint file its bytes come from */
@@ -46,7 +46,7 @@ typedef int (*st_read_fn)(void *ctx, uint32_t shard, uint64_t off, uint64_t len,
                           void *buf, char why[GGUF_ERR_MAX]);
 
 /* The plan of the model c describes, from its n shards' headers (in the converter's
- * order: shards by file name), for general.file_type ftype (F32 or F16 for now): 0, or
+ * order: shards by file name), for general.file_type ftype (F32, F16, BF16): 0, or
  * -1 with one line in err naming the tensor at fault. */
 int st_plan_make(const struct st_config *c, const struct st_header *const *shards,
                  uint32_t n, enum st_ftype ftype, struct st_plan *p,

@@ -2,7 +2,8 @@
  * llama-spm-f32, outtype auto, is the converter's output byte for byte (the reference
  * beside it, whose sha256 the test st-data-sums checks against expected-SHA256SUMS):
  * read whole and in 4 KiB reads across the header's end; outtype f32 makes every tensor
- * F32; a folder without config.json or tokenizer.model is refused naming what lacks. */
+ * F32; outtype auto follows the first matrix's dtype (BF16, F16); a folder without
+ * config.json or tokenizer.model is refused naming what lacks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,6 +131,14 @@ static void test_reference(void **state)
 	assert_non_null(memmem(g.header.p, g.header.len, "general.file_type\x04\0\0\0\0\0\0\0",
 	                       25));
 	st_gguf_free(&g);
+	/* outtype auto: the first matrix that is BF16 or F16 decides (a 1-D one does not) */
+	x.h.t[2].dtype = ST_BF16;        /* blk.0.attn_norm, 1-D */
+	x.h.t[3].dtype = ST_BF16;        /* blk.0.ffn_down: the first such matrix */
+	x.h.t[4].dtype = ST_F16;
+	assert_int_equal(st_gguf_make(&x.f, shards, 1, ST_OUT_AUTO, &g, err), 0);
+	assert_int_equal(g.plan.t[0].type, GGML_TYPE_BF16);
+	assert_int_equal(g.plan.t[2].type, GGML_TYPE_F32);
+	st_gguf_free(&g);
 	unload(&x);
 }
 
@@ -151,10 +160,6 @@ static void test_refusals(void **state)
 	assert_int_equal(st_gguf_make(&x.f, shards, 1, ST_OUT_AUTO, &g, err), -1);
 	assert_non_null(strstr(err, "llama-spm-f32: no config.json"));
 	x.f.config = config;
-	/* a BF16 matrix first: outtype auto is bf16, not converted yet */
-	x.h.t[0].dtype = ST_BF16;
-	assert_int_equal(st_gguf_make(&x.f, shards, 1, ST_OUT_AUTO, &g, err), -1);
-	assert_non_null(strstr(err, "a BF16 checkpoint"));
 	unload(&x);
 }
 
