@@ -1,5 +1,5 @@
 /* Writes model.gguf of a safetensors model folder, as ggufs serves it, to stdout:
- *     st_convert FOLDER OUTTYPE        (OUTTYPE: auto, f32, f16, bf16)
+ *     st_convert FOLDER OUTTYPE        (OUTTYPE: auto, f32, f16, bf16, q8_0)
  * for tests/st_outtypes.py, which compares its sha256 with the converter's. Exit 1
  * with the refusal's line on stderr. */
 #include <stdio.h>
@@ -12,14 +12,14 @@
 
 int main(int argc, char **argv)
 {
-	static const char *const names[] = { "auto", "f32", "f16", "bf16" };
+	static const char *const names[] = { "auto", "f32", "f16", "bf16", "q8_0" };
 	static const enum st_outtype types[] = { ST_OUT_AUTO, ST_OUT_F32, ST_OUT_F16,
-	                                         ST_OUT_BF16 };
+	                                         ST_OUT_BF16, ST_OUT_Q8_0 };
 	size_t t = 0;
-	while (argc == 3 && t < 4 && strcmp(argv[2], names[t]) != 0)
+	while (argc == 3 && t < 5 && strcmp(argv[2], names[t]) != 0)
 		t++;
-	if (argc != 3 || t == 4) {
-		fprintf(stderr, "usage: st_convert FOLDER auto|f32|f16|bf16\n");
+	if (argc != 3 || t == 5) {
+		fprintf(stderr, "usage: st_convert FOLDER auto|f32|f16|bf16|q8_0\n");
 		return 2;
 	}
 	const struct model_opener o = model_opener_local(false);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """model.gguf of tests/data/st/llama-spm-f32 as ggufs serves it (tests/st_convert), for
 each outtype the reference set converted it to, against the sha256 of the converter's
-output in expected-SHA256SUMS (auto and f16: F16 matrices; f32; bf16).
+output in expected-SHA256SUMS (auto and f16: F16 matrices; f32; bf16; q8_0).
 
 Usage: st_outtypes.py ST_CONVERT DATA_DIR"""
 import hashlib
@@ -17,7 +17,7 @@ def main():
             digest, name = line.split()
             want[name] = digest
     failed = 0
-    for outtype in ("auto", "f16", "f32", "bf16"):
+    for outtype in ("auto", "f16", "f32", "bf16", "q8_0"):
         name = f"llama-spm-f32.{outtype}.gguf"
         out = subprocess.run([tool, f"{data}/llama-spm-f32", outtype], capture_output=True,
                              timeout=60)

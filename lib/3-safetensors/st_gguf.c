@@ -62,7 +62,8 @@ int st_gguf_make(const struct st_folder *f, const struct st_header *const *shard
 	if (st_config_parse(f->config.p, f->config.n, "config.json", &g->config, err) < 0)
 		return -1;
 	enum st_ftype ftype = out == ST_OUT_F32 ? ST_FTYPE_F32 :
-	                      out == ST_OUT_BF16 ? ST_FTYPE_BF16 : ST_FTYPE_F16;
+	                      out == ST_OUT_BF16 ? ST_FTYPE_BF16 :
+	                      out == ST_OUT_Q8_0 ? ST_FTYPE_Q8_0 : ST_FTYPE_F16;
 	if (out == ST_OUT_AUTO)
 		auto_ftype(shards, n, &ftype);
 	char why[GGUF_ERR_MAX];

@@ -3,8 +3,8 @@
  * the hyperparameters, the quantization version, the tokenizer's; the tensor infos;
  * padding to 32) made once, in memory, and its data section made on demand by the plan
  * (st_plan.h). Today: a llama/mistral folder with a sentencepiece tokenizer and no
- * tokenizer.json, outtype auto (the first BF16 or F16 matrix's type, else F16), f32, f16
- * or bf16. */
+ * tokenizer.json, outtype auto (the first BF16 or F16 matrix's type, else F16), f32, f16,
+ * bf16 or q8_0. */
 #ifndef GGUFS_ST_GGUF_H
 #define GGUFS_ST_GGUF_H
 
@@ -35,6 +35,7 @@ enum st_outtype {
 	ST_OUT_F32,
 	ST_OUT_F16,
 	ST_OUT_BF16,
+	ST_OUT_Q8_0,
 };
 
 struct st_gguf {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "half.h"
+#include "quant.h"
 #include "st_permute.h"
 #include "types.h"
 
@@ -48,7 +49,8 @@ static uint32_t out_type(const struct st_config *c, const char *name, uint32_t n
 	      ends_with(name, ".lora_b")))
 		return GGML_TYPE_F32;
 	return ftype == ST_FTYPE_F16 ? GGML_TYPE_F16 :
-	       ftype == ST_FTYPE_BF16 ? GGML_TYPE_BF16 : GGML_TYPE_F32;
+	       ftype == ST_FTYPE_BF16 ? GGML_TYPE_BF16 :
+	       ftype == ST_FTYPE_Q8_0 ? GGML_TYPE_Q8_0 : GGML_TYPE_F32;
 }
 
 /* One checkpoint tensor t of shard into the plan's next entry: 1, 0 when the converter
@@ -82,7 +84,12 @@ static int plan_one(const struct st_config *c, const struct st_tensor *t, uint32
 	for (uint32_t i = 0; i < t->n_dims; i++)
 		o->ne[i] = t->shape[t->n_dims - 1 - i];
 	o->type = out_type(c, name, t->n_dims, block_id(t->name), ftype);
-	o->size = t->n_elements * (o->type == GGML_TYPE_F32 ? 4 : 2);
+	/* gguf-py quantizes rows of a multiple of the block only; else F16 (its QuantError
+	 * fallback) */
+	if (o->type == GGML_TYPE_Q8_0 && t->shape[t->n_dims - 1] % ST_Q8_BLOCK != 0)
+		o->type = GGML_TYPE_F16;
+	o->size = o->type == GGML_TYPE_Q8_0 ? t->n_elements / ST_Q8_BLOCK * ST_Q8_BYTES :
+	          t->n_elements * (o->type == GGML_TYPE_F32 ? 4 : 2);
 	o->shard = shard;
 	o->src = t;
 	o->rows = t->shape[0] ? t->shape[0] : 1;
@@ -218,36 +225,48 @@ static void convert(const uint8_t *s, enum st_dtype d, uint64_t n, uint32_t out,
 	}
 }
 
-/* Bytes [a, b) of tensor o's converted bytes (b <= o->size) into buf. */
+/* Bytes [a, b) of tensor o's converted bytes (b <= o->size) into buf: unit by unit (an
+ * element, or a Q8_0 block of 32 elements within one row), in chunks of a row. */
 static int read_tensor(const struct st_out *o, uint64_t a, uint64_t b, uint8_t *buf,
                        st_read_fn fn, void *ctx, char why[GGUF_ERR_MAX])
 {
 	enum { CHUNK = 1024 };
 	uint8_t src[CHUNK * 8], out[CHUNK * 4];
-	const unsigned eo = o->type == GGML_TYPE_F32 ? 4 : 2;
+	float f[CHUNK];
+	const bool q8 = o->type == GGML_TYPE_Q8_0;
+	const unsigned ue = q8 ? ST_Q8_BLOCK : 1;
+	const unsigned ub = q8 ? ST_Q8_BYTES : o->type == GGML_TYPE_F32 ? 4 : 2;
 	const unsigned es = st_dtype_size(o->src->dtype);
 	const uint64_t row_len = o->permute_heads ? o->row_len : o->src->n_elements;
-	uint64_t e = a / eo;
-	const uint64_t e_end = (b + eo - 1) / eo;
-	while (e < e_end) {
+	uint64_t u = a / ub;
+	const uint64_t u_end = (b + ub - 1) / ub;
+	while (u < u_end) {
+		const uint64_t e = u * ue;
 		const uint64_t row = row_len ? e / row_len : 0, col = row_len ? e % row_len : 0;
-		uint64_t n = e_end - e;
-		if (n > row_len - col)
-			n = row_len - col;
-		if (n > CHUNK)
-			n = CHUNK;
+		uint64_t n_units = u_end - u;
+		if (n_units > (row_len - col) / ue)
+			n_units = (row_len - col) / ue;
+		if (n_units > CHUNK / ue)
+			n_units = CHUNK / ue;
+		const uint64_t n = n_units * ue;
 		const uint64_t src_row = o->permute_heads ?
 			st_permute_row(o->rows, o->permute_heads, row) : row;
 		const uint64_t at = o->src->offset + (src_row * row_len + col) * es;
 		const int r = fn(ctx, o->shard, at, n * es, src, why);
 		if (r < 0)
 			return r;
-		convert(src, o->src->dtype, n, o->type, out);
-		/* the part of these elements' bytes inside [a, b) */
-		const uint64_t lo = e * eo, hi = (e + n) * eo;
+		if (q8) {
+			for (uint64_t i = 0; i < n; i++)
+				f[i] = elem_f32(src, o->src->dtype, i);
+			quant_row(GGML_TYPE_Q8_0, f, out, (int64_t)n);
+		} else {
+			convert(src, o->src->dtype, n, o->type, out);
+		}
+		/* the part of these units' bytes inside [a, b) */
+		const uint64_t lo = u * ub, hi = (u + n_units) * ub;
 		const uint64_t from = lo < a ? a : lo, to = hi > b ? b : hi;
 		memcpy(buf + (from - a), out + (from - lo), to - from);
-		e += n;
+		u += n_units;
 	}
 	return 0;
 }

@@ -4,7 +4,9 @@
  * read through the caller's function, never a whole tensor. The converter's rules
  * (prepare_tensors): names mapped by its map (a name it cannot map refuses the model);
  * tensors it drops dropped; 1-D tensors, norms, names not ending in ".weight" and its
- * list of always-F32 tensors stored as F32, the rest as the outtype; each tensor's
+ * list of always-F32 tensors stored as F32, the rest as the outtype (Q8_0 as gguf-py's
+ * quantizer writes it, which is ggml's reference quantizer: 2-quant's; a row not a
+ * multiple of its block as F16, gguf-py's fallback); each tensor's
  * bytes padded to 32, as gguf-py pads them. */
 #ifndef GGUFS_ST_PLAN_H
 #define GGUFS_ST_PLAN_H
@@ -17,6 +19,10 @@
 #include "st_header.h"
 #include "vbytes.h"
 
+/* Q8_0's block: 32 elements in 34 bytes (an f16 scale, 32 int8). */
+#define ST_Q8_BLOCK 32u
+#define ST_Q8_BYTES 34u
+
 /* gguf-py's alignment of tensor data (general.alignment unset). */
 #define ST_ALIGN 32u
 
@@ -25,7 +31,7 @@ struct st_out {
 	char *name;                 /* its GGUF name */
 	uint32_t n_dims;
 	uint64_t ne[4];             /* GGUF's order: the checkpoint's shape reversed */
-	uint32_t type;              /* GGML_TYPE_F32, _F16 or _BF16 */
+	uint32_t type;              /* GGML_TYPE_F32, _F16, _BF16 or _Q8_0 */
 	uint64_t offset;            /* in the data section */
 	uint64_t size;              /* its bytes, before the padding */
 	uint32_t shard;             /* the checkpoint file its bytes come from */
@@ -46,7 +52,7 @@ typedef int (*st_read_fn)(void *ctx, uint32_t shard, uint64_t off, uint64_t len,
                           void *buf, char why[GGUF_ERR_MAX]);
 
 /* The plan of the model c describes, from its n shards' headers (in the converter's
- * order: shards by file name), for general.file_type ftype (F32, F16, BF16): 0, or
+ * order: shards by file name), for general.file_type ftype (F32, F16, BF16, Q8_0): 0, or
  * -1 with one line in err naming the tensor at fault. */
 int st_plan_make(const struct st_config *c, const struct st_header *const *shards,
                  uint32_t n, enum st_ftype ftype, struct st_plan *p,

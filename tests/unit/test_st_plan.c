@@ -202,8 +202,46 @@ static void test_refusals(void **state)
 	teardown_fixture(&f);
 }
 
+/* Q8_0: a read of any piece gives the bytes a whole read gives (whose sha256 st-outtypes
+ * checks against the converter's), each piece reading about the blocks it cuts. */
+static void test_q8_0_pieces(void **state)
+{
+	(void)state;
+	struct fixture f;
+	setup_fixture(&f);
+	struct st_plan p;
+	char err[GGUF_ERR_MAX], why[GGUF_ERR_MAX];
+	const struct st_header *shards[1] = { &f.h };
+	assert_int_equal(st_plan_make(&f.c, shards, 1, ST_FTYPE_Q8_0, &p, err), 0);
+	assert_int_equal(p.t[0].type, GGML_TYPE_Q8_0);
+	assert_int_equal(p.t[0].size, 1024 * 64 / 32 * 34);
+	assert_int_equal(p.t[2].type, GGML_TYPE_F32);
+	uint8_t *whole = malloc(p.data_size), *got = malloc(p.data_size);
+	assert_non_null(whole);
+	assert_non_null(got);
+	assert_int_equal(st_plan_read(&p, 0, p.data_size, whole, ckpt_read, &f.ck, why), 0);
+	static const uint64_t pieces[] = { 777, 34, 33, 1 };
+	for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
+		memset(got, 0xaa, p.data_size);
+		for (uint64_t off = 0; off < p.data_size; off += pieces[k]) {
+			const uint64_t len = p.data_size - off < pieces[k] ? p.data_size - off
+			                                                   : pieces[k];
+			f.ck.read = 0;
+			assert_int_equal(st_plan_read(&p, off, len, got + off, ckpt_read, &f.ck, why),
+			                 0);
+			assert_true(f.ck.read <= 4 * (len + 2 * 34));
+		}
+		assert_memory_equal(got, whole, p.data_size);
+	}
+	free(whole);
+	free(got);
+	st_plan_free(&p);
+	teardown_fixture(&f);
+}
+
 UNIT_TESTS(
 	cmocka_unit_test(test_infos),
+	cmocka_unit_test(test_q8_0_pieces),
 	cmocka_unit_test(test_data),
 	cmocka_unit_test(test_refusals),
 )
