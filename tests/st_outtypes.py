@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""model.gguf of tests/data/st/llama-spm-f32 as ggufs serves it (tests/st_convert), for
-each outtype the reference set converted it to, against the sha256 of the converter's
-output in expected-SHA256SUMS (auto and f16: F16 matrices; f32; bf16; q8_0).
+"""model.gguf of tests/data/st's folders as ggufs serves it (tests/st_convert), for each
+outtype the reference set converted them to, against the sha256 of the converter's
+output in expected-SHA256SUMS: llama-spm-f32 (f32 source; auto is f16) and mistral-spm
+(bf16 source, MistralForCausalLM; auto is bf16, head_dim null).
 
 Usage: st_outtypes.py ST_CONVERT DATA_DIR"""
 import hashlib
@@ -17,9 +18,10 @@ def main():
             digest, name = line.split()
             want[name] = digest
     failed = 0
-    for outtype in ("auto", "f16", "f32", "bf16", "q8_0"):
-        name = f"llama-spm-f32.{outtype}.gguf"
-        out = subprocess.run([tool, f"{data}/llama-spm-f32", outtype], capture_output=True,
+    for folder, outtype in [("llama-spm-f32", t) for t in ("auto", "f16", "f32", "bf16", "q8_0")] + \
+            [("mistral-spm", t) for t in ("auto", "f16", "f32", "bf16", "q8_0")]:
+        name = f"{folder}.{outtype}.gguf"
+        out = subprocess.run([tool, f"{data}/{folder}", outtype], capture_output=True,
                              timeout=60)
         got = hashlib.sha256(out.stdout).hexdigest()
         ok = out.returncode == 0 and got == want[name]

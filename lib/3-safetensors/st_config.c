@@ -7,18 +7,20 @@
 #include <string.h>
 
 /* A transformers config class, by the model_type its file names: its defaults (the
- * attributes every config of it has, as to_dict gives them before the file's keys).
- * The values are transformers 4.57's (the converter's environment). */
+ * attributes every config of it has, as to_dict gives them before the file's keys), and
+ * whether its constructor fills a null head_dim (LlamaConfig does, MistralConfig keeps
+ * it None). The values are transformers 4.57's (the converter's environment). */
 static const struct {
 	const char *model_type;
+	bool fills_head_dim;   /* its constructor makes a null head_dim hidden / heads */
 	const char *defaults;
 } config_classes[] = {
-	{ "llama", "{\"vocab_size\":32000,\"hidden_size\":4096,\"intermediate_size\":11008,"
+	{ "llama", true, "{\"vocab_size\":32000,\"hidden_size\":4096,\"intermediate_size\":11008,"
 	           "\"num_hidden_layers\":32,\"num_attention_heads\":32,"
 	           "\"num_key_value_heads\":null,\"max_position_embeddings\":2048,"
 	           "\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,\"rope_scaling\":null,"
 	           "\"head_dim\":null,\"tie_word_embeddings\":false}" },
-	{ "mistral", "{\"vocab_size\":32000,\"hidden_size\":4096,\"intermediate_size\":14336,"
+	{ "mistral", false, "{\"vocab_size\":32000,\"hidden_size\":4096,\"intermediate_size\":14336,"
 	             "\"num_hidden_layers\":32,\"num_attention_heads\":32,"
 	             "\"num_key_value_heads\":8,\"max_position_embeddings\":131072,"
 	             "\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,\"sliding_window\":4096,"
@@ -213,12 +215,16 @@ int st_config_parse(const char *json, size_t len, const char *shown, struct st_c
 	}
 	/* the config class's constructor: head_dim and num_key_value_heads filled in */
 	const json_t *hd = json_object_get(h, "head_dim");
-	if (!hd || json_is_null(hd))
+	if ((!hd || json_is_null(hd)) && config_classes[k].fills_head_dim)
 		json_object_set_new(h, "head_dim", json_integer(c->n_embd / c->n_head));
 	const json_t *kvh = json_object_get(h, "num_key_value_heads");
 	if (!kvh || json_is_null(kvh))
 		json_object_set_new(h, "num_key_value_heads", json_integer(c->n_head));
-	if (!as_u32(json_object_get(h, "head_dim"), 1, &c->rope_dim)) {
+	/* LlamaModel's rope dimension: head_dim, else hidden / heads */
+	hd = json_object_get(h, "head_dim");
+	if (!hd || json_is_null(hd))
+		c->rope_dim = c->n_embd / c->n_head;
+	else if (!as_u32(hd, 1, &c->rope_dim)) {
 		gguf_errf(err, "%s: 'head_dim' is not a count from 1 to 2^32-1", shown);
 		goto fail;
 	}
@@ -299,9 +305,12 @@ void st_config_write_hparams(const struct st_config *c, enum st_ftype ftype,
 	put_f32(c, kv, "attention.layer_norm_rms_epsilon", RMS_EPS_KEYS);
 	put_f32(c, kv, "attention.layer_norm_epsilon", NORM_EPS_KEYS);
 	const json_t *hd = json_object_get(c->hparams, "head_dim");
-	st_kv_u32(kv, arch_key(c, "attention.key_length", key), (uint32_t)json_integer_value(hd));
-	st_kv_u32(kv, arch_key(c, "attention.value_length", key),
-	          (uint32_t)json_integer_value(hd));
+	if (hd && !json_is_null(hd)) {
+		st_kv_u32(kv, arch_key(c, "attention.key_length", key),
+		          (uint32_t)json_integer_value(hd));
+		st_kv_u32(kv, arch_key(c, "attention.value_length", key),
+		          (uint32_t)json_integer_value(hd));
+	}
 	st_kv_u32(kv, "general.file_type", (uint32_t)ftype);
 	/* LlamaModel.set_gguf_parameters */
 	st_kv_u32(kv, arch_key(c, "vocab_size", key), c->vocab_size);

@@ -1,8 +1,9 @@
 /* A Hugging Face model folder's config.json read as the converter reads it: the
  * architecture (its first "architectures" entry) picks the converter's model class and
  * GGUF architecture; the hyperparameters are what transformers' config class makes of
- * the file (the class's defaults under the file's keys, a null head_dim or
- * num_key_value_heads filled in as its constructor fills them), looked up by the
+ * the file (the class's defaults under the file's keys, a null num_key_value_heads,
+ * and LlamaConfig's null head_dim, filled in as its constructor fills them), looked up
+ * by the
  * converter's lists of key names (find_hparam: the first name present wins, a null
  * value counts as absent). Read as hostile input: a value of the wrong kind or out of
  * GGUF's range is refused in one line naming the file; so is an architecture ggufs does

@@ -101,12 +101,19 @@ static void test_defaults_and_key_lists(void **state)
 	assert_non_null(memmem(kv.b.p, kv.b.len, "llama.context_length\x04\0\0\0\x00\x08\0\0", 28));
 	free(kv.b.p);
 	st_config_free(&c);
-	/* MistralConfig's: eight key/value heads; a null head_dim filled in */
+	/* MistralConfig's: eight key/value heads; a null head_dim stays null (no key and
+	 * value lengths: as the converter's mistral-spm reference has none), the rope
+	 * dimension hidden / heads */
 	parsed("{\"architectures\":[\"MistralForCausalLM\"],\"model_type\":\"mistral\","
 	       "\"hidden_size\":64,\"num_attention_heads\":4,\"head_dim\":null}", &c);
 	assert_int_equal(c.n_head_kv, 8);
 	assert_int_equal(c.rope_dim, 16);
 	assert_string_equal(c.names->arch, "llama");
+	kv = (struct st_kv){ 0 };
+	st_config_write_hparams(&c, ST_FTYPE_F32, &kv);
+	assert_int_equal(kv.n, 11);
+	assert_null(memmem(kv.b.p, kv.b.len, "key_length", 10));
+	free(kv.b.p);
 	st_config_free(&c);
 	/* the converter's lists: n_layers before num_hidden_layers; a null is absent (no
 	 * context length: every name of its list null or missing), is_causal false */
