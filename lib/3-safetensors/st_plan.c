@@ -205,21 +205,31 @@ static float elem_f32(const uint8_t *s, enum st_dtype d, uint64_t i)
  * F16 tensor keeps its bits (numpy's astype of a float16 array to float16); BF16 is
  * gguf-py's rounding of the float (to nearest, ties to even; a NaN quieted), which is
  * ggml's f32_to_bf16 bit for bit, a BF16 checkpoint's values widened to float first as
- * the converter widens them. */
+ * the converter widens them. The common pairs have loops of their own (no choice per
+ * element): F32 into F16, F32 as it is, F16 as it is. */
 static void convert(const uint8_t *s, enum st_dtype d, uint64_t n, uint32_t out, uint8_t *o)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		if (out == GGML_TYPE_BF16) {
-			const uint16_t h = f32_to_bf16(elem_f32(s, d, i));
+	if ((d == ST_F32 && out == GGML_TYPE_F32) || (d == ST_F16 && out == GGML_TYPE_F16)) {
+		memcpy(o, s, n * (d == ST_F32 ? 4 : 2));
+		return;
+	}
+	if (d == ST_F32 && out == GGML_TYPE_F16) {
+		for (uint64_t i = 0; i < n; i++) {
+			float f;
+			memcpy(&f, s + 4 * i, 4);
+			const uint16_t h = numpy_fp16(f);
 			o[2 * i] = (uint8_t)h;
 			o[2 * i + 1] = (uint8_t)(h >> 8);
-		} else if (out == GGML_TYPE_F16) {
-			const uint16_t h = d == ST_F16 ? (uint16_t)(s[2 * i] | s[2 * i + 1] << 8)
-			                               : numpy_fp16(elem_f32(s, d, i));
+		}
+		return;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		const float f = elem_f32(s, d, i);
+		if (out == GGML_TYPE_BF16 || out == GGML_TYPE_F16) {
+			const uint16_t h = out == GGML_TYPE_BF16 ? f32_to_bf16(f) : numpy_fp16(f);
 			o[2 * i] = (uint8_t)h;
 			o[2 * i + 1] = (uint8_t)(h >> 8);
 		} else {
-			const float f = elem_f32(s, d, i);
 			memcpy(o + 4 * i, &f, 4);
 		}
 	}
