@@ -2,7 +2,8 @@
 """model.gguf of tests/data/st's folders as ggufs serves it (tests/st_convert), for each
 outtype the reference set converted them to, against the sha256 of the converter's
 output in expected-SHA256SUMS: llama-spm-f32 (f32 source; auto is f16) and mistral-spm
-(bf16 source, MistralForCausalLM; auto is bf16, head_dim null).
+(bf16 source, MistralForCausalLM; auto is bf16, head_dim null), llama-spm-sharded (4
+parts and model.safetensors.index.json).
 
 Usage: st_outtypes.py ST_CONVERT DATA_DIR"""
 import hashlib
@@ -19,7 +20,8 @@ def main():
             want[name] = digest
     failed = 0
     for folder, outtype in [("llama-spm-f32", t) for t in ("auto", "f16", "f32", "bf16", "q8_0")] + \
-            [("mistral-spm", t) for t in ("auto", "f16", "f32", "bf16", "q8_0")]:
+            [("mistral-spm", t) for t in ("auto", "f16", "f32", "bf16", "q8_0")] + \
+            [("llama-spm-sharded", t) for t in ("auto", "f16", "f32", "bf16", "q8_0")]:
         name = f"{folder}.{outtype}.gguf"
         out = subprocess.run([tool, f"{data}/{folder}", outtype], capture_output=True,
                              timeout=60)

@@ -11,13 +11,15 @@
 
 #include "local.h"
 #include "model_source.h"
+#include "st_parts.h"
 
 /* The small files a folder may hold, their names, and where each goes in st_folder. */
 enum { F_CONFIG, F_TOKENIZER, F_TOKENIZER_CONFIG, F_ADDED, F_JINJA, F_TEMPLATE_JSON,
-       F_GENERATION, F_N };
+       F_GENERATION, F_INDEX, F_N };
 static const char *const small_names[F_N] = {
 	"config.json", "tokenizer.model", "tokenizer_config.json", "added_tokens.json",
 	"chat_template.jinja", "chat_template.json", "generation_config.json",
+	"model.safetensors.index.json",
 };
 
 /* generation_config.json's keys gguf-py writes as general.sampling.* (not yet here). */
@@ -29,32 +31,46 @@ static const char *const sampling_keys[] = {
 
 /* Files whose presence changes the converter's output in ways not converted yet. */
 static const char *const refused_names[] = {
-	"model.safetensors.index.json", "tokenizer.json", "README.md", "additional_chat_templates",
+	"tokenizer.json", "README.md", "additional_chat_templates",
 };
 
-/* Whether dir holds a file the converter reads as a part of the model besides
- * model.safetensors (its parts: every "model*.safetensors"): true with its name in err,
- * or when dir cannot be listed (err says why). */
-static bool other_parts(const char *dir, char err[GGUF_ERR_MAX])
+/* The folder's part files without an index: every "model*.safetensors", sorted, into
+ * *names (*n): 0, or -1 with err (the folder cannot be listed, too many parts). */
+static int list_parts(const char *dir, char ***names, size_t *n, char err[GGUF_ERR_MAX])
 {
+	*names = NULL;
+	*n = 0;
 	DIR *d = opendir(dir);
 	if (!d) {
 		gguf_errf(err, "%s: %s", dir, strerror(errno));
-		return true;
+		return -1;
 	}
-	bool found = false;
-	for (struct dirent *e; !found && (e = readdir(d));) {
-		const size_t n = strlen(e->d_name);
-		if (strncmp(e->d_name, "model", 5) == 0 && n >= 12 &&
-		    strcmp(e->d_name + n - 12, ".safetensors") == 0 &&
-		    strcmp(e->d_name, "model.safetensors") != 0) {
-			gguf_errf(err, "%s: the folder holds %.64s, a part of the model beside "
-			          "model.safetensors, which ggufs does not convert yet", dir, e->d_name);
-			found = true;
+	char **v = calloc(ST_MAX_PARTS, sizeof *v);
+	int rc = v ? 0 : -1;
+	if (!v)
+		gguf_errf(err, "%s: out of memory", dir);
+	for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+		if (!st_parts_is_part(e->d_name))
+			continue;
+		if (*n == ST_MAX_PARTS) {
+			gguf_errf(err, "%s: more than %u model*.safetensors files", dir, ST_MAX_PARTS);
+			rc = -1;
+		} else if (!(v[*n] = strdup(e->d_name))) {
+			gguf_errf(err, "%s: out of memory", dir);
+			rc = -1;
+		} else {
+			(*n)++;
 		}
 	}
 	closedir(d);
-	return found;
+	if (rc < 0) {
+		st_parts_free(v, *n);
+		*n = 0;
+		return -1;
+	}
+	st_parts_sort(v, *n);
+	*names = v;
+	return 0;
 }
 
 /* The most bytes a small file may hold. */
@@ -65,10 +81,10 @@ struct st_source {
 	struct source base;          /* the converted file: reads convert (st_gguf_read) */
 	char *dir;
 	char *file_path;             /* the converted file's shown path: DIR/NAME.gguf */
-	struct source *shard;        /* model.safetensors */
-	const uint8_t *shard_map;
-	uint64_t shard_size;
-	struct st_header header;
+	char **part_names;           /* the .safetensors files, in the converter's order */
+	size_t n_parts;
+	struct source **parts;       /* their bytes */
+	struct st_header *headers;   /* their headers */
 	struct st_gguf g;
 	struct gguf_file gf;         /* the converted header, parsed */
 	bool gf_parsed;
@@ -77,13 +93,12 @@ struct st_source {
 	struct stat st;
 };
 
-/* st_read_fn over the one shard. */
+/* st_read_fn over the parts. */
 static int shard_read(void *ctx, uint32_t shard, uint64_t off, uint64_t len, void *buf,
                       char why[GGUF_ERR_MAX])
 {
 	struct st_source *s = ctx;
-	(void)shard;
-	return source_read(s->shard, off, len, buf, why);
+	return source_read(s->parts[shard], off, len, buf, why);
 }
 
 static int vfile_read(struct source *src, uint64_t off, uint64_t len, void *buf,
@@ -109,8 +124,15 @@ static void st_source_free(struct st_source *s)
 	if (s->gf_parsed)
 		gguf_file_free(&s->gf);
 	st_gguf_free(&s->g);
-	st_header_free(&s->header);
-	source_close(s->shard);
+	for (size_t i = 0; i < s->n_parts; i++) {
+		if (s->headers)
+			st_header_free(&s->headers[i]);
+		if (s->parts)
+			source_close(s->parts[i]);
+	}
+	free(s->headers);
+	free(s->parts);
+	st_parts_free(s->part_names, s->n_parts);
 	free(s->file_path);
 	free(s->dir);
 	free(s);
@@ -149,6 +171,52 @@ static struct source *open_in(const char *dir, const char *name,
 	return local_open_fd(fd, path, st, map, size, err);
 }
 
+static int by_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* No tensor name in two parts; with an index, the parts' names are its names (both
+ * sorted lists compared): 0, or -1 with err naming one that differs. */
+static int check_names(const struct st_source *s, bool indexed, char **index_names,
+                       size_t n_index, char err[GGUF_ERR_MAX])
+{
+	size_t total = 0;
+	for (size_t i = 0; i < s->n_parts; i++)
+		total += s->headers[i].n;
+	const char **all = calloc(total ? total : 1, sizeof *all);
+	if (!all) {
+		gguf_errf(err, "%s: out of memory", s->dir);
+		return -1;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < s->n_parts; i++)
+		for (size_t j = 0; j < s->headers[i].n; j++)
+			all[k++] = s->headers[i].t[j].name;
+	qsort(all, k, sizeof *all, by_str);
+	int rc = 0;
+	for (size_t i = 1; i < k && rc == 0; i++)
+		if (strcmp(all[i - 1], all[i]) == 0) {
+			gguf_errf(err, "%s: tensor '%.96s' is in two of its .safetensors files",
+			          s->dir, all[i]);
+			rc = -1;
+		}
+	if (rc == 0 && indexed) {
+		for (size_t i = 0; i < k || i < n_index; i++) {
+			const char *a = i < k ? all[i] : NULL, *b = i < n_index ? index_names[i] : NULL;
+			if (!a || !b || strcmp(a, b) != 0) {
+				const char *odd = !a ? b : !b ? a : strcmp(a, b) < 0 ? a : b;
+				gguf_errf(err, "%s: tensor '%.96s' is %s the index's weight_map",
+				          s->dir, odd, odd == a ? "in a part but not in" : "named by");
+				rc = -1;
+				break;
+			}
+		}
+	}
+	free(all);
+	return rc;
+}
+
 struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
                                   const struct model_opener *opener, char err[GGUF_ERR_MAX])
 {
@@ -176,13 +244,13 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 			goto out;
 		}
 	}
-	if (other_parts(s->dir, err))
-		goto out;
 	struct st_folder f = { .name = name };
-	struct st_text generation = { NULL, 0 };
+	struct st_text generation = { NULL, 0 }, index = { NULL, 0 };
 	struct st_text *texts[F_N] = { &f.config, &f.tokenizer_model, &f.tokenizer_config,
 	                               &f.added_tokens, &f.jinja, &f.template_json,
-	                               &generation };
+	                               &generation, &index };
+	char **index_tensors = NULL;
+	size_t n_index_tensors = 0;
 	for (int i = 0; i < F_N; i++) {
 		struct stat st;
 		bool absent;
@@ -243,40 +311,72 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 			goto out_texts;
 		}
 	}
-	bool absent;
-	struct stat shard_st;
-	s->shard = open_in(s->dir, "model.safetensors", opener, &shard_st, &s->shard_map,
-	                   &s->shard_size, &absent, err);
-	if (!s->shard) {
-		if (absent)
-			gguf_errf(err, "%s: no model.safetensors", s->dir);
+	/* the parts: the index's files, else every model*.safetensors */
+	if (index.p ? st_parts_from_index(index.p, index.n, &s->part_names, &s->n_parts,
+	                                  &index_tensors, &n_index_tensors, err) < 0
+	            : list_parts(s->dir, &s->part_names, &s->n_parts, err) < 0)
+		goto out_texts;
+	if (s->n_parts == 0) {
+		gguf_errf(err, "%s: no model.safetensors", s->dir);
 		goto out_texts;
 	}
-	/* the header, copied out of the mapping by a guarded read */
-	uint8_t first[8];
-	uint64_t need;
+	s->parts = calloc(s->n_parts, sizeof *s->parts);
+	s->headers = calloc(s->n_parts, sizeof *s->headers);
+	const struct st_header **shards = calloc(s->n_parts, sizeof *shards);
+	if (!s->parts || !s->headers || !shards) {
+		free(shards);
+		gguf_errf(err, "%s: out of memory", s->dir);
+		goto out_texts;
+	}
 	char why[GGUF_ERR_MAX];
-	if (s->shard_size >= 8 && source_read(s->shard, 0, 8, first, why) < 0) {
-		gguf_errf(err, "%s", why);
-		goto out_texts;
-	}
-	char shown[4200];
-	snprintf(shown, sizeof shown, "%s/model.safetensors", s->dir);
-	if (!st_header_size(first, s->shard_size, shown, &need, err))
-		goto out_texts;
-	uint8_t *head = malloc(need);
-	if (!head || source_read(s->shard, 0, need, head, why) < 0) {
-		gguf_errf(err, "%s", head ? why : "out of memory");
+	for (size_t i = 0; i < s->n_parts; i++) {
+		bool absent;
+		struct stat part_st;
+		const uint8_t *map;
+		uint64_t size;
+		s->parts[i] = open_in(s->dir, s->part_names[i], opener, &part_st, &map, &size,
+		                      &absent, err);
+		if (!s->parts[i]) {
+			if (absent)
+				gguf_errf(err, "%s: no %.200s, a part of the model", s->dir,
+				          s->part_names[i]);
+			break;
+		}
+		/* the header, copied out of the mapping by a guarded read */
+		uint8_t first[8];
+		uint64_t need;
+		char shown[4400];
+		snprintf(shown, sizeof shown, "%s/%s", s->dir, s->part_names[i]);
+		if (size >= 8 && source_read(s->parts[i], 0, 8, first, why) < 0) {
+			gguf_errf(err, "%s", why);
+			break;
+		}
+		if (!st_header_size(first, size, shown, &need, err))
+			break;
+		uint8_t *head = malloc(need);
+		if (!head || source_read(s->parts[i], 0, need, head, why) < 0) {
+			gguf_errf(err, "%s", head ? why : "out of memory");
+			free(head);
+			break;
+		}
+		const int parsed = st_header_parse(head, need, size, shown, &s->headers[i], err);
 		free(head);
+		if (parsed < 0)
+			break;
+		shards[i] = &s->headers[i];
+	}
+	if (s->n_parts && !shards[s->n_parts - 1]) {
+		free(shards);
 		goto out_texts;
 	}
-	const int parsed = st_header_parse(head, need, s->shard_size, shown, &s->header, err);
-	free(head);
-	if (parsed < 0)
+	/* a tensor in two parts (the converter keeps the last silently), and the index's
+	 * names against the parts' (the converter refuses a difference) */
+	if (check_names(s, index.p != NULL, index_tensors, n_index_tensors, err) < 0 ||
+	    st_gguf_make(&f, shards, (uint32_t)s->n_parts, out, &s->g, err) < 0) {
+		free(shards);
 		goto out_texts;
-	const struct st_header *shards[1] = { &s->header };
-	if (st_gguf_make(&f, shards, 1, out, &s->g, err) < 0)
-		goto out_texts;
+	}
+	free(shards);
 	uint64_t more;
 	if (gguf_parse_prefix(s->g.header.p, s->g.header.len, s->g.size, &s->gf, why,
 	                      &more) != 0) {
@@ -307,6 +407,7 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 	if (!model)
 		gguf_errf(err, "%s: out of memory", s->dir);
 out_texts:
+	st_parts_free(index_tensors, n_index_tensors);
 	for (int i = 0; i < F_N; i++)
 		free((char *)texts[i]->p);
 out:

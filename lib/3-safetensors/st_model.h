@@ -1,12 +1,13 @@
 /* A Hugging Face model folder as a model (model_source.h): its small files (config.json,
  * tokenizer.model, tokenizer_config.json, added_tokens.json, chat_template.jinja and
- * .json) and model.safetensors opened by the opener (model.h), the safetensors header
- * read and checked, the folder converted as the converter converts it (st_gguf.h): the
+ * .json, model.safetensors.index.json) and its .safetensors parts (st_parts.h: the
+ * index's, else every model*.safetensors) opened by the opener (model.h), each header
+ * read and checked (a tensor in two parts, or an index that names other tensors than the
+ * parts hold, refused), the folder converted as the converter converts it (st_gguf.h): the
  * model is one GGUF file whose header is made at open and whose tensor bytes are
  * converted from model.safetensors on each read, block by block. What the folder holds
  * that ggufs does not convert yet is refused at open in one line naming the file:
- * shards (model.safetensors.index.json, or any other model*.safetensors, which the
- * converter reads as parts), tokenizer.json, a README.md model card,
+ * tokenizer.json, a README.md model card,
  * generation_config.json's sampling values, config.json's _name_or_path, a list of chat
  * templates (additional_chat_templates/). */
 #ifndef GGUFS_ST_MODEL_H

@@ -5,8 +5,8 @@
  * whole and in 4 KiB reads; a model.safetensors that shrinks under it fails the reads
  * of what its lost bytes made, EIO naming it; a folder without model.safetensors is
  * refused, named, and
- * so is one holding what the converter would read and ggufs does not convert yet
- * (another model*.safetensors part, README.md, a sampling value). */
+ * so is a part that is no safetensors file, a hostile index, and what the converter would
+ * read and ggufs does not convert yet (README.md, a sampling value). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -124,11 +124,38 @@ static void test_refused_until_converted(void **state)
 	modelfile_free(&mf);
 	model_close(m);
 	copy_in("model.safetensors");
+	/* without an index every model*.safetensors is a part, read and checked */
 	put("model-extra.safetensors", "x", 1);
 	assert_null(st_model_open(dir, ST_OUT_AUTO, &o, err));
-	assert_non_null(strstr(err, "holds model-extra.safetensors, a part of the model"));
+	assert_non_null(strstr(err, "model-extra.safetensors: 1 bytes, too short"));
 	snprintf(path, sizeof path, "%s/model-extra.safetensors", dir);
 	assert_int_equal(unlink(path), 0);
+	/* an index: its files only, plain names in the folder, naming the parts' tensors */
+	static const char *const bad_index[][2] = {
+		{ "{\"weight_map\": {\"lm_head.weight\": \"../model.safetensors\"}}",
+		  "tensor 'lm_head.weight' is in no file of the folder" },
+		{ "{\"weight_map\": [\"model.safetensors\"]}", "no weight_map object" },
+		{ "{\"weight_map\": {\"lm_head.weight\": \"model.safetensors\"}}",
+		  "is in a part but not in the index's weight_map" },
+		{ "{\"weight_map\": {\"lm_head.weight\": \"model-2.safetensors\"}}",
+		  "no model-2.safetensors, a part of the model" },
+	};
+	for (size_t i = 0; i < sizeof bad_index / sizeof bad_index[0]; i++) {
+		put("model.safetensors.index.json", bad_index[i][0], strlen(bad_index[i][0]));
+		assert_null(st_model_open(dir, ST_OUT_AUTO, &o, err));
+		if (!strstr(err, bad_index[i][1]))
+			fail_msg("'%s', wanted '%s'", err, bad_index[i][1]);
+	}
+	snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+	assert_int_equal(unlink(path), 0);
+	/* the same tensors in two parts: the converter would keep the later silently */
+	char copy[256];
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	snprintf(copy, sizeof copy, "%s/model-copy.safetensors", dir);
+	assert_int_equal(link(path, copy), 0);
+	assert_null(st_model_open(dir, ST_OUT_AUTO, &o, err));
+	assert_non_null(strstr(err, "is in two of its .safetensors files"));
+	assert_int_equal(unlink(copy), 0);
 	put("README.md", "---\nlicense: mit\n---\n", 21);
 	assert_null(st_model_open(dir, ST_OUT_AUTO, &o, err));
 	assert_non_null(strstr(err, "holds README.md, which ggufs does not convert yet"));
