@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "model.h"
+#include "test_kit.h"
 #include "tree.h"
 #include "tree_edit.h"
 
@@ -30,7 +31,7 @@ int edits_fixture_open(struct edits_fixture *f, const char *dir, const char *mod
 	if (write)
 		write(f->path, n);
 	f->m = model_open(f->path, err);
-	f->base = f->m ? tree_build(f->m, err) : NULL;
+	f->base = f->m ? tree_build(f->m, test_kit(), err) : NULL;
 	f->e = f->base ? tree_edits_open(f->base, f->file, NULL, err) : NULL;
 	if (!f->e) {
 		print_error("%s\n", err);

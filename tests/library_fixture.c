@@ -9,6 +9,7 @@
 
 #include "library.h"
 #include "libsource.h"
+#include "test_kit.h"
 
 struct library *library_fixture_open(const struct lib_source_ops *ops, void *ctx, bool links)
 {
@@ -18,7 +19,7 @@ struct library *library_fixture_open(const struct lib_source_ops *ops, void *ctx
 	src->ctx = ctx;
 	src->links = links;
 	char err[GGUF_ERR_MAX];
-	struct library *lib = library_open(src, err);
+	struct library *lib = library_open(src, test_kit(), err);
 	if (!lib)
 		fail_msg("library_open: %s", err);
 	return lib;

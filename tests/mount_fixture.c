@@ -11,6 +11,7 @@
 #include "model.h"
 #include "mount_fixture.h"
 #include "scratch_dir.h"
+#include "test_kit.h"
 #include "tree.h"
 #include "types.h"
 
@@ -42,7 +43,7 @@ int mount_fixture_open(void **state, int n, float scale, struct ggufs_model **mo
 	char path[512], err[GGUF_ERR_MAX];
 	snprintf(path, sizeof path, "%s/m.gguf", scratch_dir);
 	*model = mount_fixture_model(path, n, scale) ? model_open(path, err) : NULL;
-	*tree = *model ? tree_build(*model, err) : NULL;
+	*tree = *model ? tree_build(*model, test_kit(), err) : NULL;
 	return *tree ? 0 : -1;
 }
 

@@ -98,7 +98,6 @@ void quant_params_default(struct quant_params *p, uint32_t ftype)
 void quant_params_imatrix(struct quant_params *p, const struct imatrix *im, const char *file)
 {
 	const bool some = im && im->n_entries > 0;
-	p->has_imatrix = some;
 	p->imatrix = some ? im : NULL;
 	p->imatrix_file = some ? file : NULL;
 }
@@ -420,7 +419,7 @@ static int type_impl(struct qstate *qs, uint32_t *new_type_io, const struct gguf
 		else if (FT(Q2_K_S) && n_gqa >= 4)
 			new_type = T(Q4_K);
 		else if (FT(IQ3_XXS))
-			new_type = n_gqa >= 4 ? T(Q4_K) : !qs->p->has_imatrix ? T(IQ3_S) : T(IQ3_XXS);
+			new_type = n_gqa >= 4 ? T(Q4_K) : !qs->p->imatrix ? T(IQ3_S) : T(IQ3_XXS);
 		else if ((FT(IQ3_XS) || FT(IQ3_S)) && n_gqa >= 4)
 			new_type = T(Q4_K);
 		else if (FT(IQ3_M))
@@ -463,7 +462,7 @@ static int type_impl(struct qstate *qs, uint32_t *new_type_io, const struct gguf
 		} else if (FT(Q2_K_S)) {
 			if (i_layer < n_layer / 8)
 				new_type = T(Q4_K);
-		} else if (FT(IQ3_XXS) && !qs->p->has_imatrix) {
+		} else if (FT(IQ3_XXS) && !qs->p->imatrix) {
 			new_type = i_layer < n_layer / 8 ? T(Q4_K) : T(Q3_K);
 		} else if (FT(Q3_K_M)) {
 			new_type = i_layer < n_layer / 16 ? T(Q5_K)
@@ -480,13 +479,13 @@ static int type_impl(struct qstate *qs, uint32_t *new_type_io, const struct gguf
 			else if (use_more_bits(i_layer, n_layer))
 				new_type = T(Q6_K);
 		} else if (i_layer < n_layer / 8 && (FT(IQ4_NL) || FT(IQ4_XS)) &&
-		           !qs->p->has_imatrix) {
+		           !qs->p->imatrix) {
 			new_type = T(Q5_K);
 		} else if (FT(Q5_K_M) && use_more_bits(i_layer, n_layer)) {
 			new_type = T(Q6_K);
 		} else if (FT(Q4_K_S) && !falcon && i_layer < n_layer / 8) {
 			new_type = T(Q5_K);
-		} else if ((FT(Q4_0) || FT(Q5_0)) && qs->p->has_imatrix && i_layer < n_layer / 8) {
+		} else if ((FT(Q4_0) || FT(Q5_0)) && qs->p->imatrix && i_layer < n_layer / 8) {
 			new_type = FT(Q4_0) ? T(Q4_1) : T(Q5_1);
 		}
 		++qs->i_ffn_down;
@@ -694,7 +693,7 @@ int quant_rules_types(const struct quant_hparams *hp, const struct quant_params 
 		cname(t, name);
 		if (tensor_type(&qs, t, name, qn->default_type, &types[i], err) < 0)
 			return -1;
-		if (!p->has_imatrix && allows(p, t, name) && requires_imatrix(name, types[i], ftype)) {
+		if (!p->imatrix && allows(p, t, name) && requires_imatrix(name, types[i], ftype)) {
 			gguf_errf(err, "this quantization requires an imatrix! (tensor %s, type %s)",
 			          name, ggml_type_name(types[i], b1));
 			return -1;

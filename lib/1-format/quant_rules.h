@@ -74,9 +74,9 @@ struct quant_params {
 	bool allow_requantize;           /* --allow-requantize (-o requantize) */
 	bool quantize_output_tensor;     /* true; --leave-output-tensor clears it */
 	bool pure;                       /* --pure: no per-tensor rules */
-	bool has_imatrix;                /* an importance matrix is given */
-	/* the matrix (with has_imatrix; NULL: none): its entries are the converted
-	 * tensors' weights, looked up by name, as llama_model_quantize's main loop does */
+	/* the importance matrix (NULL: none, as llama.cpp's has_imatrix says): its entries
+	 * are the converted tensors' weights, looked up by name, as llama_model_quantize's
+	 * main loop does */
 	const struct imatrix *imatrix;
 	const char *imatrix_file;        /* its name as given (quantize.imatrix.file) */
 	/* --tensor-type: the type the first matching pattern gives tensor name (len bytes),
@@ -87,7 +87,7 @@ struct quant_params {
 void quant_params_default(struct quant_params *p, uint32_t ftype);
 /* Gives p the importance matrix im, named file (as given: quantize.imatrix.file), as
  * llama-quantize gives one: only when it has an entry (an empty one is no matrix at
- * all: has_imatrix stays false). im NULL: none. Both must outlive p's use. */
+ * all: imatrix stays NULL). im NULL: none. Both must outlive p's use. */
 void quant_params_imatrix(struct quant_params *p, const struct imatrix *im, const char *file);
 
 /* What the quantizer's rules use of the model's hyperparameters (llama_model_base::

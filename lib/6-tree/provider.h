@@ -99,6 +99,7 @@ struct tree_range {
 	uint64_t stable, n_stable;       /* [stable, stable + n_stable) in every state */
 	uint64_t state, n_state;         /* this tree's state's own */
 	uint64_t open, n_open;           /* TREE_P_OPEN_END: [open, TREE_ZONE_P), else 0s */
+	unsigned prov;                   /* its place in the kit: the prov of its nodes */
 };
 
 /* ---- What a request holds of one number ---- */
@@ -270,7 +271,7 @@ struct tree_provider {
 	const struct tree_writes *writes;
 };
 
-/* ---- Registration: a kit of providers, one per mount (implemented in phase 2a) ---- */
+/* ---- Registration: a kit of providers, one per mount (tree_kit.c) ---- */
 
 /* A kit: the providers every tree of a mount is built with, each with its per-mount
  * state, in one root table. Read-only from the first tree built with it
@@ -295,7 +296,7 @@ bool tree_kit_add(struct tree_kit *k, const struct tree_provider *p, void *ctx,
 bool tree_kit_replace(struct tree_kit *k, const struct tree_provider *was,
                       const struct tree_provider *p, void *ctx, char why[GGUF_ERR_MAX]);
 
-/* ---- What a namespace asks of a tree (implemented in phase 2a) ---- */
+/* ---- What a namespace asks of a tree (tree.c) ---- */
 
 /* The ref of tree number ino of t into *r (p, ctx, inst, tree, n; ino and parent in
  * t's numbers, ino_base 0, nothing held: the namespace holds t): 0 or -ENOENT. */

@@ -135,7 +135,7 @@ static int add(struct scratch_set *s, const char *name, const char *text, uint64
 		memcpy(f->text, text, len);
 	f->len = len;
 	clock_gettime(CLOCK_REALTIME, &f->mtime);
-	f->ino = TREE_SCRATCH_INO + s->next_ino++;
+	f->ino = TREE_ZONE_X + s->next_ino++;
 	s->files[s->n++] = f;
 	*ino = f->ino;
 	return 0;

@@ -7,8 +7,8 @@
  * metadata, unlisted, until its name is made again or the scratch file goes
  * (tree_edit.c decides what that means; this file only keeps the mark).
  *
- * Every function is thread-safe. Inode numbers are TREE_SCRATCH_INO + n, never
- * reused during the mount. */
+ * Every function is thread-safe. Inode numbers are TREE_ZONE_X + n (tree_ino.h: a
+ * namespace's own numbers), never reused during the mount. */
 #ifndef GGUFS_SCRATCH_H
 #define GGUFS_SCRATCH_H
 

@@ -1,19 +1,19 @@
-/* The virtual tree that a mount shows: inodes, names, sizes and a read entry point,
- * built once from a model at mount time. Nothing here knows FUSE. The tree is names and
- * dispatch: a read of a file goes to its renderer (lib/5-render), to the tensor reader
- * (lib/3-reader), to the statistics files (tree_stats.c) or, for model.gguf, to the
- * model's layout as one file (lib/2-model/modelfile.h); extended attributes are
- * tree_xattr.c's.
- *
- * Inode numbers: tree_ino.h.
+/* The virtual tree that a mount shows: numbers, names, sizes and the one entry point for
+ * reads, built from a model and a kit of providers (provider.h). Nothing here knows
+ * FUSE. The tree is a table of subtrees, each one provider: metadata/ (tree_meta.c),
+ * tensors/, stats/ and stats.tsv (tree_tensors.c), gguf.json and summary.txt
+ * (tree_render.c), model.gguf (tree_modelfile.c), a kit's features (quants/:
+ * quants_provider.h), and the root listing the kit's root table (tree_root.c). Every
+ * call below finds a node's provider by its number (tree_ino.h's zones, laid out once
+ * per model by the kit) and asks it: no switch over kinds of node outside a provider.
  *
  * With -o edits, each state of the metadata (overlay.h) has a tree of its own, built
  * from the state's view of the model; trees are held by reference (tree_hold), so a
  * reader that opened a file of one keeps reading it while a newer one serves lookups.
- * What no edit changes (tensors/, stats/, the tensor infos of model.gguf's header) is
- * built once, with the tree of the model's own metadata, and shared by every state's
- * tree, which holds only its metadata part; an edit of a value also keeps the key
- * names and their index of the tree before. */
+ * What no edit changes (tensors/, stats/, the tensor infos of model.gguf's header, the
+ * numbers) is built once, with the tree of the model's own metadata, and shared by every
+ * state's tree, which holds only its metadata part; an edit of a value also keeps the
+ * key names and their index of the tree before. */
 #ifndef GGUFS_TREE_H
 #define GGUFS_TREE_H
 
@@ -25,9 +25,11 @@
 
 #include "model.h"
 #include "overlay.h"
+#include "provider.h"
 #include "tree_ino.h"
 
-
+/* What a node is, for the mount's kinds of mount until they go (phase 2c): set by each
+ * provider beside its own role, read by nothing in this layer. */
 enum tree_kind {
 	TREE_ROOT,
 	TREE_DIR_METADATA,
@@ -43,101 +45,97 @@ enum tree_kind {
 	TREE_STATS_TSV,
 	TREE_MODEL,    /* model.gguf: the model as one GGUF file (modelfile.h) */
 	TREE_DIR_QUANTS,
-	TREE_QUANT,    /* quants/NAME.gguf (quant_plan.h); index: NAME's place in quant_names() */
+	TREE_QUANT,    /* quants/NAME.gguf */
 	TREE_QUANTS_TSV,
+	TREE_OTHER,    /* a node of a provider the kinds above do not name */
 };
 
+/* Flags of struct tree_node. */
+#define TREE_NODE_DIR 1u   /* a directory */
+#define TREE_NODE_IOV 2u   /* its provider's read_iov may answer its reads (a raw tensor
+                            * of a local model, a local model.gguf): tried first; any
+                            * other node is read with read alone */
+
+/* One file or directory of a tree, owned by its provider (its number's). */
 struct tree_node {
 	uint64_t ino;
-	uint64_t parent;     /* ino of the directory holding it (the root: itself) */
+	uint64_t parent;     /* number of the directory holding it (the root: itself) */
 	enum tree_kind kind;
-	uint64_t index;      /* key index (TREE_META) or tensor index (TREE_RAW/F32/NPY/STATS) */
-	const char *name;    /* file name, escaped (NAMES), NUL-terminated */
+	uint16_t prov;       /* its provider's place in the tree's kit (tree_range.prov) */
+	uint8_t role;        /* what it is to its provider (the provider's own values) */
+	uint8_t flags;       /* TREE_NODE_* */
+	uint64_t index;      /* its provider's (a key's position, a tensor's index, ...) */
+	const char *name;    /* file name, escaped (names.h), NUL-terminated */
 	uint64_t size;       /* exact st_size; 0 for directories */
 };
+_Static_assert(sizeof(struct tree_node) == 5 * sizeof(uint64_t) + sizeof(const char *),
+               "a tree node stays 48 bytes: the largest models have millions");
 
 struct tree;
 
-/* Builds the tree of model m (which must outlive it): names, sizes of every file
- * (rendered files are rendered once to count their bytes). NULL with err on failure. */
-struct tree *tree_build(const struct ggufs_model *m, char err[GGUF_ERR_MAX]);
+/* Builds the tree of model m (which must outlive it) with the providers of kit k (which
+ * must outlive it too, and is frozen by this call: tree_kit_add refuses from then on):
+ * the numbers laid out by the providers' widths, each provider's instance made (names,
+ * sizes of every file: rendered files are rendered once to count their bytes). NULL with
+ * err on failure (out of memory, a model whose numbers pass the zones: "too many keys
+ * and tensors", a provider's refusal). */
+struct tree *tree_build(const struct ggufs_model *m, const struct tree_kit *k,
+                        char err[GGUF_ERR_MAX]);
 void tree_free(struct tree *t);
 
-/* The tree of edit state s (held while the tree lives), sharing base's statistics:
- * base, the tree of the model's own metadata, must outlive it. prev (or NULL), the tree
- * of the state s was made from, lends the sizes of the keys s leaves unchanged, so an
- * edit renders only what it changed. NULL with err. */
+/* The tree of edit state s (held while the tree lives), with base's kit and numbers,
+ * sharing base's TREE_P_SHARED instances (tensors/, stats/): base, the tree of the model's
+ * own metadata, must outlive it. prev (or NULL), the tree of the state s was made from,
+ * lends each provider what s leaves unchanged (the sizes of the keys), so an edit renders
+ * only what it changed. NULL with err (out of memory; a state past the last the zone of
+ * per-state numbers holds, after about 2^56 edits). */
 struct tree *tree_build_state(const struct tree *base, struct ov_state *s,
                               const struct tree *prev, char err[GGUF_ERR_MAX]);
-/* -o requantize (llama-quantize's --allow-requantize): quants/ of t, and of the trees of
- * its edit states, holds the quantizations llama.cpp makes only when allowed to
- * requantize a tensor already quantized (dequantized as ggml does, then quantized).
- * Before the first lookup in t. */
-void tree_set_requantize(struct tree *t, bool on);
 /* Another reference to t; tree_release drops one, the last frees t. A tree from
  * tree_build or tree_build_state starts with one. */
 struct tree *tree_hold(struct tree *t);
 void tree_release(struct tree *t);
 /* The bytes t holds of its own, for tests and benchmarks: the tree of the model's own
- * metadata everything, a state's tree its metadata part only (its state's key table,
- * its keys' nodes, names and marks, model.gguf's header up to the last key), since it shares the tensor part
- * (tensors/, stats/, model.gguf's tensor infos) with the former; the key names and
- * their index when an edit kept every name (counted by the tree that made them);
- * gguf.json's and summary.txt's sizes and marks are made when first asked for. */
+ * metadata everything, a state's tree its own providers' instances only (its state's key
+ * table, its keys' nodes, names and marks, model.gguf's header up to the last key), since
+ * it shares the rest (tensors/, stats/, model.gguf's tensor infos, the numbers) with the
+ * former; the key names and their index when an edit kept every name (counted by the
+ * tree that made them); gguf.json's and summary.txt's sizes and marks are made when
+ * first asked for. */
 uint64_t tree_held_bytes(const struct tree *t);
-/* How the files of quants/ are made and kept (tree_quants.c): each NAME.gguf is a
- * computed file (computed.h), opened at its first read, its blocks made by the pool's
- * workers ahead of a sequential reader and kept in the disk cache under the model's
- * identity, NAME and QUANT_RULES_VERSION. */
-struct computed_pool;
-struct leaving;
-struct tree_quant_cache {
-	const char *dir;       /* the disk cache's directory (cache_dir_default), NULL: none */
-	uint64_t max;          /* its bound in bytes, 0: the default (diskcache.h) */
-	unsigned threads;      /* the pool's workers at most (tree_quant_pool_new): 0 for
-	                        * the online cores */
-	struct computed_pool *pool;   /* the mount's workers and memory, shared by every tree
-	                               * of the mount and kept until they are freed; NULL: a
-	                               * tree makes its own at its first quant read */
-};
-/* Sets t's way (copied), before anything is read; a tree of an edit state takes its
- * base's. Without it: no disk cache, workers on every core. false out of memory. */
-bool tree_set_quant_cache(struct tree *t, const struct tree_quant_cache *c);
-/* A pool for the quants/ files of a mount (computed_pool_new): at most threads workers,
- * 0 for the online cores, and the default memory. NULL with one line in err. Freed by
- * computed_pool_free after every tree that uses it; when leaving (the mount's
- * hand-over, leaving.h; or NULL) runs at the unmount, their files store nothing more
- * on disk; a quick remount shares their entries (computed_pool_opts.leaving). */
-struct computed_pool *tree_quant_pool_new(unsigned threads, struct leaving *leaving,
-                                          char err[GGUF_ERR_MAX]);
-/* True when file n of t is one of quants/ and t's model is no longer the file it parsed
- * (model_changed: written to in place, or shrunk): its reads all fail with EIO, and
- * an open of it must not keep the pages the kernel holds of it (they are of the model
- * as it was). False for every other file. */
+/* True when an open of file n of t is to keep none of the kernel's pages of it: its
+ * provider's stale() (a quants/ file of a model no longer the file it parsed: its reads
+ * all fail with EIO, and the pages the kernel holds are of the model as it was). */
 bool tree_quants_changed(const struct tree *t, const struct tree_node *n);
 
 /* The edit state of t, or NULL for the tree of the model's own metadata. */
 const struct ov_state *tree_state(const struct tree *t);
-/* The ino of metadata key k (the k-th key of the tree's metadata), or 0. */
+/* The number of metadata key k (the k-th key of the tree's metadata), or 0. */
 uint64_t tree_key_ino(const struct tree *t, uint64_t k);
 
-/* The ino of the tree's model.gguf (see above). */
+/* The number of the tree's model.gguf: another in each edit state (tree_ino.h). */
 uint64_t tree_model_ino(const struct tree *t);
-
-/* With edits, when file n of t last changed (its mtime and ctime): a key's file its
- * key's last edit; metadata/, gguf.json, summary.txt and model.gguf the state's (edits
- * before the mount: FILE's time). False for every other file, and without edits: the
- * model file's times hold. */
-bool tree_edit_time(const struct tree *t, const struct tree_node *n, struct timespec *ts);
+/* True when ino is the number of a per-state root entry (model.gguf) in some edit state
+ * of t's model, t's or another's: a number of a state gone that no open holds names a
+ * file to be looked up again (ESTALE), where any other per-state number names nothing
+ * (ENOENT). */
+bool tree_ino_state_root(const struct tree *t, uint64_t ino);
 
 /* The model the tree shows. */
 const struct ggufs_model *tree_model(const struct tree *t);
 
-/* The node of inode ino, or NULL. */
+/* Node n of t's attributes as a tree's provider says them (provider.h's attr helper):
+ * dir and size the node's; read bits, owner and times the model file's; with dated and
+ * edits, mtime and ctime when the state of t was made (the edit that made it; edits
+ * before the mount: FILE's time). Flags none: the provider adds its own. */
+void tree_node_attr(const struct tree *t, const struct tree_node *n, bool dated,
+                    struct node_attr *a);
+
+/* The node of number ino, or NULL. */
 const struct tree_node *tree_node(const struct tree *t, uint64_t ino);
 /* The child called name of directory dir, or NULL. */
 const struct tree_node *tree_lookup(const struct tree *t, uint64_t dir, const char *name);
-/* Children of a directory: count, and the i-th in a stable order (file order). */
+/* Children of a directory: count, and the i-th in a stable order (its provider's). */
 uint64_t tree_dir_count(const struct tree *t, uint64_t dir);
 const struct tree_node *tree_dir_child(const struct tree *t, uint64_t dir, uint64_t i);
 bool tree_is_dir(const struct tree_node *n);
@@ -146,23 +144,20 @@ bool tree_is_dir(const struct tree_node *n);
  * directories r-xr-xr-x, each limited by the read bits of the GGUF file. */
 mode_t tree_mode(const struct tree_node *n, mode_t gguf_mode);
 
-/* The attributes of node n of t (tree_stat.c), the one rule for a model wherever it is
- * mounted (alone or in a library): sizes from the tree; mode (tree_mode), owner and
- * times from the model file; st_blocks the model's bytes once, in model.gguf, and one
- * block for every other non-empty file (a view of those bytes or computed from them);
+/* The attributes of node n of t: its provider's attr made a stat by the one
+ * rule of node.h (node_stat), wherever the model is mounted (alone or in a library);
  * with editable (-o edits), metadata/ and its keys the mount owner's and writable by
- * them, and the files an edit changed dated by it (tree_edit_time). st_ino is the
- * tree's number (a library gives its own). */
+ * them. st_ino is the tree's number (a library gives its own). */
 struct stat;
 void tree_stat(const struct tree *t, const struct tree_node *n, bool editable, struct stat *st);
 
-/* Reads up to len bytes of node n at off into buf. Returns the number of bytes (short
- * only at the end of the file), or -errno: -EISDIR for a directory, -EIO when the bytes
- * have gone from the model file (it shrank under the mount) or, for a remote model,
- * could not be fetched or belong to a changed file, with why as the failure was seen
- * (source.h: "PATH: the file shrank from A to B bytes ...", "URL: HTTP 503"; "" when
- * the errno says it all; NULL: not wanted). Thread-safe; allocates nothing proportional
- * to the tensor. */
+/* Reads up to len bytes of node n at off into buf, through its provider. Returns the
+ * number of bytes (short only at the end of the file), or -errno: -EISDIR for a
+ * directory, -EIO when the bytes have gone from the model file (it shrank under the
+ * mount) or, for a remote model, could not be fetched or belong to a changed file, with
+ * why as the failure was seen (source.h: "PATH: the file shrank from A to B bytes ...",
+ * "URL: HTTP 503"; "" when the errno says it all; NULL: not wanted). Thread-safe;
+ * allocates nothing proportional to the tensor. */
 int64_t tree_read(const struct tree *t, const struct tree_node *n, char *buf, uint64_t len,
                   uint64_t off, char why[GGUF_ERR_MAX]);
 
@@ -177,29 +172,14 @@ uint64_t tree_render_marks(const struct tree *t, const struct tree_node *n);
 
 /* The zero-copy read: [off, off + len) of n (inside its size) as at most max iovecs
  * into memory the reply may be copied from by the kernel, for the files that are bytes
- * of the model as they lie: a raw tensor file of a local model (one iovec into its
- * mapping) and model.gguf of a local model (tree_model_iov). The count; 0 when n is to
- * be read with tree_read instead (any other file, a remote model, model.gguf in more
- * than max pieces); -EIO with why (as tree_read's) when the file no longer holds the
- * bytes (it shrank: checked against the file as it is now; should it shrink after, the
- * kernel's copy fails and the reader gets EIO, never the daemon a SIGBUS). */
+ * of the model as they lie (TREE_NODE_IOV: a raw tensor file of a local model, one
+ * iovec into its mapping; model.gguf of a local model, its pieces). The count; 0 when n
+ * is to be read with tree_read instead (any other file, model.gguf in more than max
+ * pieces); -EIO with why (as tree_read's) when the file no longer holds the bytes (it
+ * shrank: checked against the file as it is now; should it shrink after, the kernel's
+ * copy fails and the reader gets EIO, never the daemon a SIGBUS). */
 int tree_read_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
                   struct iovec *iov, int max, char why[GGUF_ERR_MAX]);
-
-/* Where the bytes of a raw tensor file lie in the model file, for a zero-copy reply:
- * the fd and absolute offset of byte off of n, and how many of the len asked for exist,
- * in the file as it is now (fewer when it shrank): reader_raw_span. False for any node
- * not TREE_RAW, and for a remote tensor (read it with tree_read). */
-bool tree_raw_span(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                   int *fd, uint64_t *file_off, uint64_t *count);
-
-/* [off, off + len) of model.gguf n of a local model as at most max iovecs into memory
- * and the shards' mappings, for a reply the kernel copies from them (as tree_raw_span):
- * the count, checked against the files as they are now; 0 when the range needs more
- * than max, the model is remote or n is not model.gguf (read it with tree_read); -EIO
- * with why (as tree_read's) when a shard no longer holds the bytes. */
-int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off, uint64_t len,
-                   struct iovec *iov, int max, char why[GGUF_ERR_MAX]);
 
 /* The fd of the one local file that model.gguf of t is byte for byte (a single-file
  * local model whose metadata is the file's own, or edited back to it: its layout one
@@ -207,9 +187,10 @@ int tree_model_iov(const struct tree *t, const struct tree_node *n, uint64_t off
  * model.gguf (split, remote, edited). */
 int tree_model_file_fd(const struct tree *t);
 
-/* Extended attributes (man page): listxattr fills buf with NUL-separated names, getxattr the
- * value; both return the full length needed, with size 0 as the size query, -ERANGE
- * when size is too small, -ENODATA for a name the node does not have. */
+/* Extended attributes (man page), as n's provider says them: listxattr fills buf with
+ * NUL-separated names, getxattr the value; both return the full length needed, with
+ * size 0 as the size query, -ERANGE when size is too small, -ENODATA for a name the node
+ * does not have. */
 int64_t tree_listxattr(const struct tree *t, const struct tree_node *n, char *buf, uint64_t size);
 int64_t tree_getxattr(const struct tree *t, const struct tree_node *n, const char *name,
                       char *buf, uint64_t size);

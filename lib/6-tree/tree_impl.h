@@ -1,7 +1,9 @@
-/* What the tree's own files share (tree.c: the namespace, a state's metadata part and
- * the dispatch of reads; tree_tensors.c: the part no edit changes; tree_index.c: the
- * name lookup; tree_stats.c: the statistics files; tree_edit.c: the edits): the tree
- * itself. Nothing outside lib/6-tree/ includes this. */
+/* What the tree core and its core providers share (tree.c: the trees, their numbers'
+ * dispatch and the read entry points; tree_kit.c: the kit and the layout of numbers;
+ * tree_root.c, tree_meta.c, tree_tensors.c with tree_stats.c and tree_index.c,
+ * tree_render.c, tree_modelfile.c: the core's providers; tree_edit.c: the edits): the
+ * kit, the layout, the tree itself. Nothing outside lib/6-tree/ includes this; a feature's
+ * provider (quants_provider.c) sees provider.h and tree.h only. */
 #ifndef GGUFS_TREE_IMPL_H
 #define GGUFS_TREE_IMPL_H
 
@@ -12,9 +14,154 @@
 
 #include "modelfile.h"
 #include "overlay.h"
-#include "quant_plan.h"
+#include "provider.h"
 #include "render_mark.h"
+#include "sink.h"
 #include "tree.h"
+
+/* ---- The kit (tree_kit.c) ---- */
+
+/* The core's providers, at these places of every kit (tree_kit_new); a feature's follow. */
+enum tree_kit_core {
+	KIT_ROOT,        /* the root: the kit's root table (tree_root.c) */
+	KIT_META,        /* metadata/ (tree_meta.c; edits may replace it) */
+	KIT_TENSORS,     /* tensors/, stats/, stats.tsv (tree_tensors.c) */
+	KIT_MODELFILE,   /* model.gguf (tree_modelfile.c) */
+	KIT_RENDER,      /* gguf.json, summary.txt (tree_render.c) */
+	KIT_CORE         /* how many */
+};
+/* The most providers a kit holds, the core's included, and root entries in all. */
+#define TREE_KIT_MAX 16
+#define TREE_KIT_ROOTS_MAX (TREE_KIT_MAX * TREE_ROOTS_MAX)
+
+struct tree_kit {
+	struct kit_entry {
+		const struct tree_provider *p;
+		void *ctx;
+	} e[TREE_KIT_MAX];
+	unsigned n;
+	/* the root's listing: each entry its provider's place and its place in the
+	 * provider's roots[] */
+	struct kit_root {
+		uint8_t prov, root;
+	} roots[TREE_KIT_ROOTS_MAX];
+	unsigned n_roots;
+	atomic_bool frozen;   /* a tree was built with it: read-only from then on */
+};
+
+extern const struct tree_provider tree_root_provider;
+extern const struct tree_provider tree_meta_provider;
+extern const struct tree_provider tree_tensors_provider;
+extern const struct tree_provider tree_modelfile_provider;
+extern const struct tree_provider tree_render_provider;
+
+/* ---- The numbers of one model's trees (tree_kit.c) ---- */
+
+/* Where each provider of a kit sits in one model's trees (tree_ino.h's zones), laid out
+ * once with the tree of the model's own metadata, which owns it, and shared by the tree of
+ * every edit state; with the tensor part of model.gguf's layouts, which no edit changes. */
+struct tree_layout {
+	/* by root-table entry: a stable one's number, a per-state one's place in a state's
+	 * range */
+	uint64_t root_no[TREE_KIT_ROOTS_MAX];
+	uint8_t root_owner[TREE_ROOT_ENTRIES_MAX];   /* provider of number 2 + i, or NONE */
+	struct layout_prov {
+		uint64_t stable, n_stable;     /* its range in zone S */
+		uint64_t state_off, n_state;   /* its place and width in a state's range */
+	} p[TREE_KIT_MAX];
+	uint64_t open, n_open;   /* the open-ended range, of provider open_prov */
+	unsigned open_prov;      /* TREE_KIT_MAX: none */
+	uint64_t w;              /* numbers a state: W */
+	/* the tensor part of model.gguf's layouts (modelfile.h), made by the first layout
+	 * that needs it (a split model's own; a single file's first edit state) */
+	pthread_mutex_t tensors_lock;
+	struct modelfile_tensors *tensors;
+};
+#define TREE_LAYOUT_NONE UINT8_MAX
+
+/* Lays out the numbers of m's trees with the providers of k into *lay (its lock made):
+ * 0, or -1 with err (a provider's widths refused, or the zones passed: "too many keys
+ * and tensors"). tree_layout_free lets go of what it holds. */
+int tree_layout_make(const struct tree_kit *k, const struct ggufs_model *m,
+                     struct tree_layout *lay, char err[GGUF_ERR_MAX]);
+void tree_layout_free(struct tree_layout *lay);
+
+/* ---- The tree ---- */
+
+struct tree {
+	const struct ggufs_model *m;
+	struct ov_state *state;      /* the edit state whose view m is (held), or NULL */
+	const struct tree *base;     /* the tree whose layout and shared instances this one
+	                              * uses, or NULL */
+	atomic_uint_fast64_t refs;   /* tree_hold / tree_release */
+	const struct tree_kit *kit;
+	struct tree_layout *lay;     /* owned when base is NULL, else base's */
+	uint64_t state_first;        /* the first number of this state's range in zone P */
+	unsigned n_made;             /* providers whose instance was made (tree_free) */
+	struct modelfile mf;         /* model.gguf's layout (the model.gguf provider's, and
+	                              * gguf.json's and the tensors' user.gguf.model_offset) */
+	/* with edits (tree_edit.c sets them): when this state was made, and when each key
+	 * (by position in m's metadata) last changed; key_time NULL otherwise */
+	struct timespec made;
+	struct timespec *key_time;
+	void *inst[];                /* each provider's instance, by place in the kit */
+};
+
+/* The ref of node n of t (its provider's, by n->prov), nothing held. */
+static inline void tree_ref_of(const struct tree *t, const struct tree_node *n,
+                               struct node_ref *r)
+{
+	const struct kit_entry *e = &t->kit->e[n->prov];
+	*r = (struct node_ref){ .p = e->p, .ctx = e->ctx, .inst = t->inst[n->prov], .tree = t,
+	                        .n = n, .ino = n->ino, .parent = n->parent };
+}
+
+/* The numbers provider i was handed in t (make's range). */
+void tree_range_of(const struct tree *t, unsigned i, struct tree_range *r);
+
+/* The number of the root-table entry e of t (stable, or in t's state). */
+uint64_t tree_root_no(const struct tree *t, unsigned e);
+
+/* The tensor part of model.gguf's layouts of t's model m (the base's or a view of it: its
+ * tensors are the base's), made the first time it is asked for (a single file's unedited
+ * model.gguf needs none, so a mount without edits never makes it): NULL with err. */
+const struct modelfile_tensors *tree_tensor_layout(const struct tree *t,
+                                                   const struct ggufs_model *m,
+                                                   char err[GGUF_ERR_MAX]);
+
+/* len cut to what n holds from off: false when nothing is left to read (off at or past
+ * the end, len 0). */
+static inline bool tree_clamp(const struct tree_node *n, uint64_t off, uint64_t *len)
+{
+	if (off >= n->size || *len == 0)
+		return false;
+	if (*len > n->size - off)
+		*len = n->size - off;
+	return true;
+}
+
+/* A rendered file (metadata/KEY, gguf.json, summary.txt): emit renders it into s, which
+ * keeps the window it was asked for, from mark from (s->pos set to the mark's) or, NULL,
+ * from its start. */
+typedef void (*tree_emit_fn)(const void *arg, struct sink *s, const struct render_mark *from);
+/* Reads [off, off + len) of a rendered file of t (inside it) with the SIGBUS guard armed,
+ * starting at the last of marks (or NULL) before off: len, or -EIO with why when a page of
+ * the header it renders has gone (model_header_holds's line). */
+int64_t tree_read_rendered(const struct tree *t, tree_emit_fn emit, const void *arg,
+                           const struct render_marks *marks, char *buf, uint64_t len,
+                           uint64_t off, char why[GGUF_ERR_MAX]);
+
+/* ---- metadata/ (tree_meta.c) ---- */
+
+/* metadata/KEY of the key at position k of t's metadata (below its count), or NULL. */
+const struct tree_node *tree_meta_key(const struct tree *t, uint64_t k);
+/* The marks of key node n of t, or NULL. */
+const struct render_marks *tree_meta_marks(const struct tree *t, const struct tree_node *n);
+/* gguf.json's marks in t, or NULL (tree_render.c). */
+const struct render_marks *tree_render_json_marks(const struct tree *t,
+                                                  const struct tree_node *n);
+
+/* ---- tensors/, stats/ (tree_tensors.c, tree_stats.c, tree_index.c) ---- */
 
 /* A lookup table of names in directories: open addressing over the positions of nodes
  * in one array (+ 1; 0 = empty), at most half full. */
@@ -23,12 +170,19 @@ struct name_index {
 	uint64_t mask;
 };
 
-/* What no metadata edit changes, built once with the tree of the model's own metadata
- * (which owns it) and shared by the tree of every edit state: tensors/ and stats/, their
- * files' nodes, names and sizes, the statistics and stats.tsv's layout, and the tensor
- * part of model.gguf's layout. A state's tree then holds only its metadata part. */
+/* The roles of the tensors provider's nodes. */
+enum tensors_role {
+	TENSORS_RAW, TENSORS_F32, TENSORS_NPY, TENSORS_STATS, TENSORS_TSV, TENSORS_DIR,
+	TENSORS_STATS_DIR
+};
+
+/* tensors/, stats/ and stats.tsv: the provider's one instance (TREE_P_SHARED), built
+ * with the tree of the model's own metadata and shared by the tree of every edit state:
+ * their files' nodes, names and sizes, the statistics and stats.tsv's layout. */
 struct tree_tensors {
-	uint64_t first_ino;          /* the first tensor file's number (tree_ino.h) */
+	const struct ggufs_model *m;
+	struct tree_node dirs[3];    /* tensors/, stats/, stats.tsv */
+	uint64_t first_ino;          /* the first tensor file's number (its stable range) */
 	uint64_t n_nodes;            /* nodes[i] is ino first_ino + i (4 per tensor; one
 	                              * without a dequantizer leaves 3 unused: ino 0) */
 	struct tree_node *nodes;
@@ -46,99 +200,6 @@ struct tree_tensors {
 	                              * stats_children[k] would start, then the end (the
 	                              * file's size; [0] is where the first line starts) */
 	atomic_uint_fast64_t stats_computed;
-	/* the tensor part of model.gguf's layouts (modelfile.h), made by the first layout
-	 * that needs it (a split model's own; a single file's first edit state) */
-	pthread_mutex_t layout_lock;
-	struct modelfile_tensors *layout;
-};
-
-/* metadata/'s file names and their index, shared by the trees of states whose keys have
- * the same names and ids in the same places (an edit of a value, the commonest, changes
- * none of them, and rebuilding the index was most of an edit of 100,000 keys). */
-struct key_names {
-	atomic_uint_fast64_t refs;
-	char *names;                 /* every key's file name, NUL-terminated, back to back */
-	uint64_t len;
-	struct name_index index;     /* metadata/ by name: positions of keys */
-	struct tree_node *nodes;     /* metadata/KEY by position, with the sizes of the tree
-	                              * that made them; a tree sharing them differs in the
-	                              * sizes of the keys edited since (struct tree) */
-};
-
-/* quants/ (tree_quants.c): every NAME's plan, made at the first lookup, listing or
- * stat in quants/ and kept; the nodes of the NAMEs made and quants.tsv, by j
- * (tree_ino.h). */
-#define TREE_QUANT_NAME_MAX 16   /* "MXFP4_MOE.gguf" and its NUL */
-/* One NAME.gguf's computed bytes (computed.h): opened at its first read, closed when
- * the tree goes or, idle, to make room for another (TREE_QUANT_OPEN_MAX). */
-struct tree_quant_file {
-	const struct tree *t;        /* the fill function's: the tree and the plan */
-	const struct quant_plan *qp;
-	struct source *src;          /* NULL until opened */
-	bool opening;                /* being opened (the lock dropped): wait on opened */
-	bool closing;                /* being closed (the lock dropped; it still holds its
-	                              * disk cache entry): wait on opened before opening */
-	unsigned readers;            /* reads in src now: it is not closed under them */
-	uint64_t last_use;           /* tree_quants.tick at the last read's start */
-	uint64_t computed, from_disk, stored;   /* counters of its sources closed */
-};
-struct tree_quants {
-	pthread_mutex_t lock;
-	atomic_bool made;
-	struct quant_set qs;
-	struct tree_node nodes[TREE_QUANT_TSV_SLOT + 1];
-	char names[TREE_QUANT_TSV_SLOT][TREE_QUANT_NAME_MAX];
-	unsigned children[TREE_QUANT_TSV_SLOT + 1];   /* quants/'s listing: the NAMEs made, quants.tsv */
-	uint64_t n_children;
-	bool requantize;   /* -o requantize: llama-quantize's --allow-requantize */
-	/* the files' computed bytes, under files_lock (apart from lock: an open may wait
-	 * for a disk cache entry another mount lets go) */
-	pthread_mutex_t files_lock;
-	pthread_cond_t opened;           /* a file opened or closed */
-	struct tree_quant_file *files;   /* TREE_QUANT_TSV_SLOT, made at the first read */
-	unsigned n_open;
-	uint64_t tick;
-	struct tree_quant_cache cache;   /* dir malloc'ed (tree_set_quant_cache) */
-	struct computed_pool *own_pool;  /* without cache.pool (not a mount's tree): made
-	                                  * at the first open, freed with the tree */
-};
-
-struct tree {
-	const struct ggufs_model *m;
-	struct ov_state *state;      /* the edit state whose view m is (held), or NULL */
-	const struct tree *base;     /* the tree whose tensor part this one shares, or NULL */
-	atomic_uint_fast64_t refs;   /* tree_hold / tree_release */
-	uint64_t n_orig;             /* keys of the model's file: where tensor inos start */
-	struct tree_tensors *tensors;   /* owned when base is NULL, else base's */
-	struct tree_node fixed[TREE_QUANTS_DIR_INO + 1];   /* by ino: the root and its files */
-	uint64_t n_keys;             /* = m->meta->n_kv */
-	/* metadata/KEY of the key at each position of m->meta (key_at): names->nodes, but
-	 * for the keys whose size differs from there, in over (by position); or, when
-	 * those are many, keys: all of them, the tree's own */
-	struct tree_node *keys;
-	struct key_override { uint64_t k; struct tree_node node; } *over;
-	uint64_t n_over;
-	struct key_names *names;     /* the keys' names and index (held): made for this
-	                              * tree, or the tree before's when they are its */
-	bool names_made;             /* made for this tree (tree_held_bytes counts them) */
-	struct key_marks {           /* the restart points (render_mark.h) of the keys that
-	                              * have any, by position */
-		uint64_t k;
-		struct render_marks ms;
-	} *marked;
-	uint64_t n_marked, cap_marked;
-	struct render_marks json_marks;  /* gguf.json's */
-	/* gguf.json's and summary.txt's sizes, rendered when first asked for (a lookup,
-	 * a listing, a read), not when the tree is built: an edit then costs what it
-	 * changed, not a rendering of every tensor */
-	pthread_mutex_t size_lock;
-	atomic_bool sized;
-	struct modelfile mf;         /* model.gguf's layout */
-	/* with edits (tree_edit.c sets them): when this state was made, and when each key
-	 * (by position in m->meta) last changed; key_time NULL otherwise */
-	struct timespec made;
-	struct timespec *key_time;
-	struct tree_quants quants;
 };
 
 /* The name index (tree_index.c): an empty one for n names (false out of memory);
@@ -149,16 +210,6 @@ const struct tree_node *name_index_find(const struct name_index *x,
                                         const struct tree_node *nodes, uint64_t dir,
                                         const char *name);
 
-/* The tensor part (tree_tensors.c): built for model m whose file has n_orig keys (NULL
- * out of memory); freed (NULL too) with m's tensor count; the tensor part of model.gguf's
- * layouts of m, made the first time it is asked for (a single file's unedited
- * model.gguf needs none, so a mount without edits never makes it), NULL with err. */
-struct tree_tensors *tree_tensors_build(const struct ggufs_model *m, uint64_t n_orig);
-void tree_tensors_free(struct tree_tensors *tt, uint64_t n_t);
-const struct modelfile_tensors *tree_tensor_layout(struct tree_tensors *tt,
-                                                   const struct ggufs_model *m,
-                                                   char err[GGUF_ERR_MAX]);
-
 /* The statistics files (tree_stats.c). */
 struct stats_slot;
 /* One slot per tensor, each empty until its statistics are first read; NULL when out
@@ -168,29 +219,12 @@ void tree_stats_free(struct stats_slot *slots, uint64_t n_tensors);
 /* Lays stats.tsv out once stats/ is built: where each line starts; its size is the
  * last. */
 void tree_stats_layout(const struct ggufs_model *m, struct tree_tensors *tt);
-/* Reads [off, off + len) of stats/NAME or stats.tsv (inside the file), computing the
- * statistics of only the tensors whose text the range covers (in stats.tsv: or comes
- * before, as lines are as long as their figures): len, or -errno with a read's why. */
-int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *buf,
-                        uint64_t len, uint64_t off, char why[GGUF_ERR_MAX]);
-
-/* quants/ (tree_quants.c). tree_quants_init before anything can free the tree. Nodes are
- * NULL (or the count 0) when the plans could not be made (out of memory, a page of the
- * model's header gone): a later call tries again. */
-void tree_quants_init(struct tree *t);
-void tree_quants_free(struct tree *t);
-uint64_t tree_quants_bytes(const struct tree *t);
-const struct tree_node *tree_quants_node(const struct tree *t, uint64_t ino);
-const struct tree_node *tree_quants_lookup(const struct tree *t, const char *name);
-uint64_t tree_quants_count(const struct tree *t);
-const struct tree_node *tree_quants_child(const struct tree *t, uint64_t i);
-/* The counters of quants/NAME.gguf n so far (its xattrs user.ggufs.blocks_*): blocks
- * computed, read from the disk cache, stored in it. */
-void tree_quants_counters(const struct tree *t, const struct tree_node *n, uint64_t *computed,
-                          uint64_t *from_disk, uint64_t *stored);
-/* Reads [off, off + len) of quants/NAME.gguf or quants.tsv n (inside it): len, or
- * -EIO with why (the model's bytes could not be read, a local file changed or shrank). */
-int64_t tree_quants_read(const struct tree *t, const struct tree_node *n, char *buf,
-                         uint64_t len, uint64_t off, char why[GGUF_ERR_MAX]);
+/* Reads [off, off + len) of stats/NAME or stats.tsv n (inside the file) of m,
+ * computing the statistics of only the tensors whose text the range covers (in
+ * stats.tsv: or comes before, as lines are as long as their figures): len, or -errno
+ * with a read's why. */
+int64_t tree_stats_read(struct tree_tensors *tt, const struct ggufs_model *m,
+                        const struct tree_node *n, char *buf, uint64_t len, uint64_t off,
+                        char why[GGUF_ERR_MAX]);
 
 #endif

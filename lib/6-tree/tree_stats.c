@@ -1,3 +1,5 @@
+/* The statistics files of the tensors provider (tree_tensors.c): stats/NAME and
+ * stats.tsv, each tensor's statistics computed at most once by the reads that need them. */
 #include "tree_impl.h"
 
 #include <pthread.h>
@@ -48,25 +50,20 @@ void tree_stats_layout(const struct ggufs_model *m, struct tree_tensors *tt)
 	}
 }
 
-uint64_t tree_stats_computed(const struct tree *t)
+/* The statistics of tensor i of m into *out: the kept result, or computed now by the
+ * first caller while any other waits for it. A failed computation keeps nothing, so that
+ * a later read tries again. 0 or -errno with a read's why. */
+static int tensor_stats_once(struct tree_tensors *tt, const struct ggufs_model *m, uint64_t i,
+                             struct tensor_stats *out, char why[GGUF_ERR_MAX])
 {
-	return atomic_load(&t->tensors->stats_computed);
-}
-
-/* The statistics of tensor i into *out: the kept result, or computed now by the first
- * caller while any other waits for it. A failed computation keeps nothing, so that a
- * later read tries again. 0 or -errno with a read's why. */
-static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_stats *out,
-                             char why[GGUF_ERR_MAX])
-{
-	struct stats_slot *slot = &t->tensors->stats[i];
+	struct stats_slot *slot = &tt->stats[i];
 	int r = 0;
 	if (!atomic_load_explicit(&slot->done, memory_order_acquire)) {
 		pthread_mutex_lock(&slot->lock);
 		if (!atomic_load_explicit(&slot->done, memory_order_relaxed)) {
-			r = stats_tensor(t->m, i, &slot->s, why);
+			r = stats_tensor(m, i, &slot->s, why);
 			if (r == 0) {
-				atomic_fetch_add(&t->tensors->stats_computed, 1);
+				atomic_fetch_add(&tt->stats_computed, 1);
 				atomic_store_explicit(&slot->done, true, memory_order_release);
 			}
 		}
@@ -77,20 +74,20 @@ static int tensor_stats_once(const struct tree *t, uint64_t i, struct tensor_sta
 	return r;
 }
 
-int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *buf,
-                        uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
+int64_t tree_stats_read(struct tree_tensors *tt, const struct ggufs_model *m,
+                        const struct tree_node *n, char *buf, uint64_t len, uint64_t off,
+                        char why[GGUF_ERR_MAX])
 {
 	struct tensor_stats st;
 	struct sink s = sink_window(buf, off, len);
 	int r;
-	if (n->kind == TREE_STATS) {
-		r = tensor_stats_once(t, n->index, &st, why);
+	if (n->role == TENSORS_STATS) {
+		r = tensor_stats_once(tt, m, n->index, &st, why);
 		if (r < 0)
 			return r;
-		render_stats(&s, model_tensor(t->m, n->index), &st);
+		render_stats(&s, model_tensor(m, n->index), &st);
 		return (int64_t)len;
 	}
-	const struct tree_tensors *tt = t->tensors;
 	if (off < tt->tsv_line[0])
 		render_stats_tsv_header(&s);
 	/* each line as long as its figures: where one starts depends on the figures of
@@ -100,10 +97,10 @@ int64_t tree_stats_read(const struct tree *t, const struct tree_node *n, char *b
 	uint64_t k = 0;
 	for (; k < tt->n_stats_children && s.pos < off + len; k++) {
 		const struct tree_node *sn = &tt->nodes[tt->stats_children[k] - tt->first_ino];
-		r = tensor_stats_once(t, sn->index, &st, why);
+		r = tensor_stats_once(tt, m, sn->index, &st, why);
 		if (r < 0)
 			return r;
-		render_stats_tsv_line(&s, model_tensor(t->m, sn->index), sn->name, &st);
+		render_stats_tsv_line(&s, model_tensor(m, sn->index), sn->name, &st);
 	}
 	/* then empty lines up to the size laid out for the widest figures */
 	if (k == tt->n_stats_children && s.pos < off + len) {

@@ -327,21 +327,21 @@ bool lib_shrunk(struct library *lib)
 	return true;
 }
 
-void library_set_requantize(struct library *lib, bool on)
-{
-	lib->requantize = on;
-}
-
-struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX])
+struct library *library_open(struct lib_source *src, const struct tree_kit *kit,
+                             char err[GGUF_ERR_MAX])
 {
 	struct library *lib = calloc(1, sizeof *lib);
-	if (!lib) {
+	struct tree_kit *own = lib && !kit ? tree_kit_new(err) : NULL;
+	if (!lib || (!kit && !own)) {
 		snprintf(err, GGUF_ERR_MAX, "out of memory");
+		free(lib);
 		src->ops->free(src->ctx);
 		free(src);
 		return NULL;
 	}
 	lib->src = src;
+	lib->kit = kit ? kit : own;
+	lib->own_kit = own;
 	pthread_mutex_init(&lib->lock, NULL);
 	pthread_mutex_init(&lib->compare_lock, NULL);
 	pthread_cond_init(&lib->built, NULL);
@@ -383,23 +383,12 @@ void library_free(struct library *lib)
 	lib_compares_free(lib);
 	lib->src->ops->free(lib->src->ctx);
 	free(lib->src);
-	free((char *)lib->quant_cache.dir);
+	tree_kit_free(lib->own_kit);   /* after every tree built with it */
 	pthread_mutex_destroy(&lib->lock);
 	pthread_mutex_destroy(&lib->compare_lock);
 	pthread_cond_destroy(&lib->built);
 	pthread_cond_destroy(&lib->listed);
 	free(lib);
-}
-
-bool library_set_quant_cache(struct library *lib, const struct tree_quant_cache *c)
-{
-	char *dir = c->dir ? strdup(c->dir) : NULL;
-	if (c->dir && !dir)
-		return false;
-	free((char *)lib->quant_cache.dir);
-	lib->quant_cache = *c;
-	lib->quant_cache.dir = dir;
-	return true;
 }
 
 /* The child of folder f called name (its listing is sorted), or NULL. */
@@ -656,23 +645,10 @@ static void build(struct library *lib, struct lib_slot *s)
 	struct ggufs_model *m = lib_slot_open(lib, s, &stale, err);
 	atomic_fetch_add(&lib->opened, 1);
 	struct tree *t = NULL;
-	if (m) {
-		/* the numbers of the tree must fit under its quants/ and the slot's compare/
-		 * (tree_ino.h: four a tensor) */
-		uint64_t inos = TREE_FIRST_META + model_meta(m)->n_kv + 4 * model_n_tensors(m);
-		if (inos >= TREE_QUANT_INO || tree_ino_quant(0, TREE_QUANT_TSV_SLOT) >= LIB_COMPARE_LOW)
-			snprintf(err, sizeof err, "%s: too many keys and tensors for a library",
-			         model_path(m));
-		else
-			t = tree_build(m, err);
-		if (t && !tree_set_quant_cache(t, &lib->quant_cache)) {
-			snprintf(err, sizeof err, "%s: out of memory", model_path(m));
-			tree_free(t);
-			t = NULL;
-		}
-		if (t)
-			tree_set_requantize(t, lib->requantize);
-	}
+	/* the tree's numbers fit below the slot's compare/ (tree_ino.h: state 0 ends below
+	 * 2^31 - 1; a model past the zones is refused by the build) */
+	if (m)
+		t = tree_build(m, lib->kit, err);
 	struct lib_row *row = t && want_row ? lib_row_of(m, lib_slot_sha256(lib, s)) : NULL;
 	char *line = NULL;
 	if (!t && !stale) {

@@ -106,15 +106,13 @@ extern const struct tree_provider lib_compare_provider;     /* compare/OTHER */
 
 struct library;
 
-/* The library over src (taken: freed with the library). NULL with one line in err:
- * the root cannot be listed. Mounting reads nothing but the root's listing. */
-struct library *library_open(struct lib_source *src, char err[GGUF_ERR_MAX]);
+/* The library over src (taken: freed with the library), every model's tree built with
+ * the providers of kit (the mount's, with its options: it must outlive the library), or
+ * with NULL the core's alone (a library only listed). NULL with one line in err: the
+ * root cannot be listed. Mounting reads nothing but the root's listing. */
+struct library *library_open(struct lib_source *src, const struct tree_kit *kit,
+                             char err[GGUF_ERR_MAX]);
 void library_free(struct library *lib);
-/* -o requantize for every model of lib (tree_set_requantize), before it is mounted. */
-void library_set_requantize(struct library *lib, bool on);
-/* How the quants/ of every model of lib are made and kept (tree_set_quant_cache),
- * copied; before anything is read. false out of memory. */
-bool library_set_quant_cache(struct library *lib, const struct tree_quant_cache *c);
 
 /* The namespace of lib (ns.h) for a mount: NULL out of memory. Its get and lookup are
  * library_get's and library_lookup's, and size compare/OTHER (its comparison made at

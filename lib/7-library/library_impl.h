@@ -152,8 +152,8 @@ struct library {
 	uint64_t compare_bytes;
 	pthread_mutex_t compare_lock;   /* held while a comparison is computed */
 	atomic_uint_fast64_t compares_made;
-	bool requantize;           /* every model's tree: tree_set_requantize */
-	struct tree_quant_cache quant_cache;   /* every model tree's (dir malloc'ed) */
+	const struct tree_kit *kit;   /* every model's tree's providers */
+	struct tree_kit *own_kit;     /* kit, when library_open was given none */
 	/* what the lock's holder let go and lib_unlock releases once it is let go: slots
 	 * freed with a built model (by next_free), models trimmed */
 	struct lib_slot *gone;

@@ -48,7 +48,7 @@ void mount_edit_writer_release(struct mount *m)
 
 struct scratch_file *mount_edit_scratch_of(struct mount *m, uint64_t ino)
 {
-	return ino >= TREE_SCRATCH_INO ? scratch_by_ino(tree_edits_scratch(m->edits), ino) : NULL;
+	return tree_ino_ns_own(ino) ? scratch_by_ino(tree_edits_scratch(m->edits), ino) : NULL;
 }
 
 void mount_edit_stat(const struct tree *t, const struct tree_node *n, struct stat *st)
@@ -79,7 +79,7 @@ const struct tree_node *mount_edit_take_node(struct mount *m, uint64_t ino, stru
 {
 	*t = tree_edits_holding(m->edits, ino);
 	if (!*t) {
-		mount_fail(err, tree_ino_is_model(ino) ? ESTALE : ENOENT);
+		mount_fail(err, tree_ino_state_root(m->tree, ino) ? ESTALE : ENOENT);
 		return NULL;
 	}
 	return tree_node(*t, ino);
@@ -122,7 +122,7 @@ static bool ed_lookup(struct mount *m, uint64_t parent, const char *name, struct
 		} else if (n) {
 			e->ino = n->ino;
 			/* model.gguf and quants/'s files are other inodes in each state */
-			if (n->kind == TREE_MODEL || parent == TREE_QUANTS_DIR_INO)
+			if (tree_ino_per_state(n->ino))
 				e->entry_ttl = 0;
 			mount_edit_stat(t, n, &e->attr);
 		}

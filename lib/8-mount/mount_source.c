@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache_dir.h"
 #include "computed.h"
 #include "leaving.h"
 #include "library.h"
 #include "model.h"
 #include "mount.h"
 #include "path.h"
+#include "quants_provider.h"
 #include "tree.h"
 #include "tree_edit.h"
 #include "types.h"
@@ -90,30 +92,24 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 		gguf_errf(err, "out of memory");
 		goto fail;
 	}
-	struct tree_quant_cache qc = open_name_quant_cache(&names);
-	s->quant_pool = qc.pool = tree_quant_pool_new(qc.threads, s->leaving, err);
-	if (!s->quant_pool)
+	/* the providers of every tree of the mount, each with its per-mount state made
+	 * once from the options */
+	const struct quants_opts qo = { .requantize = o->requantize,
+	                                .cache_dir = cache_dir_default(names.cache_dir),
+	                                .cache_max = names.cache_max };
+	if (!(s->quants = quants_mount_new(&qo, s->leaving, err)) ||
+	    !(s->kit = tree_kit_new(err)) || !tree_kit_add(s->kit, &quants_provider, s->quants, err))
 		goto fail;
 	if (s->library) {
-		s->lib = open_name_library(name, kind, &names, o->mountpoint, err);
+		s->lib = open_name_library(name, kind, &names, o->mountpoint, s->kit, err);
 		s->remote = kind != NAME_KIND_FOLDER;
 		if (!s->lib)
 			goto fail;
-		if (!library_set_quant_cache(s->lib, &qc)) {
-			gguf_errf(err, "out of memory");
-			goto fail;
-		}
-		library_set_requantize(s->lib, o->requantize);
 		s->mount = mount_library(s->lib);
 	} else {
 		s->model = open_name_model(name, &names, &s->shown, err);
-		if (!s->model || !(s->tree = tree_build(s->model, err)))
+		if (!s->model || !(s->tree = tree_build(s->model, s->kit, err)))
 			goto fail;
-		tree_set_requantize(s->tree, o->requantize);
-		if (!tree_set_quant_cache(s->tree, &qc)) {
-			gguf_errf(err, "out of memory");
-			goto fail;
-		}
 		s->remote = model_fetched(s->model);
 		if (o->edits_file && !mount_source_edits(s, o, err))
 			goto fail;
@@ -127,7 +123,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	}
 	if (s->model)
 		mount_source_warn_raw_only(s->model, &o->names);
-	mount_source_check_cache(s, qc.dir);
+	mount_source_check_cache(s, qo.cache_dir);
 	return true;
 fail:
 	mount_source_close(s);
@@ -141,8 +137,9 @@ void mount_source_close(struct mount_source *s)
 	tree_free(s->tree);
 	library_free(s->lib);
 	model_close(s->model);
-	computed_pool_free(s->quant_pool);   /* after every tree whose files it served */
-	leaving_free(s->leaving);   /* after all that was in it */
+	quants_mount_free(s->quants);   /* after every tree whose files it served */
+	tree_kit_free(s->kit);          /* after every tree built with it */
+	leaving_free(s->leaving);       /* after all that was in it */
 	free(s->shown);
 	memset(s, 0, sizeof *s);
 }

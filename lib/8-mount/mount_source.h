@@ -15,7 +15,8 @@ struct ggufs_model;
 struct tree;
 struct tree_edits;
 struct library;
-struct computed_pool;
+struct quants_mount;
+struct tree_kit;
 struct leaving;
 
 /* How a name is opened for a mount. */
@@ -28,7 +29,7 @@ struct mount_source_opts {
 	                           * hold it, nor the edits file lie in it */
 	bool single_thread;       /* -s: one thread serves every request */
 	bool requantize;          /* -o requantize: quants/ of already quantized models too
-	                           * (tree_set_requantize) */
+	                           * (quants_opts) */
 };
 
 /* An opened source and its mount. */
@@ -49,8 +50,10 @@ struct mount_source {
 	struct tree *tree;
 	struct tree_edits *tree_edits;
 	struct library *lib;
-	struct computed_pool *quant_pool;   /* the workers and memory of every quants/
-	                                     * file the mount serves (tree_quant_pool_new) */
+	struct quants_mount *quants;   /* quants/'s per-mount state: the options, the
+	                                * workers and memory of every quants/ file the mount
+	                                * serves */
+	struct tree_kit *kit;          /* the providers every tree of the mount is built with */
 	/* The mount is ending (the kernel has ended the session; its last requests may
 	 * still be served): leaving_run(leaving), once: the edits file goes over to a
 	 * quick remount of the same model, and the disk cache stores nothing more (a

@@ -37,7 +37,7 @@ static bool name_list_library(struct name_list *l, const char *name, enum name_k
                               const struct open_name_opts *o)
 {
 	char why[GGUF_ERR_MAX];
-	struct library *lib = open_name_library(name, kind, o, NULL, why);
+	struct library *lib = open_name_library(name, kind, o, NULL, NULL, why);
 	char **paths = NULL;
 	size_t n = 0;
 	if (lib) {

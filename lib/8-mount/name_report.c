@@ -43,13 +43,15 @@ bool name_report_check(const struct name_list *l, size_t i, const struct open_na
 		return false;
 	free(shown);
 	/* the tree is built as a mount would, so that a model it refuses is refused here */
-	struct tree *t = tree_build(m, err);
+	struct tree_kit *kit = tree_kit_new(err);
+	struct tree *t = kit ? tree_build(m, kit, err) : NULL;
 	struct name_report_progress p = { r, "checking", 0 };
 	int rc = t ? check_text_make(m, r->json, r->progress ? name_report_show : NULL, &p,
 	                             &p.total, text, len, unhealthy, err) : -1;
 	if (t && r->progress)   /* the progress line goes */
 		r->progress(r->progress_arg, NULL);
 	tree_free(t);
+	tree_kit_free(kit);
 	model_close(m);
 	return rc == 0;
 }

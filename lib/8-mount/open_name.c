@@ -333,23 +333,10 @@ static struct lib_source *open_name_local_source(const char *name, bool confine,
 
 struct library *open_name_library(const char *name, enum name_kind kind,
                                   const struct open_name_opts *o, const char *mountpoint,
-                                  char err[GGUF_ERR_MAX])
+                                  const struct tree_kit *kit, char err[GGUF_ERR_MAX])
 {
 	struct lib_source *src = kind == NAME_KIND_HUB_LIBRARY ? open_name_hub_source(name, o, err)
 	                       : kind == NAME_KIND_S3_LIBRARY ? open_name_s3_source(name, o, err)
 	                       : open_name_local_source(name, o->confine, mountpoint, err);
-	struct library *lib = src ? library_open(src, err) : NULL;
-	const struct tree_quant_cache qc = open_name_quant_cache(o);
-	if (lib && !library_set_quant_cache(lib, &qc)) {
-		gguf_errf(err, "%s: out of memory", name);
-		library_free(lib);
-		return NULL;
-	}
-	return lib;
-}
-
-struct tree_quant_cache open_name_quant_cache(const struct open_name_opts *o)
-{
-	return (struct tree_quant_cache){ .dir = cache_dir_default(o->cache_dir),
-	                                  .max = o->cache_max };
+	return src ? library_open(src, kit, err) : NULL;
 }

@@ -80,16 +80,14 @@ struct ggufs_model *open_name_model(const char *name, const struct open_name_opt
                                     char **shown, char err[GGUF_ERR_MAX]);
 
 /* Opens the library name names (kind: name_kind_of(name), a library's): its source made
- * (a remote one's credentials and revision found as for one model) and its root listed.
- * mountpoint (absolute, or NULL): a local folder that holds it is refused, since every
- * listing of the folder would then wait for itself. The library, or NULL with one line
- * in err. */
+ * (a remote one's credentials and revision found as for one model) and its root listed,
+ * its models' trees to be built with kit (library_open's: the mount's, or NULL for the
+ * core's providers alone). mountpoint (absolute, or NULL): a local folder that holds it
+ * is refused, since every listing of the folder would then wait for itself. The library,
+ * or NULL with one line in err. */
+struct tree_kit;
 struct library *open_name_library(const char *name, enum name_kind kind,
                                   const struct open_name_opts *o, const char *mountpoint,
-                                  char err[GGUF_ERR_MAX]);
-
-/* How quants/ files are kept with o's options (tree.h): the disk cache of remote files
- * (-o cache_dir, its default, or none; -o cache_max), workers on every core. */
-struct tree_quant_cache open_name_quant_cache(const struct open_name_opts *o);
+                                  const struct tree_kit *kit, char err[GGUF_ERR_MAX]);
 
 #endif

@@ -17,6 +17,7 @@
 #include "model.h"
 #include "overlay.h"
 #include "parse_value.h"
+#include "test_kit.h"
 #include "tree.h"
 #include "tree_edit.h"
 
@@ -75,7 +76,7 @@ static void open_edits(void)
 		broken("mkdtemp");
 	snprintf(edits_path, sizeof edits_path, "%s/fix.json", edits_dir);
 	small = model_open(path, err);
-	small_base = small ? tree_build(small, err) : NULL;
+	small_base = small ? tree_build(small, test_kit(), err) : NULL;
 	edits = small_base ? tree_edits_open(small_base, edits_path, NULL, err) : NULL;
 	if (!edits || tree_edits_create(edits, "fuzz.key", &ino, err) < 0)
 		broken(err);

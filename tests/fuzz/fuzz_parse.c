@@ -17,6 +17,7 @@
 #include "gguf_write.h"
 #include "model.h"
 #include "model_source.h"
+#include "test_kit.h"
 #include "tree.h"
 #include "types.h"
 
@@ -215,7 +216,7 @@ static void check_tree(const uint8_t *data, size_t size, const struct gguf_file 
 		return;
 	}
 	char err[GGUF_ERR_MAX];
-	struct tree *t = tree_build(m, err);
+	struct tree *t = tree_build(m, test_kit(), err);
 	if (!t)
 		broken("tree_build failed on a valid file");
 	static const uint64_t dirs[] = { TREE_ROOT_INO, 2, 3, TREE_STATS_DIR_INO };

@@ -15,6 +15,7 @@
 
 #include "edit_text.h"
 #include "model.h"
+#include "test_kit.h"
 #include "tree.h"
 #include "tree_ino.h"
 
@@ -59,7 +60,7 @@ static void test_load(void **state)
 	(void)state;
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = tiny_model_open();
-	struct tree *t = tree_build(m, err);
+	struct tree *t = tree_build(m, test_kit(), err);
 	assert_non_null(t);
 	const struct tree_node *n = tree_lookup(t, TREE_METADATA_DIR_INO, "general.architecture");
 	assert_non_null(n);

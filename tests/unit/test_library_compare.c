@@ -30,6 +30,7 @@
 #include "node.h"
 #include "model.h"
 #include "scratch_dir.h"
+#include "test_kit.h"
 
 /* A model at scratch_dir/rel of n f32 tensors called prefix0.. of 1000 values each,
  * value i of tensor k being (k + 1) * i * scale. */
@@ -111,7 +112,7 @@ static struct library *open_lib(void)
 	char err[GGUF_ERR_MAX];
 	struct lib_source *src = lib_source_local(scratch_dir, false, err);
 	assert_non_null(src);
-	struct library *lib = library_open(src, err);
+	struct library *lib = library_open(src, test_kit(), err);
 	assert_non_null(lib);
 	return lib;
 }

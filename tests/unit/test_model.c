@@ -21,6 +21,7 @@
 #include "scratch_dir.h"
 #include "render_summary.h"
 #include "render_util.h"
+#include "test_kit.h"
 #include "tree.h"
 #include "vectors.h"
 
@@ -106,7 +107,7 @@ static void test_split_shards_named(void **state)
 		shard_path(path, sizeof path, "named", given, 3);
 		struct ggufs_model *m = model_open(path, err);
 		assert_non_null(m);
-		struct tree *t = tree_build(m, err);
+		struct tree *t = tree_build(m, test_kit(), err);
 		assert_non_null(t);
 		for (uint64_t i = 0; i < model_n_tensors(m); i++) {
 			char want[64];
@@ -143,7 +144,7 @@ static void test_split_shards_named(void **state)
 		model_close(m);
 	}
 	struct ggufs_model *m = tiny_model_open();
-	struct tree *t = tree_build(m, err);
+	struct tree *t = tree_build(m, test_kit(), err);
 	assert_non_null(t);
 	const struct tree_node *n = tree_node(t, TREE_FIRST_META + model_meta(m)->n_kv);
 	assert_int_equal(tree_getxattr(t, n, "user.gguf.shard", val, sizeof val), -ENODATA);

@@ -21,6 +21,7 @@
 
 #include "unit.h"
 #include "open_watch.h"
+#include "test_kit.h"
 
 #include "gguf_writer.h"
 #include "guard.h"
@@ -47,7 +48,7 @@ static struct mount *mount_at(const char *dir, bool confine)
 	char err[GGUF_ERR_MAX];
 	struct lib_source *src = lib_source_local(dir, confine, err);
 	assert_non_null(src);
-	lib = library_open(src, err);
+	lib = library_open(src, test_kit(), err);
 	assert_non_null(lib);
 	struct mount *m = mount_library(lib);
 	assert_non_null(m);

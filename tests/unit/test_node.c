@@ -14,6 +14,7 @@
 
 #include "node.h"
 #include "ns.h"
+#include "test_kit.h"
 #include "tree.h"
 
 /* The attributes the fake provider says, and the open its attr was given. */
@@ -291,7 +292,7 @@ static void test_same_as_tree_stat(void **state)
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = model_open(TEST_DATA "/tinyllama-q4km.gguf", err);
 	assert_non_null(m);
-	struct tree *t = tree_build(m, err);
+	struct tree *t = tree_build(m, test_kit(), err);
 	assert_non_null(t);
 	cross_tree = t;
 	uint64_t seen = 0;

@@ -111,19 +111,19 @@ static void test_folder_as_library(void **state)
 	snprintf(dir, sizeof dir, "%s/lib", scratch_dir);
 	assert_int_equal(mkdir(dir, 0755), 0);
 	const struct open_name_opts o = test_opts();
-	struct library *lib = open_name_library(dir, name_kind_of(dir), &o, NULL, err);
+	struct library *lib = open_name_library(dir, name_kind_of(dir), &o, NULL, NULL, err);
 	assert_non_null(lib);
 	library_free(lib);
 	/* a mount point inside the folder: refused, every listing would wait for itself */
 	snprintf(mnt, sizeof mnt, "%s/mnt", dir);
 	assert_int_equal(mkdir(mnt, 0755), 0);
-	lib = open_name_library(dir, NAME_KIND_FOLDER, &o, mnt, err);
+	lib = open_name_library(dir, NAME_KIND_FOLDER, &o, mnt, NULL, err);
 	assert_null(lib);
 	assert_non_null(strstr(err, "is inside the library's folder"));
 	/* one beside it is fine, and so is one of a name that only starts like it */
 	snprintf(mnt, sizeof mnt, "%s/lib2", scratch_dir);
 	assert_int_equal(mkdir(mnt, 0755), 0);
-	lib = open_name_library(dir, NAME_KIND_FOLDER, &o, mnt, err);
+	lib = open_name_library(dir, NAME_KIND_FOLDER, &o, mnt, NULL, err);
 	assert_non_null(lib);
 	library_free(lib);
 }
@@ -280,7 +280,7 @@ static void test_s3_names(void **state)
 	const struct open_name_opts o = test_opts();
 	assert_int_equal(name_kind_of("s3://bucket/pre/"), NAME_KIND_S3_LIBRARY);
 	struct library *lib = open_name_library("s3://bucket/pre/", NAME_KIND_S3_LIBRARY, &o,
-	                                        NULL, err);
+	                                        NULL, NULL, err);
 	assert_null(lib);
 	if (!strstr(err, "listing"))
 		fail_msg("%s", err);
@@ -295,7 +295,7 @@ static void test_hub_library(void **state)
 	char err[GGUF_ERR_MAX] = "";
 	const struct open_name_opts o = test_opts();
 	struct library *lib = open_name_library("hf://o/r@v1/sub", NAME_KIND_HUB_LIBRARY, &o,
-	                                        NULL, err);
+	                                        NULL, NULL, err);
 	assert_null(lib);
 	assert_true(err[0] != 0);
 	env_vars[0] = NULL;

@@ -24,6 +24,7 @@
 #include "render_stats.h"
 #include "stats.h"
 #include "test_data.h"
+#include "test_kit.h"
 #include "tree.h"
 
 /* ---- values ---- */
@@ -441,7 +442,7 @@ static struct fixture *open_built(bool faults)
 	f->m = model_open(f->path, err);
 	if (!f->m)
 		fail_msg("%s", err);
-	f->t = tree_build(f->m, err);
+	f->t = tree_build(f->m, test_kit(), err);
 	assert_non_null(f->t);
 	return f;
 }
@@ -637,7 +638,7 @@ static void test_health_zeros(void **state)
 	struct ggufs_model *m = model_open(path, err);
 	if (!m)
 		fail_msg("%s", err);
-	struct tree *t = tree_build(m, err);
+	struct tree *t = tree_build(m, test_kit(), err);
 	assert_non_null(t);
 	assert_health_agrees(t);
 	/* and the kinds are what they say */

@@ -19,6 +19,8 @@
 #include "gguf_writer.h"
 #include "guard.h"
 #include "names.h"
+#include "reader.h"
+#include "test_kit.h"
 #include "tree.h"
 #include "vectors.h"
 
@@ -36,7 +38,7 @@ static int open_model(void **state, const char *path)
 		fprintf(stderr, "%s\n", err);
 		return -1;
 	}
-	f->t = tree_build(f->m, err);
+	f->t = tree_build(f->m, test_kit(), err);
 	if (!f->t)
 		return -1;
 	*state = f;
@@ -92,7 +94,8 @@ static void test_shape(void **state)
 	assert_null(tree_lookup(t, TREE_ROOT_INO, "nothing"));
 	assert_null(tree_lookup(t, 2, "tensors"));
 	assert_null(tree_node(t, 0));
-	assert_null(tree_node(t, 1u << 30));
+	assert_null(tree_node(t, TREE_ZONE_P - 1));   /* past every key and tensor */
+	assert_null(tree_node(t, TREE_ZONE_X));
 	assert_true(tree_is_dir(tree_node(t, TREE_ROOT_INO)));
 
 	/* every child is found again by its name, in its own directory only */
@@ -420,7 +423,7 @@ static void test_shrink(void **state)
 	char err[GGUF_ERR_MAX];
 	struct ggufs_model *m = model_open(path, err);
 	assert_non_null(m);
-	struct tree *t = tree_build(m, err);
+	struct tree *t = tree_build(m, test_kit(), err);
 	assert_non_null(t);
 	const struct tree_node *first = tree_lookup(t, 3, "output.weight.f32");
 	const struct tree_node *last = tree_lookup(t, 3, "token_embd.weight.f32");
@@ -428,7 +431,7 @@ static void test_shrink(void **state)
 	char *buf = malloc(1 << 20);
 	assert_int_equal(tree_read(t, last, buf, 1 << 20, 0, NULL), 1 << 20);
 	/* model.gguf is the file, through tree_read and through iovecs */
-	const struct tree_node *model = tree_node(t, TREE_MODEL_INO);
+	const struct tree_node *model = tree_node(t, tree_model_ino(t));
 	assert_string_equal(model->name, "model.gguf");
 	assert_int_equal(model->size, size);
 	char *whole = malloc(size);
@@ -438,11 +441,8 @@ static void test_shrink(void **state)
 	struct iovec iov[4];
 	/* the file's mapping: where its first tensor's bytes are, less their offset */
 	const uint8_t *map = model_tensor_mapped(m, 0) - model_tensor(m, 0)->offset;
-	assert_int_equal(tree_model_iov(t, model, 2000000, 4096, iov, 4, NULL), 1);
-	assert_ptr_equal(iov[0].iov_base, map + 2000000);
-	assert_int_equal(tree_model_iov(t, last, 0, 4096, iov, 4, NULL), 0);
-	/* the one zero-copy entry point: model.gguf as tree_model_iov, a raw tensor as one
-	 * iovec into the mapping, a rendered or dequantized file not at all */
+	/* the one zero-copy entry point: model.gguf as its pieces in the mapping, a raw
+	 * tensor as one iovec into it, a rendered or dequantized file not at all */
 	assert_int_equal(tree_read_iov(t, model, 2000000, 4096, iov, 4, NULL), 1);
 	assert_ptr_equal(iov[0].iov_base, map + 2000000);
 	assert_int_equal(tree_read_iov(t, last_raw, 1000, 4096, iov, 4, NULL), 1);
@@ -456,20 +456,21 @@ static void test_shrink(void **state)
 	assert_int_equal(tree_read(t, last, buf, 4096, 8000000, NULL), -EIO);
 	assert_int_equal(tree_read(t, last_raw, buf, 4096, 1100000, NULL), -EIO);
 	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 300000 - 100, NULL), -EIO);
-	assert_int_equal(tree_model_iov(t, model, 1856832 + 300000 - 100, 4096, iov, 4, NULL), -EIO);
+	assert_int_equal(tree_read_iov(t, model, 1856832 + 300000 - 100, 4096, iov, 4, NULL), -EIO);
 	assert_int_equal(tree_read_iov(t, last_raw, 1100000, 4096, iov, 4, NULL), -EIO);
 	assert_int_equal(tree_read_iov(t, last_raw, 299000, 4096, iov, 4, NULL), -EIO);   /* a part */
 	assert_int_equal(tree_read(t, model, buf, 4096, 1856832 + 200000, NULL), 4096);
-	assert_int_equal(tree_model_iov(t, model, 1856832 + 200000, 4096, iov, 4, NULL), 1);
+	assert_int_equal(tree_read_iov(t, model, 1856832 + 200000, 4096, iov, 4, NULL), 1);
 	/* the zero-copy span says how much is left: none past the cut, a part across it */
 	int span_fd;
 	uint64_t span_off, span_count;
-	assert_true(tree_raw_span(t, last_raw, 1100000, 4096, &span_fd, &span_off, &span_count));
+	assert_true(reader_raw_span(m, last_raw->index, 1100000, 4096, &span_fd, &span_off,
+	                            &span_count, NULL));
 	assert_int_equal(span_count, 0);
-	assert_true(tree_raw_span(t, last_raw, 299000, 4096, &span_fd, &span_off, &span_count));
+	assert_true(reader_raw_span(m, last_raw->index, 299000, 4096, &span_fd, &span_off,
+	                            &span_count, NULL));
 	assert_int_equal(span_off, 1856832 + 299000);
 	assert_int_equal(span_count, 1000);
-	assert_false(tree_raw_span(t, last, 0, 4096, &span_fd, &span_off, &span_count));
 	assert_int_equal(tree_read(t, last, buf, 4096, 0, NULL), 4096);
 	assert_int_equal(tree_read(t, first, buf, 1 << 20, 0, NULL), 1 << 20);
 	const struct tree_node *arch = tree_lookup(t, 2, "general.architecture");

@@ -26,6 +26,7 @@
 #include "gguf_writer.h"
 #include "model.h"
 #include "scratch.h"
+#include "test_kit.h"
 #include "tree.h"
 #include "tree_edit.h"
 
@@ -149,9 +150,10 @@ static void test_each_edit(void **state)
 	/* a file of its own per state: the number of no other state */
 	const struct tree_node *mn = tree_node(t, tree_model_ino(t));
 	assert_ptr_equal(mn, tree_lookup(t, TREE_ROOT_INO, "model.gguf"));
-	assert_null(tree_node(t, TREE_MODEL_INO));
-	assert_int_equal(mn->ino, TREE_MODEL_STATE_INO + tree_state(t)->gen);
-	assert_int_equal(tree_model_ino(f->base), TREE_MODEL_INO);
+	assert_null(tree_node(t, tree_model_ino(f->base)));
+	assert_true(tree_ino_per_state(mn->ino) && tree_ino_state_root(t, mn->ino));
+	assert_true(mn->ino > tree_model_ino(f->base));
+	assert_int_equal(tree_model_ino(f->base), TREE_ZONE_P);   /* state 0's first number */
 	uint8_t *img = malloc(mn->size);
 	assert_int_equal(tree_read(t, mn, (char *)img, mn->size, 0, NULL), (int64_t)mn->size);
 	struct gguf_file g;
@@ -390,7 +392,7 @@ static void test_every_type_round_trip(void **state)
 	if (!m)
 		print_error("%s\n", err);
 	assert_non_null(m);
-	struct tree *base = tree_build(m, err);
+	struct tree *base = tree_build(m, test_kit(), err);
 	struct tree_edits *e = tree_edits_open(base, file, NULL, err);
 	assert_non_null(e);
 	uint64_t n = model_meta(m)->n_kv;
@@ -550,7 +552,7 @@ static void test_scratch_files(void **state)
 	for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
 		assert_true(scratch_is_name(probes[i]));
 		assert_int_equal(tree_edits_create(f->e, probes[i], &ino, err), 0);
-		assert_true(ino >= TREE_SCRATCH_INO);
+		assert_true(tree_ino_ns_own(ino));
 		assert_int_equal(tree_edits_create(f->e, probes[i], &ino, err), -EEXIST);
 		assert_true(tree_edits_taken(f->e, probes[i]));
 		assert_int_equal(tree_edits_unlink(f->e, probes[i], &ino, err), 0);

@@ -1,6 +1,6 @@
-/* The quants/ file table of a tree (lib/6-tree/tree_quants.c) from many threads at once,
- * for ThreadSanitizer (.ci/run's TSan list) and ASan: more NAMEs read at once than the
- * table keeps open (TREE_QUANT_OPEN_MAX), so that idle files are closed and opened again
+/* The quants/ file table of a tree (lib/6-tree/quants_provider.c) from many threads at
+ * once, for ThreadSanitizer (.ci/run's TSan list) and ASan: more NAMEs read at once than
+ * the table keeps open (QUANTS_OPEN_MAX), so that idle files are closed and opened again
  * while others read. What must hold: every byte is the one a lone reader of a tree
  * without a disk cache reads; the pool of the mount (two workers here) never has more
  * threads, however many files; and every block goes to the disk cache once, under the
@@ -25,11 +25,12 @@
 #include "computed.h"
 #include "gguf_writer.h"
 #include "model.h"
+#include "quants_provider.h"
 #include "scratch_dir.h"
 #include "tree.h"
 #include "types.h"
 
-/* Twelve NAMEs (more than TREE_QUANT_OPEN_MAX), each a file of a few blocks. */
+/* Twelve NAMEs (more than QUANTS_OPEN_MAX), each a file of a few blocks. */
 static const char *const names[] = { "F16", "BF16", "Q8_0", "Q6_K", "Q5_0", "Q5_1", "Q4_0",
                                      "Q4_1", "Q5_K_S", "Q4_K_S", "Q3_K_S", "Q2_K" };
 #define N_NAMES (sizeof names / sizeof *names)
@@ -64,29 +65,49 @@ static void write_model(void)
 	gw_free(&w);
 }
 
-/* The model's tree, with the disk cache scratch_dir/cache and pool (NULL: no disk
- * cache, a pool of the tree's own). */
-static struct tree *open_tree(struct ggufs_model **m, struct computed_pool *pool)
+/* A tree of the model and what it is built with: quants/'s per-mount state (its pool)
+ * and the kit. */
+struct quants_fixture {
+	struct ggufs_model *m;
+	struct quants_mount *qm;
+	struct tree_kit *kit;
+	struct tree *t;
+};
+
+/* The model's tree, with the disk cache scratch_dir/cache or none, and a pool of at most
+ * threads workers (0: the online cores), as a mount of its own. */
+static struct tree *open_tree(struct quants_fixture *f, bool disk, unsigned threads)
 {
 	char path[128], cache[128], err[GGUF_ERR_MAX];
 	snprintf(path, sizeof path, "%s/model.gguf", scratch_dir);
 	snprintf(cache, sizeof cache, "%s/cache", scratch_dir);
-	*m = model_open(path, err);
-	if (!*m)
+	f->m = model_open(path, err);
+	if (!f->m)
 		fail_msg("%s", err);
-	struct tree *t = tree_build(*m, err);
-	if (!t)
+	const struct quants_opts o = { .threads = threads, .cache_dir = disk ? cache : NULL };
+	f->qm = quants_mount_new(&o, NULL, err);
+	f->kit = f->qm ? tree_kit_new(err) : NULL;
+	if (!f->kit || !tree_kit_add(f->kit, &quants_provider, f->qm, err) ||
+	    !(f->t = tree_build(f->m, f->kit, err)))
 		fail_msg("%s", err);
-	const struct tree_quant_cache qc = { .dir = pool ? cache : NULL, .pool = pool };
-	assert_true(tree_set_quant_cache(t, &qc));
-	return t;
+	return f->t;
+}
+
+/* Frees what open_tree made, the pool last. */
+static void close_tree(struct quants_fixture *f)
+{
+	tree_free(f->t);
+	model_close(f->m);
+	quants_mount_free(f->qm);
+	tree_kit_free(f->kit);
 }
 
 static const struct tree_node *quant_node(const struct tree *t, const char *name)
 {
 	char file[32];
 	snprintf(file, sizeof file, "%s.gguf", name);
-	const struct tree_node *n = tree_lookup(t, TREE_QUANTS_DIR_INO, file);
+	const struct tree_node *dir = tree_lookup(t, TREE_ROOT_INO, "quants");
+	const struct tree_node *n = dir ? tree_lookup(t, dir->ino, file) : NULL;
 	if (!n)
 		fail_msg("no quants/%s", file);
 	return n;
@@ -180,22 +201,18 @@ static void test_table_threads(void **state)
 {
 	(void)state;
 	write_model();
-	struct ggufs_model *m;
-	struct tree *ref = open_tree(&m, NULL);
+	struct quants_fixture fx;
+	struct tree *ref = open_tree(&fx, false, 0);
 	uint64_t blocks = 0;
 	for (size_t i = 0; i < N_NAMES; i++) {
 		const struct tree_node *n = quant_node(ref, names[i]);
 		want[i] = read_whole(ref, n);
 		blocks += (n->size + COMPUTED_BLOCK_SIZE - 1) / COMPUTED_BLOCK_SIZE;
 	}
-	tree_free(ref);
-	model_close(m);
+	close_tree(&fx);
 
-	char err[GGUF_ERR_MAX];
-	struct computed_pool *pool = tree_quant_pool_new(POOL_THREADS, NULL, err);
-	assert_non_null(pool);
-	struct tree *t = open_tree(&m, pool);
-	struct watch w = { .pool = pool };
+	struct tree *t = open_tree(&fx, true, POOL_THREADS);
+	struct watch w = { .pool = quants_mount_pool(fx.qm) };
 	pthread_t watcher, th[N_READERS];
 	assert_int_equal(pthread_create(&watcher, NULL, watch_main, &w), 0);
 	atomic_int bad = 0;
@@ -215,14 +232,10 @@ static void test_table_threads(void **state)
 	for (size_t i = 0; i < N_NAMES; i++)
 		made += counter(t, quant_node(t, names[i]), "computed");
 	assert_true(made >= blocks);
-	tree_free(t);
-	model_close(m);
-	computed_pool_free(pool);
+	close_tree(&fx);
 
 	/* a second tree, as a second mount: every block from the disk cache */
-	pool = tree_quant_pool_new(POOL_THREADS, NULL, err);
-	assert_non_null(pool);
-	t = open_tree(&m, pool);
+	t = open_tree(&fx, true, POOL_THREADS);
 	uint64_t computed = 0, from_disk = 0;
 	for (size_t i = 0; i < N_NAMES; i++) {
 		const struct tree_node *n = quant_node(t, names[i]);
@@ -234,9 +247,7 @@ static void test_table_threads(void **state)
 	}
 	assert_int_equal(computed, 0);
 	assert_true(from_disk >= blocks);
-	tree_free(t);
-	model_close(m);
-	computed_pool_free(pool);
+	close_tree(&fx);
 	for (size_t i = 0; i < N_NAMES; i++)
 		free(want[i]);
 }
