@@ -173,7 +173,12 @@ int st_config_parse(const char *json, size_t len, const char *shown, struct st_c
 		if (strcmp(arch, model_classes[m].hf_arch) == 0)
 			break;
 	if (m == sizeof model_classes / sizeof model_classes[0]) {
-		gguf_errf(err, "%s: architecture '%.64s' is not one ggufs converts", shown, arch);
+		char known[256] = "";
+		for (size_t i = 0; i < sizeof model_classes / sizeof model_classes[0]; i++)
+			snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+			         i ? ", " : "", model_classes[i].hf_arch);
+		gguf_errf(err, "%s: architecture '%.64s' is not one ggufs converts (it converts "
+		          "%s)", shown, arch, known);
 		goto fail;
 	}
 	const char *type = json_string_value(json_object_get(file, "model_type"));

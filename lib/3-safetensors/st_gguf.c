@@ -129,3 +129,24 @@ int st_gguf_read(const struct st_gguf *g, uint64_t off, uint64_t len, void *buf,
 		return 0;
 	return st_plan_read(&g->plan, off - g->data_offset, len, out, fn, ctx, why);
 }
+
+static const char *const st_outtype_names[] = {
+	[ST_OUT_AUTO] = "auto", [ST_OUT_F32] = "f32", [ST_OUT_F16] = "f16",
+	[ST_OUT_BF16] = "bf16", [ST_OUT_Q8_0] = "q8_0",
+};
+
+bool st_outtype_parse(const char *name, enum st_outtype *out)
+{
+	for (size_t i = 0; i < sizeof st_outtype_names / sizeof st_outtype_names[0]; i++)
+		if (strcmp(name, st_outtype_names[i]) == 0) {
+			*out = (enum st_outtype)i;
+			return true;
+		}
+	return false;
+}
+
+const char *st_outtype_name(enum st_outtype out)
+{
+	return (unsigned)out < sizeof st_outtype_names / sizeof st_outtype_names[0]
+	       ? st_outtype_names[out] : "?";
+}

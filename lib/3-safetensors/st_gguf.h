@@ -8,6 +8,7 @@
 #ifndef GGUFS_ST_GGUF_H
 #define GGUFS_ST_GGUF_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "errline.h"
@@ -37,6 +38,17 @@ enum st_outtype {
 	ST_OUT_BF16,
 	ST_OUT_Q8_0,
 };
+
+/* The version of the conversion: raised whenever the bytes ggufs converts a folder to
+ * change, so that what was made from an older conversion and kept (the disk cache's
+ * quantizations) is not taken for the new one's. */
+#define ST_CONVERT_VERSION 1
+
+/* The outtype named name ("auto", "f32", "f16", "bf16", "q8_0", as the converter's
+ * --outtype) into *out: true, or false for another name. */
+bool st_outtype_parse(const char *name, enum st_outtype *out);
+/* The name of out. */
+const char *st_outtype_name(enum st_outtype out);
 
 struct st_gguf {
 	struct vbytes header;        /* the file's first data_offset bytes */

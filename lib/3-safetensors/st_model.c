@@ -85,6 +85,11 @@ struct st_source {
 	size_t n_parts;
 	struct source **parts;       /* their bytes */
 	struct st_header *headers;   /* their headers */
+	struct stat *part_st;        /* their fstat at open, which version was read */
+	char **part_paths;           /* DIR/NAME of each */
+	struct model_file *part_files;  /* the model's made_from: the parts as local files */
+	const struct ggufs_model *model;  /* the model made, its reads checked against */
+	char made_by[64];            /* the model's made_by: the converter and outtype */
 	struct st_gguf g;
 	struct gguf_file gf;         /* the converted header, parsed */
 	bool gf_parsed;
@@ -101,11 +106,17 @@ static int shard_read(void *ctx, uint32_t shard, uint64_t off, uint64_t len, voi
 	return source_read(s->parts[shard], off, len, buf, why);
 }
 
+/* Converts [off, off + len), then checks the parts are still the versions whose headers
+ * were read (model_changed: a write moves a file's ctime before it changes a byte, so
+ * bytes converted before an unchanged check are of the recorded version): -EIO with why
+ * naming the part once one was written to, shrank or went, never bytes of another
+ * version under the header made at open. */
 static int vfile_read(struct source *src, uint64_t off, uint64_t len, void *buf,
                       char why[GGUF_ERR_MAX])
 {
 	struct st_source *s = (struct st_source *)src;
-	return st_gguf_read(&s->g, off, len, buf, shard_read, s, why);
+	int r = st_gguf_read(&s->g, off, len, buf, shard_read, s, why);
+	return r == 0 && s->model && model_changed(s->model, why) ? -EIO : r;
 }
 
 /* The converted file's close: nothing of its own (the model's close frees all). */
@@ -132,6 +143,11 @@ static void st_source_free(struct st_source *s)
 	}
 	free(s->headers);
 	free(s->parts);
+	for (size_t i = 0; s->part_paths && i < s->n_parts; i++)
+		free(s->part_paths[i]);
+	free(s->part_paths);
+	free(s->part_st);
+	free(s->part_files);
 	st_parts_free(s->part_names, s->n_parts);
 	free(s->file_path);
 	free(s->dir);
@@ -169,6 +185,28 @@ static struct source *open_in(const char *dir, const char *name,
 		return NULL;
 	}
 	return local_open_fd(fd, path, st, map, size, err);
+}
+
+/* err, a line of st_gguf_make's naming a file of the folder by its name alone ("FILE:
+ * ...") or the folder by its base name ("NAME: ..."), rewritten to name it by its path
+ * in dir (a line that names neither is put after "DIR: "). */
+static void say_in_folder(const char *dir, const char *name, char err[GGUF_ERR_MAX])
+{
+	char line[GGUF_ERR_MAX];
+	snprintf(line, sizeof line, "%s", err);
+	const size_t n = strlen(name);
+	if (strncmp(line, name, n) == 0 && line[n] == ':') {
+		gguf_errf(err, "%s%s", dir, line + n);
+		return;
+	}
+	for (int i = 0; i < F_N; i++) {
+		const size_t k = strlen(small_names[i]);
+		if (strncmp(line, small_names[i], k) == 0 && line[k] == ':') {
+			gguf_errf(err, "%s/%s", dir, line);
+			return;
+		}
+	}
+	gguf_errf(err, "%s: %s", dir, line);
 }
 
 static int by_str(const void *a, const void *b)
@@ -215,6 +253,14 @@ static int check_names(const struct st_source *s, bool indexed, char **index_nam
 	}
 	free(all);
 	return rc;
+}
+
+bool st_model_is_folder(const char *dir)
+{
+	char path[4096];
+	struct stat st;
+	return snprintf(path, sizeof path, "%s/%s", dir, small_names[F_CONFIG]) <
+	       (int)sizeof path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
@@ -322,8 +368,12 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 	}
 	s->parts = calloc(s->n_parts, sizeof *s->parts);
 	s->headers = calloc(s->n_parts, sizeof *s->headers);
+	s->part_st = calloc(s->n_parts, sizeof *s->part_st);
+	s->part_paths = calloc(s->n_parts, sizeof *s->part_paths);
+	s->part_files = calloc(s->n_parts, sizeof *s->part_files);
 	const struct st_header **shards = calloc(s->n_parts, sizeof *shards);
-	if (!s->parts || !s->headers || !shards) {
+	if (!s->parts || !s->headers || !s->part_st || !s->part_paths || !s->part_files ||
+	    !shards) {
 		free(shards);
 		gguf_errf(err, "%s: out of memory", s->dir);
 		goto out_texts;
@@ -331,10 +381,9 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 	char why[GGUF_ERR_MAX];
 	for (size_t i = 0; i < s->n_parts; i++) {
 		bool absent;
-		struct stat part_st;
 		const uint8_t *map;
 		uint64_t size;
-		s->parts[i] = open_in(s->dir, s->part_names[i], opener, &part_st, &map, &size,
+		s->parts[i] = open_in(s->dir, s->part_names[i], opener, &s->part_st[i], &map, &size,
 		                      &absent, err);
 		if (!s->parts[i]) {
 			if (absent)
@@ -347,6 +396,12 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 		uint64_t need;
 		char shown[4400];
 		snprintf(shown, sizeof shown, "%s/%s", s->dir, s->part_names[i]);
+		if (!(s->part_paths[i] = strdup(shown))) {
+			gguf_errf(err, "%s: out of memory", s->dir);
+			break;
+		}
+		s->part_files[i] = (struct model_file){ .path = s->part_paths[i], .size = size,
+		                                        .st = &s->part_st[i], .src = s->parts[i] };
 		if (size >= 8 && source_read(s->parts[i], 0, 8, first, why) < 0) {
 			gguf_errf(err, "%s", why);
 			break;
@@ -371,8 +426,12 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 	}
 	/* a tensor in two parts (the converter keeps the last silently), and the index's
 	 * names against the parts' (the converter refuses a difference) */
-	if (check_names(s, index.p != NULL, index_tensors, n_index_tensors, err) < 0 ||
-	    st_gguf_make(&f, shards, (uint32_t)s->n_parts, out, &s->g, err) < 0) {
+	if (check_names(s, index.p != NULL, index_tensors, n_index_tensors, err) < 0) {
+		free(shards);
+		goto out_texts;
+	}
+	if (st_gguf_make(&f, shards, (uint32_t)s->n_parts, out, &s->g, err) < 0) {
+		say_in_folder(s->dir, name, err);
 		free(shards);
 		goto out_texts;
 	}
@@ -398,14 +457,18 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 	                               .remote = NULL, .src = &s->base,
 	                               .head = s->g.header.p, .gguf = &s->gf };
 	s->st.st_size = (off_t)s->g.size;
+	snprintf(s->made_by, sizeof s->made_by, "ggufs convert %d outtype %s",
+	         ST_CONVERT_VERSION, st_outtype_name(out));
 	const struct model_desc d = {
 		.path = s->dir, .url = NULL, .st = s->st, .meta = &s->gf, .tensors = s->tensors,
-		.n_tensors = s->gf.n_tensors, .files = &s->file, .n_files = 1, .remote = NULL,
-		.ops = &st_ops, .ctx = s,
+		.n_tensors = s->gf.n_tensors, .files = &s->file, .n_files = 1,
+		.made_from = s->part_files, .n_made_from = (uint32_t)s->n_parts,
+		.made_by = s->made_by, .remote = NULL, .ops = &st_ops, .ctx = s,
 	};
 	model = model_new(&d);
 	if (!model)
 		gguf_errf(err, "%s: out of memory", s->dir);
+	s->model = model;
 out_texts:
 	st_parts_free(index_tensors, n_index_tensors);
 	for (int i = 0; i < F_N; i++)

@@ -17,6 +17,12 @@
 #include "model.h"
 #include "st_gguf.h"
 
+/* True when folder dir is a model folder rather than a folder of models: it holds a
+ * config.json (a regular file, symlinks followed), as every Hugging Face model does and
+ * a library's folder does not. The one rule for a folder given to mount and for one in
+ * a library. */
+bool st_model_is_folder(const char *dir);
+
 /* The model of folder dir (its base name names the model, as the converter's output is
  * named), converted to outtype out, its files opened by opener; NULL with one line in
  * err. */

@@ -2,8 +2,8 @@
  * llama-spm-f32 opened through the local opener, its model.gguf laid out by the
  * modelfile path every model's goes through, is the converter's output byte for byte
  * (the reference beside it, by its sha256 in expected-SHA256SUMS: st-data-sums), read
- * whole and in 4 KiB reads; a model.safetensors that shrinks under it fails the reads
- * of what its lost bytes made, EIO naming it; a folder without model.safetensors is
+ * whole and in 4 KiB reads; a model.safetensors that shrinks under it fails every read
+ * after it, EIO naming it (model_changed sees it too); a folder without model.safetensors is
  * refused, named, and
  * so is a part that is no safetensors file, a hostile index, and what the converter would
  * read and ggufs does not convert yet (README.md, a sampling value). */
@@ -107,9 +107,9 @@ static void test_refused_until_converted(void **state)
 	struct ggufs_model *m = st_model_open(dir, ST_OUT_AUTO, &o, err);
 	if (!m)
 		fail_msg("%s", err);
-	/* model.safetensors shrinks under the model: a read of bytes made from its lost
-	 * tail fails with EIO naming it; the header and bytes made from what is left are
-	 * still right */
+	/* model.safetensors shrinks under the model: every read after it fails with EIO
+	 * naming it (the converted file is of the version opened, or nothing), the bytes
+	 * read before were right */
 	struct modelfile mf;
 	assert_int_equal(modelfile_build(m, &mf, err), 0);
 	static uint8_t before[435200], after[435200];
@@ -117,10 +117,12 @@ static void test_refused_until_converted(void **state)
 	assert_int_equal(modelfile_read(m, &mf, 0, mf.size, before, why), 0);
 	snprintf(path, sizeof path, "%s/model.safetensors", dir);
 	assert_int_equal(truncate(path, 400000), 0);
-	assert_int_equal(modelfile_read(m, &mf, 0, 30000, after, why), 0);
-	assert_memory_equal(after, before, 30000);
+	assert_memory_equal(before, "GGUF", 4);
+	assert_int_equal(modelfile_read(m, &mf, 0, 30000, after, why), -EIO);
+	assert_non_null(strstr(why, "model.safetensors"));
 	assert_int_equal(modelfile_read(m, &mf, mf.size - 4096, 4096, after, why), -EIO);
 	assert_non_null(strstr(why, "model.safetensors"));
+	assert_int_not_equal(model_changed(m, NULL), 0);
 	modelfile_free(&mf);
 	model_close(m);
 	copy_in("model.safetensors");
