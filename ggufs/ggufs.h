@@ -183,6 +183,7 @@ struct cli_opts {
 	const char *edits_file;  /* -o edits=FILE: metadata/ writable, edits kept there */
 	int requantize;      /* -o requantize: quants/ of already quantized models too */
 	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
+	const char *outtype;     /* -o outtype=TYPE as given (checked), or NULL: auto */
 };
 
 /* Checks every argument before anything is opened or parsed: unknown switches and -o
