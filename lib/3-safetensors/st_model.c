@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,12 +256,17 @@ static int check_names(const struct st_source *s, bool indexed, char **index_nam
 	return rc;
 }
 
-bool st_model_is_folder(const char *dir)
+bool st_model_is_folder_at(int dirfd, const char *name)
 {
 	char path[4096];
 	struct stat st;
-	return snprintf(path, sizeof path, "%s/%s", dir, small_names[F_CONFIG]) <
-	       (int)sizeof path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+	return snprintf(path, sizeof path, "%s/%s", name, small_names[F_CONFIG]) <
+	       (int)sizeof path && fstatat(dirfd, path, &st, 0) == 0 && S_ISREG(st.st_mode);
+}
+
+bool st_model_is_folder(const char *dir)
+{
+	return st_model_is_folder_at(AT_FDCWD, dir);
 }
 
 struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,

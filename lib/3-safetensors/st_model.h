@@ -22,6 +22,9 @@
  * a library's folder does not. The one rule for a folder given to mount and for one in
  * a library. */
 bool st_model_is_folder(const char *dir);
+/* The same of folder name in the folder of descriptor dirfd (AT_FDCWD: the current
+ * one). */
+bool st_model_is_folder_at(int dirfd, const char *name);
 
 /* The model of folder dir (its base name names the model, as the converter's output is
  * named), converted to outtype out, its files opened by opener; NULL with one line in

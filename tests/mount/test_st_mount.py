@@ -4,7 +4,8 @@ tests/data/st serves model.gguf byte for byte as the pinned convert_hf_to_gguf.p
 writes it, for every -o outtype (the sha256 of the converter's output in
 expected-SHA256SUMS); metadata/ and tensors/ are those of a mount of the converter's
 own file; a folder of another architecture, or a bad outtype, is refused in one line;
-a folder without config.json stays a library. A .safetensors part written to in place
+a folder without config.json stays a library; in a library, a model folder is one model
+directory. A .safetensors part written to in place
 or cut short under the mount: every read of model.gguf and quants/ after it is EIO,
 never a byte of the other version; the bytes read before it were right.
 
@@ -96,6 +97,44 @@ class StMount(gm.ScratchCase):
         with gm.Mount(folder) as m:
             self.assertNotIn("model.gguf", os.listdir(m.path))
             self.assertIn("models.tsv", os.listdir(m.path))
+
+    def test_in_a_library(self):
+        """In a local library, a model folder is one model directory of its name (its
+        model.gguf the converter's, metadata/, tensors/, quants/, a row of models.tsv),
+        beside a GGUF file's; a folder without config.json stays a folder; a part
+        written to in place makes model.gguf's reads EIO."""
+        lib = os.path.join(self.tmp, "lib")
+        os.makedirs(os.path.join(lib, "plain"))
+        folder = os.path.join(lib, "llama-spm-f32")
+        shutil.copytree(os.path.join(ST, "llama-spm-f32"), folder)
+        shutil.copytree(os.path.join(ST, "llama-spm-sharded"),
+                        os.path.join(lib, "plain", "llama-spm-sharded"))
+        shutil.copyfile(REFERENCE, os.path.join(lib, "ref.gguf"))
+        want = gm.read_file(REFERENCE)
+        with gm.Mount(lib) as m:
+            self.assertEqual(sorted(os.listdir(m.path)),
+                             ["llama-spm-f32", "models.json", "models.tsv", "plain", "ref"])
+            d = m.p("llama-spm-f32")
+            for name in ("model.gguf", "metadata", "tensors", "quants", "summary.txt"):
+                self.assertIn(name, os.listdir(d))
+            self.assertEqual(gm.read_file(os.path.join(d, "model.gguf")), want)
+            self.assertEqual(sorted(os.listdir(os.path.join(d, "tensors"))),
+                             sorted(os.listdir(m.p("ref", "tensors"))))
+            self.assertEqual(gm.read_file(os.path.join(d, "metadata", "general.name")),
+                             gm.read_file(m.p("ref", "metadata", "general.name")))
+            self.assertIn("Q4_K_M.gguf", os.listdir(os.path.join(d, "quants")))
+            self.assertEqual(gm.sha256_file(m.p("plain", "llama-spm-sharded", "model.gguf")),
+                             expected_sums()[("llama-spm-sharded", "auto")])
+            with open(m.p("models.tsv")) as f:
+                rows = [line.split("\t")[0] for line in f.read().splitlines()[1:]]
+            self.assertEqual(rows, ["llama-spm-f32", "plain/llama-spm-sharded", "ref"])
+            part = os.path.join(folder, "model.safetensors")
+            with open(part, "r+b") as f:
+                f.seek(400000)
+                f.write(b"\xff" * 4096)
+            with self.assertRaises(OSError) as cm:
+                gm.pread_direct(os.path.join(d, "model.gguf"), 4096, 200704)
+            self.assertEqual(cm.exception.errno, errno.EIO)
 
     def changed_under_the_mount(self, change):
         """Mounts a copy of llama-spm-f32, reads model.gguf and quants/Q8_0.gguf's
