@@ -163,9 +163,13 @@ static void st_close(void *ctx)
 static const struct model_source_ops st_ops = { .close = st_close };
 
 /* Opens DIR/name by o, mapped: its source (the caller's), or NULL with err; *absent set
- * (and no error) when the folder has no such file. */
+ * (and no error) when the folder has no such file. named: config.json's stat for every
+ * file after it (the model shows config.json's owner and mode: a mount that others read
+ * refuses a file that lets fewer of them read it, as a split model's shard), NULL for
+ * config.json itself. */
 static struct source *open_in(const char *dir, const char *name,
-                              const struct model_opener *o, struct stat *st,
+                              const struct model_opener *o, const struct stat *named,
+                              struct stat *st,
                               const uint8_t **map, uint64_t *size, bool *absent,
                               char err[GGUF_ERR_MAX])
 {
@@ -176,7 +180,7 @@ static struct source *open_in(const char *dir, const char *name,
 		return NULL;
 	}
 	char why[GGUF_ERR_MAX];
-	int fd = o->open(o->ctx, path, NULL, why);
+	int fd = o->open(o->ctx, path, named, why);
 	if (fd == -ENOENT) {
 		*absent = true;
 		return NULL;
@@ -306,7 +310,8 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 	for (int i = 0; i < F_N; i++) {
 		struct stat st;
 		bool absent;
-		small[i] = open_in(s->dir, small_names[i], opener, &st, &small_map[i],
+		small[i] = open_in(s->dir, small_names[i], opener, small[F_CONFIG] ? &s->st : NULL,
+		                   &st, &small_map[i],
 		                   &small_size[i], &absent, err);
 		if (!small[i] && !absent)
 			goto out;
@@ -389,7 +394,8 @@ struct ggufs_model *st_model_open(const char *dir, enum st_outtype out,
 		bool absent;
 		const uint8_t *map;
 		uint64_t size;
-		s->parts[i] = open_in(s->dir, s->part_names[i], opener, &s->part_st[i], &map, &size,
+		s->parts[i] = open_in(s->dir, s->part_names[i], opener,
+		                      small[F_CONFIG] ? &s->st : NULL, &s->part_st[i], &map, &size,
 		                      &absent, err);
 		if (!s->parts[i]) {
 			if (absent)

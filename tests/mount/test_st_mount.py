@@ -77,7 +77,8 @@ class StMount(gm.ScratchCase):
 
     def test_refusals(self):
         """Another architecture: one line naming it and config.json; a bad outtype: a
-        usage error; a folder without config.json: a library, not a model."""
+        usage error; with -o allow_other, a part others may not read; a folder without
+        config.json: a library, not a model."""
         folder = os.path.join(self.tmp, "qwen")
         shutil.copytree(os.path.join(ST, "mistral-spm"), folder)
         path = os.path.join(folder, "config.json")
@@ -93,6 +94,14 @@ class StMount(gm.ScratchCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn(b"outtype", r.stderr)
         self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        # shared with -o allow_other, a part must let read whom config.json lets read
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+        part = os.path.join(folder, "model.safetensors")
+        os.chmod(part, 0o600)
+        err = gm.refused_mount(["-o", "allow_other", folder])
+        self.assertTrue(err.startswith("ggufs: %s: not read, as other users read" % part), err)
         os.unlink(path)
         with gm.Mount(folder) as m:
             self.assertNotIn("model.gguf", os.listdir(m.path))
