@@ -79,6 +79,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "quants/ of quantized models (--allow-requantize)" },
 	{ "outtype=%s", .with_check = true, OURS(outtype), .arg = "TYPE",
 	  .help = "MODEL_FOLDER's tensors: " OUTTYPES },
+	{ "quant_threads=%u", OURS(quant_threads), .arg = "N",
+	  .help = "quants/: at most N threads quantize ahead (cores)" },
 	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",
 	  .help = "model.gguf read by the kernel from the file (yes)" },
 	/* -o options of libfuse that matter here */

@@ -97,7 +97,8 @@ static bool open_source(struct ggufs *fs, const struct cli_opts *o, const char *
 	struct mount_source_opts so = { .names = cli_open_opts(o), .edits_file = o->edits_file,
 	                                .mountpoint = mountpoint,
 	                                .single_thread = fs->single_thread,
-	                                .requantize = o->requantize };
+	                                .requantize = o->requantize,
+	                                .quant_threads = o->quant_threads };
 	so.names.cancelled = watch_ending;   /* transfers end with the mount */
 	so.names.cancel_arg = fs;
 	so.names.confine = o->allow_other;   /* other users read it: symlinks stay inside */

@@ -80,7 +80,8 @@ static size_t block_len(const struct computed *c, uint64_t k)
 }
 
 /* Block k into buf (len bytes): from the disk cache when it holds it checked, else made
- * by fill and stored there. 0 or fill's -errno. The block cache's fetch function. */
+ * by fill and stored there, counted as fill says it had it. 0 or fill's -errno. The
+ * block cache's fetch function. */
 static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
 {
 	struct computed *c = arg;
@@ -98,8 +99,9 @@ static int make_block(void *arg, uint64_t k, uint8_t *buf, size_t len)
 		pthread_mutex_unlock(&c->failure_lock);
 		return r;
 	}
-	atomic_fetch_add(&c->computed, 1);
-	if (e && !atomic_load(&c->pool->leaving) && dc_store(e, k, buf, len))
+	atomic_fetch_add(r & COMPUTED_FILL_KEPT ? &c->from_disk : &c->computed, 1);
+	if ((r & COMPUTED_FILL_STORED) ||
+	    (e && !atomic_load(&c->pool->leaving) && dc_store(e, k, buf, len)))
 		atomic_fetch_add(&c->stored, 1);
 	return 0;
 }
@@ -160,8 +162,10 @@ static void wake_worker(struct computed_pool *p)
 	for (; p->n_ended; p->n_ended--)   /* (each has let go of the lock for good) */
 		pthread_join(p->ended[p->n_ended - 1], NULL);
 	pthread_t t;
-	if (pthread_create(&t, NULL, worker, p) == 0)
+	if (pthread_create(&t, NULL, worker, p) == 0) {
+		pthread_setname_np(t, COMPUTED_THREAD_NAME);
 		p->n_threads++;
+	}
 }
 
 /* The deadline of a wait of s seconds on the pool's work (CLOCK_MONOTONIC). */

@@ -30,6 +30,8 @@
 
 /* The block size: disk cache blocks, memory blocks and fills never span two. */
 #define COMPUTED_BLOCK_SIZE (128u << 10)
+/* The pool's workers' thread name (top -H, /proc/PID/task/TID/comm). */
+#define COMPUTED_THREAD_NAME "ggufs-computed"
 /* How long a worker waits for blocks to make before it ends. */
 #define COMPUTED_POOL_IDLE_S 2.0
 /* The pool's memory, unless told: this many blocks per thread, and at least the
@@ -62,8 +64,15 @@ void computed_pool_free(struct computed_pool *p);
 unsigned computed_pool_threads(struct computed_pool *p);
 
 /* Writes bytes [off, off + len) of the file (inside its size, within one block) into
- * buf: 0, or -errno with why (as source.h's reads say it), which the reads that the
- * failed block fails say. Called from any thread, for different blocks at once. */
+ * buf: 0 (computed), a mask of COMPUTED_FILL_* (how else it had them), or -errno with
+ * why (as source.h's reads say it), which the reads that the failed block fails say.
+ * Called from any thread, for different blocks at once. */
+enum {
+	COMPUTED_FILL_KEPT = 1,     /* nothing computed: read from a store of the caller's (a
+	                             * disk cache of its own, the bytes it is made from):
+	                             * counted as from_disk */
+	COMPUTED_FILL_STORED = 2,   /* what it computed, the caller stored: counted so too */
+};
 typedef int (*computed_fill_fn)(void *ctx, uint64_t off, uint64_t len, void *buf,
                                 char why[GGUF_ERR_MAX]);
 

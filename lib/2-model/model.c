@@ -248,7 +248,8 @@ bool model_fetched(const struct ggufs_model *m)
 
 bool model_streamed(const struct ggufs_model *m)
 {
-	return !m->remote && m->n_files == 1 && !source_mapped(m->files[0].src);
+	return !m->remote && !m->n_made_from && m->n_files == 1 &&
+	       !source_mapped(m->files[0].src);
 }
 
 bool model_fetch_counters(const struct ggufs_model *m, struct remote_counters *rc)

@@ -184,7 +184,8 @@ bool model_identity(const struct ggufs_model *m,
 void model_cache_name(const struct ggufs_model *m, char *buf, size_t size);
 /* True when the model's files are fetched by range requests (a remote model). */
 bool model_fetched(const struct ggufs_model *m);
-/* True when the model is read as one stream (model_open_stream): in order, once. */
+/* True when the model is read as one stream (model_open_stream): in order, once. A
+ * computed file (made_from) is none, though no mapping holds it either. */
 bool model_streamed(const struct ggufs_model *m);
 /* A fetched model's fetch counters now, into *rc: true; false for another model. */
 bool model_fetch_counters(const struct ggufs_model *m, struct remote_counters *rc);

@@ -3,20 +3,20 @@
  * a file's size is known without quantizing anything.
  *
  * A NAME.gguf is a computed file (computed.h), opened at its first read: its bytes are
- * made a block at a time by read_quant (the header from the plan, the tensors whose type
- * stays copied, the others quantized for the blocks a range touches: quant_read.h),
- * ahead of a sequential reader on the mount's workers, and kept in the disk cache under
- * a key that says what they were made from: the model's files (a local file's device,
- * inode, size and times as the model recorded them when it parsed the file; a remote
- * one's URL, size and ETag), the header (so an edit of the metadata is another file) and
- * QUANT_RULES_VERSION (so a change of rules or quantizers is); never a path, so that
- * one file is one entry whatever names lead to it.
+ * made a block at a time by read_quant, ahead of a sequential reader on the mount's
+ * workers, and assembled, never kept whole on disk (piece_store.h's design): the header
+ * from the plan, the tensors whose type stays copied from the model, each converted
+ * tensor from its piece in the mount's piece store, keyed by what it is made from
+ * (tensor_key: its source bytes' content hash, made once per tree and tensor, its
+ * source type and shape, its new type, QUANT_RULES_VERSION and its importance matrix
+ * entry), so that every NAME and every model holding the same (tensor, type) shares
+ * one copy, whatever path, inode or times lead to it.
  *
  * The plans are the model's parse at open: a local file written to since (in place: the
  * same inode, its bytes others under the mapping) has none. Whatever is made from the
- * mappings (the plans, a header read, a block) is checked after it is made against the
- * identity recorded at open (model_changed) and, if the file changed, is -EIO and kept
- * nowhere; from then on every read of quants/ fails with EIO.
+ * mappings (the plans, a header read, a tensor's content hash, a block) is checked after
+ * it is made against the identity recorded at open (model_changed) and, if the file
+ * changed, is -EIO and kept nowhere; from then on every read of quants/ fails with EIO.
  *
  * It sees the tree through tree.h only (its model, the attributes helper): a feature,
  * to move above the tree core with the rest of quants/. */
@@ -30,11 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "computed.h"
 #include "evlog.h"
 #include "guard.h"
-#include "hash.h"
+#include "imatrix_file.h"
+#include "piece_store.h"
 #include "quant.h"
 #include "quant_plan.h"
 #include "quant_read.h"
@@ -47,19 +49,25 @@
 enum { QUANTS_DIR, QUANTS_FILE, QUANTS_TSV };
 
 /* Files of one tree whose computed bytes stay open at once: past it, an idle one is
- * closed when another opens (each holds its disk cache entry: its lock, two files and
- * a record of the blocks it keeps; the workers and memory are the pool's). */
+ * closed when another opens (each holds its read-ahead state and its blocks in the
+ * pool's memory; the workers and memory are the pool's, the disk entries the piece
+ * store's). */
 #define QUANTS_OPEN_MAX 4
 /* The most files one open closes (the rest, when all were read then, at a later one). */
 #define QUANTS_CLOSE_MAX 8
-/* The header is hashed for the disk cache's key in pieces of this many bytes. */
-#define QUANTS_HASH_STEP (64u << 10)
+/* A tensor's stored bytes are hashed for its pieces' keys in reads of this many. */
+#define QUANTS_HASH_STEP (1u << 20)
+/* A local tensor this big or more keeps its content identity in the disk cache, under
+ * its file's version (tensor_id): a later mount of that version reads 16 bytes instead
+ * of hashing it. Smaller ones are hashed again (cheaper than an entry). */
+#define QUANTS_ID_KEEP_MIN (1u << 20)
 
 struct quants_mount {
 	bool requantize;
 	char *cache_dir;
 	uint64_t cache_max;
 	struct computed_pool *pool;
+	struct piece_store *store;   /* the converted tensors' disk cache; NULL: none */
 };
 
 struct quants_tree;
@@ -71,8 +79,8 @@ struct quants_file {
 	const struct quant_plan *qp;
 	struct source *src;           /* NULL until opened */
 	bool opening;                 /* being opened (the lock dropped): wait on opened */
-	bool closing;                 /* being closed (the lock dropped; it still holds its
-	                               * disk cache entry): wait on opened before opening */
+	bool closing;                 /* being closed (the lock dropped; its blocks being
+	                               * made are waited for): wait on opened before opening */
 	unsigned readers;             /* reads in src now: it is not closed under them */
 	uint64_t last_use;            /* quants_tree.tick at the last read's start */
 	uint64_t computed, from_disk, stored;   /* counters of its sources closed */
@@ -94,14 +102,24 @@ struct quants_tree {
 	char *names;                 /* their file names, back to back */
 	size_t *children;            /* quants/'s listing: the NAMEs made, quants.tsv */
 	uint64_t n_children;
-	/* the files' computed bytes, under files_lock (apart from lock: an open may wait
-	 * for a disk cache entry another mount lets go) */
+	/* the files' computed bytes, under files_lock (apart from lock: a close waits for
+	 * the blocks being made) */
 	pthread_mutex_t files_lock;
 	pthread_cond_t opened;         /* a file opened or closed */
 	struct quants_file *files;     /* n_names, made at the first read */
 	unsigned n_open;
 	uint64_t tick;
+	/* each model tensor's content identity (tensor_id), made at its first need */
+	pthread_mutex_t ids_lock;
+	uint8_t (*ids)[16];
+	uint8_t *id_state;             /* per tensor: ID_NONE, ID_MADE, ID_NOT (none kept),
+	                                * ID_MAKING (a thread makes it: the others wait) */
+	pthread_cond_t id_made;        /* an ID_MAKING ended */
+	atomic_uint_fast64_t ids_hashed;   /* identities made by hashing the tensor's bytes */
+	atomic_uint_fast64_t ids_kept;     /* and read as kept by an earlier mount */
 };
+
+enum { ID_NONE, ID_MADE, ID_NOT, ID_MAKING };
 
 /* ---- the per-mount state ---- */
 
@@ -118,13 +136,20 @@ struct quants_mount *quants_mount_new(const struct quants_opts *o, struct leavin
 	qm->cache_max = o->cache_max;
 	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	const struct computed_pool_opts po = {
-		.threads = o->threads ? o->threads : cores > 0 && cores < 65536 ? (unsigned)cores : 1,
+		.threads = o->threads ? (o->threads < QUANTS_THREADS_MAX ? o->threads : QUANTS_THREADS_MAX)
+		         : cores > 0 && cores < QUANTS_THREADS_MAX ? (unsigned)cores
+		         : cores > 0 ? QUANTS_THREADS_MAX : 1,
 		.leaving = leaving,
 	};
 	if (!(qm->pool = computed_pool_new(&po, err))) {
 		quants_mount_free(qm);
 		return NULL;
 	}
+	char why[GGUF_ERR_MAX];
+	if (qm->cache_dir && !(qm->store = piece_store_new(qm->cache_dir, qm->cache_max, leaving,
+	                                                   why)))
+		evlog(EVLOG_WARNING, "quants dc", "%s: the disk cache is not used: %s", qm->cache_dir,
+		      why);
 	return qm;
 }
 
@@ -133,6 +158,7 @@ void quants_mount_free(struct quants_mount *qm)
 	if (!qm)
 		return;
 	computed_pool_free(qm->pool);
+	piece_store_free(qm->store);
 	free(qm->cache_dir);
 	free(qm);
 }
@@ -245,6 +271,10 @@ static void quants_free(void *inst)
 	free(q->nodes);
 	free(q->names);
 	free(q->children);
+	free(q->ids);
+	free(q->id_state);
+	pthread_mutex_destroy(&q->ids_lock);
+	pthread_cond_destroy(&q->id_made);
 	pthread_cond_destroy(&q->opened);
 	pthread_mutex_destroy(&q->files_lock);
 	pthread_mutex_destroy(&q->lock);
@@ -261,7 +291,11 @@ static int quants_make(void *ctx, const struct tree *t, const struct tree_range 
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_mutex_init(&q->files_lock, NULL);
 	pthread_cond_init(&q->opened, NULL);
+	pthread_mutex_init(&q->ids_lock, NULL);
+	pthread_cond_init(&q->id_made, NULL);
 	atomic_init(&q->made, false);
+	atomic_init(&q->ids_hashed, 0);
+	atomic_init(&q->ids_kept, 0);
 	q->m = tree_model(t);
 	q->qm = ctx;
 	q->dir = (struct tree_node){ .ino = r->root[0], .parent = TREE_ROOT_INO,
@@ -279,6 +313,10 @@ static uint64_t quants_bytes(const void *inst)
 	pthread_mutex_lock(&q->files_lock);
 	uint64_t b = sizeof *q + (q->files ? q->n_names * sizeof *q->files : 0);
 	pthread_mutex_unlock(&q->files_lock);
+	pthread_mutex_lock(&q->ids_lock);
+	if (q->ids)   /* the tensors' content identities */
+		b += model_n_tensors(q->m) * (sizeof *q->ids + 1);
+	pthread_mutex_unlock(&q->ids_lock);
 	if (atomic_load(&q->made))
 		b += quant_set_bytes(&q->qs) + (q->n_names + 1) * (sizeof *q->nodes + sizeof *q->children);
 	return b;
@@ -356,10 +394,269 @@ static void run_header(void *ctx)
 	quant_plan_header_read(h->qp, h->off, h->len, (uint8_t *)h->buf);
 }
 
-/* read_quant's bytes, as the plan lays them out from the mappings of m now. */
-static int read_planned(const struct ggufs_model *m, const struct quant_plan *qp, char *buf,
-                        uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
+/* XXH3_128's update, as model_identity feeds it (its arg a state). */
+static void id_add(void *arg, const void *p, uint64_t n)
 {
+	XXH3_128bits_update(arg, p, (size_t)n);
+}
+
+/* Feeds h with model tensor i's stored bytes and their length: 0, or -errno with why
+ * (-EIO: they could not be read, or the file is no longer the version parsed after). */
+static int hash_stored(const struct ggufs_model *m, uint64_t i, XXH3_state_t *h,
+                       char why[GGUF_ERR_MAX])
+{
+	const uint64_t size = model_tensor(m, i)->size;
+	uint8_t *piece = malloc(QUANTS_HASH_STEP);
+	if (!piece)
+		return -ENOMEM;
+	int r = 0;
+	for (uint64_t off = 0; r == 0 && off < size; off += QUANTS_HASH_STEP) {
+		const uint64_t k = size - off < QUANTS_HASH_STEP ? size - off : QUANTS_HASH_STEP;
+		if (model_tensor_read(m, i, off, k, piece, why) < 0)
+			r = -EIO;
+		else
+			XXH3_128bits_update(h, piece, (size_t)k);
+	}
+	free(piece);
+	XXH3_128bits_update(h, &size, sizeof size);
+	return r == 0 && model_changed(m, why) ? -EIO : r;
+}
+
+/* What make_id hashes: tensor i of m. */
+struct id_of {
+	const struct ggufs_model *m;
+	uint64_t i;
+};
+
+/* piece_make_fn of a tensor's kept identity (16 bytes: the piece's whole): the XXH3-128
+ * of its stored bytes, as tensor_id makes it, or -errno with why. */
+static int make_id(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
+{
+	const struct id_of *o = ctx;
+	if (off != 0 || len != 16)
+		return -EINVAL;
+	XXH3_state_t *h = XXH3_createState();
+	if (!h)
+		return -ENOMEM;
+	XXH3_128bits_reset(h);
+	const int r = hash_stored(o->m, o->i, h, why);
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+	XXH3_freeState(h);
+	if (r == 0)
+		memcpy(buf, c.digest, 16);
+	return r;
+}
+
+/* The key under which tensor i of local model m keeps its identity into key
+ * (PIECE_KEY_MAX): its files' version as model_identity tells it (device, inode, size,
+ * mtime and ctime: any write to the bytes moves the ctime, which nobody puts back) and
+ * the tensor's place, type and shape. False when the version cannot be told. */
+static bool id_key(const struct ggufs_model *m, uint64_t i, char key[PIECE_KEY_MAX])
+{
+	XXH3_state_t *h = XXH3_createState();
+	if (!h)
+		return false;
+	XXH3_128bits_reset(h);
+	const bool told = model_identity(m, id_add, h);
+	const XXH128_hash_t v = XXH3_128bits_digest(h);
+	XXH3_freeState(h);
+	const struct gguf_tensor *t = model_tensor(m, i);
+	snprintf(key, PIECE_KEY_MAX, "tensor xxh3-128 of version %016" PRIx64 "%016" PRIx64 " file %"
+	         PRIu32 " offset %" PRIu64 " bytes %" PRIu64 " type %" PRIu32 " shape %" PRIu64
+	         " %" PRIu64 " %" PRIu64 " %" PRIu64, (uint64_t)v.high64, (uint64_t)v.low64,
+	         model_tensor_file(m, i), t->offset, t->size, t->type, t->ne[0], t->ne[1],
+	         t->ne[2], t->ne[3]);
+	return told;
+}
+
+/* The content identity of model tensor i of q's model into id, made at its first need
+ * and kept for the tree: a local model's XXH3-128 of the tensor's stored bytes (read
+ * from the version parsed, believed only when model_changed says after it that the file
+ * is still that version: any write moves its ctime, which nobody puts back), a remote
+ * one's of what names its files' bytes (model_identity: URL and ETag, already content)
+ * and the tensor's place in them. A local tensor of QUANTS_ID_KEEP_MIN bytes or more
+ * has its hash kept in the piece store under its file's version (id_key) and read from
+ * there by a later mount of that version. 1 made; 0 when none can be told (a streamed
+ * model, a server that names no version: nothing is kept); -errno with why. */
+static int tensor_id(const struct quants_tree *cq, uint64_t i, uint8_t id[16],
+                     char why[GGUF_ERR_MAX])
+{
+	struct quants_tree *q = (struct quants_tree *)cq;
+	pthread_mutex_lock(&q->ids_lock);
+	if (!q->ids) {
+		const uint64_t n = model_n_tensors(q->m) ? model_n_tensors(q->m) : 1;
+		q->ids = calloc(n, sizeof *q->ids);
+		q->id_state = calloc(n, 1);
+		if (!q->ids || !q->id_state) {
+			free(q->ids);
+			free(q->id_state);
+			q->ids = NULL, q->id_state = NULL;
+			pthread_mutex_unlock(&q->ids_lock);
+			return -ENOMEM;
+		}
+	}
+	while (q->id_state[i] == ID_MAKING)   /* another thread hashes it: its answer */
+		pthread_cond_wait(&q->id_made, &q->ids_lock);
+	const uint8_t state = q->id_state[i];
+	if (state == ID_MADE)
+		memcpy(id, q->ids[i], 16);
+	if (state == ID_NONE)
+		q->id_state[i] = ID_MAKING;
+	pthread_mutex_unlock(&q->ids_lock);
+	if (state != ID_NONE)
+		return state == ID_MADE;
+	int r = 1;
+	bool kept = false;   /* read as an earlier mount kept it */
+	char key[PIECE_KEY_MAX];
+	if (model_streamed(q->m)) {
+		r = 0;
+	} else if (!model_fetched(q->m) && q->qm->store &&
+	           model_tensor(q->m, i)->size >= QUANTS_ID_KEEP_MIN && id_key(q->m, i, key)) {
+		const struct id_of o = { q->m, i };
+		unsigned how;
+		r = piece_read(q->qm->store, key, 16, 0, 16, id, make_id, (void *)&o, &how, why);
+		r = r < 0 ? r : 1;
+		kept = !(how & PIECE_MADE);
+	} else {
+		XXH3_state_t *h = XXH3_createState();
+		if (!h) {
+			r = -ENOMEM;
+		} else {
+			XXH3_128bits_reset(h);
+			if (!model_fetched(q->m)) {
+				r = hash_stored(q->m, i, h, why);
+				r = r < 0 ? r : 1;
+			} else {
+				const struct gguf_tensor *t = model_tensor(q->m, i);
+				const uint64_t place[3] = { model_tensor_file(q->m, i), t->offset, t->size };
+				if (model_identity(q->m, id_add, h))
+					XXH3_128bits_update(h, place, sizeof place);
+				else
+					r = 0;
+			}
+			XXH128_canonical_t c;
+			XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h));
+			XXH3_freeState(h);
+			memcpy(id, c.digest, 16);
+		}
+	}
+	pthread_mutex_lock(&q->ids_lock);
+	if (r < 0) {   /* made again by the next need */
+		q->id_state[i] = ID_NONE;
+	} else {
+		q->id_state[i] = r ? ID_MADE : ID_NOT;
+		memcpy(q->ids[i], id, 16);
+		if (r && !model_fetched(q->m))
+			atomic_fetch_add(kept ? &q->ids_kept : &q->ids_hashed, 1);
+	}
+	pthread_cond_broadcast(&q->id_made);
+	pthread_mutex_unlock(&q->ids_lock);
+	return r;
+}
+
+/* The importance matrix entry e's identity into out (33 bytes): XXH3-128 of what its
+ * weights are made from (sums, counts, calls), or "none". */
+static void matrix_id(const struct imatrix_entry *e, char out[33])
+{
+	if (!e) {
+		snprintf(out, 33, "none");
+		return;
+	}
+	XXH3_state_t *h = XXH3_createState();
+	if (!h) {
+		snprintf(out, 33, "?");   /* (keyed apart from every entry: never shared) */
+		return;
+	}
+	XXH3_128bits_reset(h);
+	const int64_t head[3] = { (int64_t)e->n_values, e->counts ? (int64_t)e->n_counts : -1,
+	                          e->ncall };
+	XXH3_128bits_update(h, head, sizeof head);
+	if (e->n_values <= SIZE_MAX / 4)
+		XXH3_128bits_update(h, e->sums, (size_t)e->n_values * 4);
+	if (e->counts && e->n_counts <= SIZE_MAX / 4)
+		XXH3_128bits_update(h, e->counts, (size_t)e->n_counts * 4);
+	const XXH128_hash_t d = XXH3_128bits_digest(h);
+	XXH3_freeState(h);
+	snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, (uint64_t)d.high64, (uint64_t)d.low64);
+}
+
+/* The piece store's key of converted tensor qt of q's model into key (PIECE_KEY_MAX
+ * bytes): what its bytes are made from (piece_store.h), never a path, time or NAME. 1;
+ * 0 when its source's content cannot be told (computed, not kept); -errno with why. */
+static int tensor_key(const struct quants_tree *q, const struct quant_tensor *qt,
+                      char key[PIECE_KEY_MAX], char why[GGUF_ERR_MAX])
+{
+	uint8_t id[16];
+	const int r = tensor_id(q, qt->src, id, why);
+	if (r <= 0)
+		return r;
+	const struct gguf_tensor *t = model_tensor(q->m, qt->src);
+	char hex[33], mx[33];
+	for (int b = 0; b < 16; b++)
+		snprintf(hex + 2 * b, 3, "%02x", id[b]);
+	matrix_id(qt->weights, mx);
+	snprintf(key, PIECE_KEY_MAX, "tensor %s %" PRIu64 " bytes type %" PRIu32 " shape %" PRIu64
+	         " %" PRIu64 " %" PRIu64 " %" PRIu64 " to type %" PRIu32 " rules %d imatrix %s",
+	         hex, t->size, t->type, t->ne[0], t->ne[1], t->ne[2], t->ne[3], qt->type,
+	         QUANT_RULES_VERSION, mx);
+	return 1;
+}
+
+/* What make_piece makes: tensor qt of m. */
+struct piece_of {
+	const struct ggufs_model *m;
+	const struct quant_tensor *qt;
+};
+
+/* piece_make_fn: [off, off + len) of the converted tensor, quantized from the model's
+ * version parsed (checked after: model_changed), else -EIO with why. */
+static int make_piece(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
+{
+	const struct piece_of *p = ctx;
+	const int r = reader_quant(p->m, p->qt->src, p->qt->type, off, len, buf, why);
+	if (r < 0)   /* -EINVAL: a type this build does not make, as EIO */
+		return r == -ENOMEM ? r : -EIO;
+	return model_changed(p->m, why) ? -EIO : 0;
+}
+
+/* [off, off + len) (inside it) of tensor qt of f's file, whose bytes start at file
+ * offset start, into buf: copied from the model when its type stays, else from its piece
+ * (or quantized, without a piece store or key). 0 with *how added to (PIECE_*), or
+ * -errno with why. */
+static int read_tensor(const struct quants_file *f, const struct quant_tensor *qt,
+                       uint64_t start, char *buf, uint64_t len, uint64_t off, unsigned *how,
+                       char why[GGUF_ERR_MAX])
+{
+	const struct ggufs_model *m = f->q->m;
+	const bool stays = qt->type == model_tensor(m, qt->src)->type;
+	char key[PIECE_KEY_MAX];
+	const int k = stays || !f->q->qm->store ? 0 : tensor_key(f->q, qt, key, why);
+	if (k < 0)
+		return k == -ENOMEM ? k : -EIO;
+	if (k > 0) {
+		const struct piece_of p = { m, qt };
+		unsigned got;
+		const int r = piece_read(f->q->qm->store, key, qt->size, off - start, len, buf,
+		                         make_piece, (void *)&p, &got, why);
+		*how |= got;
+		return r;
+	}
+	const int r = reader_quant(m, qt->src, qt->type, off - start, len, buf, why);
+	if (r < 0)   /* -EINVAL: a type this build does not make, as EIO */
+		return r == -ENOMEM ? r : -EIO;
+	if (!stays)
+		*how |= PIECE_MADE;
+	return 0;
+}
+
+/* read_quant's bytes, as the plan of f lays them out from the mappings of its model now,
+ * *how (PIECE_*) saying whether something was quantized or stored. */
+static int read_planned(const struct quants_file *f, char *buf, uint64_t len, uint64_t off,
+                        unsigned *how, char why[GGUF_ERR_MAX])
+{
+	const struct ggufs_model *m = f->q->m;
+	const struct quant_plan *qp = f->qp;
 	if (off < qp->data_offset) {
 		if (model_header_holds(m, why) < 0)
 			return -EIO;
@@ -378,10 +675,9 @@ static int read_planned(const struct ggufs_model *m, const struct quant_plan *qp
 		const uint64_t end = start + qt->size;
 		if (off < end) {
 			uint64_t k = end - off < len ? end - off : len;
-			/* copied or quantized, each block as llama.cpp checks it */
-			int r = reader_quant(m, qt->src, qt->type, off - start, k, buf, why);
-			if (r < 0)   /* -EINVAL: a type this build does not make, as EIO */
-				return r == -ENOMEM ? r : -EIO;
+			int r = read_tensor(f, qt, start, buf, k, off, how, why);
+			if (r < 0)
+				return r;
 			buf += k, off += k, len -= k;
 		}
 		/* the zeros up to the next tensor (or the end) */
@@ -396,99 +692,43 @@ static int read_planned(const struct ggufs_model *m, const struct quant_plan *qp
 	return 0;
 }
 
-/* [off, off + len) of NAME.gguf of plan qp of m (inside it): the header from the plan,
- * then each tensor's bytes (copied, or quantized from the blocks the range touches) and
- * the zeros after it. 0 or -errno with why: -EIO too when a local file of the model is
- * no longer the version the plan was made from, checked after the bytes are made
- * (model_changed: a write moves ctime before it changes a byte, so bytes made before an
- * unchanged check are the recorded version's). */
-static int read_quant(const struct ggufs_model *m, const struct quant_plan *qp, char *buf,
-                      uint64_t len, uint64_t off, char why[GGUF_ERR_MAX])
+/* [off, off + len) of NAME.gguf of file f (inside it): the header from the plan, then
+ * each tensor's bytes (copied, or its piece's) and the zeros after it. 0 with *how set,
+ * or -errno with why: -EIO too when a local file of the model is no longer the version
+ * the plan was made from, checked after the bytes are had (model_changed: a write moves
+ * ctime before it changes a byte, so bytes had before an unchanged check are the
+ * recorded version's). */
+static int read_quant(const struct quants_file *f, char *buf, uint64_t len, uint64_t off,
+                      unsigned *how, char why[GGUF_ERR_MAX])
 {
-	int r = read_planned(m, qp, buf, len, off, why);
-	return r == 0 && model_changed(m, why) ? -EIO : r;
+	*how = 0;
+	int r = read_planned(f, buf, len, off, how, why);
+	return r == 0 && model_changed(f->q->m, why) ? -EIO : r;
 }
 
-/* computed_fill_fn: bytes [off, off + len) of the file f is (a quants_file). */
+/* computed_fill_fn: bytes [off, off + len) of the file f is (a quants_file), counted as
+ * computed when something in them was quantized now or there is no disk cache, else as
+ * kept (read from the piece store and the model: blocks_from_disk). */
 static int fill(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
 	const struct quants_file *f = ctx;
-	return read_quant(f->q->m, f->qp, buf, len, off, why);
+	unsigned how;
+	const int r = read_quant(f, buf, len, off, &how, why);
+	if (r < 0)
+		return r;
+	return (how & PIECE_MADE || !f->q->qm->store ? 0 : COMPUTED_FILL_KEPT) |
+	       (how & PIECE_STORED ? COMPUTED_FILL_STORED : 0);
 }
 
-/* Two FNV-1a hashes, one 128-bit name for what went into them. */
-struct id_hash {
-	uint64_t a, b;
-};
-
-static void id_add(struct id_hash *h, const void *p, uint64_t n)
-{
-	h->a = hash_fnv1a(p, n, h->a);
-	h->b = hash_fnv1a(p, n, h->b);
-}
-
-/* model_identity's add: into the hashes at arg. */
-static void id_model(void *arg, const void *p, uint64_t n)
-{
-	id_add(arg, p, n);
-}
-
-/* The disk cache's key and version of file f of m: key names it for people by the
- * model's first file, never by a path (one file is one entry, whatever names lead to
- * it: "quant Q4_K_M of file 2049:1835018", a remote one "quant Q4_K_M of URL"), version
- * is what it was made from (model_identity's, its header's bytes, QUANT_RULES_VERSION). 0;
- * -EIO with why when the header cannot be read, or the model changed since it was
- * parsed; 1 when the file has no version to keep it under (nothing goes to disk). */
-static int disk_key(const struct ggufs_model *m, const struct quants_file *f, char *key,
-                    size_t key_size, char *version, size_t version_size,
-                    char why[GGUF_ERR_MAX])
-{
-	struct id_hash h = { HASH_FNV1A_BASIS, 0x84222325cbf29ce4ull };
-	char head[64];
-	int n = snprintf(head, sizeof head, "ggufs quant rules %d %s\n", QUANT_RULES_VERSION,
-	                 f->qp->name->name);
-	id_add(&h, head, (uint64_t)n);
-	if (!model_identity(m, id_model, &h))
-		return 1;
-	uint8_t *piece = malloc(QUANTS_HASH_STEP);
-	if (!piece)
-		return -ENOMEM;
-	for (uint64_t off = 0; off < f->qp->data_offset; off += QUANTS_HASH_STEP) {
-		uint64_t k = f->qp->data_offset - off;
-		if (k > QUANTS_HASH_STEP)
-			k = QUANTS_HASH_STEP;
-		int r = read_quant(m, f->qp, (char *)piece, k, off, why);
-		if (r < 0) {
-			free(piece);
-			return r;
-		}
-		id_add(&h, piece, k);
-	}
-	free(piece);
-	char name[1040];
-	model_cache_name(m, name, sizeof name);
-	snprintf(key, key_size, "quant %s of %s", f->qp->name->name, name);
-	snprintf(version, version_size, "rules %d %016" PRIx64 "%016" PRIx64, QUANT_RULES_VERSION,
-	         h.a, h.b);
-	return 0;
-}
-
-/* Opens f's computed bytes with the mount's way (its disk cache, its pool), into *src:
- * 0, or -EIO (its header could not be read: why says so) or -ENOMEM. */
+/* Opens f's computed bytes in the mount's pool, into *src: 0 or -ENOMEM. The file is
+ * kept in memory only: what is worth keeping on disk, its converted tensors, the piece
+ * store keeps. */
 static int open_file(const struct quants_tree *q, struct quants_file *f, struct source **src,
                      char why[GGUF_ERR_MAX])
 {
-	const struct quants_mount *qm = q->qm;
-	char key[1200], version[80];
-	const int k = qm->cache_dir ? disk_key(q->m, f, key, sizeof key, version, sizeof version,
-	                                       why) : 1;
-	*src = NULL;
-	if (k < 0)
-		return k;
+	(void)why;
 	const struct computed_opts o = {
-		.size = f->qp->size, .fill = fill, .ctx = f, .pool = qm->pool,
-		.cache_dir = k == 0 ? qm->cache_dir : NULL, .cache_max = qm->cache_max,
-		.key = k == 0 ? key : NULL, .version = k == 0 ? version : NULL,
+		.size = f->qp->size, .fill = fill, .ctx = f, .pool = q->qm->pool,
 	};
 	char err[GGUF_ERR_MAX];
 	*src = computed_open(&o, err);
@@ -511,7 +751,7 @@ static void keep_counters(struct quants_file *f, const struct computed_counters 
 /* File j's computed bytes, opened if need be and held for one read (file_put lets go),
  * into *out: 0, or open_file's -errno with why. An open past QUANTS_OPEN_MAX closes the
  * least recently read idle files of the tree; a file being closed is opened again only
- * once its close is done, so that its disk cache entry is let go first. */
+ * once its close is done. */
 static int file_get(const struct quants_tree *cq, uint64_t j, struct source **out,
                     char why[GGUF_ERR_MAX])
 {
@@ -621,14 +861,29 @@ static int64_t quants_read(const struct node_ref *r, void *open, char *buf, uint
 	return e < 0 ? e : (int64_t)len;
 }
 
-/* NAME.gguf's user.ggufs.blocks_*: how its blocks were had so far (made, read from the
- * disk cache, stored in it). */
+/* quants/'s user.ggufs.tensors_hashed and _hash_kept: the tensors whose content
+ * identity the mount made by hashing their bytes, and read as an earlier mount kept it.
+ * NAME.gguf's user.ggufs.blocks_*: how its blocks were had so far (made, read from the
+ * disk cache, stored in it; a block had again after the memory let it go counts again),
+ * and how many it has (COMPUTED_BLOCK_SIZE each, the last one shorter): progress. */
 static int quants_xattrs(const struct node_ref *r, struct node_xattr x[NODE_XATTR_MAX])
 {
+	struct quants_tree *q = (struct quants_tree *)r->inst;
+	if (r->n->role == QUANTS_DIR) {   /* how the tensors' identities were had */
+		const uint64_t v[2] = { atomic_load(&q->ids_hashed), atomic_load(&q->ids_kept) };
+		static const char *const names[2] = { "user.ggufs.tensors_hashed",
+			"user.ggufs.tensors_hash_kept" };
+		for (int i = 0; i < 2; i++) {
+			x[i].name = names[i];
+			x[i].len = (uint64_t)snprintf(x[i].buf, sizeof x[i].buf, "%" PRIu64, v[i]);
+			x[i].value = x[i].buf;
+		}
+		return 2;
+	}
 	if (r->n->role != QUANTS_FILE)
 		return 0;
-	struct quants_tree *q = (struct quants_tree *)r->inst;
-	uint64_t v[3] = { 0, 0, 0 };
+	uint64_t v[4] = { 0, 0, 0, r->n->size / COMPUTED_BLOCK_SIZE +
+	                           (r->n->size % COMPUTED_BLOCK_SIZE != 0) };
 	pthread_mutex_lock(&q->files_lock);
 	const struct quants_file *f = q->files ? &q->files[r->n->index] : NULL;
 	if (f) {
@@ -640,14 +895,14 @@ static int quants_xattrs(const struct node_ref *r, struct node_xattr x[NODE_XATT
 		}
 	}
 	pthread_mutex_unlock(&q->files_lock);
-	static const char *const names[3] = { "user.ggufs.blocks_computed",
-		"user.ggufs.blocks_from_disk", "user.ggufs.blocks_stored" };
-	for (int i = 0; i < 3; i++) {
+	static const char *const names[4] = { "user.ggufs.blocks_computed",
+		"user.ggufs.blocks_from_disk", "user.ggufs.blocks_stored", "user.ggufs.blocks_total" };
+	for (int i = 0; i < 4; i++) {
 		x[i].name = names[i];
 		x[i].len = (uint64_t)snprintf(x[i].buf, sizeof x[i].buf, "%" PRIu64, v[i]);
 		x[i].value = x[i].buf;
 	}
-	return 3;
+	return 4;
 }
 
 static const struct tree_root quants_roots[] = { { "quants", true, false } };

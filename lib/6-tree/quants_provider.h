@@ -6,8 +6,12 @@
  * states', a library's models') each get an instance from it.
  *
  * Each NAME.gguf is a computed file (computed.h), opened at its first read, its blocks
- * made by the mount's pool of workers ahead of a sequential reader and kept in the disk
- * cache under the model's identity, NAME and QUANT_RULES_VERSION. Its numbers are a
+ * made by the mount's pool of workers ahead of a sequential reader and assembled from
+ * its header, the model's own bytes (tensors whose type stays) and its converted
+ * tensors' pieces, kept in the disk cache (piece_store.h) by what each is made from: its
+ * source bytes' content hash, type and shape, its new type, QUANT_RULES_VERSION and its
+ * importance matrix entry; one copy per (tensor, type) whatever NAME, path or model
+ * holds it. Its numbers are a
  * state's own (tree_ino.h's zone P): one per candidate NAME and quants.tsv, whether the
  * model makes it or not, so that the numbers stay the model's file's alone. */
 #ifndef GGUFS_QUANTS_PROVIDER_H
@@ -23,12 +27,16 @@ struct leaving;
 struct computed_pool;
 
 /* A mount's options for quants/. */
+/* The most workers a mount's quants/ runs, whatever it is told or the cores. */
+#define QUANTS_THREADS_MAX 256u
+
 struct quants_opts {
 	bool requantize;         /* -o requantize (llama-quantize's --allow-requantize): the
 	                          * quantizations llama.cpp makes only when allowed to
 	                          * requantize a tensor already quantized (dequantized as ggml
 	                          * does, then quantized) */
-	unsigned threads;        /* the pool's workers at most: 0 for the online cores */
+	unsigned threads;        /* the pool's workers at most: 0 for the online cores; more
+	                          * than QUANTS_THREADS_MAX is that many */
 	const char *cache_dir;   /* the disk cache's directory (copied), NULL: none */
 	uint64_t cache_max;      /* its bound in bytes, 0: the default (diskcache.h) */
 };
@@ -37,10 +45,11 @@ struct quants_opts {
  * every quants/ file of the mount shares. */
 struct quants_mount;
 
-/* The state for a mount of options o: its pool made (computed_pool_new; when leaving,
- * the mount's hand-over, or NULL, runs at the unmount, every file of the pool stores
- * nothing more on disk; a quick remount shares their entries). NULL with one line in
- * err. */
+/* The state for a mount of options o: its pool and piece store made (computed_pool_new,
+ * piece_store_new: when leaving, the mount's hand-over, or NULL, runs at the unmount,
+ * nothing more is stored on disk; a quick remount shares the entries; a cache_dir that
+ * cannot be used is said in the event log, and the quants computed without it). NULL
+ * with one line in err. */
 struct quants_mount *quants_mount_new(const struct quants_opts *o, struct leaving *leaving,
                                       char err[GGUF_ERR_MAX]);
 /* Frees qm and its pool, after every tree whose quants/ it served (NULL: nothing). */

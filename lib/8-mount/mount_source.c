@@ -94,7 +94,7 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	}
 	/* the providers of every tree of the mount, each with its per-mount state made
 	 * once from the options */
-	const struct quants_opts qo = { .requantize = o->requantize,
+	const struct quants_opts qo = { .requantize = o->requantize, .threads = o->quant_threads,
 	                                .cache_dir = cache_dir_default(names.cache_dir),
 	                                .cache_max = names.cache_max };
 	if (!(s->quants = quants_mount_new(&qo, s->leaving, err)) ||

@@ -30,6 +30,8 @@ struct mount_source_opts {
 	bool single_thread;       /* -s: one thread serves every request */
 	bool requantize;          /* -o requantize: quants/ of already quantized models too
 	                           * (quants_opts) */
+	unsigned quant_threads;   /* -o quant_threads: the quantizer's workers at most (0: the
+	                           * online cores) */
 };
 
 /* An opened source and its mount. */

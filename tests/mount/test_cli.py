@@ -282,7 +282,7 @@ class Refused(gm.RefusedMountCase):
         any spelling: 0, 00, 0K) with exit 2 and a line saying that the least is 1 and
         that leaving the option out gives its default; 1 is accepted by each."""
         numeric = ["timeout", "cache_size", "cache_max", "max_read", "max_threads",
-                   "max_idle_threads"]
+                   "max_idle_threads", "quant_threads"]
         for name in numeric:
             for zero in ("0", "00") + (("0K", "0M") if name.startswith("cache_") else ()):
                 item = "%s=%s" % (name, zero)

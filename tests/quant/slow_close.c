@@ -1,8 +1,9 @@
 /* Preloaded (LD_PRELOAD) into a ggufs daemon by test_quant_cache.py (and
- * tests/remote/test_library_hub.py): an old daemon that takes long to exit. Its close()
- * of a disk cache entry's map file (a file called "map" under the directory
- * $GGUFS_SLOW_CLOSE_DIR) first sleeps $GGUFS_SLOW_CLOSE_MS, so the
- * daemon, once unmounted, goes on holding the entry's lock (flock, ended by that close)
+ * tests/remote/test_library_hub.py): an old daemon that takes long to exit. Its first
+ * close() of a disk cache entry's map file (a file called "map" under the directory
+ * $GGUFS_SLOW_CLOSE_DIR) after its loop returned first sleeps $GGUFS_SLOW_CLOSE_MS (once:
+ * a quant's pieces are many entries, closed one after another), so the
+ * daemon, once unmounted, goes on holding its entries' locks (flock, ended by the close)
  * while a new mount of the same model starts: what the new one does with an entry held
  * by a mount that is ending is then seen every time, not only when the old daemon
  * happens to be slower than the new one's start. The same for the file whose path is
@@ -15,6 +16,8 @@
  * under way is answered), so that only what the daemon does before the loop returns is
  * seen by a quick remount. */
 #include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,9 @@ static int slow_close_is_map(int fd, const char *dir)
 	       strcmp(path + p - 4, "/map") == 0;
 }
 
+/* Set once the daemon's loop returned (the unmount); the one map close that sleeps. */
+static atomic_bool slow_close_loop_ended, slept_map;
+
 int close(int fd)
 {
 	static int (*real_close)(int);
@@ -62,7 +68,9 @@ int close(int fd)
 	const char *dir = getenv("GGUFS_SLOW_CLOSE_DIR");
 	const char *file = getenv("GGUFS_SLOW_CLOSE_FILE");
 	const char *ms = getenv("GGUFS_SLOW_CLOSE_MS");
-	if (ms && ((dir && slow_close_is_map(fd, dir)) || (file && slow_close_is_file(fd, file)))) {
+	const bool map = dir && atomic_load(&slow_close_loop_ended) && slow_close_is_map(fd, dir);
+	if (ms && ((map && !atomic_exchange(&slept_map, true)) ||
+	           (file && slow_close_is_file(fd, file)))) {
 		const long wait = strtol(ms, NULL, 10);
 		struct timespec t = { wait / 1000, (wait % 1000) * 1000000L };
 		while (nanosleep(&t, &t) != 0)
@@ -93,6 +101,7 @@ int fuse_session_loop_mt(struct fuse_session *se, struct fuse_loop_config *confi
 		sym = dlsym(RTLD_NEXT, "fuse_session_loop_mt");
 	memcpy(&real_loop, &sym, sizeof sym);
 	const int r = real_loop(se, config);
+	atomic_store(&slow_close_loop_ended, true);
 	slow_close_sleep_ms("GGUFS_SLOW_SERVE_MS");
 	return r;
 }

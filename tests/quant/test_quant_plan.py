@@ -221,8 +221,9 @@ def random_llama(path, seed, n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, 
     write_gguf(path, kvs, tensors, alignment)
 
 
-def parse_infos(data):
-    """The tensor infos of a GGUF v3 image: [(name, dims, type, offset)]."""
+def parse_infos(data, with_end=False):
+    """The tensor infos of a GGUF v3 image: [(name, dims, type, offset)]; with_end, and
+    where they end: (infos, end)."""
     pos = 24
     n_t, n_kv = struct.unpack_from("<QQ", data, 8)
 
@@ -254,7 +255,7 @@ def parse_infos(data):
         gt, off = struct.unpack_from("<IQ", data, pos)
         pos += 12
         infos.append((name, dims, gt, off))
-    return infos
+    return (infos, pos) if with_end else infos
 
 
 def tiny(llama, folder, ftype="F16"):

@@ -1053,9 +1053,11 @@ void dc_entry_close(struct dc_entry *ref)
 		struct stat st;
 		if (before && fstatat(d->dirfd, data, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			usage_change(d, before, (uint64_t)st.st_blocks * 512);
-		close_files(e);   /* ends the flock */
 		if (changing)
 			change_end(d);
+		/* the entry's flock ends after the directory's: a close that takes long (an
+		 * ending mount's many entries) never holds up another process's changes */
+		close_files(e);
 	}
 	pthread_mutex_unlock(&d->store_lock);
 	if (last)
