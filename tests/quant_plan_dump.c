@@ -1,6 +1,7 @@
-/* quant_plan_dump MODEL NAME OUT [requantize] [imatrix=FILE]: the quant file ggufs plans for
- * MODEL and file type NAME (quant_plan.h; with requantize, llama-quantize
- * --allow-requantize's; with imatrix=FILE, --imatrix FILE's, FILE named as given), for
+/* quant_plan_dump MODEL NAME OUT [requantize] [imatrix=FILE] [recipes=FILE]: the quant file
+ * ggufs plans for MODEL and file type NAME (quant_plan.h; with requantize, llama-quantize
+ * --allow-requantize's; with imatrix=FILE, --imatrix FILE's, FILE named as given; with
+ * recipes=FILE, NAME may be a recipe of that file: recipe_file.h), for
  * tests/quant/test_quant_plan.py to compare with what
  * llama.cpp's llama_model_quantize() writes. OUT gets the file as far as the plan makes
  * it without a quantizer: the whole header, every tensor whose type stays copied from
@@ -24,25 +25,36 @@
 #include "quant.h"
 #include "quant_plan.h"
 #include "quant_read.h"
+#include "recipe_file.h"
 #include "tool_model.h"
 
 int main(int argc, char **argv)
 {
 	bool requantize = false;
-	const char *imatrix_file = NULL;
+	const char *imatrix_file = NULL, *recipes_file = NULL;
 	for (int a = 4; a < argc; a++) {
 		if (strcmp(argv[a], "requantize") == 0)
 			requantize = true;
+		else if (strncmp(argv[a], "recipes=", 8) == 0)
+			recipes_file = argv[a] + 8;
 		else if (strncmp(argv[a], "imatrix=", 8) == 0)
 			imatrix_file = argv[a] + 8;
 		else
 			argc = 0;
 	}
 	if (argc < 4) {
-		fprintf(stderr, "usage: quant_plan_dump MODEL NAME OUT [requantize] [imatrix=FILE]\n");
+		fprintf(stderr, "usage: quant_plan_dump MODEL NAME OUT [requantize] [imatrix=FILE] "
+		        "[recipes=FILE]\n");
 		return 2;
 	}
-	const struct quant_name *qn = quant_name_find(argv[2]);
+	char err[GGUF_ERR_MAX];
+	struct recipe_set rs = { 0 };
+	if (recipes_file && recipes_read(recipes_file, &rs, err) < 0) {
+		fprintf(stderr, "quant_plan_dump: %s\n", err);
+		return 4;
+	}
+	const struct recipe *recipe = recipe_find(&rs, argv[2]);
+	const struct quant_name *qn = recipe ? recipe->base : quant_name_find(argv[2]);
 	if (!qn) {
 		fprintf(stderr, "quant_plan_dump: no file type %s\n", argv[2]);
 		return 2;
@@ -50,9 +62,11 @@ int main(int argc, char **argv)
 	struct ggufs_model *m = tool_model_open("quant_plan_dump", argv[1]);
 	if (!m)
 		return 1;
-	char err[GGUF_ERR_MAX];
 	struct quant_params p;
-	quant_params_default(&p, qn->ftype);
+	if (recipe)
+		recipe_params(recipe, &p);
+	else
+		quant_params_default(&p, qn->ftype);
 	p.allow_requantize = requantize;
 	struct imatrix im = { 0 };
 	if (imatrix_file) {
@@ -74,6 +88,7 @@ int main(int argc, char **argv)
 		if (imatrix_file)
 			imatrix_free(&im);
 		model_close(m);
+		recipes_free(&rs);
 		return 3;
 	}
 	FILE *out = fopen(argv[3], "wb");
@@ -119,5 +134,6 @@ int main(int argc, char **argv)
 	if (imatrix_file)
 		imatrix_free(&im);   /* its mapping goes with the process */
 	model_close(m);
+	recipes_free(&rs);
 	return rc;
 }

@@ -591,6 +591,13 @@ static bool requires_imatrix(const char *name, uint32_t type, uint32_t ftype)
 	}
 }
 
+/* The refusal of a --tensor-type search that gave up on tensor name: -1. */
+static int too_complex(const char *name, char err[GGUF_ERR_MAX])
+{
+	gguf_errf(err, "a --tensor-type regex took too many steps on tensor %s", name);
+	return -1;
+}
+
 /* llama_tensor_get_type: one tensor's type. -1 with err where llama.cpp throws. */
 static int tensor_type(struct qstate *qs, const struct gguf_tensor *t, const char *name,
                        uint32_t default_type, uint32_t *out, char err[GGUF_ERR_MAX])
@@ -603,8 +610,11 @@ static int tensor_type(struct qstate *qs, const struct gguf_tensor *t, const cha
 	enum category cat = category_of(name);
 	if (p->token_embedding_type != QUANT_TYPE_NONE && cat == CAT_TOKEN_EMBD) {
 		/* per_layer_token_embd follows it unless a --tensor-type pattern names it */
-		if (strcmp(name, "per_layer_token_embd.weight") || !p->tensor_type ||
-		    p->tensor_type(p->tensor_type_ctx, name, strlen(name)) == QUANT_TYPE_NONE) {
+		const uint32_t named = strcmp(name, "per_layer_token_embd.weight") || !p->tensor_type
+			? QUANT_TYPE_NONE : p->tensor_type(p->tensor_type_ctx, name, strlen(name));
+		if (named == QUANT_TYPE_TOO_COMPLEX)
+			return too_complex(name, err);
+		if (named == QUANT_TYPE_NONE) {
 			*out = p->token_embedding_type;
 			return 0;
 		}
@@ -618,6 +628,8 @@ static int tensor_type(struct qstate *qs, const struct gguf_tensor *t, const cha
 		bool manual = false;
 		if (p->tensor_type) {
 			uint32_t m = p->tensor_type(p->tensor_type_ctx, name, strlen(name));
+			if (m == QUANT_TYPE_TOO_COMPLEX)
+				return too_complex(name, err);
 			if (m != QUANT_TYPE_NONE) {
 				new_type = m;
 				manual = true;

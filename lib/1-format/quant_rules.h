@@ -64,6 +64,9 @@ const struct quant_name *quant_name_of_ftype(uint32_t ftype);
 
 /* No type: llama.cpp's GGML_TYPE_COUNT in the parameters. */
 #define QUANT_TYPE_NONE UINT32_MAX
+/* What a --tensor-type lookup answers when its search gave up (ecma_regex.h's bound):
+ * quant_rules_types refuses the file. */
+#define QUANT_TYPE_TOO_COMPLEX (UINT32_MAX - 1)
 
 /* llama_model_quantize_params, the fields that decide types. quant_params_default
  * fills it as llama_model_quantize_default_params() does, with ftype. */
@@ -80,7 +83,11 @@ struct quant_params {
 	const struct imatrix *imatrix;
 	const char *imatrix_file;        /* its name as given (quantize.imatrix.file) */
 	/* --tensor-type: the type the first matching pattern gives tensor name (len bytes),
-	 * or QUANT_TYPE_NONE when none matches; NULL for no overrides */
+	 * QUANT_TYPE_NONE when none matches, QUANT_TYPE_TOO_COMPLEX when a search gave up;
+	 * NULL for no overrides (recipe_file.h's recipe_params sets it). Applied only where
+	 * llama.cpp applies it: to a tensor it converts, when the file type's default type
+	 * is quantized (an F16, BF16 or F32 base ignores it), before the mixture's rules,
+	 * which then neither run for it nor move their layer counters */
 	uint32_t (*tensor_type)(void *ctx, const char *name, size_t len);
 	void *tensor_type_ctx;
 };

@@ -16,6 +16,7 @@
 #include "gguf_writer.h"
 #include "model.h"
 #include "quant_plan.h"
+#include "recipe_file.h"
 #include "render_quants.h"
 #include "scratch_dir.h"
 
@@ -377,6 +378,47 @@ static void test_no_file(void **state)
 	}
 }
 
+/* A recipe's plan: BASE's with its overrides (the first pattern that matches), and a
+ * refusal, naming the tensor, where a pattern's search gives up. */
+static void test_recipe(void **state)
+{
+	(void)state;
+	static const struct mt ts[] = {
+		{ "token_embd.weight", 2, { 256, 10 } },
+		{ "blk.0.attn_v.weight", 2, { 256, 32 } },
+		{ "blk.1.ffn_down.weight", 2, { 256, 32 } },
+		{ "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.weight", 2, { 256, 2 } },
+	};
+	struct ggufs_model *m = model_with("r.gguf", llama_keys, 10, ts, 4);
+	const char *text = "A Q8_0 --tensor-type attn_v=q4_0 --tensor-type attn=q5_0 "
+	                   "--tensor-type ^a=q4_k\n"
+	                   "B Q8_0 --tensor-type \"^(a|a)*[bc]=q4_0\"\n";
+	struct recipe_set rs;
+	char err[GGUF_ERR_MAX];
+	assert_int_equal(recipes_parse(text, strlen(text), "f", &rs, err), 0);
+	struct quant_params p;
+	recipe_params(recipe_find(&rs, "A"), &p);
+	struct quant_plan qp;
+	if (quant_plan_build(m, &p, &qp, err) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(qp.ftype, QUANT_FTYPE_Q8_0);
+	for (uint64_t i = 0; i < qp.n_tensors; i++) {
+		const struct gguf_tensor *t = model_tensor(m, qp.tensors[i].src);
+		const uint32_t want = t->name.ptr[0] == 'a' ? GGML_TYPE_Q4_K
+		                    : memmem(t->name.ptr, t->name.len, "attn_v", 6) ? GGML_TYPE_Q4_0
+		                    : GGML_TYPE_Q8_0;
+		assert_int_equal(qp.tensors[i].type, want);
+	}
+	quant_plan_free(&qp);
+	recipe_params(recipe_find(&rs, "B"), &p);
+	assert_int_equal(quant_plan_build(m, &p, &qp, err), -1);
+	assert_string_equal(err, "a --tensor-type regex took too many steps on tensor "
+	                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.weight");
+	quant_plan_free(&qp);
+	recipes_free(&rs);
+	model_close(m);
+}
+
 /* quants.tsv of a model of an architecture llama.cpp does not know: no NAME, each
  * one's comment line giving llama.cpp's reason. */
 static void test_tsv_unknown_arch(void **state)
@@ -441,6 +483,6 @@ static void test_tsv(void **state)
 UNIT_TESTS_IN_SCRATCH(
 	cmocka_unit_test(test_header),
 	cmocka_unit_test(test_order),
-	cmocka_unit_test(test_no_file),
+	cmocka_unit_test(test_no_file), cmocka_unit_test(test_recipe),
 	cmocka_unit_test(test_tsv),
 	cmocka_unit_test(test_tsv_unknown_arch))
