@@ -79,6 +79,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "quants/ of quantized models (--allow-requantize)" },
 	{ "outtype=%s", .with_check = true, OURS(outtype), .arg = "TYPE",
 	  .help = "MODEL_FOLDER's tensors: " OUTTYPES },
+	{ "imatrix=%s", OURS(imatrix_file), .arg = "FILE",
+	  .help = "quants/ under this importance matrix (--imatrix)" },
 	{ "quant_threads=%u", OURS(quant_threads), .arg = "N",
 	  .help = "quants/: at most N threads quantize ahead (cores)" },
 	{ "passthrough=%s", OURS(passthrough_arg), .arg = "yes|no",

@@ -182,6 +182,8 @@ struct cli_opts {
 	const char *log_file;    /* -o log=FILE: the event log goes there, or NULL */
 	const char *edits_file;  /* -o edits=FILE: metadata/ writable, edits kept there */
 	int requantize;      /* -o requantize: quants/ of already quantized models too */
+	const char *imatrix_file;  /* -o imatrix=FILE: quants/ under that importance matrix
+	                            * (a local file, a URL, hf://, s3://), or NULL */
 	unsigned quant_threads;   /* -o quant_threads=N, 0 if not given */
 	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
 	const char *outtype;     /* -o outtype=TYPE as given (checked), or NULL: auto */

@@ -98,6 +98,7 @@ static bool open_source(struct ggufs *fs, const struct cli_opts *o, const char *
 	                                .mountpoint = mountpoint,
 	                                .single_thread = fs->single_thread,
 	                                .requantize = o->requantize,
+	                                .imatrix = o->imatrix_file,
 	                                .quant_threads = o->quant_threads };
 	so.names.cancelled = watch_ending;   /* transfers end with the mount */
 	so.names.cancel_arg = fs;

@@ -365,32 +365,43 @@ uint32_t quant_plan_type_counts(const struct quant_plan *qp, uint32_t *types, ui
 	return n;
 }
 
-int quant_set_build(const struct ggufs_model *m, bool requantize, bool (*can_make)(uint32_t type),
+int quant_set_build(const struct ggufs_model *m, const struct quant_set_opts *o,
                     struct quant_set *qs)
 {
-	*qs = (struct quant_set){ .requantize = requantize };
-	qs->names = quant_names(&qs->n);
+	size_t n26, n9;
+	const struct quant_name *plain = quant_names(&n26), *weighted = quant_imatrix_names(&n9);
+	struct quant_params base;
+	quant_params_default(&base, 0);
+	quant_params_imatrix(&base, o->imatrix, o->imatrix_file);
+	*qs = (struct quant_set){ .requantize = o->requantize, .imatrix = base.imatrix != NULL,
+	                          .n = n26 + n9 };
+	struct quant_name *names = calloc(qs->n, sizeof *names);
+	qs->names = names;
 	qs->plans = calloc(qs->n, sizeof *qs->plans);
 	qs->why = calloc(qs->n, sizeof *qs->why);
-	if (!qs->plans || !qs->why) {
+	if (!names || !qs->plans || !qs->why) {
 		quant_set_free(qs);
 		return -1;
 	}
+	memcpy(names, plain, n26 * sizeof *names);
+	memcpy(names + n26, weighted, n9 * sizeof *names);
 	for (size_t i = 0; i < qs->n; i++) {
-		struct quant_params p;
-		quant_params_default(&p, qs->names[i].ftype);
-		p.allow_requantize = requantize;
+		struct quant_params p = base;
+		p.ftype = qs->names[i].ftype;
+		p.allow_requantize = o->requantize;
 		if (quant_plan_build(m, &p, &qs->plans[i], qs->why[i]) < 0) {
 			if (!qs->why[i][0])
 				snprintf(qs->why[i], GGUF_ERR_MAX, "not planned");
 			continue;
 		}
-		for (uint64_t k = 0; can_make && k < qs->plans[i].n_tensors; k++) {
+		for (uint64_t k = 0; o->can_make && k < qs->plans[i].n_tensors; k++) {
 			const struct quant_tensor *qt = &qs->plans[i].tensors[k];
 			char b[16];
-			if (qt->type != model_tensor(m, qt->src)->type && !can_make(qt->type)) {
-				snprintf(qs->why[i], GGUF_ERR_MAX, "this ggufs does not quantize to %s "
-				         "yet", ggml_type_name(qt->type, b));
+			if (qt->type != model_tensor(m, qt->src)->type &&
+			    !o->can_make(qt->type, qt->weights != NULL)) {
+				snprintf(qs->why[i], GGUF_ERR_MAX, "this ggufs does not quantize to %s%s "
+				         "yet", ggml_type_name(qt->type, b),
+				         qt->weights ? " under an importance matrix" : "");
 				quant_plan_free(&qs->plans[i]);
 				break;
 			}
@@ -405,6 +416,7 @@ void quant_set_free(struct quant_set *qs)
 		quant_plan_free(&qs->plans[i]);
 	free(qs->plans);
 	free(qs->why);
+	free((void *)qs->names);
 	*qs = (struct quant_set){ 0 };
 }
 

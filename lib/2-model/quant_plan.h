@@ -91,23 +91,31 @@ uint64_t quant_plan_tensor_at(const struct quant_plan *qp, uint64_t off);
 uint32_t quant_plan_type_counts(const struct quant_plan *qp, uint32_t *types, uint64_t *counts,
                                 uint32_t cap);
 
-/* Every NAME of quant_names() planned for one model (a tree's quants/): plans[i] for
- * names[i], made when why[i] is empty, else why[i] says why llama.cpp makes no such
- * file (that NAME is not shown). */
+/* Every NAME of quant_names() and quant_imatrix_names() planned for one model (a tree's
+ * quants/): plans[i] for names[i], made when why[i] is empty, else why[i] says why
+ * llama.cpp makes no such file (that NAME is not shown). */
 struct quant_set {
 	size_t n;
-	const struct quant_name *names;
+	const struct quant_name *names;   /* the 26, then the nine that need a matrix */
 	struct quant_plan *plans;
 	char (*why)[GGUF_ERR_MAX];
 	bool requantize;
+	bool imatrix;                     /* planned under an importance matrix */
 };
 
-/* Plans every NAME for m (which must outlive the set) with llama-quantize's defaults,
- * allow_requantize as requantize says. can_make (or NULL: every type) says which types
- * the quantizers at hand make: a NAME that needs another is not made either, its why
- * saying so. 0, or -1 out of memory for the set (a plan that runs out of memory says so
- * in its why). */
-int quant_set_build(const struct ggufs_model *m, bool requantize, bool (*can_make)(uint32_t type),
+/* What a set is planned with: llama-quantize's defaults but for these. */
+struct quant_set_opts {
+	bool requantize;                  /* allow_requantize */
+	const struct imatrix *imatrix;    /* --imatrix (NULL: none), outliving the set */
+	const char *imatrix_file;         /* its name as given (quantize.imatrix.file) */
+	/* which types the quantizers at hand make, with a matrix's weights or without
+	 * (NULL: every type); a NAME that needs another is not made, its why saying so */
+	bool (*can_make)(uint32_t type, bool weighted);
+};
+
+/* Plans every NAME for m (which must outlive the set) as o says. 0, or -1 out of memory
+ * for the set (a plan that runs out of memory says so in its why). */
+int quant_set_build(const struct ggufs_model *m, const struct quant_set_opts *o,
                     struct quant_set *qs);
 void quant_set_free(struct quant_set *qs);
 /* The bytes the set holds. */

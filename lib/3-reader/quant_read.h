@@ -52,4 +52,28 @@ int reader_quant_weighted(const struct ggufs_model *m, uint64_t i, uint32_t to,
                           const struct imatrix *im, const struct imatrix_entry *w,
                           uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX]);
 
+/* What weighted reads of one tensor under its matrix entry keep between them (a quants/
+ * file's converted tensor, read a block at a time by many reads on any thread, as one
+ * type or another): every expert's weights, made from the entry once (not an expert per
+ * read), and for q4_0, q4_1, q5_0 and q5_1 each row's value of the whole row (quant.h's
+ * quant_row_ctx.sigma2), made by the first read that touches the row and kept, so that
+ * a read of part of such a row reads the rest of it once, not at every read. A row
+ * with a NaN or infinity keeps nothing (its reads refuse as reader_quant_weighted's). */
+struct quant_prep;
+
+/* The state for reads of tensor i under entry w of im into *out: 0, or -EINVAL (no
+ * matrix or entry, or an entry of another size than ne[0] x ne[2]), -ENOMEM. Its
+ * memory: the entry's weights, and 4 bytes a row for each of the four types above
+ * read. m, im and w outlive it. */
+int reader_quant_prep_new(const struct ggufs_model *m, uint64_t i, const struct imatrix *im,
+                          const struct imatrix_entry *w, struct quant_prep **out);
+void reader_quant_prep_free(struct quant_prep *p);
+/* The bytes p holds. */
+uint64_t reader_quant_prep_bytes(const struct quant_prep *p);
+
+/* reader_quant_weighted(m, i, to, im, w, off, len, buf, why) of p's tensor and entry,
+ * with what p keeps: the same bytes and errors. Thread-safe, p shared among threads. */
+int reader_quant_prepared(struct quant_prep *p, uint32_t to, uint64_t off, uint64_t len,
+                          void *buf, char why[GGUF_ERR_MAX]);
+
 #endif

@@ -28,7 +28,7 @@ void render_quants_tsv(struct sink *s, const struct quant_set *qs)
 	for (size_t i = 0; i < qs->n && !sink_done(s); i++)
 		if (!qs->why[i][0])
 			quant_line(s, &qs->names[i], &qs->plans[i]);
-	bool requant = false;
+	bool requant = false, needs_matrix = false;
 	for (size_t i = 0; i < qs->n && !sink_done(s); i++) {
 		if (!qs->why[i][0])
 			continue;
@@ -38,8 +38,12 @@ void render_quants_tsv(struct sink *s, const struct quant_set *qs)
 			sink_putc(s, (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c);
 		sink_putc(s, '\n');
 		requant |= strstr(qs->why[i], "requantizing") != NULL;
+		needs_matrix |= strstr(qs->why[i], "requires an imatrix") != NULL;
 	}
 	if (requant && !qs->requantize)
 		sink_puts(s, "# the model is already quantized: llama-quantize makes these only with "
 		             "--allow-requantize, ggufs with -o requantize\n");
+	if (needs_matrix && !qs->imatrix)
+		sink_puts(s, "# these need an importance matrix: llama-quantize makes them with "
+		             "--imatrix FILE, ggufs with -o imatrix=FILE\n");
 }

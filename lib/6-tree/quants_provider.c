@@ -64,6 +64,11 @@ enum { QUANTS_DIR, QUANTS_FILE, QUANTS_TSV };
 
 struct quants_mount {
 	bool requantize;
+	const struct imatrix *imatrix;   /* the mount's matrix, or NULL */
+	char *imatrix_file;
+	/* each matrix entry's identity (matrix_id), made at its first need */
+	pthread_mutex_t ids_lock;
+	char (*entry_ids)[33];           /* im->n_entries, "" until made */
 	char *cache_dir;
 	uint64_t cache_max;
 	struct computed_pool *pool;
@@ -88,7 +93,7 @@ struct quants_file {
 
 /* quants/ in one tree: every NAME's plan, made at the first lookup, listing or stat in
  * quants/ and kept; the nodes of the NAMEs made and quants.tsv, by j (a NAME's place in
- * quant_names(), quants.tsv's n_names). */
+ * quant_names() then quant_imatrix_names(), quants.tsv's n_names). */
 struct quants_tree {
 	const struct ggufs_model *m;
 	const struct quants_mount *qm;
@@ -117,6 +122,10 @@ struct quants_tree {
 	pthread_cond_t id_made;        /* an ID_MAKING ended */
 	atomic_uint_fast64_t ids_hashed;   /* identities made by hashing the tensor's bytes */
 	atomic_uint_fast64_t ids_kept;     /* and read as kept by an earlier mount */
+	/* under the mount's matrix, each model tensor's weighted reads' state (tensor_prep:
+	 * its experts' weights, its rows' sums), made at its first need, under preps_lock */
+	pthread_mutex_t preps_lock;
+	struct quant_prep **preps;
 };
 
 enum { ID_NONE, ID_MADE, ID_NOT, ID_MAKING };
@@ -127,11 +136,17 @@ struct quants_mount *quants_mount_new(const struct quants_opts *o, struct leavin
                                       char err[GGUF_ERR_MAX])
 {
 	struct quants_mount *qm = calloc(1, sizeof *qm);
-	if (!qm || (o->cache_dir && !(qm->cache_dir = strdup(o->cache_dir)))) {
+	if (qm)
+		pthread_mutex_init(&qm->ids_lock, NULL);
+	if (!qm || (o->cache_dir && !(qm->cache_dir = strdup(o->cache_dir))) ||
+	    (o->imatrix && !(qm->imatrix_file = strdup(o->imatrix_file ? o->imatrix_file : ""))) ||
+	    (o->imatrix && !(qm->entry_ids = calloc(o->imatrix->n_entries ? o->imatrix->n_entries
+	                                                                  : 1, 33)))) {
 		gguf_errf(err, "out of memory");
 		quants_mount_free(qm);
 		return NULL;
 	}
+	qm->imatrix = o->imatrix;
 	qm->requantize = o->requantize;
 	qm->cache_max = o->cache_max;
 	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -160,6 +175,9 @@ void quants_mount_free(struct quants_mount *qm)
 	computed_pool_free(qm->pool);
 	piece_store_free(qm->store);
 	free(qm->cache_dir);
+	free(qm->imatrix_file);
+	free(qm->entry_ids);
+	pthread_mutex_destroy(&qm->ids_lock);
 	free(qm);
 }
 
@@ -170,17 +188,21 @@ struct computed_pool *quants_mount_pool(const struct quants_mount *qm)
 
 /* ---- the plans and the nodes ---- */
 
-/* quant_can_make, as the plans ask it. */
-static bool can_make(uint32_t type)
+/* quant_can_make (quant_can_make_weighted with a matrix's weights), as the plans ask
+ * it. */
+static bool can_make(uint32_t type, bool weighted)
 {
-	return quant_can_make((enum ggml_type_id)type);
+	return weighted ? quant_can_make_weighted((enum ggml_type_id)type)
+	                : quant_can_make((enum ggml_type_id)type);
 }
 
 /* What guard_call runs to make q's plans (they read names and keys in the mappings). */
 static void run_plans(void *ctx)
 {
 	struct quants_tree *q = ctx;
-	if (quant_set_build(q->m, q->qm->requantize, can_make, &q->qs) < 0)
+	const struct quant_set_opts o = { .requantize = q->qm->requantize,
+		.imatrix = q->qm->imatrix, .imatrix_file = q->qm->imatrix_file, .can_make = can_make };
+	if (quant_set_build(q->m, &o, &q->qs) < 0)
 		return;
 	q->n_children = 0;
 	char *w = q->names;
@@ -212,11 +234,11 @@ static bool nodes_made(struct quants_tree *q)
 {
 	if (q->nodes)
 		return true;
-	size_t n;
-	const struct quant_name *names = quant_names(&n);
+	size_t n, n9;
+	const struct quant_name *names = quant_names(&n), *weighted = quant_imatrix_names(&n9);
 	size_t len = 1;
-	for (size_t j = 0; j < n && j < q->n_names; j++)
-		len += strlen(names[j].name) + 6;
+	for (size_t j = 0; j < n + n9 && j < q->n_names; j++)
+		len += strlen(j < n ? names[j].name : weighted[j - n].name) + 6;
 	q->nodes = calloc(q->n_names + 1, sizeof *q->nodes);
 	q->names = malloc(len);
 	q->children = calloc(q->n_names + 1, sizeof *q->children);
@@ -253,9 +275,10 @@ static int quants_widths(void *ctx, const struct ggufs_model *m, struct tree_wid
                          char why[GGUF_ERR_MAX])
 {
 	(void)ctx, (void)m, (void)why;
-	size_t n;
+	size_t n, n9;
 	quant_names(&n);
-	w->per_state = (uint64_t)n + 1;
+	quant_imatrix_names(&n9);
+	w->per_state = (uint64_t)(n + n9) + 1;
 	return 0;
 }
 
@@ -273,6 +296,10 @@ static void quants_free(void *inst)
 	free(q->children);
 	free(q->ids);
 	free(q->id_state);
+	for (uint64_t i = 0; q->preps && i < model_n_tensors(q->m); i++)
+		reader_quant_prep_free(q->preps[i]);
+	free(q->preps);
+	pthread_mutex_destroy(&q->preps_lock);
 	pthread_mutex_destroy(&q->ids_lock);
 	pthread_cond_destroy(&q->id_made);
 	pthread_cond_destroy(&q->opened);
@@ -293,6 +320,7 @@ static int quants_make(void *ctx, const struct tree *t, const struct tree_range 
 	pthread_cond_init(&q->opened, NULL);
 	pthread_mutex_init(&q->ids_lock, NULL);
 	pthread_cond_init(&q->id_made, NULL);
+	pthread_mutex_init(&q->preps_lock, NULL);
 	atomic_init(&q->made, false);
 	atomic_init(&q->ids_hashed, 0);
 	atomic_init(&q->ids_kept, 0);
@@ -317,6 +345,10 @@ static uint64_t quants_bytes(const void *inst)
 	if (q->ids)   /* the tensors' content identities */
 		b += model_n_tensors(q->m) * (sizeof *q->ids + 1);
 	pthread_mutex_unlock(&q->ids_lock);
+	pthread_mutex_lock(&q->preps_lock);
+	for (uint64_t i = 0; q->preps && i < model_n_tensors(q->m); i++)
+		b += sizeof *q->preps + reader_quant_prep_bytes(q->preps[i]);
+	pthread_mutex_unlock(&q->preps_lock);
 	if (atomic_load(&q->made))
 		b += quant_set_bytes(&q->qs) + (q->n_names + 1) * (sizeof *q->nodes + sizeof *q->children);
 	return b;
@@ -555,30 +587,45 @@ static int tensor_id(const struct quants_tree *cq, uint64_t i, uint8_t id[16],
 	return r;
 }
 
-/* The importance matrix entry e's identity into out (33 bytes): XXH3-128 of what its
- * weights are made from (sums, counts, calls), or "none". */
-static void matrix_id(const struct imatrix_entry *e, char out[33])
+/* The identity of importance matrix entry e of the mount's matrix into out (33 bytes):
+ * XXH3-128 of its count and of its weights as llama-quantize hands them to the
+ * quantizer (imatrix_values: normalised, so a GGUF matrix and a .dat of the same
+ * weights share their pieces), made once per mount and entry; "none" for no entry. 0,
+ * or -ENOMEM. */
+static int matrix_id(const struct quants_mount *cqm, const struct imatrix_entry *e,
+                     char out[33])
 {
+	struct quants_mount *qm = (struct quants_mount *)cqm;
 	if (!e) {
 		snprintf(out, 33, "none");
-		return;
+		return 0;
 	}
+	const uint64_t k = (uint64_t)(e - qm->imatrix->entries);
+	pthread_mutex_lock(&qm->ids_lock);
+	memcpy(out, qm->entry_ids[k], 33);
+	pthread_mutex_unlock(&qm->ids_lock);
+	if (out[0])
+		return 0;
+	/* n_values floats: imatrix_parse made each of them once, in memory */
+	float *w = malloc(e->n_values ? e->n_values * sizeof *w : 1);
 	XXH3_state_t *h = XXH3_createState();
-	if (!h) {
-		snprintf(out, 33, "?");   /* (keyed apart from every entry: never shared) */
-		return;
+	if (!w || !h) {
+		free(w);
+		XXH3_freeState(h);
+		return -ENOMEM;
 	}
+	imatrix_values(qm->imatrix, e, w);
 	XXH3_128bits_reset(h);
-	const int64_t head[3] = { (int64_t)e->n_values, e->counts ? (int64_t)e->n_counts : -1,
-	                          e->ncall };
-	XXH3_128bits_update(h, head, sizeof head);
-	if (e->n_values <= SIZE_MAX / 4)
-		XXH3_128bits_update(h, e->sums, (size_t)e->n_values * 4);
-	if (e->counts && e->n_counts <= SIZE_MAX / 4)
-		XXH3_128bits_update(h, e->counts, (size_t)e->n_counts * 4);
+	XXH3_128bits_update(h, &e->n_values, sizeof e->n_values);
+	XXH3_128bits_update(h, w, (size_t)e->n_values * sizeof *w);
 	const XXH128_hash_t d = XXH3_128bits_digest(h);
 	XXH3_freeState(h);
+	free(w);
 	snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, (uint64_t)d.high64, (uint64_t)d.low64);
+	pthread_mutex_lock(&qm->ids_lock);
+	memcpy(qm->entry_ids[k], out, 33);
+	pthread_mutex_unlock(&qm->ids_lock);
+	return 0;
 }
 
 /* The piece store's key of converted tensor qt of q's model into key (PIECE_KEY_MAX
@@ -595,7 +642,8 @@ static int tensor_key(const struct quants_tree *q, const struct quant_tensor *qt
 	char hex[33], mx[33];
 	for (int b = 0; b < 16; b++)
 		snprintf(hex + 2 * b, 3, "%02x", id[b]);
-	matrix_id(qt->weights, mx);
+	if (matrix_id(q->qm, qt->weights, mx) < 0)
+		return -ENOMEM;
 	snprintf(key, PIECE_KEY_MAX, "tensor %s %" PRIu64 " bytes type %" PRIu32 " shape %" PRIu64
 	         " %" PRIu64 " %" PRIu64 " %" PRIu64 " to type %" PRIu32 " rules %d imatrix %s",
 	         hex, t->size, t->type, t->ne[0], t->ne[1], t->ne[2], t->ne[3], qt->type,
@@ -603,9 +651,43 @@ static int tensor_key(const struct quants_tree *q, const struct quant_tensor *qt
 	return 1;
 }
 
-/* What make_piece makes: tensor qt of m. */
+/* The state of weighted reads of converted tensor qt (under the mount's matrix, with
+ * weights) into *out, made at its first need for the tree: a tensor has the same entry
+ * (its name's) in every NAME of a matrix. 0, or -ENOMEM, -EINVAL. */
+static int tensor_prep(const struct quants_tree *cq, const struct quant_tensor *qt,
+                       struct quant_prep **out)
+{
+	struct quants_tree *q = (struct quants_tree *)cq;
+	int r = 0;
+	pthread_mutex_lock(&q->preps_lock);
+	if (!q->preps)
+		q->preps = calloc(model_n_tensors(q->m) ? model_n_tensors(q->m) : 1, sizeof *q->preps);
+	if (!q->preps)
+		r = -ENOMEM;
+	else if (!q->preps[qt->src])
+		r = reader_quant_prep_new(q->m, qt->src, q->qm->imatrix, qt->weights,
+		                          &q->preps[qt->src]);
+	*out = r == 0 ? q->preps[qt->src] : NULL;
+	pthread_mutex_unlock(&q->preps_lock);
+	return r;
+}
+
+/* Bytes [off, off + len) of converted tensor qt of q's model quantized (under its
+ * matrix entry, if it has one: reader_quant_weighted's bytes, with what tensor_prep
+ * keeps) into buf: 0, or -errno with why. */
+static int quantize_tensor(const struct quants_tree *q, const struct quant_tensor *qt,
+                           uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
+{
+	if (!qt->weights)
+		return reader_quant_weighted(q->m, qt->src, qt->type, NULL, NULL, off, len, buf, why);
+	struct quant_prep *p;
+	const int r = tensor_prep(q, qt, &p);
+	return r < 0 ? r : reader_quant_prepared(p, qt->type, off, len, buf, why);
+}
+
+/* What make_piece makes: tensor qt of q's model. */
 struct piece_of {
-	const struct ggufs_model *m;
+	const struct quants_tree *q;
 	const struct quant_tensor *qt;
 };
 
@@ -614,10 +696,10 @@ struct piece_of {
 static int make_piece(void *ctx, uint64_t off, uint64_t len, void *buf, char why[GGUF_ERR_MAX])
 {
 	const struct piece_of *p = ctx;
-	const int r = reader_quant(p->m, p->qt->src, p->qt->type, off, len, buf, why);
+	const int r = quantize_tensor(p->q, p->qt, off, len, buf, why);
 	if (r < 0)   /* -EINVAL: a type this build does not make, as EIO */
 		return r == -ENOMEM ? r : -EIO;
-	return model_changed(p->m, why) ? -EIO : 0;
+	return model_changed(p->q->m, why) ? -EIO : 0;
 }
 
 /* [off, off + len) (inside it) of tensor qt of f's file, whose bytes start at file
@@ -635,14 +717,15 @@ static int read_tensor(const struct quants_file *f, const struct quant_tensor *q
 	if (k < 0)
 		return k == -ENOMEM ? k : -EIO;
 	if (k > 0) {
-		const struct piece_of p = { m, qt };
+		const struct piece_of p = { f->q, qt };
 		unsigned got;
 		const int r = piece_read(f->q->qm->store, key, qt->size, off - start, len, buf,
 		                         make_piece, (void *)&p, &got, why);
 		*how |= got;
 		return r;
 	}
-	const int r = reader_quant(m, qt->src, qt->type, off - start, len, buf, why);
+	const int r = stays ? reader_quant(m, qt->src, qt->type, off - start, len, buf, why)
+	                    : quantize_tensor(f->q, qt, off - start, len, buf, why);
 	if (r < 0)   /* -EINVAL: a type this build does not make, as EIO */
 		return r == -ENOMEM ? r : -EIO;
 	if (!stays)

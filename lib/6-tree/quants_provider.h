@@ -1,5 +1,5 @@
 /* quants/ as a provider (provider.h): every quantization llama.cpp makes of the model
- * without an importance matrix, as NAME.gguf (quant_plan.h: byte for byte
+ * (under the mount's importance matrix, if it has one), as NAME.gguf (quant_plan.h: byte for byte
  * llama_model_quantize()'s file), and quants.tsv (render_quants.h). A mount registers
  * it once in its kit (tree_kit_add(kit, &quants_provider, qm, err)) with its per-mount
  * state, made from the mount's options: the trees of the mount (its model's, its edit
@@ -25,6 +25,7 @@
 
 struct leaving;
 struct computed_pool;
+struct imatrix;
 
 /* A mount's options for quants/. */
 /* The most workers a mount's quants/ runs, whatever it is told or the cores. */
@@ -39,6 +40,12 @@ struct quants_opts {
 	                          * than QUANTS_THREADS_MAX is that many */
 	const char *cache_dir;   /* the disk cache's directory (copied), NULL: none */
 	uint64_t cache_max;      /* its bound in bytes, 0: the default (diskcache.h) */
+	/* -o imatrix=FILE (llama-quantize's --imatrix FILE): the matrix, parsed once for the
+	 * mount (outliving it), or NULL; file, FILE as given (quantize.imatrix.file;
+	 * copied). Every NAME is then planned and made under it, and the nine NAMEs that
+	 * need one are made where llama-quantize makes them. */
+	const struct imatrix *imatrix;
+	const char *imatrix_file;
 };
 
 /* The per-mount state of quants/: the options, and the pool of workers and memory that

@@ -14,6 +14,7 @@
 #include "model.h"
 #include "mount.h"
 #include "path.h"
+#include "imatrix_file.h"
 #include "quants_provider.h"
 #include "tree.h"
 #include "tree_edit.h"
@@ -80,6 +81,41 @@ static void mount_source_check_cache(struct mount_source *s, const char *dir)
 		         "warning: the disk cache is not used: %s", why);
 }
 
+/* Reads and parses -o imatrix=FILE (o->imatrix) into s: true, or false with one line in
+ * err naming FILE. */
+static bool mount_source_imatrix(struct mount_source *s, const struct mount_source_opts *o,
+                                 const struct open_name_opts *names, char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	struct open_name_bytes b;
+	char *shown = open_name_shown(o->imatrix);   /* a URL without credentials or query */
+	s->imatrix_name = shown ? shown : strdup(o->imatrix);
+	s->imatrix = calloc(1, sizeof *s->imatrix);
+	if (!s->imatrix_name || !s->imatrix) {
+		gguf_errf(err, "out of memory");
+		return false;
+	}
+	if (!open_name_bytes(o->imatrix, names, &b, why)) {
+		gguf_errf(err, "-o imatrix: %s", why);
+		return false;
+	}
+	s->imatrix_bytes = b.data;
+	if (imatrix_parse(b.data, b.size, s->imatrix, why) < 0) {
+		free(s->imatrix);
+		s->imatrix = NULL;
+		gguf_errf(err, "%s: not an importance matrix llama-quantize reads: %s",
+		          s->imatrix_name, why);
+		return false;
+	}
+	if (!s->imatrix->all_finite) {
+		gguf_errf(err, "%s: the importance matrix has a weight that is not finite (%f), "
+		          "which llama-quantize refuses for every file", s->imatrix_name,
+		          (double)s->imatrix->first_non_finite);
+		return false;
+	}
+	return true;
+}
+
 bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,
                        char err[GGUF_ERR_MAX])
 {
@@ -94,9 +130,12 @@ bool mount_source_open(struct mount_source *s, const char *name, const struct mo
 	}
 	/* the providers of every tree of the mount, each with its per-mount state made
 	 * once from the options */
+	if (o->imatrix && !mount_source_imatrix(s, o, &names, err))
+		goto fail;
 	const struct quants_opts qo = { .requantize = o->requantize, .threads = o->quant_threads,
 	                                .cache_dir = cache_dir_default(names.cache_dir),
-	                                .cache_max = names.cache_max };
+	                                .cache_max = names.cache_max,
+	                                .imatrix = s->imatrix, .imatrix_file = s->imatrix_name };
 	if (!(s->quants = quants_mount_new(&qo, s->leaving, err)) ||
 	    !(s->kit = tree_kit_new(err)) || !tree_kit_add(s->kit, &quants_provider, s->quants, err))
 		goto fail;
@@ -139,6 +178,11 @@ void mount_source_close(struct mount_source *s)
 	model_close(s->model);
 	quants_mount_free(s->quants);   /* after every tree whose files it served */
 	tree_kit_free(s->kit);          /* after every tree built with it */
+	if (s->imatrix)                 /* after quants/, which read it */
+		imatrix_free(s->imatrix);
+	free(s->imatrix);
+	free(s->imatrix_bytes);
+	free(s->imatrix_name);
 	leaving_free(s->leaving);       /* after all that was in it */
 	free(s->shown);
 	memset(s, 0, sizeof *s);

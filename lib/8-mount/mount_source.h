@@ -6,6 +6,7 @@
 #define GGUFS_MOUNT_SOURCE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "errline.h"
 #include "open_name.h"
@@ -18,6 +19,7 @@ struct library;
 struct quants_mount;
 struct tree_kit;
 struct leaving;
+struct imatrix;
 
 /* How a name is opened for a mount. */
 struct mount_source_opts {
@@ -30,6 +32,8 @@ struct mount_source_opts {
 	bool single_thread;       /* -s: one thread serves every request */
 	bool requantize;          /* -o requantize: quants/ of already quantized models too
 	                           * (quants_opts) */
+	const char *imatrix;      /* -o imatrix=FILE as given (a local file, a URL, hf://,
+	                           * s3://), or NULL: quants/ under that importance matrix */
 	unsigned quant_threads;   /* -o quant_threads: the quantizer's workers at most (0: the
 	                           * online cores) */
 };
@@ -56,6 +60,9 @@ struct mount_source {
 	                                * workers and memory of every quants/ file the mount
 	                                * serves */
 	struct tree_kit *kit;          /* the providers every tree of the mount is built with */
+	uint8_t *imatrix_bytes;        /* -o imatrix's file, whole, and its parse (quants/'s) */
+	struct imatrix *imatrix;
+	char *imatrix_name;            /* FILE as it may be shown (quantize.imatrix.file) */
 	/* The mount is ending (the kernel has ended the session; its last requests may
 	 * still be served): leaving_run(leaving), once: the edits file goes over to a
 	 * quick remount of the same model, and the disk cache stores nothing more (a
@@ -65,8 +72,10 @@ struct mount_source {
 	struct leaving *leaving;
 };
 
-/* Opens what name names into s, with o: the library (the edits file is not for one: the
- * caller refuses that first), or the model, its tree built (a model the tree refuses is
+/* Opens what name names into s, with o: the importance matrix first (one that
+ * llama-quantize refuses, or with a weight that is not finite, which it refuses for
+ * every file, refuses the mount: the line names FILE), then the library (the edits file
+ * is not for one: the caller refuses that first), or the model, its tree built (a model the tree refuses is
  * refused) and its edits file opened (made absolute: the daemon moves to "/"), and the
  * mount over it. True; or false with one line in err, and nothing left open. */
 bool mount_source_open(struct mount_source *s, const char *name, const struct mount_source_opts *o,

@@ -2,11 +2,15 @@
  * name, or a library of any of them, with the command line's remote options. */
 #include "open_name.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cache_dir.h"
 #include "library.h"
@@ -128,11 +132,47 @@ static char *open_name_blob(const char *url, const struct open_name_opts *o, boo
 	return resolved;
 }
 
+/* The whole of the remote file at url (its name as shown: shown) fetched with ro into
+ * *b: true, or false with one line in err. */
+static bool open_name_fetch(const char *url, const char *shown, const struct remote_opts *ro,
+                            struct open_name_bytes *b, char err[GGUF_ERR_MAX])
+{
+	char why[GGUF_ERR_MAX];
+	struct remote *r = remote_new(ro, why);
+	long status;
+	struct remote_file *f = r ? remote_open(r, url, shown, REMOTE_FIRST_BYTES, why, &status)
+	                          : NULL;
+	struct source *src = f ? remote_source(f) : NULL;
+	bool ok = false;
+	if (src) {
+		const uint64_t size = remote_size(f);
+		b->data = size <= SIZE_MAX ? malloc(size ? (size_t)size : 1) : NULL;
+		b->size = size;
+		snprintf(why, sizeof why, "out of memory for its %llu bytes", (unsigned long long)size);
+		ok = b->data != NULL;
+		for (uint64_t off = 0; ok && off < size;) {
+			const uint64_t k = size - off < (16u << 20) ? size - off : (16u << 20);
+			ok = source_read(src, off, k, b->data + off, why) == 0;
+			off += k;
+		}
+	}
+	if (!ok) {
+		gguf_errf(err, "%s: %s", shown, why[0] ? why : "cannot be read");
+		free(b->data);
+		b->data = NULL;
+	}
+	source_close(src);
+	remote_free(r);
+	return ok;
+}
+
 /* Opens the remote model at name (http, https or hf://, expanded with $HF_ENDPOINT; the
- * token as token_choose says). *shown gets the URL as it may be shown. NULL with one
- * line in err. */
+ * token as token_choose says), or with bytes not NULL reads the whole file into it
+ * instead (NULL returned). *shown gets the URL as it may be shown. NULL with one line
+ * in err. */
 static struct ggufs_model *open_name_remote(const char *name, const struct open_name_opts *o,
-                                            char **shown, char err[GGUF_ERR_MAX])
+                                            char **shown, struct open_name_bytes *bytes,
+                                            char err[GGUF_ERR_MAX])
 {
 	char why[GGUF_ERR_MAX];
 	struct ggufs_model *m = NULL;
@@ -155,6 +195,10 @@ static struct ggufs_model *open_name_remote(const char *name, const struct open_
 	                 &token, err) < 0)
 		goto out;
 	ro.token = token;
+	if (bytes) {
+		open_name_fetch(url, *shown, &ro, bytes, err);
+		goto out;
+	}
 	long status;
 	m = model_open_remote(url, *shown, &ro, err, &status);
 	/* a server that ignores Range requests (a 200 to the first one) is read as one
@@ -169,10 +213,12 @@ out:
 	return m;
 }
 
-/* Opens s3://BUCKET/KEY (s3_config_access). *shown gets the name as given (it holds no
- * secret). NULL with one line in err. */
+/* Opens s3://BUCKET/KEY (s3_config_access), or with bytes not NULL reads it whole into
+ * it (NULL returned). *shown gets the name as given (it holds no secret). NULL with one
+ * line in err. */
 static struct ggufs_model *open_name_s3(const char *name, const struct open_name_opts *o,
-                                        char **shown, char err[GGUF_ERR_MAX])
+                                        char **shown, struct open_name_bytes *bytes,
+                                        char err[GGUF_ERR_MAX])
 {
 	char why[GGUF_ERR_MAX];
 	struct s3_config_access a;
@@ -191,6 +237,8 @@ static struct ggufs_model *open_name_s3(const char *name, const struct open_name
 	char *url = s3_object_url(a.endpoint, a.bucket, a.key, a.virtual_host, why, sizeof why);
 	if (!url)
 		gguf_errf(err, "%s: %s", *shown, why);
+	else if (bytes)
+		open_name_fetch(url, *shown, &ro, bytes, err);
 	else
 		m = model_open_remote(url, *shown, &ro, err, NULL);
 	free(url);
@@ -246,23 +294,23 @@ struct ggufs_model *open_name_model(const char *name, const struct open_name_opt
 	switch (kind) {
 	case NAME_KIND_S3_OBJECT:
 	case NAME_KIND_S3_LIBRARY:
-		m = open_name_s3(name, o, shown, err);
+		m = open_name_s3(name, o, shown, NULL, err);
 		break;
 	case NAME_KIND_HUB_QUANT:
 		rewritten = open_name_quant(name, o, err);
 		if (rewritten)
-			m = open_name_remote(rewritten, o, shown, err);
+			m = open_name_remote(rewritten, o, shown, NULL, err);
 		break;
 	case NAME_KIND_URL:
 		rewritten = open_name_blob(name, o, &oom);
 		if (oom)
 			gguf_errf(err, "out of memory");
 		else
-			m = open_name_remote(rewritten ? rewritten : name, o, shown, err);
+			m = open_name_remote(rewritten ? rewritten : name, o, shown, NULL, err);
 		break;
 	case NAME_KIND_HUB_FILE:
 	case NAME_KIND_HUB_LIBRARY:
-		m = open_name_remote(name, o, shown, err);
+		m = open_name_remote(name, o, shown, NULL, err);
 		break;
 	case NAME_KIND_SCHEME:
 		gguf_errf(err, "%s: unsupported URL scheme '%.*s' (ggufs reads http://, https://, "
@@ -355,4 +403,81 @@ struct library *open_name_library(const char *name, enum name_kind kind,
 	                       : kind == NAME_KIND_S3_LIBRARY ? open_name_s3_source(name, o, err)
 	                       : open_name_local_source(name, o->confine, mountpoint, err);
 	return src ? library_open(src, kit, err) : NULL;
+}
+
+/* The whole of the local file path into *b: true, or false with one line in err. */
+static bool open_name_read_local(const char *path, struct open_name_bytes *b,
+                                 char err[GGUF_ERR_MAX])
+{
+	const int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		gguf_errf(err, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		gguf_errf(err, "%s: not a regular file", path);
+		close(fd);
+		return false;
+	}
+	b->size = (uint64_t)st.st_size;
+	b->data = (uint64_t)st.st_size <= SIZE_MAX ? malloc(st.st_size ? (size_t)st.st_size : 1)
+	                                           : NULL;
+	if (!b->data) {
+		gguf_errf(err, "%s: out of memory for its %llu bytes", path,
+		          (unsigned long long)st.st_size);
+		close(fd);
+		return false;
+	}
+	uint64_t got = 0;
+	while (got < b->size) {
+		const ssize_t n = read(fd, b->data + got, b->size - got > (1u << 30) ? (1u << 30)
+		                                                                     : b->size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			gguf_errf(err, "%s: %s", path, n < 0 ? strerror(errno)
+			                                     : "the file shrank while it was read");
+			break;
+		}
+		got += (uint64_t)n;
+	}
+	close(fd);
+	if (got < b->size) {
+		free(b->data);
+		b->data = NULL;
+		return false;
+	}
+	return true;
+}
+
+bool open_name_bytes(const char *name, const struct open_name_opts *o,
+                     struct open_name_bytes *b, char err[GGUF_ERR_MAX])
+{
+	*b = (struct open_name_bytes){ 0 };
+	char *shown = NULL;
+	switch (name_kind_of(name)) {
+	case NAME_KIND_FILE:
+		return open_name_read_local(name, b, err);
+	case NAME_KIND_URL:
+	case NAME_KIND_HUB_FILE:
+	case NAME_KIND_HUB_LIBRARY:   /* hf://OWNER/REPO/PATH of another suffix than .gguf */
+		open_name_remote(name, o, &shown, b, err);
+		break;
+	case NAME_KIND_S3_OBJECT:
+		open_name_s3(name, o, &shown, b, err);
+		break;
+	case NAME_KIND_SCHEME:
+		gguf_errf(err, "%s: unsupported URL scheme '%.*s' (ggufs reads http://, https://, "
+		          "hf:// and s3:// URLs, or a local file)", name,
+		          (int)name_kind_scheme_len(name), name);
+		break;
+	default:
+		gguf_errf(err, "%s: not one file", name);
+		break;
+	}
+	free(shown);
+	return b->data != NULL;
 }

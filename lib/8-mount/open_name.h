@@ -87,6 +87,19 @@ char *open_name_scrub_args(int argc, char *argv[], const char **name);
 struct ggufs_model *open_name_model(const char *name, const struct open_name_opts *o,
                                     char **shown, char err[GGUF_ERR_MAX]);
 
+/* A whole file's bytes (open_name_bytes). */
+struct open_name_bytes {
+	uint8_t *data;   /* malloc'ed */
+	uint64_t size;
+};
+
+/* Reads the whole of the one file name names (a local file, an http(s):// URL, an
+ * hf:// file, an s3:// object: each as a model's bytes are fetched, with o's remote
+ * options) into *b, for a small file a mount needs whole (an importance matrix). True;
+ * or false with one line in err naming the file (nothing to free). */
+bool open_name_bytes(const char *name, const struct open_name_opts *o,
+                     struct open_name_bytes *b, char err[GGUF_ERR_MAX]);
+
 /* Opens the library name names (kind: name_kind_of(name), a library's): its source made
  * (a remote one's credentials and revision found as for one model) and its root listed,
  * its models' trees to be built with kit (library_open's: the mount's, or NULL for the

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """quants/ of a mounted Hugging Face model folder (issue 47): every NAME that llama.cpp's
 llama_model_quantize() (the pinned libllama, through ctypes) makes of the converter's
-GGUF file is there, of its size, and Q8_0, Q4_K_M (every NAME for llama-spm-f32) are its
-bytes, for each folder of tests/data/st (llama-spm-f32 against the converter's own file
-beside it; mistral-spm and llama-spm-sharded against the mount's model.gguf, which
-mount-st checks is the converter's byte for byte); a second mount with the same disk
-cache reads them from it (the folder's identity: its parts and the converted header),
-and a mount with another outtype does not.
+GGUF file is there, every NAME listed is one it makes for that ftype, of its size, and
+Q8_0, Q4_K_M (every NAME listed, for llama-spm-f32) are its bytes, for each folder of
+tests/data/st (llama-spm-f32 against the converter's own file beside it; mistral-spm
+and llama-spm-sharded against the mount's model.gguf, which mount-st checks is the
+converter's byte for byte); a second mount with the same disk cache reads them from it
+(the folder's identity: its parts and the converted header), and a mount with another
+outtype does not.
 
 Usage: test_quant_st.py GGUFS_BINARY. Skipped (77) without /dev/fuse or without the
 installed node-llama-cpp package (unless GGUFS_REQUIRE_LLAMA is set)."""
@@ -26,11 +27,37 @@ REFERENCE = os.path.join(ST, "llama-spm-f32.auto.gguf")
 class StQuants(qp.QuantCase):
     PREFIX = "ggufs-quant-st-"
     reference = qm.QuantMount.reference
-    check_tree = qm.QuantMount.check_tree
+
+    def check_tree(self, quants, src, names):
+        """quants/ of a mount of src: every NAME quants.tsv lists is the file llama.cpp
+        makes of src for its ftype (its size; its bytes for names, None: all), and
+        every NAME of qp.NAMES that llama.cpp makes, of a type ggufs makes, is listed."""
+        with open(os.path.join(quants, "quants.tsv")) as f:
+            text = f.read()
+        later = {line.split(":")[0][2:] for line in text.splitlines()
+                 if line.startswith("# ") and "does not quantize to" in line}
+        rows = [line.split("\t") for line in text.splitlines() if not line.startswith("#")]
+        self.assertEqual(rows[0], ["name", "ftype", "bytes", "bits_per_weight", "tensor_types"])
+        listed = {r[0]: (int(r[1]), int(r[2])) for r in rows[1:]}
+        self.assertEqual(sorted(os.listdir(quants)),
+                         sorted([n + ".gguf" for n in listed] + ["quants.tsv"]))
+        out = os.path.join(self.dir, "ref.gguf")
+        for name, (ftype, size) in sorted(listed.items()):
+            if os.path.exists(out):
+                os.unlink(out)
+            self.assertEqual(self.llama.quantize(src, out, ftype), 0, name)
+            self.assertEqual(os.path.getsize(out), size, name)
+            self.assertEqual(os.stat(os.path.join(quants, name + ".gguf")).st_size, size, name)
+            if names is None or name in names:
+                self.assertEqual(qp.sha256_file(os.path.join(quants, name + ".gguf")),
+                                 qp.sha256_file(out), name)
+        for name, _ in qp.NAMES:
+            if name not in later and name not in listed:
+                self.assertIsNone(self.reference(src, name), name)
 
     def test_each_folder(self):
         """quants/ of each folder against llama.cpp's of its converted file."""
-        for folder, names in (("llama-spm-f32", [n for n, _ in qp.NAMES]),
+        for folder, names in (("llama-spm-f32", None),
                               ("mistral-spm", ("Q8_0", "Q4_K_M")),
                               ("llama-spm-sharded", ("Q8_0", "Q4_K_M"))):
             with self.subTest(folder=folder), \

@@ -111,7 +111,7 @@ static void test_header(void **state)
 	(void)state;
 	struct ggufs_model *m = model_with("h.gguf", llama_keys, 10, small, 7);
 	struct quant_set qs;
-	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
+	assert_int_equal(quant_set_build(m, &(struct quant_set_opts){ 0 }, &qs), 0);
 	const struct quant_plan *qp = plan_of(&qs, "Q8_0");
 	assert_non_null(qp);
 	uint8_t *whole = malloc(qp->data_offset);
@@ -368,7 +368,7 @@ static void test_no_file(void **state)
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		struct ggufs_model *m = model_with("n.gguf", cases[c].kv, cases[c].n_kv, small, 7);
 		struct quant_set qs;
-		assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
+		assert_int_equal(quant_set_build(m, &(struct quant_set_opts){ 0 }, &qs), 0);
 		for (size_t i = 0; i < qs.n; i++) {
 			if (!strstr(qs.why[i], cases[c].why))
 				fail_msg("case %zu %s: '%s'", c, qs.names[i].name, qs.why[i]);
@@ -426,7 +426,7 @@ static void test_tsv_unknown_arch(void **state)
 	(void)state;
 	struct ggufs_model *m = model_with("u.gguf", keys_unknown_arch, 2, small, 7);
 	struct quant_set qs;
-	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
+	assert_int_equal(quant_set_build(m, &(struct quant_set_opts){ 0 }, &qs), 0);
 	struct sink c = sink_counter();
 	render_quants_tsv(&c, &qs);
 	char *text = calloc(1, c.pos + 1);
@@ -453,7 +453,7 @@ static void test_tsv(void **state)
 	(void)state;
 	struct ggufs_model *m = model_with("t.gguf", llama_keys, 10, small, 7);
 	struct quant_set qs;
-	assert_int_equal(quant_set_build(m, false, NULL, &qs), 0);
+	assert_int_equal(quant_set_build(m, &(struct quant_set_opts){ 0 }, &qs), 0);
 	struct sink c = sink_counter();
 	render_quants_tsv(&c, &qs);
 	char *text = calloc(1, c.pos + 1);
