@@ -77,6 +77,8 @@ static const struct cli_option cli_options[] = {
 	  .help = "metadata/ writable by you; edits kept in FILE" },
 	{ "requantize", OURS(requantize),
 	  .help = "quants/ of quantized models (--allow-requantize)" },
+	{ "outtype=%s", .with_check = true, OURS(outtype), .arg = "TYPE",
+	  .help = "MODEL_FOLDER's tensors: " OUTTYPES },
 	{ "imatrix=%s", OURS(imatrix_file), .arg = "FILE",
 	  .help = "quants/ under this importance matrix (--imatrix)" },
 	{ "recipes=%s", OURS(recipes_file), .arg = "FILE",
@@ -206,6 +208,20 @@ static bool check_item(const char *item, size_t len, const struct cli_option **f
 		if (!ok) {
 			log_errf("option '-o %.*s' needs a size: bytes, or a number with K,"
 			        " M, G or T " SEE_HELP, n, item);
+			return false;
+		}
+	}
+	if (eq && strcmp(c->templ, "outtype=%s") == 0) {
+		char value[16];
+		size_t vlen = (size_t)(item + len - eq - 1);
+		bool ok = vlen < sizeof value;
+		if (ok) {
+			memcpy(value, eq + 1, vlen);
+			value[vlen] = 0;
+			ok = open_name_outtype_ok(value);
+		}
+		if (!ok) {
+			log_errf("option '-o %.*s' takes " OUTTYPES " " SEE_HELP, n, item);
 			return false;
 		}
 	}
@@ -441,13 +457,15 @@ void cli_usage(const char *prog)
 	       "       %s [options] hf://OWNER/REPO[@REVISION]/PATH/MODEL.gguf MOUNTPOINT\n"
 	       "       %s [options] s3://BUCKET/KEY.gguf|s3://BUCKET[/PREFIX/] MOUNTPOINT\n"
 	       "       %s [options] FOLDER|hf://OWNER/REPO[@REVISION][/FOLDER] MOUNTPOINT\n"
+	       "       %s [options] MODEL_FOLDER MOUNTPOINT\n"
 	       "       %s --check [--json] [-o REMOTE_OPTIONS] MODEL.gguf|URL...\n"
 	       "       %s --diff [--json] [-o REMOTE_OPTIONS] A.gguf|URL B.gguf|URL\n"
 	       "\n"
 	       "Mounts a GGUF model file read-only: metadata/KEY, tensors/NAME{,.f32,.npy},\n"
 	       "stats/NAME, stats.tsv, gguf.json and summary.txt; fusermount3 -u MOUNTPOINT\n"
 	       "unmounts it. A FOLDER or a hub repository mounts as a library: a directory per\n"
-	       "model, models.tsv.\n"
+	       "model, models.tsv. A MODEL_FOLDER (config.json, *.safetensors, tokenizer.model)\n"
+	       "mounts as the GGUF file convert_hf_to_gguf.py would make of it.\n"
 	       "--check scans the model for NaN, inf and bad block scales instead;\n"
 	       "--diff prints the error of every tensor of B against A (rmse, rel_rmse,\n"
 	       "max_abs_err, cosine), what does not pair, and a line for the whole model.\n"
@@ -457,7 +475,7 @@ void cli_usage(const char *prog)
 	       "options:\n",
 	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
 	       slash ? slash + 1 : prog, slash ? slash + 1 : prog, slash ? slash + 1 : prog,
-	       slash ? slash + 1 : prog);
+	       slash ? slash + 1 : prog, slash ? slash + 1 : prog);
 	for (size_t i = 0; i < N_OPTIONS; i++)
 		if (is_switch(&cli_options[i]))
 			usage_line(&cli_options[i]);
@@ -557,7 +575,7 @@ struct open_name_opts cli_open_opts(const struct cli_opts *o)
 		.token_file = o->token_file, .cafile = o->cafile, .cache_size = o->cache_size,
 		.cache_dir = o->cache_dir, .cache_max = o->cache_max, .timeout = o->timeout,
 		.s3_anonymous = o->s3_anonymous, .s3_virtual_host = o->s3_virtual_host,
-		.stream_ok = o->check, .env = cli_getenv, .note = cli_say_line,
+		.outtype = o->outtype, .stream_ok = o->check, .env = cli_getenv, .note = cli_say_line,
 		.waiting = isatty(STDERR_FILENO) ? cli_say_line : NULL,
 	};
 }

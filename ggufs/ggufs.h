@@ -187,6 +187,7 @@ struct cli_opts {
 	const char *recipes_file;  /* -o recipes=FILE: its recipes in quants/, or NULL */
 	unsigned quant_threads;   /* -o quant_threads=N, 0 if not given */
 	const char *passthrough_arg;  /* -o passthrough=yes|no as given (checked), or NULL */
+	const char *outtype;     /* -o outtype=TYPE as given (checked), or NULL: auto */
 };
 
 /* Checks every argument before anything is opened or parsed: unknown switches and -o

@@ -30,6 +30,9 @@ struct ggufs_model *model_new(const struct model_desc *d)
 	m->tensors = d->tensors;
 	m->n_files = d->n_files;
 	m->files = d->files;
+	m->made_from = d->made_from;
+	m->n_made_from = d->n_made_from;
+	m->made_by = d->made_by;
 	m->remote = d->remote;
 	m->ops = d->ops;
 	m->ctx = d->ctx;
@@ -178,39 +181,60 @@ int model_file_fd(const struct ggufs_model *m, const char **not_file)
 	return why ? -1 : fd;
 }
 
+/* Feeds add with what file mf of m is (model_identity): false when its version cannot
+ * be told. */
+static bool file_identity(const struct ggufs_model *m, const struct model_file *mf,
+                          void (*add)(void *arg, const void *p, uint64_t n), void *arg)
+{
+	const struct stat *st = mf->st;
+	char line[512];
+	int n;
+	if (st) {
+		n = snprintf(line, sizeof line, "local %ju %ju %jd %jd.%09ld %jd.%09ld\n",
+		             (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
+		             (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+		             (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+	} else if (mf->remote) {
+		const char *etag = remote_etag(mf->remote);
+		const time_t mt = remote_mtime(mf->remote);
+		if (!etag[0] && mt == (time_t)-1)
+			return false;
+		add(arg, mf->path, strlen(mf->path));
+		n = snprintf(line, sizeof line, "\nremote %" PRIu64 " %s %jd\n",
+		             remote_size(mf->remote), etag, (intmax_t)(etag[0] ? 0 : mt));
+	} else if (m->made_by && m->n_made_from && mf->head && mf->gguf) {
+		/* computed: by what, from the header it was given (the rest is made_from's) */
+		n = snprintf(line, sizeof line, "computed %s %" PRIu64 "\n", m->made_by, mf->size);
+		add(arg, line, (uint64_t)n);
+		add(arg, mf->head, mf->gguf->data_offset);
+		n = snprintf(line, sizeof line, "\n");
+	} else {
+		return false;
+	}
+	add(arg, line, (uint64_t)n);
+	return true;
+}
+
 bool model_identity(const struct ggufs_model *m,
                     void (*add)(void *arg, const void *p, uint64_t n), void *arg)
 {
-	for (uint32_t f = 0; f < m->n_files; f++) {
-		const struct model_file *mf = &m->files[f];
-		const struct stat *st = mf->st;
-		char line[512];
-		int n;
-		if (st) {
-			n = snprintf(line, sizeof line, "local %ju %ju %jd %jd.%09ld %jd.%09ld\n",
-			             (uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (intmax_t)st->st_size,
-			             (intmax_t)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
-			             (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
-		} else if (mf->remote) {
-			const char *etag = remote_etag(mf->remote);
-			const time_t mt = remote_mtime(mf->remote);
-			if (!etag[0] && mt == (time_t)-1)
-				return false;
-			add(arg, mf->path, strlen(mf->path));
-			n = snprintf(line, sizeof line, "\nremote %" PRIu64 " %s %jd\n",
-			             remote_size(mf->remote), etag, (intmax_t)(etag[0] ? 0 : mt));
-		} else {
+	for (uint32_t f = 0; f < m->n_files; f++)
+		if (!file_identity(m, &m->files[f], add, arg))
 			return false;
-		}
-		add(arg, line, (uint64_t)n);
-	}
+	for (uint32_t f = 0; f < m->n_made_from; f++)
+		if (!file_identity(m, &m->made_from[f], add, arg))
+			return false;
 	return true;
 }
 
 void model_cache_name(const struct ggufs_model *m, char *buf, size_t size)
 {
 	const struct model_file *first = &m->files[0];
-	if (first->st)
+	if (!first->st && m->made_by && m->n_made_from && m->made_from[0].st)
+		snprintf(buf, size, "%.512s of file %ju:%ju", m->made_by,
+		         (uintmax_t)m->made_from[0].st->st_dev,
+		         (uintmax_t)m->made_from[0].st->st_ino);
+	else if (first->st)
 		snprintf(buf, size, "file %ju:%ju", (uintmax_t)first->st->st_dev,
 		         (uintmax_t)first->st->st_ino);
 	else
@@ -224,7 +248,8 @@ bool model_fetched(const struct ggufs_model *m)
 
 bool model_streamed(const struct ggufs_model *m)
 {
-	return !m->remote && m->n_files == 1 && !source_mapped(m->files[0].src);
+	return !m->remote && !m->n_made_from && m->n_files == 1 &&
+	       !source_mapped(m->files[0].src);
 }
 
 bool model_fetch_counters(const struct ggufs_model *m, struct remote_counters *rc)
@@ -252,33 +277,42 @@ static bool same_version(const struct stat *was, const struct stat *now)
 	       was->st_uid != now->st_uid || was->st_gid != now->st_gid;
 }
 
+/* Whether local file mf (index + 1: ret) is still the version recorded: 0, or ret with
+ * why as model_changed says it, what fails with EIO named by fails. */
+static uint32_t file_changed(const struct model_file *mf, uint32_t ret, const char *fails,
+                             char why[GGUF_ERR_MAX])
+{
+	int fd;
+	uint64_t count;
+	struct stat now;
+	if (!mf->st || !source_span(mf->src, 0, 0, &fd, &count))
+		return 0;
+	const bool gone = fstat(fd, &now) < 0;
+	if (!gone && same_version(mf->st, &now))
+		return 0;
+	if (!why)
+		return ret;
+	/* shrunk: said as its reads say it (the source's why) */
+	const bool shrunk = !gone && (uint64_t)now.st_size < mf->size &&
+	                    source_holds(mf->src, mf->size, why) < 0 && why[0];
+	if (gone)
+		gguf_errf(why, "%s: its state cannot be read (%s)", mf->path, strerror(errno));
+	else if (!shrunk)
+		gguf_errf(why, "%s: the file changed while mounted (%s): %s fail with EIO",
+		          mf->path, now.st_size != mf->st->st_size ? "its size changed" :
+		          "written to in place, its size unchanged", fails);
+	return ret;
+}
+
 uint32_t model_changed(const struct ggufs_model *m, char why[GGUF_ERR_MAX])
 {
-	for (uint32_t f = 0; f < m->n_files; f++) {
-		const struct model_file *mf = &m->files[f];
-		int fd;
-		uint64_t count;
-		struct stat now;
-		if (!mf->st || !source_span(mf->src, 0, 0, &fd, &count))
-			continue;
-		const bool gone = fstat(fd, &now) < 0;
-		if (!gone && same_version(mf->st, &now))
-			continue;
-		if (!why)
-			return f + 1;
-		/* shrunk: said as its reads say it (the source's why) */
-		const bool shrunk = !gone && (uint64_t)now.st_size < mf->size &&
-		                    source_holds(mf->src, mf->size, why) < 0 && why[0];
-		if (gone)
-			gguf_errf(why, "%s: its state cannot be read (%s)", mf->path, strerror(errno));
-		else if (!shrunk)
-			gguf_errf(why, "%s: the file changed while mounted (%s): its quantizations "
-			          "(quants/) fail with EIO", mf->path,
-			          now.st_size != mf->st->st_size ? "its size changed" :
-			          "written to in place, its size unchanged");
-		return f + 1;
-	}
-	return 0;
+	uint32_t r = 0;
+	for (uint32_t f = 0; f < m->n_files && !r; f++)
+		r = file_changed(&m->files[f], f + 1, "its quantizations (quants/)", why);
+	for (uint32_t f = 0; f < m->n_made_from && !r; f++)
+		r = file_changed(&m->made_from[f], m->n_files + f + 1,
+		                 "the model converted from it (model.gguf, quants/)", why);
+	return r;
 }
 
 void model_read_cause(const struct ggufs_model *m, int r, char cause[GGUF_ERR_MAX])

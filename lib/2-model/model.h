@@ -91,7 +91,8 @@ struct ggufs_model *model_open_stream(const char *url, const char *shown,
 int model_tensor_read(const struct ggufs_model *m, uint64_t i, uint64_t off, uint64_t len,
                       void *buf, char why[GGUF_ERR_MAX]);
 
-/* Whether m's local files are still the ones it parsed: each local file's descriptor's
+/* Whether m's local files (and those its files are computed from: model_desc's
+ * made_from, counted after its files) are still the ones it parsed: each local file's descriptor's
  * device, inode, size, mtime and ctime now against those recorded at open (model_file:
  * st; any write moves ctime, whatever it does to mtime after; a ctime moved with the
  * file's links, mode or owner is no write: the file renamed over, removed, linked or
@@ -170,18 +171,21 @@ int model_file_fd(const struct ggufs_model *m, const char **not_file);
 
 /* Feeds add with what the model's bytes are, file by file: a local file's device,
  * inode, size and times as recorded at open (the version parsed; any change of its
- * bytes moves its ctime), a remote one's URL, size and ETag (or Last-Modified). For the
+ * bytes moves its ctime), a remote one's URL, size and ETag (or Last-Modified), a
+ * computed one's maker and header, then the files it is computed from. For the
  * keys of what is made from them and kept (the disk cache). False when some file's
  * version cannot be told (a streamed model, a server that names none): keep nothing. */
 bool model_identity(const struct ggufs_model *m,
                     void (*add)(void *arg, const void *p, uint64_t n), void *arg);
 /* The model's name for people in a cache's key, never a path (one file is one entry
- * whatever names lead to it): "file DEV:INO" of its first file, or a remote one's URL
- * (cut at 1,024 bytes), into buf. */
+ * whatever names lead to it): "file DEV:INO" of its first file, "MADE_BY of file
+ * DEV:INO" of the first file a computed one is made from, or a remote one's URL (cut
+ * at 1,024 bytes), into buf. */
 void model_cache_name(const struct ggufs_model *m, char *buf, size_t size);
 /* True when the model's files are fetched by range requests (a remote model). */
 bool model_fetched(const struct ggufs_model *m);
-/* True when the model is read as one stream (model_open_stream): in order, once. */
+/* True when the model is read as one stream (model_open_stream): in order, once. A
+ * computed file (made_from) is none, though no mapping holds it either. */
 bool model_streamed(const struct ggufs_model *m);
 /* A fetched model's fetch counters now, into *rc: true; false for another model. */
 bool model_fetch_counters(const struct ggufs_model *m, struct remote_counters *rc);

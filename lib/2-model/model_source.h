@@ -61,6 +61,15 @@ struct model_desc {
 	const struct model_file *files;    /* at least one: the model's file name is the
 	                                    * first's base name */
 	uint32_t n_files;
+	/* The local files the model's files are computed from, when they are not the files
+	 * themselves (a converted folder's .safetensors parts: each with its st, src mapped,
+	 * path and size): model_changed and model_identity look at them as at local files,
+	 * and at a computed file (no st, no remote) as its header's bytes and made_by (what
+	 * computes it, with a version that changes when its bytes would); NULL and 0
+	 * otherwise. */
+	const struct model_file *made_from;
+	uint32_t n_made_from;
+	const char *made_by;
 	struct remote *remote;             /* what a fetched model's files share (counters,
 	                                    * the unmount hand-over); NULL otherwise */
 	const struct model_source_ops *ops;  /* NULL: nothing to close (a model made by hand) */

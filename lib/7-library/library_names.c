@@ -78,7 +78,8 @@ static bool claim(struct nameset *set, struct gguf_str *str, const char *name)
 }
 
 /* Names every entry of e that is not a model file into names (its own name: already
- * unique in a folder, but models.tsv and models.json at the root are taken) and lists
+ * unique in a folder, but models.tsv and models.json at the root are taken; a model
+ * folder is a model of its own name, claimed before any model file's NAME) and lists
  * the model files in files; 0, or -ENOMEM. */
 static int name_others(const struct lib_entry *e, size_t n, struct nameset *set,
                        struct gguf_str *strs, struct lib_name *names, size_t *n_names,
@@ -99,8 +100,10 @@ static int name_others(const struct lib_entry *e, size_t n, struct nameset *set,
 			continue;   /* models.tsv or models.json at the root */
 		struct lib_name *ln = &names[*n_names];
 		ln->name = e[i].name;
-		ln->type = e[i].type == LIB_ENTRY_DIR ? LIB_NODE_DIR : LIB_NODE_FILE;
+		ln->type = e[i].model_folder ? LIB_NODE_MODEL :
+		           e[i].type == LIB_ENTRY_DIR ? LIB_NODE_DIR : LIB_NODE_FILE;
 		ln->entry = i;
+		ln->files = e[i].model_folder ? 1 : 0;
 		ln->version = e[i].version;
 		(*n_names)++;
 	}

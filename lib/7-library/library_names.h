@@ -1,5 +1,6 @@
 /* The names a library shows for one folder of its source:
  *   - a folder, and a file that is not a model, keep their own names;
+ *   - a model folder (lib_entry.model_folder) is the model directory of its own name;
  *   - a model file NAME.gguf is the model directory NAME; the shards of a split set,
  *     NAME-00001-of-0000N.gguf ... (one N), are the one model directory NAME, whose
  *     first file is the lowest shard there;

@@ -32,6 +32,9 @@ struct lib_entry {
 	bool lent;                /* path belongs to the source, which keeps it while it
 	                           * lives: borrowed, never freed */
 	enum lib_entry_type type;
+	bool model_folder;        /* a folder that is one model (a local one holding
+	                           * config.json, st_model_is_folder): the model's files,
+	                           * shown as one model directory, not listed as a folder */
 	uint64_t version;         /* differs between two versions of one file (a local
 	                           * file's device, inode, size and times hashed) */
 	struct stat st;           /* what the library shows of it: mode, owner, size, times */
@@ -66,7 +69,8 @@ struct lib_source_ops {
 	bool (*same_version)(void *ctx, const char *path, uint64_t version,
 	                     const struct ggufs_model *m);
 	/* The model whose first file is at path (its other shards found beside it, as a
-	 * single mount finds them), named as a single mount of it is (a local file's path,
+	 * single mount finds them; for a model_folder entry, the folder's model, as a mount
+	 * of the folder converts it), named as a single mount of it is (a local file's path,
 	 * hf://OWNER/REPO@COMMIT/PATH, s3://BUCKET/KEY), or NULL with the line `ggufs FILE` prints, less its
 	 * "ggufs: ", in err. */
 	struct ggufs_model *(*open_model)(void *ctx, const char *path, char err[GGUF_ERR_MAX]);

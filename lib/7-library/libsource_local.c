@@ -15,6 +15,7 @@
 #include "library_names.h"
 #include "libsource.h"
 #include "local_check.h"
+#include "st_model.h"
 
 /* A listing longer than this is refused: the library keeps every folder's names. */
 #define LOCAL_ENTRIES_MAX (1u << 20)
@@ -170,6 +171,7 @@ static int local_list(void *ctx, const char *dir, struct lib_entry **out, size_t
 			break;
 		}
 		e->type = S_ISDIR(st.st_mode) ? LIB_ENTRY_DIR : LIB_ENTRY_FILE;
+		e->model_folder = S_ISDIR(st.st_mode) && st_model_is_folder_at(fd, de->d_name);
 		e->version = version_of(&st);
 		e->st = st;
 		(*n)++;
@@ -202,9 +204,10 @@ static int local_stat(void *ctx, const char *path, struct lib_entry *e)
 		return -ENOMEM;
 	struct stat st;
 	int r = stat(full, &st) == 0 ? 0 : -errno;
-	free(full);
 	if (r == 0 && !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
 		r = -ENOENT;
+	e->model_folder = r == 0 && *path && S_ISDIR(st.st_mode) && st_model_is_folder(full);
+	free(full);
 	if (r < 0)
 		return r;
 	e->name = e->path = NULL;
@@ -225,6 +228,8 @@ struct local_opener {
 	bool check;               /* the first file must be of first_version */
 	uint64_t first_version;
 	bool stale;               /* it was not */
+	const struct stat *folder;  /* a model folder's stat (its files are shown under its
+	                             * owner and mode), or NULL */
 };
 
 /* 0 when the file resolved to pfd (of stat st), at path, may be opened for the model:
@@ -286,6 +291,53 @@ static int open_in_folder(void *ctx, const char *path, const struct stat *named,
 	return fd;
 }
 
+/* model_opener.open of a model folder's files (ctx: its local_opener): as
+ * open_in_folder opens a shard, the folder standing for the first file (confined, each
+ * file must let read whom the folder lets read: the model directory shows its owner and
+ * mode). */
+static int open_in_model_folder(void *ctx, const char *path, const struct stat *named,
+                                char err[GGUF_ERR_MAX])
+{
+	(void)named;
+	const struct local_opener *o = ctx;
+	return open_in_folder(ctx, path, o->folder, err);
+}
+
+/* The model of the model folder at full (descriptor dirfd, O_PATH), converted as a
+ * mount of the folder converts it, each of its files opened by open_in_model_folder
+ * (in the folder, regular, confined and read as the folder is); check: the folder must still be
+ * first_version (its entries as listed), else NULL with *stale. NULL with one line in
+ * err when it does not open. */
+static struct ggufs_model *open_local_folder(const struct local_source *ls, const char *full,
+                                             int dirfd, bool check, uint64_t first_version,
+                                             bool *stale, char err[GGUF_ERR_MAX])
+{
+	struct stat st;
+	if (fstat(dirfd, &st) != 0 || (check && version_of(&st) != first_version)) {
+		*stale = true;
+		err[0] = 0;
+		return NULL;
+	}
+	if (ls->confine && !fd_inside(ls, dirfd)) {
+		gguf_errf(err, "%s: it leads out of the library's folder", full);
+		return NULL;
+	}
+	const size_t n = strlen(full);
+	char *prefix = malloc(n + 2);
+	if (!prefix) {
+		gguf_errf(err, "%s: out of memory", full);
+		return NULL;
+	}
+	memcpy(prefix, full, n);
+	memcpy(prefix + n, "/", 2);
+	struct local_opener o = { .ls = ls, .dirfd = dirfd, .path = prefix, .base_at = n + 1,
+	                          .folder = &st };
+	const struct model_opener opener = { open_in_model_folder, &o };
+	struct ggufs_model *m = st_model_open(full, ST_OUT_AUTO, &opener, err);
+	free(prefix);
+	return m;
+}
+
 /* The model whose first file is path, its files opened by open_in_folder (check: the
  * first file must be first_version, and all of them version: else NULL with *stale).
  * NULL with one line in err when it does not open. */
@@ -306,6 +358,15 @@ static struct ggufs_model *open_local_model(const struct local_source *ls, const
 	struct local_opener o = { .ls = ls, .path = full, .base_at = (size_t)(slash - full) + 1,
 	                          .check = check, .first_version = first_version };
 	struct ggufs_model *m = NULL;
+	/* a model folder: the model it converts to */
+	const int folder = open(full, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (folder >= 0) {
+		m = open_local_folder(ls, full, folder, check, first_version, stale, err);
+		close(folder);
+		free(dir);
+		free(full);
+		return m;
+	}
 	o.dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (o.dirfd < 0) {
 		if (check && errno == ENOENT)

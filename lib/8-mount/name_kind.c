@@ -9,6 +9,7 @@
 #include "errline.h"
 #include "libsource_hub.h"
 #include "s3.h"
+#include "st_model.h"
 #include "url.h"
 
 size_t name_kind_scheme_len(const char *name)
@@ -58,7 +59,9 @@ enum name_kind name_kind_of(const char *name)
 	/* a URL of another scheme, unless a local file has that name after all */
 	if (name_kind_scheme_len(name) && r != 0 && errno == ENOENT)
 		return NAME_KIND_SCHEME;
-	return r == 0 && S_ISDIR(st.st_mode) ? NAME_KIND_FOLDER : NAME_KIND_FILE;
+	if (r != 0 || !S_ISDIR(st.st_mode))
+		return NAME_KIND_FILE;
+	return st_model_is_folder(name) ? NAME_KIND_MODEL_FOLDER : NAME_KIND_FOLDER;
 }
 
 bool name_kind_is_library(enum name_kind kind)

@@ -1,7 +1,8 @@
 /* What a name on the command line names, by one rule shared by the mount, --check and
- * --diff: one model (a local file, an http(s):// URL, an hf:// file or :QUANT tag, an
- * s3:// object) or a library (a local folder, an hf:// repository or folder in it, an
- * s3:// bucket or prefix), or nothing ggufs reads (a URL of another scheme). */
+ * --diff: one model (a local file, a model folder, an http(s):// URL, an hf:// file or
+ * :QUANT tag, an s3:// object) or a library (a local folder, an hf:// repository or
+ * folder in it, an s3:// bucket or prefix), or nothing ggufs reads (a URL of another
+ * scheme). */
 #ifndef GGUFS_NAME_KIND_H
 #define GGUFS_NAME_KIND_H
 
@@ -12,6 +13,8 @@ enum name_kind {
 	NAME_KIND_FILE,         /* a local path that is not a folder (opening it says if it
 	                         * is missing or not a model) */
 	NAME_KIND_FOLDER,       /* a local folder: a library */
+	NAME_KIND_MODEL_FOLDER, /* a local folder holding config.json (st_model_is_folder): a
+	                         * Hugging Face model folder, one model converted */
 	NAME_KIND_URL,          /* http:// or https://: one model (a hub's blob/ page too) */
 	NAME_KIND_HUB_FILE,     /* hf://OWNER/REPO[@REV]/PATH.gguf, or an hf:// name that
 	                         * does not parse (opening it says why) */

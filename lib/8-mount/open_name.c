@@ -19,6 +19,7 @@
 #include "remote.h"
 #include "s3.h"
 #include "s3_config.h"
+#include "st_model.h"
 #include "stream.h"
 #include "model.h"
 #include "path.h"
@@ -245,6 +246,12 @@ static struct ggufs_model *open_name_s3(const char *name, const struct open_name
 	return m;
 }
 
+bool open_name_outtype_ok(const char *name)
+{
+	enum st_outtype out;
+	return st_outtype_parse(name, &out);
+}
+
 char *open_name_shown(const char *name)
 {
 	if (strncasecmp(name, "hf://", 5) == 0 || !url_is_remote(name))
@@ -310,6 +317,15 @@ struct ggufs_model *open_name_model(const char *name, const struct open_name_opt
 		          "hf:// and s3:// URLs, or a local file)", name,
 		          (int)name_kind_scheme_len(name), name);
 		break;
+	case NAME_KIND_MODEL_FOLDER: {
+		enum st_outtype out = ST_OUT_AUTO;
+		const struct model_opener opener = model_opener_local(o->confine);
+		if (o->outtype && !st_outtype_parse(o->outtype, &out))
+			gguf_errf(err, "-o outtype=%s: not one of " OUTTYPES, o->outtype);
+		else
+			m = st_model_open(name, out, &opener, err);
+		break;
+	}
 	case NAME_KIND_FILE:
 	case NAME_KIND_FOLDER: {
 		/* read by others under the named file's owner and mode: so must its shards be */

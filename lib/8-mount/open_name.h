@@ -29,6 +29,8 @@ struct open_name_opts {
 	unsigned timeout;         /* -o timeout in seconds, 0: the default */
 	bool s3_anonymous;        /* -o s3_anonymous */
 	bool s3_virtual_host;     /* -o s3_virtual_host */
+	const char *outtype;      /* -o outtype: what a model folder's tensors are converted
+	                           * to (open_name_outtype_ok), or NULL: auto */
 	/* --check reads a model front to back once: a server that ignores Range requests
 	 * (a 200 to the first one) is then read as one stream (stream.h) */
 	bool stream_ok;
@@ -58,6 +60,12 @@ struct open_name_opts {
 	struct leaving *leaving;
 };
 
+/* The outtypes a model folder is converted to, as -o outtype takes them (the converter's
+ * --outtype): "f32|f16|bf16|q8_0|auto". */
+#define OUTTYPES "f32|f16|bf16|q8_0|auto"
+/* True when name is one of OUTTYPES. */
+bool open_name_outtype_ok(const char *name);
+
 /* name as it may be shown when it is an http(s):// URL, which may hold credentials or a
  * query (url_display; malloc'ed): what a command line keeps in /proc/PID/cmdline. NULL
  * for any other name (hf://, s3://, a local path: nothing to hide), or out of memory. */
@@ -73,7 +81,7 @@ char *open_name_shown(const char *name);
 char *open_name_scrub_args(int argc, char *argv[], const char **name);
 
 /* Opens the one model name names (name_kind_of says it is not a library): a local file
- * or split set, or a remote one; *shown gets a remote name as it may be shown (no
+ * or split set, a model folder converted to o's outtype (st_model.h), or a remote one; *shown gets a remote name as it may be shown (no
  * credentials, no query; malloc'ed), NULL for a local file. The model, or NULL with
  * one line in err naming the file or URL and the problem (*shown freed and NULL). */
 struct ggufs_model *open_name_model(const char *name, const struct open_name_opts *o,

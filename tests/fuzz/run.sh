@@ -9,8 +9,11 @@
 #   fuzz_hub    the hub's tree page and Link header      corpus_hub/    regressions_hub/
 #   fuzz_s3     S3's ListObjectsV2 page and error body    corpus_s3/     regressions_s3/
 #   fuzz_imatrix an importance matrix file (GGUF, .dat)  corpus_imatrix/ regressions_imatrix/
+#   fuzz_st_header a .safetensors file's header         corpus_st_header/ regressions_st_header/
+#   fuzz_st_spm a sentencepiece tokenizer.model          corpus_st_spm/ regressions_st_spm/
 #   fuzz_recipes a recipe file (-o recipes)              corpus_recipes/ regressions_recipes/
-# The listings' two small parsers, the importance matrix's and the recipe file's get half the time each (LISTING_SECS, default SECONDS/2):
+# The listings' two small parsers, the importance matrix's, the safetensors ones and
+# the recipe file's get half the time each (LISTING_SECS, default SECONDS/2):
 # their inputs are short and their state small, so they saturate sooner.
 # It fails if anything was found: each crash, leak, timeout or OOM input is copied into
 # the target's regressions folder, which the normal test suite replays (meson test
@@ -29,7 +32,7 @@ if [ ! -f "$build/build.ninja" ]; then
 	CC=clang meson setup "$build" "$src" -Dfuzz=true -Dbuildtype=debugoptimized
 fi
 ninja -C "$build" tests/fuzz/fuzz_parse tests/fuzz/fuzz_edits tests/fuzz/fuzz_hub tests/fuzz/fuzz_s3 \
-	tests/fuzz/fuzz_imatrix tests/fuzz/fuzz_recipes
+	tests/fuzz/fuzz_imatrix tests/fuzz/fuzz_st_header tests/fuzz/fuzz_st_spm tests/fuzz/fuzz_recipes
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ggufs-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
@@ -79,5 +82,7 @@ fuzz fuzz_edits corpus_edits regressions_edits
 fuzz fuzz_hub corpus_hub regressions_hub "$listing_secs"
 fuzz fuzz_s3 corpus_s3 regressions_s3 "$listing_secs"
 fuzz fuzz_imatrix corpus_imatrix regressions_imatrix "$listing_secs"
+fuzz fuzz_st_header corpus_st_header regressions_st_header "$listing_secs"
+fuzz fuzz_st_spm corpus_st_spm regressions_st_spm "$listing_secs"
 fuzz fuzz_recipes corpus_recipes regressions_recipes "$listing_secs"
 exit "$failed"

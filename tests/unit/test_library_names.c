@@ -138,6 +138,25 @@ static void test_collisions(void **state)
 	named_free(&l);
 }
 
+/* A model folder (model_folder set by the source) is a model of its own name, one file,
+ * its entry's version; a model file of that NAME beside it is named after its file. */
+static void test_model_folder(void **state)
+{
+	(void)state;
+	const char *src[] = { "qwen/", "qwen.gguf", "plain/" };
+	struct named l = { .e = entries(src, 3), .n = 3 };
+	l.e[0].model_folder = true;
+	name_all(&l, true);
+	const struct lib_name *q = shown_for(&l, "qwen");
+	assert_string_equal(q->name, "qwen");
+	assert_int_equal(q->type, LIB_NODE_MODEL);
+	assert_int_equal(q->files, 1);
+	assert_int_equal(q->version, 1);
+	assert_string_equal(shown_for(&l, "qwen.gguf")->name, "qwen.gguf");
+	assert_int_equal(shown_for(&l, "plain")->type, LIB_NODE_DIR);
+	named_free(&l);
+}
+
 static void test_empty(void **state)
 {
 	(void)state;
@@ -150,4 +169,5 @@ static void test_empty(void **state)
 
 UNIT_TESTS(cmocka_unit_test(test_models_and_sets),
            cmocka_unit_test(test_collisions),
+           cmocka_unit_test(test_model_folder),
            cmocka_unit_test(test_empty))

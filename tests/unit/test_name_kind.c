@@ -52,6 +52,16 @@ static void test_local_file_and_folder(void **state)
 	assert_int_equal(name_kind_of(in_scratch("s-00001-of-00002.gguf")), NAME_KIND_FILE);
 	assert_true(name_kind_is_library(NAME_KIND_FOLDER));
 	assert_false(name_kind_is_library(NAME_KIND_FILE));
+	/* a folder with config.json is one model folder, not a library; a config.json that
+	 * is a folder makes none */
+	assert_int_equal(mkdir(in_scratch("hf"), 0755), 0);
+	touch("hf/config.json");
+	assert_int_equal(name_kind_of(in_scratch("hf")), NAME_KIND_MODEL_FOLDER);
+	assert_int_equal(name_kind_of(in_scratch("hf/")), NAME_KIND_MODEL_FOLDER);
+	assert_false(name_kind_is_library(NAME_KIND_MODEL_FOLDER));
+	assert_int_equal(mkdir(in_scratch("odd"), 0755), 0);
+	assert_int_equal(mkdir(in_scratch("odd/config.json"), 0755), 0);
+	assert_int_equal(name_kind_of(in_scratch("odd")), NAME_KIND_FOLDER);
 }
 
 static void test_other_schemes(void **state)

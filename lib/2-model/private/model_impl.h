@@ -22,6 +22,10 @@ struct ggufs_model {
 	const struct model_tensor *tensors;  /* the source's: file order, then each file's */
 	uint32_t n_files;
 	const struct model_file *files;    /* the source's */
+	const struct model_file *made_from;  /* the source's: what the files are computed
+	                                      * from (model_desc) */
+	uint32_t n_made_from;
+	const char *made_by;
 	struct remote *remote;             /* the source's, for a fetched model; else NULL */
 	const struct model_source_ops *ops;  /* the source's close, or NULL */
 	void *ctx;
