@@ -190,7 +190,11 @@ static int go_live(struct ggufs *fs, struct fuse_session *se, const struct cli_o
 }
 
 /* Step 5: serves requests until unmounted, in one thread (-s) or libfuse's pool. True
- * for a clean unmount, also on SIGTERM/SIGINT/SIGHUP; false when the loop failed. */
+ * for a clean unmount, also on SIGTERM/SIGINT/SIGHUP; false when the loop failed. A read
+ * of the device that meets the connection being shut down by the unmount while it takes
+ * a request gets ECONNABORTED (the kernel's fuse_dev_do_read, racing fuse_abort_conn),
+ * which libfuse reports as a failure where ENODEV is its clean end: the session is over
+ * all the same, so it counts as an unmount. */
 static bool serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
 {
 	int r;
@@ -209,7 +213,7 @@ static bool serve(struct fuse_session *se, const struct fuse_cmdline_opts *fo)
 		fuse_loop_cfg_destroy(loop);
 	}
 	/* the loop returns -errno on failure, or the signal that ended it */
-	return r >= 0;
+	return r >= 0 || r == -ECONNABORTED;
 }
 
 /* Parses arguments, opens and checks the model and builds its tree, and only then
