@@ -255,8 +255,13 @@ static int block_get(struct piece_store *ps, struct piece_entry *pe, uint64_t in
 			pthread_cond_wait(&ps->made, &ps->lock);
 		pthread_mutex_unlock(&ps->lock);   /* then loaded, or made here if not stored */
 	}
-	const int r = make(ctx, index * PIECE_BLOCK, len, dst, why);
-	if (r == 0) {
+	/* loaded once more now that it is this thread's to make: another thread may have
+	 * stored it between the load above and the listing (made once, not twice) */
+	int r;
+	if (pe->e && dc_load(pe->e, index, dst, len)) {
+		*how |= PIECE_LOADED;
+		r = 0;
+	} else if ((r = make(ctx, index * PIECE_BLOCK, len, dst, why)) == 0) {
 		*how |= PIECE_MADE;
 		if (pe->e && !atomic_load(&ps->leaving) && dc_store(pe->e, index, dst, len))
 			*how |= PIECE_STORED;
