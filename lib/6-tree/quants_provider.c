@@ -153,10 +153,9 @@ struct quants_mount *quants_mount_new(const struct quants_opts *o, struct leavin
 	qm->requantize = o->requantize;
 	qm->cache_max = o->cache_max;
 	const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	const unsigned long want = o->threads ? o->threads : cores > 0 ? (unsigned long)cores : 1;
 	const struct computed_pool_opts po = {
-		.threads = o->threads ? (o->threads < QUANTS_THREADS_MAX ? o->threads : QUANTS_THREADS_MAX)
-		         : cores > 0 && cores < QUANTS_THREADS_MAX ? (unsigned)cores
-		         : cores > 0 ? QUANTS_THREADS_MAX : 1,
+		.threads = want < QUANTS_THREADS_MAX ? (unsigned)want : QUANTS_THREADS_MAX,
 		.leaving = leaving,
 	};
 	if (!(qm->pool = computed_pool_new(&po, err))) {
